@@ -1,0 +1,574 @@
+//===- GraphOps.cpp - result-type rules and verifiers of graph ops --------===//
+#include "dialects/graph/GraphOps.h"
+#include "dialects/graph/ConstantFolding.h"
+#include "dialects/graph/ShapeRules.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include <numeric>
+
+using namespace mlir;
+
+namespace dtc::graph {
+
+namespace {
+
+/// The operand's static tensor type, or an error.
+FailureOr<RankedTensorType> staticTensor(std::optional<Location> loc, Value v,
+                                         StringRef what) {
+  auto type = v ? dyn_cast<RankedTensorType>(v.getType()) : RankedTensorType();
+  if (!type || !type.hasStaticShape())
+    return emitOptionalError(loc, what, " must be a statically shaped tensor");
+  return type;
+}
+
+LogicalResult push(SmallVectorImpl<Type> &types, ArrayRef<int64_t> shape,
+                   Type elementType) {
+  types.push_back(RankedTensorType::get(shape, elementType));
+  return success();
+}
+
+/// Normalises `axis` for a rank-`rank` operand, or reports it.
+FailureOr<int64_t> axisIn(std::optional<Location> loc, int64_t axis,
+                          int64_t rank, StringRef what = "axis") {
+  if (auto a = normalizeAxis(axis, rank))
+    return *a;
+  return emitOptionalError(loc, what, " ", axis, " out of range for rank-",
+                           rank, " input");
+}
+
+} // namespace
+
+LogicalResult inferBroadcastType(std::optional<Location> loc,
+                                 ValueRange operands, Type elementType,
+                                 SmallVectorImpl<Type> &types) {
+  Shape shape;
+  Type first;
+  for (auto [i, v] : llvm::enumerate(operands)) {
+    auto type = staticTensor(loc, v, "operand");
+    if (failed(type))
+      return failure();
+    if (i == 0) {
+      first = type->getElementType();
+      shape.assign(type->getShape().begin(), type->getShape().end());
+      continue;
+    }
+    auto b = broadcastShapes(shape, type->getShape());
+    if (!b)
+      return emitOptionalError(loc, "shapes ", shapeToString(shape), " and ",
+                               shapeToString(type->getShape()),
+                               " do not broadcast");
+    shape = *b;
+  }
+  return push(types, shape, elementType ? elementType : first);
+}
+
+LogicalResult inferReduceType(std::optional<Location> loc, Value input,
+                              DenseI64ArrayAttr axes, bool keepdims,
+                              SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, input, "input");
+  if (failed(type))
+    return failure();
+  if (!axes)
+    return emitOptionalError(loc, "missing 'axes'");
+  int64_t rank = type->getRank();
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t a : axes.asArrayRef()) {
+    if (a < 0 || a >= rank)
+      return emitOptionalError(loc, "reduction axis ", a,
+                               " out of range for rank-", rank, " input");
+    if (reduced[a])
+      return emitOptionalError(loc, "reduction axis ", a, " repeated");
+    reduced[a] = true;
+  }
+  Shape shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reduced[d])
+      shape.push_back(type->getDimSize(d));
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  return push(types, shape, type->getElementType());
+}
+
+LogicalResult inferPoolType(std::optional<Location> loc, Value input,
+                            DenseI64ArrayAttr kernel, DenseI64ArrayAttr strides,
+                            DenseI64ArrayAttr pads, DenseI64ArrayAttr dilations,
+                            bool ceilMode, SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, input, "input");
+  if (failed(type))
+    return failure();
+  if (type->getRank() != 4)
+    return emitOptionalError(loc, "2-D pooling needs a rank-4 NCHW input, got ",
+                             shapeToString(type->getShape()));
+  if (!kernel || !strides || !pads || !dilations || kernel.size() != 2 ||
+      strides.size() != 2 || pads.size() != 4 || dilations.size() != 2)
+    return emitOptionalError(loc, "pooling needs 2 kernel sizes, 2 strides, "
+                                  "4 pads and 2 dilations");
+  Shape shape{type->getDimSize(0), type->getDimSize(1)};
+  for (int i = 0; i < 2; ++i) {
+    auto out = windowOutputSize(type->getDimSize(2 + i), kernel[i], strides[i],
+                                pads[i], pads[i + 2], dilations[i], ceilMode);
+    if (!out)
+      return emitOptionalError(
+          loc, "pooling window (kernel ", kernel[i], ", stride ", strides[i],
+          ", dilation ", dilations[i], ", pads ", pads[i], "/", pads[i + 2],
+          ") does not fit input size ", type->getDimSize(2 + i));
+    shape.push_back(*out);
+  }
+  return push(types, shape, type->getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Per-op rules
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  auto value = adaptor.getValueAttr();
+  auto type = value ? dyn_cast<RankedTensorType>(value.getShapedType())
+                    : RankedTensorType();
+  if (!type)
+    return emitOptionalError(loc, "constant value must be a ranked tensor");
+  types.push_back(type);
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto x = staticTensor(loc, adaptor.getX(), "x");
+  auto y = staticTensor(loc, adaptor.getY(), "y");
+  if (failed(x) || failed(y))
+    return failure();
+  if (x->getElementType() != y->getElementType())
+    return emitOptionalError(loc, "x and y element types differ: ",
+                             x->getElementType(), " vs ", y->getElementType());
+  return inferBroadcastType(loc, {adaptor.getCond(), adaptor.getX(), adaptor.getY()},
+                            x->getElementType(), types);
+}
+
+LogicalResult TriluOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  if (type->getRank() < 2)
+    return emitOptionalError(loc, "trilu needs rank >= 2, got rank ",
+                             type->getRank());
+  types.push_back(*type);
+  return success();
+}
+
+namespace {
+LogicalResult inferSameTypeAlongAxis(std::optional<Location> loc, Value input,
+                                     IntegerAttr axis,
+                                     SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, input, "input");
+  if (failed(type))
+    return failure();
+  if (!axis)
+    return emitOptionalError(loc, "missing 'axis'");
+  if (failed(axisIn(loc, axis.getInt(), type->getRank())))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
+} // namespace
+
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  return inferSameTypeAlongAxis(loc, adaptor.getInput(), adaptor.getAxisAttr(), types);
+}
+
+LogicalResult LogSoftmaxOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  return inferSameTypeAlongAxis(loc, adaptor.getInput(), adaptor.getAxisAttr(), types);
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  if (!adaptor.getAxisAttr())
+    return emitOptionalError(loc, "missing 'axis'");
+  auto axis = axisIn(loc, adaptor.getAxisAttr().getInt(), type->getRank());
+  if (failed(axis))
+    return failure();
+  // scale and bias must broadcast to the normalised dims [axis, rank).
+  ArrayRef<int64_t> normalized = type->getShape().drop_front(*axis);
+  for (Value v : {adaptor.getScale(), adaptor.getBias()}) {
+    if (!v)
+      continue;
+    auto t = staticTensor(loc, v, "scale/bias");
+    if (failed(t))
+      return failure();
+    auto b = broadcastShapes(normalized, t->getShape());
+    if (!b || ArrayRef<int64_t>(*b) != normalized)
+      return emitOptionalError(loc, "scale/bias shape ",
+                               shapeToString(t->getShape()),
+                               " does not broadcast to the normalised shape ",
+                               shapeToString(normalized));
+  }
+  types.push_back(*type);
+  return success();
+}
+
+LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  if (type->getRank() < 2)
+    return emitOptionalError(loc, "batch_norm needs rank >= 2 (N, C, ...), got ",
+                             shapeToString(type->getShape()));
+  int64_t channels = type->getDimSize(1);
+  for (Value v : {adaptor.getScale(), adaptor.getBias(), adaptor.getMean(),
+                  adaptor.getVariance()}) {
+    auto t = staticTensor(loc, v, "scale/bias/mean/variance");
+    if (failed(t))
+      return failure();
+    if (t->getRank() != 1 || t->getDimSize(0) != channels)
+      return emitOptionalError(loc, "scale, bias, mean and variance must have "
+                                    "shape ",
+                               channels, " (the channel count), got ",
+                               shapeToString(t->getShape()));
+  }
+  types.push_back(*type);
+  return success();
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto lhs = staticTensor(loc, adaptor.getLhs(), "lhs");
+  auto rhs = staticTensor(loc, adaptor.getRhs(), "rhs");
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  if (lhs->getRank() < 2 || rhs->getRank() < 2)
+    return emitOptionalError(loc, "matmul operands need rank >= 2, got ",
+                             shapeToString(lhs->getShape()), " and ",
+                             shapeToString(rhs->getShape()));
+  if (lhs->getElementType() != rhs->getElementType())
+    return emitOptionalError(loc, "matmul element types differ: ",
+                             lhs->getElementType(), " vs ",
+                             rhs->getElementType());
+  int64_t lr = lhs->getRank(), rr = rhs->getRank();
+  bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
+  int64_t m = lhs->getDimSize(tl ? lr - 1 : lr - 2);
+  int64_t kl = lhs->getDimSize(tl ? lr - 2 : lr - 1);
+  int64_t kr = rhs->getDimSize(tr ? rr - 1 : rr - 2);
+  int64_t n = rhs->getDimSize(tr ? rr - 2 : rr - 1);
+  if (kl != kr)
+    return emitOptionalError(loc, "matmul contraction sizes differ: ",
+                             shapeToString(lhs->getShape()), " x ",
+                             shapeToString(rhs->getShape()), " (", kl, " vs ",
+                             kr, ")");
+  auto batch = broadcastShapes(lhs->getShape().drop_back(2),
+                               rhs->getShape().drop_back(2));
+  if (!batch)
+    return emitOptionalError(loc, "matmul batch dims do not broadcast: ",
+                             shapeToString(lhs->getShape()), " x ",
+                             shapeToString(rhs->getShape()));
+  batch->push_back(m);
+  batch->push_back(n);
+  return push(types, *batch, lhs->getElementType());
+}
+
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto x = staticTensor(loc, adaptor.getInput(), "input");
+  auto w = staticTensor(loc, adaptor.getWeight(), "weight");
+  if (failed(x) || failed(w))
+    return failure();
+  if (x->getRank() != 4 || w->getRank() != 4)
+    return emitOptionalError(loc, "conv2d needs rank-4 NCHW input and OIHW "
+                                  "weight, got ",
+                             shapeToString(x->getShape()), " and ",
+                             shapeToString(w->getShape()));
+  auto strides = adaptor.getStridesAttr(), pads = adaptor.getPadsAttr(),
+       dilations = adaptor.getDilationsAttr();
+  if (!strides || !pads || !dilations || strides.size() != 2 ||
+      pads.size() != 4 || dilations.size() != 2)
+    return emitOptionalError(loc, "conv2d needs 2 strides, 4 pads and 2 dilations");
+  int64_t groups = adaptor.getGroups();
+  int64_t channels = x->getDimSize(1), filters = w->getDimSize(0);
+  if (groups < 1 || channels % groups || filters % groups ||
+      w->getDimSize(1) * groups != channels)
+    return emitOptionalError(loc, "conv2d: input has ", channels,
+                             " channels, weight ", shapeToString(w->getShape()),
+                             " with ", groups, " group(s) expects ",
+                             w->getDimSize(1) * groups);
+  if (Value bias = adaptor.getBias()) {
+    auto b = staticTensor(loc, bias, "bias");
+    if (failed(b))
+      return failure();
+    if (b->getRank() != 1 || b->getDimSize(0) != filters)
+      return emitOptionalError(loc, "conv2d bias must have shape ", filters,
+                               ", got ", shapeToString(b->getShape()));
+  }
+  Shape shape{x->getDimSize(0), filters};
+  for (int i = 0; i < 2; ++i) {
+    auto out = windowOutputSize(x->getDimSize(2 + i), w->getDimSize(2 + i),
+                                strides[i], pads[i], pads[i + 2], dilations[i],
+                                /*ceilMode=*/false);
+    if (!out)
+      return emitOptionalError(loc, "conv2d kernel ", shapeToString(w->getShape()),
+                               " does not fit input ", shapeToString(x->getShape()),
+                               " with these strides/pads/dilations");
+    shape.push_back(*out);
+  }
+  return push(types, shape, x->getElementType());
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto data = staticTensor(loc, adaptor.getData(), "data");
+  auto indices = staticTensor(loc, adaptor.getIndices(), "indices");
+  if (failed(data) || failed(indices))
+    return failure();
+  if (!adaptor.getAxisAttr())
+    return emitOptionalError(loc, "missing 'axis'");
+  auto axis = axisIn(loc, adaptor.getAxisAttr().getInt(), data->getRank());
+  if (failed(axis))
+    return failure();
+  Shape shape(data->getShape().take_front(*axis));
+  shape.append(indices->getShape().begin(), indices->getShape().end());
+  shape.append(data->getShape().begin() + *axis + 1, data->getShape().end());
+  return push(types, shape, data->getElementType());
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), out = getOutput().getType();
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("cannot reshape ")
+           << shapeToString(in.getShape()) << " (" << in.getNumElements()
+           << " elements) to " << shapeToString(out.getShape()) << " ("
+           << out.getNumElements() << " elements)";
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("reshape must keep the element type");
+  return success();
+}
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  if (!adaptor.getAxesAttr())
+    return emitOptionalError(loc, "missing 'axes'");
+  int64_t rank = type->getRank();
+  SmallVector<bool> drop(rank, false);
+  for (int64_t a : adaptor.getAxes()) {
+    auto axis = axisIn(loc, a, rank, "squeeze axis");
+    if (failed(axis))
+      return failure();
+    if (type->getDimSize(*axis) != 1)
+      return emitOptionalError(loc, "cannot squeeze axis ", a, " of size ",
+                               type->getDimSize(*axis), " (shape ",
+                               shapeToString(type->getShape()), ")");
+    drop[*axis] = true;
+  }
+  Shape shape;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!drop[d])
+      shape.push_back(type->getDimSize(d));
+  return push(types, shape, type->getElementType());
+}
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  if (!adaptor.getAxesAttr())
+    return emitOptionalError(loc, "missing 'axes'");
+  int64_t rank = type->getRank() + adaptor.getAxes().size();
+  SmallVector<bool> inserted(rank, false);
+  for (int64_t a : adaptor.getAxes()) {
+    auto axis = axisIn(loc, a, rank, "unsqueeze axis");
+    if (failed(axis))
+      return failure();
+    if (inserted[*axis])
+      return emitOptionalError(loc, "unsqueeze axis ", a, " repeated");
+    inserted[*axis] = true;
+  }
+  Shape shape;
+  auto next = type->getShape().begin();
+  for (int64_t d = 0; d < rank; ++d)
+    shape.push_back(inserted[d] ? 1 : *next++);
+  return push(types, shape, type->getElementType());
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  if (!adaptor.getPermAttr())
+    return emitOptionalError(loc, "missing 'perm'");
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  int64_t rank = type->getRank();
+  SmallVector<bool> seen(rank, false);
+  if ((int64_t)perm.size() != rank)
+    return emitOptionalError(loc, "perm has ", perm.size(),
+                             " entries for a rank-", rank, " input");
+  Shape shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p])
+      return emitOptionalError(loc, "perm is not a permutation of 0..",
+                               rank - 1);
+    seen[p] = true;
+    shape.push_back(type->getDimSize(p));
+  }
+  return push(types, shape, type->getElementType());
+}
+
+LogicalResult BroadcastOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  if (!adaptor.getShapeAttr())
+    return emitOptionalError(loc, "missing 'shape'");
+  ArrayRef<int64_t> target = adaptor.getShape();
+  auto shape = broadcastShapes(type->getShape(), target);
+  if (!shape || !elementCount(*shape))
+    return emitOptionalError(loc, "cannot broadcast ",
+                             shapeToString(type->getShape()), " to ",
+                             shapeToString(target));
+  return push(types, *shape, type->getElementType());
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  if (adaptor.getInputs().empty())
+    return emitOptionalError(loc, "concat needs at least one input");
+  if (!adaptor.getAxisAttr())
+    return emitOptionalError(loc, "missing 'axis'");
+  auto first = staticTensor(loc, adaptor.getInputs()[0], "input");
+  if (failed(first))
+    return failure();
+  auto axis = axisIn(loc, adaptor.getAxisAttr().getInt(), first->getRank());
+  if (failed(axis))
+    return failure();
+  Shape shape(first->getShape());
+  shape[*axis] = 0;
+  for (Value v : adaptor.getInputs()) {
+    auto t = staticTensor(loc, v, "input");
+    if (failed(t))
+      return failure();
+    bool ok = t->getRank() == first->getRank() &&
+              t->getElementType() == first->getElementType();
+    for (int64_t d = 0; ok && d < t->getRank(); ++d)
+      ok = d == *axis || t->getDimSize(d) == first->getDimSize(d);
+    if (!ok)
+      return emitOptionalError(loc, "cannot concat ",
+                               shapeToString(first->getShape()), " and ",
+                               shapeToString(t->getShape()), " on axis ",
+                               *axis);
+    shape[*axis] += t->getDimSize(*axis);
+  }
+  return push(types, shape, first->getElementType());
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  if (!adaptor.getAxisAttr() || !adaptor.getSizesAttr())
+    return emitOptionalError(loc, "missing 'axis' or 'sizes'");
+  auto axis = axisIn(loc, adaptor.getAxisAttr().getInt(), type->getRank());
+  if (failed(axis))
+    return failure();
+  int64_t total = 0;
+  for (int64_t s : adaptor.getSizes()) {
+    if (s < 0)
+      return emitOptionalError(loc, "split size ", s, " is negative");
+    total += s;
+  }
+  if (total != type->getDimSize(*axis))
+    return emitOptionalError(loc, "split sizes add up to ", total,
+                             " but axis ", *axis, " has size ",
+                             type->getDimSize(*axis));
+  for (int64_t s : adaptor.getSizes()) {
+    Shape shape(type->getShape());
+    shape[*axis] = s;
+    push(types, shape, type->getElementType());
+  }
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  if (!adaptor.getOffsetsAttr() || !adaptor.getSizesAttr() ||
+      !adaptor.getStridesAttr())
+    return emitOptionalError(loc, "missing 'offsets', 'sizes' or 'strides'");
+  ArrayRef<int64_t> offsets = adaptor.getOffsets(), sizes = adaptor.getSizes(),
+                    strides = adaptor.getStrides();
+  int64_t rank = type->getRank();
+  if ((int64_t)offsets.size() != rank || (int64_t)sizes.size() != rank ||
+      (int64_t)strides.size() != rank)
+    return emitOptionalError(loc, "slice needs one offset, size and stride per "
+                                  "dim of the rank-",
+                             rank, " input");
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t dim = type->getDimSize(d);
+    if (sizes[d] < 0 || strides[d] == 0)
+      return emitOptionalError(loc, "slice dim ", d, ": size ", sizes[d],
+                               " and stride ", strides[d], " are invalid");
+    if (sizes[d] == 0)
+      continue;
+    if (sizes[d] > dim)
+      return emitOptionalError(loc, "slice dim ", d, ": size ", sizes[d],
+                               " exceeds the dim's ", dim);
+    int64_t last = offsets[d] + (sizes[d] - 1) * strides[d];
+    if (offsets[d] < 0 || offsets[d] >= dim || last < 0 || last >= dim)
+      return emitOptionalError(loc, "slice dim ", d, " reads outside [0, ",
+                               dim, ")");
+  }
+  return push(types, sizes, type->getElementType());
+}
+
+} // namespace dtc::graph
+
+#define GET_OP_CLASSES
+#include "dialects/graph/GraphOps.cpp.inc"

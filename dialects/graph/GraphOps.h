@@ -1,0 +1,42 @@
+//===- GraphOps.h - ops of the dtc graph dialect ----------------*- C++ -*-===//
+#ifndef DTC_DIALECTS_GRAPH_GRAPHOPS_H
+#define DTC_DIALECTS_GRAPH_GRAPHOPS_H
+
+#include "dialects/graph/GraphDialect.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace dtc::graph {
+
+// Shape rules shared by op families (defined in GraphOps.cpp). Each pushes
+// the result type(s), or emits an error at `loc` and fails.
+
+/// Broadcast of the operands' shapes; the element type is the first
+/// operand's, or `elementType` when given.
+mlir::LogicalResult inferBroadcastType(std::optional<mlir::Location> loc,
+                                       mlir::ValueRange operands,
+                                       mlir::Type elementType,
+                                       llvm::SmallVectorImpl<mlir::Type> &types);
+
+mlir::LogicalResult inferReduceType(std::optional<mlir::Location> loc,
+                                    mlir::Value input,
+                                    mlir::DenseI64ArrayAttr axes, bool keepdims,
+                                    llvm::SmallVectorImpl<mlir::Type> &types);
+
+mlir::LogicalResult inferPoolType(std::optional<mlir::Location> loc,
+                                  mlir::Value input,
+                                  mlir::DenseI64ArrayAttr kernel,
+                                  mlir::DenseI64ArrayAttr strides,
+                                  mlir::DenseI64ArrayAttr pads,
+                                  mlir::DenseI64ArrayAttr dilations,
+                                  bool ceilMode,
+                                  llvm::SmallVectorImpl<mlir::Type> &types);
+
+} // namespace dtc::graph
+
+#define GET_OP_CLASSES
+#include "dialects/graph/GraphOps.h.inc"
+
+#endif // DTC_DIALECTS_GRAPH_GRAPHOPS_H

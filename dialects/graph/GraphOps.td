@@ -1,0 +1,353 @@
+//===- GraphOps.td - dtc graph dialect -------------------------*- tablegen -*-===//
+//
+// The graph dialect: static-shaped tensor ops, one op per definition. Each op
+// carries its verifier and result-type rule here; the sharding rule, cost and
+// gradient are added to the same op classes (see docs/graph-dialect.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTC_GRAPH_OPS
+#define DTC_GRAPH_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Graph_Dialect : Dialect {
+  let name = "graph";
+  let cppNamespace = "::dtc::graph";
+  let summary = "Static-shaped tensor ops for distributed training plans";
+  // Attributes live in the attribute dictionary so that result types can be
+  // inferred from (operands, attributes) alone, before an op exists: the ONNX
+  // importer checks every node this way and reports errors instead of
+  // building an invalid op.
+  let usePropertiesForAttributes = 0;
+  let hasConstantMaterializer = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Graph_Tensor : StaticShapeTensorOf<[AnyFloat, AnyInteger]>;
+def Graph_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def Graph_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Graph_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+
+//===----------------------------------------------------------------------===//
+// Base classes. An op family shares its shape rule here, written once.
+//===----------------------------------------------------------------------===//
+
+class Graph_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Graph_Dialect, mnemonic, !listconcat([Pure], traits)> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+// An op whose result types follow from its operands and attributes; the
+// C++ side defines `inferReturnTypes` (in GraphOps.cpp, or in a base class).
+class Graph_InferredOp<string mnemonic, list<Trait> traits = []>
+    : Graph_Op<mnemonic, !listconcat([InferTypeOpAdaptor], traits)>;
+
+// Elementwise on one tensor; the result has the operand's type (ODS derives
+// the result-type rule from SameOperandsAndResultType).
+class Graph_UnaryOp<string mnemonic, Type operandType = Graph_Tensor,
+                    list<Trait> traits = []>
+    : Graph_Op<mnemonic, !listconcat([SameOperandsAndResultType,
+                                      InferTypeOpInterface], traits)> {
+  let arguments = (ins operandType:$input);
+  let results = (outs operandType:$output);
+}
+
+// Elementwise on two tensors with NumPy (ONNX multidirectional) broadcasting.
+// `resultBool` makes the result i1 (comparisons).
+// Elementwise on two tensors with NumPy (ONNX multidirectional) broadcasting.
+// `resultBool` makes the result i1 (comparisons). `foldFn`, when given, is a
+// C++ callable on (int64_t or double) pairs returning std::optional of the
+// same type, used to fold constant operands (shape arithmetic).
+class Graph_BinaryOp<string mnemonic, Type operandType = Graph_Tensor,
+                     bit resultBool = 0, string foldFn = "">
+    : Graph_InferredOp<mnemonic, [SameOperandsElementType]> {
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs !if(resultBool, Graph_BoolTensor, operandType):$output);
+  let hasFolder = !ne(foldFn, "");
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return ::dtc::graph::inferBroadcastType(loc, {adaptor.getLhs(), adaptor.getRhs()},
+          }] # !if(resultBool, "::mlir::IntegerType::get(context, 1)", "nullptr") # [{, types);
+    }
+  }] # !if(!ne(foldFn, ""), [{
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) {
+      return ::dtc::graph::foldBinary(getType(), adaptor.getLhs(), adaptor.getRhs(),
+                                      }] # foldFn # [{);
+    }
+  }], "");
+}
+
+// Reduces `axes` (sorted, non-negative); `keepdims` keeps them as size 1.
+class Graph_ReduceOp<string mnemonic>
+    : Graph_InferredOp<mnemonic> {
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs Graph_Tensor:$output);
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return ::dtc::graph::inferReduceType(loc, adaptor.getInput(),
+          adaptor.getAxesAttr(), adaptor.getKeepdims(), types);
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Sources: parameters and constants
+//===----------------------------------------------------------------------===//
+
+def Graph_ParameterOp : Graph_Op<"parameter"> {
+  let summary = "A trainable parameter, loaded from the model's initializer `name`";
+  let description = [{
+    Parameters are kept distinct from constants: they are trained, sharded
+    and checkpointed, and their values never enter the IR. `name` is the
+    ONNX initializer the value comes from.
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Graph_FloatTensor:$output);
+  let assemblyFormat = "$name attr-dict `:` type($output)";
+}
+
+def Graph_ConstantOp : Graph_InferredOp<"constant", [ConstantLike]> {
+  let summary = "A constant tensor held in the IR";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Graph_Tensor:$output);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+def Graph_AddOp : Graph_BinaryOp<"add", Graph_Tensor, 0, "[](auto a, auto b) { return std::optional(a + b); }">;
+def Graph_SubOp : Graph_BinaryOp<"sub", Graph_Tensor, 0, "[](auto a, auto b) { return std::optional(a - b); }">;
+def Graph_MulOp : Graph_BinaryOp<"mul", Graph_Tensor, 0, "[](auto a, auto b) { return std::optional(a * b); }">;
+def Graph_DivOp : Graph_BinaryOp<"div", Graph_Tensor, 0, "[](auto a, auto b) { return ::dtc::graph::foldDivide(a, b); }">;
+def Graph_PowOp : Graph_BinaryOp<"pow">;
+def Graph_MaxOp : Graph_BinaryOp<"max", Graph_Tensor, 0, "[](auto a, auto b) { return std::optional(a > b ? a : b); }">;
+def Graph_MinOp : Graph_BinaryOp<"min", Graph_Tensor, 0, "[](auto a, auto b) { return std::optional(a < b ? a : b); }">;
+def Graph_EqualOp : Graph_BinaryOp<"equal", Graph_Tensor, 1, "[](auto a, auto b) { return std::optional<decltype(a)>(a == b); }">;
+def Graph_LessOp : Graph_BinaryOp<"less", Graph_Tensor, 1, "[](auto a, auto b) { return std::optional<decltype(a)>(a < b); }">;
+def Graph_LessEqualOp : Graph_BinaryOp<"less_equal", Graph_Tensor, 1, "[](auto a, auto b) { return std::optional<decltype(a)>(a <= b); }">;
+def Graph_GreaterOp : Graph_BinaryOp<"greater", Graph_Tensor, 1, "[](auto a, auto b) { return std::optional<decltype(a)>(a > b); }">;
+def Graph_GreaterEqualOp : Graph_BinaryOp<"greater_equal", Graph_Tensor, 1, "[](auto a, auto b) { return std::optional<decltype(a)>(a >= b); }">;
+def Graph_AndOp : Graph_BinaryOp<"and", Graph_BoolTensor, 0, "[](auto a, auto b) { return std::optional<decltype(a)>(a && b); }">;
+def Graph_OrOp : Graph_BinaryOp<"or", Graph_BoolTensor, 0, "[](auto a, auto b) { return std::optional<decltype(a)>(a || b); }">;
+def Graph_XorOp : Graph_BinaryOp<"xor", Graph_BoolTensor>;
+
+def Graph_NegOp : Graph_UnaryOp<"neg"> { let hasFolder = 1; }
+def Graph_AbsOp : Graph_UnaryOp<"abs">;
+def Graph_ExpOp : Graph_UnaryOp<"exp", Graph_FloatTensor>;
+def Graph_LogOp : Graph_UnaryOp<"log", Graph_FloatTensor>;
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", Graph_FloatTensor>;
+def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", Graph_FloatTensor>;
+def Graph_TanhOp : Graph_UnaryOp<"tanh", Graph_FloatTensor>;
+def Graph_ErfOp : Graph_UnaryOp<"erf", Graph_FloatTensor>;
+def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", Graph_FloatTensor>;
+def Graph_ReluOp : Graph_UnaryOp<"relu">;
+def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor> { let hasFolder = 1; }
+
+def Graph_GeluOp : Graph_UnaryOp<"gelu", Graph_FloatTensor> {
+  let summary = "GELU; `approximate` is \"none\" (erf) or \"tanh\"";
+  let arguments = (ins Graph_FloatTensor:$input,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let hasVerifier = 1;
+}
+
+def Graph_ClipOp : Graph_UnaryOp<"clip"> {
+  let summary = "Clamps to [min, max]; either bound may be absent";
+  let arguments = (ins Graph_Tensor:$input, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max);
+}
+
+def Graph_CastOp : Graph_Op<"cast", [SameOperandsAndResultShape]> {
+  let summary = "Converts the element type; the result type names the target";
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Graph_WhereOp : Graph_InferredOp<"where"> {
+  let summary = "Selects x where cond is true, else y (with broadcasting)";
+  let arguments = (ins Graph_BoolTensor:$cond, Graph_Tensor:$x, Graph_Tensor:$y);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Graph_TriluOp : Graph_InferredOp<"trilu"> {
+  let summary = "Keeps the upper (or lower) triangle of the last two dims; zeros the rest";
+  let arguments = (ins Graph_Tensor:$input, BoolAttr:$upper,
+                       DefaultValuedAttr<I64Attr, "0">:$k);
+  let results = (outs Graph_Tensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum">;
+def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean">;
+def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max">;
+def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min">;
+
+def Graph_SoftmaxOp : Graph_InferredOp<"softmax"> {
+  let arguments = (ins Graph_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$output);
+}
+
+def Graph_LogSoftmaxOp : Graph_InferredOp<"log_softmax"> {
+  let arguments = (ins Graph_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$output);
+}
+
+def Graph_LayerNormOp : Graph_InferredOp<"layer_norm"> {
+  let summary = "Normalises dims [axis, rank) then applies scale and optional bias";
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Optional<Graph_FloatTensor>:$bias, I64Attr:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Graph_FloatTensor:$output);
+}
+
+def Graph_BatchNormOp : Graph_InferredOp<"batch_norm"> {
+  let summary = "Inference batch norm over dim 1 with running mean and variance";
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Graph_FloatTensor:$bias, Graph_FloatTensor:$mean,
+                       Graph_FloatTensor:$variance,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Graph_FloatTensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and convolution
+//===----------------------------------------------------------------------===//
+
+def Graph_MatmulOp : Graph_InferredOp<"matmul"> {
+  let summary = "Batched matrix product with broadcast batch dims";
+  let description = [{
+    Both operands have rank >= 2; the last two dims are the matrix, leading
+    dims broadcast. `transpose_lhs` / `transpose_rhs` swap the last two dims
+    of an operand first (what BLAS calls op(A)).
+  }];
+  let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_Conv2DOp : Graph_InferredOp<"conv2d"> {
+  let summary = "2-D convolution, NCHW input, OIHW weight";
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$weight,
+                       Optional<Graph_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Graph_FloatTensor:$output);
+}
+
+class Graph_Pool2DOp<string mnemonic, dag extraArgs>
+    : Graph_InferredOp<mnemonic> {
+  let arguments = !con((ins Graph_FloatTensor:$input,
+                            DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                            DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                            DefaultValuedAttr<BoolAttr, "false">:$ceil_mode),
+                       extraArgs);
+  let results = (outs Graph_FloatTensor:$output);
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return ::dtc::graph::inferPoolType(loc, adaptor.getInput(), adaptor.getKernelAttr(),
+          adaptor.getStridesAttr(), adaptor.getPadsAttr(), adaptor.getDilationsAttr(),
+          adaptor.getCeilMode(), types);
+    }
+  }];
+}
+
+def Graph_MaxPool2DOp : Graph_Pool2DOp<"max_pool2d", (ins)>;
+def Graph_AvgPool2DOp : Graph_Pool2DOp<"avg_pool2d",
+    (ins DefaultValuedAttr<BoolAttr, "false">:$count_include_pad)>;
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Graph_GatherOp : Graph_InferredOp<"gather"> {
+  let summary = "Takes slices of `data` along `axis` at `indices` (embedding lookup)";
+  let arguments = (ins Graph_Tensor:$data, Graph_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Graph_ReshapeOp : Graph_Op<"reshape"> {
+  let summary = "Same elements in row-major order, new static shape";
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def Graph_SqueezeOp : Graph_InferredOp<"squeeze"> {
+  let summary = "Drops the size-1 dims `axes`";
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Graph_UnsqueezeOp : Graph_InferredOp<"unsqueeze"> {
+  let summary = "Inserts size-1 dims at `axes` (positions in the result)";
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Graph_TransposeOp : Graph_InferredOp<"transpose"> {
+  let summary = "Permutes dims: result dim i is input dim perm[i]";
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Graph_BroadcastOp : Graph_InferredOp<"broadcast"> {
+  let summary = "Broadcasts to `shape` (NumPy rules, as ONNX Expand)";
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Graph_ConcatOp : Graph_InferredOp<"concat"> {
+  let arguments = (ins Variadic<Graph_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Graph_SplitOp : Graph_InferredOp<"split"> {
+  let summary = "Cuts `axis` into pieces of `sizes`";
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Graph_Tensor>:$outputs);
+}
+
+def Graph_SliceOp : Graph_InferredOp<"slice"> {
+  let summary = "Strided slice: per dim, `sizes` elements from `offsets` by `strides`";
+  let description = [{
+    Element i of dim d comes from input index offsets[d] + i * strides[d].
+    Strides may be negative (ONNX Slice with negative steps).
+  }];
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes, DenseI64ArrayAttr:$strides);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+#endif // DTC_GRAPH_OPS

@@ -1,0 +1,173 @@
+//===- ElementwiseConverters.cpp - ONNX elementwise ops -------------------===//
+#include "frontends/onnx/NodeContext.h"
+#include "frontends/onnx/TensorData.h"
+
+#include "dialects/graph/GraphOps.h"
+
+using namespace mlir;
+using namespace dtc::graph;
+
+namespace dtc::onnx {
+
+namespace {
+
+template <typename OpTy>
+LogicalResult convertUnary(NodeContext &ctx) {
+  auto x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  auto y = ctx.create<OpTy>(*x);
+  if (failed(y))
+    return failure();
+  ctx.setOutput(0, *y);
+  return success();
+}
+
+template <typename OpTy>
+LogicalResult convertBinary(NodeContext &ctx) {
+  auto a = ctx.input(0), b = ctx.input(1);
+  if (failed(a) || failed(b))
+    return failure();
+  auto y = ctx.create<OpTy>(ValueRange{*a, *b});
+  if (failed(y))
+    return failure();
+  ctx.setOutput(0, *y);
+  return success();
+}
+
+/// Max and Min take one or more inputs, folded pairwise.
+template <typename OpTy>
+LogicalResult convertVariadic(NodeContext &ctx) {
+  auto acc = ctx.input(0);
+  if (failed(acc))
+    return failure();
+  for (int i = 1; i < ctx.numInputs(); ++i) {
+    auto next = ctx.input(i);
+    if (failed(next))
+      return failure();
+    acc = ctx.create<OpTy>(ValueRange{*acc, *next});
+    if (failed(acc))
+      return failure();
+  }
+  ctx.setOutput(0, *acc);
+  return success();
+}
+
+LogicalResult convertGelu(NodeContext &ctx) {
+  auto x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  std::string approximate = ctx.attrString("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return ctx.fail("attribute approximate must be 'none' or 'tanh', got '" +
+                    approximate + "'");
+  auto y = ctx.create<GeluOp>(
+      *x, {ctx.named("approximate", ctx.builder().getStringAttr(approximate))});
+  if (failed(y))
+    return failure();
+  ctx.setOutput(0, *y);
+  return success();
+}
+
+LogicalResult convertClip(NodeContext &ctx) {
+  auto x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  // Bounds are inputs since opset 11; constant bounds become attributes,
+  // others become max/min ops.
+  Value y = *x;
+  for (auto [index, name] : {std::pair<int, StringRef>{1, "min"}, {2, "max"}}) {
+    if (!ctx.hasInput(index))
+      continue;
+    auto bound = ctx.input(index);
+    if (failed(bound))
+      return failure();
+    if (auto c = ctx.constantOrNull(index); c && c.getNumElements() == 1) {
+      auto value = ctx.constantScalar(index, name);
+      if (failed(value))
+        return failure();
+      attrs.push_back(ctx.named(name, ctx.builder().getF64FloatAttr(*value)));
+      continue;
+    }
+    auto limited = index == 1 ? ctx.create<MaxOp>(ValueRange{y, *bound})
+                              : ctx.create<MinOp>(ValueRange{y, *bound});
+    if (failed(limited))
+      return failure();
+    y = *limited;
+  }
+  if (!attrs.empty()) {
+    auto clipped = ctx.create<ClipOp>(y, attrs);
+    if (failed(clipped))
+      return failure();
+    y = *clipped;
+  }
+  ctx.setOutput(0, y);
+  return success();
+}
+
+LogicalResult convertCast(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  auto x = ctx.input(0);
+  if (failed(type) || failed(x))
+    return failure();
+  int64_t to = ctx.attrInt("to", 0);
+  Type element = elementTypeOf(*ctx.context(), (int32_t)to);
+  if (!element)
+    return ctx.fail("cast to " + dataTypeName((int32_t)to) + " is not supported");
+  auto y = ctx.createTyped<CastOp>(type->clone(element), *x);
+  if (failed(y))
+    return failure();
+  ctx.setOutput(0, *y);
+  return success();
+}
+
+LogicalResult convertWhere(NodeContext &ctx) {
+  auto c = ctx.input(0), a = ctx.input(1), b = ctx.input(2);
+  if (failed(c) || failed(a) || failed(b))
+    return failure();
+  auto y = ctx.create<WhereOp>(ValueRange{*c, *a, *b});
+  if (failed(y))
+    return failure();
+  ctx.setOutput(0, *y);
+  return success();
+}
+
+const OpConverter kConverters[] = {
+    {"Add", 13, convertBinary<AddOp>},
+    {"Sub", 13, convertBinary<SubOp>},
+    {"Mul", 13, convertBinary<MulOp>},
+    {"Div", 13, convertBinary<DivOp>},
+    {"Pow", 13, convertBinary<PowOp>},
+    {"Equal", 13, convertBinary<EqualOp>},
+    {"Less", 13, convertBinary<LessOp>},
+    {"LessOrEqual", 13, convertBinary<LessEqualOp>},
+    {"Greater", 13, convertBinary<GreaterOp>},
+    {"GreaterOrEqual", 13, convertBinary<GreaterEqualOp>},
+    {"And", 13, convertBinary<AndOp>},
+    {"Or", 13, convertBinary<OrOp>},
+    {"Xor", 13, convertBinary<XorOp>},
+    {"Max", 13, convertVariadic<MaxOp>},
+    {"Min", 13, convertVariadic<MinOp>},
+    {"Neg", 13, convertUnary<NegOp>},
+    {"Abs", 13, convertUnary<AbsOp>},
+    {"Exp", 13, convertUnary<ExpOp>},
+    {"Log", 13, convertUnary<LogOp>},
+    {"Sqrt", 13, convertUnary<SqrtOp>},
+    {"Reciprocal", 13, convertUnary<ReciprocalOp>},
+    {"Tanh", 13, convertUnary<TanhOp>},
+    {"Erf", 13, convertUnary<ErfOp>},
+    {"Relu", 13, convertUnary<ReluOp>},
+    {"Sigmoid", 13, convertUnary<SigmoidOp>},
+    {"Not", 13, convertUnary<NotOp>},
+    {"Gelu", 20, convertGelu},
+    {"Clip", 13, convertClip},
+    {"Cast", 13, convertCast},
+    {"Where", 13, convertWhere},
+};
+
+} // namespace
+
+llvm::ArrayRef<OpConverter> elementwiseConverters() { return kConverters; }
+
+} // namespace dtc::onnx

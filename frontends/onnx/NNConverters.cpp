@@ -1,0 +1,462 @@
+//===- NNConverters.cpp - ONNX linear algebra, conv, pooling, norms -------===//
+#include "frontends/onnx/NodeContext.h"
+#include "frontends/onnx/TensorData.h"
+
+#include "dialects/graph/GraphOps.h"
+#include "dialects/graph/ShapeRules.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace dtc::graph;
+
+namespace dtc::onnx {
+
+namespace {
+
+FailureOr<int64_t> axisAttr(NodeContext &ctx, StringRef name, int64_t fallback,
+                            int64_t rank) {
+  int64_t axis = ctx.attrInt(name, fallback);
+  if (auto a = normalizeAxis(axis, rank))
+    return *a;
+  return ctx.fail("attribute " + name + "=" + std::to_string(axis) +
+                  " out of range for rank-" + std::to_string(rank) + " input");
+}
+
+LogicalResult setResult(NodeContext &ctx, FailureOr<Value> value, int output = 0) {
+  if (failed(value))
+    return failure();
+  ctx.setOutput(output, *value);
+  return success();
+}
+
+/// Axes [from, rank).
+SmallVector<int64_t> trailingAxes(int64_t from, int64_t rank) {
+  SmallVector<int64_t> axes(rank - from);
+  std::iota(axes.begin(), axes.end(), from);
+  return axes;
+}
+
+LogicalResult convertMatMul(NodeContext &ctx) {
+  auto a = ctx.input(0), b = ctx.input(1);
+  if (failed(a) || failed(b))
+    return failure();
+  // ONNX promotes 1-D operands to matrices and drops the added dim after.
+  int64_t ra = cast<RankedTensorType>(a->getType()).getRank();
+  int64_t rb = cast<RankedTensorType>(b->getType()).getRank();
+  if (ra == 0 || rb == 0)
+    return ctx.fail("MatMul operands must not be scalars");
+  Value lhs = *a, rhs = *b;
+  if (ra == 1) {
+    auto v = ctx.create<UnsqueezeOp>(lhs, {ctx.namedI64s("axes", {0})});
+    if (failed(v))
+      return failure();
+    lhs = *v;
+  }
+  if (rb == 1) {
+    auto v = ctx.create<UnsqueezeOp>(rhs, {ctx.namedI64s("axes", {1})});
+    if (failed(v))
+      return failure();
+    rhs = *v;
+  }
+  auto y = ctx.create<MatmulOp>(ValueRange{lhs, rhs});
+  if (failed(y))
+    return failure();
+  int64_t r = cast<RankedTensorType>(y->getType()).getRank();
+  SmallVector<int64_t> drop;
+  if (ra == 1)
+    drop.push_back(r - 2);
+  if (rb == 1)
+    drop.push_back(r - 1);
+  if (!drop.empty())
+    y = ctx.create<SqueezeOp>(*y, {ctx.namedI64s("axes", drop)});
+  return setResult(ctx, y);
+}
+
+LogicalResult convertGemm(NodeContext &ctx) {
+  auto a = ctx.input(0), b = ctx.input(1);
+  if (failed(a) || failed(b))
+    return failure();
+  auto y = ctx.create<MatmulOp>(
+      ValueRange{*a, *b},
+      {ctx.named("transpose_lhs", ctx.builder().getBoolAttr(ctx.attrInt("transA", 0))),
+       ctx.named("transpose_rhs", ctx.builder().getBoolAttr(ctx.attrInt("transB", 0)))});
+  if (failed(y))
+    return failure();
+  Type element = cast<RankedTensorType>(y->getType()).getElementType();
+  float alpha = ctx.attrFloat("alpha", 1.0f), beta = ctx.attrFloat("beta", 1.0f);
+  if (alpha != 1.0f)
+    y = ctx.create<MulOp>(ValueRange{*y, ctx.scalar(alpha, element)});
+  if (succeeded(y) && ctx.hasInput(2) && beta != 0.0f) {
+    auto c = ctx.input(2);
+    if (failed(c))
+      return failure();
+    Value bias = *c;
+    if (beta != 1.0f) {
+      auto scaled = ctx.create<MulOp>(ValueRange{bias, ctx.scalar(beta, element)});
+      if (failed(scaled))
+        return failure();
+      bias = *scaled;
+    }
+    y = ctx.create<AddOp>(ValueRange{*y, bias});
+  }
+  return setResult(ctx, y);
+}
+
+template <typename OpTy>
+LogicalResult convertSoftmax(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  auto axis = axisAttr(ctx, "axis", -1, type->getRank());
+  if (failed(axis))
+    return failure();
+  return setResult(ctx, ctx.create<OpTy>(*ctx.input(0), {ctx.namedI64("axis", *axis)}));
+}
+
+template <typename OpTy>
+FailureOr<Value> reduce(NodeContext &ctx, Value x, ArrayRef<int64_t> axes,
+                        bool keepdims) {
+  return ctx.create<OpTy>(x, {ctx.namedI64s("axes", axes),
+                              ctx.named("keepdims", ctx.builder().getBoolAttr(keepdims))});
+}
+
+LogicalResult convertLayerNorm(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  auto axis = axisAttr(ctx, "axis", -1, type->getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<Value> operands{*ctx.input(0)};
+  for (int i = 1; i < 3; ++i) {
+    if (!ctx.hasInput(i))
+      continue;
+    auto v = ctx.input(i);
+    if (failed(v))
+      return failure();
+    operands.push_back(*v);
+  }
+  if (operands.size() < 2)
+    return ctx.fail("LayerNormalization needs a Scale input");
+  float epsilon = ctx.attrFloat("epsilon", 1e-5f);
+  if (failed(setResult(ctx, ctx.create<LayerNormOp>(
+                                operands, {ctx.namedI64("axis", *axis),
+                                           ctx.named("epsilon", ctx.builder().getF64FloatAttr(epsilon))}))))
+    return failure();
+  if (!ctx.wantsOutput(1) && !ctx.wantsOutput(2))
+    return success();
+  // Mean and InvStdDev, when asked for, are spelled out in graph ops.
+  SmallVector<int64_t> axes = trailingAxes(*axis, type->getRank());
+  Value x = operands[0];
+  auto mean = reduce<ReduceMeanOp>(ctx, x, axes, true);
+  if (failed(mean))
+    return failure();
+  auto centered = ctx.create<SubOp>(ValueRange{x, *mean});
+  if (failed(centered))
+    return failure();
+  auto squared = ctx.create<MulOp>(ValueRange{*centered, *centered});
+  if (failed(squared))
+    return failure();
+  auto variance = reduce<ReduceMeanOp>(ctx, *squared, axes, true);
+  if (failed(variance))
+    return failure();
+  auto shifted = ctx.create<AddOp>(
+      ValueRange{*variance, ctx.scalar(epsilon, type->getElementType())});
+  if (failed(shifted))
+    return failure();
+  auto root = ctx.create<SqrtOp>(*shifted);
+  if (failed(root))
+    return failure();
+  auto inverse = ctx.create<ReciprocalOp>(*root);
+  if (failed(inverse))
+    return failure();
+  Type stash = elementTypeOf(*ctx.context(), (int32_t)ctx.attrInt("stash_type", 1));
+  for (auto [i, v] : llvm::enumerate(SmallVector<Value>{*mean, *inverse})) {
+    Value out = v;
+    auto vt = cast<RankedTensorType>(v.getType());
+    if (stash && stash != vt.getElementType()) {
+      auto c = ctx.createTyped<CastOp>(vt.clone(stash), v);
+      if (failed(c))
+        return failure();
+      out = *c;
+    }
+    ctx.setOutput(i + 1, out);
+  }
+  return success();
+}
+
+LogicalResult convertBatchNorm(NodeContext &ctx) {
+  SmallVector<Value> operands;
+  for (int i = 0; i < 5; ++i) {
+    auto v = ctx.input(i);
+    if (failed(v))
+      return failure();
+    operands.push_back(*v);
+  }
+  auto type = cast<RankedTensorType>(operands[0].getType());
+  float epsilon = ctx.attrFloat("epsilon", 1e-5f);
+  if (!ctx.attrInt("training_mode", 0))
+    return setResult(ctx, ctx.create<BatchNormOp>(
+                              operands, {ctx.named("epsilon", ctx.builder().getF64FloatAttr(epsilon))}));
+  // Training mode normalises with the batch statistics and updates the
+  // running ones; spelled out in graph ops.
+  if (type.getRank() < 2)
+    return ctx.fail("BatchNormalization needs rank >= 2 (N, C, ...)");
+  Type element = type.getElementType();
+  SmallVector<int64_t> axes{0};
+  for (int64_t d = 2; d < type.getRank(); ++d)
+    axes.push_back(d);
+  SmallVector<int64_t> channelShape(type.getRank() - 1, 1);
+  channelShape[0] = type.getDimSize(1);
+  auto asChannel = [&](Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return ctx.createTyped<ReshapeOp>(t.clone(channelShape), v);
+  };
+  auto mean = reduce<ReduceMeanOp>(ctx, operands[0], axes, true);
+  if (failed(mean))
+    return failure();
+  auto centered = ctx.create<SubOp>(ValueRange{operands[0], *mean});
+  auto squared = succeeded(centered)
+                     ? ctx.create<MulOp>(ValueRange{*centered, *centered})
+                     : FailureOr<Value>(failure());
+  auto variance = succeeded(squared) ? reduce<ReduceMeanOp>(ctx, *squared, axes, true)
+                                     : FailureOr<Value>(failure());
+  if (failed(variance))
+    return failure();
+  auto shifted = ctx.create<AddOp>(ValueRange{*variance, ctx.scalar(epsilon, element)});
+  auto root = succeeded(shifted) ? ctx.create<SqrtOp>(*shifted) : shifted;
+  auto normalized = succeeded(root) ? ctx.create<DivOp>(ValueRange{*centered, *root}) : root;
+  auto scale = asChannel(operands[1]), bias = asChannel(operands[2]);
+  if (failed(normalized) || failed(scale) || failed(bias))
+    return failure();
+  auto scaled = ctx.create<MulOp>(ValueRange{*normalized, *scale});
+  auto y = succeeded(scaled) ? ctx.create<AddOp>(ValueRange{*scaled, *bias}) : scaled;
+  if (failed(setResult(ctx, y)))
+    return failure();
+  float momentum = ctx.attrFloat("momentum", 0.9f);
+  SmallVector<int64_t> vectorShape{type.getDimSize(1)};
+  for (auto [i, stat] : llvm::enumerate(SmallVector<Value>{*mean, *variance})) {
+    if (!ctx.wantsOutput(i + 1))
+      continue;
+    auto flat = ctx.createTyped<ReshapeOp>(
+        cast<RankedTensorType>(stat.getType()).clone(vectorShape), stat);
+    if (failed(flat))
+      return failure();
+    auto kept = ctx.create<MulOp>(ValueRange{operands[3 + i], ctx.scalar(momentum, element)});
+    auto fresh = ctx.create<MulOp>(ValueRange{*flat, ctx.scalar(1.0 - momentum, element)});
+    if (failed(kept) || failed(fresh))
+      return failure();
+    if (failed(setResult(ctx, ctx.create<AddOp>(ValueRange{*kept, *fresh}), i + 1)))
+      return failure();
+  }
+  return success();
+}
+
+/// The 2-D window attributes of a Conv or pool node: kernel, strides, pads
+/// (begin..., end...), dilations, resolving auto_pad. `spatial` holds the
+/// input's spatial sizes (1 or 2 of them; 1-D is lifted to 2-D by callers).
+struct Window {
+  SmallVector<int64_t> kernel, strides, pads, dilations;
+};
+
+FailureOr<Window> windowOf(NodeContext &ctx, ArrayRef<int64_t> spatial,
+                           ArrayRef<int64_t> kernel) {
+  size_t n = spatial.size();
+  Window w;
+  w.kernel.assign(kernel.begin(), kernel.end());
+  w.strides = ctx.attrInts("strides").value_or(SmallVector<int64_t>(n, 1));
+  w.dilations = ctx.attrInts("dilations").value_or(SmallVector<int64_t>(n, 1));
+  w.pads = ctx.attrInts("pads").value_or(SmallVector<int64_t>(2 * n, 0));
+  if (w.strides.size() != n || w.dilations.size() != n || w.pads.size() != 2 * n)
+    return ctx.fail("strides, dilations and pads must have " + std::to_string(n) +
+                    ", " + std::to_string(n) + " and " + std::to_string(2 * n) +
+                    " entries for a " + std::to_string(n) + "-D window");
+  for (size_t i = 0; i < n; ++i)
+    if (w.strides[i] < 1 || w.dilations[i] < 1 || w.kernel[i] < 1 ||
+        w.pads[i] < 0 || w.pads[i + n] < 0)
+      return ctx.fail("kernel, strides and dilations must be positive and pads "
+                      "non-negative");
+  std::string autoPad = ctx.attrString("auto_pad", "NOTSET");
+  if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t out = (spatial[i] + w.strides[i] - 1) / w.strides[i];
+      int64_t span = (w.kernel[i] - 1) * w.dilations[i] + 1;
+      int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + span - spatial[i]);
+      int64_t small = total / 2, large = total - small;
+      w.pads[i] = autoPad == "SAME_UPPER" ? small : large;
+      w.pads[i + n] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  } else if (autoPad == "VALID") {
+    std::fill(w.pads.begin(), w.pads.end(), 0);
+  } else if (autoPad != "NOTSET") {
+    return ctx.fail("unknown auto_pad '" + autoPad + "'");
+  }
+  if (n == 1) {
+    // Lift to 2-D with a unit first spatial dim.
+    w.kernel.insert(w.kernel.begin(), 1);
+    w.strides.insert(w.strides.begin(), 1);
+    w.dilations.insert(w.dilations.begin(), 1);
+    w.pads = {0, w.pads[0], 0, w.pads[1]};
+  }
+  return w;
+}
+
+/// Lifts a rank-3 (1-D spatial) value to rank 4; rank-4 values pass.
+FailureOr<Value> liftTo2D(NodeContext &ctx, Value v) {
+  if (cast<RankedTensorType>(v.getType()).getRank() == 4)
+    return v;
+  return ctx.create<UnsqueezeOp>(v, {ctx.namedI64s("axes", {2})});
+}
+
+FailureOr<Value> lowerFrom2D(NodeContext &ctx, Value v, int64_t rank) {
+  if (rank == 4)
+    return v;
+  return ctx.create<SqueezeOp>(v, {ctx.namedI64s("axes", {2})});
+}
+
+LogicalResult checkSpatialRank(NodeContext &ctx, RankedTensorType type) {
+  if (type.getRank() == 3 || type.getRank() == 4)
+    return success();
+  return ctx.fail("only 1-D and 2-D windows are supported (input rank 3 or 4), "
+                  "got input " + shapeToString(type.getShape()));
+}
+
+LogicalResult convertConv(NodeContext &ctx) {
+  auto xType = ctx.inputType(0), wType = ctx.inputType(1);
+  if (failed(xType) || failed(wType) || failed(checkSpatialRank(ctx, *xType)))
+    return failure();
+  if (wType->getRank() != xType->getRank())
+    return ctx.fail("weight " + shapeToString(wType->getShape()) +
+                    " must have the input's rank " + std::to_string(xType->getRank()));
+  ArrayRef<int64_t> kernel = wType->getShape().drop_front(2);
+  if (auto declared = ctx.attrInts("kernel_shape"); declared && ArrayRef<int64_t>(*declared) != kernel)
+    return ctx.fail("kernel_shape " + shapeToString(*declared) +
+                    " does not match the weight " + shapeToString(wType->getShape()));
+  auto window = windowOf(ctx, xType->getShape().drop_front(2), kernel);
+  if (failed(window))
+    return failure();
+  auto x = liftTo2D(ctx, *ctx.input(0)), w = liftTo2D(ctx, *ctx.input(1));
+  if (failed(x) || failed(w))
+    return failure();
+  SmallVector<Value> operands{*x, *w};
+  if (ctx.hasInput(2)) {
+    auto b = ctx.input(2);
+    if (failed(b))
+      return failure();
+    operands.push_back(*b);
+  }
+  auto y = ctx.create<Conv2DOp>(operands, {ctx.namedI64s("strides", window->strides),
+                                           ctx.namedI64s("pads", window->pads),
+                                           ctx.namedI64s("dilations", window->dilations),
+                                           ctx.namedI64("groups", ctx.attrInt("group", 1))});
+  if (failed(y))
+    return failure();
+  return setResult(ctx, lowerFrom2D(ctx, *y, xType->getRank()));
+}
+
+template <typename OpTy, bool isAverage>
+LogicalResult convertPool(NodeContext &ctx) {
+  auto xType = ctx.inputType(0);
+  if (failed(xType) || failed(checkSpatialRank(ctx, *xType)))
+    return failure();
+  auto kernel = ctx.attrInts("kernel_shape");
+  if (!kernel)
+    return ctx.fail("attribute kernel_shape is required");
+  if ((int64_t)kernel->size() != xType->getRank() - 2)
+    return ctx.fail("kernel_shape has " + std::to_string(kernel->size()) +
+                    " entries for a rank-" + std::to_string(xType->getRank()) + " input");
+  auto window = windowOf(ctx, xType->getShape().drop_front(2), *kernel);
+  if (failed(window))
+    return failure();
+  auto x = liftTo2D(ctx, *ctx.input(0));
+  if (failed(x))
+    return failure();
+  SmallVector<NamedAttribute> attrs{
+      ctx.namedI64s("kernel", window->kernel), ctx.namedI64s("strides", window->strides),
+      ctx.namedI64s("pads", window->pads), ctx.namedI64s("dilations", window->dilations),
+      ctx.named("ceil_mode", ctx.builder().getBoolAttr(ctx.attrInt("ceil_mode", 0)))};
+  if (isAverage)
+    attrs.push_back(ctx.named("count_include_pad",
+                              ctx.builder().getBoolAttr(ctx.attrInt("count_include_pad", 0))));
+  auto y = ctx.create<OpTy>(*x, attrs);
+  if (failed(y))
+    return failure();
+  return setResult(ctx, lowerFrom2D(ctx, *y, xType->getRank()));
+}
+
+template <typename OpTy>
+LogicalResult convertGlobalPool(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  if (type->getRank() < 3)
+    return ctx.fail("global pooling needs rank >= 3 (N, C, spatial...), got " +
+                    shapeToString(type->getShape()));
+  return setResult(ctx, reduce<OpTy>(ctx, *ctx.input(0),
+                                     trailingAxes(2, type->getRank()), true));
+}
+
+/// ReduceX: `axesInputSince` is the opset from which axes is an input
+/// rather than an attribute.
+template <typename OpTy, int axesInputSince>
+LogicalResult convertReduce(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  SmallVector<int64_t> axes;
+  if (ctx.opset() >= axesInputSince) {
+    if (ctx.hasInput(1)) {
+      auto given = ctx.constantInts(1, "axes");
+      if (failed(given))
+        return failure();
+      axes = *given;
+    }
+  } else if (auto given = ctx.attrInts("axes")) {
+    axes = *given;
+  }
+  int64_t rank = type->getRank();
+  if (axes.empty()) {
+    if (ctx.attrInt("noop_with_empty_axes", 0)) {
+      ctx.setOutput(0, *ctx.input(0));
+      return success();
+    }
+    axes = trailingAxes(0, rank);
+  }
+  for (int64_t &a : axes) {
+    auto n = normalizeAxis(a, rank);
+    if (!n)
+      return ctx.fail("reduction axis " + std::to_string(a) +
+                      " out of range for rank-" + std::to_string(rank) + " input");
+    a = *n;
+  }
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return ctx.fail("reduction axes repeat");
+  return setResult(ctx, reduce<OpTy>(ctx, *ctx.input(0), axes,
+                                     ctx.attrInt("keepdims", 1) != 0));
+}
+
+const OpConverter kConverters[] = {
+    {"MatMul", 13, convertMatMul},
+    {"Gemm", 13, convertGemm},
+    {"Softmax", 13, convertSoftmax<SoftmaxOp>},
+    {"LogSoftmax", 13, convertSoftmax<LogSoftmaxOp>},
+    {"LayerNormalization", 17, convertLayerNorm},
+    {"BatchNormalization", 13, convertBatchNorm},
+    {"Conv", 13, convertConv},
+    {"MaxPool", 13, convertPool<MaxPool2DOp, false>},
+    {"AveragePool", 13, convertPool<AvgPool2DOp, true>},
+    {"GlobalAveragePool", 13, convertGlobalPool<ReduceMeanOp>},
+    {"GlobalMaxPool", 13, convertGlobalPool<ReduceMaxOp>},
+    {"ReduceSum", 13, convertReduce<ReduceSumOp, 13>},
+    {"ReduceMean", 13, convertReduce<ReduceMeanOp, 18>},
+    {"ReduceMax", 13, convertReduce<ReduceMaxOp, 18>},
+    {"ReduceMin", 13, convertReduce<ReduceMinOp, 18>},
+};
+
+} // namespace
+
+llvm::ArrayRef<OpConverter> nnConverters() { return kConverters; }
+
+} // namespace dtc::onnx

@@ -1,0 +1,51 @@
+//===- OnnxImporter.h - ONNX model -> graph dialect -------------*- C++ -*-===//
+#ifndef DTC_FRONTENDS_ONNX_ONNXIMPORTER_H
+#define DTC_FRONTENDS_ONNX_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtc::onnx {
+
+/// The default-domain opsets the importer accepts. 13-21 are the tested
+/// range; later opsets only widened the type lists of the supported ops.
+constexpr int kMinOpset = 13;
+constexpr int kMaxOpset = 27;
+
+struct ImportOptions {
+  /// `--shape NAME=2x128`: NAME is a graph input (its whole shape) or a
+  /// symbolic dim (dim_param) such as `batch` (then a single number).
+  std::map<std::string, std::vector<int64_t>> shapes;
+};
+
+/// Parses `--shape` text `NAME=2x128` into `options`; false with `error` set
+/// when it is malformed.
+bool parseShapeOption(const std::string &text, ImportOptions &options,
+                      std::string &error);
+
+/// Imports the ONNX model at `path` as a module with one `func.func @main`.
+/// On failure returns null and sets `error` to a message naming the file,
+/// the node, its op type and what is wrong.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext &context,
+                                                 const std::string &path,
+                                                 const ImportOptions &options,
+                                                 std::string &error);
+
+/// As importOnnxFile, from bytes in memory (external data files are looked
+/// up relative to `baseDir`).
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxBytes(mlir::MLIRContext &context, const void *data, size_t size,
+                const std::string &displayName, const std::string &baseDir,
+                const ImportOptions &options, std::string &error);
+
+/// The ONNX op types with a converter, sorted.
+std::vector<std::string> supportedOnnxOps();
+
+} // namespace dtc::onnx
+
+#endif // DTC_FRONTENDS_ONNX_ONNXIMPORTER_H

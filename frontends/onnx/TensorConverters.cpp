@@ -1,0 +1,467 @@
+//===- TensorConverters.cpp - ONNX shape, data movement and constants -----===//
+#include "frontends/onnx/NodeContext.h"
+#include "frontends/onnx/TensorData.h"
+
+#include "dialects/graph/ConstantFolding.h"
+#include "dialects/graph/GraphOps.h"
+#include "dialects/graph/ShapeRules.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using namespace dtc::graph;
+
+namespace dtc::onnx {
+
+namespace {
+
+LogicalResult setResult(NodeContext &ctx, FailureOr<Value> value, int output = 0) {
+  if (failed(value))
+    return failure();
+  ctx.setOutput(output, *value);
+  return success();
+}
+
+/// Largest constant the importer will materialise from ConstantOfShape or
+/// Range as explicit elements (splats of any size are fine).
+constexpr int64_t kMaxGeneratedElements = int64_t(1) << 26;
+
+FailureOr<Value> reshapeTo(NodeContext &ctx, Value x, ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(x.getType());
+  auto count = elementCount(shape);
+  if (!count || *count != type.getNumElements())
+    return ctx.fail("cannot reshape " + shapeToString(type.getShape()) + " (" +
+                    std::to_string(type.getNumElements()) + " elements) to " +
+                    shapeToString(shape));
+  return ctx.createTyped<ReshapeOp>(type.clone(shape), x);
+}
+
+LogicalResult convertReshape(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  auto target = ctx.constantInts(1, "shape");
+  if (failed(type) || failed(target))
+    return failure();
+  bool allowZero = ctx.attrInt("allowzero", 0) != 0;
+  SmallVector<int64_t> shape;
+  int64_t inferred = -1, known = 1;
+  for (auto [i, d] : llvm::enumerate(*target)) {
+    if (d == 0 && !allowZero) {
+      if ((int64_t)i >= type->getRank())
+        return ctx.fail("shape entry " + std::to_string(i) +
+                        " is 0 (copy) but the input has rank " +
+                        std::to_string(type->getRank()));
+      d = type->getDimSize(i);
+    }
+    if (d == -1) {
+      if (inferred >= 0)
+        return ctx.fail("shape has more than one -1");
+      inferred = i;
+      shape.push_back(1);
+      continue;
+    }
+    if (d < 0)
+      return ctx.fail("shape entry " + std::to_string(d) + " is invalid");
+    shape.push_back(d);
+    auto k = elementCount({known, d});
+    if (!k)
+      return ctx.fail("shape " + shapeToString(*target) + " is too large");
+    known = *k;
+  }
+  if (inferred >= 0) {
+    if (known == 0 || type->getNumElements() % known)
+      return ctx.fail("cannot reshape " + shapeToString(type->getShape()) +
+                      " to " + shapeToString(*target));
+    shape[inferred] = type->getNumElements() / known;
+  }
+  return setResult(ctx, reshapeTo(ctx, *ctx.input(0), shape));
+}
+
+LogicalResult convertFlatten(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  int64_t rank = type->getRank(), axis = ctx.attrInt("axis", 1);
+  if (axis < -rank || axis > rank)
+    return ctx.fail("axis " + std::to_string(axis) + " out of range for rank-" +
+                    std::to_string(rank) + " input");
+  if (axis < 0)
+    axis += rank;
+  ArrayRef<int64_t> dims = type->getShape();
+  int64_t outer = std::accumulate(dims.begin(), dims.begin() + axis, int64_t(1),
+                                  std::multiplies<int64_t>());
+  int64_t inner = std::accumulate(dims.begin() + axis, dims.end(), int64_t(1),
+                                  std::multiplies<int64_t>());
+  return setResult(ctx, reshapeTo(ctx, *ctx.input(0), {outer, inner}));
+}
+
+LogicalResult convertTranspose(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  SmallVector<int64_t> perm(type->getRank());
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  if (auto given = ctx.attrInts("perm"))
+    perm = *given;
+  return setResult(ctx, ctx.create<TransposeOp>(*ctx.input(0), {ctx.namedI64s("perm", perm)}));
+}
+
+LogicalResult convertConcat(NodeContext &ctx) {
+  if (!ctx.attribute("axis"))
+    return ctx.fail("attribute axis is required");
+  SmallVector<Value> inputs;
+  for (int i = 0; i < ctx.numInputs(); ++i) {
+    auto v = ctx.input(i);
+    if (failed(v))
+      return failure();
+    inputs.push_back(*v);
+  }
+  if (inputs.empty())
+    return ctx.fail("Concat needs at least one input");
+  int64_t rank = cast<RankedTensorType>(inputs[0].getType()).getRank();
+  auto axis = normalizeAxis(ctx.attrInt("axis", 0), rank);
+  if (!axis)
+    return ctx.fail("axis " + std::to_string(ctx.attrInt("axis", 0)) +
+                    " out of range for rank-" + std::to_string(rank) + " inputs");
+  return setResult(ctx, ctx.create<ConcatOp>(inputs, {ctx.namedI64("axis", *axis)}));
+}
+
+LogicalResult convertSplit(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  auto axis = normalizeAxis(ctx.attrInt("axis", 0), type->getRank());
+  if (!axis)
+    return ctx.fail("axis " + std::to_string(ctx.attrInt("axis", 0)) +
+                    " out of range for rank-" + std::to_string(type->getRank()) +
+                    " input");
+  int64_t dim = type->getDimSize(*axis);
+  SmallVector<int64_t> sizes;
+  if (ctx.hasInput(1)) {
+    auto given = ctx.constantInts(1, "split");
+    if (failed(given))
+      return failure();
+    sizes = *given;
+  } else {
+    int64_t pieces = ctx.opset() >= 18 && ctx.attribute("num_outputs")
+                         ? ctx.attrInt("num_outputs", 0)
+                         : ctx.numOutputs();
+    if (pieces < 1)
+      return ctx.fail("Split needs a split input, num_outputs or outputs");
+    // Opset 18 allows a smaller last piece; before, pieces must be equal.
+    int64_t piece = (dim + pieces - 1) / pieces;
+    if (ctx.opset() < 18 && dim % pieces)
+      return ctx.fail("cannot split size " + std::to_string(dim) + " into " +
+                      std::to_string(pieces) + " equal pieces");
+    for (int64_t i = 0; i < pieces; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(piece, dim - i * piece)));
+  }
+  if ((int64_t)sizes.size() != ctx.numOutputs())
+    return ctx.fail("split into " + std::to_string(sizes.size()) +
+                    " pieces but the node has " + std::to_string(ctx.numOutputs()) +
+                    " outputs");
+  auto parts = ctx.createMulti<SplitOp>(
+      *ctx.input(0), {ctx.namedI64("axis", *axis), ctx.namedI64s("sizes", sizes)});
+  if (failed(parts))
+    return failure();
+  for (auto [i, v] : llvm::enumerate(*parts))
+    ctx.setOutput(i, v);
+  return success();
+}
+
+LogicalResult convertSlice(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  auto starts = ctx.constantInts(1, "starts");
+  auto ends = ctx.constantInts(2, "ends");
+  if (failed(type) || failed(starts) || failed(ends))
+    return failure();
+  int64_t rank = type->getRank();
+  SmallVector<int64_t> axes(starts->size()), steps(starts->size(), 1);
+  std::iota(axes.begin(), axes.end(), 0);
+  if (ctx.hasInput(3)) {
+    auto given = ctx.constantInts(3, "axes");
+    if (failed(given))
+      return failure();
+    axes = *given;
+  }
+  if (ctx.hasInput(4)) {
+    auto given = ctx.constantInts(4, "steps");
+    if (failed(given))
+      return failure();
+    steps = *given;
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return ctx.fail("starts, ends, axes and steps must have the same length");
+  SmallVector<int64_t> offsets(rank, 0), sizes(type->getShape()), strides(rank, 1);
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto axis = normalizeAxis(axes[i], rank);
+    if (!axis || seen[*axis])
+      return ctx.fail("slice axis " + std::to_string(axes[i]) +
+                      " is out of range or repeated");
+    seen[*axis] = true;
+    int64_t dim = type->getDimSize(*axis), step = steps[i];
+    if (step == 0)
+      return ctx.fail("slice step must not be 0");
+    // Clamp as the ONNX spec says, in ranges that cannot overflow.
+    int64_t start = (*starts)[i], end = (*ends)[i];
+    if (start < 0)
+      start = start < -dim ? -1 : start + dim;
+    if (end < 0)
+      end = end < -dim ? -1 : end + dim;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+    }
+    int64_t span = end - start;
+    int64_t size = step > 0 ? (span > 0 ? (span + step - 1) / step : 0)
+                            : (span < 0 ? (-span + (-step) - 1) / (-step) : 0);
+    offsets[*axis] = size ? start : 0;
+    sizes[*axis] = size;
+    strides[*axis] = size ? step : 1;
+  }
+  return setResult(ctx, ctx.create<SliceOp>(*ctx.input(0),
+                                            {ctx.namedI64s("offsets", offsets),
+                                             ctx.namedI64s("sizes", sizes),
+                                             ctx.namedI64s("strides", strides)}));
+}
+
+/// Squeeze/Unsqueeze axes: an input since opset 13.
+FailureOr<SmallVector<int64_t>> axesInput(NodeContext &ctx, bool required) {
+  if (ctx.hasInput(1))
+    return ctx.constantInts(1, "axes");
+  if (required)
+    return ctx.fail("the axes input is required");
+  return SmallVector<int64_t>{};
+}
+
+LogicalResult convertSqueeze(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  auto axes = axesInput(ctx, false);
+  if (failed(type) || failed(axes))
+    return failure();
+  if (!ctx.hasInput(1))
+    for (int64_t d = 0; d < type->getRank(); ++d)
+      if (type->getDimSize(d) == 1)
+        axes->push_back(d);
+  return setResult(ctx, ctx.create<SqueezeOp>(*ctx.input(0), {ctx.namedI64s("axes", *axes)}));
+}
+
+LogicalResult convertUnsqueeze(NodeContext &ctx) {
+  auto axes = axesInput(ctx, true);
+  if (failed(axes))
+    return failure();
+  return setResult(ctx, ctx.create<UnsqueezeOp>(*ctx.input(0), {ctx.namedI64s("axes", *axes)}));
+}
+
+LogicalResult convertExpand(NodeContext &ctx) {
+  auto shape = ctx.constantInts(1, "shape");
+  if (failed(shape))
+    return failure();
+  return setResult(ctx, ctx.create<BroadcastOp>(*ctx.input(0), {ctx.namedI64s("shape", *shape)}));
+}
+
+LogicalResult convertGather(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  auto indices = ctx.input(1);
+  if (failed(type) || failed(indices))
+    return failure();
+  auto axis = normalizeAxis(ctx.attrInt("axis", 0), type->getRank());
+  if (!axis)
+    return ctx.fail("axis " + std::to_string(ctx.attrInt("axis", 0)) +
+                    " out of range for rank-" + std::to_string(type->getRank()) +
+                    " input");
+  return setResult(ctx, ctx.create<GatherOp>(ValueRange{*ctx.input(0), *indices},
+                                             {ctx.namedI64("axis", *axis)}));
+}
+
+/// Reads a node's tensor-valued attribute into a dense constant.
+FailureOr<DenseElementsAttr> tensorAttribute(NodeContext &ctx,
+                                             const ::onnx::TensorProto &tensor) {
+  std::string error;
+  auto value = readTensor(*ctx.context(), tensor, "", error);
+  if (failed(value))
+    return ctx.fail(error);
+  return value;
+}
+
+LogicalResult convertConstant(NodeContext &ctx) {
+  Builder &b = ctx.builder();
+  if (ctx.node().attribute_size() != 1)
+    return ctx.fail("Constant needs exactly one value attribute");
+  const auto &attr = ctx.node().attribute(0);
+  const std::string &name = attr.name();
+  DenseElementsAttr value;
+  if (name == "value") {
+    auto v = tensorAttribute(ctx, attr.t());
+    if (failed(v))
+      return failure();
+    value = *v;
+  } else if (name == "value_float") {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()), attr.f());
+  } else if (name == "value_floats") {
+    SmallVector<float> v(attr.floats().begin(), attr.floats().end());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({(int64_t)v.size()}, b.getF32Type()), ArrayRef<float>(v));
+  } else if (name == "value_int") {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), attr.i());
+  } else if (name == "value_ints") {
+    SmallVector<int64_t> v(attr.ints().begin(), attr.ints().end());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({(int64_t)v.size()}, b.getI64Type()), ArrayRef<int64_t>(v));
+  } else {
+    return ctx.fail("Constant attribute '" + name + "' is not supported");
+  }
+  ctx.setOutput(0, ctx.constant(value));
+  return success();
+}
+
+LogicalResult convertConstantOfShape(NodeContext &ctx) {
+  auto shape = ctx.constantInts(0, "shape");
+  if (failed(shape))
+    return failure();
+  auto count = elementCount(*shape);
+  if (!count)
+    return ctx.fail("shape " + shapeToString(*shape) + " is invalid");
+  Attribute element = ctx.builder().getF32FloatAttr(0.0f);
+  Type elementType = ctx.builder().getF32Type();
+  if (const auto *attr = ctx.attribute("value")) {
+    auto value = tensorAttribute(ctx, attr->t());
+    if (failed(value))
+      return failure();
+    if (value->getNumElements() != 1)
+      return ctx.fail("attribute value must hold one element");
+    element = *value->getValues<Attribute>().begin();
+    elementType = value->getElementType();
+  }
+  auto type = RankedTensorType::get(*shape, elementType);
+  ctx.setOutput(0, ctx.constant(DenseElementsAttr::get(type, element)));
+  return success();
+}
+
+LogicalResult convertShape(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  int64_t rank = type->getRank();
+  auto clampAxis = [&](int64_t v) {
+    return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank);
+  };
+  int64_t start = clampAxis(ctx.attrInt("start", 0));
+  int64_t end = clampAxis(ctx.attrInt("end", rank));
+  SmallVector<int64_t> dims;
+  for (int64_t d = start; d < end; ++d)
+    dims.push_back(type->getDimSize(d));
+  auto result = RankedTensorType::get({(int64_t)dims.size()}, ctx.builder().getI64Type());
+  ctx.setOutput(0, ctx.constant(DenseElementsAttr::get(result, ArrayRef<int64_t>(dims))));
+  return success();
+}
+
+LogicalResult convertIdentity(NodeContext &ctx) {
+  return setResult(ctx, ctx.input(0));
+}
+
+LogicalResult convertDropout(NodeContext &ctx) {
+  auto x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  if (ctx.hasInput(2)) {
+    auto training = ctx.constantScalar(2, "training_mode");
+    if (failed(training))
+      return failure();
+    if (*training != 0.0)
+      return ctx.fail("Dropout with training_mode=true is not supported on "
+                      "import; dtc imports models for inference");
+  }
+  ctx.setOutput(0, *x);
+  if (ctx.wantsOutput(1)) {
+    auto type = cast<RankedTensorType>(x->getType());
+    auto maskType = type.clone(ctx.builder().getI1Type());
+    ctx.setOutput(1, ctx.constant(DenseElementsAttr::get(maskType, true)));
+  }
+  return success();
+}
+
+LogicalResult convertRange(NodeContext &ctx) {
+  auto start = ctx.constantInput(0, "start"), limit = ctx.constantInput(1, "limit"),
+       delta = ctx.constantInput(2, "delta");
+  if (failed(start) || failed(limit) || failed(delta))
+    return failure();
+  auto s = readFoldValues(*start), l = readFoldValues(*limit), d = readFoldValues(*delta);
+  if (!s || !l || !d || s->type.getNumElements() != 1 ||
+      l->type.getNumElements() != 1 || d->type.getNumElements() != 1)
+    return ctx.fail("start, limit and delta must be scalars");
+  Type element = start->getElementType();
+  auto count = [](double from, double to, double step) {
+    return std::max<double>(std::ceil((to - from) / step), 0.0);
+  };
+  double n;
+  if (s->isFloat)
+    n = count(s->floats[0], l->floats[0], d->floats[0]);
+  else
+    n = count((double)s->ints[0], (double)l->ints[0], (double)d->ints[0]);
+  if ((s->isFloat ? d->floats[0] == 0.0 : d->ints[0] == 0) || !std::isfinite(n) ||
+      n > (double)kMaxGeneratedElements)
+    return ctx.fail("Range(start, limit, delta) has an invalid or too large length");
+  auto type = RankedTensorType::get({(int64_t)n}, element);
+  if (s->isFloat) {
+    SmallVector<double> values;
+    for (int64_t i = 0; i < (int64_t)n; ++i)
+      values.push_back(s->floats[0] + i * d->floats[0]);
+    ctx.setOutput(0, ctx.constant(makeDense(type, ArrayRef<double>(values))));
+  } else {
+    SmallVector<int64_t> values;
+    for (int64_t i = 0; i < (int64_t)n; ++i)
+      values.push_back(s->ints[0] + i * d->ints[0]);
+    ctx.setOutput(0, ctx.constant(makeDense(type, ArrayRef<int64_t>(values))));
+  }
+  return success();
+}
+
+LogicalResult convertTrilu(NodeContext &ctx) {
+  int64_t k = 0;
+  if (ctx.hasInput(1)) {
+    auto given = ctx.constantInts(1, "k");
+    if (failed(given))
+      return failure();
+    if (given->size() != 1)
+      return ctx.fail("k must be a scalar");
+    k = (*given)[0];
+  }
+  auto x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  return setResult(ctx, ctx.create<TriluOp>(
+                            *x, {ctx.named("upper", ctx.builder().getBoolAttr(ctx.attrInt("upper", 1))),
+                                 ctx.namedI64("k", k)}));
+}
+
+const OpConverter kConverters[] = {
+    {"Reshape", 13, convertReshape},
+    {"Flatten", 13, convertFlatten},
+    {"Transpose", 13, convertTranspose},
+    {"Concat", 13, convertConcat},
+    {"Split", 13, convertSplit},
+    {"Slice", 13, convertSlice},
+    {"Squeeze", 13, convertSqueeze},
+    {"Unsqueeze", 13, convertUnsqueeze},
+    {"Expand", 13, convertExpand},
+    {"Gather", 13, convertGather},
+    {"Constant", 13, convertConstant},
+    {"ConstantOfShape", 13, convertConstantOfShape},
+    {"Shape", 13, convertShape},
+    {"Identity", 13, convertIdentity},
+    {"Dropout", 13, convertDropout},
+    {"Range", 13, convertRange},
+    {"Trilu", 14, convertTrilu},
+};
+
+} // namespace
+
+llvm::ArrayRef<OpConverter> tensorConverters() { return kConverters; }
+
+} // namespace dtc::onnx

@@ -1,0 +1,40 @@
+//===- TensorData.h - ONNX tensors and types as MLIR ones -------*- C++ -*-===//
+#ifndef DTC_FRONTENDS_ONNX_TENSORDATA_H
+#define DTC_FRONTENDS_ONNX_TENSORDATA_H
+
+#include "onnx.pb.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <string>
+
+namespace dtc::onnx {
+
+/// The MLIR element type of an ONNX TensorProto data type, or null for
+/// types dtc does not handle (strings, complex, 4/8-bit floats).
+mlir::Type elementTypeOf(mlir::MLIRContext &context, int32_t dataType);
+
+/// "FLOAT", "INT64", ... for messages.
+std::string dataTypeName(int32_t dataType);
+
+/// The tensor's static type; fails with `error` on bad dims or types.
+mlir::FailureOr<mlir::RankedTensorType>
+tensorTypeOf(mlir::MLIRContext &context, const ::onnx::TensorProto &tensor,
+             std::string &error);
+
+/// Checks that the tensor's stored bytes (inline or in an external file
+/// under `baseDir`) match its shape and type, without reading them.
+mlir::LogicalResult checkTensorData(const ::onnx::TensorProto &tensor,
+                                    const std::string &baseDir,
+                                    std::string &error);
+
+/// The tensor's values as a dense attribute (reads external data).
+mlir::FailureOr<mlir::DenseElementsAttr>
+readTensor(mlir::MLIRContext &context, const ::onnx::TensorProto &tensor,
+           const std::string &baseDir, std::string &error);
+
+} // namespace dtc::onnx
+
+#endif // DTC_FRONTENDS_ONNX_TENSORDATA_H

@@ -1,0 +1,23 @@
+//===- Registration.h - dialects and passes every dtc tool knows -*- C++ -*-===//
+#ifndef DTC_TOOLS_REGISTRATION_H
+#define DTC_TOOLS_REGISTRATION_H
+
+#include "dialects/graph/GraphDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace dtc {
+
+inline void registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<graph::GraphDialect, mlir::func::FuncDialect>();
+}
+
+/// Upstream passes the pipelines use (canonicalize, cse, ...); dtc's own
+/// passes register here as they are added.
+inline void registerAllPasses() { mlir::registerTransformsPasses(); }
+
+} // namespace dtc
+
+#endif // DTC_TOOLS_REGISTRATION_H
