@@ -256,14 +256,14 @@ def Graph_Conv2DOp : Graph_InferredOp<"conv2d"> {
   let results = (outs Graph_FloatTensor:$output);
 }
 
-class Graph_Pool2DOp<string mnemonic, dag extraArgs>
+class Graph_Pool2DOp<string mnemonic, Type tensorType, dag extraArgs>
     : Graph_InferredOp<mnemonic> {
-  let arguments = !con((ins Graph_FloatTensor:$input,
+  let arguments = !con((ins tensorType:$input,
                             DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
                             DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
                             DefaultValuedAttr<BoolAttr, "false">:$ceil_mode),
                        extraArgs);
-  let results = (outs Graph_FloatTensor:$output);
+  let results = (outs tensorType:$output);
   let extraClassDefinition = [{
     ::mlir::LogicalResult $cppClass::inferReturnTypes(
         ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
@@ -275,8 +275,8 @@ class Graph_Pool2DOp<string mnemonic, dag extraArgs>
   }];
 }
 
-def Graph_MaxPool2DOp : Graph_Pool2DOp<"max_pool2d", (ins)>;
-def Graph_AvgPool2DOp : Graph_Pool2DOp<"avg_pool2d",
+def Graph_MaxPool2DOp : Graph_Pool2DOp<"max_pool2d", Graph_Tensor, (ins)>;
+def Graph_AvgPool2DOp : Graph_Pool2DOp<"avg_pool2d", Graph_FloatTensor,
     (ins DefaultValuedAttr<BoolAttr, "false">:$count_include_pad)>;
 
 //===----------------------------------------------------------------------===//

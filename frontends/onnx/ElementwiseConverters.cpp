@@ -35,6 +35,24 @@ LogicalResult convertBinary(NodeContext &ctx) {
   return success();
 }
 
+/// Pow allows an exponent of another type; it is cast to the base's.
+LogicalResult convertPow(NodeContext &ctx) {
+  auto base = ctx.input(0), exponent = ctx.input(1);
+  if (failed(base) || failed(exponent))
+    return failure();
+  Type element = cast<RankedTensorType>(base->getType()).getElementType();
+  auto exponentType = cast<RankedTensorType>(exponent->getType());
+  if (exponentType.getElementType() != element)
+    exponent = ctx.createTyped<CastOp>(exponentType.clone(element), *exponent);
+  if (failed(exponent))
+    return failure();
+  auto y = ctx.create<PowOp>(ValueRange{*base, *exponent});
+  if (failed(y))
+    return failure();
+  ctx.setOutput(0, *y);
+  return success();
+}
+
 /// Max and Min take one or more inputs, folded pairwise.
 template <typename OpTy>
 LogicalResult convertVariadic(NodeContext &ctx) {
@@ -138,7 +156,7 @@ const OpConverter kConverters[] = {
     {"Sub", 13, convertBinary<SubOp>},
     {"Mul", 13, convertBinary<MulOp>},
     {"Div", 13, convertBinary<DivOp>},
-    {"Pow", 13, convertBinary<PowOp>},
+    {"Pow", 13, convertPow},
     {"Equal", 13, convertBinary<EqualOp>},
     {"Less", 13, convertBinary<LessOp>},
     {"LessOrEqual", 13, convertBinary<LessEqualOp>},

@@ -76,6 +76,7 @@ private:
   LogicalResult importGraph(const ::onnx::GraphProto &graph, int opset);
   FailureOr<RankedTensorType> inputType(const ::onnx::ValueInfoProto &input,
                                         llvm::StringSet<> &usedShapes);
+  FailureOr<DenseElementsAttr> frozenInput(const ::onnx::ValueInfoProto &input);
   LogicalResult checkOutputType(const ::onnx::ValueInfoProto &output, Value value);
   std::string nodeName(const ::onnx::NodeProto &node) const {
     if (!node.name().empty())
@@ -190,6 +191,44 @@ OnnxImporter::inputType(const ::onnx::ValueInfoProto &input,
   return RankedTensorType::get(dims, element);
 }
 
+FailureOr<DenseElementsAttr>
+OnnxImporter::frozenInput(const ::onnx::ValueInfoProto &input) {
+  const std::string &path = options_.frozenInputs.at(input.name());
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
+  ::onnx::TensorProto tensor;
+  if (!in.good() && !in.eof())
+    return fileError("--freeze " + input.name() + ": cannot read '" + path + "'");
+  if (bytes.empty() || !tensor.ParseFromString(bytes))
+    return fileError("--freeze " + input.name() + ": '" + path +
+                     "' is not an ONNX TensorProto file");
+  std::string error;
+  size_t slash = path.rfind('/');
+  auto value = readTensor(context_, tensor,
+                          slash == std::string::npos ? "." : path.substr(0, slash),
+                          error);
+  if (failed(value))
+    return fileError("--freeze " + input.name() + ": " + path + ": " + error);
+  const auto &declared = input.type().tensor_type();
+  if (declared.elem_type() &&
+      elementTypeOf(context_, declared.elem_type()) != value->getElementType())
+    return fileError("--freeze " + input.name() + ": '" + path + "' holds " +
+                     dataTypeName(tensor.data_type()) + " but the input is " +
+                     dataTypeName(declared.elem_type()));
+  bool rankOk = !declared.has_shape() ||
+                declared.shape().dim_size() == value->getType().getRank();
+  for (int d = 0; rankOk && declared.has_shape() && d < declared.shape().dim_size(); ++d)
+    if (declared.shape().dim(d).has_dim_value() &&
+        declared.shape().dim(d).dim_value() != value->getType().getDimSize(d))
+      rankOk = false;
+  if (!rankOk)
+    return fileError("--freeze " + input.name() + ": '" + path + "' has shape " +
+                     graph::shapeToString(value->getType().getShape()) +
+                     ", which the input's declared shape does not allow");
+  return *value;
+}
+
 LogicalResult OnnxImporter::checkOutputType(const ::onnx::ValueInfoProto &output,
                                             Value value) {
   auto type = cast<RankedTensorType>(value.getType());
@@ -246,15 +285,27 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
   llvm::StringSet<> usedShapes;
   llvm::SmallVector<Type> argTypes;
   llvm::SmallVector<std::string> argNames;
+  llvm::StringMap<DenseElementsAttr> frozen;
   for (const auto &input : graph.input()) {
     if (initializers_.count(input.name()))
       continue;
+    if (options_.frozenInputs.count(input.name())) {
+      auto value = frozenInput(input);
+      if (failed(value))
+        return failure();
+      frozen[input.name()] = *value;
+      continue;
+    }
     auto type = inputType(input, usedShapes);
     if (failed(type))
       return failure();
     argTypes.push_back(*type);
     argNames.push_back(input.name());
   }
+  for (const auto &[name, path] : options_.frozenInputs)
+    if (!frozen.count(name))
+      return fileError("--freeze " + name + ": the model has no graph input named '" +
+                       name + "'");
   for (const auto &[name, dims] : options_.shapes)
     if (!usedShapes.contains(name))
       return fileError("--shape " + name + ": the model has no graph input or "
@@ -271,6 +322,9 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
   }
   builder_.setInsertionPointToStart(body);
   (void)module;
+  for (auto &entry : frozen)
+    values_[entry.getKey()] = builder_.create<graph::ConstantOp>(
+        func.getLoc(), entry.getValue().getType(), entry.getValue());
 
   const auto &table = converterTable();
   for (const auto &node : graph.node()) {

@@ -21,6 +21,9 @@ struct ImportOptions {
   /// `--shape NAME=2x128`: NAME is a graph input (its whole shape) or a
   /// symbolic dim (dim_param) such as `batch` (then a single number).
   std::map<std::string, std::vector<int64_t>> shapes;
+  /// `--freeze NAME=FILE.pb`: graph input NAME becomes a constant with the
+  /// value in the ONNX TensorProto file (e.g. a shape fed as an input).
+  std::map<std::string, std::string> frozenInputs;
 };
 
 /// Parses `--shape` text `NAME=2x128` into `options`; false with `error` set

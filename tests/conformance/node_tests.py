@@ -237,6 +237,17 @@ def compare_signature(results, expected):
 # ---------------------------------------------------------------------------
 # Test discovery and classification
 # ---------------------------------------------------------------------------
+DTC_ELEMENT_TYPES = {
+    TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16,
+    TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8,
+    TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64,
+    TensorProto.BOOL,
+}
+FROZEN_ELEMENT_TYPES = DTC_ELEMENT_TYPES - {
+    TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16,
+}
+
+
 def node_test_root():
     return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
 
@@ -274,8 +285,41 @@ def classify(test_dir, ops, opset_range):
     for vi in list(model.graph.input) + list(model.graph.output):
         if vi.type.WhichOneof("value") != "tensor_type":
             raise SkipTest("non-tensor graph I/O", vi.type.WhichOneof("value") or "none")
+    # dtc's element types are the IEEE floats, bf16, integers of 8 bits and
+    # more, and bool; 8/4-bit floats, 4/2-bit ints and strings are out of scope.
+    for vi in model.graph.input:
+        if vi.type.tensor_type.elem_type not in DTC_ELEMENT_TYPES:
+            raise SkipTest("unsupported element type",
+                           TensorProto.DataType.Name(vi.type.tensor_type.elem_type))
+    for node in iter_nodes(model.graph):
+        for attr in node.attribute:
+            if node.op_type == "Cast" and attr.name == "to" and attr.i not in DTC_ELEMENT_TYPES:
+                raise SkipTest("unsupported element type", TensorProto.DataType.Name(attr.i))
 
-    return expected_outputs(test_dir, model)
+    return expected_outputs(test_dir, model), frozen_inputs(test_dir, model)
+
+
+def frozen_inputs(test_dir, model):
+    """Integer, bool and scalar inputs are bound to their test values with --freeze.
+
+    Node tests feed shapes, axes, split sizes and the like as graph inputs;
+    dtc compiles static shapes, so those must be constants at import. Float
+    inputs stay runtime inputs.
+    """
+    initializers = {t.name for t in model.graph.initializer}
+    data_dir = os.path.join(test_dir, "test_data_set_0")
+    frozen = []
+    index = 0
+    for vi in model.graph.input:
+        if vi.name in initializers:
+            continue
+        path = os.path.join(data_dir, f"input_{index}.pb")
+        index += 1
+        tt = vi.type.tensor_type
+        scalar = tt.HasField("shape") and len(tt.shape.dim) == 0
+        if (tt.elem_type in FROZEN_ELEMENT_TYPES or scalar) and os.path.exists(path):
+            frozen.append((vi.name, path))
+    return frozen
 
 
 def expected_outputs(test_dir, model):
@@ -317,7 +361,10 @@ def expected_outputs(test_dir, model):
 # ---------------------------------------------------------------------------
 def run_test(dtc, test_dir, expected, timeout):
     """Return None on success, else a one-line failure reason."""
+    expected, frozen = expected
     cmd = [dtc, "import", os.path.join(test_dir, "model.onnx")]
+    for name, path in frozen:
+        cmd += ["--freeze", f"{name}={path}"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
                            timeout=timeout)

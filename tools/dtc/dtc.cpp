@@ -23,10 +23,12 @@ constexpr const char *kUsage = R"(dtc: compile ONNX models into distributed trai
 usage: dtc COMMAND [options]
 
 commands:
-  import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]...
+  import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.
         --shape NAME=DIMS binds a graph input's shape (input_ids=2x128) or a
         symbolic dim (batch=2); repeat it as needed.
+        --freeze NAME=FILE.pb makes graph input NAME a constant with the
+        value in an ONNX TensorProto file (for shapes fed as inputs).
         --debug-locations prints each op's ONNX node name.
         --list-ops prints the supported ONNX op types; --list-opsets prints
         the supported default-domain opset range.
@@ -98,6 +100,12 @@ int runImport(const std::vector<std::string> &args) {
       std::string error;
       if (!dtc::onnx::parseShapeOption(text, options, error))
         return usageError(error);
+    } else if (arg == "--freeze") {
+      const std::string *v = value("--freeze");
+      size_t eq = v ? v->find('=') : std::string::npos;
+      if (!v || eq == std::string::npos || eq == 0 || eq + 1 == v->size())
+        return usageError("--freeze needs NAME=FILE.pb, e.g. --freeze shape=shape.pb");
+      options.frozenInputs[v->substr(0, eq)] = v->substr(eq + 1);
     } else if (arg == "--debug-locations") {
       debugLocations = true;
     } else if (!arg.empty() && arg[0] == '-' && arg != "-") {

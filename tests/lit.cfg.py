@@ -1,0 +1,27 @@
+# Lit configuration for dtc: .mlir pass/dialect tests and .onnxtxt importer
+# tests, run with FileCheck.
+import os
+
+import lit.formats
+
+config.name = "dtc"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".mlir", ".onnxtxt", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dtc_obj_root, "tests")
+config.excludes = ["unit", "conformance", "fuzz", "tools", "lit.cfg.py", "CMakeLists.txt"]
+
+bin_dir = os.path.join(config.dtc_obj_root, "bin")
+config.environment["PATH"] = os.pathsep.join(
+    [bin_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+for var in ("HOME", "PYTHONPATH"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+
+py = config.python_executable
+src = config.dtc_src_root
+config.substitutions.append(("%python", py))
+config.substitutions.append(("%onnx-text", f"{py} {src}/tests/tools/onnx_text.py"))
+config.substitutions.append(("%gen-models", f"{py} {src}/tests/models/generate.py"))
+config.substitutions.append(("%dtc-opt", os.path.join(bin_dir, "dtc-opt")))
+config.substitutions.append(("%dtc", os.path.join(bin_dir, "dtc")))
