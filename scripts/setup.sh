@@ -12,7 +12,7 @@ apt_packages=(
   clang-19 libclang-rt-19-dev
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   protobuf-compiler libprotobuf-dev libfmt-dev libgtest-dev
-  zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
+  zlib1g-dev libzstd-dev
   python3 python3-pip
 )
 missing=()

@@ -140,6 +140,17 @@ LogicalResult convertCast(NodeContext &ctx) {
   return success();
 }
 
+LogicalResult convertCastLike(NodeContext &ctx) {
+  auto type = ctx.inputType(0), like = ctx.inputType(1);
+  if (failed(type) || failed(like))
+    return failure();
+  auto y = ctx.createTyped<CastOp>(type->clone(like->getElementType()), *ctx.input(0));
+  if (failed(y))
+    return failure();
+  ctx.setOutput(0, *y);
+  return success();
+}
+
 LogicalResult convertWhere(NodeContext &ctx) {
   auto c = ctx.input(0), a = ctx.input(1), b = ctx.input(2);
   if (failed(c) || failed(a) || failed(b))
@@ -181,6 +192,7 @@ const OpConverter kConverters[] = {
     {"Gelu", 20, convertGelu},
     {"Clip", 13, convertClip},
     {"Cast", 13, convertCast},
+    {"CastLike", 15, convertCastLike},
     {"Where", 13, convertWhere},
 };
 

@@ -361,6 +361,16 @@ LogicalResult convertShape(NodeContext &ctx) {
   return success();
 }
 
+LogicalResult convertSize(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  auto result = RankedTensorType::get({}, ctx.builder().getI64Type());
+  ctx.setOutput(0, ctx.constant(DenseElementsAttr::get(
+                       result, ArrayRef<int64_t>{type->getNumElements()})));
+  return success();
+}
+
 LogicalResult convertIdentity(NodeContext &ctx) {
   return setResult(ctx, ctx.input(0));
 }
@@ -454,6 +464,7 @@ const OpConverter kConverters[] = {
     {"Constant", 13, convertConstant},
     {"ConstantOfShape", 13, convertConstantOfShape},
     {"Shape", 13, convertShape},
+    {"Size", 13, convertSize},
     {"Identity", 13, convertIdentity},
     {"Dropout", 13, convertDropout},
     {"Range", 13, convertRange},
