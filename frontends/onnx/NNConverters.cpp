@@ -84,15 +84,15 @@ LogicalResult convertGemm(NodeContext &ctx) {
   if (failed(y))
     return failure();
   Type element = cast<RankedTensorType>(y->getType()).getElementType();
-  float alpha = ctx.attrFloat("alpha", 1.0f), beta = ctx.attrFloat("beta", 1.0f);
-  if (alpha != 1.0f)
+  double alpha = ctx.attrFloat("alpha", 1.0f), beta = ctx.attrFloat("beta", 1.0f);
+  if (alpha != 1.0)
     y = ctx.create<MulOp>(ValueRange{*y, ctx.scalar(alpha, element)});
-  if (succeeded(y) && ctx.hasInput(2) && beta != 0.0f) {
+  if (succeeded(y) && ctx.hasInput(2) && beta != 0.0) {
     auto c = ctx.input(2);
     if (failed(c))
       return failure();
     Value bias = *c;
-    if (beta != 1.0f) {
+    if (beta != 1.0) {
       auto scaled = ctx.create<MulOp>(ValueRange{bias, ctx.scalar(beta, element)});
       if (failed(scaled))
         return failure();
@@ -139,7 +139,7 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
   }
   if (operands.size() < 2)
     return ctx.fail("LayerNormalization needs a Scale input");
-  float epsilon = ctx.attrFloat("epsilon", 1e-5f);
+  double epsilon = ctx.attrFloat("epsilon", 1e-5f);
   if (failed(setResult(ctx, ctx.create<LayerNormOp>(
                                 operands, {ctx.namedI64("axis", *axis),
                                            ctx.named("epsilon", ctx.builder().getF64FloatAttr(epsilon))}))))
@@ -195,7 +195,7 @@ LogicalResult convertBatchNorm(NodeContext &ctx) {
     operands.push_back(*v);
   }
   auto type = cast<RankedTensorType>(operands[0].getType());
-  float epsilon = ctx.attrFloat("epsilon", 1e-5f);
+  double epsilon = ctx.attrFloat("epsilon", 1e-5f);
   if (!ctx.attrInt("training_mode", 0))
     return setResult(ctx, ctx.create<BatchNormOp>(
                               operands, {ctx.named("epsilon", ctx.builder().getF64FloatAttr(epsilon))}));
@@ -234,7 +234,7 @@ LogicalResult convertBatchNorm(NodeContext &ctx) {
   auto y = succeeded(scaled) ? ctx.create<AddOp>(ValueRange{*scaled, *bias}) : scaled;
   if (failed(setResult(ctx, y)))
     return failure();
-  float momentum = ctx.attrFloat("momentum", 0.9f);
+  double momentum = ctx.attrFloat("momentum", 0.9f);
   SmallVector<int64_t> vectorShape{type.getDimSize(1)};
   for (auto [i, stat] : llvm::enumerate(SmallVector<Value>{*mean, *variance})) {
     if (!ctx.wantsOutput(i + 1))

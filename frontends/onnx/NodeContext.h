@@ -60,7 +60,9 @@ public:
   //===--- attributes ----------------------------------------------------===//
   const ::onnx::AttributeProto *attribute(llvm::StringRef name) const;
   int64_t attrInt(llvm::StringRef name, int64_t fallback) const;
-  float attrFloat(llvm::StringRef name, float fallback) const;
+  /// A float attribute as the shortest double that rounds to the same float
+  /// (1e-5f reads as 1e-5, not 9.99999974e-6).
+  double attrFloat(llvm::StringRef name, float fallback) const;
   std::string attrString(llvm::StringRef name, llvm::StringRef fallback) const;
   std::optional<llvm::SmallVector<int64_t>> attrInts(llvm::StringRef name) const;
 

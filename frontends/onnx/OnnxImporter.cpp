@@ -15,6 +15,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sys/stat.h>
 #include <sstream>
@@ -529,9 +531,17 @@ int64_t NodeContext::attrInt(StringRef name, int64_t fallback) const {
   return a ? a->i() : fallback;
 }
 
-float NodeContext::attrFloat(StringRef name, float fallback) const {
+double NodeContext::attrFloat(StringRef name, float fallback) const {
   const auto *a = attribute(name);
-  return a ? a->f() : fallback;
+  float value = a ? a->f() : fallback;
+  char text[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, (double)value);
+    double d = std::strtod(text, nullptr);
+    if ((float)d == value)
+      return d;
+  }
+  return value;
 }
 
 std::string NodeContext::attrString(StringRef name, StringRef fallback) const {

@@ -33,7 +33,8 @@ TEST(ShapeRules, WindowOutputSize) {
   EXPECT_EQ(*windowOutputSize(5, 2, 2, 0, 0, 1, false), 2);
   EXPECT_EQ(*windowOutputSize(5, 2, 2, 0, 0, 1, true), 3);
   // Ceil mode may not start a window in the right padding.
-  EXPECT_EQ(*windowOutputSize(4, 3, 2, 1, 1, 1, true), 2);
+  EXPECT_EQ(*windowOutputSize(4, 3, 2, 1, 1, 1, true), 3);
+  EXPECT_EQ(*windowOutputSize(3, 2, 2, 1, 1, 1, true), 2);
   // Dilation 2 widens the kernel to 5.
   EXPECT_EQ(*windowOutputSize(7, 3, 1, 0, 0, 2, false), 3);
   EXPECT_FALSE(windowOutputSize(2, 3, 1, 0, 0, 1, false).has_value());
