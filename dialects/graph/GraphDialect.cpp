@@ -12,3 +12,13 @@ void GraphDialect::initialize() {
 #include "dialects/graph/GraphOps.cpp.inc"
       >();
 }
+
+mlir::Operation *GraphDialect::materializeConstant(mlir::OpBuilder &builder,
+                                                   mlir::Attribute value,
+                                                   mlir::Type type,
+                                                   mlir::Location loc) {
+  auto elements = llvm::dyn_cast<mlir::ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return builder.create<ConstantOp>(loc, type, elements);
+}

@@ -24,7 +24,7 @@ def Graph_Dialect : Dialect {
   // importer checks every node this way and reports errors instead of
   // building an invalid op.
   let usePropertiesForAttributes = 0;
-  let hasConstantMaterializer = 0;
+  let hasConstantMaterializer = 1;
 }
 
 //===----------------------------------------------------------------------===//

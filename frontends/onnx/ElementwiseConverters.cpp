@@ -35,18 +35,27 @@ LogicalResult convertBinary(NodeContext &ctx) {
   return success();
 }
 
-/// Pow allows an exponent of another type; it is cast to the base's.
+/// Pow allows an exponent of another type. A float exponent of an integer
+/// base is applied in the exponent's type and the result cast back
+/// (4 ^ 0.5 = 2); otherwise the exponent is cast to the base's type.
 LogicalResult convertPow(NodeContext &ctx) {
   auto base = ctx.input(0), exponent = ctx.input(1);
   if (failed(base) || failed(exponent))
     return failure();
-  Type element = cast<RankedTensorType>(base->getType()).getElementType();
+  auto baseType = cast<RankedTensorType>(base->getType());
   auto exponentType = cast<RankedTensorType>(exponent->getType());
-  if (exponentType.getElementType() != element)
-    exponent = ctx.createTyped<CastOp>(exponentType.clone(element), *exponent);
-  if (failed(exponent))
+  Type baseElement = baseType.getElementType();
+  Type exponentElement = exponentType.getElementType();
+  bool widenBase = !isa<FloatType>(baseElement) && isa<FloatType>(exponentElement);
+  if (widenBase)
+    base = ctx.createTyped<CastOp>(baseType.clone(exponentElement), *base);
+  else if (exponentElement != baseElement)
+    exponent = ctx.createTyped<CastOp>(exponentType.clone(baseElement), *exponent);
+  if (failed(base) || failed(exponent))
     return failure();
   auto y = ctx.create<PowOp>(ValueRange{*base, *exponent});
+  if (succeeded(y) && widenBase)
+    y = ctx.createTyped<CastOp>(cast<RankedTensorType>(y->getType()).clone(baseElement), *y);
   if (failed(y))
     return failure();
   ctx.setOutput(0, *y);
@@ -91,34 +100,49 @@ LogicalResult convertClip(NodeContext &ctx) {
   auto x = ctx.input(0);
   if (failed(x))
     return failure();
-  SmallVector<NamedAttribute> attrs;
-  // Bounds are inputs since opset 11; constant bounds become attributes,
-  // others become max/min ops.
+  // Bounds are inputs since opset 11: y = min(max(x, lo), hi). Constant
+  // bounds become clip attributes, runtime ones max/min ops, in that order.
   Value y = *x;
+  auto isConstantBound = [&](int i) {
+    auto c = ctx.hasInput(i) ? ctx.constantOrNull(i) : DenseElementsAttr();
+    return !ctx.hasInput(i) || (c && c.getNumElements() == 1);
+  };
+  if (isConstantBound(1) && isConstantBound(2)) {
+    SmallVector<NamedAttribute> attrs;
+    for (auto [index, name] : {std::pair<int, StringRef>{1, "min"}, {2, "max"}}) {
+      if (!ctx.hasInput(index))
+        continue;
+      auto value = ctx.constantScalar(index, name);
+      if (failed(value))
+        return failure();
+      attrs.push_back(ctx.named(name, ctx.builder().getF64FloatAttr(*value)));
+    }
+    auto clipped = attrs.empty() ? FailureOr<Value>(y) : ctx.create<ClipOp>(y, attrs);
+    if (failed(clipped))
+      return failure();
+    ctx.setOutput(0, *clipped);
+    return success();
+  }
   for (auto [index, name] : {std::pair<int, StringRef>{1, "min"}, {2, "max"}}) {
     if (!ctx.hasInput(index))
       continue;
     auto bound = ctx.input(index);
     if (failed(bound))
       return failure();
+    FailureOr<Value> limited = failure();
     if (auto c = ctx.constantOrNull(index); c && c.getNumElements() == 1) {
       auto value = ctx.constantScalar(index, name);
       if (failed(value))
         return failure();
-      attrs.push_back(ctx.named(name, ctx.builder().getF64FloatAttr(*value)));
-      continue;
+      limited = ctx.create<ClipOp>(
+          y, {ctx.named(name, ctx.builder().getF64FloatAttr(*value))});
+    } else {
+      limited = index == 1 ? ctx.create<MaxOp>(ValueRange{y, *bound})
+                           : ctx.create<MinOp>(ValueRange{y, *bound});
     }
-    auto limited = index == 1 ? ctx.create<MaxOp>(ValueRange{y, *bound})
-                              : ctx.create<MinOp>(ValueRange{y, *bound});
     if (failed(limited))
       return failure();
     y = *limited;
-  }
-  if (!attrs.empty()) {
-    auto clipped = ctx.create<ClipOp>(y, attrs);
-    if (failed(clipped))
-      return failure();
-    y = *clipped;
   }
   ctx.setOutput(0, y);
   return success();

@@ -79,6 +79,18 @@ private:
   FailureOr<RankedTensorType> inputType(const ::onnx::ValueInfoProto &input,
                                         llvm::StringSet<> &usedShapes);
   FailureOr<DenseElementsAttr> frozenInput(const ::onnx::ValueInfoProto &input);
+  /// Records that symbolic dim `symbol` is `value` (as input `input` has
+  /// it); a symbol must mean one size across all inputs.
+  LogicalResult bindSymbol(const std::string &symbol, int64_t value,
+                           const std::string &input) {
+    auto [it, inserted] = symbols_.try_emplace(symbol, value, input);
+    if (inserted || it->second.first == value)
+      return success();
+    return fileError("symbolic dim '" + symbol + "' is " +
+                     std::to_string(it->second.first) + " for input '" +
+                     it->second.second + "' but " + std::to_string(value) +
+                     " for input '" + input + "'");
+  }
   LogicalResult checkOutputType(const ::onnx::ValueInfoProto &output, Value value);
   std::string nodeName(const ::onnx::NodeProto &node) const {
     if (!node.name().empty())
@@ -95,6 +107,7 @@ private:
   const ImportOptions &options_;
   std::string error_, diagnostic_;
   llvm::StringMap<Value> values_;
+  llvm::StringMap<std::pair<int64_t, std::string>> symbols_;
   llvm::StringMap<const ::onnx::TensorProto *> initializers_;
   int nodeIndex_ = 0;
 };
@@ -157,6 +170,9 @@ OnnxImporter::inputType(const ::onnx::ValueInfoProto &input,
         return fileError("--shape " + name + "=" + graph::shapeToString(dims) +
                          ": dim " + std::to_string(d) + " of input '" + name +
                          "' is fixed at " + std::to_string(dim.dim_value()));
+      if (dim.has_dim_param() && !dim.dim_param().empty() &&
+          failed(bindSymbol(dim.dim_param(), dims[d], name)))
+        return failure();
     }
     return RankedTensorType::get(dims, element);
   }
@@ -174,6 +190,8 @@ OnnxImporter::inputType(const ::onnx::ValueInfoProto &input,
       auto symbol = options_.shapes.find(dim.dim_param());
       if (symbol != options_.shapes.end() && symbol->second.size() == 1) {
         usedShapes.insert(dim.dim_param());
+        if (failed(bindSymbol(dim.dim_param(), symbol->second[0], name)))
+          return failure();
         dims.push_back(symbol->second[0]);
         continue;
       }
@@ -607,6 +625,15 @@ bool parseShapeOption(const std::string &text, ImportOptions &options,
             text + "'";
     return false;
   }
+  std::string name = text.substr(0, eq);
+  if (options.shapes.count(name)) {
+    error = "--shape " + name + " is given twice";
+    return false;
+  }
+  if (text.back() == 'x') {
+    error = "--shape " + text + ": a trailing 'x' is not a dimension size";
+    return false;
+  }
   std::vector<int64_t> dims;
   std::stringstream ss(text.substr(eq + 1));
   std::string part;
@@ -619,7 +646,7 @@ bool parseShapeOption(const std::string &text, ImportOptions &options,
     }
     dims.push_back(v);
   }
-  options.shapes[text.substr(0, eq)] = dims;
+  options.shapes[name] = dims;
   return true;
 }
 

@@ -239,10 +239,27 @@ FailureOr<SmallVector<int64_t>> axesInput(NodeContext &ctx, bool required) {
   return SmallVector<int64_t>{};
 }
 
+/// Normalises axes for a rank-`rank` tensor, sorted, rejecting repeats.
+LogicalResult normalizeAxes(NodeContext &ctx, SmallVectorImpl<int64_t> &axes,
+                            int64_t rank) {
+  for (int64_t &a : axes) {
+    auto n = normalizeAxis(a, rank);
+    if (!n)
+      return ctx.fail("axis " + std::to_string(a) + " out of range for rank " +
+                      std::to_string(rank));
+    a = *n;
+  }
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return ctx.fail("axes repeat");
+  return success();
+}
+
 LogicalResult convertSqueeze(NodeContext &ctx) {
   auto type = ctx.inputType(0);
   auto axes = axesInput(ctx, false);
-  if (failed(type) || failed(axes))
+  if (failed(type) || failed(axes) ||
+      failed(normalizeAxes(ctx, *axes, type->getRank())))
     return failure();
   if (!ctx.hasInput(1))
     for (int64_t d = 0; d < type->getRank(); ++d)
@@ -252,8 +269,10 @@ LogicalResult convertSqueeze(NodeContext &ctx) {
 }
 
 LogicalResult convertUnsqueeze(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
   auto axes = axesInput(ctx, true);
-  if (failed(axes))
+  if (failed(type) || failed(axes) ||
+      failed(normalizeAxes(ctx, *axes, type->getRank() + (int64_t)axes->size())))
     return failure();
   return setResult(ctx, ctx.create<UnsqueezeOp>(*ctx.input(0), {ctx.namedI64s("axes", *axes)}));
 }
@@ -275,6 +294,14 @@ LogicalResult convertGather(NodeContext &ctx) {
     return ctx.fail("axis " + std::to_string(ctx.attrInt("axis", 0)) +
                     " out of range for rank-" + std::to_string(type->getRank()) +
                     " input");
+  if (auto constant = ctx.constantOrNull(1)) {
+    int64_t dim = type->getDimSize(*axis);
+    for (const APInt &i : constant.getValues<APInt>())
+      if (i.getSExtValue() < -dim || i.getSExtValue() >= dim)
+        return ctx.fail("index " + std::to_string(i.getSExtValue()) +
+                        " out of range for axis " + std::to_string(*axis) +
+                        " of size " + std::to_string(dim));
+  }
   return setResult(ctx, ctx.create<GatherOp>(ValueRange{*ctx.input(0), *indices},
                                              {ctx.namedI64("axis", *axis)}));
 }

@@ -134,7 +134,7 @@ int runImport(const std::vector<std::string> &args) {
   mlir::OpPrintingFlags flags;
   flags.elideLargeElementsAttrs(1 << 20);
   if (debugLocations)
-    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/true);
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
   module->print(os, flags);
   os << "\n";
   return writeOutput(output, text);

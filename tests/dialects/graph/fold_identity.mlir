@@ -1,0 +1,33 @@
+// Ops that do nothing fold to their input under -canonicalize.
+// RUN: %dtc-opt %s -canonicalize | FileCheck %s
+
+// CHECK-LABEL: func.func @identities
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>, %[[I:.*]]: tensor<2x3xi64>)
+// CHECK-NOT: graph.
+// CHECK: return %[[X]], %[[X]], %[[X]], %[[X]], %[[X]], %[[I]]
+func.func @identities(%x: tensor<2x3xf32>, %i: tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xi64>) {
+  %0 = graph.reshape %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = graph.transpose %x {perm = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = graph.broadcast %x {shape = array<i64: 3>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %3 = graph.slice %x {offsets = array<i64: 0, 0>, sizes = array<i64: 2, 3>, strides = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %4 = graph.concat %x {axis = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %5 = graph.cast %i : (tensor<2x3xi64>) -> tensor<2x3xi64>
+  return %0, %1, %2, %3, %4, %5 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xi64>
+}
+
+// A reversing slice of the whole tensor is not the identity.
+// CHECK-LABEL: func.func @reverse
+// CHECK: graph.slice
+func.func @reverse(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = graph.slice %x {offsets = array<i64: 3>, sizes = array<i64: 4>, strides = array<i64: -1>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// Unused constants are removed.
+// CHECK-LABEL: func.func @dead
+// CHECK-NOT: graph.constant
+// CHECK: return
+func.func @dead() {
+  %0 = graph.constant dense<[1, 2]> : tensor<2xi64>
+  return
+}

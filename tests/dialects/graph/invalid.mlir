@@ -1,0 +1,323 @@
+// Verifier and result-type errors of graph ops. An op whose result type
+// does not match its inferred type is rejected; so are bad attributes.
+// RUN: %dtc-opt %s -split-input-file -verify-diagnostics
+
+func.func @f(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @below {{'graph.add' op inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<3x3xf32>'}}
+  // expected-error @below {{'graph.add' op failed to infer returned types}}
+  %0 = graph.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @below {{shapes 2x3 and 4 do not broadcast}}
+  // expected-error @below {{'graph.add' op failed to infer returned types}}
+  %0 = graph.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %b: tensor<3xi32>) {
+  // expected-error @below {{'graph.mul' op requires the same element type for all operands}}
+  %0 = graph.mul %a, %b : (tensor<2x3xf32>, tensor<3xi32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.less' op result #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<2x3xf32>'}}
+  %0 = graph.less %a, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.relu' op requires the same type for all operands and results}}
+  %0 = graph.relu %a : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xi32>) {
+  // expected-error @below {{'graph.exp' op operand #0 must be statically shaped tensor of floating-point values, but got 'tensor<2x3xi32>'}}
+  %0 = graph.exp %a : (tensor<2x3xi32>) -> tensor<2x3xi32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<?x3xf32>) {
+  // expected-error @below {{'graph.relu' op operand #0 must be statically shaped tensor of floating-point or integer values, but got 'tensor<?x3xf32>'}}
+  %0 = graph.relu %a : (tensor<?x3xf32>) -> tensor<?x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.gelu' op approximate must be "none" or "tanh", got "fast"}}
+  %0 = graph.gelu %a {approximate = "fast"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.cast' op requires the same shape for all operands and results}}
+  %0 = graph.cast %a : (tensor<2x3xf32>) -> tensor<3x2xi32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<2x3xf32>, %a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.where' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<2x3xf32>'}}
+  %0 = graph.where %c, %a, %a : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<2x3xi1>, %a: tensor<2x3xf32>, %b: tensor<2x3xi32>) {
+  // expected-error @below {{x and y element types differ: 'f32' vs 'i32'}}
+  // expected-error @below {{'graph.where' op failed to infer returned types}}
+  %0 = graph.where %c, %a, %b : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xi32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.parameter' op result #0 must be statically shaped tensor of floating-point values, but got 'tensor<2x3xi32>'}}
+  %0 = graph.parameter "w" : tensor<2x3xi32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.reshape' op cannot reshape 2x3 (6 elements) to 4x2 (8 elements)}}
+  %0 = graph.reshape %a : (tensor<2x3xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.reshape' op reshape must keep the element type}}
+  %0 = graph.reshape %a : (tensor<2x3xf32>) -> tensor<6xi32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @below {{matmul contraction sizes differ: 2x3 x 4x5 (3 vs 4)}}
+  // expected-error @below {{'graph.matmul' op failed to infer returned types}}
+  %0 = graph.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %b: tensor<5x3xf32>) {
+  // expected-error @below {{'graph.matmul' op inferred type(s) 'tensor<2x5xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf32>'}}
+  // expected-error @below {{'graph.matmul' op failed to infer returned types}}
+  %0 = graph.matmul %a, %b {transpose_rhs = true} : (tensor<2x3xf32>, tensor<5x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3x4xf32>) {
+  // expected-error @below {{reduction axis 3 out of range for rank-3 input}}
+  // expected-error @below {{'graph.reduce_sum' op failed to infer returned types}}
+  %0 = graph.reduce_sum %a {axes = array<i64: 3>} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3x4xf32>) {
+  // expected-error @below {{'graph.reduce_mean' op inferred type(s) 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x1x4xf32>'}}
+  // expected-error @below {{'graph.reduce_mean' op failed to infer returned types}}
+  %0 = graph.reduce_mean %a {axes = array<i64: 1>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<2x1x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{axis 2 out of range for rank-2 input}}
+  // expected-error @below {{'graph.softmax' op failed to infer returned types}}
+  %0 = graph.softmax %a {axis = 2 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %s: tensor<4xf32>) {
+  // expected-error @below {{scale/bias shape 4 does not broadcast to the normalised shape 3}}
+  // expected-error @below {{'graph.layer_norm' op failed to infer returned types}}
+  %0 = graph.layer_norm %a, %s {axis = 1 : i64} : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3x5x5xf32>, %c: tensor<4xf32>) {
+  // expected-error @below {{scale, bias, mean and variance must have shape 3 (the channel count), got 4}}
+  // expected-error @below {{'graph.batch_norm' op failed to infer returned types}}
+  %0 = graph.batch_norm %x, %c, %c, %c, %c : (tensor<2x3x5x5xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x3x5x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<1x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @below {{conv2d: input has 3 channels, weight 4x2x3x3 with 1 group(s) expects 2}}
+  // expected-error @below {{'graph.conv2d' op failed to infer returned types}}
+  %0 = graph.conv2d %a, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @below {{'graph.conv2d' op inferred type(s) 'tensor<1x4x4x4xf32>' are incompatible with return type(s) of operation 'tensor<1x4x8x8xf32>'}}
+  // expected-error @below {{'graph.conv2d' op failed to infer returned types}}
+  %0 = graph.conv2d %a, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<1x3x9x9xf32>) {
+  // expected-error @below {{'graph.max_pool2d' op inferred type(s) 'tensor<1x3x4x4xf32>' are incompatible with return type(s) of operation 'tensor<1x3x5x5xf32>'}}
+  // expected-error @below {{'graph.max_pool2d' op failed to infer returned types}}
+  %0 = graph.max_pool2d %a {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x9x9xf32>) -> tensor<1x3x5x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<1x3x3x3xf32>) {
+  // expected-error @below {{pooling window (kernel 4, stride 1, dilation 1, pads 0/0) does not fit input size 3}}
+  // expected-error @below {{'graph.avg_pool2d' op failed to infer returned types}}
+  %0 = graph.avg_pool2d %a {kernel = array<i64: 4, 4>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x3x3xf32>) -> tensor<1x3x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %i: tensor<4xi64>) {
+  // expected-error @below {{axis 2 out of range for rank-2 input}}
+  // expected-error @below {{'graph.gather' op failed to infer returned types}}
+  %0 = graph.gather %a, %i {axis = 2 : i64} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %i: tensor<4xi64>) {
+  // expected-error @below {{'graph.gather' op inferred type(s) 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf32>'}}
+  // expected-error @below {{'graph.gather' op failed to infer returned types}}
+  %0 = graph.gather %a, %i {axis = 1 : i64} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{cannot squeeze axis 0 of size 2 (shape 2x3)}}
+  // expected-error @below {{'graph.squeeze' op failed to infer returned types}}
+  %0 = graph.squeeze %a {axes = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.unsqueeze' op inferred type(s) 'tensor<2x1x3xf32>' are incompatible with return type(s) of operation 'tensor<1x2x3xf32>'}}
+  // expected-error @below {{'graph.unsqueeze' op failed to infer returned types}}
+  %0 = graph.unsqueeze %a {axes = array<i64: 1>} : (tensor<2x3xf32>) -> tensor<1x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{perm is not a permutation of 0..1}}
+  // expected-error @below {{'graph.transpose' op failed to infer returned types}}
+  %0 = graph.transpose %a {perm = array<i64: 0, 0>} : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.transpose' op inferred type(s) 'tensor<3x2xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf32>'}}
+  // expected-error @below {{'graph.transpose' op failed to infer returned types}}
+  %0 = graph.transpose %a {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<3x1xf32>) {
+  // expected-error @below {{cannot broadcast 3x1 to 2x2}}
+  // expected-error @below {{'graph.broadcast' op failed to infer returned types}}
+  %0 = graph.broadcast %a {shape = array<i64: 2, 2>} : (tensor<3x1xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @below {{cannot concat 2x3 and 2x4 on axis 0}}
+  // expected-error @below {{'graph.concat' op failed to infer returned types}}
+  %0 = graph.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.concat' op inferred type(s) 'tensor<2x6xf32>' are incompatible with return type(s) of operation 'tensor<4x3xf32>'}}
+  // expected-error @below {{'graph.concat' op failed to infer returned types}}
+  %0 = graph.concat %a, %a {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{split sizes add up to 2 but axis 1 has size 3}}
+  // expected-error @below {{'graph.split' op failed to infer returned types}}
+  %0:2 = graph.split %a {axis = 1 : i64, sizes = array<i64: 1, 1>} : (tensor<2x3xf32>) -> (tensor<2x1xf32>, tensor<2x1xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{slice dim 1 reads outside [0, 3)}}
+  // expected-error @below {{'graph.slice' op failed to infer returned types}}
+  %0 = graph.slice %a {offsets = array<i64: 0, 2>, sizes = array<i64: 2, 2>, strides = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<3xf32>) {
+  // expected-error @below {{trilu needs rank >= 2, got rank 1}}
+  // expected-error @below {{'graph.trilu' op failed to infer returned types}}
+  %0 = graph.trilu %a {upper = true} : (tensor<3xf32>) -> tensor<3xf32>
+  return
+}
