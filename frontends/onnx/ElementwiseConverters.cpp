@@ -16,11 +16,7 @@ LogicalResult convertUnary(NodeContext &ctx) {
   auto x = ctx.input(0);
   if (failed(x))
     return failure();
-  auto y = ctx.create<OpTy>(*x);
-  if (failed(y))
-    return failure();
-  ctx.setOutput(0, *y);
-  return success();
+  return ctx.result(ctx.create<OpTy>(*x));
 }
 
 template <typename OpTy>
@@ -28,11 +24,7 @@ LogicalResult convertBinary(NodeContext &ctx) {
   auto a = ctx.input(0), b = ctx.input(1);
   if (failed(a) || failed(b))
     return failure();
-  auto y = ctx.create<OpTy>(ValueRange{*a, *b});
-  if (failed(y))
-    return failure();
-  ctx.setOutput(0, *y);
-  return success();
+  return ctx.result(ctx.create<OpTy>(ValueRange{*a, *b}));
 }
 
 /// Pow allows an exponent of another type. A float exponent of an integer
@@ -56,10 +48,7 @@ LogicalResult convertPow(NodeContext &ctx) {
   auto y = ctx.create<PowOp>(ValueRange{*base, *exponent});
   if (succeeded(y) && widenBase)
     y = ctx.createTyped<CastOp>(cast<RankedTensorType>(y->getType()).clone(baseElement), *y);
-  if (failed(y))
-    return failure();
-  ctx.setOutput(0, *y);
-  return success();
+  return ctx.result(y);
 }
 
 /// Max and Min take one or more inputs, folded pairwise.
@@ -88,12 +77,8 @@ LogicalResult convertGelu(NodeContext &ctx) {
   if (approximate != "none" && approximate != "tanh")
     return ctx.fail("attribute approximate must be 'none' or 'tanh', got '" +
                     approximate + "'");
-  auto y = ctx.create<GeluOp>(
-      *x, {ctx.named("approximate", ctx.builder().getStringAttr(approximate))});
-  if (failed(y))
-    return failure();
-  ctx.setOutput(0, *y);
-  return success();
+  return ctx.result(ctx.create<GeluOp>(
+      *x, {ctx.named("approximate", ctx.builder().getStringAttr(approximate))}));
 }
 
 LogicalResult convertClip(NodeContext &ctx) {
@@ -157,33 +142,21 @@ LogicalResult convertCast(NodeContext &ctx) {
   Type element = elementTypeOf(*ctx.context(), (int32_t)to);
   if (!element)
     return ctx.fail("cast to " + dataTypeName((int32_t)to) + " is not supported");
-  auto y = ctx.createTyped<CastOp>(type->clone(element), *x);
-  if (failed(y))
-    return failure();
-  ctx.setOutput(0, *y);
-  return success();
+  return ctx.result(ctx.createTyped<CastOp>(type->clone(element), *x));
 }
 
 LogicalResult convertCastLike(NodeContext &ctx) {
   auto type = ctx.inputType(0), like = ctx.inputType(1);
   if (failed(type) || failed(like))
     return failure();
-  auto y = ctx.createTyped<CastOp>(type->clone(like->getElementType()), *ctx.input(0));
-  if (failed(y))
-    return failure();
-  ctx.setOutput(0, *y);
-  return success();
+  return ctx.result(ctx.createTyped<CastOp>(type->clone(like->getElementType()), *ctx.input(0)));
 }
 
 LogicalResult convertWhere(NodeContext &ctx) {
   auto c = ctx.input(0), a = ctx.input(1), b = ctx.input(2);
   if (failed(c) || failed(a) || failed(b))
     return failure();
-  auto y = ctx.create<WhereOp>(ValueRange{*c, *a, *b});
-  if (failed(y))
-    return failure();
-  ctx.setOutput(0, *y);
-  return success();
+  return ctx.result(ctx.create<WhereOp>(ValueRange{*c, *a, *b}));
 }
 
 const OpConverter kConverters[] = {

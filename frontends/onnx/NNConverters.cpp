@@ -14,22 +14,6 @@ namespace dtc::onnx {
 
 namespace {
 
-FailureOr<int64_t> axisAttr(NodeContext &ctx, StringRef name, int64_t fallback,
-                            int64_t rank) {
-  int64_t axis = ctx.attrInt(name, fallback);
-  if (auto a = normalizeAxis(axis, rank))
-    return *a;
-  return ctx.fail("attribute " + name + "=" + std::to_string(axis) +
-                  " out of range for rank-" + std::to_string(rank) + " input");
-}
-
-LogicalResult setResult(NodeContext &ctx, FailureOr<Value> value, int output = 0) {
-  if (failed(value))
-    return failure();
-  ctx.setOutput(output, *value);
-  return success();
-}
-
 /// Axes [from, rank).
 SmallVector<int64_t> trailingAxes(int64_t from, int64_t rank) {
   SmallVector<int64_t> axes(rank - from);
@@ -70,7 +54,7 @@ LogicalResult convertMatMul(NodeContext &ctx) {
     drop.push_back(r - 1);
   if (!drop.empty())
     y = ctx.create<SqueezeOp>(*y, {ctx.namedI64s("axes", drop)});
-  return setResult(ctx, y);
+  return ctx.result(y);
 }
 
 LogicalResult convertGemm(NodeContext &ctx) {
@@ -100,7 +84,7 @@ LogicalResult convertGemm(NodeContext &ctx) {
     }
     y = ctx.create<AddOp>(ValueRange{*y, bias});
   }
-  return setResult(ctx, y);
+  return ctx.result(y);
 }
 
 template <typename OpTy>
@@ -108,10 +92,10 @@ LogicalResult convertSoftmax(NodeContext &ctx) {
   auto type = ctx.inputType(0);
   if (failed(type))
     return failure();
-  auto axis = axisAttr(ctx, "axis", -1, type->getRank());
+  auto axis = ctx.axisAttr("axis", -1, type->getRank());
   if (failed(axis))
     return failure();
-  return setResult(ctx, ctx.create<OpTy>(*ctx.input(0), {ctx.namedI64("axis", *axis)}));
+  return ctx.result(ctx.create<OpTy>(*ctx.input(0), {ctx.namedI64("axis", *axis)}));
 }
 
 template <typename OpTy>
@@ -125,7 +109,7 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
   auto type = ctx.inputType(0);
   if (failed(type))
     return failure();
-  auto axis = axisAttr(ctx, "axis", -1, type->getRank());
+  auto axis = ctx.axisAttr("axis", -1, type->getRank());
   if (failed(axis))
     return failure();
   SmallVector<Value> operands{*ctx.input(0)};
@@ -140,7 +124,7 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
   if (operands.size() < 2)
     return ctx.fail("LayerNormalization needs a Scale input");
   double epsilon = ctx.attrFloat("epsilon", 1e-5f);
-  if (failed(setResult(ctx, ctx.create<LayerNormOp>(
+  if (failed(ctx.result(ctx.create<LayerNormOp>(
                                 operands, {ctx.namedI64("axis", *axis),
                                            ctx.named("epsilon", ctx.builder().getF64FloatAttr(epsilon))}))))
     return failure();
@@ -197,7 +181,7 @@ LogicalResult convertBatchNorm(NodeContext &ctx) {
   auto type = cast<RankedTensorType>(operands[0].getType());
   double epsilon = ctx.attrFloat("epsilon", 1e-5f);
   if (!ctx.attrInt("training_mode", 0))
-    return setResult(ctx, ctx.create<BatchNormOp>(
+    return ctx.result(ctx.create<BatchNormOp>(
                               operands, {ctx.named("epsilon", ctx.builder().getF64FloatAttr(epsilon))}));
   // Training mode normalises with the batch statistics and updates the
   // running ones; spelled out in graph ops.
@@ -232,7 +216,7 @@ LogicalResult convertBatchNorm(NodeContext &ctx) {
     return failure();
   auto scaled = ctx.create<MulOp>(ValueRange{*normalized, *scale});
   auto y = succeeded(scaled) ? ctx.create<AddOp>(ValueRange{*scaled, *bias}) : scaled;
-  if (failed(setResult(ctx, y)))
+  if (failed(ctx.result(y)))
     return failure();
   double momentum = ctx.attrFloat("momentum", 0.9f);
   SmallVector<int64_t> vectorShape{type.getDimSize(1)};
@@ -247,7 +231,7 @@ LogicalResult convertBatchNorm(NodeContext &ctx) {
     auto fresh = ctx.create<MulOp>(ValueRange{*flat, ctx.scalar(1.0 - momentum, element)});
     if (failed(kept) || failed(fresh))
       return failure();
-    if (failed(setResult(ctx, ctx.create<AddOp>(ValueRange{*kept, *fresh}), i + 1)))
+    if (failed(ctx.result(ctx.create<AddOp>(ValueRange{*kept, *fresh}), i + 1)))
       return failure();
   }
   return success();
@@ -352,7 +336,7 @@ LogicalResult convertConv(NodeContext &ctx) {
                                            ctx.namedI64("groups", ctx.attrInt("group", 1))});
   if (failed(y))
     return failure();
-  return setResult(ctx, lowerFrom2D(ctx, *y, xType->getRank()));
+  return ctx.result(lowerFrom2D(ctx, *y, xType->getRank()));
 }
 
 template <typename OpTy, bool isAverage>
@@ -382,7 +366,7 @@ LogicalResult convertPool(NodeContext &ctx) {
   auto y = ctx.create<OpTy>(*x, attrs);
   if (failed(y))
     return failure();
-  return setResult(ctx, lowerFrom2D(ctx, *y, xType->getRank()));
+  return ctx.result(lowerFrom2D(ctx, *y, xType->getRank()));
 }
 
 template <typename OpTy>
@@ -393,7 +377,7 @@ LogicalResult convertGlobalPool(NodeContext &ctx) {
   if (type->getRank() < 3)
     return ctx.fail("global pooling needs rank >= 3 (N, C, spatial...), got " +
                     shapeToString(type->getShape()));
-  return setResult(ctx, reduce<OpTy>(ctx, *ctx.input(0),
+  return ctx.result(reduce<OpTy>(ctx, *ctx.input(0),
                                      trailingAxes(2, type->getRank()), true));
 }
 
@@ -433,7 +417,7 @@ LogicalResult convertReduce(NodeContext &ctx) {
   llvm::sort(axes);
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
     return ctx.fail("reduction axes repeat");
-  return setResult(ctx, reduce<OpTy>(ctx, *ctx.input(0), axes,
+  return ctx.result(reduce<OpTy>(ctx, *ctx.input(0), axes,
                                      ctx.attrInt("keepdims", 1) != 0));
 }
 

@@ -65,6 +65,9 @@ public:
   double attrFloat(llvm::StringRef name, float fallback) const;
   std::string attrString(llvm::StringRef name, llvm::StringRef fallback) const;
   std::optional<llvm::SmallVector<int64_t>> attrInts(llvm::StringRef name) const;
+  /// An axis attribute normalised to [0, rank), or an error naming it.
+  mlir::FailureOr<int64_t> axisAttr(llvm::StringRef name, int64_t fallback,
+                                    int64_t rank);
 
   //===--- outputs -------------------------------------------------------===//
   int numOutputs() const { return node_.output_size(); }
@@ -73,6 +76,13 @@ public:
     return i < node_.output_size() && !node_.output(i).empty();
   }
   void setOutput(int i, mlir::Value value);
+  /// Sets output `i` to `value` when it was built; passes failure on.
+  mlir::LogicalResult result(mlir::FailureOr<mlir::Value> value, int i = 0) {
+    if (mlir::failed(value))
+      return mlir::failure();
+    setOutput(i, *value);
+    return mlir::success();
+  }
 
   //===--- building ------------------------------------------------------===//
   /// Builds `OpTy` with inferred result types, verifies it and folds it when

@@ -574,6 +574,15 @@ std::optional<SmallVector<int64_t>> NodeContext::attrInts(StringRef name) const 
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+FailureOr<int64_t> NodeContext::axisAttr(StringRef name, int64_t fallback,
+                                         int64_t rank) {
+  int64_t axis = attrInt(name, fallback);
+  if (auto a = graph::normalizeAxis(axis, rank))
+    return *a;
+  return fail("attribute " + name + "=" + std::to_string(axis) +
+              " out of range for rank-" + std::to_string(rank) + " input");
+}
+
 void NodeContext::setOutput(int i, Value value) {
   if (wantsOutput(i))
     importer_.define(node_.output(i), value);

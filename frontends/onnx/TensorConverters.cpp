@@ -16,13 +16,6 @@ namespace dtc::onnx {
 
 namespace {
 
-LogicalResult setResult(NodeContext &ctx, FailureOr<Value> value, int output = 0) {
-  if (failed(value))
-    return failure();
-  ctx.setOutput(output, *value);
-  return success();
-}
-
 /// Largest constant the importer will materialise from ConstantOfShape or
 /// Range as explicit elements (splats of any size are fine).
 constexpr int64_t kMaxGeneratedElements = int64_t(1) << 26;
@@ -74,7 +67,7 @@ LogicalResult convertReshape(NodeContext &ctx) {
                       " to " + shapeToString(*target));
     shape[inferred] = type->getNumElements() / known;
   }
-  return setResult(ctx, reshapeTo(ctx, *ctx.input(0), shape));
+  return ctx.result(reshapeTo(ctx, *ctx.input(0), shape));
 }
 
 LogicalResult convertFlatten(NodeContext &ctx) {
@@ -92,7 +85,7 @@ LogicalResult convertFlatten(NodeContext &ctx) {
                                   std::multiplies<int64_t>());
   int64_t inner = std::accumulate(dims.begin() + axis, dims.end(), int64_t(1),
                                   std::multiplies<int64_t>());
-  return setResult(ctx, reshapeTo(ctx, *ctx.input(0), {outer, inner}));
+  return ctx.result(reshapeTo(ctx, *ctx.input(0), {outer, inner}));
 }
 
 LogicalResult convertTranspose(NodeContext &ctx) {
@@ -103,7 +96,7 @@ LogicalResult convertTranspose(NodeContext &ctx) {
   std::iota(perm.rbegin(), perm.rend(), 0);
   if (auto given = ctx.attrInts("perm"))
     perm = *given;
-  return setResult(ctx, ctx.create<TransposeOp>(*ctx.input(0), {ctx.namedI64s("perm", perm)}));
+  return ctx.result(ctx.create<TransposeOp>(*ctx.input(0), {ctx.namedI64s("perm", perm)}));
 }
 
 LogicalResult convertConcat(NodeContext &ctx) {
@@ -123,18 +116,16 @@ LogicalResult convertConcat(NodeContext &ctx) {
   if (!axis)
     return ctx.fail("axis " + std::to_string(ctx.attrInt("axis", 0)) +
                     " out of range for rank-" + std::to_string(rank) + " inputs");
-  return setResult(ctx, ctx.create<ConcatOp>(inputs, {ctx.namedI64("axis", *axis)}));
+  return ctx.result(ctx.create<ConcatOp>(inputs, {ctx.namedI64("axis", *axis)}));
 }
 
 LogicalResult convertSplit(NodeContext &ctx) {
   auto type = ctx.inputType(0);
   if (failed(type))
     return failure();
-  auto axis = normalizeAxis(ctx.attrInt("axis", 0), type->getRank());
-  if (!axis)
-    return ctx.fail("axis " + std::to_string(ctx.attrInt("axis", 0)) +
-                    " out of range for rank-" + std::to_string(type->getRank()) +
-                    " input");
+  auto axis = ctx.axisAttr("axis", 0, type->getRank());
+  if (failed(axis))
+    return failure();
   int64_t dim = type->getDimSize(*axis);
   SmallVector<int64_t> sizes;
   if (ctx.hasInput(1)) {
@@ -224,7 +215,7 @@ LogicalResult convertSlice(NodeContext &ctx) {
     sizes[*axis] = size;
     strides[*axis] = size ? step : 1;
   }
-  return setResult(ctx, ctx.create<SliceOp>(*ctx.input(0),
+  return ctx.result(ctx.create<SliceOp>(*ctx.input(0),
                                             {ctx.namedI64s("offsets", offsets),
                                              ctx.namedI64s("sizes", sizes),
                                              ctx.namedI64s("strides", strides)}));
@@ -265,7 +256,7 @@ LogicalResult convertSqueeze(NodeContext &ctx) {
     for (int64_t d = 0; d < type->getRank(); ++d)
       if (type->getDimSize(d) == 1)
         axes->push_back(d);
-  return setResult(ctx, ctx.create<SqueezeOp>(*ctx.input(0), {ctx.namedI64s("axes", *axes)}));
+  return ctx.result(ctx.create<SqueezeOp>(*ctx.input(0), {ctx.namedI64s("axes", *axes)}));
 }
 
 LogicalResult convertUnsqueeze(NodeContext &ctx) {
@@ -274,14 +265,14 @@ LogicalResult convertUnsqueeze(NodeContext &ctx) {
   if (failed(type) || failed(axes) ||
       failed(normalizeAxes(ctx, *axes, type->getRank() + (int64_t)axes->size())))
     return failure();
-  return setResult(ctx, ctx.create<UnsqueezeOp>(*ctx.input(0), {ctx.namedI64s("axes", *axes)}));
+  return ctx.result(ctx.create<UnsqueezeOp>(*ctx.input(0), {ctx.namedI64s("axes", *axes)}));
 }
 
 LogicalResult convertExpand(NodeContext &ctx) {
   auto shape = ctx.constantInts(1, "shape");
   if (failed(shape))
     return failure();
-  return setResult(ctx, ctx.create<BroadcastOp>(*ctx.input(0), {ctx.namedI64s("shape", *shape)}));
+  return ctx.result(ctx.create<BroadcastOp>(*ctx.input(0), {ctx.namedI64s("shape", *shape)}));
 }
 
 LogicalResult convertGather(NodeContext &ctx) {
@@ -289,11 +280,9 @@ LogicalResult convertGather(NodeContext &ctx) {
   auto indices = ctx.input(1);
   if (failed(type) || failed(indices))
     return failure();
-  auto axis = normalizeAxis(ctx.attrInt("axis", 0), type->getRank());
-  if (!axis)
-    return ctx.fail("axis " + std::to_string(ctx.attrInt("axis", 0)) +
-                    " out of range for rank-" + std::to_string(type->getRank()) +
-                    " input");
+  auto axis = ctx.axisAttr("axis", 0, type->getRank());
+  if (failed(axis))
+    return failure();
   if (auto constant = ctx.constantOrNull(1)) {
     int64_t dim = type->getDimSize(*axis);
     for (const APInt &i : constant.getValues<APInt>())
@@ -302,7 +291,7 @@ LogicalResult convertGather(NodeContext &ctx) {
                         " out of range for axis " + std::to_string(*axis) +
                         " of size " + std::to_string(dim));
   }
-  return setResult(ctx, ctx.create<GatherOp>(ValueRange{*ctx.input(0), *indices},
+  return ctx.result(ctx.create<GatherOp>(ValueRange{*ctx.input(0), *indices},
                                              {ctx.namedI64("axis", *axis)}));
 }
 
@@ -399,7 +388,7 @@ LogicalResult convertSize(NodeContext &ctx) {
 }
 
 LogicalResult convertIdentity(NodeContext &ctx) {
-  return setResult(ctx, ctx.input(0));
+  return ctx.result(ctx.input(0));
 }
 
 LogicalResult convertDropout(NodeContext &ctx) {
@@ -472,7 +461,7 @@ LogicalResult convertTrilu(NodeContext &ctx) {
   auto x = ctx.input(0);
   if (failed(x))
     return failure();
-  return setResult(ctx, ctx.create<TriluOp>(
+  return ctx.result(ctx.create<TriluOp>(
                             *x, {ctx.named("upper", ctx.builder().getBoolAttr(ctx.attrInt("upper", 1))),
                                  ctx.namedI64("k", k)}));
 }
