@@ -188,8 +188,8 @@ const OpConverter kConverters[] = {
     {"Not", 13, convertUnary<NotOp>},
     {"Gelu", 20, convertGelu},
     {"Clip", 13, convertClip},
-    {"Cast", 13, convertCast},
-    {"CastLike", 15, convertCastLike},
+    {"Cast", 13, convertCast, "saturate round_mode"},
+    {"CastLike", 15, convertCastLike, "saturate round_mode"},
     {"Where", 13, convertWhere},
 };
 

@@ -400,8 +400,10 @@ LogicalResult convertReduce(NodeContext &ctx) {
     axes = *given;
   }
   int64_t rank = type->getRank();
+  bool noopWithEmptyAxes = ctx.attrInt("noop_with_empty_axes", 0) != 0;
+  bool keepdims = ctx.attrInt("keepdims", 1) != 0;
   if (axes.empty()) {
-    if (ctx.attrInt("noop_with_empty_axes", 0)) {
+    if (noopWithEmptyAxes) {
       ctx.setOutput(0, *ctx.input(0));
       return success();
     }
@@ -417,8 +419,7 @@ LogicalResult convertReduce(NodeContext &ctx) {
   llvm::sort(axes);
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
     return ctx.fail("reduction axes repeat");
-  return ctx.result(reduce<OpTy>(ctx, *ctx.input(0), axes,
-                                     ctx.attrInt("keepdims", 1) != 0));
+  return ctx.result(reduce<OpTy>(ctx, *ctx.input(0), axes, keepdims));
 }
 
 const OpConverter kConverters[] = {
@@ -426,10 +427,10 @@ const OpConverter kConverters[] = {
     {"Gemm", 13, convertGemm},
     {"Softmax", 13, convertSoftmax<SoftmaxOp>},
     {"LogSoftmax", 13, convertSoftmax<LogSoftmaxOp>},
-    {"LayerNormalization", 17, convertLayerNorm},
-    {"BatchNormalization", 13, convertBatchNorm},
+    {"LayerNormalization", 17, convertLayerNorm, "stash_type"},
+    {"BatchNormalization", 13, convertBatchNorm, "momentum"},
     {"Conv", 13, convertConv},
-    {"MaxPool", 13, convertPool<MaxPool2DOp, false>},
+    {"MaxPool", 13, convertPool<MaxPool2DOp, false>, "storage_order"},
     {"AveragePool", 13, convertPool<AvgPool2DOp, true>},
     {"GlobalAveragePool", 13, convertGlobalPool<ReduceMeanOp>},
     {"GlobalMaxPool", 13, convertGlobalPool<ReduceMaxOp>},

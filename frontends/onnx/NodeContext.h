@@ -17,6 +17,7 @@
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <optional>
 #include <string>
@@ -153,6 +154,11 @@ private:
   const ::onnx::NodeProto &node_;
   int opset_;
   mlir::Location loc_;
+  /// Attributes the converter looked at; any other is an error, so that an
+  /// attribute that moved to an input in this opset is never silently lost.
+  mutable llvm::StringSet<> readAttributes_;
+
+  friend class OnnxImporter;
 };
 
 using ConvertFn = mlir::LogicalResult (*)(NodeContext &);
@@ -163,6 +169,9 @@ struct OpConverter {
   const char *opType;
   int minOpset;
   ConvertFn convert;
+  /// Space-separated attributes that do not change the result and may be
+  /// left unread (e.g. MaxPool's storage_order).
+  const char *ignoredAttributes = "";
 };
 
 llvm::ArrayRef<OpConverter> elementwiseConverters();

@@ -369,6 +369,14 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
         return ctx.fail("subgraph attributes are not supported");
     if (failed(converter.convert(ctx)))
       return ctx.fail("conversion failed");
+    llvm::SmallVector<StringRef> ignored;
+    StringRef(converter.ignoredAttributes).split(ignored, ' ', -1, false);
+    for (const auto &attr : node.attribute())
+      if (!ctx.readAttributes_.contains(attr.name()) &&
+          !llvm::is_contained(ignored, attr.name()))
+        return ctx.fail("attribute '" + attr.name() + "' is not part of " +
+                        node.op_type() + " at opset " + std::to_string(opset) +
+                        " (in this opset it may be an input instead)");
     for (int i = 0; i < node.output_size(); ++i)
       if (!node.output(i).empty() && !values_.count(node.output(i)))
         return ctx.fail("output " + std::to_string(i) + " ('" + node.output(i) +
@@ -538,6 +546,7 @@ FailureOr<double> NodeContext::constantScalar(int i, StringRef what) {
 }
 
 const ::onnx::AttributeProto *NodeContext::attribute(StringRef name) const {
+  readAttributes_.insert(name);
   for (const auto &attr : node_.attribute())
     if (attr.name() == name)
       return &attr;

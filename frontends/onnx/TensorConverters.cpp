@@ -309,7 +309,7 @@ LogicalResult convertConstant(NodeContext &ctx) {
   Builder &b = ctx.builder();
   if (ctx.node().attribute_size() != 1)
     return ctx.fail("Constant needs exactly one value attribute");
-  const auto &attr = ctx.node().attribute(0);
+  const auto &attr = *ctx.attribute(ctx.node().attribute(0).name());
   const std::string &name = attr.name();
   DenseElementsAttr value;
   if (name == "value") {
@@ -482,7 +482,7 @@ const OpConverter kConverters[] = {
     {"Shape", 13, convertShape},
     {"Size", 13, convertSize},
     {"Identity", 13, convertIdentity},
-    {"Dropout", 13, convertDropout},
+    {"Dropout", 13, convertDropout, "seed"},
     {"Range", 13, convertRange},
     {"Trilu", 14, convertTrilu},
 };
