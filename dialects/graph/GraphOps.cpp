@@ -528,7 +528,7 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   for (int64_t s : adaptor.getSizes()) {
     Shape shape(type->getShape());
     shape[*axis] = s;
-    push(types, shape, type->getElementType());
+    (void)push(types, shape, type->getElementType());
   }
   return success();
 }
