@@ -331,7 +331,6 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
       return fileError("--shape " + name + ": the model has no graph input or "
                        "symbolic dim named '" + name + "'");
 
-  auto module = cast<ModuleOp>(builder_.getInsertionBlock()->getParentOp());
   auto func = builder_.create<func::FuncOp>(
       FileLineColLoc::get(&context_, displayName_, 0, 0), "main",
       builder_.getFunctionType(argTypes, {}));
@@ -341,7 +340,6 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
     values_[name] = body->getArgument(i);
   }
   builder_.setInsertionPointToStart(body);
-  (void)module;
   for (auto &entry : frozen)
     values_[entry.getKey()] = builder_.create<graph::ConstantOp>(
         func.getLoc(), entry.getValue().getType(), entry.getValue());
