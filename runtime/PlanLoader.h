@@ -1,0 +1,37 @@
+//===- PlanLoader.h - reading and checking a dtc plan -----------*- C++ -*-===//
+//
+// The runtime trusts nothing in a plan file: every buffer index, size and
+// offset is checked here, so that execution can index without checks and a
+// corrupt, truncated or foreign plan is a message, not a crash.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_PLANLOADER_H
+#define DTC_RUNTIME_PLANLOADER_H
+
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <string>
+
+namespace dtc::runtime {
+
+/// The plan format this runtime reads; the compiler writes the same.
+constexpr uint32_t kPlanFormatVersion = 1;
+
+/// Bytes per element of `dtype`, 0 for DTYPE_INVALID or unknown values.
+int64_t dtypeBytes(plan::DType dtype);
+
+/// Element count of `type`, or -1 when a dim is negative or the count
+/// overflows.
+int64_t elementCount(const plan::TensorType &type);
+
+/// Checks a parsed plan; on failure returns false with `error` saying what
+/// is wrong and where (rank, buffer, instruction).
+bool validatePlan(const plan::Plan &plan, std::string &error);
+
+/// Reads and validates the plan file at `path`.
+bool loadPlan(const std::string &path, plan::Plan &plan, std::string &error);
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_PLANLOADER_H
