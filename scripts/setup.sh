@@ -13,6 +13,7 @@ apt_packages=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   protobuf-compiler libprotobuf-dev libfmt-dev libgtest-dev
   zlib1g-dev libzstd-dev
+  libopenblas-dev
   python3 python3-pip
 )
 missing=()

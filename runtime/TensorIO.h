@@ -1,0 +1,57 @@
+//===- TensorIO.h - tensors in and out of files -----------------*- C++ -*-===//
+//
+// Tensors come and go as ONNX TensorProto `.pb` files (as the ONNX test
+// suites lay them out: input_0.pb, output_0.pb, ...) or NumPy `.npy` files;
+// parameters are read from the ONNX model's initializers (inside the model or
+// in its external data files), only the slice a rank holds.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_TENSORIO_H
+#define DTC_RUNTIME_TENSORIO_H
+
+#include "plan.pb.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtc::runtime {
+
+/// A dense row-major tensor owned by the host.
+struct HostTensor {
+  std::string name;             // from the file (TensorProto.name), may be empty
+  plan::TensorType type;
+  std::vector<char> bytes;      // little-endian elements
+};
+
+/// Reads a TensorProto (.pb) or NumPy (.npy, by extension) file.
+bool readTensorFile(const std::string &path, HostTensor &tensor, std::string &error);
+
+/// Writes `tensor` as a TensorProto (.pb) or NumPy (.npy, by extension)
+/// file, atomically (a temporary file renamed into place).
+bool writeTensorFile(const std::string &path, const HostTensor &tensor,
+                     std::string &error);
+
+/// Reads parameters from an ONNX model file, opened once and kept for many
+/// reads. A source names an initializer; data may live inside the model or
+/// in an external file (relative to the model's folder).
+class ParameterReader {
+public:
+  ~ParameterReader();
+  /// Opens `modelPath`; false with `error` when it cannot be read or parsed.
+  bool open(const std::string &modelPath, std::string &error);
+  /// Writes the slice `source` names (all of it when source.slice is empty)
+  /// of the initializer, converted to nothing: its dtype and the slice's
+  /// element count must match `type`, into `out` (type's byte size).
+  bool read(const plan::ParameterSource &source, const plan::TensorType &type,
+            void *out, std::string &error);
+
+private:
+  struct Model;
+  std::unique_ptr<Model> model_;
+};
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_TENSORIO_H
