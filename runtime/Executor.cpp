@@ -1,0 +1,178 @@
+//===- Executor.cpp -------------------------------------------------------===//
+#include "runtime/Executor.h"
+
+#include "runtime/PlanLoader.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ThreadPool.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace dtc::runtime {
+
+namespace {
+
+constexpr size_t kArenaAlignment = 64;
+
+bool sameType(const plan::TensorType &a, const plan::TensorType &b) {
+  return a.dtype() == b.dtype() &&
+         std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end());
+}
+
+int64_t byteSize(const plan::TensorType &type) {
+  return elementCount(type) * dtypeBytes(type.dtype());
+}
+
+} // namespace
+
+std::string dtypeName(plan::DType dtype) {
+  switch (dtype) {
+  case plan::F32: return "f32";
+  case plan::F64: return "f64";
+  case plan::F16: return "f16";
+  case plan::BF16: return "bf16";
+  case plan::I64: return "i64";
+  case plan::I32: return "i32";
+  case plan::I16: return "i16";
+  case plan::I8: return "i8";
+  case plan::U8: return "u8";
+  case plan::U16: return "u16";
+  case plan::U32: return "u32";
+  case plan::U64: return "u64";
+  case plan::BOOL: return "bool";
+  default: return "invalid";
+  }
+}
+
+std::string typeToString(const plan::TensorType &type) {
+  std::string s = dtypeName(type.dtype()) + "[";
+  for (int i = 0; i < type.shape_size(); ++i)
+    s += (i ? "," : "") + std::to_string(type.shape(i));
+  return s + "]";
+}
+
+Executor::~Executor() {
+  kernels_.clear();
+  std::free(arena_);
+}
+
+std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
+                                           const std::string &modelPath, int threads,
+                                           std::string &error) {
+  if (rank < 0 || rank >= plan.ranks_size()) {
+    error = "rank " + std::to_string(rank) + " is not in the plan (" +
+            std::to_string(plan.ranks_size()) + " ranks)";
+    return nullptr;
+  }
+  std::unique_ptr<Executor> ex(new Executor);
+  ex->plan_ = &plan;
+  ex->program_ = &plan.ranks(rank);
+  const plan::RankProgram &program = *ex->program_;
+
+  size_t arenaBytes = std::max<size_t>(
+      kArenaAlignment, (program.arena_bytes() + kArenaAlignment - 1) / kArenaAlignment *
+                           kArenaAlignment);
+  ex->arena_ = static_cast<char *>(std::aligned_alloc(kArenaAlignment, arenaBytes));
+  if (!ex->arena_) {
+    error = "cannot allocate the rank's arena of " + std::to_string(arenaBytes) + " bytes";
+    return nullptr;
+  }
+
+  // Parameters and constants, once.
+  ParameterReader reader;
+  bool readerOpen = false;
+  for (int b = 0; b < program.buffers_size(); ++b) {
+    const plan::Buffer &buffer = program.buffers(b);
+    char *at = ex->arena_ + buffer.offset();
+    if (buffer.has_constant()) {
+      std::memcpy(at, buffer.constant().data(), buffer.constant().size());
+    } else if (buffer.has_parameter()) {
+      if (!readerOpen) {
+        const std::string &path = modelPath.empty() ? plan.model() : modelPath;
+        if (!reader.open(path, error))
+          return nullptr;
+        readerOpen = true;
+      }
+      if (!reader.read(buffer.parameter(), buffer.type(), at, error)) {
+        error = "parameter '" + buffer.parameter().initializer() + "': " + error;
+        return nullptr;
+      }
+    }
+  }
+
+  ex->pool_ = std::make_unique<cpu::ThreadPool>(threads);
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    const plan::Instruction &inst = program.instructions(i);
+    std::vector<plan::TensorType> inTypes, outTypes;
+    std::vector<const void *> ins;
+    std::vector<void *> outs;
+    for (uint32_t id : inst.inputs()) {
+      inTypes.push_back(program.buffers(id).type());
+      ins.push_back(ex->arena_ + program.buffers(id).offset());
+    }
+    for (uint32_t id : inst.outputs()) {
+      outTypes.push_back(program.buffers(id).type());
+      outs.push_back(ex->arena_ + program.buffers(id).offset());
+    }
+    auto kernel = cpu::makeKernel(inst, inTypes, outTypes, error);
+    if (!kernel) {
+      error = "instruction " + std::to_string(i) + ": " + error;
+      return nullptr;
+    }
+    ex->kernels_.push_back(std::move(kernel));
+    ex->inputPointers_.push_back(std::move(ins));
+    ex->outputPointers_.push_back(std::move(outs));
+  }
+  ex->inputs_.resize(plan.inputs_size());
+  ex->inputSet_.assign(plan.inputs_size(), false);
+  return ex;
+}
+
+int Executor::threads() const { return pool_->threads(); }
+
+bool Executor::setInput(int index, const HostTensor &tensor, std::string &error) {
+  const plan::Tensor &want = plan_->inputs(index);
+  if (!sameType(want.type(), tensor.type)) {
+    error = "input '" + want.name() + "': expected " + typeToString(want.type()) +
+            ", given " + typeToString(tensor.type);
+    return false;
+  }
+  inputs_[index] = tensor;
+  inputSet_[index] = true;
+  return true;
+}
+
+bool Executor::run(std::string &error) {
+  for (int i = 0; i < plan_->inputs_size(); ++i)
+    if (!inputSet_[i]) {
+      error = "input '" + plan_->inputs(i).name() + "' was not given";
+      return false;
+    }
+  // Inputs are copied in on every run: their bytes may be reused by later
+  // values once the inputs are dead.
+  for (const plan::Buffer &buffer : program_->buffers())
+    if (buffer.has_input()) {
+      const HostTensor &t = inputs_[buffer.input()];
+      std::memcpy(arena_ + buffer.offset(), t.bytes.data(), t.bytes.size());
+    }
+  for (size_t i = 0; i < kernels_.size(); ++i)
+    if (!kernels_[i]->run(inputPointers_[i].data(), outputPointers_[i].data(), *pool_,
+                          error)) {
+      error = "instruction " + std::to_string(i) + ": " + error;
+      return false;
+    }
+  return true;
+}
+
+HostTensor Executor::output(int index) const {
+  const plan::Buffer &buffer = program_->buffers(program_->outputs(index));
+  HostTensor t;
+  t.name = plan_->outputs(index).name();
+  t.type = buffer.type();
+  const char *at = arena_ + buffer.offset();
+  t.bytes.assign(at, at + byteSize(buffer.type()));
+  return t;
+}
+
+} // namespace dtc::runtime

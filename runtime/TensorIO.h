@@ -38,12 +38,15 @@ bool writeTensorFile(const std::string &path, const HostTensor &tensor,
 /// in an external file (relative to the model's folder).
 class ParameterReader {
 public:
-  ~ParameterReader();
+  ParameterReader();
+  ~ParameterReader(); // both out of line: Model is complete only there
   /// Opens `modelPath`; false with `error` when it cannot be read or parsed.
   bool open(const std::string &modelPath, std::string &error);
   /// Writes the slice `source` names (all of it when source.slice is empty)
   /// of the initializer, converted to nothing: its dtype and the slice's
   /// element count must match `type`, into `out` (type's byte size).
+  /// External data is read with pread, only the slice's bytes; several
+  /// threads may read at once.
   bool read(const plan::ParameterSource &source, const plan::TensorType &type,
             void *out, std::string &error);
 

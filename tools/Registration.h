@@ -2,6 +2,7 @@
 #ifndef DTC_TOOLS_REGISTRATION_H
 #define DTC_TOOLS_REGISTRATION_H
 
+#include "compiler/Passes.h"
 #include "dialects/graph/GraphDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,9 +15,11 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<graph::GraphDialect, mlir::func::FuncDialect>();
 }
 
-/// Upstream passes the pipelines use (canonicalize, cse, ...); dtc's own
-/// passes register here as they are added.
-inline void registerAllPasses() { mlir::registerTransformsPasses(); }
+/// Upstream passes the pipelines use (canonicalize, cse, ...) and dtc's own.
+inline void registerAllPasses() {
+  mlir::registerTransformsPasses();
+  registerCompilerPasses();
+}
 
 } // namespace dtc
 

@@ -147,6 +147,33 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
+LogicalResult FusedOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body has ") << body.getNumArguments() << " arguments for "
+                                    << getInputs().size() << " inputs";
+  for (auto [arg, input] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != input.getType())
+      return emitOpError("body argument type ") << arg.getType()
+                                                << " differs from its input's "
+                                                << input.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end in graph.yield");
+  if (yield.getValue().getType() != getType())
+    return emitOpError("yields ") << yield.getValue().getType() << " but the result is "
+                                  << getType();
+  for (Operation &op : body.without_terminator()) {
+    bool scalarConstant = false;
+    if (auto constant = dyn_cast<ConstantOp>(op))
+      if (auto dense = dyn_cast<DenseElementsAttr>(constant.getValue()))
+        scalarConstant = dense.isSplat();
+    if (!scalarConstant && !op.hasTrait<GraphElementwise>())
+      return op.emitOpError("is not elementwise and cannot be in graph.fused");
+  }
+  return success();
+}
+
 LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor,
                                         SmallVectorImpl<Type> &types) {

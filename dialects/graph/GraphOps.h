@@ -10,6 +10,10 @@
 
 namespace dtc::graph {
 
+/// Marker trait of elementwise ops (Graph_Elementwise in GraphOps.td).
+template <typename ConcreteType>
+class GraphElementwise : public mlir::OpTrait::TraitBase<ConcreteType, GraphElementwise> {};
+
 // Shape rules shared by op families (defined in GraphOps.cpp). Each pushes
 // the result type(s), or emits an error at `loc` and fails.
 

@@ -36,6 +36,13 @@ def Graph_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
 def Graph_BoolTensor : StaticShapeTensorOf<[I1]>;
 def Graph_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 
+// Marks ops that compute each result element from the operand elements at
+// the same (broadcast) position: the fusion pass may merge them into one
+// graph.fused kernel.
+def Graph_Elementwise : NativeOpTrait<"GraphElementwise"> {
+  let cppNamespace = "::dtc::graph";
+}
+
 //===----------------------------------------------------------------------===//
 // Base classes. An op family shares its shape rule here, written once.
 //===----------------------------------------------------------------------===//
@@ -55,7 +62,7 @@ class Graph_InferredOp<string mnemonic, list<Trait> traits = []>
 class Graph_UnaryOp<string mnemonic, Type operandType = Graph_Tensor,
                     list<Trait> traits = []>
     : Graph_Op<mnemonic, !listconcat([SameOperandsAndResultType,
-                                      InferTypeOpInterface], traits)> {
+                                      InferTypeOpInterface, Graph_Elementwise], traits)> {
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$output);
 }
@@ -68,7 +75,7 @@ class Graph_UnaryOp<string mnemonic, Type operandType = Graph_Tensor,
 // same type, used to fold constant operands (shape arithmetic).
 class Graph_BinaryOp<string mnemonic, Type operandType = Graph_Tensor,
                      bit resultBool = 0, string foldFn = "">
-    : Graph_InferredOp<mnemonic, [SameOperandsElementType]> {
+    : Graph_InferredOp<mnemonic, [SameOperandsElementType, Graph_Elementwise]> {
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs !if(resultBool, Graph_BoolTensor, operandType):$output);
   let hasFolder = !ne(foldFn, "");
@@ -172,14 +179,14 @@ def Graph_ClipOp : Graph_UnaryOp<"clip"> {
                        OptionalAttr<F64Attr>:$max);
 }
 
-def Graph_CastOp : Graph_Op<"cast", [SameOperandsAndResultShape]> {
+def Graph_CastOp : Graph_Op<"cast", [SameOperandsAndResultShape, Graph_Elementwise]> {
   let summary = "Converts the element type; the result type names the target";
   let arguments = (ins Graph_Tensor:$input);
   let results = (outs Graph_Tensor:$output);
   let hasFolder = 1;
 }
 
-def Graph_WhereOp : Graph_InferredOp<"where"> {
+def Graph_WhereOp : Graph_InferredOp<"where", [Graph_Elementwise]> {
   let summary = "Selects x where cond is true, else y (with broadcasting)";
   let arguments = (ins Graph_BoolTensor:$cond, Graph_Tensor:$x, Graph_Tensor:$y);
   let results = (outs Graph_Tensor:$output);
@@ -319,7 +326,7 @@ def Graph_TransposeOp : Graph_InferredOp<"transpose"> {
   let hasFolder = 1;
 }
 
-def Graph_BroadcastOp : Graph_InferredOp<"broadcast"> {
+def Graph_BroadcastOp : Graph_InferredOp<"broadcast", [Graph_Elementwise]> {
   let summary = "Broadcasts to `shape` (NumPy rules, as ONNX Expand)";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$shape);
   let results = (outs Graph_Tensor:$output);
@@ -348,6 +355,32 @@ def Graph_SliceOp : Graph_InferredOp<"slice"> {
                        DenseI64ArrayAttr:$sizes, DenseI64ArrayAttr:$strides);
   let results = (outs Graph_Tensor:$output);
   let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def Graph_FusedOp : Graph_Op<"fused", [IsolatedFromAbove, SingleBlock]> {
+  let summary = "Elementwise ops evaluated in one pass over the result";
+  let description = [{
+    The body holds elementwise ops (and scalar or splat constants) over the
+    block arguments, which stand for `inputs`; `graph.yield` gives the
+    result. Every value in the body broadcasts to the result's shape, so one
+    loop over the result's elements evaluates the whole body: one kernel,
+    no intermediate tensors. Made by the `dtc-fuse-elementwise` pass.
+  }];
+  let arguments = (ins Variadic<Graph_Tensor>:$inputs);
+  let results = (outs Graph_Tensor:$output);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results) $body";
+  let hasVerifier = 1;
+}
+
+def Graph_YieldOp : Op<Graph_Dialect, "yield", [Pure, Terminator, HasParent<"FusedOp">]> {
+  let summary = "The result of a graph.fused body";
+  let arguments = (ins Graph_Tensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
 }
 
 #endif // DTC_GRAPH_OPS

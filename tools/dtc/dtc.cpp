@@ -4,18 +4,13 @@
 // exit with status 1; nothing here aborts on user input.
 //
 //===----------------------------------------------------------------------===//
-#include "frontends/onnx/OnnxImporter.h"
-#include "tools/Registration.h"
+#include "tools/dtc/Commands.h"
 
-#include "mlir/IR/AsmState.h"
-#include "mlir/IR/MLIRContext.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cstdio>
-#include <string>
-#include <vector>
-
+namespace dtc::cli {
 namespace {
 
 constexpr const char *kUsage = R"(dtc: compile ONNX models into distributed training plans
@@ -23,6 +18,24 @@ constexpr const char *kUsage = R"(dtc: compile ONNX models into distributed trai
 usage: dtc COMMAND [options]
 
 commands:
+  compile MODEL.onnx -o PLAN.dtcp [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
+        Compile a model into a plan: elementwise fusion, a memory-aware
+        schedule, buffer assignment with reuse. Prints what it decided.
+        --shape and --freeze as for import.
+
+  plan PLAN.dtcp [-o FILE]
+        Show a plan: inputs, outputs, every decision with its predicted
+        memory, and each rank's program and buffers.
+
+  run PLAN.dtcp [--inputs DIR] [--outputs DIR] [--threads N] [--model MODEL.onnx]
+                [--output-format pb|npy] [--repeat N]
+        Run a plan on this machine's CPU. Inputs are read from DIR as
+        input_<i>.pb / input_<i>.npy (ONNX test-suite layout) or
+        <name>.pb / <name>.npy; outputs are written as output_<i>.pb (or
+        .npy). --threads defaults to all cores. --model overrides where the
+        parameters are read from (default: the model the plan was compiled
+        from). --repeat N runs N more times and prints the latency.
+
   import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.
         --shape NAME=DIMS binds a graph input's shape (input_ids=2x128) or a
@@ -36,16 +49,21 @@ commands:
   dtc --help | --version
 )";
 
+} // namespace
+
 int usageError(const std::string &message) {
   llvm::errs() << "dtc: " << message << "\n(run 'dtc --help' for usage)\n";
   return 1;
 }
 
-/// Writes `text` to `path` atomically (a temporary file renamed into place),
-/// or to stdout for "-".
-int writeOutput(const std::string &path, const std::string &text) {
+int failure(const std::string &message) {
+  llvm::errs() << "error: " << message << "\n";
+  return 1;
+}
+
+int writeOutput(const std::string &path, const std::string &bytes) {
   if (path == "-") {
-    llvm::outs() << text;
+    llvm::outs() << bytes;
     return 0;
   }
   std::string temp = path + ".tmp";
@@ -53,97 +71,39 @@ int writeOutput(const std::string &path, const std::string &text) {
   {
     llvm::raw_fd_ostream os(temp, ec);
     if (ec)
-      return usageError("cannot write '" + path + "': " + ec.message());
-    os << text;
+      return failure("cannot write '" + path + "': " + ec.message());
+    os << bytes;
     os.close();
     if (os.has_error())
-      return usageError("cannot write '" + path + "': " + os.error().message());
+      return failure("cannot write '" + path + "': " + os.error().message());
   }
   if ((ec = llvm::sys::fs::rename(temp, path)))
-    return usageError("cannot write '" + path + "': " + ec.message());
+    return failure("cannot write '" + path + "': " + ec.message());
   return 0;
 }
 
-int runImport(const std::vector<std::string> &args) {
-  std::string model, output = "-";
-  bool debugLocations = false;
-  dtc::onnx::ImportOptions options;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string &arg = args[i];
-    auto value = [&](const char *flag) -> const std::string * {
-      if (i + 1 >= args.size())
-        return nullptr;
-      return &args[++i];
-    };
-    if (arg == "--list-ops") {
-      for (const auto &op : dtc::onnx::supportedOnnxOps())
-        llvm::outs() << op << "\n";
-      return 0;
+std::optional<std::string> flagValue(const Args &args, size_t &i, const std::string &flag,
+                                     bool &missing) {
+  missing = false;
+  const std::string &arg = args[i];
+  if (arg == flag) {
+    if (i + 1 >= args.size()) {
+      missing = true;
+      return std::nullopt;
     }
-    if (arg == "--list-opsets") {
-      llvm::outs() << dtc::onnx::kMinOpset << " " << dtc::onnx::kMaxOpset << "\n";
-      return 0;
-    }
-    if (arg == "-o" || arg == "--output") {
-      const std::string *v = value("-o");
-      if (!v)
-        return usageError(arg + " needs a file name");
-      output = *v;
-    } else if (arg == "--shape" || arg.rfind("--shape=", 0) == 0) {
-      std::string text = arg == "--shape" ? "" : arg.substr(8);
-      if (arg == "--shape") {
-        const std::string *v = value("--shape");
-        if (!v)
-          return usageError("--shape needs NAME=DIMS, e.g. --shape batch=2");
-        text = *v;
-      }
-      std::string error;
-      if (!dtc::onnx::parseShapeOption(text, options, error))
-        return usageError(error);
-    } else if (arg == "--freeze") {
-      const std::string *v = value("--freeze");
-      size_t eq = v ? v->find('=') : std::string::npos;
-      if (!v || eq == std::string::npos || eq == 0 || eq + 1 == v->size())
-        return usageError("--freeze needs NAME=FILE.pb, e.g. --freeze shape=shape.pb");
-      options.frozenInputs[v->substr(0, eq)] = v->substr(eq + 1);
-    } else if (arg == "--debug-locations") {
-      debugLocations = true;
-    } else if (!arg.empty() && arg[0] == '-' && arg != "-") {
-      return usageError("import: unknown option '" + arg + "'");
-    } else if (model.empty()) {
-      model = arg;
-    } else {
-      return usageError("import takes one model, got '" + model + "' and '" +
-                        arg + "'");
-    }
+    return args[++i];
   }
-  if (model.empty())
-    return usageError("import needs a model: dtc import MODEL.onnx");
-
-  mlir::DialectRegistry registry;
-  dtc::registerAllDialects(registry);
-  mlir::MLIRContext context(registry);
-  std::string error;
-  auto module = dtc::onnx::importOnnxFile(context, model, options, error);
-  if (!module) {
-    llvm::errs() << "error: " << error << "\n";
-    return 1;
-  }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  mlir::OpPrintingFlags flags;
-  flags.elideLargeElementsAttrs(1 << 20);
-  if (debugLocations)
-    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
-  module->print(os, flags);
-  os << "\n";
-  return writeOutput(output, text);
+  if (arg.size() > flag.size() + 1 && arg.compare(0, flag.size(), flag) == 0 &&
+      arg[flag.size()] == '=')
+    return arg.substr(flag.size() + 1);
+  return std::nullopt;
 }
 
-} // namespace
+} // namespace dtc::cli
 
 int main(int argc, char **argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  using namespace dtc::cli;
+  Args args(argv + 1, argv + argc);
   if (args.empty())
     return usageError("no command given");
   const std::string command = args[0];
@@ -158,5 +118,11 @@ int main(int argc, char **argv) {
   }
   if (command == "import")
     return runImport(args);
+  if (command == "compile")
+    return runCompile(args);
+  if (command == "plan")
+    return runPlan(args);
+  if (command == "run")
+    return runRun(args);
   return usageError("unknown command '" + command + "'");
 }

@@ -1,0 +1,125 @@
+//===- AssignBuffers.cpp - arena offsets with lifetime-based reuse --------===//
+#include "compiler/BufferLiveness.h"
+#include "compiler/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace dtc {
+#define GEN_PASS_DEF_ASSIGNBUFFERS
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+/// A value that owns bytes, alive from the op that defines it to the last
+/// op that reads it (or one of its views); positions are op indices, -1 for
+/// function arguments, the terminator's index for returned values.
+struct Interval {
+  Value value;
+  int64_t bytes = 0;
+  int start = 0, end = 0;
+  int64_t offset = -1;
+  bool overlaps(const Interval &other) const {
+    return start <= other.end && other.start <= end;
+  }
+};
+
+/// Places each interval at the lowest offset (from `base`) not used by an
+/// already placed interval that overlaps it in time; largest first, which is
+/// close to optimal in practice (TFLite's "greedy by size").
+int64_t placeGreedyBySize(std::vector<Interval> &intervals, int64_t base) {
+  std::vector<size_t> order(intervals.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (intervals[a].bytes != intervals[b].bytes)
+      return intervals[a].bytes > intervals[b].bytes;
+    return a < b;
+  });
+  int64_t top = base;
+  std::vector<const Interval *> placed;
+  for (size_t i : order) {
+    Interval &iv = intervals[i];
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const Interval *p : placed)
+      if (p->overlaps(iv))
+        busy.push_back({p->offset, p->offset + p->bytes});
+    llvm::sort(busy);
+    int64_t offset = base;
+    for (auto [begin, end] : busy) {
+      if (begin - offset >= iv.bytes)
+        break;
+      offset = std::max(offset, end);
+    }
+    iv.offset = offset;
+    top = std::max(top, offset + iv.bytes);
+    placed.push_back(&iv);
+  }
+  return top;
+}
+
+struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    Block &block = func.getBody().front();
+    Builder b(&getContext());
+
+    // Persistent values first, packed at the start of the arena.
+    int64_t parameterBytes = 0;
+    llvm::DenseMap<Value, int64_t> offsets;
+    for (Operation &op : block)
+      if (isPersistentOp(&op)) {
+        offsets[op.getResult(0)] = parameterBytes;
+        parameterBytes += alignedBytes(tensorBytes(op.getResult(0)));
+      }
+
+    // Lifetimes of the other values that own bytes.
+    llvm::MapVector<Value, Interval> intervals;
+    for (BlockArgument arg : block.getArguments())
+      intervals[arg] = {arg, alignedBytes(tensorBytes(arg)), -1, -1};
+    int index = 0;
+    for (Operation &op : block) {
+      for (Value operand : op.getOperands()) {
+        auto it = intervals.find(storageOf(operand));
+        if (it != intervals.end())
+          it->second.end = index;
+      }
+      if (!isPersistentOp(&op) && !isViewOp(&op))
+        for (Value result : op.getResults())
+          intervals[result] = {result, alignedBytes(tensorBytes(result)), index, index};
+      ++index;
+    }
+
+    std::vector<Interval> list;
+    int64_t unshared = parameterBytes;
+    for (auto &[value, iv] : intervals) {
+      list.push_back(iv);
+      unshared += iv.bytes;
+    }
+    int64_t arena = placeGreedyBySize(list, parameterBytes);
+    for (const Interval &iv : list)
+      offsets[iv.value] = iv.offset;
+
+    // Views share their operand's offset.
+    for (BlockArgument arg : block.getArguments())
+      func.setArgAttr(arg.getArgNumber(), "dtc.offset", b.getI64IntegerAttr(offsets[arg]));
+    for (Operation &op : block) {
+      if (op.getNumResults() == 0)
+        continue;
+      SmallVector<int64_t> resultOffsets;
+      for (Value result : op.getResults())
+        resultOffsets.push_back(offsets.lookup(storageOf(result)));
+      op.setAttr("dtc.offsets", b.getDenseI64ArrayAttr(resultOffsets));
+    }
+    func->setAttr("dtc.arena_bytes", b.getI64IntegerAttr(arena));
+    func->setAttr("dtc.parameter_bytes", b.getI64IntegerAttr(parameterBytes));
+    func->setAttr("dtc.unshared_bytes", b.getI64IntegerAttr(unshared));
+  }
+};
+
+} // namespace
+} // namespace dtc

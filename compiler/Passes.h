@@ -1,0 +1,18 @@
+//===- Passes.h - dtc's compiler passes -------------------------*- C++ -*-===//
+#ifndef DTC_COMPILER_PASSES_H
+#define DTC_COMPILER_PASSES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace dtc {
+
+#define GEN_PASS_DECL
+#include "compiler/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "compiler/Passes.h.inc"
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_PASSES_H

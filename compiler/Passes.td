@@ -1,0 +1,44 @@
+//===- Passes.td - dtc's compiler passes ---------------------*- tablegen -*-===//
+#ifndef DTC_COMPILER_PASSES
+#define DTC_COMPILER_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FuseElementwise : Pass<"dtc-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Merge chains of elementwise and broadcast ops into graph.fused kernels";
+  let description = [{
+    Every elementwise op ends up in exactly one graph.fused op. A producer
+    joins its consumer's group when all its uses are in that group, so a
+    value used by two kernels is computed once and stored; splat constants
+    are copied into each group that reads them. One fused op becomes one
+    kernel: one pass over the result, no intermediate tensors.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
+def ScheduleForMemory : Pass<"dtc-schedule", "mlir::func::FuncOp"> {
+  let summary = "Order ops to lower peak activation memory";
+  let description = [{
+    A greedy list schedule: among the ops whose operands are ready, run the
+    one that frees the most bytes net of what it allocates (ties keep the
+    source order). The pass keeps whichever of this order and the source
+    order has the lower simulated peak, and records both peaks on the
+    function (`dtc.schedule`).
+  }];
+}
+
+def AssignBuffers : Pass<"dtc-assign-buffers", "mlir::func::FuncOp"> {
+  let summary = "Give every tensor a byte offset in one arena, reusing dead bytes";
+  let description = [{
+    Values whose lifetimes (in the current op order) do not overlap may
+    share bytes. Parameters and constants live for the whole program, at the
+    start of the arena; the other values are placed greedily by size, each at
+    the lowest offset free during its lifetime. Reshape, squeeze and
+    unsqueeze results alias their operand (no copy). Results carry
+    `dtc.offsets`, function arguments `dtc.offset`; the function gets
+    `dtc.arena_bytes`, `dtc.parameter_bytes` and `dtc.unshared_bytes` (what
+    the values would take without reuse).
+  }];
+}
+
+#endif // DTC_COMPILER_PASSES

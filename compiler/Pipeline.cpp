@@ -1,0 +1,82 @@
+//===- Pipeline.cpp -------------------------------------------------------===//
+#include "compiler/Pipeline.h"
+
+#include "compiler/Passes.h"
+#include "compiler/PlanEmitter.h"
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+#include <cstdio>
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+std::string formatBytes(int64_t bytes) {
+  char text[32];
+  if (bytes >= (int64_t(1) << 30))
+    std::snprintf(text, sizeof text, "%.2f GiB", bytes / double(int64_t(1) << 30));
+  else if (bytes >= (1 << 20))
+    std::snprintf(text, sizeof text, "%.2f MiB", bytes / double(1 << 20));
+  else if (bytes >= (1 << 10))
+    std::snprintf(text, sizeof text, "%.1f KiB", bytes / double(1 << 10));
+  else
+    std::snprintf(text, sizeof text, "%lld B", (long long)bytes);
+  return text;
+}
+
+int64_t intAttr(Operation *op, StringRef name) {
+  auto attr = op->getAttrOfType<IntegerAttr>(name);
+  return attr ? attr.getInt() : 0;
+}
+
+} // namespace
+
+LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  if (!func)
+    return module.emitError("no function 'main' to compile");
+  int elementwiseOps = 0;
+  func.walk([&](Operation *op) { elementwiseOps += op->hasTrait<graph::GraphElementwise>(); });
+
+  PassManager pm(module.getContext());
+  OpPassManager &fpm = pm.nest<func::FuncOp>();
+  fpm.addPass(createCanonicalizerPass());
+  fpm.addPass(createCSEPass());
+  fpm.addPass(createFuseElementwise());
+  fpm.addPass(createScheduleForMemory());
+  fpm.addPass(createAssignBuffers());
+  if (failed(pm.run(module)))
+    return failure();
+  if (failed(emitPlan(module, plan)))
+    return failure();
+
+  int fused = 0;
+  func.walk([&](graph::FusedOp) { ++fused; });
+  auto &notes = *plan.mutable_decisions()->mutable_notes();
+  auto note = [&](std::string text) { *notes.Add() = std::move(text); };
+  note("mesh: 1 device (single-rank plan; parallel strategies come with the cost model)");
+  note("fusion: " + std::to_string(elementwiseOps) + " elementwise ops in " +
+       std::to_string(fused) + " fused kernels (no intermediate tensors inside a kernel)");
+  if (auto schedule = func->getAttrOfType<DictionaryAttr>("dtc.schedule")) {
+    auto peak = [&](StringRef key) { return cast<IntegerAttr>(schedule.get(key)).getInt(); };
+    bool memory = cast<StringAttr>(schedule.get("order")).getValue() == "memory";
+    note(std::string("schedule: ") +
+         (memory ? "memory-greedy order" : "source order kept") + " (simulated activation peak " +
+         formatBytes(peak("memory_peak_bytes")) + " greedy vs " +
+         formatBytes(peak("source_peak_bytes")) + " source)");
+  }
+  int64_t arena = intAttr(func, "dtc.arena_bytes"), params = intAttr(func, "dtc.parameter_bytes"),
+          unshared = intAttr(func, "dtc.unshared_bytes");
+  note("memory: peak " + formatBytes(arena) + " = parameters " + formatBytes(params) +
+       " + activations " + formatBytes(arena - params) + " (" + formatBytes(unshared - params) +
+       " without buffer reuse)");
+  note("instructions: " + std::to_string(plan.ranks(0).instructions_size()) + " over " +
+       std::to_string(plan.ranks(0).buffers_size()) + " buffers");
+  return success();
+}
+
+} // namespace dtc

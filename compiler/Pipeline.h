@@ -1,0 +1,19 @@
+//===- Pipeline.h - from the graph dialect to a plan ------------*- C++ -*-===//
+#ifndef DTC_COMPILER_PIPELINE_H
+#define DTC_COMPILER_PIPELINE_H
+
+#include "plan.pb.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+namespace dtc {
+
+/// Runs fusion, scheduling and buffer assignment on an imported module and
+/// writes the plan, with one line per decision in plan.decisions.notes.
+/// Errors are reported as MLIR diagnostics.
+mlir::LogicalResult compileToPlan(mlir::ModuleOp module, plan::Plan &plan);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_PIPELINE_H

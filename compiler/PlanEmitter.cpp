@@ -1,0 +1,418 @@
+//===- PlanEmitter.cpp ----------------------------------------------------===//
+#include "compiler/PlanEmitter.h"
+
+#include "compiler/BufferLiveness.h"
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+plan::DType dtypeOf(Type type) {
+  if (type.isF32()) return plan::F32;
+  if (type.isF64()) return plan::F64;
+  if (type.isF16()) return plan::F16;
+  if (type.isBF16()) return plan::BF16;
+  if (auto integer = dyn_cast<IntegerType>(type)) {
+    bool u = integer.isUnsigned();
+    switch (integer.getWidth()) {
+    case 1: return plan::BOOL;
+    case 8: return u ? plan::U8 : plan::I8;
+    case 16: return u ? plan::U16 : plan::I16;
+    case 32: return u ? plan::U32 : plan::I32;
+    case 64: return u ? plan::U64 : plan::I64;
+    }
+  }
+  return plan::DTYPE_INVALID;
+}
+
+void setType(Type type, plan::TensorType &out) {
+  auto tensor = cast<RankedTensorType>(type);
+  out.set_dtype(dtypeOf(tensor.getElementType()));
+  for (int64_t d : tensor.getShape())
+    out.add_shape(d);
+}
+
+/// Little-endian element bytes of a dense constant (i1 as one byte each).
+std::string constantBytes(DenseElementsAttr attr) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  int64_t count = type.getNumElements();
+  Type element = type.getElementType();
+  std::string bytes;
+  if (element.isInteger(1)) {
+    for (bool v : attr.getValues<bool>())
+      bytes.push_back(v ? 1 : 0);
+    return bytes;
+  }
+  int64_t width = element.getIntOrFloatBitWidth() / 8;
+  ArrayRef<char> raw = attr.getRawData();
+  if (attr.isSplat()) {
+    for (int64_t i = 0; i < count; ++i)
+      bytes.append(raw.data(), width);
+    return bytes;
+  }
+  return std::string(raw.data(), raw.size());
+}
+
+/// A constant's single value, as the expression's CONSTANT node holds it.
+double splatValue(DenseElementsAttr attr) {
+  Type element = attr.getElementType();
+  if (isa<FloatType>(element))
+    return attr.getSplatValue<APFloat>().convertToDouble();
+  if (element.isInteger(1))
+    return attr.getSplatValue<bool>() ? 1.0 : 0.0;
+  APInt v = attr.getSplatValue<APInt>();
+  return element.isUnsignedInteger() ? double(v.getZExtValue()) : double(v.getSExtValue());
+}
+
+plan::ExprOp exprOpOf(Operation *op) {
+  return llvm::StringSwitch<plan::ExprOp>(op->getName().stripDialect())
+      .Case("add", plan::ADD).Case("sub", plan::SUB).Case("mul", plan::MUL)
+      .Case("div", plan::DIV).Case("pow", plan::POW).Case("max", plan::MAX)
+      .Case("min", plan::MIN).Case("neg", plan::NEG).Case("abs", plan::ABS)
+      .Case("exp", plan::EXP).Case("log", plan::LOG).Case("sqrt", plan::SQRT)
+      .Case("reciprocal", plan::RECIPROCAL).Case("tanh", plan::TANH)
+      .Case("erf", plan::ERF).Case("relu", plan::RELU).Case("sigmoid", plan::SIGMOID)
+      .Case("clip", plan::CLIP).Case("cast", plan::CAST).Case("where", plan::WHERE)
+      .Case("equal", plan::EQUAL).Case("less", plan::LESS)
+      .Case("less_equal", plan::LESS_EQUAL).Case("greater", plan::GREATER)
+      .Case("greater_equal", plan::GREATER_EQUAL).Case("not", plan::NOT)
+      .Case("and", plan::AND).Case("or", plan::OR).Case("xor", plan::XOR)
+      .Default(plan::EXPR_INVALID);
+}
+
+std::string nameOf(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (auto name = nameOf(inner); !name.empty())
+        return name;
+  return "";
+}
+
+class PlanEmitter {
+public:
+  PlanEmitter(func::FuncOp func, plan::Plan &plan)
+      : func_(func), plan_(plan), rank_(*plan.add_ranks()) {}
+
+  LogicalResult emit() {
+    Block &block = func_.getBody().front();
+    for (BlockArgument arg : block.getArguments()) {
+      plan::Tensor *input = plan_.add_inputs();
+      auto name = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name");
+      input->set_name(name ? name.str() : "input_" + std::to_string(arg.getArgNumber()));
+      setType(arg.getType(), *input->mutable_type());
+      auto offset = func_.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "dtc.offset");
+      if (!offset)
+        return func_.emitError("plan emission needs buffer offsets (run dtc-assign-buffers)");
+      plan::Buffer &buffer = addBuffer(arg, offset.getInt(), input->name());
+      buffer.set_input(arg.getArgNumber());
+    }
+    for (Operation &op : block) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+          plan::Tensor *output = plan_.add_outputs();
+          auto name = func_.getResultAttrOfType<StringAttr>(i, "graph.name");
+          output->set_name(name ? name.str() : "output_" + std::to_string(i));
+          setType(value.getType(), *output->mutable_type());
+          rank_.add_outputs(ids_.lookup(value));
+        }
+        continue;
+      }
+      if (failed(emitOp(&op)))
+        return failure();
+    }
+    rank_.set_arena_bytes(func_->getAttrOfType<IntegerAttr>("dtc.arena_bytes").getInt());
+    return success();
+  }
+
+private:
+  plan::Buffer &addBuffer(Value value, int64_t offset, const std::string &name) {
+    ids_[value] = rank_.buffers_size();
+    plan::Buffer &buffer = *rank_.add_buffers();
+    setType(value.getType(), *buffer.mutable_type());
+    buffer.set_offset(offset);
+    buffer.set_name(name);
+    return buffer;
+  }
+
+  plan::Instruction &addInstruction(Operation *op, ValueRange inputs) {
+    plan::Instruction &inst = *rank_.add_instructions();
+    for (Value v : inputs)
+      inst.add_inputs(ids_.lookup(v));
+    for (Value v : op->getResults())
+      inst.add_outputs(ids_.lookup(v));
+    return inst;
+  }
+
+  LogicalResult emitOp(Operation *op) {
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("dtc.offsets");
+    if (!offsets)
+      return op->emitError("plan emission needs buffer offsets (run dtc-assign-buffers)");
+    std::string name = nameOf(op->getLoc());
+    for (auto [i, result] : llvm::enumerate(op->getResults()))
+      addBuffer(result, offsets[i], name);
+
+    return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+        .Case([&](graph::ParameterOp p) -> LogicalResult {
+          rank_.mutable_buffers(ids_[p.getResult()])
+              ->mutable_parameter()
+              ->set_initializer(p.getName().str());
+          return success();
+        })
+        .Case([&](graph::ConstantOp c) -> LogicalResult {
+          auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+          if (!dense)
+            return c.emitError("constant is not a dense tensor");
+          rank_.mutable_buffers(ids_[c.getResult()])->set_constant(constantBytes(dense));
+          return success();
+        })
+        .Case<graph::ReshapeOp, graph::SqueezeOp, graph::UnsqueezeOp>(
+            [&](Operation *) -> LogicalResult { return success(); }) // views: same bytes
+        .Case([&](graph::FusedOp f) -> LogicalResult { return emitFused(f); })
+        .Case([&](graph::MatmulOp m) -> LogicalResult {
+          auto *mm = addInstruction(op, op->getOperands()).mutable_matmul();
+          mm->set_transpose_lhs(m.getTransposeLhs());
+          mm->set_transpose_rhs(m.getTransposeRhs());
+          return success();
+        })
+        .Case([&](graph::SoftmaxOp s) -> LogicalResult {
+          addInstruction(op, op->getOperands()).mutable_softmax()->set_axis(
+              normalizedAxis(s.getInput(), s.getAxis()));
+          return success();
+        })
+        .Case([&](graph::LogSoftmaxOp s) -> LogicalResult {
+          auto *sm = addInstruction(op, op->getOperands()).mutable_softmax();
+          sm->set_axis(normalizedAxis(s.getInput(), s.getAxis()));
+          sm->set_log(true);
+          return success();
+        })
+        .Case([&](graph::LayerNormOp l) -> LogicalResult { return emitLayerNorm(l); })
+        .Case([&](graph::BatchNormOp b) -> LogicalResult {
+          addInstruction(op, op->getOperands()).mutable_batch_norm()->set_epsilon(
+              b.getEpsilon().convertToDouble());
+          return success();
+        })
+        .Case<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp,
+              graph::ReduceMinOp>([&](Operation *r) { return emitReduce(r); })
+        .Case([&](graph::GatherOp g) -> LogicalResult {
+          addInstruction(op, op->getOperands()).mutable_gather()->set_axis(
+              normalizedAxis(g.getData(), g.getAxis()));
+          return success();
+        })
+        .Case([&](graph::Conv2DOp c) -> LogicalResult {
+          auto *conv = addInstruction(op, op->getOperands()).mutable_conv2d();
+          for (int64_t v : c.getStrides()) conv->add_strides(v);
+          for (int64_t v : c.getPads()) conv->add_pads(v);
+          for (int64_t v : c.getDilations()) conv->add_dilations(v);
+          conv->set_groups(c.getGroups());
+          return success();
+        })
+        .Case([&](graph::MaxPool2DOp p) -> LogicalResult {
+          auto *pool = addInstruction(op, op->getOperands()).mutable_pool2d();
+          pool->set_max(true);
+          fillPool(*pool, p.getKernel(), p.getStrides(), p.getPads(), p.getDilations());
+          return success();
+        })
+        .Case([&](graph::AvgPool2DOp p) -> LogicalResult {
+          auto *pool = addInstruction(op, op->getOperands()).mutable_pool2d();
+          fillPool(*pool, p.getKernel(), p.getStrides(), p.getPads(), p.getDilations());
+          pool->set_count_include_pad(p.getCountIncludePad());
+          return success();
+        })
+        .Case([&](graph::TransposeOp t) -> LogicalResult {
+          auto *tr = addInstruction(op, op->getOperands()).mutable_transpose();
+          for (int64_t v : t.getPerm()) tr->add_perm(v);
+          return success();
+        })
+        .Case([&](graph::ConcatOp c) -> LogicalResult {
+          addInstruction(op, op->getOperands()).mutable_concat()->set_axis(
+              normalizedAxis(c.getResult(), c.getAxis()));
+          return success();
+        })
+        .Case([&](graph::SliceOp s) -> LogicalResult {
+          auto *sl = addInstruction(op, op->getOperands()).mutable_slice();
+          for (int64_t v : s.getOffsets()) sl->add_offsets(v);
+          for (int64_t v : s.getStrides()) sl->add_strides(v);
+          return success();
+        })
+        .Case([&](graph::SplitOp s) -> LogicalResult { return emitSplit(s); })
+        .Case([&](graph::TriluOp t) -> LogicalResult {
+          auto *tr = addInstruction(op, op->getOperands()).mutable_trilu();
+          tr->set_upper(t.getUpper());
+          tr->set_k(t.getK());
+          return success();
+        })
+        .Default([&](Operation *) -> LogicalResult {
+          return op->emitError("no CPU instruction for '")
+                 << op->getName() << "' (run dtc-fuse-elementwise first for elementwise ops)";
+        });
+  }
+
+  static int64_t normalizedAxis(Value v, int64_t axis) {
+    int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+    return axis < 0 ? axis + rank : axis;
+  }
+
+  static void fillPool(plan::Pool2D &pool, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                       ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations) {
+    for (int64_t v : kernel) pool.add_kernel(v);
+    for (int64_t v : strides) pool.add_strides(v);
+    for (int64_t v : pads) pool.add_pads(v);
+    for (int64_t v : dilations) pool.add_dilations(v);
+  }
+
+  LogicalResult emitLayerNorm(graph::LayerNormOp op) {
+    auto input = cast<RankedTensorType>(op.getInput().getType());
+    int64_t axis = normalizedAxis(op.getInput(), op.getAxis());
+    ArrayRef<int64_t> normalized = input.getShape().drop_front(axis);
+    for (Value param : {op.getScale(), op.getBias()})
+      if (param && cast<RankedTensorType>(param.getType()).getShape() != normalized)
+        return op.emitError("layer_norm: scale and bias must have the normalized shape (")
+               << input.getShape().drop_front(axis).size()
+               << " trailing dims of the input); broadcast ones are not supported yet";
+    auto *ln = addInstruction(op, op->getOperands()).mutable_layer_norm();
+    ln->set_axis(axis);
+    ln->set_epsilon(op.getEpsilon().convertToDouble());
+    return success();
+  }
+
+  LogicalResult emitReduce(Operation *op) {
+    auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes");
+    bool keepdims = op->getAttrOfType<BoolAttr>("keepdims").getValue();
+    auto inputType = cast<RankedTensorType>(op->getOperand(0).getType());
+    plan::Instruction &inst = addInstruction(op, op->getOperands());
+    if (!keepdims) {
+      // The kernel keeps reduced dims as 1; write to a view of the result's
+      // bytes with that shape.
+      SmallVector<int64_t> kept(inputType.getShape());
+      for (int64_t a : axes.asArrayRef())
+        kept[a] = 1;
+      plan::Buffer &view = *rank_.add_buffers();
+      view = rank_.buffers(inst.outputs(0));
+      view.mutable_type()->clear_shape();
+      for (int64_t d : kept)
+        view.mutable_type()->add_shape(d);
+      inst.set_outputs(0, rank_.buffers_size() - 1);
+    }
+    plan::Reduce *reduce = inst.mutable_reduce();
+    reduce->set_kind(llvm::TypeSwitch<Operation *, plan::ReduceKind>(op)
+                         .Case([](graph::ReduceSumOp) { return plan::REDUCE_SUM; })
+                         .Case([](graph::ReduceMeanOp) { return plan::REDUCE_MEAN; })
+                         .Case([](graph::ReduceMaxOp) { return plan::REDUCE_MAX; })
+                         .Default([](Operation *) { return plan::REDUCE_MIN; }));
+    for (int64_t a : axes.asArrayRef())
+      reduce->add_axes(a);
+    return success();
+  }
+
+  LogicalResult emitSplit(graph::SplitOp op) {
+    int64_t axis = normalizedAxis(op.getInput(), op.getAxis());
+    int64_t rank = cast<RankedTensorType>(op.getInput().getType()).getRank();
+    int64_t start = 0;
+    for (Value piece : op.getResults()) {
+      plan::Instruction &inst = *rank_.add_instructions();
+      inst.add_inputs(ids_.lookup(op.getInput()));
+      inst.add_outputs(ids_.lookup(piece));
+      plan::Slice *slice = inst.mutable_slice();
+      for (int64_t d = 0; d < rank; ++d) {
+        slice->add_offsets(d == axis ? start : 0);
+        slice->add_strides(1);
+      }
+      start += cast<RankedTensorType>(piece.getType()).getDimSize(axis);
+    }
+    return success();
+  }
+
+  LogicalResult emitFused(graph::FusedOp fused) {
+    plan::Elementwise *expr = addInstruction(fused, fused.getInputs()).mutable_elementwise();
+    Block &body = fused.getBody().front();
+    llvm::DenseMap<Value, uint32_t> node;
+    auto add = [&](plan::ExprOp kind, Type type) -> plan::ExprNode & {
+      plan::ExprNode &n = *expr->add_nodes();
+      n.set_op(kind);
+      n.set_dtype(dtypeOf(cast<RankedTensorType>(type).getElementType()));
+      return n;
+    };
+    for (BlockArgument arg : body.getArguments()) {
+      node[arg] = expr->nodes_size();
+      add(plan::INPUT, arg.getType()).add_args(arg.getArgNumber());
+    }
+    for (Operation &op : body) {
+      if (auto yield = dyn_cast<graph::YieldOp>(op)) {
+        // The last node is the output; add a copy only if it is not.
+        uint32_t result = node.lookup(yield.getValue());
+        if (result + 1 != (uint32_t)expr->nodes_size() ||
+            expr->nodes(result).op() == plan::INPUT) {
+          // A cast to its own type is the identity.
+          add(plan::CAST, yield.getValue().getType()).add_args(result);
+        }
+        break;
+      }
+      if (auto broadcast = dyn_cast<graph::BroadcastOp>(op)) {
+        node[broadcast.getResult()] = node.lookup(broadcast.getInput());
+        continue;
+      }
+      if (auto constant = dyn_cast<graph::ConstantOp>(op)) {
+        node[constant.getResult()] = expr->nodes_size();
+        add(plan::CONSTANT, constant.getType())
+            .set_value(splatValue(cast<DenseElementsAttr>(constant.getValue())));
+        continue;
+      }
+      plan::ExprOp kind = exprOpOf(&op);
+      if (auto gelu = dyn_cast<graph::GeluOp>(op))
+        kind = gelu.getApproximate() == "tanh" ? plan::GELU_TANH : plan::GELU;
+      if (kind == plan::EXPR_INVALID)
+        return op.emitError("no expression node for '") << op.getName() << "'";
+      uint32_t index = expr->nodes_size();
+      plan::ExprNode &n = add(kind, op.getResult(0).getType());
+      for (Value operand : op.getOperands())
+        n.add_args(node.lookup(operand));
+      if (auto clip = dyn_cast<graph::ClipOp>(op)) {
+        n.set_value(clip.getMin() ? clip.getMin()->convertToDouble() : -INFINITY);
+        n.set_value2(clip.getMax() ? clip.getMax()->convertToDouble() : INFINITY);
+      }
+      node[op.getResult(0)] = index;
+    }
+    return success();
+  }
+
+  func::FuncOp func_;
+  plan::Plan &plan_;
+  plan::RankProgram &rank_;
+  llvm::DenseMap<Value, uint32_t> ids_;
+};
+
+} // namespace
+
+LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  if (!func)
+    return module.emitError("no function 'main' to emit");
+  plan::MeshAxis *axis = out.mutable_mesh()->add_axes();
+  axis->set_name("device");
+  axis->set_size(1);
+  if (auto source = module->getAttrOfType<StringAttr>("graph.source"))
+    out.set_model(source.str());
+  if (failed(PlanEmitter(func, out).emit()))
+    return failure();
+  auto attr = [&](const char *name) {
+    auto a = func->getAttrOfType<IntegerAttr>(name);
+    return a ? a.getInt() : 0;
+  };
+  plan::RankSummary *summary = out.mutable_decisions()->add_ranks();
+  summary->set_rank(0);
+  summary->set_peak_memory_bytes(attr("dtc.arena_bytes"));
+  summary->set_parameter_bytes(attr("dtc.parameter_bytes"));
+  return success();
+}
+
+} // namespace dtc

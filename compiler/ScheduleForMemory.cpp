@@ -1,0 +1,168 @@
+//===- ScheduleForMemory.cpp - a memory-aware op order --------------------===//
+#include "compiler/BufferLiveness.h"
+#include "compiler/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace dtc {
+#define GEN_PASS_DEF_SCHEDULEFORMEMORY
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+/// Simulates the bytes live along an order of the (non-persistent) ops.
+class MemorySimulator {
+public:
+  explicit MemorySimulator(Block &block) {
+    for (BlockArgument arg : block.getArguments())
+      define(arg);
+    for (Operation &op : block) {
+      if (isPersistentOp(&op))
+        continue;
+      for (Value result : op.getResults())
+        if (!isViewOp(&op))
+          define(result);
+      for (Value operand : op.getOperands())
+        if (auto it = remainingUses_.find(storageOf(operand)); it != remainingUses_.end())
+          ++it->second;
+      if (op.hasTrait<OpTrait::IsTerminator>())
+        for (Value operand : op.getOperands())
+          pinned_.insert(storageOf(operand));
+    }
+  }
+
+  /// Bytes allocated minus bytes freed if `op` ran now.
+  int64_t netBytes(Operation *op) const {
+    int64_t net = 0;
+    if (!isViewOp(op))
+      for (Value result : op->getResults())
+        net += tensorBytes(result);
+    llvm::SmallDenseMap<Value, int, 4> uses;
+    for (Value operand : op->getOperands())
+      ++uses[storageOf(operand)];
+    for (auto [value, count] : uses) {
+      auto it = remainingUses_.find(value);
+      if (it != remainingUses_.end() && it->second == count && !pinned_.contains(value))
+        net -= tensorBytes(value);
+    }
+    return net;
+  }
+
+  /// Runs `op`; returns the live bytes at its peak (inputs and outputs).
+  int64_t run(Operation *op) {
+    if (!isViewOp(op))
+      for (Value result : op->getResults())
+        live_ += tensorBytes(result);
+    int64_t peak = live_;
+    for (Value operand : op->getOperands()) {
+      auto it = remainingUses_.find(storageOf(operand));
+      if (it != remainingUses_.end() && --it->second == 0 && !pinned_.contains(it->first))
+        live_ -= tensorBytes(it->first);
+    }
+    return peak;
+  }
+
+  int64_t startBytes() const { return live_; }
+
+private:
+  void define(Value value) {
+    remainingUses_[value] = 0;
+    if (isa<BlockArgument>(value))
+      live_ += tensorBytes(value);
+  }
+
+  llvm::DenseMap<Value, int> remainingUses_;
+  llvm::DenseSet<Value> pinned_;
+  int64_t live_ = 0;
+};
+
+int64_t peakOf(Block &block, ArrayRef<Operation *> order) {
+  MemorySimulator sim(block);
+  int64_t peak = sim.startBytes();
+  for (Operation *op : order)
+    peak = std::max(peak, sim.run(op));
+  return peak;
+}
+
+/// Greedy list schedule of `ops` (the block's non-persistent, non-terminator
+/// ops, in source order).
+SmallVector<Operation *> greedyOrder(Block &block, ArrayRef<Operation *> ops) {
+  DenseMap<Operation *, size_t> index;
+  for (auto [i, op] : llvm::enumerate(ops))
+    index[op] = i;
+  // Ops waiting for how many producers among `ops`.
+  std::vector<int> waiting(ops.size(), 0);
+  for (auto [i, op] : llvm::enumerate(ops))
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp(); def && index.count(def))
+        ++waiting[i];
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (waiting[i] == 0)
+      ready.push_back(i);
+
+  MemorySimulator sim(block);
+  SmallVector<Operation *> order;
+  while (!ready.empty()) {
+    size_t best = 0;
+    int64_t bestNet = 0;
+    for (size_t r = 0; r < ready.size(); ++r) {
+      int64_t net = sim.netBytes(ops[ready[r]]);
+      if (r == 0 || net < bestNet || (net == bestNet && ready[r] < ready[best])) {
+        best = r;
+        bestNet = net;
+      }
+    }
+    Operation *op = ops[ready[best]];
+    ready.erase(ready.begin() + best);
+    sim.run(op);
+    order.push_back(op);
+    // getUsers() lists a user once per use, as `waiting` counted them.
+    for (Operation *user : op->getUsers())
+      if (auto it = index.find(user); it != index.end() && --waiting[it->second] == 0)
+        ready.push_back(it->second);
+  }
+  return order;
+}
+
+struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    Block &block = func.getBody().front();
+    SmallVector<Operation *> sources, ops;
+    for (Operation &op : block.without_terminator())
+      (isPersistentOp(&op) ? sources : ops).push_back(&op);
+
+    SmallVector<Operation *> greedy = greedyOrder(block, ops);
+    if (greedy.size() != ops.size()) {
+      func.emitError("schedule: the function's ops form a cycle");
+      return signalPassFailure();
+    }
+    int64_t sourcePeak = peakOf(block, ops), greedyPeak = peakOf(block, greedy);
+    bool useGreedy = greedyPeak < sourcePeak;
+    ArrayRef<Operation *> chosen = useGreedy ? greedy : ops;
+
+    // Sources first, then the chosen order, then the terminator.
+    Operation *terminator = block.getTerminator();
+    for (Operation *op : sources)
+      op->moveBefore(terminator);
+    for (Operation *op : chosen)
+      op->moveBefore(terminator);
+
+    Builder b(&getContext());
+    func->setAttr("dtc.schedule",
+                  b.getDictionaryAttr({
+                      b.getNamedAttr("order", b.getStringAttr(useGreedy ? "memory" : "source")),
+                      b.getNamedAttr("source_peak_bytes", b.getI64IntegerAttr(sourcePeak)),
+                      b.getNamedAttr("memory_peak_bytes", b.getI64IntegerAttr(greedyPeak)),
+                  }));
+  }
+};
+
+} // namespace
+} // namespace dtc

@@ -1,0 +1,71 @@
+//===- Executor.h - running one rank's program on the CPU -------*- C++ -*-===//
+//
+// An Executor owns a rank's arena: it reads the rank's parameters once,
+// prepares a kernel per instruction, and then runs the program as many
+// times as asked, inputs in and outputs out.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_EXECUTOR_H
+#define DTC_RUNTIME_EXECUTOR_H
+
+#include "runtime/TensorIO.h"
+
+#include "plan.pb.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtc::runtime {
+
+namespace cpu {
+class Kernel;
+class ThreadPool;
+} // namespace cpu
+
+class Executor {
+public:
+  ~Executor();
+
+  /// Prepares rank `rank` of a validated `plan`; parameters are read from
+  /// `modelPath` (the plan's own `model` when empty). `threads` <= 0: one per
+  /// core.
+  static std::unique_ptr<Executor> create(const plan::Plan &plan, int rank,
+                                          const std::string &modelPath, int threads,
+                                          std::string &error);
+
+  /// Sets graph input `index`; false with an error naming the input, the
+  /// expected and the given type when they differ.
+  bool setInput(int index, const HostTensor &tensor, std::string &error);
+
+  /// Runs the program once; every input must have been set.
+  bool run(std::string &error);
+
+  /// Graph output `index` of the last run.
+  HostTensor output(int index) const;
+
+  int threads() const;
+
+private:
+  Executor() = default;
+
+  const plan::Plan *plan_ = nullptr;
+  const plan::RankProgram *program_ = nullptr;
+  std::unique_ptr<cpu::ThreadPool> pool_;
+  char *arena_ = nullptr;
+  std::vector<std::unique_ptr<cpu::Kernel>> kernels_;
+  std::vector<std::vector<const void *>> inputPointers_;
+  std::vector<std::vector<void *>> outputPointers_;
+  std::vector<HostTensor> inputs_;
+  std::vector<bool> inputSet_;
+};
+
+/// "f32", "i64", ... for messages.
+std::string dtypeName(plan::DType dtype);
+
+/// "f32[2,3]" for messages.
+std::string typeToString(const plan::TensorType &type);
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_EXECUTOR_H

@@ -1,0 +1,36 @@
+//===- Commands.h - the dtc subcommands -------------------------*- C++ -*-===//
+#ifndef DTC_TOOLS_DTC_COMMANDS_H
+#define DTC_TOOLS_DTC_COMMANDS_H
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtc::cli {
+
+using Args = std::vector<std::string>;
+
+int runImport(const Args &args);   // ImportCommands.cpp
+int runCompile(const Args &args);  // ImportCommands.cpp
+int runPlan(const Args &args);     // PlanCommand.cpp
+int runRun(const Args &args);      // RunCommand.cpp
+
+/// Prints "dtc: MESSAGE" and a pointer to --help; returns 1.
+int usageError(const std::string &message);
+
+/// Prints "error: MESSAGE"; returns 1.
+int failure(const std::string &message);
+
+/// Writes `bytes` to `path` atomically (a temporary file renamed into
+/// place), or to stdout for "-"; returns 0, or 1 after printing why not.
+int writeOutput(const std::string &path, const std::string &bytes);
+
+/// Reads the value of the flag at args[i] ("--flag VALUE" or
+/// "--flag=VALUE"); advances i past it. Empty when args[i] is another flag
+/// or the value is missing (then `missing` is set).
+std::optional<std::string> flagValue(const Args &args, size_t &i, const std::string &flag,
+                             bool &missing);
+
+} // namespace dtc::cli
+
+#endif // DTC_TOOLS_DTC_COMMANDS_H

@@ -1,0 +1,167 @@
+//===- ImportCommands.cpp - dtc import and dtc compile --------------------===//
+#include "tools/dtc/Commands.h"
+
+#include "compiler/Pipeline.h"
+#include "frontends/onnx/OnnxImporter.h"
+#include "runtime/PlanLoader.h"
+#include "tools/Registration.h"
+#include "tools/dtc/PlanPrinter.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace dtc::cli {
+namespace {
+
+/// The options import and compile share.
+struct ModelOptions {
+  std::string model, output;
+  onnx::ImportOptions import;
+};
+
+/// Parses args[i] if it is a --shape or --freeze option (consuming its
+/// value). Returns 1 if it was one, 0 if not, -1 after printing an error.
+int parseModelOption(const Args &args, size_t &i, ModelOptions &options) {
+  bool missing = false;
+  if (auto v = flagValue(args, i, "--shape", missing)) {
+    std::string error;
+    if (!onnx::parseShapeOption(*v, options.import, error))
+      return usageError(error), -1;
+    return 1;
+  }
+  if (missing)
+    return usageError("--shape needs NAME=DIMS, e.g. --shape batch=2"), -1;
+  if (auto v = flagValue(args, i, "--freeze", missing)) {
+    size_t eq = v->find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v->size())
+      return usageError("--freeze needs NAME=FILE.pb, e.g. --freeze shape=shape.pb"), -1;
+    options.import.frozenInputs[v->substr(0, eq)] = v->substr(eq + 1);
+    return 1;
+  }
+  if (missing)
+    return usageError("--freeze needs NAME=FILE.pb, e.g. --freeze shape=shape.pb"), -1;
+  if (auto v = flagValue(args, i, "-o", missing)) {
+    options.output = *v;
+    return 1;
+  }
+  if (missing || (args[i] == "--output" && i + 1 >= args.size()))
+    return usageError("-o needs a file name"), -1;
+  if (auto v = flagValue(args, i, "--output", missing)) {
+    options.output = *v;
+    return 1;
+  }
+  return 0;
+}
+
+/// Takes a positional argument as the model; -1 after an error.
+int takeModel(const std::string &command, const std::string &arg, ModelOptions &options) {
+  if (!arg.empty() && arg[0] == '-' && arg != "-")
+    return usageError(command + ": unknown option '" + arg + "'"), -1;
+  if (!options.model.empty())
+    return usageError(command + " takes one model, got '" + options.model + "' and '" + arg +
+                      "'"),
+           -1;
+  options.model = arg;
+  return 0;
+}
+
+} // namespace
+
+int runImport(const Args &args) {
+  ModelOptions options;
+  options.output = "-";
+  bool debugLocations = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    if (arg == "--list-ops") {
+      for (const auto &op : onnx::supportedOnnxOps())
+        llvm::outs() << op << "\n";
+      return 0;
+    }
+    if (arg == "--list-opsets") {
+      llvm::outs() << onnx::kMinOpset << " " << onnx::kMaxOpset << "\n";
+      return 0;
+    }
+    if (arg == "--debug-locations") {
+      debugLocations = true;
+      continue;
+    }
+    int parsed = parseModelOption(args, i, options);
+    if (parsed < 0 || (parsed == 0 && takeModel("import", arg, options) < 0))
+      return 1;
+  }
+  if (options.model.empty())
+    return usageError("import needs a model: dtc import MODEL.onnx");
+
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  std::string error;
+  auto module = onnx::importOnnxFile(context, options.model, options.import, error);
+  if (!module)
+    return failure(error);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  mlir::OpPrintingFlags flags;
+  flags.elideLargeElementsAttrs(1 << 20);
+  if (debugLocations)
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  module->print(os, flags);
+  os << "\n";
+  return writeOutput(options.output, text);
+}
+
+int runCompile(const Args &args) {
+  ModelOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    int parsed = parseModelOption(args, i, options);
+    if (parsed < 0 || (parsed == 0 && takeModel("compile", args[i], options) < 0))
+      return 1;
+  }
+  if (options.model.empty())
+    return usageError("compile needs a model: dtc compile MODEL.onnx -o PLAN.dtcp");
+  if (options.output.empty())
+    return usageError("compile needs an output: -o PLAN.dtcp");
+
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  std::string error;
+  auto module = onnx::importOnnxFile(context, options.model, options.import, error);
+  if (!module)
+    return failure(error);
+
+  // The plan names the model by absolute path so that `dtc run` finds the
+  // parameters from any directory.
+  llvm::SmallString<256> modelPath(options.model);
+  llvm::sys::fs::make_absolute(modelPath);
+  llvm::sys::path::remove_dots(modelPath, /*remove_dot_dot=*/true);
+  (*module)->setAttr("graph.source", mlir::StringAttr::get(&context, modelPath.str()));
+
+  plan::Plan plan;
+  plan.set_format_version(runtime::kPlanFormatVersion);
+  plan.set_producer("dtc 0.1.0");
+  if (mlir::failed(compileToPlan(*module, plan)))
+    return 1; // the diagnostics are printed
+  if (!runtime::validatePlan(plan, error))
+    return failure("internal error: the compiler wrote an invalid plan: " + error);
+  std::string bytes;
+  plan.SerializeToString(&bytes);
+  if (int rc = writeOutput(options.output, bytes))
+    return rc;
+  if (options.output != "-") {
+    const auto &summary = plan.decisions().ranks(0);
+    llvm::outs() << "compiled " << options.model << " -> " << options.output << ": "
+                 << plan.ranks(0).instructions_size() << " instructions, peak memory "
+                 << formatBytes(summary.peak_memory_bytes()) << " (parameters "
+                 << formatBytes(summary.parameter_bytes()) << ")\n";
+    for (const auto &note : plan.decisions().notes())
+      llvm::outs() << "  " << note << "\n";
+  }
+  return 0;
+}
+
+} // namespace dtc::cli

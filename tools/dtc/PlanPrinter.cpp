@@ -1,0 +1,209 @@
+//===- PlanPrinter.cpp ----------------------------------------------------===//
+#include "tools/dtc/PlanPrinter.h"
+
+#include "runtime/Executor.h"
+
+#include <fmt/format.h>
+
+namespace dtc {
+namespace {
+
+using runtime::typeToString;
+
+const char *exprName(plan::ExprOp op) {
+  switch (op) {
+  case plan::ADD: return "add";
+  case plan::SUB: return "sub";
+  case plan::MUL: return "mul";
+  case plan::DIV: return "div";
+  case plan::POW: return "pow";
+  case plan::MAX: return "max";
+  case plan::MIN: return "min";
+  case plan::NEG: return "neg";
+  case plan::ABS: return "abs";
+  case plan::EXP: return "exp";
+  case plan::LOG: return "log";
+  case plan::SQRT: return "sqrt";
+  case plan::RECIPROCAL: return "reciprocal";
+  case plan::TANH: return "tanh";
+  case plan::ERF: return "erf";
+  case plan::RELU: return "relu";
+  case plan::SIGMOID: return "sigmoid";
+  case plan::GELU: return "gelu";
+  case plan::GELU_TANH: return "gelu_tanh";
+  case plan::CLIP: return "clip";
+  case plan::CAST: return "cast";
+  case plan::WHERE: return "where";
+  case plan::EQUAL: return "equal";
+  case plan::LESS: return "less";
+  case plan::LESS_EQUAL: return "less_equal";
+  case plan::GREATER: return "greater";
+  case plan::GREATER_EQUAL: return "greater_equal";
+  case plan::NOT: return "not";
+  case plan::AND: return "and";
+  case plan::OR: return "or";
+  case plan::XOR: return "xor";
+  default: return "?";
+  }
+}
+
+std::string ints(const google::protobuf::RepeatedField<int64_t> &values) {
+  return fmt::format("[{}]", fmt::join(values.begin(), values.end(), ","));
+}
+
+/// The expression rooted at `node`, nested: add(in0, mul(in1, 0.5)).
+std::string formatExpr(const plan::Elementwise &expr, int node) {
+  const plan::ExprNode &n = expr.nodes(node);
+  if (n.op() == plan::INPUT)
+    return fmt::format("in{}", n.args(0));
+  if (n.op() == plan::CONSTANT)
+    return fmt::format("{:g}", n.value());
+  std::vector<std::string> args;
+  for (uint32_t a : n.args())
+    args.push_back(formatExpr(expr, a));
+  if (n.op() == plan::CLIP)
+    args.push_back(fmt::format("{:g}, {:g}", n.value(), n.value2()));
+  if (n.op() == plan::CAST)
+    return fmt::format("cast<{}>({})", runtime::dtypeName(n.dtype()), fmt::join(args, ", "));
+  return fmt::format("{}({})", exprName(n.op()), fmt::join(args, ", "));
+}
+
+/// The op's name and its attributes, e.g. "matmul transpose_rhs".
+std::string describe(const plan::Instruction &inst) {
+  switch (inst.op_case()) {
+  case plan::Instruction::kMatmul: {
+    std::string s = "matmul";
+    if (inst.matmul().transpose_lhs()) s += " transpose_lhs";
+    if (inst.matmul().transpose_rhs()) s += " transpose_rhs";
+    return s;
+  }
+  case plan::Instruction::kElementwise:
+    return "elementwise " +
+           formatExpr(inst.elementwise(), inst.elementwise().nodes_size() - 1);
+  case plan::Instruction::kSoftmax:
+    return fmt::format("{} axis={}", inst.softmax().log() ? "log_softmax" : "softmax",
+                       inst.softmax().axis());
+  case plan::Instruction::kLayerNorm:
+    return fmt::format("layer_norm axis={} eps={:g}", inst.layer_norm().axis(),
+                       inst.layer_norm().epsilon());
+  case plan::Instruction::kBatchNorm:
+    return fmt::format("batch_norm eps={:g}", inst.batch_norm().epsilon());
+  case plan::Instruction::kReduce: {
+    static const char *kinds[] = {"?", "sum", "mean", "max", "min"};
+    int kind = inst.reduce().kind();
+    return fmt::format("reduce_{} axes={}", kinds[kind >= 0 && kind <= 4 ? kind : 0],
+                       ints(inst.reduce().axes()));
+  }
+  case plan::Instruction::kGather:
+    return fmt::format("gather axis={}", inst.gather().axis());
+  case plan::Instruction::kConv2D: {
+    const auto &c = inst.conv2d();
+    return fmt::format("conv2d strides={} pads={} dilations={} groups={}", ints(c.strides()),
+                       ints(c.pads()), ints(c.dilations()), c.groups());
+  }
+  case plan::Instruction::kPool2D: {
+    const auto &p = inst.pool2d();
+    return fmt::format("{}_pool2d kernel={} strides={} pads={}{}", p.max() ? "max" : "avg",
+                       ints(p.kernel()), ints(p.strides()), ints(p.pads()),
+                       p.count_include_pad() ? " count_include_pad" : "");
+  }
+  case plan::Instruction::kTranspose:
+    return "transpose perm=" + ints(inst.transpose().perm());
+  case plan::Instruction::kConcat:
+    return fmt::format("concat axis={}", inst.concat().axis());
+  case plan::Instruction::kSlice:
+    return fmt::format("slice offsets={} strides={}", ints(inst.slice().offsets()),
+                       ints(inst.slice().strides()));
+  case plan::Instruction::kCopy:
+    return "copy";
+  case plan::Instruction::kTrilu:
+    return fmt::format("trilu {} k={}", inst.trilu().upper() ? "upper" : "lower",
+                       inst.trilu().k());
+  default:
+    return "unknown";
+  }
+}
+
+std::string bufferList(const google::protobuf::RepeatedField<uint32_t> &ids) {
+  std::vector<std::string> parts;
+  for (uint32_t id : ids)
+    parts.push_back(fmt::format("%{}", id));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+} // namespace
+
+std::string formatBytes(int64_t bytes) {
+  if (bytes >= (int64_t(1) << 30))
+    return fmt::format("{:.2f} GiB", bytes / double(int64_t(1) << 30));
+  if (bytes >= (1 << 20))
+    return fmt::format("{:.2f} MiB", bytes / double(1 << 20));
+  if (bytes >= (1 << 10))
+    return fmt::format("{:.1f} KiB", bytes / double(1 << 10));
+  return fmt::format("{} B", bytes);
+}
+
+std::string printPlan(const plan::Plan &plan) {
+  std::string out;
+  auto line = [&](const std::string &text) { out += text + "\n"; };
+  line(fmt::format("plan format {}, written by {}", plan.format_version(), plan.producer()));
+  line("model: " + plan.model());
+  std::vector<std::string> axes;
+  for (const auto &axis : plan.mesh().axes())
+    axes.push_back(fmt::format("{}={}", axis.name(), axis.size()));
+  line(fmt::format("mesh: {} ({} rank{})", fmt::join(axes, " x "), plan.ranks_size(),
+                   plan.ranks_size() == 1 ? "" : "s"));
+  line("");
+  line("inputs:");
+  for (const auto &t : plan.inputs())
+    line(fmt::format("  {:<24} {}", t.name(), typeToString(t.type())));
+  line("outputs:");
+  for (const auto &t : plan.outputs())
+    line(fmt::format("  {:<24} {}", t.name(), typeToString(t.type())));
+  line("");
+  line("decisions:");
+  for (const auto &note : plan.decisions().notes())
+    line("  " + note);
+  for (const auto &summary : plan.decisions().ranks())
+    line(fmt::format("  rank {}: predicted peak memory {} (parameters {})", summary.rank(),
+                     formatBytes(summary.peak_memory_bytes()),
+                     formatBytes(summary.parameter_bytes())));
+
+  for (int r = 0; r < plan.ranks_size(); ++r) {
+    const auto &rank = plan.ranks(r);
+    line("");
+    line(fmt::format("rank {} program: {} instructions, {} buffers, arena {}", r,
+                     rank.instructions_size(), rank.buffers_size(),
+                     formatBytes(rank.arena_bytes())));
+    for (int i = 0; i < rank.instructions_size(); ++i) {
+      const auto &inst = rank.instructions(i);
+      std::string outs = bufferList(inst.outputs());
+      std::string type = inst.outputs_size() ? typeToString(rank.buffers(inst.outputs(0)).type())
+                                             : "";
+      line(fmt::format("  {:>4}  {} = {}({})  {}", i, outs, describe(inst),
+                       bufferList(inst.inputs()), type));
+    }
+    line(fmt::format("rank {} buffers (offset in the arena, type, what it holds):", r));
+    for (int b = 0; b < rank.buffers_size(); ++b) {
+      const auto &buffer = rank.buffers(b);
+      std::string source;
+      if (buffer.has_parameter())
+        source = "parameter '" + buffer.parameter().initializer() + "'";
+      else if (buffer.has_constant())
+        source = "constant";
+      else if (buffer.has_input())
+        source = "input '" + plan.inputs(buffer.input()).name() + "'";
+      else if (!buffer.name().empty())
+        source = "'" + buffer.name() + "'";
+      line(fmt::format("  %{:<5} @{:<10} {:<22} {}", b, buffer.offset(),
+                       typeToString(buffer.type()), source));
+    }
+    std::vector<std::string> outputs;
+    for (uint32_t id : rank.outputs())
+      outputs.push_back(fmt::format("%{}", id));
+    line(fmt::format("rank {} outputs: {}", r, fmt::join(outputs, ", ")));
+  }
+  return out;
+}
+
+} // namespace dtc

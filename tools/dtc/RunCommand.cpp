@@ -1,0 +1,202 @@
+//===- RunCommand.cpp - dtc run -------------------------------------------===//
+#include "tools/dtc/Commands.h"
+
+#include "runtime/Executor.h"
+#include "runtime/PlanLoader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <dirent.h>
+#include <map>
+#include <sys/stat.h>
+
+namespace dtc::cli {
+namespace {
+
+using runtime::HostTensor;
+using runtime::typeToString;
+
+bool isFile(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/// Tensor files in `dir` by stem (name without .pb / .npy).
+bool listTensorFiles(const std::string &dir, std::map<std::string, std::string> &files,
+                     std::string &error) {
+  DIR *d = opendir(dir.c_str());
+  if (!d) {
+    error = "cannot read the input directory '" + dir + "'";
+    return false;
+  }
+  while (dirent *entry = readdir(d)) {
+    std::string name = entry->d_name;
+    for (const char *ext : {".pb", ".npy"}) {
+      size_t n = std::char_traits<char>::length(ext);
+      if (name.size() > n && name.compare(name.size() - n, n, ext) == 0) {
+        std::string stem = name.substr(0, name.size() - n);
+        if (files.count(stem)) {
+          error = "both " + stem + ".pb and " + stem + ".npy in '" + dir +
+                  "': keep one of them";
+          closedir(d);
+          return false;
+        }
+        files[stem] = dir + "/" + name;
+      }
+    }
+  }
+  closedir(d);
+  return true;
+}
+
+/// Reads every graph input from `dir`; false after printing what is wrong.
+bool readInputs(const plan::Plan &plan, const std::string &dir, runtime::Executor &executor) {
+  std::string error;
+  std::map<std::string, std::string> files;
+  if (!dir.empty() && !listTensorFiles(dir, files, error))
+    return failure(error), false;
+  auto inputList = [&] {
+    std::vector<std::string> parts;
+    for (const auto &in : plan.inputs())
+      parts.push_back(in.name() + " " + typeToString(in.type()));
+    return fmt::format("{}", fmt::join(parts, ", "));
+  };
+  std::vector<bool> used(plan.inputs_size(), false);
+  std::map<std::string, bool> consumed;
+  for (int i = 0; i < plan.inputs_size(); ++i) {
+    const plan::Tensor &input = plan.inputs(i);
+    std::string positional = "input_" + std::to_string(i), path;
+    for (const std::string &stem : {positional, input.name()})
+      if (auto it = files.find(stem); it != files.end() && path.empty()) {
+        path = it->second;
+        consumed[stem] = true;
+      }
+    if (path.empty()) {
+      failure(fmt::format("missing input '{}' ({}): expected {}/{}.pb or .npy, or {}/{}.pb "
+                          "or .npy",
+                          input.name(), typeToString(input.type()),
+                          dir.empty() ? "--inputs DIR" : dir, positional,
+                          dir.empty() ? "DIR" : dir, input.name()));
+      return false;
+    }
+    HostTensor tensor;
+    if (!runtime::readTensorFile(path, tensor, error))
+      return failure(error), false;
+    if (!executor.setInput(i, tensor, error))
+      return failure(path + ": " + error), false;
+  }
+  for (const auto &[stem, path] : files)
+    if (!consumed.count(stem)) {
+      failure(fmt::format("{}: unknown input '{}'; the model's inputs are: {}", path, stem,
+                          inputList()));
+      return false;
+    }
+  return true;
+}
+
+} // namespace
+
+int runRun(const Args &args) {
+  std::string planPath, inputs, outputs, model, outputFormat = "pb";
+  int threads = 0, repeat = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool missing = false;
+    auto number = [&](const std::string &flag, const std::string &text, int &out) {
+      try {
+        size_t used = 0;
+        out = std::stoi(text, &used);
+        if (used != text.size() || out < 0)
+          throw std::invalid_argument(text);
+        return true;
+      } catch (const std::exception &) {
+        usageError(flag + " needs a non-negative integer, got '" + text + "'");
+        return false;
+      }
+    };
+    if (auto v = flagValue(args, i, "--inputs", missing)) {
+      inputs = *v;
+    } else if (auto v = flagValue(args, i, "--outputs", missing)) {
+      outputs = *v;
+    } else if (auto v = flagValue(args, i, "--model", missing)) {
+      model = *v;
+    } else if (auto v = flagValue(args, i, "--output-format", missing)) {
+      outputFormat = *v;
+      if (outputFormat != "pb" && outputFormat != "npy")
+        return usageError("--output-format is pb or npy, got '" + outputFormat + "'");
+    } else if (auto v = flagValue(args, i, "--threads", missing)) {
+      if (!number("--threads", *v, threads))
+        return 1;
+    } else if (auto v = flagValue(args, i, "--repeat", missing)) {
+      if (!number("--repeat", *v, repeat))
+        return 1;
+    } else if (missing) {
+      return usageError(args[i] + " needs a value");
+    } else if (!args[i].empty() && args[i][0] == '-') {
+      return usageError("run: unknown option '" + args[i] + "'");
+    } else if (!planPath.empty()) {
+      return usageError("run takes one plan, got '" + planPath + "' and '" + args[i] + "'");
+    } else {
+      planPath = args[i];
+    }
+  }
+  if (planPath.empty())
+    return usageError("run needs a plan: dtc run PLAN.dtcp --inputs DIR --outputs DIR");
+  if (!inputs.empty() && !isDirectory(inputs))
+    return failure("--inputs '" + inputs + "' is not a directory");
+
+  plan::Plan plan;
+  std::string error;
+  if (!runtime::loadPlan(planPath, plan, error))
+    return failure(error);
+  if (plan.ranks_size() != 1)
+    return failure(planPath + ": a plan for " + std::to_string(plan.ranks_size()) +
+                   " ranks; this dtc runs single-rank plans");
+  if (model.empty() && !isFile(plan.model()))
+    return failure(planPath + ": the model it was compiled from, '" + plan.model() +
+                   "', is not there: pass --model MODEL.onnx");
+  auto executor = runtime::Executor::create(plan, 0, model, threads, error);
+  if (!executor)
+    return failure(planPath + ": " + error);
+  if (!readInputs(plan, inputs, *executor))
+    return 1;
+  if (!executor->run(error))
+    return failure(error);
+
+  if (repeat > 0) {
+    std::vector<double> ms;
+    for (int r = 0; r < repeat; ++r) {
+      auto start = std::chrono::steady_clock::now();
+      if (!executor->run(error))
+        return failure(error);
+      ms.push_back(std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - start)
+                       .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    double mean = 0;
+    for (double m : ms)
+      mean += m / ms.size();
+    fmt::print("run: {} runs on {} threads: median {:.3f} ms, mean {:.3f} ms, min {:.3f} ms\n",
+               repeat, executor->threads(), ms[ms.size() / 2], mean, ms.front());
+  }
+
+  if (!outputs.empty()) {
+    if (!isDirectory(outputs) && mkdir(outputs.c_str(), 0777) != 0)
+      return failure("cannot create the output directory '" + outputs + "'");
+    for (int o = 0; o < plan.outputs_size(); ++o) {
+      std::string path = outputs + "/output_" + std::to_string(o) + "." + outputFormat;
+      if (!runtime::writeTensorFile(path, executor->output(o), error))
+        return failure(error);
+    }
+  }
+  return 0;
+}
+
+} // namespace dtc::cli
