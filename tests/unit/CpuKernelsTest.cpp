@@ -1,0 +1,1009 @@
+// Every CPU kernel (but elementwise, tested on its own) against a plain
+// reference loop written here in double, with one and two threads; and the
+// messages makeKernel gives for plans it cannot run.
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ThreadPool.h"
+
+#include <cblas.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+using namespace dtc;
+using namespace dtc::runtime::cpu;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+//===----------------------------------------------------------------------===//
+// Harness
+//===----------------------------------------------------------------------===//
+
+int64_t count(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+plan::TensorType typeOf(plan::DType dtype, const Shape &shape) {
+  plan::TensorType type;
+  type.set_dtype(dtype);
+  for (int64_t d : shape)
+    type.add_shape(d);
+  return type;
+}
+
+Shape shapeOf(const plan::TensorType &type) { return Shape(type.shape().begin(), type.shape().end()); }
+
+/// Bytes per element of the dtypes these tests use.
+int64_t elementSize(plan::DType dtype) {
+  switch (dtype) {
+  case plan::F64:
+  case plan::I64:
+    return 8;
+  case plan::F32:
+  case plan::I32:
+    return 4;
+  case plan::I16:
+  case plan::F16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+struct Tensor {
+  plan::TensorType type;
+  std::vector<char> bytes;
+};
+
+template <class T> Tensor tensor(plan::DType dtype, const Shape &shape, const std::vector<T> &values) {
+  EXPECT_EQ(int64_t(values.size()), count(shape));
+  Tensor t{typeOf(dtype, shape), std::vector<char>(values.size() * sizeof(T))};
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+template <class T> std::vector<T> values(const Tensor &t) {
+  std::vector<T> v(t.bytes.size() / sizeof(T));
+  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  return v;
+}
+
+std::vector<float> randomFloats(int64_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+Tensor randomF32(const Shape &shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  return tensor(plan::F32, shape, randomFloats(count(shape), seed, lo, hi));
+}
+
+/// Consecutive integers 0, 1, 2, ... as T: data movement keeps them exact.
+template <class T> Tensor iota(plan::DType dtype, const Shape &shape) {
+  std::vector<T> v(static_cast<size_t>(count(shape)));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = T(i);
+  return tensor(dtype, shape, v);
+}
+
+/// Prepares `inst` and runs it on a pool of `threads`. Returns the output;
+/// `runError` gets run()'s message when it fails (the test fails if it
+/// fails unexpectedly).
+Tensor runKernel(const plan::Instruction &inst, const std::vector<Tensor> &inputs,
+                 const plan::TensorType &outputType, int threads,
+                 std::string *runError = nullptr) {
+  std::vector<plan::TensorType> inTypes;
+  std::vector<const void *> in;
+  for (const Tensor &t : inputs) {
+    inTypes.push_back(t.type);
+    in.push_back(t.bytes.data());
+  }
+  std::string error;
+  auto kernel = makeKernel(inst, inTypes, {outputType}, error);
+  Tensor out{outputType, {}};
+  EXPECT_TRUE(kernel) << error;
+  if (!kernel)
+    return out;
+  int64_t bytes = count(shapeOf(outputType)) * elementSize(outputType.dtype());
+  // Garbage in the output, so a kernel that skips an element is caught.
+  out.bytes.assign(size_t(bytes), char(0x7f));
+  ThreadPool pool(threads);
+  void *outPtr = out.bytes.data();
+  bool ok = kernel->run(in.data(), &outPtr, pool, error);
+  if (runError)
+    *runError = ok ? "" : error;
+  else
+    EXPECT_TRUE(ok) << error;
+  return out;
+}
+
+/// Runs with 1 and 2 threads; each output element within rel 1e-4 / abs
+/// 1e-5 of the double reference (NaN and infinities must match exactly).
+template <class T = float>
+void expectClose(const plan::Instruction &inst, const std::vector<Tensor> &inputs,
+                 const Shape &outShape, const std::vector<double> &expected) {
+  plan::DType dtype = sizeof(T) == 8 ? plan::F64 : plan::F32;
+  ASSERT_EQ(int64_t(expected.size()), count(outShape));
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    std::vector<T> actual = values<T>(runKernel(inst, inputs, typeOf(dtype, outShape), threads));
+    ASSERT_EQ(actual.size(), expected.size());
+    int reported = 0;
+    for (size_t i = 0; i < actual.size() && reported < 5; ++i) {
+      double a = actual[i], e = expected[i];
+      bool same = std::isnan(e) ? std::isnan(a)
+                  : std::isinf(e) ? a == e
+                                  : std::fabs(a - e) <= 1e-5 + 1e-4 * std::fabs(e);
+      if (!same) {
+        ADD_FAILURE() << "element " << i << ": got " << a << ", expected " << e;
+        ++reported;
+      }
+    }
+  }
+}
+
+/// Runs with 1 and 2 threads; the output bytes must equal `expected`'s.
+void expectExact(const plan::Instruction &inst, const std::vector<Tensor> &inputs,
+                 const Tensor &expected) {
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    Tensor actual = runKernel(inst, inputs, expected.type, threads);
+    EXPECT_TRUE(actual.bytes == expected.bytes);
+  }
+}
+
+/// makeKernel's message for an instruction it must refuse.
+std::string prepareError(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
+                         const plan::TensorType &output) {
+  std::string error;
+  auto kernel = makeKernel(inst, inputs, {output}, error);
+  EXPECT_FALSE(kernel);
+  return error;
+}
+
+/// Row-major multi-index of flat position `flat` in `shape`.
+Shape unflatten(int64_t flat, const Shape &shape) {
+  Shape index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return index;
+}
+
+int64_t flatten(const Shape &index, const Shape &shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    flat = flat * shape[d] + index[d];
+  return flat;
+}
+
+//===----------------------------------------------------------------------===//
+// matmul
+//===----------------------------------------------------------------------===//
+
+plan::Instruction matmulInst(bool transposeLhs = false, bool transposeRhs = false) {
+  plan::Instruction inst;
+  inst.mutable_matmul()->set_transpose_lhs(transposeLhs);
+  inst.mutable_matmul()->set_transpose_rhs(transposeRhs);
+  return inst;
+}
+
+/// The reference matmul; sets `outShape`.
+std::vector<double> refMatMul(const Tensor &lhs, const Tensor &rhs, bool ta, bool tb,
+                              Shape &outShape) {
+  Shape as = shapeOf(lhs.type), bs = shapeOf(rhs.type);
+  std::vector<float> a = values<float>(lhs), b = values<float>(rhs);
+  size_t ar = as.size(), br = bs.size(), rank = std::max(ar, br);
+  int64_t M = ta ? as[ar - 1] : as[ar - 2], K = ta ? as[ar - 2] : as[ar - 1];
+  int64_t N = tb ? bs[br - 2] : bs[br - 1];
+  // Batch shapes right-aligned, padded with 1s.
+  Shape aBatch(rank - 2, 1), bBatch(rank - 2, 1), batch(rank - 2);
+  for (size_t i = 0; i < ar - 2; ++i)
+    aBatch[rank - ar + i] = as[i];
+  for (size_t i = 0; i < br - 2; ++i)
+    bBatch[rank - br + i] = bs[i];
+  for (size_t i = 0; i < rank - 2; ++i)
+    batch[i] = std::max(aBatch[i], bBatch[i]);
+  outShape = batch;
+  outShape.push_back(M);
+  outShape.push_back(N);
+  std::vector<double> out;
+  for (int64_t bi = 0; bi < count(batch); ++bi) {
+    Shape index = unflatten(bi, batch), ai = index, bj = index;
+    for (size_t i = 0; i < index.size(); ++i) {
+      ai[i] = aBatch[i] == 1 ? 0 : index[i];
+      bj[i] = bBatch[i] == 1 ? 0 : index[i];
+    }
+    int64_t aBase = flatten(ai, aBatch) * M * K, bBase = flatten(bj, bBatch) * K * N;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double sum = 0;
+        for (int64_t k = 0; k < K; ++k)
+          sum += double(a[aBase + (ta ? k * M + m : m * K + k)]) *
+                 b[bBase + (tb ? n * K + k : k * N + n)];
+        out.push_back(sum);
+      }
+  }
+  return out;
+}
+
+void checkMatMul(const Shape &lhsShape, const Shape &rhsShape, bool ta = false, bool tb = false) {
+  SCOPED_TRACE("matmul " + ::testing::PrintToString(lhsShape) + " x " +
+               ::testing::PrintToString(rhsShape) + (ta ? " ta" : "") + (tb ? " tb" : ""));
+  Tensor lhs = randomF32(lhsShape, 1), rhs = randomF32(rhsShape, 2);
+  Shape outShape;
+  std::vector<double> expected = refMatMul(lhs, rhs, ta, tb, outShape);
+  expectClose(matmulInst(ta, tb), {lhs, rhs}, outShape, expected);
+}
+
+TEST(MatMulKernel, Plain) { checkMatMul({3, 4}, {4, 5}); }
+
+TEST(MatMulKernel, Transposes) {
+  checkMatMul({4, 3}, {4, 5}, true, false);
+  checkMatMul({3, 4}, {5, 4}, false, true);
+  checkMatMul({4, 3}, {5, 4}, true, true);
+  checkMatMul({2, 4, 3}, {4, 5}, true, false); // a batched lhs that cannot fold
+  checkMatMul({2, 3, 4}, {2, 5, 4}, false, true);
+}
+
+TEST(MatMulKernel, RhsWithoutBatchIsOneGemm) { checkMatMul({2, 3, 7, 4}, {4, 5}); }
+
+TEST(MatMulKernel, BatchBroadcast) {
+  checkMatMul({2, 1, 3, 4}, {5, 4, 6});
+  checkMatMul({3, 4}, {2, 4, 6});
+  checkMatMul({2, 1, 3, 4}, {1, 3, 4, 2});
+}
+
+TEST(MatMulKernel, AttentionBatchesSplitOverThePool) {
+  checkMatMul({2, 4, 32, 16}, {2, 4, 32, 16}, false, true); // q k^T
+  checkMatMul({2, 4, 32, 32}, {2, 4, 32, 16});              // p v
+}
+
+TEST(MatMulKernel, EmptyContractionIsZero) { checkMatMul({3, 0}, {0, 4}); }
+
+TEST(MatMulKernel, Big) { checkMatMul({256, 512}, {512, 384}); }
+
+//===----------------------------------------------------------------------===//
+// conv2d
+//===----------------------------------------------------------------------===//
+
+struct ConvParams {
+  Shape x, w;
+  Shape strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+void checkConv(const ConvParams &p) {
+  SCOPED_TRACE("conv x " + ::testing::PrintToString(p.x) + " w " +
+               ::testing::PrintToString(p.w) + " groups " + std::to_string(p.groups));
+  int64_t N = p.x[0], C = p.x[1], H = p.x[2], W = p.x[3], M = p.w[0], kH = p.w[2],
+          kW = p.w[3], G = p.groups, Cg = C / G, Mg = M / G;
+  int64_t OH = (H + p.pads[0] + p.pads[2] - p.dilations[0] * (kH - 1) - 1) / p.strides[0] + 1;
+  int64_t OW = (W + p.pads[1] + p.pads[3] - p.dilations[1] * (kW - 1) - 1) / p.strides[1] + 1;
+  Tensor x = randomF32(p.x, 3), w = randomF32(p.w, 4), b = randomF32({M}, 5);
+  std::vector<float> xv = values<float>(x), wv = values<float>(w), bv = values<float>(b);
+  std::vector<double> expected;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double sum = p.bias ? bv[m] : 0.0;
+          int64_t g = m / Mg;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t i = 0; i < kH; ++i)
+              for (int64_t j = 0; j < kW; ++j) {
+                int64_t h = oh * p.strides[0] - p.pads[0] + i * p.dilations[0];
+                int64_t ww = ow * p.strides[1] - p.pads[1] + j * p.dilations[1];
+                if (h < 0 || h >= H || ww < 0 || ww >= W)
+                  continue;
+                sum += double(xv[((n * C + g * Cg + c) * H + h) * W + ww]) *
+                       wv[((m * Cg + c) * kH + i) * kW + j];
+              }
+          expected.push_back(sum);
+        }
+  plan::Instruction inst;
+  auto *op = inst.mutable_conv2d();
+  for (int64_t s : p.strides)
+    op->add_strides(s);
+  for (int64_t s : p.pads)
+    op->add_pads(s);
+  for (int64_t s : p.dilations)
+    op->add_dilations(s);
+  op->set_groups(p.groups);
+  std::vector<Tensor> inputs{x, w};
+  if (p.bias)
+    inputs.push_back(b);
+  expectClose(inst, inputs, {N, M, OH, OW}, expected);
+}
+
+TEST(Conv2DKernel, Padding) {
+  checkConv({{2, 4, 7, 7}, {6, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}});
+  checkConv({{1, 3, 6, 5}, {2, 3, 3, 2}, {1, 1}, {2, 0, 1, 3}, {1, 1}, 1, false});
+}
+
+TEST(Conv2DKernel, Stride2) {
+  checkConv({{2, 3, 9, 8}, {4, 3, 3, 3}, {2, 2}, {1, 0, 2, 1}});
+  checkConv({{1, 2, 8, 8}, {3, 2, 1, 1}, {2, 2}, {0, 0, 0, 0}}); // 1x1 but strided
+}
+
+TEST(Conv2DKernel, Dilation2) {
+  checkConv({{1, 3, 9, 9}, {4, 3, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}});
+  checkConv({{1, 2, 10, 9}, {2, 2, 2, 3}, {2, 1}, {0, 1, 0, 1}, {3, 2}, 1, false});
+}
+
+TEST(Conv2DKernel, Groups2) { checkConv({{2, 4, 6, 6}, {6, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2}); }
+
+TEST(Conv2DKernel, Depthwise) {
+  checkConv({{2, 4, 7, 7}, {4, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4});
+  checkConv({{1, 3, 8, 7}, {6, 1, 3, 3}, {2, 2}, {1, 0, 1, 2}, {1, 1}, 3, false}); // multiplier 2
+  checkConv({{1, 2, 9, 9}, {2, 1, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 2});
+}
+
+TEST(Conv2DKernel, OneByOneSkipsIm2col) {
+  checkConv({{2, 4, 5, 6}, {5, 4, 1, 1}});
+  checkConv({{2, 4, 5, 6}, {6, 2, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2, false});
+}
+
+TEST(Conv2DKernel, Big) {
+  checkConv({{1, 16, 32, 32}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}});
+  checkConv({{2, 32, 24, 24}, {32, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 32});
+}
+
+//===----------------------------------------------------------------------===//
+// pool2d
+//===----------------------------------------------------------------------===//
+
+struct PoolParams {
+  Shape x, out; // out: [OH, OW]
+  Shape kernel, strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
+  bool max = true, countIncludePad = false;
+};
+
+/// The ONNX reference's way: a window's cells past input + pads do not
+/// exist; pad cells count for an average only with count_include_pad.
+void checkPool(const PoolParams &p) {
+  SCOPED_TRACE(std::string(p.max ? "max" : "avg") + " pool x " + ::testing::PrintToString(p.x) +
+               " -> " + ::testing::PrintToString(p.out) +
+               (p.countIncludePad ? " count_include_pad" : ""));
+  int64_t N = p.x[0], C = p.x[1], H = p.x[2], W = p.x[3], OH = p.out[0], OW = p.out[1];
+  Tensor x = randomF32(p.x, 6);
+  std::vector<float> xv = values<float>(x);
+  std::vector<double> expected;
+  for (int64_t nc = 0; nc < N * C; ++nc)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        double sum = 0, max = -std::numeric_limits<double>::infinity();
+        int cells = 0, inside = 0;
+        for (int64_t i = 0; i < p.kernel[0]; ++i)
+          for (int64_t j = 0; j < p.kernel[1]; ++j) {
+            int64_t hp = oh * p.strides[0] + i * p.dilations[0]; // in padded coordinates
+            int64_t wp = ow * p.strides[1] + j * p.dilations[1];
+            if (hp >= H + p.pads[0] + p.pads[2] || wp >= W + p.pads[1] + p.pads[3])
+              continue;
+            ++cells;
+            int64_t h = hp - p.pads[0], w = wp - p.pads[1];
+            if (h < 0 || h >= H || w < 0 || w >= W)
+              continue;
+            ++inside;
+            double v = xv[(nc * H + h) * W + w];
+            sum += v;
+            max = std::max(max, v);
+          }
+        int divisor = p.countIncludePad ? cells : inside;
+        expected.push_back(p.max ? max : sum / divisor);
+      }
+  plan::Instruction inst;
+  auto *op = inst.mutable_pool2d();
+  op->set_max(p.max);
+  op->set_count_include_pad(p.countIncludePad);
+  for (int64_t s : p.kernel)
+    op->add_kernel(s);
+  for (int64_t s : p.strides)
+    op->add_strides(s);
+  for (int64_t s : p.pads)
+    op->add_pads(s);
+  for (int64_t s : p.dilations)
+    op->add_dilations(s);
+  expectClose(inst, {x}, {N, C, OH, OW}, expected);
+}
+
+TEST(Pool2DKernel, MaxAndAverage) {
+  for (bool max : {true, false}) {
+    checkPool({{2, 3, 6, 6}, {5, 5}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {1, 1}, max});
+    checkPool({{1, 2, 8, 7}, {3, 3}, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, max});
+  }
+}
+
+TEST(Pool2DKernel, PadsAndCountIncludePad) {
+  checkPool({{2, 3, 7, 7}, {4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true});
+  for (bool include : {false, true}) {
+    checkPool({{2, 3, 7, 7}, {4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, include});
+    checkPool({{1, 2, 5, 6}, {5, 6}, {3, 2}, {1, 1}, {2, 0, 0, 1}, {1, 1}, false, include});
+  }
+}
+
+TEST(Pool2DKernel, CeilModeWindowsRunPastThePaddedInput) {
+  // H=6, k=3, s=2, pads 1: floor gives 3 rows, ceil 4; the last window
+  // starts at padded row 6 and has only rows 6 and 7 of the padded input.
+  for (bool include : {false, true})
+    checkPool({{1, 2, 6, 6}, {4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, include});
+  checkPool({{1, 2, 6, 6}, {4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true});
+  checkPool({{1, 2, 6, 5}, {3, 2}, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, true});
+}
+
+TEST(Pool2DKernel, Dilation) {
+  checkPool({{1, 2, 9, 9}, {7, 7}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {2, 2}, true});
+  checkPool({{1, 2, 9, 9}, {7, 7}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {2, 2}, false, true});
+  checkPool({{1, 2, 9, 10}, {3, 4}, {2, 3}, {3, 2}, {1, 0, 1, 2}, {2, 2}, false, false});
+}
+
+TEST(Pool2DKernel, Big) {
+  checkPool({{2, 32, 32, 32}, {16, 16}, {3, 3}, {2, 2}, {1, 1, 0, 0}, {1, 1}, true});
+  checkPool({{2, 32, 32, 32}, {16, 16}, {3, 3}, {2, 2}, {1, 1, 0, 0}, {1, 1}, false});
+}
+
+//===----------------------------------------------------------------------===//
+// softmax, layer_norm, batch_norm
+//===----------------------------------------------------------------------===//
+
+template <class T = float> void checkSoftmax(const Shape &shape, int64_t axis, bool log) {
+  SCOPED_TRACE((log ? "log_softmax " : "softmax ") + ::testing::PrintToString(shape) +
+               " axis " + std::to_string(axis));
+  std::vector<float> xf = randomFloats(count(shape), 7, -4.0f, 4.0f);
+  std::vector<T> xv(xf.begin(), xf.end());
+  Tensor x = tensor(sizeof(T) == 8 ? plan::F64 : plan::F32, shape, xv);
+  int64_t outer = 1, n = shape[size_t(axis)], inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  std::vector<double> expected(xv.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < inner; ++c) {
+      auto at = [&](int64_t i) { return (o * n + i) * inner + c; };
+      double max = -INFINITY, sum = 0;
+      for (int64_t i = 0; i < n; ++i)
+        max = std::max(max, double(xv[at(i)]));
+      for (int64_t i = 0; i < n; ++i)
+        sum += std::exp(xv[at(i)] - max);
+      for (int64_t i = 0; i < n; ++i)
+        expected[at(i)] = log ? xv[at(i)] - max - std::log(sum) : std::exp(xv[at(i)] - max) / sum;
+    }
+  plan::Instruction inst;
+  inst.mutable_softmax()->set_axis(axis);
+  inst.mutable_softmax()->set_log(log);
+  expectClose<T>(inst, {x}, shape, expected);
+}
+
+TEST(SoftmaxKernel, LastAxis) {
+  for (bool log : {false, true}) {
+    checkSoftmax({4, 5, 6}, 2, log);
+    checkSoftmax({128, 600}, 1, log);
+  }
+}
+
+TEST(SoftmaxKernel, MiddleAndFirstAxis) {
+  for (bool log : {false, true}) {
+    checkSoftmax({4, 5, 6}, 1, log);
+    checkSoftmax({4, 5, 6}, 0, log);
+    checkSoftmax({8, 300, 70}, 1, log); // two column blocks, the second partial
+  }
+}
+
+TEST(SoftmaxKernel, Double) {
+  checkSoftmax<double>({3, 7}, 1, false);
+  checkSoftmax<double>({3, 7, 2}, 1, true);
+}
+
+void checkLayerNorm(const Shape &shape, int64_t axis, bool bias, float offset = 0.0f) {
+  SCOPED_TRACE("layer_norm " + ::testing::PrintToString(shape) + " axis " + std::to_string(axis) +
+               (bias ? " with bias" : ""));
+  Tensor x = randomF32(shape, 8, offset - 1.0f, offset + 1.0f);
+  Shape normalised(shape.begin() + axis, shape.end());
+  Tensor scale = randomF32(normalised, 9), b = randomF32(normalised, 10);
+  std::vector<float> xv = values<float>(x), sv = values<float>(scale), bv = values<float>(b);
+  int64_t n = count(normalised), rows = count(shape) / n;
+  std::vector<double> expected;
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i)
+      mean += xv[r * n + i];
+    mean /= n;
+    for (int64_t i = 0; i < n; ++i)
+      var += (xv[r * n + i] - mean) * (xv[r * n + i] - mean);
+    var /= n;
+    for (int64_t i = 0; i < n; ++i)
+      expected.push_back((xv[r * n + i] - mean) / std::sqrt(var + 1e-5) * sv[i] + (bias ? bv[i] : 0));
+  }
+  plan::Instruction inst;
+  inst.mutable_layer_norm()->set_axis(axis);
+  inst.mutable_layer_norm()->set_epsilon(1e-5);
+  std::vector<Tensor> inputs{x, scale};
+  if (bias)
+    inputs.push_back(b);
+  expectClose(inst, inputs, shape, expected);
+}
+
+TEST(LayerNormKernel, WithAndWithoutBias) {
+  for (bool bias : {true, false}) {
+    checkLayerNorm({3, 4, 5}, 2, bias);
+    checkLayerNorm({3, 4, 5}, 1, bias);
+  }
+}
+
+TEST(LayerNormKernel, LargeMeanAndBig) {
+  checkLayerNorm({16, 64}, 1, true, 1000.0f);
+  checkLayerNorm({256, 768}, 1, true);
+}
+
+void checkBatchNorm(const Shape &shape) {
+  SCOPED_TRACE("batch_norm " + ::testing::PrintToString(shape));
+  int64_t C = shape[1], plane = count(shape) / shape[0] / C;
+  Tensor x = randomF32(shape, 11), scale = randomF32({C}, 12), bias = randomF32({C}, 13),
+         mean = randomF32({C}, 14), var = randomF32({C}, 15, 0.1f, 2.0f);
+  std::vector<float> xv = values<float>(x), sv = values<float>(scale), bv = values<float>(bias),
+                     mv = values<float>(mean), vv = values<float>(var);
+  std::vector<double> expected;
+  for (int64_t i = 0; i < count(shape); ++i) {
+    int64_t c = i / plane % C;
+    expected.push_back((xv[i] - mv[c]) / std::sqrt(vv[c] + 1e-3) * sv[c] + bv[c]);
+  }
+  plan::Instruction inst;
+  inst.mutable_batch_norm()->set_epsilon(1e-3);
+  expectClose(inst, {x, scale, bias, mean, var}, shape, expected);
+}
+
+TEST(BatchNormKernel, Shapes) {
+  checkBatchNorm({2, 3, 4, 5});
+  checkBatchNorm({4, 3});
+  checkBatchNorm({2, 3, 7});
+  checkBatchNorm({4, 16, 32, 32});
+}
+
+//===----------------------------------------------------------------------===//
+// reduce
+//===----------------------------------------------------------------------===//
+
+/// The reference reduction over `axes`; out-of-place doubles, each output
+/// folding the inputs whose index matches it outside the axes.
+std::vector<double> refReduce(const std::vector<double> &x, const Shape &shape, const Shape &axes,
+                              plan::ReduceKind kind, Shape &outShape) {
+  outShape = shape;
+  for (int64_t a : axes)
+    outShape[size_t(a)] = 1;
+  double init = kind == plan::REDUCE_MAX   ? -INFINITY
+                : kind == plan::REDUCE_MIN ? INFINITY
+                                           : 0.0;
+  std::vector<double> out(static_cast<size_t>(count(outShape)), init);
+  for (int64_t i = 0; i < count(shape); ++i) {
+    Shape index = unflatten(i, shape);
+    for (int64_t a : axes)
+      index[size_t(a)] = 0;
+    double &o = out[size_t(flatten(index, outShape))];
+    o = kind == plan::REDUCE_MAX ? std::max(o, x[i]) : kind == plan::REDUCE_MIN ? std::min(o, x[i]) : o + x[i];
+  }
+  if (kind == plan::REDUCE_MEAN)
+    for (double &o : out)
+      o /= double(count(shape) / count(outShape));
+  return out;
+}
+
+plan::Instruction reduceInst(plan::ReduceKind kind, const Shape &axes) {
+  plan::Instruction inst;
+  inst.mutable_reduce()->set_kind(kind);
+  for (int64_t a : axes)
+    inst.mutable_reduce()->add_axes(a);
+  return inst;
+}
+
+const plan::ReduceKind kAllReduceKinds[] = {plan::REDUCE_SUM, plan::REDUCE_MEAN, plan::REDUCE_MAX,
+                                            plan::REDUCE_MIN};
+
+void checkReduce(const Shape &shape, const Shape &axes) {
+  Tensor x = randomF32(shape, 16);
+  std::vector<float> xf = values<float>(x);
+  std::vector<double> xd(xf.begin(), xf.end());
+  for (plan::ReduceKind kind : kAllReduceKinds) {
+    SCOPED_TRACE(plan::ReduceKind_Name(kind) + " " + ::testing::PrintToString(shape) + " axes " +
+                 ::testing::PrintToString(axes));
+    Shape outShape;
+    std::vector<double> expected = refReduce(xd, shape, axes, kind, outShape);
+    expectClose(reduceInst(kind, axes), {x}, outShape, expected);
+  }
+}
+
+TEST(ReduceKernel, AxesPatterns) {
+  for (Shape axes : std::vector<Shape>{{0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {0, 1, 2}})
+    checkReduce({4, 5, 6}, axes);
+  checkReduce({3, 1, 4, 1, 5}, {1, 3});   // only size-1 dims: a copy
+  checkReduce({3, 1, 4, 1, 5}, {0, 3, 4}); // size-1 dims between
+  checkReduce({2, 3, 4, 5}, {1, 3});
+}
+
+TEST(ReduceKernel, Big) {
+  checkReduce({300, 200}, {1});
+  checkReduce({300, 200}, {0});
+  checkReduce({64, 300, 8}, {1});
+}
+
+TEST(ReduceKernel, EmptyReduction) {
+  Tensor x = tensor<float>(plan::F32, {3, 0, 2}, {});
+  std::vector<double> want[] = {std::vector<double>(6, 0.0), std::vector<double>(6, NAN),
+                                std::vector<double>(6, -INFINITY),
+                                std::vector<double>(6, INFINITY)};
+  for (int k = 0; k < 4; ++k)
+    expectClose(reduceInst(kAllReduceKinds[k], {1}), {x}, {3, 1, 2}, want[k]);
+}
+
+TEST(ReduceKernel, Int64) {
+  Shape shape{5, 7, 3};
+  std::vector<int64_t> xv(105);
+  for (size_t i = 0; i < xv.size(); ++i)
+    xv[i] = int64_t(i * 7919 % 201) - 100;
+  std::vector<double> xd(xv.begin(), xv.end());
+  for (plan::ReduceKind kind : {plan::REDUCE_SUM, plan::REDUCE_MAX, plan::REDUCE_MIN})
+    for (Shape axes : std::vector<Shape>{{1}, {0, 2}}) {
+      SCOPED_TRACE(plan::ReduceKind_Name(kind));
+      Shape outShape;
+      std::vector<double> expected = refReduce(xd, shape, axes, kind, outShape);
+      expectExact(reduceInst(kind, axes), {tensor(plan::I64, shape, xv)},
+                  tensor(plan::I64, outShape, std::vector<int64_t>(expected.begin(), expected.end())));
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// gather, transpose, concat, slice, copy, trilu
+//===----------------------------------------------------------------------===//
+
+plan::Instruction gatherInst(int64_t axis) {
+  plan::Instruction inst;
+  inst.mutable_gather()->set_axis(axis);
+  return inst;
+}
+
+/// The reference gather over T elements of `data`.
+template <class T, class Index>
+Tensor refGather(const Tensor &data, const Shape &indexShape, const std::vector<Index> &indices,
+                 int64_t axis) {
+  Shape ds = shapeOf(data.type);
+  std::vector<T> dv = values<T>(data), out;
+  int64_t outer = 1, inner = 1, dim = ds[size_t(axis)];
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= ds[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < ds.size(); ++d)
+    inner *= ds[d];
+  for (int64_t o = 0; o < outer; ++o)
+    for (Index index : indices)
+      for (int64_t i = 0; i < inner; ++i)
+        out.push_back(dv[(o * dim + (index < 0 ? index + dim : index)) * inner + i]);
+  Shape outShape(ds.begin(), ds.begin() + axis);
+  outShape.insert(outShape.end(), indexShape.begin(), indexShape.end());
+  outShape.insert(outShape.end(), ds.begin() + axis + 1, ds.end());
+  return tensor(data.type.dtype(), outShape, out);
+}
+
+TEST(GatherKernel, Axis0NegativeIndices) {
+  Tensor data = randomF32({5, 4}, 17);
+  std::vector<int64_t> indices{0, 4, -1, 2, -5, 1};
+  expectExact(gatherInst(0), {data, tensor(plan::I64, {2, 3}, indices)},
+              refGather<float>(data, {2, 3}, indices, 0));
+}
+
+TEST(GatherKernel, Axis1Int32Indices) {
+  Tensor data = iota<int64_t>(plan::I64, {2, 5, 3});
+  std::vector<int32_t> indices{-4, 0, 3, 4};
+  expectExact(gatherInst(1), {data, tensor(plan::I32, {4}, indices)},
+              refGather<int64_t>(data, {4}, indices, 1));
+  std::vector<int32_t> scalar{2}; // a scalar index drops the axis
+  expectExact(gatherInst(1), {data, tensor(plan::I32, {}, scalar)},
+              refGather<int64_t>(data, {}, scalar, 1));
+}
+
+TEST(GatherKernel, BigEmbedding) {
+  Tensor table = randomF32({1000, 64}, 18);
+  std::vector<int64_t> ids(2000);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = int64_t(i * 37 % 1000);
+  expectExact(gatherInst(0), {table, tensor(plan::I64, {2, 1000}, ids)},
+              refGather<float>(table, {2, 1000}, ids, 0));
+}
+
+TEST(GatherKernel, OutOfRangeIndexFailsTheRun) {
+  Tensor data = randomF32({5, 4}, 19);
+  for (int64_t bad : {5, -6}) {
+    std::string error;
+    runKernel(gatherInst(0), {data, tensor<int64_t>(plan::I64, {3}, {1, bad, 0})},
+              typeOf(plan::F32, {3, 4}), 1, &error);
+    EXPECT_NE(error.find("index " + std::to_string(bad)), std::string::npos) << error;
+    EXPECT_NE(error.find("size 5"), std::string::npos) << error;
+    EXPECT_NE(error.find("-5 to 4"), std::string::npos) << error;
+  }
+}
+
+plan::Instruction transposeInst(const Shape &perm) {
+  plan::Instruction inst;
+  for (int64_t p : perm)
+    inst.mutable_transpose()->add_perm(p);
+  return inst;
+}
+
+/// The reference transpose of T elements.
+template <class T> Tensor refTranspose(const Tensor &x, const Shape &perm) {
+  Shape xs = shapeOf(x.type), ys;
+  for (int64_t p : perm)
+    ys.push_back(xs[size_t(p)]);
+  std::vector<T> xv = values<T>(x), out;
+  for (int64_t i = 0; i < count(ys); ++i) {
+    Shape yi = unflatten(i, ys), xi(xs.size());
+    for (size_t d = 0; d < perm.size(); ++d)
+      xi[size_t(perm[d])] = yi[d];
+    out.push_back(xv[size_t(flatten(xi, xs))]);
+  }
+  return tensor(x.type.dtype(), ys, out);
+}
+
+TEST(TransposeKernel, Permutations) {
+  Tensor x = randomF32({2, 3, 4, 5}, 20);
+  for (Shape perm : std::vector<Shape>{{0, 2, 1, 3}, {3, 2, 1, 0}, {1, 0, 2, 3}, {0, 1, 3, 2},
+                                       {0, 1, 2, 3}, {2, 0, 3, 1}}) {
+    SCOPED_TRACE(::testing::PrintToString(perm));
+    expectExact(transposeInst(perm), {x}, refTranspose<float>(x, perm));
+  }
+}
+
+TEST(TransposeKernel, ElementSizes) {
+  Tensor x64 = iota<int64_t>(plan::I64, {3, 4, 5});
+  expectExact(transposeInst({2, 0, 1}), {x64}, refTranspose<int64_t>(x64, {2, 0, 1}));
+  Tensor x16 = iota<int16_t>(plan::I16, {3, 4, 5});
+  expectExact(transposeInst({1, 2, 0}), {x16}, refTranspose<int16_t>(x16, {1, 2, 0}));
+  Tensor x8 = iota<uint8_t>(plan::U8, {6, 7});
+  expectExact(transposeInst({1, 0}), {x8}, refTranspose<uint8_t>(x8, {1, 0}));
+}
+
+TEST(TransposeKernel, BigAttentionPermutation) {
+  Tensor x = randomF32({4, 64, 8, 32}, 21);
+  expectExact(transposeInst({0, 2, 1, 3}), {x}, refTranspose<float>(x, {0, 2, 1, 3}));
+  expectExact(transposeInst({0, 2, 3, 1}), {x}, refTranspose<float>(x, {0, 2, 3, 1}));
+}
+
+TEST(ConcatKernel, Axes) {
+  Tensor a = iota<float>(plan::F32, {2, 1, 3}), b = randomF32({2, 4, 3}, 22),
+         c = randomF32({2, 2, 3}, 23);
+  std::vector<float> av = values<float>(a), bv = values<float>(b), cv = values<float>(c), out;
+  for (int64_t o = 0; o < 2; ++o) {
+    out.insert(out.end(), av.begin() + o * 3, av.begin() + (o + 1) * 3);
+    out.insert(out.end(), bv.begin() + o * 12, bv.begin() + (o + 1) * 12);
+    out.insert(out.end(), cv.begin() + o * 6, cv.begin() + (o + 1) * 6);
+  }
+  plan::Instruction inst;
+  inst.mutable_concat()->set_axis(1);
+  expectExact(inst, {a, b, c}, tensor(plan::F32, {2, 7, 3}, out));
+
+  Tensor d = iota<int64_t>(plan::I64, {2, 3}), e = iota<int64_t>(plan::I64, {1, 3});
+  inst.mutable_concat()->set_axis(0);
+  expectExact(inst, {d, e}, tensor<int64_t>(plan::I64, {3, 3}, {0, 1, 2, 3, 4, 5, 0, 1, 2}));
+}
+
+plan::Instruction sliceInst(const Shape &offsets, const Shape &strides) {
+  plan::Instruction inst;
+  for (int64_t o : offsets)
+    inst.mutable_slice()->add_offsets(o);
+  for (int64_t s : strides)
+    inst.mutable_slice()->add_strides(s);
+  return inst;
+}
+
+/// The reference slice of T elements.
+template <class T>
+Tensor refSlice(const Tensor &x, const Shape &offsets, const Shape &strides, const Shape &outShape) {
+  Shape xs = shapeOf(x.type);
+  std::vector<T> xv = values<T>(x), out;
+  for (int64_t i = 0; i < count(outShape); ++i) {
+    Shape index = unflatten(i, outShape);
+    for (size_t d = 0; d < index.size(); ++d)
+      index[d] = offsets[d] + index[d] * strides[d];
+    out.push_back(xv[size_t(flatten(index, xs))]);
+  }
+  return tensor(x.type.dtype(), outShape, out);
+}
+
+TEST(SliceKernel, StridesIncludingNegative) {
+  Tensor x = iota<float>(plan::F32, {5, 6});
+  struct Case {
+    Shape offsets, strides, out;
+  } cases[] = {{{4, 1}, {-1, 2}, {3, 3}}, // rows 4,3,2; columns 1,3,5
+               {{1, 5}, {1, -1}, {3, 6}}, // whole rows, reversed
+               {{0, 2}, {2, 1}, {3, 3}},  // contiguous runs
+               {{4, 5}, {-2, -3}, {3, 2}}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c.offsets) + " " + ::testing::PrintToString(c.strides));
+    expectExact(sliceInst(c.offsets, c.strides), {x}, refSlice<float>(x, c.offsets, c.strides, c.out));
+  }
+  Tensor y = iota<int64_t>(plan::I64, {3, 4, 5});
+  expectExact(sliceInst({2, 0, 4}, {-1, 1, -2}), {y},
+              refSlice<int64_t>(y, {2, 0, 4}, {-1, 1, -2}, {3, 4, 3}));
+}
+
+TEST(CopyKernel, Reshape) {
+  Tensor x = iota<int8_t>(plan::I8, {2, 3, 4});
+  Tensor y = x;
+  y.type = typeOf(plan::I8, {6, 4});
+  plan::Instruction inst;
+  inst.mutable_copy();
+  expectExact(inst, {x}, y);
+  Tensor big = randomF32({512, 300}, 24), flat = big;
+  flat.type = typeOf(plan::F32, {153600});
+  expectExact(inst, {big}, flat);
+}
+
+/// The reference trilu of T elements.
+template <class T> Tensor refTrilu(const Tensor &x, bool upper, int64_t k) {
+  Shape xs = shapeOf(x.type);
+  std::vector<T> v = values<T>(x);
+  int64_t rows = xs[xs.size() - 2], cols = xs.back();
+  for (int64_t e = 0; e < count(xs); ++e) {
+    int64_t i = e / cols % rows, j = e % cols;
+    if (upper ? j - i < k : j - i > k)
+      v[size_t(e)] = T(0);
+  }
+  return tensor(x.type.dtype(), xs, v);
+}
+
+TEST(TriluKernel, UpperLowerDiagonals) {
+  Tensor x = randomF32({2, 4, 5}, 25, 1.0f, 2.0f);
+  Tensor xi = iota<int64_t>(plan::I64, {3, 6, 4});
+  for (bool upper : {true, false})
+    for (int64_t k : {-1, 0, 1, 7, -7}) {
+      SCOPED_TRACE((upper ? "upper k " : "lower k ") + std::to_string(k));
+      plan::Instruction inst;
+      inst.mutable_trilu()->set_upper(upper);
+      inst.mutable_trilu()->set_k(k);
+      expectExact(inst, {x}, refTrilu<float>(x, upper, k));
+      expectExact(inst, {xi}, refTrilu<int64_t>(xi, upper, k));
+    }
+}
+
+TEST(DataMovementKernels, EmptyTensors) {
+  Tensor empty = tensor<float>(plan::F32, {0, 3}, {});
+  expectExact(transposeInst({1, 0}), {empty}, tensor<float>(plan::F32, {3, 0}, {}));
+  Tensor x = iota<float>(plan::F32, {2, 2});
+  plan::Instruction concat;
+  concat.mutable_concat()->set_axis(1);
+  expectExact(concat, {x, tensor<float>(plan::F32, {2, 0}, {})}, x);
+  expectExact(gatherInst(0), {x, tensor<int64_t>(plan::I64, {0}, {})},
+              tensor<float>(plan::F32, {0, 2}, {}));
+}
+
+//===----------------------------------------------------------------------===//
+// makeKernel's refusals
+//===----------------------------------------------------------------------===//
+
+void expectMentions(const std::string &error, std::initializer_list<const char *> phrases) {
+  for (const char *phrase : phrases)
+    EXPECT_NE(error.find(phrase), std::string::npos) << "'" << phrase << "' not in: " << error;
+}
+
+TEST(MakeKernel, MatMulShapeMismatch) {
+  expectMentions(prepareError(matmulInst(), {typeOf(plan::F32, {2, 3, 4}), typeOf(plan::F32, {5, 6})},
+                              typeOf(plan::F32, {2, 3, 6})),
+                 {"matmul: contraction sizes differ", "lhs [2,3,4]", "rhs [5,6]"});
+  expectMentions(prepareError(matmulInst(), {typeOf(plan::F32, {2, 3, 4}), typeOf(plan::F32, {3, 4, 5})},
+                              typeOf(plan::F32, {3, 3, 5})),
+                 {"batch dims do not broadcast"});
+  expectMentions(prepareError(matmulInst(), {typeOf(plan::F32, {3, 4}), typeOf(plan::F32, {4, 5})},
+                              typeOf(plan::F32, {3, 6})),
+                 {"output shape [3,6] should be [3,5]"});
+}
+
+TEST(MakeKernel, UnsupportedDType) {
+  expectMentions(prepareError(matmulInst(), {typeOf(plan::I64, {3, 4}), typeOf(plan::I64, {4, 5})},
+                              typeOf(plan::I64, {3, 5})),
+                 {"matmul: dtype I64 is not supported by the CPU backend"});
+  expectMentions(prepareError(reduceInst(plan::REDUCE_MEAN, {0}), {typeOf(plan::I64, {3})},
+                              typeOf(plan::I64, {1})),
+                 {"reduce: dtype I64 is not supported"});
+  plan::Instruction softmax;
+  softmax.mutable_softmax()->set_axis(0);
+  expectMentions(prepareError(softmax, {typeOf(plan::F16, {3})}, typeOf(plan::F16, {3})),
+                 {"softmax: dtype F16 is not supported"});
+}
+
+TEST(MakeKernel, ArityAndUnknownOp) {
+  expectMentions(prepareError(matmulInst(), {typeOf(plan::F32, {3, 4})}, typeOf(plan::F32, {3, 4})),
+                 {"matmul: expected 2 inputs and 1 output, got 1 inputs"});
+  expectMentions(prepareError(plan::Instruction(), {typeOf(plan::F32, {3})}, typeOf(plan::F32, {3})),
+                 {"no operation this runtime knows"});
+}
+
+TEST(MakeKernel, OtherShapeErrors) {
+  plan::Instruction conv;
+  conv.mutable_conv2d()->add_strides(1);
+  expectMentions(prepareError(conv, {typeOf(plan::F32, {1, 2, 5, 5}), typeOf(plan::F32, {3, 2, 3, 3})},
+                              typeOf(plan::F32, {1, 3, 3, 3})),
+                 {"conv2d: strides must have 2 values, got 1"});
+  conv.mutable_conv2d()->add_strides(1);
+  for (int i = 0; i < 4; ++i)
+    conv.mutable_conv2d()->add_pads(0);
+  conv.mutable_conv2d()->add_dilations(1);
+  conv.mutable_conv2d()->add_dilations(1);
+  conv.mutable_conv2d()->set_groups(1);
+  expectMentions(prepareError(conv, {typeOf(plan::F32, {1, 2, 5, 5}), typeOf(plan::F32, {3, 2, 3, 3})},
+                              typeOf(plan::F32, {1, 3, 5, 5})),
+                 {"conv2d: output shape [1,3,5,5] should be [1,3,3,3]"});
+  expectMentions(prepareError(transposeInst({0, 0}), {typeOf(plan::F32, {2, 3})}, typeOf(plan::F32, {2, 2})),
+                 {"transpose: perm [0,0] is not a permutation"});
+  expectMentions(prepareError(sliceInst({0, 1}, {1, 2}), {typeOf(plan::F32, {2, 4})}, typeOf(plan::F32, {2, 3})),
+                 {"slice: dim 1", "leave the input's size 4"});
+  expectMentions(prepareError(gatherInst(0), {typeOf(plan::F32, {5, 4}), typeOf(plan::F32, {2})},
+                              typeOf(plan::F32, {2, 4})),
+                 {"gather: indices of dtype F32 are not supported"});
+  plan::Instruction concat;
+  concat.mutable_concat()->set_axis(1);
+  expectMentions(prepareError(concat, {typeOf(plan::F32, {2, 3}), typeOf(plan::F32, {3, 3})},
+                              typeOf(plan::F32, {2, 6})),
+                 {"concat: input [3,3] should match the output [2,6] except along axis 1"});
+}
+
+//===----------------------------------------------------------------------===//
+// Timing (run with --gtest_also_run_disabled_tests): the kernel's matmul
+// against a direct cblas_sgemm of the same product.
+//===----------------------------------------------------------------------===//
+
+TEST(MatMulKernel, DISABLED_TimingAgainstDirectSgemm) {
+  constexpr int M = 128, K = 256, N = 1024, reps = 200;
+  Tensor x = randomF32({1, M, K}, 26), w = randomF32({K, N}, 27);
+  std::vector<float> y(size_t(M) * N);
+  std::string error;
+  auto kernel = makeKernel(matmulInst(), {x.type, w.type}, {typeOf(plan::F32, {1, M, N})}, error);
+  ASSERT_TRUE(kernel) << error;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    const void *in[] = {x.bytes.data(), w.bytes.data()};
+    void *out[] = {y.data()};
+    auto runKernelOnce = [&] { kernel->run(in, out, pool, error); };
+    auto runSgemmOnce = [&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f,
+                  reinterpret_cast<const float *>(x.bytes.data()), K,
+                  reinterpret_cast<const float *>(w.bytes.data()), N, 0.0f, y.data(), N);
+    };
+    // Interleaved, and the median of each: the machine may be shared.
+    std::vector<double> kernelTimes, sgemmTimes;
+    auto time = [](auto &&body) {
+      auto start = std::chrono::steady_clock::now();
+      body();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    runKernelOnce();
+    runSgemmOnce();
+    for (int r = 0; r < reps; ++r) {
+      kernelTimes.push_back(time(runKernelOnce));
+      sgemmTimes.push_back(time(runSgemmOnce));
+    }
+    auto median = [](std::vector<double> &v) {
+      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+      return v[v.size() / 2];
+    };
+    double viaKernel = median(kernelTimes), direct = median(sgemmTimes);
+    double gflops = 2.0 * M * N * K / 1e9;
+    std::printf("[1,%d,%d]x[%d,%d], %d thread(s): kernel %.1f us (%.1f GFLOP/s), direct sgemm "
+                "%.1f us (%.1f GFLOP/s); the kernel runs at %.1f%% of direct\n",
+                M, K, K, N, threads, viaKernel * 1e6, gflops / viaKernel, direct * 1e6,
+                gflops / direct, 100.0 * direct / viaKernel);
+  }
+}
+
+} // namespace

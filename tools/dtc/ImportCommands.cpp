@@ -7,11 +7,17 @@
 #include "tools/Registration.h"
 #include "tools/dtc/PlanPrinter.h"
 
+#include "onnx.pb.h"
+
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+#include <iterator>
+#include <map>
 
 namespace dtc::cli {
 namespace {
@@ -66,6 +72,37 @@ int takeModel(const std::string &command, const std::string &arg, ModelOptions &
            -1;
   options.model = arg;
   return 0;
+}
+
+/// Names where each parameter's bytes live in external data (file and
+/// offset), so a rank can read its shard without parsing the model.
+bool fillParameterSources(const std::string &modelPath, plan::Plan &plan, std::string &error) {
+  std::ifstream in(modelPath, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) {
+    error = modelPath + ": cannot parse the model again to locate its parameters";
+    return false;
+  }
+  std::map<std::string, const ::onnx::TensorProto *> initializers;
+  for (const auto &init : model.graph().initializer())
+    initializers[init.name()] = &init;
+  for (auto &rank : *plan.mutable_ranks())
+    for (auto &buffer : *rank.mutable_buffers()) {
+      if (!buffer.has_parameter())
+        continue;
+      auto it = initializers.find(buffer.parameter().initializer());
+      if (it == initializers.end() ||
+          it->second->data_location() != ::onnx::TensorProto::EXTERNAL)
+        continue;
+      for (const auto &entry : it->second->external_data()) {
+        if (entry.key() == "location")
+          buffer.mutable_parameter()->set_file(entry.value());
+        else if (entry.key() == "offset")
+          buffer.mutable_parameter()->set_offset(std::strtoll(entry.value().c_str(), nullptr, 10));
+      }
+    }
+  return true;
 }
 
 } // namespace
@@ -146,6 +183,8 @@ int runCompile(const Args &args) {
   plan.set_producer("dtc 0.1.0");
   if (mlir::failed(compileToPlan(*module, plan)))
     return 1; // the diagnostics are printed
+  if (!fillParameterSources(options.model, plan, error))
+    return failure(error);
   if (!runtime::validatePlan(plan, error))
     return failure("internal error: the compiler wrote an invalid plan: " + error);
   std::string bytes;

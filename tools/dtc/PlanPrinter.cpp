@@ -180,8 +180,13 @@ std::string printPlan(const plan::Plan &plan) {
       std::string outs = bufferList(inst.outputs());
       std::string type = inst.outputs_size() ? typeToString(rank.buffers(inst.outputs(0)).type())
                                              : "";
-      line(fmt::format("  {:>4}  {} = {}({})  {}", i, outs, describe(inst),
-                       bufferList(inst.inputs()), type));
+      // "matmul transpose_rhs" -> "matmul(%0, %1) transpose_rhs".
+      std::string what = describe(inst);
+      size_t space = what.find(' ');
+      std::string name = what.substr(0, space);
+      std::string attrs = space == std::string::npos ? "" : what.substr(space);
+      line(fmt::format("  {:>4}  {} = {}({}){}  : {}", i, outs, name, bufferList(inst.inputs()),
+                       attrs, type));
     }
     line(fmt::format("rank {} buffers (offset in the arena, type, what it holds):", r));
     for (int b = 0; b < rank.buffers_size(); ++b) {

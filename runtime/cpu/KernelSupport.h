@@ -1,0 +1,152 @@
+//===- KernelSupport.h - shared pieces of the CPU kernels -------*- C++ -*-===//
+//
+// Internal to runtime/cpu: the factory of each kernel family, and the small
+// things they all use (shapes as vectors, messages, a kernel made from a
+// lambda, the threading grain).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_CPU_KERNELSUPPORT_H
+#define DTC_RUNTIME_CPU_KERNELSUPPORT_H
+
+#include "runtime/cpu/Kernels.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+#include <utility>
+
+namespace dtc::runtime::cpu {
+
+using Shape = std::vector<int64_t>;
+
+/// The buffer types an instruction is prepared with; kernels here have one
+/// output.
+struct KernelTypes {
+  const std::vector<plan::TensorType> &inputs;
+  const plan::TensorType &output;
+};
+
+/// A kernel family's factory. Messages it leaves in `error` lack the op
+/// name; makeKernel prefixes it.
+using KernelFactory = std::unique_ptr<Kernel> (*)(const plan::Instruction &,
+                                                  const KernelTypes &, std::string &);
+
+// MatMulKernels.cpp: the ops that go through sgemm.
+std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &, const KernelTypes &,
+                                         std::string &);
+std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &, const KernelTypes &,
+                                         std::string &);
+// PoolKernel.cpp
+std::unique_ptr<Kernel> makePool2DKernel(const plan::Instruction &, const KernelTypes &,
+                                         std::string &);
+// NormKernels.cpp
+std::unique_ptr<Kernel> makeSoftmaxKernel(const plan::Instruction &, const KernelTypes &,
+                                          std::string &);
+std::unique_ptr<Kernel> makeLayerNormKernel(const plan::Instruction &, const KernelTypes &,
+                                            std::string &);
+std::unique_ptr<Kernel> makeBatchNormKernel(const plan::Instruction &, const KernelTypes &,
+                                            std::string &);
+// ReduceKernel.cpp
+std::unique_ptr<Kernel> makeReduceKernel(const plan::Instruction &, const KernelTypes &,
+                                         std::string &);
+// DataMovementKernels.cpp: byte movers, blind to what the bytes mean.
+std::unique_ptr<Kernel> makeGatherKernel(const plan::Instruction &, const KernelTypes &,
+                                         std::string &);
+std::unique_ptr<Kernel> makeTransposeKernel(const plan::Instruction &, const KernelTypes &,
+                                            std::string &);
+std::unique_ptr<Kernel> makeConcatKernel(const plan::Instruction &, const KernelTypes &,
+                                         std::string &);
+std::unique_ptr<Kernel> makeSliceKernel(const plan::Instruction &, const KernelTypes &,
+                                        std::string &);
+std::unique_ptr<Kernel> makeCopyKernel(const plan::Instruction &, const KernelTypes &,
+                                       std::string &);
+std::unique_ptr<Kernel> makeTriluKernel(const plan::Instruction &, const KernelTypes &,
+                                        std::string &);
+
+/// Loops shorter than this many elements (or multiply-adds) stay on the
+/// calling thread: waking the pool costs more than they do.
+constexpr int64_t kSerialWork = 32768;
+
+/// The parallelFor grain for items that each cost `workPerItem` elements.
+inline int64_t grainFor(int64_t workPerItem) {
+  return workPerItem >= kSerialWork ? 1 : kSerialWork / std::max<int64_t>(workPerItem, 1);
+}
+
+/// The output positions o in [0, count) whose input coordinate
+/// `start + o * step` (step >= 1) falls inside [0, size): a half-open range.
+/// Convolution and pooling windows use it to skip padding without a test
+/// per element.
+inline std::pair<int64_t, int64_t> windowRange(int64_t start, int64_t step, int64_t size,
+                                               int64_t count) {
+  auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  int64_t lo = start >= 0 ? 0 : ceilDiv(-start, step);
+  int64_t hi = start >= size ? 0 : ceilDiv(size - start, step);
+  hi = std::min(hi, count);
+  return {std::min(lo, hi), hi};
+}
+
+inline Shape shapeOf(const plan::TensorType &type) {
+  return Shape(type.shape().begin(), type.shape().end());
+}
+
+/// The product of shape[begin, end).
+int64_t product(const Shape &shape, size_t begin, size_t end);
+inline int64_t product(const Shape &shape) { return product(shape, 0, shape.size()); }
+
+/// "[2,3,4]", as messages show shapes.
+std::string shapeString(const Shape &shape);
+inline std::string shapeString(const plan::TensorType &type) {
+  return shapeString(shapeOf(type));
+}
+
+/// Bytes per element; 0 for an invalid dtype.
+int64_t elementBytes(plan::DType dtype);
+
+/// Null, with `message` in `error`: `return fail(error, "...")`.
+std::nullptr_t fail(std::string &error, std::string message);
+
+/// Whether `dtype` is one of `supported`; if not, says so in `error`.
+bool checkDType(plan::DType dtype, std::initializer_list<plan::DType> supported,
+                std::string &error);
+
+/// Whether every input has the output's dtype; if not, says which differs.
+bool checkSameDType(const KernelTypes &types, std::string &error);
+
+/// Whether the output has input 0's shape (for ops that keep it); if not,
+/// says so in `error`.
+bool checkSameShape(const KernelTypes &types, std::string &error);
+
+/// Reads an attribute list that must have `count` values, each >= `min`
+/// (strides, pads, dilations); `name` is for the message.
+bool readAttribute(const google::protobuf::RepeatedField<int64_t> &values, const char *name,
+                   int count, int64_t min, std::vector<int64_t> &out, std::string &error);
+
+/// A kernel whose run is `Run`: either (inputs, outputs, pool), which cannot
+/// fail, or (inputs, outputs, pool, error) -> bool.
+template <class Run> class FunctionKernel final : public Kernel {
+public:
+  explicit FunctionKernel(Run run) : run_(std::move(run)) {}
+  bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
+           std::string &error) override {
+    if constexpr (std::is_invocable_v<Run &, const void *const *, void *const *,
+                                      ThreadPool &, std::string &>) {
+      return run_(inputs, outputs, pool, error);
+    } else {
+      run_(inputs, outputs, pool);
+      return true;
+    }
+  }
+
+private:
+  Run run_;
+};
+
+template <class Run> std::unique_ptr<Kernel> makeFunctionKernel(Run run) {
+  return std::make_unique<FunctionKernel<Run>>(std::move(run));
+}
+
+} // namespace dtc::runtime::cpu
+
+#endif // DTC_RUNTIME_CPU_KERNELSUPPORT_H

@@ -1,0 +1,126 @@
+//===- PoolKernel.cpp - max and average pooling over 2-D windows ----------===//
+//
+// Follows onnxruntime (and the ONNX reference): padding never wins a max;
+// an average divides by the cells inside the input, or with
+// count_include_pad by the cells inside input + pads. A window that ceil_mode
+// lets run past the padded input counts only what is inside it.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/ThreadPool.h"
+
+#include <limits>
+
+namespace dtc::runtime::cpu {
+namespace {
+
+struct PoolGeometry {
+  int64_t H = 0, W = 0, OH = 0, OW = 0;
+  int64_t kH = 1, kW = 1, strideH = 1, strideW = 1, dilationH = 1, dilationW = 1;
+  int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+  bool countIncludePad = false;
+};
+
+/// The taps [lo, hi) of one window dim that fall inside the input, and how
+/// many fall inside input + pads.
+struct WindowTaps {
+  int64_t lo, hi, padded;
+};
+
+WindowTaps windowTaps(int64_t start, int64_t taps, int64_t dilation, int64_t size,
+                      int64_t padBefore, int64_t padAfter) {
+  auto [lo, hi] = windowRange(start, dilation, size, taps);
+  int64_t padded =
+      windowRange(start + padBefore, dilation, size + padBefore + padAfter, taps).second;
+  return {lo, hi, padded};
+}
+
+template <bool Max> void poolPlane(const PoolGeometry &g, const float *in, float *out) {
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    int64_t top = oh * g.strideH - g.padTop;
+    WindowTaps rows = windowTaps(top, g.kH, g.dilationH, g.H, g.padTop, g.padBottom);
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      int64_t left = ow * g.strideW - g.padLeft;
+      WindowTaps cols = windowTaps(left, g.kW, g.dilationW, g.W, g.padLeft, g.padRight);
+      float acc = Max ? std::numeric_limits<float>::lowest() : 0.0f;
+      for (int64_t i = rows.lo; i < rows.hi; ++i) {
+        int64_t rowStart = (top + i * g.dilationH) * g.W + left;
+        for (int64_t j = cols.lo; j < cols.hi; ++j) {
+          float v = in[rowStart + j * g.dilationW];
+          acc = Max ? std::max(acc, v) : acc + v;
+        }
+      }
+      if (!Max) {
+        int64_t count = g.countIncludePad ? rows.padded * cols.padded
+                                          : (rows.hi - rows.lo) * (cols.hi - cols.lo);
+        acc = count > 0 ? acc / float(count) : 0.0f;
+      }
+      out[oh * g.OW + ow] = acc;
+    }
+  }
+}
+
+} // namespace
+
+std::unique_ptr<Kernel> makePool2DKernel(const plan::Instruction &inst,
+                                         const KernelTypes &types, std::string &error) {
+  const plan::Pool2D &op = inst.pool2d();
+  if (!checkDType(types.output.dtype(), {plan::F32}, error) ||
+      !checkSameDType(types, error))
+    return nullptr;
+  Shape x = shapeOf(types.inputs[0]), y = shapeOf(types.output);
+  if (x.size() != 4)
+    return fail(error, "input must be rank 4 [N,C,H,W], got " + shapeString(x));
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  if (!readAttribute(op.kernel(), "kernel", 2, 1, kernel, error) ||
+      !readAttribute(op.strides(), "strides", 2, 1, strides, error) ||
+      !readAttribute(op.pads(), "pads", 4, 0, pads, error) ||
+      !readAttribute(op.dilations(), "dilations", 2, 1, dilations, error))
+    return nullptr;
+  PoolGeometry g;
+  g.H = x[2], g.W = x[3];
+  g.kH = kernel[0], g.kW = kernel[1];
+  g.strideH = strides[0], g.strideW = strides[1];
+  g.dilationH = dilations[0], g.dilationW = dilations[1];
+  g.padTop = pads[0], g.padLeft = pads[1], g.padBottom = pads[2], g.padRight = pads[3];
+  g.countIncludePad = op.count_include_pad();
+
+  // The output may have been sized with floor or ceil (ceil_mode).
+  Shape lowest{x[0], x[1]}, highest{x[0], x[1]};
+  int64_t sizes[] = {g.H, g.W};
+  for (int d = 0; d < 2; ++d) {
+    int64_t span = dilations[d] * (kernel[d] - 1) + 1;
+    int64_t room = sizes[d] + pads[d] + pads[d + 2] - span;
+    if (room < 0)
+      return fail(error, "the window " + shapeString(kernel) + " (dilations " +
+                             shapeString(dilations) + ") is larger than the padded input " +
+                             shapeString(x));
+    lowest.push_back(room / strides[d] + 1);
+    highest.push_back((room + strides[d] - 1) / strides[d] + 1);
+  }
+  if (y.size() != 4 || y[0] != x[0] || y[1] != x[1] || y[2] < lowest[2] ||
+      y[2] > highest[2] || y[3] < lowest[3] || y[3] > highest[3])
+    return fail(error, "output shape " + shapeString(y) + " should be " +
+                           shapeString(lowest) +
+                           (lowest == highest ? "" : " or, with ceil_mode, " +
+                                                         shapeString(highest)) +
+                           " for input " + shapeString(x));
+  g.OH = y[2], g.OW = y[3];
+
+  bool max = op.max();
+  return makeFunctionKernel([g, max, planes = x[0] * x[1]](const void *const *inputs,
+                                                          void *const *outputs,
+                                                          ThreadPool &pool) {
+    const float *in = static_cast<const float *>(inputs[0]);
+    float *out = static_cast<float *>(outputs[0]);
+    pool.parallelFor(planes, grainFor(g.OH * g.OW * g.kH * g.kW), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const float *src = in + p * g.H * g.W;
+        float *dst = out + p * g.OH * g.OW;
+        max ? poolPlane<true>(g, src, dst) : poolPlane<false>(g, src, dst);
+      }
+    });
+  });
+}
+
+} // namespace dtc::runtime::cpu
