@@ -1,10 +1,39 @@
 #!/usr/bin/env bash
-# Sets everything up, builds, generates the example models and imports the
-# small GPT into dtc's graph dialect, printing it.
+# Sets everything up, builds, generates the example models, then compiles the
+# small GPT into a plan, shows the plan, runs it on the CPU and compares the
+# logits with onnxruntime's.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/setup.sh"
-models="$root/build/models"
-python3 "$root/tests/models/generate.py" "$models"
-echo "== dtc import $models/gpt.onnx --shape batch=2 --shape seq=16"
-"$root/build/bin/dtc" import "$models/gpt.onnx" --shape batch=2 --shape seq=16
+dtc="$root/build/bin/dtc"
+demo="$root/build/demo"
+rm -rf "$demo" && mkdir -p "$demo/inputs"
+python3 "$root/tests/models/generate.py" "$demo/models"
+
+echo
+echo "== dtc compile gpt.onnx --shape batch=2 --shape seq=16 -o gpt.dtcp"
+"$dtc" compile "$demo/models/gpt.onnx" --shape batch=2 --shape seq=16 -o "$demo/gpt.dtcp"
+
+echo
+echo "== dtc plan gpt.dtcp (first 40 lines)"
+"$dtc" plan "$demo/gpt.dtcp" | head -40
+
+python3 -c "import numpy as np; np.save('$demo/inputs/input_ids.npy', np.random.RandomState(0).randint(0, 256, (2, 16)).astype(np.int64))"
+echo
+echo "== dtc run gpt.dtcp --inputs inputs --outputs outputs --output-format npy --repeat 20"
+"$dtc" run "$demo/gpt.dtcp" --inputs "$demo/inputs" --outputs "$demo/outputs" --output-format npy --repeat 20
+
+python3 - "$demo" <<'PY'
+import sys
+import numpy as np
+import onnxruntime as ort
+demo = sys.argv[1]
+ids = np.load(f"{demo}/inputs/input_ids.npy")
+want = ort.InferenceSession(f"{demo}/models/gpt.onnx", providers=["CPUExecutionProvider"]).run(
+    None, {"input_ids": ids})[0]
+got = np.load(f"{demo}/outputs/output_0.npy")
+ok = got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5)
+print(f"\nlogits {got.shape}: max |dtc - onnxruntime| = {np.abs(got - want).max():.3g} "
+      f"-> {'matches onnxruntime' if ok else 'MISMATCH'}")
+sys.exit(0 if ok else 1)
+PY

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 namespace dtc {
 namespace {
 
@@ -51,21 +53,41 @@ std::string ints(const google::protobuf::RepeatedField<int64_t> &values) {
   return fmt::format("[{}]", fmt::join(values.begin(), values.end(), ","));
 }
 
-/// The expression rooted at `node`, nested: add(in0, mul(in1, 0.5)).
-std::string formatExpr(const plan::Elementwise &expr, int node) {
-  const plan::ExprNode &n = expr.nodes(node);
-  if (n.op() == plan::INPUT)
-    return fmt::format("in{}", n.args(0));
-  if (n.op() == plan::CONSTANT)
-    return fmt::format("{:g}", n.value());
-  std::vector<std::string> args;
-  for (uint32_t a : n.args())
-    args.push_back(formatExpr(expr, a));
-  if (n.op() == plan::CLIP)
-    args.push_back(fmt::format("{:g}, {:g}", n.value(), n.value2()));
-  if (n.op() == plan::CAST)
-    return fmt::format("cast<{}>({})", runtime::dtypeName(n.dtype()), fmt::join(args, ", "));
-  return fmt::format("{}({})", exprName(n.op()), fmt::join(args, ", "));
+/// The expression as nested calls, add(in0, mul(in1, 0.5)); a computed
+/// node read more than once is printed once as a binding, "t2 = ...; ".
+std::string formatExpr(const plan::Elementwise &expr) {
+  std::vector<int> uses(expr.nodes_size(), 0);
+  for (const auto &n : expr.nodes())
+    if (n.op() != plan::INPUT)
+      for (uint32_t a : n.args())
+        ++uses[a];
+  auto shared = [&](int i) {
+    auto op = expr.nodes(i).op();
+    return uses[i] > 1 && op != plan::INPUT && op != plan::CONSTANT;
+  };
+  std::function<std::string(int, bool)> format = [&](int node, bool top) -> std::string {
+    const plan::ExprNode &n = expr.nodes(node);
+    if (n.op() == plan::INPUT)
+      return fmt::format("in{}", n.args(0));
+    if (n.op() == plan::CONSTANT)
+      return fmt::format("{:g}", n.value());
+    if (!top && shared(node))
+      return fmt::format("t{}", node);
+    std::vector<std::string> args;
+    for (uint32_t a : n.args())
+      args.push_back(format(a, false));
+    if (n.op() == plan::CLIP)
+      args.push_back(fmt::format("{:g}, {:g}", n.value(), n.value2()));
+    if (n.op() == plan::CAST)
+      return fmt::format("cast<{}>({})", runtime::dtypeName(n.dtype()), fmt::join(args, ", "));
+    return fmt::format("{}({})", exprName(n.op()), fmt::join(args, ", "));
+  };
+  std::string text;
+  int last = expr.nodes_size() - 1;
+  for (int i = 0; i < last; ++i)
+    if (shared(i))
+      text += fmt::format("t{} = {}; ", i, format(i, true));
+  return text + format(last, true);
 }
 
 /// The op's name and its attributes, e.g. "matmul transpose_rhs".
@@ -78,8 +100,7 @@ std::string describe(const plan::Instruction &inst) {
     return s;
   }
   case plan::Instruction::kElementwise:
-    return "elementwise " +
-           formatExpr(inst.elementwise(), inst.elementwise().nodes_size() - 1);
+    return "elementwise " + formatExpr(inst.elementwise());
   case plan::Instruction::kSoftmax:
     return fmt::format("{} axis={}", inst.softmax().log() ? "log_softmax" : "softmax",
                        inst.softmax().axis());
