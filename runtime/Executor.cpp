@@ -78,6 +78,8 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
     error = "cannot allocate the rank's arena of " + std::to_string(arenaBytes) + " bytes";
     return nullptr;
   }
+  // Bytes no buffer source fills start as zeros, not as whatever was there.
+  std::memset(ex->arena_, 0, arenaBytes);
 
   // Parameters and constants, once.
   ParameterReader reader;

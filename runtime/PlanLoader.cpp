@@ -165,6 +165,9 @@ private:
     int64_t bytes = byteSize(buffer.type());
     if (bytes < 0)
       return fail(where + " ('" + buffer.name() + "'): invalid type");
+    if (buffer.offset() % dtypeBytes(buffer.type().dtype()) != 0)
+      return fail(where + " ('" + buffer.name() + "'): offset " +
+                  std::to_string(buffer.offset()) + " is not a multiple of its element size");
     if (buffer.offset() < 0 || buffer.offset() > rank.arena_bytes() ||
         rank.arena_bytes() - buffer.offset() < bytes)
       return fail(where + " ('" + buffer.name() + "'): bytes [" +

@@ -80,6 +80,13 @@ TEST(PlanLoader, RejectsBufferOutsideArena) {
   EXPECT_NE(errorOf(p).find("outside the arena"), std::string::npos);
 }
 
+TEST(PlanLoader, RejectsMisalignedBuffer) {
+  // Found by the plan fuzzer: kernels read floats at the buffer's offset.
+  auto p = reluPlan();
+  p.mutable_ranks(0)->mutable_buffers(1)->set_offset(3);
+  EXPECT_NE(errorOf(p).find("not a multiple of its element size"), std::string::npos);
+}
+
 TEST(PlanLoader, RejectsExpressionReferringForward) {
   auto p = reluPlan();
   p.mutable_ranks(0)->mutable_instructions(0)->mutable_elementwise()->mutable_nodes(1)->set_args(0, 1);
