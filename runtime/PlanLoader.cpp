@@ -72,7 +72,7 @@ Arity arityOf(const Instruction &inst) {
   case Instruction::kMatmul:
     return {2, 2, 1};
   case Instruction::kElementwise:
-    return {1, 1 << 16, 1};
+    return {0, 1 << 16, 1}; // no inputs: an expression of constants
   case Instruction::kLayerNorm:
     return {2, 3, 1};
   case Instruction::kBatchNorm:

@@ -30,9 +30,11 @@ template <class T> void softmaxRow(const T *x, T *y, int64_t n, bool log) {
     sum += e;
   }
   if (log) {
-    T shift = max + T(std::log(sum));
+    // (x - max) - log(sum), not x - (max + log(sum)): with a large max the
+    // sum of the two would round away log(sum)'s low digits.
+    T logSum = T(std::log(sum));
     for (int64_t i = 0; i < n; ++i)
-      y[i] = x[i] - shift;
+      y[i] = (x[i] - max) - logSum;
   } else {
     T scale = T(1.0 / sum);
     for (int64_t i = 0; i < n; ++i)
@@ -62,13 +64,13 @@ void softmaxColumns(const T *x, T *y, int64_t n, int64_t inner, int64_t width, b
         y[i * inner + c] = e;
       sum[c] += e;
     }
-  T post[kSoftmaxColumns]; // what each column's values are shifted or scaled by
+  T post[kSoftmaxColumns]; // log(sum) to subtract, or 1/sum to scale by
   for (int64_t c = 0; c < width; ++c)
-    post[c] = log ? max[c] + T(std::log(sum[c])) : T(1.0 / sum[c]);
+    post[c] = log ? T(std::log(sum[c])) : T(1.0 / sum[c]);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < width; ++c) {
       T &out = y[i * inner + c];
-      out = log ? x[i * inner + c] - post[c] : out * post[c];
+      out = log ? (x[i * inner + c] - max[c]) - post[c] : out * post[c];
     }
 }
 

@@ -3,21 +3,34 @@
 
 Usage:
     python3 tests/conformance/node_tests.py --dtc build/bin/dtc [--jobs N]
-        [--filter SUBSTR] [--expect-failures FILE | --no-expect-failures] [-v]
+        [--filter SUBSTR] [--expect-failures FILE | --no-expect-failures]
+        [--expect-runtime-failures FILE] [--import-only] [-v]
 
 For every test in onnx/backend/test/data/node that dtc claims to support, this
 runs `dtc import model.onnx` and checks that the signature of the emitted
 `func.func @main` has exactly the result shapes and element types of the
-reference outputs. It does not execute anything: it is a check of the importer
-and of shape/type inference, which is the part every later stage depends on.
+reference outputs: a check of the importer and of shape/type inference, which
+is the part every later stage depends on.
+
+Every test that imports is then compiled (`dtc compile`, the same --freeze
+arguments) and run (`dtc run --threads 1`) on each of its test_data_set_*/,
+and every output is compared with the reference output_<i>.pb: dtype and
+shape exactly, integers and bools exactly, floats by np.allclose(rtol=1e-4,
+atol=1e-5) with NaNs in the same places. --import-only skips this.
 
 Tests dtc does not claim to support (op not in `dtc import --list-ops`, opset
 outside `dtc import --list-opsets`, foreign domains, model-local functions,
 non-tensor graph I/O) are skipped rather than failed, so the pass rate tracks
 real regressions instead of the size of the op list.
 
-Exit status: 0 if nothing failed, 1 if any test failed (including an XPASS of
-a listed known failure), 2 if dtc could not be queried at all.
+Known, understood failures are listed per stage: known_failures.txt for the
+import check, known_runtime_failures.txt for compile/run/numerics, one
+'test_name  # reason' per line. A listed test that passes fails the run
+("unexpectedly passed"), so the lists stay honest.
+
+Exit status: 0 if nothing failed, 1 if any test failed (including an
+unexpected pass of a listed known failure), 2 if dtc could not be queried at
+all.
 """
 
 import argparse
@@ -28,13 +41,18 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 
 import onnx
 from onnx import TensorProto
 
-DEFAULT_DOMAINS = ("", "ai.onnx")
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(SCRIPT_DIR, "..", "numerics"))
+from dtc_cli import Comparison, DtcCli, DtcError, first_line, read_tensor  # noqa: E402
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
 DEFAULT_KNOWN_FAILURES = os.path.join(SCRIPT_DIR, "known_failures.txt")
+DEFAULT_KNOWN_RUNTIME_FAILURES = os.path.join(SCRIPT_DIR, "known_runtime_failures.txt")
 
 # ONNX element type -> MLIR builtin element type spelling. Keyed on the
 # TensorProto enum rather than numpy dtypes because the enum covers types
@@ -85,13 +103,6 @@ def query_dtc(dtc):
         sys.exit(f"error: cannot parse '{dtc} import --list-opsets' output {fields!r}; "
                  "expected 'MIN MAX'")
     return ops, (lo, hi)
-
-
-def first_line(text):
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
 
 
 # ---------------------------------------------------------------------------
@@ -265,7 +276,7 @@ def iter_nodes(graph):
 
 
 def classify(test_dir, ops, opset_range):
-    """Return the expected results of a test, or raise SkipTest(category, detail)."""
+    """Return the NodeTest for a test dir, or raise SkipTest(category, detail)."""
     model = onnx.load(os.path.join(test_dir, "model.onnx"), load_external_data=False)
 
     opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
@@ -296,30 +307,52 @@ def classify(test_dir, ops, opset_range):
             if node.op_type == "Cast" and attr.name == "to" and attr.i not in DTC_ELEMENT_TYPES:
                 raise SkipTest("unsupported element type", TensorProto.DataType.Name(attr.i))
 
-    return expected_outputs(test_dir, model), frozen_inputs(test_dir, model)
+    frozen, fed = split_inputs(test_dir, model)
+    return NodeTest(test_dir, expected_outputs(test_dir, model), frozen, fed)
 
 
-def frozen_inputs(test_dir, model):
+class NodeTest:
+    """A node test dtc claims to support, with what checking it needs."""
+
+    def __init__(self, test_dir, expected, frozen, fed):
+        self.dir = test_dir
+        self.expected = expected  # [(output name, shape, MLIR element type)]
+        self.frozen = frozen      # [(input name, input index)]: --freeze'd
+        self.fed = fed            # [input index]: the plan's inputs, in order
+
+    def data_sets(self):
+        return sorted(d for d in os.listdir(self.dir) if d.startswith("test_data_set_"))
+
+    def freeze_args(self, data_set):
+        return [(name, os.path.join(self.dir, data_set, f"input_{i}.pb"))
+                for name, i in self.frozen]
+
+
+def split_inputs(test_dir, model):
     """Integer, bool and scalar inputs are bound to their test values with --freeze.
 
     Node tests feed shapes, axes, split sizes and the like as graph inputs;
     dtc compiles static shapes, so those must be constants at import. Float
-    inputs stay runtime inputs.
+    inputs stay runtime inputs. Returns ([(name, input index)] to freeze,
+    [input index] fed at run time); input_<i>.pb is the i-th graph input that
+    is not an initializer.
     """
     initializers = {t.name for t in model.graph.initializer}
     data_dir = os.path.join(test_dir, "test_data_set_0")
-    frozen = []
+    frozen, fed = [], []
     index = 0
     for vi in model.graph.input:
         if vi.name in initializers:
             continue
         path = os.path.join(data_dir, f"input_{index}.pb")
-        index += 1
         tt = vi.type.tensor_type
         scalar = tt.HasField("shape") and len(tt.shape.dim) == 0
         if (tt.elem_type in FROZEN_ELEMENT_TYPES or scalar) and os.path.exists(path):
-            frozen.append((vi.name, path))
-    return frozen
+            frozen.append((vi.name, index))
+        else:
+            fed.append(index)
+        index += 1
+    return frozen, fed
 
 
 def expected_outputs(test_dir, model):
@@ -359,11 +392,10 @@ def expected_outputs(test_dir, model):
 # ---------------------------------------------------------------------------
 # Running one test
 # ---------------------------------------------------------------------------
-def run_test(dtc, test_dir, expected, timeout):
-    """Return None on success, else a one-line failure reason."""
-    expected, frozen = expected
-    cmd = [dtc, "import", os.path.join(test_dir, "model.onnx")]
-    for name, path in frozen:
+def check_import(dtc, test, timeout):
+    """Return None if the import has the expected signature, else a one-line reason."""
+    cmd = [dtc, "import", os.path.join(test.dir, "model.onnx")]
+    for name, path in test.freeze_args("test_data_set_0"):
         cmd += ["--freeze", f"{name}={path}"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
@@ -383,7 +415,70 @@ def run_test(dtc, test_dir, expected, timeout):
         results = parse_main_results(p.stdout)
     except ValueError as e:
         return str(e)
-    return compare_signature(results, expected)
+    return compare_signature(results, test.expected)
+
+
+# Stages of the runtime check, in order; a test's outcome is the stage it
+# failed at (with the reason) or PASSED.
+COMPILE, RUN, NUMERICS, PASSED = "compile", "run", "numerics", "passed"
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def check_runtime(dtc, test, work):
+    """Compile and run `test` on each data set; return (stage, reason or None)."""
+    model = os.path.join(test.dir, "model.onnx")
+    plans = {}  # frozen input bytes -> plan: data sets may freeze other values
+    for data_set in test.data_sets():
+        data_dir = os.path.join(test.dir, data_set)
+        freeze = test.freeze_args(data_set)
+        key = tuple(read_bytes(path) for _, path in freeze)
+        if key not in plans:
+            plans[key] = os.path.join(work, f"plan{len(plans)}.dtcp")
+            try:
+                dtc.compile(model, plans[key], frozen=freeze)
+            except DtcError as e:
+                return COMPILE, str(e)
+        # The plan's inputs are the fed ones, renumbered: stage them so.
+        inputs = os.path.join(work, data_set + "_in")
+        outputs = os.path.join(work, data_set + "_out")
+        os.makedirs(inputs)
+        for j, i in enumerate(test.fed):
+            src = os.path.join(data_dir, f"input_{i}.pb")
+            if os.path.exists(src):
+                os.symlink(src, os.path.join(inputs, f"input_{j}.pb"))
+        try:
+            dtc.run(plans[key], inputs, outputs, threads=1)
+        except DtcError as e:
+            return RUN, f"{data_set}: {e}"
+        for i, (name, _, _) in enumerate(test.expected):
+            want_path = os.path.join(data_dir, f"output_{i}.pb")
+            if not os.path.exists(want_path):
+                continue
+            got_path = os.path.join(outputs, f"output_{i}.pb")
+            if not os.path.exists(got_path):
+                return RUN, f"{data_set}: dtc run wrote no output_{i}.pb"
+            c = Comparison(read_tensor(got_path), read_tensor(want_path))
+            if c.error:
+                return NUMERICS, f"{data_set} output {i} ({name}): {c.error}"
+    return PASSED, None
+
+
+def run_test(dtc_cli, test, timeout, runtime):
+    """Return (import failure reason or None, runtime outcome or None)."""
+    reason = check_import(dtc_cli.path, test, timeout)
+    if reason is not None or not runtime:
+        return reason, None
+    with tempfile.TemporaryDirectory(prefix="dtc-node-") as work:
+        try:
+            stage, reason = check_runtime(dtc_cli, test, work)
+        except Exception as e:  # a broken output file, an unreadable dtype, ...
+            stage, reason = NUMERICS, f"{type(e).__name__}: {e}"
+        # The temporary directory means nothing once it is gone.
+        return None, (stage, reason and reason.replace(work + os.sep, ""))
 
 
 def load_known_failures(path):
@@ -398,28 +493,71 @@ def load_known_failures(path):
 
 
 # ---------------------------------------------------------------------------
+def judge(outcomes, known, known_path, verbose, label):
+    """Prints FAIL/XPASS lines; returns (passed, failed, xfailed).
+
+    outcomes: name -> None (passed) or a reason; known: the known failures,
+    read from known_path.
+    """
+    passed = failed = xfailed = 0
+    for name in sorted(outcomes):
+        reason = outcomes[name]
+        if name in known:
+            if reason is None:
+                print(f"XPASS {name}: {label} unexpectedly passed; drop it from "
+                      f"{os.path.basename(known_path or 'the known failures')}")
+                failed += 1
+            else:
+                xfailed += 1
+                if verbose:
+                    print(f"XFAIL {name}: {reason}")
+        elif reason is None:
+            passed += 1
+        else:
+            print(f"FAIL {name}: {reason}")
+            failed += 1
+    return passed, failed, xfailed
+
+
+def note_stale(known, tried, name_filter, what):
+    stale = sorted(n for n in known if n not in tried and name_filter in n)
+    if stale:
+        print(f"note: {len(stale)} {what} entries were not tried: "
+              + ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))
+
+
 def main():
     ap = argparse.ArgumentParser(description="ONNX backend node-test conformance check for dtc.")
     ap.add_argument("--dtc", required=True, help="path to the dtc binary")
-    ap.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--jobs", "-j", type=int, default=min(4, os.cpu_count() or 1),
+                    help="tests checked at once (default: cores, at most 4)")
     ap.add_argument("--filter", default="", help="only tests whose name contains this")
     ap.add_argument("--expect-failures", metavar="FILE",
-                    help="known failures, one 'test_name  # reason' per line "
+                    help="known import failures, one 'test_name  # reason' per line "
                          f"(default: {os.path.relpath(DEFAULT_KNOWN_FAILURES)} if it exists)")
     ap.add_argument("--no-expect-failures", action="store_true",
-                    help="ignore the default known-failures file")
-    ap.add_argument("--timeout", type=float, default=60, help="seconds per dtc import")
+                    help="ignore the default known-failure files")
+    ap.add_argument("--expect-runtime-failures", metavar="FILE",
+                    help="known compile/run/numerics failures, same format (default: "
+                         f"{os.path.relpath(DEFAULT_KNOWN_RUNTIME_FAILURES)} if it exists)")
+    ap.add_argument("--import-only", action="store_true",
+                    help="check the import only; do not compile and run")
+    ap.add_argument("--timeout", type=float, default=60, help="seconds per dtc command")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="also print XFAIL lines and every skipped test")
     args = ap.parse_args()
 
-    known_path = args.expect_failures
-    if known_path is None and not args.no_expect_failures and os.path.exists(DEFAULT_KNOWN_FAILURES):
-        known_path = DEFAULT_KNOWN_FAILURES
-    known = load_known_failures(known_path) if known_path else {}
+    def known_list(path, default):
+        if path is None and not args.no_expect_failures and os.path.exists(default):
+            path = default
+        return (load_known_failures(path) if path else {}), path
 
-    dtc = os.path.abspath(args.dtc) if os.sep in args.dtc else args.dtc
-    ops, opset_range = query_dtc(dtc)
+    known, known_path = known_list(args.expect_failures, DEFAULT_KNOWN_FAILURES)
+    known_runtime, known_runtime_path = known_list(args.expect_runtime_failures,
+                                                   DEFAULT_KNOWN_RUNTIME_FAILURES)
+
+    dtc = DtcCli(args.dtc, timeout=args.timeout)
+    ops, opset_range = query_dtc(dtc.path)
 
     root = node_test_root()
     names = sorted(d for d in os.listdir(root)
@@ -427,7 +565,7 @@ def main():
     if not names:
         sys.exit(f"error: no node tests matching '{args.filter}' under {root}")
 
-    tried = {}                           # name -> expected outputs
+    tried = {}                           # name -> NodeTest
     skipped = collections.Counter()      # category -> count
     unsupported = collections.Counter()  # op type -> tests it blocks
     for name in names:
@@ -441,42 +579,49 @@ def main():
             if args.verbose:
                 print(f"SKIP {name}: {category}" + (f" ({detail})" if detail else ""))
 
+    runtime = not args.import_only
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = {name: pool.submit(run_test, dtc, os.path.join(root, name), exp, args.timeout)
-                   for name, exp in tried.items()}
-        outcome = {name: f.result() for name, f in futures.items()}
+        futures = {name: pool.submit(run_test, dtc, test, args.timeout, runtime)
+                   for name, test in tried.items()}
+        results = {name: f.result() for name, f in futures.items()}
 
-    passed = failed = xfailed = 0
-    for name in sorted(outcome):
-        reason = outcome[name]
-        if name in known:
-            if reason is None:
-                print(f"XPASS {name}")  # fixed: drop it from the list
-                failed += 1
-            else:
-                xfailed += 1
-                if args.verbose:
-                    print(f"XFAIL {name}: {reason}")
-        elif reason is None:
-            passed += 1
-        else:
-            print(f"FAIL {name}: {reason}")
-            failed += 1
+    import_outcome = {name: r[0] for name, r in results.items()}
+    passed, failed, xfailed = judge(import_outcome, known, known_path, args.verbose,
+                                    "import")
+    stages = {name: r[1] for name, r in results.items() if r[1] is not None}
+    if runtime:
+        rt_outcome = {name: None if stage == PASSED else f"{stage}: {reason}"
+                      for name, (stage, reason) in stages.items()}
+        rt_passed, rt_failed, rt_xfailed = judge(rt_outcome, known_runtime,
+                                                 known_runtime_path, args.verbose,
+                                                 "compile/run/numerics")
+        # A known runtime failure whose import broke was not tried at run time.
+        untried = sorted(n for n in known_runtime if n in import_outcome and n not in stages)
+        for name in untried:
+            print(f"note: {name} is a known runtime failure but did not import")
 
     if skipped:
         print("skipped: " + ", ".join(f"{c} {n}" for c, n in skipped.most_common()))
     if unsupported:
         print("most common unsupported ops: " +
               ", ".join(f"{op} ({n})" for op, n in unsupported.most_common(15)))
-    if known:
-        stale = sorted(n for n in known if n not in tried and (args.filter in n))
-        if stale:
-            print(f"note: {len(stale)} known-failure entries were not tried: "
-                  + ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))
+    note_stale(known, tried, args.filter, "known-failure")
+    if runtime:
+        note_stale(known_runtime, tried, args.filter, "known-runtime-failure")
     if xfailed:
-        print(f"expected failures (XFAIL): {xfailed}")
-    print(f"node tests: tried {len(tried)}, passed {passed}, failed {failed}, "
+        print(f"expected import failures (XFAIL): {xfailed}")
+    print(f"node tests: tried {len(tried)}, imported {passed}, failed {failed}, "
           f"skipped {sum(skipped.values())}")
+    if runtime:
+        count = collections.Counter(stage for stage, _ in stages.values())
+        compiled = len(stages) - count[COMPILE]
+        ran = compiled - count[RUN]
+        print(f"node tests: of {len(stages)} imported, compiled {compiled}, ran {ran}, "
+              f"numerics passed {rt_passed}, failed {rt_failed}, xfail {rt_xfailed}")
+        print(f"node tests: numerics passed {rt_passed} of {compiled} compiled "
+              f"(xfail {rt_xfailed})")
+        failed += rt_failed
+        passed = rt_passed
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 

@@ -121,7 +121,17 @@ def build_mlp():
 # GPT
 # ---------------------------------------------------------------------------
 VOCAB, HIDDEN, LAYERS, HEADS, MAX_POS = 256, 64, 2, 4, 128
-HEAD_DIM = HIDDEN // HEADS
+
+
+class GptConfig:
+    """The GPT's sizes, as build_gpt was given them."""
+
+    def __init__(self, layers, hidden, heads, vocab, max_pos):
+        if hidden % heads:
+            raise ValueError(f"hidden {hidden} is not a multiple of heads {heads}")
+        self.layers, self.hidden, self.heads = layers, hidden, heads
+        self.vocab, self.max_pos = vocab, max_pos
+        self.head_dim = hidden // heads
 
 
 def torch_style_shape(b, t, tail):
@@ -140,10 +150,10 @@ def torch_style_shape(b, t, tail):
     return b.op("Concat", dims + [tail_c], axis=0)
 
 
-def layer_norm(b, x, prefix):
+def layer_norm(b, x, prefix, hidden):
     scale = b.const_init(f"{prefix}.weight",
-                         (1.0 + b.rng.standard_normal(HIDDEN) * 0.02).astype(np.float32))
-    bias = b.weight(f"{prefix}.bias", (HIDDEN,), 0.02)
+                         (1.0 + b.rng.standard_normal(hidden) * 0.02).astype(np.float32))
+    bias = b.weight(f"{prefix}.bias", (hidden,), 0.02)
     return b.op("LayerNormalization", [x, scale, bias], axis=-1, epsilon=1e-5)
 
 
@@ -176,33 +186,40 @@ def causal_where(b, ids, scores):
     return b.op("Where", [mask, neg, scores])
 
 
-def attention(b, ids, x, layer):
+def attention(b, cfg, ids, x, layer):
     p = f"h.{layer}.attn"
-    qkv = linear(b, x, f"{p}.c_attn", HIDDEN, 3 * HIDDEN)
-    split = b.i64(f"{p}.split_sizes", [HIDDEN] * 3)
+    hidden = cfg.hidden
+    qkv = linear(b, x, f"{p}.c_attn", hidden, 3 * hidden)
+    split = b.i64(f"{p}.split_sizes", [hidden] * 3)
     q, k, v = b.op("Split", [qkv, split], n_out=3, axis=-1)
 
     heads = []
     for t, perm in ((q, [0, 2, 1, 3]), (k, [0, 2, 3, 1]), (v, [0, 2, 1, 3])):
-        r = b.op("Reshape", [t, torch_style_shape(b, x, [HEADS, HEAD_DIM])])
+        r = b.op("Reshape", [t, torch_style_shape(b, x, [cfg.heads, cfg.head_dim])])
         heads.append(b.op("Transpose", [r], perm=perm))
     qh, kt, vh = heads
 
     scores = b.op("MatMul", [qh, kt])
-    scores = b.op("Div", [scores, b.constant(np.array(np.sqrt(HEAD_DIM), np.float32))])
+    scores = b.op("Div", [scores, b.constant(np.array(np.sqrt(cfg.head_dim), np.float32))])
     scores = causal_where(b, ids, scores)
     probs = b.op("Softmax", [scores], axis=-1)
     ctx = b.op("MatMul", [probs, vh])
     ctx = b.op("Transpose", [ctx], perm=[0, 2, 1, 3])
-    ctx = b.op("Reshape", [ctx, torch_style_shape(b, ctx, [HIDDEN])])
-    return linear(b, ctx, f"{p}.c_proj", HIDDEN, HIDDEN)
+    ctx = b.op("Reshape", [ctx, torch_style_shape(b, ctx, [hidden])])
+    return linear(b, ctx, f"{p}.c_proj", hidden, hidden)
 
 
-def build_gpt():
+def build_gpt(layers=LAYERS, hidden=HIDDEN, heads=HEADS, vocab=VOCAB, max_pos=MAX_POS):
+    """A GPT-2-style decoder: input_ids [batch, seq] (seq <= max_pos) -> logits.
+
+    The defaults make the test model (tests/models/gpt.onnx); bench/ builds
+    bigger ones.
+    """
+    cfg = GptConfig(layers, hidden, heads, vocab, max_pos)
     b = GraphBuilder(np.random.RandomState(0))
     ids = "input_ids"
-    wte = b.weight("wte", (VOCAB, HIDDEN), 0.1)
-    wpe = b.weight("wpe", (MAX_POS, HIDDEN), 0.05)
+    wte = b.weight("wte", (vocab, hidden), 0.1)
+    wpe = b.weight("wpe", (max_pos, hidden), 0.05)
 
     tok = b.op("Gather", [wte, ids], axis=0)
     shape = b.op("Shape", [ids])
@@ -212,23 +229,23 @@ def build_gpt():
     pos = b.op("Gather", [wpe, pos_ids], axis=0)
     h = b.op("Add", [tok, pos])
 
-    for layer in range(LAYERS):
-        a = attention(b, ids, layer_norm(b, h, f"h.{layer}.ln_1"), layer)
+    for layer in range(layers):
+        a = attention(b, cfg, ids, layer_norm(b, h, f"h.{layer}.ln_1", hidden), layer)
         h = b.op("Add", [h, a])
-        m = linear(b, layer_norm(b, h, f"h.{layer}.ln_2"), f"h.{layer}.mlp.c_fc",
-                   HIDDEN, 4 * HIDDEN)
+        m = linear(b, layer_norm(b, h, f"h.{layer}.ln_2", hidden), f"h.{layer}.mlp.c_fc",
+                   hidden, 4 * hidden)
         m = gelu_erf(b, m)
-        m = linear(b, m, f"h.{layer}.mlp.c_proj", 4 * HIDDEN, HIDDEN)
+        m = linear(b, m, f"h.{layer}.mlp.c_proj", 4 * hidden, hidden)
         h = b.op("Add", [h, m])
 
-    h = layer_norm(b, h, "ln_f")
-    lm = b.weight("lm_head.weight", (HIDDEN, VOCAB), 0.1)
+    h = layer_norm(b, h, "ln_f", hidden)
+    lm = b.weight("lm_head.weight", (hidden, vocab), 0.1)
     b.nodes.append(helper.make_node("MatMul", [h, lm], ["logits"], name="lm_head"))
     return finish(
         b, "gpt",
         [helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "seq"])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
-                                       ["batch", "seq", VOCAB])],
+                                       ["batch", "seq", vocab])],
     )
 
 
