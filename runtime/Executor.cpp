@@ -26,27 +26,8 @@ int64_t byteSize(const plan::TensorType &type) {
 
 } // namespace
 
-std::string dtypeName(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F32: return "f32";
-  case plan::F64: return "f64";
-  case plan::F16: return "f16";
-  case plan::BF16: return "bf16";
-  case plan::I64: return "i64";
-  case plan::I32: return "i32";
-  case plan::I16: return "i16";
-  case plan::I8: return "i8";
-  case plan::U8: return "u8";
-  case plan::U16: return "u16";
-  case plan::U32: return "u32";
-  case plan::U64: return "u64";
-  case plan::BOOL: return "bool";
-  default: return "invalid";
-  }
-}
-
 std::string typeToString(const plan::TensorType &type) {
-  std::string s = dtypeName(type.dtype()) + "[";
+  std::string s = std::string(dtypeName(type.dtype())) + "[";
   for (int i = 0; i < type.shape_size(); ++i)
     s += (i ? "," : "") + std::to_string(type.shape(i));
   return s + "]";

@@ -9,6 +9,7 @@
 #define DTC_RUNTIME_EXECUTOR_H
 
 #include "runtime/TensorIO.h"
+#include "runtime/plan/DType.h"
 
 #include "plan.pb.h"
 
@@ -59,9 +60,6 @@ private:
   std::vector<HostTensor> inputs_;
   std::vector<bool> inputSet_;
 };
-
-/// "f32", "i64", ... for messages.
-std::string dtypeName(plan::DType dtype);
 
 /// "f32[2,3]" for messages.
 std::string typeToString(const plan::TensorType &type);

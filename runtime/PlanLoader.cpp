@@ -12,30 +12,6 @@ using plan::Instruction;
 using plan::Plan;
 using plan::TensorType;
 
-int64_t dtypeBytes(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F64:
-  case plan::I64:
-  case plan::U64:
-    return 8;
-  case plan::F32:
-  case plan::I32:
-  case plan::U32:
-    return 4;
-  case plan::F16:
-  case plan::BF16:
-  case plan::I16:
-  case plan::U16:
-    return 2;
-  case plan::I8:
-  case plan::U8:
-  case plan::BOOL:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
 int64_t elementCount(const TensorType &type) {
   constexpr int64_t limit = int64_t(1) << 48;
   int64_t count = 1;

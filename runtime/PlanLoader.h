@@ -8,6 +8,8 @@
 #ifndef DTC_RUNTIME_PLANLOADER_H
 #define DTC_RUNTIME_PLANLOADER_H
 
+#include "runtime/plan/DType.h"
+
 #include "plan.pb.h"
 
 #include <cstdint>
@@ -17,9 +19,6 @@ namespace dtc::runtime {
 
 /// The plan format this runtime reads; the compiler writes the same.
 constexpr uint32_t kPlanFormatVersion = 1;
-
-/// Bytes per element of `dtype`, 0 for DTYPE_INVALID or unknown values.
-int64_t dtypeBytes(plan::DType dtype);
 
 /// Element count of `type`, or -1 when a dim is negative or the count
 /// overflows.

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/TensorIO.h"
+#include "runtime/plan/DType.h"
 #include "runtime/PlanLoader.h"
 
 #include "onnx.pb.h"
@@ -94,12 +95,6 @@ std::string onnxTypeName(int32_t type) {
   if (TensorProto::DataType_IsValid(type))
     return TensorProto::DataType_Name(TensorProto::DataType(type));
   return "data type " + std::to_string(type);
-}
-
-std::string dtypeName(plan::DType dtype) {
-  if (plan::DType_IsValid(dtype))
-    return plan::DType_Name(dtype);
-  return "dtype " + std::to_string(int(dtype));
 }
 
 template <typename Dims> std::string dimsToString(const Dims &dims) {
@@ -633,7 +628,7 @@ bool checkHostTensor(const std::string &path, const HostTensor &tensor,
                      const ElementType *&element, std::string &error) {
   element = byDType(tensor.type.dtype());
   if (!element) {
-    error = "cannot write " + path + ": " + dtypeName(tensor.type.dtype()) +
+    error = "cannot write " + path + ": " + std::string(dtypeName(tensor.type.dtype())) +
             " is not a tensor element type";
     return false;
   }
@@ -643,7 +638,7 @@ bool checkHostTensor(const std::string &path, const HostTensor &tensor,
   if (int64_t(tensor.bytes.size()) != count * element->bytes) {
     error = "cannot write " + path + ": the tensor holds " +
             std::to_string(tensor.bytes.size()) + " bytes but " +
-            dtypeName(element->dtype) + " " + dimsToString(tensor.type.shape()) +
+            std::string(dtypeName(element->dtype)) + " " + dimsToString(tensor.type.shape()) +
             " needs " + std::to_string(count * element->bytes);
     return false;
   }
@@ -680,7 +675,7 @@ bool writeTensorFile(const std::string &path, const HostTensor &tensor,
   if (kind == FileKind::Npy) {
     if (!element->npyDescr) {
       error = "cannot write " + path + ": NumPy has no " +
-              dtypeName(element->dtype) + " dtype; write a .pb file instead";
+              std::string(dtypeName(element->dtype)) + " dtype; write a .pb file instead";
       return false;
     }
     std::string header = npyHeader(element->npyDescr, tensor.type);

@@ -3,6 +3,7 @@
 
 #include "runtime/cpu/ElementwiseKernel.h"
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/plan/DType.h"
 
 namespace dtc::runtime::cpu {
 
@@ -20,29 +21,7 @@ std::string shapeString(const Shape &shape) {
   return s + "]";
 }
 
-int64_t elementBytes(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F64:
-  case plan::I64:
-  case plan::U64:
-    return 8;
-  case plan::F32:
-  case plan::I32:
-  case plan::U32:
-    return 4;
-  case plan::F16:
-  case plan::BF16:
-  case plan::I16:
-  case plan::U16:
-    return 2;
-  case plan::I8:
-  case plan::U8:
-  case plan::BOOL:
-    return 1;
-  default:
-    return 0;
-  }
-}
+int64_t elementBytes(plan::DType dtype) { return dtypeBytes(dtype); }
 
 std::nullptr_t fail(std::string &error, std::string message) {
   error = std::move(message);

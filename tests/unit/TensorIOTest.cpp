@@ -173,7 +173,7 @@ TEST(TensorIOTest, WriteErrors) {
   EXPECT_NE(error.find(".npy"), std::string::npos);
 
   EXPECT_FALSE(writeTensorFile(dir + "/b.npy", patternTensor(plan::BF16, {2}), error));
-  EXPECT_NE(error.find("BF16"), std::string::npos) << error;
+  EXPECT_NE(error.find("bf16"), std::string::npos) << error;
 
   HostTensor wrongSize = patternTensor(plan::F32, {2, 3});
   wrongSize.bytes.pop_back();
@@ -702,7 +702,7 @@ TEST_F(ParameterReaderTest, Errors) {
   expectReadFails(source("nope"), type(plan::F32, {1}),
                   "model.onnx: no initializer named 'nope'");
   expectReadFails(source("inline"), type(plan::F16, {4, 6}),
-                  "initializer 'inline' is FLOAT but the plan reads it as F16");
+                  "initializer 'inline' is FLOAT but the plan reads it as f16");
   expectReadFails(source("inline", {{3, 2}, {0, 6}}), type(plan::F32, {2, 6}),
                   "slice [3, 5) of dim 0 is out of bounds");
   expectReadFails(source("inline", {{0, 1}, {-1, 2}}), type(plan::F32, {1, 2}),
