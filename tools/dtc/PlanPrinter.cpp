@@ -213,8 +213,12 @@ std::string printPlan(const plan::Plan &plan) {
     for (int b = 0; b < rank.buffers_size(); ++b) {
       const auto &buffer = rank.buffers(b);
       std::string source;
-      if (buffer.has_parameter())
-        source = "parameter '" + buffer.parameter().initializer() + "'";
+      if (buffer.has_parameter()) {
+        const auto &param = buffer.parameter();
+        source = "parameter '" + param.initializer() + "'";
+        if (!param.file().empty())
+          source += fmt::format(" from {} at byte {}", param.file(), param.offset());
+      }
       else if (buffer.has_constant())
         source = "constant";
       else if (buffer.has_input())
