@@ -14,6 +14,14 @@ std::unique_ptr<Kernel> makeElementwiseKernel(const plan::Elementwise &expr,
                                               const plan::TensorType &outputType,
                                               std::string &error);
 
+/// The vector instructions the elementwise loops are compiled for; each
+/// kernel takes the widest its CPU has.
+enum class VectorIsa { Baseline, Avx2, Avx512 };
+
+/// Keeps kernels made from now on to `isa` or narrower, so that tests cover
+/// every compiled loop whatever CPU runs them.
+void limitElementwiseIsa(VectorIsa isa);
+
 } // namespace dtc::runtime::cpu
 
 #endif // DTC_RUNTIME_CPU_ELEMENTWISEKERNEL_H
