@@ -4,6 +4,7 @@
 #include "runtime/cpu/ThreadPool.h"
 
 #include <cstring>
+#include <memory>
 
 namespace dtc::runtime::cpu {
 
@@ -14,7 +15,8 @@ struct ConvGeometry {
   int64_t N = 0, C = 0, H = 0, W = 0; // input
   int64_t M = 0, kH = 0, kW = 0;       // weights [M, C/groups, kH, kW]
   int64_t OH = 0, OW = 0;              // output spatial size
-  int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0, dilationH = 1, dilationW = 1;
+  int64_t strideH = 1, strideW = 1, dilationH = 1, dilationW = 1;
+  int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
   int64_t groups = 1;
   bool hasBias = false;
 
@@ -24,6 +26,11 @@ struct ConvGeometry {
   int64_t planeOut() const { return OH * OW; }
   /// Rows of the im2col matrix (its columns are the output pixels).
   int64_t patchSize() const { return Cg() * kH * kW; }
+  bool padded() const { return padTop || padLeft || padBottom || padRight; }
+  int64_t paddedH() const { return H + padTop + padBottom; }
+  int64_t paddedW() const { return W + padLeft + padRight; }
+  /// Floats of one image's group copied into its pads (0 without pads).
+  int64_t paddedSize() const { return padded() ? Cg() * paddedH() * paddedW() : 0; }
   /// A 1x1 kernel at stride 1 without padding reads the input as is.
   bool readsInputAsIs() const {
     return kH == 1 && kW == 1 && strideH == 1 && strideW == 1 && padTop == 0 &&
@@ -31,28 +38,53 @@ struct ConvGeometry {
   }
 };
 
-/// Fills im2col rows [rowBegin, rowEnd) for one image's group: row
-/// (c, i, j) holds, per output pixel, the input at kernel tap (i, j) of
-/// channel c, or 0 in padding.
-void im2col(const ConvGeometry &g, const float *x, float *col, int64_t rowBegin,
-            int64_t rowEnd) {
+/// Copies n floats in fixed 8- and 4-float blocks, which the compiler
+/// inlines: im2col copies short runs (one output row each), for which
+/// memcpy calls cost more than the copying.
+inline void copyRun(float *d, const float *s, int64_t n) {
+  if (n >= 8) {
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+      std::memcpy(d + k, s + k, 8 * sizeof(float));
+    if (k < n)
+      std::memcpy(d + n - 8, s + n - 8, 8 * sizeof(float));
+  } else if (n >= 4) {
+    std::memcpy(d, s, 4 * sizeof(float));
+    std::memcpy(d + n - 4, s + n - 4, 4 * sizeof(float));
+  } else {
+    for (int64_t k = 0; k < n; ++k)
+      d[k] = s[k];
+  }
+}
+
+/// Copies channels [cBegin, cEnd) of one image's group into the inside of
+/// `padded` [Cg, paddedH, paddedW], whose borders stay zero.
+void padInput(const ConvGeometry &g, const float *x, float *padded, int64_t cBegin,
+              int64_t cEnd) {
+  for (int64_t c = cBegin; c < cEnd; ++c)
+    for (int64_t h = 0; h < g.H; ++h)
+      copyRun(padded + (c * g.paddedH() + g.padTop + h) * g.paddedW() + g.padLeft,
+              x + (c * g.H + h) * g.W, g.W);
+}
+
+/// Fills im2col rows [rowBegin, rowEnd) for one image's group from its
+/// input, already padded (`in` is [Cg, inH, inW]): row (c, i, j) holds, per
+/// output pixel, the input at kernel tap (i, j) of channel c.
+void im2col(const ConvGeometry &g, const float *in, int64_t inH, int64_t inW, float *col,
+            int64_t rowBegin, int64_t rowEnd) {
   for (int64_t row = rowBegin; row < rowEnd; ++row) {
     int64_t c = row / (g.kH * g.kW), i = row / g.kW % g.kH, j = row % g.kW;
-    const float *plane = x + c * g.planeIn();
+    const float *tap = in + (c * inH + i * g.dilationH) * inW + j * g.dilationW;
     float *dst = col + row * g.planeOut();
-    int64_t colStart = j * g.dilationW - g.padLeft;
-    auto [owLo, owHi] = windowRange(colStart, g.strideW, g.W, g.OW);
-    auto [ohLo, ohHi] = windowRange(i * g.dilationH - g.padTop, g.strideH, g.H, g.OH);
-    std::fill(dst, dst + ohLo * g.OW, 0.0f);
-    for (int64_t oh = ohLo; oh < ohHi; ++oh) {
-      const float *src = plane + (oh * g.strideH + i * g.dilationH - g.padTop) * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const float *src = tap + oh * g.strideH * inW;
       float *d = dst + oh * g.OW;
-      std::fill(d, d + owLo, 0.0f);
-      for (int64_t ow = owLo; ow < owHi; ++ow)
-        d[ow] = src[colStart + ow * g.strideW];
-      std::fill(d + owHi, d + g.OW, 0.0f);
+      if (g.strideW == 1)
+        copyRun(d, src, g.OW);
+      else
+        for (int64_t ow = 0; ow < g.OW; ++ow)
+          d[ow] = src[ow * g.strideW];
     }
-    std::fill(dst + ohHi * g.OW, dst + g.planeOut(), 0.0f);
   }
 }
 
@@ -64,9 +96,16 @@ void fillBias(const ConvGeometry &g, const float *bias, float *out, int64_t chan
               bias ? bias[m] : 0.0f);
 }
 
-/// The general convolution: per image and group, im2col (split over the
-/// pool) then one sgemm W_g[Mg, patch] x col[patch, OH*OW] (threaded by
-/// OpenBLAS).
+/// Below this many multiply-adds per image and group, one sgemm is too small
+/// for OpenBLAS to thread well: images are split over the pool instead, each
+/// thread running im2col and a single-threaded sgemm on its own (see
+/// MatMulKernels.cpp). The test CNN's convs (0.4-1.2 M each) ran 2x faster so.
+constexpr int64_t kSmallConvWork = int64_t(1) << 22;
+
+/// The general convolution: per image and group, im2col then one sgemm
+/// W_g[Mg, patch] x col[patch, OH*OW]. Small ones split over the pool by
+/// image; big ones split im2col over the pool and let OpenBLAS thread the
+/// sgemm.
 class GemmConvKernel final : public Kernel {
 public:
   explicit GemmConvKernel(const ConvGeometry &g) : g_(g) {
@@ -83,28 +122,138 @@ public:
     const float *w = static_cast<const float *>(inputs[1]);
     const float *bias = g_.hasBias ? static_cast<const float *>(inputs[2]) : nullptr;
     float *y = static_cast<float *>(outputs[0]);
-    std::vector<float> col;
-    if (!g_.readsInputAsIs())
-      col.resize(size_t(g_.patchSize() * g_.planeOut()));
-    for (int64_t n = 0; n < g_.N; ++n) {
-      for (int64_t group = 0; group < g_.groups; ++group) {
-        const float *xg = x + (n * g_.C + group * g_.Cg()) * g_.planeIn();
-        float *yg = y + (n * g_.M + group * g_.Mg()) * g_.planeOut();
-        const float *patches = xg;
-        if (!col.empty()) {
-          pool.parallelFor(g_.patchSize(), grainFor(g_.planeOut()),
-                           [&](int64_t b, int64_t e) { im2col(g_, xg, col.data(), b, e); });
-          patches = col.data();
-        }
-        if (bias)
-          fillBias(g_, bias + group * g_.Mg(), yg, 0, g_.Mg());
-        gemm_.run(w + group * g_.Mg() * g_.patchSize(), patches, yg, bias ? 1.0f : 0.0f);
+    int64_t items = g_.N * g_.groups;
+    if (pool.threads() > 1 && items >= pool.threads() && gemm_.work() < kSmallConvWork) {
+      SingleThreadedBlas single(pool);
+      if (wideRows()) {
+        pool.parallelFor(items, 1, [&](int64_t begin, int64_t end) {
+          WideScratch scratch(g_);
+          for (int64_t item = begin; item < end; ++item)
+            convolveWide(x, w, bias, y, item, scratch);
+        });
+        return true;
       }
+      pool.parallelFor(items, 1, [&](int64_t begin, int64_t end) {
+        Scratch scratch(g_);
+        for (int64_t item = begin; item < end; ++item)
+          convolve(x, w, bias, y, item, scratch, [&](const float *xg) {
+            if (scratch.padded)
+              padInput(g_, xg, scratch.padded, 0, g_.Cg());
+            im2col(g_, scratch.source(xg), scratch.inH, scratch.inW, scratch.col, 0,
+                   g_.patchSize());
+          });
+      });
+      return true;
     }
+    Scratch scratch(g_);
+    for (int64_t item = 0; item < items; ++item)
+      convolve(x, w, bias, y, item, scratch, [&](const float *xg) {
+        if (scratch.padded)
+          pool.parallelFor(g_.Cg(), grainFor(g_.planeIn()), [&](int64_t b, int64_t e) {
+            padInput(g_, xg, scratch.padded, b, e);
+          });
+        pool.parallelFor(g_.patchSize(), grainFor(g_.planeOut()), [&](int64_t b, int64_t e) {
+          im2col(g_, scratch.source(xg), scratch.inH, scratch.inW, scratch.col, b, e);
+        });
+      });
     return true;
   }
 
 private:
+  /// One thread's buffers: the im2col matrix and, with pads, the padded
+  /// input (zeroed once; padInput rewrites only its inside).
+  struct Scratch {
+    explicit Scratch(const ConvGeometry &g)
+        : inH(g.padded() ? g.paddedH() : g.H), inW(g.padded() ? g.paddedW() : g.W) {
+      if (g.readsInputAsIs())
+        return;
+      int64_t colSize = g.patchSize() * g.planeOut();
+      storage.reset(new float[size_t(colSize + g.paddedSize())]);
+      col = storage.get();
+      if (g.padded()) {
+        padded = col + colSize;
+        std::fill(padded, padded + g.paddedSize(), 0.0f);
+      }
+    }
+    const float *source(const float *xg) const { return padded ? padded : xg; }
+
+    std::unique_ptr<float[]> storage;
+    float *col = nullptr, *padded = nullptr;
+    int64_t inH, inW;
+  };
+
+  /// One image's group (item = n * groups + group): `fillColumns(xg)`
+  /// writes its im2col matrix (unless the input serves as is), then bias
+  /// and sgemm.
+  template <class FillColumns>
+  void convolve(const float *x, const float *w, const float *bias, float *y, int64_t item,
+                const Scratch &scratch, const FillColumns &fillColumns) const {
+    int64_t n = item / g_.groups, group = item % g_.groups;
+    const float *xg = x + (n * g_.C + group * g_.Cg()) * g_.planeIn();
+    float *yg = y + (n * g_.M + group * g_.Mg()) * g_.planeOut();
+    const float *patches = xg;
+    if (scratch.col) {
+      fillColumns(xg);
+      patches = scratch.col;
+    }
+    if (bias)
+      fillBias(g_, bias + group * g_.Mg(), yg, 0, g_.Mg());
+    gemm_.run(w + group * g_.Mg() * g_.patchSize(), patches, yg, bias ? 1.0f : 0.0f);
+  }
+
+  /// At stride 1, im2col can copy whole planes: im2col row (c, i, j) is
+  /// the padded input of channel c from tap (i, j) on, read as OH rows of
+  /// the padded width inW, of which the last inW - OW columns of each row
+  /// are junk. One long copy per row instead of OH short ones, for a GEMM
+  /// inW / OW wider and a pass dropping the junk columns (which adds the
+  /// bias too).
+  bool wideRows() const {
+    return g_.strideH == 1 && g_.strideW == 1 && !g_.readsInputAsIs();
+  }
+
+  struct WideScratch {
+    explicit WideScratch(const ConvGeometry &g)
+        : inH(g.paddedH()), inW(g.paddedW()), wideOut(g.OH * inW),
+          // The last channel's last taps read up to (kW-1)*dilationW past
+          // its plane: zeros.
+          paddedSize(g.Cg() * inH * inW + (g.kW - 1) * g.dilationW),
+          storage(new float[size_t(paddedSize + (g.patchSize() + g.Mg()) * wideOut)]) {
+      padded = storage.get();
+      col = padded + paddedSize;
+      out = col + g.patchSize() * wideOut;
+      std::fill(padded, padded + paddedSize, 0.0f);
+    }
+    int64_t inH, inW, wideOut, paddedSize;
+    std::unique_ptr<float[]> storage;
+    float *padded, *col, *out;
+  };
+
+  void convolveWide(const float *x, const float *w, const float *bias, float *y, int64_t item,
+                    const WideScratch &s) const {
+    int64_t n = item / g_.groups, group = item % g_.groups;
+    const float *xg = x + (n * g_.C + group * g_.Cg()) * g_.planeIn();
+    float *yg = y + (n * g_.M + group * g_.Mg()) * g_.planeOut();
+    padInput(g_, xg, s.padded, 0, g_.Cg());
+    for (int64_t row = 0; row < g_.patchSize(); ++row) {
+      int64_t c = row / (g_.kH * g_.kW), i = row / g_.kW % g_.kH, j = row % g_.kW;
+      std::memcpy(s.col + row * s.wideOut,
+                  s.padded + (c * s.inH + i * g_.dilationH) * s.inW + j * g_.dilationW,
+                  sizeof(float) * s.wideOut);
+    }
+    Gemm wide = gemm_;
+    wide.N = wide.ldb = s.wideOut;
+    wide.run(w + group * g_.Mg() * g_.patchSize(), s.col, s.out);
+    for (int64_t m = 0; m < g_.Mg(); ++m) {
+      float b = bias ? bias[group * g_.Mg() + m] : 0.0f;
+      for (int64_t oh = 0; oh < g_.OH; ++oh) {
+        const float *src = s.out + m * s.wideOut + oh * s.inW;
+        float *dst = yg + (m * g_.OH + oh) * g_.OW;
+        for (int64_t ow = 0; ow < g_.OW; ++ow)
+          dst[ow] = src[ow] + b;
+      }
+    }
+  }
+
   ConvGeometry g_;
   Gemm gemm_;
 };
@@ -179,7 +328,7 @@ std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &inst,
   g.N = x[0], g.C = x[1], g.H = x[2], g.W = x[3];
   g.M = w[0], g.kH = w[2], g.kW = w[3];
   g.strideH = strides[0], g.strideW = strides[1];
-  g.padTop = pads[0], g.padLeft = pads[1];
+  g.padTop = pads[0], g.padLeft = pads[1], g.padBottom = pads[2], g.padRight = pads[3];
   g.dilationH = dilations[0], g.dilationW = dilations[1];
   g.groups = op.groups();
   g.hasBias = types.inputs.size() == 3;

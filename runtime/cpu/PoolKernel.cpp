@@ -35,28 +35,79 @@ WindowTaps windowTaps(int64_t start, int64_t taps, int64_t dilation, int64_t siz
   return {lo, hi, padded};
 }
 
-template <bool Max> void poolPlane(const PoolGeometry &g, const float *in, float *out) {
-  for (int64_t oh = 0; oh < g.OH; ++oh) {
-    int64_t top = oh * g.strideH - g.padTop;
-    WindowTaps rows = windowTaps(top, g.kH, g.dilationH, g.H, g.padTop, g.padBottom);
-    for (int64_t ow = 0; ow < g.OW; ++ow) {
-      int64_t left = ow * g.strideW - g.padLeft;
-      WindowTaps cols = windowTaps(left, g.kW, g.dilationW, g.W, g.padLeft, g.padRight);
-      float acc = Max ? std::numeric_limits<float>::lowest() : 0.0f;
-      for (int64_t i = rows.lo; i < rows.hi; ++i) {
-        int64_t rowStart = (top + i * g.dilationH) * g.W + left;
-        for (int64_t j = cols.lo; j < cols.hi; ++j) {
-          float v = in[rowStart + j * g.dilationW];
-          acc = Max ? std::max(acc, v) : acc + v;
-        }
-      }
-      if (!Max) {
-        int64_t count = g.countIncludePad ? rows.padded * cols.padded
-                                          : (rows.hi - rows.lo) * (cols.hi - cols.lo);
-        acc = count > 0 ? acc / float(count) : 0.0f;
-      }
-      out[oh * g.OW + ow] = acc;
+template <bool Max> float combine(float acc, float v) { return Max ? std::max(acc, v) : acc + v; }
+
+/// One output pixel of any window: taps are clipped to the input, and an
+/// average divides by the count the attributes ask for.
+template <bool Max>
+float poolPixel(const PoolGeometry &g, const float *in, int64_t oh, int64_t ow) {
+  int64_t top = oh * g.strideH - g.padTop, left = ow * g.strideW - g.padLeft;
+  WindowTaps rows = windowTaps(top, g.kH, g.dilationH, g.H, g.padTop, g.padBottom);
+  WindowTaps cols = windowTaps(left, g.kW, g.dilationW, g.W, g.padLeft, g.padRight);
+  float acc = Max ? std::numeric_limits<float>::lowest() : 0.0f;
+  for (int64_t i = rows.lo; i < rows.hi; ++i) {
+    int64_t rowStart = (top + i * g.dilationH) * g.W + left;
+    for (int64_t j = cols.lo; j < cols.hi; ++j)
+      acc = combine<Max>(acc, in[rowStart + j * g.dilationW]);
+  }
+  if (Max)
+    return acc;
+  int64_t count = g.countIncludePad ? rows.padded * cols.padded
+                                    : (rows.hi - rows.lo) * (cols.hi - cols.lo);
+  return count > 0 ? acc / float(count) : 0.0f;
+}
+
+/// Outputs [owLo, owHi) of row oh, whose windows lie wholly inside the
+/// input: no clipping, and an average always divides by kH * kW. The 2x2
+/// stride-2 window (most CNNs' pooling) gets its own loop, which the
+/// compiler vectorises; taps combine in poolPixel's order either way.
+template <bool Max>
+void poolInteriorRow(const PoolGeometry &g, const float *in, int64_t oh, int64_t owLo,
+                     int64_t owHi, float *out) {
+  const float *rows = in + (oh * g.strideH - g.padTop) * g.W - g.padLeft;
+  float divisor = float(g.kH * g.kW);
+  if (g.kH == 2 && g.kW == 2 && g.strideW == 2 && g.dilationH == 1 && g.dilationW == 1) {
+    const float *r0 = rows, *r1 = rows + g.W;
+    for (int64_t ow = owLo; ow < owHi; ++ow) {
+      float acc = combine<Max>(combine<Max>(combine<Max>(r0[2 * ow], r0[2 * ow + 1]),
+                                            r1[2 * ow]),
+                               r1[2 * ow + 1]);
+      out[ow] = Max ? acc : acc / divisor;
     }
+    return;
+  }
+  for (int64_t ow = owLo; ow < owHi; ++ow) {
+    const float *window = rows + ow * g.strideW;
+    float acc = Max ? std::numeric_limits<float>::lowest() : 0.0f;
+    for (int64_t i = 0; i < g.kH; ++i)
+      for (int64_t j = 0; j < g.kW; ++j)
+        acc = combine<Max>(acc, window[i * g.dilationH * g.W + j * g.dilationW]);
+    out[ow] = Max ? acc : acc / divisor;
+  }
+}
+
+/// The outputs along one dim whose window [o*stride - pad, + span) lies
+/// inside [0, size).
+std::pair<int64_t, int64_t> interiorRange(int64_t pad, int64_t stride, int64_t span,
+                                          int64_t size, int64_t count) {
+  if (span > size)
+    return {0, 0};
+  return windowRange(-pad, stride, size - span + 1, count);
+}
+
+template <bool Max> void poolPlane(const PoolGeometry &g, const float *in, float *out) {
+  auto [ohLo, ohHi] = interiorRange(g.padTop, g.strideH, g.dilationH * (g.kH - 1) + 1, g.H, g.OH);
+  auto [owLo, owHi] = interiorRange(g.padLeft, g.strideW, g.dilationW * (g.kW - 1) + 1, g.W, g.OW);
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    float *row = out + oh * g.OW;
+    bool interior = oh >= ohLo && oh < ohHi;
+    int64_t lo = interior ? owLo : g.OW, hi = interior ? owHi : g.OW;
+    for (int64_t ow = 0; ow < lo; ++ow)
+      row[ow] = poolPixel<Max>(g, in, oh, ow);
+    if (interior)
+      poolInteriorRow<Max>(g, in, oh, lo, hi, row);
+    for (int64_t ow = hi; ow < g.OW; ++ow)
+      row[ow] = poolPixel<Max>(g, in, oh, ow);
   }
 }
 
