@@ -1,21 +1,122 @@
 //===- NormKernels.cpp - softmax, layer_norm, batch_norm ------------------===//
 //
-// Sums are accumulated in double: they are cheap next to the exp and the
-// loads, and keep long rows within the tolerance of a double reference.
+// Sums are accumulated in float lanes (so that the loops vectorise) and
+// folded into a double every kSumBlock values: long rows stay within the
+// tolerance of a double reference. The double softmax keeps std::exp.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/ThreadPool.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace dtc::runtime::cpu {
 namespace {
 
 //===----------------------------------------------------------------------===//
+// Vectorisable float loops, compiled for the baseline (SSE2) and, picked at
+// run time, for AVX2 and AVX-512: the build targets any x86-64.
+//===----------------------------------------------------------------------===//
+
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+#define DTC_X86_DISPATCH 1
+#define DTC_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define DTC_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")))
+#define DTC_X86_ONLY(...) __VA_ARGS__
+#else
+#define DTC_X86_ONLY(...) nullptr, nullptr
+#endif
+
+/// The widest of three builds of one function that this CPU runs.
+template <class Fn> Fn pickForCpu(Fn baseline, Fn avx2, Fn avx512) {
+#ifdef DTC_X86_DISPATCH
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return avx2;
+#endif
+  (void)avx2, (void)avx512;
+  return baseline;
+}
+
+/// Partial sums and maxima are kept in this many lanes (an AVX-512 vector).
+constexpr int64_t kLanes = 16;
+/// Float partial sums are folded into a double every this many values.
+constexpr int64_t kSumBlock = 1024;
+
+/// The sum of term(i) over [0, n), in float lanes that vectorise, folded
+/// into a double every kSumBlock terms.
+template <class Term>
+[[gnu::always_inline]] inline double blockedSum(int64_t n, const Term &term) {
+  double sum = 0;
+  for (int64_t b = 0; b < n; b += kSumBlock) {
+    int64_t end = std::min(n, b + kSumBlock), whole = b + (end - b) / kLanes * kLanes;
+    float lanes[kLanes] = {};
+    for (int64_t i = b; i < whole; i += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l)
+        lanes[l] += term(i + l);
+    for (int64_t i = whole; i < end; ++i)
+      sum += term(i);
+    for (int64_t l = 0; l < kLanes; ++l)
+      sum += lanes[l];
+  }
+  return sum;
+}
+
+template <class To, class From> [[gnu::always_inline]] inline To bitCast(From v) {
+  static_assert(sizeof(To) == sizeof(From));
+  To r;
+  std::memcpy(&r, &v, sizeof r);
+  return r;
+}
+
+/// e^x without a call, so that loops over it vectorise: Cody-Waite range
+/// reduction and a degree-5 polynomial (Cephes' expf), within 2 ulp; inf
+/// past the float range, 0 far below it, NaN stays.
+[[gnu::always_inline]] inline float polynomialExp(float x) {
+  x = x > 100.f ? 100.f : x; // comparisons with NaN are false: NaN stays
+  x = x < -110.f ? -110.f : x;
+  const float round = 12582912.f; // 1.5 * 2^23: adding it rounds to an integer
+  float k = x * 1.44269504f + round;
+  int32_t n = int32_t(bitCast<uint32_t>(k) - bitCast<uint32_t>(round));
+  k -= round;
+  float r = x - k * 0.693359375f; // ln 2 in two parts
+  r = r - k * -2.12194440e-4f;
+  float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
+              4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.f;
+  // 2^n as two factors: past the largest float gives inf, subnormals round once.
+  int32_t n1 = n >> 1, n2 = n - n1;
+  float s1 = bitCast<float>(uint32_t(n1 + 127) << 23);
+  float s2 = bitCast<float>(uint32_t(n2 + 127) << 23);
+  return p * s1 * s2;
+}
+
+//===----------------------------------------------------------------------===//
 // softmax
 //===----------------------------------------------------------------------===//
+
+/// The last pass of a softmax row, given its max and sum of exps (y holds
+/// the exps unless `log`).
+template <class T>
+[[gnu::always_inline]] inline void finishSoftmaxRow(const T *x, T *y, int64_t n, T max,
+                                                    double sum, bool log) {
+  if (log) {
+    // (x - max) - log(sum), not x - (max + log(sum)): with a large max the
+    // sum of the two would round away log(sum)'s low digits.
+    T logSum = T(std::log(sum));
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = (x[i] - max) - logSum;
+  } else {
+    T scale = T(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] *= scale;
+  }
+}
 
 /// Softmax over a contiguous row of n values (the axis is the last dim).
 template <class T> void softmaxRow(const T *x, T *y, int64_t n, bool log) {
@@ -29,17 +130,50 @@ template <class T> void softmaxRow(const T *x, T *y, int64_t n, bool log) {
       y[i] = e;
     sum += e;
   }
-  if (log) {
-    // (x - max) - log(sum), not x - (max + log(sum)): with a large max the
-    // sum of the two would round away log(sum)'s low digits.
-    T logSum = T(std::log(sum));
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = (x[i] - max) - logSum;
-  } else {
-    T scale = T(1.0 / sum);
-    for (int64_t i = 0; i < n; ++i)
-      y[i] *= scale;
-  }
+  finishSoftmaxRow(x, y, n, max, sum, log);
+}
+
+/// The float row, written so that every loop vectorises: lane-wise partial
+/// max and sums (folded into a double every kSumBlock values, so long rows
+/// keep their digits) and a polynomial exp.
+[[gnu::always_inline]] inline void softmaxRowVector(const float *x, float *y, int64_t n,
+                                                    bool log) {
+  float lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
+  int64_t whole = n / kLanes * kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = whole; i < n; ++i)
+    max = std::max(max, x[i]);
+  for (int64_t l = 0; l < kLanes; ++l)
+    max = std::max(max, lanes[l]);
+  double sum = blockedSum(n, [&](int64_t i) {
+    float e = polynomialExp(x[i] - max);
+    if (!log)
+      y[i] = e;
+    return e;
+  });
+  finishSoftmaxRow(x, y, n, max, sum, log);
+}
+
+using FloatRowFn = void (*)(const float *, float *, int64_t, bool);
+
+void softmaxRowBaseline(const float *x, float *y, int64_t n, bool log) {
+  softmaxRowVector(x, y, n, log);
+}
+#ifdef DTC_X86_DISPATCH
+DTC_TARGET_AVX2 void softmaxRowAvx2(const float *x, float *y, int64_t n, bool log) {
+  softmaxRowVector(x, y, n, log);
+}
+DTC_TARGET_AVX512 void softmaxRowAvx512(const float *x, float *y, int64_t n, bool log) {
+  softmaxRowVector(x, y, n, log);
+}
+#endif
+
+FloatRowFn softmaxRowFloat() {
+  return pickForCpu(softmaxRowBaseline, DTC_X86_ONLY(softmaxRowAvx2, softmaxRowAvx512));
 }
 
 /// Columns processed together when the axis is not the last dim: each step
@@ -76,14 +210,19 @@ void softmaxColumns(const T *x, T *y, int64_t n, int64_t inner, int64_t width, b
 
 template <class T>
 std::unique_ptr<Kernel> softmaxKernel(int64_t outer, int64_t n, int64_t inner, bool log) {
+  FloatRowFn floatRow = softmaxRowFloat();
   return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
                                 ThreadPool &pool) {
     const T *x = static_cast<const T *>(inputs[0]);
     T *y = static_cast<T *>(outputs[0]);
     if (inner == 1) {
       pool.parallelFor(outer, grainFor(n), [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r)
-          softmaxRow(x + r * n, y + r * n, n, log);
+        for (int64_t r = b; r < e; ++r) {
+          if constexpr (std::is_same_v<T, float>)
+            floatRow(x + r * n, y + r * n, n, log);
+          else
+            softmaxRow(x + r * n, y + r * n, n, log);
+        }
       });
       return;
     }
@@ -105,24 +244,47 @@ std::unique_ptr<Kernel> softmaxKernel(int64_t outer, int64_t n, int64_t inner, b
 
 /// Normalises one row of n values: two passes (mean, then the centred
 /// squares), so large means do not cancel the variance away.
-void layerNormRow(const float *x, const float *scale, const float *bias, float *y, int64_t n,
-                  double epsilon) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i)
-    sum += x[i];
-  double mean = sum / double(n);
-  double squares = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double d = x[i] - mean;
-    squares += d * d;
-  }
+[[gnu::always_inline]] inline void layerNormRowVector(const float *x, const float *scale,
+                                                      const float *bias, float *y, int64_t n,
+                                                      double epsilon) {
+  // Summed relative to x[0], so that float lanes lose no digits to a large
+  // mean (x - shift is exact for x within a factor 2 of shift).
+  float shift = x[0];
+  double mean = double(shift) + blockedSum(n, [&](int64_t i) { return x[i] - shift; }) / double(n);
   // The mean as a float plus a float correction: x - high is exact when x
   // is near the mean (where it matters), so a large mean costs no digits.
   float high = float(mean), low = float(mean - double(high));
+  double squares = blockedSum(n, [&](int64_t i) {
+    float d = (x[i] - high) - low;
+    return d * d;
+  });
   float inverse = float(1.0 / std::sqrt(squares / double(n) + epsilon));
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = ((x[i] - high) - low) * inverse * scale[i] + (bias ? bias[i] : 0.0f);
+  if (bias)
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = ((x[i] - high) - low) * inverse * scale[i] + bias[i];
+  else
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = ((x[i] - high) - low) * inverse * scale[i];
 }
+
+using LayerNormRowFn = void (*)(const float *, const float *, const float *, float *, int64_t,
+                                double);
+
+void layerNormRowBaseline(const float *x, const float *scale, const float *bias, float *y,
+                          int64_t n, double epsilon) {
+  layerNormRowVector(x, scale, bias, y, n, epsilon);
+}
+#ifdef DTC_X86_DISPATCH
+DTC_TARGET_AVX2 void layerNormRowAvx2(const float *x, const float *scale, const float *bias,
+                                      float *y, int64_t n, double epsilon) {
+  layerNormRowVector(x, scale, bias, y, n, epsilon);
+}
+DTC_TARGET_AVX512 void layerNormRowAvx512(const float *x, const float *scale,
+                                          const float *bias, float *y, int64_t n,
+                                          double epsilon) {
+  layerNormRowVector(x, scale, bias, y, n, epsilon);
+}
+#endif
 
 } // namespace
 
@@ -168,6 +330,8 @@ std::unique_ptr<Kernel> makeLayerNormKernel(const plan::Instruction &inst,
                              " of input " + shapeString(x));
   bool hasBias = types.inputs.size() == 3;
   double epsilon = op.epsilon();
+  LayerNormRowFn layerNormRow = pickForCpu(
+      layerNormRowBaseline, DTC_X86_ONLY(layerNormRowAvx2, layerNormRowAvx512));
   return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
                                 ThreadPool &pool) {
     const float *x = static_cast<const float *>(inputs[0]);

@@ -358,6 +358,15 @@ TEST(Conv2DKernel, OneByOneSkipsIm2col) {
   checkConv({{2, 4, 5, 6}, {6, 2, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2, false});
 }
 
+TEST(Conv2DKernel, ImagesSplitOverThePool) {
+  // Enough images for each thread to take its own: stride 1 copies whole
+  // padded planes (with and without pads, dilated), stride 2 does not.
+  checkConv({{5, 3, 10, 12}, {4, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}});
+  checkConv({{3, 2, 8, 9}, {3, 2, 2, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, false});
+  checkConv({{3, 2, 9, 9}, {3, 2, 3, 3}, {1, 1}, {2, 1, 0, 2}, {2, 2}});
+  checkConv({{3, 4, 9, 8}, {6, 2, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 2});
+}
+
 TEST(Conv2DKernel, Big) {
   checkConv({{1, 16, 32, 32}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}});
   checkConv({{2, 32, 24, 24}, {32, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 32});
@@ -451,6 +460,16 @@ TEST(Pool2DKernel, Dilation) {
   checkPool({{1, 2, 9, 10}, {3, 4}, {2, 3}, {3, 2}, {1, 0, 1, 2}, {2, 2}, false, false});
 }
 
+TEST(Pool2DKernel, TwoByTwoStride2) {
+  // The vectorised interior loop, next to clipped windows: ceil_mode's last
+  // row and column, and pads.
+  for (bool max : {true, false}) {
+    checkPool({{2, 3, 8, 8}, {4, 4}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, max});
+    checkPool({{1, 2, 7, 9}, {4, 5}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, max});
+    checkPool({{1, 2, 7, 9}, {4, 5}, {2, 2}, {2, 2}, {1, 1, 0, 0}, {1, 1}, max, true});
+  }
+}
+
 TEST(Pool2DKernel, Big) {
   checkPool({{2, 32, 32, 32}, {16, 16}, {3, 3}, {2, 2}, {1, 1, 0, 0}, {1, 1}, true});
   checkPool({{2, 32, 32, 32}, {16, 16}, {3, 3}, {2, 2}, {1, 1, 0, 0}, {1, 1}, false});
@@ -502,6 +521,31 @@ TEST(SoftmaxKernel, MiddleAndFirstAxis) {
     checkSoftmax({4, 5, 6}, 0, log);
     checkSoftmax({8, 300, 70}, 1, log); // two column blocks, the second partial
   }
+}
+
+// The float rows use a polynomial exp: a causal mask (-inf, or a large
+// negative fill) must give exact zeros, and a wide range must keep its
+// small probabilities.
+TEST(SoftmaxKernel, MaskedAndWideRows) {
+  Shape shape{2, 37};
+  std::vector<float> xv(74);
+  for (int64_t i = 0; i < 37; ++i) {
+    xv[i] = i < 20 ? float(i) * 0.5f : -INFINITY;
+    xv[37 + i] = i % 3 == 0 ? -1e9f : float(i) * -2.5f; // e^-90 at the far end
+  }
+  std::vector<double> expected(74);
+  for (int64_t r = 0; r < 2; ++r) {
+    double max = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < 37; ++i)
+      max = std::max(max, double(xv[r * 37 + i]));
+    for (int64_t i = 0; i < 37; ++i)
+      sum += std::exp(double(xv[r * 37 + i]) - max);
+    for (int64_t i = 0; i < 37; ++i)
+      expected[r * 37 + i] = std::exp(double(xv[r * 37 + i]) - max) / sum;
+  }
+  plan::Instruction inst;
+  inst.mutable_softmax()->set_axis(1);
+  expectClose<float>(inst, {tensor(plan::F32, shape, xv)}, shape, expected);
 }
 
 TEST(SoftmaxKernel, Double) {
