@@ -4,29 +4,16 @@
 #include "compiler/Passes.h"
 #include "compiler/PlanEmitter.h"
 #include "dialects/graph/GraphOps.h"
+#include "runtime/plan/FormatBytes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
-#include <cstdio>
 
 using namespace mlir;
 
 namespace dtc {
 namespace {
-
-std::string formatBytes(int64_t bytes) {
-  char text[32];
-  if (bytes >= (int64_t(1) << 30))
-    std::snprintf(text, sizeof text, "%.2f GiB", bytes / double(int64_t(1) << 30));
-  else if (bytes >= (1 << 20))
-    std::snprintf(text, sizeof text, "%.2f MiB", bytes / double(1 << 20));
-  else if (bytes >= (1 << 10))
-    std::snprintf(text, sizeof text, "%.1f KiB", bytes / double(1 << 10));
-  else
-    std::snprintf(text, sizeof text, "%lld B", (long long)bytes);
-  return text;
-}
 
 int64_t intAttr(Operation *op, StringRef name) {
   auto attr = op->getAttrOfType<IntegerAttr>(name);

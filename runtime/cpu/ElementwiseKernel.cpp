@@ -15,6 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/ElementwiseKernel.h"
+#include "runtime/cpu/FastMath.h"
+#include "runtime/plan/DType.h"
 
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/ThreadPool.h"
@@ -39,24 +41,6 @@ constexpr int64_t kBlock = 1024;
 
 enum class Compute : uint8_t { F32, F64, I64 };
 
-const char *dtypeName(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F32: return "f32";
-  case plan::F64: return "f64";
-  case plan::F16: return "f16";
-  case plan::BF16: return "bf16";
-  case plan::I64: return "i64";
-  case plan::I32: return "i32";
-  case plan::I16: return "i16";
-  case plan::I8: return "i8";
-  case plan::U8: return "u8";
-  case plan::U16: return "u16";
-  case plan::U32: return "u32";
-  case plan::U64: return "u64";
-  case plan::BOOL: return "bool";
-  default: return "invalid";
-  }
-}
 
 bool isSupported(plan::DType dtype) {
   return elementBytes(dtype) != 0 && dtype != plan::F16 && dtype != plan::BF16;
@@ -143,37 +127,6 @@ inline int64_t saturateToInt64(double v) {
 /// vectorising, and inlining is not left to the inliner's cost model.
 #define DTC_INLINE [[gnu::always_inline]] inline
 
-template <class To, class From> DTC_INLINE To bitCast(From v) {
-  static_assert(sizeof(To) == sizeof(From));
-  To r;
-  std::memcpy(&r, &v, sizeof r);
-  return r;
-}
-
-/// e^(hi + lo) where lo is a small correction to hi, the low part of an
-/// argument that does not fit one float.
-DTC_INLINE float expSum(float hi, float lo) {
-  hi = hi > 100.f ? 100.f : hi; // comparisons with NaN are false: NaN stays
-  hi = hi < -110.f ? -110.f : hi;
-  const float round = 12582912.f; // 1.5 * 2^23: adding it rounds to an integer
-  float k = hi * 1.44269504f + round;
-  int32_t n = int32_t(bitCast<uint32_t>(k) - bitCast<uint32_t>(round));
-  k -= round;
-  float r = hi - k * 0.693359375f; // ln 2 in two parts (Cody and Waite)
-  r = r - k * -2.12194440e-4f;
-  r += lo;
-  float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
-              4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.f;
-  // 2^n as two factors, so that results past the largest float become inf
-  // and those in the subnormals round once.
-  int32_t n1 = n >> 1, n2 = n - n1;
-  float s1 = bitCast<float>(uint32_t(n1 + 127) << 23);
-  float s2 = bitCast<float>(uint32_t(n2 + 127) << 23);
-  return p * s1 * s2;
-}
-
-DTC_INLINE float fastExp(float x) { return expSum(x, 0.f); }
 
 DTC_INLINE float fastTanh(float x) {
   float a = std::fabs(x);

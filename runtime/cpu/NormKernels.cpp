@@ -5,6 +5,7 @@
 // tolerance of a double reference. The double softmax keeps std::exp.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cpu/FastMath.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -67,34 +68,6 @@ template <class Term>
   return sum;
 }
 
-template <class To, class From> [[gnu::always_inline]] inline To bitCast(From v) {
-  static_assert(sizeof(To) == sizeof(From));
-  To r;
-  std::memcpy(&r, &v, sizeof r);
-  return r;
-}
-
-/// e^x without a call, so that loops over it vectorise: Cody-Waite range
-/// reduction and a degree-5 polynomial (Cephes' expf), within 2 ulp; inf
-/// past the float range, 0 far below it, NaN stays.
-[[gnu::always_inline]] inline float polynomialExp(float x) {
-  x = x > 100.f ? 100.f : x; // comparisons with NaN are false: NaN stays
-  x = x < -110.f ? -110.f : x;
-  const float round = 12582912.f; // 1.5 * 2^23: adding it rounds to an integer
-  float k = x * 1.44269504f + round;
-  int32_t n = int32_t(bitCast<uint32_t>(k) - bitCast<uint32_t>(round));
-  k -= round;
-  float r = x - k * 0.693359375f; // ln 2 in two parts
-  r = r - k * -2.12194440e-4f;
-  float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
-              4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.f;
-  // 2^n as two factors: past the largest float gives inf, subnormals round once.
-  int32_t n1 = n >> 1, n2 = n - n1;
-  float s1 = bitCast<float>(uint32_t(n1 + 127) << 23);
-  float s2 = bitCast<float>(uint32_t(n2 + 127) << 23);
-  return p * s1 * s2;
-}
 
 //===----------------------------------------------------------------------===//
 // softmax
@@ -150,7 +123,7 @@ template <class T> void softmaxRow(const T *x, T *y, int64_t n, bool log) {
   for (int64_t l = 0; l < kLanes; ++l)
     max = std::max(max, lanes[l]);
   double sum = blockedSum(n, [&](int64_t i) {
-    float e = polynomialExp(x[i] - max);
+    float e = fastExp(x[i] - max);
     if (!log)
       y[i] = e;
     return e;

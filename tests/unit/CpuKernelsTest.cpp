@@ -3,6 +3,7 @@
 // messages makeKernel gives for plans it cannot run.
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "tests/unit/KernelTestSupport.h"
 
 #include <cblas.h>
 #include <gtest/gtest.h>
@@ -16,29 +17,15 @@
 
 using namespace dtc;
 using namespace dtc::runtime::cpu;
+using namespace dtc::kerneltest;
 
 namespace {
 
-using Shape = std::vector<int64_t>;
 
 //===----------------------------------------------------------------------===//
 // Harness
 //===----------------------------------------------------------------------===//
 
-int64_t count(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-plan::TensorType typeOf(plan::DType dtype, const Shape &shape) {
-  plan::TensorType type;
-  type.set_dtype(dtype);
-  for (int64_t d : shape)
-    type.add_shape(d);
-  return type;
-}
 
 Shape shapeOf(const plan::TensorType &type) { return Shape(type.shape().begin(), type.shape().end()); }
 
@@ -59,17 +46,6 @@ int64_t elementSize(plan::DType dtype) {
   }
 }
 
-struct Tensor {
-  plan::TensorType type;
-  std::vector<char> bytes;
-};
-
-template <class T> Tensor tensor(plan::DType dtype, const Shape &shape, const std::vector<T> &values) {
-  EXPECT_EQ(int64_t(values.size()), count(shape));
-  Tensor t{typeOf(dtype, shape), std::vector<char>(values.size() * sizeof(T))};
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
 
 template <class T> std::vector<T> values(const Tensor &t) {
   std::vector<T> v(t.bytes.size() / sizeof(T));

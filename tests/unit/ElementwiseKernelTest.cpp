@@ -4,6 +4,7 @@
 // makeElementwiseKernel gives for expressions it cannot run.
 #include "runtime/cpu/ElementwiseKernel.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "tests/unit/KernelTestSupport.h"
 
 #include <gtest/gtest.h>
 
@@ -16,29 +17,15 @@
 
 using namespace dtc;
 using namespace dtc::runtime::cpu;
+using namespace dtc::kerneltest;
 
 namespace {
 
-using Shape = std::vector<int64_t>;
 
 //===----------------------------------------------------------------------===//
 // Harness
 //===----------------------------------------------------------------------===//
 
-int64_t count(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-plan::TensorType typeOf(plan::DType dtype, const Shape &shape) {
-  plan::TensorType type;
-  type.set_dtype(dtype);
-  for (int64_t d : shape)
-    type.add_shape(d);
-  return type;
-}
 
 /// An expression built node by node; each call returns the node's index.
 struct Expr {
@@ -59,19 +46,6 @@ struct Expr {
   int constant(double value, plan::DType dtype) { return add(plan::CONSTANT, dtype, {}, value); }
 };
 
-/// A tensor as the kernel sees it: a type and row-major bytes.
-struct Tensor {
-  plan::TensorType type;
-  std::vector<char> bytes;
-};
-
-template <class T> Tensor tensor(plan::DType dtype, const Shape &shape, const std::vector<T> &v) {
-  EXPECT_EQ(int64_t(v.size()), count(shape));
-  Tensor t{typeOf(dtype, shape), std::vector<char>(v.size() * sizeof(T))};
-  if (!v.empty())
-    std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
-  return t;
-}
 
 template <class T> std::vector<T> valuesOf(const char *bytes, int64_t n) {
   std::vector<T> v(static_cast<size_t>(n));

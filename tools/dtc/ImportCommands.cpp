@@ -62,6 +62,12 @@ int parseModelOption(const Args &args, size_t &i, ModelOptions &options) {
   return 0;
 }
 
+mlir::DialectRegistry dialectRegistry() {
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  return registry;
+}
+
 /// Takes a positional argument as the model; -1 after an error.
 int takeModel(const std::string &command, const std::string &arg, ModelOptions &options) {
   if (!arg.empty() && arg[0] == '-' && arg != "-")
@@ -133,9 +139,7 @@ int runImport(const Args &args) {
   if (options.model.empty())
     return usageError("import needs a model: dtc import MODEL.onnx");
 
-  mlir::DialectRegistry registry;
-  registerAllDialects(registry);
-  mlir::MLIRContext context(registry);
+  mlir::MLIRContext context(dialectRegistry());
   std::string error;
   auto module = onnx::importOnnxFile(context, options.model, options.import, error);
   if (!module)
@@ -163,9 +167,7 @@ int runCompile(const Args &args) {
   if (options.output.empty())
     return usageError("compile needs an output: -o PLAN.dtcp");
 
-  mlir::DialectRegistry registry;
-  registerAllDialects(registry);
-  mlir::MLIRContext context(registry);
+  mlir::MLIRContext context(dialectRegistry());
   std::string error;
   auto module = onnx::importOnnxFile(context, options.model, options.import, error);
   if (!module)

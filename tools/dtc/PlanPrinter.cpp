@@ -154,16 +154,6 @@ std::string bufferList(const google::protobuf::RepeatedField<uint32_t> &ids) {
 
 } // namespace
 
-std::string formatBytes(int64_t bytes) {
-  if (bytes >= (int64_t(1) << 30))
-    return fmt::format("{:.2f} GiB", bytes / double(int64_t(1) << 30));
-  if (bytes >= (1 << 20))
-    return fmt::format("{:.2f} MiB", bytes / double(1 << 20));
-  if (bytes >= (1 << 10))
-    return fmt::format("{:.1f} KiB", bytes / double(1 << 10));
-  return fmt::format("{} B", bytes);
-}
-
 std::string printPlan(const plan::Plan &plan) {
   std::string out;
   auto line = [&](const std::string &text) { out += text + "\n"; };

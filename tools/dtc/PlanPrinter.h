@@ -2,6 +2,8 @@
 #ifndef DTC_TOOLS_DTC_PLANPRINTER_H
 #define DTC_TOOLS_DTC_PLANPRINTER_H
 
+#include "runtime/plan/FormatBytes.h"
+
 #include "plan.pb.h"
 
 #include <string>
@@ -11,9 +13,6 @@ namespace dtc {
 /// The plan as text: header, inputs and outputs, the decisions, and each
 /// rank's program and buffers.
 std::string printPlan(const plan::Plan &plan);
-
-/// "12.3 MiB".
-std::string formatBytes(int64_t bytes);
 
 } // namespace dtc
 
