@@ -6,6 +6,7 @@
 #include "runtime/cpu/ThreadPool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -22,6 +23,41 @@ bool sameType(const plan::TensorType &a, const plan::TensorType &b) {
 
 int64_t byteSize(const plan::TensorType &type) {
   return elementCount(type) * dtypeBytes(type.dtype());
+}
+
+/// Which buffers hold bytes that never change after loading: those inside a
+/// parameter or constant that no instruction and no graph input writes.
+std::vector<bool> constantBuffers(const plan::RankProgram &program) {
+  using Range = std::pair<int64_t, int64_t>; // [begin, end) in the arena
+  auto range = [&](uint32_t id) {
+    const plan::Buffer &b = program.buffers(id);
+    return Range{b.offset(), b.offset() + byteSize(b.type())};
+  };
+  std::vector<Range> fixed, written;
+  for (int b = 0; b < program.buffers_size(); ++b) {
+    const plan::Buffer &buffer = program.buffers(b);
+    if (buffer.has_parameter() || buffer.has_constant())
+      fixed.push_back(range(b));
+    else if (buffer.has_input())
+      written.push_back(range(b));
+  }
+  for (const plan::Instruction &inst : program.instructions())
+    for (uint32_t id : inst.outputs())
+      written.push_back(range(id));
+  std::vector<bool> constant(program.buffers_size(), false);
+  for (int b = 0; b < program.buffers_size(); ++b) {
+    Range r = range(b);
+    if (r.first == r.second)
+      continue;
+    bool inside = std::any_of(fixed.begin(), fixed.end(), [&](const Range &f) {
+      return f.first <= r.first && r.second <= f.second;
+    });
+    bool overwritten = std::any_of(written.begin(), written.end(), [&](const Range &w) {
+      return w.first < r.second && r.first < w.second;
+    });
+    constant[b] = inside && !overwritten;
+  }
+  return constant;
 }
 
 } // namespace
@@ -85,20 +121,22 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
   }
 
   ex->pool_ = std::make_unique<cpu::ThreadPool>(threads);
+  std::vector<bool> constant = constantBuffers(program);
   for (int i = 0; i < program.instructions_size(); ++i) {
     const plan::Instruction &inst = program.instructions(i);
     std::vector<plan::TensorType> inTypes, outTypes;
-    std::vector<const void *> ins;
+    std::vector<const void *> ins, constants;
     std::vector<void *> outs;
     for (uint32_t id : inst.inputs()) {
       inTypes.push_back(program.buffers(id).type());
       ins.push_back(ex->arena_ + program.buffers(id).offset());
+      constants.push_back(constant[id] ? ins.back() : nullptr);
     }
     for (uint32_t id : inst.outputs()) {
       outTypes.push_back(program.buffers(id).type());
       outs.push_back(ex->arena_ + program.buffers(id).offset());
     }
-    auto kernel = cpu::makeKernel(inst, inTypes, outTypes, error);
+    auto kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
     if (!kernel) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return nullptr;
@@ -113,6 +151,12 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
 }
 
 int Executor::threads() const { return pool_->threads(); }
+
+void Executor::enableProfile() {
+  profile_ = true;
+  profileSeconds_.assign(kernels_.size(), 0.0);
+  profiledRuns_ = 0;
+}
 
 bool Executor::setInput(int index, const HostTensor &tensor, std::string &error) {
   const plan::Tensor &want = plan_->inputs(index);
@@ -139,12 +183,21 @@ bool Executor::run(std::string &error) {
       const HostTensor &t = inputs_[buffer.input()];
       std::memcpy(arena_ + buffer.offset(), t.bytes.data(), t.bytes.size());
     }
-  for (size_t i = 0; i < kernels_.size(); ++i)
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last = profile_ ? Clock::now() : Clock::time_point();
+  for (size_t i = 0; i < kernels_.size(); ++i) {
     if (!kernels_[i]->run(inputPointers_[i].data(), outputPointers_[i].data(), *pool_,
                           error)) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return false;
     }
+    if (profile_) {
+      Clock::time_point now = Clock::now();
+      profileSeconds_[i] += std::chrono::duration<double>(now - last).count();
+      last = now;
+    }
+  }
+  profiledRuns_ += profile_;
   return true;
 }
 

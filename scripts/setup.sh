@@ -14,6 +14,7 @@ apt_packages=(
   protobuf-compiler libprotobuf-dev libfmt-dev libgtest-dev
   zlib1g-dev libzstd-dev
   libopenblas-dev
+  libdnnl-dev
   python3 python3-pip
 )
 missing=()

@@ -26,6 +26,13 @@ using Shape = std::vector<int64_t>;
 struct KernelTypes {
   const std::vector<plan::TensorType> &inputs;
   const plan::TensorType &output;
+  /// Per input, its bytes when they never change (parameters, constants),
+  /// else null; kernels may transform such inputs once (weight reorders).
+  const std::vector<const void *> &constants;
+
+  const void *constant(size_t input) const {
+    return input < constants.size() ? constants[input] : nullptr;
+  }
 };
 
 /// A kernel family's factory. Messages it leaves in `error` lack the op

@@ -122,7 +122,8 @@ std::string arityString(const OpInfo &info) {
 std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
                                    const std::vector<plan::TensorType> &inputTypes,
                                    const std::vector<plan::TensorType> &outputTypes,
-                                   std::string &error) {
+                                   std::string &error,
+                                   const std::vector<const void *> &constantInputs) {
   const OpInfo *info = nullptr;
   for (const OpInfo &candidate : kOps)
     if (candidate.op == inst.op_case())
@@ -141,7 +142,7 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
         if (d < 0)
           return fail(error, std::string(info->name) + ": negative dim in shape " +
                                  shapeString(type));
-  KernelTypes types{inputTypes, outputTypes[0]};
+  KernelTypes types{inputTypes, outputTypes[0], constantInputs};
   std::unique_ptr<Kernel> kernel = info->make(inst, types, error);
   // The elementwise kernel's messages name their own op and node.
   if (!kernel && info->op != plan::Instruction::kElementwise)

@@ -33,10 +33,15 @@ public:
 /// Prepares the kernel for `inst` over buffers of the given types; on an
 /// unsupported dtype or inconsistent shapes returns null with `error` saying
 /// what is wrong (without the instruction index: the caller adds it).
+/// `constantInputs[i]`, when given and not null, holds input i's bytes,
+/// which stay as they are for the kernel's life (parameters, constants):
+/// the kernel may prepare them once (reorder weights into a blocked layout)
+/// and then ignore what run() is given for that input.
 std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
                                    const std::vector<plan::TensorType> &inputTypes,
                                    const std::vector<plan::TensorType> &outputTypes,
-                                   std::string &error);
+                                   std::string &error,
+                                   const std::vector<const void *> &constantInputs = {});
 
 } // namespace dtc::runtime::cpu
 

@@ -1,9 +1,14 @@
-//===- MatMulKernels.cpp - matmul through OpenBLAS sgemm ------------------===//
+//===- MatMulKernels.cpp - matmul through oneDNN, or OpenBLAS sgemm -------===//
+//
+// oneDNN's matmul primitive runs every f32 matmul it accepts, its weights
+// reordered once when they are constant; OpenBLAS runs the rest (empty
+// operands, batch patterns oneDNN declines).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Dnnl.h"
+#include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/ThreadPool.h"
-
-#include "runtime/cpu/Gemm.h"
-
 
 namespace dtc::runtime::cpu {
 namespace {
@@ -48,6 +53,88 @@ private:
   /// Per output matrix, the lhs and rhs matrices it multiplies.
   std::vector<std::pair<int64_t, int64_t>> batches_;
 };
+
+/// A matmul as one oneDNN primitive over strided views of the buffers.
+class DnnlMatMulKernel final : public Kernel {
+public:
+  DnnlMatMulKernel(dnnl::matmul::primitive_desc pd, dnnl::memory src, dnnl::memory weights,
+                   dnnl::memory dst, bool constantWeights)
+      : primitive_(pd), src_(std::move(src)), weights_(std::move(weights)),
+        dst_(std::move(dst)), constantWeights_(constantWeights) {}
+
+  bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
+           std::string &) override {
+    src_.set_data_handle(const_cast<void *>(inputs[0]));
+    if (!constantWeights_)
+      weights_.set_data_handle(const_cast<void *>(inputs[1]));
+    dst_.set_data_handle(outputs[0]);
+    executeDnnl(primitive_,
+                {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}},
+                pool);
+    return true;
+  }
+
+private:
+  dnnl::matmul primitive_;
+  dnnl::memory src_, weights_, dst_;
+  bool constantWeights_;
+};
+
+/// Dense row-major strides of `shape`.
+dnnl::memory::dims denseStrides(const Shape &shape) {
+  dnnl::memory::dims strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * std::max<int64_t>(shape[i], 1);
+  return strides;
+}
+
+/// An operand stored as `stored` (batch dims padded with leading 1s to
+/// `rank`), seen as its logical [..., rows, cols]: the last two dims swap
+/// when `transposed`.
+dnnl::memory::desc operandDesc(Shape stored, size_t rank, bool transposed) {
+  stored.insert(stored.begin(), rank - stored.size(), 1);
+  dnnl::memory::dims dims(stored.begin(), stored.end()), strides = denseStrides(stored);
+  if (transposed) {
+    std::swap(dims[rank - 1], dims[rank - 2]);
+    std::swap(strides[rank - 1], strides[rank - 2]);
+  }
+  return plainF32(dims, strides);
+}
+
+/// The oneDNN matmul for `gemm` over operands of the given shapes, or null
+/// when oneDNN declines it. `collapsed`: the lhs batch is folded into M.
+std::unique_ptr<Kernel> makeDnnlMatMul(const Gemm &gemm, const Shape &lhs, const Shape &rhs,
+                                       const Shape &out, bool collapsed,
+                                       const void *constantRhs) {
+  if (gemm.M == 0 || gemm.N == 0 || gemm.K == 0)
+    return nullptr;
+  dnnl::memory::desc src, weights, dst;
+  if (collapsed) {
+    src = operandDesc({gemm.M, gemm.K}, 2, false);
+    weights = operandDesc(rhs, 2, gemm.transB);
+    dst = operandDesc({gemm.M, gemm.N}, 2, false);
+  } else {
+    size_t rank = out.size();
+    src = operandDesc(lhs, rank, gemm.transA);
+    weights = operandDesc(rhs, rank, gemm.transB);
+    dst = operandDesc(out, rank, false);
+  }
+  try {
+    dnnl::memory::desc wanted =
+        constantRhs ? dnnl::memory::desc(weights.dims(), dnnl::memory::data_type::f32,
+                                         dnnl::memory::format_tag::any)
+                    : weights;
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wanted, dst), dnnlEngine());
+    dnnl::memory weightMemory =
+        constantRhs ? reorderConstant(weights, constantRhs, pd.weights_desc())
+                    : dnnl::memory(weights, dnnlEngine(), DNNL_MEMORY_NONE);
+    return std::make_unique<DnnlMatMulKernel>(
+        pd, dnnl::memory(src, dnnlEngine(), DNNL_MEMORY_NONE), std::move(weightMemory),
+        dnnl::memory(dst, dnnlEngine(), DNNL_MEMORY_NONE), constantRhs != nullptr);
+  } catch (const dnnl::error &) {
+    return nullptr;
+  }
+}
 
 } // namespace
 
@@ -100,7 +187,8 @@ std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &inst,
                            shapeString(expected) + " for " + operands());
 
   std::vector<std::pair<int64_t, int64_t>> batches;
-  if (rhsCount == 1 && !gemm.transA) {
+  bool collapsed = rhsCount == 1 && !gemm.transA;
+  if (collapsed) {
     // x[B,T,K] @ W[K,N]: the lhs matrices are stacked rows of one matrix.
     gemm.M *= lhsCount;
     batches.push_back({0, 0});
@@ -121,6 +209,8 @@ std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &inst,
       }
     }
   }
+  if (auto kernel = makeDnnlMatMul(gemm, lhs, rhs, out, collapsed, types.constant(1)))
+    return kernel;
   if (!fitsBlas({gemm.M, gemm.N, gemm.K, gemm.lda, gemm.ldb}))
     return fail(error, "a matrix dim exceeds OpenBLAS's 32-bit sizes: " + operands());
   return std::make_unique<MatMulKernel>(gemm, std::move(batches));

@@ -7,17 +7,17 @@
 
 namespace dtc::runtime::cpu {
 
-/// A fixed set of threads (the calling thread is one of them) that split
-/// loops. Also sets OpenBLAS's thread count, so `--threads N` bounds both.
+/// A fixed number of threads (the calling thread is one of them) that split
+/// loops: OpenMP's team, shared with oneDNN. Also sets OpenBLAS's thread
+/// count, so `--threads N` bounds every library.
 class ThreadPool {
 public:
   /// `threads` <= 0: one per core.
   explicit ThreadPool(int threads);
-  ~ThreadPool();
   ThreadPool(const ThreadPool &) = delete;
   ThreadPool &operator=(const ThreadPool &) = delete;
 
-  int threads() const;
+  int threads() const { return threads_; }
 
   /// Calls `body(begin, end)` on disjoint ranges covering [0, n), in
   /// parallel, in chunks of at least `grain` iterations; returns when all
@@ -26,8 +26,7 @@ public:
                    const std::function<void(int64_t, int64_t)> &body);
 
 private:
-  struct State;
-  State *state_;
+  int threads_;
 };
 
 } // namespace dtc::runtime::cpu

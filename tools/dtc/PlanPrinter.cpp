@@ -90,8 +90,9 @@ std::string formatExpr(const plan::Elementwise &expr) {
   return text + format(last, true);
 }
 
-/// The op's name and its attributes, e.g. "matmul transpose_rhs".
-std::string describe(const plan::Instruction &inst) {
+} // namespace
+
+std::string describeInstruction(const plan::Instruction &inst) {
   switch (inst.op_case()) {
   case plan::Instruction::kMatmul: {
     std::string s = "matmul";
@@ -145,6 +146,8 @@ std::string describe(const plan::Instruction &inst) {
   }
 }
 
+namespace {
+
 std::string bufferList(const google::protobuf::RepeatedField<uint32_t> &ids) {
   std::vector<std::string> parts;
   for (uint32_t id : ids)
@@ -192,7 +195,7 @@ std::string printPlan(const plan::Plan &plan) {
       std::string type = inst.outputs_size() ? typeToString(rank.buffers(inst.outputs(0)).type())
                                              : "";
       // "matmul transpose_rhs" -> "matmul(%0, %1) transpose_rhs".
-      std::string what = describe(inst);
+      std::string what = describeInstruction(inst);
       size_t space = what.find(' ');
       std::string name = what.substr(0, space);
       std::string attrs = space == std::string::npos ? "" : what.substr(space);

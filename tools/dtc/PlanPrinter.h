@@ -14,6 +14,9 @@ namespace dtc {
 /// rank's program and buffers.
 std::string printPlan(const plan::Plan &plan);
 
+/// An instruction's op and attributes, e.g. "matmul transpose_rhs".
+std::string describeInstruction(const plan::Instruction &inst);
+
 } // namespace dtc
 
 #endif // DTC_TOOLS_DTC_PLANPRINTER_H

@@ -1,5 +1,6 @@
 //===- RunCommand.cpp - dtc run -------------------------------------------===//
 #include "tools/dtc/Commands.h"
+#include "tools/dtc/PlanPrinter.h"
 
 #include "runtime/Executor.h"
 #include "runtime/PlanLoader.h"
@@ -101,11 +102,63 @@ bool readInputs(const plan::Plan &plan, const std::string &dir, runtime::Executo
   return true;
 }
 
+/// The instructions that took the most time, then time by op.
+void printProfile(const plan::Plan &plan, const runtime::Executor &executor) {
+  const plan::RankProgram &program = plan.ranks(0);
+  const std::vector<double> &seconds = executor.profileSeconds();
+  int runs = std::max(1, executor.profiledRuns());
+  double total = 0;
+  for (double s : seconds)
+    total += s;
+  if (total <= 0)
+    return;
+  std::vector<int> order(seconds.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = static_cast<int>(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return seconds[a] != seconds[b] ? seconds[a] > seconds[b] : a < b;
+  });
+  fmt::print("profile: {} runs, {:.3f} ms per run in {} instructions\n", runs,
+             total / runs * 1e3, seconds.size());
+  fmt::print("  {:>5}  {:>9}  {:>6}  {:<18}  {}\n", "inst", "ms/run", "share", "output",
+             "op");
+  auto shorten = [](std::string text, size_t width) {
+    return text.size() <= width ? text : text.substr(0, width - 3) + "...";
+  };
+  size_t shown = std::min<size_t>(order.size(), 15);
+  for (size_t k = 0; k < shown; ++k) {
+    int i = order[k];
+    const plan::Instruction &inst = program.instructions(i);
+    std::string out = inst.outputs_size()
+                          ? typeToString(program.buffers(inst.outputs(0)).type())
+                          : std::string("-");
+    fmt::print("  {:>5}  {:>9.4f}  {:>5.1f}%  {:<18}  {}\n", i, seconds[i] / runs * 1e3,
+               100 * seconds[i] / total, out, shorten(describeInstruction(inst), 60));
+  }
+  if (shown < order.size())
+    fmt::print("  ... {} more instructions\n", order.size() - shown);
+  std::map<std::string, std::pair<double, int>> byOp;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    std::string what = describeInstruction(program.instructions(i));
+    auto &entry = byOp[what.substr(0, what.find(' '))];
+    entry.first += seconds[i];
+    ++entry.second;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> ops(byOp.begin(), byOp.end());
+  std::sort(ops.begin(), ops.end(),
+            [](const auto &a, const auto &b) { return a.second.first > b.second.first; });
+  fmt::print("  by op:");
+  for (const auto &[op, entry] : ops)
+    fmt::print(" {} {:.1f}% ({}x);", op, 100 * entry.first / total, entry.second);
+  fmt::print("\n");
+}
+
 } // namespace
 
 int runRun(const Args &args) {
   std::string planPath, inputs, outputs, model, outputFormat = "pb";
   int threads = 0, repeat = 0;
+  bool profile = false;
   for (size_t i = 0; i < args.size(); ++i) {
     bool missing = false;
     auto number = [&](const std::string &flag, const std::string &text, int &out) {
@@ -136,6 +189,8 @@ int runRun(const Args &args) {
     } else if (auto v = flagValue(args, i, "--repeat", missing)) {
       if (!number("--repeat", *v, repeat))
         return 1;
+    } else if (args[i] == "--profile") {
+      profile = true;
     } else if (missing) {
       return usageError(args[i] + " needs a value");
     } else if (!args[i].empty() && args[i][0] == '-') {
@@ -169,6 +224,8 @@ int runRun(const Args &args) {
   if (!executor->run(error))
     return failure(error);
 
+  if (profile)
+    executor->enableProfile();
   if (repeat > 0) {
     std::vector<double> ms;
     for (int r = 0; r < repeat; ++r) {
@@ -185,7 +242,11 @@ int runRun(const Args &args) {
       mean += m / ms.size();
     fmt::print("run: {} runs on {} threads: median {:.3f} ms, mean {:.3f} ms, min {:.3f} ms\n",
                repeat, executor->threads(), ms[ms.size() / 2], mean, ms.front());
+  } else if (profile && !executor->run(error)) {
+    return failure(error);
   }
+  if (profile)
+    printProfile(plan, *executor);
 
   if (!outputs.empty()) {
     if (!isDirectory(outputs) && mkdir(outputs.c_str(), 0777) != 0)

@@ -28,13 +28,15 @@ commands:
         memory, and each rank's program and buffers.
 
   run PLAN.dtcp [--inputs DIR] [--outputs DIR] [--threads N] [--model MODEL.onnx]
-                [--output-format pb|npy] [--repeat N]
+                [--output-format pb|npy] [--repeat N] [--profile]
         Run a plan on this machine's CPU. Inputs are read from DIR as
         input_<i>.pb / input_<i>.npy (ONNX test-suite layout) or
         <name>.pb / <name>.npy; outputs are written as output_<i>.pb (or
         .npy). --threads defaults to all cores. --model overrides where the
         parameters are read from (default: the model the plan was compiled
         from). --repeat N runs N more times and prints the latency.
+        --profile times every instruction (over the --repeat runs, else
+        one more run) and prints where the time went.
 
   import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.
