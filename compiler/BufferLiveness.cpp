@@ -10,7 +10,8 @@ bool isViewOp(mlir::Operation *op) {
 }
 
 bool isPersistentOp(mlir::Operation *op) {
-  return op && mlir::isa<graph::ParameterOp, graph::ConstantOp>(op);
+  return op && (mlir::isa<graph::ParameterOp, graph::ConstantOp>(op) ||
+                op->hasAttr(kPrologueAttr));
 }
 
 mlir::Value storageOf(mlir::Value value) {

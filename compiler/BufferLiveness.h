@@ -18,7 +18,11 @@ namespace dtc {
 /// Reshape-like ops whose result shares its operand's bytes.
 bool isViewOp(mlir::Operation *op);
 
-/// Parameters and constants: loaded once, never overwritten.
+/// Marks ops that the runtime computes once, at load (dtc-hoist-constants).
+constexpr const char *kPrologueAttr = "dtc.prologue";
+
+/// Parameters, constants and prologue results: loaded or computed once,
+/// never overwritten.
 bool isPersistentOp(mlir::Operation *op);
 
 /// The value whose bytes `value` uses (follows view ops).

@@ -4,6 +4,20 @@
 
 include "mlir/Pass/PassBase.td"
 
+def FuseConv : Pass<"dtc-fuse-conv", "mlir::func::FuncOp"> {
+  let summary = "Fold inference batch norms into convolutions and ReLUs into their epilogue";
+  let description = [{
+    A graph.batch_norm whose input is a conv2d used only there, where the
+    convolution's weight and bias and the norm's statistics are parameters
+    or constants, becomes a conv2d with weight w * s and bias
+    (b - mean) * s + beta, s = scale / sqrt(variance + epsilon), computed
+    by graph ops on the parameters (which dtc-hoist-constants then moves to
+    the load-time prologue). A graph.relu whose input is a conv2d used only
+    there becomes the conv2d's `relu` flag.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def FuseElementwise : Pass<"dtc-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Merge chains of elementwise and broadcast ops into graph.fused kernels";
   let description = [{
@@ -14,6 +28,22 @@ def FuseElementwise : Pass<"dtc-fuse-elementwise", "mlir::func::FuncOp"> {
     kernel: one pass over the result, no intermediate tensors.
   }];
   let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
+def HoistConstants : Pass<"dtc-hoist-constants", "mlir::func::FuncOp"> {
+  let summary = "Mark what depends only on parameters and constants for the load-time prologue";
+  let description = [{
+    Every op whose operands all come from parameters, constants or other
+    such ops gets `dtc.prologue`: the runtime computes it once, after
+    loading the parameters, not on every run, and its result persists like
+    a parameter. Such ops move to the front of the function, in their
+    order. With `parameters=false` (training, where parameters change every
+    step) only constants count.
+  }];
+  let options = [
+    Option<"parameters", "parameters", "bool", "true",
+           "Treat parameters as constant (inference)">,
+  ];
 }
 
 def ScheduleForMemory : Pass<"dtc-schedule", "mlir::func::FuncOp"> {

@@ -26,14 +26,17 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError("no function 'main' to compile");
-  int elementwiseOps = 0;
-  func.walk([&](Operation *op) { elementwiseOps += op->hasTrait<graph::GraphElementwise>(); });
+  int norms = 0, relus = 0;
+  func.walk([&](graph::BatchNormOp) { ++norms; });
+  func.walk([&](graph::ReluOp) { ++relus; });
 
   PassManager pm(module.getContext());
   OpPassManager &fpm = pm.nest<func::FuncOp>();
   fpm.addPass(createCanonicalizerPass());
   fpm.addPass(createCSEPass());
+  fpm.addPass(createFuseConv());
   fpm.addPass(createFuseElementwise());
+  fpm.addPass(createHoistConstants());
   fpm.addPass(createScheduleForMemory());
   fpm.addPass(createAssignBuffers());
   if (failed(pm.run(module)))
@@ -41,13 +44,29 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
   if (failed(emitPlan(module, plan)))
     return failure();
 
-  int fused = 0;
-  func.walk([&](graph::FusedOp) { ++fused; });
+  int fused = 0, foldedNorms = norms, foldedRelus = 0;
+  int elementwiseOps = 0;
+  func.walk([&](graph::FusedOp f) {
+    ++fused;
+    f.getBody().walk([&](Operation *op) {
+      elementwiseOps += op->hasTrait<graph::GraphElementwise>();
+    });
+  });
+  func.walk([&](graph::BatchNormOp) { --foldedNorms; });
+  func.walk([&](graph::Conv2DOp c) { foldedRelus += c.getRelu(); });
   auto &notes = *plan.mutable_decisions()->mutable_notes();
   auto note = [&](std::string text) { *notes.Add() = std::move(text); };
   note("mesh: 1 device (single-rank plan; parallel strategies come with the cost model)");
   note("fusion: " + std::to_string(elementwiseOps) + " elementwise ops in " +
        std::to_string(fused) + " fused kernels (no intermediate tensors inside a kernel)");
+  if (norms || foldedRelus)
+    note("convolutions: " + std::to_string(foldedNorms) + " of " + std::to_string(norms) +
+         " batch norms folded into their convolution's weights, " +
+         std::to_string(foldedRelus) + " of " + std::to_string(relus) +
+         " ReLUs applied in a convolution's epilogue");
+  if (int prologue = plan.ranks(0).prologue_size())
+    note("prologue: " + std::to_string(prologue) +
+         " instructions depend only on parameters and constants; they run once, at load");
   if (auto schedule = func->getAttrOfType<DictionaryAttr>("dtc.schedule")) {
     auto peak = [&](StringRef key) { return cast<IntegerAttr>(schedule.get(key)).getInt(); };
     bool memory = cast<StringAttr>(schedule.get("order")).getValue() == "memory";
@@ -58,7 +77,8 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
   }
   int64_t arena = intAttr(func, "dtc.arena_bytes"), params = intAttr(func, "dtc.parameter_bytes"),
           unshared = intAttr(func, "dtc.unshared_bytes");
-  note("memory: peak " + formatBytes(arena) + " = parameters " + formatBytes(params) +
+  note("memory: peak " + formatBytes(arena) + " = parameters " +
+       (plan.ranks(0).prologue_size() ? "and load-time values " : "") + formatBytes(params) +
        " + activations " + formatBytes(arena - params) + " (" + formatBytes(unshared - params) +
        " without buffer reuse)");
   note("instructions: " + std::to_string(plan.ranks(0).instructions_size()) + " over " +

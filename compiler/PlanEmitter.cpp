@@ -145,7 +145,9 @@ private:
   }
 
   plan::Instruction &addInstruction(Operation *op, ValueRange inputs) {
-    plan::Instruction &inst = *rank_.add_instructions();
+    // Ops of the load-time prologue (dtc-hoist-constants) run once.
+    plan::Instruction &inst =
+        op->hasAttr(kPrologueAttr) ? *rank_.add_prologue() : *rank_.add_instructions();
     for (Value v : inputs)
       inst.add_inputs(ids_.lookup(v));
     for (Value v : op->getResults())
@@ -214,6 +216,7 @@ private:
           for (int64_t v : c.getPads()) conv->add_pads(v);
           for (int64_t v : c.getDilations()) conv->add_dilations(v);
           conv->set_groups(c.getGroups());
+          conv->set_relu(c.getRelu());
           return success();
         })
         .Case([&](graph::MaxPool2DOp p) -> LogicalResult {

@@ -135,8 +135,13 @@ struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
     func::FuncOp func = getOperation();
     Block &block = func.getBody().front();
     SmallVector<Operation *> sources, ops;
+    // Views of persistent values go with them: prologue ops may read them.
     for (Operation &op : block.without_terminator())
-      (isPersistentOp(&op) ? sources : ops).push_back(&op);
+      (isPersistentOp(&op) ||
+               (isViewOp(&op) && isPersistentOp(storageOf(op.getResult(0)).getDefiningOp()))
+           ? sources
+           : ops)
+          .push_back(&op);
 
     SmallVector<Operation *> greedy = greedyOrder(block, ops);
     if (greedy.size() != ops.size()) {

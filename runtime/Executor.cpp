@@ -25,9 +25,10 @@ int64_t byteSize(const plan::TensorType &type) {
   return elementCount(type) * dtypeBytes(type.dtype());
 }
 
-/// Which buffers hold bytes that never change after loading: those inside a
-/// parameter or constant that no instruction and no graph input writes.
-std::vector<bool> constantBuffers(const plan::RankProgram &program) {
+/// Which buffers hold bytes that never change (before or after the
+/// prologue ran): those inside a parameter, a constant or (after) a prologue
+/// output that no instruction and no graph input writes.
+std::vector<bool> constantBuffers(const plan::RankProgram &program, bool afterPrologue) {
   using Range = std::pair<int64_t, int64_t>; // [begin, end) in the arena
   auto range = [&](uint32_t id) {
     const plan::Buffer &b = program.buffers(id);
@@ -41,6 +42,9 @@ std::vector<bool> constantBuffers(const plan::RankProgram &program) {
     else if (buffer.has_input())
       written.push_back(range(b));
   }
+  for (const plan::Instruction &inst : program.prologue())
+    for (uint32_t id : inst.outputs())
+      (afterPrologue ? fixed : written).push_back(range(id));
   for (const plan::Instruction &inst : program.instructions())
     for (uint32_t id : inst.outputs())
       written.push_back(range(id));
@@ -70,7 +74,7 @@ std::string typeToString(const plan::TensorType &type) {
 }
 
 Executor::~Executor() {
-  kernels_.clear();
+  steps_.clear();
   std::free(arena_);
 }
 
@@ -121,29 +125,24 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
   }
 
   ex->pool_ = std::make_unique<cpu::ThreadPool>(threads);
-  std::vector<bool> constant = constantBuffers(program);
+  // The prologue, once: its kernels are used a single time.
+  std::vector<bool> constant = constantBuffers(program, /*afterPrologue=*/false);
+  for (int i = 0; i < program.prologue_size(); ++i) {
+    Step step;
+    if (!ex->prepare(program.prologue(i), constant, step, error) ||
+        !step.kernel->run(step.inputs.data(), step.outputs.data(), *ex->pool_, error)) {
+      error = "prologue instruction " + std::to_string(i) + ": " + error;
+      return nullptr;
+    }
+  }
+  constant = constantBuffers(program, /*afterPrologue=*/true);
   for (int i = 0; i < program.instructions_size(); ++i) {
-    const plan::Instruction &inst = program.instructions(i);
-    std::vector<plan::TensorType> inTypes, outTypes;
-    std::vector<const void *> ins, constants;
-    std::vector<void *> outs;
-    for (uint32_t id : inst.inputs()) {
-      inTypes.push_back(program.buffers(id).type());
-      ins.push_back(ex->arena_ + program.buffers(id).offset());
-      constants.push_back(constant[id] ? ins.back() : nullptr);
-    }
-    for (uint32_t id : inst.outputs()) {
-      outTypes.push_back(program.buffers(id).type());
-      outs.push_back(ex->arena_ + program.buffers(id).offset());
-    }
-    auto kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
-    if (!kernel) {
+    Step step;
+    if (!ex->prepare(program.instructions(i), constant, step, error)) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return nullptr;
     }
-    ex->kernels_.push_back(std::move(kernel));
-    ex->inputPointers_.push_back(std::move(ins));
-    ex->outputPointers_.push_back(std::move(outs));
+    ex->steps_.push_back(std::move(step));
   }
   ex->inputs_.resize(plan.inputs_size());
   ex->inputSet_.assign(plan.inputs_size(), false);
@@ -154,8 +153,25 @@ int Executor::threads() const { return pool_->threads(); }
 
 void Executor::enableProfile() {
   profile_ = true;
-  profileSeconds_.assign(kernels_.size(), 0.0);
+  profileSeconds_.assign(steps_.size(), 0.0);
   profiledRuns_ = 0;
+}
+
+bool Executor::prepare(const plan::Instruction &inst, const std::vector<bool> &constant,
+                       Step &step, std::string &error) {
+  std::vector<plan::TensorType> inTypes, outTypes;
+  std::vector<const void *> constants;
+  for (uint32_t id : inst.inputs()) {
+    inTypes.push_back(program_->buffers(id).type());
+    step.inputs.push_back(arena_ + program_->buffers(id).offset());
+    constants.push_back(constant[id] ? step.inputs.back() : nullptr);
+  }
+  for (uint32_t id : inst.outputs()) {
+    outTypes.push_back(program_->buffers(id).type());
+    step.outputs.push_back(arena_ + program_->buffers(id).offset());
+  }
+  step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
+  return step.kernel != nullptr;
 }
 
 bool Executor::setInput(int index, const HostTensor &tensor, std::string &error) {
@@ -185,9 +201,9 @@ bool Executor::run(std::string &error) {
     }
   using Clock = std::chrono::steady_clock;
   Clock::time_point last = profile_ ? Clock::now() : Clock::time_point();
-  for (size_t i = 0; i < kernels_.size(); ++i) {
-    if (!kernels_[i]->run(inputPointers_[i].data(), outputPointers_[i].data(), *pool_,
-                          error)) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step &step = steps_[i];
+    if (!step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error)) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return false;
     }

@@ -57,13 +57,20 @@ public:
 private:
   Executor() = default;
 
+  /// A prepared instruction and its buffers' addresses.
+  struct Step {
+    std::unique_ptr<cpu::Kernel> kernel;
+    std::vector<const void *> inputs;
+    std::vector<void *> outputs;
+  };
+  bool prepare(const plan::Instruction &inst, const std::vector<bool> &constant, Step &step,
+               std::string &error);
+
   const plan::Plan *plan_ = nullptr;
   const plan::RankProgram *program_ = nullptr;
   std::unique_ptr<cpu::ThreadPool> pool_;
   char *arena_ = nullptr;
-  std::vector<std::unique_ptr<cpu::Kernel>> kernels_;
-  std::vector<std::vector<const void *>> inputPointers_;
-  std::vector<std::vector<void *>> outputPointers_;
+  std::vector<Step> steps_;
   std::vector<HostTensor> inputs_;
   std::vector<bool> inputSet_;
   bool profile_ = false;

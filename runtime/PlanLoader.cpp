@@ -120,8 +120,13 @@ private:
     for (int b = 0; b < rank.buffers_size(); ++b)
       if (!checkBuffer(rank, b, where + ", buffer " + std::to_string(b)))
         return false;
+    for (int i = 0; i < rank.prologue_size(); ++i)
+      if (!checkInstruction(rank, rank.prologue(i),
+                            where + ", prologue instruction " + std::to_string(i)))
+        return false;
     for (int i = 0; i < rank.instructions_size(); ++i)
-      if (!checkInstruction(rank, i, where + ", instruction " + std::to_string(i)))
+      if (!checkInstruction(rank, rank.instructions(i),
+                            where + ", instruction " + std::to_string(i)))
         return false;
     if (rank.outputs_size() != plan_.outputs_size())
       return fail(where + ": " + std::to_string(rank.outputs_size()) +
@@ -186,8 +191,8 @@ private:
     return true;
   }
 
-  bool checkInstruction(const plan::RankProgram &rank, int i, const std::string &where) {
-    const Instruction &inst = rank.instructions(i);
+  bool checkInstruction(const plan::RankProgram &rank, const Instruction &inst,
+                        const std::string &where) {
     if (inst.op_case() == Instruction::OP_NOT_SET)
       return fail(where + ": unknown operation (a plan from a newer dtc?)");
     Arity arity = arityOf(inst);

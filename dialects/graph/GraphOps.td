@@ -255,11 +255,16 @@ def Graph_MatmulOp : Graph_InferredOp<"matmul"> {
 
 def Graph_Conv2DOp : Graph_InferredOp<"conv2d"> {
   let summary = "2-D convolution, NCHW input, OIHW weight";
+  let description = [{
+    `relu` (set by the `dtc-fuse-conv` pass) passes the output through
+    max(0, x), so that the kernel applies it while the output is in cache.
+  }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$weight,
                        Optional<Graph_FloatTensor>:$bias,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
-                       DefaultValuedAttr<I64Attr, "1">:$groups);
+                       DefaultValuedAttr<I64Attr, "1">:$groups,
+                       UnitAttr:$relu);
   let results = (outs Graph_FloatTensor:$output);
 }
 

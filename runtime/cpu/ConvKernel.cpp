@@ -1,4 +1,12 @@
-//===- ConvKernel.cpp - conv2d: im2col and OpenBLAS sgemm, or direct -----===//
+//===- ConvKernel.cpp - conv2d: oneDNN, im2col and sgemm, or direct -------===//
+//
+// oneDNN's convolution runs what it accepts, in the blocked layout it
+// prefers: the input is reordered into it and the output back out on each
+// run, the weights once when they are constant. Depthwise convolutions and
+// anything oneDNN declines go through our own kernels.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Dnnl.h"
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/ThreadPool.h"
@@ -306,6 +314,118 @@ private:
   ConvGeometry g_;
 };
 
+/// A convolution as a oneDNN primitive, with reorders in and out of the
+/// layout it chose.
+class DnnlConvKernel final : public Kernel {
+public:
+  DnnlConvKernel(const dnnl::convolution_forward::primitive_desc &pd,
+                 const dnnl::memory::desc &plainSrc, const dnnl::memory::desc &plainDst,
+                 dnnl::memory weights, bool constantWeights, bool hasBias)
+      : primitive_(pd), plainSrc_(plainSrc, dnnlEngine(), DNNL_MEMORY_NONE),
+        plainDst_(plainDst, dnnlEngine(), DNNL_MEMORY_NONE), weights_(std::move(weights)),
+        constantWeights_(constantWeights), hasBias_(hasBias) {
+    if (hasBias)
+      bias_ = dnnl::memory(pd.bias_desc(), dnnlEngine(), DNNL_MEMORY_NONE);
+    if (pd.src_desc() != plainSrc) {
+      src_ = dnnl::memory(pd.src_desc(), dnnlEngine());
+      reorderIn_ = dnnl::reorder(plainSrc_, src_);
+    } else {
+      src_ = plainSrc_;
+    }
+    if (pd.dst_desc() != plainDst) {
+      dst_ = dnnl::memory(pd.dst_desc(), dnnlEngine());
+      reorderOut_ = dnnl::reorder(dst_, plainDst_);
+    } else {
+      dst_ = plainDst_;
+    }
+  }
+
+  bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
+           std::string &) override {
+    plainSrc_.set_data_handle(const_cast<void *>(inputs[0]));
+    plainDst_.set_data_handle(outputs[0]);
+    if (!constantWeights_)
+      weights_.set_data_handle(const_cast<void *>(inputs[1]));
+    if (hasBias_)
+      bias_.set_data_handle(const_cast<void *>(inputs[2]));
+    if (reorderIn_)
+      executeDnnl(reorderIn_, {{DNNL_ARG_FROM, plainSrc_}, {DNNL_ARG_TO, src_}}, pool);
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}};
+    if (hasBias_)
+      args[DNNL_ARG_BIAS] = bias_;
+    executeDnnl(primitive_, args, pool);
+    if (reorderOut_)
+      executeDnnl(reorderOut_, {{DNNL_ARG_FROM, dst_}, {DNNL_ARG_TO, plainDst_}}, pool);
+    return true;
+  }
+
+private:
+  dnnl::convolution_forward primitive_;
+  dnnl::memory plainSrc_, plainDst_, src_, dst_, weights_, bias_;
+  dnnl::primitive reorderIn_, reorderOut_;
+  bool constantWeights_, hasBias_;
+};
+
+/// Our own convolutions' epilogue: max(0, y) over the output.
+class ReluAfter final : public Kernel {
+public:
+  ReluAfter(std::unique_ptr<Kernel> conv, int64_t elements)
+      : conv_(std::move(conv)), elements_(elements) {}
+
+  bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
+           std::string &error) override {
+    if (!conv_->run(inputs, outputs, pool, error))
+      return false;
+    float *y = static_cast<float *>(outputs[0]);
+    pool.parallelFor(elements_, kSerialWork, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = std::max(y[i], 0.0f);
+    });
+    return true;
+  }
+
+private:
+  std::unique_ptr<Kernel> conv_;
+  int64_t elements_;
+};
+
+/// The oneDNN convolution for `g`, or null when oneDNN declines it.
+std::unique_ptr<Kernel> makeDnnlConv(const ConvGeometry &g, bool relu,
+                                     const void *constantWeights) {
+  using dnnl::memory;
+  using tag = memory::format_tag;
+  auto f32 = memory::data_type::f32;
+  memory::desc plainSrc({g.N, g.C, g.H, g.W}, f32, tag::nchw);
+  memory::desc plainDst({g.N, g.M, g.OH, g.OW}, f32, tag::nchw);
+  memory::desc plainWeights =
+      g.groups == 1 ? memory::desc({g.M, g.C, g.kH, g.kW}, f32, tag::oihw)
+                    : memory::desc({g.groups, g.Mg(), g.Cg(), g.kH, g.kW}, f32, tag::goihw);
+  memory::desc bias = g.hasBias ? memory::desc({g.M}, f32, tag::x) : memory::desc();
+  try {
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        memory::desc(plainSrc.dims(), f32, tag::any),
+        constantWeights ? memory::desc(plainWeights.dims(), f32, tag::any) : plainWeights,
+        bias, memory::desc(plainDst.dims(), f32, tag::any), {g.strideH, g.strideW},
+        {g.dilationH - 1, g.dilationW - 1}, {g.padTop, g.padLeft}, {g.padBottom, g.padRight});
+    dnnl::primitive_attr attr;
+    if (relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnlEngine());
+    memory weights = constantWeights
+                         ? reorderConstant(plainWeights, constantWeights, pd.weights_desc())
+                         : memory(plainWeights, dnnlEngine(), DNNL_MEMORY_NONE);
+    return std::make_unique<DnnlConvKernel>(pd, plainSrc, plainDst, std::move(weights),
+                                            constantWeights != nullptr, g.hasBias);
+  } catch (const dnnl::error &) {
+    return nullptr;
+  }
+}
+
 } // namespace
 
 std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &inst,
@@ -357,9 +477,17 @@ std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &inst,
                            shapeString(x) + " and weights " + shapeString(w));
   if (!fitsBlas({g.Mg(), g.planeOut(), g.patchSize()}))
     return fail(error, "a GEMM dim exceeds OpenBLAS's 32-bit sizes for input " + shapeString(x));
+  if (!(g.Cg() == 1 && g.groups > 1) && product(y) > 0 && g.patchSize() > 0)
+    if (auto kernel = makeDnnlConv(g, op.relu(), types.constant(1)))
+      return kernel;
+  std::unique_ptr<Kernel> kernel;
   if (g.Cg() == 1 && g.groups > 1)
-    return std::make_unique<DepthwiseConvKernel>(g);
-  return std::make_unique<GemmConvKernel>(g);
+    kernel = std::make_unique<DepthwiseConvKernel>(g);
+  else
+    kernel = std::make_unique<GemmConvKernel>(g);
+  if (op.relu())
+    kernel = std::make_unique<ReluAfter>(std::move(kernel), product(y));
+  return kernel;
 }
 
 } // namespace dtc::runtime::cpu

@@ -77,17 +77,20 @@ template <class T> Tensor iota(plan::DType dtype, const Shape &shape) {
 /// Prepares `inst` and runs it on a pool of `threads`. Returns the output;
 /// `runError` gets run()'s message when it fails (the test fails if it
 /// fails unexpectedly).
+/// `constant[i]`: input i is given to makeKernel as constant (the kernel
+/// may prepare it once, as it does for parameters).
 Tensor runKernel(const plan::Instruction &inst, const std::vector<Tensor> &inputs,
                  const plan::TensorType &outputType, int threads,
-                 std::string *runError = nullptr) {
+                 std::string *runError = nullptr, const std::vector<bool> &constant = {}) {
   std::vector<plan::TensorType> inTypes;
-  std::vector<const void *> in;
-  for (const Tensor &t : inputs) {
-    inTypes.push_back(t.type);
-    in.push_back(t.bytes.data());
+  std::vector<const void *> in, constants;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    inTypes.push_back(inputs[i].type);
+    in.push_back(inputs[i].bytes.data());
+    constants.push_back(i < constant.size() && constant[i] ? in.back() : nullptr);
   }
   std::string error;
-  auto kernel = makeKernel(inst, inTypes, {outputType}, error);
+  auto kernel = makeKernel(inst, inTypes, {outputType}, error, constants);
   Tensor out{outputType, {}};
   EXPECT_TRUE(kernel) << error;
   if (!kernel)
@@ -109,12 +112,14 @@ Tensor runKernel(const plan::Instruction &inst, const std::vector<Tensor> &input
 /// 1e-5 of the double reference (NaN and infinities must match exactly).
 template <class T = float>
 void expectClose(const plan::Instruction &inst, const std::vector<Tensor> &inputs,
-                 const Shape &outShape, const std::vector<double> &expected) {
+                 const Shape &outShape, const std::vector<double> &expected,
+                 const std::vector<bool> &constant = {}) {
   plan::DType dtype = sizeof(T) == 8 ? plan::F64 : plan::F32;
   ASSERT_EQ(int64_t(expected.size()), count(outShape));
   for (int threads : {1, 2}) {
     SCOPED_TRACE("threads " + std::to_string(threads));
-    std::vector<T> actual = values<T>(runKernel(inst, inputs, typeOf(dtype, outShape), threads));
+    std::vector<T> actual =
+        values<T>(runKernel(inst, inputs, typeOf(dtype, outShape), threads, nullptr, constant));
     ASSERT_EQ(actual.size(), expected.size());
     int reported = 0;
     for (size_t i = 0; i < actual.size() && reported < 5; ++i) {
@@ -223,6 +228,8 @@ void checkMatMul(const Shape &lhsShape, const Shape &rhsShape, bool ta = false, 
   Shape outShape;
   std::vector<double> expected = refMatMul(lhs, rhs, ta, tb, outShape);
   expectClose(matmulInst(ta, tb), {lhs, rhs}, outShape, expected);
+  SCOPED_TRACE("rhs constant (reordered once)");
+  expectClose(matmulInst(ta, tb), {lhs, rhs}, outShape, expected, {false, true});
 }
 
 TEST(MatMulKernel, Plain) { checkMatMul({3, 4}, {4, 5}); }
@@ -261,6 +268,8 @@ struct ConvParams {
   Shape strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
   int64_t groups = 1;
   bool bias = true;
+  bool relu = false;
+  bool constantWeights = false; // prepared once, as parameters are
 };
 
 void checkConv(const ConvParams &p) {
@@ -289,10 +298,11 @@ void checkConv(const ConvParams &p) {
                 sum += double(xv[((n * C + g * Cg + c) * H + h) * W + ww]) *
                        wv[((m * Cg + c) * kH + i) * kW + j];
               }
-          expected.push_back(sum);
+          expected.push_back(p.relu ? std::max(sum, 0.0) : sum);
         }
   plan::Instruction inst;
   auto *op = inst.mutable_conv2d();
+  op->set_relu(p.relu);
   for (int64_t s : p.strides)
     op->add_strides(s);
   for (int64_t s : p.pads)
@@ -303,7 +313,7 @@ void checkConv(const ConvParams &p) {
   std::vector<Tensor> inputs{x, w};
   if (p.bias)
     inputs.push_back(b);
-  expectClose(inst, inputs, {N, M, OH, OW}, expected);
+  expectClose(inst, inputs, {N, M, OH, OW}, expected, {false, p.constantWeights});
 }
 
 TEST(Conv2DKernel, Padding) {
@@ -332,6 +342,26 @@ TEST(Conv2DKernel, Depthwise) {
 TEST(Conv2DKernel, OneByOneSkipsIm2col) {
   checkConv({{2, 4, 5, 6}, {5, 4, 1, 1}});
   checkConv({{2, 4, 5, 6}, {6, 2, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2, false});
+}
+
+TEST(Conv2DKernel, ReluEpilogue) {
+  ConvParams p{{2, 4, 7, 7}, {6, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}};
+  p.relu = true;
+  checkConv(p);
+  p.constantWeights = true; // weights reordered once
+  checkConv(p);
+  ConvParams depthwise{{2, 4, 7, 7}, {4, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4};
+  depthwise.relu = true; // our own kernel, then max(0, y)
+  checkConv(depthwise);
+}
+
+TEST(Conv2DKernel, ConstantWeights) {
+  ConvParams p{{2, 5, 9, 8}, {7, 5, 3, 3}, {2, 1}, {1, 0, 2, 1}};
+  p.constantWeights = true;
+  checkConv(p);
+  ConvParams grouped{{2, 4, 6, 6}, {6, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2};
+  grouped.constantWeights = true;
+  checkConv(grouped);
 }
 
 TEST(Conv2DKernel, ImagesSplitOverThePool) {

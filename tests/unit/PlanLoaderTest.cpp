@@ -74,6 +74,17 @@ TEST(PlanLoader, RejectsBufferIndexOutOfRange) {
   EXPECT_NE(errorOf(p).find("buffer 7 out of range"), std::string::npos);
 }
 
+TEST(PlanLoader, ChecksPrologueInstructions) {
+  auto p = reluPlan();
+  *p.mutable_ranks(0)->add_prologue() = p.ranks(0).instructions(0);
+  std::string error;
+  EXPECT_TRUE(validatePlan(p, error)) << error;
+  p.mutable_ranks(0)->mutable_prologue(0)->set_inputs(0, 9);
+  std::string message = errorOf(p);
+  EXPECT_NE(message.find("prologue instruction 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("buffer 9 out of range"), std::string::npos) << message;
+}
+
 TEST(PlanLoader, RejectsBufferOutsideArena) {
   auto p = reluPlan();
   p.mutable_ranks(0)->mutable_buffers(1)->set_offset(40);

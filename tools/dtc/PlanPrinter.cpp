@@ -120,8 +120,9 @@ std::string describeInstruction(const plan::Instruction &inst) {
     return fmt::format("gather axis={}", inst.gather().axis());
   case plan::Instruction::kConv2D: {
     const auto &c = inst.conv2d();
-    return fmt::format("conv2d strides={} pads={} dilations={} groups={}", ints(c.strides()),
-                       ints(c.pads()), ints(c.dilations()), c.groups());
+    return fmt::format("conv2d strides={} pads={} dilations={} groups={}{}", ints(c.strides()),
+                       ints(c.pads()), ints(c.dilations()), c.groups(),
+                       c.relu() ? " relu" : "");
   }
   case plan::Instruction::kPool2D: {
     const auto &p = inst.pool2d();
@@ -186,11 +187,7 @@ std::string printPlan(const plan::Plan &plan) {
   for (int r = 0; r < plan.ranks_size(); ++r) {
     const auto &rank = plan.ranks(r);
     line("");
-    line(fmt::format("rank {} program: {} instructions, {} buffers, arena {}", r,
-                     rank.instructions_size(), rank.buffers_size(),
-                     formatBytes(rank.arena_bytes())));
-    for (int i = 0; i < rank.instructions_size(); ++i) {
-      const auto &inst = rank.instructions(i);
+    auto printInstruction = [&](int i, const plan::Instruction &inst) {
       std::string outs = bufferList(inst.outputs());
       std::string type = inst.outputs_size() ? typeToString(rank.buffers(inst.outputs(0)).type())
                                              : "";
@@ -201,7 +198,18 @@ std::string printPlan(const plan::Plan &plan) {
       std::string attrs = space == std::string::npos ? "" : what.substr(space);
       line(fmt::format("  {:>4}  {} = {}({}){}  : {}", i, outs, name, bufferList(inst.inputs()),
                        attrs, type));
+    };
+    if (rank.prologue_size()) {
+      line(fmt::format("rank {} prologue (run once, at load): {} instructions", r,
+                       rank.prologue_size()));
+      for (int i = 0; i < rank.prologue_size(); ++i)
+        printInstruction(i, rank.prologue(i));
     }
+    line(fmt::format("rank {} program: {} instructions, {} buffers, arena {}", r,
+                     rank.instructions_size(), rank.buffers_size(),
+                     formatBytes(rank.arena_bytes())));
+    for (int i = 0; i < rank.instructions_size(); ++i)
+      printInstruction(i, rank.instructions(i));
     line(fmt::format("rank {} buffers (offset in the arena, type, what it holds):", r));
     for (int b = 0; b < rank.buffers_size(); ++b) {
       const auto &buffer = rank.buffers(b);
