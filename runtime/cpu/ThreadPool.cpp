@@ -12,6 +12,7 @@
 // two OpenMP runtimes must not share a process.
 extern "C" {
 void GOMP_parallel(void (*fn)(void *), void *data, unsigned numThreads, unsigned flags);
+void omp_set_num_threads(int);
 void openblas_set_num_threads(int);
 }
 
@@ -43,6 +44,9 @@ ThreadPool::ThreadPool(int threads)
     : threads_(threads > 0 ? threads
                            : int(std::max(1u, std::thread::hardware_concurrency()))) {
   openblas_set_num_threads(threads_);
+  // oneDNN sizes its work split when a primitive is created, from the
+  // calling thread's OpenMP count: set it before any kernel is prepared.
+  omp_set_num_threads(threads_);
 }
 
 void ThreadPool::parallelFor(int64_t n, int64_t grain,
