@@ -14,6 +14,10 @@ bool isPersistentOp(mlir::Operation *op) {
                 op->hasAttr(kPrologueAttr));
 }
 
+bool isPersistentValue(mlir::Value value) {
+  return isPersistentOp(storageOf(value).getDefiningOp());
+}
+
 mlir::Value storageOf(mlir::Value value) {
   while (isViewOp(value.getDefiningOp()))
     value = value.getDefiningOp()->getOperand(0);

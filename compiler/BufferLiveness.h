@@ -25,6 +25,9 @@ constexpr const char *kPrologueAttr = "dtc.prologue";
 /// never overwritten.
 bool isPersistentOp(mlir::Operation *op);
 
+/// Whether `value`'s bytes are persistent (through views).
+bool isPersistentValue(mlir::Value value);
+
 /// The value whose bytes `value` uses (follows view ops).
 mlir::Value storageOf(mlir::Value value);
 

@@ -17,9 +17,6 @@ using namespace mlir;
 namespace dtc {
 namespace {
 
-/// Whether `value` is a parameter or constant (through views).
-bool isFixed(Value value) { return value && isPersistentOp(storageOf(value).getDefiningOp()); }
-
 /// The conv2d that produced `value`, when nothing else reads it.
 graph::Conv2DOp soleConvProducer(Value value) {
   auto conv = value.getDefiningOp<graph::Conv2DOp>();
@@ -30,11 +27,11 @@ graph::Conv2DOp soleConvProducer(Value value) {
 /// the pattern does not apply.
 graph::Conv2DOp foldBatchNorm(graph::BatchNormOp norm) {
   graph::Conv2DOp conv = soleConvProducer(norm.getInput());
-  if (!conv || conv.getRelu() || !isFixed(conv.getWeight()) ||
-      (conv.getBias() && !isFixed(conv.getBias())))
+  if (!conv || conv.getRelu() || !isPersistentValue(conv.getWeight()) ||
+      (conv.getBias() && !isPersistentValue(conv.getBias())))
     return {};
   for (Value v : {norm.getScale(), norm.getBias(), norm.getMean(), norm.getVariance()})
-    if (!isFixed(v))
+    if (!isPersistentValue(v))
       return {};
   auto weightType = cast<RankedTensorType>(conv.getWeight().getType());
   auto channelType = cast<RankedTensorType>(norm.getScale().getType());

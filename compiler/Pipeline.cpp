@@ -44,15 +44,14 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
   if (failed(emitPlan(module, plan)))
     return failure();
 
-  int fused = 0, foldedNorms = norms, foldedRelus = 0;
-  int elementwiseOps = 0;
+  int fused = 0, elementwiseOps = 0, normsLeft = 0, foldedRelus = 0;
   func.walk([&](graph::FusedOp f) {
     ++fused;
     f.getBody().walk([&](Operation *op) {
       elementwiseOps += op->hasTrait<graph::GraphElementwise>();
     });
   });
-  func.walk([&](graph::BatchNormOp) { --foldedNorms; });
+  func.walk([&](graph::BatchNormOp) { ++normsLeft; });
   func.walk([&](graph::Conv2DOp c) { foldedRelus += c.getRelu(); });
   auto &notes = *plan.mutable_decisions()->mutable_notes();
   auto note = [&](std::string text) { *notes.Add() = std::move(text); };
@@ -60,7 +59,7 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
   note("fusion: " + std::to_string(elementwiseOps) + " elementwise ops in " +
        std::to_string(fused) + " fused kernels (no intermediate tensors inside a kernel)");
   if (norms || foldedRelus)
-    note("convolutions: " + std::to_string(foldedNorms) + " of " + std::to_string(norms) +
+    note("convolutions: " + std::to_string(norms - normsLeft) + " of " + std::to_string(norms) +
          " batch norms folded into their convolution's weights, " +
          std::to_string(foldedRelus) + " of " + std::to_string(relus) +
          " ReLUs applied in a convolution's epilogue");

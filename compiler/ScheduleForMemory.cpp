@@ -136,12 +136,10 @@ struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
     Block &block = func.getBody().front();
     SmallVector<Operation *> sources, ops;
     // Views of persistent values go with them: prologue ops may read them.
-    for (Operation &op : block.without_terminator())
-      (isPersistentOp(&op) ||
-               (isViewOp(&op) && isPersistentOp(storageOf(op.getResult(0)).getDefiningOp()))
-           ? sources
-           : ops)
-          .push_back(&op);
+    for (Operation &op : block.without_terminator()) {
+      bool source = isPersistentOp(&op) || (isViewOp(&op) && isPersistentValue(op.getResult(0)));
+      (source ? sources : ops).push_back(&op);
+    }
 
     SmallVector<Operation *> greedy = greedyOrder(block, ops);
     if (greedy.size() != ops.size()) {

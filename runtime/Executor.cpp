@@ -152,7 +152,6 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
 int Executor::threads() const { return pool_->threads(); }
 
 void Executor::enableProfile() {
-  profile_ = true;
   profileSeconds_.assign(steps_.size(), 0.0);
   profiledRuns_ = 0;
 }
@@ -200,20 +199,21 @@ bool Executor::run(std::string &error) {
       std::memcpy(arena_ + buffer.offset(), t.bytes.data(), t.bytes.size());
     }
   using Clock = std::chrono::steady_clock;
-  Clock::time_point last = profile_ ? Clock::now() : Clock::time_point();
+  bool profiling = !profileSeconds_.empty();
+  Clock::time_point last = profiling ? Clock::now() : Clock::time_point();
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step &step = steps_[i];
     if (!step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error)) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return false;
     }
-    if (profile_) {
+    if (profiling) {
       Clock::time_point now = Clock::now();
       profileSeconds_[i] += std::chrono::duration<double>(now - last).count();
       last = now;
     }
   }
-  profiledRuns_ += profile_;
+  profiledRuns_ += profiling;
   return true;
 }
 

@@ -73,8 +73,7 @@ private:
   std::vector<Step> steps_;
   std::vector<HostTensor> inputs_;
   std::vector<bool> inputSet_;
-  bool profile_ = false;
-  std::vector<double> profileSeconds_;
+  std::vector<double> profileSeconds_; // empty unless profiling
   int profiledRuns_ = 0;
 };
 

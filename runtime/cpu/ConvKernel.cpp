@@ -406,7 +406,7 @@ std::unique_ptr<Kernel> makeDnnlConv(const ConvGeometry &g, bool relu,
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
         memory::desc(plainSrc.dims(), f32, tag::any),
-        constantWeights ? memory::desc(plainWeights.dims(), f32, tag::any) : plainWeights,
+        weightsRequest(plainWeights, constantWeights),
         bias, memory::desc(plainDst.dims(), f32, tag::any), {g.strideH, g.strideW},
         {g.dilationH - 1, g.dilationW - 1}, {g.padTop, g.padLeft}, {g.padBottom, g.padRight});
     dnnl::primitive_attr attr;
@@ -416,10 +416,9 @@ std::unique_ptr<Kernel> makeDnnlConv(const ConvGeometry &g, bool relu,
       attr.set_post_ops(ops);
     }
     dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnlEngine());
-    memory weights = constantWeights
-                         ? reorderConstant(plainWeights, constantWeights, pd.weights_desc())
-                         : memory(plainWeights, dnnlEngine(), DNNL_MEMORY_NONE);
-    return std::make_unique<DnnlConvKernel>(pd, plainSrc, plainDst, std::move(weights),
+    return std::make_unique<DnnlConvKernel>(pd, plainSrc, plainDst,
+                                            weightsMemory(plainWeights, constantWeights,
+                                                          pd.weights_desc()),
                                             constantWeights != nullptr, g.hasBias);
   } catch (const dnnl::error &) {
     return nullptr;
@@ -475,16 +474,19 @@ std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &inst,
     return fail(error, "output shape " + shapeString(y) + " should be " +
                            shapeString({g.N, g.M, g.OH, g.OW}) + " for input " +
                            shapeString(x) + " and weights " + shapeString(w));
-  if (!fitsBlas({g.Mg(), g.planeOut(), g.patchSize()}))
-    return fail(error, "a GEMM dim exceeds OpenBLAS's 32-bit sizes for input " + shapeString(x));
-  if (!(g.Cg() == 1 && g.groups > 1) && product(y) > 0 && g.patchSize() > 0)
+  bool depthwise = g.Cg() == 1 && g.groups > 1;
+  if (!depthwise && product(y) > 0 && g.patchSize() > 0)
     if (auto kernel = makeDnnlConv(g, op.relu(), types.constant(1)))
       return kernel;
   std::unique_ptr<Kernel> kernel;
-  if (g.Cg() == 1 && g.groups > 1)
+  if (depthwise) {
     kernel = std::make_unique<DepthwiseConvKernel>(g);
-  else
+  } else {
+    if (!fitsBlas({g.Mg(), g.planeOut(), g.patchSize()}))
+      return fail(error,
+                  "a GEMM dim exceeds OpenBLAS's 32-bit sizes for input " + shapeString(x));
     kernel = std::make_unique<GemmConvKernel>(g);
+  }
   if (op.relu())
     kernel = std::make_unique<ReluAfter>(std::move(kernel), product(y));
   return kernel;

@@ -29,12 +29,20 @@ dnnl::memory::desc plainF32(const dnnl::memory::dims &dims,
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
-dnnl::memory reorderConstant(const dnnl::memory::desc &plain, const void *data,
-                             const dnnl::memory::desc &want) {
-  dnnl::memory source(plain, dnnlEngine(), const_cast<void *>(data));
-  if (plain == want)
+dnnl::memory::desc weightsRequest(const dnnl::memory::desc &plain, const void *constant) {
+  return constant ? dnnl::memory::desc(plain.dims(), plain.data_type(),
+                                       dnnl::memory::format_tag::any)
+                  : plain;
+}
+
+dnnl::memory weightsMemory(const dnnl::memory::desc &plain, const void *constant,
+                           const dnnl::memory::desc &chosen) {
+  if (!constant)
+    return dnnl::memory(plain, dnnlEngine(), DNNL_MEMORY_NONE);
+  dnnl::memory source(plain, dnnlEngine(), const_cast<void *>(constant));
+  if (plain == chosen)
     return source;
-  dnnl::memory packed(want, dnnlEngine());
+  dnnl::memory packed(chosen, dnnlEngine());
   dnnl::reorder(source, packed).execute(dnnlStream(), source, packed);
   dnnlStream().wait();
   return packed;

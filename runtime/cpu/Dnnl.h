@@ -15,7 +15,6 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include <string>
 #include <unordered_map>
 
 namespace dtc::runtime::cpu {
@@ -31,11 +30,17 @@ void executeDnnl(const dnnl::primitive &primitive,
 /// A plain (strided) f32 memory descriptor.
 dnnl::memory::desc plainF32(const dnnl::memory::dims &dims, const dnnl::memory::dims &strides);
 
-/// Reorders the constant tensor at `data` (described by `plain`) into a new
-/// memory of layout `want`; returns it (or `plain` over `data` unchanged
-/// when the layouts are equal).
-dnnl::memory reorderConstant(const dnnl::memory::desc &plain, const void *data,
-                             const dnnl::memory::desc &want);
+/// The weights layout to ask a primitive for: its own choice
+/// (`format_tag::any`) when the weights are `constant` (not null), since
+/// they will be reordered once; else `plain`, the layout they arrive in.
+dnnl::memory::desc weightsRequest(const dnnl::memory::desc &plain, const void *constant);
+
+/// The weights memory for a primitive that chose layout `chosen`: the
+/// constant weights reordered into it once (or `plain` over them when the
+/// layouts agree), or, when `constant` is null, `plain` without data, for
+/// run() to point at each call's weights.
+dnnl::memory weightsMemory(const dnnl::memory::desc &plain, const void *constant,
+                           const dnnl::memory::desc &chosen);
 
 } // namespace dtc::runtime::cpu
 

@@ -120,16 +120,11 @@ std::unique_ptr<Kernel> makeDnnlMatMul(const Gemm &gemm, const Shape &lhs, const
     dst = operandDesc(out, rank, false);
   }
   try {
-    dnnl::memory::desc wanted =
-        constantRhs ? dnnl::memory::desc(weights.dims(), dnnl::memory::data_type::f32,
-                                         dnnl::memory::format_tag::any)
-                    : weights;
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wanted, dst), dnnlEngine());
-    dnnl::memory weightMemory =
-        constantRhs ? reorderConstant(weights, constantRhs, pd.weights_desc())
-                    : dnnl::memory(weights, dnnlEngine(), DNNL_MEMORY_NONE);
+    dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(src, weightsRequest(weights, constantRhs), dst), dnnlEngine());
     return std::make_unique<DnnlMatMulKernel>(
-        pd, dnnl::memory(src, dnnlEngine(), DNNL_MEMORY_NONE), std::move(weightMemory),
+        pd, dnnl::memory(src, dnnlEngine(), DNNL_MEMORY_NONE),
+        weightsMemory(weights, constantRhs, pd.weights_desc()),
         dnnl::memory(dst, dnnlEngine(), DNNL_MEMORY_NONE), constantRhs != nullptr);
   } catch (const dnnl::error &) {
     return nullptr;

@@ -53,15 +53,6 @@ template <class T> std::vector<T> values(const Tensor &t) {
   return v;
 }
 
-std::vector<float> randomFloats(int64_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
-
 Tensor randomF32(const Shape &shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   return tensor(plan::F32, shape, randomFloats(count(shape), seed, lo, hi));
 }

@@ -47,20 +47,11 @@ struct Expr {
 };
 
 
-template <class T> std::vector<T> valuesOf(const char *bytes, int64_t n) {
-  std::vector<T> v(static_cast<size_t>(n));
-  if (n)
-    std::memcpy(v.data(), bytes, size_t(n) * sizeof(T));
-  return v;
-}
+using kerneltest::randomFloats;
 
-std::vector<float> randomFloats(int64_t n, uint32_t seed, float lo = -3.f, float hi = 3.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float &x : v)
-    x = dist(rng);
-  return v;
+/// Inputs in [-3, 3], the range the tests use unless they ask for another.
+std::vector<float> randomFloats(int64_t n, uint32_t seed) {
+  return kerneltest::randomFloats(n, seed, -3.f, 3.f);
 }
 
 /// Runs `expr` with `threads` threads; fails the test if it cannot be made.

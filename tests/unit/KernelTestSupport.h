@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
 
 namespace dtc::kerneltest {
@@ -42,6 +43,16 @@ Tensor tensor(plan::DType dtype, const Shape &shape, const std::vector<T> &value
   if (!values.empty())
     std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
+}
+
+/// n floats uniform in [lo, hi), the same for the same seed.
+inline std::vector<float> randomFloats(int64_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float &x : v)
+    x = dist(rng);
+  return v;
 }
 
 } // namespace dtc::kerneltest
