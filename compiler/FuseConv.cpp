@@ -63,7 +63,8 @@ graph::Conv2DOp foldBatchNorm(graph::BatchNormOp norm) {
                                       norm.getBias());
   auto fused = b.create<graph::Conv2DOp>(
       conv.getLoc(), conv.getInput(), weight, bias, conv.getStridesAttr(), conv.getPadsAttr(),
-      conv.getDilationsAttr(), conv.getGroupsAttr(), /*relu=*/nullptr);
+      conv.getDilationsAttr(), conv.getGroupsAttr(), /*relu=*/nullptr,
+      conv.getChannelsLastAttr());
   norm.getOutput().replaceAllUsesWith(fused.getOutput());
   norm->erase();
   conv->erase();

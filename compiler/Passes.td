@@ -18,6 +18,18 @@ def FuseConv : Pass<"dtc-fuse-conv", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def ChannelsLast : Pass<"dtc-channels-last", "mlir::func::FuncOp"> {
+  let summary = "Run f32 convolutions and pools on NHWC data, transposing only at chain ends";
+  let description = [{
+    Each f32 graph.conv2d, graph.max_pool2d and graph.avg_pool2d gets
+    `channels_last` between a transpose to NHWC and one back. Transposes
+    then sink through elementwise ops (when every non-scalar operand is the
+    same transpose) and reductions, and cancel against their inverse, so
+    data stays NHWC along a chain of such ops.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def FuseElementwise : Pass<"dtc-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Merge chains of elementwise and broadcast ops into graph.fused kernels";
   let description = [{

@@ -26,8 +26,9 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError("no function 'main' to compile");
-  int norms = 0, relus = 0;
+  int norms = 0, relus = 0, transposes = 0;
   func.walk([&](graph::BatchNormOp) { ++norms; });
+  func.walk([&](graph::TransposeOp) { ++transposes; });
   func.walk([&](graph::ReluOp) { ++relus; });
 
   PassManager pm(module.getContext());
@@ -35,6 +36,7 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
   fpm.addPass(createCanonicalizerPass());
   fpm.addPass(createCSEPass());
   fpm.addPass(createFuseConv());
+  fpm.addPass(createChannelsLast());
   fpm.addPass(createFuseElementwise());
   fpm.addPass(createHoistConstants());
   fpm.addPass(createScheduleForMemory());
@@ -52,7 +54,14 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
     });
   });
   func.walk([&](graph::BatchNormOp) { ++normsLeft; });
-  func.walk([&](graph::Conv2DOp c) { foldedRelus += c.getRelu(); });
+  int channelsLast = 0, transposesAfter = 0;
+  func.walk([&](graph::Conv2DOp c) {
+    foldedRelus += c.getRelu();
+    channelsLast += c.getChannelsLast();
+  });
+  func.walk([&](graph::MaxPool2DOp p) { channelsLast += p.getChannelsLast(); });
+  func.walk([&](graph::AvgPool2DOp p) { channelsLast += p.getChannelsLast(); });
+  func.walk([&](graph::TransposeOp) { ++transposesAfter; });
   auto &notes = *plan.mutable_decisions()->mutable_notes();
   auto note = [&](std::string text) { *notes.Add() = std::move(text); };
   note("mesh: 1 device (single-rank plan; parallel strategies come with the cost model)");
@@ -63,6 +72,10 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
          " batch norms folded into their convolution's weights, " +
          std::to_string(foldedRelus) + " of " + std::to_string(relus) +
          " ReLUs applied in a convolution's epilogue");
+  if (channelsLast)
+    note("layout: " + std::to_string(channelsLast) +
+         " convolutions and pools run channels-last (NHWC), at the cost of " +
+         std::to_string(transposesAfter - transposes) + " transposes to and from NCHW");
   if (int prologue = plan.ranks(0).prologue_size())
     note("prologue: " + std::to_string(prologue) +
          " instructions depend only on parameters and constants; they run once, at load");

@@ -217,18 +217,21 @@ private:
           for (int64_t v : c.getDilations()) conv->add_dilations(v);
           conv->set_groups(c.getGroups());
           conv->set_relu(c.getRelu());
+          conv->set_channels_last(c.getChannelsLast());
           return success();
         })
         .Case([&](graph::MaxPool2DOp p) -> LogicalResult {
           auto *pool = addInstruction(op, op->getOperands()).mutable_pool2d();
           pool->set_max(true);
           fillPool(*pool, p.getKernel(), p.getStrides(), p.getPads(), p.getDilations());
+          pool->set_channels_last(p.getChannelsLast());
           return success();
         })
         .Case([&](graph::AvgPool2DOp p) -> LogicalResult {
           auto *pool = addInstruction(op, op->getOperands()).mutable_pool2d();
           fillPool(*pool, p.getKernel(), p.getStrides(), p.getPads(), p.getDilations());
           pool->set_count_include_pad(p.getCountIncludePad());
+          pool->set_channels_last(p.getChannelsLast());
           return success();
         })
         .Case([&](graph::TransposeOp t) -> LogicalResult {

@@ -97,29 +97,43 @@ LogicalResult inferReduceType(std::optional<Location> loc, Value input,
 LogicalResult inferPoolType(std::optional<Location> loc, Value input,
                             DenseI64ArrayAttr kernel, DenseI64ArrayAttr strides,
                             DenseI64ArrayAttr pads, DenseI64ArrayAttr dilations,
-                            bool ceilMode, SmallVectorImpl<Type> &types) {
+                            bool ceilMode, bool channelsLast, SmallVectorImpl<Type> &types) {
   auto type = staticTensor(loc, input, "input");
   if (failed(type))
     return failure();
   if (type->getRank() != 4)
-    return emitOptionalError(loc, "2-D pooling needs a rank-4 NCHW input, got ",
+    return emitOptionalError(loc, "2-D pooling needs a rank-4 ",
+                             channelsLast ? "NHWC" : "NCHW", " input, got ",
                              shapeToString(type->getShape()));
+  SmallVector<int64_t, 4> dims(type->getShape());
+  if (channelsLast)
+    dims = fromChannelsLast(dims);
   if (!kernel || !strides || !pads || !dilations || kernel.size() != 2 ||
       strides.size() != 2 || pads.size() != 4 || dilations.size() != 2)
     return emitOptionalError(loc, "pooling needs 2 kernel sizes, 2 strides, "
                                   "4 pads and 2 dilations");
-  Shape shape{type->getDimSize(0), type->getDimSize(1)};
+  SmallVector<int64_t, 4> shape{dims[0], dims[1]};
   for (int i = 0; i < 2; ++i) {
-    auto out = windowOutputSize(type->getDimSize(2 + i), kernel[i], strides[i],
+    auto out = windowOutputSize(dims[2 + i], kernel[i], strides[i],
                                 pads[i], pads[i + 2], dilations[i], ceilMode);
     if (!out)
       return emitOptionalError(
           loc, "pooling window (kernel ", kernel[i], ", stride ", strides[i],
           ", dilation ", dilations[i], ", pads ", pads[i], "/", pads[i + 2],
-          ") does not fit input size ", type->getDimSize(2 + i));
+          ") does not fit input size ", dims[2 + i]);
     shape.push_back(*out);
   }
+  if (channelsLast)
+    shape = toChannelsLast(shape);
   return push(types, shape, type->getElementType());
+}
+
+SmallVector<int64_t, 4> toChannelsLast(ArrayRef<int64_t> nchw) {
+  return {nchw[0], nchw[2], nchw[3], nchw[1]};
+}
+
+SmallVector<int64_t, 4> fromChannelsLast(ArrayRef<int64_t> nhwc) {
+  return {nhwc[0], nhwc[3], nhwc[1], nhwc[2]};
 }
 
 //===----------------------------------------------------------------------===//
@@ -331,18 +345,22 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   auto w = staticTensor(loc, adaptor.getWeight(), "weight");
   if (failed(x) || failed(w))
     return failure();
+  bool channelsLast = adaptor.getChannelsLast();
   if (x->getRank() != 4 || w->getRank() != 4)
-    return emitOptionalError(loc, "conv2d needs rank-4 NCHW input and OIHW "
-                                  "weight, got ",
+    return emitOptionalError(loc, "conv2d needs rank-4 ", channelsLast ? "NHWC" : "NCHW",
+                             " input and OIHW weight, got ",
                              shapeToString(x->getShape()), " and ",
                              shapeToString(w->getShape()));
+  SmallVector<int64_t, 4> dims(x->getShape());
+  if (channelsLast)
+    dims = fromChannelsLast(dims);
   auto strides = adaptor.getStridesAttr(), pads = adaptor.getPadsAttr(),
        dilations = adaptor.getDilationsAttr();
   if (!strides || !pads || !dilations || strides.size() != 2 ||
       pads.size() != 4 || dilations.size() != 2)
     return emitOptionalError(loc, "conv2d needs 2 strides, 4 pads and 2 dilations");
   int64_t groups = adaptor.getGroups();
-  int64_t channels = x->getDimSize(1), filters = w->getDimSize(0);
+  int64_t channels = dims[1], filters = w->getDimSize(0);
   if (groups < 1 || channels % groups || filters % groups ||
       w->getDimSize(1) * groups != channels)
     return emitOptionalError(loc, "conv2d: input has ", channels,
@@ -357,9 +375,9 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
       return emitOptionalError(loc, "conv2d bias must have shape ", filters,
                                ", got ", shapeToString(b->getShape()));
   }
-  Shape shape{x->getDimSize(0), filters};
+  SmallVector<int64_t, 4> shape{dims[0], filters};
   for (int i = 0; i < 2; ++i) {
-    auto out = windowOutputSize(x->getDimSize(2 + i), w->getDimSize(2 + i),
+    auto out = windowOutputSize(dims[2 + i], w->getDimSize(2 + i),
                                 strides[i], pads[i], pads[i + 2], dilations[i],
                                 /*ceilMode=*/false);
     if (!out)
@@ -368,6 +386,8 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                " with these strides/pads/dilations");
     shape.push_back(*out);
   }
+  if (channelsLast)
+    shape = toChannelsLast(shape);
   return push(types, shape, x->getElementType());
 }
 

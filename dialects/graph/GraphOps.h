@@ -35,8 +35,12 @@ mlir::LogicalResult inferPoolType(std::optional<mlir::Location> loc,
                                   mlir::DenseI64ArrayAttr strides,
                                   mlir::DenseI64ArrayAttr pads,
                                   mlir::DenseI64ArrayAttr dilations,
-                                  bool ceilMode,
+                                  bool ceilMode, bool channelsLast,
                                   llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// NHWC dims from NCHW ones, and back.
+llvm::SmallVector<int64_t, 4> toChannelsLast(llvm::ArrayRef<int64_t> nchw);
+llvm::SmallVector<int64_t, 4> fromChannelsLast(llvm::ArrayRef<int64_t> nhwc);
 
 } // namespace dtc::graph
 

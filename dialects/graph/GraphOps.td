@@ -258,22 +258,26 @@ def Graph_Conv2DOp : Graph_InferredOp<"conv2d"> {
   let description = [{
     `relu` (set by the `dtc-fuse-conv` pass) passes the output through
     max(0, x), so that the kernel applies it while the output is in cache.
+    `channels_last` (set by `dtc-channels-last`) makes the input and output
+    NHWC; the weight stays OIHW.
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$weight,
                        Optional<Graph_FloatTensor>:$bias,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "1">:$groups,
-                       UnitAttr:$relu);
+                       UnitAttr:$relu, UnitAttr:$channels_last);
   let results = (outs Graph_FloatTensor:$output);
 }
 
+/// 2-D pooling over an NCHW input, or NHWC with `channels_last`.
 class Graph_Pool2DOp<string mnemonic, Type tensorType, dag extraArgs>
     : Graph_InferredOp<mnemonic> {
   let arguments = !con((ins tensorType:$input,
                             DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
                             DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
-                            DefaultValuedAttr<BoolAttr, "false">:$ceil_mode),
+                            DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                            UnitAttr:$channels_last),
                        extraArgs);
   let results = (outs tensorType:$output);
   let extraClassDefinition = [{
@@ -282,7 +286,7 @@ class Graph_Pool2DOp<string mnemonic, Type tensorType, dag extraArgs>
         Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
       return ::dtc::graph::inferPoolType(loc, adaptor.getInput(), adaptor.getKernelAttr(),
           adaptor.getStridesAttr(), adaptor.getPadsAttr(), adaptor.getDilationsAttr(),
-          adaptor.getCeilMode(), types);
+          adaptor.getCeilMode(), adaptor.getChannelsLast(), types);
     }
   }];
 }
@@ -307,6 +311,7 @@ def Graph_ReshapeOp : Graph_Op<"reshape"> {
   let arguments = (ins Graph_Tensor:$input);
   let results = (outs Graph_Tensor:$output);
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
   let hasVerifier = 1;
 }
 
@@ -329,6 +334,7 @@ def Graph_TransposeOp : Graph_InferredOp<"transpose"> {
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Graph_Tensor:$output);
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Graph_BroadcastOp : Graph_InferredOp<"broadcast", [Graph_Elementwise]> {

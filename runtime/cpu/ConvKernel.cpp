@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <memory>
+#include <vector>
 
 namespace dtc::runtime::cpu {
 
@@ -390,14 +391,60 @@ private:
   int64_t elements_;
 };
 
+/// An NCHW convolution run on channels-last data: the input is transposed
+/// into NCHW scratch, the output written there and transposed back. Only
+/// for what oneDNN declines, which runs NHWC itself.
+class ChannelsLastAround final : public Kernel {
+public:
+  ChannelsLastAround(std::unique_ptr<Kernel> nchw, const ConvGeometry &g)
+      : nchw_(std::move(nchw)), g_(g), input_(size_t(g.N * g.C * g.planeIn())),
+        output_(size_t(g.N * g.M * g.planeOut())) {}
+
+  bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
+           std::string &error) override {
+    const float *x = static_cast<const float *>(inputs[0]);
+    float *y = static_cast<float *>(outputs[0]);
+    pool.parallelFor(g_.N * g_.C, grainFor(g_.planeIn()), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const float *src = x + p / g_.C * g_.planeIn() * g_.C + p % g_.C;
+        float *dst = input_.data() + p * g_.planeIn();
+        for (int64_t i = 0; i < g_.planeIn(); ++i)
+          dst[i] = src[i * g_.C];
+      }
+    });
+    const void *nchwInputs[] = {input_.data(), inputs[1], g_.hasBias ? inputs[2] : nullptr};
+    void *nchwOutputs[] = {output_.data()};
+    if (!nchw_->run(nchwInputs, nchwOutputs, pool, error))
+      return false;
+    pool.parallelFor(g_.N * g_.planeOut(), grainFor(g_.M), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        int64_t n = p / g_.planeOut(), pixel = p % g_.planeOut();
+        const float *src = output_.data() + n * g_.M * g_.planeOut() + pixel;
+        float *dst = y + p * g_.M;
+        for (int64_t m = 0; m < g_.M; ++m)
+          dst[m] = src[m * g_.planeOut()];
+      }
+    });
+    return true;
+  }
+
+private:
+  std::unique_ptr<Kernel> nchw_;
+  ConvGeometry g_;
+  std::vector<float> input_, output_;
+};
+
 /// The oneDNN convolution for `g`, or null when oneDNN declines it.
-std::unique_ptr<Kernel> makeDnnlConv(const ConvGeometry &g, bool relu,
+/// Channels-last data is read and written as it is; NCHW data is reordered
+/// into and out of the layout oneDNN prefers.
+std::unique_ptr<Kernel> makeDnnlConv(const ConvGeometry &g, bool relu, bool channelsLast,
                                      const void *constantWeights) {
   using dnnl::memory;
   using tag = memory::format_tag;
   auto f32 = memory::data_type::f32;
-  memory::desc plainSrc({g.N, g.C, g.H, g.W}, f32, tag::nchw);
-  memory::desc plainDst({g.N, g.M, g.OH, g.OW}, f32, tag::nchw);
+  tag layout = channelsLast ? tag::nhwc : tag::nchw;
+  memory::desc plainSrc({g.N, g.C, g.H, g.W}, f32, layout);
+  memory::desc plainDst({g.N, g.M, g.OH, g.OW}, f32, layout);
   memory::desc plainWeights =
       g.groups == 1 ? memory::desc({g.M, g.C, g.kH, g.kW}, f32, tag::oihw)
                     : memory::desc({g.groups, g.Mg(), g.Cg(), g.kH, g.kW}, f32, tag::goihw);
@@ -405,9 +452,10 @@ std::unique_ptr<Kernel> makeDnnlConv(const ConvGeometry &g, bool relu,
   try {
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-        memory::desc(plainSrc.dims(), f32, tag::any),
-        weightsRequest(plainWeights, constantWeights),
-        bias, memory::desc(plainDst.dims(), f32, tag::any), {g.strideH, g.strideW},
+        channelsLast ? plainSrc : memory::desc(plainSrc.dims(), f32, tag::any),
+        weightsRequest(plainWeights, constantWeights), bias,
+        channelsLast ? plainDst : memory::desc(plainDst.dims(), f32, tag::any),
+        {g.strideH, g.strideW},
         {g.dilationH - 1, g.dilationW - 1}, {g.padTop, g.padLeft}, {g.padBottom, g.padRight});
     dnnl::primitive_attr attr;
     if (relu) {
@@ -435,9 +483,17 @@ std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &inst,
     return nullptr;
   Shape x = shapeOf(types.inputs[0]), w = shapeOf(types.inputs[1]),
         y = shapeOf(types.output);
+  bool channelsLast = op.channels_last();
   if (x.size() != 4 || w.size() != 4)
-    return fail(error, "input and weights must be rank 4 ([N,C,H,W], [M,C/groups,kH,kW]), got " +
-                           shapeString(x) + " and " + shapeString(w));
+    return fail(error, std::string("input and weights must be rank 4 (") +
+                           (channelsLast ? "[N,H,W,C]" : "[N,C,H,W]") +
+                           ", [M,C/groups,kH,kW]), got " + shapeString(x) + " and " +
+                           shapeString(w));
+  // Checked as NCHW from here on.
+  if (channelsLast) {
+    x = fromChannelsLast(x);
+    y = y.size() == 4 ? fromChannelsLast(y) : y;
+  }
   std::vector<int64_t> strides, pads, dilations;
   if (!readAttribute(op.strides(), "strides", 2, 1, strides, error) ||
       !readAttribute(op.pads(), "pads", 4, 0, pads, error) ||
@@ -473,10 +529,13 @@ std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &inst,
   if (y != Shape{g.N, g.M, g.OH, g.OW})
     return fail(error, "output shape " + shapeString(y) + " should be " +
                            shapeString({g.N, g.M, g.OH, g.OW}) + " for input " +
-                           shapeString(x) + " and weights " + shapeString(w));
+                           shapeString(x) + " and weights " + shapeString(w) +
+                           (channelsLast ? " (shapes as NCHW)" : ""));
+  // Our depthwise kernel beats oneDNN's reorders in and out of NCHW, not
+  // its NHWC kernel.
   bool depthwise = g.Cg() == 1 && g.groups > 1;
-  if (!depthwise && product(y) > 0 && g.patchSize() > 0)
-    if (auto kernel = makeDnnlConv(g, op.relu(), types.constant(1)))
+  if (dnnlAllowed() && (!depthwise || channelsLast) && product(y) > 0 && g.patchSize() > 0)
+    if (auto kernel = makeDnnlConv(g, op.relu(), channelsLast, types.constant(1)))
       return kernel;
   std::unique_ptr<Kernel> kernel;
   if (depthwise) {
@@ -489,6 +548,8 @@ std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &inst,
   }
   if (op.relu())
     kernel = std::make_unique<ReluAfter>(std::move(kernel), product(y));
+  if (channelsLast)
+    kernel = std::make_unique<ChannelsLastAround>(std::move(kernel), g);
   return kernel;
 }
 

@@ -3,9 +3,11 @@
 // These kernels move elements without reading them, so they work on bytes
 // and care only about the element size: any dtype is served by one kernel
 // per op (templates over 1-, 2-, 4- and 8-byte words where a loop moves
-// single elements, memcpy wherever runs are contiguous).
+// single elements, memcpy wherever runs are contiguous), except that
+// 4-byte transposes of the innermost dim go to oneDNN's JIT reorders.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cpu/Dnnl.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -89,8 +91,54 @@ StridedRowsCopy stridedRowsCopyFor(int64_t elementBytes) {
   }
 }
 
+/// Row-major element strides of `shape`.
+Shape denseStrides(const Shape &shape) {
+  Shape strides(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  return strides;
+}
+
+/// A strided view of 4-byte elements as a oneDNN reorder (its JIT
+/// reorders transpose in registers), for views that read the innermost dim
+/// with a stride: layout changes such as NCHW <-> NHWC, where the
+/// strided-rows copy moves one element at a time. Null if oneDNN declines.
+std::unique_ptr<Kernel> dnnlTransposeKernel(const StridedView &view) {
+  if (view.sizes.size() > DNNL_MAX_NDIMS || product(view.sizes) == 0)
+    return nullptr;
+  for (int64_t stride : view.strides)
+    if (stride <= 0)
+      return nullptr;
+  dnnl::memory::dims dims(view.sizes.begin(), view.sizes.end());
+  Shape dense = denseStrides(view.sizes);
+  auto f32 = dnnl::memory::data_type::f32; // only the 4-byte size matters
+  try {
+    dnnl::memory from(dnnl::memory::desc(dims, f32, dnnl::memory::dims(view.strides.begin(),
+                                                                        view.strides.end())),
+                      dnnlEngine(), DNNL_MEMORY_NONE);
+    dnnl::memory to(dnnl::memory::desc(dims, f32, dnnl::memory::dims(dense.begin(), dense.end())),
+                    dnnlEngine(), DNNL_MEMORY_NONE);
+    dnnl::reorder reorder(from, to);
+    int64_t base = view.base;
+    return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
+                                  ThreadPool &pool) mutable {
+      from.set_data_handle(const_cast<float *>(static_cast<const float *>(inputs[0]) + base));
+      to.set_data_handle(outputs[0]);
+      executeDnnl(reorder, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, pool);
+    });
+  } catch (const dnnl::error &) {
+    return nullptr;
+  }
+}
+
 std::unique_ptr<Kernel> stridedViewKernel(const StridedView &original, int64_t elementBytes) {
   StridedView view = simplify(original);
+  if (elementBytes == 4 && view.strides.back() != 1 && dnnlAllowed())
+    if (auto kernel = dnnlTransposeKernel(view))
+      return kernel;
   int64_t inner = view.sizes.back(), innerStride = view.strides.back();
   Shape outerSizes(view.sizes.begin(), view.sizes.end() - 1);
   Shape outerStrides(view.strides.begin(), view.strides.end() - 1);
@@ -133,17 +181,6 @@ std::unique_ptr<Kernel> stridedViewKernel(const StridedView &original, int64_t e
       }
     });
   });
-}
-
-/// Row-major element strides of `shape`.
-Shape denseStrides(const Shape &shape) {
-  Shape strides(shape.size());
-  int64_t stride = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = stride;
-    stride *= shape[d];
-  }
-  return strides;
 }
 
 } // namespace

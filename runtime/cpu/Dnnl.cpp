@@ -5,6 +5,13 @@ extern "C" void omp_set_num_threads(int);
 
 namespace dtc::runtime::cpu {
 
+namespace {
+bool allowed = true;
+} // namespace
+
+bool dnnlAllowed() { return allowed; }
+void setDnnlAllowed(bool value) { allowed = value; }
+
 dnnl::engine &dnnlEngine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;

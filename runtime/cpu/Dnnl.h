@@ -19,6 +19,12 @@
 
 namespace dtc::runtime::cpu {
 
+/// Whether kernels may use oneDNN (default yes). Off, each kernel takes
+/// its own path (OpenBLAS, our convolutions, our copies): for tests of
+/// those paths, and to compare the two.
+bool dnnlAllowed();
+void setDnnlAllowed(bool allowed);
+
 /// The process's CPU engine and its in-order stream.
 dnnl::engine &dnnlEngine();
 dnnl::stream &dnnlStream();

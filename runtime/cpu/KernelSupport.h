@@ -98,6 +98,11 @@ inline Shape shapeOf(const plan::TensorType &type) {
   return Shape(type.shape().begin(), type.shape().end());
 }
 
+/// [N,C,H,W] from channels-last [N,H,W,C] (rank 4).
+inline Shape fromChannelsLast(const Shape &nhwc) {
+  return {nhwc[0], nhwc[3], nhwc[1], nhwc[2]};
+}
+
 /// The product of shape[begin, end).
 int64_t product(const Shape &shape, size_t begin, size_t end);
 inline int64_t product(const Shape &shape) { return product(shape, 0, shape.size()); }

@@ -106,7 +106,7 @@ dnnl::memory::desc operandDesc(Shape stored, size_t rank, bool transposed) {
 std::unique_ptr<Kernel> makeDnnlMatMul(const Gemm &gemm, const Shape &lhs, const Shape &rhs,
                                        const Shape &out, bool collapsed,
                                        const void *constantRhs) {
-  if (gemm.M == 0 || gemm.N == 0 || gemm.K == 0)
+  if (!dnnlAllowed() || gemm.M == 0 || gemm.N == 0 || gemm.K == 0)
     return nullptr;
   dnnl::memory::desc src, weights, dst;
   if (collapsed) {

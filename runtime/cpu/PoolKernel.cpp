@@ -111,6 +111,83 @@ template <bool Max> void poolPlane(const PoolGeometry &g, const float *in, float
   }
 }
 
+/// acc[c] = combine(acc[c], tap[c]) over C channels (restrict: so that it
+/// vectorises).
+template <bool Max>
+inline void combineChannels(float *__restrict acc, const float *__restrict tap, int64_t C) {
+  for (int64_t c = 0; c < C; ++c)
+    acc[c] = combine<Max>(acc[c], tap[c]);
+}
+
+/// out[c] = combine(a[c], b[c], c[c], d[c]) in poolPixel's tap order: a
+/// 2x2 window.
+template <bool Max>
+inline void combine2x2(float *__restrict out, const float *__restrict a,
+                       const float *__restrict b, const float *__restrict c,
+                       const float *__restrict d, int64_t C, float divisor) {
+  for (int64_t k = 0; k < C; ++k) {
+    float acc = combine<Max>(combine<Max>(combine<Max>(a[k], b[k]), c[k]), d[k]);
+    out[k] = Max ? acc : acc / divisor;
+  }
+}
+
+/// One output pixel of a channels-last image `in` [H, W, C]: the same
+/// taps, in the same order, as poolPixel, each a vector of C channels.
+template <bool Max>
+void poolPixelNhwc(const PoolGeometry &g, int64_t C, const float *in, int64_t oh, int64_t ow,
+                   float *out) {
+  int64_t top = oh * g.strideH - g.padTop, left = ow * g.strideW - g.padLeft;
+  WindowTaps rows = windowTaps(top, g.kH, g.dilationH, g.H, g.padTop, g.padBottom);
+  WindowTaps cols = windowTaps(left, g.kW, g.dilationW, g.W, g.padLeft, g.padRight);
+  std::fill(out, out + C, Max ? std::numeric_limits<float>::lowest() : 0.0f);
+  for (int64_t i = rows.lo; i < rows.hi; ++i)
+    for (int64_t j = cols.lo; j < cols.hi; ++j) {
+      combineChannels<Max>(
+          out, in + ((top + i * g.dilationH) * g.W + left + j * g.dilationW) * C, C);
+    }
+  if (Max)
+    return;
+  int64_t count = g.countIncludePad ? rows.padded * cols.padded
+                                    : (rows.hi - rows.lo) * (cols.hi - cols.lo);
+  for (int64_t c = 0; c < C; ++c)
+    out[c] = count > 0 ? out[c] / float(count) : 0.0f;
+}
+
+/// Output row oh of a channels-last image: interior windows without
+/// clipping (the taps in poolPixel's order, C channels at a time), the
+/// rest through poolPixelNhwc.
+template <bool Max>
+void poolRowNhwc(const PoolGeometry &g, int64_t C, const float *in, int64_t oh, float *out) {
+  auto [ohLo, ohHi] = interiorRange(g.padTop, g.strideH, g.dilationH * (g.kH - 1) + 1, g.H, g.OH);
+  auto [owLo, owHi] = interiorRange(g.padLeft, g.strideW, g.dilationW * (g.kW - 1) + 1, g.W, g.OW);
+  bool interior = oh >= ohLo && oh < ohHi;
+  int64_t lo = interior ? owLo : g.OW, hi = interior ? owHi : g.OW;
+  for (int64_t ow = 0; ow < lo; ++ow)
+    poolPixelNhwc<Max>(g, C, in, oh, ow, out + ow * C);
+  float divisor = float(g.kH * g.kW);
+  const float *rows = in + (oh * g.strideH - g.padTop) * g.W * C;
+  bool twoByTwo = g.kH == 2 && g.kW == 2 && g.dilationH == 1 && g.dilationW == 1;
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    const float *window = rows + (ow * g.strideW - g.padLeft) * C;
+    float *pixel = out + ow * C;
+    if (twoByTwo) {
+      combine2x2<Max>(pixel, window, window + C, window + g.W * C, window + (g.W + 1) * C, C,
+                      divisor);
+      continue;
+    }
+    for (int64_t c = 0; c < C; ++c)
+      pixel[c] = window[c];
+    for (int64_t i = 0; i < g.kH; ++i)
+      for (int64_t j = i == 0 ? 1 : 0; j < g.kW; ++j)
+        combineChannels<Max>(pixel, window + (i * g.dilationH * g.W + j * g.dilationW) * C, C);
+    if (!Max)
+      for (int64_t c = 0; c < C; ++c)
+        pixel[c] /= divisor;
+  }
+  for (int64_t ow = hi; ow < g.OW; ++ow)
+    poolPixelNhwc<Max>(g, C, in, oh, ow, out + ow * C);
+}
+
 } // namespace
 
 std::unique_ptr<Kernel> makePool2DKernel(const plan::Instruction &inst,
@@ -120,8 +197,15 @@ std::unique_ptr<Kernel> makePool2DKernel(const plan::Instruction &inst,
       !checkSameDType(types, error))
     return nullptr;
   Shape x = shapeOf(types.inputs[0]), y = shapeOf(types.output);
+  bool channelsLast = op.channels_last();
   if (x.size() != 4)
-    return fail(error, "input must be rank 4 [N,C,H,W], got " + shapeString(x));
+    return fail(error, std::string("input must be rank 4 ") +
+                           (channelsLast ? "[N,H,W,C]" : "[N,C,H,W]") + ", got " + shapeString(x));
+  // Checked as NCHW from here on.
+  if (channelsLast) {
+    x = fromChannelsLast(x);
+    y = y.size() == 4 ? fromChannelsLast(y) : y;
+  }
   std::vector<int64_t> kernel, strides, pads, dilations;
   if (!readAttribute(op.kernel(), "kernel", 2, 1, kernel, error) ||
       !readAttribute(op.strides(), "strides", 2, 1, strides, error) ||
@@ -155,10 +239,26 @@ std::unique_ptr<Kernel> makePool2DKernel(const plan::Instruction &inst,
                            shapeString(lowest) +
                            (lowest == highest ? "" : " or, with ceil_mode, " +
                                                          shapeString(highest)) +
-                           " for input " + shapeString(x));
+                           " for input " + shapeString(x) +
+                           (channelsLast ? " (shapes as NCHW)" : ""));
   g.OH = y[2], g.OW = y[3];
 
   bool max = op.max();
+  if (channelsLast)
+    return makeFunctionKernel([g, max, N = x[0], C = x[1]](const void *const *inputs,
+                                                           void *const *outputs,
+                                                           ThreadPool &pool) {
+      const float *in = static_cast<const float *>(inputs[0]);
+      float *out = static_cast<float *>(outputs[0]);
+      pool.parallelFor(N * g.OH, grainFor(g.OW * C * g.kH * g.kW), [&](int64_t b, int64_t e) {
+        for (int64_t row = b; row < e; ++row) {
+          const float *image = in + row / g.OH * g.H * g.W * C;
+          float *pixels = out + row * g.OW * C;
+          max ? poolRowNhwc<true>(g, C, image, row % g.OH, pixels)
+              : poolRowNhwc<false>(g, C, image, row % g.OH, pixels);
+        }
+      });
+    });
   return makeFunctionKernel([g, max, planes = x[0] * x[1]](const void *const *inputs,
                                                           void *const *outputs,
                                                           ThreadPool &pool) {

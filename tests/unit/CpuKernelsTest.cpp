@@ -1,6 +1,7 @@
 // Every CPU kernel (but elementwise, tested on its own) against a plain
 // reference loop written here in double, with one and two threads; and the
 // messages makeKernel gives for plans it cannot run.
+#include "runtime/cpu/Dnnl.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "tests/unit/KernelTestSupport.h"
@@ -99,16 +100,25 @@ Tensor runKernel(const plan::Instruction &inst, const std::vector<Tensor> &input
   return out;
 }
 
-/// Runs with 1 and 2 threads; each output element within rel 1e-4 / abs
-/// 1e-5 of the double reference (NaN and infinities must match exactly).
+/// Turns oneDNN off for a scope: kernels take their own paths.
+struct WithoutDnnl {
+  explicit WithoutDnnl(bool off) { setDnnlAllowed(!off); }
+  ~WithoutDnnl() { setDnnlAllowed(true); }
+};
+
+/// Runs with 1 and 2 threads, with oneDNN and without (each kernel's own
+/// paths); each output element within rel 1e-4 / abs 1e-5 of the double
+/// reference (NaN and infinities must match exactly).
 template <class T = float>
 void expectClose(const plan::Instruction &inst, const std::vector<Tensor> &inputs,
                  const Shape &outShape, const std::vector<double> &expected,
                  const std::vector<bool> &constant = {}) {
   plan::DType dtype = sizeof(T) == 8 ? plan::F64 : plan::F32;
   ASSERT_EQ(int64_t(expected.size()), count(outShape));
-  for (int threads : {1, 2}) {
-    SCOPED_TRACE("threads " + std::to_string(threads));
+  for (int run = 0; run < 4; ++run) {
+    int threads = 1 + run % 2;
+    WithoutDnnl scope(run >= 2);
+    SCOPED_TRACE("threads " + std::to_string(threads) + (run >= 2 ? ", without oneDNN" : ""));
     std::vector<T> actual =
         values<T>(runKernel(inst, inputs, typeOf(dtype, outShape), threads, nullptr, constant));
     ASSERT_EQ(actual.size(), expected.size());
@@ -129,8 +139,10 @@ void expectClose(const plan::Instruction &inst, const std::vector<Tensor> &input
 /// Runs with 1 and 2 threads; the output bytes must equal `expected`'s.
 void expectExact(const plan::Instruction &inst, const std::vector<Tensor> &inputs,
                  const Tensor &expected) {
-  for (int threads : {1, 2}) {
-    SCOPED_TRACE("threads " + std::to_string(threads));
+  for (int run = 0; run < 4; ++run) {
+    int threads = 1 + run % 2;
+    WithoutDnnl scope(run >= 2);
+    SCOPED_TRACE("threads " + std::to_string(threads) + (run >= 2 ? ", without oneDNN" : ""));
     Tensor actual = runKernel(inst, inputs, expected.type, threads);
     EXPECT_TRUE(actual.bytes == expected.bytes);
   }
@@ -263,6 +275,23 @@ struct ConvParams {
   bool constantWeights = false; // prepared once, as parameters are
 };
 
+/// NCHW values as NHWC.
+template <class T> std::vector<T> toNhwc(const std::vector<T> &v, const Shape &nchw) {
+  int64_t N = nchw[0], C = nchw[1], HW = nchw[2] * nchw[3];
+  std::vector<T> out(v.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < HW; ++i)
+        out[size_t((n * HW + i) * C + c)] = v[size_t((n * C + c) * HW + i)];
+  return out;
+}
+
+Tensor toNhwc(const Tensor &x) {
+  Shape s = shapeOf(x.type);
+  return tensor(plan::F32, {s[0], s[2], s[3], s[1]}, toNhwc(values<float>(x), s));
+}
+
+/// Convolutions are checked NCHW and channels-last.
 void checkConv(const ConvParams &p) {
   SCOPED_TRACE("conv x " + ::testing::PrintToString(p.x) + " w " +
                ::testing::PrintToString(p.w) + " groups " + std::to_string(p.groups));
@@ -305,6 +334,11 @@ void checkConv(const ConvParams &p) {
   if (p.bias)
     inputs.push_back(b);
   expectClose(inst, inputs, {N, M, OH, OW}, expected, {false, p.constantWeights});
+  SCOPED_TRACE("channels last");
+  op->set_channels_last(true);
+  inputs[0] = toNhwc(x);
+  expectClose(inst, inputs, {N, OH, OW, M}, toNhwc(expected, {N, M, OH, OW}),
+              {false, p.constantWeights});
 }
 
 TEST(Conv2DKernel, Padding) {
@@ -381,6 +415,7 @@ struct PoolParams {
 
 /// The ONNX reference's way: a window's cells past input + pads do not
 /// exist; pad cells count for an average only with count_include_pad.
+/// NCHW and channels-last.
 void checkPool(const PoolParams &p) {
   SCOPED_TRACE(std::string(p.max ? "max" : "avg") + " pool x " + ::testing::PrintToString(p.x) +
                " -> " + ::testing::PrintToString(p.out) +
@@ -425,10 +460,14 @@ void checkPool(const PoolParams &p) {
   for (int64_t s : p.dilations)
     op->add_dilations(s);
   expectClose(inst, {x}, {N, C, OH, OW}, expected);
+  SCOPED_TRACE("channels last");
+  op->set_channels_last(true);
+  expectClose(inst, {toNhwc(x)}, {N, OH, OW, C}, toNhwc(expected, {N, C, OH, OW}));
 }
 
 TEST(Pool2DKernel, MaxAndAverage) {
   for (bool max : {true, false}) {
+    checkPool({{2, 17, 8, 8}, {4, 4}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, max});
     checkPool({{2, 3, 6, 6}, {5, 5}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {1, 1}, max});
     checkPool({{1, 2, 8, 7}, {3, 3}, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, max});
   }
@@ -800,7 +839,9 @@ template <class T> Tensor refTranspose(const Tensor &x, const Shape &perm) {
 TEST(TransposeKernel, Permutations) {
   Tensor x = randomF32({2, 3, 4, 5}, 20);
   for (Shape perm : std::vector<Shape>{{0, 2, 1, 3}, {3, 2, 1, 0}, {1, 0, 2, 3}, {0, 1, 3, 2},
-                                       {0, 1, 2, 3}, {2, 0, 3, 1}}) {
+                                       {0, 1, 2, 3}, {2, 0, 3, 1},
+                                       // NCHW <-> NHWC
+                                       {0, 2, 3, 1}, {0, 3, 1, 2}}) {
     SCOPED_TRACE(::testing::PrintToString(perm));
     expectExact(transposeInst(perm), {x}, refTranspose<float>(x, perm));
   }

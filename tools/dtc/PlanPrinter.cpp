@@ -120,15 +120,16 @@ std::string describeInstruction(const plan::Instruction &inst) {
     return fmt::format("gather axis={}", inst.gather().axis());
   case plan::Instruction::kConv2D: {
     const auto &c = inst.conv2d();
-    return fmt::format("conv2d strides={} pads={} dilations={} groups={}{}", ints(c.strides()),
+    return fmt::format("conv2d strides={} pads={} dilations={} groups={}{}{}", ints(c.strides()),
                        ints(c.pads()), ints(c.dilations()), c.groups(),
-                       c.relu() ? " relu" : "");
+                       c.relu() ? " relu" : "", c.channels_last() ? " nhwc" : "");
   }
   case plan::Instruction::kPool2D: {
     const auto &p = inst.pool2d();
-    return fmt::format("{}_pool2d kernel={} strides={} pads={}{}", p.max() ? "max" : "avg",
+    return fmt::format("{}_pool2d kernel={} strides={} pads={}{}{}", p.max() ? "max" : "avg",
                        ints(p.kernel()), ints(p.strides()), ints(p.pads()),
-                       p.count_include_pad() ? " count_include_pad" : "");
+                       p.count_include_pad() ? " count_include_pad" : "",
+                       p.channels_last() ? " nhwc" : "");
   }
   case plan::Instruction::kTranspose:
     return "transpose perm=" + ints(inst.transpose().perm());

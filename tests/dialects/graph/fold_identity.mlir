@@ -31,3 +31,19 @@ func.func @dead() {
   %0 = graph.constant dense<[1, 2]> : tensor<2xi64>
   return
 }
+
+// Transposes compose; a transpose that moves only size-1 dims is a
+// reshape; reshapes compose.
+// CHECK-LABEL: func.func @data_movement_chains
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>, %[[Y:.*]]: tensor<2x1x3xf32>)
+// CHECK: %[[T:.*]] = graph.transpose %[[X]] {perm = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+// CHECK: %[[R:.*]] = graph.reshape %[[Y]] : (tensor<2x1x3xf32>) -> tensor<6xf32>
+// CHECK: return %[[X]], %[[T]], %[[R]]
+func.func @data_movement_chains(%x: tensor<2x3x4xf32>, %y: tensor<2x1x3xf32>) -> (tensor<2x3x4xf32>, tensor<4x2x3xf32>, tensor<6xf32>) {
+  %0 = graph.transpose %x {perm = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+  %1 = graph.transpose %0 {perm = array<i64: 2, 0, 1>} : (tensor<3x4x2xf32>) -> tensor<2x3x4xf32>
+  %2 = graph.transpose %0 {perm = array<i64: 1, 2, 0>} : (tensor<3x4x2xf32>) -> tensor<4x2x3xf32>
+  %3 = graph.transpose %y {perm = array<i64: 1, 0, 2>} : (tensor<2x1x3xf32>) -> tensor<1x2x3xf32>
+  %4 = graph.reshape %3 : (tensor<1x2x3xf32>) -> tensor<6xf32>
+  return %1, %2, %4 : tensor<2x3x4xf32>, tensor<4x2x3xf32>, tensor<6xf32>
+}
