@@ -18,6 +18,19 @@ def FuseConv : Pass<"dtc-fuse-conv", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def Autodiff : Pass<"dtc-autodiff", "mlir::func::FuncOp"> {
+  let summary = "Reverse-mode gradients of the first result with respect to the parameters";
+  let description = [{
+    The function's first result must be a float scalar (the loss). Ops are
+    visited in reverse; each builds its operands' gradients from its
+    results' (graph::DifferentiableOp, defined with each op), and the
+    gradients of a value used several times are summed. Each parameter the
+    loss depends on gets its gradient appended to the results, with
+    `dtc.gradient_of` naming the parameter.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def ChannelsLast : Pass<"dtc-channels-last", "mlir::func::FuncOp"> {
   let summary = "Run f32 convolutions and pools on NHWC data, transposing only at chain ends";
   let description = [{

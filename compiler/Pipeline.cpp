@@ -15,6 +15,12 @@ using namespace mlir;
 namespace dtc {
 namespace {
 
+std::string fmtNumber(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", v);
+  return buffer;
+}
+
 int64_t intAttr(Operation *op, StringRef name) {
   auto attr = op->getAttrOfType<IntegerAttr>(name);
   return attr ? attr.getInt() : 0;
@@ -22,10 +28,15 @@ int64_t intAttr(Operation *op, StringRef name) {
 
 } // namespace
 
-LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
+LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
+                            const TrainingOptions *training) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError("no function 'main' to compile");
+  int parametersBefore = 0;
+  func.walk([&](graph::ParameterOp) { ++parametersBefore; });
+  if (training && failed(buildTrainingStep(func, *training, *plan.mutable_training())))
+    return failure();
   int norms = 0, relus = 0, transposes = 0;
   func.walk([&](graph::BatchNormOp) { ++norms; });
   func.walk([&](graph::TransposeOp) { ++transposes; });
@@ -35,10 +46,13 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
   OpPassManager &fpm = pm.nest<func::FuncOp>();
   fpm.addPass(createCanonicalizerPass());
   fpm.addPass(createCSEPass());
-  fpm.addPass(createFuseConv());
+  if (!training) // folds inference batch norms into the weights
+    fpm.addPass(createFuseConv());
   fpm.addPass(createChannelsLast());
   fpm.addPass(createFuseElementwise());
-  fpm.addPass(createHoistConstants());
+  HoistConstantsOptions hoist;
+  hoist.parameters = !training; // trained parameters change every step
+  fpm.addPass(createHoistConstants(hoist));
   fpm.addPass(createScheduleForMemory());
   fpm.addPass(createAssignBuffers());
   if (failed(pm.run(module)))
@@ -65,6 +79,30 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan) {
   auto &notes = *plan.mutable_decisions()->mutable_notes();
   auto note = [&](std::string text) { *notes.Add() = std::move(text); };
   note("mesh: 1 device (single-rank plan; parallel strategies come with the cost model)");
+  if (training) {
+    const plan::Training &t = plan.training();
+    int states = 0;
+    for (const plan::Buffer &b : plan.ranks(0).buffers())
+      states += b.has_parameter() && b.parameter().zeros();
+    std::string optimizer =
+        t.optimizer() == "adamw"
+            ? "AdamW (beta1 " + fmtNumber(t.beta1()) + ", beta2 " + fmtNumber(t.beta2()) +
+                  ", weight decay " + fmtNumber(t.weight_decay()) + ")"
+            : "SGD (momentum " + fmtNumber(t.momentum()) + ", weight decay " +
+                  fmtNumber(t.weight_decay()) + ")";
+    note("training: loss " + t.loss() + ", " + optimizer + ", learning rate " +
+         fmtNumber(t.learning_rate()) +
+         (t.schedule() == "cosine" ? " with " + std::to_string(t.warmup_steps()) +
+                                         " warm-up steps, cosine decay to step " +
+                                         std::to_string(t.total_steps())
+                                   : " constant") +
+         (t.clip_norm() > 0 ? ", gradients clipped to global norm " + fmtNumber(t.clip_norm())
+                            : ""));
+    note("training: " + std::to_string(t.updates_size() - states) + " of " +
+         std::to_string(parametersBefore) + " parameters trained, " + std::to_string(states) +
+         " optimizer state tensors added (zero-initialised parameters); inputs 'labels', " +
+         "'optimizer.*' set by the runtime each step");
+  }
   note("fusion: " + std::to_string(elementwiseOps) + " elementwise ops in " +
        std::to_string(fused) + " fused kernels (no intermediate tensors inside a kernel)");
   if (norms || foldedRelus)

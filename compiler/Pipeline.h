@@ -2,6 +2,7 @@
 #ifndef DTC_COMPILER_PIPELINE_H
 #define DTC_COMPILER_PIPELINE_H
 
+#include "compiler/Training.h"
 #include "plan.pb.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -11,8 +12,10 @@ namespace dtc {
 
 /// Runs fusion, scheduling and buffer assignment on an imported module and
 /// writes the plan, with one line per decision in plan.decisions.notes.
+/// With `training`, the plan is one training step (compiler/Training.h).
 /// Errors are reported as MLIR diagnostics.
-mlir::LogicalResult compileToPlan(mlir::ModuleOp module, plan::Plan &plan);
+mlir::LogicalResult compileToPlan(mlir::ModuleOp module, plan::Plan &plan,
+                                  const TrainingOptions *training = nullptr);
 
 } // namespace dtc
 

@@ -124,6 +124,15 @@ public:
           output->set_name(name ? name.str() : "output_" + std::to_string(i));
           setType(value.getType(), *output->mutable_type());
           rank_.add_outputs(ids_.lookup(value));
+          // A training step's new weights and optimizer state.
+          if (auto updates = func_.getResultAttrOfType<StringAttr>(i, "dtc.updates")) {
+            auto parameter = parameters_.find(updates.getValue());
+            if (parameter == parameters_.end())
+              return func_.emitError("result ") << i << " updates unknown parameter " << updates;
+            plan::ParameterUpdate *update = plan_.mutable_training()->add_updates();
+            update->set_output(i);
+            update->set_buffer(parameter->second);
+          }
         }
         continue;
       }
@@ -165,9 +174,10 @@ private:
 
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](graph::ParameterOp p) -> LogicalResult {
-          rank_.mutable_buffers(ids_[p.getResult()])
-              ->mutable_parameter()
-              ->set_initializer(p.getName().str());
+          auto *source = rank_.mutable_buffers(ids_[p.getResult()])->mutable_parameter();
+          source->set_initializer(p.getName().str());
+          source->set_zeros(p->hasAttr("dtc.zeros"));
+          parameters_[p.getName()] = ids_[p.getResult()];
           return success();
         })
         .Case([&](graph::ConstantOp c) -> LogicalResult {
@@ -395,6 +405,7 @@ private:
   plan::Plan &plan_;
   plan::RankProgram &rank_;
   llvm::DenseMap<Value, uint32_t> ids_;
+  llvm::StringMap<uint32_t> parameters_; // parameter name -> buffer id
 };
 
 } // namespace

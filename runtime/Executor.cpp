@@ -28,7 +28,8 @@ int64_t byteSize(const plan::TensorType &type) {
 /// Which buffers hold bytes that never change (before or after the
 /// prologue ran): those inside a parameter, a constant or (after) a prologue
 /// output that no instruction and no graph input writes.
-std::vector<bool> constantBuffers(const plan::RankProgram &program, bool afterPrologue) {
+std::vector<bool> constantBuffers(const plan::Plan &plan, const plan::RankProgram &program,
+                                  bool afterPrologue) {
   using Range = std::pair<int64_t, int64_t>; // [begin, end) in the arena
   auto range = [&](uint32_t id) {
     const plan::Buffer &b = program.buffers(id);
@@ -48,6 +49,9 @@ std::vector<bool> constantBuffers(const plan::RankProgram &program, bool afterPr
   for (const plan::Instruction &inst : program.instructions())
     for (uint32_t id : inst.outputs())
       written.push_back(range(id));
+  // A training step writes new weights into its parameters.
+  for (const plan::ParameterUpdate &update : plan.training().updates())
+    written.push_back(range(update.buffer()));
   std::vector<bool> constant(program.buffers_size(), false);
   for (int b = 0; b < program.buffers_size(); ++b) {
     Range r = range(b);
@@ -110,7 +114,7 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
     char *at = ex->arena_ + buffer.offset();
     if (buffer.has_constant()) {
       std::memcpy(at, buffer.constant().data(), buffer.constant().size());
-    } else if (buffer.has_parameter()) {
+    } else if (buffer.has_parameter() && !buffer.parameter().zeros()) {
       if (!readerOpen) {
         const std::string &path = modelPath.empty() ? plan.model() : modelPath;
         if (!reader.open(path, error))
@@ -126,7 +130,7 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
 
   ex->pool_ = std::make_unique<cpu::ThreadPool>(threads);
   // The prologue, once: its kernels are used a single time.
-  std::vector<bool> constant = constantBuffers(program, /*afterPrologue=*/false);
+  std::vector<bool> constant = constantBuffers(plan, program, /*afterPrologue=*/false);
   for (int i = 0; i < program.prologue_size(); ++i) {
     Step step;
     if (!ex->prepare(program.prologue(i), constant, step, error) ||
@@ -135,7 +139,7 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
       return nullptr;
     }
   }
-  constant = constantBuffers(program, /*afterPrologue=*/true);
+  constant = constantBuffers(plan, program, /*afterPrologue=*/true);
   for (int i = 0; i < program.instructions_size(); ++i) {
     Step step;
     if (!ex->prepare(program.instructions(i), constant, step, error)) {
@@ -183,6 +187,22 @@ bool Executor::setInput(int index, const HostTensor &tensor, std::string &error)
   inputs_[index] = tensor;
   inputSet_[index] = true;
   return true;
+}
+
+std::vector<char> &Executor::inputBytes(int index) {
+  HostTensor &t = inputs_[index];
+  t.type = plan_->inputs(index).type();
+  t.bytes.resize(size_t(byteSize(t.type)));
+  inputSet_[index] = true;
+  return t.bytes;
+}
+
+void Executor::applyUpdates() {
+  for (const plan::ParameterUpdate &update : plan_->training().updates()) {
+    const plan::Buffer &from = program_->buffers(int(program_->outputs(int(update.output()))));
+    const plan::Buffer &to = program_->buffers(int(update.buffer()));
+    std::memmove(arena_ + to.offset(), arena_ + from.offset(), size_t(byteSize(to.type())));
+  }
 }
 
 bool Executor::run(std::string &error) {

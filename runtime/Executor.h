@@ -39,8 +39,20 @@ public:
   /// expected and the given type when they differ.
   bool setInput(int index, const HostTensor &tensor, std::string &error);
 
+  /// Graph input `index`'s bytes, sized to its type, to be filled in place
+  /// (training batches); marks the input as set.
+  std::vector<char> &inputBytes(int index);
+
   /// Runs the program once; every input must have been set.
   bool run(std::string &error);
+
+  /// A training step's end: copies each updated value (plan.training
+  /// updates) into its parameter.
+  void applyUpdates();
+
+  /// The bytes of buffer `id` of the rank's program (parameters, for
+  /// checkpoints).
+  char *bufferData(uint32_t id) { return arena_ + program_->buffers(int(id)).offset(); }
 
   /// Measure each instruction's time on later runs (adds two clock reads per
   /// instruction).

@@ -71,7 +71,7 @@ public:
   bool run(std::string &error) {
     bool ok = checkHeader() && checkTensors();
     for (int r = 0; ok && r < plan_.ranks_size(); ++r)
-      ok = checkRank(r);
+      ok = checkRank(r) && checkUpdates(r);
     if (!ok)
       error = error_;
     return ok;
@@ -81,6 +81,26 @@ private:
   bool fail(const std::string &message) {
     error_ = message;
     return false;
+  }
+
+  /// A training step's updates: a graph output of a parameter's type,
+  /// copied into that parameter.
+  bool checkUpdates(int r) {
+    const plan::RankProgram &program = plan_.ranks(r);
+    for (const plan::ParameterUpdate &u : plan_.training().updates()) {
+      std::string where = "training update of output " + std::to_string(u.output());
+      if (int64_t(u.output()) >= plan_.outputs_size() ||
+          int64_t(u.output()) >= program.outputs_size())
+        return fail(where + ": no such output");
+      if (int64_t(u.buffer()) >= program.buffers_size() ||
+          !program.buffers(int(u.buffer())).has_parameter())
+        return fail(where + ": buffer " + std::to_string(u.buffer()) + " is not a parameter");
+      const plan::TensorType &from = plan_.outputs(int(u.output())).type(),
+                             &to = program.buffers(int(u.buffer())).type();
+      if (from.SerializeAsString() != to.SerializeAsString())
+        return fail(where + ": its type differs from the parameter's");
+    }
+    return true;
   }
 
   bool checkHeader() {

@@ -8,6 +8,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/graph/GraphInterfaces.h.inc"
+
 namespace dtc::graph {
 
 /// Marker trait of elementwise ops (Graph_Elementwise in GraphOps.td).

@@ -14,6 +14,7 @@ include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "GraphInterfaces.td"
 
 def Graph_Dialect : Dialect {
   let name = "graph";
@@ -47,8 +48,12 @@ def Graph_Elementwise : NativeOpTrait<"GraphElementwise"> {
 // Base classes. An op family shares its shape rule here, written once.
 //===----------------------------------------------------------------------===//
 
+// Every op defines its gradient (Gradients.cpp), even if only to say it
+// has none.
 class Graph_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Graph_Dialect, mnemonic, !listconcat([Pure], traits)> {
+    : Op<Graph_Dialect, mnemonic,
+         !listconcat([Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>],
+                     traits)> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 

@@ -15,7 +15,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 
@@ -155,12 +157,84 @@ int runImport(const Args &args) {
   return writeOutput(options.output, text);
 }
 
+/// Parses args[i] if it is one of compile's training options: 1 if it
+/// was, 0 if not, -1 after a usage error.
+int parseTrainingOption(const Args &args, size_t &i, bool &train, TrainingOptions &t) {
+  if (args[i] == "--train") {
+    train = true;
+    return 1;
+  }
+  bool missing = false;
+  auto number = [&](const char *flag, double &out) -> int {
+    auto v = flagValue(args, i, flag, missing);
+    if (!v)
+      return missing ? usageError(std::string(flag) + " needs a number"), -1 : 0;
+    char *end = nullptr;
+    out = std::strtod(v->c_str(), &end);
+    if (v->empty() || *end || !std::isfinite(out))
+      return usageError(std::string(flag) + " needs a number, got '" + *v + "'"), -1;
+    return 1;
+  };
+  auto integer = [&](const char *flag, int64_t &out) -> int {
+    double value = 0;
+    int parsed = number(flag, value);
+    if (parsed == 1 && value != std::floor(value))
+      return usageError(std::string(flag) + " needs an integer"), -1;
+    if (parsed == 1)
+      out = int64_t(value);
+    return parsed;
+  };
+  auto word = [&](const char *flag, std::string &out) -> int {
+    auto v = flagValue(args, i, flag, missing);
+    if (!v)
+      return missing ? usageError(std::string(flag) + " needs a value"), -1 : 0;
+    out = *v;
+    return 1;
+  };
+  int64_t ignore = 0;
+  // Tried in turn until one matches (each may advance i).
+  const std::function<int()> parsers[] = {
+      [&] { return word("--loss", t.loss); },
+      [&] { return word("--optimizer", t.optimizer); },
+      [&] { return word("--schedule", t.schedule); },
+      [&] { return number("--lr", t.learningRate); },
+      [&] { return number("--momentum", t.momentum); },
+      [&] { return number("--beta1", t.beta1); },
+      [&] { return number("--beta2", t.beta2); },
+      [&] { return number("--weight-decay", t.weightDecay); },
+      [&] { return number("--clip-norm", t.clipNorm); },
+      [&] { return integer("--warmup", t.warmupSteps); },
+      [&] { return integer("--total-steps", t.totalSteps); },
+      [&] {
+        int parsed = integer("--ignore-index", ignore);
+        if (parsed == 1)
+          t.ignoreIndex = ignore;
+        return parsed;
+      },
+  };
+  for (const auto &parse : parsers)
+    if (int parsed = parse())
+      return parsed;
+  return 0;
+}
+
 int runCompile(const Args &args) {
   ModelOptions options;
+  bool train = false;
+  TrainingOptions training;
   for (size_t i = 0; i < args.size(); ++i) {
-    int parsed = parseModelOption(args, i, options);
+    int parsed = parseTrainingOption(args, i, train, training);
+    if (parsed < 0)
+      return 1;
+    if (parsed == 1)
+      continue;
+    parsed = parseModelOption(args, i, options);
     if (parsed < 0 || (parsed == 0 && takeModel("compile", args[i], options) < 0))
       return 1;
+  }
+  if (train) {
+    if (std::string problem = checkTrainingOptions(training); !problem.empty())
+      return usageError(problem);
   }
   if (options.model.empty())
     return usageError("compile needs a model: dtc compile MODEL.onnx -o PLAN.dtcp");
@@ -183,7 +257,7 @@ int runCompile(const Args &args) {
   plan::Plan plan;
   plan.set_format_version(runtime::kPlanFormatVersion);
   plan.set_producer("dtc 0.1.0");
-  if (mlir::failed(compileToPlan(*module, plan)))
+  if (mlir::failed(compileToPlan(*module, plan, train ? &training : nullptr)))
     return 1; // the diagnostics are printed
   if (!fillParameterSources(options.model, plan, error))
     return failure(error);

@@ -1,6 +1,7 @@
 //===- RunCommand.cpp - dtc run -------------------------------------------===//
 #include "tools/dtc/Commands.h"
 #include "tools/dtc/PlanPrinter.h"
+#include "tools/dtc/TrainCommand.h"
 
 #include "runtime/Executor.h"
 #include "runtime/PlanLoader.h"
@@ -159,6 +160,7 @@ int runRun(const Args &args) {
   std::string planPath, inputs, outputs, model, outputFormat = "pb";
   int threads = 0, repeat = 0;
   bool profile = false;
+  TrainRunOptions train;
   for (size_t i = 0; i < args.size(); ++i) {
     bool missing = false;
     auto number = [&](const std::string &flag, const std::string &text, int &out) {
@@ -191,6 +193,36 @@ int runRun(const Args &args) {
         return 1;
     } else if (args[i] == "--profile") {
       profile = true;
+    } else if (auto v = flagValue(args, i, "--data", missing)) {
+      train.data = *v;
+    } else if (auto v = flagValue(args, i, "--steps", missing)) {
+      int steps = 0;
+      if (!number("--steps", *v, steps))
+        return 1;
+      train.steps = steps;
+    } else if (auto v = flagValue(args, i, "--seed", missing)) {
+      int seed = 0;
+      if (!number("--seed", *v, seed))
+        return 1;
+      train.seed = uint64_t(seed);
+    } else if (auto v = flagValue(args, i, "--token-bytes", missing)) {
+      if (!number("--token-bytes", *v, train.tokenBytes))
+        return 1;
+      if (train.tokenBytes != 2 && train.tokenBytes != 4)
+        return usageError("--token-bytes is 2 (uint16 ids) or 4 (uint32 ids)");
+    } else if (auto v = flagValue(args, i, "--checkpoint", missing)) {
+      train.checkpoint = *v;
+    } else if (auto v = flagValue(args, i, "--checkpoint-every", missing)) {
+      int every = 0;
+      if (!number("--checkpoint-every", *v, every))
+        return 1;
+      train.checkpointEvery = every;
+    } else if (auto v = flagValue(args, i, "--export", missing)) {
+      train.exportPath = *v;
+    } else if (args[i] == "--resume") {
+      train.resume = true;
+    } else if (args[i] == "--no-shuffle") {
+      train.shuffle = false;
     } else if (missing) {
       return usageError(args[i] + " needs a value");
     } else if (!args[i].empty() && args[i][0] == '-') {
@@ -219,6 +251,15 @@ int runRun(const Args &args) {
   auto executor = runtime::Executor::create(plan, 0, model, threads, error);
   if (!executor)
     return failure(planPath + ": " + error);
+  if (plan.has_training()) {
+    if (!train.checkpoint.empty() && train.checkpointEvery == 0)
+      train.checkpointEvery = train.steps;
+    train.modelPath = model;
+    return runTraining(plan, *executor, train);
+  }
+  if (!train.data.empty() || train.steps || !train.exportPath.empty())
+    return usageError(planPath + " is an inference plan: --data and --steps need a plan "
+                                 "compiled with --train");
   if (!readInputs(plan, inputs, *executor))
     return 1;
   if (!executor->run(error))

@@ -22,6 +22,14 @@ commands:
         Compile a model into a plan: elementwise fusion, a memory-aware
         schedule, buffer assignment with reuse. Prints what it decided.
         --shape and --freeze as for import.
+        --train makes the plan one training step (forward, loss, backward,
+        optimizer update) on the model's first output:
+          --loss cross_entropy|mse (default cross_entropy; labels are class
+              ids, --ignore-index N leaves a label out of the loss)
+          --optimizer adamw|sgd (default adamw) --lr X (default 1e-3)
+          --momentum X (sgd, default 0.9) --beta1 X --beta2 X --weight-decay X
+          --clip-norm X (global gradient norm; default off)
+          --schedule constant|cosine --warmup N --total-steps N
 
   plan PLAN.dtcp [-o FILE]
         Show a plan: inputs, outputs, every decision with its predicted
@@ -37,6 +45,18 @@ commands:
         from). --repeat N runs N more times and prints the latency.
         --profile times every instruction (over the --repeat runs, else
         one more run) and prints where the time went.
+
+  run TRAIN.dtcp --data DIR|TOKENS.bin --steps N [--seed S] [--no-shuffle]
+                 [--token-bytes 2|4] [--checkpoint DIR [--checkpoint-every K]]
+                 [--resume] [--export OUT.onnx] [--threads N] [--model MODEL.onnx]
+        Train with a plan compiled with --train. --data DIR holds one
+        <input>.npy per model input and labels.npy (first dim: samples);
+        TOKENS.bin is a flat file of uint16 (or --token-bytes 4: uint32)
+        token ids, cut into sequences of the compiled length. Batches are
+        shuffled per epoch with --seed (default 0). Prints "step N loss X"
+        per step. --checkpoint DIR writes weights, optimizer state and data
+        position atomically every K steps and at the end; --resume goes on
+        from it exactly. --export writes the model with trained weights.
 
   import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.

@@ -1,0 +1,281 @@
+//===- Training.cpp - loss, gradients and optimizer as graph ops ----------===//
+//
+// A training step is one graph: forward, loss, backward (compiler/
+// Autodiff.cpp) and the optimizer update, so that later passes (fusion,
+// scheduling, sharding) see all of it. Optimizer state (momentum, Adam's
+// moments) is made of parameters that start at zero: it is checkpointed,
+// and can be sharded, like any weight. The per-step scalars that depend on
+// the step number (scheduled learning rate, Adam's bias corrections) are
+// inputs the runtime computes, which keeps the graph free of a step
+// counter and the schedule readable in the plan.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Training.h"
+
+#include "compiler/Autodiff.h"
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+class StepBuilder {
+public:
+  StepBuilder(func::FuncOp func, const TrainingOptions &options)
+      : func_(func), options_(options), block_(func.getBody().front()),
+        b_(block_.getTerminator()), loc_(func.getLoc()) {}
+
+  LogicalResult build(plan::Training &info) {
+    Operation *terminator = block_.getTerminator();
+    if (terminator->getNumOperands() == 0)
+      return func_.emitError("the model has no output to train");
+    Value prediction = terminator->getOperand(0);
+    SmallVector<Value> modelOutputs(terminator->getOperands());
+    auto type = typeOf(prediction);
+    if (!type.getElementType().isF32())
+      return func_.emitError("training needs an f32 model output, got ") << type;
+
+    Value loss;
+    if (options_.loss == "cross_entropy") {
+      if (type.getRank() < 2)
+        return func_.emitError("cross_entropy needs logits of rank >= 2 ([batch, ..., classes]), "
+                               "got ")
+               << type;
+      Value labels = addInput("labels", RankedTensorType::get(type.getShape().drop_back(),
+                                                              b_.getI64Type()));
+      loss = crossEntropy(prediction, labels);
+      info.set_classes(type.getShape().back());
+      if (options_.ignoreIndex) {
+        info.set_has_ignore_index(true);
+        info.set_ignore_index(*options_.ignoreIndex);
+      }
+    } else {
+      Value labels = addInput("labels", type);
+      Value diff = b_.create<graph::SubOp>(loc_, prediction, labels);
+      loss = meanAll(b_.create<graph::MulOp>(loc_, diff, diff));
+    }
+
+    DenseMap<Value, Value> grads;
+    if (failed(differentiate(func_, loss, grads)))
+      return failure();
+
+    SmallVector<std::pair<graph::ParameterOp, Value>> trained;
+    for (Operation &op : block_)
+      if (auto p = dyn_cast<graph::ParameterOp>(op))
+        if (Value g = grads.lookup(p.getResult()); g && typeOf(g).getElementType().isF32())
+          trained.push_back({p, g});
+    if (trained.empty())
+      return func_.emitError("the loss depends on no f32 parameter: nothing to train");
+    b_.setInsertionPoint(terminator);
+    if (options_.clipNorm > 0)
+      clipGradients(trained);
+
+    Value lr = addInput("optimizer.lr", scalarType());
+    Value bc1, bc2;
+    if (options_.optimizer == "adamw") {
+      bc1 = addInput("optimizer.bias_correction1", scalarType());
+      bc2 = addInput("optimizer.bias_correction2", scalarType());
+    }
+    SmallVector<std::pair<Value, std::string>> updates;
+    for (auto [param, grad] : trained) {
+      std::string name = param.getName().str();
+      Value p = param.getResult(), g = grad;
+      if (options_.optimizer == "sgd") {
+        if (options_.weightDecay > 0)
+          g = add(g, mul(p, constant(options_.weightDecay)));
+        Value step = g;
+        if (options_.momentum > 0) {
+          Value v = state(param, "momentum");
+          step = add(mul(v, constant(options_.momentum)), g);
+          updates.push_back({step, name + ".momentum"});
+        }
+        updates.push_back({sub(p, mul(step, lr)), name});
+      } else {
+        Value m = state(param, "adam_m"), v = state(param, "adam_v");
+        Value m2 = add(mul(m, constant(options_.beta1)), mul(g, constant(1 - options_.beta1)));
+        Value v2 = add(mul(v, constant(options_.beta2)),
+                       mul(mul(g, g), constant(1 - options_.beta2)));
+        Value denominator =
+            add(b_.create<graph::SqrtOp>(loc_, mul(v2, bc2)), constant(options_.epsilon));
+        Value step = b_.create<graph::DivOp>(loc_, mul(m2, bc1), denominator);
+        if (options_.weightDecay > 0)
+          step = add(step, mul(p, constant(options_.weightDecay)));
+        updates.push_back({m2, name + ".adam_m"});
+        updates.push_back({v2, name + ".adam_v"});
+        updates.push_back({sub(p, mul(step, lr)), name});
+      }
+    }
+
+    // Results: the loss, the model's outputs, then the updates.
+    SmallVector<Value> results{loss};
+    results.append(modelOutputs);
+    SmallVector<Attribute> oldNames;
+    for (unsigned i = 0; i < func_.getNumResults(); ++i)
+      oldNames.push_back(func_.getResultAttr(i, "graph.name"));
+    for (auto &[value, name] : updates)
+      results.push_back(value);
+    terminator->setOperands(results);
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    func_.setType(FunctionType::get(func_.getContext(), func_.getArgumentTypes(), types));
+    func_.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
+    func_.setResultAttr(0, "graph.name", b_.getStringAttr("loss"));
+    for (auto [i, name] : llvm::enumerate(oldNames))
+      if (name)
+        func_.setResultAttr(1 + i, "graph.name", name);
+    unsigned first = 1 + modelOutputs.size();
+    for (auto [i, update] : llvm::enumerate(updates)) {
+      func_.setResultAttr(first + i, "graph.name", b_.getStringAttr(update.second + ".new"));
+      func_.setResultAttr(first + i, "dtc.updates", b_.getStringAttr(update.second));
+    }
+
+    info.set_loss(options_.loss);
+    info.set_optimizer(options_.optimizer);
+    info.set_learning_rate(options_.learningRate);
+    info.set_schedule(options_.schedule);
+    info.set_warmup_steps(options_.warmupSteps);
+    info.set_total_steps(options_.totalSteps);
+    info.set_beta1(options_.beta1);
+    info.set_beta2(options_.beta2);
+    info.set_momentum(options_.momentum);
+    info.set_weight_decay(options_.weightDecay);
+    info.set_clip_norm(options_.clipNorm);
+    return success();
+  }
+
+private:
+  RankedTensorType scalarType() { return RankedTensorType::get({}, b_.getF32Type()); }
+
+  Value constant(double v) {
+    return b_.create<graph::ConstantOp>(
+        loc_, DenseElementsAttr::get(scalarType(), b_.getF32FloatAttr(float(v))));
+  }
+  Value add(Value a, Value c) { return b_.create<graph::AddOp>(loc_, a, c); }
+  Value sub(Value a, Value c) { return b_.create<graph::SubOp>(loc_, a, c); }
+  Value mul(Value a, Value c) { return b_.create<graph::MulOp>(loc_, a, c); }
+
+  Value sumAll(Value v) {
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < typeOf(v).getRank(); ++d)
+      axes.push_back(d);
+    return axes.empty() ? v : b_.create<graph::ReduceSumOp>(loc_, v, axes, false).getResult();
+  }
+  Value meanAll(Value v) {
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < typeOf(v).getRank(); ++d)
+      axes.push_back(d);
+    return axes.empty() ? v : b_.create<graph::ReduceMeanOp>(loc_, v, axes, false).getResult();
+  }
+
+  /// A new graph input, after the existing ones.
+  Value addInput(StringRef name, RankedTensorType type) {
+    unsigned index = block_.getNumArguments();
+    Value arg = block_.addArgument(type, loc_);
+    SmallVector<Type> inputs(func_.getArgumentTypes());
+    inputs.push_back(type);
+    func_.setType(FunctionType::get(func_.getContext(), inputs, func_.getResultTypes()));
+    func_.setArgAttr(index, "graph.name", b_.getStringAttr(name));
+    return arg;
+  }
+
+  /// Optimizer state for `param`: a zero-initialised parameter.
+  Value state(graph::ParameterOp param, StringRef kind) {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointAfter(param);
+    auto state = b_.create<graph::ParameterOp>(
+        param.getLoc(), param.getType(), b_.getStringAttr(param.getName() + "." + kind));
+    state->setAttr("dtc.zeros", b_.getUnitAttr());
+    return state;
+  }
+
+  /// mean over positions of -log_softmax(logits)[label], positions whose
+  /// label is the ignore index left out.
+  Value crossEntropy(Value logits, Value labels) {
+    auto type = typeOf(logits);
+    int64_t rank = type.getRank(), classes = type.getShape().back();
+    Value logProbs = b_.create<graph::LogSoftmaxOp>(loc_, logits, rank - 1);
+    SmallVector<int64_t> ids;
+    for (int64_t c = 0; c < classes; ++c)
+      ids.push_back(c);
+    auto idType = RankedTensorType::get({classes}, b_.getI64Type());
+    Value iota = b_.create<graph::ConstantOp>(loc_, DenseElementsAttr::get(idType, ArrayRef(ids)));
+    SmallVector<int64_t> column(typeOf(labels).getShape());
+    column.push_back(1);
+    Value labelColumn = b_.create<graph::ReshapeOp>(
+        loc_, RankedTensorType::get(column, b_.getI64Type()), labels);
+    Value hit = b_.create<graph::EqualOp>(loc_, labelColumn, iota);
+    Value oneHot = b_.create<graph::CastOp>(loc_, RankedTensorType::get(type.getShape(),
+                                                                        b_.getF32Type()), hit);
+    Value picked = b_.create<graph::ReduceSumOp>(loc_, mul(oneHot, logProbs),
+                                                 ArrayRef<int64_t>{rank - 1}, false);
+    if (!options_.ignoreIndex)
+      return b_.create<graph::NegOp>(loc_, meanAll(picked));
+    auto i64Scalar = RankedTensorType::get({}, b_.getI64Type());
+    Value ignore = b_.create<graph::ConstantOp>(
+        loc_, DenseElementsAttr::get(i64Scalar, ArrayRef<int64_t>{*options_.ignoreIndex}));
+    Value kept = b_.create<graph::NotOp>(loc_, b_.create<graph::EqualOp>(loc_, labels, ignore));
+    Value mask = b_.create<graph::CastOp>(
+        loc_, RankedTensorType::get(typeOf(labels).getShape(), b_.getF32Type()), kept);
+    Value count = b_.create<graph::MaxOp>(loc_, sumAll(mask), constant(1.0));
+    return b_.create<graph::NegOp>(loc_,
+                                   b_.create<graph::DivOp>(loc_, sumAll(mul(picked, mask)), count));
+  }
+
+  /// g *= clip / max(norm, clip), norm the global L2 norm of all gradients.
+  void clipGradients(SmallVectorImpl<std::pair<graph::ParameterOp, Value>> &trained) {
+    Value total;
+    for (auto &[param, grad] : trained) {
+      Value squares = sumAll(mul(grad, grad));
+      total = total ? add(total, squares) : squares;
+    }
+    Value norm = b_.create<graph::SqrtOp>(loc_, total);
+    Value clip = constant(options_.clipNorm);
+    Value scale = b_.create<graph::DivOp>(loc_, clip, b_.create<graph::MaxOp>(loc_, norm, clip));
+    for (auto &entry : trained)
+      entry.second = mul(entry.second, scale);
+  }
+
+  func::FuncOp func_;
+  const TrainingOptions &options_;
+  Block &block_;
+  OpBuilder b_;
+  Location loc_;
+};
+
+} // namespace
+
+std::string checkTrainingOptions(const TrainingOptions &o) {
+  if (o.loss != "cross_entropy" && o.loss != "mse")
+    return "--loss must be cross_entropy or mse, got '" + o.loss + "'";
+  if (o.optimizer != "adamw" && o.optimizer != "sgd")
+    return "--optimizer must be adamw or sgd, got '" + o.optimizer + "'";
+  if (o.schedule != "constant" && o.schedule != "cosine")
+    return "--schedule must be constant or cosine, got '" + o.schedule + "'";
+  if (!(o.learningRate > 0))
+    return "--lr must be positive";
+  if (o.momentum < 0 || o.momentum >= 1)
+    return "--momentum must be in [0, 1)";
+  if (o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1)
+    return "--beta1 and --beta2 must be in [0, 1)";
+  if (o.weightDecay < 0 || o.clipNorm < 0 || o.warmupSteps < 0 || o.totalSteps < 0)
+    return "--weight-decay, --clip-norm, --warmup and --total-steps must not be negative";
+  if (o.schedule == "cosine" && o.totalSteps <= o.warmupSteps)
+    return "--schedule cosine needs --total-steps larger than --warmup";
+  if (o.ignoreIndex && o.loss != "cross_entropy")
+    return "--ignore-index applies to --loss cross_entropy only";
+  return "";
+}
+
+LogicalResult buildTrainingStep(func::FuncOp main, const TrainingOptions &options,
+                                plan::Training &info) {
+  return StepBuilder(main, options).build(info);
+}
+
+} // namespace dtc

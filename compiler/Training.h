@@ -1,0 +1,42 @@
+//===- Training.h - a model's forward pass into a training step --*- C++ -*-===//
+#ifndef DTC_COMPILER_TRAINING_H
+#define DTC_COMPILER_TRAINING_H
+
+#include "plan.pb.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
+#include <string>
+
+namespace dtc {
+
+struct TrainingOptions {
+  std::string loss = "cross_entropy"; // or "mse"
+  std::optional<int64_t> ignoreIndex;  // cross_entropy
+  std::string optimizer = "adamw";     // or "sgd"
+  double learningRate = 1e-3;
+  double momentum = 0.9;               // sgd
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; // adamw
+  double weightDecay = 0.0;
+  double clipNorm = 0.0;               // 0: off
+  std::string schedule = "constant";   // or "cosine"
+  int64_t warmupSteps = 0, totalSteps = 0;
+};
+
+/// Checks the options; a message naming the bad one, or empty.
+std::string checkTrainingOptions(const TrainingOptions &options);
+
+/// Turns `main` (the model's forward pass; its first result the prediction)
+/// into one training step: a `labels` input and the loss, the gradients
+/// (differentiate), gradient clipping and the optimizer update, with the
+/// optimizer's state as zero-initialised parameters. The function then
+/// returns the loss, the model's outputs, and the new value of every
+/// trained parameter and state (result attribute `dtc.updates` names the
+/// parameter). Fills `info` with what the runtime needs.
+mlir::LogicalResult buildTrainingStep(mlir::func::FuncOp main, const TrainingOptions &options,
+                                      plan::Training &info);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_TRAINING_H

@@ -1,0 +1,301 @@
+//===- Checkpoint.cpp - saving and resuming a training run ----------------===//
+//
+// The file is a 16-byte header, then a dtc.train.Checkpoint message:
+//
+//   "dtc-ckpt"   8 bytes of magic
+//   length       u64, little-endian: the message's byte count
+//   message      exactly `length` bytes
+//
+// A protobuf message cut at a field boundary still parses (as a message with
+// fewer tensors), so the length in front is what tells a truncated file from
+// a complete one.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/train/Checkpoint.h"
+#include "runtime/Executor.h"
+#include "runtime/PlanLoader.h"
+#include "runtime/plan/DType.h"
+
+#include "checkpoint.pb.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace dtc::runtime::train {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "checkpoints are written in the host's byte order, assumed little-endian");
+
+// The file's message (package dtc.train, as plan.proto's is dtc.plan).
+using CheckpointMessage = ::dtc::train::Checkpoint;
+using TensorMessage = ::dtc::train::CheckpointTensor;
+
+namespace {
+
+constexpr char kMagic[8] = {'d', 't', 'c', '-', 'c', 'k', 'p', 't'};
+constexpr size_t kHeaderBytes = sizeof kMagic + 8;
+
+std::string systemError() { return std::strerror(errno); }
+
+std::string checkpointPath(const std::string &dir) {
+  return (std::filesystem::path(dir) / kCheckpointFileName).string();
+}
+
+/// Checks one tensor as both the writer and the reader see it: a name, a
+/// known dtype, a sane shape and exactly the bytes that type needs.
+bool checkTensor(const std::string &label, const std::string &name,
+                 const plan::TensorType &type, size_t bytes, std::string &error) {
+  if (name.empty()) {
+    error = label + ": a tensor has no name";
+    return false;
+  }
+  std::string what = label + ": tensor '" + name + "'";
+  int64_t elementBytes = dtypeBytes(type.dtype());
+  if (elementBytes == 0) {
+    error = what + ": dtype " + std::to_string(int(type.dtype())) +
+            " is not a tensor element type";
+    return false;
+  }
+  int64_t count = elementCount(type);
+  if (count < 0 || count > INT64_MAX / elementBytes) {
+    error = what + ": shape of " + typeToString(type) + " is negative or too large";
+    return false;
+  }
+  if (uint64_t(bytes) != uint64_t(count * elementBytes)) {
+    error = what + ": holds " + std::to_string(bytes) + " bytes but " + typeToString(type) +
+            " needs " + std::to_string(count * elementBytes);
+    return false;
+  }
+  return true;
+}
+
+/// Syncs folder `dir`, so that entries created or renamed in it survive a
+/// crash.
+bool syncFolder(const std::string &dir, std::string &error) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    error = "cannot sync folder " + dir + ": " + systemError();
+    if (fd >= 0)
+      ::close(fd);
+    return false;
+  }
+  ::close(fd);
+  return true;
+}
+
+/// Creates `dir` and its missing parents, syncing the folder each new one
+/// is made in: a folder that vanished in a crash would take the checkpoint
+/// written into it along.
+bool makeFolders(const std::filesystem::path &dir, std::string &error) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      return true;
+    error = "cannot write a checkpoint into " + dir.string() + ": not a folder";
+    return false;
+  }
+  std::filesystem::path parent = dir.parent_path();
+  if (parent.empty())
+    parent = ".";
+  else if (parent != dir && !makeFolders(parent, error))
+    return false;
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+    error = "cannot create folder " + dir.string() + ": " + systemError();
+    return false;
+  }
+  return syncFolder(parent.string(), error);
+}
+
+/// Writes all of `data` to a new `path` and syncs it to disk.
+bool writeAndSync(const std::string &path, const std::string &data, std::string &error) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = "cannot create " + path + ": " + systemError();
+    return false;
+  }
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      error = "cannot write " + path + ": " + (n < 0 ? systemError() : "no progress");
+      ::close(fd);
+      return false;
+    }
+    done += size_t(n);
+  }
+  if (::fsync(fd) != 0) {
+    error = "cannot sync " + path + ": " + systemError();
+    ::close(fd);
+    return false;
+  }
+  if (::close(fd) != 0) {
+    error = "cannot write " + path + ": " + systemError();
+    return false;
+  }
+  return true;
+}
+
+bool readWholeFile(const std::string &path, std::string &data, std::string &error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = "cannot open " + path + ": " + systemError();
+    return false;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = "cannot read " + path + ": not a regular file";
+    ::close(fd);
+    return false;
+  }
+  data.resize(size_t(st.st_size));
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      error =
+          "cannot read " + path + ": " + (n < 0 ? systemError() : "file shrank while reading");
+      ::close(fd);
+      return false;
+    }
+    done += size_t(n);
+  }
+  ::close(fd);
+  return true;
+}
+
+} // namespace
+
+bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
+                     std::string &error) {
+  std::string path = checkpointPath(dir);
+  std::string label = "cannot write " + path;
+  if (state.tensorTypes.size() != state.tensorBytes.size()) {
+    error = label + ": " + std::to_string(state.tensorTypes.size()) + " tensor types but " +
+            std::to_string(state.tensorBytes.size()) + " tensors' bytes";
+    return false;
+  }
+  // Copies every tensor once into the message and once more when serializing;
+  // fine while a checkpoint must fit protobuf's 2 GiB anyway.
+  CheckpointMessage message;
+  message.set_format_version(kCheckpointFormatVersion);
+  message.set_step(state.step);
+  message.set_seed(state.seed);
+  message.set_plan_digest(state.planDigest);
+  std::set<std::string> names;
+  for (size_t i = 0; i < state.tensorTypes.size(); ++i) {
+    const auto &[name, type] = state.tensorTypes[i];
+    const std::vector<char> &bytes = state.tensorBytes[i];
+    if (!checkTensor(label, name, type, bytes.size(), error))
+      return false;
+    if (!names.insert(name).second) {
+      error = label + ": tensor '" + name + "' appears twice";
+      return false;
+    }
+    TensorMessage *tensor = message.add_tensors();
+    tensor->set_name(name);
+    *tensor->mutable_type() = type;
+    tensor->set_data(bytes.data(), bytes.size());
+  }
+  size_t size = message.ByteSizeLong();
+  if (size > size_t(INT_MAX)) {
+    error = label + ": the state is " + std::to_string(size) +
+            " bytes, over protobuf's 2 GiB message limit";
+    return false;
+  }
+  std::string file(kHeaderBytes + size, '\0');
+  std::memcpy(file.data(), kMagic, sizeof kMagic);
+  uint64_t length = size;
+  std::memcpy(file.data() + sizeof kMagic, &length, 8);
+  if (!message.SerializeToArray(file.data() + kHeaderBytes, int(size))) {
+    error = label + ": serializing the state failed";
+    return false;
+  }
+
+  // The old checkpoint stays in place until the rename, which replaces it in
+  // one step; the new one is on disk before that, and the folder's entry
+  // after it.
+  if (!makeFolders(dir, error))
+    return false;
+  std::string tmp = path + ".tmp";
+  if (!writeAndSync(tmp, file, error)) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot rename " + tmp + " to " + path + ": " + systemError();
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return syncFolder(dir, error);
+}
+
+bool readCheckpoint(const std::string &dir, CheckpointState &state, std::string &error) {
+  std::string path = checkpointPath(dir);
+  std::string data;
+  if (!readWholeFile(path, data, error))
+    return false;
+  if (data.size() < kHeaderBytes) {
+    error = path + ": truncated checkpoint (" + std::to_string(data.size()) +
+            " bytes, shorter than its " + std::to_string(kHeaderBytes) + "-byte header)";
+    return false;
+  }
+  if (std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) {
+    error = path + ": not a dtc checkpoint (no 'dtc-ckpt' magic)";
+    return false;
+  }
+  uint64_t length;
+  std::memcpy(&length, data.data() + sizeof kMagic, 8);
+  uint64_t have = data.size() - kHeaderBytes;
+  if (have != length) {
+    error = path + ": " + (have < length ? "truncated checkpoint" : "corrupt checkpoint") +
+            " (the header says " + std::to_string(length) + " bytes follow, the file has " +
+            std::to_string(have) + ")";
+    return false;
+  }
+  CheckpointMessage message;
+  if (length > uint64_t(INT_MAX) ||
+      !message.ParseFromArray(data.data() + kHeaderBytes, int(length))) {
+    error = path + ": corrupt checkpoint (its message does not parse)";
+    return false;
+  }
+  if (message.format_version() != kCheckpointFormatVersion) {
+    error = path + ": checkpoint format version " + std::to_string(message.format_version()) +
+            " is not supported (this runtime reads " +
+            std::to_string(kCheckpointFormatVersion) + ")";
+    return false;
+  }
+  if (message.step() < 0) {
+    error = path + ": negative step count " + std::to_string(message.step());
+    return false;
+  }
+  CheckpointState read;
+  read.step = message.step();
+  read.seed = message.seed();
+  read.planDigest = message.plan_digest();
+  std::set<std::string> names;
+  for (const TensorMessage &tensor : message.tensors()) {
+    if (!checkTensor(path, tensor.name(), tensor.type(), tensor.data().size(), error))
+      return false;
+    if (!names.insert(tensor.name()).second) {
+      error = path + ": tensor '" + tensor.name() + "' appears twice";
+      return false;
+    }
+    read.tensorTypes.emplace_back(tensor.name(), tensor.type());
+    read.tensorBytes.emplace_back(tensor.data().begin(), tensor.data().end());
+  }
+  state = std::move(read);
+  return true;
+}
+
+} // namespace dtc::runtime::train

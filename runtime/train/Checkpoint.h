@@ -1,0 +1,52 @@
+//===- Checkpoint.h - saving and resuming a training run --------*- C++ -*-===//
+//
+// A checkpoint is one file, DIR/checkpoint.dtck, replaced atomically: a
+// crash while writing leaves the previous checkpoint as it was, and reading
+// checks everything (framing, version, every tensor's size), so a truncated
+// or foreign file is a message, never a crash or a silently short state.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_TRAIN_CHECKPOINT_H
+#define DTC_RUNTIME_TRAIN_CHECKPOINT_H
+
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dtc::runtime::train {
+
+/// The checkpoint format this runtime reads and writes.
+constexpr uint32_t kCheckpointFormatVersion = 1;
+
+/// The file's name inside the checkpoint folder.
+constexpr const char *kCheckpointFileName = "checkpoint.dtck";
+
+struct CheckpointState {
+  int64_t step = 0;          // steps completed
+  uint64_t seed = 0;         // data shuffling seed
+  std::string planDigest;    // identifies the plan it belongs to (caller computes it)
+  std::vector<std::pair<std::string, plan::TensorType>> tensorTypes; // names + types, in order
+  std::vector<std::vector<char>> tensorBytes; // raw little-endian bytes per tensor
+};
+
+/// Writes DIR/checkpoint.dtck atomically: to DIR/checkpoint.dtck.tmp, fsync
+/// the file, rename over the old one, fsync DIR. Creates DIR if missing. A
+/// crash at any point leaves the previous checkpoint intact and valid. false
+/// with `error` on any I/O error, or when `state` is inconsistent (a tensor's
+/// bytes not its type's size) or too large for one file (2 GiB for now).
+bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
+                     std::string &error);
+
+/// Reads DIR/checkpoint.dtck into `state` and validates it (framing and
+/// length, format version, every tensor's byte size equal to its type's).
+/// false with `error` naming the file and what is wrong; `state` is then
+/// left as it was.
+bool readCheckpoint(const std::string &dir, CheckpointState &state,
+                    std::string &error);
+
+} // namespace dtc::runtime::train
+
+#endif // DTC_RUNTIME_TRAIN_CHECKPOINT_H

@@ -1,0 +1,36 @@
+// RUN: %dtc-opt %s --pass-pipeline='builtin.module(func.func(dtc-autodiff))' | FileCheck %s
+
+// loss = sum(relu(x @ w) * w2) with w2 used twice: the walk goes backwards
+// through each op's own gradient, sums the gradients of a value used twice,
+// and returns each parameter's gradient after the loss.
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: -> (tensor<f32>, tensor<2x3xf32> {dtc.gradient_of = "w"}, tensor<4x3xf32> {dtc.gradient_of = "w2"})
+func.func @mlp(%x: tensor<4x2xf32>) -> tensor<f32> {
+  // CHECK: %[[W:.*]] = graph.parameter "w"
+  // CHECK: %[[W2:.*]] = graph.parameter "w2"
+  %w = graph.parameter "w" : tensor<2x3xf32>
+  %w2 = graph.parameter "w2" : tensor<4x3xf32>
+  // CHECK: %[[Y:.*]] = graph.matmul %arg0, %[[W]]
+  %y = graph.matmul %x, %w : (tensor<4x2xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  %r = graph.relu %y : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %m = graph.mul %r, %w2 : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %a = graph.add %m, %w2 : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %l = graph.reduce_sum %a {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x3xf32>) -> tensor<f32>
+  // The seed, then the reduction's gradient broadcast back.
+  // CHECK: %[[ONE:.*]] = graph.constant dense<1.000000e+00> : tensor<f32>
+  // CHECK: %[[G0:.*]] = graph.reshape %[[ONE]] : (tensor<f32>) -> tensor<1x1xf32>
+  // CHECK: %[[GA:.*]] = graph.broadcast %[[G0]] {shape = array<i64: 4, 3>}
+  // mul: d/dr = g * w2, d/dw2 = g * r
+  // CHECK: %[[GR:.*]] = graph.mul %[[GA]], %[[W2]]
+  // CHECK: %[[GW2A:.*]] = graph.mul %[[GA]], %{{.*}}
+  // w2 is used twice: its gradients are summed.
+  // CHECK: %[[GW2:.*]] = graph.add %[[GA]], %[[GW2A]]
+  // relu: where(y > 0, g, 0)
+  // CHECK: %[[POS:.*]] = graph.greater %[[Y]], %{{.*}}
+  // CHECK: %[[GY:.*]] = graph.where %[[POS]], %[[GR]], %{{.*}}
+  // matmul: d/dw = x^T g
+  // CHECK: graph.matmul %[[GY]], %[[W]] {{{.*}}transpose_rhs = true{{.*}}}
+  // CHECK: %[[GW:.*]] = graph.matmul %arg0, %[[GY]] {{{.*}}transpose_lhs = true{{.*}}}
+  // CHECK: return %{{.*}}, %[[GW]], %[[GW2]]
+  return %l : tensor<f32>
+}

@@ -1,0 +1,268 @@
+//===- TrainCommand.cpp - dtc run on a training plan ----------------------===//
+//
+// Runs a training plan's step (compiler/Training.cpp) over a data set:
+// fills the model's inputs and the labels from the data, the optimizer's
+// per-step scalars from the schedule, runs the step, checks the loss, then
+// copies the new weights and optimizer state into place. Checkpoints hold
+// every parameter (weights and optimizer state), the step and the data
+// seed: the data order depends only on (seed, step), so a resumed run
+// repeats the uninterrupted one exactly.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/dtc/Commands.h"
+#include "tools/dtc/TrainCommand.h"
+
+#include "runtime/PlanLoader.h"
+#include "runtime/plan/DType.h"
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/DataSet.h"
+
+#include "onnx.pb.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <map>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <sys/stat.h>
+
+namespace dtc::cli {
+namespace {
+
+constexpr const char *kLabels = "labels";
+
+/// The learning rate at 0-based `step`: constant, or a linear warm-up to
+/// the peak and then a cosine decay to 0 at total_steps.
+double learningRate(const plan::Training &t, int64_t step) {
+  double peak = t.learning_rate();
+  if (t.schedule() != "cosine")
+    return peak;
+  if (step < t.warmup_steps())
+    return peak * double(step + 1) / double(t.warmup_steps());
+  double progress = double(step - t.warmup_steps()) /
+                    double(std::max<int64_t>(1, t.total_steps() - t.warmup_steps()));
+  return peak * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, progress)));
+}
+
+/// FNV-1a over the plan's program and training sections: a checkpoint
+/// belongs to the plan it was written by.
+std::string planDigest(const plan::Plan &plan) {
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string &part :
+       {plan.ranks(0).SerializeAsString(), plan.training().SerializeAsString()})
+    for (unsigned char c : part)
+      h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+void setScalar(runtime::Executor &executor, int input, float value) {
+  std::vector<char> &bytes = executor.inputBytes(input);
+  std::memcpy(bytes.data(), &value, sizeof value);
+}
+
+/// Writes the model the plan was compiled from with its trained weights:
+/// every initializer that is a parameter of the plan gets the parameter's
+/// current bytes, inline (external data is not kept: the result is one
+/// self-contained file, under protobuf's 2 GiB limit).
+int exportModel(const plan::Plan &plan, runtime::Executor &executor,
+                const std::string &modelPath, const std::string &out) {
+  std::ifstream in(modelPath, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes))
+    return failure("--export: cannot read the model " + modelPath);
+  const plan::RankProgram &program = plan.ranks(0);
+  std::map<std::string, uint32_t> trained;
+  for (int b = 0; b < program.buffers_size(); ++b) {
+    const plan::Buffer &buffer = program.buffers(b);
+    if (buffer.has_parameter() && !buffer.parameter().zeros())
+      trained[buffer.parameter().initializer()] = uint32_t(b);
+  }
+  int replaced = 0;
+  for (::onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
+    auto it = trained.find(init.name());
+    if (it == trained.end())
+      continue;
+    const plan::TensorType &type = program.buffers(int(it->second)).type();
+    if (init.data_type() != ::onnx::TensorProto::FLOAT || type.dtype() != plan::F32)
+      return failure("--export: initializer '" + init.name() + "' is not f32");
+    const char *data = executor.bufferData(it->second);
+    init.clear_float_data();
+    init.clear_external_data();
+    init.set_data_location(::onnx::TensorProto::DEFAULT);
+    init.set_raw_data(std::string(data, size_t(runtime::elementCount(type) * 4)));
+    ++replaced;
+  }
+  std::string serialized;
+  if (!model.SerializeToString(&serialized))
+    return failure("--export: the trained model is too large for one ONNX file (2 GiB)");
+  if (int rc = writeOutput(out, serialized))
+    return rc;
+  fmt::print("exported {} with {} trained initializers\n", out, replaced);
+  return 0;
+}
+
+} // namespace
+
+int runTraining(const plan::Plan &plan, runtime::Executor &executor,
+                const TrainRunOptions &options) {
+  const plan::Training &training = plan.training();
+  if (options.data.empty())
+    return usageError("a training plan needs --data DIR (one .npy per input + labels.npy) "
+                      "or --data TOKENS.bin");
+  if (options.steps <= 0)
+    return usageError("a training plan needs --steps N (N > 0)");
+
+  // The data set's fields: the model's inputs, then the labels; the
+  // optimizer's scalars are ours.
+  std::vector<runtime::train::FieldSpec> fields;
+  std::vector<int> fieldInputs;
+  int labelsInput = -1, lrInput = -1, bc1Input = -1, bc2Input = -1;
+  for (int i = 0; i < plan.inputs_size(); ++i) {
+    const std::string &name = plan.inputs(i).name();
+    if (name == "optimizer.lr")
+      lrInput = i;
+    else if (name == "optimizer.bias_correction1")
+      bc1Input = i;
+    else if (name == "optimizer.bias_correction2")
+      bc2Input = i;
+    else if (name == kLabels)
+      labelsInput = i;
+    else {
+      fields.push_back({name, plan.inputs(i).type()});
+      fieldInputs.push_back(i);
+    }
+  }
+  if (labelsInput < 0 || lrInput < 0)
+    return failure("the plan's training step lacks its 'labels' or 'optimizer.lr' input: "
+                   "recompile it with this dtc");
+  fields.push_back({kLabels, plan.inputs(labelsInput).type()});
+  fieldInputs.push_back(labelsInput);
+
+  std::string error;
+  struct stat st;
+  if (stat(options.data.c_str(), &st) != 0)
+    return failure("--data '" + options.data + "': no such file or directory");
+  bool directory = S_ISDIR(st.st_mode);
+  std::unique_ptr<runtime::train::DataSet> data =
+      directory ? runtime::train::DataSet::openNpyDir(options.data, fields, error)
+                : runtime::train::DataSet::openTokens(options.data, options.tokenBytes, fields,
+                                                      error);
+  if (!data)
+    return failure(error);
+  data->setShuffle(options.shuffle, options.seed);
+  if (training.loss() == "cross_entropy")
+    data->setLabelRange(fields.size() - 1, training.classes(),
+                        training.has_ignore_index()
+                            ? std::optional<int64_t>(training.ignore_index())
+                            : std::nullopt);
+
+  // Every parameter (weights and optimizer state) is checkpointed, by name.
+  const plan::RankProgram &program = plan.ranks(0);
+  std::vector<uint32_t> parameters;
+  for (int b = 0; b < program.buffers_size(); ++b)
+    if (program.buffers(b).has_parameter())
+      parameters.push_back(uint32_t(b));
+  std::string digest = planDigest(plan);
+
+  int64_t start = 0;
+  if (options.resume) {
+    if (options.checkpoint.empty())
+      return usageError("--resume needs --checkpoint DIR");
+    runtime::train::CheckpointState state;
+    if (!runtime::train::readCheckpoint(options.checkpoint, state, error))
+      return failure(error);
+    if (state.planDigest != digest)
+      return failure(options.checkpoint + ": the checkpoint was written by another plan "
+                                          "(recompiled or changed); it cannot resume this one");
+    if (state.tensorTypes.size() != parameters.size())
+      return failure(options.checkpoint + ": holds " + std::to_string(state.tensorTypes.size()) +
+                     " tensors, the plan has " + std::to_string(parameters.size()) +
+                     " parameters");
+    for (size_t k = 0; k < parameters.size(); ++k) {
+      const plan::Buffer &buffer = program.buffers(int(parameters[k]));
+      if (state.tensorTypes[k].first != buffer.parameter().initializer() ||
+          state.tensorTypes[k].second.SerializeAsString() !=
+              buffer.type().SerializeAsString())
+        return failure(options.checkpoint + ": tensor '" + state.tensorTypes[k].first +
+                       "' does not match the plan's parameter '" +
+                       buffer.parameter().initializer() + "'");
+      std::memcpy(executor.bufferData(parameters[k]), state.tensorBytes[k].data(),
+                  state.tensorBytes[k].size());
+    }
+    start = state.step;
+    if (state.seed != options.seed)
+      fmt::print("resume: the checkpoint's data seed {} replaces --seed {}\n", state.seed,
+                 options.seed);
+    data->setShuffle(options.shuffle, state.seed);
+    fmt::print("resumed from {} at step {}\n", options.checkpoint, start);
+  }
+
+  auto saveCheckpoint = [&](int64_t completed) -> bool {
+    runtime::train::CheckpointState state;
+    state.step = completed;
+    state.seed = options.seed;
+    state.planDigest = digest;
+    for (uint32_t id : parameters) {
+      const plan::Buffer &buffer = program.buffers(int(id));
+      state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
+      const char *at = executor.bufferData(id);
+      state.tensorBytes.emplace_back(at, at + runtime::elementCount(buffer.type()) *
+                                                runtime::dtypeBytes(buffer.type().dtype()));
+    }
+    return runtime::train::writeCheckpoint(options.checkpoint, state, error);
+  };
+
+  fmt::print("training: {} samples, batch {}, {} batches per epoch, {} steps, loss {}, {}\n",
+             data->samples(), data->batch(), data->batchesPerEpoch(), options.steps,
+             training.loss(), training.optimizer());
+  std::vector<void *> buffers(fields.size());
+  for (int64_t step = start; step < options.steps; ++step) {
+    auto begin = std::chrono::steady_clock::now();
+    for (size_t f = 0; f < fields.size(); ++f)
+      buffers[f] = executor.inputBytes(fieldInputs[f]).data();
+    if (!data->fillBatch(step, buffers.data(), error))
+      return failure(fmt::format("step {}: {}", step + 1, error));
+    double lr = learningRate(training, step);
+    setScalar(executor, lrInput, float(lr));
+    double t = double(step + 1);
+    if (bc1Input >= 0)
+      setScalar(executor, bc1Input, float(1.0 / (1.0 - std::pow(training.beta1(), t))));
+    if (bc2Input >= 0)
+      setScalar(executor, bc2Input, float(1.0 / (1.0 - std::pow(training.beta2(), t))));
+    if (!executor.run(error))
+      return failure(fmt::format("step {}: {}", step + 1, error));
+    runtime::HostTensor lossTensor = executor.output(0);
+    float loss;
+    std::memcpy(&loss, lossTensor.bytes.data(), sizeof loss);
+    if (!std::isfinite(loss))
+      return failure(fmt::format(
+          "step {}: the loss is {}; stopping before the update (the weights are those after "
+          "step {}{})",
+          step + 1, std::isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity", step,
+          options.checkpoint.empty() ? "" : "; the last checkpoint in " + options.checkpoint +
+                                                " is intact"));
+    executor.applyUpdates();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                          begin)
+                    .count();
+    fmt::print("step {} loss {:.6f} lr {:.3g} time {:.2f} ms\n", step + 1, loss, lr, ms);
+    std::fflush(stdout);
+    bool last = step + 1 == options.steps;
+    if (!options.checkpoint.empty() && options.checkpointEvery > 0 &&
+        ((step + 1) % options.checkpointEvery == 0 || last)) {
+      if (!saveCheckpoint(step + 1))
+        return failure(error);
+    }
+  }
+  if (!options.exportPath.empty())
+    return exportModel(plan, executor,
+                       options.modelPath.empty() ? plan.model() : options.modelPath,
+                       options.exportPath);
+  return 0;
+}
+
+} // namespace dtc::cli
