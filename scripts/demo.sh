@@ -37,3 +37,23 @@ print(f"\nlogits {got.shape}: max |dtc - onnxruntime| = {np.abs(got - want).max(
       f"-> {'matches onnxruntime' if ok else 'MISMATCH'}")
 sys.exit(0 if ok else 1)
 PY
+
+# Training: the MLP on scikit-learn's 8x8 digits (64 features, 10 classes).
+python3 - "$demo" <<'PY'
+import os, sys
+import numpy as np
+from sklearn.datasets import load_digits
+demo = sys.argv[1]
+d = load_digits()
+os.makedirs(f"{demo}/digits", exist_ok=True)
+np.save(f"{demo}/digits/x.npy", (d.data / 16.0).astype(np.float32))
+np.save(f"{demo}/digits/labels.npy", d.target.astype(np.int64))
+PY
+echo
+echo "== dtc compile mlp.onnx --shape batch=32 --train --loss cross_entropy --optimizer adamw --lr 0.003 -o mlp-train.dtcp"
+"$dtc" compile "$demo/models/mlp.onnx" --shape batch=32 --train --loss cross_entropy \
+  --optimizer adamw --lr 0.003 -o "$demo/mlp-train.dtcp"
+echo
+echo "== dtc run mlp-train.dtcp --data digits --steps 200 --export mlp-trained.onnx (every 20th step shown)"
+"$dtc" run "$demo/mlp-train.dtcp" --data "$demo/digits" --steps 200 \
+  --export "$demo/mlp-trained.onnx" | awk 'NR == 1 || /^step/ && ($2 == 1 || $2 % 20 == 0) || /^exported/'
