@@ -64,6 +64,54 @@ Value keepdimsGrad(OpBuilder &b, Location loc, Value grad, RankedTensorType inpu
   return b.create<ReshapeOp>(loc, RankedTensorType::get(shape, input.getElementType()), grad);
 }
 
+/// A zero tensor of `type` (a splat constant).
+Value zeros(OpBuilder &b, Location loc, RankedTensorType type) {
+  return b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
+}
+
+/// `type` with dim `d` set to `size`.
+RankedTensorType withDim(RankedTensorType type, int64_t d, int64_t size) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape[d] = size;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+/// `grad` between `before` and `after` zeros along `d` (blocks of size 0 left out).
+Value padWithZeros(OpBuilder &b, Location loc, Value grad, int64_t d, int64_t before,
+                   int64_t after) {
+  SmallVector<Value> pieces;
+  if (before > 0)
+    pieces.push_back(zeros(b, loc, withDim(typeOf(grad), d, before)));
+  pieces.push_back(grad);
+  if (after > 0)
+    pieces.push_back(zeros(b, loc, withDim(typeOf(grad), d, after)));
+  return pieces.size() == 1 ? grad : b.create<ConcatOp>(loc, pieces, d).getResult();
+}
+
+/// max/min: the gradient goes to the operand the result was taken from;
+/// `lhsWins` is true on ties, so they go to lhs.
+LogicalResult selectedGradients(OpBuilder &b, Location loc, Value lhsWins, Value grad,
+                                RankedTensorType lhs, RankedTensorType rhs,
+                                SmallVectorImpl<Value> &g) {
+  Value zero = scalar(b, loc, grad, 0.0);
+  g.assign({sumToShape(b, loc, b.create<WhereOp>(loc, lhsWins, grad, zero), lhs),
+            sumToShape(b, loc, b.create<WhereOp>(loc, lhsWins, zero, grad), rhs)});
+  return success();
+}
+
+/// reduce_max/min: g * (x == y) / count(x == y) over the reduced axes; ties
+/// share the gradient equally (its sum is kept).
+Value extremumGradient(OpBuilder &b, Location loc, Value input, Value output, Value grad,
+                       ArrayRef<int64_t> axes) {
+  auto type = typeOf(input);
+  Value y = keepdimsGrad(b, loc, output, type, axes);
+  Value hit = b.create<CastOp>(loc, type, b.create<EqualOp>(loc, input, y));
+  Value count = b.create<ReduceSumOp>(loc, hit, axes, true);
+  Value share = b.create<DivOp>(loc, keepdimsGrad(b, loc, grad, type, axes), count);
+  return b.create<MulOp>(loc, hit, share);
+}
+
 /// A zero gradient flows nowhere: every operand gets null.
 LogicalResult noGradient(Operation *op, SmallVectorImpl<Value> &grads) {
   grads.assign(op->getNumOperands(), Value());
@@ -122,14 +170,37 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl
   return success();
 }
 
-LogicalResult PowOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+LogicalResult PowOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  if (!isFloat(getLhs()))
+    return noGradient(*this, g);
+  Location loc = getLoc();
+  // y = x^p: d/dx = g * p * x^(p-1); d/dp = g * y * log(x) where x > 0, else 0
+  // (x = 0: y is 0 or 1 whatever p > 0 is; x < 0: y is defined for integer p only)
+  Value x = getLhs(), p = getRhs(), dy = rg[0];
+  Value power = b.create<PowOp>(loc, x, b.create<SubOp>(loc, p, scalar(b, loc, p, 1.0)));
+  Value dx = b.create<MulOp>(loc, dy, b.create<MulOp>(loc, p, power));
+  Value zero = scalar(b, loc, x, 0.0);
+  Value positive = b.create<GreaterOp>(loc, x, zero);
+  Value logx = b.create<LogOp>(loc, b.create<WhereOp>(loc, positive, x, scalar(b, loc, x, 1.0)));
+  Value dp = b.create<MulOp>(loc, dy, b.create<MulOp>(loc, getOutput(), logx));
+  g.assign({sumToShape(b, loc, dx, typeOf(x)), sumToShape(b, loc, dp, typeOf(p))});
+  return success();
 }
-LogicalResult MaxOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+
+LogicalResult MaxOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  if (!isFloat(getLhs()))
+    return noGradient(*this, g);
+  // to lhs where lhs >= rhs, else to rhs
+  Value lhsWins = b.create<GreaterEqualOp>(getLoc(), getLhs(), getRhs());
+  return selectedGradients(b, getLoc(), lhsWins, rg[0], typeOf(getLhs()), typeOf(getRhs()), g);
 }
-LogicalResult MinOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+
+LogicalResult MinOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  if (!isFloat(getLhs()))
+    return noGradient(*this, g);
+  // to lhs where lhs <= rhs, else to rhs
+  Value lhsWins = b.create<LessEqualOp>(getLoc(), getLhs(), getRhs());
+  return selectedGradients(b, getLoc(), lhsWins, rg[0], typeOf(getLhs()), typeOf(getRhs()), g);
 }
 
 // Comparisons and logic: piecewise constant or boolean; nothing flows back.
@@ -226,9 +297,25 @@ LogicalResult ReluOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImp
 }
 
 LogicalResult GeluOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
-  if (getApproximate() != "none")
-    return notDefined(*this);
   Location loc = getLoc();
+  if (getApproximate() == "tanh") {
+    // y = x (1 + t) / 2, t = tanh(u), u = c (x + a x^3), c = sqrt(2/pi), a = 0.044715:
+    // (1 + t) / 2 + x (1 - t^2) u' / 2, u' = c (1 + 3a x^2)
+    const double a = 0.044715, c = std::sqrt(2.0 / M_PI);
+    Value x = getInput();
+    auto k = [&](double v) { return scalar(b, loc, x, v); };
+    Value x2 = b.create<MulOp>(loc, x, x);
+    Value u =
+        b.create<MulOp>(loc, x, b.create<AddOp>(loc, k(c), b.create<MulOp>(loc, x2, k(c * a))));
+    Value t = b.create<TanhOp>(loc, u);
+    Value left = b.create<MulOp>(loc, k(0.5), b.create<AddOp>(loc, k(1.0), t));
+    Value sech2 = b.create<SubOp>(loc, k(1.0), b.create<MulOp>(loc, t, t));
+    Value du = b.create<AddOp>(loc, k(c), b.create<MulOp>(loc, x2, k(3.0 * a * c)));
+    Value right = b.create<MulOp>(loc, b.create<MulOp>(loc, x, k(0.5)),
+                                  b.create<MulOp>(loc, sech2, du));
+    g.assign({b.create<MulOp>(loc, rg[0], b.create<AddOp>(loc, left, right))});
+    return success();
+  }
   // Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = exp(-x^2/2) / sqrt(2 pi)
   Value x = getInput();
   Value cdf = b.create<MulOp>(
@@ -280,8 +367,11 @@ LogicalResult BroadcastOp::buildGradients(OpBuilder &b, ValueRange rg,
   return success();
 }
 
-LogicalResult TriluOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+LogicalResult TriluOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  // the same triangle of g
+  g.assign({b.create<TriluOp>(getLoc(), rg[0], b.getBoolAttr(getUpper()),
+                              b.getI64IntegerAttr(getK()))});
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -308,11 +398,20 @@ LogicalResult ReduceMeanOp::buildGradients(OpBuilder &b, ValueRange rg,
   return success();
 }
 
-LogicalResult ReduceMaxOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+LogicalResult ReduceMaxOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                          SmallVectorImpl<Value> &g) {
+  if (!isFloat(getInput()))
+    return noGradient(*this, g);
+  g.assign({extremumGradient(b, getLoc(), getInput(), getOutput(), rg[0], getAxes())});
+  return success();
 }
-LogicalResult ReduceMinOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+
+LogicalResult ReduceMinOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                          SmallVectorImpl<Value> &g) {
+  if (!isFloat(getInput()))
+    return noGradient(*this, g);
+  g.assign({extremumGradient(b, getLoc(), getInput(), getOutput(), rg[0], getAxes())});
+  return success();
 }
 
 LogicalResult SoftmaxOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
@@ -337,8 +436,32 @@ LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &b, ValueRange rg,
   return success();
 }
 
-LogicalResult LayerNormOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+// Over the normalised dims [axis, rank): xhat = (x - mean) r, r = 1 / sqrt(var + eps)
+// (biased var), y = xhat scale + bias. With h = g scale:
+// dx = r (h - mean(h) - xhat mean(h xhat)); dscale = sum(g xhat), dbias = sum(g) over the
+// dims scale and bias broadcast along.
+LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                          SmallVectorImpl<Value> &g) {
+  Location loc = getLoc();
+  Value x = getInput(), dy = rg[0];
+  int64_t rank = typeOf(x).getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t d = normalized(getAxis(), rank); d < rank; ++d)
+    axes.push_back(d);
+  auto mean = [&](Value v) { return b.create<ReduceMeanOp>(loc, v, axes, true).getResult(); };
+  Value centred = b.create<SubOp>(loc, x, mean(x));
+  Value var = mean(b.create<MulOp>(loc, centred, centred));
+  Value epsilon = scalar(b, loc, x, getEpsilon().convertToDouble());
+  Value r = b.create<ReciprocalOp>(loc, b.create<SqrtOp>(loc, b.create<AddOp>(loc, var, epsilon)));
+  Value xhat = b.create<MulOp>(loc, centred, r);
+  Value h = b.create<MulOp>(loc, dy, getScale());
+  Value projection = b.create<MulOp>(loc, xhat, mean(b.create<MulOp>(loc, h, xhat)));
+  Value dx = b.create<MulOp>(
+      loc, r, b.create<SubOp>(loc, b.create<SubOp>(loc, h, mean(h)), projection));
+  g.assign({dx, sumToShape(b, loc, b.create<MulOp>(loc, dy, xhat), typeOf(getScale()))});
+  if (Value bias = getBias())
+    g.push_back(sumToShape(b, loc, dy, typeOf(bias)));
+  return success();
 }
 LogicalResult BatchNormOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
   return notDefined(*this);
@@ -379,8 +502,52 @@ LogicalResult AvgPool2DOp::buildGradients(OpBuilder &, ValueRange, SmallVectorIm
 // Data movement
 //===----------------------------------------------------------------------===//
 
-LogicalResult GatherOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+// data [A.., V, B..] at axis, indices I.. (N of them), g [A.., I.., B..]:
+// ddata[a, v, b] = sum_n onehot[n, v] g[a, n, b], one (batched) matmul with
+// onehot = (indices == iota(V)) as [N, V] (negative indices count from V).
+// The one-hot matrix is N x V floats: fine for now, a scatter-add kernel
+// later. Indices get no gradient.
+LogicalResult GatherOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  if (!isFloat(getData()))
+    return noGradient(*this, g);
+  Location loc = getLoc();
+  auto data = typeOf(getData());
+  auto indicesType = typeOf(getIndices());
+  int64_t axis = normalized(getAxis(), data.getRank());
+  int64_t before = 1, after = 1, count = indicesType.getNumElements(), V = data.getDimSize(axis);
+  for (int64_t d = 0; d < axis; ++d)
+    before *= data.getDimSize(d);
+  for (int64_t d = axis + 1; d < data.getRank(); ++d)
+    after *= data.getDimSize(d);
+  if (count == 0 || V == 0 || data.getNumElements() == 0) {
+    g.assign({zeros(b, loc, data), Value()});
+    return success();
+  }
+  Type indexElement = indicesType.getElementType();
+  Value indices = b.create<ReshapeOp>(loc, RankedTensorType::get({count, 1}, indexElement),
+                                      getIndices());
+  auto indexScalar = RankedTensorType::get({}, indexElement);
+  auto indexConstant = [&](int64_t v) -> Value {
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(indexScalar,
+                                                            b.getIntegerAttr(indexElement, v)));
+  };
+  indices = b.create<WhereOp>(loc, b.create<LessOp>(loc, indices, indexConstant(0)),
+                              b.create<AddOp>(loc, indices, indexConstant(V)), indices);
+  SmallVector<Attribute> iotaValues;
+  for (int64_t v = 0; v < V; ++v)
+    iotaValues.push_back(b.getIntegerAttr(indexElement, v));
+  Value iota = b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(RankedTensorType::get({V}, indexElement), iotaValues));
+  Value onehot = b.create<CastOp>(loc, RankedTensorType::get({count, V}, data.getElementType()),
+                                  b.create<EqualOp>(loc, indices, iota));
+  SmallVector<int64_t> gradShape{count, after};
+  if (before != 1)
+    gradShape.insert(gradShape.begin(), before);
+  Value grad = b.create<ReshapeOp>(loc, RankedTensorType::get(gradShape, data.getElementType()),
+                                   rg[0]);
+  Value ddata = b.create<MatmulOp>(loc, onehot, grad, true, false);
+  g.assign({b.create<ReshapeOp>(loc, data, ddata), Value()});
+  return success();
 }
 
 LogicalResult ReshapeOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
@@ -407,14 +574,82 @@ LogicalResult TransposeOp::buildGradients(OpBuilder &b, ValueRange rg,
   return success();
 }
 
-LogicalResult ConcatOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+LogicalResult ConcatOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  if (getInputs().size() == 1) {
+    g.assign({rg[0]});
+    return success();
+  }
+  // g cut into the inputs' sizes along axis: one split
+  int64_t axis = normalized(getAxis(), typeOf(getOutput()).getRank());
+  SmallVector<int64_t> sizes;
+  for (Value input : getInputs())
+    sizes.push_back(typeOf(input).getDimSize(axis));
+  auto split = b.create<SplitOp>(getLoc(), rg[0], axis, sizes);
+  g.assign(split.getResults().begin(), split.getResults().end());
+  return success();
 }
-LogicalResult SplitOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+
+LogicalResult SplitOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  Location loc = getLoc();
+  // the results' gradients concatenated along axis, zeros for those without one
+  int64_t axis = normalized(getAxis(), typeOf(getInput()).getRank());
+  SmallVector<Value> pieces;
+  for (auto [result, grad] : llvm::zip(getOutputs(), rg))
+    if (typeOf(result).getDimSize(axis) != 0)
+      pieces.push_back(grad ? grad : zeros(b, loc, typeOf(result)));
+  if (pieces.empty())
+    pieces.push_back(zeros(b, loc, typeOf(getInput())));
+  g.assign({pieces.size() == 1 ? pieces[0] : b.create<ConcatOp>(loc, pieces, axis).getResult()});
+  return success();
 }
-LogicalResult SliceOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+
+// Dim by dim, g grows back to the input's size: a negative stride is a
+// reversed slice (reversed back by a slice with stride -1) of stride |s|;
+// stride s > 1 puts s - 1 zeros after each element ([n, 1] concat zeros
+// [n, s-1], reshaped to n*s); then zeros before the offset and after the end.
+LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  Location loc = getLoc();
+  auto input = typeOf(getInput());
+  int64_t rank = input.getRank();
+  if (input.getNumElements() == 0 || typeOf(getOutput()).getNumElements() == 0) {
+    g.assign({zeros(b, loc, input)});
+    return success();
+  }
+  Value grad = rg[0];
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t offset = getOffsets()[d], n = getSizes()[d], stride = getStrides()[d];
+    int64_t dim = input.getDimSize(d);
+    if (n == 1)
+      stride = 1;
+    if (stride < 0) {
+      auto type = typeOf(grad);
+      SmallVector<int64_t> offsets(rank, 0), strides(rank, 1);
+      offsets[d] = n - 1;
+      strides[d] = -1;
+      grad = b.create<SliceOp>(loc, grad, offsets, type.getShape(), strides);
+      offset += (n - 1) * stride;
+      stride = -stride;
+    }
+    int64_t length = n;
+    if (stride > 1) {
+      auto type = typeOf(grad);
+      SmallVector<int64_t> split(type.getShape());
+      split.insert(split.begin() + d + 1, 1);
+      Value column = b.create<ReshapeOp>(loc, RankedTensorType::get(split, type.getElementType()),
+                                         grad);
+      Value spread = padWithZeros(b, loc, column, d + 1, 0, stride - 1);
+      length = std::min(n * stride, dim - offset);
+      grad = b.create<ReshapeOp>(loc, withDim(type, d, n * stride), spread);
+      if (length < n * stride) {
+        SmallVector<int64_t> offsets(rank, 0), strides(rank, 1);
+        grad = b.create<SliceOp>(loc, grad, offsets, withDim(type, d, length).getShape(),
+                                 strides);
+      }
+    }
+    grad = padWithZeros(b, loc, grad, d, offset, dim - offset - length);
+  }
+  g.assign({grad});
+  return success();
 }
 
 LogicalResult FusedOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
