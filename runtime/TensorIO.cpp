@@ -148,6 +148,8 @@ int64_t countElements(const Dims &dims, const std::string &label,
   return count;
 }
 
+} // namespace
+
 bool readWholeFile(const std::string &path, std::string &data,
                    std::string &error) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -178,6 +180,8 @@ bool readWholeFile(const std::string &path, std::string &data,
   ::close(fd);
   return true;
 }
+
+namespace {
 
 /// Writes `pieces` to `path.tmp.<pid>` and renames it over `path`, so that a
 /// reader never sees half a file.

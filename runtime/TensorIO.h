@@ -25,6 +25,9 @@ struct HostTensor {
   std::vector<char> bytes;      // little-endian elements
 };
 
+/// Reads all of a regular file into `data`; false with a message naming it.
+bool readWholeFile(const std::string &path, std::string &data, std::string &error);
+
 /// Reads a TensorProto (.pb) or NumPy (.npy, by extension) file.
 bool readTensorFile(const std::string &path, HostTensor &tensor, std::string &error);
 

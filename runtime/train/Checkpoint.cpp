@@ -12,6 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/train/Checkpoint.h"
+
+#include "runtime/TensorIO.h"
 #include "runtime/Executor.h"
 #include "runtime/PlanLoader.h"
 #include "runtime/plan/DType.h"
@@ -144,35 +146,6 @@ bool writeAndSync(const std::string &path, const std::string &data, std::string 
   return true;
 }
 
-bool readWholeFile(const std::string &path, std::string &data, std::string &error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = "cannot open " + path + ": " + systemError();
-    return false;
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = "cannot read " + path + ": not a regular file";
-    ::close(fd);
-    return false;
-  }
-  data.resize(size_t(st.st_size));
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::read(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      error =
-          "cannot read " + path + ": " + (n < 0 ? systemError() : "file shrank while reading");
-      ::close(fd);
-      return false;
-    }
-    done += size_t(n);
-  }
-  ::close(fd);
-  return true;
-}
 
 } // namespace
 
