@@ -181,26 +181,33 @@ bool readWholeFile(const std::string &path, std::string &data,
   return true;
 }
 
-namespace {
-
-/// Writes `pieces` to `path.tmp.<pid>` and renames it over `path`, so that a
-/// reader never sees half a file.
-bool writeFileAtomically(const std::string &path,
-                         std::initializer_list<std::string_view> pieces,
-                         std::string &error) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE *file = std::fopen(tmp.c_str(), "wb");
-  if (!file) {
-    error = "cannot write " + path + ": cannot create " + tmp + ": " +
-            systemError();
+bool writeFileAtomically(const std::string &path, const std::string &tmp,
+                         std::initializer_list<std::string_view> pieces, std::string &error) {
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = "cannot write " + path + ": cannot create " + tmp + ": " + systemError();
     return false;
   }
-  bool ok = true;
-  for (std::string_view piece : pieces)
-    ok = ok && (piece.empty() ||
-                std::fwrite(piece.data(), 1, piece.size(), file) == piece.size());
-  ok = (std::fclose(file) == 0) && ok;
-  if (!ok) {
+  auto fail = [&](const std::string &what) {
+    error = what + ": " + systemError();
+    ::close(fd);
+    std::remove(tmp.c_str());
+    return false;
+  };
+  for (std::string_view piece : pieces) {
+    size_t done = 0;
+    while (done < piece.size()) {
+      ssize_t n = ::write(fd, piece.data() + done, piece.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return fail("cannot write " + tmp);
+      done += size_t(n);
+    }
+  }
+  if (::fsync(fd) != 0)
+    return fail("cannot sync " + tmp);
+  if (::close(fd) != 0) {
     error = "cannot write " + tmp + ": " + systemError();
     std::remove(tmp.c_str());
     return false;
@@ -212,6 +219,8 @@ bool writeFileAtomically(const std::string &path,
   }
   return true;
 }
+
+namespace {
 
 //===----------------------------------------------------------------------===//
 // TensorProto
@@ -683,7 +692,8 @@ bool writeTensorFile(const std::string &path, const HostTensor &tensor,
       return false;
     }
     std::string header = npyHeader(element->npyDescr, tensor.type);
-    return writeFileAtomically(path, {header, bytes}, error);
+    return writeFileAtomically(path, path + ".tmp." + std::to_string(::getpid()), {header, bytes},
+                               error);
   }
   TensorProto t;
   if (!tensor.name.empty())
@@ -698,7 +708,8 @@ bool writeTensorFile(const std::string &path, const HostTensor &tensor,
                                     "TensorProto (2 GB); use .npy";
     return false;
   }
-  return writeFileAtomically(path, {serialized}, error);
+  return writeFileAtomically(path, path + ".tmp." + std::to_string(::getpid()), {serialized},
+                             error);
 }
 
 //===----------------------------------------------------------------------===//

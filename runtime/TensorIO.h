@@ -13,7 +13,9 @@
 
 #include <map>
 #include <memory>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dtc::runtime {
@@ -24,6 +26,12 @@ struct HostTensor {
   plan::TensorType type;
   std::vector<char> bytes;      // little-endian elements
 };
+
+/// Writes `pieces` to `tmp`, syncs it to disk and renames it over `path`:
+/// a reader (or a crash) never sees half a file. The caller syncs the
+/// folder when the new entry itself must survive a crash.
+bool writeFileAtomically(const std::string &path, const std::string &tmp,
+                         std::initializer_list<std::string_view> pieces, std::string &error);
 
 /// Reads all of a regular file into `data`; false with a message naming it.
 bool readWholeFile(const std::string &path, std::string &data, std::string &error);

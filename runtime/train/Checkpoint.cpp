@@ -115,38 +115,6 @@ bool makeFolders(const std::filesystem::path &dir, std::string &error) {
   return syncFolder(parent.string(), error);
 }
 
-/// Writes all of `data` to a new `path` and syncs it to disk.
-bool writeAndSync(const std::string &path, const std::string &data, std::string &error) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = "cannot create " + path + ": " + systemError();
-    return false;
-  }
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      error = "cannot write " + path + ": " + (n < 0 ? systemError() : "no progress");
-      ::close(fd);
-      return false;
-    }
-    done += size_t(n);
-  }
-  if (::fsync(fd) != 0) {
-    error = "cannot sync " + path + ": " + systemError();
-    ::close(fd);
-    return false;
-  }
-  if (::close(fd) != 0) {
-    error = "cannot write " + path + ": " + systemError();
-    return false;
-  }
-  return true;
-}
-
-
 } // namespace
 
 bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
@@ -200,17 +168,7 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
   // after it.
   if (!makeFolders(dir, error))
     return false;
-  std::string tmp = path + ".tmp";
-  if (!writeAndSync(tmp, file, error)) {
-    std::remove(tmp.c_str());
-    return false;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot rename " + tmp + " to " + path + ": " + systemError();
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return syncFolder(dir, error);
+  return writeFileAtomically(path, path + ".tmp", {file}, error) && syncFolder(dir, error);
 }
 
 bool readCheckpoint(const std::string &dir, CheckpointState &state, std::string &error) {
