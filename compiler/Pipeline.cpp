@@ -35,10 +35,10 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
     return module.emitError("no function 'main' to compile");
   int parametersBefore = 0;
   func.walk([&](graph::ParameterOp) { ++parametersBefore; });
-  if (training && failed(buildTrainingStep(func, *training, *plan.mutable_training())))
-    return failure();
   int norms = 0, relus = 0, transposes = 0;
   func.walk([&](graph::BatchNormOp) { ++norms; });
+  if (training && failed(buildTrainingStep(func, *training, *plan.mutable_training())))
+    return failure();
   func.walk([&](graph::TransposeOp) { ++transposes; });
   func.walk([&](graph::ReluOp) { ++relus; });
 
@@ -98,14 +98,19 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
                                    : " constant") +
          (t.clip_norm() > 0 ? ", gradients clipped to global norm " + fmtNumber(t.clip_norm())
                             : ""));
-    note("training: " + std::to_string(t.updates_size() - states) + " of " +
+    int64_t running = t.running_statistics();
+    note("training: " + std::to_string(t.updates_size() - states - running) + " of " +
          std::to_string(parametersBefore) + " parameters trained, " + std::to_string(states) +
          " optimizer state tensors added (zero-initialised parameters); inputs 'labels', " +
          "'optimizer.*' set by the runtime each step");
+    if (norms)
+      note("training: " + std::to_string(norms) +
+           " batch norms normalise with the batch's statistics; " + std::to_string(running) +
+           " running means and variances updated each step");
   }
   note("fusion: " + std::to_string(elementwiseOps) + " elementwise ops in " +
        std::to_string(fused) + " fused kernels (no intermediate tensors inside a kernel)");
-  if (norms || foldedRelus)
+  if (!training && (norms || foldedRelus))
     note("convolutions: " + std::to_string(norms - normsLeft) + " of " + std::to_string(norms) +
          " batch norms folded into their convolution's weights, " +
          std::to_string(foldedRelus) + " of " + std::to_string(relus) +

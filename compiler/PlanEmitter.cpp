@@ -222,10 +222,7 @@ private:
         })
         .Case([&](graph::Conv2DOp c) -> LogicalResult {
           auto *conv = addInstruction(op, op->getOperands()).mutable_conv2d();
-          for (int64_t v : c.getStrides()) conv->add_strides(v);
-          for (int64_t v : c.getPads()) conv->add_pads(v);
-          for (int64_t v : c.getDilations()) conv->add_dilations(v);
-          conv->set_groups(c.getGroups());
+          fillConv(*conv, c.getStrides(), c.getPads(), c.getDilations(), c.getGroups());
           conv->set_relu(c.getRelu());
           conv->set_channels_last(c.getChannelsLast());
           return success();
@@ -242,6 +239,33 @@ private:
           fillPool(*pool, p.getKernel(), p.getStrides(), p.getPads(), p.getDilations());
           pool->set_count_include_pad(p.getCountIncludePad());
           pool->set_channels_last(p.getChannelsLast());
+          return success();
+        })
+        .Case([&](graph::Conv2DBackwardInputOp c) -> LogicalResult {
+          fillConv(*addInstruction(op, op->getOperands()).mutable_conv2d_backward_input(),
+                   c.getStrides(), c.getPads(), c.getDilations(), c.getGroups());
+          return success();
+        })
+        .Case([&](graph::Conv2DBackwardWeightOp c) -> LogicalResult {
+          fillConv(*addInstruction(op, op->getOperands()).mutable_conv2d_backward_weight(),
+                   c.getStrides(), c.getPads(), c.getDilations(), c.getGroups());
+          return success();
+        })
+        .Case([&](graph::MaxPool2DBackwardOp p) -> LogicalResult {
+          auto *pool = addInstruction(op, op->getOperands()).mutable_pool2d_backward();
+          pool->set_max(true);
+          fillPool(*pool, p.getKernel(), p.getStrides(), p.getPads(), p.getDilations());
+          return success();
+        })
+        .Case([&](graph::AvgPool2DBackwardOp p) -> LogicalResult {
+          auto *pool = addInstruction(op, op->getOperands()).mutable_pool2d_backward();
+          fillPool(*pool, p.getKernel(), p.getStrides(), p.getPads(), p.getDilations());
+          pool->set_count_include_pad(p.getCountIncludePad());
+          return success();
+        })
+        .Case([&](graph::ScatterAddOp s) -> LogicalResult {
+          addInstruction(op, op->getOperands()).mutable_scatter_add()->set_axis(
+              normalizedAxis(s.getOutput(), s.getAxis()));
           return success();
         })
         .Case([&](graph::TransposeOp t) -> LogicalResult {
@@ -276,6 +300,14 @@ private:
   static int64_t normalizedAxis(Value v, int64_t axis) {
     int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
     return axis < 0 ? axis + rank : axis;
+  }
+
+  static void fillConv(plan::Conv2D &conv, ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                       ArrayRef<int64_t> dilations, int64_t groups) {
+    for (int64_t v : strides) conv.add_strides(v);
+    for (int64_t v : pads) conv.add_pads(v);
+    for (int64_t v : dilations) conv.add_dilations(v);
+    conv.set_groups(groups);
   }
 
   static void fillPool(plan::Pool2D &pool, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,

@@ -32,6 +32,9 @@ public:
         b_(block_.getTerminator()), loc_(func.getLoc()) {}
 
   LogicalResult build(plan::Training &info) {
+    SmallVector<std::pair<Value, std::string>> updates;
+    expandBatchNorms(updates);
+    info.set_running_statistics(updates.size());
     Operation *terminator = block_.getTerminator();
     if (terminator->getNumOperands() == 0)
       return func_.emitError("the model has no output to train");
@@ -82,7 +85,6 @@ public:
       bc1 = addInput("optimizer.bias_correction1", scalarType());
       bc2 = addInput("optimizer.bias_correction2", scalarType());
     }
-    SmallVector<std::pair<Value, std::string>> updates;
     for (auto [param, grad] : trained) {
       std::string name = param.getName().str();
       Value p = param.getResult(), g = grad;
@@ -151,6 +153,24 @@ public:
   }
 
 private:
+  /// Training normalises with the batch's statistics: each batch norm is
+  /// spelled out in graph ops (which have gradients), and its running
+  /// statistics, when they are parameters, are updated after each step.
+  void expandBatchNorms(SmallVectorImpl<std::pair<Value, std::string>> &updates) {
+    SmallVector<graph::BatchNormOp> norms;
+    func_.walk([&](graph::BatchNormOp op) { norms.push_back(op); });
+    for (graph::BatchNormOp op : norms) {
+      OpBuilder b(op);
+      graph::BatchNormTraining parts = graph::expandBatchNormForTraining(b, op);
+      op.replaceAllUsesWith(parts.output);
+      for (auto [running, updated] : {std::pair{op.getMean(), parts.runningMean},
+                                      std::pair{op.getVariance(), parts.runningVariance}})
+        if (auto param = running.getDefiningOp<graph::ParameterOp>())
+          updates.push_back({updated, param.getName().str()});
+      op.erase();
+    }
+  }
+
   RankedTensorType scalarType() { return RankedTensorType::get({}, b_.getF32Type()); }
 
   Value constant(double v) {

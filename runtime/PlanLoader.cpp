@@ -59,6 +59,12 @@ Arity arityOf(const Instruction &inst) {
     return {2, 3, 1};
   case Instruction::kConcat:
     return {1, 1 << 16, 1};
+  case Instruction::kConv2DBackwardInput:
+  case Instruction::kConv2DBackwardWeight:
+  case Instruction::kScatterAdd:
+    return {2, 2, 1};
+  case Instruction::kPool2DBackward:
+    return {1, 2, 1};
   default:
     return {1, 1, 1};
   }

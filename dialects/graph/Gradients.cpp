@@ -463,6 +463,9 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
     g.push_back(sumToShape(b, loc, dy, typeOf(bias)));
   return success();
 }
+// Training normalises with the batch's statistics: compileToPlan replaces
+// each batch norm by expandBatchNormForTraining's graph ops before autodiff
+// runs, so this (frozen statistics) form is never on a loss path.
 LogicalResult BatchNormOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
   return notDefined(*this);
 }
@@ -488,13 +491,71 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorI
   return success();
 }
 
-LogicalResult Conv2DOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
+// dx is a transposed convolution of g with the weights, dw a correlation
+// of the input with g (their own ops and kernels), dbias g summed per
+// channel. A fused ReLU first masks g where it cut the output.
+LogicalResult Conv2DOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  if (getChannelsLast())
+    return emitError("the gradient of a channels-last conv2d is not defined (the layout pass "
+                     "runs after autodiff)");
+  Location loc = getLoc();
+  Value dy = rg[0];
+  if (getRelu())
+    dy = b.create<WhereOp>(loc, b.create<GreaterOp>(loc, getOutput(), scalar(b, loc, dy, 0.0)),
+                           dy, scalar(b, loc, dy, 0.0));
+  Value dx = b.create<Conv2DBackwardInputOp>(loc, getInput().getType(), dy, getWeight(),
+                                             getStridesAttr(), getPadsAttr(),
+                                             getDilationsAttr(), getGroupsAttr());
+  Value dw = b.create<Conv2DBackwardWeightOp>(loc, getWeight().getType(), getInput(), dy,
+                                              getStridesAttr(), getPadsAttr(),
+                                              getDilationsAttr(), getGroupsAttr());
+  g.assign({dx, dw});
+  if (Value bias = getBias())
+    g.push_back(b.create<ReduceSumOp>(loc, dy, ArrayRef<int64_t>{0, 2, 3}, false));
+  return success();
+}
+
+LogicalResult MaxPool2DOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                          SmallVectorImpl<Value> &g) {
+  if (!isFloat(getInput()))
+    return noGradient(*this, g);
+  if (getChannelsLast())
+    return emitError("the gradient of a channels-last max_pool2d is not defined");
+  g.assign({b.create<MaxPool2DBackwardOp>(getLoc(), getInput().getType(), getInput(), rg[0],
+                                          getKernelAttr(), getStridesAttr(), getPadsAttr(),
+                                          getDilationsAttr(), getCeilModeAttr())});
+  return success();
+}
+
+LogicalResult AvgPool2DOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                          SmallVectorImpl<Value> &g) {
+  if (getChannelsLast())
+    return emitError("the gradient of a channels-last avg_pool2d is not defined");
+  g.assign({b.create<AvgPool2DBackwardOp>(getLoc(), getInput().getType(), rg[0],
+                                          getKernelAttr(), getStridesAttr(), getPadsAttr(),
+                                          getDilationsAttr(), getCeilModeAttr(),
+                                          getCountIncludePadAttr())});
+  return success();
+}
+
+// Backward ops are not differentiated again (no second derivatives).
+LogicalResult Conv2DBackwardInputOp::buildGradients(OpBuilder &, ValueRange,
+                                                    SmallVectorImpl<Value> &) {
   return notDefined(*this);
 }
-LogicalResult MaxPool2DOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
+LogicalResult Conv2DBackwardWeightOp::buildGradients(OpBuilder &, ValueRange,
+                                                     SmallVectorImpl<Value> &) {
   return notDefined(*this);
 }
-LogicalResult AvgPool2DOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
+LogicalResult MaxPool2DBackwardOp::buildGradients(OpBuilder &, ValueRange,
+                                                  SmallVectorImpl<Value> &) {
+  return notDefined(*this);
+}
+LogicalResult AvgPool2DBackwardOp::buildGradients(OpBuilder &, ValueRange,
+                                                  SmallVectorImpl<Value> &) {
+  return notDefined(*this);
+}
+LogicalResult ScatterAddOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
   return notDefined(*this);
 }
 
@@ -502,51 +563,14 @@ LogicalResult AvgPool2DOp::buildGradients(OpBuilder &, ValueRange, SmallVectorIm
 // Data movement
 //===----------------------------------------------------------------------===//
 
-// data [A.., V, B..] at axis, indices I.. (N of them), g [A.., I.., B..]:
-// ddata[a, v, b] = sum_n onehot[n, v] g[a, n, b], one (batched) matmul with
-// onehot = (indices == iota(V)) as [N, V] (negative indices count from V).
-// The one-hot matrix is N x V floats: fine for now, a scatter-add kernel
-// later. Indices get no gradient.
+// ddata is zeros with g added at the gathered rows (scatter_add: rows
+// sharing an index add up). Indices get no gradient.
 LogicalResult GatherOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
   if (!isFloat(getData()))
     return noGradient(*this, g);
-  Location loc = getLoc();
-  auto data = typeOf(getData());
-  auto indicesType = typeOf(getIndices());
-  int64_t axis = normalized(getAxis(), data.getRank());
-  int64_t before = 1, after = 1, count = indicesType.getNumElements(), V = data.getDimSize(axis);
-  for (int64_t d = 0; d < axis; ++d)
-    before *= data.getDimSize(d);
-  for (int64_t d = axis + 1; d < data.getRank(); ++d)
-    after *= data.getDimSize(d);
-  if (count == 0 || V == 0 || data.getNumElements() == 0) {
-    g.assign({zeros(b, loc, data), Value()});
-    return success();
-  }
-  Type indexElement = indicesType.getElementType();
-  Value indices = b.create<ReshapeOp>(loc, RankedTensorType::get({count, 1}, indexElement),
-                                      getIndices());
-  auto indexScalar = RankedTensorType::get({}, indexElement);
-  auto indexConstant = [&](int64_t v) -> Value {
-    return b.create<ConstantOp>(loc, DenseElementsAttr::get(indexScalar,
-                                                            b.getIntegerAttr(indexElement, v)));
-  };
-  indices = b.create<WhereOp>(loc, b.create<LessOp>(loc, indices, indexConstant(0)),
-                              b.create<AddOp>(loc, indices, indexConstant(V)), indices);
-  SmallVector<Attribute> iotaValues;
-  for (int64_t v = 0; v < V; ++v)
-    iotaValues.push_back(b.getIntegerAttr(indexElement, v));
-  Value iota = b.create<ConstantOp>(
-      loc, DenseElementsAttr::get(RankedTensorType::get({V}, indexElement), iotaValues));
-  Value onehot = b.create<CastOp>(loc, RankedTensorType::get({count, V}, data.getElementType()),
-                                  b.create<EqualOp>(loc, indices, iota));
-  SmallVector<int64_t> gradShape{count, after};
-  if (before != 1)
-    gradShape.insert(gradShape.begin(), before);
-  Value grad = b.create<ReshapeOp>(loc, RankedTensorType::get(gradShape, data.getElementType()),
-                                   rg[0]);
-  Value ddata = b.create<MatmulOp>(loc, onehot, grad, true, false);
-  g.assign({b.create<ReshapeOp>(loc, data, ddata), Value()});
+  g.assign({b.create<ScatterAddOp>(getLoc(), getData().getType(), rg[0], getIndices(),
+                                   getAxisAttr()),
+            Value()});
   return success();
 }
 

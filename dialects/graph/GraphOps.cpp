@@ -615,6 +615,70 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   return push(types, sizes, type->getElementType());
 }
 
+//===----------------------------------------------------------------------===//
+// Backward ops: the forward rule, run on the stated result, must give the
+// gradient operand's shape.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Checks that `forward` (the forward op's result types, or failure) is
+/// the one type `expected`, naming `what` otherwise.
+LogicalResult checkForwardShape(Operation *op, LogicalResult inferred,
+                                ArrayRef<Type> forward, Type expected, StringRef what) {
+  if (failed(inferred))
+    return op->emitOpError("the result does not fit the forward op's attributes");
+  if (forward.size() == 1 && forward[0] != expected)
+    return op->emitOpError("expects ")
+           << what << " of type " << forward[0] << " for this result, got " << expected;
+  return success();
+}
+
+} // namespace
+
+LogicalResult Conv2DBackwardInputOp::verify() {
+  SmallVector<Type> forward;
+  Conv2DOp::Adaptor adaptor(ValueRange{getOutput(), getWeight()},
+                            (*this)->getAttrDictionary());
+  return checkForwardShape(*this,
+                           Conv2DOp::inferReturnTypes(getContext(), getLoc(), adaptor, forward),
+                           forward, getGradOutput().getType(), "grad_output");
+}
+
+LogicalResult Conv2DBackwardWeightOp::verify() {
+  SmallVector<Type> forward;
+  Conv2DOp::Adaptor adaptor(ValueRange{getInput(), getOutput()}, (*this)->getAttrDictionary());
+  return checkForwardShape(*this,
+                           Conv2DOp::inferReturnTypes(getContext(), getLoc(), adaptor, forward),
+                           forward, getGradOutput().getType(), "grad_output");
+}
+
+LogicalResult MaxPool2DBackwardOp::verify() {
+  if (getOutput().getType() != getInput().getType())
+    return emitOpError("the result must have the input's type");
+  SmallVector<Type> forward;
+  LogicalResult inferred =
+      inferPoolType(getLoc(), getInput(), getKernelAttr(), getStridesAttr(), getPadsAttr(),
+                    getDilationsAttr(), getCeilMode(), false, forward);
+  return checkForwardShape(*this, inferred, forward, getGradOutput().getType(), "grad_output");
+}
+
+LogicalResult AvgPool2DBackwardOp::verify() {
+  SmallVector<Type> forward;
+  LogicalResult inferred =
+      inferPoolType(getLoc(), getOutput(), getKernelAttr(), getStridesAttr(), getPadsAttr(),
+                    getDilationsAttr(), getCeilMode(), false, forward);
+  return checkForwardShape(*this, inferred, forward, getGradOutput().getType(), "grad_output");
+}
+
+LogicalResult ScatterAddOp::verify() {
+  SmallVector<Type> forward;
+  GatherOp::Adaptor adaptor(ValueRange{getOutput(), getIndices()}, (*this)->getAttrDictionary());
+  return checkForwardShape(*this,
+                           GatherOp::inferReturnTypes(getContext(), getLoc(), adaptor, forward),
+                           forward, getUpdates().getType(), "updates");
+}
+
 } // namespace dtc::graph
 
 #define GET_OP_CLASSES

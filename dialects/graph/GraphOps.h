@@ -49,4 +49,18 @@ llvm::SmallVector<int64_t, 4> fromChannelsLast(llvm::ArrayRef<int64_t> nhwc);
 #define GET_OP_CLASSES
 #include "dialects/graph/GraphOps.h.inc"
 
+namespace dtc::graph {
+
+/// Batch norm as training computes it: normalised with the batch's mean and
+/// (biased) variance over every dim but 1, and the running statistics
+/// updated as running * momentum + batch * (1 - momentum) (ONNX's rule).
+/// Built at `b`'s insertion point from graph ops (which have gradients);
+/// `op` itself is left in place.
+struct BatchNormTraining {
+  mlir::Value output, runningMean, runningVariance;
+};
+BatchNormTraining expandBatchNormForTraining(mlir::OpBuilder &b, BatchNormOp op);
+
+} // namespace dtc::graph
+
 #endif // DTC_DIALECTS_GRAPH_GRAPHOPS_H

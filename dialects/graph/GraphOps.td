@@ -234,10 +234,16 @@ def Graph_LayerNormOp : Graph_InferredOp<"layer_norm"> {
 
 def Graph_BatchNormOp : Graph_InferredOp<"batch_norm"> {
   let summary = "Inference batch norm over dim 1 with running mean and variance";
+  let description = [{
+    `momentum` is for training, which normalises with the batch's statistics
+    instead and updates the running ones as running * momentum + batch *
+    (1 - momentum) (ONNX's convention; see expandBatchNormForTraining).
+  }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        Graph_FloatTensor:$bias, Graph_FloatTensor:$mean,
                        Graph_FloatTensor:$variance,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+                       DefaultValuedAttr<F64Attr, "0.9">:$momentum);
   let results = (outs Graph_FloatTensor:$output);
 }
 
@@ -301,6 +307,54 @@ def Graph_AvgPool2DOp : Graph_Pool2DOp<"avg_pool2d", Graph_FloatTensor,
     (ins DefaultValuedAttr<BoolAttr, "false">:$count_include_pad)>;
 
 //===----------------------------------------------------------------------===//
+// Backward ops: what the gradients of convolution and pooling compute. Their
+// result shapes are the forward op's operand shapes, which the forward
+// shape rule cannot be run backwards to find (floor division), so they are
+// stated, and each verifier checks them by running the forward rule.
+//===----------------------------------------------------------------------===//
+
+def Graph_Conv2DBackwardInputOp : Graph_Op<"conv2d_backward_input"> {
+  let summary = "Gradient of conv2d's input (a transposed convolution), NCHW";
+  let arguments = (ins Graph_FloatTensor:$grad_output, Graph_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Graph_FloatTensor:$output);
+  let hasVerifier = 1;
+}
+
+def Graph_Conv2DBackwardWeightOp : Graph_Op<"conv2d_backward_weight"> {
+  let summary = "Gradient of conv2d's weight, OIHW, from its NCHW input and output gradient";
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad_output,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Graph_FloatTensor:$output);
+  let hasVerifier = 1;
+}
+
+def Graph_MaxPool2DBackwardOp : Graph_Op<"max_pool2d_backward"> {
+  let summary = "Gradient of max_pool2d's input: each window's gradient goes to its first maximum";
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad_output,
+                       DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<BoolAttr, "false">:$ceil_mode);
+  let results = (outs Graph_FloatTensor:$output);
+  let hasVerifier = 1;
+}
+
+def Graph_AvgPool2DBackwardOp : Graph_Op<"avg_pool2d_backward"> {
+  let summary = "Gradient of avg_pool2d's input: each window's gradient spread over its cells";
+  let arguments = (ins Graph_FloatTensor:$grad_output,
+                       DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                       DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+  let results = (outs Graph_FloatTensor:$output);
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
 
@@ -309,6 +363,18 @@ def Graph_GatherOp : Graph_InferredOp<"gather"> {
   let arguments = (ins Graph_Tensor:$data, Graph_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs Graph_Tensor:$output);
   let hasFolder = 1;
+}
+
+def Graph_ScatterAddOp : Graph_Op<"scatter_add"> {
+  let summary = "Zeros of the result's shape plus `updates` added at `indices` along `axis`";
+  let description = [{
+    The inverse of gather (its gradient): `updates` has gather's result
+    shape, result.shape[:axis] + indices.shape + result.shape[axis+1:], and
+    rows sharing an index add up. Negative indices count from the end.
+  }];
+  let arguments = (ins Graph_FloatTensor:$updates, Graph_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$output);
+  let hasVerifier = 1;
 }
 
 def Graph_ReshapeOp : Graph_Op<"reshape"> {

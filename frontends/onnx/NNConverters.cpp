@@ -178,62 +178,24 @@ LogicalResult convertBatchNorm(NodeContext &ctx) {
       return failure();
     operands.push_back(*v);
   }
-  auto type = cast<RankedTensorType>(operands[0].getType());
-  double epsilon = ctx.attrFloat("epsilon", 1e-5f);
-  if (!ctx.attrInt("training_mode", 0))
-    return ctx.result(ctx.create<BatchNormOp>(
-                              operands, {ctx.named("epsilon", ctx.builder().getF64FloatAttr(epsilon))}));
+  OpBuilder &b = ctx.builder();
+  SmallVector<NamedAttribute> attrs{
+      ctx.named("epsilon", b.getF64FloatAttr(ctx.attrFloat("epsilon", 1e-5f)))};
+  if (ctx.attribute("momentum"))
+    attrs.push_back(ctx.named("momentum", b.getF64FloatAttr(ctx.attrFloat("momentum", 0.9f))));
+  auto norm = ctx.create<BatchNormOp>(operands, attrs);
+  if (failed(norm) || !ctx.attrInt("training_mode", 0))
+    return ctx.result(norm);
   // Training mode normalises with the batch statistics and updates the
-  // running ones; spelled out in graph ops.
-  if (type.getRank() < 2)
-    return ctx.fail("BatchNormalization needs rank >= 2 (N, C, ...)");
-  Type element = type.getElementType();
-  SmallVector<int64_t> axes{0};
-  for (int64_t d = 2; d < type.getRank(); ++d)
-    axes.push_back(d);
-  SmallVector<int64_t> channelShape(type.getRank() - 1, 1);
-  channelShape[0] = type.getDimSize(1);
-  auto asChannel = [&](Value v) {
-    auto t = cast<RankedTensorType>(v.getType());
-    return ctx.createTyped<ReshapeOp>(t.clone(channelShape), v);
-  };
-  auto mean = reduce<ReduceMeanOp>(ctx, operands[0], axes, true);
-  if (failed(mean))
-    return failure();
-  auto centered = ctx.create<SubOp>(ValueRange{operands[0], *mean});
-  auto squared = succeeded(centered)
-                     ? ctx.create<MulOp>(ValueRange{*centered, *centered})
-                     : FailureOr<Value>(failure());
-  auto variance = succeeded(squared) ? reduce<ReduceMeanOp>(ctx, *squared, axes, true)
-                                     : FailureOr<Value>(failure());
-  if (failed(variance))
-    return failure();
-  auto shifted = ctx.create<AddOp>(ValueRange{*variance, ctx.scalar(epsilon, element)});
-  auto root = succeeded(shifted) ? ctx.create<SqrtOp>(*shifted) : shifted;
-  auto normalized = succeeded(root) ? ctx.create<DivOp>(ValueRange{*centered, *root}) : root;
-  auto scale = asChannel(operands[1]), bias = asChannel(operands[2]);
-  if (failed(normalized) || failed(scale) || failed(bias))
-    return failure();
-  auto scaled = ctx.create<MulOp>(ValueRange{*normalized, *scale});
-  auto y = succeeded(scaled) ? ctx.create<AddOp>(ValueRange{*scaled, *bias}) : scaled;
-  if (failed(ctx.result(y)))
-    return failure();
-  double momentum = ctx.attrFloat("momentum", 0.9f);
-  SmallVector<int64_t> vectorShape{type.getDimSize(1)};
-  for (auto [i, stat] : llvm::enumerate(SmallVector<Value>{*mean, *variance})) {
-    if (!ctx.wantsOutput(i + 1))
-      continue;
-    auto flat = ctx.createTyped<ReshapeOp>(
-        cast<RankedTensorType>(stat.getType()).clone(vectorShape), stat);
-    if (failed(flat))
-      return failure();
-    auto kept = ctx.create<MulOp>(ValueRange{operands[3 + i], ctx.scalar(momentum, element)});
-    auto fresh = ctx.create<MulOp>(ValueRange{*flat, ctx.scalar(1.0 - momentum, element)});
-    if (failed(kept) || failed(fresh))
-      return failure();
-    if (failed(ctx.result(ctx.create<AddOp>(ValueRange{*kept, *fresh}), i + 1)))
-      return failure();
-  }
+  // running ones: spelled out in graph ops.
+  auto op = norm->getDefiningOp<BatchNormOp>();
+  BatchNormTraining parts = expandBatchNormForTraining(b, op);
+  op.erase();
+  ctx.setOutput(0, parts.output);
+  if (ctx.wantsOutput(1))
+    ctx.setOutput(1, parts.runningMean);
+  if (ctx.wantsOutput(2))
+    ctx.setOutput(2, parts.runningVariance);
   return success();
 }
 
@@ -428,7 +390,7 @@ const OpConverter kConverters[] = {
     {"Softmax", 13, convertSoftmax<SoftmaxOp>},
     {"LogSoftmax", 13, convertSoftmax<LogSoftmaxOp>},
     {"LayerNormalization", 17, convertLayerNorm, "stash_type"},
-    {"BatchNormalization", 13, convertBatchNorm, "momentum"},
+    {"BatchNormalization", 13, convertBatchNorm},
     {"Conv", 13, convertConv},
     {"MaxPool", 13, convertPool<MaxPool2DOp, false>, "storage_order"},
     {"AveragePool", 13, convertPool<AvgPool2DOp, true>},

@@ -247,60 +247,140 @@ std::unique_ptr<Kernel> makeSliceKernel(const plan::Instruction &inst,
   return stridedViewKernel(view, bytes);
 }
 
+namespace {
+
+/// Gather's geometry (scatter_add shares it): data [outer, dim, inner...]
+/// indexed along `axis` by `count` indices.
+struct GatherGeometry {
+  int64_t axis = 0, outer = 0, dim = 0, count = 0, inner = 0;
+  bool wide = false; // int64 indices
+};
+
+/// Checks data, indices and gathered shapes (`gathered` is what gather
+/// returns and scatter_add adds) and reads the geometry.
+bool readGatherGeometry(int64_t axis, const Shape &data, const plan::TensorType &indices,
+                        const Shape &gathered, const char *gatheredName, GatherGeometry &g,
+                        std::string &error) {
+  plan::DType indexType = indices.dtype();
+  if (indexType != plan::I64 && indexType != plan::I32) {
+    error = "indices of dtype " + plan::DType_Name(indexType) + " are not supported (I64 or I32)";
+    return false;
+  }
+  if (axis < 0 || axis >= int64_t(data.size())) {
+    error = "axis " + std::to_string(axis) + " out of range for data " + shapeString(data);
+    return false;
+  }
+  Shape indexShape = shapeOf(indices);
+  Shape expected(data.begin(), data.begin() + axis);
+  expected.insert(expected.end(), indexShape.begin(), indexShape.end());
+  expected.insert(expected.end(), data.begin() + axis + 1, data.end());
+  if (gathered != expected) {
+    error = std::string(gatheredName) + " shape " + shapeString(gathered) + " should be " +
+            shapeString(expected) + " for data " + shapeString(data) + ", indices " +
+            shapeString(indexShape) + " and axis " + std::to_string(axis);
+    return false;
+  }
+  g.axis = axis;
+  g.outer = product(data, 0, size_t(axis));
+  g.dim = data[size_t(axis)];
+  g.count = product(indexShape);
+  g.inner = product(data, size_t(axis) + 1, data.size());
+  g.wide = indexType == plan::I64;
+  return true;
+}
+
+/// The indices as rows in [0, dim) (negative ones count from the end);
+/// false with a message naming `op` and the element when one is out of range.
+bool readRows(const GatherGeometry &g, const void *indices, const char *op,
+              std::vector<int64_t> &rows, std::string &error) {
+  rows.resize(size_t(g.count));
+  for (int64_t i = 0; i < g.count; ++i) {
+    int64_t index = g.wide ? static_cast<const int64_t *>(indices)[i]
+                           : static_cast<const int32_t *>(indices)[i];
+    int64_t row = index < 0 ? index + g.dim : index;
+    if (row < 0 || row >= g.dim) {
+      error = std::string(op) + ": index " + std::to_string(index) + " (element " +
+              std::to_string(i) + " of the indices) is out of range for axis " +
+              std::to_string(g.axis) + " of size " + std::to_string(g.dim) +
+              "; valid indices are " + std::to_string(-g.dim) + " to " +
+              std::to_string(g.dim - 1);
+      return false;
+    }
+    rows[size_t(i)] = row;
+  }
+  return true;
+}
+
+} // namespace
+
 std::unique_ptr<Kernel> makeGatherKernel(const plan::Instruction &inst,
                                          const KernelTypes &types, std::string &error) {
   int64_t bytes;
-  plan::DType indexType = types.inputs[1].dtype();
   if (!checkMovable(types.output.dtype(), bytes, error))
     return nullptr;
   if (types.inputs[0].dtype() != types.output.dtype())
     return fail(error, "data has dtype " + plan::DType_Name(types.inputs[0].dtype()) +
                            " but the output has " + plan::DType_Name(types.output.dtype()));
-  if (indexType != plan::I64 && indexType != plan::I32)
-    return fail(error, "indices of dtype " + plan::DType_Name(indexType) +
-                           " are not supported (I64 or I32)");
-  Shape data = shapeOf(types.inputs[0]), indices = shapeOf(types.inputs[1]),
-        y = shapeOf(types.output);
-  int64_t axis = inst.gather().axis();
-  if (axis < 0 || axis >= int64_t(data.size()))
-    return fail(error, "axis " + std::to_string(axis) + " out of range for data " +
-                           shapeString(data));
-  Shape expected(data.begin(), data.begin() + axis);
-  expected.insert(expected.end(), indices.begin(), indices.end());
-  expected.insert(expected.end(), data.begin() + axis + 1, data.end());
-  if (y != expected)
-    return fail(error, "output shape " + shapeString(y) + " should be " +
-                           shapeString(expected) + " for data " + shapeString(data) +
-                           ", indices " + shapeString(indices) + " and axis " +
-                           std::to_string(axis));
-  int64_t outer = product(data, 0, size_t(axis)), dim = data[size_t(axis)];
-  int64_t count = product(indices);
-  int64_t sliceBytes = product(data, size_t(axis) + 1, data.size()) * bytes;
-  bool wide = indexType == plan::I64;
+  GatherGeometry g;
+  if (!readGatherGeometry(inst.gather().axis(), shapeOf(types.inputs[0]), types.inputs[1],
+                          shapeOf(types.output), "output", g, error))
+    return nullptr;
+  int64_t sliceBytes = g.inner * bytes;
   return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
                                 ThreadPool &pool, std::string &error) {
     const char *in = static_cast<const char *>(inputs[0]);
     char *out = static_cast<char *>(outputs[0]);
     // Indices are data: checked on every run, before anything is written.
-    std::vector<int64_t> rows(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t index = wide ? static_cast<const int64_t *>(inputs[1])[i]
-                           : static_cast<const int32_t *>(inputs[1])[i];
-      int64_t row = index < 0 ? index + dim : index;
-      if (row < 0 || row >= dim) {
-        error = "gather: index " + std::to_string(index) + " (element " + std::to_string(i) +
-                " of the indices) is out of range for axis " + std::to_string(axis) +
-                " of size " + std::to_string(dim) + "; valid indices are " +
-                std::to_string(-dim) + " to " + std::to_string(dim - 1);
-        return false;
-      }
-      rows[size_t(i)] = row;
-    }
-    pool.parallelFor(outer * count, grainFor(sliceBytes / bytes), [&](int64_t b, int64_t e) {
+    std::vector<int64_t> rows;
+    if (!readRows(g, inputs[1], "gather", rows, error))
+      return false;
+    pool.parallelFor(g.outer * g.count, grainFor(g.inner), [&](int64_t b, int64_t e) {
       for (int64_t item = b; item < e; ++item) {
-        int64_t o = item / count, i = item % count;
-        std::memcpy(out + item * sliceBytes, in + (o * dim + rows[size_t(i)]) * sliceBytes,
+        int64_t o = item / g.count, i = item % g.count;
+        std::memcpy(out + item * sliceBytes, in + (o * g.dim + rows[size_t(i)]) * sliceBytes,
                     size_t(sliceBytes));
+      }
+    });
+    return true;
+  });
+}
+
+// Rows sharing an index add up, so threads split the columns of each row
+// (not the indices) and never write the same element.
+std::unique_ptr<Kernel> makeScatterAddKernel(const plan::Instruction &inst,
+                                             const KernelTypes &types, std::string &error) {
+  if (!checkDType(types.output.dtype(), {plan::F32}, error))
+    return nullptr;
+  if (types.inputs[0].dtype() != plan::F32)
+    return fail(error, "updates have dtype " + plan::DType_Name(types.inputs[0].dtype()) +
+                           " but the output has F32");
+  GatherGeometry g;
+  if (!readGatherGeometry(inst.scatter_add().axis(), shapeOf(types.output), types.inputs[1],
+                          shapeOf(types.inputs[0]), "updates", g, error))
+    return nullptr;
+  return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
+                                ThreadPool &pool, std::string &error) {
+    const float *updates = static_cast<const float *>(inputs[0]);
+    float *out = static_cast<float *>(outputs[0]);
+    std::vector<int64_t> rows;
+    if (!readRows(g, inputs[1], "scatter_add", rows, error))
+      return false;
+    pool.parallelFor(g.outer * g.inner, grainFor(g.count + g.dim),
+                     [&](int64_t b, int64_t e) {
+      // Columns [b, e) of the flattened [outer, inner] space, as runs per outer.
+      while (b < e) {
+        int64_t o = b / g.inner, c0 = b % g.inner, c1 = std::min(g.inner, c0 + (e - b));
+        float *base = out + o * g.dim * g.inner;
+        for (int64_t r = 0; r < g.dim; ++r)
+          std::fill(base + r * g.inner + c0, base + r * g.inner + c1, 0.0f);
+        const float *source = updates + o * g.count * g.inner;
+        for (int64_t i = 0; i < g.count; ++i) {
+          float *dst = base + rows[size_t(i)] * g.inner;
+          const float *src = source + i * g.inner;
+          for (int64_t c = c0; c < c1; ++c)
+            dst[c] += src[c];
+        }
+        b += c1 - c0;
       }
     });
     return true;

@@ -45,9 +45,15 @@ std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &, const Kernel
                                          std::string &);
 std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &, const KernelTypes &,
                                          std::string &);
+std::unique_ptr<Kernel> makeConv2DBackwardInputKernel(const plan::Instruction &,
+                                                      const KernelTypes &, std::string &);
+std::unique_ptr<Kernel> makeConv2DBackwardWeightKernel(const plan::Instruction &,
+                                                       const KernelTypes &, std::string &);
 // PoolKernel.cpp
 std::unique_ptr<Kernel> makePool2DKernel(const plan::Instruction &, const KernelTypes &,
                                          std::string &);
+std::unique_ptr<Kernel> makePool2DBackwardKernel(const plan::Instruction &,
+                                                 const KernelTypes &, std::string &);
 // NormKernels.cpp
 std::unique_ptr<Kernel> makeSoftmaxKernel(const plan::Instruction &, const KernelTypes &,
                                           std::string &);
@@ -61,6 +67,8 @@ std::unique_ptr<Kernel> makeReduceKernel(const plan::Instruction &, const Kernel
 // DataMovementKernels.cpp: byte movers, blind to what the bytes mean.
 std::unique_ptr<Kernel> makeGatherKernel(const plan::Instruction &, const KernelTypes &,
                                          std::string &);
+std::unique_ptr<Kernel> makeScatterAddKernel(const plan::Instruction &, const KernelTypes &,
+                                             std::string &);
 std::unique_ptr<Kernel> makeTransposeKernel(const plan::Instruction &, const KernelTypes &,
                                             std::string &);
 std::unique_ptr<Kernel> makeConcatKernel(const plan::Instruction &, const KernelTypes &,

@@ -107,6 +107,12 @@ const OpInfo kOps[] = {
     {plan::Instruction::kSlice, "slice", 1, 1, makeSliceKernel},
     {plan::Instruction::kCopy, "copy", 1, 1, makeCopyKernel},
     {plan::Instruction::kTrilu, "trilu", 1, 1, makeTriluKernel},
+    {plan::Instruction::kConv2DBackwardInput, "conv2d_backward_input", 2, 2,
+     makeConv2DBackwardInputKernel},
+    {plan::Instruction::kConv2DBackwardWeight, "conv2d_backward_weight", 2, 2,
+     makeConv2DBackwardWeightKernel},
+    {plan::Instruction::kPool2DBackward, "pool2d_backward", 1, 2, makePool2DBackwardKernel},
+    {plan::Instruction::kScatterAdd, "scatter_add", 2, 2, makeScatterAddKernel},
 };
 
 std::string arityString(const OpInfo &info) {

@@ -188,31 +188,21 @@ void poolRowNhwc(const PoolGeometry &g, int64_t C, const float *in, int64_t oh, 
     poolPixelNhwc<Max>(g, C, in, oh, ow, out + ow * C);
 }
 
-} // namespace
-
-std::unique_ptr<Kernel> makePool2DKernel(const plan::Instruction &inst,
-                                         const KernelTypes &types, std::string &error) {
-  const plan::Pool2D &op = inst.pool2d();
-  if (!checkDType(types.output.dtype(), {plan::F32}, error) ||
-      !checkSameDType(types, error))
-    return nullptr;
-  Shape x = shapeOf(types.inputs[0]), y = shapeOf(types.output);
-  bool channelsLast = op.channels_last();
-  if (x.size() != 4)
-    return fail(error, std::string("input must be rank 4 ") +
-                           (channelsLast ? "[N,H,W,C]" : "[N,C,H,W]") + ", got " + shapeString(x));
-  // Checked as NCHW from here on.
-  if (channelsLast) {
-    x = fromChannelsLast(x);
-    y = y.size() == 4 ? fromChannelsLast(y) : y;
+/// Reads a pooling's geometry from its attributes and the NCHW shapes of
+/// its input x and output y (`yName` in messages), and checks they agree.
+bool readGeometry(const plan::Pool2D &op, const Shape &x, const Shape &y, bool channelsLast,
+                  const char *yName, PoolGeometry &g, std::string &error) {
+  if (x.size() != 4) {
+    error = std::string("input must be rank 4 ") + (channelsLast ? "[N,H,W,C]" : "[N,C,H,W]") +
+            ", got " + shapeString(x);
+    return false;
   }
   std::vector<int64_t> kernel, strides, pads, dilations;
   if (!readAttribute(op.kernel(), "kernel", 2, 1, kernel, error) ||
       !readAttribute(op.strides(), "strides", 2, 1, strides, error) ||
       !readAttribute(op.pads(), "pads", 4, 0, pads, error) ||
       !readAttribute(op.dilations(), "dilations", 2, 1, dilations, error))
-    return nullptr;
-  PoolGeometry g;
+    return false;
   g.H = x[2], g.W = x[3];
   g.kH = kernel[0], g.kW = kernel[1];
   g.strideH = strides[0], g.strideW = strides[1];
@@ -226,22 +216,88 @@ std::unique_ptr<Kernel> makePool2DKernel(const plan::Instruction &inst,
   for (int d = 0; d < 2; ++d) {
     int64_t span = dilations[d] * (kernel[d] - 1) + 1;
     int64_t room = sizes[d] + pads[d] + pads[d + 2] - span;
-    if (room < 0)
-      return fail(error, "the window " + shapeString(kernel) + " (dilations " +
-                             shapeString(dilations) + ") is larger than the padded input " +
-                             shapeString(x));
+    if (room < 0) {
+      error = "the window " + shapeString(kernel) + " (dilations " + shapeString(dilations) +
+              ") is larger than the padded input " + shapeString(x);
+      return false;
+    }
     lowest.push_back(room / strides[d] + 1);
     highest.push_back((room + strides[d] - 1) / strides[d] + 1);
   }
   if (y.size() != 4 || y[0] != x[0] || y[1] != x[1] || y[2] < lowest[2] ||
-      y[2] > highest[2] || y[3] < lowest[3] || y[3] > highest[3])
-    return fail(error, "output shape " + shapeString(y) + " should be " +
-                           shapeString(lowest) +
-                           (lowest == highest ? "" : " or, with ceil_mode, " +
-                                                         shapeString(highest)) +
-                           " for input " + shapeString(x) +
-                           (channelsLast ? " (shapes as NCHW)" : ""));
+      y[2] > highest[2] || y[3] < lowest[3] || y[3] > highest[3]) {
+    error = std::string(yName) + " shape " + shapeString(y) + " should be " +
+            shapeString(lowest) +
+            (lowest == highest ? "" : " or, with ceil_mode, " + shapeString(highest)) +
+            " for input " + shapeString(x) + (channelsLast ? " (shapes as NCHW)" : "");
+    return false;
+  }
   g.OH = y[2], g.OW = y[3];
+  return true;
+}
+
+/// The gradient of one plane of a max pool: each window's gradient goes to
+/// the first of its maxima (the tap the forward kept), added where windows
+/// overlap. `dx` starts zero.
+void maxPoolBackwardPlane(const PoolGeometry &g, const float *x, const float *dy, float *dx) {
+  for (int64_t oh = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      int64_t top = oh * g.strideH - g.padTop, left = ow * g.strideW - g.padLeft;
+      WindowTaps rows = windowTaps(top, g.kH, g.dilationH, g.H, g.padTop, g.padBottom);
+      WindowTaps cols = windowTaps(left, g.kW, g.dilationW, g.W, g.padLeft, g.padRight);
+      int64_t best = -1;
+      float bestValue = 0.0f;
+      for (int64_t i = rows.lo; i < rows.hi; ++i)
+        for (int64_t j = cols.lo; j < cols.hi; ++j) {
+          int64_t at = (top + i * g.dilationH) * g.W + left + j * g.dilationW;
+          float v = x[at];
+          if (v == v && (best < 0 || v > bestValue)) // NaN never wins, as in the forward
+            best = at, bestValue = v;
+        }
+      if (best >= 0)
+        dx[best] += dy[oh * g.OW + ow];
+    }
+}
+
+/// The gradient of one plane of an average pool: each window's gradient,
+/// divided by the forward's count, goes to every tap inside the input.
+void avgPoolBackwardPlane(const PoolGeometry &g, const float *dy, float *dx) {
+  for (int64_t oh = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      int64_t top = oh * g.strideH - g.padTop, left = ow * g.strideW - g.padLeft;
+      WindowTaps rows = windowTaps(top, g.kH, g.dilationH, g.H, g.padTop, g.padBottom);
+      WindowTaps cols = windowTaps(left, g.kW, g.dilationW, g.W, g.padLeft, g.padRight);
+      int64_t count = g.countIncludePad ? rows.padded * cols.padded
+                                        : (rows.hi - rows.lo) * (cols.hi - cols.lo);
+      if (count <= 0)
+        continue;
+      float share = dy[oh * g.OW + ow] / float(count);
+      for (int64_t i = rows.lo; i < rows.hi; ++i) {
+        float *row = dx + (top + i * g.dilationH) * g.W + left;
+        for (int64_t j = cols.lo; j < cols.hi; ++j)
+          row[j * g.dilationW] += share;
+      }
+    }
+}
+
+} // namespace
+
+std::unique_ptr<Kernel> makePool2DKernel(const plan::Instruction &inst,
+                                         const KernelTypes &types, std::string &error) {
+  const plan::Pool2D &op = inst.pool2d();
+  if (!checkDType(types.output.dtype(), {plan::F32}, error) ||
+      !checkSameDType(types, error))
+    return nullptr;
+  Shape x = shapeOf(types.inputs[0]), y = shapeOf(types.output);
+  bool channelsLast = op.channels_last();
+  // Checked as NCHW from here on.
+  if (channelsLast && x.size() == 4) {
+    x = fromChannelsLast(x);
+    y = y.size() == 4 ? fromChannelsLast(y) : y;
+  }
+  PoolGeometry g;
+  if (!readGeometry(op, x, y, channelsLast, "output", g, error))
+    return nullptr;
 
   bool max = op.max();
   if (channelsLast)
@@ -270,6 +326,41 @@ std::unique_ptr<Kernel> makePool2DKernel(const plan::Instruction &inst,
         float *dst = out + p * g.OH * g.OW;
         max ? poolPlane<true>(g, src, dst) : poolPlane<false>(g, src, dst);
       }
+    });
+  });
+}
+
+std::unique_ptr<Kernel> makePool2DBackwardKernel(const plan::Instruction &inst,
+                                                 const KernelTypes &types,
+                                                 std::string &error) {
+  const plan::Pool2D &op = inst.pool2d_backward();
+  if (!checkDType(types.output.dtype(), {plan::F32}, error) || !checkSameDType(types, error))
+    return nullptr;
+  if (op.channels_last())
+    return fail(error, "channels_last is not supported in pooling gradients");
+  bool max = op.max();
+  if (int(types.inputs.size()) != (max ? 2 : 1))
+    return fail(error, max ? "the max pool gradient takes the input and grad_output"
+                           : "the average pool gradient takes grad_output alone");
+  Shape x = shapeOf(types.output), y = shapeOf(types.inputs.back());
+  PoolGeometry g;
+  if (!readGeometry(op, x, y, false, "grad_output", g, error))
+    return nullptr;
+  if (max && shapeOf(types.inputs[0]) != x)
+    return fail(error, "input " + shapeString(types.inputs[0]) + " and its gradient " +
+                           shapeString(x) + " differ");
+  return makeFunctionKernel([g, max, planes = x[0] * x[1]](const void *const *inputs,
+                                                          void *const *outputs,
+                                                          ThreadPool &pool) {
+    const float *dy = static_cast<const float *>(inputs[max ? 1 : 0]);
+    const float *in = static_cast<const float *>(inputs[0]);
+    float *dx = static_cast<float *>(outputs[0]);
+    int64_t plane = g.H * g.W, outPlane = g.OH * g.OW;
+    pool.parallelFor(planes, grainFor(outPlane * g.kH * g.kW), [&](int64_t b, int64_t e) {
+      std::fill(dx + b * plane, dx + e * plane, 0.0f);
+      for (int64_t p = b; p < e; ++p)
+        max ? maxPoolBackwardPlane(g, in + p * plane, dy + p * outPlane, dx + p * plane)
+            : avgPoolBackwardPlane(g, dy + p * outPlane, dx + p * plane);
     });
   });
 }

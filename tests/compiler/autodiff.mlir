@@ -34,3 +34,28 @@ func.func @mlp(%x: tensor<4x2xf32>) -> tensor<f32> {
   // CHECK: return %{{.*}}, %[[GW]], %[[GW2]]
   return %l : tensor<f32>
 }
+
+// Convolution, pooling and embedding gradients are their own ops: the
+// transposed convolution, the weight correlation, the pool backward ops,
+// scatter_add for gather; the bias gradient is g summed per channel.
+// CHECK-LABEL: func.func @cnn
+func.func @cnn(%x: tensor<2x3x8x8xf32>, %ids: tensor<2xi64>) -> tensor<f32> {
+  %w = graph.parameter "w" : tensor<4x3x3x3xf32>
+  %b = graph.parameter "b" : tensor<4xf32>
+  %e = graph.parameter "e" : tensor<5x4xf32>
+  %c = graph.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  %m = graph.max_pool2d %c {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  %a = graph.avg_pool2d %m {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x4x4x4xf32>) -> tensor<2x4x2x2xf32>
+  %s = graph.reduce_mean %a {axes = array<i64: 2, 3>, keepdims = false} : (tensor<2x4x2x2xf32>) -> tensor<2x4xf32>
+  %g = graph.gather %e, %ids {axis = 0 : i64} : (tensor<5x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  %p = graph.mul %s, %g : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %l = graph.reduce_sum %p {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+  // CHECK: %[[GE:.*]] = graph.scatter_add %{{.*}}, %arg1 {axis = 0 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<5x4xf32>
+  // CHECK: %[[GM:.*]] = graph.avg_pool2d_backward %{{.*}} {{{.*}}kernel = array<i64: 2, 2>{{.*}}} : (tensor<2x4x2x2xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: %[[GC:.*]] = graph.max_pool2d_backward %{{.*}}, %[[GM]] {{{.*}}} : (tensor<2x4x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: graph.conv2d_backward_input %[[GC]], %{{.*}} {{{.*}}pads = array<i64: 1, 1, 1, 1>{{.*}}} : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: %[[GW:.*]] = graph.conv2d_backward_weight %arg0, %[[GC]] {{{.*}}} : (tensor<2x3x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x3x3x3xf32>
+  // CHECK: %[[GB:.*]] = graph.reduce_sum %[[GC]] {axes = array<i64: 0, 2, 3>, keepdims = false} : (tensor<2x4x8x8xf32>) -> tensor<4xf32>
+  // CHECK: return %{{.*}}, %[[GW]], %[[GB]], %[[GE]]
+  return %l : tensor<f32>
+}

@@ -263,6 +263,47 @@ def make_cases(seed=0):
     add(Case("trilu upper k=-1", [N("Trilu", ["W", "k"], upper=1)], {"W": rand(4, 3)},
              consts={"k": i64(-1)}))
 
+    # Convolution and pooling (NCHW).
+    add(Case("conv 3x3 pad 1 + bias", [N("Conv", ["X", "W", "B"], pads=[1, 1, 1, 1])],
+             {"W": rand(4, 3, 3, 3), "B": rand(4)}, inputs={"X": rand(2, 3, 5, 5)}))
+    add(Case("conv of a parameter, stride 2, asymmetric pads, dilation",
+             [N("Conv", ["A", "W"], strides=[2, 1], pads=[1, 0, 0, 2], dilations=[2, 1])],
+             {"A": rand(1, 2, 7, 6), "W": rand(3, 2, 2, 3)}))
+    add(Case("conv groups 2", [N("Conv", ["A", "W"], group=2, pads=[1, 1, 1, 1])],
+             {"A": rand(2, 4, 4, 4), "W": rand(6, 2, 3, 3)}))
+    add(Case("conv depthwise stride 2", [N("Conv", ["A", "W", "B"], group=3, strides=[2, 2])],
+             {"A": rand(1, 3, 6, 5), "W": rand(3, 1, 2, 2), "B": rand(3)}))
+    add(Case("conv 1x1", [N("Conv", ["A", "W"])], {"A": rand(2, 3, 3, 4), "W": rand(5, 3, 1, 1)}))
+    add(Case("max_pool 2x2 stride 2", [N("MaxPool", ["A"], kernel_shape=[2, 2], strides=[2, 2])],
+             {"A": distinct(2, 2, 4, 6)}))
+    add(Case("max_pool 3x3 stride 2 pad 1 (overlapping)",
+             [N("MaxPool", ["A"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+             {"A": distinct(1, 2, 5, 5)}))
+    add(Case("max_pool ceil_mode, dilation", [N("MaxPool", ["A"], kernel_shape=[2, 2],
+                                                strides=[2, 2], dilations=[1, 2], ceil_mode=1)],
+             {"A": distinct(1, 1, 5, 7)}))
+    add(Case("avg_pool 2x2 stride 2", [N("AveragePool", ["A"], kernel_shape=[2, 2],
+                                         strides=[2, 2])], {"A": rand(2, 3, 4, 4)}))
+    add(Case("avg_pool 3x3 pad 1 (pads excluded)",
+             [N("AveragePool", ["A"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+             {"A": rand(1, 2, 4, 5)}))
+    add(Case("avg_pool 3x3 stride 2 pad 1 count_include_pad ceil_mode",
+             [N("AveragePool", ["A"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                count_include_pad=1, ceil_mode=1)], {"A": rand(1, 2, 6, 6)}))
+    add(Case("global average pool", [N("GlobalAveragePool", ["A"])], {"A": rand(2, 3, 3, 2)}))
+    add(Case("batch_norm training mode", [N("BatchNormalization", ["A", "S", "B", "m", "v"],
+                                            training_mode=1, epsilon=1e-3)],
+             {"A": rand(3, 2, 3, 2, lo=-2, hi=2), "S": rand(2, lo=0.5, hi=1.5), "B": rand(2)},
+             consts={"m": rand(2), "v": rand(2, lo=0.5, hi=1.5)}, opset=15))
+    add(Case("conv -> batch_norm -> relu -> max_pool",
+             [N("Conv", ["X", "W"], "C", pads=[1, 1, 1, 1]),
+              N("BatchNormalization", ["C", "S", "B", "m", "v"], "D", training_mode=1),
+              N("Relu", ["D"], "R"),
+              N("MaxPool", ["R"], kernel_shape=[2, 2], strides=[2, 2])],
+             {"W": rand(3, 2, 3, 3), "S": rand(3, lo=0.5, hi=1.5), "B": rand(3, lo=0.5, hi=1.0)},
+             inputs={"X": rand(2, 2, 4, 4)},
+             consts={"m": np.zeros(3, np.float32), "v": np.ones(3, np.float32)}, opset=15))
+
     # A small attention block: every op's gradient in one graph, values used
     # several times (summed gradients), a causal mask, layer norm, gelu.
     s, d = 4, 6

@@ -404,6 +404,92 @@ TEST(Conv2DKernel, Big) {
 }
 
 //===----------------------------------------------------------------------===//
+// conv2d gradients: against the forward's loops run backwards in double
+//===----------------------------------------------------------------------===//
+
+/// dX and dW of a convolution (no bias) with output gradient dy, by
+/// walking the forward's loops and adding each product's share.
+void checkConvGradients(const ConvParams &p) {
+  SCOPED_TRACE("conv gradients x " + ::testing::PrintToString(p.x) + " w " +
+               ::testing::PrintToString(p.w) + " groups " + std::to_string(p.groups));
+  int64_t N = p.x[0], C = p.x[1], H = p.x[2], W = p.x[3], M = p.w[0], kH = p.w[2],
+          kW = p.w[3], G = p.groups, Cg = C / G, Mg = M / G;
+  int64_t OH = (H + p.pads[0] + p.pads[2] - p.dilations[0] * (kH - 1) - 1) / p.strides[0] + 1;
+  int64_t OW = (W + p.pads[1] + p.pads[3] - p.dilations[1] * (kW - 1) - 1) / p.strides[1] + 1;
+  Tensor x = randomF32(p.x, 31), w = randomF32(p.w, 32), dy = randomF32({N, M, OH, OW}, 33);
+  std::vector<float> xv = values<float>(x), wv = values<float>(w), dyv = values<float>(dy);
+  std::vector<double> dx(xv.size(), 0.0), dw(wv.size(), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double g = dyv[((n * M + m) * OH + oh) * OW + ow];
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t i = 0; i < kH; ++i)
+              for (int64_t j = 0; j < kW; ++j) {
+                int64_t h = oh * p.strides[0] - p.pads[0] + i * p.dilations[0];
+                int64_t ww = ow * p.strides[1] - p.pads[1] + j * p.dilations[1];
+                if (h < 0 || h >= H || ww < 0 || ww >= W)
+                  continue;
+                size_t xi = ((n * C + m / Mg * Cg + c) * H + h) * W + ww;
+                size_t wi = ((m * Cg + c) * kH + i) * kW + j;
+                dx[xi] += g * wv[wi];
+                dw[wi] += g * xv[xi];
+              }
+        }
+  auto fill = [&](plan::Conv2D *op) {
+    for (int64_t s : p.strides)
+      op->add_strides(s);
+    for (int64_t s : p.pads)
+      op->add_pads(s);
+    for (int64_t s : p.dilations)
+      op->add_dilations(s);
+    op->set_groups(p.groups);
+  };
+  plan::Instruction input, weight;
+  fill(input.mutable_conv2d_backward_input());
+  fill(weight.mutable_conv2d_backward_weight());
+  {
+    SCOPED_TRACE("input gradient");
+    expectClose(input, {dy, w}, p.x, dx);
+  }
+  SCOPED_TRACE("weight gradient");
+  expectClose(weight, {x, dy}, p.w, dw);
+}
+
+TEST(Conv2DGradientKernels, PaddingStrideDilation) {
+  checkConvGradients({{2, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}});
+  checkConvGradients({{1, 2, 9, 8}, {3, 2, 3, 2}, {2, 3}, {1, 0, 2, 1}});
+  checkConvGradients({{2, 2, 8, 8}, {2, 2, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}});
+}
+
+TEST(Conv2DGradientKernels, GroupsDepthwiseAndOneByOne) {
+  checkConvGradients({{2, 4, 5, 5}, {6, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2});
+  checkConvGradients({{3, 3, 6, 5}, {3, 1, 2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 3});
+  checkConvGradients({{2, 5, 4, 3}, {7, 5, 1, 1}});
+}
+
+TEST(Conv2DGradientKernels, BigRunsOneImageAtATime) {
+  // Past kSmallConvWork: BLAS and col2im/im2col thread inside each image.
+  checkConvGradients({{1, 64, 16, 16}, {64, 64, 3, 3}, {1, 1}, {1, 1, 1, 1}});
+}
+
+TEST(Conv2DGradientKernels, ShapeErrorsNameTheGradient) {
+  plan::Instruction inst;
+  auto *op = inst.mutable_conv2d_backward_input();
+  op->add_strides(1), op->add_strides(1);
+  for (int i = 0; i < 4; ++i)
+    op->add_pads(0);
+  op->add_dilations(1), op->add_dilations(1);
+  op->set_groups(1);
+  std::string error = prepareError(inst, {typeOf(plan::F32, {1, 4, 3, 3}), typeOf(plan::F32, {4, 2, 3, 3})},
+                                   typeOf(plan::F32, {1, 2, 6, 6}));
+  EXPECT_NE(error.find("conv2d_backward_input: grad_output shape [1,4,3,3] should be [1,4,4,4]"),
+            std::string::npos)
+      << error;
+}
+
+//===----------------------------------------------------------------------===//
 // pool2d
 //===----------------------------------------------------------------------===//
 
@@ -463,6 +549,71 @@ void checkPool(const PoolParams &p) {
   SCOPED_TRACE("channels last");
   op->set_channels_last(true);
   expectClose(inst, {toNhwc(x)}, {N, OH, OW, C}, toNhwc(expected, {N, C, OH, OW}));
+}
+
+/// Pool gradients against loops over the windows (first maximum wins).
+void checkPoolGradient(const PoolParams &p) {
+  SCOPED_TRACE(std::string(p.max ? "max" : "avg") + " pool gradient x " +
+               ::testing::PrintToString(p.x) + " -> " + ::testing::PrintToString(p.out) +
+               (p.countIncludePad ? " count_include_pad" : ""));
+  int64_t N = p.x[0], C = p.x[1], H = p.x[2], W = p.x[3], OH = p.out[0], OW = p.out[1];
+  Tensor x = randomF32(p.x, 41), dy = randomF32({N, C, OH, OW}, 42);
+  std::vector<float> xv = values<float>(x), dyv = values<float>(dy);
+  std::vector<double> dx(xv.size(), 0.0);
+  for (int64_t nc = 0; nc < N * C; ++nc)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        std::vector<int64_t> inside;
+        int cells = 0;
+        for (int64_t i = 0; i < p.kernel[0]; ++i)
+          for (int64_t j = 0; j < p.kernel[1]; ++j) {
+            int64_t hp = oh * p.strides[0] + i * p.dilations[0];
+            int64_t wp = ow * p.strides[1] + j * p.dilations[1];
+            if (hp >= H + p.pads[0] + p.pads[2] || wp >= W + p.pads[1] + p.pads[3])
+              continue;
+            ++cells;
+            int64_t h = hp - p.pads[0], w = wp - p.pads[1];
+            if (h >= 0 && h < H && w >= 0 && w < W)
+              inside.push_back((nc * H + h) * W + w);
+          }
+        double g = dyv[(nc * OH + oh) * OW + ow];
+        if (p.max) {
+          int64_t best = inside[0];
+          for (int64_t at : inside)
+            if (xv[at] > xv[best])
+              best = at;
+          dx[best] += g;
+        } else {
+          for (int64_t at : inside)
+            dx[at] += g / (p.countIncludePad ? cells : int(inside.size()));
+        }
+      }
+  plan::Instruction inst;
+  auto *op = inst.mutable_pool2d_backward();
+  op->set_max(p.max);
+  op->set_count_include_pad(p.countIncludePad);
+  for (int64_t s : p.kernel)
+    op->add_kernel(s);
+  for (int64_t s : p.strides)
+    op->add_strides(s);
+  for (int64_t s : p.pads)
+    op->add_pads(s);
+  for (int64_t s : p.dilations)
+    op->add_dilations(s);
+  std::vector<Tensor> inputs{dy};
+  if (p.max)
+    inputs.insert(inputs.begin(), x);
+  expectClose(inst, inputs, p.x, dx);
+}
+
+TEST(Pool2DGradientKernel, WindowsPadsCeilModeDilation) {
+  for (bool max : {true, false}) {
+    checkPoolGradient({{2, 17, 8, 8}, {4, 4}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, max});
+    checkPoolGradient({{1, 3, 7, 6}, {4, 3}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, max});
+    checkPoolGradient({{1, 2, 5, 7}, {3, 3}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 2}, max});
+  }
+  checkPoolGradient({{1, 2, 6, 6}, {4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, true});
+  checkPoolGradient({{1, 2, 5, 5}, {5, 5}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, true});
 }
 
 TEST(Pool2DKernel, MaxAndAverage) {
@@ -800,6 +951,52 @@ TEST(GatherKernel, BigEmbedding) {
     ids[i] = int64_t(i * 37 % 1000);
   expectExact(gatherInst(0), {table, tensor(plan::I64, {2, 1000}, ids)},
               refGather<float>(table, {2, 1000}, ids, 0));
+}
+
+/// scatter_add against loops: rows sharing an index add up.
+void checkScatterAdd(const Shape &dataShape, const Shape &indexShape,
+                     const std::vector<int64_t> &indices, int64_t axis) {
+  int64_t outer = 1, inner = 1, dim = dataShape[size_t(axis)];
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dataShape[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < dataShape.size(); ++d)
+    inner *= dataShape[d];
+  Shape updatesShape(dataShape.begin(), dataShape.begin() + axis);
+  updatesShape.insert(updatesShape.end(), indexShape.begin(), indexShape.end());
+  updatesShape.insert(updatesShape.end(), dataShape.begin() + axis + 1, dataShape.end());
+  Tensor updates = randomF32(updatesShape, 19);
+  std::vector<float> uv = values<float>(updates);
+  std::vector<double> expected(size_t(count(dataShape)), 0.0);
+  int64_t k = int64_t(indices.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t c = 0; c < inner; ++c) {
+        int64_t row = indices[size_t(i)] < 0 ? indices[size_t(i)] + dim : indices[size_t(i)];
+        expected[size_t((o * dim + row) * inner + c)] += uv[size_t((o * k + i) * inner + c)];
+      }
+  plan::Instruction inst;
+  inst.mutable_scatter_add()->set_axis(axis);
+  expectClose(inst, {updates, tensor(plan::I64, indexShape, indices)}, dataShape, expected);
+}
+
+TEST(ScatterAddKernel, RepeatedAndNegativeIndices) {
+  checkScatterAdd({5, 3}, {2, 3}, {0, 2, 4, 2, -1, 1}, 0);
+  checkScatterAdd({2, 5, 3}, {4}, {4, 0, 4, -5}, 1);
+  std::vector<int64_t> ids(3000);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = int64_t(i * 37 % 500);
+  checkScatterAdd({500, 64}, {3000}, ids, 0); // an embedding's gradient, threaded by columns
+}
+
+TEST(ScatterAddKernel, OutOfRangeIndexFailsTheRun) {
+  plan::Instruction inst;
+  inst.mutable_scatter_add()->set_axis(0);
+  std::string error;
+  runKernel(inst, {randomF32({2, 3}, 1), tensor(plan::I64, {2}, std::vector<int64_t>{1, 4})},
+            typeOf(plan::F32, {4, 3}), 1, &error);
+  EXPECT_NE(error.find("scatter_add: index 4 (element 1 of the indices) is out of range"),
+            std::string::npos)
+      << error;
 }
 
 TEST(GatherKernel, OutOfRangeIndexFailsTheRun) {

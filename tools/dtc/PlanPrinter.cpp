@@ -118,6 +118,22 @@ std::string describeInstruction(const plan::Instruction &inst) {
   }
   case plan::Instruction::kGather:
     return fmt::format("gather axis={}", inst.gather().axis());
+  case plan::Instruction::kConv2DBackwardInput:
+  case plan::Instruction::kConv2DBackwardWeight: {
+    bool input = inst.op_case() == plan::Instruction::kConv2DBackwardInput;
+    const auto &c = input ? inst.conv2d_backward_input() : inst.conv2d_backward_weight();
+    return fmt::format("conv2d_backward_{} strides={} pads={} dilations={} groups={}",
+                       input ? "input" : "weight", ints(c.strides()), ints(c.pads()),
+                       ints(c.dilations()), c.groups());
+  }
+  case plan::Instruction::kPool2DBackward: {
+    const auto &p = inst.pool2d_backward();
+    return fmt::format("{}_pool2d_backward kernel={} strides={} pads={}{}",
+                       p.max() ? "max" : "avg", ints(p.kernel()), ints(p.strides()),
+                       ints(p.pads()), p.count_include_pad() ? " count_include_pad" : "");
+  }
+  case plan::Instruction::kScatterAdd:
+    return fmt::format("scatter_add axis={}", inst.scatter_add().axis());
   case plan::Instruction::kConv2D: {
     const auto &c = inst.conv2d();
     return fmt::format("conv2d strides={} pads={} dilations={} groups={}{}{}", ints(c.strides()),

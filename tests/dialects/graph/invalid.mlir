@@ -321,3 +321,37 @@ func.func @f(%a: tensor<3xf32>) {
   %0 = graph.trilu %a {upper = true} : (tensor<3xf32>) -> tensor<3xf32>
   return
 }
+
+// -----
+
+// Gradient ops state their result shape; the forward rule checks it.
+func.func @f(%g: tensor<1x4x3x3xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @below {{'graph.conv2d_backward_input' op expects grad_output of type 'tensor<1x4x4x4xf32>' for this result, got 'tensor<1x4x3x3xf32>'}}
+  %0 = graph.conv2d_backward_input %g, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x3x3xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x2x6x6xf32>, %g: tensor<1x4x4x4xf32>) {
+  // expected-error @below {{conv2d: input has 2 channels, weight 4x3x3x3 with 1 group(s) expects 3}}
+  // expected-error @below {{'graph.conv2d_backward_weight' op the result does not fit the forward op's attributes}}
+  %0 = graph.conv2d_backward_weight %x, %g {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x6x6xf32>, tensor<1x4x4x4xf32>) -> tensor<4x3x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x2x6x6xf32>, %g: tensor<1x2x2x2xf32>) {
+  // expected-error @below {{'graph.max_pool2d_backward' op expects grad_output of type 'tensor<1x2x3x3xf32>' for this result, got 'tensor<1x2x2x2xf32>'}}
+  %0 = graph.max_pool2d_backward %x, %g {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x6x6xf32>, tensor<1x2x2x2xf32>) -> tensor<1x2x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%u: tensor<3x4xf32>, %i: tensor<2xi64>) {
+  // expected-error @below {{'graph.scatter_add' op expects updates of type 'tensor<2x4xf32>' for this result, got 'tensor<3x4xf32>'}}
+  %0 = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<3x4xf32>, tensor<2xi64>) -> tensor<5x4xf32>
+  return
+}
