@@ -319,12 +319,21 @@ private:
 /// layout it chose.
 class DnnlConvKernel final : public Kernel {
 public:
+  /// `weights` is in the primitive's layout when constant (reordered
+  /// once), else a handle-less memory in `plainWeights`, reordered on each
+  /// run when the primitive chose another layout (training: the weights
+  /// change every step, and oneDNN's fast kernels want them blocked).
   DnnlConvKernel(const dnnl::convolution_forward::primitive_desc &pd,
                  const dnnl::memory::desc &plainSrc, const dnnl::memory::desc &plainDst,
                  dnnl::memory weights, bool constantWeights, bool hasBias)
       : primitive_(pd), plainSrc_(plainSrc, dnnlEngine(), DNNL_MEMORY_NONE),
         plainDst_(plainDst, dnnlEngine(), DNNL_MEMORY_NONE), weights_(std::move(weights)),
         constantWeights_(constantWeights), hasBias_(hasBias) {
+    if (!constantWeights && pd.weights_desc() != weights_.get_desc()) {
+      plainWeights_ = weights_;
+      weights_ = dnnl::memory(pd.weights_desc(), dnnlEngine());
+      reorderWeights_ = dnnl::reorder(plainWeights_, weights_);
+    }
     if (hasBias)
       bias_ = dnnl::memory(pd.bias_desc(), dnnlEngine(), DNNL_MEMORY_NONE);
     if (pd.src_desc() != plainSrc) {
@@ -345,8 +354,13 @@ public:
            std::string &) override {
     plainSrc_.set_data_handle(const_cast<void *>(inputs[0]));
     plainDst_.set_data_handle(outputs[0]);
-    if (!constantWeights_)
+    if (reorderWeights_) {
+      plainWeights_.set_data_handle(const_cast<void *>(inputs[1]));
+      executeDnnl(reorderWeights_, {{DNNL_ARG_FROM, plainWeights_}, {DNNL_ARG_TO, weights_}},
+                  pool);
+    } else if (!constantWeights_) {
       weights_.set_data_handle(const_cast<void *>(inputs[1]));
+    }
     if (hasBias_)
       bias_.set_data_handle(const_cast<void *>(inputs[2]));
     if (reorderIn_)
@@ -363,8 +377,8 @@ public:
 
 private:
   dnnl::convolution_forward primitive_;
-  dnnl::memory plainSrc_, plainDst_, src_, dst_, weights_, bias_;
-  dnnl::primitive reorderIn_, reorderOut_;
+  dnnl::memory plainSrc_, plainDst_, src_, dst_, weights_, plainWeights_, bias_;
+  dnnl::primitive reorderIn_, reorderOut_, reorderWeights_;
   bool constantWeights_, hasBias_;
 };
 
@@ -453,7 +467,7 @@ std::unique_ptr<Kernel> makeDnnlConv(const ConvGeometry &g, bool relu, bool chan
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
         channelsLast ? plainSrc : memory::desc(plainSrc.dims(), f32, tag::any),
-        weightsRequest(plainWeights, constantWeights), bias,
+        memory::desc(plainWeights.dims(), f32, tag::any), bias,
         channelsLast ? plainDst : memory::desc(plainDst.dims(), f32, tag::any),
         {g.strideH, g.strideW},
         {g.dilationH - 1, g.dilationW - 1}, {g.padTop, g.padLeft}, {g.padBottom, g.padRight});

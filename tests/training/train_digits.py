@@ -17,7 +17,6 @@ which is the 8x8 digits data set. The test:
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -28,26 +27,7 @@ from sklearn.datasets import load_digits
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
 import generate  # noqa: E402
-
-FAILURES = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        FAILURES.append(what)
-
-
-def run(cmd, expect_ok=True):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if expect_ok and p.returncode != 0:
-        sys.exit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}{p.stderr}")
-    return p
-
-
-def losses(text):
-    return [(int(m.group(1)), m.group(2)) for m in re.finditer(r"^step (\d+) loss (\S+)", text, re.M)]
-
+from trainlib import check, finish, losses, run  # noqa: E402
 
 def save_set(folder, x, y):
     os.makedirs(folder, exist_ok=True)
@@ -136,9 +116,7 @@ def main():
         check(p.returncode == 0 and "resumed from" in p.stdout and "at step 1" in p.stdout,
               "the checkpoint written before the NaN step still resumes")
 
-    if FAILURES:
-        sys.exit(f"{len(FAILURES)} training check(s) failed")
-    print("training checks passed")
+    finish("training")
 
 
 if __name__ == "__main__":

@@ -255,7 +255,12 @@ int runRun(const Args &args) {
     if (!train.checkpoint.empty() && train.checkpointEvery == 0)
       train.checkpointEvery = train.steps;
     train.modelPath = model;
-    return runTraining(plan, *executor, train);
+    if (profile)
+      executor->enableProfile();
+    int status = runTraining(plan, *executor, train);
+    if (profile && status == 0)
+      printProfile(plan, *executor);
+    return status;
   }
   if (!train.data.empty() || train.steps || !train.exportPath.empty())
     return usageError(planPath + " is an inference plan: --data and --steps need a plan "
