@@ -14,6 +14,7 @@
 // alone are evaluated once per thread too.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cpu/BFloat16.h"
 #include "runtime/cpu/ElementwiseKernel.h"
 #include "runtime/cpu/FastMath.h"
 #include "runtime/plan/DType.h"
@@ -42,9 +43,7 @@ constexpr int64_t kBlock = 1024;
 enum class Compute : uint8_t { F32, F64, I64 };
 
 
-bool isSupported(plan::DType dtype) {
-  return elementBytes(dtype) != 0 && dtype != plan::F16 && dtype != plan::BF16;
-}
+bool isSupported(plan::DType dtype) { return elementBytes(dtype) != 0; }
 
 /// Why `dtype` cannot be computed here, for messages.
 std::string unsupported(plan::DType dtype) {
@@ -53,10 +52,18 @@ std::string unsupported(plan::DType dtype) {
   return std::string(dtypeName(dtype)) + " is not supported by the CPU backend";
 }
 
-bool isFloat(plan::DType dtype) { return dtype == plan::F32 || dtype == plan::F64; }
+/// 16-bit floats are stored as such and computed in float, each node's
+/// result rounded to 16 bits (see narrowFnFor).
+bool isHalf(plan::DType dtype) { return dtype == plan::F16 || dtype == plan::BF16; }
+
+bool isFloat(plan::DType dtype) {
+  return dtype == plan::F32 || dtype == plan::F64 || isHalf(dtype);
+}
 
 Compute computeOf(plan::DType dtype) {
-  return dtype == plan::F32 ? Compute::F32 : dtype == plan::F64 ? Compute::F64 : Compute::I64;
+  return dtype == plan::F32 || isHalf(dtype) ? Compute::F32
+         : dtype == plan::F64                ? Compute::F64
+                                             : Compute::I64;
 }
 
 /// Calls f(T()) with T the C++ type that stores `dtype` (bool for BOOL, one
@@ -73,6 +80,8 @@ template <class F> decltype(auto) visitStorage(plan::DType dtype, F &&f) {
   case plan::U32: return f(uint32_t());
   case plan::U64: return f(uint64_t());
   case plan::BOOL: return f(bool());
+  case plan::F16: return f(_Float16());
+  case plan::BF16: return f(BFloat16());
   case plan::F32:
   default: return f(float());
   }
@@ -80,14 +89,18 @@ template <class F> decltype(auto) visitStorage(plan::DType dtype, F &&f) {
 
 /// The compute class of storage type S.
 template <class S>
-using ComputeOf = std::conditional_t<std::is_floating_point_v<S>, S, int64_t>;
+constexpr bool kIsHalfStorage = std::is_same_v<S, _Float16> || std::is_same_v<S, BFloat16>;
+template <class S>
+using ComputeOf =
+    std::conditional_t<kIsHalfStorage<S>, float,
+                       std::conditional_t<std::is_floating_point_v<S>, S, int64_t>>;
 
 /// Calls f(T()) with T the type ops on `dtype` compute in: its compute
 /// class, but uint64_t for U64, so that values past 2^63 compare, divide and
 /// convert as unsigned (the bits are the same int64 slot).
 template <class F> decltype(auto) visitOpType(plan::DType dtype, F &&f) {
   switch (dtype) {
-  case plan::F32: return f(float());
+  case plan::F32: case plan::F16: case plan::BF16: return f(float());
   case plan::F64: return f(double());
   case plan::U64: return f(uint64_t());
   default: return f(int64_t());
@@ -549,6 +562,12 @@ template <class Loop> StepFn loopFn() {
   return baselineLoop<Loop>;
 }
 
+template <class S> void roundLoop(void *values, int64_t n) {
+  float *v = static_cast<float *>(values);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = float(S(v[i]));
+}
+
 template <class S> void narrowLoop(void *values, int64_t n) {
   int64_t *v = static_cast<int64_t *>(values);
   for (int64_t i = 0; i < n; ++i)
@@ -712,8 +731,13 @@ StepFn castFnFor(plan::DType from, plan::DType to) {
   });
 }
 
-/// The wrap into `dtype` after an op whose int64 result may leave its range.
+/// The wrap into `dtype` after an op whose int64 result may leave its range;
+/// for 16-bit floats, the rounding of every node's float result.
 NarrowFn narrowFnFor(plan::ExprOp op, plan::DType dtype) {
+  if (dtype == plan::F16)
+    return roundLoop<_Float16>;
+  if (dtype == plan::BF16)
+    return roundLoop<BFloat16>;
   switch (op) {
   case plan::ADD: case plan::SUB: case plan::MUL: case plan::DIV: case plan::POW:
   case plan::NEG: case plan::ABS: case plan::CAST:

@@ -1,9 +1,11 @@
 //===- Kernels.cpp - choosing the kernel for an instruction ---------------===//
 #include "runtime/cpu/Kernels.h"
 
+#include "runtime/cpu/BFloat16.h"
 #include "runtime/cpu/ElementwiseKernel.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/plan/DType.h"
+#include "runtime/cpu/ThreadPool.h"
 
 namespace dtc::runtime::cpu {
 
@@ -115,6 +117,84 @@ const OpInfo kOps[] = {
     {plan::Instruction::kScatterAdd, "scatter_add", 2, 2, makeScatterAddKernel},
 };
 
+bool isHalf(plan::DType dtype) { return dtype == plan::F16 || dtype == plan::BF16; }
+
+/// Whether an instruction kind only moves bytes (and so takes 16-bit
+/// floats as they are).
+bool movesBytes(plan::Instruction::OpCase op) {
+  switch (op) {
+  case plan::Instruction::kGather: case plan::Instruction::kTranspose:
+  case plan::Instruction::kConcat: case plan::Instruction::kSlice:
+  case plan::Instruction::kCopy: case plan::Instruction::kTrilu:
+    return true;
+  default:
+    return false;
+  }
+}
+
+template <class Half> void widen(const void *from, float *to, int64_t begin, int64_t end) {
+  const Half *in = static_cast<const Half *>(from);
+  for (int64_t i = begin; i < end; ++i)
+    to[i] = float(in[i]);
+}
+
+template <class Half> void narrow(const float *from, void *to, int64_t begin, int64_t end) {
+  Half *out = static_cast<Half *>(to);
+  for (int64_t i = begin; i < end; ++i)
+    out[i] = Half(from[i]);
+}
+
+/// A kernel on 16-bit floats (f16, bf16) run by its f32 kernel: the 16-bit
+/// inputs widened into float scratch, the output rounded back (to nearest
+/// even). Correct, not fast: the float kernel rounds once at the end, which
+/// is what a 16-bit kernel accumulating in f32 does.
+class InFloat final : public Kernel {
+public:
+  InFloat(std::unique_ptr<Kernel> inner, const std::vector<plan::TensorType> &inputs,
+          const plan::TensorType &output)
+      : inner_(std::move(inner)), output_(output.dtype()) {
+    for (const plan::TensorType &type : inputs) {
+      inputs_.push_back(type.dtype());
+      scratch_.emplace_back(isHalf(type.dtype()) ? size_t(product(shapeOf(type))) : 0);
+    }
+    if (isHalf(output_))
+      outScratch_.resize(size_t(product(shapeOf(output))));
+  }
+
+  bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
+           std::string &error) override {
+    std::vector<const void *> in(inputs, inputs + inputs_.size());
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (!isHalf(inputs_[i]))
+        continue;
+      float *to = scratch_[i].data();
+      bool bf16 = inputs_[i] == plan::BF16;
+      pool.parallelFor(int64_t(scratch_[i].size()), kSerialWork, [&](int64_t b, int64_t e) {
+        bf16 ? widen<BFloat16>(inputs[i], to, b, e) : widen<_Float16>(inputs[i], to, b, e);
+      });
+      in[i] = to;
+    }
+    void *out = isHalf(output_) ? outScratch_.data() : outputs[0];
+    if (!inner_->run(in.data(), &out, pool, error))
+      return false;
+    if (isHalf(output_)) {
+      bool bf16 = output_ == plan::BF16;
+      pool.parallelFor(int64_t(outScratch_.size()), kSerialWork, [&](int64_t b, int64_t e) {
+        bf16 ? narrow<BFloat16>(outScratch_.data(), outputs[0], b, e)
+             : narrow<_Float16>(outScratch_.data(), outputs[0], b, e);
+      });
+    }
+    return true;
+  }
+
+private:
+  std::unique_ptr<Kernel> inner_;
+  std::vector<plan::DType> inputs_;
+  plan::DType output_;
+  std::vector<std::vector<float>> scratch_;
+  std::vector<float> outScratch_;
+};
+
 std::string arityString(const OpInfo &info) {
   if (info.minInputs == info.maxInputs)
     return std::to_string(info.minInputs);
@@ -148,8 +228,33 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
         if (d < 0)
           return fail(error, std::string(info->name) + ": negative dim in shape " +
                                  shapeString(type));
-  KernelTypes types{inputTypes, outputTypes[0], constantInputs};
-  std::unique_ptr<Kernel> kernel = info->make(inst, types, error);
+  // Compute kernels run 16-bit floats through their f32 versions.
+  bool half = false;
+  if (!movesBytes(info->op) && info->op != plan::Instruction::kElementwise)
+    for (const std::vector<plan::TensorType> *types : {&inputTypes, &outputTypes})
+      for (const plan::TensorType &type : *types)
+        half = half || isHalf(type.dtype());
+  std::unique_ptr<Kernel> kernel;
+  if (half) {
+    std::vector<plan::TensorType> floatInputs = inputTypes;
+    std::vector<const void *> constants = constantInputs;
+    constants.resize(inputTypes.size(), nullptr);
+    for (size_t i = 0; i < floatInputs.size(); ++i)
+      if (isHalf(floatInputs[i].dtype())) {
+        floatInputs[i].set_dtype(plan::F32);
+        constants[i] = nullptr; // the kernel sees the widened copy, which changes
+      }
+    plan::TensorType floatOutput = outputTypes[0];
+    if (isHalf(floatOutput.dtype()))
+      floatOutput.set_dtype(plan::F32);
+    KernelTypes types{floatInputs, floatOutput, constants};
+    kernel = info->make(inst, types, error);
+    if (kernel)
+      kernel = std::make_unique<InFloat>(std::move(kernel), inputTypes, outputTypes[0]);
+  } else {
+    KernelTypes types{inputTypes, outputTypes[0], constantInputs};
+    kernel = info->make(inst, types, error);
+  }
   // The elementwise kernel's messages name their own op and node.
   if (!kernel && info->op != plan::Instruction::kElementwise)
     error = std::string(info->name) + ": " + error;

@@ -131,7 +131,8 @@ class Comparison:
             return f"shape {got.shape} != expected {want.shape}"
         if got.size == 0:
             return None
-        if want.dtype.kind not in "fc":
+        # ml_dtypes' bfloat16 is kind "V" to numpy, but a float.
+        if want.dtype.kind not in "fc" and want.dtype.name != "bfloat16":
             # Integers and bools are exact; a tolerance would hide off-by-ones.
             wrong = got != want
             if wrong.any():

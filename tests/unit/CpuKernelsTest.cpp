@@ -1,6 +1,7 @@
 // Every CPU kernel (but elementwise, tested on its own) against a plain
 // reference loop written here in double, with one and two threads; and the
 // messages makeKernel gives for plans it cannot run.
+#include "runtime/cpu/BFloat16.h"
 #include "runtime/cpu/Dnnl.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
@@ -41,6 +42,7 @@ int64_t elementSize(plan::DType dtype) {
     return 4;
   case plan::I16:
   case plan::F16:
+  case plan::BF16:
     return 2;
   default:
     return 1;
@@ -1286,3 +1288,56 @@ TEST(MatMulKernel, DISABLED_TimingAgainstDirectSgemm) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// 16-bit floats
+//===----------------------------------------------------------------------===//
+
+uint16_t bf16Bits(float f) { return BFloat16(f).bits; }
+
+TEST(BFloat16, RoundsToNearestEven) {
+  EXPECT_EQ(bf16Bits(1.0f), 0x3f80);
+  EXPECT_EQ(bf16Bits(1.00390625f), 0x3f80);     // halfway, to the even 0x3f80
+  EXPECT_EQ(bf16Bits(1.01171875f), 0x3f82);     // halfway, to the even 0x3f82
+  EXPECT_EQ(bf16Bits(1.0040f), 0x3f81);         // past halfway: up
+  EXPECT_EQ(bf16Bits(-2.5f), 0xc020);
+  EXPECT_EQ(bf16Bits(std::numeric_limits<float>::max()), 0x7f80); // rounds to infinity
+  EXPECT_EQ(bf16Bits(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_EQ(bf16Bits(-std::numeric_limits<float>::quiet_NaN()), 0x7fc0);
+  EXPECT_EQ(float(BFloat16(3.0f)), 3.0f);
+}
+
+/// A kernel on bf16 or f16 operands runs through its f32 version: the
+/// product of the 16-bit values, accumulated in float, rounded once.
+template <class Half> void checkHalfMatMul(plan::DType dtype) {
+  const int64_t M = 7, K = 33, N = 5;
+  Tensor a = randomF32({M, K}, 51), b = randomF32({K, N}, 52);
+  std::vector<float> av = values<float>(a), bv = values<float>(b);
+  std::vector<Half> ah, bh;
+  for (float v : av)
+    ah.push_back(Half(v));
+  for (float v : bv)
+    bh.push_back(Half(v));
+  plan::Instruction inst = matmulInst();
+  for (int threads : {1, 2}) {
+    Tensor out = runKernel(inst, {tensor(dtype, {M, K}, ah), tensor(dtype, {K, N}, bh)},
+                           typeOf(dtype, {M, N}), threads);
+    std::vector<Half> got = values<Half>(out);
+    ASSERT_EQ(got.size(), size_t(M * N));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double sum = 0;
+        for (int64_t k = 0; k < K; ++k)
+          sum += double(float(ah[i * K + k])) * double(float(bh[k * N + j]));
+        // One rounding to 16 bits (bf16: 8 significant bits) after float accumulation.
+        double ulp = dtype == plan::BF16 ? 1.0 / 128 : 1.0 / 1024;
+        EXPECT_NEAR(float(got[i * N + j]), sum, 1e-5 + ulp * std::fabs(sum))
+            << "element " << i << "," << j << " threads " << threads;
+      }
+  }
+}
+
+TEST(HalfKernels, MatMulBf16AndF16) {
+  checkHalfMatMul<BFloat16>(plan::BF16);
+  checkHalfMatMul<_Float16>(plan::F16);
+}
