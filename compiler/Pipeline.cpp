@@ -103,6 +103,18 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
          std::to_string(parametersBefore) + " parameters trained, " + std::to_string(states) +
          " optimizer state tensors added (zero-initialised parameters); inputs 'labels', " +
          "'optimizer.*' set by the runtime each step");
+    if (t.precision() == "bf16") {
+      int bf16 = 0;
+      func.walk([&](Operation *op) {
+        if (isa<graph::MatmulOp, graph::Conv2DOp, graph::Conv2DBackwardInputOp,
+                graph::Conv2DBackwardWeightOp>(op) &&
+            cast<RankedTensorType>(op->getResult(0).getType()).getElementType().isBF16())
+          ++bf16;
+      });
+      note("training: mixed precision: " + std::to_string(bf16) +
+           " matmuls and convolutions (forward and backward) compute in bf16 between casts; "
+           "weights (the master copy), optimizer state and the loss stay fp32");
+    }
     if (norms)
       note("training: " + std::to_string(norms) +
            " batch norms normalise with the batch's statistics; " + std::to_string(running) +

@@ -35,6 +35,9 @@ public:
     SmallVector<std::pair<Value, std::string>> updates;
     expandBatchNorms(updates);
     info.set_running_statistics(updates.size());
+    if (options_.precision == "bf16")
+      castToBf16();
+    info.set_precision(options_.precision);
     Operation *terminator = block_.getTerminator();
     if (terminator->getNumOperands() == 0)
       return func_.emitError("the model has no output to train");
@@ -171,6 +174,34 @@ private:
     }
   }
 
+  /// Mixed precision: every f32 matmul and convolution of the model reads
+  /// bf16 casts of its operands and its bf16 result is cast back to f32.
+  /// The casts' gradients cast back, so the backward matmuls and
+  /// convolutions run in bf16 too and each weight's gradient arrives in
+  /// f32, where the optimizer keeps the master weights and its state.
+  void castToBf16() {
+    SmallVector<Operation *> ops;
+    func_.walk([&](Operation *op) {
+      if (isa<graph::MatmulOp, graph::Conv2DOp>(op) &&
+          typeOf(op->getResult(0)).getElementType().isF32())
+        ops.push_back(op);
+    });
+    Type bf16 = b_.getBF16Type();
+    for (Operation *op : ops) {
+      OpBuilder b(op);
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto type = typeOf(operand.get());
+        operand.set(b.create<graph::CastOp>(op->getLoc(), type.clone(bf16), operand.get()));
+      }
+      Value result = op->getResult(0);
+      auto type = typeOf(result);
+      result.setType(type.clone(bf16));
+      b.setInsertionPointAfter(op);
+      auto back = b.create<graph::CastOp>(op->getLoc(), type, result);
+      result.replaceAllUsesExcept(back, back);
+    }
+  }
+
   RankedTensorType scalarType() { return RankedTensorType::get({}, b_.getF32Type()); }
 
   Value constant(double v) {
@@ -288,6 +319,8 @@ std::string checkTrainingOptions(const TrainingOptions &o) {
     return "--weight-decay, --clip-norm, --warmup and --total-steps must not be negative";
   if (o.schedule == "cosine" && o.totalSteps <= o.warmupSteps)
     return "--schedule cosine needs --total-steps larger than --warmup";
+  if (o.precision != "fp32" && o.precision != "bf16")
+    return "--precision must be fp32 or bf16, got '" + o.precision + "'";
   if (o.ignoreIndex && o.loss != "cross_entropy")
     return "--ignore-index applies to --loss cross_entropy only";
   return "";

@@ -22,6 +22,10 @@ struct TrainingOptions {
   double clipNorm = 0.0;               // 0: off
   std::string schedule = "constant";   // or "cosine"
   int64_t warmupSteps = 0, totalSteps = 0;
+  /// "fp32", or "bf16": matmuls and convolutions compute in bf16 between
+  /// casts, while weights (the master copy), gradients as they reach the
+  /// weights, optimizer state and the loss stay fp32.
+  std::string precision = "fp32";
 };
 
 /// Checks the options; a message naming the bad one, or empty.

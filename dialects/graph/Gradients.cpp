@@ -485,9 +485,22 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorI
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
   Value dA = ta ? b.create<MatmulOp>(loc, B, dy, tb, true)
                 : b.create<MatmulOp>(loc, dy, B, false, !tb);
-  Value dB = tb ? b.create<MatmulOp>(loc, dy, A, true, ta)
-                : b.create<MatmulOp>(loc, A, dy, !ta, false);
-  g.assign({sumToShape(b, loc, dA, typeOf(A)), sumToShape(b, loc, dB, typeOf(B))});
+  auto aType = typeOf(A), dyType = typeOf(dy);
+  Value dB;
+  if (typeOf(B).getRank() == 2 && aType.getRank() > 2 && !ta) {
+    // x[.., M, K] @ W[K, N] (a linear layer): W's gradient sums over every
+    // row of x, which is one GEMM over x and g flattened to 2-D rather
+    // than a batch of GEMMs summed afterwards.
+    int64_t rows = aType.getNumElements() / aType.getShape().back();
+    Value A2 = b.create<ReshapeOp>(loc, aType.clone({rows, aType.getShape().back()}), A);
+    Value dy2 = b.create<ReshapeOp>(loc, dyType.clone({rows, dyType.getShape().back()}), dy);
+    dB = tb ? b.create<MatmulOp>(loc, dy2, A2, true, false)
+            : b.create<MatmulOp>(loc, A2, dy2, true, false);
+  } else {
+    dB = tb ? b.create<MatmulOp>(loc, dy, A, true, ta)
+            : b.create<MatmulOp>(loc, A, dy, !ta, false);
+  }
+  g.assign({sumToShape(b, loc, dA, aType), sumToShape(b, loc, dB, typeOf(B))});
   return success();
 }
 

@@ -169,6 +169,9 @@ def make_cases(seed=0):
              inputs={"X": rand(2, 3)}))
     add(Case("matmul A[2,3] B[3,4]", [N("MatMul", ["A", "B"])], {"A": rand(2, 3), "B": rand(3, 4)}))
     add(Case("matmul 3-D x 2-D", [N("MatMul", ["A", "B"])], {"A": rand(2, 3, 4), "B": rand(4, 5)}))
+    add(Case("matmul 3-D x transposed 2-D", [N("Transpose", ["B"], "Bt", perm=[1, 0]),
+                                             N("MatMul", ["A", "Bt"])],
+             {"A": rand(2, 3, 4), "B": rand(5, 4)}))
     add(Case("matmul 2-D x 3-D", [N("MatMul", ["A", "B"])], {"A": rand(3, 4), "B": rand(2, 4, 5)}))
     add(Case("matmul [1,3,4] x [2,4,5]", [N("MatMul", ["A", "B"])],
              {"A": rand(1, 3, 4), "B": rand(2, 4, 5)}))

@@ -197,6 +197,7 @@ int parseTrainingOption(const Args &args, size_t &i, bool &train, TrainingOption
       [&] { return word("--loss", t.loss); },
       [&] { return word("--optimizer", t.optimizer); },
       [&] { return word("--schedule", t.schedule); },
+      [&] { return word("--precision", t.precision); },
       [&] { return number("--lr", t.learningRate); },
       [&] { return number("--momentum", t.momentum); },
       [&] { return number("--beta1", t.beta1); },

@@ -30,6 +30,8 @@ commands:
           --momentum X (sgd, default 0.9) --beta1 X --beta2 X --weight-decay X
           --clip-norm X (global gradient norm; default off)
           --schedule constant|cosine --warmup N --total-steps N
+          --precision fp32|bf16 (bf16: matmuls and convolutions in bf16,
+              fp32 master weights, optimizer state and loss)
 
   plan PLAN.dtcp [-o FILE]
         Show a plan: inputs, outputs, every decision with its predicted
