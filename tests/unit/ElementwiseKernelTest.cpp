@@ -2,6 +2,7 @@
 // double), with one and two threads: every ExprOp, broadcasting, fused DAGs,
 // every dtype class, blocks and threads on big tensors; and the messages
 // makeElementwiseKernel gives for expressions it cannot run.
+#include "runtime/cpu/BFloat16.h"
 #include "runtime/cpu/ElementwiseKernel.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "tests/unit/KernelTestSupport.h"
@@ -806,21 +807,39 @@ TEST(ElementwiseKernelErrors, DTypeMismatches) {
             std::string::npos);
 }
 
-TEST(ElementwiseKernelErrors, HalfPrecisionIsRefused) {
-  auto of = [](plan::DType d) { return typeOf(d, {4}); };
-  EXPECT_NE(errorOf(addOf(plan::F16), {of(plan::F16), of(plan::F16)}, of(plan::F16))
-                .find("f16 is not supported by the CPU backend"),
-            std::string::npos);
-  // An f16 node between f32 buffers.
+// 16-bit floats are stored as such, computed in float and rounded after
+// every node, as a kernel of that type would.
+TEST(ElementwiseKernel, HalfPrecisionComputesInFloatAndRounds) {
+  const int64_t n = 1000;
+  std::vector<float> a = randomFloats(n, 3), b = randomFloats(n, 4);
+  std::vector<_Float16> ah, bh;
+  for (int64_t i = 0; i < n; ++i) {
+    ah.push_back(_Float16(a[i]));
+    bh.push_back(_Float16(b[i]));
+  }
   Expr e;
-  int h = e.add(plan::CAST, plan::F16, {e.input(0, plan::F32)});
-  e.add(plan::CAST, plan::F32, {h});
-  EXPECT_NE(errorOf(e, {of(plan::F32)}, of(plan::F32)).find("f16 is not supported"),
-            std::string::npos);
-  Expr b;
-  b.add(plan::CAST, plan::BF16, {b.input(0, plan::F32)});
-  EXPECT_NE(errorOf(b, {of(plan::F32)}, of(plan::BF16)).find("bf16 is not supported"),
-            std::string::npos);
+  int sum = e.add(plan::ADD, plan::F16, {e.input(0, plan::F16), e.input(1, plan::F16)});
+  e.add(plan::MUL, plan::F16, {sum, e.constant(0.1, plan::F16)});
+  Expr roundTrip;
+  roundTrip.add(plan::CAST, plan::F32,
+                {roundTrip.add(plan::CAST, plan::BF16, {roundTrip.input(0, plan::F32)})});
+  Expr toBf16;
+  toBf16.add(plan::CAST, plan::BF16, {toBf16.input(0, plan::F32)});
+  for (int threads : {1, 2}) {
+    std::vector<_Float16> half = run<_Float16>(e, {tensor(plan::F16, {n}, ah), tensor(plan::F16, {n}, bh)},
+                                               typeOf(plan::F16, {n}), threads);
+    std::vector<float> trip = run<float>(roundTrip, {tensor(plan::F32, {n}, a)},
+                                         typeOf(plan::F32, {n}), threads);
+    std::vector<uint16_t> bits = run<uint16_t>(toBf16, {tensor(plan::F32, {n}, a)},
+                                               typeOf(plan::BF16, {n}), threads);
+    ASSERT_EQ(half.size(), size_t(n));
+    for (int64_t i = 0; i < n; ++i) {
+      float rounded = float(_Float16(float(ah[i]) + float(bh[i])));
+      EXPECT_EQ(float(half[i]), float(_Float16(rounded * float(_Float16(0.1f))))) << i;
+      EXPECT_EQ(trip[i], float(BFloat16(a[i]))) << i;
+      EXPECT_EQ(bits[i], BFloat16(a[i]).bits) << i;
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
