@@ -1,9 +1,12 @@
 //===- AssignBuffers.cpp - arena offsets with lifetime-based reuse --------===//
 #include "compiler/BufferLiveness.h"
 #include "compiler/Passes.h"
+#include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace dtc {
 #define GEN_PASS_DEF_ASSIGNBUFFERS
@@ -62,6 +65,50 @@ int64_t placeGreedyBySize(std::vector<Interval> &intervals, int64_t base) {
   return top;
 }
 
+/// A training step's new parameter values (results marked `dtc.updates`)
+/// that can be written over the parameter they replace, which then saves
+/// both their bytes and the copy after the step: those made after the
+/// parameter's last read, or by the elementwise op that reads it last (the
+/// elementwise kernel reads each block before it stores it, and handles any
+/// overlap). Their offsets are set in `offsets`.
+llvm::DenseSet<Value> updatesInPlace(func::FuncOp func, llvm::DenseMap<Value, int64_t> &offsets) {
+  Block &block = func.getBody().front();
+  llvm::DenseSet<Value> result;
+  llvm::StringMap<Value> parameters;
+  llvm::DenseMap<Operation *, int> position;
+  llvm::DenseMap<Value, int> lastRead;
+  int index = 0;
+  for (Operation &op : block) {
+    position[&op] = index;
+    if (auto p = dyn_cast<graph::ParameterOp>(op))
+      parameters[p.getName()] = p.getResult();
+    if (!op.hasTrait<OpTrait::IsTerminator>())
+      for (Value operand : op.getOperands())
+        lastRead[storageOf(operand)] = index;
+    ++index;
+  }
+  Operation *terminator = block.getTerminator();
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    auto name = func.getResultAttrOfType<StringAttr>(i, "dtc.updates");
+    Value updated = terminator->getOperand(i);
+    Operation *producer = updated.getDefiningOp();
+    if (!name || !producer || isViewOp(producer) || isPersistentOp(producer) ||
+        result.contains(updated))
+      continue;
+    Value parameter = parameters.lookup(name.getValue());
+    if (!parameter || parameter.getType() != updated.getType())
+      continue;
+    int last = lastRead.lookup(parameter), at = position[producer];
+    bool elementwise = isa<graph::FusedOp>(producer) ||
+                       producer->hasTrait<graph::GraphElementwise>();
+    if (last < at || (last == at && elementwise)) {
+      result.insert(updated);
+      offsets[updated] = offsets.lookup(parameter);
+    }
+  }
+  return result;
+}
+
 struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -77,6 +124,8 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
         parameterBytes += alignedBytes(tensorBytes(op.getResult(0)));
       }
 
+    llvm::DenseSet<Value> overParameter = updatesInPlace(func, offsets);
+
     // Lifetimes of the other values that own bytes.
     llvm::MapVector<Value, Interval> intervals;
     for (BlockArgument arg : block.getArguments())
@@ -90,7 +139,8 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
       }
       if (!isPersistentOp(&op) && !isViewOp(&op))
         for (Value result : op.getResults())
-          intervals[result] = {result, alignedBytes(tensorBytes(result)), index, index};
+          if (!overParameter.contains(result))
+            intervals[result] = {result, alignedBytes(tensorBytes(result)), index, index};
       ++index;
     }
 
@@ -115,6 +165,7 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
         resultOffsets.push_back(offsets.lookup(storageOf(result)));
       op.setAttr("dtc.offsets", b.getDenseI64ArrayAttr(resultOffsets));
     }
+    func->setAttr("dtc.updates_in_place", b.getI64IntegerAttr(overParameter.size()));
     func->setAttr("dtc.arena_bytes", b.getI64IntegerAttr(arena));
     func->setAttr("dtc.parameter_bytes", b.getI64IntegerAttr(parameterBytes));
     func->setAttr("dtc.unshared_bytes", b.getI64IntegerAttr(unshared));

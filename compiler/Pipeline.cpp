@@ -103,6 +103,9 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
          std::to_string(parametersBefore) + " parameters trained, " + std::to_string(states) +
          " optimizer state tensors added (zero-initialised parameters); inputs 'labels', " +
          "'optimizer.*' set by the runtime each step");
+    note("training: " + std::to_string(intAttr(func, "dtc.updates_in_place")) + " of " +
+         std::to_string(t.updates_size()) +
+         " updates written over their parameter by the step (no copy, no extra buffer)");
     if (t.precision() == "bf16") {
       int bf16 = 0;
       func.walk([&](Operation *op) {

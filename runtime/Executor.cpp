@@ -201,7 +201,8 @@ void Executor::applyUpdates() {
   for (const plan::ParameterUpdate &update : plan_->training().updates()) {
     const plan::Buffer &from = program_->buffers(int(program_->outputs(int(update.output()))));
     const plan::Buffer &to = program_->buffers(int(update.buffer()));
-    std::memmove(arena_ + to.offset(), arena_ + from.offset(), size_t(byteSize(to.type())));
+    if (from.offset() != to.offset()) // else written in place by the step
+      std::memmove(arena_ + to.offset(), arena_ + from.offset(), size_t(byteSize(to.type())));
   }
 }
 

@@ -36,3 +36,25 @@ func.func @view_lifetime(%x: tensor<4x4xf32>) -> tensor<16xf32> {
   %s = graph.add %v, %m : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
   return %s : tensor<16xf32>
 }
+
+// A training step's new parameter values take their parameter's bytes when
+// nothing reads the parameter after them: %wn (made by the elementwise op
+// that reads %w last) and %mn do; %vn does not, as %v is read after it.
+// CHECK-LABEL: func.func @updates
+// CHECK-SAME: dtc.updates_in_place = 2 : i64
+func.func @updates(%g: tensor<16xf32>) -> (tensor<16xf32> {dtc.updates = "m"}, tensor<16xf32> {dtc.updates = "v"}, tensor<16xf32> {dtc.updates = "w"}, tensor<16xf32>) {
+  // CHECK: graph.parameter "w" {dtc.offsets = array<i64: 0>}
+  // CHECK: graph.parameter "m" {dtc.offsets = array<i64: 64>}
+  // CHECK: graph.parameter "v" {dtc.offsets = array<i64: 128>}
+  %w = graph.parameter "w" : tensor<16xf32>
+  %m = graph.parameter "m" : tensor<16xf32>
+  %v = graph.parameter "v" : tensor<16xf32>
+  // CHECK: graph.add {{.*}} {dtc.offsets = array<i64: 64>}
+  %mn = graph.add %m, %g : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  // CHECK: graph.mul {{.*}} {dtc.offsets = array<i64: [[VN:[0-9]+]]>}
+  %vn = graph.mul %g, %g : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  // CHECK: graph.sub {{.*}} {dtc.offsets = array<i64: 0>}
+  %wn = graph.sub %w, %mn : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %late = graph.add %v, %wn : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  return %mn, %vn, %wn, %late : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}
