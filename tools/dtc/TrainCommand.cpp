@@ -240,11 +240,11 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
     std::memcpy(&loss, lossTensor.bytes.data(), sizeof loss);
     if (!std::isfinite(loss))
       return failure(fmt::format(
-          "step {}: the loss is {}; stopping before the update (the weights are those after "
-          "step {}{})",
-          step + 1, std::isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity", step,
-          options.checkpoint.empty() ? "" : "; the last checkpoint in " + options.checkpoint +
-                                                " is intact"));
+          "step {}: the loss is {}; stopping without saving anything{}",
+          step + 1, std::isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity",
+          options.checkpoint.empty()
+              ? " (no --checkpoint was given)"
+              : " (the last checkpoint in " + options.checkpoint + " is intact)"));
     executor.applyUpdates();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                           begin)
