@@ -27,7 +27,7 @@ from sklearn.datasets import load_digits
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
 import generate  # noqa: E402
-from trainlib import check, finish, losses, run, step_times  # noqa: E402
+from trainlib import check, check_resume, dtc_outputs, finish, losses, run, step_times  # noqa: E402
 
 BATCH = 16
 
@@ -105,24 +105,12 @@ def main():
         print(f"      held-out accuracy {accuracy:.4f} ({len(test)} digits)")
         check(accuracy >= 0.6, "held-out accuracy >= 0.6")
 
-        infer = os.path.join(tmp, "infer.dtcp")
-        run([dtc, "compile", exported, "--shape", f"batch={len(test)}", "-o", infer])
-        inputs, outputs = os.path.join(tmp, "in"), os.path.join(tmp, "out")
-        os.makedirs(inputs)
-        np.save(os.path.join(inputs, "image.npy"), x[test])
-        run([dtc, "run", infer, "--inputs", inputs, "--outputs", outputs, "--output-format", "npy"])
-        mine = np.load(os.path.join(outputs, "output_0.npy"))
+        mine = dtc_outputs(dtc, exported, {"batch": len(test)}, {"image": x[test]}, tmp)
         check(np.allclose(mine, logits, rtol=1e-4, atol=1e-4),
               "dtc's forward on the exported model matches onnxruntime")
 
         # Resume reproduces the uninterrupted run, batch norm statistics included.
-        full = losses(run([dtc, "run", plan, "--data", data, "--steps", "20", "--threads", "1"]).stdout)
-        ck = os.path.join(tmp, "ck")
-        a = losses(run([dtc, "run", plan, "--data", data, "--steps", "10", "--threads", "1",
-                        "--checkpoint", ck]).stdout)
-        b = losses(run([dtc, "run", plan, "--data", data, "--steps", "20", "--threads", "1",
-                        "--checkpoint", ck, "--resume"]).stdout)
-        check(a + b == full and len(full) == 20, "checkpoint at 10 + resume gives the uninterrupted losses bit for bit")
+        check_resume(dtc, plan, data, tmp, 10, 20)
 
     finish("CNN training")
 

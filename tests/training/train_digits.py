@@ -27,7 +27,7 @@ from sklearn.datasets import load_digits
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
 import generate  # noqa: E402
-from trainlib import check, finish, losses, run  # noqa: E402
+from trainlib import check, check_resume, dtc_outputs, finish, losses, run  # noqa: E402
 
 def save_set(folder, x, y):
     os.makedirs(folder, exist_ok=True)
@@ -74,24 +74,12 @@ def main():
         check(accuracy >= 0.9, "held-out accuracy >= 0.9")
 
         # dtc's inference on the exported model equals onnxruntime's.
-        infer = os.path.join(tmp, "infer.dtcp")
-        run([dtc, "compile", exported, "--shape", f"batch={len(test)}", "-o", infer])
-        inputs, outputs = os.path.join(tmp, "in"), os.path.join(tmp, "out")
-        os.makedirs(inputs)
-        np.save(os.path.join(inputs, "x.npy"), x[test])
-        run([dtc, "run", infer, "--inputs", inputs, "--outputs", outputs, "--output-format", "npy"])
-        mine = np.load(os.path.join(outputs, "output_0.npy"))
+        mine = dtc_outputs(dtc, exported, {"batch": len(test)}, {"x": x[test]}, tmp)
         check(np.allclose(mine, logits, rtol=1e-4, atol=1e-5), "dtc's forward on the exported model matches onnxruntime")
 
         # Resume reproduces the uninterrupted run exactly.
         data = os.path.join(tmp, "train")
-        full = losses(run([dtc, "run", plan, "--data", data, "--steps", "60", "--threads", "1"]).stdout)
-        ck = os.path.join(tmp, "ck")
-        a = losses(run([dtc, "run", plan, "--data", data, "--steps", "30", "--threads", "1",
-                        "--checkpoint", ck, "--checkpoint-every", "10"]).stdout)
-        b = losses(run([dtc, "run", plan, "--data", data, "--steps", "60", "--threads", "1",
-                        "--checkpoint", ck, "--resume"]).stdout)
-        check(a + b == full and len(full) == 60, "checkpoint at 30 + resume gives the uninterrupted losses bit for bit")
+        check_resume(dtc, plan, data, tmp, 30, 60, every=10)
 
         # Bad data.
         bad = os.path.join(tmp, "bad")

@@ -27,7 +27,7 @@ import onnxruntime as ort
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
 import generate  # noqa: E402
-from trainlib import check, finish, losses, run, step_times  # noqa: E402
+from trainlib import check, check_resume, finish, losses, run, step_times  # noqa: E402
 
 BATCH, SEQ, STEPS = 8, 64, 300
 TEXTS = ["/usr/share/common-licenses/GPL-3"] + sorted(glob.glob("/usr/share/common-licenses/*"))
@@ -106,13 +106,7 @@ def main():
               f"difference over 60 steps {worst:.2e}; median step {np.median(step_times(mixed)):.2f} ms")
         check(len(low) == 60 and worst < 0.02, "bf16 losses stay within 2% of the fp32 run's")
 
-        full = losses(run([dtc, "run", plan, "--data", tokens, "--steps", "20", "--threads", "1"]).stdout)
-        ck = os.path.join(tmp, "ck")
-        a = losses(run([dtc, "run", plan, "--data", tokens, "--steps", "10", "--threads", "1",
-                        "--checkpoint", ck]).stdout)
-        b = losses(run([dtc, "run", plan, "--data", tokens, "--steps", "20", "--threads", "1",
-                        "--checkpoint", ck, "--resume"]).stdout)
-        check(a + b == full and len(full) == 20, "checkpoint at 10 + resume gives the uninterrupted losses bit for bit")
+        check_resume(dtc, plan, tokens, tmp, 10, 20)
 
     finish("GPT training")
 

@@ -1,8 +1,11 @@
 """What the training tests share: checks that count failures, running dtc,
 reading its step lines."""
+import os
 import re
 import subprocess
 import sys
+
+import numpy as np
 
 FAILURES = []
 
@@ -34,3 +37,34 @@ def finish(what):
     if FAILURES:
         sys.exit(f"{len(FAILURES)} {what} check(s) failed")
     print(f"{what} checks passed")
+
+
+def dtc_outputs(dtc, model, shapes, inputs, tmp):
+    """Compiles `model` for inference with `shapes` ({dim: size}) and runs it
+    on `inputs` ({name: array}); returns its first output."""
+    plan = os.path.join(tmp, "infer.dtcp")
+    cmd = [dtc, "compile", model, "-o", plan]
+    for name, size in shapes.items():
+        cmd += ["--shape", f"{name}={size}"]
+    run(cmd)
+    folder, out = os.path.join(tmp, "infer-in"), os.path.join(tmp, "infer-out")
+    os.makedirs(folder, exist_ok=True)
+    for name, array in inputs.items():
+        np.save(os.path.join(folder, f"{name}.npy"), array)
+    run([dtc, "run", plan, "--inputs", folder, "--outputs", out, "--output-format", "npy"])
+    return np.load(os.path.join(out, "output_0.npy"))
+
+
+def check_resume(dtc, plan, data, tmp, stop, end, every=None):
+    """Training to `end` equals training to `stop` with a checkpoint, then
+    resuming from it to `end`, loss for loss (one thread: the same sums)."""
+    common = [dtc, "run", plan, "--data", data, "--threads", "1"]
+    full = losses(run(common + ["--steps", str(end)]).stdout)
+    ck = os.path.join(tmp, "ck-resume")
+    first = common + ["--steps", str(stop), "--checkpoint", ck]
+    if every:
+        first += ["--checkpoint-every", str(every)]
+    a = losses(run(first).stdout)
+    b = losses(run(common + ["--steps", str(end), "--checkpoint", ck, "--resume"]).stdout)
+    check(a + b == full and len(full) == end,
+          f"checkpoint at {stop} + resume gives the uninterrupted losses bit for bit")

@@ -293,6 +293,16 @@ Tensor toNhwc(const Tensor &x) {
   return tensor(plan::F32, {s[0], s[2], s[3], s[1]}, toNhwc(values<float>(x), s));
 }
 
+void fillConv(plan::Conv2D &op, const ConvParams &p) {
+  for (int64_t s : p.strides)
+    op.add_strides(s);
+  for (int64_t s : p.pads)
+    op.add_pads(s);
+  for (int64_t s : p.dilations)
+    op.add_dilations(s);
+  op.set_groups(p.groups);
+}
+
 /// Convolutions are checked NCHW and channels-last.
 void checkConv(const ConvParams &p) {
   SCOPED_TRACE("conv x " + ::testing::PrintToString(p.x) + " w " +
@@ -323,15 +333,9 @@ void checkConv(const ConvParams &p) {
           expected.push_back(p.relu ? std::max(sum, 0.0) : sum);
         }
   plan::Instruction inst;
-  auto *op = inst.mutable_conv2d();
+  plan::Conv2D *op = inst.mutable_conv2d();
+  fillConv(*op, p);
   op->set_relu(p.relu);
-  for (int64_t s : p.strides)
-    op->add_strides(s);
-  for (int64_t s : p.pads)
-    op->add_pads(s);
-  for (int64_t s : p.dilations)
-    op->add_dilations(s);
-  op->set_groups(p.groups);
   std::vector<Tensor> inputs{x, w};
   if (p.bias)
     inputs.push_back(b);
@@ -439,18 +443,9 @@ void checkConvGradients(const ConvParams &p) {
                 dw[wi] += g * xv[xi];
               }
         }
-  auto fill = [&](plan::Conv2D *op) {
-    for (int64_t s : p.strides)
-      op->add_strides(s);
-    for (int64_t s : p.pads)
-      op->add_pads(s);
-    for (int64_t s : p.dilations)
-      op->add_dilations(s);
-    op->set_groups(p.groups);
-  };
   plan::Instruction input, weight;
-  fill(input.mutable_conv2d_backward_input());
-  fill(weight.mutable_conv2d_backward_weight());
+  fillConv(*input.mutable_conv2d_backward_input(), p);
+  fillConv(*weight.mutable_conv2d_backward_weight(), p);
   {
     SCOPED_TRACE("input gradient");
     expectClose(input, {dy, w}, p.x, dx);
@@ -501,6 +496,19 @@ struct PoolParams {
   bool max = true, countIncludePad = false;
 };
 
+void fillPool(plan::Pool2D &op, const PoolParams &p) {
+  op.set_max(p.max);
+  op.set_count_include_pad(p.countIncludePad);
+  for (int64_t s : p.kernel)
+    op.add_kernel(s);
+  for (int64_t s : p.strides)
+    op.add_strides(s);
+  for (int64_t s : p.pads)
+    op.add_pads(s);
+  for (int64_t s : p.dilations)
+    op.add_dilations(s);
+}
+
 /// The ONNX reference's way: a window's cells past input + pads do not
 /// exist; pad cells count for an average only with count_include_pad.
 /// NCHW and channels-last.
@@ -536,17 +544,8 @@ void checkPool(const PoolParams &p) {
         expected.push_back(p.max ? max : sum / divisor);
       }
   plan::Instruction inst;
-  auto *op = inst.mutable_pool2d();
-  op->set_max(p.max);
-  op->set_count_include_pad(p.countIncludePad);
-  for (int64_t s : p.kernel)
-    op->add_kernel(s);
-  for (int64_t s : p.strides)
-    op->add_strides(s);
-  for (int64_t s : p.pads)
-    op->add_pads(s);
-  for (int64_t s : p.dilations)
-    op->add_dilations(s);
+  plan::Pool2D *op = inst.mutable_pool2d();
+  fillPool(*op, p);
   expectClose(inst, {x}, {N, C, OH, OW}, expected);
   SCOPED_TRACE("channels last");
   op->set_channels_last(true);
@@ -591,17 +590,7 @@ void checkPoolGradient(const PoolParams &p) {
         }
       }
   plan::Instruction inst;
-  auto *op = inst.mutable_pool2d_backward();
-  op->set_max(p.max);
-  op->set_count_include_pad(p.countIncludePad);
-  for (int64_t s : p.kernel)
-    op->add_kernel(s);
-  for (int64_t s : p.strides)
-    op->add_strides(s);
-  for (int64_t s : p.pads)
-    op->add_pads(s);
-  for (int64_t s : p.dilations)
-    op->add_dilations(s);
+  fillPool(*inst.mutable_pool2d_backward(), p);
   std::vector<Tensor> inputs{dy};
   if (p.max)
     inputs.insert(inputs.begin(), x);
