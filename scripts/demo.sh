@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, builds, generates the example models, then compiles the
 # small GPT into a plan, shows the plan, runs it on the CPU and compares the
-# logits with onnxruntime's.
+# logits with onnxruntime's; then trains the MLP on digits and the GPT on text.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -57,3 +57,18 @@ echo
 echo "== dtc run mlp-train.dtcp --data digits --steps 200 --export mlp-trained.onnx (every 20th step shown)"
 "$dtc" run "$demo/mlp-train.dtcp" --data "$demo/digits" --steps 200 \
   --export "$demo/mlp-trained.onnx" | awk 'NR == 1 || /^step/ && ($2 == 1 || $2 % 20 == 0) || /^exported/'
+
+# Training the small GPT on English text, one token per byte (the GPL that
+# Debian ships; the vocabulary is 256).
+python3 -c "
+import numpy as np, sys
+np.frombuffer(open('/usr/share/common-licenses/GPL-3', 'rb').read(), np.uint8).astype(np.uint16).tofile(sys.argv[1])
+" "$demo/gpl.bin"
+echo
+echo "== dtc compile gpt.onnx --shape batch=8 --shape seq=64 --train --lr 0.003 --schedule cosine --warmup 20 --total-steps 200 -o gpt-train.dtcp"
+"$dtc" compile "$demo/models/gpt.onnx" --shape batch=8 --shape seq=64 --train --lr 0.003 \
+  --schedule cosine --warmup 20 --total-steps 200 -o "$demo/gpt-train.dtcp" | grep -E "^compiled|training:"
+echo
+echo "== dtc run gpt-train.dtcp --data gpl.bin --steps 200 (every 20th step shown; ln 256 = 5.55 is a uniform guess)"
+"$dtc" run "$demo/gpt-train.dtcp" --data "$demo/gpl.bin" --steps 200 \
+  | awk 'NR == 1 || /^step/ && ($2 == 1 || $2 % 20 == 0)'
