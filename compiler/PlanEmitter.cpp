@@ -161,7 +161,24 @@ private:
       inst.add_inputs(ids_.lookup(v));
     for (Value v : op->getResults())
       inst.add_outputs(ids_.lookup(v));
+    if (auto costed = dyn_cast<graph::CostOp>(op))
+      setCost(inst, costed.cost(), op->getResult(0));
     return inst;
+  }
+
+  /// The instruction's cost, from its op's cost rule; `computed` is the
+  /// value whose element type is the compute dtype.
+  static void setCost(plan::Instruction &inst, const graph::OpCost &cost, Value computed) {
+    static const plan::OpClass kClasses[] = {
+        plan::OP_CLASS_INVALID, plan::OP_MATMUL, plan::OP_CONV, plan::OP_ELEMENTWISE,
+        plan::OP_REDUCE, plan::OP_NORM, plan::OP_DATA_MOVEMENT};
+    plan::Cost *c = inst.mutable_cost();
+    c->set_flops(cost.flops);
+    c->set_bytes(cost.bytes);
+    c->set_op_class(kClasses[cost.opClass]);
+    plan::TensorType type;
+    setType(computed.getType(), type);
+    c->set_dtype(type.dtype());
   }
 
   LogicalResult emitOp(Operation *op) {
@@ -370,6 +387,8 @@ private:
       plan::Instruction &inst = *rank_.add_instructions();
       inst.add_inputs(ids_.lookup(op.getInput()));
       inst.add_outputs(ids_.lookup(piece));
+      // A piece is read and written once.
+      setCost(inst, {0, 2.0 * double(tensorBytes(piece)), graph::OpCost::DataMovement}, piece);
       plan::Slice *slice = inst.mutable_slice();
       for (int64_t d = 0; d < rank; ++d) {
         slice->add_offsets(d == axis ? start : 0);

@@ -23,4 +23,18 @@ def Graph_DifferentiableOpInterface : OpInterface<"DifferentiableOp"> {
   ];
 }
 
+// Every graph op states what it costs (dialects/graph/Costs.cpp): the
+// FLOPs it does and the bytes it reads and writes, and its class, which
+// picks a device's achievable efficiency. The plan carries it per
+// instruction; dtc simulate and the sharding search time it on a cluster.
+def Graph_CostOpInterface : OpInterface<"CostOp"> {
+  let cppNamespace = "::dtc::graph";
+  let methods = [
+    InterfaceMethod<[{
+        FLOPs, bytes read and written, and op class of one execution, on
+        the op's own (local) shapes.
+      }], "::dtc::graph::OpCost", "cost", (ins)>,
+  ];
+}
+
 #endif // DTC_GRAPH_INTERFACES

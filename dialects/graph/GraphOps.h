@@ -8,6 +8,20 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace dtc::graph {
+
+/// What an op costs per execution (the CostOp interface): multiply-adds
+/// count as 2 FLOPs, other arithmetic 1 per element; `bytes` counts every
+/// operand read once and every result written once, so that a fused
+/// kernel's intermediates cost nothing.
+struct OpCost {
+  enum Class { Free, Matmul, Conv, Elementwise, Reduce, Norm, DataMovement };
+  double flops = 0, bytes = 0;
+  Class opClass = Free; // Free: parameters, constants, views (no kernel)
+};
+
+} // namespace dtc::graph
+
 #include "dialects/graph/GraphInterfaces.h.inc"
 
 namespace dtc::graph {

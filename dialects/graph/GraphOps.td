@@ -49,10 +49,11 @@ def Graph_Elementwise : NativeOpTrait<"GraphElementwise"> {
 //===----------------------------------------------------------------------===//
 
 // Every op defines its gradient (Gradients.cpp), even if only to say it
-// has none.
+// has none, and its cost (Costs.cpp).
 class Graph_Op<string mnemonic, list<Trait> traits = []>
     : Op<Graph_Dialect, mnemonic,
-         !listconcat([Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>],
+         !listconcat([Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+                      DeclareOpInterfaceMethods<Graph_CostOpInterface>],
                      traits)> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }

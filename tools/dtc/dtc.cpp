@@ -60,6 +60,14 @@ commands:
         position atomically every K steps and at the end; --resume goes on
         from it exactly. --export writes the model with trained weights.
 
+  simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
+                     [--trace TRACE.json]
+        Predict one step of the plan on a cluster (default: the cpu-local
+        preset): step time, throughput, model FLOP/s per device, memory
+        peak per rank, compute/communication/idle time, time by op class.
+        Each instruction is a roofline of its FLOPs and bytes; --trace
+        writes the timeline for ui.perfetto.dev. Cluster files: docs/cluster.md.
+
   import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.
         --shape NAME=DIMS binds a graph input's shape (input_ids=2x128) or a
@@ -148,5 +156,7 @@ int main(int argc, char **argv) {
     return runPlan(args);
   if (command == "run")
     return runRun(args);
+  if (command == "simulate")
+    return runSimulate(args);
   return usageError("unknown command '" + command + "'");
 }

@@ -1,0 +1,72 @@
+//===- Cluster.h - the devices and links a plan runs on ---------*- C++ -*-===//
+//
+// A cluster is one device kind repeated over nodes, with a link level
+// inside a node and one across nodes. It is read from a JSON cluster file
+// (docs/cluster.md) or taken from a preset; every figure is checked, and
+// a bad one is named in the message.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_COST_CLUSTER_H
+#define DTC_COST_CLUSTER_H
+
+#include "plan.pb.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtc::cost {
+
+/// What each op class reaches of the device's peak FLOP/s.
+enum class OpClass { Matmul, Conv, Elementwise, Reduce, Norm, DataMovement };
+constexpr int kOpClasses = 6;
+const char *opClassName(OpClass c);
+OpClass opClassOf(plan::OpClass c);
+
+struct Device {
+  std::string kind;
+  std::map<std::string, double> peakFlops; // per dtype name ("f32", "bf16", ...)
+  double memoryBandwidth = 0;              // bytes/s
+  double memoryEfficiency = 0;             // of the bandwidth, reached by kernels
+  double memoryCapacity = 0;               // bytes
+  double launchOverhead = 0;               // seconds per kernel
+  double efficiency[kOpClasses] = {};      // of peak FLOP/s, per op class
+
+  /// Peak FLOP/s for a compute dtype; f32's where the dtype has no entry
+  /// (integer kernels, f64 on a device that lists none).
+  double peak(plan::DType dtype) const;
+};
+
+/// One level of links: a message of n bytes takes latency + n / bandwidth.
+struct Link {
+  double latency = 0;   // seconds (alpha)
+  double bandwidth = 0; // bytes/s per device and direction (1 / beta)
+};
+
+struct Cluster {
+  std::string name;
+  Device device;
+  int64_t devicesPerNode = 0, nodes = 0;
+  Link intraNode, interNode;
+
+  int64_t devices() const { return devicesPerNode * nodes; }
+};
+
+/// Parses and checks a cluster file's JSON; on failure returns nothing and
+/// `error` names the field ("device.peak_flops.f32 must be positive").
+std::optional<Cluster> parseCluster(const std::string &json, std::string &error);
+std::optional<Cluster> loadCluster(const std::string &path, std::string &error);
+
+/// The presets' names, and one as a cluster (or nothing if unknown).
+std::vector<std::string> presetNames();
+std::optional<Cluster> preset(const std::string &name, std::string &error);
+/// A preset's JSON text, as a starting point for a cluster file.
+std::optional<std::string> presetJson(const std::string &name);
+
+/// The cluster as JSON, in the cluster-file format.
+std::string toJson(const Cluster &cluster);
+
+} // namespace dtc::cost
+
+#endif // DTC_COST_CLUSTER_H

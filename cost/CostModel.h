@@ -1,0 +1,33 @@
+//===- CostModel.h - op and collective times on a cluster -------*- C++ -*-===//
+#ifndef DTC_COST_COSTMODEL_H
+#define DTC_COST_COSTMODEL_H
+
+#include "cost/Cluster.h"
+
+namespace dtc::cost {
+
+/// Seconds of one instruction on `device`: the roofline
+/// max(flops / (peak(dtype) * efficiency(class)), bytes / (bandwidth *
+/// memory efficiency)) plus the launch overhead; 0 for a free op.
+double instructionSeconds(const plan::Cost &cost, const Device &device);
+
+enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
+enum class Algorithm { Ring, Tree };
+
+/// Seconds of a collective among `ranks` devices over `link` (alpha-beta).
+/// `bytes` is the whole tensor: what all-reduce reduces, all-gather
+/// gathers, reduce-scatter scatters, all-to-all exchanges (each rank's
+/// full buffer), send/recv sends.
+///   ring all-reduce        2 (p-1) a + 2 (p-1)/p n/B
+///   tree all-reduce        2 ceil(log2 p) a + 2 n/B   (pipelined double tree)
+///   all-gather, reduce-scatter, all-to-all   (p-1) a + (p-1)/p n/B
+///   send/recv              a + n/B
+double collectiveSeconds(Collective kind, Algorithm algorithm, int64_t ranks, double bytes,
+                         const Link &link);
+
+/// The faster of ring and tree for an all-reduce (NCCL picks per size too).
+double allReduceSeconds(int64_t ranks, double bytes, const Link &link);
+
+} // namespace dtc::cost
+
+#endif // DTC_COST_COSTMODEL_H

@@ -1,0 +1,56 @@
+//===- Simulator.h - a plan's step, event by event, on a cluster -*- C++ -*-===//
+//
+// Each rank's program runs on its device: an instruction starts when its
+// stream is free and the instructions that wrote its inputs have finished,
+// and lasts what the cost model says. Kernels run on the compute stream;
+// collectives and send/recv (when plans carry them) on the communication
+// stream, synchronised across the ranks they join, so overlap and pipeline
+// bubbles come out of the timeline rather than a formula.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_COST_SIMULATOR_H
+#define DTC_COST_SIMULATOR_H
+
+#include "cost/Cluster.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace dtc::cost {
+
+struct RankTime {
+  double compute = 0, communication = 0, idle = 0; // seconds
+  double end = 0;                                  // when its last instruction finishes
+  int64_t memoryPeakBytes = 0;
+  double byClass[kOpClasses] = {};                 // compute seconds per op class
+};
+
+/// One instruction on the timeline.
+struct Event {
+  int rank = 0, instruction = 0;
+  bool communication = false;
+  double start = 0, end = 0;
+};
+
+struct Simulation {
+  double stepSeconds = 0;
+  double flops = 0; // all ranks' instructions
+  std::vector<RankTime> ranks;
+  std::vector<Event> events; // when asked for
+};
+
+/// Simulates one step of `plan` (its prologue runs once at load and is not
+/// counted). The plan must have no more ranks than the cluster has devices
+/// (checked by the caller).
+Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEvents);
+
+/// The timeline as Chrome trace JSON (chrome://tracing, ui.perfetto.dev):
+/// a process per rank, a thread per stream, one slice per instruction,
+/// labelled by `name`.
+std::string chromeTrace(const plan::Plan &plan, const Simulation &simulation,
+                        const std::function<std::string(const plan::Instruction &)> &name);
+
+} // namespace dtc::cost
+
+#endif // DTC_COST_SIMULATOR_H

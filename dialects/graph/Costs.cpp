@@ -1,0 +1,165 @@
+//===- Costs.cpp - each graph op's cost ------------------------------------===//
+//
+// CostOp::cost for every op: FLOPs (a multiply-add is 2), bytes read and
+// written, and the op class that picks a device's efficiency. Families
+// share a rule; the numbers are on the op's own shapes, so after SPMD
+// partitioning they are a rank's local cost.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/graph/GraphOps.h"
+
+using namespace mlir;
+
+namespace dtc::graph {
+namespace {
+
+double elements(Value v) { return double(cast<RankedTensorType>(v.getType()).getNumElements()); }
+
+double bytesOf(Value v) {
+  Type e = cast<RankedTensorType>(v.getType()).getElementType();
+  return elements(v) * double(std::max<unsigned>(1, (e.getIntOrFloatBitWidth() + 7) / 8));
+}
+
+/// Every operand read once, every result written once.
+double ioBytes(Operation *op) {
+  double bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += bytesOf(v);
+  for (Value v : op->getResults())
+    bytes += bytesOf(v);
+  return bytes;
+}
+
+OpCost make(Operation *op, double flops, OpCost::Class c) { return {flops, ioBytes(op), c}; }
+
+/// `perElement` FLOPs per result element.
+OpCost elementwise(Operation *op, double perElement = 1) {
+  return make(op, perElement * elements(op->getResult(0)), OpCost::Elementwise);
+}
+
+OpCost dataMovement(Operation *op) { return make(op, 0, OpCost::DataMovement); }
+
+/// A convolution's multiply-adds: each output element sums Cg x kH x kW
+/// products; `output` is the forward's output, `weight` its weights.
+double convFlops(Value output, Value weight) {
+  auto w = cast<RankedTensorType>(weight.getType());
+  return 2.0 * elements(output) * double(w.getDimSize(1) * w.getDimSize(2) * w.getDimSize(3));
+}
+
+/// Pooling: each output element combines its window's taps.
+double poolFlops(Value output, ArrayRef<int64_t> kernel) {
+  return elements(output) * double(kernel[0] * kernel[1]);
+}
+
+} // namespace
+
+OpCost ParameterOp::cost() { return {}; }
+OpCost ConstantOp::cost() { return {}; }
+
+#define DTC_ELEMENTWISE_COST(Op)                                                         \
+  OpCost Op::cost() { return elementwise(*this); }
+DTC_ELEMENTWISE_COST(AddOp)
+DTC_ELEMENTWISE_COST(SubOp)
+DTC_ELEMENTWISE_COST(MulOp)
+DTC_ELEMENTWISE_COST(DivOp)
+DTC_ELEMENTWISE_COST(PowOp)
+DTC_ELEMENTWISE_COST(MaxOp)
+DTC_ELEMENTWISE_COST(MinOp)
+DTC_ELEMENTWISE_COST(EqualOp)
+DTC_ELEMENTWISE_COST(LessOp)
+DTC_ELEMENTWISE_COST(LessEqualOp)
+DTC_ELEMENTWISE_COST(GreaterOp)
+DTC_ELEMENTWISE_COST(GreaterEqualOp)
+DTC_ELEMENTWISE_COST(AndOp)
+DTC_ELEMENTWISE_COST(OrOp)
+DTC_ELEMENTWISE_COST(XorOp)
+DTC_ELEMENTWISE_COST(NegOp)
+DTC_ELEMENTWISE_COST(AbsOp)
+DTC_ELEMENTWISE_COST(ExpOp)
+DTC_ELEMENTWISE_COST(LogOp)
+DTC_ELEMENTWISE_COST(SqrtOp)
+DTC_ELEMENTWISE_COST(ReciprocalOp)
+DTC_ELEMENTWISE_COST(TanhOp)
+DTC_ELEMENTWISE_COST(ErfOp)
+DTC_ELEMENTWISE_COST(SigmoidOp)
+DTC_ELEMENTWISE_COST(ReluOp)
+DTC_ELEMENTWISE_COST(NotOp)
+DTC_ELEMENTWISE_COST(GeluOp)
+DTC_ELEMENTWISE_COST(ClipOp)
+DTC_ELEMENTWISE_COST(CastOp)
+DTC_ELEMENTWISE_COST(WhereOp)
+DTC_ELEMENTWISE_COST(BroadcastOp)
+#undef DTC_ELEMENTWISE_COST
+
+OpCost TriluOp::cost() { return dataMovement(*this); }
+
+// A reduction does one operation per input element.
+OpCost ReduceSumOp::cost() { return make(*this, elements(getInput()), OpCost::Reduce); }
+OpCost ReduceMeanOp::cost() { return make(*this, elements(getInput()), OpCost::Reduce); }
+OpCost ReduceMaxOp::cost() { return make(*this, elements(getInput()), OpCost::Reduce); }
+OpCost ReduceMinOp::cost() { return make(*this, elements(getInput()), OpCost::Reduce); }
+
+// Normalisations: a few passes over each element (max, exp, sum, scale).
+OpCost SoftmaxOp::cost() { return make(*this, 5 * elements(getInput()), OpCost::Norm); }
+OpCost LogSoftmaxOp::cost() { return make(*this, 5 * elements(getInput()), OpCost::Norm); }
+OpCost LayerNormOp::cost() { return make(*this, 8 * elements(getInput()), OpCost::Norm); }
+OpCost BatchNormOp::cost() { return make(*this, 2 * elements(getInput()), OpCost::Norm); }
+
+// Batched [M,K] x [K,N]: 2 M N K per output matrix.
+OpCost MatmulOp::cost() {
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  int64_t k = lhs.getDimSize(getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1);
+  return make(*this, 2.0 * elements(getOutput()) * double(k), OpCost::Matmul);
+}
+
+OpCost Conv2DOp::cost() {
+  OpCost c = make(*this, convFlops(getOutput(), getWeight()), OpCost::Conv);
+  if (getBias())
+    c.flops += elements(getOutput());
+  return c;
+}
+OpCost Conv2DBackwardInputOp::cost() {
+  return make(*this, convFlops(getGradOutput(), getWeight()), OpCost::Conv);
+}
+OpCost Conv2DBackwardWeightOp::cost() {
+  return make(*this, convFlops(getGradOutput(), getOutput()), OpCost::Conv);
+}
+
+OpCost MaxPool2DOp::cost() {
+  return make(*this, poolFlops(getOutput(), getKernel()), OpCost::Reduce);
+}
+OpCost AvgPool2DOp::cost() {
+  return make(*this, poolFlops(getOutput(), getKernel()), OpCost::Reduce);
+}
+OpCost MaxPool2DBackwardOp::cost() {
+  return make(*this, poolFlops(getGradOutput(), getKernel()), OpCost::Reduce);
+}
+OpCost AvgPool2DBackwardOp::cost() {
+  return make(*this, poolFlops(getGradOutput(), getKernel()), OpCost::Reduce);
+}
+
+OpCost GatherOp::cost() { return dataMovement(*this); }
+// One add per update element, plus zeroing the result.
+OpCost ScatterAddOp::cost() {
+  return make(*this, elements(getUpdates()), OpCost::DataMovement);
+}
+
+// Views share their operand's bytes: no kernel runs.
+OpCost ReshapeOp::cost() { return {}; }
+OpCost SqueezeOp::cost() { return {}; }
+OpCost UnsqueezeOp::cost() { return {}; }
+
+OpCost TransposeOp::cost() { return dataMovement(*this); }
+OpCost ConcatOp::cost() { return dataMovement(*this); }
+OpCost SplitOp::cost() { return dataMovement(*this); }
+OpCost SliceOp::cost() { return dataMovement(*this); }
+
+// One pass over the result: the body's FLOPs, but only the fused kernel's
+// own operands and result move through memory.
+OpCost FusedOp::cost() {
+  double flops = 0;
+  getBody().walk([&](CostOp op) { flops += op.cost().flops; });
+  return make(*this, flops, OpCost::Elementwise);
+}
+
+} // namespace dtc::graph

@@ -1,0 +1,142 @@
+//===- CostTest.cpp - cluster files, cost formulas, the step simulator ----===//
+#include "cost/CostModel.h"
+#include "cost/Simulator.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <gtest/gtest.h>
+
+using namespace dtc;
+using namespace dtc::cost;
+
+namespace {
+
+TEST(Cluster, PresetsParseAndRoundTrip) {
+  for (const std::string &name : presetNames()) {
+    std::string error;
+    std::optional<Cluster> c = preset(name, error);
+    ASSERT_TRUE(c) << name << ": " << error;
+    EXPECT_EQ(c->name, name);
+    EXPECT_GT(c->devices(), 0);
+    std::optional<Cluster> again = parseCluster(toJson(*c), error);
+    ASSERT_TRUE(again) << error;
+    EXPECT_EQ(toJson(*again), toJson(*c));
+  }
+  std::string error;
+  Cluster h100 = *preset("h100-sxm", error);
+  EXPECT_DOUBLE_EQ(h100.device.peak(plan::BF16), 989.4e12);
+  EXPECT_DOUBLE_EQ(h100.device.peak(plan::I64), 67e12); // falls back to f32's
+  EXPECT_EQ(h100.devicesPerNode, 8);
+  EXPECT_DOUBLE_EQ(h100.intraNode.bandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(h100.interNode.bandwidth, 50e9);
+}
+
+TEST(Cluster, ErrorsNameTheField) {
+  std::string json = *presetJson("a100-80g"), error;
+  auto broken = [&](const std::string &from, const std::string &to) {
+    std::string text = json;
+    size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    EXPECT_FALSE(parseCluster(text, error));
+    return error;
+  };
+  EXPECT_EQ(broken("\"nodes\": 128", "\"nodes\": 0"), "topology.nodes must be positive, got 0");
+  EXPECT_EQ(broken("\"nodes\": 128", "\"nodes\": 2.5"),
+            "topology.nodes must be a whole number up to 2^24, got 2.5");
+  EXPECT_EQ(broken("\"f32\": 19.5e12", "\"f32\": \"fast\""),
+            "device.peak_flops.f32 must be a number");
+  EXPECT_EQ(broken("\"f32\": 19.5e12, ", ""),
+            "device.peak_flops.f32 is missing (the peak other dtypes fall back to)");
+  EXPECT_EQ(broken("\"launch_overhead\": 5e-6", "\"launch_overhead\": -1"),
+            "device.launch_overhead must be zero or more, got -1");
+  EXPECT_FALSE(parseCluster("[1, 2]", error));
+  EXPECT_EQ(error, "the cluster must be a JSON object");
+}
+
+TEST(CostModel, RooflineTakesTheSlowerBoundPlusLaunch) {
+  Device d;
+  d.peakFlops = {{"f32", 1e12}, {"bf16", 4e12}};
+  d.memoryBandwidth = 1e11;
+  d.memoryEfficiency = 0.5;
+  d.launchOverhead = 1e-6;
+  for (double &e : d.efficiency)
+    e = 0.5;
+  plan::Cost c;
+  c.set_op_class(plan::OP_MATMUL);
+  c.set_dtype(plan::F32);
+  c.set_flops(1e9); // 1e9 / (1e12 * 0.5) = 2 ms
+  c.set_bytes(1e6); // 1e6 / (1e11 * 0.5) = 20 us
+  EXPECT_NEAR(instructionSeconds(c, d), 2e-3 + 1e-6, 1e-12);
+  c.set_dtype(plan::BF16);
+  EXPECT_NEAR(instructionSeconds(c, d), 0.5e-3 + 1e-6, 1e-12);
+  c.set_bytes(1e9); // memory bound: 20 ms
+  EXPECT_NEAR(instructionSeconds(c, d), 20e-3 + 1e-6, 1e-12);
+  EXPECT_EQ(instructionSeconds(plan::Cost(), d), 0.0); // a view: no kernel
+}
+
+TEST(CostModel, CollectiveFormulas) {
+  Link link{1e-5, 1e10};
+  double n = 1e8;
+  // Ring all-reduce over 4: 6 latencies and 2 * 3/4 of the bytes.
+  EXPECT_NEAR(collectiveSeconds(Collective::AllReduce, Algorithm::Ring, 4, n, link),
+              6e-5 + 1.5e-2, 1e-12);
+  EXPECT_NEAR(collectiveSeconds(Collective::AllReduce, Algorithm::Tree, 4, n, link),
+              4e-5 + 2e-2, 1e-12);
+  EXPECT_NEAR(collectiveSeconds(Collective::AllGather, Algorithm::Ring, 4, n, link),
+              3e-5 + 7.5e-3, 1e-12);
+  EXPECT_NEAR(collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, n, link), 1e-5 + 1e-2,
+              1e-12);
+  EXPECT_EQ(collectiveSeconds(Collective::AllReduce, Algorithm::Ring, 1, n, link), 0.0);
+  // Small messages: the tree's log p latencies win; large ones: the ring.
+  EXPECT_LT(allReduceSeconds(64, 1e3, link),
+            collectiveSeconds(Collective::AllReduce, Algorithm::Ring, 64, 1e3, link));
+  EXPECT_DOUBLE_EQ(allReduceSeconds(64, 1e9, link),
+                   collectiveSeconds(Collective::AllReduce, Algorithm::Ring, 64, 1e9, link));
+}
+
+/// Instruction i of rank 0 reads `inputs` and writes buffer `output`.
+void addInstruction(plan::RankProgram &p, std::vector<uint32_t> inputs, uint32_t output,
+                    double flops) {
+  plan::Instruction *inst = p.add_instructions();
+  for (uint32_t in : inputs)
+    inst->add_inputs(in);
+  inst->add_outputs(output);
+  inst->mutable_cost()->set_flops(flops);
+  inst->mutable_cost()->set_op_class(plan::OP_MATMUL);
+  inst->mutable_cost()->set_dtype(plan::F32);
+}
+
+TEST(Simulator, OneRankRunsItsProgramInOrder) {
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  plan::Plan plan;
+  plan::RankProgram *p = plan.add_ranks();
+  for (int b = 0; b < 4; ++b)
+    p->add_buffers();
+  p->set_arena_bytes(1 << 20);
+  addInstruction(*p, {0}, 1, 1e12);
+  addInstruction(*p, {1}, 2, 2e12);
+  addInstruction(*p, {0}, 3, 1e12);
+  Simulation sim = simulate(plan, c, true);
+  double unit = 1e12 / (19.5e12 * 0.75) + c.device.launchOverhead;
+  double twice = 2e12 / (19.5e12 * 0.75) + c.device.launchOverhead;
+  EXPECT_NEAR(sim.stepSeconds, 2 * unit + twice, 1e-12);
+  ASSERT_EQ(sim.events.size(), 3u);
+  EXPECT_NEAR(sim.events[1].start, unit, 1e-12);
+  EXPECT_NEAR(sim.events[2].start, unit + twice, 1e-12); // the stream is busy until then
+  EXPECT_DOUBLE_EQ(sim.flops, 4e12);
+  EXPECT_EQ(sim.ranks[0].memoryPeakBytes, 1 << 20);
+  EXPECT_NEAR(sim.ranks[0].compute, sim.stepSeconds, 1e-12);
+  EXPECT_EQ(sim.ranks[0].idle, 0.0);
+
+  std::string trace = chromeTrace(plan, sim, [](const plan::Instruction &) { return "mm"; });
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(trace);
+  ASSERT_TRUE(bool(parsed));
+  int slices = 0;
+  for (const llvm::json::Value &e : *parsed->getAsObject()->getArray("traceEvents"))
+    slices += e.getAsObject()->getString("ph") == llvm::StringRef("X");
+  EXPECT_EQ(slices, 3);
+}
+
+} // namespace

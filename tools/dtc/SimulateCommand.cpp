@@ -1,0 +1,142 @@
+//===- SimulateCommand.cpp - dtc simulate ----------------------------------===//
+#include "tools/dtc/Commands.h"
+
+#include "cost/Simulator.h"
+#include "runtime/PlanLoader.h"
+#include "runtime/plan/DType.h"
+#include "runtime/plan/FormatBytes.h"
+#include "tools/dtc/PlanPrinter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace dtc::cli {
+namespace {
+
+/// "1.23 ms", "45.6 us", "2.10 s".
+std::string seconds(double s) {
+  if (s >= 1)
+    return fmt::format("{:.3g} s", s);
+  if (s >= 1e-3)
+    return fmt::format("{:.3g} ms", s * 1e3);
+  return fmt::format("{:.3g} us", s * 1e6);
+}
+
+/// "12.3 GFLOP/s", "1.5 k/s".
+std::string rate(double perSecond, const char *unit) {
+  const char *prefixes[] = {"", " k", " M", " G", " T", " P"};
+  int i = 0;
+  while (perSecond >= 1000 && i < 5) {
+    perSecond /= 1000;
+    ++i;
+  }
+  return fmt::format("{:.3g}{}{}", perSecond, prefixes[i], unit);
+}
+
+} // namespace
+
+int runSimulate(const Args &args) {
+  std::string path, clusterFile, presetName, trace;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool missing = false;
+    if (auto v = flagValue(args, i, "--cluster", missing)) {
+      clusterFile = *v;
+    } else if (auto v = flagValue(args, i, "--preset", missing)) {
+      presetName = *v;
+    } else if (auto v = flagValue(args, i, "--trace", missing)) {
+      trace = *v;
+    } else if (missing) {
+      return usageError(args[i] + " needs a value");
+    } else if (!args[i].empty() && args[i][0] == '-') {
+      return usageError("simulate: unknown option '" + args[i] + "'");
+    } else if (!path.empty()) {
+      return usageError("simulate takes one plan, got '" + path + "' and '" + args[i] + "'");
+    } else {
+      path = args[i];
+    }
+  }
+  if (path.empty())
+    return usageError("simulate needs a plan: dtc simulate PLAN.dtcp [--preset NAME | --cluster FILE]");
+  if (!clusterFile.empty() && !presetName.empty())
+    return usageError("simulate takes --cluster or --preset, not both");
+  std::string error;
+  std::optional<cost::Cluster> cluster =
+      clusterFile.empty() ? cost::preset(presetName.empty() ? "cpu-local" : presetName, error)
+                          : cost::loadCluster(clusterFile, error);
+  if (!cluster)
+    return clusterFile.empty() ? usageError(error) : failure(error);
+  plan::Plan plan;
+  if (!runtime::loadPlan(path, plan, error))
+    return failure(error);
+  if (plan.ranks_size() > cluster->devices())
+    return failure(fmt::format("{}: the plan has {} ranks but cluster '{}' has {} devices ({} "
+                               "nodes of {})",
+                               path, plan.ranks_size(), cluster->name, cluster->devices(),
+                               cluster->nodes, cluster->devicesPerNode));
+
+  bool costed = false;
+  for (const plan::RankProgram &program : plan.ranks())
+    for (const plan::Instruction &inst : program.instructions())
+      costed = costed || inst.cost().op_class() != plan::OP_CLASS_INVALID;
+  if (!costed && plan.ranks_size() > 0 && plan.ranks(0).instructions_size() > 0)
+    return failure(path + ": the plan carries no instruction costs (written by an older dtc?): "
+                          "compile it again");
+  cost::Simulation sim = cost::simulate(plan, *cluster, !trace.empty());
+  const cost::Device &device = cluster->device;
+  fmt::print("simulated {} on {} ({}, {} of {} devices)\n", path, cluster->name, device.kind,
+             plan.ranks_size(), cluster->devices());
+  double compute = 0, comm = 0, idle = 0;
+  int64_t peak = 0;
+  for (const cost::RankTime &t : sim.ranks) {
+    compute += t.compute;
+    comm += t.communication;
+    idle += t.idle;
+    peak = std::max(peak, t.memoryPeakBytes);
+  }
+  double ranks = double(std::max<size_t>(sim.ranks.size(), 1));
+  fmt::print("  step time     {} (per rank on average: compute {}, communication {}, idle {})\n",
+             seconds(sim.stepSeconds), seconds(compute / ranks), seconds(comm / ranks),
+             seconds(idle / ranks));
+  if (plan.inputs_size() > 0 && plan.inputs(0).type().shape_size() > 0 && sim.stepSeconds > 0) {
+    const plan::TensorType &first = plan.inputs(0).type();
+    double samples = double(first.shape(0));
+    std::string line = rate(samples / sim.stepSeconds, " samples/s");
+    bool tokens = first.shape_size() == 2 && (first.dtype() == plan::I64 || first.dtype() == plan::I32);
+    if (tokens)
+      line += ", " + rate(samples * double(first.shape(1)) / sim.stepSeconds, " tokens/s");
+    fmt::print("  throughput    {} (batch {} from input '{}')\n", line, first.shape(0),
+               plan.inputs(0).name());
+  }
+  if (sim.stepSeconds > 0) {
+    double perDevice = sim.flops / ranks / sim.stepSeconds;
+    fmt::print("  model FLOP/s  {} per device ({:.1f}% of its f32 peak {})\n",
+               rate(perDevice, "FLOP/s"), 100 * perDevice / device.peak(plan::F32),
+               rate(device.peak(plan::F32), "FLOP/s"));
+  }
+  fmt::print("  memory peak   {} per rank (device capacity {}: {})\n", formatBytes(peak),
+             formatBytes(int64_t(device.memoryCapacity)),
+             double(peak) <= device.memoryCapacity ? "fits" : "DOES NOT FIT");
+  if (compute > 0) {
+    std::string classes;
+    for (int k = 0; k < cost::kOpClasses; ++k) {
+      double s = 0;
+      for (const cost::RankTime &t : sim.ranks)
+        s += t.byClass[k];
+      if (s > 0)
+        classes += fmt::format("{}{} {:.0f}%", classes.empty() ? "" : ", ",
+                               cost::opClassName(cost::OpClass(k)), 100 * s / compute);
+    }
+    fmt::print("  compute by op class: {}\n", classes);
+  }
+  if (!trace.empty()) {
+    if (int status = writeOutput(trace, cost::chromeTrace(plan, sim, [](const plan::Instruction &inst) {
+      return describeInstruction(inst);
+    })))
+      return status;
+    fmt::print("  trace written to {} (open in ui.perfetto.dev or chrome://tracing)\n", trace);
+  }
+  return 0;
+}
+
+} // namespace dtc::cli
