@@ -15,6 +15,7 @@ int runCompile(const Args &args);  // ImportCommands.cpp
 int runPlan(const Args &args);     // PlanCommand.cpp
 int runRun(const Args &args);      // RunCommand.cpp
 int runSimulate(const Args &args); // SimulateCommand.cpp
+int runCalibrate(const Args &args); // CalibrateCommand.cpp
 
 /// Prints "dtc: MESSAGE" and a pointer to --help; returns 1.
 int usageError(const std::string &message);

@@ -68,6 +68,11 @@ commands:
         Each instruction is a roofline of its FLOPs and bytes; --trace
         writes the timeline for ui.perfetto.dev. Cluster files: docs/cluster.md.
 
+  calibrate [-o CLUSTER.json] [--quick]
+        Measure this machine, one core per device, with the kernels plans
+        run: sgemm and convolution rates, memory bandwidth, the per-kernel
+        floor; write a cluster file (default: stdout) for dtc simulate.
+
   import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.
         --shape NAME=DIMS binds a graph input's shape (input_ids=2x128) or a
@@ -158,5 +163,7 @@ int main(int argc, char **argv) {
     return runRun(args);
   if (command == "simulate")
     return runSimulate(args);
+  if (command == "calibrate")
+    return runCalibrate(args);
   return usageError("unknown command '" + command + "'");
 }
