@@ -2,6 +2,7 @@
 #include "runtime/TensorIO.h"
 
 #include "onnx.pb.h"
+#include "tests/unit/TempDirs.h"
 
 #include <gtest/gtest.h>
 
@@ -19,13 +20,7 @@ using ::onnx::TensorProto;
 
 namespace {
 
-/// A fresh folder under the test temp dir.
-std::string makeTempDir() {
-  std::string pattern = testing::TempDir() + "/tensorio.XXXXXX";
-  char *dir = mkdtemp(pattern.data());
-  EXPECT_NE(dir, nullptr);
-  return pattern;
-}
+std::string makeTempDir() { return testsupport::makeTempDir("tensorio"); }
 
 void writeBytes(const std::string &path, const std::string &bytes) {
   std::ofstream out(path, std::ios::binary);

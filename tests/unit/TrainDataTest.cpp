@@ -2,6 +2,7 @@
 #include "runtime/TensorIO.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSet.h"
+#include "tests/unit/TempDirs.h"
 
 #include <gtest/gtest.h>
 
@@ -20,13 +21,7 @@ using namespace dtc::runtime::train;
 
 namespace {
 
-/// A fresh folder under the test temp dir.
-std::string makeTempDir() {
-  std::string pattern = testing::TempDir() + "/train.XXXXXX";
-  char *dir = mkdtemp(pattern.data());
-  EXPECT_NE(dir, nullptr);
-  return pattern;
-}
+std::string makeTempDir() { return testsupport::makeTempDir("train"); }
 
 /// Whether `text` contains `part`; says both when not.
 testing::AssertionResult contains(const std::string &text, const std::string &part) {
