@@ -201,6 +201,10 @@ private:
           auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
           if (!dense)
             return c.emitError("constant is not a dense tensor");
+          if (std::optional<double> fill = splatFill(dense)) {
+            emitFill(c, *fill);
+            return success();
+          }
           rank_.mutable_buffers(ids_[c.getResult()])->set_constant(constantBytes(dense));
           return success();
         })
@@ -317,6 +321,44 @@ private:
   static int64_t normalizedAxis(Value v, int64_t axis) {
     int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
     return axis < 0 ? axis + rank : axis;
+  }
+
+  /// A large splat constant (the zero blocks of gradients, masks) is not
+  /// stored in the plan but filled by a prologue instruction at load: the
+  /// value, when a double holds it exactly.
+  static std::optional<double> splatFill(DenseElementsAttr dense) {
+    constexpr int64_t kFillBytes = 4096;
+    auto type = cast<RankedTensorType>(dense.getType());
+    if (!dense.isSplat() || type.getNumElements() * int64_t(std::max<unsigned>(
+                                                        1, type.getElementTypeBitWidth() / 8)) <
+                                kFillBytes)
+      return std::nullopt;
+    Type element = type.getElementType();
+    if (isa<FloatType>(element))
+      return dense.getSplatValue<APFloat>().convertToDouble();
+    if (element.isInteger(1))
+      return dense.getSplatValue<bool>() ? 1.0 : 0.0;
+    if (auto integer = dyn_cast<IntegerType>(element)) {
+      APInt v = dense.getSplatValue<APInt>();
+      int64_t i = integer.isUnsigned() ? int64_t(v.getZExtValue()) : v.getSExtValue();
+      if (std::abs(double(i)) < 9007199254740992.0) // 2^53
+        return double(i);
+    }
+    return std::nullopt;
+  }
+
+  /// The prologue instruction writing `value` into every element of `c`.
+  void emitFill(graph::ConstantOp c, double value) {
+    plan::Instruction &inst = *rank_.add_prologue();
+    inst.add_outputs(ids_.lookup(c.getResult()));
+    plan::ExprNode *node = inst.mutable_elementwise()->add_nodes();
+    node->set_op(plan::CONSTANT);
+    node->set_value(value);
+    plan::TensorType type;
+    setType(c.getType(), type);
+    node->set_dtype(type.dtype());
+    setCost(inst, {0, double(tensorBytes(c.getResult())), graph::OpCost::Elementwise},
+            c.getResult());
   }
 
   static void fillConv(plan::Conv2D &conv, ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,

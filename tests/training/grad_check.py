@@ -248,6 +248,9 @@ def make_cases(seed=0):
              consts={"st": i64(1, 1), "en": i64(3, 4)}))
     add(Case("slice one dim from 0", [N("Slice", ["W", "st", "en", "ax"])], {"W": rand(4, 5)},
              consts={"st": i64(0), "en": i64(2), "ax": i64(1)}))
+    add(Case("slice of a large parameter (its zero block filled at load)",
+             [N("Slice", ["W", "st", "en"])], {"W": rand(40, 40)},
+             consts={"st": i64(30, 0), "en": i64(40, 40)}))
     add(Case("slice stride 2", [N("Slice", ["W", "st", "en", "ax", "sp"])], {"W": rand(5, 6)},
              consts={"st": i64(0, 1), "en": i64(5, 6), "ax": i64(0, 1), "sp": i64(2, 2)}))
     add(Case("slice stride 3 (trimmed end)", [N("Slice", ["W", "st", "en", "ax", "sp"])],
