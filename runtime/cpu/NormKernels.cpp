@@ -123,7 +123,7 @@ template <class T> void softmaxRow(const T *x, T *y, int64_t n, bool log) {
   for (int64_t l = 0; l < kLanes; ++l)
     max = std::max(max, lanes[l]);
   double sum = blockedSum(n, [&](int64_t i) {
-    float e = fastExp(x[i] - max);
+    float e = fastExpFlushed(x[i] - max);
     if (!log)
       y[i] = e;
     return e;
