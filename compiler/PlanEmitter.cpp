@@ -201,7 +201,7 @@ private:
           auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
           if (!dense)
             return c.emitError("constant is not a dense tensor");
-          if (std::optional<double> fill = splatFill(dense)) {
+          if (std::optional<double> fill = splatFill(c, dense)) {
             emitFill(c, *fill);
             return success();
           }
@@ -326,14 +326,11 @@ private:
   /// A large splat constant (the zero blocks of gradients, masks) is not
   /// stored in the plan but filled by a prologue instruction at load: the
   /// value, when a double holds it exactly.
-  static std::optional<double> splatFill(DenseElementsAttr dense) {
+  static std::optional<double> splatFill(graph::ConstantOp c, DenseElementsAttr dense) {
     constexpr int64_t kFillBytes = 4096;
-    auto type = cast<RankedTensorType>(dense.getType());
-    if (!dense.isSplat() || type.getNumElements() * int64_t(std::max<unsigned>(
-                                                        1, type.getElementTypeBitWidth() / 8)) <
-                                kFillBytes)
+    if (!dense.isSplat() || tensorBytes(c.getResult()) < kFillBytes)
       return std::nullopt;
-    Type element = type.getElementType();
+    Type element = dense.getType().getElementType();
     if (isa<FloatType>(element))
       return dense.getSplatValue<APFloat>().convertToDouble();
     if (element.isInteger(1))

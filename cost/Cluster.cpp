@@ -21,8 +21,8 @@ std::string number(double v) {
   return buffer;
 }
 
-const char *const kClassNames[kOpClasses] = {"matmul", "conv",  "elementwise",
-                                             "reduce", "norm", "data_movement"};
+const char *const kClassNames[kOpClassSlots] = {"none",   "matmul", "conv", "elementwise",
+                                                "reduce", "norm",   "data_movement"};
 
 /// Reads fields of a JSON object, remembering the first problem with its
 /// path ("device.peak_flops.f32").
@@ -167,18 +167,7 @@ const Preset kPresets[] = {{"cpu-local", kCpuLocal}, {"a100-80g", kA100}, {"h100
 
 } // namespace
 
-const char *opClassName(OpClass c) { return kClassNames[int(c)]; }
-
-OpClass opClassOf(plan::OpClass c) {
-  switch (c) {
-  case plan::OP_MATMUL: return OpClass::Matmul;
-  case plan::OP_CONV: return OpClass::Conv;
-  case plan::OP_REDUCE: return OpClass::Reduce;
-  case plan::OP_NORM: return OpClass::Norm;
-  case plan::OP_DATA_MOVEMENT: return OpClass::DataMovement;
-  default: return OpClass::Elementwise;
-  }
-}
+const char *opClassName(plan::OpClass c) { return kClassNames[int(c)]; }
 
 double Device::peak(plan::DType dtype) const {
   auto it = peakFlops.find(runtime::dtypeName(dtype));
@@ -213,7 +202,7 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
     c.device.memoryCapacity = r.positive(*d, "device", "memory_capacity");
     c.device.launchOverhead = r.positive(*d, "device", "launch_overhead", true);
     if (const llvm::json::Object *eff = r.object(*d, "device", "efficiency"))
-      for (int k = 0; k < kOpClasses; ++k)
+      for (int k = kFirstOpClass; k < kOpClassSlots; ++k)
         c.device.efficiency[k] = r.positive(*eff, "device.efficiency", kClassNames[k], false, 1.0);
   }
   if (const llvm::json::Object *t = r.object(*root, "", "topology")) {
@@ -268,7 +257,7 @@ std::string toJson(const Cluster &c) {
   llvm::json::Object peaks, eff;
   for (const auto &[k, v] : c.device.peakFlops)
     peaks[k] = v;
-  for (int k = 0; k < kOpClasses; ++k)
+  for (int k = kFirstOpClass; k < kOpClassSlots; ++k)
     eff[kClassNames[k]] = c.device.efficiency[k];
   auto link = [](const Link &l) {
     return llvm::json::Object{{"latency", l.latency}, {"bandwidth", l.bandwidth}};

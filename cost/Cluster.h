@@ -18,11 +18,12 @@
 
 namespace dtc::cost {
 
-/// What each op class reaches of the device's peak FLOP/s.
-enum class OpClass { Matmul, Conv, Elementwise, Reduce, Norm, DataMovement };
-constexpr int kOpClasses = 6;
-const char *opClassName(OpClass c);
-OpClass opClassOf(plan::OpClass c);
+/// Per-op-class arrays are indexed by plan::OpClass (OP_MATMUL ..
+/// OP_DATA_MOVEMENT); slot 0 (OP_CLASS_INVALID, free ops) stays unused.
+constexpr int kOpClassSlots = plan::OpClass_ARRAYSIZE;
+constexpr int kFirstOpClass = plan::OP_MATMUL;
+/// "matmul", "data_movement": the cluster file's name of an op class.
+const char *opClassName(plan::OpClass c);
 
 struct Device {
   std::string kind;
@@ -31,7 +32,7 @@ struct Device {
   double memoryEfficiency = 0;             // of the bandwidth, reached by kernels
   double memoryCapacity = 0;               // bytes
   double launchOverhead = 0;               // seconds per kernel
-  double efficiency[kOpClasses] = {};      // of peak FLOP/s, per op class
+  double efficiency[kOpClassSlots] = {};   // of peak FLOP/s, per op class
 
   /// Peak FLOP/s for a compute dtype; f32's where the dtype has no entry
   /// (integer kernels, f64 on a device that lists none).

@@ -9,7 +9,7 @@ namespace dtc::cost {
 double instructionSeconds(const plan::Cost &cost, const Device &device) {
   if (cost.op_class() == plan::OP_CLASS_INVALID)
     return 0;
-  double efficiency = device.efficiency[int(opClassOf(cost.op_class()))];
+  double efficiency = device.efficiency[cost.op_class()];
   double compute = cost.flops() / (device.peak(cost.dtype()) * efficiency);
   double memory = cost.bytes() / (device.memoryBandwidth * device.memoryEfficiency);
   return std::max(compute, memory) + device.launchOverhead;

@@ -29,8 +29,7 @@ Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEve
       double end = start + seconds;
       time.idle += start - computeFree;
       time.compute += seconds;
-      if (inst.cost().op_class() != plan::OP_CLASS_INVALID)
-        time.byClass[int(opClassOf(inst.cost().op_class()))] += seconds;
+      time.byClass[inst.cost().op_class()] += seconds; // slot 0: free ops, 0 s
       computeFree = end;
       for (uint32_t out : inst.outputs())
         if (out < ready.size())

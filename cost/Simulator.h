@@ -23,7 +23,7 @@ struct RankTime {
   double compute = 0, communication = 0, idle = 0; // seconds
   double end = 0;                                  // when its last instruction finishes
   int64_t memoryPeakBytes = 0;
-  double byClass[kOpClasses] = {};                 // compute seconds per op class
+  double byClass[kOpClassSlots] = {};              // compute seconds per op class
 };
 
 /// One instruction on the timeline.

@@ -233,6 +233,10 @@ private:
                       std::to_string(rank.buffers_size()) + " buffers)");
     if (inst.has_elementwise() && !checkExpression(inst, where))
       return false;
+    // The cost is for dtc simulate, which indexes by its class.
+    if (!plan::OpClass_IsValid(inst.cost().op_class()))
+      return fail(where + ": unknown cost class " + std::to_string(inst.cost().op_class()) +
+                  " (a plan from a newer dtc?)");
     return true;
   }
 

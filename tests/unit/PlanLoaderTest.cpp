@@ -104,6 +104,16 @@ TEST(PlanLoader, RejectsExpressionReferringForward) {
   EXPECT_NE(errorOf(p).find("does not precede"), std::string::npos);
 }
 
+TEST(PlanLoader, RejectsUnknownCostClass) {
+  // dtc simulate indexes its per-class tables by it.
+  auto p = reluPlan();
+  p.mutable_ranks(0)->mutable_instructions(0)->mutable_cost()->set_op_class(plan::OpClass(42));
+  std::string message = errorOf(p);
+  EXPECT_NE(message.find("instruction 0: unknown cost class 42 (a plan from a newer dtc?)"),
+            std::string::npos)
+      << message;
+}
+
 TEST(PlanLoader, RejectsMeshRankMismatch) {
   auto p = reluPlan();
   p.mutable_mesh()->mutable_axes(0)->set_size(2);

@@ -2,7 +2,7 @@
 #include "runtime/TensorIO.h"
 
 #include "onnx.pb.h"
-#include "tests/unit/TempDirs.h"
+#include "tests/unit/TestFiles.h"
 
 #include <gtest/gtest.h>
 
@@ -22,17 +22,8 @@ namespace {
 
 std::string makeTempDir() { return testsupport::makeTempDir("tensorio"); }
 
-void writeBytes(const std::string &path, const std::string &bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
-
-std::string readBytes(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testsupport::readBytes;
+using testsupport::writeBytes;
 
 int64_t bytesOf(plan::DType dtype) {
   switch (dtype) {

@@ -2,7 +2,7 @@
 #include "runtime/TensorIO.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSet.h"
-#include "tests/unit/TempDirs.h"
+#include "tests/unit/TestFiles.h"
 
 #include <gtest/gtest.h>
 
@@ -35,17 +35,8 @@ bool exists(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-void writeBytes(const std::string &path, const std::string &bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
-
-std::string readBytes(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testsupport::readBytes;
+using testsupport::writeBytes;
 
 plan::TensorType tensorType(plan::DType dtype, std::vector<int64_t> shape) {
   plan::TensorType type;

@@ -148,12 +148,12 @@ int runCalibrate(const Args &args) {
   c.device.peakFlops["f32"] = best;
   c.device.peakFlops["bf16"] = best; // computed through f32 kernels on this CPU
   c.device.peakFlops["f64"] = best / 2;
-  c.device.efficiency[int(cost::OpClass::Matmul)] =
+  c.device.efficiency[plan::OP_MATMUL] =
       std::min(1.0, sum / double(std::size(shapes)) / best);
   double conv = convRate(repeats);
   say(fmt::format("  conv2d 8x32x32x32, 64 3x3 filters: {:.1f} GFLOP/s", conv / 1e9));
   if (conv > 0)
-    c.device.efficiency[int(cost::OpClass::Conv)] = std::min(1.0, conv / best);
+    c.device.efficiency[plan::OP_CONV] = std::min(1.0, conv / best);
 
   int64_t big = quick ? (int64_t(1) << 22) : (int64_t(1) << 24);
   double s = addSeconds(big, repeats);

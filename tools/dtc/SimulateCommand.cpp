@@ -119,13 +119,13 @@ int runSimulate(const Args &args) {
              double(peak) <= device.memoryCapacity ? "fits" : "DOES NOT FIT");
   if (compute > 0) {
     std::string classes;
-    for (int k = 0; k < cost::kOpClasses; ++k) {
+    for (int k = cost::kFirstOpClass; k < cost::kOpClassSlots; ++k) {
       double s = 0;
       for (const cost::RankTime &t : sim.ranks)
         s += t.byClass[k];
       if (s > 0)
         classes += fmt::format("{}{} {:.0f}%", classes.empty() ? "" : ", ",
-                               cost::opClassName(cost::OpClass(k)), 100 * s / compute);
+                               cost::opClassName(plan::OpClass(k)), 100 * s / compute);
     }
     fmt::print("  compute by op class: {}\n", classes);
   }

@@ -1,11 +1,13 @@
-//===- TempDirs.h - scratch folders for tests -------------------*- C++ -*-===//
-#ifndef DTC_TESTS_UNIT_TEMPDIRS_H
-#define DTC_TESTS_UNIT_TEMPDIRS_H
+//===- TestFiles.h - scratch folders and files for tests --------*- C++ -*-===//
+#ifndef DTC_TESTS_UNIT_TESTFILES_H
+#define DTC_TESTS_UNIT_TESTFILES_H
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,18 @@ inline std::string makeTempDir(const std::string &prefix) {
   return pattern;
 }
 
+inline void writeBytes(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+inline std::string readBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 } // namespace dtc::testsupport
 
-#endif // DTC_TESTS_UNIT_TEMPDIRS_H
+#endif // DTC_TESTS_UNIT_TESTFILES_H
