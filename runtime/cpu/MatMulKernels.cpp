@@ -111,7 +111,8 @@ std::unique_ptr<Kernel> makeDnnlMatMul(const Gemm &gemm, const Shape &lhs, const
   dnnl::memory::desc src, weights, dst;
   if (collapsed) {
     src = operandDesc({gemm.M, gemm.K}, 2, false);
-    weights = operandDesc(rhs, 2, gemm.transB);
+    // The rhs's batch dims are all 1 (or absent): its last two are the matrix.
+    weights = operandDesc(Shape(rhs.end() - 2, rhs.end()), 2, gemm.transB);
     dst = operandDesc({gemm.M, gemm.N}, 2, false);
   } else {
     size_t rank = out.size();

@@ -247,7 +247,13 @@ TEST(MatMulKernel, Transposes) {
   checkMatMul({2, 3, 4}, {2, 5, 4}, false, true);
 }
 
-TEST(MatMulKernel, RhsWithoutBatchIsOneGemm) { checkMatMul({2, 3, 7, 4}, {4, 5}); }
+TEST(MatMulKernel, RhsWithoutBatchIsOneGemm) {
+  checkMatMul({2, 3, 7, 4}, {4, 5});
+  // Batch dims of size 1 on the rhs (found by the plan fuzzer: oneDNN's
+  // operand was described with the rhs's full rank).
+  checkMatMul({2, 3, 4}, {1, 4, 5});
+  checkMatMul({2, 3, 4}, {1, 1, 5, 4}, false, true);
+}
 
 TEST(MatMulKernel, BatchBroadcast) {
   checkMatMul({2, 1, 3, 4}, {5, 4, 6});
