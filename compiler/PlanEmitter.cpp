@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/xxhash.h"
 
 #include <cmath>
 
@@ -194,6 +195,16 @@ private:
           auto *source = rank_.mutable_buffers(ids_[p.getResult()])->mutable_parameter();
           source->set_initializer(p.getName().str());
           source->set_zeros(p->hasAttr("dtc.zeros"));
+          auto std = p->getAttrOfType<FloatAttr>("dtc.init_std");
+          auto value = p->getAttrOfType<FloatAttr>("dtc.init_value");
+          if (std || value) { // a generated model's: drawn at load, seeded by its name
+            plan::SeededInit *seeded = source->mutable_seeded();
+            seeded->set_mean(value ? value.getValueAsDouble() : 0.0);
+            seeded->set_std(std ? std.getValueAsDouble() : 0.0);
+            seeded->set_seed(llvm::xxh3_64bits(p.getName()));
+            for (int64_t d : cast<ShapedType>(p.getType()).getShape())
+              seeded->add_shape(d);
+          }
           parameters_[p.getName()] = ids_[p.getResult()];
           return success();
         })

@@ -114,6 +114,8 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
     char *at = ex->arena_ + buffer.offset();
     if (buffer.has_constant()) {
       std::memcpy(at, buffer.constant().data(), buffer.constant().size());
+    } else if (buffer.has_parameter() && buffer.parameter().has_seeded()) {
+      fillSeeded(buffer.parameter(), buffer.type(), at);
     } else if (buffer.has_parameter() && !buffer.parameter().zeros()) {
       if (!readerOpen) {
         const std::string &path = modelPath.empty() ? plan.model() : modelPath;

@@ -1,6 +1,7 @@
 //===- PlanLoader.cpp -----------------------------------------------------===//
 #include "runtime/PlanLoader.h"
 
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <sys/stat.h>
@@ -208,6 +209,21 @@ private:
               param.slice(d).size() != buffer.type().shape(d))
             return fail(where + " ('" + param.initializer() + "'): slice of dim " +
                         std::to_string(d) + " does not match the buffer");
+      }
+      if (param.has_seeded()) {
+        const plan::SeededInit &seeded = param.seeded();
+        bool fits = seeded.shape_size() == buffer.type().shape_size();
+        for (int d = 0; fits && d < seeded.shape_size(); ++d) {
+          int64_t start = param.slice_size() ? param.slice(d).start() : 0;
+          fits = seeded.shape(d) >= 0 && start + buffer.type().shape(d) <= seeded.shape(d);
+        }
+        if (!fits)
+          return fail(where + " ('" + param.initializer() +
+                      "'): the seeded parameter's shape does not hold the buffer's slice");
+        if (buffer.type().dtype() != plan::F32 || !std::isfinite(seeded.mean()) ||
+            !std::isfinite(seeded.std()) || seeded.std() < 0)
+          return fail(where + " ('" + param.initializer() +
+                      "'): a seeded parameter must be f32 with a finite mean and std >= 0");
       }
       break;
     }

@@ -44,6 +44,10 @@ bool readTensorFile(const std::string &path, HostTensor &tensor, std::string &er
 bool writeTensorFile(const std::string &path, const HostTensor &tensor,
                      std::string &error);
 
+/// Draws a generated model's parameter (source.seeded, an f32 buffer of
+/// `type`, the part of the whole tensor that source.slice names) into `out`.
+void fillSeeded(const plan::ParameterSource &source, const plan::TensorType &type, void *out);
+
 /// Reads parameters from an ONNX model file, opened once and kept for many
 /// reads. A source names an initializer; data may live inside the model or
 /// in an external file (relative to the model's folder).

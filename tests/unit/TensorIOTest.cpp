@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <dirent.h>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 using namespace dtc;
 using namespace dtc::runtime;
@@ -752,6 +754,50 @@ TEST(ParameterReaderOpenTest, RefusesWhatIsNotAModel) {
   t.set_dtype(plan::F32);
   EXPECT_FALSE(reader.read(s, t, out.data(), error));
   EXPECT_NE(error.find("no model is open"), std::string::npos) << error;
+}
+
+// A generated model's parameter: a shard draws exactly the values of its
+// part of the whole tensor, and the values are normal(mean, std).
+TEST(TensorIOTest, SeededParametersShardConsistently) {
+  plan::ParameterSource whole;
+  plan::SeededInit *init = whole.mutable_seeded();
+  init->set_mean(0.5);
+  init->set_std(0.02);
+  init->set_seed(1234);
+  init->add_shape(64);
+  init->add_shape(96);
+  plan::TensorType type;
+  type.set_dtype(plan::F32);
+  type.add_shape(64);
+  type.add_shape(96);
+  std::vector<float> all(64 * 96);
+  fillSeeded(whole, type, all.data());
+  double sum = 0, squares = 0;
+  for (float v : all) {
+    sum += v;
+    squares += (v - 0.5) * (v - 0.5);
+  }
+  EXPECT_NEAR(sum / double(all.size()), 0.5, 0.002);
+  EXPECT_NEAR(std::sqrt(squares / double(all.size())), 0.02, 0.001);
+
+  plan::ParameterSource shard = whole;
+  shard.add_slice()->set_start(16);
+  shard.mutable_slice(0)->set_size(8);
+  shard.add_slice()->set_start(32);
+  shard.mutable_slice(1)->set_size(48);
+  plan::TensorType shardType = type;
+  shardType.set_shape(0, 8);
+  shardType.set_shape(1, 48);
+  std::vector<float> part(8 * 48);
+  fillSeeded(shard, shardType, part.data());
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 48; ++j)
+      ASSERT_EQ(part[size_t(i * 48 + j)], all[size_t((16 + i) * 96 + 32 + j)]) << i << "," << j;
+
+  init->set_seed(1235); // another parameter draws other values
+  std::vector<float> other(64 * 96);
+  fillSeeded(whole, type, other.data());
+  EXPECT_NE(other[0], all[0]);
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 #include "tools/dtc/Commands.h"
 
 #include "compiler/Pipeline.h"
+#include "frontends/gpt/GptGenerator.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "runtime/PlanLoader.h"
 #include "tools/Registration.h"
@@ -113,6 +114,23 @@ bool fillParameterSources(const std::string &modelPath, plan::Plan &plan, std::s
   return true;
 }
 
+/// The model as the graph dialect: an ONNX file, or a generated GPT
+/// ("gpt:layers=...") built without weights.
+mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
+                                            const ModelOptions &options, std::string &error) {
+  if (llvm::StringRef(options.model).starts_with(gpt::kGptSpecPrefix)) {
+    std::optional<gpt::GptConfig> config = gpt::parseGptSpec(options.model, error);
+    if (!config)
+      return nullptr;
+    return gpt::buildGpt(context, *config);
+  }
+  return onnx::importOnnxFile(context, options.model, options.import, error);
+}
+
+bool isGenerated(const std::string &model) {
+  return llvm::StringRef(model).starts_with(gpt::kGptSpecPrefix);
+}
+
 } // namespace
 
 int runImport(const Args &args) {
@@ -143,7 +161,7 @@ int runImport(const Args &args) {
 
   mlir::MLIRContext context(dialectRegistry());
   std::string error;
-  auto module = onnx::importOnnxFile(context, options.model, options.import, error);
+  auto module = loadModel(context, options, error);
   if (!module)
     return failure(error);
   std::string text;
@@ -244,23 +262,25 @@ int runCompile(const Args &args) {
 
   mlir::MLIRContext context(dialectRegistry());
   std::string error;
-  auto module = onnx::importOnnxFile(context, options.model, options.import, error);
+  auto module = loadModel(context, options, error);
   if (!module)
     return failure(error);
 
   // The plan names the model by absolute path so that `dtc run` finds the
   // parameters from any directory.
-  llvm::SmallString<256> modelPath(options.model);
-  llvm::sys::fs::make_absolute(modelPath);
-  llvm::sys::path::remove_dots(modelPath, /*remove_dot_dot=*/true);
-  (*module)->setAttr("graph.source", mlir::StringAttr::get(&context, modelPath.str()));
+  if (!isGenerated(options.model)) {
+    llvm::SmallString<256> modelPath(options.model);
+    llvm::sys::fs::make_absolute(modelPath);
+    llvm::sys::path::remove_dots(modelPath, /*remove_dot_dot=*/true);
+    (*module)->setAttr("graph.source", mlir::StringAttr::get(&context, modelPath.str()));
+  }
 
   plan::Plan plan;
   plan.set_format_version(runtime::kPlanFormatVersion);
   plan.set_producer("dtc 0.1.0");
   if (mlir::failed(compileToPlan(*module, plan, train ? &training : nullptr)))
     return 1; // the diagnostics are printed
-  if (!fillParameterSources(options.model, plan, error))
+  if (!isGenerated(options.model) && !fillParameterSources(options.model, plan, error))
     return failure(error);
   if (!runtime::validatePlan(plan, error))
     return failure("internal error: the compiler wrote an invalid plan: " + error);

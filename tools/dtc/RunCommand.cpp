@@ -245,9 +245,13 @@ int runRun(const Args &args) {
   if (plan.ranks_size() != 1)
     return failure(planPath + ": a plan for " + std::to_string(plan.ranks_size()) +
                    " ranks; this dtc runs single-rank plans");
-  if (model.empty() && !isFile(plan.model()))
+  bool generated = plan.model().rfind("gpt:", 0) == 0; // parameters are drawn, not read
+  if (model.empty() && !generated && !isFile(plan.model()))
     return failure(planPath + ": the model it was compiled from, '" + plan.model() +
                    "', is not there: pass --model MODEL.onnx");
+  if (generated && !train.exportPath.empty())
+    return usageError("--export writes the trained weights into the ONNX model the plan was "
+                      "compiled from; '" + plan.model() + "' is generated and has none");
   auto executor = runtime::Executor::create(plan, 0, model, threads, error);
   if (!executor)
     return failure(planPath + ": " + error);
