@@ -116,12 +116,15 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
     Builder b(&getContext());
 
     // Persistent values first, packed at the start of the arena.
-    int64_t parameterBytes = 0;
+    int64_t parameterBytes = 0, weightBytes = 0, stateBytes = 0;
     llvm::DenseMap<Value, int64_t> offsets;
     for (Operation &op : block)
       if (isPersistentOp(&op)) {
         offsets[op.getResult(0)] = parameterBytes;
-        parameterBytes += alignedBytes(tensorBytes(op.getResult(0)));
+        int64_t bytes = alignedBytes(tensorBytes(op.getResult(0)));
+        parameterBytes += bytes;
+        if (isa<graph::ParameterOp>(op))
+          (op.hasAttr("dtc.zeros") ? stateBytes : weightBytes) += bytes;
       }
 
     llvm::DenseSet<Value> overParameter = updatesInPlace(func, offsets);
@@ -142,6 +145,25 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
           if (!overParameter.contains(result))
             intervals[result] = {result, alignedBytes(tensorBytes(result)), index, index};
       ++index;
+    }
+
+    // A training step's activations kept for backward: what is live across
+    // the op that computes the loss (result 0), the forward's end.
+    int64_t activationBytes = 0;
+    bool training = false;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      training = training || func.getResultAttr(i, "dtc.updates");
+    if (training) {
+      Operation *lossOp = storageOf(block.getTerminator()->getOperand(0)).getDefiningOp();
+      int turn = 0;
+      for (Operation &op : block) {
+        if (&op == lossOp)
+          break;
+        ++turn;
+      }
+      for (auto &[value, iv] : intervals)
+        if (iv.start < turn && iv.end > turn)
+          activationBytes += iv.bytes;
     }
 
     std::vector<Interval> list;
@@ -169,6 +191,9 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
     func->setAttr("dtc.arena_bytes", b.getI64IntegerAttr(arena));
     func->setAttr("dtc.parameter_bytes", b.getI64IntegerAttr(parameterBytes));
     func->setAttr("dtc.unshared_bytes", b.getI64IntegerAttr(unshared));
+    func->setAttr("dtc.weight_bytes", b.getI64IntegerAttr(weightBytes));
+    func->setAttr("dtc.optimizer_state_bytes", b.getI64IntegerAttr(stateBytes));
+    func->setAttr("dtc.activation_bytes", b.getI64IntegerAttr(activationBytes));
   }
 };
 

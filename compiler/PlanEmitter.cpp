@@ -530,6 +530,9 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   summary->set_rank(0);
   summary->set_peak_memory_bytes(attr("dtc.arena_bytes"));
   summary->set_parameter_bytes(attr("dtc.parameter_bytes"));
+  summary->set_weight_bytes(attr("dtc.weight_bytes"));
+  summary->set_optimizer_state_bytes(attr("dtc.optimizer_state_bytes"));
+  summary->set_activation_bytes(attr("dtc.activation_bytes"));
   return success();
 }
 

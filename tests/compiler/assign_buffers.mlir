@@ -5,7 +5,8 @@
 // bytes of %x (dead after %a), and a reshape shares its operand's bytes.
 // CHECK-LABEL: func.func @chain
 // CHECK-SAME: (%arg0: tensor<16x16xf32> {dtc.offset = 1088 : i64})
-// CHECK-SAME: dtc.arena_bytes = 3136 : i64, dtc.parameter_bytes = 1088 : i64, dtc.unshared_bytes = 4160 : i64
+// CHECK-SAME: dtc.arena_bytes = 3136 : i64
+// CHECK-SAME: dtc.parameter_bytes = 1088 : i64, dtc.unshared_bytes = 4160 : i64
 func.func @chain(%x: tensor<16x16xf32>) -> tensor<256xf32> {
   // CHECK: graph.parameter "w" {dtc.offsets = array<i64: 0>}
   // CHECK: graph.parameter "bias" {dtc.offsets = array<i64: 1024>}
@@ -57,4 +58,24 @@ func.func @updates(%g: tensor<16xf32>) -> (tensor<16xf32> {dtc.updates = "m"}, t
   %wn = graph.sub %w, %mn : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
   %late = graph.add %v, %wn : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
   return %mn, %vn, %wn, %late : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+
+// Memory by kind: weights, optimizer state (zero-initialised parameters),
+// and a training step's activations kept for backward: the values live
+// across the op that computes the loss (result 0). Here %h (1 KiB, read by
+// the backward %dh) is kept; %y dies at the loss.
+// CHECK-LABEL: func.func @memory_kinds
+// CHECK-SAME: dtc.activation_bytes = 1024 : i64
+// CHECK-SAME: dtc.optimizer_state_bytes = 1024 : i64
+// CHECK-SAME: dtc.weight_bytes = 1024 : i64
+func.func @memory_kinds(%x: tensor<16x16xf32>) -> (tensor<f32>, tensor<16x16xf32> {dtc.updates = "w"}, tensor<16x16xf32> {dtc.updates = "w.m"}) {
+  %w = graph.parameter "w" : tensor<16x16xf32>
+  %m = graph.parameter "w.m" {dtc.zeros} : tensor<16x16xf32>
+  %h = graph.matmul %x, %w : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  %y = graph.exp %h : (tensor<16x16xf32>) -> tensor<16x16xf32>
+  %loss = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<16x16xf32>) -> tensor<f32>
+  %dh = graph.exp %h : (tensor<16x16xf32>) -> tensor<16x16xf32>
+  %mn = graph.add %m, %dh : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  %wn = graph.sub %w, %mn : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  return %loss, %wn, %mn : tensor<f32>, tensor<16x16xf32>, tensor<16x16xf32>
 }

@@ -34,6 +34,31 @@ std::string rate(double perSecond, const char *unit) {
   return fmt::format("{:.3g}{}{}", perSecond, prefixes[i], unit);
 }
 
+/// What the largest rank's memory holds, from the compiler's summary.
+void printMemoryBreakdown(const plan::Plan &plan, int64_t peak) {
+  const plan::RankSummary *largest = nullptr;
+  for (const plan::RankSummary &r : plan.decisions().ranks())
+    if (r.peak_memory_bytes() == peak)
+      largest = &r;
+  if (!largest || largest->weight_bytes() + largest->optimizer_state_bytes() == 0)
+    return;
+  const plan::RankSummary &r = *largest;
+  int64_t loadTime = r.parameter_bytes() - r.weight_bytes() - r.optimizer_state_bytes();
+  int64_t transient = r.peak_memory_bytes() - r.parameter_bytes();
+  std::string line = "= weights " + formatBytes(r.weight_bytes());
+  if (r.optimizer_state_bytes())
+    line += " + optimizer state " + formatBytes(r.optimizer_state_bytes());
+  if (loadTime > 0)
+    line += " + load-time values " + formatBytes(loadTime);
+  if (plan.has_training())
+    line += " + activations kept for backward " + formatBytes(r.activation_bytes()) +
+            " + gradients and workspace " +
+            formatBytes(std::max<int64_t>(0, transient - r.activation_bytes()));
+  else
+    line += " + activations and workspace " + formatBytes(transient);
+  fmt::print("                {}\n", line);
+}
+
 } // namespace
 
 int runSimulate(const Args &args) {
@@ -117,6 +142,7 @@ int runSimulate(const Args &args) {
   fmt::print("  memory peak   {} per rank (device capacity {}: {})\n", formatBytes(peak),
              formatBytes(int64_t(device.memoryCapacity)),
              double(peak) <= device.memoryCapacity ? "fits" : "DOES NOT FIT");
+  printMemoryBreakdown(plan, peak);
   if (compute > 0) {
     std::string classes;
     for (int k = cost::kFirstOpClass; k < cost::kOpClassSlots; ++k) {
