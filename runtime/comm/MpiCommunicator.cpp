@@ -1,0 +1,441 @@
+//===- MpiCommunicator.cpp - collectives over MPI -------------------------===//
+#include "runtime/comm/MpiCommunicator.h"
+
+#include "runtime/cpu/BFloat16.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+
+namespace dtc::runtime {
+namespace {
+
+constexpr int64_t kDefaultChunkElements = int64_t(1) << 30;
+int64_t chunkElements = kDefaultChunkElements;
+
+std::string mpiErrorString(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error code " + std::to_string(code);
+  return std::string(text, length);
+}
+
+/// An MPI type as wide as `dtype`'s elements, for moving them unreduced.
+MPI_Datatype storageType(plan::DType dtype) {
+  switch (dtypeBytes(dtype)) {
+  case 1: return MPI_UINT8_T;
+  case 2: return MPI_UINT16_T;
+  case 4: return MPI_UINT32_T;
+  case 8: return MPI_UINT64_T;
+  default: return MPI_DATATYPE_NULL;
+  }
+}
+
+// MPI has no f16 or bf16: their reductions are user ops that widen each
+// pair to float, combine and round back (to nearest even).
+struct Add {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct Larger {
+  float operator()(float a, float b) const { return a > b ? a : b; }
+};
+struct Smaller {
+  float operator()(float a, float b) const { return a < b ? a : b; }
+};
+
+template <typename Half, typename Combine>
+void reduceHalves(void *in, void *inout, int *length, MPI_Datatype *) {
+  const Half *a = static_cast<const Half *>(in);
+  Half *b = static_cast<Half *>(inout);
+  for (int i = 0; i < *length; ++i)
+    b[i] = Half(Combine()(float(a[i]), float(b[i])));
+}
+
+/// The user op reducing f16 or bf16 (as MPI_UINT16_T) by `reduction`,
+/// created on first use, while MPI runs.
+MPI_Op halfOp(bool bf16, Reduction reduction) {
+  static const auto ops = [] {
+    using cpu::BFloat16;
+    MPI_User_function *functions[2][3] = {
+        {reduceHalves<_Float16, Add>, reduceHalves<_Float16, Larger>,
+         reduceHalves<_Float16, Smaller>},
+        {reduceHalves<BFloat16, Add>, reduceHalves<BFloat16, Larger>,
+         reduceHalves<BFloat16, Smaller>}};
+    std::array<std::array<MPI_Op, 3>, 2> created;
+    for (int type = 0; type < 2; ++type)
+      for (int r = 0; r < 3; ++r)
+        if (MPI_Op_create(functions[type][r], /*commute=*/1, &created[type][r]) != MPI_SUCCESS)
+          created[type][r] = MPI_OP_NULL;
+    return created;
+  }();
+  return ops[bf16][int(reduction)];
+}
+
+/// The MPI type and op reducing `dtype` by `reduction`; false when there is
+/// none (a sum of bools, an unknown dtype).
+bool reductionOf(plan::DType dtype, Reduction reduction, MPI_Datatype &type, MPI_Op &op) {
+  op = reduction == Reduction::Sum ? MPI_SUM : reduction == Reduction::Max ? MPI_MAX : MPI_MIN;
+  switch (dtype) {
+  case plan::F32: type = MPI_FLOAT; return true;
+  case plan::F64: type = MPI_DOUBLE; return true;
+  case plan::I64: type = MPI_INT64_T; return true;
+  case plan::I32: type = MPI_INT32_T; return true;
+  case plan::I16: type = MPI_INT16_T; return true;
+  case plan::I8: type = MPI_INT8_T; return true;
+  case plan::U64: type = MPI_UINT64_T; return true;
+  case plan::U32: type = MPI_UINT32_T; return true;
+  case plan::U16: type = MPI_UINT16_T; return true;
+  case plan::U8: type = MPI_UINT8_T; return true;
+  case plan::F16:
+  case plan::BF16:
+    type = MPI_UINT16_T;
+    op = halfOp(dtype == plan::BF16, reduction);
+    return true;
+  case plan::BOOL:
+    // 0 and 1 only: max is or, min is and.
+    type = MPI_UINT8_T;
+    return reduction != Reduction::Sum;
+  default: return false;
+  }
+}
+
+/// Runs `piece(offset, count)` over [0, total) in pieces of at most
+/// chunkElements, at least once (an empty message still synchronises and
+/// is checked); returns the first MPI error code.
+template <typename Piece>
+int inPieces(int64_t total, Piece piece) {
+  int64_t offset = 0;
+  do {
+    int count = int(std::min(chunkElements, total - offset));
+    if (int code = piece(offset, count); code != MPI_SUCCESS)
+      return code;
+    offset += count;
+  } while (offset < total);
+  return MPI_SUCCESS;
+}
+
+/// `count` elements of `type` with an extent of `stride` bytes: one rank's
+/// piece of a buffer of per-rank blocks, so that rank r's piece lands in
+/// block r.
+class BlockPieceType {
+public:
+  BlockPieceType(int count, MPI_Datatype type, int64_t stride) {
+    MPI_Datatype piece;
+    code_ = MPI_Type_contiguous(count, type, &piece);
+    if (code_ != MPI_SUCCESS)
+      return;
+    code_ = MPI_Type_create_resized(piece, 0, MPI_Aint(stride), &type_);
+    MPI_Type_free(&piece);
+    if (code_ == MPI_SUCCESS)
+      code_ = MPI_Type_commit(&type_);
+  }
+  ~BlockPieceType() {
+    if (type_ != MPI_DATATYPE_NULL)
+      MPI_Type_free(&type_);
+  }
+  BlockPieceType(const BlockPieceType &) = delete;
+  BlockPieceType &operator=(const BlockPieceType &) = delete;
+
+  int code() const { return code_; }
+  MPI_Datatype type() const { return type_; }
+
+private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  int code_;
+};
+
+std::string elements(int64_t count, plan::DType dtype) {
+  return std::to_string(count) + " " + dtypeName(dtype);
+}
+
+class MpiCommunicator final : public Communicator {
+public:
+  /// Owns `comm`, which reports errors (MPI_ERRORS_RETURN).
+  MpiCommunicator(MPI_Comm comm, std::string name) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    setName(std::move(name));
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+      MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  bool allReduce(void *data, int64_t count, plan::DType dtype, Reduction reduction,
+                 std::string &error) override {
+    auto what = [&] {
+      return std::string("allReduce (") + reductionName(reduction) + ") of " +
+             elements(count, dtype);
+    };
+    MPI_Datatype type;
+    MPI_Op op;
+    if (!checkCount(count, dtype, what, error))
+      return false;
+    if (!reductionOf(dtype, reduction, type, op))
+      return fail(what(), std::string("no ") + reductionName(reduction) + " of " +
+                              dtypeName(dtype), error);
+    char *bytes = static_cast<char *>(data);
+    int64_t width = dtypeBytes(dtype);
+    return check(what, error, inPieces(count, [&](int64_t offset, int n) {
+      return MPI_Allreduce(MPI_IN_PLACE, bytes + offset * width, n, type, op, comm_);
+    }));
+  }
+
+  bool allGather(const void *send, void *recv, int64_t countPerRank, plan::DType dtype,
+                 std::string &error) override {
+    auto what = [&] { return "allGather of " + elements(countPerRank, dtype) + " per rank"; };
+    if (!checkCount(countPerRank, dtype, what, error))
+      return false;
+    const char *in = static_cast<const char *>(send);
+    char *out = static_cast<char *>(recv);
+    MPI_Datatype type = storageType(dtype);
+    int64_t width = dtypeBytes(dtype);
+    return check(what, error, inPieces(countPerRank, [&](int64_t offset, int n) {
+      if (n == countPerRank)
+        return MPI_Allgather(in, n, type, out, n, type, comm_);
+      BlockPieceType block(n, type, countPerRank * width);
+      if (block.code() != MPI_SUCCESS)
+        return block.code();
+      return MPI_Allgather(in + offset * width, n, type, out + offset * width, 1, block.type(),
+                           comm_);
+    }));
+  }
+
+  bool reduceScatter(const void *send, void *recv, int64_t countPerRank, plan::DType dtype,
+                     Reduction reduction, std::string &error) override {
+    auto what = [&] {
+      return std::string("reduceScatter (") + reductionName(reduction) + ") of " +
+             elements(countPerRank, dtype) + " per rank";
+    };
+    MPI_Datatype type;
+    MPI_Op op;
+    if (!checkCount(countPerRank, dtype, what, error))
+      return false;
+    if (!reductionOf(dtype, reduction, type, op))
+      return fail(what(), std::string("no ") + reductionName(reduction) + " of " +
+                              dtypeName(dtype), error);
+    const char *in = static_cast<const char *>(send);
+    char *out = static_cast<char *>(recv);
+    int64_t width = dtypeBytes(dtype);
+    return check(what, error, inPieces(countPerRank, [&](int64_t offset, int n) {
+      if (n == countPerRank)
+        return MPI_Reduce_scatter_block(in, out, n, type, op, comm_);
+      // A piece of every block is strided in `send`, which one reduction
+      // over a single datatype cannot say: reduce it to each rank in turn.
+      for (int root = 0; root < size_; ++root) {
+        const char *block = in + (root * countPerRank + offset) * width;
+        int code = MPI_Reduce(block, root == rank_ ? out + offset * width : nullptr, n, type, op,
+                              root, comm_);
+        if (code != MPI_SUCCESS)
+          return code;
+      }
+      return MPI_SUCCESS;
+    }));
+  }
+
+  bool allToAll(const void *send, void *recv, int64_t countPerRank, plan::DType dtype,
+                std::string &error) override {
+    auto what = [&] { return "allToAll of " + elements(countPerRank, dtype) + " per rank"; };
+    if (!checkCount(countPerRank, dtype, what, error))
+      return false;
+    const char *in = static_cast<const char *>(send);
+    char *out = static_cast<char *>(recv);
+    MPI_Datatype type = storageType(dtype);
+    int64_t width = dtypeBytes(dtype);
+    return check(what, error, inPieces(countPerRank, [&](int64_t offset, int n) {
+      if (n == countPerRank)
+        return MPI_Alltoall(in, n, type, out, n, type, comm_);
+      BlockPieceType block(n, type, countPerRank * width);
+      if (block.code() != MPI_SUCCESS)
+        return block.code();
+      return MPI_Alltoall(in + offset * width, 1, block.type(), out + offset * width, 1,
+                          block.type(), comm_);
+    }));
+  }
+
+  bool broadcast(void *data, int64_t count, plan::DType dtype, int root,
+                 std::string &error) override {
+    auto what = [&] {
+      return "broadcast of " + elements(count, dtype) + " from root " + std::to_string(root);
+    };
+    if (!checkCount(count, dtype, what, error))
+      return false;
+    char *bytes = static_cast<char *>(data);
+    MPI_Datatype type = storageType(dtype);
+    int64_t width = dtypeBytes(dtype);
+    return check(what, error, inPieces(count, [&](int64_t offset, int n) {
+      return MPI_Bcast(bytes + offset * width, n, type, root, comm_);
+    }));
+  }
+
+  bool send(const void *data, int64_t bytes, int peer, int tag, std::string &error) override {
+    auto what = [&] {
+      return "send of " + std::to_string(bytes) + " bytes to peer " + std::to_string(peer) +
+             " (tag " + std::to_string(tag) + ")";
+    };
+    if (!checkCount(bytes, plan::U8, what, error))
+      return false;
+    const char *in = static_cast<const char *>(data);
+    return check(what, error, inPieces(bytes, [&](int64_t offset, int n) {
+      return MPI_Send(in + offset, n, MPI_BYTE, peer, tag, comm_);
+    }));
+  }
+
+  bool recv(void *data, int64_t bytes, int peer, int tag, std::string &error) override {
+    auto what = [&] {
+      return "recv of " + std::to_string(bytes) + " bytes from peer " + std::to_string(peer) +
+             " (tag " + std::to_string(tag) + ")";
+    };
+    if (!checkCount(bytes, plan::U8, what, error))
+      return false;
+    char *out = static_cast<char *>(data);
+    // Not an MPI code (those are >= 0): the matching send was shorter.
+    constexpr int kShortMessage = -1;
+    int64_t received = 0;
+    int code = inPieces(bytes, [&](int64_t offset, int n) {
+      MPI_Status status;
+      int piece = 0;
+      int code = MPI_Recv(out + offset, n, MPI_BYTE, peer, tag, comm_, &status);
+      if (code == MPI_SUCCESS)
+        code = MPI_Get_count(&status, MPI_BYTE, &piece);
+      received = offset + piece;
+      return code == MPI_SUCCESS && piece != n ? kShortMessage : code;
+    });
+    if (code == kShortMessage)
+      return fail(what(), "the matching send was shorter (" + std::to_string(received) +
+                              " bytes)", error);
+    return check(what, error, code);
+  }
+
+  bool barrier(std::string &error) override {
+    return check([] { return std::string("barrier"); }, error, MPI_Barrier(comm_));
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key, std::string &error) override {
+    std::string what =
+        "split (color " + std::to_string(color) + ", key " + std::to_string(key) + ")";
+    if (color < 0) {
+      fail(what, "the color must be >= 0", error);
+      return nullptr;
+    }
+    MPI_Comm comm;
+    int code = MPI_Comm_split(comm_, color, key, &comm);
+    if (code == MPI_SUCCESS) {
+      code = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+      if (code != MPI_SUCCESS)
+        MPI_Comm_free(&comm);
+    }
+    if (code != MPI_SUCCESS) {
+      fail(what, mpiErrorString(code), error);
+      return nullptr;
+    }
+    return std::make_unique<MpiCommunicator>(comm,
+                                             name() + " split " + std::to_string(color));
+  }
+
+private:
+  bool fail(const std::string &what, const std::string &why, std::string &error) const {
+    error = what + " on group '" + name() + "' (rank " + std::to_string(rank_) + " of " +
+            std::to_string(size_) + ") failed: " + why;
+    return false;
+  }
+
+  /// True on MPI_SUCCESS; otherwise false with MPI's message for `code`.
+  template <typename What>
+  bool check(const What &what, std::string &error, int code) const {
+    return code == MPI_SUCCESS || fail(what(), mpiErrorString(code), error);
+  }
+
+  template <typename What>
+  bool checkCount(int64_t count, plan::DType dtype, const What &what, std::string &error) const {
+    if (dtypeBytes(dtype) == 0)
+      return fail(what(), "unknown dtype " + std::to_string(int(dtype)), error);
+    if (count < 0)
+      return fail(what(), "the count is negative", error);
+    return true;
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<MpiSession> MpiSession::start(std::string &error) {
+  int initialized = 0, finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    error = "MPI was already finalized in this process and cannot start again";
+    return nullptr;
+  }
+  MPI_Initialized(&initialized);
+  if (initialized)
+    return std::unique_ptr<MpiSession>(new MpiSession(/*owner=*/false));
+  int provided = MPI_THREAD_SINGLE;
+  int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  if (code != MPI_SUCCESS) {
+    error = "MPI_Init_thread failed: " + mpiErrorString(code);
+    return nullptr;
+  }
+  if (provided < MPI_THREAD_FUNNELED) {
+    MPI_Finalize();
+    error = "this MPI library does not support MPI_THREAD_FUNNELED, which the runtime's "
+            "threaded kernels need";
+    return nullptr;
+  }
+  return std::unique_ptr<MpiSession>(new MpiSession(/*owner=*/true));
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owner_ && !finalized)
+    MPI_Finalize();
+}
+
+bool MpiSession::launchedByMpi() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name))
+      return true;
+  return false;
+}
+
+std::unique_ptr<Communicator> worldCommunicator(std::string &error) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) {
+    error = "the world communicator needs MPI running: start an MpiSession first";
+    return nullptr;
+  }
+  MPI_Comm comm;
+  int code = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  if (code == MPI_SUCCESS) {
+    code = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (code != MPI_SUCCESS)
+      MPI_Comm_free(&comm);
+  }
+  if (code != MPI_SUCCESS) {
+    error = "duplicating MPI_COMM_WORLD failed: " + mpiErrorString(code);
+    return nullptr;
+  }
+  return std::make_unique<MpiCommunicator>(comm, "world");
+}
+
+void setMpiChunkElements(int64_t elements) {
+  chunkElements = elements >= 1 ? std::min(elements, kDefaultChunkElements)
+                                : kDefaultChunkElements;
+}
+
+int64_t mpiChunkElements() { return chunkElements; }
+
+} // namespace dtc::runtime

@@ -1,0 +1,56 @@
+//===- MpiCommunicator.h - collectives over MPI -----------------*- C++ -*-===//
+//
+// The CPU runtime's Communicator, on MPI (OpenMPI). MPI is started once per
+// process by an MpiSession; communicators are duplicates or splits of
+// MPI_COMM_WORLD with MPI_ERRORS_RETURN, so a failure is a message. This
+// header does not include mpi.h: only MpiCommunicator.cpp sees MPI.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_COMM_MPICOMMUNICATOR_H
+#define DTC_RUNTIME_COMM_MPICOMMUNICATOR_H
+
+#include "runtime/comm/Communicator.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dtc::runtime {
+
+/// MPI for this process, from MPI_Init_thread (MPI_THREAD_FUNNELED: only the
+/// thread that started it calls MPI) to MPI_Finalize at destruction. MPI
+/// cannot start twice in a process: a session made while MPI is already
+/// running neither starts nor finalizes it.
+class MpiSession {
+public:
+  /// Starts MPI; null with `error` when it cannot (MPI already finalized,
+  /// or MPI_Init_thread failed).
+  static std::unique_ptr<MpiSession> start(std::string &error);
+  ~MpiSession();
+  MpiSession(const MpiSession &) = delete;
+  MpiSession &operator=(const MpiSession &) = delete;
+
+  /// Whether mpirun, srun or another PMI launcher started this process, from
+  /// its environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK); does not
+  /// start MPI. Ask before starting it: OpenMPI started in a process of its
+  /// own (a singleton) sets PMIX_RANK too.
+  static bool launchedByMpi();
+
+private:
+  explicit MpiSession(bool owner) : owner_(owner) {}
+  bool owner_;
+};
+
+/// All ranks of the job (a duplicate of MPI_COMM_WORLD, named "world").
+/// Needs a running MpiSession; null with `error` otherwise.
+std::unique_ptr<Communicator> worldCommunicator(std::string &error);
+
+/// The most elements one MPI call carries (MPI counts are int); longer
+/// buffers go in pieces of this size. Tests lower it to exercise the
+/// pieces; values < 1 restore the default (1 << 30).
+void setMpiChunkElements(int64_t elements);
+int64_t mpiChunkElements();
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_COMM_MPICOMMUNICATOR_H
