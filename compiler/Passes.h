@@ -3,6 +3,8 @@
 #define DTC_COMPILER_PASSES_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace dtc {

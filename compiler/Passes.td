@@ -96,4 +96,21 @@ def AssignBuffers : Pass<"dtc-assign-buffers", "mlir::func::FuncOp"> {
   }];
 }
 
+def SpmdPartition : Pass<"dtc-spmd-partition", "mlir::ModuleOp"> {
+  let summary = "Rewrite @main into the program each rank of the mesh runs on its shards";
+  let description = [{
+    The module holds a `mesh.mesh @mesh`; @main's arguments may carry
+    `dtc.sharding` (per dim, the mesh axes that split it). Ops are visited
+    in order; each op's sharding rule (graph::ShardableOp) decides how its
+    factors are split from how its operands already are, operands that do
+    not fit are resharded (all-gather), the op is rebuilt on local shapes,
+    and a result left holding partial sums (a split reduction factor) is
+    combined at once by an all-reduce (a mean: a sum, then a division by the
+    group size). Results are made whole (all-gathered). Parameters keep the
+    sharding they were computed with (`dtc.sharding`), so each rank loads
+    only its part. Collectives are upstream `mesh` ops.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
+}
+
 #endif // DTC_COMPILER_PASSES

@@ -6,6 +6,7 @@
 #include "dialects/graph/GraphOps.h"
 #include "runtime/plan/FormatBytes.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -28,8 +29,33 @@ int64_t intAttr(Operation *op, StringRef name) {
 
 } // namespace
 
+/// A data-parallel mesh: every input's batch dim (dim 0) split over the
+/// `dp` axis. Inputs without dims (the optimizer's scalars) stay whole.
+static LogicalResult splitBatch(ModuleOp module, func::FuncOp func, int64_t ranks) {
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToStart(module.getBody());
+  b.create<mesh::MeshOp>(module.getLoc(), "mesh", ArrayRef<int64_t>{ranks});
+  module->setAttr("dtc.mesh_axis_names", b.getArrayAttr({b.getStringAttr("dp")}));
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+    if (type.getRank() == 0)
+      continue;
+    if (type.getDimSize(0) % ranks != 0) {
+      auto name = func.getArgAttrOfType<StringAttr>(i, "graph.name");
+      return func.emitError() << "--dp " << ranks << ": input '"
+                              << (name ? name.getValue() : "") << "' has batch "
+                              << type.getDimSize(0) << ", which " << ranks
+                              << " ranks cannot split evenly";
+    }
+    SmallVector<Attribute> dims(type.getRank(), b.getDenseI64ArrayAttr({}));
+    dims[0] = b.getDenseI64ArrayAttr({0});
+    func.setArgAttr(i, "dtc.sharding", b.getArrayAttr(dims));
+  }
+  return success();
+}
+
 LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
-                            const TrainingOptions *training) {
+                            const TrainingOptions *training, const ParallelOptions &parallel) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError("no function 'main' to compile");
@@ -42,10 +68,15 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
   func.walk([&](graph::TransposeOp) { ++transposes; });
   func.walk([&](graph::ReluOp) { ++relus; });
 
+  if (parallel.dataParallel > 1 && failed(splitBatch(module, func, parallel.dataParallel)))
+    return failure();
+
   PassManager pm(module.getContext());
+  OpPassManager &cleanup = pm.nest<func::FuncOp>();
+  cleanup.addPass(createCanonicalizerPass());
+  cleanup.addPass(createCSEPass());
+  pm.addPass(createSpmdPartition());
   OpPassManager &fpm = pm.nest<func::FuncOp>();
-  fpm.addPass(createCanonicalizerPass());
-  fpm.addPass(createCSEPass());
   if (!training) // folds inference batch norms into the weights
     fpm.addPass(createFuseConv());
   fpm.addPass(createChannelsLast());
@@ -78,7 +109,15 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
   func.walk([&](graph::TransposeOp) { ++transposesAfter; });
   auto &notes = *plan.mutable_decisions()->mutable_notes();
   auto note = [&](std::string text) { *notes.Add() = std::move(text); };
-  note("mesh: 1 device (single-rank plan; parallel strategies come with the cost model)");
+  int collectives = 0;
+  func.walk([&](Operation *op) { collectives += isa<mesh::AllReduceOp, mesh::AllGatherOp>(op); });
+  if (parallel.dataParallel > 1)
+    note("mesh: dp=" + std::to_string(parallel.dataParallel) +
+         " (pinned by --dp): every rank runs the same program on 1/" +
+         std::to_string(parallel.dataParallel) + " of the batch; " +
+         std::to_string(collectives) + " collectives inserted (gradients all-reduced)");
+  else
+    note("mesh: 1 device (single-rank plan)");
   if (training) {
     const plan::Training &t = plan.training();
     int states = 0;

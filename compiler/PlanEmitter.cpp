@@ -5,6 +5,7 @@
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/xxhash.h"
@@ -116,6 +117,11 @@ public:
         return func_.emitError("plan emission needs buffer offsets (run dtc-assign-buffers)");
       plan::Buffer &buffer = addBuffer(arg, offset.getInt(), input->name());
       buffer.set_input(arg.getArgNumber());
+      // A split input: the plan names the whole tensor, the buffer its part.
+      if (auto sharding = func_.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), "dtc.sharding")) {
+        setSharding(buffer, sharding);
+        *input->mutable_type()->mutable_shape() = globalShape(arg, sharding);
+      }
     }
     for (Operation &op : block) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -154,6 +160,63 @@ private:
     return buffer;
   }
 
+  /// The mesh axes that split each dim of a parameter or input.
+  static void setSharding(plan::Buffer &buffer, ArrayAttr sharding) {
+    for (Attribute dim : sharding) {
+      plan::DimSharding *d = buffer.add_sharding();
+      for (int64_t axis : cast<DenseI64ArrayAttr>(dim).asArrayRef())
+        d->add_mesh_axes(uint32_t(axis));
+    }
+  }
+
+  /// The whole tensor's shape of a value split by `sharding`.
+  google::protobuf::RepeatedField<int64_t> globalShape(Value local, ArrayAttr sharding) {
+    google::protobuf::RepeatedField<int64_t> shape;
+    for (auto [d, size] : llvm::enumerate(cast<ShapedType>(local.getType()).getShape())) {
+      int64_t parts = 1;
+      if (d < sharding.size())
+        for (int64_t axis : cast<DenseI64ArrayAttr>(sharding[d]).asArrayRef())
+          parts *= meshShape_[size_t(axis)];
+      shape.Add(size * parts);
+    }
+    return shape;
+  }
+
+  /// A collective on the mesh; its cost is the bytes each rank sends.
+  LogicalResult emitCollective(Operation *op, plan::CollectiveKind kind, ArrayRef<int16_t> axes,
+                               int64_t axis, mesh::ReductionKind reduction) {
+    plan::Instruction &inst = addInstruction(op, op->getOperands());
+    plan::Collective *c = inst.mutable_collective();
+    c->set_kind(kind);
+    for (int16_t a : axes)
+      c->add_mesh_axes(uint32_t(a));
+    c->set_axis(axis);
+    switch (reduction) {
+    case mesh::ReductionKind::Sum:
+      c->set_reduction(plan::REDUCE_SUM);
+      break;
+    case mesh::ReductionKind::Max:
+      c->set_reduction(plan::REDUCE_MAX);
+      break;
+    case mesh::ReductionKind::Min:
+      c->set_reduction(plan::REDUCE_MIN);
+      break;
+    default:
+      return op->emitError("no plan collective for this reduction");
+    }
+    plan::Cost *cost = inst.mutable_cost();
+    cost->set_bytes(double(tensorBytes(op->getOperand(0))));
+    cost->set_op_class(plan::OP_COMMUNICATION);
+    plan::TensorType type;
+    setType(op->getOperand(0).getType(), type);
+    cost->set_dtype(type.dtype());
+    return success();
+  }
+
+public:
+  std::vector<int64_t> meshShape_ = {1};
+
+private:
   plan::Instruction &addInstruction(Operation *op, ValueRange inputs) {
     // Ops of the load-time prologue (dtc-hoist-constants) run once.
     plan::Instruction &inst =
@@ -206,6 +269,11 @@ private:
               seeded->add_shape(d);
           }
           parameters_[p.getName()] = ids_[p.getResult()];
+          if (auto sharding = p->getAttrOfType<ArrayAttr>("dtc.sharding")) {
+            setSharding(*rank_.mutable_buffers(ids_[p.getResult()]), sharding);
+            if (source->has_seeded())
+              *source->mutable_seeded()->mutable_shape() = globalShape(p.getResult(), sharding);
+          }
           return success();
         })
         .Case([&](graph::ConstantOp c) -> LogicalResult {
@@ -317,6 +385,13 @@ private:
           return success();
         })
         .Case([&](graph::SplitOp s) -> LogicalResult { return emitSplit(s); })
+        .Case([&](mesh::AllReduceOp c) {
+          return emitCollective(op, plan::ALL_REDUCE, c.getMeshAxes(), 0, c.getReduction());
+        })
+        .Case([&](mesh::AllGatherOp c) {
+          return emitCollective(op, plan::ALL_GATHER, c.getMeshAxes(),
+                                c.getGatherAxis().getSExtValue(), mesh::ReductionKind::Sum);
+        })
         .Case([&](graph::TriluOp t) -> LogicalResult {
           auto *tr = addInstruction(op, op->getOperands()).mutable_trilu();
           tr->set_upper(t.getUpper());
@@ -515,12 +590,28 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError("no function 'main' to emit");
-  plan::MeshAxis *axis = out.mutable_mesh()->add_axes();
-  axis->set_name("device");
-  axis->set_size(1);
+  PlanEmitter emitter(func, out);
+  if (auto mesh = module.lookupSymbol<mesh::MeshOp>("mesh")) {
+    auto names = module->getAttrOfType<ArrayAttr>("dtc.mesh_axis_names");
+    int64_t devices = 1;
+    emitter.meshShape_.assign(mesh.getShape().begin(), mesh.getShape().end());
+    for (auto [i, size] : llvm::enumerate(mesh.getShape())) {
+      plan::MeshAxis *axis = out.mutable_mesh()->add_axes();
+      axis->set_name(names && i < names.size() ? cast<StringAttr>(names[i]).str()
+                                               : "axis" + std::to_string(i));
+      axis->set_size(size);
+      devices *= size;
+    }
+    for (int64_t r = 0; r < devices; ++r) // SPMD: every rank runs program 0
+      out.add_program_of_rank(0);
+  } else {
+    plan::MeshAxis *axis = out.mutable_mesh()->add_axes();
+    axis->set_name("device");
+    axis->set_size(1);
+  }
   if (auto source = module->getAttrOfType<StringAttr>("graph.source"))
     out.set_model(source.str());
-  if (failed(PlanEmitter(func, out).emit()))
+  if (failed(emitter.emit()))
     return failure();
   auto attr = [&](const char *name) {
     auto a = func->getAttrOfType<IntegerAttr>(name);

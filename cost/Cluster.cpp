@@ -21,8 +21,8 @@ std::string number(double v) {
   return buffer;
 }
 
-const char *const kClassNames[kOpClassSlots] = {"none",   "matmul", "conv", "elementwise",
-                                                "reduce", "norm",   "data_movement"};
+const char *const kClassNames[kOpClassSlots] = {"none",   "matmul", "conv",          "elementwise",
+                                                "reduce", "norm",   "data_movement", "communication"};
 
 /// Reads fields of a JSON object, remembering the first problem with its
 /// path ("device.peak_flops.f32").
@@ -202,7 +202,7 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
     c.device.memoryCapacity = r.positive(*d, "device", "memory_capacity");
     c.device.launchOverhead = r.positive(*d, "device", "launch_overhead", true);
     if (const llvm::json::Object *eff = r.object(*d, "device", "efficiency"))
-      for (int k = kFirstOpClass; k < kOpClassSlots; ++k)
+      for (int k = kFirstOpClass; k < kComputeClassEnd; ++k)
         c.device.efficiency[k] = r.positive(*eff, "device.efficiency", kClassNames[k], false, 1.0);
   }
   if (const llvm::json::Object *t = r.object(*root, "", "topology")) {
@@ -257,7 +257,7 @@ std::string toJson(const Cluster &c) {
   llvm::json::Object peaks, eff;
   for (const auto &[k, v] : c.device.peakFlops)
     peaks[k] = v;
-  for (int k = kFirstOpClass; k < kOpClassSlots; ++k)
+  for (int k = kFirstOpClass; k < kComputeClassEnd; ++k)
     eff[kClassNames[k]] = c.device.efficiency[k];
   auto link = [](const Link &l) {
     return llvm::json::Object{{"latency", l.latency}, {"bandwidth", l.bandwidth}};

@@ -18,10 +18,13 @@
 
 namespace dtc::cost {
 
-/// Per-op-class arrays are indexed by plan::OpClass (OP_MATMUL ..
-/// OP_DATA_MOVEMENT); slot 0 (OP_CLASS_INVALID, free ops) stays unused.
+/// Per-op-class arrays are indexed by plan::OpClass; slot 0
+/// (OP_CLASS_INVALID, free ops) stays unused. The compute classes
+/// [kFirstOpClass, kComputeClassEnd) have an efficiency in cluster files;
+/// OP_COMMUNICATION is timed by the links.
 constexpr int kOpClassSlots = plan::OpClass_ARRAYSIZE;
 constexpr int kFirstOpClass = plan::OP_MATMUL;
+constexpr int kComputeClassEnd = plan::OP_COMMUNICATION;
 /// "matmul", "data_movement": the cluster file's name of an op class.
 const char *opClassName(plan::OpClass c);
 

@@ -15,6 +15,8 @@ apt_packages=(
   zlib1g-dev libzstd-dev
   libopenblas-dev
   libdnnl-dev
+  libopenmpi-dev openmpi-bin
+  coinor-libcbc-dev
   python3 python3-pip
 )
 missing=()

@@ -12,7 +12,7 @@
 namespace dtc {
 
 inline void registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<graph::GraphDialect, mlir::func::FuncDialect>();
+  registry.insert<graph::GraphDialect, mlir::func::FuncDialect, mlir::mesh::MeshDialect>();
 }
 
 /// Upstream passes the pipelines use (canonicalize, cse, ...) and dtc's own.

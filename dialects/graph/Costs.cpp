@@ -56,40 +56,9 @@ double poolFlops(Value output, ArrayRef<int64_t> kernel) {
 OpCost ParameterOp::cost() { return {}; }
 OpCost ConstantOp::cost() { return {}; }
 
-#define DTC_ELEMENTWISE_COST(Op)                                                         \
+#define DTC_ELEMENTWISE_OP(Op)                                                           \
   OpCost Op::cost() { return elementwise(*this); }
-DTC_ELEMENTWISE_COST(AddOp)
-DTC_ELEMENTWISE_COST(SubOp)
-DTC_ELEMENTWISE_COST(MulOp)
-DTC_ELEMENTWISE_COST(DivOp)
-DTC_ELEMENTWISE_COST(PowOp)
-DTC_ELEMENTWISE_COST(MaxOp)
-DTC_ELEMENTWISE_COST(MinOp)
-DTC_ELEMENTWISE_COST(EqualOp)
-DTC_ELEMENTWISE_COST(LessOp)
-DTC_ELEMENTWISE_COST(LessEqualOp)
-DTC_ELEMENTWISE_COST(GreaterOp)
-DTC_ELEMENTWISE_COST(GreaterEqualOp)
-DTC_ELEMENTWISE_COST(AndOp)
-DTC_ELEMENTWISE_COST(OrOp)
-DTC_ELEMENTWISE_COST(XorOp)
-DTC_ELEMENTWISE_COST(NegOp)
-DTC_ELEMENTWISE_COST(AbsOp)
-DTC_ELEMENTWISE_COST(ExpOp)
-DTC_ELEMENTWISE_COST(LogOp)
-DTC_ELEMENTWISE_COST(SqrtOp)
-DTC_ELEMENTWISE_COST(ReciprocalOp)
-DTC_ELEMENTWISE_COST(TanhOp)
-DTC_ELEMENTWISE_COST(ErfOp)
-DTC_ELEMENTWISE_COST(SigmoidOp)
-DTC_ELEMENTWISE_COST(ReluOp)
-DTC_ELEMENTWISE_COST(NotOp)
-DTC_ELEMENTWISE_COST(GeluOp)
-DTC_ELEMENTWISE_COST(ClipOp)
-DTC_ELEMENTWISE_COST(CastOp)
-DTC_ELEMENTWISE_COST(WhereOp)
-DTC_ELEMENTWISE_COST(BroadcastOp)
-#undef DTC_ELEMENTWISE_COST
+#include "dialects/graph/ElementwiseOps.def"
 
 OpCost TriluOp::cost() { return dataMovement(*this); }
 

@@ -37,4 +37,18 @@ def Graph_CostOpInterface : OpInterface<"CostOp"> {
   ];
 }
 
+// Every graph op states how its dims may be split over a device mesh
+// (dialects/graph/ShardingRules.cpp): einsum-like factors, from which its
+// strategies and the collectives between shardings follow (ShardingRule in
+// GraphOps.h). The sharding search and the SPMD partitioner only ask.
+def Graph_ShardingOpInterface : OpInterface<"ShardableOp"> {
+  let cppNamespace = "::dtc::graph";
+  let methods = [
+    InterfaceMethod<[{
+        The op's factors and, per operand and result dim, the factors that
+        make it up.
+      }], "::dtc::graph::ShardingRule", "shardingRule", (ins)>,
+  ];
+}
+
 #endif // DTC_GRAPH_INTERFACES

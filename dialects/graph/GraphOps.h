@@ -20,6 +20,36 @@ struct OpCost {
   Class opClass = Free; // Free: parameters, constants, views (no kernel)
 };
 
+/// How an op's dims may be split over a device mesh, einsum style. The op
+/// has factors (`matmul: [b,m,k] x [k,n] -> [b,m,n]`); each operand and
+/// result dim is made of factors, major first (a reshape's merged dim has
+/// two; a broadcast size-1 dim none). Splitting a factor over mesh axes
+/// splits every dim it leads, in equal contiguous blocks; a factor may be
+/// split only where it leads its dim (or follows factors of size 1).
+/// A factor in no result is a reduction: splitting it leaves each device a
+/// partial result, combined with `combine` (an all-reduce or reduce-scatter).
+/// A `whole` factor must not be split (a softmax's axis, a window's
+/// spatial dims).
+struct ShardingRule {
+  enum class Combine { Sum, Mean, Max, Min }; // Mean: the average of the parts
+  struct Factor {
+    int64_t size = 1;
+    bool reduction = false;
+    bool whole = false;
+    Combine combine = Combine::Sum;
+  };
+  using Dims = llvm::SmallVector<llvm::SmallVector<int, 2>, 4>; // per dim: factor ids
+  llvm::SmallVector<Factor, 6> factors;
+  llvm::SmallVector<Dims, 3> operands, results;
+
+  /// A new factor of `size`; returns its id.
+  int add(int64_t size, bool reduction = false, bool whole = false,
+          Combine combine = Combine::Sum) {
+    factors.push_back({size, reduction, whole, combine});
+    return int(factors.size()) - 1;
+  }
+};
+
 } // namespace dtc::graph
 
 #include "dialects/graph/GraphInterfaces.h.inc"

@@ -53,7 +53,8 @@ def Graph_Elementwise : NativeOpTrait<"GraphElementwise"> {
 class Graph_Op<string mnemonic, list<Trait> traits = []>
     : Op<Graph_Dialect, mnemonic,
          !listconcat([Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
-                      DeclareOpInterfaceMethods<Graph_CostOpInterface>],
+                      DeclareOpInterfaceMethods<Graph_CostOpInterface>,
+                      DeclareOpInterfaceMethods<Graph_ShardingOpInterface>],
                      traits)> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }

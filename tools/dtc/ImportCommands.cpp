@@ -241,7 +241,18 @@ int runCompile(const Args &args) {
   ModelOptions options;
   bool train = false;
   TrainingOptions training;
+  ParallelOptions parallel;
   for (size_t i = 0; i < args.size(); ++i) {
+    bool missing = false;
+    if (auto v = flagValue(args, i, "--dp", missing)) {
+      char *end = nullptr;
+      parallel.dataParallel = std::strtoll(v->c_str(), &end, 10);
+      if (v->empty() || *end || parallel.dataParallel < 1)
+        return usageError("--dp needs a positive number of ranks, got '" + *v + "'");
+      continue;
+    }
+    if (missing)
+      return usageError("--dp needs a number of ranks");
     int parsed = parseTrainingOption(args, i, train, training);
     if (parsed < 0)
       return 1;
@@ -278,7 +289,7 @@ int runCompile(const Args &args) {
   plan::Plan plan;
   plan.set_format_version(runtime::kPlanFormatVersion);
   plan.set_producer("dtc 0.1.0");
-  if (mlir::failed(compileToPlan(*module, plan, train ? &training : nullptr)))
+  if (mlir::failed(compileToPlan(*module, plan, train ? &training : nullptr, parallel)))
     return 1; // the diagnostics are printed
   if (!isGenerated(options.model) && !fillParameterSources(options.model, plan, error))
     return failure(error);

@@ -1,0 +1,293 @@
+//===- SpmdPartition.cpp - one program for every rank, on its shards -------===//
+//
+// Sharding propagation and SPMD partitioning in one forward walk: the
+// inputs' shardings decide, op by op through each op's sharding rule, how
+// every value is split; each op is rebuilt on its local shapes with the
+// collectives its rule implies. docs/sharding.md has the picture.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Passes.h"
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace dtc {
+#define GEN_PASS_DEF_SPMDPARTITION
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+using graph::ShardingRule;
+using Axes = SmallVector<int16_t, 2>;
+
+/// How a value is split: per dim, the mesh axes that cut it (empty: whole).
+struct Sharding {
+  SmallVector<Axes, 4> dims;
+  bool replicated() const {
+    return llvm::all_of(dims, [](const Axes &a) { return a.empty(); });
+  }
+};
+
+/// The factor that decides how a dim is cut: its first factor of size > 1.
+int leadingFactor(const ShardingRule &rule, ArrayRef<int> dimFactors) {
+  for (int f : dimFactors)
+    if (rule.factors[size_t(f)].size > 1)
+      return f;
+  return -1;
+}
+
+class Partitioner {
+public:
+  Partitioner(func::FuncOp func, mesh::MeshOp mesh)
+      : func_(func), mesh_(mesh), b_(func.getContext()) {}
+
+  LogicalResult run() {
+    Block &oldBlock = func_.getBody().front();
+    auto *newBlock = new Block();
+    SmallVector<Type> argTypes;
+    for (BlockArgument arg : oldBlock.getArguments()) {
+      Sharding s = argSharding(arg.getArgNumber(), arg);
+      if (failed(checkDivisible(arg, s, func_.getLoc())))
+        return failure();
+      Type local = localType(arg.getType(), s);
+      argTypes.push_back(local);
+      Value newArg = newBlock->addArgument(local, arg.getLoc());
+      map_.map(arg, newArg);
+      shardings_[newArg] = s;
+    }
+    b_.setInsertionPointToEnd(newBlock);
+    for (Operation &op : oldBlock.without_terminator())
+      if (failed(partition(&op))) {
+        delete newBlock;
+        return failure();
+      }
+    // Results whole on every rank: a graph output, the loss, new weights.
+    SmallVector<Value> results;
+    for (Value v : oldBlock.getTerminator()->getOperands()) {
+      Value local = map_.lookup(v);
+      results.push_back(reshard(local, Sharding{SmallVector<Axes, 4>(rankOf(local))}));
+    }
+    b_.create<func::ReturnOp>(func_.getLoc(), results);
+    func_.getBody().push_back(newBlock);
+    oldBlock.dropAllDefinedValueUses();
+    oldBlock.erase();
+    func_.setType(FunctionType::get(func_.getContext(), argTypes, func_.getResultTypes()));
+    return success();
+  }
+
+private:
+  static int64_t rankOf(Value v) { return cast<ShapedType>(v.getType()).getRank(); }
+
+  int64_t axesSize(ArrayRef<int16_t> axes) {
+    int64_t n = 1;
+    for (int16_t a : axes)
+      n *= mesh_.getShape()[size_t(a)];
+    return n;
+  }
+
+  Sharding argSharding(unsigned index, Value arg) {
+    Sharding s{SmallVector<Axes, 4>(rankOf(arg))};
+    if (auto dims = func_.getArgAttrOfType<ArrayAttr>(index, "dtc.sharding"))
+      for (auto [d, attr] : llvm::enumerate(dims))
+        for (int64_t a : cast<DenseI64ArrayAttr>(attr).asArrayRef())
+          s.dims[d].push_back(int16_t(a));
+    return s;
+  }
+
+  LogicalResult checkDivisible(Value v, const Sharding &s, Location loc) {
+    auto shape = cast<ShapedType>(v.getType()).getShape();
+    for (size_t d = 0; d < s.dims.size(); ++d)
+      if (shape[d] % axesSize(s.dims[d]) != 0)
+        return emitError(loc) << "dim " << d << " of size " << shape[d]
+                              << " cannot be split into " << axesSize(s.dims[d])
+                              << " equal parts";
+    return success();
+  }
+
+  Type localType(Type global, const Sharding &s) {
+    auto type = cast<RankedTensorType>(global);
+    SmallVector<int64_t> shape(type.getShape());
+    for (size_t d = 0; d < s.dims.size(); ++d)
+      shape[d] /= axesSize(s.dims[d]);
+    return type.clone(shape);
+  }
+
+  /// `v` (local, sharded as recorded) as `want`: dims cut where they should
+  /// not be are all-gathered. A dim to be cut that is whole is not asked
+  /// for: factors are only split where an operand already is.
+  Value reshard(Value v, const Sharding &want) {
+    Sharding have = shardings_.lookup(v);
+    if (have.dims.empty())
+      have.dims.resize(size_t(rankOf(v)));
+    for (size_t d = 0; d < have.dims.size(); ++d) {
+      if (have.dims[d] == want.dims[d] || have.dims[d].empty())
+        continue;
+      auto type = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[d] *= axesSize(have.dims[d]);
+      v = b_.create<mesh::AllGatherOp>(v.getLoc(), type.clone(shape), mesh_.getSymName(),
+                                       have.dims[d], v, APInt(64, d));
+      have.dims[d].clear();
+      shardings_[v] = have;
+    }
+    return v;
+  }
+
+  /// The factor split: from the operands as they are, first come first.
+  SmallVector<Axes> assignFactors(Operation *op, const ShardingRule &rule) {
+    SmallVector<Axes> assign(rule.factors.size());
+    llvm::SmallDenseSet<int16_t> used;
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      const Sharding &s = shardings_[map_.lookup(operand)];
+      for (size_t d = 0; d < s.dims.size() && d < rule.operands[i].size(); ++d) {
+        int f = leadingFactor(rule, rule.operands[i][d]);
+        if (s.dims[d].empty() || f < 0 || rule.factors[size_t(f)].whole || !assign[size_t(f)].empty())
+          continue;
+        if (llvm::any_of(s.dims[d], [&](int16_t a) { return used.contains(a); }))
+          continue;
+        if (rule.factors[size_t(f)].size % axesSize(s.dims[d]) != 0)
+          continue;
+        assign[size_t(f)] = s.dims[d];
+        used.insert(s.dims[d].begin(), s.dims[d].end());
+      }
+    }
+    // A split factor must lead every dim it is in.
+    auto dropTrailing = [&](const ShardingRule::Dims &dims) {
+      for (const auto &dim : dims)
+        for (int f : dim)
+          if (f != leadingFactor(rule, dim) && rule.factors[size_t(f)].size > 1)
+            assign[size_t(f)].clear();
+    };
+    for (const auto &dims : rule.operands)
+      dropTrailing(dims);
+    for (const auto &dims : rule.results)
+      dropTrailing(dims);
+    return assign;
+  }
+
+  Sharding shardingOf(const ShardingRule &rule, const ShardingRule::Dims &dims,
+                      ArrayRef<Axes> assign) {
+    Sharding s;
+    for (const auto &dim : dims) {
+      int f = leadingFactor(rule, dim);
+      s.dims.push_back(f < 0 ? Axes{} : assign[size_t(f)]);
+    }
+    return s;
+  }
+
+  LogicalResult partition(Operation *op) {
+    auto shardable = dyn_cast<graph::ShardableOp>(op);
+    if (!shardable)
+      return op->emitError("cannot partition '") << op->getName() << "': it has no sharding rule";
+    ShardingRule rule = shardable.shardingRule();
+    SmallVector<Axes> assign = assignFactors(op, rule);
+
+    SmallVector<Value> operands;
+    for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+      operands.push_back(reshardOperand(map_.lookup(operand),
+                                        shardingOf(rule, rule.operands[i], assign)));
+    if (llvm::is_contained(operands, Value()))
+      return op->emitError("cannot split an operand that is whole on every rank "
+                           "(only splat constants can be cut locally)");
+
+    Operation *local = b_.clone(*op, map_);
+    local->setOperands(operands);
+    for (auto [i, result] : llvm::enumerate(local->getResults())) {
+      Sharding s = shardingOf(rule, rule.results[i], assign);
+      result.setType(localType(op->getResult(i).getType(), s));
+      shardings_[result] = s;
+      if (isa<graph::ParameterOp>(local) && !s.replicated())
+        local->setAttr("dtc.sharding", shardingAttr(s));
+    }
+    localiseAttributes(local);
+
+    // Split reductions leave partial results: combine them now.
+    for (auto [i, result] : llvm::enumerate(local->getResults())) {
+      Value combined = result;
+      for (auto [f, factor] : llvm::enumerate(rule.factors))
+        if (factor.reduction && !assign[f].empty())
+          combined = combine(combined, assign[f], factor.combine);
+      map_.map(op->getResult(i), combined);
+      if (combined != result)
+        shardings_[combined] = shardings_[result];
+    }
+    return success();
+  }
+
+  /// An operand as the op needs it; null when a whole value would have to
+  /// be cut (only splat constants can be).
+  Value reshardOperand(Value v, const Sharding &want) {
+    Value gathered = reshard(v, want);
+    Sharding have = shardings_.lookup(gathered);
+    if (have.dims.empty())
+      have.dims.resize(size_t(rankOf(gathered)));
+    if (have.dims == want.dims)
+      return gathered;
+    auto constant = gathered.getDefiningOp<graph::ConstantOp>();
+    auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+    if (!dense || !dense.isSplat())
+      return nullptr;
+    auto type = cast<ShapedType>(localType(gathered.getType(), want));
+    Value cut = b_.create<graph::ConstantOp>(constant.getLoc(),
+                                             DenseElementsAttr::get(type, dense.getSplatValue<Attribute>()));
+    shardings_[cut] = want;
+    return cut;
+  }
+
+  Value combine(Value partial, ArrayRef<int16_t> axes, ShardingRule::Combine how) {
+    using Combine = ShardingRule::Combine;
+    mesh::ReductionKind kind = how == Combine::Max   ? mesh::ReductionKind::Max
+                               : how == Combine::Min ? mesh::ReductionKind::Min
+                                                     : mesh::ReductionKind::Sum;
+    Value sum = b_.create<mesh::AllReduceOp>(partial.getLoc(), partial, mesh_.getSymName(),
+                                             SmallVector<mesh::MeshAxis>(axes), kind);
+    if (how != Combine::Mean)
+      return sum;
+    auto scalar = RankedTensorType::get({}, cast<ShapedType>(partial.getType()).getElementType());
+    Value parts = b_.create<graph::ConstantOp>(
+        partial.getLoc(), DenseElementsAttr::get(scalar, b_.getFloatAttr(scalar.getElementType(),
+                                                                        double(axesSize(axes)))));
+    return b_.create<graph::DivOp>(partial.getLoc(), sum, parts);
+  }
+
+  ArrayAttr shardingAttr(const Sharding &s) {
+    SmallVector<Attribute> dims;
+    for (const Axes &axes : s.dims)
+      dims.push_back(b_.getDenseI64ArrayAttr(SmallVector<int64_t>(axes.begin(), axes.end())));
+    return b_.getArrayAttr(dims);
+  }
+
+  /// Attributes that spell out a shape follow the local one.
+  void localiseAttributes(Operation *op) {
+    if (auto broadcast = dyn_cast<graph::BroadcastOp>(op))
+      broadcast.setShape(cast<ShapedType>(broadcast.getType()).getShape());
+    if (auto slice = dyn_cast<graph::SliceOp>(op))
+      slice.setSizes(cast<ShapedType>(slice.getType()).getShape());
+  }
+
+  func::FuncOp func_;
+  mesh::MeshOp mesh_;
+  OpBuilder b_;
+  IRMapping map_;
+  llvm::DenseMap<Value, Sharding> shardings_;
+};
+
+struct SpmdPartition : impl::SpmdPartitionBase<SpmdPartition> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto mesh = module.lookupSymbol<mesh::MeshOp>("mesh");
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!mesh || !func)
+      return; // nothing to partition: a single-device module
+    if (failed(Partitioner(func, mesh).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace dtc

@@ -1,0 +1,409 @@
+//===- ShardingRules.cpp - how each graph op's dims may be split ----------===//
+//
+// One rule per op (or per family): which operand and result dims share a
+// factor, which factors are reductions and which must stay whole. See
+// ShardingRule in GraphOps.h; docs/sharding.md explains how the search and
+// the SPMD partitioner use them.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/graph/GraphOps.h"
+
+using namespace mlir;
+
+namespace dtc::graph {
+namespace {
+
+using Dims = ShardingRule::Dims;
+using Combine = ShardingRule::Combine;
+
+ArrayRef<int64_t> shapeOf(Value v) { return cast<ShapedType>(v.getType()).getShape(); }
+
+/// Dims each made of one factor: `factors[i]` for dim i.
+Dims single(ArrayRef<int> factors) {
+  Dims dims;
+  for (int f : factors)
+    dims.push_back({f});
+  return dims;
+}
+
+/// One parallel factor per dim of `shape`.
+SmallVector<int> parallelFactors(ShardingRule &rule, ArrayRef<int64_t> shape) {
+  SmallVector<int> ids;
+  for (int64_t size : shape)
+    ids.push_back(rule.add(size));
+  return ids;
+}
+
+/// `operand` broadcast (NumPy rules) onto the dims `factors` of a shape:
+/// aligned from the right; a size-1 dim against a larger one has no factor.
+Dims broadcastDims(const ShardingRule &rule, ArrayRef<int64_t> operand, ArrayRef<int> factors) {
+  Dims dims;
+  size_t lead = factors.size() - operand.size();
+  for (size_t d = 0; d < operand.size(); ++d) {
+    int f = factors[lead + d];
+    if (operand[d] == rule.factors[size_t(f)].size)
+      dims.push_back({f});
+    else
+      dims.push_back({});
+  }
+  return dims;
+}
+
+/// Elementwise ops (and fused groups of them): every result dim is a
+/// factor; operands broadcast onto it.
+ShardingRule elementwise(Operation *op) {
+  ShardingRule rule;
+  SmallVector<int> out = parallelFactors(rule, shapeOf(op->getResult(0)));
+  for (Value operand : op->getOperands())
+    rule.operands.push_back(broadcastDims(rule, shapeOf(operand), out));
+  rule.results.push_back(single(out));
+  return rule;
+}
+
+/// Ops that only produce values: each dim a factor.
+ShardingRule source(Operation *op) {
+  ShardingRule rule;
+  rule.results.push_back(single(parallelFactors(rule, shapeOf(op->getResult(0)))));
+  return rule;
+}
+
+/// Sets the factors of `dims` (a permutation of those in `ids`) whole.
+void makeWhole(ShardingRule &rule, ArrayRef<int> ids) {
+  for (int f : ids)
+    rule.factors[size_t(f)].whole = true;
+}
+
+/// Input and output are the same shape; `wholeFrom`.. dims must stay whole
+/// (normalised or windowed together), the rest are parallel.
+ShardingRule sameShape(Operation *op, ArrayRef<int64_t> wholeDims) {
+  ShardingRule rule;
+  SmallVector<int> ids = parallelFactors(rule, shapeOf(op->getResult(0)));
+  for (int64_t d : wholeDims)
+    rule.factors[size_t(ids[size_t(d)])].whole = true;
+  for (Value operand : op->getOperands())
+    rule.operands.push_back(broadcastDims(rule, shapeOf(operand), ids));
+  rule.results.push_back(single(ids));
+  return rule;
+}
+
+/// Reductions: the reduced dims are reduction factors combined by `combine`.
+ShardingRule reduce(Operation *op, ArrayRef<int64_t> axes, bool keepdims, Combine combine) {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  SmallVector<int> ids;
+  Dims result;
+  for (int64_t d = 0; d < int64_t(in.size()); ++d) {
+    bool reduced = llvm::is_contained(axes, d);
+    ids.push_back(rule.add(in[size_t(d)], reduced, false, combine));
+    if (!reduced)
+      result.push_back({ids.back()});
+    else if (keepdims)
+      result.push_back({});
+  }
+  rule.operands.push_back(single(ids));
+  rule.results.push_back(result);
+  return rule;
+}
+
+/// Dims of a [N, C, H, W] tensor (or [N, H, W, C] when channels last) from
+/// its four factors.
+Dims imageDims(int n, int c, int h, int w, bool channelsLast) {
+  return channelsLast ? single({n, h, w, c}) : single({n, c, h, w});
+}
+
+/// Spatial dims of an image, as whole factors.
+std::pair<int, int> spatial(ShardingRule &rule, ArrayRef<int64_t> shape, bool channelsLast) {
+  int h = rule.add(shape[channelsLast ? 1 : 2], false, true);
+  int w = rule.add(shape[channelsLast ? 2 : 3], false, true);
+  return {h, w};
+}
+
+/// A convolution-like op from image `in` [N,C,H,W] to image `out`
+/// [N,M,OH,OW] through weights [M,C/g,kh,kw]: N parallel, M parallel, C a
+/// reduction; with groups, channels stay whole.
+struct ConvFactors {
+  int n, c, m, h, w, oh, ow, kh, kw;
+};
+ConvFactors convFactors(ShardingRule &rule, ArrayRef<int64_t> in, ArrayRef<int64_t> out,
+                        ArrayRef<int64_t> weight, int64_t groups, bool channelsLast,
+                        bool channelsReduce) {
+  ConvFactors f;
+  bool grouped = groups != 1;
+  f.n = rule.add(in[0]);
+  f.c = rule.add(in[channelsLast ? 3 : 1], channelsReduce, grouped);
+  f.m = rule.add(out[channelsLast ? 3 : 1], !channelsReduce, grouped);
+  std::tie(f.h, f.w) = spatial(rule, in, channelsLast);
+  std::tie(f.oh, f.ow) = spatial(rule, out, channelsLast);
+  f.kh = rule.add(weight[2], false, true);
+  f.kw = rule.add(weight[3], false, true);
+  return f;
+}
+
+} // namespace
+
+ShardingRule ParameterOp::shardingRule() { return source(*this); }
+ShardingRule ConstantOp::shardingRule() { return source(*this); }
+
+#define DTC_ELEMENTWISE_OP(Op)                                                           \
+  ShardingRule Op::shardingRule() { return elementwise(*this); }
+#include "dialects/graph/ElementwiseOps.def"
+ShardingRule FusedOp::shardingRule() { return elementwise(*this); }
+
+ShardingRule TriluOp::shardingRule() {
+  int64_t rank = int64_t(shapeOf(getInput()).size());
+  return sameShape(*this, {rank - 2, rank - 1});
+}
+ShardingRule SoftmaxOp::shardingRule() { return sameShape(*this, {int64_t(getAxis())}); }
+ShardingRule LogSoftmaxOp::shardingRule() { return sameShape(*this, {int64_t(getAxis())}); }
+ShardingRule LayerNormOp::shardingRule() {
+  SmallVector<int64_t> normalised;
+  for (int64_t d = int64_t(getAxis()); d < int64_t(shapeOf(getInput()).size()); ++d)
+    normalised.push_back(d);
+  return sameShape(*this, normalised); // scale and bias broadcast onto the normalised dims
+}
+ShardingRule BatchNormOp::shardingRule() {
+  // Statistics are per channel: [C] operands line up with dim 1.
+  ShardingRule rule;
+  SmallVector<int> ids = parallelFactors(rule, shapeOf(getInput()));
+  rule.operands.push_back(single(ids));
+  for (unsigned i = 1; i < getOperation()->getNumOperands(); ++i)
+    rule.operands.push_back(single({ids[1]}));
+  rule.results.push_back(single(ids));
+  return rule;
+}
+
+ShardingRule ReduceSumOp::shardingRule() {
+  return reduce(*this, getAxes(), getKeepdims(), Combine::Sum);
+}
+ShardingRule ReduceMeanOp::shardingRule() {
+  return reduce(*this, getAxes(), getKeepdims(), Combine::Mean);
+}
+ShardingRule ReduceMaxOp::shardingRule() {
+  return reduce(*this, getAxes(), getKeepdims(), Combine::Max);
+}
+ShardingRule ReduceMinOp::shardingRule() {
+  return reduce(*this, getAxes(), getKeepdims(), Combine::Min);
+}
+
+// [batch..., M, K] x [batch..., K, N] -> [batch..., M, N]; batch dims
+// broadcast; K is a sum.
+ShardingRule MatmulOp::shardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> out = shapeOf(getOutput()), lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
+  size_t batch = out.size() - 2;
+  SmallVector<int> ids = parallelFactors(rule, out);
+  int k = rule.add(lhs[getTransposeLhs() ? lhs.size() - 2 : lhs.size() - 1], true);
+  auto side = [&](ArrayRef<int64_t> shape, int inner, int outer, bool transpose) {
+    SmallVector<int> batchIds(ids.begin(), ids.begin() + long(batch));
+    Dims dims = broadcastDims(rule, shape.drop_back(2), batchIds);
+    dims.push_back({transpose ? inner : outer});
+    dims.push_back({transpose ? outer : inner});
+    return dims;
+  };
+  rule.operands.push_back(side(lhs, k, ids[batch], getTransposeLhs()));
+  rule.operands.push_back(side(rhs, ids[batch + 1], k, getTransposeRhs()));
+  rule.results.push_back(single(ids));
+  return rule;
+}
+
+ShardingRule Conv2DOp::shardingRule() {
+  ShardingRule rule;
+  bool last = getChannelsLast();
+  ConvFactors f = convFactors(rule, shapeOf(getInput()), shapeOf(getOutput()),
+                              shapeOf(getWeight()), getGroups(), last, /*channelsReduce=*/true);
+  rule.operands.push_back(imageDims(f.n, f.c, f.h, f.w, last));
+  rule.operands.push_back(single({f.m, f.c, f.kh, f.kw}));
+  if (getBias())
+    rule.operands.push_back(single({f.m}));
+  rule.results.push_back(imageDims(f.n, f.m, f.oh, f.ow, last));
+  return rule;
+}
+ShardingRule Conv2DBackwardInputOp::shardingRule() {
+  // grad_output [N,M,OH,OW], weight [M,C,kh,kw] -> grad input [N,C,H,W]: M sums.
+  ShardingRule rule;
+  ConvFactors f = convFactors(rule, shapeOf(getOutput()), shapeOf(getGradOutput()),
+                              shapeOf(getWeight()), getGroups(), false, /*channelsReduce=*/false);
+  rule.operands.push_back(imageDims(f.n, f.m, f.oh, f.ow, false));
+  rule.operands.push_back(single({f.m, f.c, f.kh, f.kw}));
+  rule.results.push_back(imageDims(f.n, f.c, f.h, f.w, false));
+  return rule;
+}
+ShardingRule Conv2DBackwardWeightOp::shardingRule() {
+  // input [N,C,H,W], grad_output [N,M,OH,OW] -> grad weight [M,C,kh,kw]: N sums.
+  ShardingRule rule;
+  ConvFactors f = convFactors(rule, shapeOf(getInput()), shapeOf(getGradOutput()),
+                              shapeOf(getOutput()), getGroups(), false, /*channelsReduce=*/false);
+  rule.factors[size_t(f.m)].reduction = false;
+  rule.factors[size_t(f.n)].reduction = true;
+  rule.operands.push_back(imageDims(f.n, f.c, f.h, f.w, false));
+  rule.operands.push_back(imageDims(f.n, f.m, f.oh, f.ow, false));
+  rule.results.push_back(single({f.m, f.c, f.kh, f.kw}));
+  return rule;
+}
+
+/// Pooling and its gradients: batch and channels parallel, windows whole.
+static ShardingRule pool(Operation *op, bool channelsLast) {
+  int64_t h = channelsLast ? 1 : 2, w = channelsLast ? 2 : 3;
+  ShardingRule rule;
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  int n = rule.add(out[0]), c = rule.add(out[channelsLast ? 3 : 1]);
+  for (Value operand : op->getOperands()) {
+    ArrayRef<int64_t> shape = shapeOf(operand);
+    rule.operands.push_back(imageDims(n, c, rule.add(shape[size_t(h)], false, true),
+                                      rule.add(shape[size_t(w)], false, true), channelsLast));
+  }
+  rule.results.push_back(imageDims(n, c, rule.add(out[size_t(h)], false, true),
+                                   rule.add(out[size_t(w)], false, true), channelsLast));
+  return rule;
+}
+ShardingRule MaxPool2DOp::shardingRule() { return pool(*this, getChannelsLast()); }
+ShardingRule AvgPool2DOp::shardingRule() { return pool(*this, getChannelsLast()); }
+ShardingRule MaxPool2DBackwardOp::shardingRule() { return pool(*this, false); }
+ShardingRule AvgPool2DBackwardOp::shardingRule() { return pool(*this, false); }
+
+/// Gather and scatter-add: data [pre..., V, post...], indices [I...],
+/// gathered [pre..., I..., post...]. The table dim V stays whole; for
+/// scatter-add (the gathered values summed into the table) the index dims
+/// are sums.
+static void gatherDims(ShardingRule &rule, ArrayRef<int64_t> data, ArrayRef<int64_t> indices,
+                       int64_t axis, bool indexSums, Dims &dataDims, Dims &indexDims,
+                       Dims &gatheredDims) {
+  int64_t rank = int64_t(data.size());
+  axis = axis < 0 ? axis + rank : axis;
+  SmallVector<int> dataIds;
+  for (int64_t d = 0; d < rank; ++d)
+    dataIds.push_back(rule.add(data[size_t(d)], false, d == axis));
+  SmallVector<int> indexIds;
+  for (int64_t size : indices)
+    indexIds.push_back(rule.add(size, indexSums));
+  dataDims = single(dataIds);
+  indexDims = single(indexIds);
+  for (int64_t d = 0; d < axis; ++d)
+    gatheredDims.push_back({dataIds[size_t(d)]});
+  for (int id : indexIds)
+    gatheredDims.push_back({id});
+  for (int64_t d = axis + 1; d < rank; ++d)
+    gatheredDims.push_back({dataIds[size_t(d)]});
+}
+ShardingRule GatherOp::shardingRule() {
+  ShardingRule rule;
+  Dims data, indices, gathered;
+  gatherDims(rule, shapeOf(getData()), shapeOf(getIndices()), getAxis(), false, data, indices,
+             gathered);
+  rule.operands = {data, indices};
+  rule.results = {gathered};
+  return rule;
+}
+ShardingRule ScatterAddOp::shardingRule() {
+  ShardingRule rule;
+  Dims table, indices, updates;
+  gatherDims(rule, shapeOf(getOutput()), shapeOf(getIndices()), getAxis(), true, table, indices,
+             updates);
+  rule.operands = {updates, indices};
+  rule.results = {table};
+  return rule;
+}
+
+/// Reshape-like ops: dims are matched in groups of equal element count.
+/// Within a group, a dim that is split into several keeps them as its
+/// factors (major first), several merged into one likewise; a group that is
+/// both split and merged stays whole. Size-1 dims have no factor.
+static ShardingRule reshape(Operation *op) {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0)), out = shapeOf(op->getResult(0));
+  Dims inDims(in.size()), outDims(out.size());
+  size_t i = 0, o = 0;
+  auto skipOnes = [&] {
+    while (i < in.size() && in[i] == 1)
+      ++i;
+    while (o < out.size() && out[o] == 1)
+      ++o;
+  };
+  skipOnes();
+  while (i < in.size() && o < out.size()) {
+    size_t i0 = i, o0 = o;
+    int64_t a = in[i++], b = out[o++];
+    while (a != b) {
+      if (a < b)
+        a *= in[i++];
+      else
+        b *= out[o++];
+    }
+    size_t nIn = i - i0, nOut = o - o0;
+    if (nIn == 1) { // one dim split into nOut (or kept)
+      for (size_t k = o0; k < o; ++k) {
+        int f = rule.add(out[k]);
+        outDims[k] = {f};
+        inDims[i0].push_back(f);
+      }
+    } else if (nOut == 1) { // nIn dims merged into one
+      for (size_t k = i0; k < i; ++k) {
+        int f = rule.add(in[k]);
+        inDims[k] = {f};
+        outDims[o0].push_back(f);
+      }
+    } else {
+      for (size_t k = i0; k < i; ++k)
+        inDims[k] = {rule.add(in[k], false, true)};
+      for (size_t k = o0; k < o; ++k)
+        outDims[k] = {rule.add(out[k], false, true)};
+    }
+    skipOnes();
+  }
+  rule.operands.push_back(inDims);
+  rule.results.push_back(outDims);
+  return rule;
+}
+ShardingRule ReshapeOp::shardingRule() { return reshape(*this); }
+ShardingRule SqueezeOp::shardingRule() { return reshape(*this); }
+ShardingRule UnsqueezeOp::shardingRule() { return reshape(*this); }
+
+ShardingRule TransposeOp::shardingRule() {
+  ShardingRule rule;
+  SmallVector<int> ids = parallelFactors(rule, shapeOf(getInput()));
+  Dims out;
+  for (int64_t p : getPerm())
+    out.push_back({ids[size_t(p)]});
+  rule.operands.push_back(single(ids));
+  rule.results.push_back(out);
+  return rule;
+}
+
+/// Concat, split and slice: the dims they cut or join stay whole (each
+/// tensor its own factor there); the other dims are shared.
+static ShardingRule cutOrJoin(Operation *op, ArrayRef<bool> cut) {
+  ShardingRule rule;
+  ArrayRef<int64_t> ref = shapeOf(op->getResult(0));
+  SmallVector<int> shared;
+  for (size_t d = 0; d < ref.size(); ++d)
+    shared.push_back(cut[d] ? -1 : rule.add(ref[d]));
+  auto dimsOf = [&](Value v) {
+    Dims dims;
+    ArrayRef<int64_t> shape = shapeOf(v);
+    for (size_t d = 0; d < shape.size(); ++d)
+      dims.push_back({cut[d] ? rule.add(shape[d], false, true) : shared[d]});
+    return dims;
+  };
+  for (Value operand : op->getOperands())
+    rule.operands.push_back(dimsOf(operand));
+  for (Value result : op->getResults())
+    rule.results.push_back(dimsOf(result));
+  return rule;
+}
+static SmallVector<bool> onlyAxis(Value v, int64_t axis) {
+  SmallVector<bool> cut(shapeOf(v).size(), false);
+  cut[size_t(axis < 0 ? axis + int64_t(cut.size()) : axis)] = true;
+  return cut;
+}
+ShardingRule ConcatOp::shardingRule() { return cutOrJoin(*this, onlyAxis(getOutput(), getAxis())); }
+ShardingRule SplitOp::shardingRule() { return cutOrJoin(*this, onlyAxis(getInput(), getAxis())); }
+ShardingRule SliceOp::shardingRule() {
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getOutput());
+  SmallVector<bool> cut;
+  for (size_t d = 0; d < in.size(); ++d)
+    cut.push_back(in[d] != out[d]);
+  return cutOrJoin(*this, cut);
+}
+
+
+} // namespace dtc::graph
