@@ -6,8 +6,10 @@
 #include "dialects/graph/GraphOps.h"
 #include "runtime/plan/FormatBytes.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/BitVector.h"
 #include "mlir/Transforms/Passes.h"
 
 
@@ -32,6 +34,7 @@ int64_t intAttr(Operation *op, StringRef name) {
 /// A data-parallel mesh: every input's batch dim (dim 0) split over the
 /// `dp` axis. Inputs without dims (the optimizer's scalars) stay whole.
 static LogicalResult splitBatch(ModuleOp module, func::FuncOp func, int64_t ranks) {
+  module.getContext()->loadDialect<mesh::MeshDialect>();
   OpBuilder b(module.getContext());
   b.setInsertionPointToStart(module.getBody());
   b.create<mesh::MeshOp>(module.getLoc(), "mesh", ArrayRef<int64_t>{ranks});
@@ -70,6 +73,18 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
 
   if (parallel.dataParallel > 1 && failed(splitBatch(module, func, parallel.dataParallel)))
     return failure();
+  if (training && parallel.dataParallel > 1) {
+    // A split training step returns the loss and the updates only: the
+    // model's outputs (logits) would have to be gathered whole on every
+    // rank each step, and the trainer never reads them.
+    llvm::BitVector modelOutputs(func.getNumResults());
+    for (unsigned i = 1; i < func.getNumResults(); ++i)
+      if (!func.getResultAttr(i, "dtc.updates"))
+        modelOutputs.set(i);
+    Operation *ret = func.getBody().front().getTerminator();
+    ret->eraseOperands(modelOutputs);
+    func.eraseResults(modelOutputs);
+  }
 
   PassManager pm(module.getContext());
   OpPassManager &cleanup = pm.nest<func::FuncOp>();

@@ -77,6 +77,13 @@ public:
     oldBlock.dropAllDefinedValueUses();
     oldBlock.erase();
     func_.setType(FunctionType::get(func_.getContext(), argTypes, func_.getResultTypes()));
+    // Whole values that every reader took in a locally made cut are dead.
+    SmallVector<Operation *> ops;
+    for (Operation &op : newBlock->without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops)) // readers before what they read
+      if (op->use_empty() && isPure(op))
+        op->erase();
     return success();
   }
 
@@ -191,9 +198,13 @@ private:
     for (auto [i, operand] : llvm::enumerate(op->getOperands()))
       operands.push_back(reshardOperand(map_.lookup(operand),
                                         shardingOf(rule, rule.operands[i], assign)));
-    if (llvm::is_contained(operands, Value()))
-      return op->emitError("cannot split an operand that is whole on every rank "
-                           "(only splat constants can be cut locally)");
+    for (auto [i, operand] : llvm::enumerate(operands))
+      if (!operand)
+        return op->emitError("cannot partition '")
+               << op->getName() << "': operand " << i << " (from '"
+               << op->getOperand(unsigned(i)).getDefiningOp()->getName()
+               << "') is whole on every rank and would have to be cut (only splat constants "
+                  "can be cut locally)";
 
     Operation *local = b_.clone(*op, map_);
     local->setOperands(operands);
@@ -228,14 +239,74 @@ private:
       have.dims.resize(size_t(rankOf(gathered)));
     if (have.dims == want.dims)
       return gathered;
-    auto constant = gathered.getDefiningOp<graph::ConstantOp>();
-    auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
-    if (!dense || !dense.isSplat())
+    return cutLocally(gathered, want);
+  }
+
+  /// A whole value made again at its local shape from cut operands, when
+  /// that is cheap and needs no data from other ranks: splat constants,
+  /// broadcasts, elementwise ops and reshapes that keep the cut dims
+  /// (the loss gradient spread over the batch). Null otherwise.
+  Value cutLocally(Value whole, const Sharding &want, int depth = 0) {
+    Operation *def = whole.getDefiningOp();
+    if (!def || depth > 8)
       return nullptr;
-    auto type = cast<ShapedType>(localType(gathered.getType(), want));
-    Value cut = b_.create<graph::ConstantOp>(constant.getLoc(),
-                                             DenseElementsAttr::get(type, dense.getSplatValue<Attribute>()));
-    shardings_[cut] = want;
+    auto type = cast<RankedTensorType>(localType(whole.getType(), want));
+    ArrayRef<int64_t> shape = cast<ShapedType>(whole.getType()).getShape();
+    // The operand's part: its dims aligned from the right, cut where they
+    // have the same extent as the result's cut dims.
+    auto operandPart = [&](Value operand) -> Value {
+      ArrayRef<int64_t> in = cast<ShapedType>(operand.getType()).getShape();
+      Sharding part{SmallVector<Axes, 4>(in.size())};
+      size_t lead = shape.size() - in.size();
+      for (size_t d = lead; d < shape.size(); ++d)
+        if (in[d - lead] == shape[d])
+          part.dims[d - lead] = want.dims[d];
+      if (part.replicated())
+        return operand;
+      Sharding have = shardings_.lookup(operand);
+      if (have.dims == part.dims)
+        return operand;
+      return cutLocally(operand, part, depth + 1);
+    };
+    Value cut;
+    if (auto constant = dyn_cast<graph::ConstantOp>(def)) {
+      auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+      if (dense && dense.isSplat())
+        cut = b_.create<graph::ConstantOp>(def->getLoc(),
+                                           DenseElementsAttr::get(type, dense.getSplatValue<Attribute>()));
+    } else if (auto broadcast = dyn_cast<graph::BroadcastOp>(def)) {
+      if (Value input = operandPart(broadcast.getInput()))
+        cut = b_.create<graph::BroadcastOp>(def->getLoc(), type, input,
+                                            b_.getDenseI64ArrayAttr(type.getShape()));
+    } else if (def->hasTrait<graph::GraphElementwise>() && def->getNumResults() == 1) {
+      SmallVector<Value> operands;
+      for (Value operand : def->getOperands())
+        operands.push_back(operandPart(operand));
+      if (!llvm::is_contained(operands, Value())) {
+        Operation *clone = b_.clone(*def);
+        clone->setOperands(operands);
+        clone->getResult(0).setType(type);
+        cut = clone->getResult(0);
+      }
+    } else if (auto reshape = dyn_cast<graph::ReshapeOp>(def)) {
+      // Only when the cut dims lead both shapes unchanged ([B,S] -> [B,S,1]).
+      ArrayRef<int64_t> in = cast<ShapedType>(reshape.getInput().getType()).getShape();
+      Sharding part{SmallVector<Axes, 4>(in.size())};
+      bool keeps = true;
+      for (size_t d = 0; d < want.dims.size(); ++d)
+        if (!want.dims[d].empty()) {
+          keeps = keeps && d < in.size() && in[d] == shape[d];
+          for (size_t e = 0; keeps && e < d; ++e)
+            keeps = in[e] == shape[e];
+          if (keeps)
+            part.dims[d] = want.dims[d];
+        }
+      if (keeps)
+        if (Value input = cutLocally(reshape.getInput(), part, depth + 1))
+          cut = b_.create<graph::ReshapeOp>(def->getLoc(), type, input);
+    }
+    if (cut)
+      shardings_[cut] = want;
     return cut;
   }
 

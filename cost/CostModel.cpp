@@ -40,4 +40,43 @@ double allReduceSeconds(int64_t ranks, double bytes, const Link &link) {
                   collectiveSeconds(Collective::AllReduce, Algorithm::Tree, ranks, bytes, link));
 }
 
+CollectiveGroup collectiveGroup(const plan::Mesh &mesh, const plan::Collective &collective,
+                                int64_t devicesPerNode) {
+  // Rank 0's group: coordinates 0 except on the group's axes. Its highest
+  // rank decides whether it leaves the first node.
+  CollectiveGroup group;
+  int64_t highest = 0;
+  for (uint32_t axis : collective.mesh_axes()) {
+    if (axis >= uint32_t(mesh.axes_size()))
+      continue;
+    int64_t stride = 1;
+    for (int a = mesh.axes_size() - 1; a > int(axis); --a)
+      stride *= mesh.axes(a).size();
+    group.ranks *= mesh.axes(int(axis)).size();
+    highest += (mesh.axes(int(axis)).size() - 1) * stride;
+  }
+  group.withinNode = highest < devicesPerNode;
+  return group;
+}
+
+double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruction &inst,
+                                    const Cluster &cluster) {
+  const plan::Collective &c = inst.collective();
+  CollectiveGroup group = collectiveGroup(mesh, c, cluster.devicesPerNode);
+  const Link &link = group.withinNode ? cluster.intraNode : cluster.interNode;
+  double local = inst.cost().bytes(), p = double(group.ranks);
+  switch (c.kind()) {
+  case plan::ALL_REDUCE:
+    return allReduceSeconds(group.ranks, local, link);
+  case plan::ALL_GATHER: // the whole gathered tensor
+    return collectiveSeconds(Collective::AllGather, Algorithm::Ring, group.ranks, local * p, link);
+  case plan::REDUCE_SCATTER:
+    return collectiveSeconds(Collective::ReduceScatter, Algorithm::Ring, group.ranks, local, link);
+  case plan::ALL_TO_ALL:
+    return collectiveSeconds(Collective::AllToAll, Algorithm::Ring, group.ranks, local, link);
+  default:
+    return 0;
+  }
+}
+
 } // namespace dtc::cost

@@ -28,6 +28,20 @@ double collectiveSeconds(Collective kind, Algorithm algorithm, int64_t ranks, do
 /// The faster of ring and tree for an all-reduce (NCCL picks per size too).
 double allReduceSeconds(int64_t ranks, double bytes, const Link &link);
 
+/// The ranks of a plan collective's group, and whether they share a node
+/// (ranks row-major over the mesh, nodes filled in rank order).
+struct CollectiveGroup {
+  int64_t ranks = 1;
+  bool withinNode = true;
+};
+CollectiveGroup collectiveGroup(const plan::Mesh &mesh, const plan::Collective &collective,
+                                int64_t devicesPerNode);
+
+/// Seconds of a plan's collective instruction on `cluster`: its kind among
+/// its group's ranks over the link its group crosses (the slowest one).
+double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruction &inst,
+                                    const Cluster &cluster);
+
 } // namespace dtc::cost
 
 #endif // DTC_COST_COSTMODEL_H

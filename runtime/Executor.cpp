@@ -1,7 +1,10 @@
 //===- Executor.cpp -------------------------------------------------------===//
 #include "runtime/Executor.h"
 
+#include "runtime/CollectiveKernel.h"
 #include "runtime/PlanLoader.h"
+#include "runtime/Sharding.h"
+#include "runtime/comm/MeshGroups.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -9,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 namespace dtc::runtime {
 
@@ -68,6 +72,38 @@ std::vector<bool> constantBuffers(const plan::Plan &plan, const plan::RankProgra
   return constant;
 }
 
+std::string shapeToString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::vector<int> axesOf(const plan::Collective &collective) {
+  return std::vector<int>(collective.mesh_axes().begin(), collective.mesh_axes().end());
+}
+
+/// Makes the communicator of every group any rank's program runs a
+/// collective on (beyond a rank alone). Making one is a collective call of
+/// all ranks, so every rank makes them all, in one order: sorted, from the
+/// whole plan.
+bool makeGroups(const plan::Plan &plan, MeshGroups &groups, std::string &error) {
+  std::set<std::vector<int>> needed;
+  for (const plan::RankProgram &program : plan.ranks())
+    for (const auto *list : {&program.prologue(), &program.instructions()})
+      for (const plan::Instruction &inst : *list)
+        if (inst.has_collective() &&
+            groupSize(groups.axisSizes(), inst.collective().mesh_axes()) > 1) {
+          std::vector<int> axes = axesOf(inst.collective());
+          std::sort(axes.begin(), axes.end());
+          needed.insert(axes);
+        }
+  for (const std::vector<int> &axes : needed)
+    if (!groups.group(axes, error))
+      return false;
+  return true;
+}
+
 } // namespace
 
 std::string typeToString(const plan::TensorType &type) {
@@ -84,78 +120,156 @@ Executor::~Executor() {
 
 std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
                                            const std::string &modelPath, int threads,
-                                           std::string &error) {
-  if (rank < 0 || rank >= plan.ranks_size()) {
+                                           std::string &error, MeshGroups *groups) {
+  int64_t devices = meshDevices(plan.mesh());
+  int program = rank;
+  if (rank >= 0 && rank < devices && plan.program_of_rank_size() != 0)
+    program = int(plan.program_of_rank(rank));
+  if (rank < 0 || rank >= devices || program >= plan.ranks_size()) {
     error = "rank " + std::to_string(rank) + " is not in the plan (" +
-            std::to_string(plan.ranks_size()) + " ranks)";
+            std::to_string(devices) + " ranks)";
     return nullptr;
   }
   std::unique_ptr<Executor> ex(new Executor);
   ex->plan_ = &plan;
-  ex->program_ = &plan.ranks(rank);
-  const plan::RankProgram &program = *ex->program_;
-
-  size_t arenaBytes = std::max<size_t>(
-      kArenaAlignment, (program.arena_bytes() + kArenaAlignment - 1) / kArenaAlignment *
-                           kArenaAlignment);
-  ex->arena_ = static_cast<char *>(std::aligned_alloc(kArenaAlignment, arenaBytes));
-  if (!ex->arena_) {
-    error = "cannot allocate the rank's arena of " + std::to_string(arenaBytes) + " bytes";
+  ex->program_ = &plan.ranks(program);
+  ex->groups_ = groups;
+  ex->axisSizes_ = meshAxisSizes(plan.mesh());
+  ex->coordinates_ = meshCoordinates(rank, ex->axisSizes_);
+  if (groups) {
+    if (groups->axisSizes() != ex->axisSizes_ || groups->coordinates() != ex->coordinates_) {
+      error = "the communicators are those of the rank at " +
+              shapeToString(groups->coordinates()) + " on a mesh " +
+              shapeToString(groups->axisSizes()) + ", not rank " + std::to_string(rank) +
+              " of the plan's mesh " + shapeToString(ex->axisSizes_);
+      return nullptr;
+    }
+    // First, before anything that may fail on one rank alone.
+    if (!makeGroups(plan, *groups, error))
+      return nullptr;
+  }
+  if (!ex->load(modelPath, threads, error))
     return nullptr;
-  }
-  // Bytes no buffer source fills start as zeros, not as whatever was there.
-  std::memset(ex->arena_, 0, arenaBytes);
-
-  // Parameters and constants, once.
-  ParameterReader reader;
-  bool readerOpen = false;
-  for (int b = 0; b < program.buffers_size(); ++b) {
-    const plan::Buffer &buffer = program.buffers(b);
-    char *at = ex->arena_ + buffer.offset();
-    if (buffer.has_constant()) {
-      std::memcpy(at, buffer.constant().data(), buffer.constant().size());
-    } else if (buffer.has_parameter() && buffer.parameter().has_seeded()) {
-      fillSeeded(buffer.parameter(), buffer.type(), at);
-    } else if (buffer.has_parameter() && !buffer.parameter().zeros()) {
-      if (!readerOpen) {
-        const std::string &path = modelPath.empty() ? plan.model() : modelPath;
-        if (!reader.open(path, error))
-          return nullptr;
-        readerOpen = true;
-      }
-      if (!reader.read(buffer.parameter(), buffer.type(), at, error)) {
-        error = "parameter '" + buffer.parameter().initializer() + "': " + error;
-        return nullptr;
-      }
-    }
-  }
-
-  ex->pool_ = std::make_unique<cpu::ThreadPool>(threads);
-  // The prologue, once: its kernels are used a single time.
-  std::vector<bool> constant = constantBuffers(plan, program, /*afterPrologue=*/false);
-  for (int i = 0; i < program.prologue_size(); ++i) {
-    Step step;
-    if (!ex->prepare(program.prologue(i), constant, step, error) ||
-        !step.kernel->run(step.inputs.data(), step.outputs.data(), *ex->pool_, error)) {
-      error = "prologue instruction " + std::to_string(i) + ": " + error;
-      return nullptr;
-    }
-  }
-  constant = constantBuffers(plan, program, /*afterPrologue=*/true);
-  for (int i = 0; i < program.instructions_size(); ++i) {
-    Step step;
-    if (!ex->prepare(program.instructions(i), constant, step, error)) {
-      error = "instruction " + std::to_string(i) + ": " + error;
-      return nullptr;
-    }
-    ex->steps_.push_back(std::move(step));
-  }
-  ex->inputs_.resize(plan.inputs_size());
-  ex->inputSet_.assign(plan.inputs_size(), false);
   return ex;
 }
 
+bool Executor::load(const std::string &modelPath, int threads, std::string &error) {
+  const plan::RankProgram &program = *program_;
+  size_t arenaBytes = std::max<size_t>(
+      kArenaAlignment, (program.arena_bytes() + kArenaAlignment - 1) / kArenaAlignment *
+                           kArenaAlignment);
+  arena_ = static_cast<char *>(std::aligned_alloc(kArenaAlignment, arenaBytes));
+  if (!arena_) {
+    error = "cannot allocate the rank's arena of " + std::to_string(arenaBytes) + " bytes";
+    return false;
+  }
+  // Bytes no buffer source fills start as zeros, not as whatever was there.
+  std::memset(arena_, 0, arenaBytes);
+  if (!readParameters(modelPath, error))
+    return false;
+
+  pool_ = std::make_unique<cpu::ThreadPool>(threads);
+  // The prologue, once: its kernels are used a single time.
+  std::vector<bool> constant = constantBuffers(*plan_, program, /*afterPrologue=*/false);
+  for (int i = 0; i < program.prologue_size(); ++i) {
+    Step step;
+    if (!prepare(program.prologue(i), constant, step, error) ||
+        !step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error)) {
+      error = "prologue instruction " + std::to_string(i) + ": " + error;
+      return false;
+    }
+  }
+  constant = constantBuffers(*plan_, program, /*afterPrologue=*/true);
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    Step step;
+    if (!prepare(program.instructions(i), constant, step, error)) {
+      error = "instruction " + std::to_string(i) + ": " + error;
+      return false;
+    }
+    steps_.push_back(std::move(step));
+  }
+  inputs_.resize(plan_->inputs_size());
+  inputSet_.assign(plan_->inputs_size(), false);
+  for (const plan::Buffer &buffer : program.buffers()) {
+    if (!buffer.has_input())
+      continue;
+    InputCopy copy{buffer.input(), arena_ + buffer.offset(), {}, {}, {}};
+    if (buffer.sharding_size() != 0) {
+      const plan::TensorType &whole = plan_->inputs(int(buffer.input())).type();
+      copy.wholeDims.assign(whole.shape().begin(), whole.shape().end());
+      copy.starts = shardStarts(buffer, axisSizes_, coordinates_);
+      copy.sizes.assign(buffer.type().shape().begin(), buffer.type().shape().end());
+    }
+    inputCopies_.push_back(std::move(copy));
+  }
+  return true;
+}
+
+bool Executor::readParameters(const std::string &modelPath, std::string &error) {
+  ParameterReader reader;
+  bool readerOpen = false;
+  for (const plan::Buffer &buffer : program_->buffers()) {
+    char *at = arena_ + buffer.offset();
+    if (buffer.has_constant()) {
+      std::memcpy(at, buffer.constant().data(), buffer.constant().size());
+      continue;
+    }
+    if (!buffer.has_parameter() || buffer.parameter().zeros())
+      continue;
+    // A sharded parameter: the rank's part, as a slice of the whole.
+    const plan::ParameterSource *source = &buffer.parameter();
+    plan::ParameterSource part;
+    std::vector<int64_t> local(buffer.type().shape().begin(), buffer.type().shape().end());
+    std::vector<int64_t> parts = shardParts(buffer, axisSizes_);
+    if (buffer.sharding_size() != 0) {
+      part = *source;
+      std::vector<int64_t> starts = shardStarts(buffer, axisSizes_, coordinates_);
+      for (size_t d = 0; d < local.size(); ++d) {
+        plan::DimSlice *slice = part.add_slice();
+        slice->set_start(starts[d]);
+        slice->set_size(local[d]);
+      }
+      source = &part;
+    }
+    if (source->has_seeded()) {
+      fillSeeded(*source, buffer.type(), at);
+      continue;
+    }
+    std::string label = "parameter '" + source->initializer() + "': ";
+    if (!readerOpen) {
+      const std::string &path = modelPath.empty() ? plan_->model() : modelPath;
+      if (!reader.open(path, error))
+        return false;
+      readerOpen = true;
+    }
+    if (buffer.sharding_size() != 0) {
+      // A slice in bounds is not enough: the parts must tile the whole.
+      std::vector<int64_t> dims;
+      if (!reader.dims(source->initializer(), dims, error)) {
+        error = label + error;
+        return false;
+      }
+      bool tiles = dims.size() == local.size();
+      for (size_t d = 0; tiles && d < dims.size(); ++d)
+        tiles = dims[d] % parts[d] == 0 && dims[d] / parts[d] == local[d];
+      if (!tiles) {
+        error = label + "the model's initializer is " + shapeToString(dims) +
+                ", not cut into " + shapeToString(parts) + " parts of the plan's " +
+                shapeToString(local);
+        return false;
+      }
+    }
+    if (!reader.read(*source, buffer.type(), at, error)) {
+      error = label + error;
+      return false;
+    }
+  }
+  return true;
+}
+
 int Executor::threads() const { return pool_->threads(); }
+
+int Executor::ranks() const { return int(meshDevices(plan_->mesh())); }
 
 void Executor::enableProfile() {
   profileSeconds_.assign(steps_.size(), 0.0);
@@ -175,7 +289,16 @@ bool Executor::prepare(const plan::Instruction &inst, const std::vector<bool> &c
     outTypes.push_back(program_->buffers(id).type());
     step.outputs.push_back(arena_ + program_->buffers(id).offset());
   }
-  step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
+  if (inst.has_collective()) {
+    Communicator *group = nullptr;
+    if (groups_ && groupSize(axisSizes_, inst.collective().mesh_axes()) > 1 &&
+        !(group = groups_->group(axesOf(inst.collective()), error)))
+      return false;
+    step.kernel = makeCollectiveKernel(inst.collective(), inTypes[0], outTypes[0], axisSizes_,
+                                       group, error);
+  } else {
+    step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
+  }
   return step.kernel != nullptr;
 }
 
@@ -216,11 +339,14 @@ bool Executor::run(std::string &error) {
     }
   // Inputs are copied in on every run: their bytes may be reused by later
   // values once the inputs are dead.
-  for (const plan::Buffer &buffer : program_->buffers())
-    if (buffer.has_input()) {
-      const HostTensor &t = inputs_[buffer.input()];
-      std::memcpy(arena_ + buffer.offset(), t.bytes.data(), t.bytes.size());
-    }
+  for (const InputCopy &copy : inputCopies_) {
+    const HostTensor &t = inputs_[copy.input];
+    if (copy.starts.empty())
+      std::memcpy(copy.to, t.bytes.data(), t.bytes.size());
+    else
+      copySlice(t.bytes.data(), copy.wholeDims, copy.starts, copy.sizes,
+                dtypeBytes(t.type.dtype()), copy.to);
+  }
   using Clock = std::chrono::steady_clock;
   bool profiling = !profileSeconds_.empty();
   Clock::time_point last = profiling ? Clock::now() : Clock::time_point();

@@ -1,8 +1,10 @@
 //===- Executor.h - running one rank's program on the CPU -------*- C++ -*-===//
 //
-// An Executor owns a rank's arena: it reads the rank's parameters once,
-// prepares a kernel per instruction, and then runs the program as many
-// times as asked, inputs in and outputs out.
+// An Executor owns a rank's arena: it reads the rank's parameters once
+// (only its part of sharded ones), prepares a kernel per instruction, and
+// then runs the program as many times as asked, inputs in and outputs out.
+// Several ranks run in processes of their own, one Executor each, their
+// collectives meeting through the mesh's communicators.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_RUNTIME_EXECUTOR_H
@@ -24,23 +26,32 @@ class Kernel;
 class ThreadPool;
 } // namespace cpu
 
+class MeshGroups;
+
 class Executor {
 public:
   ~Executor();
 
-  /// Prepares rank `rank` of a validated `plan`; parameters are read from
-  /// `modelPath` (the plan's own `model` when empty). `threads` <= 0: one per
-  /// core.
+  /// Prepares rank `rank` (row-major over the mesh) of a validated `plan`;
+  /// parameters are read from `modelPath` (the plan's own `model` when
+  /// empty). `threads` <= 0: one per core. `groups`: the mesh's
+  /// communicators, this process being rank `rank` of them; null when no
+  /// other rank runs, where a collective among more than this rank is an
+  /// error. With groups, every rank of the mesh must call create (it makes
+  /// the groups its collectives use, a collective call of its own).
   static std::unique_ptr<Executor> create(const plan::Plan &plan, int rank,
                                           const std::string &modelPath, int threads,
-                                          std::string &error);
+                                          std::string &error, MeshGroups *groups = nullptr);
 
-  /// Sets graph input `index`; false with an error naming the input, the
-  /// expected and the given type when they differ.
+  /// Sets graph input `index` to the whole tensor (of the plan's input
+  /// type), of which the rank takes its part when the program shards it;
+  /// false with an error naming the input, the expected and the given type
+  /// when they differ.
   bool setInput(int index, const HostTensor &tensor, std::string &error);
 
-  /// Graph input `index`'s bytes, sized to its type, to be filled in place
-  /// (training batches); marks the input as set.
+  /// Graph input `index`'s bytes, sized to its whole type, to be filled in
+  /// place (training batches: every rank fills the whole batch and feeds
+  /// its part); marks the input as set.
   std::vector<char> &inputBytes(int index);
 
   /// Runs the program once; every input must have been set.
@@ -49,6 +60,9 @@ public:
   /// A training step's end: copies each updated value (plan.training
   /// updates) into its parameter.
   void applyUpdates();
+
+  /// The program this rank runs.
+  const plan::RankProgram &program() const { return *program_; }
 
   /// The bytes of buffer `id` of the rank's program (parameters, for
   /// checkpoints).
@@ -61,10 +75,13 @@ public:
   const std::vector<double> &profileSeconds() const { return profileSeconds_; }
   int profiledRuns() const { return profiledRuns_; }
 
-  /// Graph output `index` of the last run.
+  /// Graph output `index` of the last run: the rank's buffer (whole when
+  /// the plan replicates the output, as it does graph outputs and the loss).
   HostTensor output(int index) const;
 
   int threads() const;
+  /// The plan's rank count (its mesh's devices).
+  int ranks() const;
 
 private:
   Executor() = default;
@@ -77,13 +94,28 @@ private:
   };
   bool prepare(const plan::Instruction &inst, const std::vector<bool> &constant, Step &step,
                std::string &error);
+  /// Fills the arena, reads parameters, prepares the kernels.
+  bool load(const std::string &modelPath, int threads, std::string &error);
+  bool readParameters(const std::string &modelPath, std::string &error);
+
+  /// Where a graph input goes: one of its buffers, which takes all of it or
+  /// (sharded) the rank's part of `sizes` at `starts`.
+  struct InputCopy {
+    uint32_t input;
+    char *to;
+    std::vector<int64_t> wholeDims, starts, sizes; // empty: all of it
+  };
 
   const plan::Plan *plan_ = nullptr;
   const plan::RankProgram *program_ = nullptr;
+  MeshGroups *groups_ = nullptr;
+  std::vector<int64_t> axisSizes_;   // the mesh's
+  std::vector<int64_t> coordinates_; // this rank's on the mesh
   std::unique_ptr<cpu::ThreadPool> pool_;
   char *arena_ = nullptr;
   std::vector<Step> steps_;
-  std::vector<HostTensor> inputs_;
+  std::vector<HostTensor> inputs_;   // whole
+  std::vector<InputCopy> inputCopies_;
   std::vector<bool> inputSet_;
   std::vector<double> profileSeconds_; // empty unless profiling
   int profiledRuns_ = 0;

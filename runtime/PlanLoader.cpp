@@ -1,6 +1,8 @@
 //===- PlanLoader.cpp -----------------------------------------------------===//
 #include "runtime/PlanLoader.h"
 
+#include "runtime/Sharding.h"
+
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -36,6 +38,36 @@ bool sameType(const TensorType &a, const TensorType &b) {
   return a.dtype() == b.dtype() &&
          std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(),
                     b.shape().end());
+}
+
+/// Whether `part` is one of the equal parts of `whole` cut `parts[d]` ways
+/// along each dim d.
+bool isPartOf(const TensorType &part, const TensorType &whole, const std::vector<int64_t> &parts) {
+  if (part.dtype() != whole.dtype() || part.shape_size() != whole.shape_size())
+    return false;
+  for (int d = 0; d < part.shape_size(); ++d)
+    if (whole.shape(d) % parts[size_t(d)] != 0 ||
+        whole.shape(d) / parts[size_t(d)] != part.shape(d))
+      return false;
+  return true;
+}
+
+template <typename Dims> std::string shapeString(const Dims &dims) {
+  std::string s = "[";
+  for (int64_t d : dims)
+    s += (s.size() > 1 ? "," : "") + std::to_string(d);
+  return s + "]";
+}
+
+std::string axesString(const MeshAxes &axes) {
+  std::string s = "{";
+  for (int i = 0; i < axes.size(); ++i)
+    s += (i ? "," : "") + std::to_string(axes[i]);
+  return s + "}";
+}
+
+std::string typeString(const TensorType &type) {
+  return std::string(dtypeName(type.dtype())) + shapeString(type.shape());
 }
 
 /// How many inputs and outputs an instruction kind takes; -1 for "one or
@@ -102,9 +134,13 @@ private:
       if (int64_t(u.buffer()) >= program.buffers_size() ||
           !program.buffers(int(u.buffer())).has_parameter())
         return fail(where + ": buffer " + std::to_string(u.buffer()) + " is not a parameter");
-      const plan::TensorType &from = plan_.outputs(int(u.output())).type(),
-                             &to = program.buffers(int(u.buffer())).type();
-      if (from.SerializeAsString() != to.SerializeAsString())
+      // Both the rank's value and (for a whole parameter) the graph's output:
+      // a sharded parameter's update is sharded too, the graph's type whole.
+      const plan::Buffer &parameter = program.buffers(int(u.buffer()));
+      const plan::TensorType &to = parameter.type();
+      const plan::TensorType &from = program.buffers(int(program.outputs(int(u.output())))).type();
+      if (!sameType(from, to) ||
+          (parameter.sharding_size() == 0 && !sameType(plan_.outputs(int(u.output())).type(), to)))
         return fail(where + ": its type differs from the parameter's");
     }
     return true;
@@ -125,9 +161,22 @@ private:
       if (devices > (1 << 20))
         return fail("mesh has more than 2^20 devices");
     }
-    if (devices != plan_.ranks_size())
-      return fail("mesh has " + std::to_string(devices) + " devices but the plan has " +
-                  std::to_string(plan_.ranks_size()) + " rank programs");
+    axisSizes_ = meshAxisSizes(plan_.mesh());
+    if (plan_.program_of_rank_size() == 0) {
+      if (devices != plan_.ranks_size())
+        return fail("mesh has " + std::to_string(devices) + " devices but the plan has " +
+                    std::to_string(plan_.ranks_size()) + " rank programs");
+      return true;
+    }
+    if (plan_.program_of_rank_size() != devices)
+      return fail("program_of_rank names the programs of " +
+                  std::to_string(plan_.program_of_rank_size()) + " ranks but the mesh has " +
+                  std::to_string(devices) + " devices");
+    for (int r = 0; r < plan_.program_of_rank_size(); ++r)
+      if (plan_.program_of_rank(r) >= uint32_t(plan_.ranks_size()))
+        return fail("program_of_rank: rank " + std::to_string(r) + " runs program " +
+                    std::to_string(plan_.program_of_rank(r)) + " but the plan has " +
+                    std::to_string(plan_.ranks_size()));
     return true;
   }
 
@@ -181,6 +230,8 @@ private:
       return fail(where + " ('" + buffer.name() + "'): bytes [" +
                   std::to_string(buffer.offset()) + ", +" + std::to_string(bytes) +
                   ") lie outside the arena of " + std::to_string(rank.arena_bytes()));
+    if (buffer.sharding_size() != 0 && !checkSharding(buffer, where))
+      return false;
     switch (buffer.source_case()) {
     case Buffer::kConstant:
       if ((int64_t)buffer.constant().size() != bytes)
@@ -188,18 +239,31 @@ private:
                     std::to_string(buffer.constant().size()) + " bytes, its type needs " +
                     std::to_string(bytes));
       break;
-    case Buffer::kInput:
+    case Buffer::kInput: {
       if (buffer.input() >= (uint32_t)plan_.inputs_size() ||
-          !sameType(plan_.inputs(buffer.input()).type(), buffer.type()))
+          (buffer.sharding_size() == 0 &&
+           !sameType(plan_.inputs(buffer.input()).type(), buffer.type())))
         return fail(where + " ('" + buffer.name() + "'): input " +
                     std::to_string(buffer.input()) + " is missing or of another type");
+      // The graph's input is the whole tensor; the buffer holds a part.
+      const plan::Tensor &input = plan_.inputs(buffer.input());
+      std::vector<int64_t> parts = shardParts(buffer, axisSizes_);
+      if (!isPartOf(buffer.type(), input.type(), parts))
+        return fail(where + " ('" + buffer.name() + "'): input '" + input.name() + "' " +
+                    typeString(input.type()) + " cut into " + shapeString(parts) +
+                    " parts has no part of the buffer's type " + typeString(buffer.type()));
       break;
+    }
     case Buffer::kParameter: {
       const auto &param = buffer.parameter();
       if (param.initializer().empty())
         return fail(where + ": parameter without an initializer name");
       if (param.offset() < 0)
         return fail(where + ": negative parameter offset");
+      if (param.slice_size() != 0 && buffer.sharding_size() != 0)
+        return fail(where + " ('" + param.initializer() +
+                    "'): a sharded parameter's slice is the rank's part, found at load; "
+                    "the plan must not give one");
       if (param.slice_size() != 0) {
         if (param.slice_size() != buffer.type().shape_size())
           return fail(where + " ('" + param.initializer() + "'): slice rank " +
@@ -220,6 +284,15 @@ private:
         if (!fits)
           return fail(where + " ('" + param.initializer() +
                       "'): the seeded parameter's shape does not hold the buffer's slice");
+        plan::TensorType whole;
+        whole.set_dtype(buffer.type().dtype());
+        *whole.mutable_shape() = seeded.shape();
+        std::vector<int64_t> parts = shardParts(buffer, axisSizes_);
+        if (buffer.sharding_size() != 0 && !isPartOf(buffer.type(), whole, parts))
+          return fail(where + " ('" + param.initializer() + "'): the seeded parameter " +
+                      shapeString(seeded.shape()) + " cut into " + shapeString(parts) +
+                      " parts has no part of the buffer's shape " +
+                      shapeString(buffer.type().shape()));
         if (buffer.type().dtype() != plan::F32 || !std::isfinite(seeded.mean()) ||
             !std::isfinite(seeded.std()) || seeded.std() < 0)
           return fail(where + " ('" + param.initializer() +
@@ -230,6 +303,99 @@ private:
     case Buffer::SOURCE_NOT_SET:
       break;
     }
+    return true;
+  }
+
+  /// A sharded buffer: a parameter or an input, every dim's axes in the
+  /// mesh, no axis cutting two dims (or one twice).
+  bool checkSharding(const Buffer &buffer, const std::string &where) {
+    std::string what = where + " ('" + buffer.name() + "')";
+    if (!buffer.has_parameter() && !buffer.has_input())
+      return fail(what + ": only parameters and inputs may be sharded");
+    if (buffer.sharding_size() != buffer.type().shape_size())
+      return fail(what + ": sharding for " + std::to_string(buffer.sharding_size()) +
+                  " dims of a rank-" + std::to_string(buffer.type().shape_size()) + " buffer");
+    std::vector<bool> used(axisSizes_.size(), false);
+    for (int d = 0; d < buffer.sharding_size(); ++d)
+      for (uint32_t axis : buffer.sharding(d).mesh_axes()) {
+        if (axis >= axisSizes_.size())
+          return fail(what + ": dim " + std::to_string(d) + " is sharded over mesh axis " +
+                      std::to_string(axis) + " but the mesh has " +
+                      std::to_string(axisSizes_.size()) + " axes");
+        if (used[axis])
+          return fail(what + ": mesh axis " + std::to_string(axis) +
+                      " shards the buffer twice");
+        used[axis] = true;
+      }
+    return true;
+  }
+
+  /// A collective: its mesh axes, its reduction, and output shape as its
+  /// kind makes it from the input's (plan.proto's CollectiveKind).
+  bool checkCollective(const plan::RankProgram &rank, const Instruction &inst,
+                       const std::string &where) {
+    const plan::Collective &c = inst.collective();
+    if (c.kind() == plan::COLLECTIVE_INVALID || !plan::CollectiveKind_IsValid(c.kind()))
+      return fail(where + ": collective of unknown kind " + std::to_string(c.kind()) +
+                  " (a plan from a newer dtc?)");
+    std::string what = where + ": " + plan::CollectiveKind_Name(c.kind()) + " over mesh axes " +
+                       axesString(c.mesh_axes());
+    std::vector<bool> used(axisSizes_.size(), false);
+    for (uint32_t axis : c.mesh_axes()) {
+      if (axis >= axisSizes_.size())
+        return fail(what + ": the mesh has " + std::to_string(axisSizes_.size()) + " axes");
+      if (used[axis])
+        return fail(what + ": axis " + std::to_string(axis) + " is named twice");
+      used[axis] = true;
+    }
+    int64_t group = groupSize(axisSizes_, c.mesh_axes());
+    what += " (" + std::to_string(group) + " ranks)";
+    const TensorType &in = rank.buffers(int(inst.inputs(0))).type();
+    const TensorType &out = rank.buffers(int(inst.outputs(0))).type();
+    bool reduces = c.kind() == plan::ALL_REDUCE || c.kind() == plan::REDUCE_SCATTER;
+    if (reduces && c.reduction() != plan::REDUCE_SUM && c.reduction() != plan::REDUCE_MAX &&
+        c.reduction() != plan::REDUCE_MIN)
+      return fail(what + ": the reduction must be sum, max or min");
+    if (reduces && c.reduction() == plan::REDUCE_SUM && in.dtype() == plan::BOOL)
+      return fail(what + ": bools have no sum (max is or, min is and)");
+    int rankOf = in.shape_size();
+    bool moves = c.kind() != plan::ALL_REDUCE;
+    if (moves && (c.axis() < 0 || c.axis() >= rankOf))
+      return fail(what + ": dim " + std::to_string(c.axis()) + " is not in the rank-" +
+                  std::to_string(rankOf) + " input " + typeString(in));
+    if (c.kind() == plan::ALL_TO_ALL && (c.concat_axis() < 0 || c.concat_axis() >= rankOf))
+      return fail(what + ": concat dim " + std::to_string(c.concat_axis()) +
+                  " is not in the rank-" + std::to_string(rankOf) + " input " +
+                  typeString(in));
+    // in[d] * grows[d] == out[d] * splits[d]; a split dim must divide.
+    std::vector<int64_t> grows(size_t(rankOf), 1), splits(size_t(rankOf), 1);
+    const char *rule = "the output's shape must be the input's";
+    switch (c.kind()) {
+    case plan::ALL_GATHER:
+      grows[size_t(c.axis())] = group;
+      rule = "the output's dim `axis` must be the group size times the input's";
+      break;
+    case plan::REDUCE_SCATTER:
+      splits[size_t(c.axis())] = group;
+      rule = "the output's dim `axis` must be the input's divided by the group size";
+      break;
+    case plan::ALL_TO_ALL:
+      splits[size_t(c.axis())] = group;
+      grows[size_t(c.concat_axis())] *= group;
+      rule = "dim `axis` is divided by the group size, dim `concat_axis` multiplied by it";
+      break;
+    default:
+      break;
+    }
+    bool fits = in.dtype() == out.dtype() && out.shape_size() == rankOf;
+    for (int d = 0; fits && d < rankOf; ++d)
+      fits = __int128(in.shape(d)) * grows[size_t(d)] ==
+                 __int128(out.shape(d)) * splits[size_t(d)] &&
+             (c.kind() != plan::ALL_TO_ALL || d != c.axis() || in.shape(d) % group == 0);
+    if (!fits)
+      return fail(what + (moves ? " along dim " + std::to_string(c.axis()) : std::string()) +
+                  ": input " + typeString(in) + ", output " + typeString(out) + ": " + rule +
+                  ", the dtype the same");
     return true;
   }
 
@@ -248,6 +414,8 @@ private:
           return fail(where + ": buffer " + std::to_string(id) + " out of range (" +
                       std::to_string(rank.buffers_size()) + " buffers)");
     if (inst.has_elementwise() && !checkExpression(inst, where))
+      return false;
+    if (inst.has_collective() && !checkCollective(rank, inst, where))
       return false;
     // The cost is for dtc simulate, which indexes by its class.
     if (!plan::OpClass_IsValid(inst.cost().op_class()))
@@ -279,6 +447,7 @@ private:
   }
 
   const Plan &plan_;
+  std::vector<int64_t> axisSizes_; // the mesh's, once checkHeader passed
   std::string error_;
 };
 

@@ -797,6 +797,21 @@ bool forEachRun(const std::vector<int64_t> &dims,
 
 } // namespace
 
+void copySlice(const void *tensor, const std::vector<int64_t> &dims,
+               const std::vector<int64_t> &starts, const std::vector<int64_t> &sizes,
+               int64_t elementBytes, void *out) {
+  for (int64_t size : sizes)
+    if (size == 0)
+      return;
+  const char *from = static_cast<const char *>(tensor);
+  char *to = static_cast<char *>(out);
+  forEachRun(dims, starts, sizes, elementBytes, [&](int64_t offset, int64_t length) {
+    std::memcpy(to, from + offset, size_t(length));
+    to += length;
+    return true;
+  });
+}
+
 struct ParameterReader::Model {
   std::string path;
   std::string dir; // the model's folder, "" for the current one
@@ -869,6 +884,22 @@ bool ParameterReader::open(const std::string &modelPath, std::string &error) {
     }
   }
   model_ = std::move(model);
+  return true;
+}
+
+bool ParameterReader::dims(const std::string &initializer, std::vector<int64_t> &dims,
+                           std::string &error) const {
+  if (!model_) {
+    error = "cannot read initializer '" + initializer + "': no model is open";
+    return false;
+  }
+  auto found = model_->initializers.find(initializer);
+  if (found == model_->initializers.end()) {
+    error = model_->path + ": no initializer named '" + initializer +
+            "' (the plan needs it; was it compiled from this model?)";
+    return false;
+  }
+  dims.assign(found->second->dims().begin(), found->second->dims().end());
   return true;
 }
 

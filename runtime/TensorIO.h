@@ -48,6 +48,12 @@ bool writeTensorFile(const std::string &path, const HostTensor &tensor,
 /// `type`, the part of the whole tensor that source.slice names) into `out`.
 void fillSeeded(const plan::ParameterSource &source, const plan::TensorType &type, void *out);
 
+/// Copies the part of a dense row-major tensor of `dims` that starts at
+/// `starts` and spans `sizes` (per dim, inside `dims`) to `out`, dense.
+void copySlice(const void *tensor, const std::vector<int64_t> &dims,
+               const std::vector<int64_t> &starts, const std::vector<int64_t> &sizes,
+               int64_t elementBytes, void *out);
+
 /// Reads parameters from an ONNX model file, opened once and kept for many
 /// reads. A source names an initializer; data may live inside the model or
 /// in an external file (relative to the model's folder).
@@ -64,6 +70,11 @@ public:
   /// threads may read at once.
   bool read(const plan::ParameterSource &source, const plan::TensorType &type,
             void *out, std::string &error);
+  /// The whole shape of initializer `initializer` (a sharded parameter's
+  /// global shape is checked against it); false with `error` when the model
+  /// has none of that name.
+  bool dims(const std::string &initializer, std::vector<int64_t> &dims,
+            std::string &error) const;
 
 private:
   struct Model;

@@ -402,6 +402,11 @@ MpiSession::~MpiSession() {
     MPI_Finalize();
 }
 
+void MpiSession::abortJob(int status) {
+  MPI_Abort(MPI_COMM_WORLD, status);
+  std::_Exit(status); // MPI_Abort does not return; should it, end this rank anyway
+}
+
 bool MpiSession::launchedByMpi() {
   for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
     if (std::getenv(name))

@@ -36,6 +36,11 @@ public:
   /// own (a singleton) sets PMIX_RANK too.
   static bool launchedByMpi();
 
+  /// Ends every rank of the job with `status` (MPI_Abort): for a rank that
+  /// fails alone, which would otherwise leave the others waiting for it in
+  /// a collective. Does not return.
+  [[noreturn]] void abortJob(int status);
+
 private:
   explicit MpiSession(bool owner) : owner_(owner) {}
   bool owner_;

@@ -46,8 +46,29 @@ constexpr size_t kHeaderBytes = sizeof kMagic + 8;
 
 std::string systemError() { return std::strerror(errno); }
 
-std::string checkpointPath(const std::string &dir) {
-  return (std::filesystem::path(dir) / kCheckpointFileName).string();
+std::string checkpointPath(const std::string &dir, int64_t rank, int64_t ranks) {
+  return (std::filesystem::path(dir) / checkpointFileName(rank, ranks)).string();
+}
+
+/// What the folder holds in place of a missing checkpoint file, for the
+/// message: another rank count's files, or nothing.
+std::string folderContents(const std::string &dir) {
+  int64_t rankFiles = 0;
+  bool single = false;
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    single = single || name == kCheckpointFileName;
+    rankFiles += name.rfind("checkpoint.rank-", 0) == 0 && name.size() > 5 &&
+                 name.compare(name.size() - 5, 5, ".dtck") == 0;
+  }
+  if (single)
+    return "; the folder holds a single-rank checkpoint (" + std::string(kCheckpointFileName) +
+           ")";
+  if (rankFiles)
+    return "; the folder holds the files of " + std::to_string(rankFiles) +
+           (rankFiles == 1 ? " rank" : " ranks") + " (checkpoint.rank-R.dtck)";
+  return "";
 }
 
 /// Checks one tensor as both the writer and the reader see it: a name, a
@@ -117,9 +138,21 @@ bool makeFolders(const std::filesystem::path &dir, std::string &error) {
 
 } // namespace
 
+std::string checkpointFileName(int64_t rank, int64_t ranks) {
+  return ranks <= 1 ? std::string(kCheckpointFileName)
+                    : "checkpoint.rank-" + std::to_string(rank) + ".dtck";
+}
+
+int64_t CheckpointState::ranks() const {
+  int64_t count = 1;
+  for (int64_t size : mesh)
+    count *= size;
+  return count;
+}
+
 bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
                      std::string &error) {
-  std::string path = checkpointPath(dir);
+  std::string path = checkpointPath(dir, state.rank, state.ranks());
   std::string label = "cannot write " + path;
   if (state.tensorTypes.size() != state.tensorBytes.size()) {
     error = label + ": " + std::to_string(state.tensorTypes.size()) + " tensor types but " +
@@ -133,6 +166,9 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
   message.set_step(state.step);
   message.set_seed(state.seed);
   message.set_plan_digest(state.planDigest);
+  for (int64_t size : state.mesh)
+    message.add_mesh(size);
+  message.set_rank(state.rank);
   std::set<std::string> names;
   for (size_t i = 0; i < state.tensorTypes.size(); ++i) {
     const auto &[name, type] = state.tensorTypes[i];
@@ -172,8 +208,21 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
 }
 
 bool readCheckpoint(const std::string &dir, CheckpointState &state, std::string &error) {
-  std::string path = checkpointPath(dir);
+  return readCheckpoint(dir, 0, 1, state, error);
+}
+
+bool readCheckpoint(const std::string &dir, int64_t rank, int64_t ranks,
+                    CheckpointState &state, std::string &error) {
+  std::string path = checkpointPath(dir, rank, ranks);
   std::string data;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) {
+    error = "cannot open " + path + ": no checkpoint of " +
+            (ranks > 1 ? "rank " + std::to_string(rank) + " of " + std::to_string(ranks)
+                       : std::string("a single-rank run")) +
+            folderContents(dir);
+    return false;
+  }
   if (!readWholeFile(path, data, error))
     return false;
   if (data.size() < kHeaderBytes) {
@@ -214,6 +263,13 @@ bool readCheckpoint(const std::string &dir, CheckpointState &state, std::string 
   read.step = message.step();
   read.seed = message.seed();
   read.planDigest = message.plan_digest();
+  read.mesh.assign(message.mesh().begin(), message.mesh().end());
+  read.rank = message.rank();
+  if (ranks > 1 && read.rank != rank) {
+    error = path + ": the file holds rank " + std::to_string(read.rank) +
+            "'s parameters, not rank " + std::to_string(rank) + "'s";
+    return false;
+  }
   std::set<std::string> names;
   for (const TensorMessage &tensor : message.tensors()) {
     if (!checkTensor(path, tensor.name(), tensor.type(), tensor.data().size(), error))

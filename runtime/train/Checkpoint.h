@@ -4,6 +4,8 @@
 // crash while writing leaves the previous checkpoint as it was, and reading
 // checks everything (framing, version, every tensor's size), so a truncated
 // or foreign file is a message, never a crash or a silently short state.
+// A run on several ranks writes one file per rank, DIR/checkpoint.rank-R.dtck,
+// each with the rank's parts of the parameters and the run's mesh.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_RUNTIME_TRAIN_CHECKPOINT_H
@@ -21,8 +23,12 @@ namespace dtc::runtime::train {
 /// The checkpoint format this runtime reads and writes.
 constexpr uint32_t kCheckpointFormatVersion = 1;
 
-/// The file's name inside the checkpoint folder.
+/// The file's name inside the checkpoint folder (a single-rank run's).
 constexpr const char *kCheckpointFileName = "checkpoint.dtck";
+
+/// The file rank `rank` of a run on `ranks` ranks writes in the folder:
+/// kCheckpointFileName for one rank, checkpoint.rank-R.dtck for several.
+std::string checkpointFileName(int64_t rank, int64_t ranks);
 
 struct CheckpointState {
   int64_t step = 0;          // steps completed
@@ -30,9 +36,15 @@ struct CheckpointState {
   std::string planDigest;    // identifies the plan it belongs to (caller computes it)
   std::vector<std::pair<std::string, plan::TensorType>> tensorTypes; // names + types, in order
   std::vector<std::vector<char>> tensorBytes; // raw little-endian bytes per tensor
+  std::vector<int64_t> mesh; // the run's mesh axis sizes; empty: one rank
+  int64_t rank = 0;          // the rank whose parts these are
+
+  /// The run's rank count.
+  int64_t ranks() const;
 };
 
-/// Writes DIR/checkpoint.dtck atomically: to DIR/checkpoint.dtck.tmp, fsync
+/// Writes DIR/checkpoint.dtck (or, with several ranks, the file of
+/// state.rank) atomically: to DIR/checkpoint.dtck.tmp, fsync
 /// the file, rename over the old one, fsync DIR. Creates DIR if missing. A
 /// crash at any point leaves the previous checkpoint intact and valid. false
 /// with `error` on any I/O error, or when `state` is inconsistent (a tensor's
@@ -46,6 +58,12 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
 /// left as it was.
 bool readCheckpoint(const std::string &dir, CheckpointState &state,
                     std::string &error);
+
+/// Reads rank `rank`'s file of a run on `ranks` ranks, as readCheckpoint;
+/// the file must say it is that rank's. A missing file's message says what
+/// the folder holds instead (another rank count's checkpoint).
+bool readCheckpoint(const std::string &dir, int64_t rank, int64_t ranks,
+                    CheckpointState &state, std::string &error);
 
 } // namespace dtc::runtime::train
 

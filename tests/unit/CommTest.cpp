@@ -1,14 +1,13 @@
 //===- CommTest.cpp - collectives over MPI, on every rank -----------------===//
 //
-// Runs under mpirun (ctest runs it on 4 ranks and on 1). Every rank runs
-// every test and makes the same collective calls whatever it finds, so that
-// a failure is reported instead of leaving the other ranks waiting. Rank 0
-// prints gtest's report; the other ranks print only their failures.
+// Runs under mpirun (ctest runs it on 4 ranks and on 1), on every rank
+// (MpiTestMain.h).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/cpu/BFloat16.h"
+#include "tests/unit/MpiTestMain.h"
 
 #include <gtest/gtest.h>
 
@@ -498,51 +497,9 @@ TEST(CommTest, FailuresAreMessagesNotAborts) {
   EXPECT_TRUE(world->barrier(error)) << error;
 }
 
-/// Prints a rank's failures, prefixed with the rank, in place of gtest's
-/// report on ranks other than 0.
-class RankFailurePrinter : public testing::EmptyTestEventListener {
-public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const testing::TestPartResult &result) override {
-    if (result.failed())
-      std::printf("[rank %d] %s:%d: Failure\n%s\n", rank_, result.file_name(),
-                  result.line_number(), result.summary());
-  }
-  void OnTestEnd(const testing::TestInfo &info) override {
-    if (info.result()->Failed())
-      std::printf("[rank %d] FAILED %s.%s\n", rank_, info.test_suite_name(), info.name());
-    std::fflush(stdout);
-  }
-
-private:
-  int rank_;
-};
-
 } // namespace
 
 int main(int argc, char **argv) {
-  testing::InitGoogleTest(&argc, argv);
   launchedByMpi = MpiSession::launchedByMpi();
-  std::string error;
-  std::unique_ptr<MpiSession> session = MpiSession::start(error);
-  std::unique_ptr<Communicator> communicator = session ? worldCommunicator(error) : nullptr;
-  if (!communicator) {
-    std::fprintf(stderr, "dtc-comm-tests: %s\n", error.c_str());
-    return 1;
-  }
-  world = communicator.get();
-  if (world->rank() != 0) {
-    testing::TestEventListeners &listeners = testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(world->rank()));
-  }
-  int64_t failedRanks = RUN_ALL_TESTS() != 0;
-  if (!world->allReduce(&failedRanks, 1, plan::I64, Reduction::Sum, error)) {
-    std::fprintf(stderr, "dtc-comm-tests: %s\n", error.c_str());
-    return 1;
-  }
-  if (world->rank() == 0)
-    std::printf("dtc-comm-tests: %s on %d of %d ranks\n", failedRanks ? "FAILED" : "passed",
-                int(failedRanks ? failedRanks : world->size()), world->size());
-  return failedRanks ? 1 : 0;
+  return dtc::testsupport::runTestsOnEveryRank(argc, argv, "dtc-comm-tests", world);
 }

@@ -1,10 +1,12 @@
 // The plan loader rejects corrupt, truncated and foreign plans with a
 // message; a well-formed plan passes.
 #include "runtime/PlanLoader.h"
+#include "tests/unit/SpmdPlanBuilder.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 using namespace dtc;
 using runtime::validatePlan;
@@ -135,6 +137,198 @@ TEST(PlanLoader, RejectsTruncatedAndForeignFiles) {
   std::string error;
   EXPECT_FALSE(runtime::loadPlan(dir + "/does-not-exist.dtcp", p, error));
   EXPECT_NE(error.find("cannot open"), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Multi-rank plans
+//===----------------------------------------------------------------------===//
+
+using testsupport::SpmdPlanBuilder;
+
+bool contains(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// A 2x2 SPMD plan: x (8x6) by rows over both axes (buffer 0), a parameter
+/// w (6x4) by columns over axis 1 (buffer 1), x's parts gathered (buffer 2,
+/// instruction 0).
+struct SpmdPlan : SpmdPlanBuilder {
+  SpmdPlan() : SpmdPlanBuilder({2, 2}) {
+    uint32_t x = input("x", plan::F32, {8, 6}, {{0, 1}, {}});
+    plan::ParameterSource w;
+    w.set_initializer("w");
+    parameter(w, plan::F32, {6, 4}, {{}, {1}});
+    uint32_t g = buffer(plan::F32, {8, 6});
+    collective(plan::ALL_GATHER, {0, 1}, x, g, 0);
+    output(g, "g");
+  }
+  plan::Buffer &buffers(int id) { return *program->mutable_buffers(id); }
+  plan::Collective &gather() { return *program->mutable_instructions(0)->mutable_collective(); }
+};
+
+/// The message for SpmdPlan after `change`.
+std::string errorWith(const std::function<void(SpmdPlan &)> &change) {
+  SpmdPlan p;
+  change(p);
+  return errorOf(p.plan);
+}
+
+TEST(PlanLoader, AcceptsSpmdPlan) {
+  SpmdPlan p;
+  std::string error;
+  EXPECT_TRUE(validatePlan(p.plan, error)) << error;
+  // One program per rank is fine too.
+  p.plan.clear_program_of_rank();
+  for (int r = 1; r < 4; ++r)
+    *p.plan.add_ranks() = p.plan.ranks(0);
+  EXPECT_TRUE(validatePlan(p.plan, error)) << error;
+}
+
+TEST(PlanLoader, RejectsBadProgramOfRank) {
+  SpmdPlan p;
+  p.plan.mutable_program_of_rank()->RemoveLast();
+  EXPECT_TRUE(contains(errorOf(p.plan),
+                       "program_of_rank names the programs of 3 ranks but the mesh has 4 "
+                       "devices"));
+  SpmdPlan q;
+  q.plan.set_program_of_rank(2, 1);
+  EXPECT_TRUE(contains(errorOf(q.plan), "rank 2 runs program 1 but the plan has 1"));
+  SpmdPlan r;
+  r.plan.clear_program_of_rank();
+  EXPECT_TRUE(contains(errorOf(r.plan), "mesh has 4 devices but the plan has 1 rank programs"));
+}
+
+TEST(PlanLoader, RejectsBadSharding) {
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) { *p.buffers(2).add_sharding() = {}; }),
+                       "buffer 2 ('b2'): only parameters and inputs may be sharded"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.buffers(1).mutable_sharding()->RemoveLast();
+                       }),
+                       "sharding for 1 dims of a rank-2 buffer"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.buffers(1).mutable_sharding(1)->set_mesh_axes(0, 2);
+                       }),
+                       "dim 1 is sharded over mesh axis 2 but the mesh has 2 axes"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.buffers(1).mutable_sharding(0)->add_mesh_axes(1);
+                       }),
+                       "mesh axis 1 shards the buffer twice"));
+  // An input's buffer holds one of its equal parts.
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.buffers(0).mutable_type()->set_shape(0, 3);
+                       }),
+                       "input 'x' f32[8,6] cut into [4,1] parts has no part of the buffer's "
+                       "type f32[3,6]"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.plan.mutable_inputs(0)->mutable_type()->set_shape(0, 9);
+                       }),
+                       "input 'x' f32[9,6] cut into [4,1] parts has no part"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         auto *slice = p.buffers(1).mutable_parameter()->add_slice();
+                         slice->set_size(6);
+                         p.buffers(1).mutable_parameter()->add_slice()->set_size(2);
+                       }),
+                       "a sharded parameter's slice is the rank's part"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         auto *seeded = p.buffers(1).mutable_parameter()->mutable_seeded();
+                         seeded->set_std(1);
+                         seeded->add_shape(6);
+                         seeded->add_shape(6);
+                       }),
+                       "the seeded parameter [6,6] cut into [1,2] parts has no part of the "
+                       "buffer's shape [6,2]"));
+}
+
+TEST(PlanLoader, RejectsBadCollective) {
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) { p.gather().set_kind(plan::CollectiveKind(9)); }),
+                       "instruction 0: collective of unknown kind 9"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) { p.gather().set_mesh_axes(1, 2); }),
+                       "ALL_GATHER over mesh axes {0,2}: the mesh has 2 axes"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) { p.gather().set_mesh_axes(1, 0); }),
+                       "axis 0 is named twice"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) { p.gather().set_axis(2); }),
+                       "dim 2 is not in the rank-2 input f32[2,6]"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) { p.gather().set_axis(1); }),
+                       "rank 0, instruction 0: ALL_GATHER over mesh axes {0,1} (4 ranks) along "
+                       "dim 1: input f32[2,6], output f32[8,6]: the output's dim `axis` must be "
+                       "the group size times the input's"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.buffers(2).mutable_type()->set_dtype(plan::F64);
+                         p.program->set_arena_bytes(p.program->arena_bytes() + 1024);
+                       }),
+                       "input f32[2,6], output f64[8,6]"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) { p.gather().set_kind(plan::ALL_REDUCE); }),
+                       "ALL_REDUCE over mesh axes {0,1} (4 ranks): the reduction must be sum, "
+                       "max or min"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.gather().set_kind(plan::ALL_REDUCE);
+                         p.gather().set_reduction(plan::REDUCE_MEAN);
+                       }),
+                       "the reduction must be sum, max or min"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.gather().set_kind(plan::ALL_REDUCE);
+                         p.gather().set_reduction(plan::REDUCE_SUM);
+                       }),
+                       "the output's shape must be the input's"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.gather().set_kind(plan::REDUCE_SCATTER);
+                         p.gather().set_reduction(plan::REDUCE_SUM);
+                       }),
+                       "the output's dim `axis` must be the input's divided by the group size"));
+  // All-to-all: dim 1 (6) does not split 4 ways.
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.gather().set_kind(plan::ALL_TO_ALL);
+                         p.gather().set_axis(1);
+                         p.gather().set_concat_axis(1);
+                         *p.buffers(2).mutable_type() = p.buffers(0).type();
+                       }),
+                       "dim `axis` is divided by the group size, dim `concat_axis` multiplied "
+                       "by it"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.gather().set_kind(plan::ALL_TO_ALL);
+                         p.gather().set_concat_axis(-1);
+                       }),
+                       "concat dim -1 is not in the rank-2 input"));
+}
+
+TEST(PlanLoader, AcceptsCollectiveOfEveryKind) {
+  SpmdPlanBuilder b({2, 2});
+  uint32_t x = b.input("x", plan::F32, {8, 8}, {{0, 1}, {}}); // [2,8]
+  uint32_t flags = b.input("flags", plan::BOOL, {4}, {{1, 0}});
+  uint32_t any = b.buffer(plan::BOOL, {1});
+  b.collective(plan::ALL_REDUCE, {1, 0}, flags, any, 0, 0, plan::REDUCE_MAX);
+  uint32_t scattered = b.buffer(plan::F32, {2, 4});
+  b.collective(plan::REDUCE_SCATTER, {1}, x, scattered, 1);
+  uint32_t exchanged = b.buffer(plan::F32, {4, 4});
+  b.collective(plan::ALL_TO_ALL, {0}, x, exchanged, 1, 0);
+  uint32_t same = b.buffer(plan::F32, {2, 8});
+  b.collective(plan::ALL_TO_ALL, {0, 1}, x, same, 1, 1);
+  b.output(same, "same");
+  std::string error;
+  EXPECT_TRUE(validatePlan(b.plan, error)) << error;
+
+  // A bool has no sum.
+  b.program->mutable_instructions(0)->mutable_collective()->set_reduction(plan::REDUCE_SUM);
+  EXPECT_TRUE(contains(errorOf(b.plan), "bools have no sum"));
+}
+
+TEST(PlanLoader, AcceptsUpdateOfShardedParameter) {
+  // The rank's update is the parameter's part; the graph's output is whole.
+  SpmdPlanBuilder b({2, 2});
+  plan::ParameterSource w;
+  w.set_initializer("w");
+  w.set_zeros(true);
+  uint32_t param = b.parameter(w, plan::F32, {4, 4}, {{0}, {1}});
+  uint32_t updated = b.buffer(plan::F32, {2, 2});
+  plan::TensorType whole = testsupport::tensorType(plan::F32, {4, 4});
+  b.output(updated, "w.new", &whole);
+  plan::ParameterUpdate *update = b.plan.mutable_training()->add_updates();
+  update->set_output(0);
+  update->set_buffer(param);
+  std::string error;
+  EXPECT_TRUE(validatePlan(b.plan, error)) << error;
+  b.program->mutable_buffers(int(updated))->mutable_type()->set_shape(0, 1);
+  EXPECT_TRUE(contains(errorOf(b.plan), "its type differs from the parameter's"));
 }
 
 } // namespace

@@ -519,6 +519,8 @@ void expectSameState(const CheckpointState &a, const CheckpointState &b) {
               b.tensorTypes[i].second.SerializeAsString());
   }
   EXPECT_EQ(a.tensorBytes, b.tensorBytes);
+  EXPECT_EQ(a.mesh, b.mesh);
+  EXPECT_EQ(a.rank, b.rank);
 }
 
 /// A checkpoint file around a hand-encoded message.
@@ -660,4 +662,31 @@ TEST(CheckpointTest, InterruptedWriteLeavesThePreviousCheckpoint) {
   CheckpointState read;
   ASSERT_TRUE(readCheckpoint(dir, read, error)) << error;
   expectSameState(read, second);
+}
+
+TEST(CheckpointTest, EachRankHasAFileOfItsOwn) {
+  std::string dir = makeTempDir();
+  CheckpointState state = sampleState(7);
+  state.mesh = {2, 2};
+  state.rank = 3;
+  std::string error;
+  ASSERT_TRUE(writeCheckpoint(dir, state, error)) << error;
+  EXPECT_TRUE(exists(dir + "/checkpoint.rank-3.dtck"));
+  EXPECT_FALSE(exists(dir + "/checkpoint.dtck"));
+  CheckpointState read;
+  ASSERT_TRUE(readCheckpoint(dir, 3, 4, read, error)) << error;
+  expectSameState(state, read);
+
+  // Another rank's file, or another rank count's, is a message saying so.
+  EXPECT_FALSE(readCheckpoint(dir, 2, 4, read, error));
+  EXPECT_TRUE(contains(error, "checkpoint.rank-2.dtck: no checkpoint of rank 2 of 4; the "
+                              "folder holds the files of 1 rank (checkpoint.rank-R.dtck)"))
+      << error;
+  EXPECT_FALSE(readCheckpoint(dir, read, error));
+  EXPECT_TRUE(contains(error, "no checkpoint of a single-rank run; the folder holds the files "
+                              "of 1 rank"))
+      << error;
+  writeBytes(dir + "/checkpoint.rank-2.dtck", readBytes(dir + "/checkpoint.rank-3.dtck"));
+  EXPECT_FALSE(readCheckpoint(dir, 2, 4, read, error));
+  EXPECT_TRUE(contains(error, "the file holds rank 3's parameters, not rank 2's")) << error;
 }

@@ -23,6 +23,10 @@ int usageError(const std::string &message);
 /// Prints "error: MESSAGE"; returns 1.
 int failure(const std::string &message);
 
+/// Makes usageError and failure put `prefix` before their messages ("rank
+/// 3: ", when several ranks print).
+void setErrorPrefix(std::string prefix);
+
 /// Writes `bytes` to `path` atomically (a temporary file renamed into
 /// place), or to stdout for "-"; returns 0, or 1 after printing why not.
 int writeOutput(const std::string &path, const std::string &bytes);

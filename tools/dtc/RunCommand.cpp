@@ -1,10 +1,12 @@
 //===- RunCommand.cpp - dtc run -------------------------------------------===//
 #include "tools/dtc/Commands.h"
 #include "tools/dtc/PlanPrinter.h"
+#include "tools/dtc/RankLauncher.h"
 #include "tools/dtc/TrainCommand.h"
 
 #include "runtime/Executor.h"
 #include "runtime/PlanLoader.h"
+#include "runtime/Sharding.h"
 
 #include <fmt/format.h>
 
@@ -104,8 +106,8 @@ bool readInputs(const plan::Plan &plan, const std::string &dir, runtime::Executo
 }
 
 /// The instructions that took the most time, then time by op.
-void printProfile(const plan::Plan &plan, const runtime::Executor &executor) {
-  const plan::RankProgram &program = plan.ranks(0);
+void printProfile(const runtime::Executor &executor) {
+  const plan::RankProgram &program = executor.program();
   const std::vector<double> &seconds = executor.profileSeconds();
   int runs = std::max(1, executor.profiledRuns());
   double total = 0;
@@ -119,8 +121,9 @@ void printProfile(const plan::Plan &plan, const runtime::Executor &executor) {
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return seconds[a] != seconds[b] ? seconds[a] > seconds[b] : a < b;
   });
-  fmt::print("profile: {} runs, {:.3f} ms per run in {} instructions\n", runs,
-             total / runs * 1e3, seconds.size());
+  fmt::print("profile{}: {} runs, {:.3f} ms per run in {} instructions\n",
+             executor.ranks() > 1 ? " of rank 0" : "", runs, total / runs * 1e3,
+             seconds.size());
   fmt::print("  {:>5}  {:>9}  {:>6}  {:<18}  {}\n", "inst", "ms/run", "share", "output",
              "op");
   auto shorten = [](std::string text, size_t width) {
@@ -154,14 +157,106 @@ void printProfile(const plan::Plan &plan, const runtime::Executor &executor) {
   fmt::print("\n");
 }
 
-} // namespace
+/// Whether any rank reads parameters from the model's initializers.
+bool readsModel(const plan::Plan &plan) {
+  for (const plan::RankProgram &program : plan.ranks())
+    for (const plan::Buffer &buffer : program.buffers())
+      if (buffer.has_parameter() && !buffer.parameter().zeros() &&
+          !buffer.parameter().has_seeded())
+        return true;
+  return false;
+}
 
-int runRun(const Args &args) {
+struct RunOptions {
   std::string planPath, inputs, outputs, model, outputFormat = "pb";
   int threads = 0, repeat = 0;
   bool profile = false;
   TrainRunOptions train;
+};
+
+/// Runs this process's rank of `plan`: rank 0 alone, or the job's rank.
+int runRank(const plan::Plan &plan, const RunOptions &options, RankJob *job) {
+  std::string error;
+  auto executor = runtime::Executor::create(plan, job ? job->rank() : 0, options.model,
+                                            options.threads, error,
+                                            job ? &job->groups() : nullptr);
+  if (!executor)
+    return failure(options.planPath + ": " + error);
+  bool primary = !job || job->rank() == 0; // writes what the job gives
+  if (plan.has_training()) {
+    TrainRunOptions train = options.train;
+    if (!train.checkpoint.empty() && train.checkpointEvery == 0)
+      train.checkpointEvery = train.steps;
+    train.modelPath = options.model;
+    if (options.profile)
+      executor->enableProfile();
+    int status = runTraining(plan, *executor, train, job ? &job->world() : nullptr);
+    if (options.profile && status == 0)
+      printProfile(*executor);
+    return status;
+  }
+  if (!options.train.data.empty() || options.train.steps || !options.train.exportPath.empty())
+    return usageError(options.planPath + " is an inference plan: --data and --steps need a "
+                                         "plan compiled with --train");
+  if (!readInputs(plan, options.inputs, *executor))
+    return 1;
+  if (!executor->run(error))
+    return failure(error);
+
+  if (options.profile)
+    executor->enableProfile();
+  if (options.repeat > 0) {
+    std::vector<double> ms;
+    for (int r = 0; r < options.repeat; ++r) {
+      auto start = std::chrono::steady_clock::now();
+      if (!executor->run(error))
+        return failure(error);
+      ms.push_back(std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - start)
+                       .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    double mean = 0;
+    for (double m : ms)
+      mean += m / ms.size();
+    fmt::print("run: {} runs on {} threads{}: median {:.3f} ms, mean {:.3f} ms, min {:.3f} ms\n",
+               options.repeat, executor->threads(),
+               executor->ranks() > 1 ? fmt::format(" per rank, {} ranks", executor->ranks())
+                                     : std::string(),
+               ms[ms.size() / 2], mean, ms.front());
+  } else if (options.profile && !executor->run(error)) {
+    return failure(error);
+  }
+  if (options.profile)
+    printProfile(*executor);
+
+  if (!options.outputs.empty() && primary) {
+    const std::string &outputs = options.outputs;
+    if (!isDirectory(outputs) && mkdir(outputs.c_str(), 0777) != 0)
+      return failure("cannot create the output directory '" + outputs + "'");
+    for (int o = 0; o < plan.outputs_size(); ++o) {
+      std::string path = outputs + "/output_" + std::to_string(o) + "." + options.outputFormat;
+      if (!runtime::writeTensorFile(path, executor->output(o), error))
+        return failure(error);
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+int runRun(const Args &args) {
+  RunOptions options;
+  std::string &planPath = options.planPath, &inputs = options.inputs,
+              &outputs = options.outputs, &model = options.model,
+              &outputFormat = options.outputFormat;
+  int &threads = options.threads, &repeat = options.repeat;
+  bool &profile = options.profile;
+  TrainRunOptions &train = options.train;
+  int ranks = 0;  // -n; 0: not given
+  Args forwarded; // the arguments without -n, for the ranks dtc starts
   for (size_t i = 0; i < args.size(); ++i) {
+    size_t first = i;
     bool missing = false;
     auto number = [&](const std::string &flag, const std::string &text, int &out) {
       try {
@@ -175,6 +270,15 @@ int runRun(const Args &args) {
         return false;
       }
     };
+    if (auto v = flagValue(args, i, "-n", missing)) {
+      if (!number("-n", *v, ranks))
+        return 1;
+      if (ranks == 0)
+        return usageError("-n needs at least 1 rank");
+      continue;
+    }
+    if (missing)
+      return usageError("-n needs a value");
     if (auto v = flagValue(args, i, "--inputs", missing)) {
       inputs = *v;
     } else if (auto v = flagValue(args, i, "--outputs", missing)) {
@@ -232,6 +336,7 @@ int runRun(const Args &args) {
     } else {
       planPath = args[i];
     }
+    forwarded.insert(forwarded.end(), args.begin() + long(first), args.begin() + long(i) + 1);
   }
   if (planPath.empty())
     return usageError("run needs a plan: dtc run PLAN.dtcp --inputs DIR --outputs DIR");
@@ -242,72 +347,38 @@ int runRun(const Args &args) {
   std::string error;
   if (!runtime::loadPlan(planPath, plan, error))
     return failure(error);
-  if (plan.ranks_size() != 1)
-    return failure(planPath + ": a plan for " + std::to_string(plan.ranks_size()) +
-                   " ranks; this dtc runs single-rank plans");
   bool generated = plan.model().rfind("gpt:", 0) == 0; // parameters are drawn, not read
-  if (model.empty() && !generated && !isFile(plan.model()))
+  if (model.empty() && !generated && readsModel(plan) && !isFile(plan.model()))
     return failure(planPath + ": the model it was compiled from, '" + plan.model() +
                    "', is not there: pass --model MODEL.onnx");
   if (generated && !train.exportPath.empty())
     return usageError("--export writes the trained weights into the ONNX model the plan was "
                       "compiled from; '" + plan.model() + "' is generated and has none");
-  auto executor = runtime::Executor::create(plan, 0, model, threads, error);
-  if (!executor)
-    return failure(planPath + ": " + error);
-  if (plan.has_training()) {
-    if (!train.checkpoint.empty() && train.checkpointEvery == 0)
-      train.checkpointEvery = train.steps;
-    train.modelPath = model;
-    if (profile)
-      executor->enableProfile();
-    int status = runTraining(plan, *executor, train);
-    if (profile && status == 0)
-      printProfile(plan, *executor);
-    return status;
+
+  int64_t devices = runtime::meshDevices(plan.mesh());
+  if (ranks != 0 && ranks != devices)
+    return usageError(fmt::format("-n {}, but {} is a plan for {} (mesh {}): give -n {} "
+                                  "or leave -n out",
+                                  ranks, planPath, rankCount(devices),
+                                  fmt::join(runtime::meshAxisSizes(plan.mesh()), "x"), devices));
+  if (devices > 1 && !train.exportPath.empty())
+    return usageError(fmt::format("--export with {} ranks is not supported yet: the trained "
+                                  "parameters are split over the ranks; keep --checkpoint DIR "
+                                  "(one file per rank) instead",
+                                  devices));
+  if (!runtime::MpiSession::launchedByMpi()) {
+    if (devices == 1 && ranks == 0)
+      return runRank(plan, options, nullptr); // no MPI for one process
+    Args command = {"run"};
+    command.insert(command.end(), forwarded.begin(), forwarded.end());
+    return relaunchUnderMpirun(devices, command);
   }
-  if (!train.data.empty() || train.steps || !train.exportPath.empty())
-    return usageError(planPath + " is an inference plan: --data and --steps need a plan "
-                                 "compiled with --train");
-  if (!readInputs(plan, inputs, *executor))
+  std::unique_ptr<RankJob> job = RankJob::join(plan, planPath);
+  if (!job)
     return 1;
-  if (!executor->run(error))
-    return failure(error);
-
-  if (profile)
-    executor->enableProfile();
-  if (repeat > 0) {
-    std::vector<double> ms;
-    for (int r = 0; r < repeat; ++r) {
-      auto start = std::chrono::steady_clock::now();
-      if (!executor->run(error))
-        return failure(error);
-      ms.push_back(std::chrono::duration<double, std::milli>(
-                       std::chrono::steady_clock::now() - start)
-                       .count());
-    }
-    std::sort(ms.begin(), ms.end());
-    double mean = 0;
-    for (double m : ms)
-      mean += m / ms.size();
-    fmt::print("run: {} runs on {} threads: median {:.3f} ms, mean {:.3f} ms, min {:.3f} ms\n",
-               repeat, executor->threads(), ms[ms.size() / 2], mean, ms.front());
-  } else if (profile && !executor->run(error)) {
-    return failure(error);
-  }
-  if (profile)
-    printProfile(plan, *executor);
-
-  if (!outputs.empty()) {
-    if (!isDirectory(outputs) && mkdir(outputs.c_str(), 0777) != 0)
-      return failure("cannot create the output directory '" + outputs + "'");
-    for (int o = 0; o < plan.outputs_size(); ++o) {
-      std::string path = outputs + "/output_" + std::to_string(o) + "." + outputFormat;
-      if (!runtime::writeTensorFile(path, executor->output(o), error))
-        return failure(error);
-    }
-  }
-  return 0;
+  if (threads == 0)
+    threads = job->defaultThreads();
+  return job->finish(runRank(plan, options, job.get()));
 }
 
 } // namespace dtc::cli

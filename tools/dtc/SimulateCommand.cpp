@@ -94,10 +94,11 @@ int runSimulate(const Args &args) {
   plan::Plan plan;
   if (!runtime::loadPlan(path, plan, error))
     return failure(error);
-  if (plan.ranks_size() > cluster->devices())
+  int64_t planRanks = plan.program_of_rank_size() ? plan.program_of_rank_size() : plan.ranks_size();
+  if (planRanks > cluster->devices())
     return failure(fmt::format("{}: the plan has {} ranks but cluster '{}' has {} devices ({} "
                                "nodes of {})",
-                               path, plan.ranks_size(), cluster->name, cluster->devices(),
+                               path, planRanks, cluster->name, cluster->devices(),
                                cluster->nodes, cluster->devicesPerNode));
 
   bool costed = false;
@@ -110,7 +111,7 @@ int runSimulate(const Args &args) {
   cost::Simulation sim = cost::simulate(plan, *cluster, !trace.empty());
   const cost::Device &device = cluster->device;
   fmt::print("simulated {} on {} ({}, {} of {} devices)\n", path, cluster->name, device.kind,
-             plan.ranks_size(), cluster->devices());
+             planRanks, cluster->devices());
   double compute = 0, comm = 0, idle = 0;
   int64_t peak = 0;
   for (const cost::RankTime &t : sim.ranks) {

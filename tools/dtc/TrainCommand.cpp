@@ -6,13 +6,17 @@
 // copies the new weights and optimizer state into place. Checkpoints hold
 // every parameter (weights and optimizer state), the step and the data
 // seed: the data order depends only on (seed, step), so a resumed run
-// repeats the uninterrupted one exactly.
+// repeats the uninterrupted one exactly. With several ranks, each reads the
+// same batches and feeds its part of sharded inputs (the executor cuts it),
+// and each checkpoints its own parts of the parameters in a file of its own.
 //
 //===----------------------------------------------------------------------===//
 #include "tools/dtc/Commands.h"
+#include "tools/dtc/RankLauncher.h"
 #include "tools/dtc/TrainCommand.h"
 
 #include "runtime/PlanLoader.h"
+#include "runtime/Sharding.h"
 #include "runtime/plan/DType.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSet.h"
@@ -47,12 +51,12 @@ double learningRate(const plan::Training &t, int64_t step) {
   return peak * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, progress)));
 }
 
-/// FNV-1a over the plan's program and training sections: a checkpoint
-/// belongs to the plan it was written by.
-std::string planDigest(const plan::Plan &plan) {
+/// FNV-1a over the rank's program and the plan's training section: a
+/// checkpoint belongs to the plan it was written by.
+std::string planDigest(const plan::Plan &plan, const plan::RankProgram &program) {
   uint64_t h = 1469598103934665603ull;
   for (const std::string &part :
-       {plan.ranks(0).SerializeAsString(), plan.training().SerializeAsString()})
+       {program.SerializeAsString(), plan.training().SerializeAsString()})
     for (unsigned char c : part)
       h = (h ^ c) * 1099511628211ull;
   return fmt::format("{:016x}", h);
@@ -74,7 +78,7 @@ int exportModel(const plan::Plan &plan, runtime::Executor &executor,
   ::onnx::ModelProto model;
   if (bytes.empty() || !model.ParseFromString(bytes))
     return failure("--export: cannot read the model " + modelPath);
-  const plan::RankProgram &program = plan.ranks(0);
+  const plan::RankProgram &program = executor.program();
   std::map<std::string, uint32_t> trained;
   for (int b = 0; b < program.buffers_size(); ++b) {
     const plan::Buffer &buffer = program.buffers(b);
@@ -108,7 +112,7 @@ int exportModel(const plan::Plan &plan, runtime::Executor &executor,
 } // namespace
 
 int runTraining(const plan::Plan &plan, runtime::Executor &executor,
-                const TrainRunOptions &options) {
+                const TrainRunOptions &options, runtime::Communicator *world) {
   const plan::Training &training = plan.training();
   if (options.data.empty())
     return usageError("a training plan needs --data DIR (one .npy per input + labels.npy) "
@@ -160,21 +164,34 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
                             ? std::optional<int64_t>(training.ignore_index())
                             : std::nullopt);
 
-  // Every parameter (weights and optimizer state) is checkpointed, by name.
-  const plan::RankProgram &program = plan.ranks(0);
+  // Every parameter (weights and optimizer state) is checkpointed, by name:
+  // this rank's parts of them.
+  const plan::RankProgram &program = executor.program();
   std::vector<uint32_t> parameters;
   for (int b = 0; b < program.buffers_size(); ++b)
     if (program.buffers(b).has_parameter())
       parameters.push_back(uint32_t(b));
-  std::string digest = planDigest(plan);
+  std::string digest = planDigest(plan, program);
+  std::vector<int64_t> mesh = runtime::meshAxisSizes(plan.mesh());
+  int64_t rank = world ? world->rank() : 0, ranks = runtime::meshDevices(plan.mesh());
+  auto meshString = [](const std::vector<int64_t> &sizes) {
+    return sizes.empty() ? std::string("1") : fmt::format("{}", fmt::join(sizes, "x"));
+  };
 
   int64_t start = 0;
   if (options.resume) {
     if (options.checkpoint.empty())
       return usageError("--resume needs --checkpoint DIR");
     runtime::train::CheckpointState state;
-    if (!runtime::train::readCheckpoint(options.checkpoint, state, error))
+    if (!runtime::train::readCheckpoint(options.checkpoint, rank, ranks, state, error))
       return failure(error);
+    // Files before meshes were recorded are single-rank ones.
+    if (state.ranks() != ranks || (!state.mesh.empty() && state.mesh != mesh))
+      return failure(fmt::format("{}: the checkpoint was written by a run on mesh {} ({}); "
+                                 "this plan's mesh is {} ({})",
+                                 options.checkpoint, meshString(state.mesh),
+                                 rankCount(state.ranks()), meshString(mesh),
+                                 rankCount(ranks)));
     if (state.planDigest != digest)
       return failure(options.checkpoint + ": the checkpoint was written by another plan "
                                           "(recompiled or changed); it cannot resume this one");
@@ -194,6 +211,19 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
                   state.tensorBytes[k].size());
     }
     start = state.step;
+    if (world) {
+      // Each rank replaces its file on its own: a run stopped between two
+      // ranks' writes leaves files of different steps.
+      int64_t first = start, last = start;
+      if (!world->allReduce(&first, 1, plan::I64, runtime::Reduction::Min, error) ||
+          !world->allReduce(&last, 1, plan::I64, runtime::Reduction::Max, error))
+        return failure(error);
+      if (first != last)
+        return failure(fmt::format("{}: the ranks' checkpoint files are of different steps "
+                                   "({} to {}): the run that wrote them stopped while writing; "
+                                   "it cannot be resumed",
+                                   options.checkpoint, first, last));
+    }
     if (state.seed != options.seed)
       fmt::print("resume: the checkpoint's data seed {} replaces --seed {}\n", state.seed,
                  options.seed);
@@ -206,6 +236,8 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
     state.step = completed;
     state.seed = options.seed;
     state.planDigest = digest;
+    state.mesh = mesh;
+    state.rank = rank;
     for (uint32_t id : parameters) {
       const plan::Buffer &buffer = program.buffers(int(id));
       state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});

@@ -3,6 +3,7 @@
 #define DTC_TOOLS_DTC_TRAINCOMMAND_H
 
 #include "runtime/Executor.h"
+#include "runtime/comm/Communicator.h"
 
 #include <string>
 
@@ -22,9 +23,11 @@ struct TrainRunOptions {
 };
 
 /// Trains with `plan` (a training plan) on `executor`; prints one line per
-/// step. Returns the exit status.
+/// step. `world`: the job's ranks when several run (each reads the same
+/// batches and feeds its part; each checkpoints its own parameters), null
+/// for one process. Returns the exit status.
 int runTraining(const plan::Plan &plan, runtime::Executor &executor,
-                const TrainRunOptions &options);
+                const TrainRunOptions &options, runtime::Communicator *world = nullptr);
 
 } // namespace dtc::cli
 

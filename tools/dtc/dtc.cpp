@@ -37,16 +37,20 @@ commands:
         Show a plan: inputs, outputs, every decision with its predicted
         memory, and each rank's program and buffers.
 
-  run PLAN.dtcp [--inputs DIR] [--outputs DIR] [--threads N] [--model MODEL.onnx]
-                [--output-format pb|npy] [--repeat N] [--profile]
+  run PLAN.dtcp [-n RANKS] [--inputs DIR] [--outputs DIR] [--threads N]
+                [--model MODEL.onnx] [--output-format pb|npy] [--repeat N] [--profile]
         Run a plan on this machine's CPU. Inputs are read from DIR as
         input_<i>.pb / input_<i>.npy (ONNX test-suite layout) or
         <name>.pb / <name>.npy; outputs are written as output_<i>.pb (or
-        .npy). --threads defaults to all cores. --model overrides where the
-        parameters are read from (default: the model the plan was compiled
-        from). --repeat N runs N more times and prints the latency.
-        --profile times every instruction (over the --repeat runs, else
-        one more run) and prints where the time went.
+        .npy). --threads defaults to all cores (shared by the ranks).
+        --model overrides where the parameters are read from (default: the
+        model the plan was compiled from). --repeat N runs N more times and
+        prints the latency. --profile times every instruction (over the
+        --repeat runs, else one more run) and prints where the time went.
+        A plan for several ranks runs one process per rank: dtc starts them
+        with mpirun (-n, if given, must be the plan's rank count), or joins
+        as one rank when mpirun or srun started it. Rank 0 prints and writes
+        the outputs.
 
   run TRAIN.dtcp --data DIR|TOKENS.bin --steps N [--seed S] [--no-shuffle]
                  [--token-bytes 2|4] [--checkpoint DIR [--checkpoint-every K]]
@@ -58,7 +62,8 @@ commands:
         shuffled per epoch with --seed (default 0). Prints "step N loss X"
         per step. --checkpoint DIR writes weights, optimizer state and data
         position atomically every K steps and at the end; --resume goes on
-        from it exactly. --export writes the model with trained weights.
+        from it exactly (one file per rank when several run).
+        --export writes the model with trained weights (one rank only).
 
   simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
                      [--trace TRACE.json]
@@ -86,15 +91,19 @@ commands:
   dtc --help | --version
 )";
 
+std::string errorPrefix;
+
 } // namespace
 
+void setErrorPrefix(std::string prefix) { errorPrefix = std::move(prefix); }
+
 int usageError(const std::string &message) {
-  llvm::errs() << "dtc: " << message << "\n(run 'dtc --help' for usage)\n";
+  llvm::errs() << "dtc: " << errorPrefix << message << "\n(run 'dtc --help' for usage)\n";
   return 1;
 }
 
 int failure(const std::string &message) {
-  llvm::errs() << "error: " << message << "\n";
+  llvm::errs() << "error: " << errorPrefix << message << "\n";
   return 1;
 }
 

@@ -1,0 +1,190 @@
+//===- CollectiveKernel.cpp -----------------------------------------------===//
+#include "runtime/CollectiveKernel.h"
+
+#include "runtime/PlanLoader.h"
+#include "runtime/Sharding.h"
+#include "runtime/comm/Communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace dtc::runtime {
+namespace {
+
+/// A dense tensor seen as [outer, dim, inner] around one of its dims, in
+/// elements.
+struct DimView {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+
+DimView viewAround(const plan::TensorType &type, int64_t axis) {
+  DimView v;
+  for (int d = 0; d < type.shape_size(); ++d)
+    (d < axis ? v.outer : d == axis ? v.dim : v.inner) *= type.shape(d);
+  return v;
+}
+
+/// Copies part `part` of `parts` equal parts along the view's dim of
+/// `tensor` into the dense `block`.
+void takePart(const char *tensor, const DimView &v, int64_t parts, int64_t part,
+              int64_t elementBytes, char *block) {
+  int64_t run = v.dim / parts * v.inner * elementBytes, row = v.dim * v.inner * elementBytes;
+  for (int64_t o = 0; o < v.outer; ++o)
+    std::memcpy(block + o * run, tensor + o * row + part * run, size_t(run));
+}
+
+/// The inverse: writes the dense `block` as part `part` of `tensor`.
+void putPart(const char *block, const DimView &v, int64_t parts, int64_t part,
+             int64_t elementBytes, char *tensor) {
+  int64_t run = v.dim / parts * v.inner * elementBytes, row = v.dim * v.inner * elementBytes;
+  for (int64_t o = 0; o < v.outer; ++o)
+    std::memcpy(tensor + o * row + part * run, block + o * run, size_t(run));
+}
+
+Reduction reductionOf(plan::ReduceKind kind) {
+  return kind == plan::REDUCE_MAX ? Reduction::Max
+         : kind == plan::REDUCE_MIN ? Reduction::Min
+                                    : Reduction::Sum;
+}
+
+class CollectiveKernel final : public cpu::Kernel {
+public:
+  CollectiveKernel(const plan::Collective &collective, const plan::TensorType &input,
+                   const plan::TensorType &output, int64_t groupSize,
+                   std::vector<int64_t> planRank, Communicator *group)
+      : kind_(collective.kind()), reduction_(reductionOf(collective.reduction())),
+        dtype_(input.dtype()), elementBytes_(dtypeBytes(input.dtype())),
+        inCount_(elementCount(input)), outCount_(elementCount(output)),
+        inView_(viewAround(input, collective.axis())),
+        outView_(viewAround(output, kind_ == plan::ALL_TO_ALL ? collective.concat_axis()
+                                                              : collective.axis())),
+        groupSize_(groupSize), planRank_(std::move(planRank)), group_(group) {
+    for (size_t k = 0; k < planRank_.size(); ++k)
+      inOrder_ = inOrder_ && planRank_[k] == int64_t(k);
+  }
+
+  bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
+           std::string &error) override {
+    const char *in = static_cast<const char *>(inputs[0]);
+    char *out = static_cast<char *>(outputs[0]);
+    int64_t inBytes = inCount_ * elementBytes_, outBytes = outCount_ * elementBytes_;
+    if (!group_) { // this rank alone: the shapes are equal
+      std::memmove(out, in, size_t(outBytes));
+      return true;
+    }
+    // MPI takes no overlapping send and receive buffers.
+    bool overlap = in < out + outBytes && out < in + inBytes;
+    switch (kind_) {
+    case plan::ALL_REDUCE:
+      std::memmove(out, in, size_t(outBytes));
+      return group_->allReduce(out, outCount_, dtype_, reduction_, error);
+    case plan::ALL_GATHER: {
+      const char *send = overlap ? copy(in, inBytes) : in;
+      bool direct = inOrder_ && outView_.outer == 1;
+      char *recv = direct ? out : scratch(recv_, outBytes);
+      if (!group_->allGather(send, recv, inCount_, dtype_, error))
+        return false;
+      if (!direct)
+        for (int64_t k = 0; k < groupSize_; ++k)
+          putPart(recv + k * inBytes, outView_, groupSize_, planRank_[size_t(k)], elementBytes_,
+                  out);
+      return true;
+    }
+    case plan::REDUCE_SCATTER:
+      return group_->reduceScatter(pack(in, overlap, inBytes / groupSize_), out, outCount_,
+                                   dtype_, reduction_, error);
+    case plan::ALL_TO_ALL: {
+      int64_t blockBytes = inBytes / groupSize_;
+      const char *send = pack(in, overlap, blockBytes);
+      bool direct = inOrder_ && outView_.outer == 1;
+      char *recv = direct ? out : scratch(recv_, outBytes);
+      if (!group_->allToAll(send, recv, inCount_ / groupSize_, dtype_, error))
+        return false;
+      if (!direct)
+        for (int64_t k = 0; k < groupSize_; ++k)
+          putPart(recv + k * blockBytes, outView_, groupSize_, planRank_[size_t(k)],
+                  elementBytes_, out);
+      return true;
+    }
+    default:
+      error = "unknown collective kind " + std::to_string(kind_);
+      return false;
+    }
+  }
+
+private:
+  static char *scratch(std::vector<char> &buffer, int64_t bytes) {
+    buffer.resize(size_t(bytes)); // once: later runs ask for the same size
+    return buffer.data();
+  }
+
+  const char *copy(const char *in, int64_t bytes) {
+    char *to = scratch(send_, bytes);
+    std::memcpy(to, in, size_t(bytes));
+    return to;
+  }
+
+  /// The input as the communicator sends it: the parts along the input's
+  /// dim as contiguous blocks, block k for the group's rank k. The input
+  /// itself when it is laid out so already and apart from the output.
+  const char *pack(const char *in, bool overlap, int64_t blockBytes) {
+    if (inOrder_ && inView_.outer == 1 && !overlap)
+      return in;
+    char *packed = scratch(send_, blockBytes * groupSize_);
+    for (int64_t k = 0; k < groupSize_; ++k)
+      takePart(in, inView_, groupSize_, planRank_[size_t(k)], elementBytes_,
+               packed + k * blockBytes);
+    return packed;
+  }
+
+  plan::CollectiveKind kind_;
+  Reduction reduction_;
+  plan::DType dtype_;
+  int64_t elementBytes_, inCount_, outCount_;
+  DimView inView_, outView_;
+  int64_t groupSize_;
+  std::vector<int64_t> planRank_; // [k]: the plan's rank in the group of the group's rank k
+  bool inOrder_ = true;
+  Communicator *group_;
+  std::vector<char> send_, recv_;
+};
+
+} // namespace
+
+std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collective,
+                                                  const plan::TensorType &input,
+                                                  const plan::TensorType &output,
+                                                  const std::vector<int64_t> &axisSizes,
+                                                  Communicator *group, std::string &error) {
+  const MeshAxes &axes = collective.mesh_axes();
+  int64_t size = groupSize(axisSizes, axes);
+  std::string what = plan::CollectiveKind_Name(collective.kind());
+  if (!group && size != 1) {
+    error = what + " over " + std::to_string(size) +
+            " ranks needs their communicator; run the plan under MPI (dtc run -n)";
+    return nullptr;
+  }
+  if (group && group->size() != size) {
+    error = what + ": group '" + group->name() + "' has " + std::to_string(group->size()) +
+            " ranks, the collective's mesh axes " + std::to_string(size);
+    return nullptr;
+  }
+  // The plan ranks a group row-major over its axes as listed, the
+  // communicator over the same axes sorted.
+  std::vector<uint32_t> sorted(axes.begin(), axes.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> planRank(static_cast<size_t>(size));
+  std::vector<int64_t> coordinates(axisSizes.size(), 0);
+  for (int64_t k = 0; k < size; ++k) {
+    int64_t rest = k;
+    for (size_t i = sorted.size(); i-- > 0;) {
+      coordinates[sorted[i]] = rest % axisSizes[sorted[i]];
+      rest /= axisSizes[sorted[i]];
+    }
+    planRank[size_t(k)] = indexAlong(coordinates, axisSizes, axes);
+  }
+  return std::make_unique<CollectiveKernel>(collective, input, output, size,
+                                            std::move(planRank), size == 1 ? nullptr : group);
+}
+
+} // namespace dtc::runtime

@@ -1,0 +1,378 @@
+//===- MultiRankRunTest.cpp - dtc run on plans for several ranks ----------===//
+//
+// Writes small SPMD plans for a 2x2 mesh (with their model, inputs and
+// training data) and runs `dtc run` on them as a user would: dtc starts the
+// 4 ranks under mpirun itself. Checks the outputs, that rank 0 alone
+// prints, training with a checkpoint per rank and resume, and the messages
+// for a wrong rank count, a bad collective, a rank failing alone, and a
+// checkpoint of another mesh.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/TensorIO.h"
+#include "tests/unit/SpmdPlanBuilder.h"
+#include "tests/unit/TestFiles.h"
+
+#include "onnx.pb.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <sys/wait.h>
+
+using namespace dtc;
+using namespace dtc::runtime;
+using testsupport::SpmdPlanBuilder;
+using testsupport::tensorType;
+
+namespace {
+
+struct Result {
+  int status;
+  std::string output; // stdout and stderr
+};
+
+Result runDtc(const std::string &arguments) {
+  std::string command = std::string(DTC_EXECUTABLE) + " " + arguments + " 2>&1";
+  FILE *pipe = ::popen(command.c_str(), "r");
+  if (!pipe)
+    return {-1, "popen failed"};
+  Result result{0, ""};
+  char chunk[4096];
+  while (size_t n = std::fread(chunk, 1, sizeof chunk, pipe))
+    result.output.append(chunk, n);
+  int status = ::pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+testing::AssertionResult contains(const std::string &text, const std::string &part) {
+  if (text.find(part) != std::string::npos)
+    return testing::AssertionSuccess();
+  return testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
+}
+
+size_t count(const std::string &text, const std::string &part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
+    ++n;
+  return n;
+}
+
+HostTensor floats(const std::vector<int64_t> &shape, const std::vector<float> &values) {
+  HostTensor t;
+  t.type = tensorType(plan::F32, shape);
+  t.bytes.assign(reinterpret_cast<const char *>(values.data()),
+                 reinterpret_cast<const char *>(values.data() + values.size()));
+  return t;
+}
+
+void writeTensor(const std::string &path, const HostTensor &tensor) {
+  std::string error;
+  ASSERT_TRUE(writeTensorFile(path, tensor, error)) << error;
+}
+
+void writePlan(const std::string &path, const plan::Plan &plan) {
+  testsupport::writeBytes(path, plan.SerializeAsString());
+}
+
+/// An ONNX model holding one float initializer.
+void writeModel(const std::string &path, const std::string &name,
+                const std::vector<int64_t> &dims, const std::vector<float> &values) {
+  ::onnx::ModelProto model;
+  model.set_ir_version(9);
+  model.mutable_graph()->set_name("g");
+  ::onnx::TensorProto *t = model.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(::onnx::TensorProto::FLOAT);
+  for (int64_t d : dims)
+    t->add_dims(d);
+  for (float v : values)
+    t->add_float_data(v);
+  testsupport::writeBytes(path, model.SerializeAsString());
+}
+
+plan::ParameterSource initializer(const std::string &name) {
+  plan::ParameterSource source;
+  source.set_initializer(name);
+  return source;
+}
+
+class MultiRankRun : public testing::Test {
+protected:
+  void SetUp() override { dir = testsupport::makeTempDir("multirank-run"); }
+  std::string dir;
+};
+
+/// y = x w on a 2x2 mesh: x (8x4) by rows over axis 0, w (4x6) by columns
+/// over axis 1; y's parts gathered by columns, then by rows.
+void buildMatMul(SpmdPlanBuilder &b, const std::string &model) {
+  b.plan.set_model(model);
+  uint32_t x = b.input("x", plan::F32, {8, 4}, {{0}, {}});
+  uint32_t w = b.parameter(initializer("w"), plan::F32, {4, 6}, {{}, {1}});
+  uint32_t y = b.buffer(plan::F32, {4, 3});
+  b.instruction({x, w}, y).mutable_matmul();
+  uint32_t columns = b.buffer(plan::F32, {4, 6});
+  b.collective(plan::ALL_GATHER, {1}, y, columns, 1);
+  uint32_t whole = b.buffer(plan::F32, {8, 6});
+  b.collective(plan::ALL_GATHER, {0}, columns, whole, 0);
+  b.output(whole, "y");
+}
+
+TEST_F(MultiRankRun, RunsFourRanksAndRankZeroWritesTheOutputs) {
+  std::vector<float> x(32), w(24), y(48, 0.f);
+  for (int k = 0; k < 32; ++k)
+    x[size_t(k)] = float(k % 5 - 2);
+  for (int k = 0; k < 24; ++k)
+    w[size_t(k)] = float(k % 7 - 3);
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 6; ++c)
+      for (int k = 0; k < 4; ++k)
+        y[size_t(r * 6 + c)] += x[size_t(r * 4 + k)] * w[size_t(k * 6 + c)];
+  writeModel(dir + "/model.onnx", "w", {4, 6}, w);
+  SpmdPlanBuilder b({2, 2});
+  buildMatMul(b, dir + "/model.onnx");
+  writePlan(dir + "/plan.dtcp", b.plan);
+  std::filesystem::create_directory(dir + "/in");
+  writeTensor(dir + "/in/input_0.pb", floats({8, 4}, x));
+
+  Result run = runDtc("run " + dir + "/plan.dtcp -n 4 --inputs " + dir + "/in --outputs " +
+                      dir + "/out --repeat 2 --threads 1");
+  ASSERT_EQ(run.status, 0) << run.output;
+  // Rank 0 alone prints.
+  EXPECT_EQ(count(run.output, "run: 2 runs on 1 threads per rank, 4 ranks"), 1u) << run.output;
+  HostTensor out;
+  std::string error;
+  ASSERT_TRUE(readTensorFile(dir + "/out/output_0.pb", out, error)) << error;
+  std::vector<float> got(out.bytes.size() / 4);
+  std::memcpy(got.data(), out.bytes.data(), out.bytes.size());
+  EXPECT_EQ(got, y);
+
+  // -n defaults to the plan's rank count.
+  run = runDtc("run " + dir + "/plan.dtcp --inputs " + dir + "/in --outputs " + dir + "/out2");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(testsupport::readBytes(dir + "/out2/output_0.pb"),
+            testsupport::readBytes(dir + "/out/output_0.pb"));
+}
+
+TEST_F(MultiRankRun, WrongRankCountIsAUsageError) {
+  writeModel(dir + "/model.onnx", "w", {4, 6}, std::vector<float>(24, 1.f));
+  SpmdPlanBuilder b({2, 2});
+  buildMatMul(b, dir + "/model.onnx");
+  writePlan(dir + "/plan.dtcp", b.plan);
+  Result run = runDtc("run " + dir + "/plan.dtcp -n 3");
+  EXPECT_EQ(run.status, 1);
+  EXPECT_TRUE(contains(run.output, "dtc: -n 3, but " + dir +
+                                       "/plan.dtcp is a plan for 4 ranks (mesh 2x2): give -n 4 "
+                                       "or leave -n out"));
+}
+
+TEST_F(MultiRankRun, BadCollectiveIsAPlanError) {
+  writeModel(dir + "/model.onnx", "w", {4, 6}, std::vector<float>(24, 1.f));
+  SpmdPlanBuilder b({2, 2});
+  buildMatMul(b, dir + "/model.onnx");
+  b.program->mutable_instructions(1)->mutable_collective()->set_axis(0);
+  writePlan(dir + "/plan.dtcp", b.plan);
+  Result run = runDtc("run " + dir + "/plan.dtcp -n 4");
+  EXPECT_EQ(run.status, 1);
+  EXPECT_TRUE(contains(run.output, "error: " + dir + "/plan.dtcp: rank 0, instruction 1: "
+                                   "ALL_GATHER over mesh axes {1} (2 ranks) along dim 0: input "
+                                   "f32[4,3], output f32[4,6]"));
+}
+
+TEST_F(MultiRankRun, RankFailingAloneEndsTheJob) {
+  // Rank 3's index is out of range: it fails while the others wait for it
+  // in the gather that follows.
+  SpmdPlanBuilder b({2, 2});
+  uint32_t table = b.constant({1, 2, 3, 4, 5, 6}, {3, 2});
+  uint32_t index = b.input("index", plan::I64, {4}, {{0, 1}});
+  uint32_t rows = b.buffer(plan::F32, {1, 2});
+  b.instruction({table, index}, rows).mutable_gather()->set_axis(0);
+  uint32_t all = b.buffer(plan::F32, {4, 2});
+  b.collective(plan::ALL_GATHER, {0, 1}, rows, all, 0);
+  b.output(all, "rows");
+  writePlan(dir + "/plan.dtcp", b.plan);
+  std::filesystem::create_directory(dir + "/in");
+  HostTensor indices;
+  indices.type = tensorType(plan::I64, {4});
+  std::vector<int64_t> values = {0, 1, 2, 7};
+  indices.bytes.assign(reinterpret_cast<const char *>(values.data()),
+                       reinterpret_cast<const char *>(values.data() + 4));
+  writeTensor(dir + "/in/index.pb", indices);
+  Result run = runDtc("run " + dir + "/plan.dtcp --inputs " + dir + "/in");
+  EXPECT_NE(run.status, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "error: rank 3: instruction 0: gather: index 7"));
+  EXPECT_EQ(count(run.output, "error: rank"), 1u) << run.output;
+}
+
+/// Linear regression with a per-sample bias, trained with SGD on `mesh`
+/// (2x2, 4x1 or 1x1): the batch of 4 split over every rank, w replicated,
+/// the biases (acc) split like the batch, so that each rank's checkpoint
+/// holds parameters of its own.
+void buildTraining(SpmdPlanBuilder &b, const std::string &model) {
+  int64_t ranks = 1;
+  for (const plan::MeshAxis &axis : b.plan.mesh().axes())
+    ranks *= axis.size();
+  int64_t batch = 4 / ranks;
+  b.plan.set_model(model);
+  uint32_t x = b.input("x", plan::F32, {4, 2}, {{0, 1}, {}});
+  uint32_t labels = b.input("labels", plan::F32, {4, 1}, {{0, 1}, {}});
+  uint32_t lr = b.input("optimizer.lr", plan::F32, {});
+  uint32_t w = b.parameter(initializer("w"), plan::F32, {2, 1});
+  plan::ParameterSource zeros = initializer("acc");
+  zeros.set_zeros(true);
+  uint32_t acc = b.parameter(zeros, plan::F32, {4, 1}, {{0, 1}, {}});
+
+  // An expression of the instruction's inputs: node i < inputs is input i.
+  auto expression = [&](const std::vector<uint32_t> &inputs, uint32_t out,
+                        const std::vector<std::tuple<plan::ExprOp, std::vector<uint32_t>, double>>
+                            &nodes) {
+    plan::Elementwise *e = b.instruction(inputs, out).mutable_elementwise();
+    for (uint32_t i = 0; i < inputs.size(); ++i) {
+      plan::ExprNode *node = e->add_nodes();
+      node->set_op(plan::INPUT);
+      node->add_args(i);
+      node->set_dtype(plan::F32);
+    }
+    for (const auto &[op, args, value] : nodes) {
+      plan::ExprNode *node = e->add_nodes();
+      node->set_op(op);
+      for (uint32_t a : args)
+        node->add_args(a);
+      node->set_value(value);
+      node->set_dtype(plan::F32);
+    }
+  };
+  uint32_t predicted = b.buffer(plan::F32, {batch, 1});
+  b.instruction({x, w}, predicted).mutable_matmul();
+  uint32_t diff = b.buffer(plan::F32, {batch, 1});
+  expression({predicted, acc, labels}, diff, {{plan::ADD, {0, 1}, 0}, {plan::SUB, {3, 2}, 0}});
+  uint32_t square = b.buffer(plan::F32, {batch, 1});
+  expression({diff}, square,
+             {{plan::MUL, {0, 0}, 0}, {plan::CONSTANT, {}, 0.25}, {plan::MUL, {1, 2}, 0}});
+  uint32_t partial = b.buffer(plan::F32, {1, 1});
+  plan::Reduce *sum = b.instruction({square}, partial).mutable_reduce();
+  sum->set_kind(plan::REDUCE_SUM);
+  sum->add_axes(0);
+  uint32_t loss = b.buffer(plan::F32, {1, 1});
+  b.collective(plan::ALL_REDUCE, {0, 1}, partial, loss);
+  uint32_t gradPart = b.buffer(plan::F32, {2, 1});
+  b.instruction({x, diff}, gradPart).mutable_matmul()->set_transpose_lhs(true);
+  uint32_t grad = b.buffer(plan::F32, {2, 1});
+  b.collective(plan::ALL_REDUCE, {0, 1}, gradPart, grad);
+  // new = old - lr * gradient * 2 / batch
+  std::vector<std::tuple<plan::ExprOp, std::vector<uint32_t>, double>> step = {
+      {plan::MUL, {1, 2}, 0}, {plan::CONSTANT, {}, 0.5}, {plan::MUL, {3, 4}, 0},
+      {plan::SUB, {0, 5}, 0}};
+  uint32_t newW = b.buffer(plan::F32, {2, 1});
+  expression({w, lr, grad}, newW, step);
+  uint32_t newAcc = b.buffer(plan::F32, {batch, 1});
+  expression({acc, lr, diff}, newAcc, step);
+  b.output(loss, "loss");
+  b.output(newW, "w.new");
+  plan::TensorType wholeAcc = tensorType(plan::F32, {4, 1});
+  b.output(newAcc, "acc.new", &wholeAcc);
+
+  plan::Training *t = b.plan.mutable_training();
+  t->set_loss("mse");
+  t->set_optimizer("sgd");
+  t->set_learning_rate(0.1);
+  t->set_schedule("constant");
+  for (auto [output, buffer] : {std::pair<uint32_t, uint32_t>{1, w}, {2, acc}}) {
+    plan::ParameterUpdate *update = t->add_updates();
+    update->set_output(output);
+    update->set_buffer(buffer);
+  }
+}
+
+std::vector<double> lossesOf(const std::string &output) {
+  std::vector<double> losses;
+  std::regex line(R"(step \d+ loss ([-0-9.e+]+))");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  return losses;
+}
+
+TEST_F(MultiRankRun, TrainsWithACheckpointPerRank) {
+  const int samples = 16;
+  std::vector<float> x(samples * 2), labels(samples);
+  for (int n = 0; n < samples; ++n) {
+    x[size_t(2 * n)] = float(n % 5 - 2);
+    x[size_t(2 * n + 1)] = float(n % 3) * 0.5f;
+    labels[size_t(n)] = x[size_t(2 * n)] - 2 * x[size_t(2 * n + 1)] + 0.25f * float(n % 4);
+  }
+  std::filesystem::create_directory(dir + "/data");
+  writeTensor(dir + "/data/x.npy", floats({samples, 2}, x));
+  writeTensor(dir + "/data/labels.npy", floats({samples, 1}, labels));
+  std::vector<float> w0 = {0.5f, -0.25f};
+  writeModel(dir + "/model.onnx", "w", {2, 1}, w0);
+  for (auto [name, mesh] : {std::pair<std::string, std::vector<int64_t>>{"train", {2, 2}},
+                            {"train-4x1", {4, 1}},
+                            {"train-1", {1, 1}}}) {
+    SpmdPlanBuilder b(mesh);
+    buildTraining(b, dir + "/model.onnx");
+    writePlan(dir + "/" + name + ".dtcp", b.plan);
+  }
+  std::string common = "run " + dir + "/train.dtcp --data " + dir + "/data --no-shuffle ";
+
+  Result whole = runDtc(common + "--steps 4");
+  ASSERT_EQ(whole.status, 0) << whole.output;
+  std::vector<double> losses = lossesOf(whole.output);
+  ASSERT_EQ(losses.size(), 4u) << whole.output; // rank 0 alone prints
+
+  // The same steps on one process, in double.
+  std::vector<double> w(w0.begin(), w0.end()), acc(samples, 0.0), expected;
+  for (int step = 0; step < 4; ++step) {
+    double loss = 0, g0 = 0, g1 = 0;
+    for (int k = 0; k < 4; ++k) {
+      int n = step * 4 + k;
+      double d = x[size_t(2 * n)] * w[0] + x[size_t(2 * n + 1)] * w[1] + acc[size_t(k)] -
+                 labels[size_t(n)];
+      loss += 0.25 * d * d;
+      g0 += x[size_t(2 * n)] * d;
+      g1 += x[size_t(2 * n + 1)] * d;
+      acc[size_t(k)] -= 0.1 * d * 0.5;
+    }
+    w[0] -= 0.1 * g0 * 0.5;
+    w[1] -= 0.1 * g1 * 0.5;
+    expected.push_back(loss);
+  }
+  for (size_t s = 0; s < 4; ++s)
+    EXPECT_NEAR(losses[s], expected[s], 1e-5 + 1e-5 * expected[s]) << "step " << s + 1;
+
+  // Two steps, a checkpoint (a file per rank), two more from it: the same
+  // losses as the uninterrupted run, digit for digit.
+  std::string ck = dir + "/ck";
+  Result first = runDtc(common + "--steps 2 --checkpoint " + ck);
+  ASSERT_EQ(first.status, 0) << first.output;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_TRUE(std::filesystem::exists(ck + "/checkpoint.rank-" + std::to_string(r) + ".dtck"));
+  Result resumed = runDtc(common + "--steps 4 --checkpoint " + ck + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  std::vector<double> after = lossesOf(resumed.output);
+  ASSERT_EQ(after.size(), 2u) << resumed.output;
+  EXPECT_EQ(after[0], losses[2]);
+  EXPECT_EQ(after[1], losses[3]);
+
+  // A checkpoint of another mesh, or of another rank count.
+  Result otherMesh = runDtc("run " + dir + "/train-4x1.dtcp --data " + dir +
+                            "/data --steps 4 --checkpoint " + ck + " --resume");
+  EXPECT_NE(otherMesh.status, 0);
+  EXPECT_TRUE(contains(otherMesh.output, "the checkpoint was written by a run on mesh 2x2 (4 "
+                                         "ranks); this plan's mesh is 4x1 (4 ranks)"));
+  Result oneRank = runDtc("run " + dir + "/train-1.dtcp --data " + dir +
+                          "/data --steps 4 --checkpoint " + ck + " --resume");
+  EXPECT_EQ(oneRank.status, 1);
+  EXPECT_TRUE(contains(oneRank.output, "no checkpoint of a single-rank run; the folder holds "
+                                       "the files of 4 ranks"));
+
+  Result exported = runDtc(common + "--steps 1 --export " + dir + "/out.onnx");
+  EXPECT_EQ(exported.status, 1);
+  EXPECT_TRUE(contains(exported.output, "--export with 4 ranks is not supported yet"));
+}
+
+} // namespace

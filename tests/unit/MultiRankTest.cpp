@@ -1,0 +1,403 @@
+//===- MultiRankTest.cpp - SPMD plans on a 2x2 mesh, one rank each --------===//
+//
+// ctest runs it under mpirun on 4 ranks (MpiTestMain.h). Each test builds a
+// small SPMD plan by hand, as the compiler writes them, and every rank runs
+// its part and checks its own results exactly: collectives along every kind
+// of dim and group, sharded parameters and inputs, and a sharded matmul
+// against the same matmul on one rank.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Executor.h"
+#include "runtime/PlanLoader.h"
+#include "runtime/Sharding.h"
+#include "runtime/comm/MeshGroups.h"
+#include "tests/unit/MpiTestMain.h"
+#include "tests/unit/SpmdPlanBuilder.h"
+#include "tests/unit/TestFiles.h"
+
+#include "onnx.pb.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+using namespace dtc;
+using namespace dtc::runtime;
+using testsupport::SpmdPlanBuilder;
+
+namespace {
+
+Communicator *world = nullptr;
+
+/// Every rank's `ok`, and-ed: after a failure on one rank, all ranks leave
+/// together instead of waiting for it in a collective.
+bool onEveryRank(bool ok) {
+  int64_t all = ok;
+  std::string error;
+  EXPECT_TRUE(world->allReduce(&all, 1, plan::I64, Reduction::Min, error)) << error;
+  return all == 1;
+}
+
+/// This rank's coordinates on the 2x2 mesh.
+int rowOf() { return world->rank() / 2; }
+int colOf() { return world->rank() % 2; }
+
+template <typename T>
+HostTensor tensorOf(plan::DType dtype, const std::vector<int64_t> &shape,
+                    const std::function<T(int64_t)> &value) {
+  HostTensor t;
+  t.type = testsupport::tensorType(dtype, shape);
+  int64_t count = elementCount(t.type);
+  t.bytes.resize(size_t(count) * sizeof(T));
+  for (int64_t i = 0; i < count; ++i) {
+    T v = value(i);
+    std::memcpy(t.bytes.data() + i * sizeof(T), &v, sizeof(T));
+  }
+  return t;
+}
+
+HostTensor floats(const std::vector<int64_t> &shape, const std::function<float(int64_t)> &value) {
+  return tensorOf<float>(plan::F32, shape, value);
+}
+
+template <typename T = float> std::vector<T> valuesOf(const HostTensor &t) {
+  std::vector<T> values(t.bytes.size() / sizeof(T));
+  std::memcpy(values.data(), t.bytes.data(), t.bytes.size());
+  return values;
+}
+
+/// Runs `plan` on this rank of the mesh with the whole `inputs`; its
+/// outputs, or none when any rank failed (with this rank's failure
+/// reported).
+std::vector<HostTensor> runOnMesh(const plan::Plan &plan, const std::vector<HostTensor> &inputs,
+                                  const std::string &model = "") {
+  std::string error;
+  bool valid = validatePlan(plan, error);
+  EXPECT_TRUE(valid) << error;
+  if (!valid) // the same on every rank
+    return {};
+  std::unique_ptr<MeshGroups> groups =
+      MeshGroups::create(*world, meshAxisSizes(plan.mesh()), error);
+  EXPECT_TRUE(groups) << error;
+  if (!groups)
+    return {};
+  auto executor = Executor::create(plan, world->rank(), model, 1, error, groups.get());
+  EXPECT_TRUE(executor) << error;
+  bool ok = executor != nullptr;
+  for (size_t i = 0; ok && i < inputs.size(); ++i) {
+    ok = executor->setInput(int(i), inputs[i], error);
+    EXPECT_TRUE(ok) << error;
+  }
+  if (!onEveryRank(ok))
+    return {};
+  ok = executor->run(error);
+  EXPECT_TRUE(ok) << error;
+  if (!onEveryRank(ok))
+    return {};
+  std::vector<HostTensor> outputs;
+  for (int o = 0; o < plan.outputs_size(); ++o)
+    outputs.push_back(executor->output(o));
+  return outputs;
+}
+
+/// The whole tensor's values on the rank's part: the rows and columns of a
+/// [rows, cols] tensor starting at (row0, col0).
+std::vector<float> block(const std::function<float(int64_t, int64_t)> &whole, int64_t row0,
+                         int64_t rows, int64_t col0, int64_t cols) {
+  std::vector<float> values;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      values.push_back(whole(row0 + r, col0 + c));
+  return values;
+}
+
+TEST(MultiRank, AllReduceOverEachAxisAndBoth) {
+  // Rank r holds row r of x (4x3): x[r][c] = 10 r + c.
+  SpmdPlanBuilder b({2, 2});
+  uint32_t x = b.input("x", plan::F32, {4, 3}, {{0, 1}, {}});
+  struct Case {
+    std::vector<uint32_t> axes;
+    plan::ReduceKind reduction;
+    std::vector<int> rows; // the rows reduced, on this rank
+  };
+  int i = rowOf(), j = colOf();
+  std::vector<Case> cases = {{{0}, plan::REDUCE_SUM, {j, 2 + j}},
+                             {{1}, plan::REDUCE_SUM, {2 * i, 2 * i + 1}},
+                             {{0, 1}, plan::REDUCE_SUM, {0, 1, 2, 3}},
+                             {{1}, plan::REDUCE_MAX, {2 * i + 1}},
+                             {{1, 0}, plan::REDUCE_MIN, {0}}};
+  for (const Case &c : cases) {
+    uint32_t out = b.buffer(plan::F32, {1, 3});
+    b.collective(plan::ALL_REDUCE, c.axes, x, out, 0, 0, c.reduction);
+    b.output(out, "out");
+  }
+  auto whole = [](int64_t r, int64_t c) { return float(10 * r + c); };
+  std::vector<HostTensor> outputs =
+      runOnMesh(b.plan, {floats({4, 3}, [&](int64_t k) { return whole(k / 3, k % 3); })});
+  ASSERT_EQ(outputs.size(), cases.size());
+  for (size_t k = 0; k < cases.size(); ++k) {
+    std::vector<float> expected(3, 0);
+    for (int c = 0; c < 3; ++c)
+      for (int r : cases[k].rows)
+        expected[size_t(c)] += cases[k].reduction == plan::REDUCE_SUM ? whole(r, c) : 0;
+    if (cases[k].reduction != plan::REDUCE_SUM)
+      expected = block(whole, cases[k].rows[0], 1, 0, 3);
+    EXPECT_EQ(valuesOf(outputs[k]), expected) << "case " << k;
+  }
+}
+
+TEST(MultiRank, AllGatherAlongLeadingAndInnerDims) {
+  auto x = [](int64_t r, int64_t c) { return float(100 * r + c); }; // 2x8
+  auto y = [](int64_t r, int64_t c) { return float(10 * r + c); };  // 4x3
+  SpmdPlanBuilder b({2, 2});
+  // Dim 1 in 2 parts over axis 1; in 4 over both axes, listed either way;
+  // one gathered into bytes overlapping its input; dim 0 over axis 0.
+  uint32_t x1 = b.input("x1", plan::F32, {2, 8}, {{}, {1}});
+  uint32_t x2 = b.input("x2", plan::F32, {2, 8}, {{}, {1, 0}});
+  uint32_t x3 = b.input("x3", plan::F32, {2, 8}, {{}, {0, 1}});
+  uint32_t y1 = b.input("y1", plan::F32, {4, 3}, {{0}, {}});
+  uint32_t y2 = b.input("y2", plan::F32, {4, 3}, {{1, 0}, {}});
+  uint32_t g1 = b.buffer(plan::F32, {2, 8}), g2 = b.buffer(plan::F32, {2, 8});
+  uint32_t g3 = b.bufferAt(x3, plan::F32, {2, 8});
+  uint32_t g4 = b.buffer(plan::F32, {4, 3}), g5 = b.buffer(plan::F32, {4, 3});
+  b.collective(plan::ALL_GATHER, {1}, x1, g1, 1);
+  b.collective(plan::ALL_GATHER, {1, 0}, x2, g2, 1);
+  b.collective(plan::ALL_GATHER, {0, 1}, x3, g3, 1);
+  b.collective(plan::ALL_GATHER, {0}, y1, g4, 0);
+  b.collective(plan::ALL_GATHER, {1, 0}, y2, g5, 0);
+  for (uint32_t g : {g1, g2, g3, g4, g5})
+    b.output(g, "g");
+  HostTensor xs = floats({2, 8}, [&](int64_t k) { return x(k / 8, k % 8); });
+  HostTensor ys = floats({4, 3}, [&](int64_t k) { return y(k / 3, k % 3); });
+  std::vector<HostTensor> outputs = runOnMesh(b.plan, {xs, xs, xs, ys, ys});
+  ASSERT_EQ(outputs.size(), 5u);
+  for (int k = 0; k < 3; ++k)
+    EXPECT_EQ(valuesOf(outputs[size_t(k)]), block(x, 0, 2, 0, 8)) << "gather " << k;
+  for (int k = 3; k < 5; ++k)
+    EXPECT_EQ(valuesOf(outputs[size_t(k)]), block(y, 0, 4, 0, 3)) << "gather " << k;
+}
+
+TEST(MultiRank, ReduceScatterAlongAnInnerDim) {
+  // Rank r holds z[r] (2x4) of z (4x2x4): z[r][a][c] = 100 r + 10 a + c.
+  auto z = [](int64_t r, int64_t a, int64_t c) { return float(100 * r + 10 * a + c); };
+  SpmdPlanBuilder b({2, 2});
+  uint32_t in = b.input("z", plan::F32, {4, 2, 4}, {{0, 1}, {}, {}});
+  uint32_t s1 = b.buffer(plan::F32, {1, 2, 2}), s2 = b.buffer(plan::F32, {1, 2, 1});
+  b.collective(plan::REDUCE_SCATTER, {1}, in, s1, 2);
+  b.collective(plan::REDUCE_SCATTER, {1, 0}, in, s2, 2);
+  uint32_t s3 = b.bufferAt(in, plan::F32, {1, 2, 2}); // in place, last
+  b.collective(plan::REDUCE_SCATTER, {1}, in, s3, 2, 0, plan::REDUCE_MAX);
+  for (uint32_t s : {s1, s2, s3})
+    b.output(s, "s");
+  std::vector<HostTensor> outputs = runOnMesh(
+      b.plan, {floats({4, 2, 4}, [&](int64_t k) { return z(k / 8, k / 4 % 2, k % 4); })});
+  ASSERT_EQ(outputs.size(), 3u);
+  int i = rowOf(), j = colOf();
+  std::vector<float> sum, all, max;
+  for (int a = 0; a < 2; ++a) {
+    for (int c = 0; c < 2; ++c) {
+      sum.push_back(z(2 * i, a, 2 * j + c) + z(2 * i + 1, a, 2 * j + c));
+      max.push_back(z(2 * i + 1, a, 2 * j + c));
+    }
+    // Over axes {1, 0}, this rank is part j * 2 + i.
+    all.push_back(z(0, a, 2 * j + i) + z(1, a, 2 * j + i) + z(2, a, 2 * j + i) +
+                  z(3, a, 2 * j + i));
+  }
+  EXPECT_EQ(valuesOf(outputs[0]), sum);
+  EXPECT_EQ(valuesOf(outputs[1]), all);
+  EXPECT_EQ(valuesOf(outputs[2]), max);
+}
+
+TEST(MultiRank, AllToAll) {
+  // Rank r holds w[r] (2x6) of w (4x2x6), int32: w[r][a][c] = 100 r + 10 a + c.
+  auto w = [](int64_t r, int64_t a, int64_t c) { return int32_t(100 * r + 10 * a + c); };
+  SpmdPlanBuilder b({2, 2});
+  uint32_t in = b.input("w", plan::I32, {4, 2, 6}, {{0, 1}, {}, {}});
+  uint32_t t1 = b.buffer(plan::I32, {1, 4, 3}), t2 = b.buffer(plan::I32, {1, 2, 6}),
+           t3 = b.buffer(plan::I32, {2, 1, 6});
+  b.collective(plan::ALL_TO_ALL, {1}, in, t1, 2, 1); // inner dims both ways
+  b.collective(plan::ALL_TO_ALL, {0}, in, t2, 2, 2); // split and concatenated on one dim
+  b.collective(plan::ALL_TO_ALL, {1}, in, t3, 1, 0); // blocks contiguous both ways
+  for (uint32_t t : {t1, t2, t3})
+    b.output(t, "t");
+  std::vector<HostTensor> outputs = runOnMesh(
+      b.plan, {tensorOf<int32_t>(plan::I32, {4, 2, 6},
+                                 [&](int64_t k) { return w(k / 12, k / 6 % 2, k % 6); })});
+  ASSERT_EQ(outputs.size(), 3u);
+  int i = rowOf(), j = colOf();
+  std::vector<int32_t> e1, e2, e3;
+  for (int p = 0; p < 2; ++p) // from the group's member p, its block for this rank
+    for (int a = 0; a < 2; ++a)
+      for (int c = 0; c < 3; ++c)
+        e1.push_back(w(2 * i + p, a, 3 * j + c));
+  for (int a = 0; a < 2; ++a)
+    for (int p = 0; p < 2; ++p)
+      for (int c = 0; c < 3; ++c)
+        e2.push_back(w(2 * p + j, a, 3 * i + c));
+  for (int p = 0; p < 2; ++p)
+    for (int c = 0; c < 6; ++c)
+      e3.push_back(w(2 * i + p, j, c));
+  EXPECT_EQ(valuesOf<int32_t>(outputs[0]), e1);
+  EXPECT_EQ(valuesOf<int32_t>(outputs[1]), e2);
+  EXPECT_EQ(valuesOf<int32_t>(outputs[2]), e3);
+}
+
+/// An ONNX model of float initializers (name, dims), element k = `value`(k
+/// as row, col of a 2-D shape).
+std::string writeModel(const std::vector<std::pair<std::string, std::vector<int64_t>>> &inits,
+                       const std::function<float(int64_t, int64_t)> &value) {
+  ::onnx::ModelProto model;
+  model.set_ir_version(9);
+  model.mutable_graph()->set_name("g");
+  for (const auto &[name, dims] : inits) {
+    ::onnx::TensorProto *t = model.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    for (int64_t d : dims)
+      t->add_dims(d);
+    for (int64_t k = 0; k < dims[0] * dims[1]; ++k)
+      t->add_float_data(value(k / dims[1], k % dims[1]));
+  }
+  // Each rank is a process of its own: a folder of its own.
+  std::string path = testsupport::makeTempDir("multirank") + "/model.onnx";
+  testsupport::writeBytes(path, model.SerializeAsString());
+  return path;
+}
+
+plan::ParameterSource initializer(const std::string &name) {
+  plan::ParameterSource source;
+  source.set_initializer(name);
+  return source;
+}
+
+TEST(MultiRank, ShardedParametersFromOnnx) {
+  auto value = [](int64_t r, int64_t c) { return float(10 * r + c); };
+  std::string model = writeModel({{"w", {3, 4}}, {"v", {4, 4}}}, value);
+  SpmdPlanBuilder b({2, 2});
+  b.output(b.parameter(initializer("w"), plan::F32, {3, 4}, {{}, {1}}), "w");
+  b.output(b.parameter(initializer("v"), plan::F32, {4, 4}, {{0}, {1}}), "v");
+  std::vector<HostTensor> outputs = runOnMesh(b.plan, {}, model);
+  ASSERT_EQ(outputs.size(), 2u);
+  int i = rowOf(), j = colOf();
+  EXPECT_EQ(valuesOf(outputs[0]), block(value, 0, 3, 2 * j, 2));
+  EXPECT_EQ(valuesOf(outputs[1]), block(value, 2 * i, 2, 2 * j, 2));
+
+  // A model whose initializer the parts do not tile.
+  std::string wider = writeModel({{"w", {3, 6}}, {"v", {4, 4}}}, value);
+  std::string error;
+  auto groups = MeshGroups::create(*world, {2, 2}, error);
+  ASSERT_TRUE(groups) << error;
+  EXPECT_FALSE(Executor::create(b.plan, world->rank(), wider, 1, error, groups.get()));
+  EXPECT_NE(error.find("parameter 'w': the model's initializer is [3,6], not cut into [1,2] "
+                       "parts of the plan's [3,2]"),
+            std::string::npos)
+      << error;
+}
+
+TEST(MultiRank, ShardedSeededParameter) {
+  plan::ParameterSource source = initializer("s");
+  source.mutable_seeded()->set_mean(0.5);
+  source.mutable_seeded()->set_std(2);
+  source.mutable_seeded()->set_seed(7);
+  for (int64_t d : {4, 6})
+    source.mutable_seeded()->add_shape(d);
+  SpmdPlanBuilder b({2, 2});
+  // Dim 0 over axis 1, dim 1 over axis 0.
+  b.output(b.parameter(source, plan::F32, {4, 6}, {{1}, {0}}), "s");
+  std::vector<HostTensor> outputs = runOnMesh(b.plan, {});
+  ASSERT_EQ(outputs.size(), 1u);
+  std::vector<float> whole(24);
+  fillSeeded(source, testsupport::tensorType(plan::F32, {4, 6}), whole.data());
+  auto value = [&](int64_t r, int64_t c) { return whole[size_t(r * 6 + c)]; };
+  EXPECT_EQ(valuesOf(outputs[0]), block(value, 2 * colOf(), 2, 3 * rowOf(), 3));
+}
+
+TEST(MultiRank, ShardedInputFromTheWholeTensor) {
+  auto value = [](int64_t r, int64_t c) { return float(10 * r + c); };
+  SpmdPlanBuilder b({2, 2});
+  b.output(b.input("x", plan::F32, {4, 6}, {{0}, {1}}), "x");
+  HostTensor x = floats({4, 6}, [&](int64_t k) { return value(k / 6, k % 6); });
+  std::vector<HostTensor> outputs = runOnMesh(b.plan, {x});
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_EQ(valuesOf(outputs[0]), block(value, 2 * rowOf(), 2, 3 * colOf(), 3));
+
+  // The input is given whole, never as the rank's part.
+  std::string error;
+  auto groups = MeshGroups::create(*world, {2, 2}, error);
+  ASSERT_TRUE(groups) << error;
+  auto executor = Executor::create(b.plan, world->rank(), "", 1, error, groups.get());
+  ASSERT_TRUE(executor) << error;
+  EXPECT_FALSE(executor->setInput(0, floats({2, 3}, [](int64_t) { return 0.f; }), error));
+  EXPECT_NE(error.find("input 'x': expected f32[4,6], given f32[2,3]"), std::string::npos)
+      << error;
+}
+
+TEST(MultiRank, RowShardedMatMulThenGatherEqualsOneRank) {
+  // Small integers: every summation order gives the same floats.
+  auto x = [](int64_t k) { return float((k * 5) % 7 - 3); };
+  std::vector<float> w(15);
+  for (int k = 0; k < 15; ++k)
+    w[size_t(k)] = float(k % 5 - 2);
+
+  SpmdPlanBuilder sharded({2, 2});
+  uint32_t xs = sharded.input("x", plan::F32, {8, 5}, {{0, 1}, {}});
+  uint32_t ws = sharded.constant(w, {5, 3});
+  uint32_t ys = sharded.buffer(plan::F32, {2, 3});
+  sharded.instruction({xs, ws}, ys).mutable_matmul();
+  uint32_t gathered = sharded.buffer(plan::F32, {8, 3});
+  sharded.collective(plan::ALL_GATHER, {0, 1}, ys, gathered, 0);
+  sharded.output(gathered, "y");
+
+  SpmdPlanBuilder single({1});
+  uint32_t x1 = single.input("x", plan::F32, {8, 5});
+  uint32_t w1 = single.constant(w, {5, 3});
+  uint32_t y1 = single.buffer(plan::F32, {8, 3});
+  single.instruction({x1, w1}, y1).mutable_matmul();
+  single.output(y1, "y");
+
+  HostTensor input = floats({8, 5}, x);
+  std::vector<HostTensor> outputs = runOnMesh(sharded.plan, {input});
+  ASSERT_EQ(outputs.size(), 1u);
+  std::string error;
+  auto alone = Executor::create(single.plan, 0, "", 1, error);
+  ASSERT_TRUE(alone) << error;
+  ASSERT_TRUE(alone->setInput(0, input, error)) << error;
+  ASSERT_TRUE(alone->run(error)) << error;
+  EXPECT_EQ(valuesOf(outputs[0]), valuesOf(alone->output(0)));
+}
+
+TEST(MultiRank, CollectivesWithoutCommunicators) {
+  // Without the mesh's communicators, a collective among several ranks
+  // cannot run; one over size-1 axes is a copy.
+  SpmdPlanBuilder b({2, 2});
+  uint32_t x = b.input("x", plan::F32, {4, 3}, {{0, 1}, {}});
+  uint32_t out = b.buffer(plan::F32, {1, 3});
+  b.collective(plan::ALL_REDUCE, {0}, x, out);
+  b.output(out, "out");
+  std::string error;
+  EXPECT_FALSE(Executor::create(b.plan, world->rank(), "", 1, error));
+  EXPECT_NE(error.find("instruction 0: ALL_REDUCE over 2 ranks needs their communicator; run "
+                       "the plan under MPI (dtc run -n)"),
+            std::string::npos)
+      << error;
+
+  SpmdPlanBuilder alone({1, 1});
+  uint32_t y = alone.input("y", plan::F32, {2, 3}, {{0}, {1}});
+  uint32_t gathered = alone.buffer(plan::F32, {2, 3});
+  alone.collective(plan::ALL_GATHER, {0, 1}, y, gathered, 1);
+  alone.output(gathered, "y");
+  ASSERT_TRUE(validatePlan(alone.plan, error)) << error;
+  auto executor = Executor::create(alone.plan, 0, "", 1, error);
+  ASSERT_TRUE(executor) << error;
+  HostTensor input = floats({2, 3}, [](int64_t k) { return float(k); });
+  ASSERT_TRUE(executor->setInput(0, input, error)) << error;
+  ASSERT_TRUE(executor->run(error)) << error;
+  EXPECT_EQ(valuesOf(executor->output(0)), valuesOf(input));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  return testsupport::runTestsOnEveryRank(argc, argv, "dtc-multirank-tests", world);
+}

@@ -1,0 +1,146 @@
+//===- RankLauncher.cpp - dtc run on several ranks ------------------------===//
+#include "tools/dtc/RankLauncher.h"
+
+#include "runtime/Sharding.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <thread>
+#include <unistd.h>
+
+namespace dtc::cli {
+namespace {
+
+/// Set in the environment of the ranks dtc starts itself, so that a rank
+/// that does not see mpirun's environment fails instead of starting mpirun
+/// again.
+constexpr const char *kStartedByDtc = "DTC_STARTED_RANKS";
+
+/// The executable `name` in a folder of $PATH, or "".
+std::string findOnPath(const std::string &name) {
+  const char *path = std::getenv("PATH");
+  std::string folders = path ? path : "";
+  size_t begin = 0;
+  while (begin <= folders.size()) {
+    size_t end = std::min(folders.find(':', begin), folders.size());
+    std::string folder = folders.substr(begin, end - begin);
+    std::string candidate = (folder.empty() ? "." : folder) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    begin = end + 1;
+  }
+  return "";
+}
+
+std::string meshString(const std::vector<int64_t> &sizes) {
+  return fmt::format("{}", fmt::join(sizes, "x"));
+}
+
+} // namespace
+
+std::string rankCount(int64_t ranks) {
+  return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
+}
+
+int relaunchUnderMpirun(int64_t ranks, const Args &args) {
+  if (std::getenv(kStartedByDtc))
+    return failure("dtc started this rank under mpirun, but it sees no MPI environment "
+                   "(OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK): is that mpirun OpenMPI's?");
+  std::string mpirun = findOnPath("mpirun");
+  if (mpirun.empty())
+    return failure(fmt::format("running {} ranks needs mpirun (OpenMPI), which is not on PATH: "
+                               "install it, or start the ranks yourself (mpirun -n {} dtc "
+                               "run ..., or srun)",
+                               ranks, ranks));
+  char self[PATH_MAX];
+  ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length <= 0)
+    return failure(std::string("cannot find dtc's own executable to start the ranks: ") +
+                   std::strerror(errno));
+  self[length] = '\0';
+
+  std::vector<std::string> command = {"mpirun", "-n", std::to_string(ranks),
+                                      // Tests and laptops run more ranks than cores;
+                                      // each rank's threads go where the OS puts them.
+                                      "--oversubscribe", "--bind-to", "none", self};
+  command.insert(command.end(), args.begin(), args.end());
+  std::vector<char *> argv;
+  for (std::string &arg : command)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  ::setenv(kStartedByDtc, "1", 1);
+  // OpenMPI refuses root unless told; pass that on only where it applies.
+  if (::geteuid() == 0) {
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::execv(mpirun.c_str(), argv.data());
+  return failure("cannot start " + mpirun + ": " + std::strerror(errno));
+}
+
+std::unique_ptr<RankJob> RankJob::join(const plan::Plan &plan, const std::string &planPath) {
+  std::unique_ptr<RankJob> job(new RankJob);
+  std::string error;
+  job->session_ = runtime::MpiSession::start(error);
+  if (job->session_)
+    job->world_ = runtime::worldCommunicator(error);
+  if (!job->world_)
+    return failure(error), nullptr;
+  std::vector<int64_t> mesh = runtime::meshAxisSizes(plan.mesh());
+  int64_t devices = runtime::meshDevices(plan.mesh());
+  if (devices != job->size()) {
+    // Every rank finds this; one message is enough.
+    if (job->rank() == 0)
+      failure(fmt::format("{}: the plan is for {} (mesh {}), but the job has {}: start it "
+                          "with mpirun -n {} (or let dtc run start it)",
+                          planPath, rankCount(devices), meshString(mesh), job->size(),
+                          devices));
+    return nullptr;
+  }
+  if (job->size() > 1)
+    setErrorPrefix(fmt::format("rank {}: ", job->rank()));
+  job->groups_ = runtime::MeshGroups::create(*job->world_, mesh, error);
+  if (!job->groups_)
+    return failure(error), nullptr;
+  // Rank 0 speaks for the job: outputs and the loss are replicated, so the
+  // other ranks' stdout would only repeat it. Their errors still show.
+  if (job->rank() != 0) {
+    std::fflush(stdout);
+    int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0) {
+      ::dup2(null, STDOUT_FILENO);
+      ::close(null);
+    }
+  }
+  return job;
+}
+
+RankJob::~RankJob() = default;
+
+int RankJob::defaultThreads() const {
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  int local = size();
+  if (const char *onNode = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    local = std::max(1, std::atoi(onNode));
+  return std::max(1, cores / local);
+}
+
+int RankJob::finish(int status) {
+  if (status == 0 || size() == 1)
+    return status;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  session_->abortJob(status);
+}
+
+} // namespace dtc::cli

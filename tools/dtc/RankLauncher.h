@@ -1,0 +1,62 @@
+//===- RankLauncher.h - dtc run on several ranks ----------------*- C++ -*-===//
+//
+// A plan for several ranks runs one process per rank over MPI. Started by
+// hand, `dtc run` re-executes itself under mpirun, one process per rank of
+// the plan's mesh; started by mpirun or srun (on a cluster), it joins the
+// job as one rank. A single-rank plan run by hand never starts MPI.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_TOOLS_DTC_RANKLAUNCHER_H
+#define DTC_TOOLS_DTC_RANKLAUNCHER_H
+
+#include "tools/dtc/Commands.h"
+
+#include "runtime/comm/MeshGroups.h"
+#include "runtime/comm/MpiCommunicator.h"
+
+#include "plan.pb.h"
+
+#include <memory>
+
+namespace dtc::cli {
+
+/// "1 rank", "4 ranks".
+std::string rankCount(int64_t ranks);
+
+/// Replaces this process with `mpirun -n RANKS --oversubscribe --bind-to
+/// none DTC ARGS` (ARGS: dtc's arguments after its name, without -n), so
+/// that mpirun's exit status is dtc's. Returns only when it cannot (no
+/// mpirun on PATH, exec failed), with 1 after printing why.
+int relaunchUnderMpirun(int64_t ranks, const Args &args);
+
+/// This process as one rank of a job that mpirun or srun started: MPI, the
+/// world and the groups of the plan's mesh.
+class RankJob {
+public:
+  /// Joins the job; null after printing why not (MPI does not start, the
+  /// job's size is not the plan's device count, named by `planPath`).
+  static std::unique_ptr<RankJob> join(const plan::Plan &plan, const std::string &planPath);
+  ~RankJob();
+
+  int rank() const { return world_->rank(); }
+  int size() const { return world_->size(); }
+  runtime::Communicator &world() { return *world_; }
+  runtime::MeshGroups &groups() { return *groups_; }
+  /// Threads per rank when none are asked for: the machine's cores shared
+  /// by the job's ranks on it.
+  int defaultThreads() const;
+
+  /// Ends the job with `status` when it is not 0 and other ranks may be
+  /// waiting for this one in a collective (MPI_Abort); else returns it.
+  int finish(int status);
+
+private:
+  RankJob() = default;
+  std::unique_ptr<runtime::MpiSession> session_;
+  std::unique_ptr<runtime::Communicator> world_;
+  std::unique_ptr<runtime::MeshGroups> groups_;
+};
+
+} // namespace dtc::cli
+
+#endif // DTC_TOOLS_DTC_RANKLAUNCHER_H
