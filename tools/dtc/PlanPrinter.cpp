@@ -1,9 +1,11 @@
 //===- PlanPrinter.cpp ----------------------------------------------------===//
 #include "tools/dtc/PlanPrinter.h"
+#include "runtime/plan/FormatBytes.h"
 
 #include "runtime/Executor.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <functional>
 
@@ -159,6 +161,18 @@ std::string describeInstruction(const plan::Instruction &inst) {
   case plan::Instruction::kTrilu:
     return fmt::format("trilu {} k={}", inst.trilu().upper() ? "upper" : "lower",
                        inst.trilu().k());
+  case plan::Instruction::kCollective: {
+    const auto &c = inst.collective();
+    static const char *kinds[] = {"?", "all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+    static const char *reductions[] = {"?", "sum", "mean", "max", "min"};
+    int kind = c.kind() >= 0 && c.kind() <= 4 ? c.kind() : 0;
+    std::string s = fmt::format("{} mesh_axes=[{}]", kinds[kind], fmt::join(c.mesh_axes(), ","));
+    if (c.kind() == plan::ALL_REDUCE || c.kind() == plan::REDUCE_SCATTER)
+      s += fmt::format(" {}", reductions[c.reduction() >= 0 && c.reduction() <= 4 ? c.reduction() : 0]);
+    if (c.kind() != plan::ALL_REDUCE)
+      s += fmt::format(" axis={}", c.axis());
+    return s + fmt::format(" ({})", formatBytes(int64_t(inst.cost().bytes())));
+  }
   default:
     return "unknown";
   }
@@ -183,8 +197,9 @@ std::string printPlan(const plan::Plan &plan) {
   std::vector<std::string> axes;
   for (const auto &axis : plan.mesh().axes())
     axes.push_back(fmt::format("{}={}", axis.name(), axis.size()));
-  line(fmt::format("mesh: {} ({} rank{})", fmt::join(axes, " x "), plan.ranks_size(),
-                   plan.ranks_size() == 1 ? "" : "s"));
+  int64_t ranks = plan.program_of_rank_size() ? plan.program_of_rank_size() : plan.ranks_size();
+  line(fmt::format("mesh: {} ({} rank{}{})", fmt::join(axes, " x "), ranks, ranks == 1 ? "" : "s",
+                   plan.ranks_size() == 1 && ranks > 1 ? ", one program for all" : ""));
   line("");
   line("inputs:");
   for (const auto &t : plan.inputs())

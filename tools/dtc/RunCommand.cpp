@@ -157,6 +157,16 @@ void printProfile(const runtime::Executor &executor) {
   fmt::print("\n");
 }
 
+/// The first weight (a parameter read from the model) that the plan splits
+/// over the ranks, or "".
+std::string shardedWeight(const plan::Plan &plan) {
+  for (const plan::RankProgram &program : plan.ranks())
+    for (const plan::Buffer &buffer : program.buffers())
+      if (buffer.has_parameter() && !buffer.parameter().zeros() && buffer.sharding_size() != 0)
+        return buffer.parameter().initializer();
+  return "";
+}
+
 /// Whether any rank reads parameters from the model's initializers.
 bool readsModel(const plan::Plan &plan) {
   for (const plan::RankProgram &program : plan.ranks())
@@ -361,11 +371,12 @@ int runRun(const Args &args) {
                                   "or leave -n out",
                                   ranks, planPath, rankCount(devices),
                                   fmt::join(runtime::meshAxisSizes(plan.mesh()), "x"), devices));
-  if (devices > 1 && !train.exportPath.empty())
-    return usageError(fmt::format("--export with {} ranks is not supported yet: the trained "
-                                  "parameters are split over the ranks; keep --checkpoint DIR "
-                                  "(one file per rank) instead",
-                                  devices));
+  // Rank 0 exports the weights it holds: all of them unless some are split.
+  if (std::string split = shardedWeight(plan); !split.empty() && !train.exportPath.empty())
+    return usageError(fmt::format("--export of weights split over the ranks ('{}' and maybe "
+                                  "others) is not supported yet; keep --checkpoint DIR (one "
+                                  "file per rank) instead",
+                                  split));
   if (!runtime::MpiSession::launchedByMpi()) {
     if (devices == 1 && ranks == 0)
       return runRank(plan, options, nullptr); // no MPI for one process

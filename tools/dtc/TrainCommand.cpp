@@ -290,7 +290,7 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
         return failure(error);
     }
   }
-  if (!options.exportPath.empty())
+  if (!options.exportPath.empty() && rank == 0) // every rank's weights are the same
     return exportModel(plan, executor,
                        options.modelPath.empty() ? plan.model() : options.modelPath,
                        options.exportPath);

@@ -18,7 +18,7 @@ struct TrainRunOptions {
   std::string checkpoint;      // directory; empty: none
   int64_t checkpointEvery = 0; // steps; 0 with a checkpoint dir: only at the end
   bool resume = false;
-  std::string exportPath;      // the trained model as ONNX; empty: none
+  std::string exportPath;      // the trained model as ONNX (rank 0's weights); empty: none
   std::string modelPath;       // where the plan's parameters came from (--model), or empty
 };
 
