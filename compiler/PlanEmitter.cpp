@@ -102,8 +102,9 @@ std::string nameOf(Location loc) {
 
 class PlanEmitter {
 public:
-  PlanEmitter(func::FuncOp func, plan::Plan &plan)
-      : func_(func), plan_(plan), rank_(*plan.add_ranks()) {}
+  /// `meshShape`: the sizes of the mesh axes (sharded buffers name them).
+  PlanEmitter(func::FuncOp func, plan::Plan &plan, std::vector<int64_t> meshShape)
+      : func_(func), plan_(plan), rank_(*plan.add_ranks()), meshShape_(std::move(meshShape)) {}
 
   LogicalResult emit() {
     Block &block = func_.getBody().front();
@@ -213,10 +214,6 @@ private:
     return success();
   }
 
-public:
-  std::vector<int64_t> meshShape_ = {1};
-
-private:
   plan::Instruction &addInstruction(Operation *op, ValueRange inputs) {
     // Ops of the load-time prologue (dtc-hoist-constants) run once.
     plan::Instruction &inst =
@@ -582,6 +579,7 @@ private:
   plan::RankProgram &rank_;
   llvm::DenseMap<Value, uint32_t> ids_;
   llvm::StringMap<uint32_t> parameters_; // parameter name -> buffer id
+  std::vector<int64_t> meshShape_;
 };
 
 } // namespace
@@ -590,12 +588,12 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError("no function 'main' to emit");
-  PlanEmitter emitter(func, out);
+  std::vector<int64_t> meshShape = {1};
   if (auto mesh = module.lookupSymbol<mesh::MeshOp>("mesh")) {
     auto names = module->getAttrOfType<ArrayAttr>("dtc.mesh_axis_names");
+    meshShape.assign(mesh.getShape().begin(), mesh.getShape().end());
     int64_t devices = 1;
-    emitter.meshShape_.assign(mesh.getShape().begin(), mesh.getShape().end());
-    for (auto [i, size] : llvm::enumerate(mesh.getShape())) {
+    for (auto [i, size] : llvm::enumerate(meshShape)) {
       plan::MeshAxis *axis = out.mutable_mesh()->add_axes();
       axis->set_name(names && i < names.size() ? cast<StringAttr>(names[i]).str()
                                                : "axis" + std::to_string(i));
@@ -611,6 +609,7 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   }
   if (auto source = module->getAttrOfType<StringAttr>("graph.source"))
     out.set_model(source.str());
+  PlanEmitter emitter(func, out, std::move(meshShape));
   if (failed(emitter.emit()))
     return failure();
   auto attr = [&](const char *name) {

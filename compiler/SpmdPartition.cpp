@@ -124,13 +124,18 @@ private:
     return type.clone(shape);
   }
 
+  /// How a new (local) value is split; whole when nothing was recorded.
+  Sharding current(Value v) const {
+    Sharding s = shardings_.lookup(v);
+    s.dims.resize(size_t(rankOf(v)));
+    return s;
+  }
+
   /// `v` (local, sharded as recorded) as `want`: dims cut where they should
   /// not be are all-gathered. A dim to be cut that is whole is not asked
   /// for: factors are only split where an operand already is.
   Value reshard(Value v, const Sharding &want) {
-    Sharding have = shardings_.lookup(v);
-    if (have.dims.empty())
-      have.dims.resize(size_t(rankOf(v)));
+    Sharding have = current(v);
     for (size_t d = 0; d < have.dims.size(); ++d) {
       if (have.dims[d] == want.dims[d] || have.dims[d].empty())
         continue;
@@ -150,7 +155,7 @@ private:
     SmallVector<Axes> assign(rule.factors.size());
     llvm::SmallDenseSet<int16_t> used;
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
-      const Sharding &s = shardings_[map_.lookup(operand)];
+      Sharding s = current(map_.lookup(operand));
       for (size_t d = 0; d < s.dims.size() && d < rule.operands[i].size(); ++d) {
         int f = leadingFactor(rule, rule.operands[i][d]);
         if (s.dims[d].empty() || f < 0 || rule.factors[size_t(f)].whole || !assign[size_t(f)].empty())
@@ -234,10 +239,7 @@ private:
   /// be cut (only splat constants can be).
   Value reshardOperand(Value v, const Sharding &want) {
     Value gathered = reshard(v, want);
-    Sharding have = shardings_.lookup(gathered);
-    if (have.dims.empty())
-      have.dims.resize(size_t(rankOf(gathered)));
-    if (have.dims == want.dims)
+    if (current(gathered).dims == want.dims)
       return gathered;
     return cutLocally(gathered, want);
   }
@@ -263,8 +265,7 @@ private:
           part.dims[d - lead] = want.dims[d];
       if (part.replicated())
         return operand;
-      Sharding have = shardings_.lookup(operand);
-      if (have.dims == part.dims)
+      if (current(operand).dims == part.dims)
         return operand;
       return cutLocally(operand, part, depth + 1);
     };

@@ -2,10 +2,12 @@
 //
 // Each rank's program runs on its device: an instruction starts when its
 // stream is free and the instructions that wrote its inputs have finished,
-// and lasts what the cost model says. Kernels run on the compute stream;
-// collectives and send/recv (when plans carry them) on the communication
-// stream, synchronised across the ranks they join, so overlap and pipeline
-// bubbles come out of the timeline rather than a formula.
+// and lasts what the cost model says. Kernels run on the compute stream,
+// collectives on the communication stream (timed on the link their mesh
+// group crosses), so their overlap comes out of the timeline rather than a
+// formula. Ranks that run the same program are simulated once: in an SPMD
+// plan they reach each collective together. Programs that differ
+// (pipeline stages) do not yet wait for each other at collectives.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_COST_SIMULATOR_H

@@ -177,11 +177,9 @@ public:
     };
     MPI_Datatype type;
     MPI_Op op;
-    if (!checkCount(count, dtype, what, error))
+    if (!checkCount(count, dtype, what, error) ||
+        !checkReduction(dtype, reduction, what, type, op, error))
       return false;
-    if (!reductionOf(dtype, reduction, type, op))
-      return fail(what(), std::string("no ") + reductionName(reduction) + " of " +
-                              dtypeName(dtype), error);
     char *bytes = static_cast<char *>(data);
     int64_t width = dtypeBytes(dtype);
     return check(what, error, inPieces(count, [&](int64_t offset, int n) {
@@ -217,11 +215,9 @@ public:
     };
     MPI_Datatype type;
     MPI_Op op;
-    if (!checkCount(countPerRank, dtype, what, error))
+    if (!checkCount(countPerRank, dtype, what, error) ||
+        !checkReduction(dtype, reduction, what, type, op, error))
       return false;
-    if (!reductionOf(dtype, reduction, type, op))
-      return fail(what(), std::string("no ") + reductionName(reduction) + " of " +
-                              dtypeName(dtype), error);
     const char *in = static_cast<const char *>(send);
     char *out = static_cast<char *>(recv);
     int64_t width = dtypeBytes(dtype);
@@ -361,6 +357,17 @@ private:
     if (count < 0)
       return fail(what(), "the count is negative", error);
     return true;
+  }
+
+  /// The MPI type and op of a reduction; false with `error` when MPI (and
+  /// our own ops) have none for the dtype.
+  template <typename What>
+  bool checkReduction(plan::DType dtype, Reduction reduction, const What &what,
+                      MPI_Datatype &type, MPI_Op &op, std::string &error) const {
+    if (reductionOf(dtype, reduction, type, op))
+      return true;
+    return fail(what(), std::string("no ") + reductionName(reduction) + " of " + dtypeName(dtype),
+                error);
   }
 
   MPI_Comm comm_;
