@@ -3,6 +3,7 @@
 
 #include "compiler/Passes.h"
 #include "compiler/PlanEmitter.h"
+#include "compiler/ShardingSearch.h"
 #include "dialects/graph/GraphOps.h"
 #include "runtime/plan/FormatBytes.h"
 
@@ -24,6 +25,17 @@ std::string fmtNumber(double v) {
   return buffer;
 }
 
+std::string formatSeconds(double s) {
+  char buffer[32];
+  if (s >= 1)
+    std::snprintf(buffer, sizeof buffer, "%.2f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buffer, sizeof buffer, "%.2f ms", s * 1e3);
+  else
+    std::snprintf(buffer, sizeof buffer, "%.1f us", s * 1e6);
+  return buffer;
+}
+
 int64_t intAttr(Operation *op, StringRef name) {
   auto attr = op->getAttrOfType<IntegerAttr>(name);
   return attr ? attr.getInt() : 0;
@@ -31,30 +43,48 @@ int64_t intAttr(Operation *op, StringRef name) {
 
 } // namespace
 
-/// A data-parallel mesh: every input's batch dim (dim 0) split over the
-/// `dp` axis. Inputs without dims (the optimizer's scalars) stay whole.
-static LogicalResult splitBatch(ModuleOp module, func::FuncOp func, int64_t ranks) {
-  module.getContext()->loadDialect<mesh::MeshDialect>();
-  OpBuilder b(module.getContext());
-  b.setInsertionPointToStart(module.getBody());
-  b.create<mesh::MeshOp>(module.getLoc(), "mesh", ArrayRef<int64_t>{ranks});
-  module->setAttr("dtc.mesh_axis_names", b.getArrayAttr({b.getStringAttr("dp")}));
-  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
-    if (type.getRank() == 0)
-      continue;
-    if (type.getDimSize(0) % ranks != 0) {
-      auto name = func.getArgAttrOfType<StringAttr>(i, "graph.name");
-      return func.emitError() << "--dp " << ranks << ": input '"
-                              << (name ? name.getValue() : "") << "' has batch "
-                              << type.getDimSize(0) << ", which " << ranks
-                              << " ranks cannot split evenly";
-    }
-    SmallVector<Attribute> dims(type.getRank(), b.getDenseI64ArrayAttr({}));
-    dims[0] = b.getDenseI64ArrayAttr({0});
-    func.setArgAttr(i, "dtc.sharding", b.getArrayAttr(dims));
+int64_t ParallelOptions::devices() const {
+  int64_t n = 1;
+  for (int64_t size : mesh)
+    n *= size;
+  return std::max(n, std::max<int64_t>(1, dataParallel) * std::max<int64_t>(1, tensorParallel));
+}
+
+/// The mesh's axes: the pinned ones (dp, tp), then what is left of the
+/// devices as one free axis, or the --mesh axes when nothing is pinned.
+static std::vector<MeshAxisSpec> meshAxes(const ParallelOptions &p) {
+  std::vector<MeshAxisSpec> axes;
+  if (p.dataParallel > 1)
+    axes.push_back({"dp", p.dataParallel, AxisRole::Data});
+  if (p.tensorParallel > 1)
+    axes.push_back({"tp", p.tensorParallel, AxisRole::Tensor});
+  int64_t pinned = 1;
+  for (const MeshAxisSpec &a : axes)
+    pinned *= a.size;
+  if (axes.empty()) {
+    static const char *kNames[] = {"x", "y", "z", "w"};
+    for (auto [i, size] : llvm::enumerate(p.mesh))
+      if (size > 1)
+        axes.push_back({i < 4 ? kNames[i] : "a" + std::to_string(i), size, AxisRole::Free});
+  } else if (p.devices() / pinned > 1) {
+    axes.push_back({"x", p.devices() / pinned, AxisRole::Free});
   }
-  return success();
+  return axes;
+}
+
+static std::string meshNote(const std::vector<MeshAxisSpec> &axes, const ParallelOptions &p,
+                            const SearchResult &r) {
+  std::string text = "mesh: ", pinned;
+  for (const MeshAxisSpec &a : axes) {
+    text += (text.size() > 6 ? " x " : "") + a.name + "=" + std::to_string(a.size);
+    if (a.role != AxisRole::Free)
+      pinned += std::string(pinned.empty() ? "" : ", ") + "--" + a.name;
+  }
+  text += pinned.empty() ? " (searched)" : " (pinned by " + pinned + ")";
+  if (p.zero >= 0)
+    text += ", ZeRO stage " + std::to_string(p.zero) + " pinned";
+  return text + "; " + std::to_string(r.splitParameters) + " of " +
+         std::to_string(r.parameters) + " parameters split";
 }
 
 LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
@@ -71,9 +101,8 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
   func.walk([&](graph::TransposeOp) { ++transposes; });
   func.walk([&](graph::ReluOp) { ++relus; });
 
-  if (parallel.dataParallel > 1 && failed(splitBatch(module, func, parallel.dataParallel)))
-    return failure();
-  if (training && parallel.dataParallel > 1) {
+  bool split = parallel.devices() > 1;
+  if (training && split) {
     // A split training step returns the loss and the updates only: the
     // model's outputs (logits) would have to be gathered whole on every
     // rank each step, and the trainer never reads them.
@@ -86,10 +115,35 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
     func.eraseResults(modelOutputs);
   }
 
+  {
+    PassManager cleanup(module.getContext());
+    OpPassManager &fpm = cleanup.nest<func::FuncOp>();
+    fpm.addPass(createCanonicalizerPass());
+    fpm.addPass(createCSEPass());
+    if (failed(cleanup.run(module)))
+      return failure();
+  }
+  std::vector<MeshAxisSpec> axes = meshAxes(parallel);
+  SearchResult searched;
+  if (split) {
+    SearchOptions options;
+    options.mesh = axes;
+    options.training = training != nullptr;
+    options.zero = parallel.zero;
+    options.cluster = parallel.cluster;
+    options.memoryLimit = parallel.memoryLimit > 0 ? parallel.memoryLimit
+                                                   : parallel.cluster.device.memoryCapacity;
+    FailureOr<SearchResult> result = searchShardings(module, func, options);
+    if (failed(result))
+      return failure();
+    searched = *result;
+  }
+
   PassManager pm(module.getContext());
-  OpPassManager &cleanup = pm.nest<func::FuncOp>();
-  cleanup.addPass(createCanonicalizerPass());
-  cleanup.addPass(createCSEPass());
+  if (std::getenv("DTC_PRINT_IR")) { // for compiler developers: IR after each pass
+    module.getContext()->disableMultithreading();
+    pm.enableIRPrinting();
+  }
   pm.addPass(createSpmdPartition());
   OpPassManager &fpm = pm.nest<func::FuncOp>();
   if (!training) // folds inference batch norms into the weights
@@ -125,14 +179,32 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
   auto &notes = *plan.mutable_decisions()->mutable_notes();
   auto note = [&](std::string text) { *notes.Add() = std::move(text); };
   int collectives = 0;
-  func.walk([&](Operation *op) { collectives += isa<mesh::AllReduceOp, mesh::AllGatherOp>(op); });
-  if (parallel.dataParallel > 1)
-    note("mesh: dp=" + std::to_string(parallel.dataParallel) +
-         " (pinned by --dp): every rank runs the same program on 1/" +
-         std::to_string(parallel.dataParallel) + " of the batch; " +
-         std::to_string(collectives) + " collectives inserted (gradients all-reduced)");
-  else
+  func.walk([&](Operation *op) {
+    collectives += op->getDialect() && op->getDialect()->getNamespace() == "mesh" &&
+                   !isa<mesh::MeshOp>(op);
+  });
+  if (split) {
+    note(meshNote(axes, parallel, searched));
+    double limit = parallel.memoryLimit > 0 ? parallel.memoryLimit
+                                            : parallel.cluster.device.memoryCapacity;
+    char solve[64];
+    std::snprintf(solve, sizeof solve, "CBC %s in %.2f s", searched.optimal ? "optimal" : "best found",
+                  searched.searchSeconds);
+    note("search: " + std::to_string(searched.ops) + " ops, " +
+         std::to_string(searched.decisions) +
+         " decisions (alike ops in each layer decide together), " +
+         std::to_string(searched.eliminated) + " settled by exact reductions, " +
+         std::to_string(searched.variables) + " variables left, " + solve +
+         "; predicted per step " +
+         formatSeconds(searched.computeSeconds) + " compute + " +
+         formatSeconds(searched.communicationSeconds) + " communication, " +
+         formatBytes(int64_t(searched.memoryBytes)) +
+         " per device of weights, optimizer state and kept activations (limit " +
+         formatBytes(int64_t(limit)) + "); " + std::to_string(collectives) +
+         " collectives inserted");
+  } else {
     note("mesh: 1 device (single-rank plan)");
+  }
   if (training) {
     const plan::Training &t = plan.training();
     int states = 0;

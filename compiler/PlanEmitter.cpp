@@ -11,6 +11,7 @@
 #include "llvm/Support/xxhash.h"
 
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 
@@ -183,33 +184,47 @@ private:
     return shape;
   }
 
-  /// A collective on the mesh; its cost is the bytes each rank sends.
+  /// A collective on the mesh, costed by the bytes each rank holds before
+  /// it; an all-slice moves nothing between ranks and is costed as the
+  /// local copy of its part.
   LogicalResult emitCollective(Operation *op, plan::CollectiveKind kind, ArrayRef<int16_t> axes,
-                               int64_t axis, mesh::ReductionKind reduction) {
+                               int64_t axis, int64_t concatAxis = 0,
+                               std::optional<mesh::ReductionKind> reduction = std::nullopt) {
+    Value input = op->getOperand(0), result = op->getResult(0);
+    if (getElementTypeOrSelf(input) != getElementTypeOrSelf(result))
+      return op->emitError("plan collectives keep the element type; this one turns ")
+             << getElementTypeOrSelf(input) << " into " << getElementTypeOrSelf(result);
     plan::Instruction &inst = addInstruction(op, op->getOperands());
     plan::Collective *c = inst.mutable_collective();
     c->set_kind(kind);
     for (int16_t a : axes)
       c->add_mesh_axes(uint32_t(a));
     c->set_axis(axis);
-    switch (reduction) {
-    case mesh::ReductionKind::Sum:
-      c->set_reduction(plan::REDUCE_SUM);
-      break;
-    case mesh::ReductionKind::Max:
-      c->set_reduction(plan::REDUCE_MAX);
-      break;
-    case mesh::ReductionKind::Min:
-      c->set_reduction(plan::REDUCE_MIN);
-      break;
-    default:
-      return op->emitError("no plan collective for this reduction");
+    c->set_concat_axis(concatAxis);
+    if (reduction) {
+      switch (*reduction) {
+      case mesh::ReductionKind::Sum:
+        c->set_reduction(plan::REDUCE_SUM);
+        break;
+      case mesh::ReductionKind::Max:
+        c->set_reduction(plan::REDUCE_MAX);
+        break;
+      case mesh::ReductionKind::Min:
+        c->set_reduction(plan::REDUCE_MIN);
+        break;
+      default:
+        return op->emitError("no plan collective for this reduction");
+      }
+    }
+    if (kind == plan::ALL_SLICE) { // the part is read and written once
+      setCost(inst, {0, 2.0 * double(tensorBytes(result)), graph::OpCost::DataMovement}, result);
+      return success();
     }
     plan::Cost *cost = inst.mutable_cost();
-    cost->set_bytes(double(tensorBytes(op->getOperand(0))));
+    cost->set_bytes(double(tensorBytes(input)));
     cost->set_op_class(plan::OP_COMMUNICATION);
     plan::TensorType type;
-    setType(op->getOperand(0).getType(), type);
+    setType(input.getType(), type);
     cost->set_dtype(type.dtype());
     return success();
   }
@@ -383,11 +398,24 @@ private:
         })
         .Case([&](graph::SplitOp s) -> LogicalResult { return emitSplit(s); })
         .Case([&](mesh::AllReduceOp c) {
-          return emitCollective(op, plan::ALL_REDUCE, c.getMeshAxes(), 0, c.getReduction());
+          return emitCollective(op, plan::ALL_REDUCE, c.getMeshAxes(), 0, 0, c.getReduction());
         })
         .Case([&](mesh::AllGatherOp c) {
           return emitCollective(op, plan::ALL_GATHER, c.getMeshAxes(),
-                                c.getGatherAxis().getSExtValue(), mesh::ReductionKind::Sum);
+                                c.getGatherAxis().getSExtValue());
+        })
+        .Case([&](mesh::AllSliceOp c) {
+          return emitCollective(op, plan::ALL_SLICE, c.getMeshAxes(),
+                                c.getSliceAxis().getSExtValue());
+        })
+        .Case([&](mesh::ReduceScatterOp c) {
+          return emitCollective(op, plan::REDUCE_SCATTER, c.getMeshAxes(),
+                                c.getScatterAxis().getSExtValue(), 0, c.getReduction());
+        })
+        .Case([&](mesh::AllToAllOp c) {
+          return emitCollective(op, plan::ALL_TO_ALL, c.getMeshAxes(),
+                                c.getSplitAxis().getSExtValue(),
+                                c.getConcatAxis().getSExtValue());
         })
         .Case([&](graph::TriluOp t) -> LogicalResult {
           auto *tr = addInstruction(op, op->getOperands()).mutable_trilu();

@@ -1,13 +1,15 @@
 //===- SpmdPartition.cpp - one program for every rank, on its shards -------===//
 //
-// Sharding propagation and SPMD partitioning in one forward walk: the
-// inputs' shardings decide, op by op through each op's sharding rule, how
-// every value is split; each op is rebuilt on its local shapes with the
-// collectives its rule implies. docs/sharding.md has the picture.
+// SPMD partitioning in one forward walk. An op the sharding search decided
+// (`dtc.split`) is split as it says; any other op follows its operands'
+// shardings through its sharding rule. Each op is rebuilt on its local
+// shapes with the collectives that its split implies: all-gathers and
+// slices of operands, all-reduces (or reduce-scatters) of partial results.
+// docs/sharding.md has the picture.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
-#include "dialects/graph/GraphOps.h"
+#include "compiler/Sharding.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -23,23 +25,7 @@ namespace dtc {
 namespace {
 
 using graph::ShardingRule;
-using Axes = SmallVector<int16_t, 2>;
-
-/// How a value is split: per dim, the mesh axes that cut it (empty: whole).
-struct Sharding {
-  SmallVector<Axes, 4> dims;
-  bool replicated() const {
-    return llvm::all_of(dims, [](const Axes &a) { return a.empty(); });
-  }
-};
-
-/// The factor that decides how a dim is cut: its first factor of size > 1.
-int leadingFactor(const ShardingRule &rule, ArrayRef<int> dimFactors) {
-  for (int f : dimFactors)
-    if (rule.factors[size_t(f)].size > 1)
-      return f;
-  return -1;
-}
+using Axes = MeshAxes;
 
 class Partitioner {
 public:
@@ -66,17 +52,24 @@ public:
         delete newBlock;
         return failure();
       }
-    // Results whole on every rank: a graph output, the loss, new weights.
+    // Results whole on every rank (the loss, a graph output), but an
+    // update split as its parameter is, so that it can overwrite it.
+    llvm::StringMap<Sharding> parameters;
+    newBlock->walk([&](graph::ParameterOp p) { parameters[p.getName()] = current(p); });
     SmallVector<Value> results;
-    for (Value v : oldBlock.getTerminator()->getOperands()) {
+    for (auto [i, v] : llvm::enumerate(oldBlock.getTerminator()->getOperands())) {
       Value local = map_.lookup(v);
-      results.push_back(reshard(local, Sharding{SmallVector<Axes, 4>(rankOf(local))}));
+      Sharding want{SmallVector<Axes, 4>(rankOf(local))};
+      if (auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), "dtc.updates"))
+        if (auto it = parameters.find(name.getValue()); it != parameters.end())
+          want = it->second;
+      results.push_back(reshardOperand(local, want));
     }
     b_.create<func::ReturnOp>(func_.getLoc(), results);
     func_.getBody().push_back(newBlock);
     oldBlock.dropAllDefinedValueUses();
     oldBlock.erase();
-    func_.setType(FunctionType::get(func_.getContext(), argTypes, func_.getResultTypes()));
+    func_.setType(FunctionType::get(func_.getContext(), argTypes, ValueRange(results).getTypes()));
     // Whole values that every reader took in a locally made cut are dead.
     SmallVector<Operation *> ops;
     for (Operation &op : newBlock->without_terminator())
@@ -84,7 +77,48 @@ public:
     for (Operation *op : llvm::reverse(ops)) // readers before what they read
       if (op->use_empty() && isPure(op))
         op->erase();
+    fuseReduceScatters(*newBlock);
     return success();
+  }
+
+  /// An all-reduce whose every reader keeps only its block is a
+  /// reduce-scatter (half the traffic); a slice of what was just gathered
+  /// over the same axes is the value itself.
+  void fuseReduceScatters(Block &block) {
+    SmallVector<mesh::AllReduceOp> reduces;
+    block.walk([&](mesh::AllReduceOp op) { reduces.push_back(op); });
+    for (mesh::AllReduceOp reduce : reduces) {
+      auto slices = llvm::to_vector(reduce->getUsers());
+      auto first = slices.empty() ? nullptr : dyn_cast<mesh::AllSliceOp>(slices.front());
+      bool fusable = first && first.getMeshAxes() == reduce.getMeshAxes() &&
+                     llvm::all_of(slices, [&](Operation *user) {
+                       auto slice = dyn_cast<mesh::AllSliceOp>(user);
+                       return slice && slice.getMeshAxes() == first.getMeshAxes() &&
+                              slice.getSliceAxis() == first.getSliceAxis();
+                     });
+      if (!fusable)
+        continue;
+      b_.setInsertionPoint(reduce);
+      Value scattered = b_.create<mesh::ReduceScatterOp>(
+          reduce.getLoc(), first.getType(), mesh_.getSymName(), reduce.getMeshAxes(),
+          reduce.getInput(), reduce.getReduction(), first.getSliceAxis());
+      for (Operation *user : slices) {
+        user->getResult(0).replaceAllUsesWith(scattered);
+        user->erase();
+      }
+      reduce.erase();
+    }
+    SmallVector<mesh::AllSliceOp> slices;
+    block.walk([&](mesh::AllSliceOp op) { slices.push_back(op); });
+    for (mesh::AllSliceOp slice : slices)
+      if (auto gather = slice.getInput().getDefiningOp<mesh::AllGatherOp>())
+        if (gather.getMeshAxes() == slice.getMeshAxes() &&
+            gather.getGatherAxis() == slice.getSliceAxis()) {
+          slice.getResult().replaceAllUsesWith(gather.getInput());
+          slice.erase();
+          if (gather->use_empty())
+            gather.erase();
+        }
   }
 
 private:
@@ -98,12 +132,7 @@ private:
   }
 
   Sharding argSharding(unsigned index, Value arg) {
-    Sharding s{SmallVector<Axes, 4>(rankOf(arg))};
-    if (auto dims = func_.getArgAttrOfType<ArrayAttr>(index, "dtc.sharding"))
-      for (auto [d, attr] : llvm::enumerate(dims))
-        for (int64_t a : cast<DenseI64ArrayAttr>(attr).asArrayRef())
-          s.dims[d].push_back(int16_t(a));
-    return s;
+    return readSharding(func_.getArgAttrOfType<ArrayAttr>(index, kShardingAttr), rankOf(arg));
   }
 
   LogicalResult checkDivisible(Value v, const Sharding &s, Location loc) {
@@ -197,7 +226,14 @@ private:
     if (!shardable)
       return op->emitError("cannot partition '") << op->getName() << "': it has no sharding rule";
     ShardingRule rule = shardable.shardingRule();
-    SmallVector<Axes> assign = assignFactors(op, rule);
+    std::optional<SmallVector<Axes>> decided = readSplit(op);
+    if (decided && decided->size() != rule.factors.size())
+      return op->emitError("'") << kSplitAttr << "' names " << decided->size()
+                                << " factors; the op's sharding rule has " << rule.factors.size();
+    SmallVector<Axes> assign = decided ? *decided : assignFactors(op, rule);
+    // A constant stays whole: its readers cut it (locally, when a splat).
+    if (isa<graph::ConstantOp>(op))
+      assign.assign(rule.factors.size(), Axes{});
 
     SmallVector<Value> operands;
     for (auto [i, operand] : llvm::enumerate(op->getOperands()))
@@ -213,12 +249,13 @@ private:
 
     Operation *local = b_.clone(*op, map_);
     local->setOperands(operands);
+    local->removeAttr(kSplitAttr);
     for (auto [i, result] : llvm::enumerate(local->getResults())) {
       Sharding s = shardingOf(rule, rule.results[i], assign);
       result.setType(localType(op->getResult(i).getType(), s));
       shardings_[result] = s;
       if (isa<graph::ParameterOp>(local) && !s.replicated())
-        local->setAttr("dtc.sharding", shardingAttr(s));
+        local->setAttr(kShardingAttr, shardingAttr(b_, s));
     }
     localiseAttributes(local);
 
@@ -229,19 +266,38 @@ private:
         if (factor.reduction && !assign[f].empty())
           combined = combine(combined, assign[f], factor.combine);
       map_.map(op->getResult(i), combined);
-      if (combined != result)
-        shardings_[combined] = shardings_[result];
+      if (combined != result) {
+        Sharding s = current(result); // a copy: inserting may move the map's entries
+        shardings_[combined] = s;
+      }
     }
     return success();
   }
 
-  /// An operand as the op needs it; null when a whole value would have to
-  /// be cut (only splat constants can be).
+  /// An operand as the op needs it: dims split where they should not be
+  /// are all-gathered; dims to be cut that are whole are made again at
+  /// their local shape when that is free (cutLocally), otherwise each rank
+  /// slices out its block.
   Value reshardOperand(Value v, const Sharding &want) {
     Value gathered = reshard(v, want);
     if (current(gathered).dims == want.dims)
       return gathered;
-    return cutLocally(gathered, want);
+    if (Value cut = cutLocally(gathered, want))
+      return cut;
+    Sharding have = current(gathered);
+    for (size_t d = 0; d < want.dims.size(); ++d) {
+      if (want.dims[d].empty() || have.dims[d] == want.dims[d])
+        continue;
+      auto type = cast<RankedTensorType>(gathered.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[d] /= axesSize(want.dims[d]);
+      gathered = b_.create<mesh::AllSliceOp>(gathered.getLoc(), type.clone(shape),
+                                             mesh_.getSymName(), want.dims[d], gathered,
+                                             APInt(64, d));
+      have.dims[d] = want.dims[d];
+      shardings_[gathered] = have;
+    }
+    return gathered;
   }
 
   /// A whole value made again at its local shape from cut operands, when
@@ -250,7 +306,7 @@ private:
   /// (the loss gradient spread over the batch). Null otherwise.
   Value cutLocally(Value whole, const Sharding &want, int depth = 0) {
     Operation *def = whole.getDefiningOp();
-    if (!def || depth > 8)
+    if (!def || depth > 8 || !current(whole).replicated())
       return nullptr;
     auto type = cast<RankedTensorType>(localType(whole.getType(), want));
     ArrayRef<int64_t> shape = cast<ShapedType>(whole.getType()).getShape();
@@ -316,22 +372,15 @@ private:
     mesh::ReductionKind kind = how == Combine::Max   ? mesh::ReductionKind::Max
                                : how == Combine::Min ? mesh::ReductionKind::Min
                                                      : mesh::ReductionKind::Sum;
-    Value sum = b_.create<mesh::AllReduceOp>(partial.getLoc(), partial, mesh_.getSymName(),
-                                             SmallVector<mesh::MeshAxis>(axes), kind);
-    if (how != Combine::Mean)
-      return sum;
-    auto scalar = RankedTensorType::get({}, cast<ShapedType>(partial.getType()).getElementType());
-    Value parts = b_.create<graph::ConstantOp>(
-        partial.getLoc(), DenseElementsAttr::get(scalar, b_.getFloatAttr(scalar.getElementType(),
-                                                                        double(axesSize(axes)))));
-    return b_.create<graph::DivOp>(partial.getLoc(), sum, parts);
-  }
-
-  ArrayAttr shardingAttr(const Sharding &s) {
-    SmallVector<Attribute> dims;
-    for (const Axes &axes : s.dims)
-      dims.push_back(b_.getDenseI64ArrayAttr(SmallVector<int64_t>(axes.begin(), axes.end())));
-    return b_.getArrayAttr(dims);
+    if (how == Combine::Mean) { // the sum of the parts' shares
+      auto scalar = RankedTensorType::get({}, cast<ShapedType>(partial.getType()).getElementType());
+      Value parts = b_.create<graph::ConstantOp>(
+          partial.getLoc(), DenseElementsAttr::get(scalar, b_.getFloatAttr(scalar.getElementType(),
+                                                                          double(axesSize(axes)))));
+      partial = b_.create<graph::DivOp>(partial.getLoc(), partial, parts);
+    }
+    return b_.create<mesh::AllReduceOp>(partial.getLoc(), partial, mesh_.getSymName(),
+                                        SmallVector<mesh::MeshAxis>(axes), kind);
   }
 
   /// Attributes that spell out a shape follow the local one.

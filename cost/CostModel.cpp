@@ -74,6 +74,8 @@ double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruct
     return collectiveSeconds(Collective::ReduceScatter, Algorithm::Ring, group.ranks, local, link);
   case plan::ALL_TO_ALL:
     return collectiveSeconds(Collective::AllToAll, Algorithm::Ring, group.ranks, local, link);
+  case plan::ALL_SLICE: // no communication: the copy of the rank's part
+    return instructionSeconds(inst.cost(), cluster.device);
   default:
     return 0;
   }

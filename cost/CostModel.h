@@ -38,7 +38,8 @@ CollectiveGroup collectiveGroup(const plan::Mesh &mesh, const plan::Collective &
                                 int64_t devicesPerNode);
 
 /// Seconds of a plan's collective instruction on `cluster`: its kind among
-/// its group's ranks over the link its group crosses (the slowest one).
+/// its group's ranks over the link its group crosses (the slowest one); an
+/// all-slice, which communicates nothing, by its cost on the device.
 double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruction &inst,
                                     const Cluster &cluster);
 

@@ -24,7 +24,8 @@ RankTime timeline(const plan::Plan &plan, const plan::RankProgram &program, cons
   double streamFree[2] = {0, 0};
   for (int i = 0; i < program.instructions_size(); ++i) {
     const plan::Instruction &inst = program.instructions(i);
-    bool comm = inst.has_collective();
+    // An all-slice moves nothing between ranks: a copy on the compute stream.
+    bool comm = inst.has_collective() && inst.collective().kind() != plan::ALL_SLICE;
     double start = streamFree[comm];
     for (uint32_t in : inst.inputs())
       if (in < ready.size())

@@ -49,16 +49,18 @@ Reduction reductionOf(plan::ReduceKind kind) {
 
 class CollectiveKernel final : public cpu::Kernel {
 public:
+  /// `part`: this rank's rank in the plan's group (row-major over its axes
+  /// as listed), the part an all-slice keeps.
   CollectiveKernel(const plan::Collective &collective, const plan::TensorType &input,
                    const plan::TensorType &output, int64_t groupSize,
-                   std::vector<int64_t> planRank, Communicator *group)
+                   std::vector<int64_t> planRank, int64_t part, Communicator *group)
       : kind_(collective.kind()), reduction_(reductionOf(collective.reduction())),
         dtype_(input.dtype()), elementBytes_(dtypeBytes(input.dtype())),
         inCount_(elementCount(input)), outCount_(elementCount(output)),
         inView_(viewAround(input, collective.axis())),
         outView_(viewAround(output, kind_ == plan::ALL_TO_ALL ? collective.concat_axis()
                                                               : collective.axis())),
-        groupSize_(groupSize), planRank_(std::move(planRank)), group_(group) {
+        groupSize_(groupSize), planRank_(std::move(planRank)), part_(part), group_(group) {
     for (size_t k = 0; k < planRank_.size(); ++k)
       inOrder_ = inOrder_ && planRank_[k] == int64_t(k);
   }
@@ -68,12 +70,16 @@ public:
     const char *in = static_cast<const char *>(inputs[0]);
     char *out = static_cast<char *>(outputs[0]);
     int64_t inBytes = inCount_ * elementBytes_, outBytes = outCount_ * elementBytes_;
+    bool overlap = in < out + outBytes && out < in + inBytes;
+    if (kind_ == plan::ALL_SLICE) { // this rank's part; nothing to send
+      takePart(overlap ? copy(in, inBytes) : in, inView_, groupSize_, part_, elementBytes_, out);
+      return true;
+    }
     if (!group_) { // this rank alone: the shapes are equal
       std::memmove(out, in, size_t(outBytes));
       return true;
     }
     // MPI takes no overlapping send and receive buffers.
-    bool overlap = in < out + outBytes && out < in + inBytes;
     switch (kind_) {
     case plan::ALL_REDUCE:
       std::memmove(out, in, size_t(outBytes));
@@ -144,6 +150,7 @@ private:
   DimView inView_, outView_;
   int64_t groupSize_;
   std::vector<int64_t> planRank_; // [k]: the plan's rank in the group of the group's rank k
+  int64_t part_;                  // this rank's rank in the plan's group: the part it keeps
   bool inOrder_ = true;
   Communicator *group_;
   std::vector<char> send_, recv_;
@@ -151,13 +158,22 @@ private:
 
 } // namespace
 
+bool communicates(const plan::Collective &collective) {
+  return collective.kind() != plan::ALL_SLICE;
+}
+
 std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collective,
                                                   const plan::TensorType &input,
                                                   const plan::TensorType &output,
                                                   const std::vector<int64_t> &axisSizes,
+                                                  const std::vector<int64_t> &coordinates,
                                                   Communicator *group, std::string &error) {
   const MeshAxes &axes = collective.mesh_axes();
   int64_t size = groupSize(axisSizes, axes);
+  int64_t part = indexAlong(coordinates, axisSizes, axes);
+  if (!communicates(collective))
+    return std::make_unique<CollectiveKernel>(collective, input, output, size,
+                                              std::vector<int64_t>(), part, nullptr);
   std::string what = plan::CollectiveKind_Name(collective.kind());
   if (!group && size != 1) {
     error = what + " over " + std::to_string(size) +
@@ -174,17 +190,18 @@ std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collec
   std::vector<uint32_t> sorted(axes.begin(), axes.end());
   std::sort(sorted.begin(), sorted.end());
   std::vector<int64_t> planRank(static_cast<size_t>(size));
-  std::vector<int64_t> coordinates(axisSizes.size(), 0);
+  std::vector<int64_t> member(axisSizes.size(), 0); // group rank k's coordinates
   for (int64_t k = 0; k < size; ++k) {
     int64_t rest = k;
     for (size_t i = sorted.size(); i-- > 0;) {
-      coordinates[sorted[i]] = rest % axisSizes[sorted[i]];
+      member[sorted[i]] = rest % axisSizes[sorted[i]];
       rest /= axisSizes[sorted[i]];
     }
-    planRank[size_t(k)] = indexAlong(coordinates, axisSizes, axes);
+    planRank[size_t(k)] = indexAlong(member, axisSizes, axes);
   }
   return std::make_unique<CollectiveKernel>(collective, input, output, size,
-                                            std::move(planRank), size == 1 ? nullptr : group);
+                                            std::move(planRank), part,
+                                            size == 1 ? nullptr : group);
 }
 
 } // namespace dtc::runtime

@@ -2,7 +2,8 @@
 //
 // A Collective instruction runs like any kernel of the program, but moves
 // data between ranks through a Communicator, so it lives here rather than
-// in runtime/cpu (which does not know MPI). Communicators take and give
+// in runtime/cpu (which does not know MPI); an all-slice sends nothing and
+// copies this rank's part, so it needs none. Communicators take and give
 // parts as contiguous blocks in group-rank order; a collective along a dim
 // that is not the leading one, or over axes listed out of order, packs its
 // input into that layout and unpacks what it receives, in scratch buffers
@@ -24,15 +25,21 @@ namespace dtc::runtime {
 
 class Communicator;
 
+/// Whether `collective` moves data between ranks (an all-slice does not,
+/// and needs no communicator).
+bool communicates(const plan::Collective &collective);
+
 /// Prepares `collective` (validated by the plan loader) from an `input` to
-/// an `output` buffer, on a mesh of `axisSizes`. `group` carries it: the
-/// ranks along the collective's mesh axes, ordered row-major over those axes
-/// sorted (as MeshGroups makes them); null only when the group is this rank
-/// alone, where every collective is a copy.
+/// an `output` buffer, on this rank at `coordinates` of a mesh of
+/// `axisSizes`. `group` carries it: the ranks along the collective's mesh
+/// axes, ordered row-major over those axes sorted (as MeshGroups makes
+/// them); null when the group is this rank alone, where every collective
+/// is a copy, or when the collective does not communicate.
 std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collective,
                                                   const plan::TensorType &input,
                                                   const plan::TensorType &output,
                                                   const std::vector<int64_t> &axisSizes,
+                                                  const std::vector<int64_t> &coordinates,
                                                   Communicator *group, std::string &error);
 
 } // namespace dtc::runtime

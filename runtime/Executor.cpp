@@ -92,7 +92,7 @@ bool makeGroups(const plan::Plan &plan, MeshGroups &groups, std::string &error) 
   for (const plan::RankProgram &program : plan.ranks())
     for (const auto *list : {&program.prologue(), &program.instructions()})
       for (const plan::Instruction &inst : *list)
-        if (inst.has_collective() &&
+        if (inst.has_collective() && communicates(inst.collective()) &&
             groupSize(groups.axisSizes(), inst.collective().mesh_axes()) > 1) {
           std::vector<int> axes = axesOf(inst.collective());
           std::sort(axes.begin(), axes.end());
@@ -291,11 +291,12 @@ bool Executor::prepare(const plan::Instruction &inst, const std::vector<bool> &c
   }
   if (inst.has_collective()) {
     Communicator *group = nullptr;
-    if (groups_ && groupSize(axisSizes_, inst.collective().mesh_axes()) > 1 &&
+    if (groups_ && communicates(inst.collective()) &&
+        groupSize(axisSizes_, inst.collective().mesh_axes()) > 1 &&
         !(group = groups_->group(axesOf(inst.collective()), error)))
       return false;
     step.kernel = makeCollectiveKernel(inst.collective(), inTypes[0], outTypes[0], axisSizes_,
-                                       group, error);
+                                       coordinates_, group, error);
   } else {
     step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
   }

@@ -367,8 +367,14 @@ private:
       return fail(what + ": concat dim " + std::to_string(c.concat_axis()) +
                   " is not in the rank-" + std::to_string(rankOf) + " input " +
                   typeString(in));
-    // in[d] * grows[d] == out[d] * splits[d]; a split dim must divide.
-    std::vector<int64_t> grows(size_t(rankOf), 1), splits(size_t(rankOf), 1);
+    bool splits = c.kind() == plan::REDUCE_SCATTER || c.kind() == plan::ALL_TO_ALL ||
+                  c.kind() == plan::ALL_SLICE;
+    if (splits && in.shape(int(c.axis())) % group != 0)
+      return fail(what + ": dim " + std::to_string(c.axis()) + " of the input " +
+                  typeString(in) + " does not split into " + std::to_string(group) +
+                  " equal parts");
+    // in[d] * grows[d] == out[d] * parts[d].
+    std::vector<int64_t> grows(size_t(rankOf), 1), parts(size_t(rankOf), 1);
     const char *rule = "the output's shape must be the input's";
     switch (c.kind()) {
     case plan::ALL_GATHER:
@@ -376,11 +382,12 @@ private:
       rule = "the output's dim `axis` must be the group size times the input's";
       break;
     case plan::REDUCE_SCATTER:
-      splits[size_t(c.axis())] = group;
+    case plan::ALL_SLICE:
+      parts[size_t(c.axis())] = group;
       rule = "the output's dim `axis` must be the input's divided by the group size";
       break;
     case plan::ALL_TO_ALL:
-      splits[size_t(c.axis())] = group;
+      parts[size_t(c.axis())] = group;
       grows[size_t(c.concat_axis())] *= group;
       rule = "dim `axis` is divided by the group size, dim `concat_axis` multiplied by it";
       break;
@@ -390,8 +397,7 @@ private:
     bool fits = in.dtype() == out.dtype() && out.shape_size() == rankOf;
     for (int d = 0; fits && d < rankOf; ++d)
       fits = __int128(in.shape(d)) * grows[size_t(d)] ==
-                 __int128(out.shape(d)) * splits[size_t(d)] &&
-             (c.kind() != plan::ALL_TO_ALL || d != c.axis() || in.shape(d) % group == 0);
+             __int128(out.shape(d)) * parts[size_t(d)];
     if (!fits)
       return fail(what + (moves ? " along dim " + std::to_string(c.axis()) : std::string()) +
                   ": input " + typeString(in) + ", output " + typeString(out) + ": " + rule +
@@ -417,6 +423,19 @@ private:
       return false;
     if (inst.has_collective() && !checkCollective(rank, inst, where))
       return false;
+    // Only elementwise kernels (each element read before it is written) and
+    // collectives (which copy what they send) may write over their input.
+    if (!inst.has_elementwise() && !inst.has_collective())
+      for (uint32_t out : inst.outputs())
+        for (uint32_t in : inst.inputs()) {
+          const plan::Buffer &o = rank.buffers(int(out)), &i = rank.buffers(int(in));
+          int64_t oBytes = byteSize(o.type()), iBytes = byteSize(i.type());
+          if (oBytes > 0 && iBytes > 0 && o.offset() < i.offset() + iBytes &&
+              i.offset() < o.offset() + oBytes)
+            return fail(where + ": output buffer " + std::to_string(out) +
+                        " shares bytes with input buffer " + std::to_string(in) +
+                        "; only elementwise kernels and collectives work in place");
+        }
     // The cost is for dtc simulate, which indexes by its class.
     if (!plan::OpClass_IsValid(inst.cost().op_class()))
       return fail(where + ": unknown cost class " + std::to_string(inst.cost().op_class()) +

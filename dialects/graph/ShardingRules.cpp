@@ -216,6 +216,10 @@ ShardingRule Conv2DOp::shardingRule() {
   if (getBias())
     rule.operands.push_back(single({f.m}));
   rule.results.push_back(imageDims(f.n, f.m, f.oh, f.ow, last));
+  // The bias (and a fused ReLU) apply to the whole sum: each rank's partial
+  // sum must not get its own.
+  if (getBias() || getRelu())
+    rule.factors[size_t(f.c)].whole = true;
   return rule;
 }
 ShardingRule Conv2DBackwardInputOp::shardingRule() {

@@ -103,17 +103,16 @@ public:
       std::string p = "h." + std::to_string(l) + ".";
       named(p + "attn");
       Value h = layerNorm(x, p + "ln_1");
-      Value qkv = linear(h, p + "attn.c_attn", c.hidden, 3 * c.hidden);
-      auto parts = b_.create<graph::SplitOp>(
-          loc_, qkv, 2, b_.getDenseI64ArrayAttr({c.hidden, c.hidden, c.hidden}));
+      // Separate query, key and value projections (not GPT-2's fused
+      // c_attn): split by columns, each rank's block is whole heads.
       auto heads = [&](Value v, ArrayRef<int64_t> perm) {
         Value split = b_.create<graph::ReshapeOp>(
             loc_, RankedTensorType::get({c.batch, c.seq, c.heads, headDim}, b_.getF32Type()), v);
         return b_.create<graph::TransposeOp>(loc_, split, b_.getDenseI64ArrayAttr(perm));
       };
-      Value q = heads(parts.getResult(0), {0, 2, 1, 3});
-      Value k = heads(parts.getResult(1), {0, 2, 3, 1});
-      Value v = heads(parts.getResult(2), {0, 2, 1, 3});
+      Value q = heads(linear(h, p + "attn.q_proj", c.hidden, c.hidden), {0, 2, 1, 3});
+      Value k = heads(linear(h, p + "attn.k_proj", c.hidden, c.hidden), {0, 2, 3, 1});
+      Value v = heads(linear(h, p + "attn.v_proj", c.hidden, c.hidden), {0, 2, 1, 3});
       Value scores = b_.create<graph::DivOp>(loc_, b_.create<graph::MatmulOp>(loc_, q, k),
                                              scalar(std::sqrt(double(headDim))));
       scores = b_.create<graph::WhereOp>(loc_, masked, scalar(-1e9), scores);

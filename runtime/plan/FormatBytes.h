@@ -7,8 +7,11 @@
 #ifndef DTC_RUNTIME_PLAN_FORMATBYTES_H
 #define DTC_RUNTIME_PLAN_FORMATBYTES_H
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 namespace dtc {
@@ -25,6 +28,27 @@ inline std::string formatBytes(int64_t bytes) {
   else
     std::snprintf(text, sizeof text, "%lld B", (long long)bytes);
   return text;
+}
+
+/// "40GiB", "512 MiB", "1.5GB", "1e9": bytes; nothing if not a size.
+/// KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB of 1000.
+inline std::optional<double> parseByteSize(const std::string &text) {
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !std::isfinite(value))
+    return std::nullopt;
+  std::string unit(end);
+  unit.erase(0, unit.find_first_not_of(' '));
+  static const struct {
+    const char *name;
+    double scale;
+  } kUnits[] = {{"", 1},         {"B", 1},          {"KiB", 1024.0},   {"MiB", 1048576.0},
+                {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6},
+                {"GB", 1e9},     {"TB", 1e12}};
+  for (const auto &u : kUnits)
+    if (unit == u.name)
+      return value * u.scale;
+  return std::nullopt;
 }
 
 } // namespace dtc

@@ -1,16 +1,16 @@
 // RUN: %dtc-opt %s --dtc-spmd-partition --split-input-file --verify-diagnostics | FileCheck %s
 
 // Data parallel: the batch split over the mesh flows through the forward;
-// the mean loss is an all-reduced sum divided by the ranks, the weight
-// gradient (batch is its matmul's reduction) is all-reduced.
+// the mean loss is the all-reduced sum of each rank's mean divided by the
+// ranks, the weight gradient (batch is its matmul's reduction) is all-reduced.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%arg0: tensor<2x16xf32> {dtc.sharding = [array<i64: 0>, array<i64>]}, %arg1: tensor<2x4xf32>
 // CHECK: graph.parameter "w" : tensor<16x4xf32>
 // CHECK: graph.matmul %arg0, %0 : (tensor<2x16xf32>, tensor<16x4xf32>) -> tensor<2x4xf32>
 // CHECK: %[[MEAN:.*]] = graph.reduce_mean {{.*}} -> tensor<f32>
-// CHECK: %[[SUM:.*]] = mesh.all_reduce %[[MEAN]] on @mesh mesh_axes = [0] : tensor<f32> -> tensor<f32>
 // CHECK: %[[FOUR:.*]] = graph.constant dense<4.000000e+00> : tensor<f32>
-// CHECK: %[[LOSS:.*]] = graph.div %[[SUM]], %[[FOUR]]
+// CHECK: %[[SHARE:.*]] = graph.div %[[MEAN]], %[[FOUR]]
+// CHECK: %[[LOSS:.*]] = mesh.all_reduce %[[SHARE]] on @mesh mesh_axes = [0] : tensor<f32> -> tensor<f32>
 // CHECK: %[[GW:.*]] = graph.matmul %arg0, {{.*}} {transpose_lhs = true} : (tensor<2x16xf32>, tensor<2x4xf32>) -> tensor<16x4xf32>
 // CHECK: %[[GWS:.*]] = mesh.all_reduce %[[GW]] on @mesh mesh_axes = [0] : tensor<16x4xf32> -> tensor<16x4xf32>
 // CHECK: return %[[LOSS]], %[[GWS]]
@@ -58,5 +58,49 @@ module {
   // expected-error @+1 {{dim 0 of size 6 cannot be split into 4 equal parts}}
   func.func @main(%x: tensor<6x2xf32> {dtc.sharding = [array<i64: 0>, array<i64>]}) -> tensor<6x2xf32> {
     return %x : tensor<6x2xf32>
+  }
+}
+
+// -----
+
+// Splits decided by the search (`dtc.split`, per factor of the op's rule,
+// [m, n, k] for a matmul): Megatron's MLP. The first matmul splits its columns (n) over axis 0, so
+// each rank slices its block of the whole weight; the second splits its
+// reduction (k), leaving partial sums. Its reader wants the rows split
+// (sequence parallel), so the all-reduce and the slice become one
+// reduce-scatter. A gathered-then-sliced value is the value itself.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: (%arg0: tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK: %[[W1:.*]] = graph.parameter "w1" : tensor<16x32xf32>
+// CHECK: %[[W1S:.*]] = mesh.all_slice %[[W1]] on @mesh mesh_axes = [0] slice_axis = 1 : tensor<16x32xf32> -> tensor<16x8xf32>
+// CHECK: %[[H:.*]] = graph.matmul %arg0, %[[W1S]] : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[A:.*]] = graph.relu %[[H]] : (tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[W2:.*]] = graph.parameter "w2" {dtc.sharding = [array<i64: 0>, array<i64>]} : tensor<8x16xf32>
+// CHECK: %[[P:.*]] = graph.matmul %[[A]], %[[W2]] : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK: %[[RS:.*]] = mesh.reduce_scatter %[[P]] on @mesh mesh_axes = [0] scatter_axis = 0 : tensor<8x16xf32> -> tensor<2x16xf32>
+// CHECK: %[[T:.*]] = graph.tanh %[[RS]] : (tensor<2x16xf32>) -> tensor<2x16xf32>
+// CHECK: %[[G:.*]] = mesh.all_gather %[[T]] on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x16xf32> -> tensor<8x16xf32>
+// CHECK: return %[[G]]
+module {
+  mesh.mesh @mesh(shape = 4)
+  func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+    %w1 = graph.parameter "w1" : tensor<16x32xf32>
+    %h = graph.matmul %x, %w1 {dtc.split = [array<i64>, array<i64: 0>, array<i64>]} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+    %a = graph.relu %h : (tensor<8x32xf32>) -> tensor<8x32xf32>
+    %w2 = graph.parameter "w2" {dtc.split = [array<i64: 0>, array<i64>]} : tensor<32x16xf32>
+    %p = graph.matmul %a, %w2 {dtc.split = [array<i64>, array<i64>, array<i64: 0>]} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+    %t = graph.tanh %p {dtc.split = [array<i64: 0>, array<i64>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    return %t : tensor<8x16xf32>
+  }
+}
+
+// -----
+
+module {
+  mesh.mesh @mesh(shape = 4)
+  func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+    // expected-error @+1 {{'dtc.split' names 1 factors; the op's sharding rule has 2}}
+    %t = graph.tanh %x {dtc.split = [array<i64: 0>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    return %t : tensor<8x16xf32>
   }
 }

@@ -139,4 +139,50 @@ TEST(Simulator, OneRankRunsItsProgramInOrder) {
   EXPECT_EQ(slices, 3);
 }
 
+TEST(Simulator, AllSliceIsALocalCopyNotCommunication) {
+  // On 2 ranks: slice a whole tensor, then gather the parts back.
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  plan::Plan plan;
+  plan::MeshAxis *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name("tp");
+  axis->set_size(2);
+  plan.add_program_of_rank(0);
+  plan.add_program_of_rank(0);
+  plan::RankProgram *p = plan.add_ranks();
+  for (int b = 0; b < 3; ++b)
+    p->add_buffers();
+  const double part = 1 << 20; // bytes of a rank's part
+  plan::Instruction *slice = p->add_instructions();
+  slice->add_inputs(0);
+  slice->add_outputs(1);
+  slice->mutable_collective()->set_kind(plan::ALL_SLICE);
+  slice->mutable_collective()->add_mesh_axes(0);
+  slice->mutable_cost()->set_bytes(2 * part); // read and written once
+  slice->mutable_cost()->set_op_class(plan::OP_DATA_MOVEMENT);
+  slice->mutable_cost()->set_dtype(plan::F32);
+  plan::Instruction *gather = p->add_instructions();
+  gather->add_inputs(1);
+  gather->add_outputs(2);
+  *gather->mutable_collective() = slice->collective();
+  gather->mutable_collective()->set_kind(plan::ALL_GATHER);
+  gather->mutable_cost()->set_bytes(part);
+  gather->mutable_cost()->set_op_class(plan::OP_COMMUNICATION);
+
+  Simulation sim = simulate(plan, c, true);
+  double copy = 2 * part / (c.device.memoryBandwidth * c.device.memoryEfficiency) +
+                c.device.launchOverhead;
+  double gathered = collectiveInstructionSeconds(plan.mesh(), *gather, c);
+  EXPECT_NEAR(collectiveInstructionSeconds(plan.mesh(), *slice, c), copy, 1e-15);
+  ASSERT_EQ(sim.events.size(), 2u); // one program, timed once for both ranks
+  EXPECT_FALSE(sim.events[0].communication);
+  EXPECT_NEAR(sim.events[0].end - sim.events[0].start, copy, 1e-15);
+  EXPECT_TRUE(sim.events[1].communication);
+  EXPECT_NEAR(sim.events[1].start, copy, 1e-15); // waits for its input, the part
+  EXPECT_NEAR(sim.stepSeconds, copy + gathered, 1e-15);
+  EXPECT_NEAR(sim.ranks[1].compute, copy, 1e-15);
+  EXPECT_NEAR(sim.ranks[1].byClass[plan::OP_DATA_MOVEMENT], copy, 1e-15);
+  EXPECT_NEAR(sim.ranks[1].communication, gathered, 1e-15);
+}
+
 } // namespace

@@ -36,7 +36,7 @@ TEST(GptGenerator, ParameterCountMatchesTheGraph) {
   EXPECT_EQ(parameterElements(*module), config.parameterCount());
   int matmuls = 0;
   module->walk([&](graph::MatmulOp) { ++matmuls; });
-  EXPECT_EQ(matmuls, 3 * 6 + 1); // qkv, scores, context, proj, fc, proj per layer; head
+  EXPECT_EQ(matmuls, 3 * 8 + 1); // q, k, v, scores, context, proj, fc, proj per layer; head
 }
 
 TEST(GptGenerator, Gpt3Has175BillionParameters) {

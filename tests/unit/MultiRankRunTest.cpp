@@ -5,7 +5,7 @@
 // 4 ranks under mpirun itself. Checks the outputs, that rank 0 alone
 // prints, training with a checkpoint per rank and resume, and the messages
 // for a wrong rank count, a bad collective, a rank failing alone, and a
-// checkpoint of another mesh.
+// checkpoint of another mesh; and that `dtc plan` shows each split.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/TensorIO.h"
@@ -217,6 +217,33 @@ TEST_F(MultiRankRun, RankFailingAloneEndsTheJob) {
   EXPECT_NE(run.status, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "error: rank 3: instruction 0: gather: index 7"));
   EXPECT_EQ(count(run.output, "error: rank"), 1u) << run.output;
+}
+
+TEST_F(MultiRankRun, PlanShowsHowEachValueIsSplit) {
+  // The matmul on a mesh of axes dp and tp, with a weight split over both
+  // and a whole one that each rank slices.
+  SpmdPlanBuilder b({2, 2});
+  b.plan.mutable_mesh()->mutable_axes(0)->set_name("dp");
+  b.plan.mutable_mesh()->mutable_axes(1)->set_name("tp");
+  buildMatMul(b, dir + "/model.onnx");
+  b.parameter(initializer("v"), plan::F32, {8, 4}, {{0, 1}, {}});
+  uint32_t u = b.parameter(initializer("u"), plan::F32, {4, 4});
+  uint32_t part = b.buffer(plan::F32, {4, 2});
+  b.collective(plan::ALL_SLICE, {1}, u, part, 1);
+  b.output(part, "part");
+  writePlan(dir + "/plan.dtcp", b.plan);
+  Result shown = runDtc("plan " + dir + "/plan.dtcp");
+  ASSERT_EQ(shown.status, 0) << shown.output;
+  EXPECT_TRUE(contains(shown.output, "mesh: dp=2 x tp=2 (4 ranks, one program for all)"));
+  EXPECT_TRUE(contains(shown.output, "f32[8/dp,4]\n")); // the input x
+  // w: 48 of 96 bytes, v: 32 of 128, u: 64.
+  EXPECT_TRUE(contains(shown.output,
+                       "rank 0 parameters: 2 split (dp, tp), 1 replicated; 144 B per rank of "
+                       "288 B\n"));
+  EXPECT_TRUE(contains(shown.output, "%2 = matmul(%0:f32[8/dp,4], %1:f32[4,6/tp])  : f32[4,3]"));
+  EXPECT_TRUE(contains(shown.output,
+                       "%7 = all_slice(%6) mesh_axes=[1] axis=1 (local)  : f32[4,2]"));
+  EXPECT_TRUE(contains(shown.output, "f32[8/(dp,tp),4]       parameter 'v'"));
 }
 
 /// Linear regression with a per-sample bias, trained with SGD on `mesh`

@@ -3,8 +3,9 @@
 // ctest runs it under mpirun on 4 ranks (MpiTestMain.h). Each test builds a
 // small SPMD plan by hand, as the compiler writes them, and every rank runs
 // its part and checks its own results exactly: collectives along every kind
-// of dim and group, sharded parameters and inputs, and a sharded matmul
-// against the same matmul on one rank.
+// of dim and group (an all-slice undone by an all-gather), sharded
+// parameters and inputs, and a sharded matmul against the same matmul on
+// one rank.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
@@ -243,6 +244,51 @@ TEST(MultiRank, AllToAll) {
   EXPECT_EQ(valuesOf<int32_t>(outputs[2]), e3);
 }
 
+TEST(MultiRank, AllSliceKeepsTheRanksPartAndAllGatherUndoesIt) {
+  // z (4x6) and w (2x4, int32) are whole on every rank: z[r][c] = 10 r + c.
+  auto z = [](int64_t r, int64_t c) { return float(10 * r + c); };
+  SpmdPlanBuilder b({2, 2});
+  uint32_t in = b.input("z", plan::F32, {4, 6});
+  uint32_t w = b.input("w", plan::I32, {2, 4});
+  uint32_t s1 = b.buffer(plan::F32, {2, 6}), s2 = b.buffer(plan::F32, {4, 3}),
+           s3 = b.buffer(plan::F32, {1, 6}), s4 = b.buffer(plan::F32, {1, 6}),
+           s5 = b.buffer(plan::I32, {2, 2});
+  b.collective(plan::ALL_SLICE, {0}, in, s1, 0);
+  b.collective(plan::ALL_SLICE, {1}, in, s2, 1);
+  b.collective(plan::ALL_SLICE, {0, 1}, in, s3, 0);
+  b.collective(plan::ALL_SLICE, {1, 0}, in, s4, 0);
+  b.collective(plan::ALL_SLICE, {1}, w, s5, 1);
+  // Gathered over the same axes, in the same order: the whole tensor again.
+  uint32_t g1 = b.buffer(plan::F32, {4, 6}), g2 = b.buffer(plan::F32, {4, 6}),
+           g3 = b.buffer(plan::F32, {4, 6}), g4 = b.buffer(plan::F32, {4, 6});
+  b.collective(plan::ALL_GATHER, {0}, s1, g1, 0);
+  b.collective(plan::ALL_GATHER, {1}, s2, g2, 1);
+  b.collective(plan::ALL_GATHER, {0, 1}, s3, g3, 0);
+  b.collective(plan::ALL_GATHER, {1, 0}, s4, g4, 0);
+  uint32_t s6 = b.bufferAt(in, plan::F32, {2, 6}); // in place, last
+  b.collective(plan::ALL_SLICE, {1}, in, s6, 0);
+  for (uint32_t o : {s1, s2, s3, s4, s5, g1, g2, g3, g4, s6})
+    b.output(o, "o");
+  std::vector<HostTensor> outputs =
+      runOnMesh(b.plan, {floats({4, 6}, [&](int64_t k) { return z(k / 6, k % 6); }),
+                         tensorOf<int32_t>(plan::I32, {2, 4},
+                                           [](int64_t k) { return int32_t(k * 7 - 20); })});
+  ASSERT_EQ(outputs.size(), 10u);
+  int i = rowOf(), j = colOf();
+  EXPECT_EQ(valuesOf(outputs[0]), block(z, 2 * i, 2, 0, 6));
+  EXPECT_EQ(valuesOf(outputs[1]), block(z, 0, 4, 3 * j, 3));
+  EXPECT_EQ(valuesOf(outputs[2]), block(z, 2 * i + j, 1, 0, 6)); // part i * 2 + j
+  EXPECT_EQ(valuesOf(outputs[3]), block(z, 2 * j + i, 1, 0, 6)); // over {1, 0}: j * 2 + i
+  std::vector<int32_t> ints;
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 2; ++c)
+      ints.push_back(int32_t((r * 4 + 2 * j + c) * 7 - 20));
+  EXPECT_EQ(valuesOf<int32_t>(outputs[4]), ints);
+  for (int k = 5; k < 9; ++k)
+    EXPECT_EQ(valuesOf(outputs[size_t(k)]), block(z, 0, 4, 0, 6)) << "round trip " << k - 5;
+  EXPECT_EQ(valuesOf(outputs[9]), block(z, 2 * j, 2, 0, 6));
+}
+
 /// An ONNX model of float initializers (name, dims), element k = `value`(k
 /// as row, col of a 2-D shape).
 std::string writeModel(const std::vector<std::pair<std::string, std::vector<int64_t>>> &inits,
@@ -369,7 +415,8 @@ TEST(MultiRank, RowShardedMatMulThenGatherEqualsOneRank) {
 
 TEST(MultiRank, CollectivesWithoutCommunicators) {
   // Without the mesh's communicators, a collective among several ranks
-  // cannot run; one over size-1 axes is a copy.
+  // cannot run; one over size-1 axes is a copy, and an all-slice needs
+  // none.
   SpmdPlanBuilder b({2, 2});
   uint32_t x = b.input("x", plan::F32, {4, 3}, {{0, 1}, {}});
   uint32_t out = b.buffer(plan::F32, {1, 3});
@@ -394,6 +441,19 @@ TEST(MultiRank, CollectivesWithoutCommunicators) {
   ASSERT_TRUE(executor->setInput(0, input, error)) << error;
   ASSERT_TRUE(executor->run(error)) << error;
   EXPECT_EQ(valuesOf(executor->output(0)), valuesOf(input));
+
+  SpmdPlanBuilder sliced({2, 2});
+  uint32_t z = sliced.input("z", plan::F32, {2, 4});
+  uint32_t part = sliced.buffer(plan::F32, {2, 1});
+  sliced.collective(plan::ALL_SLICE, {0, 1}, z, part, 1);
+  sliced.output(part, "part");
+  auto slicer = Executor::create(sliced.plan, world->rank(), "", 1, error);
+  ASSERT_TRUE(slicer) << error;
+  HostTensor whole = floats({2, 4}, [](int64_t k) { return float(k); });
+  ASSERT_TRUE(slicer->setInput(0, whole, error)) << error;
+  ASSERT_TRUE(slicer->run(error)) << error;
+  int r = world->rank();
+  EXPECT_EQ(valuesOf(slicer->output(0)), (std::vector<float>{float(r), float(4 + r)}));
 }
 
 } // namespace

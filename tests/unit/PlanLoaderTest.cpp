@@ -273,8 +273,19 @@ TEST(PlanLoader, RejectsBadCollective) {
   EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
                          p.gather().set_kind(plan::REDUCE_SCATTER);
                          p.gather().set_reduction(plan::REDUCE_SUM);
+                         p.gather().clear_mesh_axes();
+                         p.gather().add_mesh_axes(1);
                        }),
                        "the output's dim `axis` must be the input's divided by the group size"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.gather().set_kind(plan::ALL_TO_ALL);
+                         p.gather().set_axis(1);
+                         p.gather().set_concat_axis(0);
+                         p.gather().clear_mesh_axes();
+                         p.gather().add_mesh_axes(1);
+                       }),
+                       "dim `axis` is divided by the group size, dim `concat_axis` multiplied "
+                       "by it"));
   // All-to-all: dim 1 (6) does not split 4 ways.
   EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
                          p.gather().set_kind(plan::ALL_TO_ALL);
@@ -282,8 +293,25 @@ TEST(PlanLoader, RejectsBadCollective) {
                          p.gather().set_concat_axis(1);
                          *p.buffers(2).mutable_type() = p.buffers(0).type();
                        }),
-                       "dim `axis` is divided by the group size, dim `concat_axis` multiplied "
-                       "by it"));
+                       "ALL_TO_ALL over mesh axes {0,1} (4 ranks): dim 1 of the input f32[2,6] "
+                       "does not split into 4 equal parts"));
+  // All-slice: each rank keeps its part; the part must be one of equal ones
+  // and the output of its shape.
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.gather().set_kind(plan::ALL_SLICE);
+                         p.gather().set_axis(1);
+                       }),
+                       "ALL_SLICE over mesh axes {0,1} (4 ranks): dim 1 of the input f32[2,6] "
+                       "does not split into 4 equal parts"));
+  EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
+                         p.gather().set_kind(plan::ALL_SLICE);
+                         p.gather().clear_mesh_axes();
+                         p.gather().add_mesh_axes(1);
+                         p.gather().set_axis(1);
+                       }),
+                       "ALL_SLICE over mesh axes {1} (2 ranks) along dim 1: input f32[2,6], "
+                       "output f32[8,6]: the output's dim `axis` must be the input's divided "
+                       "by the group size"));
   EXPECT_TRUE(contains(errorWith([](SpmdPlan &p) {
                          p.gather().set_kind(plan::ALL_TO_ALL);
                          p.gather().set_concat_axis(-1);
@@ -303,6 +331,10 @@ TEST(PlanLoader, AcceptsCollectiveOfEveryKind) {
   b.collective(plan::ALL_TO_ALL, {0}, x, exchanged, 1, 0);
   uint32_t same = b.buffer(plan::F32, {2, 8});
   b.collective(plan::ALL_TO_ALL, {0, 1}, x, same, 1, 1);
+  uint32_t sliced = b.buffer(plan::F32, {2, 2});
+  b.collective(plan::ALL_SLICE, {1, 0}, x, sliced, 1);
+  uint32_t mask = b.input("mask", plan::BOOL, {4}), bits = b.buffer(plan::BOOL, {2});
+  b.collective(plan::ALL_SLICE, {0}, mask, bits, 0); // no reduction: any dtype
   b.output(same, "same");
   std::string error;
   EXPECT_TRUE(validatePlan(b.plan, error)) << error;

@@ -5,10 +5,13 @@
 #include "frontends/gpt/GptGenerator.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "runtime/PlanLoader.h"
+#include "runtime/plan/FormatBytes.h"
 #include "tools/Registration.h"
 #include "tools/dtc/PlanPrinter.h"
 
 #include "onnx.pb.h"
+
+#include <fmt/format.h>
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -237,23 +240,112 @@ int parseTrainingOption(const Args &args, size_t &i, bool &train, TrainingOption
   return 0;
 }
 
+/// --preset / --cluster as given to compile.
+struct ClusterChoice {
+  std::string preset, file;
+};
+
+/// Parses args[i] if it is one of compile's options of how to split the
+/// work: 1 if it was, 0 if not, -1 after a usage error.
+int parseParallelOption(const Args &args, size_t &i, ParallelOptions &p, ClusterChoice &cluster) {
+  bool missing = false;
+  auto count = [&](const char *flag, int64_t &out, int64_t least) -> int {
+    auto v = flagValue(args, i, flag, missing);
+    if (!v)
+      return missing ? usageError(std::string(flag) + " needs a number"), -1 : 0;
+    char *end = nullptr;
+    out = std::strtoll(v->c_str(), &end, 10);
+    if (v->empty() || *end || out < least)
+      return usageError(fmt::format("{} needs a whole number of at least {}, got '{}'", flag,
+                                    least, *v)),
+             -1;
+    return 1;
+  };
+  int64_t zero = 0, devices = 0;
+  if (int parsed = count("--dp", p.dataParallel, 1))
+    return parsed;
+  if (int parsed = count("--tp", p.tensorParallel, 1))
+    return parsed;
+  if (int parsed = count("--zero", zero, 0)) {
+    if (parsed == 1 && zero > 3)
+      return usageError(fmt::format("--zero takes a stage 0, 1, 2 or 3, got {}", zero)), -1;
+    p.zero = int(zero);
+    return parsed;
+  }
+  if (int parsed = count("--devices", devices, 1)) {
+    if (parsed == 1)
+      p.mesh = {devices};
+    return parsed;
+  }
+  if (auto v = flagValue(args, i, "--mesh", missing)) {
+    p.mesh.clear();
+    llvm::SmallVector<llvm::StringRef> sizes;
+    llvm::StringRef(*v).split(sizes, 'x');
+    for (llvm::StringRef size : sizes) {
+      int64_t n = 0;
+      if (size.getAsInteger(10, n) || n < 1)
+        return usageError("--mesh needs sizes like 2x4, got '" + *v + "'"), -1;
+      p.mesh.push_back(n);
+    }
+    return 1;
+  }
+  if (auto v = flagValue(args, i, "--memory-limit", missing)) {
+    std::optional<double> bytes = parseByteSize(*v);
+    if (!bytes || *bytes <= 0)
+      return usageError("--memory-limit needs a size like 40GiB or 512MiB, got '" + *v + "'"), -1;
+    p.memoryLimit = *bytes;
+    return 1;
+  }
+  if (auto v = flagValue(args, i, "--preset", missing)) {
+    cluster.preset = *v;
+    return 1;
+  }
+  if (auto v = flagValue(args, i, "--cluster", missing)) {
+    cluster.file = *v;
+    return 1;
+  }
+  return missing ? usageError(args[i] + " needs a value"), -1 : 0;
+}
+
+/// Checks the pins against the mesh and loads the cluster the search
+/// costs plans on; 0 or an exit code.
+int finishParallelOptions(ParallelOptions &p, const ClusterChoice &choice) {
+  if (!choice.file.empty() && !choice.preset.empty())
+    return usageError("compile takes --cluster or --preset, not both");
+  std::string error;
+  std::optional<cost::Cluster> cluster =
+      choice.file.empty() ? cost::preset(choice.preset.empty() ? "cpu-local" : choice.preset, error)
+                          : cost::loadCluster(choice.file, error);
+  if (!cluster)
+    return choice.file.empty() ? usageError(error) : failure(error);
+  p.cluster = *cluster;
+  int64_t pinned = std::max<int64_t>(1, p.dataParallel) * std::max<int64_t>(1, p.tensorParallel);
+  int64_t devices = 1;
+  for (int64_t n : p.mesh)
+    devices *= n;
+  if (!p.mesh.empty() && devices % pinned != 0)
+    return usageError(fmt::format("--dp and --tp pin {} devices, which do not divide the mesh's {}",
+                                  pinned, devices));
+  if (p.zero > 0 && p.dataParallel <= 1)
+    return usageError(fmt::format("--zero {} shards optimizer state over data-parallel ranks: "
+                                  "give --dp N (N > 1) as well",
+                                  p.zero));
+  return 0;
+}
+
 int runCompile(const Args &args) {
   ModelOptions options;
   bool train = false;
   TrainingOptions training;
   ParallelOptions parallel;
+  ClusterChoice cluster;
   for (size_t i = 0; i < args.size(); ++i) {
-    bool missing = false;
-    if (auto v = flagValue(args, i, "--dp", missing)) {
-      char *end = nullptr;
-      parallel.dataParallel = std::strtoll(v->c_str(), &end, 10);
-      if (v->empty() || *end || parallel.dataParallel < 1)
-        return usageError("--dp needs a positive number of ranks, got '" + *v + "'");
+    int parsed = parseParallelOption(args, i, parallel, cluster);
+    if (parsed < 0)
+      return 1;
+    if (parsed == 1)
       continue;
-    }
-    if (missing)
-      return usageError("--dp needs a number of ranks");
-    int parsed = parseTrainingOption(args, i, train, training);
+    parsed = parseTrainingOption(args, i, train, training);
     if (parsed < 0)
       return 1;
     if (parsed == 1)
@@ -268,6 +360,8 @@ int runCompile(const Args &args) {
   }
   if (options.model.empty())
     return usageError("compile needs a model: dtc compile MODEL.onnx -o PLAN.dtcp");
+  if (int rc = finishParallelOptions(parallel, cluster))
+    return rc;
   if (options.output.empty())
     return usageError("compile needs an output: -o PLAN.dtcp");
 

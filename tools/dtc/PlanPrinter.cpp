@@ -163,14 +163,19 @@ std::string describeInstruction(const plan::Instruction &inst) {
                        inst.trilu().k());
   case plan::Instruction::kCollective: {
     const auto &c = inst.collective();
-    static const char *kinds[] = {"?", "all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+    static const char *kinds[] = {"?",          "all_reduce", "all_gather",
+                                  "reduce_scatter", "all_to_all", "all_slice"};
     static const char *reductions[] = {"?", "sum", "mean", "max", "min"};
-    int kind = c.kind() >= 0 && c.kind() <= 4 ? c.kind() : 0;
+    int kind = c.kind() >= 0 && c.kind() <= 5 ? c.kind() : 0;
     std::string s = fmt::format("{} mesh_axes=[{}]", kinds[kind], fmt::join(c.mesh_axes(), ","));
     if (c.kind() == plan::ALL_REDUCE || c.kind() == plan::REDUCE_SCATTER)
       s += fmt::format(" {}", reductions[c.reduction() >= 0 && c.reduction() <= 4 ? c.reduction() : 0]);
     if (c.kind() != plan::ALL_REDUCE)
       s += fmt::format(" axis={}", c.axis());
+    if (c.kind() == plan::ALL_TO_ALL)
+      s += fmt::format(" concat_axis={}", c.concat_axis());
+    if (c.kind() == plan::ALL_SLICE) // keeps its part: nothing sent
+      return s + " (local)";
     return s + fmt::format(" ({})", formatBytes(int64_t(inst.cost().bytes())));
   }
   default:
@@ -185,6 +190,107 @@ std::string bufferList(const google::protobuf::RepeatedField<uint32_t> &ids) {
   for (uint32_t id : ids)
     parts.push_back(fmt::format("%{}", id));
   return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string axisName(const plan::Plan &plan, uint32_t axis) {
+  return axis < uint32_t(plan.mesh().axes_size()) ? plan.mesh().axes(int(axis)).name()
+                                                  : fmt::format("axis{}", axis);
+}
+
+/// How many parts the mesh axes of `dim` cut it into.
+int64_t partsOf(const plan::Plan &plan, const plan::DimSharding &dim) {
+  int64_t parts = 1;
+  for (uint32_t axis : dim.mesh_axes())
+    if (axis < uint32_t(plan.mesh().axes_size()))
+      parts *= plan.mesh().axes(int(axis)).size();
+  return parts;
+}
+
+/// A buffer's type; a split one's as the whole tensor over the mesh axes
+/// that split each dim, "f32[1024/tp,4096]", "f32[8/dp,128,768/(dp,tp)]".
+std::string bufferType(const plan::Plan &plan, const plan::Buffer &buffer) {
+  const plan::TensorType &type = buffer.type();
+  if (buffer.sharding_size() == 0)
+    return typeToString(type);
+  std::vector<std::string> dims;
+  for (int d = 0; d < type.shape_size(); ++d) {
+    std::vector<std::string> axes;
+    if (d < buffer.sharding_size())
+      for (uint32_t axis : buffer.sharding(d).mesh_axes())
+        axes.push_back(axisName(plan, axis));
+    if (axes.empty()) {
+      dims.push_back(std::to_string(type.shape(d)));
+      continue;
+    }
+    int64_t whole = type.shape(d) * partsOf(plan, buffer.sharding(d));
+    dims.push_back(axes.size() == 1 ? fmt::format("{}/{}", whole, axes[0])
+                                    : fmt::format("{}/({})", whole, fmt::join(axes, ",")));
+  }
+  return fmt::format("{}[{}]", runtime::dtypeName(type.dtype()), fmt::join(dims, ","));
+}
+
+/// Operands by buffer id; a split one with its type, "%3:f32[1024/tp,4096]".
+std::string operandList(const plan::Plan &plan, const plan::RankProgram &rank,
+                        const google::protobuf::RepeatedField<uint32_t> &ids) {
+  std::vector<std::string> parts;
+  for (uint32_t id : ids) {
+    bool split = id < uint32_t(rank.buffers_size()) && rank.buffers(int(id)).sharding_size();
+    parts.push_back(split ? fmt::format("%{}:{}", id, bufferType(plan, rank.buffers(int(id))))
+                          : fmt::format("%{}", id));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+/// A graph input's type as the first program's buffer holds it: its split
+/// shown when the input is split.
+std::string inputType(const plan::Plan &plan, int input) {
+  if (plan.ranks_size())
+    for (const plan::Buffer &buffer : plan.ranks(0).buffers())
+      if (buffer.has_input() && buffer.input() == uint32_t(input) && buffer.sharding_size())
+        return bufferType(plan, buffer);
+  return typeToString(plan.inputs(input).type());
+}
+
+/// "parameters: 12 split (tp), 4 replicated; 1.20 GiB per rank of 4.80
+/// GiB": how the program's parameters are split and what a rank holds of
+/// them.
+std::string parameterSummary(const plan::Plan &plan, const plan::RankProgram &rank) {
+  int split = 0, whole = 0;
+  int64_t localBytes = 0, wholeBytes = 0;
+  std::vector<bool> splitBy(size_t(plan.mesh().axes_size()), false);
+  for (const plan::Buffer &buffer : rank.buffers()) {
+    if (!buffer.has_parameter())
+      continue;
+    int64_t bytes = runtime::dtypeBytes(buffer.type().dtype()), parts = 1;
+    for (int64_t d : buffer.type().shape())
+      bytes *= d;
+    for (const plan::DimSharding &dim : buffer.sharding()) {
+      parts *= partsOf(plan, dim);
+      for (uint32_t axis : dim.mesh_axes())
+        if (axis < splitBy.size())
+          splitBy[axis] = true;
+    }
+    (parts > 1 ? split : whole) += 1;
+    localBytes += bytes;
+    wholeBytes += bytes * parts;
+  }
+  if (split + whole == 0)
+    return "none";
+  int64_t devices = plan.program_of_rank_size() ? plan.program_of_rank_size() : plan.ranks_size();
+  if (devices <= 1)
+    return fmt::format("{}; {}", whole, formatBytes(localBytes));
+  std::vector<std::string> counts, axes;
+  for (size_t a = 0; a < splitBy.size(); ++a)
+    if (splitBy[a])
+      axes.push_back(axisName(plan, uint32_t(a)));
+  if (split)
+    counts.push_back(fmt::format("{} split ({})", split, fmt::join(axes, ", ")));
+  if (whole)
+    counts.push_back(fmt::format("{} replicated", whole));
+  std::string bytes = formatBytes(localBytes) + " per rank";
+  if (split)
+    bytes += " of " + formatBytes(wholeBytes);
+  return fmt::format("{}; {}", fmt::join(counts, ", "), bytes);
 }
 
 } // namespace
@@ -202,8 +308,8 @@ std::string printPlan(const plan::Plan &plan) {
                    plan.ranks_size() == 1 && ranks > 1 ? ", one program for all" : ""));
   line("");
   line("inputs:");
-  for (const auto &t : plan.inputs())
-    line(fmt::format("  {:<24} {}", t.name(), typeToString(t.type())));
+  for (int i = 0; i < plan.inputs_size(); ++i)
+    line(fmt::format("  {:<24} {}", plan.inputs(i).name(), inputType(plan, i)));
   line("outputs:");
   for (const auto &t : plan.outputs())
     line(fmt::format("  {:<24} {}", t.name(), typeToString(t.type())));
@@ -219,6 +325,7 @@ std::string printPlan(const plan::Plan &plan) {
   for (int r = 0; r < plan.ranks_size(); ++r) {
     const auto &rank = plan.ranks(r);
     line("");
+    line(fmt::format("rank {} parameters: {}", r, parameterSummary(plan, rank)));
     auto printInstruction = [&](int i, const plan::Instruction &inst) {
       std::string outs = bufferList(inst.outputs());
       std::string type = inst.outputs_size() ? typeToString(rank.buffers(inst.outputs(0)).type())
@@ -228,8 +335,8 @@ std::string printPlan(const plan::Plan &plan) {
       size_t space = what.find(' ');
       std::string name = what.substr(0, space);
       std::string attrs = space == std::string::npos ? "" : what.substr(space);
-      line(fmt::format("  {:>4}  {} = {}({}){}  : {}", i, outs, name, bufferList(inst.inputs()),
-                       attrs, type));
+      line(fmt::format("  {:>4}  {} = {}({}){}  : {}", i, outs, name,
+                       operandList(plan, rank, inst.inputs()), attrs, type));
     };
     if (rank.prologue_size()) {
       line(fmt::format("rank {} prologue (run once, at load): {} instructions", r,
@@ -259,7 +366,7 @@ std::string printPlan(const plan::Plan &plan) {
       else if (!buffer.name().empty())
         source = "'" + buffer.name() + "'";
       line(fmt::format("  %{:<5} @{:<10} {:<22} {}", b, buffer.offset(),
-                       typeToString(buffer.type()), source));
+                       bufferType(plan, buffer), source));
     }
     std::vector<std::string> outputs;
     for (uint32_t id : rank.outputs())

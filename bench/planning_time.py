@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Planning time of the sharding search on GPT-3-sized models.
+
+Compiles a training step of a generated GPT (hidden 12288, 96 heads,
+sequence 2048, vocabulary 51200: GPT-3 175B at 96 layers; batch 128, one
+sequence per data-parallel rank, so that it fits 80 GB without
+recomputation) for 1024 devices with 1, 12, 48 and 96 layers, and prints how long planning
+took: the search alone (from compile's notes) and the whole compile (wall
+time, including building the graph, partitioning and writing the plan).
+
+    python3 bench/planning_time.py --dtc build/bin/dtc [--mesh dp128xtp8] [--layers 1,12,48,96]
+
+--mesh dp128xtp8 pins a data axis of 128 and a tensor axis of 8 (the tensor
+axis's splits, ZeRO and recomputation-free memory are still searched);
+--mesh 128x8 leaves both axes free.
+"""
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def mesh_flags(mesh):
+    pinned = re.fullmatch(r"dp(\d+)xtp(\d+)", mesh)
+    if pinned:
+        return ["--dp", pinned.group(1), "--tp", pinned.group(2)]
+    return ["--mesh", mesh]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dtc", required=True)
+    ap.add_argument("--mesh", default="dp128xtp8")
+    ap.add_argument("--layers", default="1,12,48,96")
+    ap.add_argument("--preset", default="a100-80g")
+    ap.add_argument("--batch", type=int, default=128)
+    args = ap.parse_args()
+    print(f"GPT hidden 12288, 96 heads, seq 2048, vocab 51200, batch {args.batch}; mesh {args.mesh} "
+          f"(1024 devices, {args.preset}); bf16 training step with AdamW")
+    print(f"{'layers':>6} {'params':>9} {'ops':>7} {'decisions':>9} {'variables':>9} "
+          f"{'search s':>9} {'compile s':>9}  predicted step")
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for layers in [int(x) for x in args.layers.split(",")]:
+            spec = (f"gpt:layers={layers},hidden=12288,heads=96,seq=2048,vocab=51200,"
+                    f"batch={args.batch}")
+            cmd = [args.dtc, "compile", spec, "--train", "--precision", "bf16", "--preset",
+                   args.preset, *mesh_flags(args.mesh), "-o", f"{tmp}/plan.dtcp"]
+            start = time.perf_counter()
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            wall = time.perf_counter() - start
+            if done.returncode != 0:
+                print(done.stderr, file=sys.stderr)
+                sys.exit(f"compile failed for {layers} layers")
+            note = re.search(r"search: (\d+) ops, (\d+) decisions .*?, (\d+) variables left, "
+                             r"CBC \w+(?: \w+)? in ([0-9.]+) s; predicted per step (.*?) compute "
+                             r"\+ (.*?) communication, (.*?) per device", done.stdout)
+            if not note:
+                sys.exit("compile printed no search note:\n" + done.stdout)
+            params = 12 * layers * 12288 ** 2 + 51200 * 12288 * 2 + 2048 * 12288
+            ops, decisions, variables, search = note.groups()[:4]
+            worst = max(worst, wall)
+            print(f"{layers:>6} {params / 1e9:>8.1f}B {ops:>7} {decisions:>9} {variables:>9} "
+                  f"{float(search):>9.2f} {wall:>9.2f}  {note.group(5)} compute + "
+                  f"{note.group(6)} communication, {note.group(7)} per device")
+    print(f"slowest compile {worst:.2f} s (target: under 10 s at 96 layers)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+//===- Sharding.cpp -------------------------------------------------------===//
+#include "compiler/Sharding.h"
+
+using namespace mlir;
+
+namespace dtc {
+
+int leadingFactor(const graph::ShardingRule &rule, ArrayRef<int> dimFactors) {
+  for (int f : dimFactors)
+    if (rule.factors[size_t(f)].size > 1)
+      return f;
+  return -1;
+}
+
+bool splittable(const graph::ShardingRule &rule, int factor) {
+  const auto &f = rule.factors[size_t(factor)];
+  if (f.whole || f.size <= 1)
+    return false;
+  auto leadsAll = [&](const graph::ShardingRule::Dims &dims) {
+    return llvm::all_of(dims, [&](const auto &dim) {
+      return !llvm::is_contained(dim, factor) || leadingFactor(rule, dim) == factor;
+    });
+  };
+  return llvm::all_of(rule.operands, leadsAll) && llvm::all_of(rule.results, leadsAll);
+}
+
+Sharding shardingOf(const graph::ShardingRule &rule, const graph::ShardingRule::Dims &dims,
+                    ArrayRef<MeshAxes> split) {
+  Sharding s;
+  for (const auto &dim : dims) {
+    int f = leadingFactor(rule, dim);
+    s.dims.push_back(f < 0 ? MeshAxes{} : split[size_t(f)]);
+  }
+  return s;
+}
+
+static SmallVector<MeshAxes> readAxesList(ArrayAttr attr) {
+  SmallVector<MeshAxes> list;
+  for (Attribute a : attr) {
+    MeshAxes axes;
+    for (int64_t axis : cast<DenseI64ArrayAttr>(a).asArrayRef())
+      axes.push_back(int16_t(axis));
+    list.push_back(axes);
+  }
+  return list;
+}
+
+static ArrayAttr axesListAttr(Builder &b, ArrayRef<MeshAxes> list) {
+  SmallVector<Attribute> attrs;
+  for (const MeshAxes &axes : list)
+    attrs.push_back(b.getDenseI64ArrayAttr(SmallVector<int64_t>(axes.begin(), axes.end())));
+  return b.getArrayAttr(attrs);
+}
+
+std::optional<SmallVector<MeshAxes>> readSplit(Operation *op) {
+  auto attr = op->getAttrOfType<ArrayAttr>(kSplitAttr);
+  if (!attr)
+    return std::nullopt;
+  return readAxesList(attr);
+}
+
+void writeSplit(Operation *op, ArrayRef<MeshAxes> split) {
+  Builder b(op->getContext());
+  op->setAttr(kSplitAttr, axesListAttr(b, split));
+}
+
+ArrayAttr shardingAttr(Builder &b, const Sharding &s) { return axesListAttr(b, s.dims); }
+
+Sharding readSharding(ArrayAttr attr, int64_t rank) {
+  Sharding s;
+  if (attr)
+    s.dims.append(readAxesList(attr));
+  s.dims.resize(size_t(rank));
+  return s;
+}
+
+} // namespace dtc

@@ -1,0 +1,57 @@
+//===- Sharding.h - how values and ops are split over a mesh ----*- C++ -*-===//
+//
+// The vocabulary the sharding search and the SPMD partitioner share: a
+// value's sharding (per dim, the mesh axes that cut it) and an op's split
+// (per factor of its sharding rule, the mesh axes that cut it), with the
+// attributes that carry them between the two passes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_COMPILER_SHARDING_H
+#define DTC_COMPILER_SHARDING_H
+
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <optional>
+
+namespace dtc {
+
+using MeshAxes = llvm::SmallVector<int16_t, 2>;
+
+/// How a value is split: per dim, the mesh axes that cut it (empty: whole).
+struct Sharding {
+  llvm::SmallVector<MeshAxes, 4> dims;
+  bool replicated() const {
+    return llvm::all_of(dims, [](const MeshAxes &a) { return a.empty(); });
+  }
+  bool operator==(const Sharding &o) const { return dims == o.dims; }
+};
+
+/// The factor that decides how a dim is cut: its first factor of size > 1.
+int leadingFactor(const graph::ShardingRule &rule, llvm::ArrayRef<int> dimFactors);
+
+/// Whether `factor` may be split: not whole, larger than 1, and leading
+/// every dim it is part of.
+bool splittable(const graph::ShardingRule &rule, int factor);
+
+/// The sharding of one operand's or result's dims under `split`.
+Sharding shardingOf(const graph::ShardingRule &rule, const graph::ShardingRule::Dims &dims,
+                    llvm::ArrayRef<MeshAxes> split);
+
+/// `dtc.split` on an op: the sharding search's choice, per factor of the
+/// op's rule, of the mesh axes that split it.
+constexpr llvm::StringLiteral kSplitAttr = "dtc.split";
+/// `dtc.sharding` on a parameter op or a function argument.
+constexpr llvm::StringLiteral kShardingAttr = "dtc.sharding";
+
+std::optional<llvm::SmallVector<MeshAxes>> readSplit(mlir::Operation *op);
+void writeSplit(mlir::Operation *op, llvm::ArrayRef<MeshAxes> split);
+
+mlir::ArrayAttr shardingAttr(mlir::Builder &b, const Sharding &s);
+/// A sharding read from `dtc.sharding` (whole dims where it is absent).
+Sharding readSharding(mlir::ArrayAttr attr, int64_t rank);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_SHARDING_H

@@ -1,0 +1,68 @@
+//===- ShardingSearch.h - how to split every op over a mesh -----*- C++ -*-===//
+//
+// The intra-op sharding search (Alpa's formulation): every op of `main`
+// picks a split of its sharding rule's factors over the mesh axes; the
+// objective is compute + communication (partial sums combined) +
+// resharding between producer and consumer, on the cluster's cost model;
+// each device's memory (weights, optimizer state, activations kept for
+// backward) is a constraint. Ops whose neighbourhoods look alike (the
+// same position in each transformer layer) share one decision, so the
+// integer program has the size of one layer, and CBC solves it exactly.
+// The choice is written as `dtc.split` on each op and `dtc.sharding` on
+// each argument, for dtc-spmd-partition. docs/sharding.md explains.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_COMPILER_SHARDINGSEARCH_H
+#define DTC_COMPILER_SHARDINGSEARCH_H
+
+#include "cost/Cluster.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace dtc {
+
+/// What a mesh axis may split. A data axis (pinned by --dp) splits the
+/// batch and what follows from it; with ZeRO also optimizer state,
+/// updates and (stage 3) weights. A tensor axis (--tp) splits anything
+/// but the batch. A free axis (--mesh, --devices) splits anything.
+enum class AxisRole { Free, Data, Tensor };
+
+struct MeshAxisSpec {
+  std::string name;
+  int64_t size = 1;
+  AxisRole role = AxisRole::Free;
+};
+
+struct SearchOptions {
+  std::vector<MeshAxisSpec> mesh;
+  bool training = false;  // main is a training step: its first result is the loss
+  int zero = -1;          // ZeRO stage pinned by --zero; -1: the search decides
+  double memoryLimit = 0; // bytes per device
+  cost::Cluster cluster;
+};
+
+struct SearchResult {
+  int ops = 0, decisions = 0; // ops, and the tied groups that decide for them
+  int variables = 0, constraints = 0; // what CBC got after exact reductions
+  int eliminated = 0;                  // decisions the reductions settled
+  bool optimal = false;
+  double searchSeconds = 0;          // wall time of the whole search
+  double computeSeconds = 0;         // predicted per step, per device
+  double communicationSeconds = 0;   // collectives and resharding
+  double memoryBytes = 0;            // weights, optimizer state, kept activations
+  int splitParameters = 0, parameters = 0;
+};
+
+/// Decides and annotates; adds `mesh.mesh @mesh` and the axis names.
+/// Fails with a diagnostic when no split fits the memory limit (naming the
+/// smallest any split needs) or a pin cannot be met.
+mlir::FailureOr<SearchResult> searchShardings(mlir::ModuleOp module, mlir::func::FuncOp func,
+                                              const SearchOptions &options);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_SHARDINGSEARCH_H

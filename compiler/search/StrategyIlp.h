@@ -1,0 +1,80 @@
+//===- StrategyIlp.h - one strategy per node, as an ILP ---------*- C++ -*-===//
+//
+// Alpa's intra-operator formulation: every node (op) picks one of its
+// sharding strategies; a node's strategy costs compute and communication
+// time, an edge's pair of strategies costs the resharding between them, and
+// resources (per-device memory) bound the sum of what the chosen strategies
+// use. The problem is made small first (disallowed strategies dropped,
+// edges merged, edges to a decided node folded into its neighbour's costs,
+// nodes with one or two neighbours eliminated by dynamic programming) and
+// then solved exactly by CBC, or by per-node minima when nothing couples the
+// nodes any more; eliminated nodes' choices follow from what is left.
+//
+// Plain data in and out, no MLIR: the caller maps ops to nodes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_COMPILER_SEARCH_STRATEGYILP_H
+#define DTC_COMPILER_SEARCH_STRATEGYILP_H
+
+#include <string>
+#include <vector>
+
+namespace dtc::search {
+
+struct StrategyProblem {
+  struct Node {
+    std::vector<double> cost; // seconds per strategy; +infinity: not allowed
+  };
+  struct Edge {
+    int from = 0, to = 0; // from == to: only the diagonal (s, s) counts
+    // Row-major [strategy of from][strategy of to]; +infinity: the pair is
+    // not allowed. Edges between the same two nodes add up.
+    std::vector<double> cost;
+  };
+  struct Resource {
+    std::string name;
+    double limit = 0;
+    // use[node][strategy]; the chosen strategies' sum must be <= limit. An
+    // infinite use disallows the strategy.
+    std::vector<std::vector<double>> use;
+  };
+  std::vector<Node> nodes;
+  std::vector<Edge> edges;
+  std::vector<Resource> resources;
+};
+
+struct StrategySolution {
+  // Whether `choice` holds a choice that is allowed and within every limit.
+  // False with a `message`: malformed input, proven infeasible, or the time
+  // limit ran out before any choice that fits was known.
+  bool feasible = false;
+  std::vector<int> choice; // a strategy per node, when feasible
+  double cost = 0;         // strategyCost(problem, choice)
+  bool optimal = false;    // proven optimal (false when the time limit cut CBC short)
+  // Per resource: each node's least use among the strategies that can take
+  // part in an allowed choice, summed (the least any choice reaches, when
+  // disallowed pairs do not couple nodes further); for "no plan fits: the
+  // smallest needs X". Empty when the input is malformed.
+  std::vector<double> minimumUse;
+  std::string message;                // why not feasible, in words
+  int variables = 0, constraints = 0; // size of the integer program CBC saw; 0 without CBC
+  // Nodes removed by leaf or series elimination before CBC (those left
+  // without neighbours simply take their cheapest strategy and are not
+  // counted).
+  int eliminated = 0;
+};
+
+/// The cheapest choice of one strategy per node. Deterministic unless the
+/// time limit stops CBC (single-threaded, quiet); CBC checks its limit
+/// between phases and may overrun short limits by a second or so. Stopped
+/// early, it returns the best choice found (optimal = false): CBC's, or
+/// each node at its cheapest or least-using strategy when that fits.
+StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimitSeconds = 60);
+
+/// The objective of `choice` (one valid strategy index per node):
+/// +infinity when a strategy or pair is not allowed; ignores the limits.
+double strategyCost(const StrategyProblem &problem, const std::vector<int> &choice);
+
+} // namespace dtc::search
+
+#endif // DTC_COMPILER_SEARCH_STRATEGYILP_H

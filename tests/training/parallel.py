@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Training split over four MPI ranks equals the single-device run.
+
+For the example MLP, CNN and GPT, and a generated GPT: compile the same
+training step for one device and for four ranks split each way (data
+parallel, tensor parallel, both on a 2x2 mesh, ZeRO stages 1 and 3, and
+the search left alone), train 5 steps on the same data, and check that
+every loss agrees within 1e-5 relative. Then compile each model for
+inference split the same ways (under a memory limit below its weights, so
+that the search must split them) and check the outputs of four ranks
+against onnxruntime's. `dtc run -n 4` starts the four ranks itself through
+mpirun.
+"""
+import argparse
+import os
+import re
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
+sys.path.insert(0, os.path.dirname(__file__))
+import generate  # noqa: E402
+from trainlib import check, finish, losses, run  # noqa: E402
+
+STEPS = 5
+
+
+def save_set(folder, **arrays):
+    os.makedirs(folder, exist_ok=True)
+    for name, array in arrays.items():
+        np.save(os.path.join(folder, f"{name}.npy"), array)
+    return folder
+
+
+# How the four ranks split the work, and what compile must say about it.
+SPLITS = {
+    "dp=4": (["--dp", "4", "--zero", "0"], "mesh: dp=4 (pinned by --dp)"),
+    "tp=4": (["--tp", "4"], "mesh: tp=4 (pinned by --tp)"),
+    "dp=2 x tp=2": (["--dp", "2", "--tp", "2", "--zero", "0"], "mesh: dp=2 x tp=2"),
+    "ZeRO-1": (["--dp", "4", "--zero", "1"], "ZeRO stage 1 pinned"),
+    "ZeRO-3": (["--dp", "4", "--zero", "3"], "ZeRO stage 3 pinned"),
+    "searched": (["--devices", "4"], "mesh: x=4 (searched)"),
+}
+
+
+def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"):
+    def compile_plan(tag, flags):
+        plan = os.path.join(tmp, f"{name}-{tag}.dtcp".replace(" ", ""))
+        out = run([dtc, "compile", model, *shapes, "--train", "--loss", "cross_entropy",
+                   "--optimizer", "adamw", "--lr", lr, *flags, "-o", plan]).stdout
+        return plan, out
+
+    single_plan, _ = compile_plan("one", [])
+    single = [float(v) for _, v in losses(run([dtc, "run", single_plan, "--data", data,
+                                               "--steps", str(STEPS), "--threads", "1"]).stdout)]
+    check(len(single) == STEPS, f"{name}: {STEPS} losses from one device")
+    for split in splits:
+        flags, note = SPLITS[split]
+        plan, out = compile_plan(split, flags)
+        check(note in out, f"{name}, {split}: compile notes '{note}'")
+        got = [float(v) for _, v in losses(run([dtc, "run", plan, "-n", "4", "--data", data,
+                                                "--steps", str(STEPS)]).stdout)]
+        check(len(got) == STEPS, f"{name}, {split}: {STEPS} losses from four ranks")
+        worst = max(abs(a - b) / abs(a) for a, b in zip(single, got))
+        print(f"      {name}, {split}: losses {', '.join(f'{v:.5f}' for v in got)}; "
+              f"largest relative difference to one device {worst:.1e}")
+        check(worst <= 1e-5, f"{name}, {split}: losses equal one device's within 1e-5")
+
+
+def infer(dtc, tmp, name, model, shapes, inputs, splits=tuple(SPLITS)):
+    """Outputs of four ranks, split each way, against onnxruntime's. The
+    memory limit (70% of the weights, plus the inputs) makes the search
+    split weights even where replicating them would be faster."""
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    expected = session.run(None, inputs)[0]
+    folder = save_set(os.path.join(tmp, f"{name}-inputs"), **inputs)
+    weights = sum(np.prod(t.dims) * 4 for t in onnx.load(model).graph.initializer)
+    limit = int(weights * 0.7 + sum(a.nbytes for a in inputs.values()))
+    for split in splits:
+        flags, _ = SPLITS[split]
+        flags = [f for f in flags if f not in ("--zero", "0")]  # no optimizer state
+        if split.startswith("ZeRO"):
+            continue
+        plan = os.path.join(tmp, f"{name}-infer-{split}.dtcp".replace(" ", ""))
+        out = os.path.join(tmp, f"{name}-infer-{split}-out".replace(" ", ""))
+        note = run([dtc, "compile", model, *shapes, *flags, "--memory-limit",
+                    str(limit), "-o", plan]).stdout
+        split_params = re.search(r"(\d+) of (\d+) parameters split", note)
+        run([dtc, "run", plan, "-n", "4", "--inputs", folder, "--outputs", out,
+             "--output-format", "npy"])
+        got = np.load(os.path.join(out, "output_0.npy"))
+        err = np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-6)
+        print(f"      {name} inference, {split}: {split_params.group(0) if split_params else '?'}; "
+              f"largest difference to onnxruntime {err:.1e} of the largest output")
+        if "tp" in split:  # a tensor axis cannot split the batch: weights must split
+            check(split_params and int(split_params.group(1)) > 0,
+                  f"{name} inference, {split}: the search split some weights")
+        check(got.shape == expected.shape and err <= 1e-4,
+              f"{name} inference, {split}: outputs equal onnxruntime's")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dtc", required=True)
+    dtc = ap.parse_args().dtc
+    rng = np.random.RandomState(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        models = {}
+        for name in ("mlp", "cnn", "gpt"):
+            models[name] = os.path.join(tmp, f"{name}.onnx")
+            onnx.save(generate.MODELS[name](), models[name])
+        inputs = {n: onnx.load(models[n]).graph.input[0] for n in ("mlp", "cnn")}
+
+        def dims(name):
+            return [d.dim_value for d in inputs[name].type.tensor_type.shape.dim[1:]]
+
+        mlp = save_set(os.path.join(tmp, "mlp-data"),
+                       **{inputs["mlp"].name: rng.rand(64, *dims("mlp")).astype(np.float32),
+                          "labels": rng.randint(0, 10, 64).astype(np.int64)})
+        compare(dtc, tmp, "mlp", models["mlp"], ["--shape", "batch=16"], mlp)
+        cnn = save_set(os.path.join(tmp, "cnn-data"),
+                       **{inputs["cnn"].name: rng.rand(32, *dims("cnn")).astype(np.float32),
+                          "labels": rng.randint(0, 10, 32).astype(np.int64)})
+        compare(dtc, tmp, "cnn", models["cnn"], ["--shape", "batch=8"], cnn)
+        text = os.path.join(tmp, "text.bin")
+        np.frombuffer(b"the quick brown fox jumps over the lazy dog. " * 40,
+                      np.uint8).astype(np.uint16).tofile(text)
+        compare(dtc, tmp, "gpt", models["gpt"], ["--shape", "batch=8", "--shape", "seq=16"], text)
+        infer(dtc, tmp, "mlp", models["mlp"], ["--shape", "batch=16"],
+              {inputs["mlp"].name: rng.rand(16, *dims("mlp")).astype(np.float32)})
+        infer(dtc, tmp, "cnn", models["cnn"], ["--shape", "batch=8"],
+              {inputs["cnn"].name: rng.rand(8, *dims("cnn")).astype(np.float32)})
+        ids = onnx.load(models["gpt"]).graph.input[0].name
+        infer(dtc, tmp, "gpt", models["gpt"], ["--shape", "batch=8", "--shape", "seq=16"],
+              {ids: rng.randint(0, 64, (8, 16)).astype(np.int64)})
+        compare(dtc, tmp, "generated gpt", "gpt:layers=2,hidden=32,heads=2,seq=16,vocab=128,batch=8",
+                [], text, splits=("dp=2 x tp=2", "searched"), lr="0.001")
+    finish("parallel training")
+
+
+if __name__ == "__main__":
+    main()
