@@ -73,6 +73,8 @@ void outlineGroup(ArrayRef<Operation *> ops) {
   OpBuilder builder(root);
   auto fused = builder.create<graph::FusedOp>(root->getLoc(), root->getResult(0).getType(),
                                               inputs.getArrayRef());
+  if (Attribute sharding = root->getAttr("dtc.sharding")) // how the partitioner split it
+    fused->setAttr("dtc.sharding", sharding);
   Block *body = builder.createBlock(&fused.getBody());
   IRMapping mapping;
   for (Value input : inputs)

@@ -162,7 +162,7 @@ private:
     return buffer;
   }
 
-  /// The mesh axes that split each dim of a parameter or input.
+  /// The mesh axes that split each dim of a value.
   static void setSharding(plan::Buffer &buffer, ArrayAttr sharding) {
     for (Attribute dim : sharding) {
       plan::DimSharding *d = buffer.add_sharding();
@@ -262,8 +262,16 @@ private:
     if (!offsets)
       return op->emitError("plan emission needs buffer offsets (run dtc-assign-buffers)");
     std::string name = nameOf(op->getLoc());
-    for (auto [i, result] : llvm::enumerate(op->getResults()))
-      addBuffer(result, offsets[i], name);
+    for (auto [i, result] : llvm::enumerate(op->getResults())) {
+      plan::Buffer &buffer = addBuffer(result, offsets[i], name);
+      // How the partitioner split the value (shown by dtc plan).
+      auto sharding = op->getAttrOfType<ArrayAttr>("dtc.sharding");
+      if (sharding && op->getNumResults() == 1 && !isa<graph::ParameterOp>(op) &&
+          int64_t(sharding.size()) == cast<ShapedType>(result.getType()).getRank())
+      {
+        setSharding(buffer, sharding);
+      }
+    }
 
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](graph::ParameterOp p) -> LogicalResult {
@@ -513,6 +521,7 @@ private:
         kept[a] = 1;
       plan::Buffer &view = *rank_.add_buffers();
       view = rank_.buffers(inst.outputs(0));
+      view.clear_sharding(); // the kernel's view; the value's buffer says the split
       view.mutable_type()->clear_shape();
       for (int64_t d : kept)
         view.mutable_type()->add_shape(d);

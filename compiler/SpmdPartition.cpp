@@ -77,6 +77,11 @@ public:
     for (Operation *op : llvm::reverse(ops)) // readers before what they read
       if (op->use_empty() && isPure(op))
         op->erase();
+    // Every split value says how (dtc plan shows it); parameters already do.
+    for (Operation &op : newBlock->without_terminator())
+      if (op.getNumResults() == 1 && !isa<graph::ParameterOp>(op))
+        if (Sharding s = current(op.getResult(0)); !s.replicated())
+          op.setAttr(kShardingAttr, shardingAttr(b_, s));
     fuseReduceScatters(*newBlock);
     return success();
   }
@@ -102,6 +107,8 @@ public:
       Value scattered = b_.create<mesh::ReduceScatterOp>(
           reduce.getLoc(), first.getType(), mesh_.getSymName(), reduce.getMeshAxes(),
           reduce.getInput(), reduce.getReduction(), first.getSliceAxis());
+      if (Attribute sharding = first->getAttr(kShardingAttr))
+        scattered.getDefiningOp()->setAttr(kShardingAttr, sharding);
       for (Operation *user : slices) {
         user->getResult(0).replaceAllUsesWith(scattered);
         user->erase();

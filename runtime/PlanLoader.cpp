@@ -306,12 +306,11 @@ private:
     return true;
   }
 
-  /// A sharded buffer: a parameter or an input, every dim's axes in the
-  /// mesh, no axis cutting two dims (or one twice).
+  /// A sharded buffer (a parameter or input, whose part each rank loads,
+  /// or any other value, whose split is recorded for people): every dim's
+  /// axes in the mesh, no axis cutting two dims (or one twice).
   bool checkSharding(const Buffer &buffer, const std::string &where) {
     std::string what = where + " ('" + buffer.name() + "')";
-    if (!buffer.has_parameter() && !buffer.has_input())
-      return fail(what + ": only parameters and inputs may be sharded");
     if (buffer.sharding_size() != buffer.type().shape_size())
       return fail(what + ": sharding for " + std::to_string(buffer.sharding_size()) +
                   " dims of a rank-" + std::to_string(buffer.type().shape_size()) + " buffer");

@@ -6,7 +6,7 @@
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%arg0: tensor<2x16xf32> {dtc.sharding = [array<i64: 0>, array<i64>]}, %arg1: tensor<2x4xf32>
 // CHECK: graph.parameter "w" : tensor<16x4xf32>
-// CHECK: graph.matmul %arg0, %0 : (tensor<2x16xf32>, tensor<16x4xf32>) -> tensor<2x4xf32>
+// CHECK: graph.matmul %arg0, %0 {dtc.sharding = [array<i64: 0>, array<i64>]} : (tensor<2x16xf32>, tensor<16x4xf32>) -> tensor<2x4xf32>
 // CHECK: %[[MEAN:.*]] = graph.reduce_mean {{.*}} -> tensor<f32>
 // CHECK: %[[FOUR:.*]] = graph.constant dense<4.000000e+00> : tensor<f32>
 // CHECK: %[[SHARE:.*]] = graph.div %[[MEAN]], %[[FOUR]]
@@ -32,12 +32,13 @@ module {
 // A 2-D mesh; a softmax cannot split its axis, so the columns split over
 // axis 1 are gathered first; rows stay split over axis 0 until the result,
 // which every rank holds whole. A splat constant is cut locally; a
-// reshape carries the row split into its merged dim.
+// reshape carries the row split into its merged dim. Every split value
+// records its split (dtc.sharding), for dtc plan.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%arg0: tensor<4x3x8xf32>
-// CHECK: %[[G:.*]] = mesh.all_gather %arg0 on @mesh mesh_axes = [1] gather_axis = 2 : tensor<4x3x8xf32> -> tensor<4x3x16xf32>
-// CHECK: %[[S:.*]] = graph.softmax %[[G]] {axis = 2 : i64} : (tensor<4x3x16xf32>) -> tensor<4x3x16xf32>
-// CHECK: graph.constant dense<2.000000e+00> : tensor<4x3x16xf32>
+// CHECK: %[[G:.*]] = mesh.all_gather %arg0 on @mesh mesh_axes = [1] gather_axis = 2 {dtc.sharding = [array<i64: 0>, array<i64>, array<i64>]} : tensor<4x3x8xf32> -> tensor<4x3x16xf32>
+// CHECK: %[[S:.*]] = graph.softmax %[[G]] {axis = 2 : i64, dtc.sharding = [array<i64: 0>, array<i64>, array<i64>]} : (tensor<4x3x16xf32>) -> tensor<4x3x16xf32>
+// CHECK: graph.constant {dtc.sharding = [array<i64: 0>, array<i64>, array<i64>]} dense<2.000000e+00> : tensor<4x3x16xf32>
 // CHECK: %[[R:.*]] = graph.reshape {{.*}} : (tensor<4x3x16xf32>) -> tensor<12x16xf32>
 // CHECK: mesh.all_gather %[[R]] on @mesh mesh_axes = [0] gather_axis = 0 : tensor<12x16xf32> -> tensor<24x16xf32>
 module {
@@ -72,13 +73,13 @@ module {
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%arg0: tensor<8x16xf32>) -> tensor<8x16xf32>
 // CHECK: %[[W1:.*]] = graph.parameter "w1" : tensor<16x32xf32>
-// CHECK: %[[W1S:.*]] = mesh.all_slice %[[W1]] on @mesh mesh_axes = [0] slice_axis = 1 : tensor<16x32xf32> -> tensor<16x8xf32>
-// CHECK: %[[H:.*]] = graph.matmul %arg0, %[[W1S]] : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
-// CHECK: %[[A:.*]] = graph.relu %[[H]] : (tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[W1S:.*]] = mesh.all_slice %[[W1]] on @mesh mesh_axes = [0] slice_axis = 1 {dtc.sharding = [array<i64>, array<i64: 0>]} : tensor<16x32xf32> -> tensor<16x8xf32>
+// CHECK: %[[H:.*]] = graph.matmul %arg0, %[[W1S]] {dtc.sharding = [array<i64>, array<i64: 0>]} : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[A:.*]] = graph.relu %[[H]] {dtc.sharding = [array<i64>, array<i64: 0>]} : (tensor<8x8xf32>) -> tensor<8x8xf32>
 // CHECK: %[[W2:.*]] = graph.parameter "w2" {dtc.sharding = [array<i64: 0>, array<i64>]} : tensor<8x16xf32>
 // CHECK: %[[P:.*]] = graph.matmul %[[A]], %[[W2]] : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
-// CHECK: %[[RS:.*]] = mesh.reduce_scatter %[[P]] on @mesh mesh_axes = [0] scatter_axis = 0 : tensor<8x16xf32> -> tensor<2x16xf32>
-// CHECK: %[[T:.*]] = graph.tanh %[[RS]] : (tensor<2x16xf32>) -> tensor<2x16xf32>
+// CHECK: %[[RS:.*]] = mesh.reduce_scatter %[[P]] on @mesh mesh_axes = [0] scatter_axis = 0 {dtc.sharding = [array<i64: 0>, array<i64>]} : tensor<8x16xf32> -> tensor<2x16xf32>
+// CHECK: %[[T:.*]] = graph.tanh %[[RS]] {dtc.sharding = [array<i64: 0>, array<i64>]} : (tensor<2x16xf32>) -> tensor<2x16xf32>
 // CHECK: %[[G:.*]] = mesh.all_gather %[[T]] on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x16xf32> -> tensor<8x16xf32>
 // CHECK: return %[[G]]
 module {

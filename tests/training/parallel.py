@@ -44,7 +44,18 @@ SPLITS = {
     "ZeRO-1": (["--dp", "4", "--zero", "1"], "ZeRO stage 1 pinned"),
     "ZeRO-3": (["--dp", "4", "--zero", "3"], "ZeRO stage 3 pinned"),
     "searched": (["--devices", "4"], "mesh: x=4 (searched)"),
+    "searched 2x2": (["--mesh", "2x2"], "mesh: x=2 x y=2 (searched)"),
 }
+# A searched mesh's plans include every pinned plan on the same mesh shape.
+SAME_MESH = {"searched": ("dp=4", "tp=4", "ZeRO-1", "ZeRO-3"), "searched 2x2": ("dp=2 x tp=2",)}
+
+
+def predicted_seconds(note):
+    """compute + communication per step, as compile's search note predicts."""
+    units = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+    m = re.search(r"predicted per step ([0-9.]+) (us|ms|s) compute \+ ([0-9.]+) (us|ms|s) "
+                  r"communication", note)
+    return float(m.group(1)) * units[m.group(2)] + float(m.group(3)) * units[m.group(4)]
 
 
 def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"):
@@ -58,9 +69,11 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
     single = [float(v) for _, v in losses(run([dtc, "run", single_plan, "--data", data,
                                                "--steps", str(STEPS), "--threads", "1"]).stdout)]
     check(len(single) == STEPS, f"{name}: {STEPS} losses from one device")
+    predicted = {}
     for split in splits:
         flags, note = SPLITS[split]
         plan, out = compile_plan(split, flags)
+        predicted[split] = predicted_seconds(out)
         check(note in out, f"{name}, {split}: compile notes '{note}'")
         got = [float(v) for _, v in losses(run([dtc, "run", plan, "-n", "4", "--data", data,
                                                 "--steps", str(STEPS)]).stdout)]
@@ -69,6 +82,11 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
         print(f"      {name}, {split}: losses {', '.join(f'{v:.5f}' for v in got)}; "
               f"largest relative difference to one device {worst:.1e}")
         check(worst <= 1e-5, f"{name}, {split}: losses equal one device's within 1e-5")
+    for searched, pinned in SAME_MESH.items():
+        for other in (p for p in pinned if p in predicted and searched in predicted):
+            check(predicted[searched] <= predicted[other] * (1 + 1e-6),
+                  f"{name}: the searched plan ({predicted[searched] * 1e3:.3f} ms) is predicted "
+                  f"no slower than {other} ({predicted[other] * 1e3:.3f} ms)")
 
 
 def infer(dtc, tmp, name, model, shapes, inputs, splits=tuple(SPLITS)):
@@ -138,7 +156,7 @@ def main():
         infer(dtc, tmp, "gpt", models["gpt"], ["--shape", "batch=8", "--shape", "seq=16"],
               {ids: rng.randint(0, 64, (8, 16)).astype(np.int64)})
         compare(dtc, tmp, "generated gpt", "gpt:layers=2,hidden=32,heads=2,seq=16,vocab=128,batch=8",
-                [], text, splits=("dp=2 x tp=2", "searched"), lr="0.001")
+                [], text, splits=("dp=2 x tp=2", "searched 2x2"), lr="0.001")
     finish("parallel training")
 
 

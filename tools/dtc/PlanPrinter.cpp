@@ -328,8 +328,8 @@ std::string printPlan(const plan::Plan &plan) {
     line(fmt::format("rank {} parameters: {}", r, parameterSummary(plan, rank)));
     auto printInstruction = [&](int i, const plan::Instruction &inst) {
       std::string outs = bufferList(inst.outputs());
-      std::string type = inst.outputs_size() ? typeToString(rank.buffers(inst.outputs(0)).type())
-                                             : "";
+      std::string type =
+          inst.outputs_size() ? bufferType(plan, rank.buffers(int(inst.outputs(0)))) : "";
       // "matmul transpose_rhs" -> "matmul(%0, %1) transpose_rhs".
       std::string what = describeInstruction(inst);
       size_t space = what.find(' ');
