@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Simulated against measured step time on this machine.
+
+Calibrates this machine (`dtc calibrate --quick`), then for the example MLP,
+CNN and GPT, each at two batch sizes (two plans of the same model), compiles a
+training step for one device, predicts its step time with `dtc simulate
+--cluster` on the calibration, and measures it with `dtc run --threads 1`
+(the median step of 30, first steps excluded). Prints the ratio per plan
+(target: within 15%) and whether the two plans of each model rank the same by
+throughput (samples/s) in simulation and measurement.
+
+    python3 bench/simulated_vs_measured.py --dtc build/bin/dtc [--steps 30]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "models"))
+import generate  # noqa: E402
+
+UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def run(cmd):
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def simulated_seconds(dtc, plan, cluster):
+    out = run([dtc, "simulate", plan, "--cluster", cluster])
+    m = re.search(r"step time\s+([0-9.]+) (us|ms|s)", out)
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def measured_seconds(dtc, plan, data, steps):
+    out = run([dtc, "run", plan, "--data", data, "--steps", str(steps), "--threads", "1"])
+    times = [float(t) * 1e-3 for t in re.findall(r"^step \d+ loss \S+ .*time (\S+) ms", out, re.M)]
+    return statistics.median(times[3:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dtc", required=True)
+    ap.add_argument("--steps", type=int, default=30)
+    args = ap.parse_args()
+    dtc, rng = args.dtc, np.random.RandomState(0)
+    rows, ranks_agree = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = os.path.join(tmp, "cluster.json")
+        run([dtc, "calibrate", "--quick", "-o", cluster])
+        text = os.path.join(tmp, "text.bin")
+        np.frombuffer(b"the quick brown fox jumps over the lazy dog. " * 400,
+                      np.uint8).astype(np.uint16).tofile(text)
+        cases = {"mlp": ((16, 64), lambda m, b: ["--shape", f"batch={b}"]),
+                 "cnn": ((4, 16), lambda m, b: ["--shape", f"batch={b}"]),
+                 "gpt": ((4, 16), lambda m, b: ["--shape", f"batch={b}", "--shape", "seq=32"])}
+        for name, (batches, shapes) in cases.items():
+            model = os.path.join(tmp, f"{name}.onnx")
+            onnx.save(generate.MODELS[name](), model)
+            if name == "gpt":
+                data = text
+            else:
+                first = onnx.load(model).graph.input[0]
+                dims = [d.dim_value for d in first.type.tensor_type.shape.dim[1:]]
+                data = os.path.join(tmp, f"{name}-data")
+                os.makedirs(data, exist_ok=True)
+                np.save(os.path.join(data, f"{first.name}.npy"),
+                        rng.rand(256, *dims).astype(np.float32))
+                np.save(os.path.join(data, "labels.npy"), rng.randint(0, 10, 256).astype(np.int64))
+            throughput = {}
+            for batch in batches:
+                plan = os.path.join(tmp, f"{name}-{batch}.dtcp")
+                run([dtc, "compile", model, *shapes(name, batch), "--train", "--loss",
+                     "cross_entropy", "--optimizer", "adamw", "-o", plan])
+                sim = simulated_seconds(dtc, plan, cluster)
+                real = measured_seconds(dtc, plan, data, args.steps)
+                rows.append((f"{name} batch {batch}", sim, real))
+                throughput[batch] = (batch / sim, batch / real)
+            (a, b) = batches
+            agree = (throughput[a][0] < throughput[b][0]) == (throughput[a][1] < throughput[b][1])
+            ranks_agree.append((name, agree))
+    print(f"{'plan':<16} {'simulated':>10} {'measured':>10} {'ratio':>7}")
+    within = 0
+    for what, sim, real in rows:
+        ratio = sim / real
+        within += abs(ratio - 1) <= 0.15
+        print(f"{what:<16} {sim * 1e3:>8.3f}ms {real * 1e3:>8.3f}ms {ratio:>7.2f}"
+              f"{'' if abs(ratio - 1) <= 0.15 else '  (off by more than 15%)'}")
+    print(f"{within} of {len(rows)} plans within 15%")
+    for name, agree in ranks_agree:
+        print(f"{name}: the two batch sizes rank {'the same' if agree else 'DIFFERENTLY'} "
+              f"by throughput in simulation and measurement")
+
+
+if __name__ == "__main__":
+    main()
