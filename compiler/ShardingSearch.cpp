@@ -393,6 +393,20 @@ private:
       if (!current.dims[d].empty() && current.dims[d] != want.dims[d]) {
         int64_t ranks = axesSize(current.dims[d]);
         MeshAxes axes = current.dims[d];
+        // Moved by one all-to-all to a whole dim that wants these axes (as
+        // the partitioner does).
+        auto shape = cast<ShapedType>(v.getType()).getShape();
+        std::optional<size_t> target;
+        for (size_t e = 0; e < current.dims.size() && want.dims[d].empty() && !target; ++e)
+          if (e != d && current.dims[e].empty() && want.dims[e] == axes && shape[e] % ranks == 0)
+            target = e;
+        if (target) {
+          seconds += cost::collectiveSeconds(cost::Collective::AllToAll, cost::Algorithm::Ring,
+                                             ranks, localBytes(v, current), link(axes));
+          current.dims[*target] = axes;
+          current.dims[d].clear();
+          continue;
+        }
         current.dims[d].clear();
         seconds += cost::collectiveSeconds(cost::Collective::AllGather, cost::Algorithm::Ring,
                                            ranks, localBytes(v, current), link(axes));

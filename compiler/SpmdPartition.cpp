@@ -177,6 +177,18 @@ private:
         continue;
       auto type = cast<RankedTensorType>(v.getType());
       SmallVector<int64_t> shape(type.getShape());
+      // The same axes wanted on a whole dim instead: one all-to-all moves
+      // the split there (each rank sends a part of its block to each).
+      if (std::optional<size_t> e = moveTarget(have, want, d, shape)) {
+        shape[d] *= axesSize(have.dims[d]);
+        shape[*e] /= axesSize(have.dims[d]);
+        v = b_.create<mesh::AllToAllOp>(v.getLoc(), type.clone(shape), mesh_.getSymName(),
+                                        have.dims[d], v, APInt(64, *e), APInt(64, d));
+        have.dims[*e] = have.dims[d];
+        have.dims[d].clear();
+        shardings_[v] = have;
+        continue;
+      }
       shape[d] *= axesSize(have.dims[d]);
       v = b_.create<mesh::AllGatherOp>(v.getLoc(), type.clone(shape), mesh_.getSymName(),
                                        have.dims[d], v, APInt(64, d));
@@ -184,6 +196,19 @@ private:
       shardings_[v] = have;
     }
     return v;
+  }
+
+  /// A whole dim that `want` splits over exactly the axes that split dim
+  /// `d` (which `want` keeps whole), evenly; the all-to-all's target.
+  std::optional<size_t> moveTarget(const Sharding &have, const Sharding &want, size_t d,
+                                   ArrayRef<int64_t> shape) {
+    if (!want.dims[d].empty())
+      return std::nullopt;
+    for (size_t e = 0; e < have.dims.size(); ++e)
+      if (e != d && have.dims[e].empty() && want.dims[e] == have.dims[d] &&
+          shape[e] % axesSize(have.dims[d]) == 0)
+        return e;
+    return std::nullopt;
   }
 
   /// The factor split: from the operands as they are, first come first.

@@ -15,6 +15,14 @@
 // a backbone, so CBC sees little or nothing of them. Each eliminated node's
 // choice is recovered afterwards from its neighbours', newest first.
 //
+// In between, a strategy is dropped when another of the same node is no
+// worse in every way that can matter: its own cost, its use of every
+// binding resource, and its pair cost with every strategy left on every
+// neighbour. Any choice with the first is then no better than the same
+// choice with the second, so the optimum stays; nodes whose use keeps them
+// from elimination at least reach CBC with fewer strategies, and some are
+// left with one and fold into their neighbours.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/search/StrategyIlp.h"
 
@@ -95,6 +103,10 @@ std::string describeInput(const StrategyProblem &problem) {
 /// no more than the two it replaces (else the program CBC may get grows).
 constexpr long kSeriesEntries = 4096;
 
+/// Dominance is checked pair by pair of a node's strategies; nodes with
+/// more than this many are left alone to keep it cheap.
+constexpr int kDominanceStrategies = 64;
+
 /// The problem after the exact reductions: node costs with disallowed
 /// strategies at +infinity and folded edges and eliminated nodes added in;
 /// the edges that are left, one per pair of nodes.
@@ -130,14 +142,19 @@ public:
   std::string reduce();
   /// Then eliminates nodes with one or two neighbours whose use of every
   /// binding resource is the same for each strategy left (the resources in
-  /// `binding`, less those that stop binding on the way), with reduce()'s
-  /// steps in between, until nothing changes. Returns why the problem is
-  /// infeasible, or "".
+  /// `binding`, less those that stop binding on the way), and drops
+  /// dominated strategies, with reduce()'s steps in between, until nothing
+  /// changes. Returns why the problem is infeasible, or "".
   std::string eliminate(std::vector<int> binding);
   /// Sets the eliminated nodes' strategies in `choice`, given the others'.
   void recover(std::vector<int> &choice) const;
 
   int eliminatedCount() const { return eliminations.size(); }
+  int prunedCount() const { return pruned; }
+  /// Whether a strategy was dropped as dominated while resource `r` did not
+  /// bind: its use was not compared, so each node's least use of it may
+  /// have risen above what an allowed choice reaches.
+  bool useIgnored(int r) const { return ignoredUse[r]; }
 
   int strategies(int v) const { return cost[v].size(); }
   bool allowed(int v, int s) const { return cost[v][s] < kInf; }
@@ -171,6 +188,14 @@ private:
   /// added to, made when there is none; also marks it as passing `through`.
   int addToEdge(int a, int b, const std::vector<double> &pairCost, int through);
   bool usesVary(int v) const;
+  /// Whether strategy `t` of `v` is no worse than `s`: in cost, in use of
+  /// each binding resource, and paired with each strategy left on each
+  /// neighbour.
+  bool noWorse(int v, int t, int s) const;
+  /// Drops the dominated strategies of nodes whose costs, edges or
+  /// neighbours changed since they were last looked at (of two that are
+  /// equal, the later); returns how many.
+  int pruneDominated();
   void eliminateLeaf(int v);
   bool eliminateSeries(int v);
   /// The other end of `edge` from `v`, and the cost of `v` at `s` with it at `t`.
@@ -192,6 +217,9 @@ private:
   std::deque<int> candidates, seriesCandidates; // leaves first, then series
   std::vector<char> nominated, inSeries, eliminatedNode;
   std::vector<Elimination> eliminations;
+  std::vector<char> unpruned; // nodes to look at for dominated strategies
+  std::vector<char> ignoredUse; // per resource, see useIgnored()
+  int pruned = 0;
 };
 
 /// What each node uses of a resource at least and at most among the
@@ -255,6 +283,8 @@ void ReducedProblem::mergeEdges() {
   nominated.assign(cost.size(), 0);
   inSeries.assign(cost.size(), 0);
   eliminatedNode.assign(cost.size(), 0);
+  unpruned.assign(cost.size(), 1);
+  ignoredUse.assign(problem.resources.size(), 0);
 }
 
 void ReducedProblem::kill(int e) {
@@ -267,6 +297,7 @@ void ReducedProblem::kill(int e) {
 }
 
 void ReducedProblem::nominate(int v) {
+  unpruned[v] = 1;
   if (!nominated[v] && !eliminatedNode[v]) {
     nominated[v] = 1;
     candidates.push_back(v);
@@ -359,9 +390,13 @@ void ReducedProblem::propagate() {
     int v = changed.front();
     changed.pop_front();
     queued[v] = 0;
-    for (size_t i = 0; i < edgesOf[v].size(); ++i) // reduceEdge does not add edges
-      if (edges[edgesOf[v][i]].alive && infeasible.empty())
-        reduceEdge(edgesOf[v][i]);
+    for (size_t i = 0; i < edgesOf[v].size(); ++i) { // reduceEdge does not add edges
+      PairEdge &edge = edges[edgesOf[v][i]];
+      if (!edge.alive || !infeasible.empty())
+        continue;
+      unpruned[otherEnd(edge, v)] = 1; // fewer strategies of v to compare with
+      reduceEdge(edgesOf[v][i]);
+    }
   }
 }
 
@@ -398,6 +433,47 @@ bool ReducedProblem::usesVary(int v) const {
       }
   }
   return false;
+}
+
+bool ReducedProblem::noWorse(int v, int t, int s) const {
+  if (cost[v][t] > cost[v][s])
+    return false;
+  for (int r : binding)
+    if (problem.resources[r].use[v][t] > problem.resources[r].use[v][s])
+      return false;
+  for (int e : edgesOf[v]) {
+    const PairEdge &edge = edges[e];
+    int w = otherEnd(edge, v);
+    for (int u = 0; edge.alive && u < strategies(w); ++u)
+      if (allowed(w, u) && pairCost(edge, v, t, u) > pairCost(edge, v, s, u))
+        return false;
+  }
+  return true;
+}
+
+int ReducedProblem::pruneDominated() {
+  int before = pruned, nodes = cost.size();
+  for (int v = 0; v < nodes && infeasible.empty(); ++v) {
+    // A node alone whose use does not matter takes its cheapest strategy
+    // anyway.
+    if (!unpruned[v] || eliminatedNode[v] || strategies(v) > kDominanceStrategies ||
+        (degree[v] == 0 && !usesVary(v)))
+      continue;
+    // Dominance is transitive, so checking against the strategies still
+    // allowed loses nothing; ties go to the lower index.
+    for (int s = 0; s < strategies(v); ++s)
+      for (int t = 0; t < strategies(v) && allowed(v, s); ++t)
+        if (t != s && allowed(v, t) && noWorse(v, t, s) && (t < s || !noWorse(v, s, t))) {
+          disallow(v, s);
+          ++pruned;
+        }
+    unpruned[v] = 0; // its own strategies dropped change nothing for the others
+  }
+  if (pruned > before)
+    for (size_t r = 0; r < ignoredUse.size(); ++r)
+      if (std::find(binding.begin(), binding.end(), int(r)) == binding.end())
+        ignoredUse[r] = 1;
+  return pruned - before;
 }
 
 int ReducedProblem::addToEdge(int a, int b, const std::vector<double> &pairCost, int through) {
@@ -511,7 +587,7 @@ std::string ReducedProblem::eliminate(std::vector<int> bindingResources) {
         inSeries[v] = 0;
         if (eliminatedNode[v] || degree[v] != 2 || usesVary(v) || !eliminateSeries(v))
           continue;
-      } else {
+      } else if (pruneDominated() == 0) {
         break;
       }
       propagate();
@@ -526,6 +602,7 @@ std::string ReducedProblem::eliminate(std::vector<int> bindingResources) {
     binding.erase(std::remove_if(binding.begin(), binding.end(), stopsBinding), binding.end());
     if (binding.size() == before)
       break;
+    std::fill(unpruned.begin(), unpruned.end(), 1); // less use to compare
   }
   return infeasible;
 }
@@ -828,7 +905,8 @@ StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimi
     infeasible = reduced.eliminate(bindingOf(ranges));
     ranges = measure();
     for (size_t r = 0; r < ranges.size(); ++r) {
-      solution.minimumUse[r] = std::max(solution.minimumUse[r], ranges[r].leastSum);
+      if (!reduced.useIgnored(r)) // else only the first measure is a bound
+        solution.minimumUse[r] = std::max(solution.minimumUse[r], ranges[r].leastSum);
       if (solution.minimumUse[r] > problem.resources[r].limit)
         infeasible += (infeasible.empty() ? "" : "; ") +
                       overLimit(problem.resources[r], solution.minimumUse[r]);
@@ -839,6 +917,7 @@ StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimi
     return solution;
   }
   solution.eliminated = reduced.eliminatedCount();
+  solution.pruned = reduced.prunedCount();
 
   // A node joins the program when an edge still couples it or its use of a
   // binding resource depends on its strategy; the others take their

@@ -4,9 +4,10 @@
 // sharding strategies; a node's strategy costs compute and communication
 // time, an edge's pair of strategies costs the resharding between them, and
 // resources (per-device memory) bound the sum of what the chosen strategies
-// use. The problem is made small first (disallowed strategies dropped,
-// edges merged, edges to a decided node folded into its neighbour's costs,
-// nodes with one or two neighbours eliminated by dynamic programming) and
+// use. The problem is made small first (disallowed and dominated strategies
+// dropped, edges merged, edges to a decided node folded into its
+// neighbour's costs, nodes with one or two neighbours eliminated by dynamic
+// programming) and
 // then solved exactly by CBC, or by per-node minima when nothing couples the
 // nodes any more; eliminated nodes' choices follow from what is left.
 //
@@ -62,6 +63,11 @@ struct StrategySolution {
   // without neighbours simply take their cheapest strategy and are not
   // counted).
   int eliminated = 0;
+  // Strategies dropped because another of the same node is no worse in
+  // cost, in use of every binding resource and paired with every strategy
+  // of every neighbour, on nodes that a neighbour or their use of a binding
+  // resource still coupled.
+  int pruned = 0;
 };
 
 /// The cheapest choice of one strategy per node. Deterministic unless the

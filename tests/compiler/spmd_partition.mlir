@@ -105,3 +105,19 @@ module {
     return %t : tensor<8x16xf32>
   }
 }
+
+// -----
+
+// A split moved to another dim over the same axes: one all-to-all (each
+// rank sends a part of its rows to each), not an all-gather and a slice.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: (%arg0: tensor<2x16xf32> {dtc.sharding = [array<i64: 0>, array<i64>]})
+// CHECK: %[[T:.*]] = mesh.all_to_all %arg0 on @mesh mesh_axes = [0] split_axis = 1 concat_axis = 0 {dtc.sharding = [array<i64>, array<i64: 0>]} : tensor<2x16xf32> -> tensor<8x4xf32>
+// CHECK: graph.tanh %[[T]] {dtc.sharding = [array<i64>, array<i64: 0>]} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+module {
+  mesh.mesh @mesh(shape = 4)
+  func.func @main(%x: tensor<8x16xf32> {dtc.sharding = [array<i64: 0>, array<i64>]}) -> tensor<8x16xf32> {
+    %t = graph.tanh %x {dtc.split = [array<i64>, array<i64: 0>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    return %t : tensor<8x16xf32>
+  }
+}

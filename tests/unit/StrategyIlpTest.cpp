@@ -80,6 +80,46 @@ void expectNear(double actual, double expected) {
   EXPECT_NEAR(actual, expected, 1e-9 * (1 + std::fabs(expected)));
 }
 
+/// Gives a random node a copy of one of its strategies, then makes the copy
+/// or the original (at random) no better than the other: a cost, a use of
+/// every resource and pair costs no lower, sometimes all equal.
+void addDominatedStrategy(StrategyProblem &problem, std::mt19937 &rng) {
+  auto below = [&](int n) { return int(rng() % uint32_t(n)); };
+  auto more = [&] { return below(2) ? 0.0 : 1 + below(3); };
+  int v = below(problem.nodes.size());
+  int n = problem.nodes[v].cost.size(), original = below(n);
+  int worse = below(2) ? n : original;
+  std::vector<double> &cost = problem.nodes[v].cost;
+  cost.push_back(cost[original]);
+  cost[worse] += more();
+  for (StrategyProblem::Resource &resource : problem.resources) {
+    std::vector<double> &use = resource.use[v];
+    use.push_back(use[original]);
+    use[worse] += more();
+  }
+  for (StrategyProblem::Edge &edge : problem.edges) {
+    if (edge.from != v && edge.to != v)
+      continue;
+    int columns = problem.nodes[edge.to].cost.size(); // with the copy when v is the end
+    std::vector<double> grown;
+    if (edge.from == v) { // a row more
+      grown = edge.cost;
+      grown.insert(grown.end(), edge.cost.begin() + original * columns,
+                   edge.cost.begin() + (original + 1) * columns);
+      for (int t = 0; t < columns; ++t)
+        grown[worse * columns + t] += more();
+    } else { // a column more
+      for (size_t row = 0; row < edge.cost.size() / (columns - 1); ++row) {
+        grown.insert(grown.end(), edge.cost.begin() + row * (columns - 1),
+                     edge.cost.begin() + (row + 1) * (columns - 1));
+        grown.push_back(grown[row * columns + original]);
+        grown[row * columns + worse] += more();
+      }
+    }
+    edge.cost = grown;
+  }
+}
+
 TEST(StrategyIlp, ChainBeatsGreedy) {
   // Each node alone prefers strategy 0; two neighbours both at 0 pay 5.
   StrategyProblem problem;
@@ -117,7 +157,7 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
   auto below = [&](int n) { return int(rng() % uint32_t(n)); };
   auto real = [&](double hi) { return hi * double(rng()) / 4294967296.0; };
   int solvedByCbc = 0, binding = 0, overLimit = 0, infeasible = 0;
-  int eliminatedSome = 0, eliminatedThenCbc = 0, solvedInSeries = 0;
+  int eliminatedSome = 0, eliminatedThenCbc = 0, solvedInSeries = 0, prunedSome = 0;
   for (int round = 0; round < 80; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     bool ring = round % 4 == 3;
@@ -176,6 +216,12 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
     }
     memory.limit = least - 1 + below(int(most - least) + 3);
     problem.resources.push_back(memory);
+    // In two rounds of three but rings (whose nodes past 0 must use the
+    // same in every strategy), a strategy no better than another of its
+    // node, or the same; its own generator keeps the rest as it was.
+    std::mt19937 extra(round);
+    if (!ring && round % 3 != 2)
+      addDominatedStrategy(problem, extra);
 
     Enumerated best = enumerate(problem);
     StrategySolution solution = solveStrategies(problem);
@@ -206,6 +252,7 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
     }
 
     solvedByCbc += solution.variables > 0;
+    prunedSome += solution.pruned > 0;
     eliminatedSome += solution.eliminated > 0;
     eliminatedThenCbc += solution.eliminated > 0 && solution.variables > 0;
     binding += most > memory.limit;
@@ -222,6 +269,7 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
   EXPECT_GE(eliminatedSome, 35);
   EXPECT_GE(eliminatedThenCbc, 20); // CBC's choice completed by recovery
   EXPECT_GE(solvedInSeries, 12);
+  EXPECT_GE(prunedSome, 25);
 }
 
 TEST(StrategyIlp, ResourceBelowTheLeastUseIsInfeasible) {
@@ -299,12 +347,13 @@ TEST(StrategyIlp, ReductionsShrinkTheProgram) {
   // Three edges between nodes 0 and 1 (one reversed) make one matrix: x has
   // 2 + 2 columns, e 4; a row per node, per strategy of each end, and one
   // for memory, which both nodes' strategies change and which binds (it
-  // keeps them from being eliminated).
+  // keeps them from being eliminated). The merged matrix, [[1, 3], [2, 1]],
+  // leaves neither strategy of either node dominated.
   StrategyProblem problem;
   problem.nodes = {{{0, 0}}, {{0, 0}}, {{5, 1}}, {{2, 3}}};
   problem.edges = {{0, 1, {1, 0, 0, 1}},
                    {1, 0, {0, 2, 0, 0}},
-                   {0, 1, {0, 0, 0, 3}},
+                   {0, 1, {0, 3, 0, 0}},
                    {1, 2, {0, 0, 0, 0}},  // all zero: nothing
                    {2, 3, {1, 1, 4, 4}}}; // a cost of node 2's strategy alone
   problem.resources = {{"memory", 4, {{0, 1}, {0, 1}, {1, 1}, {2, 2}}}};
@@ -313,6 +362,7 @@ TEST(StrategyIlp, ReductionsShrinkTheProgram) {
   EXPECT_EQ(solution.variables, 8);
   EXPECT_EQ(solution.constraints, 7);
   EXPECT_EQ(solution.eliminated, 0);
+  EXPECT_EQ(solution.pruned, 0);
   Enumerated best = enumerate(problem);
   EXPECT_EQ(solution.choice, best.choice);
   expectNear(solution.cost, best.cost);
@@ -344,6 +394,48 @@ TEST(StrategyIlp, ReductionsShrinkTheProgram) {
   solution = solveStrategies(problem);
   EXPECT_EQ(solution.variables, 0);
   EXPECT_EQ(solution.minimumUse, (std::vector<double>{5}));
+}
+
+TEST(StrategyIlp, DominatedStrategyIsDropped) {
+  // A triangle whose every node's memory depends on its strategy, under a
+  // limit that binds: nothing can be eliminated, CBC decides. Strategy 2
+  // of node 0 is strategy 0 made worse: dearer, a pair cost with node 1
+  // higher, the rest the same. The program is the one without it.
+  StrategyProblem problem;
+  problem.nodes = {{{0, 1, 0.5}}, {{0, 1}}, {{0, 1}}};
+  problem.edges = {{0, 1, {0, 3, 3, 0, 1, 3}}, {2, 0, {0, 2, 0, 2, 0, 2}}, {1, 2, {0, 1, 1, 0}}};
+  problem.resources = {{"memory", 4, {{2, 0, 2}, {2, 0}, {2, 0}}}};
+  Enumerated best = enumerate(problem);
+  ASSERT_LT(best.cost, kInf);
+  StrategySolution solution = solveStrategies(problem);
+  ASSERT_TRUE(solution.feasible) << solution.message;
+  EXPECT_TRUE(solution.optimal);
+  EXPECT_EQ(solution.pruned, 1);
+  EXPECT_EQ(solution.eliminated, 0);
+  EXPECT_NE(solution.choice[0], 2);
+  EXPECT_EQ(solution.choice, best.choice);
+  expectNear(solution.cost, best.cost);
+  EXPECT_EQ(solution.minimumUse, (std::vector<double>{0}));
+
+  StrategyProblem without = problem;
+  without.nodes[0].cost.pop_back();
+  without.edges[0].cost = {0, 3, 3, 0};
+  without.edges[1].cost = {0, 2, 2, 0};
+  without.resources[0].use[0].pop_back();
+  StrategySolution reference = solveStrategies(without);
+  EXPECT_EQ(reference.pruned, 0);
+  EXPECT_GT(reference.variables, 0);
+  EXPECT_EQ(solution.variables, reference.variables);
+  EXPECT_EQ(solution.constraints, reference.constraints);
+  EXPECT_EQ(solution.choice, reference.choice);
+
+  // Equal strategies: the later one goes.
+  problem.nodes[0].cost[2] = 0;
+  problem.edges[0].cost[4] = 0;
+  solution = solveStrategies(problem);
+  EXPECT_EQ(solution.pruned, 1);
+  EXPECT_EQ(solution.choice, reference.choice);
+  EXPECT_EQ(solution.variables, reference.variables);
 }
 
 TEST(StrategyIlp, MalformedProblemsAreNamed) {
