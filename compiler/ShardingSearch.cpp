@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/MapVector.h"
@@ -79,8 +80,8 @@ public:
       planMesh_.add_axes()->set_size(axis.size);
   }
 
-  FailureOr<SearchResult> run() {
-    auto start = std::chrono::steady_clock::now();
+  /// Decides (without touching the IR); the predicted objective.
+  FailureOr<double> decide(double timeLimitSeconds) {
     if (failed(checkPins()))
       return failure();
     buildNodes();
@@ -90,12 +91,15 @@ public:
         return failure();
     costNodes();
     label();
-    FailureOr<search::StrategySolution> solution = solve();
+    FailureOr<search::StrategySolution> solution = solve(timeLimitSeconds);
     if (failed(solution))
       return failure();
-    annotate(*solution);
-    result_.searchSeconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return solution->cost;
+  }
+
+  /// Writes the decision into the IR.
+  SearchResult annotate() {
+    annotateIR();
     return result_;
   }
 
@@ -521,7 +525,7 @@ private:
     }
   }
 
-  FailureOr<search::StrategySolution> solve() {
+  FailureOr<search::StrategySolution> solve(double timeLimitSeconds) {
     // Groups in order of first appearance (deterministic).
     llvm::DenseMap<size_t, int> groupOfLabel;
     groupOf_.resize(nodes_.size());
@@ -545,7 +549,9 @@ private:
     for (auto [n, node] : llvm::enumerate(nodes_)) {
       int g = groupOf_[n];
       for (auto [s, strategy] : llvm::enumerate(node.strategies)) {
-        problem.nodes[size_t(g)].cost[s] += strategy.compute + strategy.communication;
+        // Among equally fast splits, the one that keeps less memory.
+        problem.nodes[size_t(g)].cost[s] +=
+            strategy.compute + strategy.communication + strategy.memory * kSecondsPerByteKept;
         memory.use[size_t(g)][s] += strategy.memory;
       }
     }
@@ -612,7 +618,7 @@ private:
       problem.edges.push_back({gu, gv, std::move(matrix)});
     }
 
-    search::StrategySolution solution = search::solveStrategies(problem, kTimeLimitSeconds);
+    search::StrategySolution solution = search::solveStrategies(problem, timeLimitSeconds);
     result_.ops = int(nodes_.size());
     result_.decisions = int(groups_.size());
     result_.variables = solution.variables;
@@ -642,11 +648,12 @@ private:
       result_.communicationSeconds += s.communication;
       result_.memoryBytes += s.memory;
     }
-    result_.communicationSeconds = std::max(0.0, solution.cost - result_.computeSeconds);
+    result_.communicationSeconds = std::max(
+        0.0, solution.cost - result_.computeSeconds - result_.memoryBytes * kSecondsPerByteKept);
     return solution;
   }
 
-  void annotate(const search::StrategySolution &) {
+  void annotateIR() {
     OpBuilder b(module_.getContext());
     module_.getContext()->loadDialect<mesh::MeshDialect>();
     b.setInsertionPointToStart(module_.getBody());
@@ -681,8 +688,12 @@ private:
     return text;
   }
 
-  static constexpr int kRounds = 3;
+  static constexpr int kRounds = 6;
+public:
   static constexpr double kTimeLimitSeconds = 60;
+private:
+  /// The tie-break: a gigabyte kept counts as a microsecond.
+  static constexpr double kSecondsPerByteKept = 1e-15;
 
   ModuleOp module_;
   func::FuncOp func_;
@@ -701,7 +712,47 @@ private:
 
 FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
                                         const SearchOptions &options) {
-  return Search(module, func, options).run();
+  auto start = std::chrono::steady_clock::now();
+  // Several free axes: the unrestricted program is too large for CBC's LP
+  // to solve in seconds (its first relaxation alone ignores time limits), so
+  // the search tries each way of giving the free axes data and tensor roles
+  // (data x tensor, tensor x data, ...; ZeRO, sequence parallelism and which
+  // weights split still searched) and keeps the cheapest. Every pinned
+  // dp x tp plan on the mesh is among them, so the searched plan is never
+  // predicted slower than a pinned one.
+  std::vector<SearchOptions> candidates;
+  std::vector<size_t> free;
+  for (size_t a = 0; a < options.mesh.size(); ++a)
+    if (options.mesh[a].role == AxisRole::Free)
+      free.push_back(a);
+  if (free.size() > 1)
+    for (unsigned roles = 1; roles + 1 < (1u << free.size()); ++roles) {
+      SearchOptions pinned = options;
+      for (auto [i, a] : llvm::enumerate(free))
+        pinned.mesh[a].role = (roles >> i) & 1 ? AxisRole::Tensor : AxisRole::Data;
+      candidates.push_back(pinned);
+    }
+  std::unique_ptr<Search> best;
+  double bestCost = 0;
+  for (const SearchOptions &candidate : candidates) {
+    auto search = std::make_unique<Search>(module, func, candidate);
+    // A role assignment that cannot work is no error, just no candidate.
+    ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &) { return success(); });
+    FailureOr<double> cost = search->decide(Search::kTimeLimitSeconds);
+    if (succeeded(cost) && (!best || *cost < bestCost)) {
+      best = std::move(search);
+      bestCost = *cost;
+    }
+  }
+  if (!best) { // one free axis, or no role assignment works: the whole program
+    best = std::make_unique<Search>(module, func, options);
+    if (failed(best->decide(Search::kTimeLimitSeconds)))
+      return failure();
+  }
+  SearchResult result = best->annotate();
+  result.searchSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
 }
 
 } // namespace dtc

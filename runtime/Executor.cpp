@@ -190,15 +190,21 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   }
   inputs_.resize(plan_->inputs_size());
   inputSet_.assign(plan_->inputs_size(), false);
+  inputRowsOnly_.assign(plan_->inputs_size(), false);
   for (const plan::Buffer &buffer : program.buffers()) {
     if (!buffer.has_input())
       continue;
-    InputCopy copy{buffer.input(), arena_ + buffer.offset(), {}, {}, {}};
+    const plan::TensorType &whole = plan_->inputs(int(buffer.input())).type();
+    InputCopy copy{buffer.input(), arena_ + buffer.offset(), {}, {}, {}, 0, 0};
+    copy.rows = whole.shape_size() ? whole.shape(0) : 1;
     if (buffer.sharding_size() != 0) {
-      const plan::TensorType &whole = plan_->inputs(int(buffer.input())).type();
       copy.wholeDims.assign(whole.shape().begin(), whole.shape().end());
       copy.starts = shardStarts(buffer, axisSizes_, coordinates_);
       copy.sizes.assign(buffer.type().shape().begin(), buffer.type().shape().end());
+      if (!buffer.sharding(0).mesh_axes().empty()) {
+        copy.firstRow = copy.starts[0];
+        copy.rows = copy.sizes[0];
+      }
     }
     inputCopies_.push_back(std::move(copy));
   }
@@ -312,6 +318,7 @@ bool Executor::setInput(int index, const HostTensor &tensor, std::string &error)
   }
   inputs_[index] = tensor;
   inputSet_[index] = true;
+  inputRowsOnly_[index] = false;
   return true;
 }
 
@@ -320,6 +327,26 @@ std::vector<char> &Executor::inputBytes(int index) {
   t.type = plan_->inputs(index).type();
   t.bytes.resize(size_t(byteSize(t.type)));
   inputSet_[index] = true;
+  inputRowsOnly_[index] = false;
+  return t.bytes;
+}
+
+std::pair<int64_t, int64_t> Executor::inputRows(int index) const {
+  for (const InputCopy &copy : inputCopies_)
+    if (copy.input == uint32_t(index))
+      return {copy.firstRow, copy.rows};
+  const plan::TensorType &whole = plan_->inputs(index).type();
+  return {0, whole.shape_size() ? whole.shape(0) : 1};
+}
+
+std::vector<char> &Executor::inputRowBytes(int index) {
+  HostTensor &t = inputs_[index];
+  t.type = plan_->inputs(index).type();
+  if (t.type.shape_size())
+    t.type.set_shape(0, inputRows(index).second);
+  t.bytes.resize(size_t(byteSize(t.type)));
+  inputSet_[index] = true;
+  inputRowsOnly_[index] = true;
   return t.bytes;
 }
 
@@ -342,11 +369,17 @@ bool Executor::run(std::string &error) {
   // values once the inputs are dead.
   for (const InputCopy &copy : inputCopies_) {
     const HostTensor &t = inputs_[copy.input];
-    if (copy.starts.empty())
+    if (copy.starts.empty()) {
       std::memcpy(copy.to, t.bytes.data(), t.bytes.size());
-    else
+    } else if (inputRowsOnly_[copy.input]) { // the rank's rows: cut the other dims
+      std::vector<int64_t> whole = copy.wholeDims, starts = copy.starts;
+      whole[0] = copy.rows;
+      starts[0] -= copy.firstRow;
+      copySlice(t.bytes.data(), whole, starts, copy.sizes, dtypeBytes(t.type.dtype()), copy.to);
+    } else {
       copySlice(t.bytes.data(), copy.wholeDims, copy.starts, copy.sizes,
                 dtypeBytes(t.type.dtype()), copy.to);
+    }
   }
   using Clock = std::chrono::steady_clock;
   bool profiling = !profileSeconds_.empty();

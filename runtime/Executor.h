@@ -50,9 +50,16 @@ public:
   bool setInput(int index, const HostTensor &tensor, std::string &error);
 
   /// Graph input `index`'s bytes, sized to its whole type, to be filled in
-  /// place (training batches: every rank fills the whole batch and feeds
-  /// its part); marks the input as set.
+  /// place; marks the input as set.
   std::vector<char> &inputBytes(int index);
+
+  /// The rows of graph input `index`'s dim 0 that this rank holds, as
+  /// (first, count): its block when the program splits dim 0, else all.
+  std::pair<int64_t, int64_t> inputRows(int index) const;
+  /// Graph input `index`'s bytes for inputRows(index) only (the other dims
+  /// whole), to be filled in place: a data-parallel rank reads only its
+  /// part of each batch. Marks the input as set.
+  std::vector<char> &inputRowBytes(int index);
 
   /// Runs the program once; every input must have been set.
   bool run(std::string &error);
@@ -104,6 +111,7 @@ private:
     uint32_t input;
     char *to;
     std::vector<int64_t> wholeDims, starts, sizes; // empty: all of it
+    int64_t firstRow = 0, rows = 0;                // the rank's rows of dim 0
   };
 
   const plan::Plan *plan_ = nullptr;
@@ -117,6 +125,7 @@ private:
   std::vector<HostTensor> inputs_;   // whole
   std::vector<InputCopy> inputCopies_;
   std::vector<bool> inputSet_;
+  std::vector<bool> inputRowsOnly_; // set by inputRowBytes: holds the rank's rows only
   std::vector<double> profileSeconds_; // empty unless profiling
   int profiledRuns_ = 0;
 };

@@ -355,7 +355,8 @@ bool DataSet::copySample(size_t f, int64_t sample, char *out, std::string &error
   return true;
 }
 
-bool DataSet::fillBatch(int64_t step, void *const *outputs, std::string &error) {
+bool DataSet::fillBatch(int64_t step, void *const *outputs, std::string &error,
+                        const std::vector<std::pair<int64_t, int64_t>> *rows) {
   if (step < 0) {
     error = "batch " + std::to_string(step) + " requested; steps count from 0";
     return false;
@@ -376,7 +377,14 @@ bool DataSet::fillBatch(int64_t step, void *const *outputs, std::string &error) 
     plan::DType dtype = field.spec.type.dtype();
     int64_t width = dtypeBytes(dtype);
     char *out = static_cast<char *>(outputs[f]);
-    for (int64_t i = 0; i < batch_; ++i, out += field.sampleBytes) {
+    int64_t begin = rows ? (*rows)[f].first : 0;
+    int64_t end = rows ? begin + (*rows)[f].second : batch_;
+    if (begin < 0 || end > batch_ || begin > end) {
+      error = "rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+              ") of a batch of " + std::to_string(batch_) + " requested";
+      return false;
+    }
+    for (int64_t i = begin; i < end; ++i, out += field.sampleBytes) {
       int64_t sample = shuffle_ ? order_[size_t(first + i)] : first + i;
       if (!copySample(f, sample, out, error))
         return false;

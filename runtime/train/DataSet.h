@@ -65,7 +65,11 @@ public:
   /// shuffle off: samples in file order. false with a message when `step` is
   /// negative, or a label is out of the range setLabelRange gave:
   /// "labels.npy: sample S has label L, outside [0, C)".
-  bool fillBatch(int64_t step, void *const *outputs, std::string &error);
+  /// With `rows`, field f gets only the batch's samples [rows[f].first,
+  /// rows[f].first + rows[f].second) (a rank's part: data-parallel ranks
+  /// read disjoint parts of each batch), its buffer sized for those.
+  bool fillBatch(int64_t step, void *const *outputs, std::string &error,
+                 const std::vector<std::pair<int64_t, int64_t>> *rows = nullptr);
 
   /// Off by default.
   void setShuffle(bool shuffle, uint64_t seed);

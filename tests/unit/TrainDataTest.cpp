@@ -156,6 +156,37 @@ TEST(DataSetTest, ShuffledEpochCoversEachSampleOnce) {
   }
 }
 
+TEST(DataSetTest, RanksReadDisjointRowsOfEachBatch) {
+  // Four data-parallel ranks, each filling only its rows of a shuffled
+  // batch of 8, together hold exactly the whole batch, in order.
+  auto set = openSamples(writeSampleDir(24), 8);
+  ASSERT_TRUE(set);
+  set->setShuffle(true, 7);
+  for (int64_t step : {0, 2, 5}) {
+    std::vector<int64_t> whole = batchSamples(*set, step), joined;
+    for (int64_t rank = 0; rank < 4; ++rank) {
+      std::vector<float> x(2 * 3);
+      std::vector<int64_t> labels(2);
+      void *outputs[] = {x.data(), labels.data()};
+      std::vector<std::pair<int64_t, int64_t>> rows = {{2 * rank, 2}, {2 * rank, 2}};
+      std::string error;
+      ASSERT_TRUE(set->fillBatch(step, outputs, error, &rows)) << error;
+      for (int64_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(labels[size_t(i)], 7 * int64_t(x[size_t(i * 3)]));
+        joined.push_back(int64_t(x[size_t(i * 3)]));
+      }
+    }
+    EXPECT_EQ(joined, whole) << "step " << step;
+  }
+  std::vector<float> x(3);
+  std::vector<int64_t> labels(1);
+  void *outputs[] = {x.data(), labels.data()};
+  std::vector<std::pair<int64_t, int64_t>> outside = {{7, 2}, {7, 2}};
+  std::string error;
+  EXPECT_FALSE(set->fillBatch(0, outputs, error, &outside));
+  EXPECT_EQ(error, "rows [7, 9) of a batch of 8 requested");
+}
+
 TEST(DataSetTest, LastPartialBatchIsDropped) {
   auto set = openSamples(writeSampleDir(10), 4);
   ASSERT_TRUE(set);

@@ -251,12 +251,17 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
   fmt::print("training: {} samples, batch {}, {} batches per epoch, {} steps, loss {}, {}\n",
              data->samples(), data->batch(), data->batchesPerEpoch(), options.steps,
              training.loss(), training.optimizer());
+  // Each rank reads only its rows of every batch (all of them unless the
+  // plan splits the batch).
   std::vector<void *> buffers(fields.size());
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  for (size_t f = 0; f < fields.size(); ++f)
+    rows.push_back(executor.inputRows(fieldInputs[f]));
   for (int64_t step = start; step < options.steps; ++step) {
     auto begin = std::chrono::steady_clock::now();
     for (size_t f = 0; f < fields.size(); ++f)
-      buffers[f] = executor.inputBytes(fieldInputs[f]).data();
-    if (!data->fillBatch(step, buffers.data(), error))
+      buffers[f] = executor.inputRowBytes(fieldInputs[f]).data();
+    if (!data->fillBatch(step, buffers.data(), error, &rows))
       return failure(fmt::format("step {}: {}", step + 1, error));
     double lr = learningRate(training, step);
     setScalar(executor, lrInput, float(lr));
