@@ -245,16 +245,7 @@ private:
   /// The instruction's cost, from its op's cost rule; `computed` is the
   /// value whose element type is the compute dtype.
   static void setCost(plan::Instruction &inst, const graph::OpCost &cost, Value computed) {
-    static const plan::OpClass kClasses[] = {
-        plan::OP_CLASS_INVALID, plan::OP_MATMUL, plan::OP_CONV, plan::OP_ELEMENTWISE,
-        plan::OP_REDUCE, plan::OP_NORM, plan::OP_DATA_MOVEMENT};
-    plan::Cost *c = inst.mutable_cost();
-    c->set_flops(cost.flops);
-    c->set_bytes(cost.bytes);
-    c->set_op_class(kClasses[cost.opClass]);
-    plan::TensorType type;
-    setType(computed.getType(), type);
-    c->set_dtype(type.dtype());
+    *inst.mutable_cost() = planCost(cost, computed);
   }
 
   LogicalResult emitOp(Operation *op) {
@@ -620,6 +611,18 @@ private:
 };
 
 } // namespace
+
+plan::Cost planCost(const graph::OpCost &cost, Value computed) {
+  static const plan::OpClass kClasses[] = {
+      plan::OP_CLASS_INVALID, plan::OP_MATMUL, plan::OP_CONV, plan::OP_ELEMENTWISE,
+      plan::OP_REDUCE, plan::OP_NORM, plan::OP_DATA_MOVEMENT};
+  plan::Cost c;
+  c.set_flops(cost.flops);
+  c.set_bytes(cost.bytes);
+  c.set_op_class(kClasses[cost.opClass]);
+  c.set_dtype(dtypeOf(cast<ShapedType>(computed.getType()).getElementType()));
+  return c;
+}
 
 LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   auto func = module.lookupSymbol<func::FuncOp>("main");

@@ -1,6 +1,7 @@
 //===- ShardingSearch.cpp - one split per op, by integer programming ------===//
 #include "compiler/ShardingSearch.h"
 
+#include "compiler/PlanEmitter.h"
 #include "compiler/Sharding.h"
 #include "compiler/search/StrategyIlp.h"
 #include "cost/CostModel.h"
@@ -54,24 +55,6 @@ int64_t elementBytes(Type type) {
   return std::max<int64_t>(1, int64_t(element.getIntOrFloatBitWidth()) / 8);
 }
 
-plan::DType computeDType(Type type) {
-  Type element = cast<ShapedType>(type).getElementType();
-  if (element.isBF16())
-    return plan::BF16;
-  if (element.isF16())
-    return plan::F16;
-  if (element.isF64())
-    return plan::F64;
-  return plan::F32;
-}
-
-plan::OpClass planClass(graph::OpCost::Class c) {
-  static const plan::OpClass kClasses[] = {
-      plan::OP_CLASS_INVALID, plan::OP_MATMUL, plan::OP_CONV, plan::OP_ELEMENTWISE,
-      plan::OP_REDUCE, plan::OP_NORM, plan::OP_DATA_MOVEMENT};
-  return kClasses[c];
-}
-
 class Search {
 public:
   Search(ModuleOp module, func::FuncOp func, const SearchOptions &options)
@@ -97,11 +80,7 @@ public:
     return solution->cost;
   }
 
-  /// Writes the decision into the IR.
-  SearchResult annotate() {
-    annotateIR();
-    return result_;
-  }
+
 
 private:
   //===--------------------------------------------------------------------===//
@@ -138,7 +117,6 @@ private:
       Node node;
       node.argument = arg;
       auto shape = cast<ShapedType>(arg.getType()).getShape();
-      SmallVector<int, 2> ids;
       ShardingRule::Dims dims;
       for (int64_t size : shape)
         dims.push_back({node.rule.add(size)});
@@ -450,11 +428,9 @@ private:
             bytes += i < s.operands.size() ? localBytes(operand, s.operands[i]) : 0;
           for (auto [j, r] : llvm::enumerate(node.op->getResults()))
             bytes += localBytes(r, s.results[j]);
-          plan::Cost c;
+          plan::Cost c = planCost(opCost, node.op->getResult(0));
           c.set_flops(opCost.flops / parts);
           c.set_bytes(bytes);
-          c.set_op_class(planClass(opCost.opClass));
-          c.set_dtype(computeDType(node.op->getResult(0).getType()));
           s.compute = cost::instructionSeconds(c, device);
         }
         // Split reductions leave partial results: their reduce-scatter
@@ -653,7 +629,9 @@ private:
     return solution;
   }
 
-  void annotateIR() {
+public:
+  /// Writes the decision into the IR.
+  SearchResult annotate() {
     OpBuilder b(module_.getContext());
     module_.getContext()->loadDialect<mesh::MeshDialect>();
     b.setInsertionPointToStart(module_.getBody());
@@ -679,7 +657,10 @@ private:
       func_.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), kShardingAttr,
                        shardingAttr(b, s.results[0]));
     }
+    return result_;
   }
+
+private:
 
   std::string meshText() const {
     std::string text;
