@@ -44,23 +44,27 @@ int64_t placeGreedyBySize(std::vector<Interval> &intervals, int64_t base) {
     return a < b;
   });
   int64_t top = base;
+  // Placed intervals in offset order (then end), so that the first gap is
+  // found in one pass without sorting what overlaps each new one.
   std::vector<const Interval *> placed;
+  auto key = [](const Interval *p) { return std::make_pair(p->offset, p->offset + p->bytes); };
   for (size_t i : order) {
     Interval &iv = intervals[i];
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (const Interval *p : placed)
-      if (p->overlaps(iv))
-        busy.push_back({p->offset, p->offset + p->bytes});
-    llvm::sort(busy);
     int64_t offset = base;
-    for (auto [begin, end] : busy) {
-      if (begin - offset >= iv.bytes)
+    for (const Interval *p : placed) {
+      if (!p->overlaps(iv))
+        continue;
+      if (p->offset - offset >= iv.bytes)
         break;
-      offset = std::max(offset, end);
+      offset = std::max(offset, p->offset + p->bytes);
     }
     iv.offset = offset;
     top = std::max(top, offset + iv.bytes);
-    placed.push_back(&iv);
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), &iv,
+                                   [&](const Interval *a, const Interval *b) {
+                                     return key(a) < key(b);
+                                   }),
+                  &iv);
   }
   return top;
 }

@@ -16,6 +16,7 @@
 #include "llvm/ADT/MapVector.h"
 
 #include <chrono>
+#include <limits>
 #include <map>
 
 using namespace mlir;
@@ -63,8 +64,10 @@ public:
       planMesh_.add_axes()->set_size(axis.size);
   }
 
-  /// Decides (without touching the IR); the predicted objective.
-  FailureOr<double> decide(double timeLimitSeconds) {
+  /// Decides (without touching the IR); the predicted objective. Fails
+  /// (with a diagnostic) when nothing costs less than `costBelow`.
+  FailureOr<double> decide(double timeLimitSeconds,
+                           double costBelow = std::numeric_limits<double>::infinity()) {
     if (failed(checkPins()))
       return failure();
     buildNodes();
@@ -74,7 +77,7 @@ public:
         return failure();
     costNodes();
     label();
-    FailureOr<search::StrategySolution> solution = solve(timeLimitSeconds);
+    FailureOr<search::StrategySolution> solution = solve(timeLimitSeconds, costBelow);
     if (failed(solution))
       return failure();
     return solution->cost;
@@ -501,7 +504,7 @@ private:
     }
   }
 
-  FailureOr<search::StrategySolution> solve(double timeLimitSeconds) {
+  FailureOr<search::StrategySolution> solve(double timeLimitSeconds, double costBelow) {
     // Groups in order of first appearance (deterministic).
     llvm::DenseMap<size_t, int> groupOfLabel;
     groupOf_.resize(nodes_.size());
@@ -594,7 +597,8 @@ private:
       problem.edges.push_back({gu, gv, std::move(matrix)});
     }
 
-    search::StrategySolution solution = search::solveStrategies(problem, timeLimitSeconds);
+    search::StrategySolution solution =
+        search::solveStrategies(problem, timeLimitSeconds, costBelow);
     result_.ops = int(nodes_.size());
     result_.decisions = int(groups_.size());
     result_.variables = solution.variables;
@@ -713,14 +717,26 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
         pinned.mesh[a].role = (roles >> i) & 1 ? AxisRole::Tensor : AxisRole::Data;
       candidates.push_back(pinned);
     }
+  // The most data-parallel first: usually the cheapest, and each later one
+  // only has to beat the best so far, which CBC's bound often rules out
+  // right after the relaxation (a GPT-3 step on 128x8: 0.3 s, not 2).
+  auto tensorRanks = [](const SearchOptions &o) {
+    int64_t n = 1;
+    for (const MeshAxisSpec &axis : o.mesh)
+      n *= axis.role == AxisRole::Tensor ? axis.size : 1;
+    return n;
+  };
+  std::stable_sort(candidates.begin(), candidates.end(), [&](auto &a, auto &b) {
+    return tensorRanks(a) < tensorRanks(b);
+  });
   std::unique_ptr<Search> best;
-  double bestCost = 0;
+  double bestCost = std::numeric_limits<double>::infinity();
   for (const SearchOptions &candidate : candidates) {
     auto search = std::make_unique<Search>(module, func, candidate);
-    // A role assignment that cannot work is no error, just no candidate.
+    // A role assignment that cannot work (or win) is no error, just no candidate.
     ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &) { return success(); });
-    FailureOr<double> cost = search->decide(Search::kTimeLimitSeconds);
-    if (succeeded(cost) && (!best || *cost < bestCost)) {
+    FailureOr<double> cost = search->decide(Search::kTimeLimitSeconds, bestCost);
+    if (succeeded(cost) && *cost < bestCost) {
       best = std::move(search);
       bestCost = *cost;
     }

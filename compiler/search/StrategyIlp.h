@@ -17,6 +17,7 @@
 #ifndef DTC_COMPILER_SEARCH_STRATEGYILP_H
 #define DTC_COMPILER_SEARCH_STRATEGYILP_H
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,12 @@ struct StrategySolution {
 /// between phases and may overrun short limits by a second or so. Stopped
 /// early, it returns the best choice found (optimal = false): CBC's, or
 /// each node at its cheapest or least-using strategy when that fits.
-StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimitSeconds = 60);
+/// Only choices that cost less than `costBelow` are wanted: when none does,
+/// the solution is not feasible and says so (CBC stops as soon as its bound
+/// shows it, which is how a caller comparing several problems skips the
+/// ones that cannot win).
+StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimitSeconds = 60,
+                                 double costBelow = std::numeric_limits<double>::infinity());
 
 /// The objective of `choice` (one valid strategy index per node):
 /// +infinity when a strategy or pair is not allowed; ignores the limits.

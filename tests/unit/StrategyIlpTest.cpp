@@ -244,6 +244,15 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
     expectNear(strategyCost(problem, solution.choice), best.cost);
     EXPECT_LE(resourceUse(problem, solution.choice)[0], memory.limit);
     EXPECT_EQ(solveStrategies(problem).choice, solution.choice); // deterministic
+    // Asked for less than a bound just above the best, CBC (told the bound
+    // in its own units) still finds it; just below, nothing is found.
+    double above = best.cost + 1e-4 * std::abs(best.cost) + 1e-6;
+    StrategySolution under = solveStrategies(problem, 60, above);
+    ASSERT_TRUE(under.feasible) << under.message;
+    expectNear(under.cost, best.cost);
+    StrategySolution none = solveStrategies(problem, 60, best.cost - 1e-4 * std::abs(best.cost) - 1e-6);
+    EXPECT_FALSE(none.feasible);
+    EXPECT_NE(none.message.find("costs less than"), std::string::npos) << none.message;
     if (ring) {
       // Series elimination shrinks the ring to one node (the last of the
       // others goes as a leaf), which CBC decides if its memory matters.
