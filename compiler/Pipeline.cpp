@@ -83,8 +83,11 @@ static std::string meshNote(const std::vector<MeshAxisSpec> &axes, const Paralle
   text += pinned.empty() ? " (searched)" : " (pinned by " + pinned + ")";
   if (p.zero >= 0)
     text += ", ZeRO stage " + std::to_string(p.zero) + " pinned";
-  return text + "; " + std::to_string(r.splitParameters) + " of " +
-         std::to_string(r.parameters) + " parameters split";
+  text += "; " + std::to_string(r.splitParameters) + " of " + std::to_string(r.parameters) +
+          " parameters split";
+  for (const std::string &idle : r.idleAxes)
+    text += "; warning: nothing is split over " + idle + ": its devices all repeat the same work";
+  return text;
 }
 
 LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,

@@ -647,8 +647,12 @@ public:
     }
     b.create<mesh::MeshOp>(module_.getLoc(), "mesh", shape);
     module_->setAttr("dtc.mesh_axis_names", b.getArrayAttr(names));
+    std::vector<bool> used(options_.mesh.size(), false);
     for (auto [n, node] : llvm::enumerate(nodes_)) {
       const Strategy &s = node.strategies[size_t(choice_[n])];
+      for (const MeshAxes &axes : s.split)
+        for (int16_t a : axes)
+          used[size_t(a)] = true;
       if (node.parameter) {
         ++result_.parameters;
         result_.splitParameters += !s.results[0].replicated();
@@ -660,6 +664,19 @@ public:
       }
       func_.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), kShardingAttr,
                        shardingAttr(b, s.results[0]));
+    }
+    for (auto [a, axis] : llvm::enumerate(options_.mesh)) {
+      if (used[a])
+        continue;
+      std::string why = "splitting was predicted not to pay";
+      for (const Node &node : nodes_)
+        if (node.dataInput) {
+          int64_t batch = cast<ShapedType>(node.argument.getType()).getDimSize(0);
+          if (batch % axis.size != 0)
+            why = "the batch of " + std::to_string(batch) + " does not divide by " +
+                  std::to_string(axis.size) + ", and nothing else was worth splitting";
+        }
+      result_.idleAxes.push_back(axis.name + " (" + why + ")");
     }
     return result_;
   }

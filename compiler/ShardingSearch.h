@@ -55,6 +55,10 @@ struct SearchResult {
   double communicationSeconds = 0;   // collectives and resharding
   double memoryBytes = 0;            // weights, optimizer state, kept activations
   int splitParameters = 0, parameters = 0;
+  // Mesh axes over which no value is split (their devices all repeat the
+  // same work), each with why: the batch does not divide, or splitting
+  // was predicted not to pay.
+  std::vector<std::string> idleAxes;
 };
 
 /// Decides and annotates; adds `mesh.mesh @mesh` and the axis names.

@@ -32,6 +32,20 @@ commands:
           --schedule constant|cosine --warmup N --total-steps N
           --precision fp32|bf16 (bf16: matmuls and convolutions in bf16,
               fp32 master weights, optimizer state and loss)
+        MODEL may also be a generated GPT without weights:
+          gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,batch=B
+        Splitting the work over several devices (searched with COIN-OR CBC
+        to minimise the predicted step time under each device's memory):
+          --devices N | --mesh AxB[xC]   devices, or a mesh of them; every
+              axis's role (data, tensor, ZeRO, sequence) is searched
+          --dp N --tp N   pin a data-parallel / tensor-parallel axis (the
+              rest of --devices or --mesh, if any, is still searched)
+          --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
+              over dp (default: searched)
+          --memory-limit SIZE   per device, like 40GiB (default: the
+              cluster's device memory)
+          --preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json
+              the cluster the plan is costed on (default cpu-local)
 
   plan PLAN.dtcp [-o FILE]
         Show a plan: inputs, outputs, every decision with its predicted
