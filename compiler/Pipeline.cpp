@@ -243,9 +243,9 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
             cast<RankedTensorType>(op->getResult(0).getType()).getElementType().isBF16())
           ++bf16;
       });
-      note("training: mixed precision: " + std::to_string(bf16) +
-           " matmuls and convolutions (forward and backward) compute in bf16 between casts; "
-           "weights (the master copy), optimizer state and the loss stay fp32");
+      note("training: mixed precision: the model computes in bf16 (" + std::to_string(bf16) +
+           " matmuls and convolutions, forward and backward; activations and their gradients "
+           "stored in bf16); weights (the master copy), optimizer state and the loss stay fp32");
     }
     if (norms)
       note("training: " + std::to_string(norms) +

@@ -16,6 +16,7 @@
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
 using namespace mlir;
@@ -178,31 +179,69 @@ private:
     }
   }
 
-  /// Mixed precision: every f32 matmul and convolution of the model reads
-  /// bf16 casts of its operands and its bf16 result is cast back to f32.
-  /// The casts' gradients cast back, so the backward matmuls and
-  /// convolutions run in bf16 too and each weight's gradient arrives in
-  /// f32, where the optimizer keeps the master weights and its state.
+  /// Mixed precision (bf16, as Megatron-LM and PyTorch's autocast at O2):
+  /// the model computes in bf16 from end to end. Every f32 value the
+  /// model's outputs depend on becomes bf16; weights, constants and inputs
+  /// stay f32 and are cast once where the model reads them; values leave
+  /// bf16 through a cast wherever something outside the model reads them
+  /// (the loss, batch norms' running statistics). Kernels keep their
+  /// arithmetic in f32 (reductions accumulate in f32) and store bf16, so
+  /// activations, their gradients and the tensor-parallel collectives
+  /// move half the bytes. The gradients of the casts cast back: each
+  /// weight's gradient arrives in f32, where the optimizer keeps the master
+  /// weights and its state.
   void castToBf16() {
-    SmallVector<Operation *> ops;
-    func_.walk([&](Operation *op) {
-      if (isa<graph::MatmulOp, graph::Conv2DOp>(op) &&
-          typeOf(op->getResult(0)).getElementType().isF32())
-        ops.push_back(op);
-    });
+    Block &block = func_.getBody().front();
+    Operation *terminator = block.getTerminator();
+    // The model: what its outputs depend on.
+    llvm::DenseSet<Operation *> model;
+    SmallVector<Value> work(terminator->getOperands());
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val().getDefiningOp();
+      if (op && model.insert(op).second)
+        llvm::append_range(work, op->getOperands());
+    }
     Type bf16 = b_.getBF16Type();
+    auto isF32 = [](Value v) {
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      return type && type.getElementType().isF32();
+    };
+    // A value the model reads as bf16: uses inside the model move to `cast`.
+    auto castInModel = [&](Value v, OpBuilder &b) {
+      auto cast = b.create<graph::CastOp>(v.getLoc(), typeOf(v).clone(bf16), v);
+      v.replaceUsesWithIf(cast, [&](OpOperand &use) {
+        return use.getOwner() != cast && model.contains(use.getOwner());
+      });
+    };
+    OpBuilder b(func_.getContext());
+    b.setInsertionPointToStart(&block);
+    for (BlockArgument arg : block.getArguments())
+      if (isF32(arg))
+        castInModel(arg, b);
+    SmallVector<Operation *> ops;
+    for (Operation &op : block.without_terminator())
+      if (model.contains(&op))
+        ops.push_back(&op);
     for (Operation *op : ops) {
-      OpBuilder b(op);
-      for (OpOperand &operand : op->getOpOperands()) {
-        auto type = typeOf(operand.get());
-        operand.set(b.create<graph::CastOp>(op->getLoc(), type.clone(bf16), operand.get()));
-      }
-      Value result = op->getResult(0);
-      auto type = typeOf(result);
-      result.setType(type.clone(bf16));
       b.setInsertionPointAfter(op);
-      auto back = b.create<graph::CastOp>(op->getLoc(), type, result);
-      result.replaceAllUsesExcept(back, back);
+      if (isa<graph::ParameterOp, graph::ConstantOp>(op)) {
+        if (isF32(op->getResult(0)))
+          castInModel(op->getResult(0), b);
+        continue;
+      }
+      for (Value result : op->getResults()) {
+        if (!isF32(result))
+          continue;
+        auto type = typeOf(result);
+        result.setType(type.clone(bf16));
+        // Readers outside the model get f32 back.
+        if (llvm::any_of(result.getUsers(), [&](Operation *user) { return !model.contains(user); })) {
+          auto back = b.create<graph::CastOp>(op->getLoc(), type, result);
+          result.replaceUsesWithIf(back, [&](OpOperand &use) {
+            return use.getOwner() != back && !model.contains(use.getOwner());
+          });
+        }
+      }
     }
   }
 

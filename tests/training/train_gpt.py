@@ -92,13 +92,13 @@ def main():
               f"(byte frequencies alone: {unigram:.4f})")
         check(held_loss < unigram, "the trained model predicts held-out text better than byte frequencies")
 
-        # Mixed precision: bf16 matmuls, fp32 master weights; the same data
+        # Mixed precision: the model in bf16, fp32 master weights; the same data
         # order, so its losses follow the fp32 run's.
         bf16 = os.path.join(tmp, "bf16.dtcp")
         notes = run([dtc, "compile", model, "--shape", f"batch={BATCH}", "--shape", f"seq={SEQ}",
                      "--train", "--lr", "0.003", "--schedule", "cosine", "--warmup", "20",
                      "--total-steps", str(STEPS), "--precision", "bf16", "-o", bf16]).stdout
-        check("compute in bf16 between casts" in notes, "compile --precision bf16 notes the bf16 matmuls")
+        check("the model computes in bf16" in notes, "compile --precision bf16 says the model computes in bf16")
         mixed = run([dtc, "run", bf16, "--data", tokens, "--steps", "60"]).stdout
         low = [float(v) for _, v in losses(mixed)]
         worst = max(abs(a - b) / b for a, b in zip(low, curve[:60]))

@@ -135,10 +135,13 @@ int runSimulate(const Args &args) {
                plan.inputs(0).name());
   }
   if (sim.stepSeconds > 0) {
+    // Against the peak of the type the matmuls compute in (MFU).
+    bool bf16 = plan.has_training() && plan.training().precision() == "bf16";
+    plan::DType type = bf16 ? plan::BF16 : plan::F32;
     double perDevice = sim.flops / ranks / sim.stepSeconds;
-    fmt::print("  model FLOP/s  {} per device ({:.1f}% of its f32 peak {})\n",
-               rate(perDevice, "FLOP/s"), 100 * perDevice / device.peak(plan::F32),
-               rate(device.peak(plan::F32), "FLOP/s"));
+    fmt::print("  model FLOP/s  {} per device ({:.1f}% of its {} peak {})\n",
+               rate(perDevice, "FLOP/s"), 100 * perDevice / device.peak(type),
+               bf16 ? "bf16" : "f32", rate(device.peak(type), "FLOP/s"));
   }
   fmt::print("  memory peak   {} per rank (device capacity {}: {})\n", formatBytes(peak),
              formatBytes(int64_t(device.memoryCapacity)),

@@ -30,7 +30,7 @@ commands:
           --momentum X (sgd, default 0.9) --beta1 X --beta2 X --weight-decay X
           --clip-norm X (global gradient norm; default off)
           --schedule constant|cosine --warmup N --total-steps N
-          --precision fp32|bf16 (bf16: matmuls and convolutions in bf16,
+          --precision fp32|bf16 (bf16: the model computes in bf16,
               fp32 master weights, optimizer state and loss)
         MODEL may also be a generated GPT without weights:
           gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,batch=B
