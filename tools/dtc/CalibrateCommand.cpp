@@ -2,14 +2,18 @@
 //
 // Measures this machine with the kernels plans run (runtime/cpu), one core
 // per device: sgemm rate at a few shapes, a convolution's rate, the memory
-// bandwidth of a large elementwise kernel, the per-kernel floor; writes a
-// cluster file (docs/cluster.md). Links between ranks are measured with MPI
-// once the runtime has it (issue 6); until then they keep cpu-local's.
+// bandwidth of a large elementwise kernel, the per-kernel floor, and the
+// link between ranks (MPI all-gathers among one rank per core, started
+// through mpirun as the runtime's ranks are); writes a cluster file
+// (docs/cluster.md).
 //
 //===----------------------------------------------------------------------===//
 #include "tools/dtc/Commands.h"
 
+#include "tools/dtc/RankLauncher.h"
+
 #include "cost/Cluster.h"
+#include "runtime/comm/MpiCommunicator.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -17,6 +21,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <thread>
 #include <unistd.h>
 
@@ -104,22 +110,105 @@ double addSeconds(int64_t n, int repeats) {
   return bestSeconds(inst, {f32({n}), f32({n})}, f32({n}), repeats);
 }
 
+/// The median time of an all-gather of `countPerRank` floats per rank, as
+/// rank 0 sees it (each after a barrier; the median, not the best: ranks
+/// share cores with the rest of the machine, as they will in a run); 0
+/// after a failure.
+double allGatherSeconds(runtime::Communicator &world, int64_t countPerRank, int repeats,
+                        std::string &error) {
+  std::vector<float> send(size_t(countPerRank), 1.0f), recv(send.size() * size_t(world.size()));
+  std::vector<double> times;
+  for (int r = 0; r <= repeats; ++r) {
+    if (!world.barrier(error))
+      return 0;
+    auto start = std::chrono::steady_clock::now();
+    if (!world.allGather(send.data(), recv.data(), countPerRank, plan::F32, error))
+      return 0;
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r > 0)
+      times.push_back(s);
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+/// One rank of the link measurement (dtc calibrate --links-rank FILE, under
+/// mpirun): all-gathers of one float and of a few MiB per rank; rank 0
+/// fits the alpha-beta model the simulator uses, (p-1) a + (p-1)/p n/B,
+/// through both and writes "latency bandwidth" to FILE.
+int measureLinksAsRank(const std::string &file, bool quick) {
+  std::string error;
+  std::unique_ptr<runtime::MpiSession> session = runtime::MpiSession::start(error);
+  std::unique_ptr<runtime::Communicator> world =
+      session ? runtime::worldCommunicator(error) : nullptr;
+  if (!world)
+    return failure("calibrate: MPI did not start: " + error);
+  int64_t p = world->size(), large = (quick ? 1 : 4) << 20 >> 2; // floats per rank
+  int repeats = quick ? 20 : 100;
+  double small = allGatherSeconds(*world, 1, repeats, error);
+  double big = small > 0 ? allGatherSeconds(*world, large, quick ? 5 : 20, error) : 0;
+  if (small <= 0 || big <= 0)
+    session->abortJob(failure("calibrate: an all-gather failed: " + error));
+  if (world->rank() != 0)
+    return 0;
+  auto carried = [&](int64_t floats) { return double(p - 1) / double(p) * 4.0 * floats * p; };
+  double perByte = (big - small) / (carried(large) - carried(1));
+  if (!(perByte > 0))
+    return failure("calibrate: a large all-gather was not slower than a small one");
+  double latency = std::max(1e-8, (small - carried(1) * perByte) / double(p - 1));
+  std::ofstream out(file);
+  out << fmt::format("{:.9g} {:.9g}\n", latency, 1.0 / perByte);
+  return out ? 0 : failure("calibrate: cannot write " + file);
+}
+
+/// Measures the link between local ranks (one per core, at least two) by
+/// running this command's rank half under mpirun; false with `why` when it
+/// cannot (no mpirun, MPI failed), which leaves cpu-local's link.
+bool measureLinks(int64_t ranks, bool quick, cost::Link &link, std::string &why) {
+  char name[] = "/tmp/dtc-calibrate-XXXXXX";
+  int fd = ::mkstemp(name);
+  if (fd < 0) {
+    why = "cannot make a temporary file";
+    return false;
+  }
+  ::close(fd);
+  Args args = {"calibrate", "--links-rank", name};
+  if (quick)
+    args.push_back("--quick");
+  int status = runUnderMpirun(ranks, args, why);
+  std::ifstream in(name);
+  double latency = 0, bandwidth = 0;
+  bool read = status == 0 && (in >> latency >> bandwidth) && latency > 0 && bandwidth > 0;
+  std::remove(name);
+  if (!read && why.empty())
+    why = "mpirun exited with status " + std::to_string(status);
+  if (read)
+    link = {latency, bandwidth};
+  return read;
+}
+
 } // namespace
 
 int runCalibrate(const Args &args) {
-  std::string output = "-";
-  bool quick = false;
+  std::string output = "-", linksRank;
+  bool quick = false, links = true;
   for (size_t i = 0; i < args.size(); ++i) {
     bool missing = false;
     if (auto v = flagValue(args, i, "-o", missing))
       output = *v;
+    else if (auto v = flagValue(args, i, "--links-rank", missing))
+      linksRank = *v; // internal: one rank of the link measurement
     else if (args[i] == "--quick")
       quick = true;
+    else if (args[i] == "--no-links")
+      links = false;
     else if (missing)
       return usageError(args[i] + " needs a value");
     else
       return usageError("calibrate: unknown argument '" + args[i] + "'");
   }
+  if (!linksRank.empty())
+    return measureLinksAsRank(linksRank, quick);
   int repeats = quick ? 2 : 10;
   auto say = [&](const std::string &line) {
     // Progress goes to stderr when the cluster file goes to stdout.
@@ -176,7 +265,21 @@ int runCalibrate(const Args &args) {
     c.device.memoryCapacity = double(pages) * double(pageSize) / cores;
   say(fmt::format("  {} cores, {:.1f} GiB of memory each", cores,
                   c.device.memoryCapacity / double(1 << 30)));
-  say("  links between ranks: cpu-local's (MPI measurements come with multi-rank runs)");
+  if (links) {
+    int64_t ranks = std::max<int64_t>(2, cores);
+    std::string why;
+    cost::Link measured;
+    if (measureLinks(ranks, quick, measured, why)) {
+      c.intraNode = measured;
+      say(fmt::format("  link between ranks (MPI all-gathers, {} ranks): latency {:.2f} us, "
+                      "bandwidth {:.2f} GB/s",
+                      ranks, measured.latency * 1e6, measured.bandwidth / 1e9));
+    } else {
+      say("  link between ranks: not measured (" + why + "); cpu-local's kept");
+    }
+  } else {
+    say("  link between ranks: cpu-local's (--no-links)");
+  }
   std::optional<cost::Cluster> check = cost::parseCluster(cost::toJson(c), error);
   if (!check)
     return failure("calibrate measured something impossible: " + error);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -49,43 +50,94 @@ std::string rankCount(int64_t ranks) {
   return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
 }
 
-int relaunchUnderMpirun(int64_t ranks, const Args &args) {
-  if (std::getenv(kStartedByDtc))
-    return failure("dtc started this rank under mpirun, but it sees no MPI environment "
-                   "(OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK): is that mpirun OpenMPI's?");
+namespace {
+
+/// `mpirun -n RANKS --oversubscribe --bind-to none DTC ARGS`, and the
+/// environment the ranks need; empty with `error` when there is no mpirun
+/// or no path to this executable.
+std::vector<std::string> mpirunCommand(int64_t ranks, const Args &args, std::string &error) {
   std::string mpirun = findOnPath("mpirun");
-  if (mpirun.empty())
-    return failure(fmt::format("running {} ranks needs mpirun (OpenMPI), which is not on PATH: "
-                               "install it, or start the ranks yourself (mpirun -n {} dtc "
-                               "run ..., or srun)",
-                               ranks, ranks));
+  if (mpirun.empty()) {
+    error = fmt::format("running {} ranks needs mpirun (OpenMPI), which is not on PATH: "
+                        "install it, or start the ranks yourself (mpirun -n {} dtc ..., or srun)",
+                        ranks, ranks);
+    return {};
+  }
   char self[PATH_MAX];
   ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (length <= 0)
-    return failure(std::string("cannot find dtc's own executable to start the ranks: ") +
-                   std::strerror(errno));
+  if (length <= 0) {
+    error = std::string("cannot find dtc's own executable to start the ranks: ") +
+            std::strerror(errno);
+    return {};
+  }
   self[length] = '\0';
-
-  std::vector<std::string> command = {"mpirun", "-n", std::to_string(ranks),
+  std::vector<std::string> command = {mpirun, "-n", std::to_string(ranks),
                                       // Tests and laptops run more ranks than cores;
                                       // each rank's threads go where the OS puts them.
                                       "--oversubscribe", "--bind-to", "none", self};
   command.insert(command.end(), args.begin(), args.end());
-  std::vector<char *> argv;
-  for (std::string &arg : command)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
-
   ::setenv(kStartedByDtc, "1", 1);
   // OpenMPI refuses root unless told; pass that on only where it applies.
   if (::geteuid() == 0) {
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   }
+  return command;
+}
+
+std::vector<char *> argvOf(std::vector<std::string> &command) {
+  std::vector<char *> argv;
+  for (std::string &arg : command)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+} // namespace
+
+int relaunchUnderMpirun(int64_t ranks, const Args &args) {
+  if (std::getenv(kStartedByDtc))
+    return failure("dtc started this rank under mpirun, but it sees no MPI environment "
+                   "(OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK): is that mpirun OpenMPI's?");
+  std::string error;
+  std::vector<std::string> command = mpirunCommand(ranks, args, error);
+  if (command.empty())
+    return failure(error);
+  std::vector<char *> argv = argvOf(command);
   std::fflush(stdout);
   std::fflush(stderr);
-  ::execv(mpirun.c_str(), argv.data());
-  return failure("cannot start " + mpirun + ": " + std::strerror(errno));
+  ::execv(command[0].c_str(), argv.data());
+  return failure("cannot start " + command[0] + ": " + std::strerror(errno));
+}
+
+int runUnderMpirun(int64_t ranks, const Args &args, std::string &error) {
+  std::vector<std::string> command = mpirunCommand(ranks, args, error);
+  if (command.empty())
+    return -1;
+  std::vector<char *> argv = argvOf(command);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t child = ::fork();
+  if (child < 0) {
+    error = std::string("cannot start mpirun: ") + std::strerror(errno);
+    return -1;
+  }
+  if (child == 0) {
+    ::execv(command[0].c_str(), argv.data());
+    std::fprintf(stderr, "error: cannot start %s: %s\n", command[0].c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  ::unsetenv(kStartedByDtc);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) {
+      error = std::string("lost mpirun: ") + std::strerror(errno);
+      return -1;
+    }
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  error = "mpirun ended by signal " + std::to_string(WTERMSIG(status));
+  return -1;
 }
 
 std::unique_ptr<RankJob> RankJob::join(const plan::Plan &plan, const std::string &planPath) {

@@ -29,6 +29,10 @@ std::string rankCount(int64_t ranks);
 /// mpirun on PATH, exec failed), with 1 after printing why.
 int relaunchUnderMpirun(int64_t ranks, const Args &args);
 
+/// Runs `mpirun -n RANKS ... DTC ARGS` as a child and waits for it: its
+/// exit status, or -1 with `error` when it could not run.
+int runUnderMpirun(int64_t ranks, const Args &args, std::string &error);
+
 /// This process as one rank of a job that mpirun or srun started: MPI, the
 /// world and the groups of the plan's mesh.
 class RankJob {

@@ -88,10 +88,12 @@ commands:
         Each instruction is a roofline of its FLOPs and bytes; --trace
         writes the timeline for ui.perfetto.dev. Cluster files: docs/cluster.md.
 
-  calibrate [-o CLUSTER.json] [--quick]
+  calibrate [-o CLUSTER.json] [--quick] [--no-links]
         Measure this machine, one core per device, with the kernels plans
         run: sgemm and convolution rates, memory bandwidth, the per-kernel
-        floor; write a cluster file (default: stdout) for dtc simulate.
+        floor, and the link between ranks (MPI all-gathers among one rank
+        per core, started with mpirun; --no-links keeps cpu-local's);
+        write a cluster file (default: stdout) for dtc simulate.
 
   import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.
