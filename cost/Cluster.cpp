@@ -204,6 +204,11 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
     if (const llvm::json::Object *eff = r.object(*d, "device", "efficiency"))
       for (int k = kFirstOpClass; k < kComputeClassEnd; ++k)
         c.device.efficiency[k] = r.positive(*eff, "device.efficiency", kClassNames[k], false, 1.0);
+    if (const llvm::json::Object *mem = d->getObject("class_memory_efficiency"))
+      for (int k = kFirstOpClass; k < kComputeClassEnd; ++k)
+        if (mem->get(kClassNames[k]))
+          c.device.classMemoryEfficiency[k] =
+              r.positive(*mem, "device.class_memory_efficiency", kClassNames[k], false, 1.0);
   }
   if (const llvm::json::Object *t = r.object(*root, "", "topology")) {
     c.devicesPerNode = r.count(*t, "topology", "devices_per_node");
@@ -257,8 +262,12 @@ std::string toJson(const Cluster &c) {
   llvm::json::Object peaks, eff;
   for (const auto &[k, v] : c.device.peakFlops)
     peaks[k] = v;
-  for (int k = kFirstOpClass; k < kComputeClassEnd; ++k)
+  llvm::json::Object classMemory;
+  for (int k = kFirstOpClass; k < kComputeClassEnd; ++k) {
     eff[kClassNames[k]] = c.device.efficiency[k];
+    if (c.device.classMemoryEfficiency[k] > 0)
+      classMemory[kClassNames[k]] = c.device.classMemoryEfficiency[k];
+  }
   auto link = [](const Link &l) {
     return llvm::json::Object{{"latency", l.latency}, {"bandwidth", l.bandwidth}};
   };
@@ -270,7 +279,8 @@ std::string toJson(const Cluster &c) {
                                     {"memory_efficiency", c.device.memoryEfficiency},
                                     {"memory_capacity", c.device.memoryCapacity},
                                     {"launch_overhead", c.device.launchOverhead},
-                                    {"efficiency", std::move(eff)}}},
+                                    {"efficiency", std::move(eff)},
+                                    {"class_memory_efficiency", std::move(classMemory)}}},
       {"topology", llvm::json::Object{{"devices_per_node", c.devicesPerNode},
                                       {"nodes", c.nodes}}},
       {"links", llvm::json::Object{{"intra_node", link(c.intraNode)},

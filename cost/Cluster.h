@@ -36,6 +36,14 @@ struct Device {
   double memoryCapacity = 0;               // bytes
   double launchOverhead = 0;               // seconds per kernel
   double efficiency[kOpClassSlots] = {};   // of peak FLOP/s, per op class
+  // Per op class, the share of memory_efficiency its memory-bound kernels
+  // reach (strided reductions, pooling gradients run below a plain
+  // elementwise kernel); 0: unset, counted as 1.
+  double classMemoryEfficiency[kOpClassSlots] = {};
+
+  double memoryShare(plan::OpClass c) const {
+    return classMemoryEfficiency[c] > 0 ? classMemoryEfficiency[c] : 1.0;
+  }
 
   /// Peak FLOP/s for a compute dtype; f32's where the dtype has no entry
   /// (integer kernels, f64 on a device that lists none).

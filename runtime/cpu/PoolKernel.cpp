@@ -255,6 +255,36 @@ struct PlaneTaps {
 /// overlap. `dx` starts zero.
 void maxPoolBackwardPlane(const PoolGeometry &g, const PlaneTaps &taps, const float *x,
                           const float *dy, float *dx) {
+  if (g.kH == 2 && g.kW == 2 && g.strideH == 2 && g.strideW == 2 && g.dilationH == 1 &&
+      g.dilationW == 1 && g.padTop == 0 && g.padLeft == 0 && 2 * g.OH <= g.H &&
+      2 * g.OW <= g.W) {
+    // The common 2x2 pool, windows side by side: four taps, no clipping.
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const float *top = x + 2 * oh * g.W, *bottom = top + g.W;
+      float *dTop = dx + 2 * oh * g.W, *dBottom = dTop + g.W;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t j = 2 * ow;
+        float a = top[j], b = top[j + 1], c = bottom[j], d = bottom[j + 1];
+        // The first maximum in row-major order; NaN never wins.
+        float best = a;
+        int which = a == a ? 0 : -1;
+        auto take = [&](float v, int k) {
+          bool better = (v == v) & ((which < 0) | (v > best));
+          best = better ? v : best;
+          which = better ? k : which;
+        };
+        take(b, 1);
+        take(c, 2);
+        take(d, 3);
+        float grad = dy[oh * g.OW + ow];
+        dTop[j] += which == 0 ? grad : 0.0f;
+        dTop[j + 1] += which == 1 ? grad : 0.0f;
+        dBottom[j] += which == 2 ? grad : 0.0f;
+        dBottom[j + 1] += which == 3 ? grad : 0.0f;
+      }
+    }
+    return;
+  }
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     const WindowTaps &rows = taps.rows[oh];
     int64_t top = oh * g.strideH - g.padTop;

@@ -73,6 +73,29 @@ TEST(CostModel, RooflineTakesTheSlowerBoundPlusLaunch) {
   c.set_bytes(1e9); // memory bound: 20 ms
   EXPECT_NEAR(instructionSeconds(c, d), 20e-3 + 1e-6, 1e-12);
   EXPECT_EQ(instructionSeconds(plan::Cost(), d), 0.0); // a view: no kernel
+  // A class whose memory-bound kernels reach a quarter of the bandwidth
+  // (calibrated): four times as long; other classes unchanged.
+  d.classMemoryEfficiency[plan::OP_REDUCE] = 0.25;
+  EXPECT_NEAR(instructionSeconds(c, d), 20e-3 + 1e-6, 1e-12);
+  c.set_op_class(plan::OP_REDUCE);
+  EXPECT_NEAR(instructionSeconds(c, d), 80e-3 + 1e-6, 1e-12);
+}
+
+TEST(Cluster, ClassMemoryEfficiencyIsOptionalAndRoundTrips) {
+  std::string json = *presetJson("cpu-local"), error;
+  Cluster plain = *parseCluster(json, error);
+  EXPECT_EQ(plain.device.memoryShare(plan::OP_REDUCE), 1.0); // absent: full bandwidth
+  plain.device.classMemoryEfficiency[plan::OP_REDUCE] = 0.25;
+  std::optional<Cluster> again = parseCluster(toJson(plain), error);
+  ASSERT_TRUE(again) << error;
+  EXPECT_DOUBLE_EQ(again->device.memoryShare(plan::OP_REDUCE), 0.25);
+  EXPECT_EQ(again->device.memoryShare(plan::OP_NORM), 1.0);
+  std::string text = toJson(plain);
+  size_t at = text.find("\"reduce\": 0.25");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 15, "\"reduce\": 1.5");
+  EXPECT_FALSE(parseCluster(text, error));
+  EXPECT_EQ(error, "device.class_memory_efficiency.reduce must be at most 1, got 1.5");
 }
 
 TEST(CostModel, CollectiveFormulas) {

@@ -608,6 +608,9 @@ TEST(Pool2DGradientKernel, WindowsPadsCeilModeDilation) {
     checkPoolGradient({{2, 17, 8, 8}, {4, 4}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, max});
     checkPoolGradient({{1, 3, 7, 6}, {4, 3}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, max});
     checkPoolGradient({{1, 2, 5, 7}, {3, 3}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 2}, max});
+    // 2x2 windows side by side (the max pool's own loop), a row and a
+    // column of the input left out.
+    checkPoolGradient({{2, 3, 7, 9}, {3, 4}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, max});
   }
   checkPoolGradient({{1, 2, 6, 6}, {4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, true});
   checkPoolGradient({{1, 2, 5, 5}, {5, 5}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, true});

@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -79,17 +81,29 @@ double gemmRate(int64_t m, int64_t n, int64_t k, int repeats) {
   return s > 0 ? 2.0 * double(m * n * k) / s : 0;
 }
 
+/// A 3x3 convolution's rate: the geometric mean of its forward and its two
+/// gradients (all "conv" in the cost model; the gradients run slower).
 double convRate(int repeats) {
-  plan::Instruction inst;
-  plan::Conv2D *c = inst.mutable_conv2d();
-  for (int i = 0; i < 2; ++i)
-    c->add_strides(1), c->add_dilations(1);
-  for (int i = 0; i < 4; ++i)
-    c->add_pads(1);
-  c->set_groups(1);
-  double s = bestSeconds(inst, {f32({8, 32, 32, 32}), f32({64, 32, 3, 3})}, f32({8, 64, 32, 32}),
-                         repeats);
-  return s > 0 ? 2.0 * 8 * 64 * 32 * 32 * 32 * 9 / s : 0;
+  auto conv = [](plan::Conv2D *c) {
+    for (int i = 0; i < 2; ++i)
+      c->add_strides(1), c->add_dilations(1);
+    for (int i = 0; i < 4; ++i)
+      c->add_pads(1);
+    c->set_groups(1);
+  };
+  plan::Instruction forward, input, weight;
+  conv(forward.mutable_conv2d());
+  conv(input.mutable_conv2d_backward_input());
+  conv(weight.mutable_conv2d_backward_weight());
+  plan::TensorType x = f32({8, 32, 32, 32}), w = f32({64, 32, 3, 3}), y = f32({8, 64, 32, 32});
+  double flops = 2.0 * 8 * 64 * 32 * 32 * 32 * 9, log = 0;
+  for (double s : {bestSeconds(forward, {x, w}, y, repeats), bestSeconds(input, {y, w}, x, repeats),
+                   bestSeconds(weight, {x, y}, w, repeats)}) {
+    if (s <= 0)
+      return 0;
+    log += std::log(flops / s);
+  }
+  return std::exp(log / 3);
 }
 
 /// out = a + b over `n` floats: 12 bytes per element.
@@ -108,6 +122,94 @@ double addSeconds(int64_t n, int repeats) {
   add->add_args(1);
   add->set_dtype(plan::F32);
   return bestSeconds(inst, {f32({n}), f32({n})}, f32({n}), repeats);
+}
+
+/// A memory-bound kernel's share of the bandwidth a plain elementwise
+/// kernel reaches: its bytes (inputs and output, as the compiler's cost
+/// counts them) at `bandwidth`, over its time less the kernel floor.
+double bandwidthShare(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
+                      const plan::TensorType &output, double bandwidth, double floor,
+                      int repeats) {
+  double s = bestSeconds(inst, inputs, output, repeats);
+  if (s <= 0)
+    return 0;
+  double bytes = 4.0 * double(elements(output));
+  for (const plan::TensorType &t : inputs)
+    bytes += 4.0 * double(elements(t));
+  return std::clamp(bytes / bandwidth / std::max(s - floor, 1e-9), 0.01, 1.0);
+}
+
+/// The geometric mean of `shares` (0 when any kernel could not be timed).
+double geometricMean(const std::vector<double> &shares) {
+  double log = 0;
+  for (double s : shares) {
+    if (s <= 0)
+      return 0;
+    log += std::log(s);
+  }
+  return std::exp(log / double(shares.size()));
+}
+
+plan::Instruction reduceSum(std::vector<int64_t> axes) {
+  plan::Instruction inst;
+  inst.mutable_reduce()->set_kind(plan::REDUCE_SUM);
+  for (int64_t a : axes)
+    inst.mutable_reduce()->add_axes(a);
+  return inst;
+}
+
+/// Each memory-bound op class's share of the elementwise bandwidth, from
+/// kernels of the shapes training steps run: reductions over the channels'
+/// batch and pixels (batch norm), along rows and down columns (bias
+/// gradients), a max pool's gradient; layer norm along rows; transposes to
+/// and from channels-last and of a matrix. The geometric mean of each
+/// class's kernels is its share.
+void measureClassShares(cost::Device &device, double floor, int repeats,
+                        const std::function<void(const std::string &)> &say) {
+  double bw = device.memoryBandwidth;
+  plan::Instruction pool;
+  plan::Pool2D *p = pool.mutable_pool2d_backward();
+  p->set_max(true);
+  for (int i = 0; i < 2; ++i)
+    p->add_kernel(2), p->add_strides(2), p->add_dilations(1);
+  for (int i = 0; i < 4; ++i)
+    p->add_pads(0);
+  double reduce = geometricMean(
+      {bandwidthShare(reduceSum({0, 2, 3}), {f32({16, 32, 32, 32})}, f32({1, 32, 1, 1}), bw,
+                      floor, repeats),
+       bandwidthShare(reduceSum({1}), {f32({4096, 256})}, f32({4096, 1}), bw, floor, repeats),
+       bandwidthShare(reduceSum({0}), {f32({4096, 256})}, f32({1, 256}), bw, floor, repeats),
+       bandwidthShare(pool, {f32({16, 16, 32, 32}), f32({16, 16, 16, 16})},
+                      f32({16, 16, 32, 32}), bw, floor, repeats)});
+  plan::Instruction norm;
+  norm.mutable_layer_norm()->set_axis(1);
+  norm.mutable_layer_norm()->set_epsilon(1e-5);
+  double norms = geometricMean({bandwidthShare(norm, {f32({4096, 256}), f32({256}), f32({256})},
+                                               f32({4096, 256}), bw, floor, repeats)});
+  auto transpose = [](std::vector<int64_t> perm) {
+    plan::Instruction inst;
+    for (int64_t d : perm)
+      inst.mutable_transpose()->add_perm(d);
+    return inst;
+  };
+  double moves = geometricMean(
+      {bandwidthShare(transpose({0, 2, 3, 1}), {f32({16, 32, 32, 32})}, f32({16, 32, 32, 32}),
+                      bw, floor, repeats),
+       bandwidthShare(transpose({0, 3, 1, 2}), {f32({16, 32, 32, 32})}, f32({16, 32, 32, 32}),
+                      bw, floor, repeats),
+       bandwidthShare(transpose({1, 0}), {f32({1024, 1024})}, f32({1024, 1024}), bw, floor,
+                      repeats)});
+  for (auto [c, share] : {std::pair{plan::OP_REDUCE, reduce}, std::pair{plan::OP_NORM, norms},
+                          std::pair{plan::OP_DATA_MOVEMENT, moves}}) {
+    if (share <= 0) {
+      say(fmt::format("  {}: could not be timed; counted at the full bandwidth",
+                      cost::opClassName(c)));
+      continue;
+    }
+    device.classMemoryEfficiency[c] = share;
+    say(fmt::format("  {} kernels: {:.0f}% of the elementwise bandwidth", cost::opClassName(c),
+                    100 * share));
+  }
 }
 
 /// The median time of an all-gather of `countPerRank` floats per rank, as
@@ -240,7 +342,8 @@ int runCalibrate(const Args &args) {
   c.device.efficiency[plan::OP_MATMUL] =
       std::min(1.0, sum / double(std::size(shapes)) / best);
   double conv = convRate(repeats);
-  say(fmt::format("  conv2d 8x32x32x32, 64 3x3 filters: {:.1f} GFLOP/s", conv / 1e9));
+  say(fmt::format("  conv2d 8x32x32x32, 64 3x3 filters, forward and gradients: {:.1f} GFLOP/s",
+                  conv / 1e9));
   if (conv > 0)
     c.device.efficiency[plan::OP_CONV] = std::min(1.0, conv / best);
 
@@ -256,6 +359,7 @@ int runCalibrate(const Args &args) {
   double floor = addSeconds(1, repeats * 20);
   say(fmt::format("  kernel floor: {:.2f} us (a one-element kernel)", floor * 1e6));
   c.device.launchOverhead = floor;
+  measureClassShares(c.device, floor, repeats, say);
 
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());

@@ -286,7 +286,7 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                           begin)
                     .count();
-    fmt::print("step {} loss {:.6f} lr {:.3g} time {:.2f} ms\n", step + 1, loss, lr, ms);
+    fmt::print("step {} loss {:.6f} lr {:.3g} time {:.3f} ms\n", step + 1, loss, lr, ms);
     std::fflush(stdout);
     bool last = step + 1 == options.steps;
     if (!options.checkpoint.empty() && options.checkpointEvery > 0 &&
