@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Simulated against measured step time on this machine.
 
-Calibrates this machine (`dtc calibrate --quick`), then for the example MLP,
-CNN and GPT, each at two batch sizes (two plans of the same model), compiles a
+Calibrates this machine (`dtc calibrate`), then for the example MLP, CNN and
+GPT, each at two batch sizes (two plans of the same model), compiles a
 training step for one device, predicts its step time with `dtc simulate
 --cluster` on the calibration, and measures it with `dtc run --threads 1`
-(the median step of 30, first steps excluded). Prints the ratio per plan
-(target: within 15%) and whether the two plans of each model rank the same by
-throughput (samples/s) in simulation and measurement.
+(the median step of 30, first steps excluded); the GPT is also split over two
+ranks (`--dp 2` and `--tp 2`, `dtc run -n 2`, one core each), timed with the
+link calibrate measured. Prints the ratio per plan (target: within 15%) and
+whether the two plans of each pair rank the same by throughput (samples/s) in
+simulation and measurement.
 
     python3 bench/simulated_vs_measured.py --dtc build/bin/dtc [--steps 30]
 """
@@ -41,8 +43,9 @@ def simulated_seconds(dtc, plan, cluster):
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
-def measured_seconds(dtc, plan, data, steps):
-    out = run([dtc, "run", plan, "--data", data, "--steps", str(steps), "--threads", "1"])
+def measured_seconds(dtc, plan, data, steps, ranks=1):
+    out = run([dtc, "run", plan, *(["-n", str(ranks)] if ranks > 1 else []), "--data", data,
+               "--steps", str(steps), "--threads", "1"])
     times = [float(t) * 1e-3 for t in re.findall(r"^step \d+ loss \S+ .*time (\S+) ms", out, re.M)]
     return statistics.median(times[3:])
 
@@ -56,7 +59,7 @@ def main():
     rows, ranks_agree = [], []
     with tempfile.TemporaryDirectory() as tmp:
         cluster = os.path.join(tmp, "cluster.json")
-        run([dtc, "calibrate", "--quick", "-o", cluster])
+        run([dtc, "calibrate", "-o", cluster])
         text = os.path.join(tmp, "text.bin")
         np.frombuffer(b"the quick brown fox jumps over the lazy dog. " * 400,
                       np.uint8).astype(np.uint16).tofile(text)
@@ -87,7 +90,22 @@ def main():
                 throughput[batch] = (batch / sim, batch / real)
             (a, b) = batches
             agree = (throughput[a][0] < throughput[b][0]) == (throughput[a][1] < throughput[b][1])
-            ranks_agree.append((name, agree))
+            ranks_agree.append((f"{name}: the two batch sizes", agree))
+            if name != "gpt":
+                continue
+            # Two ranks (one core each): data parallel against tensor
+            # parallel, the link measured by calibrate.
+            split = {}
+            for flags in (["--dp", "2"], ["--tp", "2"]):
+                plan = os.path.join(tmp, f"{name}-{flags[0][2:]}.dtcp")
+                run([dtc, "compile", model, *shapes(name, 16), "--train", "--loss",
+                     "cross_entropy", "--optimizer", "adamw", *flags, "-o", plan])
+                sim = simulated_seconds(dtc, plan, cluster)
+                real = measured_seconds(dtc, plan, data, args.steps, ranks=2)
+                rows.append((f"{name} 16 {flags[0][2:]}={flags[1]}", sim, real))
+                split[flags[0]] = (sim, real)
+            agree = (split["--dp"][0] < split["--tp"][0]) == (split["--dp"][1] < split["--tp"][1])
+            ranks_agree.append((f"{name} on 2 ranks: data and tensor parallel", agree))
     print(f"{'plan':<16} {'simulated':>10} {'measured':>10} {'ratio':>7}")
     within = 0
     for what, sim, real in rows:
@@ -96,9 +114,9 @@ def main():
         print(f"{what:<16} {sim * 1e3:>8.3f}ms {real * 1e3:>8.3f}ms {ratio:>7.2f}"
               f"{'' if abs(ratio - 1) <= 0.15 else '  (off by more than 15%)'}")
     print(f"{within} of {len(rows)} plans within 15%")
-    for name, agree in ranks_agree:
-        print(f"{name}: the two batch sizes rank {'the same' if agree else 'DIFFERENTLY'} "
-              f"by throughput in simulation and measurement")
+    for what, agree in ranks_agree:
+        print(f"{what} rank {'the same' if agree else 'DIFFERENTLY'} "
+              f"in simulation and measurement")
 
 
 if __name__ == "__main__":
