@@ -7,78 +7,215 @@
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 namespace dtc::cost {
 
 namespace {
 
-/// One step of a program on one device: kernels on the compute stream,
-/// collectives on the communication stream, each starting when its stream
-/// is free and its inputs are ready.
-RankTime timeline(const plan::Plan &plan, const plan::RankProgram &program, const Cluster &cluster,
-                  int rank, std::vector<Event> *events, double &flops) {
-  RankTime time;
-  time.memoryPeakBytes = program.arena_bytes();
-  // When each buffer's value is ready; inputs and parameters at 0.
-  std::vector<double> ready(size_t(program.buffers_size()), 0.0);
-  double streamFree[2] = {0, 0};
-  for (int i = 0; i < program.instructions_size(); ++i) {
-    const plan::Instruction &inst = program.instructions(i);
-    // An all-slice moves nothing between ranks: a copy on the compute stream.
-    bool comm = inst.has_collective() && inst.collective().kind() != plan::ALL_SLICE;
-    double start = streamFree[comm];
+/// One rank's step: kernels on the compute stream, collectives on the
+/// communication stream, each starting when its stream is free and its
+/// inputs are ready. A collective may have to wait for the other ranks of
+/// its group (`advance` stops there).
+class RankState {
+public:
+  RankState(const plan::Plan &plan, const plan::RankProgram &program, const Cluster &cluster,
+            int rank)
+      : plan_(plan), program_(program), cluster_(cluster), rank_(rank),
+        ready_(size_t(program.buffers_size()), 0.0) {
+    time.memoryPeakBytes = program.arena_bytes();
+  }
+
+  bool done() const { return pc_ >= program_.instructions_size(); }
+  int pc() const { return pc_; }
+  /// The instruction it stands at.
+  const plan::Instruction &current() const { return program_.instructions(pc_); }
+  /// Whether the current instruction needs the other ranks of its group.
+  bool atCollective() const {
+    const plan::Instruction &inst = current();
+    return inst.has_collective() && inst.collective().kind() != plan::ALL_SLICE;
+  }
+  /// When the current instruction could start: its stream free, its inputs
+  /// ready.
+  double earliestStart() const {
+    const plan::Instruction &inst = current();
+    double start = streamFree_[atCollective()];
     for (uint32_t in : inst.inputs())
-      if (in < ready.size())
-        start = std::max(start, ready[in]);
-    double seconds = comm ? collectiveInstructionSeconds(plan.mesh(), inst, cluster)
-                          : instructionSeconds(inst.cost(), cluster.device);
+      if (in < ready_.size())
+        start = std::max(start, ready_[in]);
+    return start;
+  }
+  /// Runs the current instruction from `start` (its earliest, or later when
+  /// a collective waited for its group).
+  void run(double start, std::vector<Event> *events) {
+    const plan::Instruction &inst = current();
+    bool comm = atCollective();
+    double seconds = comm ? collectiveInstructionSeconds(plan_.mesh(), inst, cluster_)
+                          : instructionSeconds(inst.cost(), cluster_.device);
     double end = start + seconds;
     if (comm) {
       time.communication += seconds;
     } else {
-      time.idle += start - streamFree[0];
+      time.idle += start - streamFree_[0];
       time.compute += seconds;
       time.byClass[inst.cost().op_class()] += seconds; // slot 0: free ops, 0 s
       flops += inst.cost().flops();
     }
-    streamFree[comm] = end;
+    streamFree_[comm] = end;
     for (uint32_t out : inst.outputs())
-      if (out < ready.size())
-        ready[out] = end;
+      if (out < ready_.size())
+        ready_[out] = end;
     if (events)
-      events->push_back({rank, i, comm, start, end});
+      events->push_back({rank_, pc_, comm, start, end});
+    ++pc_;
   }
-  time.end = std::max(streamFree[0], streamFree[1]);
-  time.idle += time.end - streamFree[0]; // compute waiting for the last collectives
-  return time;
+  /// Runs instructions until the end or a collective (which the caller
+  /// joins with its group).
+  void advance(std::vector<Event> *events) {
+    while (!done() && !atCollective())
+      run(earliestStart(), events);
+  }
+  /// The step's end: compute waits for the last collectives.
+  void finish() {
+    time.end = std::max(streamFree_[0], streamFree_[1]);
+    time.idle += time.end - streamFree_[0];
+  }
+
+  RankTime time;
+  double flops = 0;
+
+private:
+  const plan::Plan &plan_;
+  const plan::RankProgram &program_;
+  const Cluster &cluster_;
+  int rank_;
+  int pc_ = 0;
+  std::vector<double> ready_; // when each buffer's value is ready; inputs at 0
+  double streamFree_[2] = {0, 0};
+};
+
+/// A rank's program; null when the plan lists none for it.
+const plan::RankProgram *programOf(const plan::Plan &plan, int64_t rank) {
+  int program = plan.program_of_rank_size() ? int(plan.program_of_rank(int(rank))) : int(rank);
+  return program < plan.ranks_size() ? &plan.ranks(program) : nullptr;
+}
+
+/// The ranks of `rank`'s group for a collective over `axes`: those whose
+/// mesh coordinates equal its own off those axes, in rank order.
+std::vector<int64_t> groupOf(const plan::Mesh &mesh, int64_t rank,
+                             const google::protobuf::RepeatedField<uint32_t> &axes) {
+  int dims = mesh.axes_size();
+  std::vector<int64_t> sizes(static_cast<size_t>(dims)), strides(static_cast<size_t>(dims), 1);
+  for (int a = dims - 1; a >= 0; --a) {
+    sizes[size_t(a)] = mesh.axes(a).size();
+    if (a + 1 < dims)
+      strides[size_t(a)] = strides[size_t(a) + 1] * sizes[size_t(a) + 1];
+  }
+  int64_t base = rank;
+  for (uint32_t a : axes)
+    if (a < uint32_t(dims))
+      base -= (rank / strides[a] % sizes[a]) * strides[a];
+  std::vector<int64_t> members{base};
+  for (uint32_t a : axes) {
+    if (a >= uint32_t(dims))
+      continue;
+    std::vector<int64_t> more;
+    for (int64_t m : members)
+      for (int64_t i = 0; i < sizes[a]; ++i)
+        more.push_back(m + i * strides[a]);
+    members = std::move(more);
+  }
+  std::sort(members.begin(), members.end());
+  return members;
+}
+
+/// Ranks running different programs (pipeline stages, unequal shares),
+/// each on its own timeline, joined at collectives: the n-th collective a
+/// rank makes on a group starts when every rank of the group has reached
+/// its own n-th there. A collective some rank never reaches is an error.
+std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int64_t devices,
+                            Simulation &sim, bool keepEvents) {
+  std::vector<RankState> ranks;
+  for (int64_t r = 0; r < devices; ++r)
+    ranks.emplace_back(plan, *programOf(plan, r), cluster, int(r));
+  std::vector<Event> *events = keepEvents ? &sim.events : nullptr;
+  // Per rank, collectives made so far on each group (by its members).
+  std::vector<std::map<std::vector<int64_t>, int>> made(static_cast<size_t>(devices));
+  // A group's n-th collective: when each member reached it.
+  std::map<std::pair<std::vector<int64_t>, int>, std::map<int64_t, double>> reached;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t r = 0; r < devices; ++r) {
+      RankState &rank = ranks[size_t(r)];
+      while (true) {
+        rank.advance(events);
+        if (rank.done())
+          break;
+        std::vector<int64_t> group =
+            groupOf(plan.mesh(), r, rank.current().collective().mesh_axes());
+        auto key = std::make_pair(group, made[size_t(r)][group]);
+        std::map<int64_t, double> &arrivals = reached[key];
+        arrivals.emplace(r, rank.earliestStart());
+        if (arrivals.size() < group.size())
+          break; // the others have not reached it yet
+        double start = 0;
+        for (const auto &[member, at] : arrivals)
+          start = std::max(start, at);
+        rank.run(start, events);
+        ++made[size_t(r)][group];
+        progress = true;
+      }
+    }
+  }
+  for (int64_t r = 0; r < devices; ++r)
+    if (!ranks[size_t(r)].done()) {
+      const plan::Instruction &inst = ranks[size_t(r)].current();
+      std::string members;
+      for (int64_t m : groupOf(plan.mesh(), r, inst.collective().mesh_axes()))
+        members += (members.empty() ? "" : ", ") + std::to_string(m);
+      return "rank " + std::to_string(r) + " waits forever at instruction " +
+             std::to_string(ranks[size_t(r)].pc()) + " (" +
+             plan::CollectiveKind_Name(inst.collective().kind()) + ") for ranks " + members +
+             ": some of them never reach it (their programs make fewer collectives on that "
+             "group)";
+    }
+  for (RankState &rank : ranks) {
+    rank.finish();
+    sim.ranks.push_back(rank.time);
+    sim.flops += rank.flops;
+    sim.stepSeconds = std::max(sim.stepSeconds, rank.time.end);
+  }
+  return "";
 }
 
 } // namespace
 
 Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEvents) {
-  // Ranks that run the same program have the same timeline (an SPMD plan's
-  // collectives join ranks that reach them at the same time), so each
-  // program is simulated once: a plan for 1024 devices costs one.
   int64_t devices = plan.program_of_rank_size() ? plan.program_of_rank_size() : plan.ranks_size();
-  std::vector<int> timelineOf(size_t(plan.ranks_size()), -1);
-  std::vector<RankTime> timelines;
-  std::vector<double> programFlops;
   Simulation sim;
-  for (int64_t r = 0; r < devices; ++r) {
-    int program = plan.program_of_rank_size() ? int(plan.program_of_rank(int(r))) : int(r);
-    if (program >= plan.ranks_size())
-      continue;
-    if (timelineOf[size_t(program)] < 0) {
-      timelineOf[size_t(program)] = int(timelines.size());
-      double flops = 0;
-      timelines.push_back(timeline(plan, plan.ranks(program), cluster, int(r),
-                                   keepEvents ? &sim.events : nullptr, flops));
-      programFlops.push_back(flops);
+  std::set<int> programs;
+  for (int64_t r = 0; r < devices; ++r)
+    if (programOf(plan, r))
+      programs.insert(plan.program_of_rank_size() ? int(plan.program_of_rank(int(r))) : int(r));
+    else
+      return sim.error = "rank " + std::to_string(r) + " has no program", sim;
+  if (programs.size() > 1) {
+    sim.error = simulateJointly(plan, cluster, devices, sim, keepEvents);
+  } else if (!programs.empty()) {
+    // One program on every rank (SPMD): the ranks reach each collective
+    // together, so their timelines are one, simulated once: a plan for
+    // 1024 devices costs one.
+    RankState rank(plan, *programOf(plan, 0), cluster, 0);
+    while (!rank.done()) {
+      rank.advance(keepEvents ? &sim.events : nullptr);
+      if (!rank.done())
+        rank.run(rank.earliestStart(), keepEvents ? &sim.events : nullptr);
     }
-    int t = timelineOf[size_t(program)];
-    sim.ranks.push_back(timelines[size_t(t)]);
-    sim.flops += programFlops[size_t(t)];
-    sim.stepSeconds = std::max(sim.stepSeconds, timelines[size_t(t)].end);
+    rank.finish();
+    sim.ranks.assign(size_t(devices), rank.time);
+    sim.flops = rank.flops * double(devices);
+    sim.stepSeconds = rank.time.end;
   }
   // A rank that finishes early waits for the step's end.
   for (RankTime &t : sim.ranks)

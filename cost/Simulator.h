@@ -6,8 +6,10 @@
 // collectives on the communication stream (timed on the link their mesh
 // group crosses), so their overlap comes out of the timeline rather than a
 // formula. Ranks that run the same program are simulated once: in an SPMD
-// plan they reach each collective together. Programs that differ
-// (pipeline stages) do not yet wait for each other at collectives.
+// plan they reach each collective together. Ranks whose programs differ
+// (pipeline stages, unequal shares) each get a timeline, joined at their
+// collectives: a group's collective starts when its last rank reaches it,
+// so waiting (a pipeline's bubbles) comes out of the timelines.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_COST_SIMULATOR_H
@@ -40,6 +42,9 @@ struct Simulation {
   double flops = 0; // all ranks' instructions
   std::vector<RankTime> ranks;
   std::vector<Event> events; // when asked for
+  // Why the plan cannot be simulated (a rank without a program, a
+  // collective some rank of its group never reaches); "" when it can.
+  std::string error;
 };
 
 /// Simulates one step of `plan` (its prologue runs once at load and is not

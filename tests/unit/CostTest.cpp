@@ -208,4 +208,60 @@ TEST(Simulator, AllSliceIsALocalCopyNotCommunication) {
   EXPECT_NEAR(sim.ranks[1].communication, gathered, 1e-15);
 }
 
+/// Two ranks of a 2-rank mesh with programs of their own: `work` seconds'
+/// worth of matmul FLOPs each, then (when `reduce`) an all-reduce of 1 MiB.
+plan::Plan twoPrograms(const Cluster &c, double work0, double work1, bool reduce1) {
+  plan::Plan plan;
+  plan::MeshAxis *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name("x");
+  axis->set_size(2);
+  double rate = 19.5e12 * 0.75; // a100-80g's f32 matmul
+  for (auto [work, reduce] : {std::pair{work0, true}, std::pair{work1, reduce1}}) {
+    plan.add_program_of_rank(uint32_t(plan.ranks_size()));
+    plan::RankProgram *p = plan.add_ranks();
+    for (int b = 0; b < 3; ++b)
+      p->add_buffers();
+    addInstruction(*p, {0}, 1, (work - c.device.launchOverhead) * rate);
+    if (!reduce)
+      continue;
+    plan::Instruction *ar = p->add_instructions();
+    ar->add_inputs(1);
+    ar->add_outputs(2);
+    ar->mutable_collective()->set_kind(plan::ALL_REDUCE);
+    ar->mutable_collective()->add_mesh_axes(0);
+    ar->mutable_cost()->set_bytes(1 << 20);
+    ar->mutable_cost()->set_op_class(plan::OP_COMMUNICATION);
+  }
+  return plan;
+}
+
+TEST(Simulator, RanksWithDifferentProgramsMeetAtTheirCollectives) {
+  // Rank 1 finishes its share in 1 ms and waits for rank 0 (2 ms) before
+  // their all-reduce: the wait comes out of the timelines.
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  plan::Plan plan = twoPrograms(c, 2e-3, 1e-3, true);
+  Simulation sim = simulate(plan, c, true);
+  ASSERT_EQ(sim.error, "");
+  double reduce = collectiveInstructionSeconds(plan.mesh(), plan.ranks(0).instructions(1), c);
+  ASSERT_EQ(sim.events.size(), 4u); // every rank on its own timeline
+  for (const Event &e : sim.events)
+    if (e.communication)
+      EXPECT_NEAR(e.start, 2e-3, 1e-12) << "rank " << e.rank;
+  EXPECT_NEAR(sim.stepSeconds, 2e-3 + reduce, 1e-12);
+  ASSERT_EQ(sim.ranks.size(), 2u);
+  EXPECT_NEAR(sim.ranks[0].idle, reduce, 1e-12); // compute waits for the all-reduce
+  EXPECT_NEAR(sim.ranks[1].idle, 1e-3 + reduce, 1e-12); // and rank 1 for rank 0 too
+  EXPECT_NEAR(sim.ranks[1].compute, 1e-3, 1e-12);
+}
+
+TEST(Simulator, ACollectiveSomeRankNeverReachesIsAnError) {
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  Simulation sim = simulate(twoPrograms(c, 1e-3, 1e-3, false), c, false);
+  EXPECT_EQ(sim.error, "rank 0 waits forever at instruction 1 (ALL_REDUCE) for ranks 0, 1: "
+                       "some of them never reach it (their programs make fewer collectives on "
+                       "that group)");
+}
+
 } // namespace

@@ -109,6 +109,8 @@ int runSimulate(const Args &args) {
     return failure(path + ": the plan carries no instruction costs (written by an older dtc?): "
                           "compile it again");
   cost::Simulation sim = cost::simulate(plan, *cluster, !trace.empty());
+  if (!sim.error.empty())
+    return failure(path + ": " + sim.error);
   const cost::Device &device = cluster->device;
   fmt::print("simulated {} on {} ({}, {} of {} devices)\n", path, cluster->name, device.kind,
              planRanks, cluster->devices());
