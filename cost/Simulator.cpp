@@ -2,6 +2,7 @@
 #include "cost/Simulator.h"
 
 #include "cost/CostModel.h"
+#include "runtime/plan/DType.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -13,6 +14,35 @@
 namespace dtc::cost {
 
 namespace {
+
+/// The ranks of `rank`'s group for a collective over `axes`: those whose
+/// mesh coordinates equal its own off those axes, in rank order.
+std::vector<int64_t> groupOf(const plan::Mesh &mesh, int64_t rank,
+                             const google::protobuf::RepeatedField<uint32_t> &axes) {
+  int dims = mesh.axes_size();
+  std::vector<int64_t> sizes(static_cast<size_t>(dims)), strides(static_cast<size_t>(dims), 1);
+  for (int a = dims - 1; a >= 0; --a) {
+    sizes[size_t(a)] = mesh.axes(a).size();
+    if (a + 1 < dims)
+      strides[size_t(a)] = strides[size_t(a) + 1] * sizes[size_t(a) + 1];
+  }
+  int64_t base = rank;
+  for (uint32_t a : axes)
+    if (a < uint32_t(dims))
+      base -= (rank / strides[a] % sizes[a]) * strides[a];
+  std::vector<int64_t> members{base};
+  for (uint32_t a : axes) {
+    if (a >= uint32_t(dims))
+      continue;
+    std::vector<int64_t> more;
+    for (int64_t m : members)
+      for (int64_t i = 0; i < sizes[a]; ++i)
+        more.push_back(m + i * strides[a]);
+    members = std::move(more);
+  }
+  std::sort(members.begin(), members.end());
+  return members;
+}
 
 /// One rank's step: kernels on the compute stream, collectives on the
 /// communication stream, each starting when its stream is free and its
@@ -34,7 +64,18 @@ public:
   /// Whether the current instruction needs the other ranks of its group.
   bool atCollective() const {
     const plan::Instruction &inst = current();
-    return inst.has_collective() && inst.collective().kind() != plan::ALL_SLICE;
+    return (inst.has_collective() && inst.collective().kind() != plan::ALL_SLICE) ||
+           inst.has_send() || inst.has_recv();
+  }
+  /// The ranks the current instruction waits for: its collective's group,
+  /// or {-1, sender, receiver} for a transfer.
+  std::vector<int64_t> partners() const {
+    const plan::Instruction &inst = current();
+    if (inst.has_send())
+      return {-1, rank_, inst.send().peer()};
+    if (inst.has_recv())
+      return {-1, inst.recv().peer(), rank_};
+    return groupOf(plan_.mesh(), rank_, inst.collective().mesh_axes());
   }
   /// When the current instruction could start: its stream free, its inputs
   /// ready.
@@ -51,8 +92,9 @@ public:
   void run(double start, std::vector<Event> *events) {
     const plan::Instruction &inst = current();
     bool comm = atCollective();
-    double seconds = comm ? collectiveInstructionSeconds(plan_.mesh(), inst, cluster_)
-                          : instructionSeconds(inst.cost(), cluster_.device);
+    double seconds = inst.has_send() || inst.has_recv() ? transferSeconds(inst)
+                     : comm ? collectiveInstructionSeconds(plan_.mesh(), inst, cluster_)
+                            : instructionSeconds(inst.cost(), cluster_.device);
     double end = start + seconds;
     if (comm) {
       time.communication += seconds;
@@ -86,6 +128,20 @@ public:
   double flops = 0;
 
 private:
+  /// A send or receive: its tensor over the link between the two ranks.
+  double transferSeconds(const plan::Instruction &inst) const {
+    bool send = inst.has_send();
+    int64_t peer = send ? inst.send().peer() : inst.recv().peer();
+    uint32_t id = send ? inst.inputs(0) : inst.outputs(0);
+    const plan::TensorType &t = program_.buffers(int(id)).type();
+    double bytes = double(runtime::dtypeBytes(t.dtype()));
+    for (int64_t d : t.shape())
+      bytes *= double(d);
+    int64_t perNode = std::max<int64_t>(1, cluster_.devicesPerNode);
+    const Link &link = rank_ / perNode == peer / perNode ? cluster_.intraNode : cluster_.interNode;
+    return collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, bytes, link);
+  }
+
   const plan::Plan &plan_;
   const plan::RankProgram &program_;
   const Cluster &cluster_;
@@ -99,35 +155,6 @@ private:
 const plan::RankProgram *programOf(const plan::Plan &plan, int64_t rank) {
   int program = plan.program_of_rank_size() ? int(plan.program_of_rank(int(rank))) : int(rank);
   return program < plan.ranks_size() ? &plan.ranks(program) : nullptr;
-}
-
-/// The ranks of `rank`'s group for a collective over `axes`: those whose
-/// mesh coordinates equal its own off those axes, in rank order.
-std::vector<int64_t> groupOf(const plan::Mesh &mesh, int64_t rank,
-                             const google::protobuf::RepeatedField<uint32_t> &axes) {
-  int dims = mesh.axes_size();
-  std::vector<int64_t> sizes(static_cast<size_t>(dims)), strides(static_cast<size_t>(dims), 1);
-  for (int a = dims - 1; a >= 0; --a) {
-    sizes[size_t(a)] = mesh.axes(a).size();
-    if (a + 1 < dims)
-      strides[size_t(a)] = strides[size_t(a) + 1] * sizes[size_t(a) + 1];
-  }
-  int64_t base = rank;
-  for (uint32_t a : axes)
-    if (a < uint32_t(dims))
-      base -= (rank / strides[a] % sizes[a]) * strides[a];
-  std::vector<int64_t> members{base};
-  for (uint32_t a : axes) {
-    if (a >= uint32_t(dims))
-      continue;
-    std::vector<int64_t> more;
-    for (int64_t m : members)
-      for (int64_t i = 0; i < sizes[a]; ++i)
-        more.push_back(m + i * strides[a]);
-    members = std::move(more);
-  }
-  std::sort(members.begin(), members.end());
-  return members;
 }
 
 /// Ranks running different programs (pipeline stages, unequal shares),
@@ -152,12 +179,12 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
         rank.advance(events);
         if (rank.done())
           break;
-        std::vector<int64_t> group =
-            groupOf(plan.mesh(), r, rank.current().collective().mesh_axes());
+        std::vector<int64_t> group = rank.partners();
         auto key = std::make_pair(group, made[size_t(r)][group]);
         std::map<int64_t, double> &arrivals = reached[key];
         arrivals.emplace(r, rank.earliestStart());
-        if (arrivals.size() < group.size())
+        size_t members = group[0] < 0 ? 2 : group.size();
+        if (arrivals.size() < members)
           break; // the others have not reached it yet
         double start = 0;
         for (const auto &[member, at] : arrivals)
@@ -171,12 +198,19 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
   for (int64_t r = 0; r < devices; ++r)
     if (!ranks[size_t(r)].done()) {
       const plan::Instruction &inst = ranks[size_t(r)].current();
+      std::string at = "rank " + std::to_string(r) + " waits forever at instruction " +
+                       std::to_string(ranks[size_t(r)].pc());
+      if (inst.has_send())
+        return at + " (send to rank " + std::to_string(inst.send().peer()) +
+               "): that rank never makes the matching receive";
+      if (inst.has_recv())
+        return at + " (receive from rank " + std::to_string(inst.recv().peer()) +
+               "): that rank never makes the matching send";
       std::string members;
-      for (int64_t m : groupOf(plan.mesh(), r, inst.collective().mesh_axes()))
+      for (int64_t m : ranks[size_t(r)].partners())
         members += (members.empty() ? "" : ", ") + std::to_string(m);
-      return "rank " + std::to_string(r) + " waits forever at instruction " +
-             std::to_string(ranks[size_t(r)].pc()) + " (" +
-             plan::CollectiveKind_Name(inst.collective().kind()) + ") for ranks " + members +
+      return at + " (" + plan::CollectiveKind_Name(inst.collective().kind()) + ") for ranks " +
+             members +
              ": some of them never reach it (their programs make fewer collectives on that "
              "group)";
     }
@@ -200,7 +234,11 @@ Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEve
       programs.insert(plan.program_of_rank_size() ? int(plan.program_of_rank(int(r))) : int(r));
     else
       return sim.error = "rank " + std::to_string(r) + " has no program", sim;
-  if (programs.size() > 1) {
+  bool transfers = false;
+  for (const plan::RankProgram &program : plan.ranks())
+    for (const plan::Instruction &inst : program.instructions())
+      transfers = transfers || inst.has_send() || inst.has_recv();
+  if (programs.size() > 1 || transfers) {
     sim.error = simulateJointly(plan, cluster, devices, sim, keepEvents);
   } else if (!programs.empty()) {
     // One program on every rank (SPMD): the ranks reach each collective

@@ -4,6 +4,7 @@
 #include "runtime/PlanLoader.h"
 #include "runtime/Sharding.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/plan/DType.h"
 
 #include <algorithm>
 #include <cstring>
@@ -156,7 +157,47 @@ private:
   std::vector<char> send_, recv_;
 };
 
+/// A tensor to or from one other rank.
+class TransferKernel : public cpu::Kernel {
+public:
+  TransferKernel(bool send, int64_t bytes, int peer, Communicator &world)
+      : send_(send), bytes_(bytes), peer_(peer), world_(world) {}
+
+  bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
+           std::string &error) override {
+    return send_ ? world_.send(inputs[0], bytes_, peer_, kTag, error)
+                 : world_.recv(outputs[0], bytes_, peer_, kTag, error);
+  }
+
+private:
+  static constexpr int kTag = 7; // one stream per pair of ranks, in program order
+  bool send_;
+  int64_t bytes_;
+  int peer_;
+  Communicator &world_;
+};
+
 } // namespace
+
+std::unique_ptr<cpu::Kernel> makeTransferKernel(bool send, const plan::TensorType &type,
+                                                int64_t peer, int64_t self, Communicator *world,
+                                                std::string &error) {
+  std::string what = std::string(send ? "send to" : "receive from") + " rank " +
+                     std::to_string(peer);
+  if (!world) {
+    error = what + ": this rank runs alone (run the plan's ranks with dtc run -n N)";
+    return nullptr;
+  }
+  if (peer == self || peer < 0 || peer >= world->size()) {
+    error = what + ": rank " + std::to_string(self) + " of " + std::to_string(world->size()) +
+            (peer == self ? " cannot send to itself" : " has no such peer");
+    return nullptr;
+  }
+  int64_t bytes = dtypeBytes(type.dtype());
+  for (int64_t d : type.shape())
+    bytes *= d;
+  return std::make_unique<TransferKernel>(send, bytes, int(peer), *world);
+}
 
 bool communicates(const plan::Collective &collective) {
   return collective.kind() != plan::ALL_SLICE;

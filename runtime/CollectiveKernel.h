@@ -42,6 +42,14 @@ std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collec
                                                   const std::vector<int64_t> &coordinates,
                                                   Communicator *group, std::string &error);
 
+/// A send of a `type` tensor to world rank `peer` (its input) or a receive
+/// of one from it (its output), through `world`; FIFO per pair of ranks,
+/// as MPI orders messages. Null with `error` when there is no world (one
+/// process) or the peer is this rank (`self`).
+std::unique_ptr<cpu::Kernel> makeTransferKernel(bool send, const plan::TensorType &type,
+                                                int64_t peer, int64_t self, Communicator *world,
+                                                std::string &error);
+
 } // namespace dtc::runtime
 
 #endif // DTC_RUNTIME_COLLECTIVEKERNEL_H

@@ -136,6 +136,7 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
   ex->groups_ = groups;
   ex->axisSizes_ = meshAxisSizes(plan.mesh());
   ex->coordinates_ = meshCoordinates(rank, ex->axisSizes_);
+  ex->rank_ = rank;
   if (groups) {
     if (groups->axisSizes() != ex->axisSizes_ || groups->coordinates() != ex->coordinates_) {
       error = "the communicators are those of the rank at " +
@@ -303,6 +304,11 @@ bool Executor::prepare(const plan::Instruction &inst, const std::vector<bool> &c
       return false;
     step.kernel = makeCollectiveKernel(inst.collective(), inTypes[0], outTypes[0], axisSizes_,
                                        coordinates_, group, error);
+  } else if (inst.has_send() || inst.has_recv()) {
+    bool send = inst.has_send();
+    step.kernel = makeTransferKernel(send, send ? inTypes[0] : outTypes[0],
+                                     send ? inst.send().peer() : inst.recv().peer(), rank_,
+                                     groups_ ? &groups_->world() : nullptr, error);
   } else {
     step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
   }

@@ -92,6 +92,7 @@ public:
 
 private:
   Executor() = default;
+  int rank_ = 0; // in the plan's mesh, row-major
 
   /// A prepared instruction and its buffers' addresses.
   struct Step {

@@ -98,6 +98,10 @@ Arity arityOf(const Instruction &inst) {
     return {2, 2, 1};
   case Instruction::kPool2DBackward:
     return {1, 2, 1};
+  case Instruction::kSend:
+    return {1, 1, 0};
+  case Instruction::kRecv:
+    return {0, 0, 1};
   default:
     return {1, 1, 1};
   }
@@ -422,6 +426,15 @@ private:
       return false;
     if (inst.has_collective() && !checkCollective(rank, inst, where))
       return false;
+    if (inst.has_send() || inst.has_recv()) {
+      int64_t peer = inst.has_send() ? inst.send().peer() : inst.recv().peer(), devices = 1;
+      for (int64_t size : axisSizes_)
+        devices *= size;
+      if (peer < 0 || peer >= devices)
+        return fail(where + ": " + (inst.has_send() ? "send to" : "receive from") + " rank " +
+                    std::to_string(peer) + ", but the mesh has " + std::to_string(devices) +
+                    (devices == 1 ? " rank" : " ranks"));
+    }
     // Only elementwise kernels (each element read before it is written) and
     // collectives (which copy what they send) may write over their input.
     if (!inst.has_elementwise() && !inst.has_collective())

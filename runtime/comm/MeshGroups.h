@@ -36,6 +36,8 @@ public:
                                             std::string &error);
 
   const std::vector<int64_t> &axisSizes() const { return axisSizes_; }
+  /// All ranks (point-to-point transfers name their peer's world rank).
+  Communicator &world() { return world_; }
   /// This rank's coordinates.
   const std::vector<int64_t> &coordinates() const { return coordinates_; }
 

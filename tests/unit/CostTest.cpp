@@ -264,4 +264,58 @@ TEST(Simulator, ACollectiveSomeRankNeverReachesIsAnError) {
                        "that group)");
 }
 
+TEST(Simulator, PipelineBubblesComeOutOfTheTimelines) {
+  // Two stages, two micro-batches of 1 ms each per stage: stage 0 sends
+  // each micro-batch's activations to stage 1 as soon as it has them.
+  // Stage 1 waits for the first (the bubble: 1 ms plus a transfer), then
+  // overlaps its receive of the second with its first micro-batch.
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  plan::Plan plan;
+  plan::MeshAxis *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name("pp");
+  axis->set_size(2);
+  double rate = 19.5e12 * 0.75, work = 1e-3;
+  for (int stage = 0; stage < 2; ++stage) {
+    plan.add_program_of_rank(uint32_t(stage));
+    plan::RankProgram *p = plan.add_ranks();
+    for (int b = 0; b < 6; ++b) {
+      plan::TensorType *t = p->add_buffers()->mutable_type();
+      t->set_dtype(plan::F32);
+      t->add_shape(1 << 20); // 4 MiB of activations
+    }
+    for (int mb = 0; mb < 2; ++mb) {
+      if (stage == 0) {
+        addInstruction(*p, {0}, uint32_t(1 + mb), (work - c.device.launchOverhead) * rate);
+        plan::Instruction *send = p->add_instructions();
+        send->add_inputs(uint32_t(1 + mb));
+        send->mutable_send()->set_peer(1);
+      } else {
+        plan::Instruction *recv = p->add_instructions();
+        recv->add_outputs(uint32_t(1 + mb));
+        recv->mutable_recv()->set_peer(0);
+        addInstruction(*p, {uint32_t(1 + mb)}, uint32_t(3 + mb),
+                       (work - c.device.launchOverhead) * rate);
+      }
+    }
+  }
+  Simulation sim = simulate(plan, c, true);
+  ASSERT_EQ(sim.error, "");
+  double transfer = collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, 4 << 20,
+                                      c.intraNode);
+  // Stage 1: receive [1, 1+t], work [1+t, 2+t], receive [2, 2+t] (the
+  // second send waits for stage 0's second micro-batch), work [2+t, 3+t].
+  EXPECT_NEAR(sim.stepSeconds, 3 * work + transfer, 1e-12);
+  ASSERT_EQ(sim.ranks.size(), 2u);
+  EXPECT_NEAR(sim.ranks[1].idle, work + transfer, 1e-12); // the bubble
+  EXPECT_NEAR(sim.ranks[0].idle, work + transfer, 1e-12); // waits for its last send, then the end
+  EXPECT_NEAR(sim.ranks[0].communication, 2 * transfer, 1e-12);
+
+  // A send nobody receives.
+  plan.mutable_ranks(1)->mutable_instructions()->DeleteSubrange(2, 2);
+  Simulation stuck = simulate(plan, c, false);
+  EXPECT_EQ(stuck.error, "rank 0 waits forever at instruction 3 (send to rank 1): that rank "
+                         "never makes the matching receive");
+}
+
 } // namespace

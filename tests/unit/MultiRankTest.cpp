@@ -413,6 +413,45 @@ TEST(MultiRank, RowShardedMatMulThenGatherEqualsOneRank) {
   EXPECT_EQ(valuesOf(outputs[0]), valuesOf(alone->output(0)));
 }
 
+TEST(MultiRank, SendAndReceiveBetweenPairs) {
+  // Ranks 0-1 and 2-3 swap their rows of x: the even rank sends first,
+  // the odd one receives first (blocking sends meet in program order).
+  SpmdPlanBuilder b({2, 2});
+  uint32_t x = b.input("x", plan::F32, {4, 3}, {{0, 1}, {}});
+  uint32_t y = b.buffer(plan::F32, {1, 3});
+  b.output(y, "y");
+  plan::RankProgram shared = b.plan.ranks(0);
+  b.plan.clear_ranks();
+  b.plan.clear_program_of_rank();
+  for (int r = 0; r < 4; ++r) {
+    plan::RankProgram *p = b.plan.add_ranks();
+    *p = shared;
+    b.plan.add_program_of_rank(uint32_t(r));
+    int peer = r ^ 1;
+    plan::Instruction send, recv;
+    send.add_inputs(x);
+    send.mutable_send()->set_peer(peer);
+    recv.add_outputs(y);
+    recv.mutable_recv()->set_peer(peer);
+    *p->add_instructions() = r % 2 ? recv : send;
+    *p->add_instructions() = r % 2 ? send : recv;
+  }
+  auto whole = [](int64_t k) { return float(10 * k + 1); };
+  std::vector<HostTensor> out = runOnMesh(b.plan, {floats({4, 3}, whole)});
+  ASSERT_EQ(out.size(), 1u);
+  int peer = world->rank() ^ 1;
+  EXPECT_EQ(valuesOf(out[0]), block([&](int64_t r, int64_t c) { return whole(r * 3 + c); },
+                                    peer, 1, 0, 3));
+
+  // One process has no peer to send to.
+  std::string error;
+  EXPECT_FALSE(Executor::create(b.plan, 0, "", 1, error));
+  EXPECT_NE(error.find("send to rank 1: this rank runs alone (run the plan's ranks with dtc "
+                       "run -n N)"),
+            std::string::npos)
+      << error;
+}
+
 TEST(MultiRank, CollectivesWithoutCommunicators) {
   // Without the mesh's communicators, a collective among several ranks
   // cannot run; one over size-1 axes is a copy, and an all-slice needs

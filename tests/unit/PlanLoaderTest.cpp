@@ -184,6 +184,31 @@ TEST(PlanLoader, AcceptsSpmdPlan) {
   EXPECT_TRUE(validatePlan(p.plan, error)) << error;
 }
 
+TEST(PlanLoader, ChecksSendAndReceive) {
+  auto transfer = [](SpmdPlan &p, bool send, int64_t peer) {
+    plan::Instruction *inst = p.program->add_instructions();
+    if (send) {
+      inst->add_inputs(0);
+      inst->mutable_send()->set_peer(peer);
+    } else {
+      inst->add_outputs(2);
+      inst->mutable_recv()->set_peer(peer);
+    }
+    return inst;
+  };
+  std::string error;
+  SpmdPlan ok;
+  transfer(ok, true, 3);
+  transfer(ok, false, 0);
+  EXPECT_TRUE(validatePlan(ok.plan, error)) << error;
+  EXPECT_TRUE(contains(errorWith([&](SpmdPlan &p) { transfer(p, true, 4); }),
+                       "instruction 1: send to rank 4, but the mesh has 4 ranks"));
+  EXPECT_TRUE(contains(errorWith([&](SpmdPlan &p) { transfer(p, false, -1); }),
+                       "instruction 1: receive from rank -1, but the mesh has 4 ranks"));
+  EXPECT_TRUE(contains(errorWith([&](SpmdPlan &p) { transfer(p, true, 1)->add_outputs(2); }),
+                       "instruction 1: wrong number of inputs (1) or outputs (1)"));
+}
+
 TEST(PlanLoader, RejectsBadProgramOfRank) {
   SpmdPlan p;
   p.plan.mutable_program_of_rank()->RemoveLast();

@@ -178,6 +178,10 @@ std::string describeInstruction(const plan::Instruction &inst) {
       return s + " (local)";
     return s + fmt::format(" ({})", formatBytes(int64_t(inst.cost().bytes())));
   }
+  case plan::Instruction::kSend:
+    return fmt::format("send to rank {}", inst.send().peer());
+  case plan::Instruction::kRecv:
+    return fmt::format("receive from rank {}", inst.recv().peer());
   default:
     return "unknown";
   }
