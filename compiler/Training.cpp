@@ -16,8 +16,8 @@
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
 

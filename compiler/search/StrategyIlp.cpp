@@ -837,9 +837,12 @@ CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double
   // rounding and a few nodes of branching find anyway.
   Cbc_setParameter(model.get(), "passF", "1");
   Cbc_setParameter(model.get(), "probing", "off");
-  if (std::isfinite(costBelow))
-    Cbc_setParameter(model.get(), "cutoff",
-                     number((costBelow - program.offset) / program.secondsPerUnit).c_str());
+  if (std::isfinite(costBelow)) {
+    char cutoff[32];
+    std::snprintf(cutoff, sizeof cutoff, "%.17g",
+                  (costBelow - program.offset) / program.secondsPerUnit);
+    Cbc_setParameter(model.get(), "cutoff", cutoff);
+  }
   bool limited = std::isfinite(timeLimitSeconds);
   if (limited)
     Cbc_setParameter(model.get(), "seconds", number(std::max(timeLimitSeconds, 0.01)).c_str());
