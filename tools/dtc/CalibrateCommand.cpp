@@ -124,30 +124,6 @@ double addSeconds(int64_t n, int repeats) {
   return bestSeconds(inst, {f32({n}), f32({n})}, f32({n}), repeats);
 }
 
-/// The elementwise class's share of the peak: an optimizer-like kernel
-/// (in0 - in1 * 0.001 / (sqrt(in2) + 1e-8), 5 FLOPs per element as the
-/// compiler counts them) on arrays that stay in cache, where its divisions
-/// and square roots, not memory, bound it.
-double elementwiseEfficiency(double peak, int64_t n, double floor, int repeats) {
-  plan::Instruction inst;
-  plan::Elementwise *e = inst.mutable_elementwise();
-  auto node = [&](plan::ExprOp op, std::vector<uint32_t> args, double value = 0) {
-    plan::ExprNode *x = e->add_nodes();
-    x->set_op(op);
-    for (uint32_t a : args)
-      x->add_args(a);
-    x->set_value(value);
-    x->set_dtype(plan::F32);
-    return uint32_t(e->nodes_size() - 1);
-  };
-  uint32_t a = node(plan::INPUT, {0}), m = node(plan::INPUT, {1}), v = node(plan::INPUT, {2});
-  uint32_t step = node(plan::MUL, {m, node(plan::CONSTANT, {}, 0.001)});
-  uint32_t scale = node(plan::ADD, {node(plan::SQRT, {v}), node(plan::CONSTANT, {}, 1e-8)});
-  node(plan::SUB, {a, node(plan::DIV, {step, scale})});
-  double s = bestSeconds(inst, {f32({n}), f32({n}), f32({n})}, f32({n}), repeats);
-  return s > floor ? std::min(1.0, 5.0 * double(n) / (peak * (s - floor))) : 0;
-}
-
 /// A memory-bound kernel's share of the bandwidth a plain elementwise
 /// kernel reaches: its bytes (inputs and output, as the compiler's cost
 /// counts them) at `bandwidth`, over its time less the kernel floor.
@@ -383,12 +359,6 @@ int runCalibrate(const Args &args) {
   double floor = addSeconds(1, repeats * 20);
   say(fmt::format("  kernel floor: {:.2f} us (a one-element kernel)", floor * 1e6));
   c.device.launchOverhead = floor;
-  if (double e = elementwiseEfficiency(best, 8192, floor, repeats * 20)) {
-    c.device.efficiency[plan::OP_ELEMENTWISE] = e;
-    say(fmt::format("  elementwise arithmetic (an optimizer update in cache): {:.0f}% of the "
-                    "sgemm peak",
-                    100 * e));
-  }
   measureClassShares(c.device, floor, repeats, say);
 
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
