@@ -46,6 +46,8 @@ constexpr size_t kHeaderBytes = sizeof kMagic + 8;
 
 std::string systemError() { return std::strerror(errno); }
 
+constexpr const char *kPreviousSuffix = ".previous";
+
 std::string checkpointPath(const std::string &dir, int64_t rank, int64_t ranks) {
   return (std::filesystem::path(dir) / checkpointFileName(rank, ranks)).string();
 }
@@ -204,6 +206,22 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
   // after it.
   if (!makeFolders(dir, error))
     return false;
+  if (state.ranks() > 1) {
+    // Several ranks replace their files one by one, so a run stopped among
+    // them leaves files of two steps. Each keeps its previous file (a second
+    // name for it, made before the new one replaces it), so that every rank
+    // holds the older step and the set can resume from it.
+    std::string previous = path + kPreviousSuffix;
+    if (::unlink(previous.c_str()) != 0 && errno != ENOENT) {
+      error = label + ": cannot remove " + previous + ": " + std::strerror(errno);
+      return false;
+    }
+    if (::link(path.c_str(), previous.c_str()) != 0 && errno != ENOENT) {
+      error = label + ": cannot keep the previous checkpoint as " + previous + ": " +
+              std::strerror(errno);
+      return false;
+    }
+  }
   return writeFileAtomically(path, path + ".tmp", {file}, error) && syncFolder(dir, error);
 }
 
@@ -212,8 +230,8 @@ bool readCheckpoint(const std::string &dir, CheckpointState &state, std::string 
 }
 
 bool readCheckpoint(const std::string &dir, int64_t rank, int64_t ranks,
-                    CheckpointState &state, std::string &error) {
-  std::string path = checkpointPath(dir, rank, ranks);
+                    CheckpointState &state, std::string &error, bool previous) {
+  std::string path = checkpointPath(dir, rank, ranks) + (previous ? kPreviousSuffix : "");
   std::string data;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) {

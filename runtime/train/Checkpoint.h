@@ -61,9 +61,12 @@ bool readCheckpoint(const std::string &dir, CheckpointState &state,
 
 /// Reads rank `rank`'s file of a run on `ranks` ranks, as readCheckpoint;
 /// the file must say it is that rank's. A missing file's message says what
-/// the folder holds instead (another rank count's checkpoint).
+/// the folder holds instead (another rank count's checkpoint). With
+/// `previous`, the rank's file before its last write: with several ranks,
+/// writeCheckpoint keeps it (FILE.previous), so that a run stopped while
+/// its ranks were writing can resume every rank from the older step.
 bool readCheckpoint(const std::string &dir, int64_t rank, int64_t ranks,
-                    CheckpointState &state, std::string &error);
+                    CheckpointState &state, std::string &error, bool previous = false);
 
 } // namespace dtc::runtime::train
 

@@ -396,6 +396,35 @@ TEST_F(MultiRankRun, TrainsWithACheckpointPerRank) {
   EXPECT_EQ(after[0], losses[2]);
   EXPECT_EQ(after[1], losses[3]);
 
+  // A run stopped while its ranks were writing: checkpoints every step to
+  // step 3, then rank 2's step-3 file is lost (its write never happened;
+  // it still has step 2's as its previous file). Every rank resumes from
+  // step 2, with the uninterrupted losses.
+  std::string torn = dir + "/torn";
+  Result three = runDtc(common + "--steps 3 --checkpoint " + torn + " --checkpoint-every 1");
+  ASSERT_EQ(three.status, 0) << three.output;
+  std::filesystem::copy_file(torn + "/checkpoint.rank-1.dtck.previous", dir + "/rank-1-step-2");
+  std::filesystem::rename(torn + "/checkpoint.rank-2.dtck.previous",
+                          torn + "/checkpoint.rank-2.dtck");
+  Result recovered = runDtc(common + "--steps 4 --checkpoint " + torn + " --resume");
+  ASSERT_EQ(recovered.status, 0) << recovered.output;
+  EXPECT_TRUE(contains(recovered.output, "resuming all from step 2")) << recovered.output;
+  std::vector<double> redone = lossesOf(recovered.output);
+  ASSERT_EQ(redone.size(), 2u) << recovered.output;
+  EXPECT_EQ(redone[0], losses[2]);
+  EXPECT_EQ(redone[1], losses[3]);
+  // Files two steps apart cannot resume together.
+  Result five = runDtc(common + "--steps 4 --checkpoint " + torn + " --checkpoint-every 1");
+  ASSERT_EQ(five.status, 0) << five.output;
+  std::filesystem::copy_file(dir + "/rank-1-step-2", torn + "/checkpoint.rank-1.dtck",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::remove(torn + "/checkpoint.rank-1.dtck.previous");
+  Result apart = runDtc(common + "--steps 4 --checkpoint " + torn + " --resume");
+  EXPECT_NE(apart.status, 0);
+  EXPECT_TRUE(contains(apart.output, "holds step 4, another rank step 2, and its previous file "
+                                     "is not of step 2: the ranks cannot resume together"))
+      << apart.output;
+
   // A checkpoint of another mesh, or of another rank count.
   Result otherMesh = runDtc("run " + dir + "/train-4x1.dtcp --data " + dir +
                             "/data --steps 4 --checkpoint " + ck + " --resume");

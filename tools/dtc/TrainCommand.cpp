@@ -183,8 +183,43 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
     if (options.checkpoint.empty())
       return usageError("--resume needs --checkpoint DIR");
     runtime::train::CheckpointState state;
-    if (!runtime::train::readCheckpoint(options.checkpoint, rank, ranks, state, error))
+    bool read = runtime::train::readCheckpoint(options.checkpoint, rank, ranks, state, error);
+    if (world) {
+      // Ranks replace their files one by one: a run stopped while they were
+      // writing leaves some at a newer step. All resume from the oldest,
+      // which every rank still has (its file, or its previous one).
+      if (!read) { // a rank stopped between keeping its previous file and writing
+        std::string first = error;
+        read = runtime::train::readCheckpoint(options.checkpoint, rank, ranks, state, error,
+                                              true);
+        if (!read)
+          error = first;
+      }
+      int64_t oldest = read ? state.step : -1, failed = read ? 0 : 1;
+      std::string commError;
+      if (!world->allReduce(&oldest, 1, plan::I64, runtime::Reduction::Min, commError) ||
+          !world->allReduce(&failed, 1, plan::I64, runtime::Reduction::Max, commError))
+        return failure(commError);
+      if (!read)
+        return failure(error);
+      if (failed)
+        return failure(options.checkpoint + ": another rank cannot read its checkpoint file");
+      if (state.step != oldest) {
+        std::string newer = fmt::format("step {}", state.step);
+        if (!runtime::train::readCheckpoint(options.checkpoint, rank, ranks, state, error,
+                                            true) ||
+            state.step != oldest)
+          return failure(fmt::format("{}: rank {} holds {}, another rank step {}, and its "
+                                     "previous file is not of step {}: the ranks cannot "
+                                     "resume together",
+                                     options.checkpoint, rank, newer, oldest, oldest));
+        fmt::print("resume: the ranks' files are of different steps (the run stopped while "
+                   "writing); resuming all from step {}\n",
+                   oldest);
+      }
+    } else if (!read) {
       return failure(error);
+    }
     // Files before meshes were recorded are single-rank ones.
     if (state.ranks() != ranks || (!state.mesh.empty() && state.mesh != mesh))
       return failure(fmt::format("{}: the checkpoint was written by a run on mesh {} ({}); "
@@ -211,19 +246,6 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
                   state.tensorBytes[k].size());
     }
     start = state.step;
-    if (world) {
-      // Each rank replaces its file on its own: a run stopped between two
-      // ranks' writes leaves files of different steps.
-      int64_t first = start, last = start;
-      if (!world->allReduce(&first, 1, plan::I64, runtime::Reduction::Min, error) ||
-          !world->allReduce(&last, 1, plan::I64, runtime::Reduction::Max, error))
-        return failure(error);
-      if (first != last)
-        return failure(fmt::format("{}: the ranks' checkpoint files are of different steps "
-                                   "({} to {}): the run that wrote them stopped while writing; "
-                                   "it cannot be resumed",
-                                   options.checkpoint, first, last));
-    }
     if (state.seed != options.seed)
       fmt::print("resume: the checkpoint's data seed {} replaces --seed {}\n", state.seed,
                  options.seed);
