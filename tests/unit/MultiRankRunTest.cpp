@@ -156,6 +156,12 @@ TEST_F(MultiRankRun, RunsFourRanksAndRankZeroWritesTheOutputs) {
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_EQ(testsupport::readBytes(dir + "/out2/output_0.pb"),
             testsupport::readBytes(dir + "/out/output_0.pb"));
+
+  // The profile of an SPMD plan: each instruction's slowest rank, printed once.
+  run = runDtc("run " + dir + "/plan.dtcp --inputs " + dir + "/in --profile --threads 1");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(count(run.output, "profile (the slowest of 4 ranks per instruction): 1 runs"), 1u)
+      << run.output;
 }
 
 TEST_F(MultiRankRun, WrongRankCountIsAUsageError) {

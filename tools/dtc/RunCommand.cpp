@@ -105,25 +105,38 @@ bool readInputs(const plan::Plan &plan, const std::string &dir, runtime::Executo
   return true;
 }
 
-/// The instructions that took the most time, then time by op.
-void printProfile(const runtime::Executor &executor) {
+/// The instructions that took the most time, then time by op. On several
+/// ranks running one program, each instruction's time is the slowest
+/// rank's (a collective waits for it); a collective call of every rank.
+bool printProfile(const plan::Plan &plan, const runtime::Executor &executor,
+                  runtime::Communicator *world) {
   const plan::RankProgram &program = executor.program();
-  const std::vector<double> &seconds = executor.profileSeconds();
+  std::vector<double> seconds = executor.profileSeconds();
   int runs = std::max(1, executor.profiledRuns());
+  bool spmd = plan.ranks_size() == 1;
+  std::string who = executor.ranks() <= 1 ? ""
+                    : spmd ? fmt::format(" (the slowest of {} ranks per instruction)",
+                                         executor.ranks())
+                           : " of rank 0";
+  if (world && spmd) {
+    std::string error;
+    if (!world->allReduce(seconds.data(), int64_t(seconds.size()), plan::F64,
+                          runtime::Reduction::Max, error))
+      return failure("profile: " + error), false;
+  }
   double total = 0;
   for (double s : seconds)
     total += s;
   if (total <= 0)
-    return;
+    return true;
   std::vector<int> order(seconds.size());
   for (size_t i = 0; i < order.size(); ++i)
     order[i] = static_cast<int>(i);
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return seconds[a] != seconds[b] ? seconds[a] > seconds[b] : a < b;
   });
-  fmt::print("profile{}: {} runs, {:.3f} ms per run in {} instructions\n",
-             executor.ranks() > 1 ? " of rank 0" : "", runs, total / runs * 1e3,
-             seconds.size());
+  fmt::print("profile{}: {} runs, {:.3f} ms per run in {} instructions\n", who, runs,
+             total / runs * 1e3, seconds.size());
   fmt::print("  {:>5}  {:>9}  {:>6}  {:<18}  {}\n", "inst", "ms/run", "share", "output",
              "op");
   auto shorten = [](std::string text, size_t width) {
@@ -155,6 +168,7 @@ void printProfile(const runtime::Executor &executor) {
   for (const auto &[op, entry] : ops)
     fmt::print(" {} {:.1f}% ({}x);", op, 100 * entry.first / total, entry.second);
   fmt::print("\n");
+  return true;
 }
 
 /// The first weight (a parameter read from the model) that the plan splits
@@ -201,8 +215,9 @@ int runRank(const plan::Plan &plan, const RunOptions &options, RankJob *job) {
     if (options.profile)
       executor->enableProfile();
     int status = runTraining(plan, *executor, train, job ? &job->world() : nullptr);
-    if (options.profile && status == 0)
-      printProfile(*executor);
+    if (options.profile && status == 0 &&
+        !printProfile(plan, *executor, job ? &job->world() : nullptr))
+      return 1;
     return status;
   }
   if (!options.train.data.empty() || options.train.steps || !options.train.exportPath.empty())
@@ -237,8 +252,8 @@ int runRank(const plan::Plan &plan, const RunOptions &options, RankJob *job) {
   } else if (options.profile && !executor->run(error)) {
     return failure(error);
   }
-  if (options.profile)
-    printProfile(*executor);
+  if (options.profile && !printProfile(plan, *executor, job ? &job->world() : nullptr))
+    return 1;
 
   if (!options.outputs.empty() && primary) {
     const std::string &outputs = options.outputs;
