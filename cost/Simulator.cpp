@@ -8,6 +8,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -68,15 +69,43 @@ public:
            inst.has_send() || inst.has_recv();
   }
   /// The ranks the current instruction waits for: its collective's group,
-  /// or {-1, sender, receiver} for a transfer.
+  /// or the sender and the receiver of a transfer (for messages).
   std::vector<int64_t> partners() const {
     const plan::Instruction &inst = current();
+    if (inst.has_send())
+      return {rank_, inst.send().peer()};
+    if (inst.has_recv())
+      return {inst.recv().peer(), rank_};
+    return groupOf(plan_.mesh(), rank_, inst.collective().mesh_axes());
+  }
+  /// Names the current instruction's meeting, the same on every rank that
+  /// takes part ({mesh axes as bits, the group's first rank, 0} for a
+  /// collective, {-1, sender, receiver} for a transfer), and how many ranks
+  /// it joins.
+  std::array<int64_t, 3> meeting(int64_t &size) const {
+    const plan::Instruction &inst = current();
+    size = 2;
     if (inst.has_send())
       return {-1, rank_, inst.send().peer()};
     if (inst.has_recv())
       return {-1, inst.recv().peer(), rank_};
-    return groupOf(plan_.mesh(), rank_, inst.collective().mesh_axes());
+    const plan::Mesh &mesh = plan_.mesh();
+    int64_t bits = 0, base = rank_, stride = 1;
+    size = 1;
+    for (int a = mesh.axes_size() - 1; a >= 0; --a) {
+      int64_t n = mesh.axes(a).size();
+      for (uint32_t axis : inst.collective().mesh_axes())
+        if (axis == uint32_t(a)) {
+          bits |= int64_t(1) << a;
+          base -= (rank_ / stride % n) * stride;
+          size *= n;
+        }
+      stride *= n;
+    }
+    return {bits, base, 0};
   }
+  /// Whether this rank has reported reaching its current instruction.
+  bool arrived = false;
   /// When the current instruction could start: its stream free, its inputs
   /// ready.
   double earliestStart() const {
@@ -111,6 +140,7 @@ public:
     if (events)
       events->push_back({rank_, pc_, comm, start, end});
     ++pc_;
+    arrived = false;
   }
   /// Runs instructions until the end or a collective (which the caller
   /// joins with its group).
@@ -167,10 +197,15 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
   for (int64_t r = 0; r < devices; ++r)
     ranks.emplace_back(plan, *programOf(plan, r), cluster, int(r));
   std::vector<Event> *events = keepEvents ? &sim.events : nullptr;
-  // Per rank, collectives made so far on each group (by its members).
-  std::vector<std::map<std::vector<int64_t>, int>> made(static_cast<size_t>(devices));
-  // A group's n-th collective: when each member reached it.
-  std::map<std::pair<std::vector<int64_t>, int>, std::map<int64_t, double>> reached;
+  // Per rank, the meetings it has had so far on each group or pair.
+  std::vector<std::map<std::array<int64_t, 3>, int64_t>> made(static_cast<size_t>(devices));
+  // A group's n-th meeting: how many have reached it, the latest arrival,
+  // and how many have yet to leave it (then it is forgotten).
+  struct Meeting {
+    int64_t arrived = 0, leaving = 0;
+    double start = 0;
+  };
+  std::map<std::array<int64_t, 4>, Meeting> meetings;
   for (bool progress = true; progress;) {
     progress = false;
     for (int64_t r = 0; r < devices; ++r) {
@@ -179,18 +214,22 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
         rank.advance(events);
         if (rank.done())
           break;
-        std::vector<int64_t> group = rank.partners();
-        auto key = std::make_pair(group, made[size_t(r)][group]);
-        std::map<int64_t, double> &arrivals = reached[key];
-        arrivals.emplace(r, rank.earliestStart());
-        size_t members = group[0] < 0 ? 2 : group.size();
-        if (arrivals.size() < members)
+        int64_t size = 0;
+        std::array<int64_t, 3> where = rank.meeting(size);
+        int64_t &count = made[size_t(r)][where];
+        auto it = meetings.try_emplace({where[0], where[1], where[2], count}).first;
+        Meeting &meeting = it->second;
+        if (!rank.arrived) {
+          rank.arrived = true;
+          ++meeting.arrived;
+          meeting.start = std::max(meeting.start, rank.earliestStart());
+        }
+        if (meeting.arrived < size)
           break; // the others have not reached it yet
-        double start = 0;
-        for (const auto &[member, at] : arrivals)
-          start = std::max(start, at);
-        rank.run(start, events);
-        ++made[size_t(r)][group];
+        rank.run(meeting.start, events);
+        ++count;
+        if (++meeting.leaving == size)
+          meetings.erase(it);
         progress = true;
       }
     }

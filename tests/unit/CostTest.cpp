@@ -255,6 +255,27 @@ TEST(Simulator, RanksWithDifferentProgramsMeetAtTheirCollectives) {
   EXPECT_NEAR(sim.ranks[1].compute, 1e-3, 1e-12);
 }
 
+TEST(Simulator, EqualProgramsTimedJointlyOrOnceAgree) {
+  // Two copies of one program are simulated rank by rank, one shared
+  // program once: the same step.
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  plan::Plan copies = twoPrograms(c, 2e-3, 2e-3, true);
+  plan::Plan shared = copies;
+  shared.mutable_ranks()->RemoveLast();
+  shared.set_program_of_rank(1, 0);
+  Simulation jointly = simulate(copies, c, true), once = simulate(shared, c, true);
+  ASSERT_EQ(jointly.error, "");
+  EXPECT_EQ(jointly.events.size(), 4u);
+  EXPECT_EQ(once.events.size(), 2u);
+  EXPECT_DOUBLE_EQ(jointly.stepSeconds, once.stepSeconds);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_DOUBLE_EQ(jointly.ranks[r].idle, once.ranks[r].idle);
+    EXPECT_DOUBLE_EQ(jointly.ranks[r].communication, once.ranks[r].communication);
+  }
+  EXPECT_DOUBLE_EQ(jointly.flops, once.flops);
+}
+
 TEST(Simulator, ACollectiveSomeRankNeverReachesIsAnError) {
   std::string error;
   Cluster c = *preset("a100-80g", error);
