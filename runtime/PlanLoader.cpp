@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sys/stat.h>
 
 namespace dtc::runtime {
@@ -115,6 +116,7 @@ public:
     bool ok = checkHeader() && checkTensors();
     for (int r = 0; ok && r < plan_.ranks_size(); ++r)
       ok = checkRank(r) && checkUpdates(r);
+    ok = ok && checkTransfers();
     if (!ok)
       error = error_;
     return ok;
@@ -124,6 +126,55 @@ private:
   bool fail(const std::string &message) {
     error_ = message;
     return false;
+  }
+
+  /// Sends and receives pair up: the n-th tensor rank a sends to rank b is
+  /// the n-th b receives from a, of the same type, and no rank sends to
+  /// itself. (A mismatch would leave a rank waiting forever.)
+  bool checkTransfers() {
+    bool any = false;
+    for (const plan::RankProgram &program : plan_.ranks())
+      for (const Instruction &inst : program.instructions())
+        any = any || inst.has_send() || inst.has_recv();
+    if (!any)
+      return true;
+    int64_t devices = 1;
+    for (int64_t size : axisSizes_)
+      devices *= size;
+    // (from, to) -> the types sent, and the types received.
+    std::map<std::pair<int64_t, int64_t>, std::vector<const TensorType *>> sent, received;
+    for (int64_t r = 0; r < devices; ++r) {
+      const plan::RankProgram &program =
+          plan_.ranks(plan_.program_of_rank_size() ? int(plan_.program_of_rank(int(r))) : int(r));
+      for (const Instruction &inst : program.instructions()) {
+        if (inst.has_send()) {
+          if (inst.send().peer() == r)
+            return fail("rank " + std::to_string(r) + " sends to itself");
+          sent[{r, inst.send().peer()}].push_back(&program.buffers(int(inst.inputs(0))).type());
+        } else if (inst.has_recv()) {
+          if (inst.recv().peer() == r)
+            return fail("rank " + std::to_string(r) + " receives from itself");
+          received[{inst.recv().peer(), r}].push_back(
+              &program.buffers(int(inst.outputs(0))).type());
+        }
+      }
+    }
+    for (const auto *side : {&sent, &received})
+      for (const auto &[pair, types] : *side) {
+        const auto &other = side == &sent ? received[pair] : sent[pair];
+        const auto &sends = side == &sent ? types : other;
+        const auto &receives = side == &sent ? other : types;
+        std::string a = std::to_string(pair.first), b = std::to_string(pair.second);
+        if (sends.size() != receives.size())
+          return fail("rank " + a + " sends " + std::to_string(sends.size()) + " tensors to rank " +
+                      b + ", which receives " + std::to_string(receives.size()) + " from it");
+        for (size_t k = 0; k < sends.size(); ++k)
+          if (sends[k]->SerializeAsString() != receives[k]->SerializeAsString())
+            return fail("tensor " + std::to_string(k + 1) + " that rank " + a + " sends to rank " +
+                        b + " is " + typeString(*sends[k]) + ", but rank " + b + " receives " +
+                        typeString(*receives[k]));
+      }
+    return true;
   }
 
   /// A training step's updates: a graph output of a parameter's type,

@@ -185,27 +185,60 @@ TEST(PlanLoader, AcceptsSpmdPlan) {
 }
 
 TEST(PlanLoader, ChecksSendAndReceive) {
-  auto transfer = [](SpmdPlan &p, bool send, int64_t peer) {
-    plan::Instruction *inst = p.program->add_instructions();
-    if (send) {
-      inst->add_inputs(0);
-      inst->mutable_send()->set_peer(peer);
-    } else {
-      inst->add_outputs(2);
-      inst->mutable_recv()->set_peer(peer);
-    }
-    return inst;
+  // A program per rank; rank 0 sends x (f32[2,6]) to rank 1, which receives
+  // it into the gathered buffer's bytes as a f32[2,6].
+  auto pipeline = [](SpmdPlan &p) {
+    p.plan.clear_program_of_rank();
+    for (int r = 1; r < 4; ++r)
+      *p.plan.add_ranks() = p.plan.ranks(0);
+    plan::Instruction *send = p.plan.mutable_ranks(0)->add_instructions();
+    send->add_inputs(0);
+    send->mutable_send()->set_peer(1);
+    plan::RankProgram *one = p.plan.mutable_ranks(1);
+    plan::Buffer *into = one->add_buffers();
+    *into->mutable_type() = one->buffers(0).type();
+    into->set_offset(one->buffers(2).offset());
+    plan::Instruction *recv = one->add_instructions();
+    recv->add_outputs(uint32_t(one->buffers_size() - 1));
+    recv->mutable_recv()->set_peer(0);
   };
   std::string error;
   SpmdPlan ok;
-  transfer(ok, true, 3);
-  transfer(ok, false, 0);
+  pipeline(ok);
   EXPECT_TRUE(validatePlan(ok.plan, error)) << error;
-  EXPECT_TRUE(contains(errorWith([&](SpmdPlan &p) { transfer(p, true, 4); }),
-                       "instruction 1: send to rank 4, but the mesh has 4 ranks"));
-  EXPECT_TRUE(contains(errorWith([&](SpmdPlan &p) { transfer(p, false, -1); }),
-                       "instruction 1: receive from rank -1, but the mesh has 4 ranks"));
-  EXPECT_TRUE(contains(errorWith([&](SpmdPlan &p) { transfer(p, true, 1)->add_outputs(2); }),
+  auto broken = [&](const std::function<void(plan::Plan &)> &change) {
+    SpmdPlan p;
+    pipeline(p);
+    change(p.plan);
+    return errorOf(p.plan);
+  };
+  EXPECT_TRUE(contains(broken([](plan::Plan &p) {
+                         p.mutable_ranks(0)->mutable_instructions(1)->mutable_send()->set_peer(4);
+                       }),
+                       "rank 0, instruction 1: send to rank 4, but the mesh has 4 ranks"));
+  EXPECT_TRUE(contains(broken([](plan::Plan &p) {
+                         p.mutable_ranks(0)->mutable_instructions(1)->mutable_send()->set_peer(0);
+                       }),
+                       "rank 0 sends to itself"));
+  EXPECT_TRUE(contains(broken([](plan::Plan &p) {
+                         *p.mutable_ranks(0)->add_instructions() = p.ranks(0).instructions(1);
+                       }),
+                       "rank 0 sends 2 tensors to rank 1, which receives 1 from it"));
+  EXPECT_TRUE(contains(broken([](plan::Plan &p) {
+                         p.mutable_ranks(1)->mutable_instructions()->RemoveLast();
+                       }),
+                       "rank 0 sends 1 tensors to rank 1, which receives 0 from it"));
+  EXPECT_TRUE(contains(broken([](plan::Plan &p) {
+                         plan::RankProgram *one = p.mutable_ranks(1);
+                         one->mutable_buffers(one->buffers_size() - 1)
+                             ->mutable_type()
+                             ->set_shape(1, 3);
+                       }),
+                       "tensor 1 that rank 0 sends to rank 1 is f32[2,6], but rank 1 receives "
+                       "f32[2,3]"));
+  EXPECT_TRUE(contains(broken([](plan::Plan &p) {
+                         p.mutable_ranks(0)->mutable_instructions(1)->add_outputs(2);
+                       }),
                        "instruction 1: wrong number of inputs (1) or outputs (1)"));
 }
 

@@ -339,8 +339,12 @@ std::string printPlan(const plan::Plan &plan) {
       size_t space = what.find(' ');
       std::string name = what.substr(0, space);
       std::string attrs = space == std::string::npos ? "" : what.substr(space);
-      line(fmt::format("  {:>4}  {} = {}({}){}  : {}", i, outs, name,
-                       operandList(plan, rank, inst.inputs()), attrs, type));
+      std::string call = fmt::format("{}({}){}", name, operandList(plan, rank, inst.inputs()),
+                                     attrs);
+      if (inst.outputs_size() == 0) // a send: nothing written here
+        line(fmt::format("  {:>4}  {}", i, call));
+      else
+        line(fmt::format("  {:>4}  {} = {}  : {}", i, outs, call, type));
     };
     if (rank.prologue_size()) {
       line(fmt::format("rank {} prologue (run once, at load): {} instructions", r,

@@ -126,6 +126,17 @@ int runSimulate(const Args &args) {
   fmt::print("  step time     {} (per rank on average: compute {}, communication {}, idle {})\n",
              seconds(sim.stepSeconds), seconds(compute / ranks), seconds(comm / ranks),
              seconds(idle / ranks));
+  if (plan.ranks_size() > 1 && !sim.ranks.empty()) {
+    // Ranks with programs of their own (pipeline stages) wait unequally:
+    // the least and the most idle rank.
+    auto [least, most] = std::minmax_element(
+        sim.ranks.begin(), sim.ranks.end(),
+        [](const cost::RankTime &a, const cost::RankTime &b) { return a.idle < b.idle; });
+    fmt::print("  idle per rank from {} (rank {}) to {} (rank {}): waiting for other ranks "
+               "at collectives and transfers, or for the step's end\n",
+               seconds(least->idle), least - sim.ranks.begin(), seconds(most->idle),
+               most - sim.ranks.begin());
+  }
   if (plan.inputs_size() > 0 && plan.inputs(0).type().shape_size() > 0 && sim.stepSeconds > 0) {
     const plan::TensorType &first = plan.inputs(0).type();
     double samples = double(first.shape(0));
