@@ -236,6 +236,10 @@ int runRank(const plan::Plan &plan, const RunOptions &options, RankJob *job) {
       auto start = std::chrono::steady_clock::now();
       if (!executor->run(error))
         return failure(error);
+      // A run ends when every rank has finished (pipeline stages finish
+      // at different times).
+      if (job && !job->world().barrier(error))
+        return failure(error);
       ms.push_back(std::chrono::duration<double, std::milli>(
                        std::chrono::steady_clock::now() - start)
                        .count());
