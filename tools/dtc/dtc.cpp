@@ -59,9 +59,10 @@ commands:
         .npy). --threads defaults to all cores (shared by the ranks).
         --model overrides where the parameters are read from (default: the
         model the plan was compiled from). --repeat N runs N more times and
-        prints the latency (on several ranks, until the last rank is done). --profile times every instruction (over the
-        --repeat runs, else one more run) and prints where the time went
-        (on several ranks, each instruction's slowest rank).
+        prints the latency (on several ranks, until the last rank is done).
+        --profile times every instruction (over the --repeat runs, else one
+        more run) and prints where the time went (on several ranks, each
+        instruction's slowest rank).
         A plan for several ranks runs one process per rank: dtc starts them
         with mpirun (-n, if given, must be the plan's rank count), or joins
         as one rank when mpirun or srun started it. Rank 0 prints and writes
