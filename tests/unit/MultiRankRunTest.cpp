@@ -176,15 +176,17 @@ TEST_F(MultiRankRun, WrongRankCountIsAUsageError) {
                                        "or leave -n out"));
 }
 
-TEST_F(MultiRankRun, ExportOfSplitWeightsIsRefused) {
+TEST_F(MultiRankRun, ExportOfAnInferencePlanIsAUsageErrorBeforeRanksStart) {
   writeModel(dir + "/model.onnx", "w", {4, 6}, std::vector<float>(24, 1.f));
   SpmdPlanBuilder b({2, 2});
   buildMatMul(b, dir + "/model.onnx");
   writePlan(dir + "/plan.dtcp", b.plan);
   Result run = runDtc("run " + dir + "/plan.dtcp --export " + dir + "/out.onnx");
   EXPECT_EQ(run.status, 1);
-  EXPECT_TRUE(contains(run.output, "--export of weights split over the ranks ('w' and maybe "
-                                   "others) is not supported yet"));
+  EXPECT_EQ(count(run.output, "is an inference plan: --data, --steps and --export need a plan "
+                              "compiled with --train"),
+            1u)
+      << run.output;
 }
 
 TEST_F(MultiRankRun, BadCollectiveIsAPlanError) {

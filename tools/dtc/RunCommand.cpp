@@ -221,8 +221,8 @@ int runRank(const plan::Plan &plan, const RunOptions &options, RankJob *job) {
     return status;
   }
   if (!options.train.data.empty() || options.train.steps || !options.train.exportPath.empty())
-    return usageError(options.planPath + " is an inference plan: --data and --steps need a "
-                                         "plan compiled with --train");
+    return usageError(options.planPath + " is an inference plan: --data, --steps and --export "
+                                         "need a plan compiled with --train");
   if (!readInputs(plan, options.inputs, *executor))
     return 1;
   if (!executor->run(error))
@@ -390,11 +390,18 @@ int runRun(const Args &args) {
                                   "or leave -n out",
                                   ranks, planPath, rankCount(devices),
                                   fmt::join(runtime::meshAxisSizes(plan.mesh()), "x"), devices));
-  // Rank 0 exports the weights it holds: all of them unless some are split.
-  if (std::string split = shardedWeight(plan); !split.empty() && !train.exportPath.empty())
-    return usageError(fmt::format("--export of weights split over the ranks ('{}' and maybe "
-                                  "others) is not supported yet; keep --checkpoint DIR (one "
-                                  "file per rank) instead",
+  // Before any rank starts: a usage error once, not once per rank.
+  if (!plan.has_training() &&
+      (!train.data.empty() || train.steps || !train.exportPath.empty()))
+    return usageError(planPath + " is an inference plan: --data, --steps and --export need a "
+                                 "plan compiled with --train");
+  // Weights split over the ranks are gathered for --export, in the same
+  // order on every rank: one program for all.
+  if (std::string split = shardedWeight(plan);
+      !split.empty() && !train.exportPath.empty() && plan.ranks_size() > 1)
+    return usageError(fmt::format("--export of weights split over ranks that run different "
+                                  "programs ('{}' and maybe others) is not supported yet; keep "
+                                  "--checkpoint DIR (one file per rank) instead",
                                   split));
   if (!runtime::MpiSession::launchedByMpi()) {
     if (devices == 1 && ranks == 0)

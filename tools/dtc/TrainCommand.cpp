@@ -17,6 +17,7 @@
 
 #include "runtime/PlanLoader.h"
 #include "runtime/Sharding.h"
+#include "runtime/comm/MeshGroups.h"
 #include "runtime/plan/DType.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSet.h"
@@ -67,37 +68,102 @@ void setScalar(runtime::Executor &executor, int input, float value) {
   std::memcpy(bytes.data(), &value, sizeof value);
 }
 
+/// The whole tensor of parameter buffer `id` (f32): the rank's bytes when
+/// the plan does not split it; else every rank's part, all-gathered over
+/// `world` (a collective call of every rank, in the same order) and put
+/// where it lies in the whole tensor.
+bool wholeParameter(const plan::Plan &plan, runtime::Executor &executor, uint32_t id,
+                    runtime::Communicator *world, std::string &whole, std::string &error) {
+  const plan::Buffer &buffer = executor.program().buffers(int(id));
+  const plan::TensorType &part = buffer.type();
+  int64_t count = runtime::elementCount(part);
+  const char *mine = executor.bufferData(id);
+  if (buffer.sharding_size() == 0 || !world) {
+    whole.assign(mine, size_t(count * 4));
+    return true;
+  }
+  std::vector<int64_t> axisSizes = runtime::meshAxisSizes(plan.mesh());
+  std::vector<int64_t> parts = runtime::shardParts(buffer, axisSizes);
+  std::vector<int64_t> shape(part.shape().begin(), part.shape().end()), wholeShape = shape;
+  for (size_t d = 0; d < shape.size(); ++d)
+    wholeShape[d] *= parts[d];
+  std::vector<char> all(size_t(count * 4 * world->size()));
+  if (!world->allGather(mine, all.data(), count, plan::F32, error))
+    return false;
+  int64_t wholeCount = 1;
+  for (int64_t d : wholeShape)
+    wholeCount *= d;
+  whole.assign(size_t(wholeCount * 4), '\0');
+  // Each rank's part, row by row (a row: the last dim's run).
+  int64_t rank = int64_t(shape.size()), row = rank ? shape.back() : 1;
+  for (int q = 0; q < world->size(); ++q) {
+    std::vector<int64_t> starts =
+        runtime::shardStarts(buffer, axisSizes, runtime::meshCoordinates(q, axisSizes));
+    const char *from = all.data() + size_t(q) * size_t(count * 4);
+    for (int64_t r = 0; r < count / std::max<int64_t>(row, 1); ++r) {
+      // The row's index in the part, then its place in the whole tensor.
+      int64_t rest = r, offset = 0, stride = rank ? wholeShape.back() : 1;
+      for (int64_t d = rank - 2; d >= 0; --d) {
+        int64_t i = rest % shape[size_t(d)];
+        rest /= shape[size_t(d)];
+        offset += (starts[size_t(d)] + i) * stride;
+        stride *= wholeShape[size_t(d)];
+      }
+      if (rank)
+        offset += starts[size_t(rank - 1)];
+      std::memcpy(whole.data() + offset * 4, from + r * row * 4, size_t(row * 4));
+    }
+  }
+  return true;
+}
+
 /// Writes the model the plan was compiled from with its trained weights:
 /// every initializer that is a parameter of the plan gets the parameter's
 /// current bytes, inline (external data is not kept: the result is one
-/// self-contained file, under protobuf's 2 GiB limit).
+/// self-contained file, under protobuf's 2 GiB limit). Weights split over
+/// the ranks are gathered first (every rank takes part); rank 0 writes.
 int exportModel(const plan::Plan &plan, runtime::Executor &executor,
-                const std::string &modelPath, const std::string &out) {
+                const std::string &modelPath, const std::string &out,
+                runtime::Communicator *world) {
+  const plan::RankProgram &program = executor.program();
+  std::map<std::string, std::string> trained;
+  std::string error;
+  for (int b = 0; b < program.buffers_size(); ++b) {
+    const plan::Buffer &buffer = program.buffers(b);
+    if (!buffer.has_parameter() || buffer.parameter().zeros())
+      continue;
+    if (buffer.type().dtype() != plan::F32)
+      return failure("--export: parameter '" + buffer.parameter().initializer() +
+                     "' is not f32");
+    if (!wholeParameter(plan, executor, uint32_t(b), world, trained[buffer.parameter().initializer()],
+                        error))
+      return failure("--export: " + error);
+  }
+  if (world && world->rank() != 0)
+    return 0;
   std::ifstream in(modelPath, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ::onnx::ModelProto model;
   if (bytes.empty() || !model.ParseFromString(bytes))
     return failure("--export: cannot read the model " + modelPath);
-  const plan::RankProgram &program = executor.program();
-  std::map<std::string, uint32_t> trained;
-  for (int b = 0; b < program.buffers_size(); ++b) {
-    const plan::Buffer &buffer = program.buffers(b);
-    if (buffer.has_parameter() && !buffer.parameter().zeros())
-      trained[buffer.parameter().initializer()] = uint32_t(b);
-  }
   int replaced = 0;
   for (::onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
     auto it = trained.find(init.name());
     if (it == trained.end())
       continue;
-    const plan::TensorType &type = program.buffers(int(it->second)).type();
-    if (init.data_type() != ::onnx::TensorProto::FLOAT || type.dtype() != plan::F32)
+    int64_t elements = 1;
+    for (int64_t d : init.dims())
+      elements *= d;
+    if (init.data_type() != ::onnx::TensorProto::FLOAT)
       return failure("--export: initializer '" + init.name() + "' is not f32");
-    const char *data = executor.bufferData(it->second);
+    if (elements * 4 != int64_t(it->second.size()))
+      return failure(fmt::format("--export: initializer '{}' has {} elements, the trained "
+                                 "parameter {}",
+                                 init.name(), elements, it->second.size() / 4));
     init.clear_float_data();
     init.clear_external_data();
     init.set_data_location(::onnx::TensorProto::DEFAULT);
-    init.set_raw_data(std::string(data, size_t(runtime::elementCount(type) * 4)));
+    init.set_raw_data(it->second);
     ++replaced;
   }
   std::string serialized;
@@ -317,10 +383,10 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
         return failure(error);
     }
   }
-  if (!options.exportPath.empty() && rank == 0) // every rank's weights are the same
+  if (!options.exportPath.empty())
     return exportModel(plan, executor,
                        options.modelPath.empty() ? plan.model() : options.modelPath,
-                       options.exportPath);
+                       options.exportPath, world);
   return 0;
 }
 

@@ -79,8 +79,8 @@ commands:
         per step. --checkpoint DIR writes weights, optimizer state and data
         position atomically every K steps and at the end; --resume goes on
         from it exactly (one file per rank when several run).
-        --export writes the model with trained weights (not yet with weights
-        split over ranks).
+        --export writes the model with trained weights (weights split over
+        the ranks are gathered first).
 
   simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
                      [--trace TRACE.json]
