@@ -191,8 +191,8 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan,
     double limit = parallel.memoryLimit > 0 ? parallel.memoryLimit
                                             : parallel.cluster.device.memoryCapacity;
     char solve[64];
-    std::snprintf(solve, sizeof solve, "CBC %s in %.2f s", searched.optimal ? "optimal" : "best found",
-                  searched.searchSeconds);
+    std::snprintf(solve, sizeof solve, "CBC %s in %.2f s",
+                  searched.optimal ? "optimal" : "best found", searched.searchSeconds);
     note("search: " + std::to_string(searched.ops) + " ops, " +
          std::to_string(searched.decisions) +
          " decisions (alike ops in each layer decide together), " +

@@ -489,10 +489,12 @@ private:
             // Returned: which result it is does not matter (each update is
             // its own result).
             auto it = nodeOfOp_.find(use.getOwner());
-            users.push_back(it == nodeOfOp_.end()
-                                ? size_t(0)
-                                : size_t(llvm::hash_combine(size_t(nodes_[size_t(it->second)].label),
-                                                            use.getOperandNumber())));
+            if (it == nodeOfOp_.end()) {
+              users.push_back(0);
+              continue;
+            }
+            size_t label = size_t(nodes_[size_t(it->second)].label);
+            users.push_back(size_t(llvm::hash_combine(label, use.getOperandNumber())));
           }
         llvm::sort(users);
         for (size_t u : users)

@@ -243,16 +243,6 @@ private:
     return assign;
   }
 
-  Sharding shardingOf(const ShardingRule &rule, const ShardingRule::Dims &dims,
-                      ArrayRef<Axes> assign) {
-    Sharding s;
-    for (const auto &dim : dims) {
-      int f = leadingFactor(rule, dim);
-      s.dims.push_back(f < 0 ? Axes{} : assign[size_t(f)]);
-    }
-    return s;
-  }
-
   LogicalResult partition(Operation *op) {
     auto shardable = dyn_cast<graph::ShardableOp>(op);
     if (!shardable)

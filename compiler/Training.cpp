@@ -235,7 +235,8 @@ private:
         auto type = typeOf(result);
         result.setType(type.clone(bf16));
         // Readers outside the model get f32 back.
-        if (llvm::any_of(result.getUsers(), [&](Operation *user) { return !model.contains(user); })) {
+        auto outside = [&](Operation *user) { return !model.contains(user); };
+        if (llvm::any_of(result.getUsers(), outside)) {
           auto back = b.create<graph::CastOp>(op->getLoc(), type, result);
           result.replaceUsesWithIf(back, [&](OpOperand &use) {
             return use.getOwner() != back && !model.contains(use.getOwner());

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <sys/stat.h>
 
 namespace dtc::runtime {
@@ -159,21 +160,22 @@ private:
         }
       }
     }
+    std::set<std::pair<int64_t, int64_t>> pairs;
     for (const auto *side : {&sent, &received})
-      for (const auto &[pair, types] : *side) {
-        const auto &other = side == &sent ? received[pair] : sent[pair];
-        const auto &sends = side == &sent ? types : other;
-        const auto &receives = side == &sent ? other : types;
-        std::string a = std::to_string(pair.first), b = std::to_string(pair.second);
-        if (sends.size() != receives.size())
-          return fail("rank " + a + " sends " + std::to_string(sends.size()) + " tensors to rank " +
-                      b + ", which receives " + std::to_string(receives.size()) + " from it");
-        for (size_t k = 0; k < sends.size(); ++k)
-          if (sends[k]->SerializeAsString() != receives[k]->SerializeAsString())
-            return fail("tensor " + std::to_string(k + 1) + " that rank " + a + " sends to rank " +
-                        b + " is " + typeString(*sends[k]) + ", but rank " + b + " receives " +
-                        typeString(*receives[k]));
-      }
+      for (const auto &entry : *side)
+        pairs.insert(entry.first);
+    for (const auto &pair : pairs) {
+      const auto &sends = sent[pair], &receives = received[pair];
+      std::string a = std::to_string(pair.first), b = std::to_string(pair.second);
+      if (sends.size() != receives.size())
+        return fail("rank " + a + " sends " + std::to_string(sends.size()) + " tensors to rank " +
+                    b + ", which receives " + std::to_string(receives.size()) + " from it");
+      for (size_t k = 0; k < sends.size(); ++k)
+        if (sends[k]->SerializeAsString() != receives[k]->SerializeAsString())
+          return fail("tensor " + std::to_string(k + 1) + " that rank " + a + " sends to rank " +
+                      b + " is " + typeString(*sends[k]) + ", but rank " + b + " receives " +
+                      typeString(*receives[k]));
+    }
     return true;
   }
 

@@ -320,21 +320,21 @@ void ReducedProblem::reduceEdge(int e) {
   int a = edge.a, b = edge.b, na = strategies(a), nb = strategies(b);
   auto c = [&](int s, int t) { return edge.cost[s * nb + t]; };
 
-  // A strategy with no allowed partner on the other end is never chosen.
-  for (int s = 0; s < na; ++s) {
-    bool partnered = false;
-    for (int t = 0; t < nb && !partnered && allowed(a, s); ++t)
-      partnered = allowed(b, t) && c(s, t) < kInf;
-    if (allowed(a, s) && !partnered)
-      disallow(a, s);
-  }
-  for (int t = 0; t < nb; ++t) {
-    bool partnered = false;
-    for (int s = 0; s < na && !partnered && allowed(b, t); ++s)
-      partnered = allowed(a, s) && c(s, t) < kInf;
-    if (allowed(b, t) && !partnered)
-      disallow(b, t);
-  }
+  // A strategy with no allowed partner on the other end is never chosen;
+  // `pair(s, t)`: the cost with v at s and w at t.
+  auto dropUnpartnered = [&](int v, int w, auto pair) {
+    for (int s = 0; s < strategies(v); ++s) {
+      if (!allowed(v, s))
+        continue;
+      bool partnered = false;
+      for (int t = 0; t < strategies(w) && !partnered; ++t)
+        partnered = allowed(w, t) && pair(s, t) < kInf;
+      if (!partnered)
+        disallow(v, s);
+    }
+  };
+  dropUnpartnered(a, b, c);
+  dropUnpartnered(b, a, [&](int t, int s) { return c(s, t); });
   for (int v : {a, b})
     if (allowedCount(v) == 0) {
       infeasible = "node " + std::to_string(v) + ": none of its allowed strategies goes with an " +

@@ -250,7 +250,8 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
     StrategySolution under = solveStrategies(problem, 60, above);
     ASSERT_TRUE(under.feasible) << under.message;
     expectNear(under.cost, best.cost);
-    StrategySolution none = solveStrategies(problem, 60, best.cost - 1e-4 * std::abs(best.cost) - 1e-6);
+    double below = best.cost - 1e-4 * std::abs(best.cost) - 1e-6;
+    StrategySolution none = solveStrategies(problem, 60, below);
     EXPECT_FALSE(none.feasible);
     EXPECT_NE(none.message.find("costs less than"), std::string::npos) << none.message;
     if (ring) {

@@ -166,7 +166,6 @@ plan::Instruction reduceSum(std::vector<int64_t> axes) {
 /// class's kernels is its share.
 void measureClassShares(cost::Device &device, double floor, int repeats,
                         const std::function<void(const std::string &)> &say) {
-  const cost::Device &bw = device;
   plan::Instruction pool;
   plan::Pool2D *p = pool.mutable_pool2d_backward();
   p->set_max(true);
@@ -175,17 +174,17 @@ void measureClassShares(cost::Device &device, double floor, int repeats,
   for (int i = 0; i < 4; ++i)
     p->add_pads(0);
   double reduce = geometricMean(
-      {bandwidthShare(reduceSum({0, 2, 3}), {f32({16, 32, 32, 32})}, f32({1, 32, 1, 1}), bw,
+      {bandwidthShare(reduceSum({0, 2, 3}), {f32({16, 32, 32, 32})}, f32({1, 32, 1, 1}), device,
                       floor, repeats),
-       bandwidthShare(reduceSum({1}), {f32({4096, 256})}, f32({4096, 1}), bw, floor, repeats),
-       bandwidthShare(reduceSum({0}), {f32({4096, 256})}, f32({1, 256}), bw, floor, repeats),
+       bandwidthShare(reduceSum({1}), {f32({4096, 256})}, f32({4096, 1}), device, floor, repeats),
+       bandwidthShare(reduceSum({0}), {f32({4096, 256})}, f32({1, 256}), device, floor, repeats),
        bandwidthShare(pool, {f32({16, 16, 32, 32}), f32({16, 16, 16, 16})},
-                      f32({16, 16, 32, 32}), bw, floor, repeats)});
+                      f32({16, 16, 32, 32}), device, floor, repeats)});
   plan::Instruction norm;
   norm.mutable_layer_norm()->set_axis(1);
   norm.mutable_layer_norm()->set_epsilon(1e-5);
   double norms = geometricMean({bandwidthShare(norm, {f32({4096, 256}), f32({256}), f32({256})},
-                                               f32({4096, 256}), bw, floor, repeats)});
+                                               f32({4096, 256}), device, floor, repeats)});
   auto transpose = [](std::vector<int64_t> perm) {
     plan::Instruction inst;
     for (int64_t d : perm)
@@ -194,10 +193,10 @@ void measureClassShares(cost::Device &device, double floor, int repeats,
   };
   double moves = geometricMean(
       {bandwidthShare(transpose({0, 2, 3, 1}), {f32({16, 32, 32, 32})}, f32({16, 32, 32, 32}),
-                      bw, floor, repeats),
+                      device, floor, repeats),
        bandwidthShare(transpose({0, 3, 1, 2}), {f32({16, 32, 32, 32})}, f32({16, 32, 32, 32}),
-                      bw, floor, repeats),
-       bandwidthShare(transpose({1, 0}), {f32({1024, 1024})}, f32({1024, 1024}), bw, floor,
+                      device, floor, repeats),
+       bandwidthShare(transpose({1, 0}), {f32({1024, 1024})}, f32({1024, 1024}), device, floor,
                       repeats)});
   for (auto [c, share] : {std::pair{plan::OP_REDUCE, reduce}, std::pair{plan::OP_NORM, norms},
                           std::pair{plan::OP_DATA_MOVEMENT, moves}}) {

@@ -169,7 +169,8 @@ std::string describeInstruction(const plan::Instruction &inst) {
     int kind = c.kind() >= 0 && c.kind() <= 5 ? c.kind() : 0;
     std::string s = fmt::format("{} mesh_axes=[{}]", kinds[kind], fmt::join(c.mesh_axes(), ","));
     if (c.kind() == plan::ALL_REDUCE || c.kind() == plan::REDUCE_SCATTER)
-      s += fmt::format(" {}", reductions[c.reduction() >= 0 && c.reduction() <= 4 ? c.reduction() : 0]);
+      s += fmt::format(" {}",
+                       reductions[c.reduction() >= 0 && c.reduction() <= 4 ? c.reduction() : 0]);
     if (c.kind() != plan::ALL_REDUCE)
       s += fmt::format(" axis={}", c.axis());
     if (c.kind() == plan::ALL_TO_ALL)

@@ -135,8 +135,8 @@ int exportModel(const plan::Plan &plan, runtime::Executor &executor,
     if (buffer.type().dtype() != plan::F32)
       return failure("--export: parameter '" + buffer.parameter().initializer() +
                      "' is not f32");
-    if (!wholeParameter(plan, executor, uint32_t(b), world, trained[buffer.parameter().initializer()],
-                        error))
+    std::string &whole = trained[buffer.parameter().initializer()];
+    if (!wholeParameter(plan, executor, uint32_t(b), world, whole, error))
       return failure("--export: " + error);
   }
   if (world && world->rank() != 0)
