@@ -14,6 +14,7 @@
 #include "runtime/cpu/ThreadPool.h"
 
 #include <limits>
+#include <type_traits>
 
 namespace dtc::runtime::cpu {
 namespace {
@@ -52,6 +53,9 @@ struct ReducePlan {
 /// Outputs folded together when the innermost dim is kept.
 constexpr int64_t kReduceColumns = 256;
 
+/// Partial sums per output when the innermost dim is reduced (a power of 2).
+constexpr int64_t kSumLanes = 16;
+
 template <class T, class Acc, class Fold> class ReduceKernel final : public Kernel {
 public:
   explicit ReduceKernel(ReducePlan loops) : p_(std::move(loops)) {}
@@ -66,11 +70,7 @@ public:
       pool.parallelFor(outer, grainFor(runs * p_.inner), [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o) {
           const T *base = x + keptOffset(o);
-          Acc acc = Fold::init();
-          for (int64_t offset : p_.reducedOffsets)
-            for (int64_t j = 0; j < p_.inner; ++j)
-              acc = Fold::apply(acc, Acc(base[offset + j]));
-          y[o] = finish(acc);
+          y[o] = finish(foldRuns(base));
         }
       });
       return true;
@@ -95,6 +95,37 @@ public:
   }
 
 private:
+  /// The fold of one output's contiguous runs (reduced innermost). A sum
+  /// keeps kSumLanes partial sums, element j of a run going to lane j mod
+  /// kSumLanes, added pairwise at the end: one chain of dependent adds
+  /// held a sum to one add per 4 cycles (44 us for 64 Ki floats here);
+  /// independent lanes vectorise. The order is fixed, so results do not
+  /// depend on the thread count. Max and min keep one chain (their NaN
+  /// handling follows the element order).
+  Acc foldRuns(const T *base) const {
+    if constexpr (std::is_same_v<Fold, SumFold<Acc>>) {
+      Acc lanes[kSumLanes] = {};
+      for (int64_t offset : p_.reducedOffsets) {
+        const T *run = base + offset;
+        int64_t j = 0;
+        for (; j + kSumLanes <= p_.inner; j += kSumLanes)
+          for (int64_t l = 0; l < kSumLanes; ++l)
+            lanes[l] += Acc(run[j + l]);
+        for (; j < p_.inner; ++j)
+          lanes[j % kSumLanes] += Acc(run[j]);
+      }
+      for (int64_t width = kSumLanes / 2; width > 0; width /= 2)
+        for (int64_t l = 0; l < width; ++l)
+          lanes[l] += lanes[l + width];
+      return lanes[0];
+    }
+    Acc acc = Fold::init();
+    for (int64_t offset : p_.reducedOffsets)
+      for (int64_t j = 0; j < p_.inner; ++j)
+        acc = Fold::apply(acc, Acc(base[offset + j]));
+    return acc;
+  }
+
   /// The input offset of kept position `o` (row-major over keptSizes).
   int64_t keptOffset(int64_t o) const {
     int64_t offset = 0;

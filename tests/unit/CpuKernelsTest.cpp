@@ -558,14 +558,21 @@ void checkPool(const PoolParams &p) {
   expectClose(inst, {toNhwc(x)}, {N, OH, OW, C}, toNhwc(expected, {N, C, OH, OW}));
 }
 
-/// Pool gradients against loops over the windows (first maximum wins).
-void checkPoolGradient(const PoolParams &p) {
+/// Pool gradients against loops over the windows (first maximum wins);
+/// `ties` rounds the input to -1, 0 and 1, so that most windows hold their
+/// maximum more than once (as after a ReLU).
+void checkPoolGradient(const PoolParams &p, bool ties = false) {
   SCOPED_TRACE(std::string(p.max ? "max" : "avg") + " pool gradient x " +
                ::testing::PrintToString(p.x) + " -> " + ::testing::PrintToString(p.out) +
                (p.countIncludePad ? " count_include_pad" : ""));
   int64_t N = p.x[0], C = p.x[1], H = p.x[2], W = p.x[3], OH = p.out[0], OW = p.out[1];
   Tensor x = randomF32(p.x, 41), dy = randomF32({N, C, OH, OW}, 42);
   std::vector<float> xv = values<float>(x), dyv = values<float>(dy);
+  if (ties) {
+    for (float &v : xv)
+      v = std::round(v);
+    x = tensor(plan::F32, p.x, xv);
+  }
   std::vector<double> dx(xv.size(), 0.0);
   for (int64_t nc = 0; nc < N * C; ++nc)
     for (int64_t oh = 0; oh < OH; ++oh)
@@ -612,8 +619,31 @@ TEST(Pool2DGradientKernel, WindowsPadsCeilModeDilation) {
     // column of the input left out.
     checkPoolGradient({{2, 3, 7, 9}, {3, 4}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, max});
   }
+  // Ties: the first maximum in row-major order takes the gradient, in the
+  // 2x2 loop and in the general one.
+  checkPoolGradient({{2, 3, 8, 10}, {4, 5}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true}, true);
+  checkPoolGradient({{1, 3, 7, 6}, {4, 3}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true}, true);
   checkPoolGradient({{1, 2, 6, 6}, {4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, true});
   checkPoolGradient({{1, 2, 5, 5}, {5, 5}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, true});
+}
+
+TEST(Pool2DGradientKernel, NaNNeverTakesTheMaxGradient) {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor dy = tensor(plan::F32, {1, 1, 1, 2}, std::vector<float>{5, 7});
+  // 2x2 windows side by side: [NaN 1; 3 NaN] gives 3 the gradient, a
+  // window of NaNs gives nobody.
+  plan::Instruction sideBySide;
+  fillPool(*sideBySide.mutable_pool2d_backward(),
+           {{1, 1, 2, 4}, {1, 2}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true});
+  Tensor x = tensor(plan::F32, {1, 1, 2, 4}, std::vector<float>{nan, 1, nan, nan, 3, nan, nan, nan});
+  expectClose(sideBySide, {x, dy}, {1, 1, 2, 4}, {0, 0, 0, 0, 5, 0, 0, 0});
+  // Overlapping windows (the general loop): [NaN 2; 1 NaN] and [2 2; NaN 0]
+  // both give the first 2.
+  plan::Instruction overlapping;
+  fillPool(*overlapping.mutable_pool2d_backward(),
+           {{1, 1, 2, 3}, {1, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {1, 1}, true});
+  x = tensor(plan::F32, {1, 1, 2, 3}, std::vector<float>{nan, 2, 2, 1, nan, 0});
+  expectClose(overlapping, {x, dy}, {1, 1, 2, 3}, {0, 12, 0, 0, 0, 0});
 }
 
 TEST(Pool2DKernel, MaxAndAverage) {
