@@ -209,6 +209,12 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
         if (mem->get(kClassNames[k]))
           c.device.classMemoryEfficiency[k] =
               r.positive(*mem, "device.class_memory_efficiency", kClassNames[k], false, 1.0);
+    // Optional: without it, no cache level.
+    if (const llvm::json::Object *cache =
+            d->get("cache") ? r.object(*d, "device", "cache") : nullptr) {
+      c.device.cacheBytes = r.positive(*cache, "device.cache", "bytes");
+      c.device.cacheBandwidth = r.positive(*cache, "device.cache", "bandwidth");
+    }
   }
   if (const llvm::json::Object *t = r.object(*root, "", "topology")) {
     c.devicesPerNode = r.count(*t, "topology", "devices_per_node");
@@ -271,16 +277,20 @@ std::string toJson(const Cluster &c) {
   auto link = [](const Link &l) {
     return llvm::json::Object{{"latency", l.latency}, {"bandwidth", l.bandwidth}};
   };
+  llvm::json::Object device{{"kind", c.device.kind},
+                            {"peak_flops", std::move(peaks)},
+                            {"memory_bandwidth", c.device.memoryBandwidth},
+                            {"memory_efficiency", c.device.memoryEfficiency},
+                            {"memory_capacity", c.device.memoryCapacity},
+                            {"launch_overhead", c.device.launchOverhead},
+                            {"efficiency", std::move(eff)},
+                            {"class_memory_efficiency", std::move(classMemory)}};
+  if (c.device.cacheBytes > 0)
+    device["cache"] = llvm::json::Object{{"bytes", c.device.cacheBytes},
+                                         {"bandwidth", c.device.cacheBandwidth}};
   llvm::json::Value root = llvm::json::Object{
       {"name", c.name},
-      {"device", llvm::json::Object{{"kind", c.device.kind},
-                                    {"peak_flops", std::move(peaks)},
-                                    {"memory_bandwidth", c.device.memoryBandwidth},
-                                    {"memory_efficiency", c.device.memoryEfficiency},
-                                    {"memory_capacity", c.device.memoryCapacity},
-                                    {"launch_overhead", c.device.launchOverhead},
-                                    {"efficiency", std::move(eff)},
-                                    {"class_memory_efficiency", std::move(classMemory)}}},
+      {"device", std::move(device)},
       {"topology", llvm::json::Object{{"devices_per_node", c.devicesPerNode},
                                       {"nodes", c.nodes}}},
       {"links", llvm::json::Object{{"intra_node", link(c.intraNode)},

@@ -11,6 +11,7 @@
 
 #include "plan.pb.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -40,9 +41,20 @@ struct Device {
   // reach (strided reductions, pooling gradients run below a plain
   // elementwise kernel); 0: unset, counted as 1.
   double classMemoryEfficiency[kOpClassSlots] = {};
+  // A cache level in front of memory (a CPU core's L2; 0: none): the first
+  // cacheBytes a kernel moves stream at cacheBandwidth, the rest at
+  // memoryBandwidth (docs/cluster.md says why).
+  double cacheBytes = 0, cacheBandwidth = 0;
 
   double memoryShare(plan::OpClass c) const {
     return classMemoryEfficiency[c] > 0 ? classMemoryEfficiency[c] : 1.0;
+  }
+
+  /// Seconds to move `bytes` at the full bandwidths (before efficiencies):
+  /// up to cacheBytes from the cache, the rest from memory.
+  double streamSeconds(double bytes) const {
+    double cached = std::min(bytes, cacheBytes);
+    return (cached > 0 ? cached / cacheBandwidth : 0) + (bytes - cached) / memoryBandwidth;
   }
 
   /// Peak FLOP/s for a compute dtype; f32's where the dtype has no entry

@@ -11,8 +11,8 @@ double instructionSeconds(const plan::Cost &cost, const Device &device) {
     return 0;
   double efficiency = device.efficiency[cost.op_class()];
   double compute = cost.flops() / (device.peak(cost.dtype()) * efficiency);
-  double memory = cost.bytes() / (device.memoryBandwidth * device.memoryEfficiency *
-                                  device.memoryShare(cost.op_class()));
+  double memory = device.streamSeconds(double(cost.bytes())) /
+                  (device.memoryEfficiency * device.memoryShare(cost.op_class()));
   return std::max(compute, memory) + device.launchOverhead;
 }
 

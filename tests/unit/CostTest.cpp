@@ -98,6 +98,51 @@ TEST(Cluster, ClassMemoryEfficiencyIsOptionalAndRoundTrips) {
   EXPECT_EQ(error, "device.class_memory_efficiency.reduce must be at most 1, got 1.5");
 }
 
+TEST(CostModel, TheFirstCacheBytesStreamFromTheCache) {
+  Device d;
+  d.peakFlops = {{"f32", 1e12}};
+  d.memoryBandwidth = 1e10;
+  d.memoryEfficiency = 0.5;
+  for (double &e : d.efficiency)
+    e = 1;
+  plan::Cost c;
+  c.set_op_class(plan::OP_ELEMENTWISE);
+  c.set_dtype(plan::F32);
+  c.set_bytes(1e6);
+  EXPECT_NEAR(instructionSeconds(c, d), 1e6 / 5e9, 1e-15); // no cache level
+  d.cacheBytes = 4e5;
+  d.cacheBandwidth = 1e11;
+  // 4e5 bytes at 1e11 and 6e5 at 1e10, both at half efficiency.
+  EXPECT_NEAR(instructionSeconds(c, d), (4e5 / 1e11 + 6e5 / 1e10) / 0.5, 1e-15);
+  c.set_bytes(2e5); // all of it in the cache
+  EXPECT_NEAR(instructionSeconds(c, d), 2e5 / 1e11 / 0.5, 1e-15);
+  d.classMemoryEfficiency[plan::OP_ELEMENTWISE] = 0.25; // a class's share applies to both
+  EXPECT_NEAR(instructionSeconds(c, d), 2e5 / 1e11 / 0.5 / 0.25, 1e-15);
+}
+
+TEST(Cluster, CacheIsOptionalAndRoundTrips) {
+  std::string json = *presetJson("cpu-local"), error;
+  Cluster plain = *parseCluster(json, error);
+  EXPECT_EQ(plain.device.cacheBytes, 0.0);
+  EXPECT_EQ(toJson(plain).find("cache"), std::string::npos);
+  plain.device.cacheBytes = 2097152;
+  plain.device.cacheBandwidth = 5e10;
+  std::optional<Cluster> again = parseCluster(toJson(plain), error);
+  ASSERT_TRUE(again) << error;
+  EXPECT_EQ(again->device.cacheBytes, 2097152.0);
+  EXPECT_EQ(again->device.cacheBandwidth, 5e10);
+  auto broken = [&](const std::string &cache) {
+    std::string text = json;
+    text.replace(text.find("\"memory_bandwidth\""), 0, "\"cache\": " + cache + ", ");
+    EXPECT_FALSE(parseCluster(text, error)) << text;
+    return error;
+  };
+  EXPECT_EQ(broken("{\"bytes\": 1024}"), "device.cache.bandwidth is missing");
+  EXPECT_EQ(broken("{\"bytes\": -1, \"bandwidth\": 1e10}"),
+            "device.cache.bytes must be positive, got -1");
+  EXPECT_EQ(broken("2"), "device.cache must be an object");
+}
+
 TEST(CostModel, CollectiveFormulas) {
   Link link{1e-5, 1e10};
   double n = 1e8;

@@ -63,15 +63,16 @@ double bestSeconds(const plan::Instruction &inst, const std::vector<plan::Tensor
   std::vector<float> out(size_t(elements(output)));
   void *outPtr = out.data();
   runtime::cpu::ThreadPool pool(1);
-  double best = 1e30;
+  std::vector<double> times;
   for (int r = 0; r <= repeats; ++r) {
     auto start = std::chrono::steady_clock::now();
     kernel->run(pointers.data(), &outPtr, pool, error);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r > 0)
-      best = std::min(best, s);
+      times.push_back(s);
   }
-  return best;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
 }
 
 double gemmRate(int64_t m, int64_t n, int64_t k, int repeats) {
@@ -81,9 +82,10 @@ double gemmRate(int64_t m, int64_t n, int64_t k, int repeats) {
   return s > 0 ? 2.0 * double(m * n * k) / s : 0;
 }
 
-/// A 3x3 convolution's rate: the geometric mean of its forward and its two
-/// gradients (all "conv" in the cost model; the gradients run slower).
-double convRate(int repeats) {
+/// A 3x3 convolution's rate on an [N, C, H, W] image to K channels: the
+/// geometric mean of its forward and its two gradients (all "conv" in the
+/// cost model; the gradients run slower).
+double convRate(int64_t N, int64_t C, int64_t H, int64_t K, int repeats) {
   auto conv = [](plan::Conv2D *c) {
     for (int i = 0; i < 2; ++i)
       c->add_strides(1), c->add_dilations(1);
@@ -95,8 +97,8 @@ double convRate(int repeats) {
   conv(forward.mutable_conv2d());
   conv(input.mutable_conv2d_backward_input());
   conv(weight.mutable_conv2d_backward_weight());
-  plan::TensorType x = f32({8, 32, 32, 32}), w = f32({64, 32, 3, 3}), y = f32({8, 64, 32, 32});
-  double flops = 2.0 * 8 * 64 * 32 * 32 * 32 * 9, log = 0;
+  plan::TensorType x = f32({N, C, H, H}), w = f32({K, C, 3, 3}), y = f32({N, K, H, H});
+  double flops = 2.0 * double(N * K * H * H * C * 9), log = 0;
   for (double s : {bestSeconds(forward, {x, w}, y, repeats), bestSeconds(input, {y, w}, x, repeats),
                    bestSeconds(weight, {x, y}, w, repeats)}) {
     if (s <= 0)
@@ -106,27 +108,73 @@ double convRate(int repeats) {
   return std::exp(log / 3);
 }
 
+/// An elementwise instruction built node by node (every node f32).
+struct Expression {
+  plan::Instruction inst;
+  uint32_t node(plan::ExprOp op, std::vector<uint32_t> args, double value = 0) {
+    plan::ExprNode *n = inst.mutable_elementwise()->add_nodes();
+    n->set_op(op);
+    for (uint32_t a : args)
+      n->add_args(a);
+    n->set_value(value);
+    n->set_dtype(plan::F32);
+    return uint32_t(inst.elementwise().nodes_size() - 1);
+  }
+};
+
 /// out = a + b over `n` floats: 12 bytes per element.
 double addSeconds(int64_t n, int repeats) {
-  plan::Instruction inst;
-  plan::Elementwise *e = inst.mutable_elementwise();
-  for (int i = 0; i < 2; ++i) {
-    plan::ExprNode *in = e->add_nodes();
-    in->set_op(plan::INPUT);
-    in->add_args(uint32_t(i));
-    in->set_dtype(plan::F32);
-  }
-  plan::ExprNode *add = e->add_nodes();
-  add->set_op(plan::ADD);
-  add->add_args(0);
-  add->add_args(1);
-  add->set_dtype(plan::F32);
-  return bestSeconds(inst, {f32({n}), f32({n})}, f32({n}), repeats);
+  Expression e;
+  e.node(plan::ADD, {e.node(plan::INPUT, {0}), e.node(plan::INPUT, {1})});
+  return bestSeconds(e.inst, {f32({n}), f32({n})}, f32({n}), repeats);
+}
+
+/// out = a + b over `n` floats as a training step runs it: on one of
+/// `sets` sets of arrays in turn, so that each run's operands were last
+/// touched several kernels before (all the sets together fill the cache).
+/// The median time per run.
+double addSecondsInTurn(int64_t n, int sets, int repeats) {
+  Expression e;
+  e.node(plan::ADD, {e.node(plan::INPUT, {0}), e.node(plan::INPUT, {1})});
+  std::string error;
+  auto kernel = runtime::cpu::makeKernel(e.inst, {f32({n}), f32({n})}, {f32({n})}, error);
+  if (!kernel)
+    return 0;
+  std::vector<std::vector<float>> arrays(size_t(3 * sets), std::vector<float>(size_t(n), 0.5f));
+  runtime::cpu::ThreadPool pool(1);
+  std::vector<double> times;
+  for (int r = 0; r <= repeats; ++r)
+    for (int set = 0; set < sets; ++set) {
+      const void *in[] = {arrays[size_t(3 * set)].data(), arrays[size_t(3 * set + 1)].data()};
+      void *out = arrays[size_t(3 * set + 2)].data();
+      auto start = std::chrono::steady_clock::now();
+      kernel->run(in, &out, pool, error);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (r > 0)
+        times.push_back(s);
+    }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+/// An optimizer's update, w - 0.001 m / (sqrt(v) + 1e-8), over `n` floats:
+/// five arithmetic nodes per element.
+double updateSeconds(int64_t n, int repeats) {
+  Expression e;
+  uint32_t w = e.node(plan::INPUT, {0}), m = e.node(plan::INPUT, {1}),
+           v = e.node(plan::INPUT, {2});
+  uint32_t denominator =
+      e.node(plan::ADD, {e.node(plan::SQRT, {v}), e.node(plan::CONSTANT, {}, 1e-8)});
+  uint32_t step = e.node(plan::MUL, {e.node(plan::CONSTANT, {}, 1e-3),
+                                     e.node(plan::DIV, {m, denominator})});
+  e.node(plan::SUB, {w, step});
+  return bestSeconds(e.inst, {f32({n}), f32({n}), f32({n})}, f32({n}), repeats);
 }
 
 /// A memory-bound kernel's share of the bandwidth a plain elementwise
 /// kernel reaches: its bytes (inputs and output, as the compiler's cost
-/// counts them) at `bandwidth`, over its time less the kernel floor.
+/// counts them) at the device's bandwidths (cache, then memory), over its
+/// time less the kernel floor.
 double bandwidthShare(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
                       const plan::TensorType &output, const cost::Device &device, double floor,
                       int repeats) {
@@ -136,7 +184,7 @@ double bandwidthShare(const plan::Instruction &inst, const std::vector<plan::Ten
   double bytes = 4.0 * double(elements(output));
   for (const plan::TensorType &t : inputs)
     bytes += 4.0 * double(elements(t));
-  return std::clamp(bytes / device.memoryBandwidth / std::max(s - floor, 1e-9), 0.01, 1.0);
+  return std::clamp(device.streamSeconds(bytes) / std::max(s - floor, 1e-9), 0.01, 1.0);
 }
 
 /// The geometric mean of `shares` (0 when any kernel could not be timed).
@@ -159,11 +207,12 @@ plan::Instruction reduceSum(std::vector<int64_t> axes) {
 }
 
 /// Each memory-bound op class's share of the elementwise bandwidth, from
-/// kernels of the shapes training steps run: reductions over the channels'
-/// batch and pixels (batch norm), along rows and down columns (bias
-/// gradients), a max pool's gradient; layer norm along rows; transposes to
-/// and from channels-last and of a matrix. The geometric mean of each
-/// class's kernels is its share.
+/// kernels of the shapes training steps run, at sizes that fit the cache
+/// (as a step's activations do, one kernel after another): reductions over
+/// the channels' batch and pixels (batch norm), along rows and down columns
+/// (bias gradients), a max pool's gradient; layer norm and softmax along
+/// rows; transposes to and from channels-last and of a matrix. The geometric
+/// mean of each class's kernels is its share.
 void measureClassShares(cost::Device &device, double floor, int repeats,
                         const std::function<void(const std::string &)> &say) {
   plan::Instruction pool;
@@ -174,17 +223,20 @@ void measureClassShares(cost::Device &device, double floor, int repeats,
   for (int i = 0; i < 4; ++i)
     p->add_pads(0);
   double reduce = geometricMean(
-      {bandwidthShare(reduceSum({0, 2, 3}), {f32({16, 32, 32, 32})}, f32({1, 32, 1, 1}), device,
+      {bandwidthShare(reduceSum({0, 2, 3}), {f32({4, 32, 32, 32})}, f32({1, 32, 1, 1}), device,
                       floor, repeats),
-       bandwidthShare(reduceSum({1}), {f32({4096, 256})}, f32({4096, 1}), device, floor, repeats),
-       bandwidthShare(reduceSum({0}), {f32({4096, 256})}, f32({1, 256}), device, floor, repeats),
-       bandwidthShare(pool, {f32({16, 16, 32, 32}), f32({16, 16, 16, 16})},
-                      f32({16, 16, 32, 32}), device, floor, repeats)});
-  plan::Instruction norm;
+       bandwidthShare(reduceSum({1}), {f32({512, 256})}, f32({512, 1}), device, floor, repeats),
+       bandwidthShare(reduceSum({0}), {f32({512, 256})}, f32({1, 256}), device, floor, repeats),
+       bandwidthShare(pool, {f32({4, 16, 32, 32}), f32({4, 16, 16, 16})},
+                      f32({4, 16, 32, 32}), device, floor, repeats)});
+  plan::Instruction norm, softmax;
   norm.mutable_layer_norm()->set_axis(1);
   norm.mutable_layer_norm()->set_epsilon(1e-5);
-  double norms = geometricMean({bandwidthShare(norm, {f32({4096, 256}), f32({256}), f32({256})},
-                                               f32({4096, 256}), device, floor, repeats)});
+  softmax.mutable_softmax()->set_axis(1);
+  double norms = geometricMean(
+      {bandwidthShare(norm, {f32({512, 256}), f32({256}), f32({256})}, f32({512, 256}), device,
+                      floor, repeats),
+       bandwidthShare(softmax, {f32({2048, 64})}, f32({2048, 64}), device, floor, repeats)});
   auto transpose = [](std::vector<int64_t> perm) {
     plan::Instruction inst;
     for (int64_t d : perm)
@@ -192,11 +244,11 @@ void measureClassShares(cost::Device &device, double floor, int repeats,
     return inst;
   };
   double moves = geometricMean(
-      {bandwidthShare(transpose({0, 2, 3, 1}), {f32({16, 32, 32, 32})}, f32({16, 32, 32, 32}),
+      {bandwidthShare(transpose({0, 2, 3, 1}), {f32({4, 32, 32, 32})}, f32({4, 32, 32, 32}),
                       device, floor, repeats),
-       bandwidthShare(transpose({0, 3, 1, 2}), {f32({16, 32, 32, 32})}, f32({16, 32, 32, 32}),
+       bandwidthShare(transpose({0, 3, 1, 2}), {f32({4, 32, 32, 32})}, f32({4, 32, 32, 32}),
                       device, floor, repeats),
-       bandwidthShare(transpose({1, 0}), {f32({1024, 1024})}, f32({1024, 1024}), device, floor,
+       bandwidthShare(transpose({1, 0}), {f32({256, 512})}, f32({512, 256}), device, floor,
                       repeats)});
   for (auto [c, share] : {std::pair{plan::OP_REDUCE, reduce}, std::pair{plan::OP_NORM, norms},
                           std::pair{plan::OP_DATA_MOVEMENT, moves}}) {
@@ -324,7 +376,9 @@ int runCalibrate(const Args &args) {
   c.device.kind = "CPU core (calibrated by dtc calibrate)";
   say("calibrating one core (the kernels plans run, one thread)...");
 
-  const int64_t shapes[][3] = {{512, 512, 512}, {128, 768, 256}, {1024, 256, 1024}};
+  // Large products and a small model's (its data in cache, as a step's is).
+  const int64_t shapes[][3] = {
+      {512, 512, 512}, {128, 768, 256}, {1024, 256, 1024}, {128, 256, 64}};
   double best = 0, sum = 0;
   for (const auto &s : shapes) {
     double rate = gemmRate(s[0], s[1], s[2], repeats);
@@ -340,9 +394,12 @@ int runCalibrate(const Args &args) {
   c.device.peakFlops["f64"] = best / 2;
   c.device.efficiency[plan::OP_MATMUL] =
       std::min(1.0, sum / double(std::size(shapes)) / best);
-  double conv = convRate(repeats);
-  say(fmt::format("  conv2d 8x32x32x32, 64 3x3 filters, forward and gradients: {:.1f} GFLOP/s",
-                  conv / 1e9));
+  // A large convolution and a small CNN's; their geometric mean.
+  double large = convRate(8, 32, 32, 64, repeats), small = convRate(4, 16, 32, 32, repeats);
+  double conv = std::sqrt(large * small);
+  say(fmt::format("  conv2d 3x3, forward and gradients: {:.1f} GFLOP/s (8x32x32x32 to 64 "
+                  "channels {:.1f}, 4x16x32x32 to 32 {:.1f})",
+                  conv / 1e9, large / 1e9, small / 1e9));
   if (conv > 0)
     c.device.efficiency[plan::OP_CONV] = std::min(1.0, conv / best);
 
@@ -358,6 +415,31 @@ int runCalibrate(const Args &args) {
   double floor = addSeconds(1, repeats * 20);
   say(fmt::format("  kernel floor: {:.2f} us (a one-element kernel)", floor * 1e6));
   c.device.launchOverhead = floor;
+  // The cache level: a core's L2, the last level it has to itself. A
+  // training step's kernels mostly read what the kernels before them just
+  // wrote; when it fits there, it streams at this rate.
+  long cacheBytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  int64_t inCache = cacheBytes / 48; // three arrays: a quarter of the cache
+  double cached = cacheBytes > 0 ? addSecondsInTurn(inCache, 4, repeats * 5) - floor : 0;
+  if (cached > 0) {
+    c.device.cacheBytes = double(cacheBytes);
+    c.device.cacheBandwidth = 12.0 * double(inCache) / cached;
+    say(fmt::format("  cache: {:.1f} MiB at {:.1f} GB/s (out = a + b, 4 sets of 3 x {} KiB in turn)",
+                    double(cacheBytes) / (1 << 20), c.device.cacheBandwidth / 1e9,
+                    inCache * 4 >> 10));
+    // The elementwise kernel evaluates an expression node by node over
+    // blocks in cache, and the cost model counts a FLOP per node and
+    // element: the rate of an optimizer's update (five nodes) in cache is
+    // the elementwise class's.
+    double update = updateSeconds(inCache, repeats * 20) - floor;
+    double perNode = update > 0 ? 5.0 * double(inCache) / update : 0;
+    if (perNode > 0)
+      c.device.efficiency[plan::OP_ELEMENTWISE] = std::min(1.0, perNode / best);
+    say(fmt::format("  elementwise: {:.1f} GFLOP/s (w - a m / (sqrt(v) + e), 5 nodes, in cache)",
+                    perNode / 1e9));
+  } else {
+    say("  cache: size unknown (sysconf); kernels counted at the memory bandwidth");
+  }
   measureClassShares(c.device, floor, repeats, say);
 
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
