@@ -207,14 +207,20 @@ TEST(Simulator, OneRankRunsItsProgramInOrder) {
   EXPECT_EQ(slices, 3);
 }
 
+/// An empty plan on a one-axis mesh of `size` ranks.
+plan::Plan planOnMesh(const std::string &axisName, int64_t size) {
+  plan::Plan plan;
+  plan::MeshAxis *axis = plan.mutable_mesh()->add_axes();
+  axis->set_name(axisName);
+  axis->set_size(size);
+  return plan;
+}
+
 TEST(Simulator, AllSliceIsALocalCopyNotCommunication) {
   // On 2 ranks: slice a whole tensor, then gather the parts back.
   std::string error;
   Cluster c = *preset("a100-80g", error);
-  plan::Plan plan;
-  plan::MeshAxis *axis = plan.mutable_mesh()->add_axes();
-  axis->set_name("tp");
-  axis->set_size(2);
+  plan::Plan plan = planOnMesh("tp", 2);
   plan.add_program_of_rank(0);
   plan.add_program_of_rank(0);
   plan::RankProgram *p = plan.add_ranks();
@@ -256,10 +262,7 @@ TEST(Simulator, AllSliceIsALocalCopyNotCommunication) {
 /// Two ranks of a 2-rank mesh with programs of their own: `work` seconds'
 /// worth of matmul FLOPs each, then (when `reduce`) an all-reduce of 1 MiB.
 plan::Plan twoPrograms(const Cluster &c, double work0, double work1, bool reduce1) {
-  plan::Plan plan;
-  plan::MeshAxis *axis = plan.mutable_mesh()->add_axes();
-  axis->set_name("x");
-  axis->set_size(2);
+  plan::Plan plan = planOnMesh("x", 2);
   double rate = 19.5e12 * 0.75; // a100-80g's f32 matmul
   for (auto [work, reduce] : {std::pair{work0, true}, std::pair{work1, reduce1}}) {
     plan.add_program_of_rank(uint32_t(plan.ranks_size()));
@@ -337,10 +340,7 @@ TEST(Simulator, PipelineBubblesComeOutOfTheTimelines) {
   // overlaps its receive of the second with its first micro-batch.
   std::string error;
   Cluster c = *preset("a100-80g", error);
-  plan::Plan plan;
-  plan::MeshAxis *axis = plan.mutable_mesh()->add_axes();
-  axis->set_name("pp");
-  axis->set_size(2);
+  plan::Plan plan = planOnMesh("pp", 2);
   double rate = 19.5e12 * 0.75, work = 1e-3;
   for (int stage = 0; stage < 2; ++stage) {
     plan.add_program_of_rank(uint32_t(stage));

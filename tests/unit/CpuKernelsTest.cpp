@@ -635,7 +635,8 @@ TEST(Pool2DGradientKernel, NaNNeverTakesTheMaxGradient) {
   plan::Instruction sideBySide;
   fillPool(*sideBySide.mutable_pool2d_backward(),
            {{1, 1, 2, 4}, {1, 2}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true});
-  Tensor x = tensor(plan::F32, {1, 1, 2, 4}, std::vector<float>{nan, 1, nan, nan, 3, nan, nan, nan});
+  Tensor x =
+      tensor(plan::F32, {1, 1, 2, 4}, std::vector<float>{nan, 1, nan, nan, 3, nan, nan, nan});
   expectClose(sideBySide, {x, dy}, {1, 1, 2, 4}, {0, 0, 0, 0, 5, 0, 0, 0});
   // Overlapping windows (the general loop): [NaN 2; 1 NaN] and [2 2; NaN 0]
   // both give the first 2.

@@ -15,6 +15,9 @@ using namespace dtc::search;
 
 namespace {
 
+/// A uniform draw from [0, hi).
+double uniform(std::mt19937 &rng, double hi) { return hi * double(rng()) / 4294967296.0; }
+
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// The best choice by trying every one; cost +infinity when none is allowed
@@ -155,7 +158,6 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
   // every strategy and may be eliminated even where the limit binds.
   std::mt19937 rng(20240611);
   auto below = [&](int n) { return int(rng() % uint32_t(n)); };
-  auto real = [&](double hi) { return hi * double(rng()) / 4294967296.0; };
   int solvedByCbc = 0, binding = 0, overLimit = 0, infeasible = 0;
   int eliminatedSome = 0, eliminatedThenCbc = 0, solvedInSeries = 0, prunedSome = 0;
   for (int round = 0; round < 80; ++round) {
@@ -166,7 +168,7 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
     for (int v = 0; v < nodes; ++v) {
       StrategyProblem::Node node;
       for (int s = 0, n = 2 + below(3); s < n; ++s)
-        node.cost.push_back(!ring && below(12) == 0 ? kInf : real(10));
+        node.cost.push_back(!ring && below(12) == 0 ? kInf : uniform(rng, 10));
       problem.nodes.push_back(node);
     }
     for (int e = 0, n = ring ? nodes : 3 + below(6); e < n; ++e) {
@@ -191,15 +193,15 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
       int kind = ring ? 2 : below(6);
       std::vector<double> row(rows), column(columns);
       for (double &r : row)
-        r = real(3);
+        r = uniform(rng, 3);
       for (double &c : column)
-        c = real(3);
+        c = uniform(rng, 3);
       for (int s = 0; s < rows; ++s)
         for (int t = 0; t < columns; ++t)
           edge.cost[s * columns + t] = kind == 0                 ? 0
                                        : kind == 1               ? row[s] + column[t]
                                        : !ring && below(20) == 0 ? kInf
-                                                                 : real(8);
+                                                                 : uniform(rng, 8);
       problem.edges.push_back(edge);
     }
     StrategyProblem::Resource memory{"memory", 0, {}};
@@ -469,14 +471,13 @@ TEST(StrategyIlp, LongChainSolvesFast) {
   // eliminated).
   const int nodes = 2000, strategies = 4;
   std::mt19937 rng(7);
-  auto real = [&](double hi) { return hi * double(rng()) / 4294967296.0; };
   StrategyProblem problem;
   StrategyProblem::Resource memory{"memory", 0, {}};
   for (int v = 0; v < nodes; ++v) {
     StrategyProblem::Node node;
     std::vector<double> use;
     for (int s = 0; s < strategies; ++s) {
-      node.cost.push_back(real(1e-3));
+      node.cost.push_back(uniform(rng, 1e-3));
       use.push_back(double(1 << (strategies - 1 - s)) * 1e6);
     }
     problem.nodes.push_back(node);
@@ -485,7 +486,7 @@ TEST(StrategyIlp, LongChainSolvesFast) {
       StrategyProblem::Edge edge{v - 1, v, {}};
       for (int s = 0; s < strategies; ++s)
         for (int t = 0; t < strategies; ++t)
-          edge.cost.push_back(s == t ? 0 : real(2e-3));
+          edge.cost.push_back(s == t ? 0 : uniform(rng, 2e-3));
       problem.edges.push_back(edge);
     }
   }
@@ -542,13 +543,12 @@ TEST(StrategyIlp, TreeIsEliminatedWithoutCbc) {
   // last node back.
   const int nodes = 5000, strategies = 6;
   std::mt19937 rng(11);
-  auto real = [&](double hi) { return hi * double(rng()) / 4294967296.0; };
   StrategyProblem problem;
   std::vector<int> parent(nodes, -1);
   for (int v = 0; v < nodes; ++v) {
     StrategyProblem::Node node;
     for (int s = 0; s < strategies; ++s)
-      node.cost.push_back(s > 0 && rng() % 20 == 0 ? kInf : real(1e-3));
+      node.cost.push_back(s > 0 && rng() % 20 == 0 ? kInf : uniform(rng, 1e-3));
     problem.nodes.push_back(node);
     if (v == 0)
       continue;
@@ -556,7 +556,7 @@ TEST(StrategyIlp, TreeIsEliminatedWithoutCbc) {
     StrategyProblem::Edge edge{parent[v], v, {}};
     for (int s = 0; s < strategies; ++s)
       for (int t = 0; t < strategies; ++t)
-        edge.cost.push_back(s == t ? 0 : rng() % 30 == 0 ? kInf : real(2e-3));
+        edge.cost.push_back(s == t ? 0 : rng() % 30 == 0 ? kInf : uniform(rng, 2e-3));
     if (rng() % 2) { // as the child's edge to its parent
       std::vector<double> transposed;
       for (int t = 0; t < strategies; ++t)
@@ -610,7 +610,6 @@ TEST(StrategyIlp, LadderWithMemoryLimit) {
   // used).
   const int length = 200, strategies = 4, rungEvery = 8;
   std::mt19937 rng(5);
-  auto real = [&](double hi) { return hi * double(rng()) / 4294967296.0; };
   auto nodeOf = [](int position, int side) { return 2 * position + side; };
   StrategyProblem problem;
   StrategyProblem::Resource memory{"memory", 0, {}};
@@ -621,7 +620,7 @@ TEST(StrategyIlp, LadderWithMemoryLimit) {
       std::vector<double> use;
       bool varies = side == 0 && p % rungEvery == rungEvery / 2;
       for (int s = 0; s < strategies; ++s) {
-        node.cost.push_back(real(1e-3));
+        node.cost.push_back(uniform(rng, 1e-3));
         use.push_back(varies ? int(rng() % 7) : 1);
       }
       least += *std::min_element(use.begin(), use.end());
@@ -633,7 +632,7 @@ TEST(StrategyIlp, LadderWithMemoryLimit) {
     StrategyProblem::Edge edge{from, to, {}};
     for (int s = 0; s < strategies; ++s)
       for (int t = 0; t < strategies; ++t)
-        edge.cost.push_back(diagonalFree && s == t ? 0 : real(2e-3));
+        edge.cost.push_back(diagonalFree && s == t ? 0 : uniform(rng, 2e-3));
     problem.edges.push_back(edge);
   };
   for (int p = 0; p < length; ++p) {
@@ -715,7 +714,6 @@ TEST(StrategyIlp, TimeLimitStillGivesAChoiceThatFits) {
   // but the choice fits.
   const int nodes = 40, strategies = 4;
   std::mt19937 rng(3);
-  auto real = [&](double hi) { return hi * double(rng()) / 4294967296.0; };
   StrategyProblem problem;
   StrategyProblem::Resource memory{"memory", 0, {}};
   double least = 0, most = 0;
@@ -723,8 +721,8 @@ TEST(StrategyIlp, TimeLimitStillGivesAChoiceThatFits) {
     StrategyProblem::Node node;
     std::vector<double> use;
     for (int s = 0; s < strategies; ++s) {
-      node.cost.push_back(real(1e-3));
-      use.push_back(real(1e9));
+      node.cost.push_back(uniform(rng, 1e-3));
+      use.push_back(uniform(rng, 1e9));
     }
     least += *std::min_element(use.begin(), use.end());
     most += *std::max_element(use.begin(), use.end());
@@ -738,7 +736,7 @@ TEST(StrategyIlp, TimeLimitStillGivesAChoiceThatFits) {
     StrategyProblem::Edge edge{from, to, {}};
     for (int s = 0; s < strategies; ++s)
       for (int t = 0; t < strategies; ++t)
-        edge.cost.push_back(s == t ? 0 : real(2e-3));
+        edge.cost.push_back(s == t ? 0 : uniform(rng, 2e-3));
     problem.edges.push_back(edge);
   }
   memory.limit = least + 0.2 * (most - least);

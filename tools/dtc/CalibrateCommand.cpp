@@ -46,39 +46,50 @@ int64_t elements(const plan::TensorType &t) {
   return n;
 }
 
-/// The best of `repeats` timings (after one warm-up run) of the kernel for
-/// `inst`, on one thread; 0 if it cannot be made.
-double bestSeconds(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
-                   const plan::TensorType &output, int repeats) {
+/// The median of `times` (not empty).
+double median(std::vector<double> times) {
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+/// The median of `repeats` timings (after one warm-up round) of the kernel
+/// for `inst`, on one thread; 0 if it cannot be made. With several `sets`
+/// of operands the kernel runs on each in turn, so that each run's operands
+/// were last touched several runs before, as in a training step.
+double medianSeconds(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
+                     const plan::TensorType &output, int repeats, int sets = 1) {
   std::string error;
   auto kernel = runtime::cpu::makeKernel(inst, inputs, {output}, error);
   if (!kernel)
     return 0;
-  std::vector<std::vector<float>> in;
-  std::vector<const void *> pointers;
-  for (const plan::TensorType &t : inputs) {
-    in.emplace_back(size_t(elements(t)), 0.5f);
-    pointers.push_back(in.back().data());
+  std::vector<std::vector<float>> arrays;
+  std::vector<std::vector<const void *>> in(static_cast<size_t>(sets));
+  std::vector<void *> out(static_cast<size_t>(sets));
+  for (int set = 0; set < sets; ++set) {
+    for (const plan::TensorType &t : inputs) {
+      arrays.emplace_back(size_t(elements(t)), 0.5f);
+      in[size_t(set)].push_back(arrays.back().data());
+    }
+    arrays.emplace_back(size_t(elements(output)));
+    out[size_t(set)] = arrays.back().data();
   }
-  std::vector<float> out(size_t(elements(output)));
-  void *outPtr = out.data();
   runtime::cpu::ThreadPool pool(1);
   std::vector<double> times;
-  for (int r = 0; r <= repeats; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    kernel->run(pointers.data(), &outPtr, pool, error);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (r > 0)
-      times.push_back(s);
-  }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  for (int r = 0; r <= repeats; ++r)
+    for (int set = 0; set < sets; ++set) {
+      auto start = std::chrono::steady_clock::now();
+      kernel->run(in[size_t(set)].data(), &out[size_t(set)], pool, error);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (r > 0)
+        times.push_back(s);
+    }
+  return median(std::move(times));
 }
 
 double gemmRate(int64_t m, int64_t n, int64_t k, int repeats) {
   plan::Instruction inst;
   inst.mutable_matmul();
-  double s = bestSeconds(inst, {f32({m, k}), f32({k, n})}, f32({m, n}), repeats);
+  double s = medianSeconds(inst, {f32({m, k}), f32({k, n})}, f32({m, n}), repeats);
   return s > 0 ? 2.0 * double(m * n * k) / s : 0;
 }
 
@@ -99,8 +110,9 @@ double convRate(int64_t N, int64_t C, int64_t H, int64_t K, int repeats) {
   conv(weight.mutable_conv2d_backward_weight());
   plan::TensorType x = f32({N, C, H, H}), w = f32({K, C, 3, 3}), y = f32({N, K, H, H});
   double flops = 2.0 * double(N * K * H * H * C * 9), log = 0;
-  for (double s : {bestSeconds(forward, {x, w}, y, repeats), bestSeconds(input, {y, w}, x, repeats),
-                   bestSeconds(weight, {x, y}, w, repeats)}) {
+  for (double s : {medianSeconds(forward, {x, w}, y, repeats),
+                   medianSeconds(input, {y, w}, x, repeats),
+                   medianSeconds(weight, {x, y}, w, repeats)}) {
     if (s <= 0)
       return 0;
     log += std::log(flops / s);
@@ -122,39 +134,12 @@ struct Expression {
   }
 };
 
-/// out = a + b over `n` floats: 12 bytes per element.
-double addSeconds(int64_t n, int repeats) {
+/// out = a + b over `n` floats (12 bytes per element), on `sets` sets of
+/// arrays in turn.
+double addSeconds(int64_t n, int repeats, int sets = 1) {
   Expression e;
   e.node(plan::ADD, {e.node(plan::INPUT, {0}), e.node(plan::INPUT, {1})});
-  return bestSeconds(e.inst, {f32({n}), f32({n})}, f32({n}), repeats);
-}
-
-/// out = a + b over `n` floats as a training step runs it: on one of
-/// `sets` sets of arrays in turn, so that each run's operands were last
-/// touched several kernels before (all the sets together fill the cache).
-/// The median time per run.
-double addSecondsInTurn(int64_t n, int sets, int repeats) {
-  Expression e;
-  e.node(plan::ADD, {e.node(plan::INPUT, {0}), e.node(plan::INPUT, {1})});
-  std::string error;
-  auto kernel = runtime::cpu::makeKernel(e.inst, {f32({n}), f32({n})}, {f32({n})}, error);
-  if (!kernel)
-    return 0;
-  std::vector<std::vector<float>> arrays(size_t(3 * sets), std::vector<float>(size_t(n), 0.5f));
-  runtime::cpu::ThreadPool pool(1);
-  std::vector<double> times;
-  for (int r = 0; r <= repeats; ++r)
-    for (int set = 0; set < sets; ++set) {
-      const void *in[] = {arrays[size_t(3 * set)].data(), arrays[size_t(3 * set + 1)].data()};
-      void *out = arrays[size_t(3 * set + 2)].data();
-      auto start = std::chrono::steady_clock::now();
-      kernel->run(in, &out, pool, error);
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (r > 0)
-        times.push_back(s);
-    }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  return medianSeconds(e.inst, {f32({n}), f32({n})}, f32({n}), repeats, sets);
 }
 
 /// An optimizer's update, w - 0.001 m / (sqrt(v) + 1e-8), over `n` floats:
@@ -168,7 +153,7 @@ double updateSeconds(int64_t n, int repeats) {
   uint32_t step = e.node(plan::MUL, {e.node(plan::CONSTANT, {}, 1e-3),
                                      e.node(plan::DIV, {m, denominator})});
   e.node(plan::SUB, {w, step});
-  return bestSeconds(e.inst, {f32({n}), f32({n}), f32({n})}, f32({n}), repeats);
+  return medianSeconds(e.inst, {f32({n}), f32({n}), f32({n})}, f32({n}), repeats);
 }
 
 /// A memory-bound kernel's share of the bandwidth a plain elementwise
@@ -178,7 +163,7 @@ double updateSeconds(int64_t n, int repeats) {
 double bandwidthShare(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
                       const plan::TensorType &output, const cost::Device &device, double floor,
                       int repeats) {
-  double s = bestSeconds(inst, inputs, output, repeats);
+  double s = medianSeconds(inst, inputs, output, repeats);
   if (s <= 0)
     return 0;
   double bytes = 4.0 * double(elements(output));
@@ -281,8 +266,7 @@ double allGatherSeconds(runtime::Communicator &world, int64_t countPerRank, int 
     if (r > 0)
       times.push_back(s);
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  return median(std::move(times));
 }
 
 /// One rank of the link measurement (dtc calibrate --links-rank FILE, under
@@ -420,11 +404,12 @@ int runCalibrate(const Args &args) {
   // wrote; when it fits there, it streams at this rate.
   long cacheBytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
   int64_t inCache = cacheBytes / 48; // three arrays: a quarter of the cache
-  double cached = cacheBytes > 0 ? addSecondsInTurn(inCache, 4, repeats * 5) - floor : 0;
+  double cached = cacheBytes > 0 ? addSeconds(inCache, repeats * 5, 4) - floor : 0;
   if (cached > 0) {
     c.device.cacheBytes = double(cacheBytes);
     c.device.cacheBandwidth = 12.0 * double(inCache) / cached;
-    say(fmt::format("  cache: {:.1f} MiB at {:.1f} GB/s (out = a + b, 4 sets of 3 x {} KiB in turn)",
+    say(fmt::format("  cache: {:.1f} MiB at {:.1f} GB/s (out = a + b, 4 sets of 3 x {} KiB "
+                    "in turn)",
                     double(cacheBytes) / (1 << 20), c.device.cacheBandwidth / 1e9,
                     inCache * 4 >> 10));
     // The elementwise kernel evaluates an expression node by node over
