@@ -209,11 +209,28 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
         if (mem->get(kClassNames[k]))
           c.device.classMemoryEfficiency[k] =
               r.positive(*mem, "device.class_memory_efficiency", kClassNames[k], false, 1.0);
-    // Optional: without it, no cache level.
-    if (const llvm::json::Object *cache =
-            d->get("cache") ? r.object(*d, "device", "cache") : nullptr) {
-      c.device.cacheBytes = r.positive(*cache, "device.cache", "bytes");
-      c.device.cacheBandwidth = r.positive(*cache, "device.cache", "bandwidth");
+    // Optional: without it, no cache levels.
+    if (d->get("cache"))
+      r.fail("device.cache is now device.caches, a list of levels smallest first: "
+             "[{\"bytes\": ..., \"bandwidth\": ...}]");
+    if (const llvm::json::Value *caches = d->get("caches")) {
+      const llvm::json::Array *levels = caches->getAsArray();
+      if (!levels)
+        r.fail("device.caches must be a list of {\"bytes\", \"bandwidth\"} levels");
+      for (size_t i = 0; levels && i < levels->size() && r.ok(); ++i) {
+        std::string path = "device.caches[" + std::to_string(i) + "]";
+        const llvm::json::Object *level = (*levels)[i].getAsObject();
+        if (!level) {
+          r.fail(path + " must be an object");
+          break;
+        }
+        Device::CacheLevel l{r.positive(*level, path, "bytes"),
+                             r.positive(*level, path, "bandwidth")};
+        if (r.ok() && !c.device.caches.empty() && l.bytes <= c.device.caches.back().bytes)
+          r.fail(path + ".bytes must be more than the level before's (" +
+                 number(c.device.caches.back().bytes) + "): smallest first");
+        c.device.caches.push_back(l);
+      }
     }
   }
   if (const llvm::json::Object *t = r.object(*root, "", "topology")) {
@@ -285,9 +302,12 @@ std::string toJson(const Cluster &c) {
                             {"launch_overhead", c.device.launchOverhead},
                             {"efficiency", std::move(eff)},
                             {"class_memory_efficiency", std::move(classMemory)}};
-  if (c.device.cacheBytes > 0)
-    device["cache"] = llvm::json::Object{{"bytes", c.device.cacheBytes},
-                                         {"bandwidth", c.device.cacheBandwidth}};
+  if (!c.device.caches.empty()) {
+    llvm::json::Array levels;
+    for (const Device::CacheLevel &l : c.device.caches)
+      levels.push_back(llvm::json::Object{{"bytes", l.bytes}, {"bandwidth", l.bandwidth}});
+    device["caches"] = std::move(levels);
+  }
   llvm::json::Value root = llvm::json::Object{
       {"name", c.name},
       {"device", std::move(device)},

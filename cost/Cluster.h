@@ -41,20 +41,40 @@ struct Device {
   // reach (strided reductions, pooling gradients run below a plain
   // elementwise kernel); 0: unset, counted as 1.
   double classMemoryEfficiency[kOpClassSlots] = {};
-  // A cache level in front of memory (a CPU core's L2; 0: none): the first
-  // cacheBytes a kernel moves stream at cacheBandwidth, the rest at
-  // memoryBandwidth (docs/cluster.md says why).
-  double cacheBytes = 0, cacheBandwidth = 0;
+  // Cache levels in front of memory, smallest first (a CPU core's L2 and
+  // its share of L3; none on the GPU presets). A kernel reads an operand
+  // from the smallest level that holds everything touched since it was
+  // last touched (the simulator tracks that); without that history, the
+  // first level's bytes stream from it, the next level's from that, and
+  // so on (docs/cluster.md says why).
+  struct CacheLevel {
+    double bytes = 0, bandwidth = 0;
+  };
+  std::vector<CacheLevel> caches;
 
   double memoryShare(plan::OpClass c) const {
     return classMemoryEfficiency[c] > 0 ? classMemoryEfficiency[c] : 1.0;
   }
 
-  /// Seconds to move `bytes` at the full bandwidths (before efficiencies):
-  /// up to cacheBytes from the cache, the rest from memory.
+  /// Seconds to move `bytes` at the full bandwidths (before efficiencies)
+  /// when nothing says where they are: each level's bytes from it, the
+  /// rest from memory.
   double streamSeconds(double bytes) const {
-    double cached = std::min(bytes, cacheBytes);
-    return (cached > 0 ? cached / cacheBandwidth : 0) + (bytes - cached) / memoryBandwidth;
+    double seconds = 0, below = 0;
+    for (const CacheLevel &level : caches) {
+      double here = std::clamp(bytes - below, 0.0, level.bytes - below);
+      seconds += here / level.bandwidth;
+      below = std::max(below, level.bytes);
+    }
+    return seconds + std::max(bytes - below, 0.0) / memoryBandwidth;
+  }
+  /// The bandwidth bytes come at when `reuseBytes` were touched since they
+  /// were: the smallest level that holds that many, else memory's.
+  double bandwidthAfter(double reuseBytes) const {
+    for (const CacheLevel &level : caches)
+      if (reuseBytes <= level.bytes)
+        return level.bandwidth;
+    return memoryBandwidth;
   }
 
   /// Peak FLOP/s for a compute dtype; f32's where the dtype has no entry

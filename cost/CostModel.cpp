@@ -6,13 +6,15 @@
 
 namespace dtc::cost {
 
-double instructionSeconds(const plan::Cost &cost, const Device &device) {
+double instructionSeconds(const plan::Cost &cost, const Device &device, double streamSeconds) {
   if (cost.op_class() == plan::OP_CLASS_INVALID)
     return 0;
   double efficiency = device.efficiency[cost.op_class()];
   double compute = cost.flops() / (device.peak(cost.dtype()) * efficiency);
-  double memory = device.streamSeconds(double(cost.bytes())) /
-                  (device.memoryEfficiency * device.memoryShare(cost.op_class()));
+  if (streamSeconds < 0)
+    streamSeconds = device.streamSeconds(double(cost.bytes()));
+  double memory =
+      streamSeconds / (device.memoryEfficiency * device.memoryShare(cost.op_class()));
   return std::max(compute, memory) + device.launchOverhead;
 }
 

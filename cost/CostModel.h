@@ -8,8 +8,12 @@ namespace dtc::cost {
 
 /// Seconds of one instruction on `device`: the roofline
 /// max(flops / (peak(dtype) * efficiency(class)), bytes / (bandwidth *
-/// memory efficiency)) plus the launch overhead; 0 for a free op.
-double instructionSeconds(const plan::Cost &cost, const Device &device);
+/// memory efficiency)) plus the launch overhead; 0 for a free op. The
+/// bytes take `streamSeconds` at full bandwidth when the caller knows
+/// where they are (the simulator: which cache level each operand is in),
+/// else Device::streamSeconds.
+double instructionSeconds(const plan::Cost &cost, const Device &device,
+                          double streamSeconds = -1);
 
 enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
 enum class Algorithm { Ring, Tree };

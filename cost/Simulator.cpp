@@ -11,6 +11,7 @@
 #include <array>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 namespace dtc::cost {
 
@@ -56,6 +57,9 @@ public:
       : plan_(plan), program_(program), cluster_(cluster), rank_(rank),
         ready_(size_t(program.buffers_size()), 0.0) {
     time.memoryPeakBytes = program.arena_bytes();
+    if (!cluster.device.caches.empty())
+      for (const plan::Instruction &inst : program.instructions())
+        stepBytes_ += footprint(inst);
   }
 
   bool done() const { return pc_ >= program_.instructions_size(); }
@@ -121,9 +125,11 @@ public:
   void run(double start, std::vector<Event> *events) {
     const plan::Instruction &inst = current();
     bool comm = atCollective();
-    double seconds = inst.has_send() || inst.has_recv() ? transferSeconds(inst)
-                     : comm ? collectiveInstructionSeconds(plan_.mesh(), inst, cluster_)
-                            : instructionSeconds(inst.cost(), cluster_.device);
+    double seconds =
+        inst.has_send() || inst.has_recv() ? transferSeconds(inst)
+        : comm ? collectiveInstructionSeconds(plan_.mesh(), inst, cluster_)
+               : instructionSeconds(inst.cost(), cluster_.device, cachedStreamSeconds(inst));
+    touch(inst);
     double end = start + seconds;
     if (comm) {
       time.communication += seconds;
@@ -158,6 +164,63 @@ public:
   double flops = 0;
 
 private:
+  double bufferBytes(uint32_t id) const {
+    if (id >= uint32_t(program_.buffers_size()))
+      return 0;
+    const plan::TensorType &t = program_.buffers(int(id)).type();
+    double bytes = double(runtime::dtypeBytes(t.dtype()));
+    for (int64_t d : t.shape())
+      bytes *= double(d);
+    return bytes;
+  }
+  /// The bytes an instruction reads and writes (a view touches none).
+  double footprint(const plan::Instruction &inst) const {
+    if (inst.cost().op_class() == plan::OP_CLASS_INVALID && !inst.has_collective() &&
+        !inst.has_send() && !inst.has_recv())
+      return 0;
+    double bytes = 0;
+    for (uint32_t in : inst.inputs())
+      bytes += bufferBytes(in);
+    for (uint32_t out : inst.outputs())
+      bytes += bufferBytes(out);
+    return bytes;
+  }
+  /// A kernel's bytes at the bandwidth of the cache level each operand is
+  /// in: the smallest that holds what was touched since the operand's
+  /// bytes were (an LRU stack distance, counted in bytes moved: an upper
+  /// bound), this kernel's own bytes included. Outputs are written where
+  /// the kernel's bytes fit. Bytes not touched yet this step were touched
+  /// a step ago (parameters, optimizer state, inputs). Scaled to the bytes
+  /// the op's cost counts; -1 without cache levels.
+  double cachedStreamSeconds(const plan::Instruction &inst) const {
+    const Device &device = cluster_.device;
+    double own = footprint(inst);
+    if (device.caches.empty() || own <= 0)
+      return -1;
+    double seconds = 0;
+    for (uint32_t in : inst.inputs()) {
+      if (in >= uint32_t(program_.buffers_size()))
+        continue;
+      auto last = lastTouch_.find(program_.buffers(int(in)).offset());
+      double since = last != lastTouch_.end() ? touched_ - last->second : stepBytes_;
+      seconds += bufferBytes(in) / device.bandwidthAfter(since + own);
+    }
+    for (uint32_t out : inst.outputs())
+      seconds += bufferBytes(out) / device.bandwidthAfter(own);
+    return seconds * double(inst.cost().bytes()) / own;
+  }
+  /// Marks the instruction's buffers (by arena offset: views share their
+  /// operand's bytes) as touched now.
+  void touch(const plan::Instruction &inst) {
+    if (cluster_.device.caches.empty())
+      return;
+    touched_ += footprint(inst);
+    for (const auto *ids : {&inst.inputs(), &inst.outputs()})
+      for (uint32_t id : *ids)
+        if (id < uint32_t(program_.buffers_size()))
+          lastTouch_[program_.buffers(int(id)).offset()] = touched_;
+  }
+
   /// A send or receive: its tensor over the link between the two ranks.
   double transferSeconds(const plan::Instruction &inst) const {
     bool send = inst.has_send();
@@ -179,6 +242,10 @@ private:
   int pc_ = 0;
   std::vector<double> ready_; // when each buffer's value is ready; inputs at 0
   double streamFree_[2] = {0, 0};
+  // Cache levels: bytes moved so far this step, when (in those bytes) each
+  // arena offset was last touched, and the bytes a whole step moves.
+  double touched_ = 0, stepBytes_ = 0;
+  std::unordered_map<uint64_t, double> lastTouch_;
 };
 
 /// A rank's program; null when the plan lists none for it.
@@ -322,6 +389,7 @@ std::string chromeTrace(const plan::Plan &plan, const Simulation &sim,
         {"ts", e.start * 1e6},
         {"dur", (e.end - e.start) * 1e6},
         {"args", llvm::json::Object{{"instruction", e.instruction},
+                                    {"class", opClassName(inst.cost().op_class())},
                                     {"flops", inst.cost().flops()},
                                     {"bytes", inst.cost().bytes()}}}});
   }

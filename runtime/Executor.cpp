@@ -280,6 +280,7 @@ int Executor::ranks() const { return int(meshDevices(plan_->mesh())); }
 
 void Executor::enableProfile() {
   profileSeconds_.assign(steps_.size(), 0.0);
+  profileHistory_.assign(steps_.size() * kProfileHistory, 0.0f);
   profiledRuns_ = 0;
 }
 
@@ -390,6 +391,9 @@ bool Executor::run(std::string &error) {
   using Clock = std::chrono::steady_clock;
   bool profiling = !profileSeconds_.empty();
   Clock::time_point last = profiling ? Clock::now() : Clock::time_point();
+  float *history = profiling ? profileHistory_.data() +
+                                   steps_.size() * size_t(profiledRuns_ % kProfileHistory)
+                             : nullptr;
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step &step = steps_[i];
     if (!step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error)) {
@@ -398,12 +402,27 @@ bool Executor::run(std::string &error) {
     }
     if (profiling) {
       Clock::time_point now = Clock::now();
-      profileSeconds_[i] += std::chrono::duration<double>(now - last).count();
+      double seconds = std::chrono::duration<double>(now - last).count();
+      profileSeconds_[i] += seconds;
+      history[i] = float(seconds);
       last = now;
     }
   }
   profiledRuns_ += profiling;
   return true;
+}
+
+std::vector<double> Executor::profileMedianSeconds() const {
+  size_t runs = size_t(std::min(profiledRuns_, kProfileHistory));
+  std::vector<double> medians(profileSeconds_.size(), 0.0);
+  std::vector<float> times(runs);
+  for (size_t i = 0; runs && i < medians.size(); ++i) {
+    for (size_t r = 0; r < runs; ++r)
+      times[r] = profileHistory_[r * steps_.size() + i];
+    std::nth_element(times.begin(), times.begin() + long(runs / 2), times.end());
+    medians[i] = times[runs / 2];
+  }
+  return medians;
 }
 
 HostTensor Executor::output(int index) const {

@@ -81,6 +81,10 @@ public:
   /// Seconds spent in each instruction over all profiled runs.
   const std::vector<double> &profileSeconds() const { return profileSeconds_; }
   int profiledRuns() const { return profiledRuns_; }
+  /// Each instruction's median time over the last kProfileHistory profiled
+  /// runs (robust to a slow first run or a preempted one).
+  std::vector<double> profileMedianSeconds() const;
+  static constexpr int kProfileHistory = 64;
 
   /// Graph output `index` of the last run: the rank's buffer (whole when
   /// the plan replicates the output, as it does graph outputs and the loss).
@@ -128,6 +132,7 @@ private:
   std::vector<bool> inputSet_;
   std::vector<bool> inputRowsOnly_; // set by inputRowBytes: holds the rank's rows only
   std::vector<double> profileSeconds_; // empty unless profiling
+  std::vector<float> profileHistory_;  // kProfileHistory runs of every instruction, a ring
   int profiledRuns_ = 0;
 };
 

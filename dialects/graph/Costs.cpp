@@ -56,8 +56,16 @@ double poolFlops(Value output, ArrayRef<int64_t> kernel) {
 OpCost ParameterOp::cost() { return {}; }
 OpCost ConstantOp::cost() { return {}; }
 
-#define DTC_ELEMENTWISE_OP(Op)                                                           \
-  OpCost Op::cost() { return elementwise(*this); }
+namespace {
+template <class Op> double flopsPerElement(Op, double flops) { return flops; }
+// The tanh form: a tanh and a few arithmetic operations.
+double flopsPerElement(GeluOp op, double flops) {
+  return op.getApproximate() == "tanh" ? 13 : flops;
+}
+} // namespace
+
+#define DTC_ELEMENTWISE_OP(Op, Flops)                                                    \
+  OpCost Op::cost() { return elementwise(*this, flopsPerElement(*this, Flops)); }
 #include "dialects/graph/ElementwiseOps.def"
 
 OpCost TriluOp::cost() { return dataMovement(*this); }

@@ -144,7 +144,7 @@ ConvFactors convFactors(ShardingRule &rule, ArrayRef<int64_t> in, ArrayRef<int64
 ShardingRule ParameterOp::shardingRule() { return source(*this); }
 ShardingRule ConstantOp::shardingRule() { return source(*this); }
 
-#define DTC_ELEMENTWISE_OP(Op)                                                           \
+#define DTC_ELEMENTWISE_OP(Op, Flops)                                                    \
   ShardingRule Op::shardingRule() { return elementwise(*this); }
 #include "dialects/graph/ElementwiseOps.def"
 ShardingRule FusedOp::shardingRule() { return elementwise(*this); }

@@ -110,10 +110,16 @@ TEST(CostModel, TheFirstCacheBytesStreamFromTheCache) {
   c.set_dtype(plan::F32);
   c.set_bytes(1e6);
   EXPECT_NEAR(instructionSeconds(c, d), 1e6 / 5e9, 1e-15); // no cache level
-  d.cacheBytes = 4e5;
-  d.cacheBandwidth = 1e11;
+  d.caches = {{4e5, 1e11}};
   // 4e5 bytes at 1e11 and 6e5 at 1e10, both at half efficiency.
   EXPECT_NEAR(instructionSeconds(c, d), (4e5 / 1e11 + 6e5 / 1e10) / 0.5, 1e-15);
+  d.caches.push_back({8e5, 5e10}); // a second level takes the next 4e5
+  EXPECT_NEAR(instructionSeconds(c, d), (4e5 / 1e11 + 4e5 / 5e10 + 2e5 / 1e10) / 0.5, 1e-15);
+  EXPECT_NEAR(instructionSeconds(c, d, 1e-3), 1e-3 / 0.5, 1e-15); // the caller knows
+  EXPECT_EQ(d.bandwidthAfter(4e5), 1e11);
+  EXPECT_EQ(d.bandwidthAfter(4e5 + 1), 5e10);
+  EXPECT_EQ(d.bandwidthAfter(1e6), 1e10);
+  d.caches.pop_back();
   c.set_bytes(2e5); // all of it in the cache
   EXPECT_NEAR(instructionSeconds(c, d), 2e5 / 1e11 / 0.5, 1e-15);
   d.classMemoryEfficiency[plan::OP_ELEMENTWISE] = 0.25; // a class's share applies to both
@@ -123,24 +129,34 @@ TEST(CostModel, TheFirstCacheBytesStreamFromTheCache) {
 TEST(Cluster, CacheIsOptionalAndRoundTrips) {
   std::string json = *presetJson("cpu-local"), error;
   Cluster plain = *parseCluster(json, error);
-  EXPECT_EQ(plain.device.cacheBytes, 0.0);
+  EXPECT_TRUE(plain.device.caches.empty());
   EXPECT_EQ(toJson(plain).find("cache"), std::string::npos);
-  plain.device.cacheBytes = 2097152;
-  plain.device.cacheBandwidth = 5e10;
+  plain.device.caches = {{2097152, 5e10}, {33554432, 2.5e10}};
   std::optional<Cluster> again = parseCluster(toJson(plain), error);
   ASSERT_TRUE(again) << error;
-  EXPECT_EQ(again->device.cacheBytes, 2097152.0);
-  EXPECT_EQ(again->device.cacheBandwidth, 5e10);
+  ASSERT_EQ(again->device.caches.size(), 2u);
+  EXPECT_EQ(again->device.caches[0].bytes, 2097152.0);
+  EXPECT_EQ(again->device.caches[1].bandwidth, 2.5e10);
   auto broken = [&](const std::string &cache) {
     std::string text = json;
-    text.replace(text.find("\"memory_bandwidth\""), 0, "\"cache\": " + cache + ", ");
+    text.replace(text.find("\"memory_bandwidth\""), 0, "\"caches\": " + cache + ", ");
     EXPECT_FALSE(parseCluster(text, error)) << text;
     return error;
   };
-  EXPECT_EQ(broken("{\"bytes\": 1024}"), "device.cache.bandwidth is missing");
-  EXPECT_EQ(broken("{\"bytes\": -1, \"bandwidth\": 1e10}"),
-            "device.cache.bytes must be positive, got -1");
-  EXPECT_EQ(broken("2"), "device.cache must be an object");
+  EXPECT_EQ(broken("[{\"bytes\": 1024}]"), "device.caches[0].bandwidth is missing");
+  EXPECT_EQ(broken("[{\"bytes\": -1, \"bandwidth\": 1e10}]"),
+            "device.caches[0].bytes must be positive, got -1");
+  EXPECT_EQ(broken("[{\"bytes\": 2048, \"bandwidth\": 1e10}, {\"bytes\": 1024, "
+                   "\"bandwidth\": 1e9}]"),
+            "device.caches[1].bytes must be more than the level before's (2048): smallest "
+            "first");
+  EXPECT_EQ(broken("[2]"), "device.caches[0] must be an object");
+  EXPECT_EQ(broken("{\"bytes\": 1024}"),
+            "device.caches must be a list of {\"bytes\", \"bandwidth\"} levels");
+  std::string old = json;
+  old.replace(old.find("\"memory_bandwidth\""), 0, "\"cache\": {}, ");
+  EXPECT_FALSE(parseCluster(old, error));
+  EXPECT_NE(error.find("device.cache is now device.caches"), std::string::npos) << error;
 }
 
 TEST(CostModel, CollectiveFormulas) {

@@ -59,9 +59,10 @@ TEST(OpCost, MatmulConvPoolAndFusion) {
   EXPECT_DOUBLE_EQ(costs[1].flops, 2.0 * 5 * 6 * 6 * 3 * 3 * 3);
   EXPECT_EQ(costs[2].opClass, OpCost::Reduce);
   EXPECT_DOUBLE_EQ(costs[2].flops, 5.0 * 3 * 3 * 4);
-  // The fused kernel: both body ops' FLOPs, but only its input and output move.
+  // The fused kernel: both body ops' FLOPs (an exp costs six adds), but
+  // only its input and output move.
   EXPECT_EQ(costs[3].opClass, OpCost::Elementwise);
-  EXPECT_DOUBLE_EQ(costs[3].flops, 2.0 * 64);
+  EXPECT_DOUBLE_EQ(costs[3].flops, (6.0 + 1.0) * 64);
   EXPECT_DOUBLE_EQ(costs[3].bytes, 2.0 * 64 * 4);
 }
 
@@ -74,3 +75,25 @@ TEST(OpCost, SixteenBitBytesAndBoolResults) {
 }
 
 } // namespace
+
+TEST(OpCost, FunctionsCostSeveralAdds) {
+  auto costs = costsOf("(%a: tensor<10xf32>, %b: tensor<10xf32>) -> (tensor<10xf32>, "
+                       "tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<10xf32>)",
+                       R"(
+  %s = graph.add %a, %b : (tensor<10xf32>, tensor<10xf32>) -> tensor<10xf32>
+  %d = graph.div %a, %b : (tensor<10xf32>, tensor<10xf32>) -> tensor<10xf32>
+  %e = graph.erf %a : (tensor<10xf32>) -> tensor<10xf32>
+  %g = graph.gelu %a : (tensor<10xf32>) -> tensor<10xf32>
+  %t = graph.gelu %a {approximate = "tanh"} : (tensor<10xf32>) -> tensor<10xf32>
+  return %s, %d, %e, %g, %t : tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<10xf32>)");
+  ASSERT_EQ(costs.size(), 5u);
+  // An add is the unit; a divide, an erf and GELU's two forms cost more,
+  // the tanh form less than the erf one.
+  EXPECT_DOUBLE_EQ(costs[0].flops, 10.0);
+  EXPECT_GT(costs[1].flops, 2 * costs[0].flops);
+  EXPECT_GT(costs[2].flops, costs[1].flops);
+  EXPECT_GT(costs[3].flops, costs[2].flops);
+  EXPECT_LT(costs[4].flops, costs[3].flops);
+  for (int i = 0; i < 5; ++i) // the bytes are the operands', whatever the function
+    EXPECT_DOUBLE_EQ(costs[i].bytes, 4.0 * 10 * (i < 2 ? 3 : 2));
+}

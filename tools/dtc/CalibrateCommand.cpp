@@ -142,18 +142,46 @@ double addSeconds(int64_t n, int repeats, int sets = 1) {
   return medianSeconds(e.inst, {f32({n}), f32({n})}, f32({n}), repeats, sets);
 }
 
-/// An optimizer's update, w - 0.001 m / (sqrt(v) + 1e-8), over `n` floats:
-/// five arithmetic nodes per element.
-double updateSeconds(int64_t n, int repeats) {
+/// A fused chain of `nodes` adds over `n` floats, ((a + b) + b) + ...: the
+/// unit the cost model counts elementwise work in (ElementwiseOps.def).
+double addChainSeconds(int64_t n, int nodes, int repeats) {
   Expression e;
-  uint32_t w = e.node(plan::INPUT, {0}), m = e.node(plan::INPUT, {1}),
-           v = e.node(plan::INPUT, {2});
-  uint32_t denominator =
-      e.node(plan::ADD, {e.node(plan::SQRT, {v}), e.node(plan::CONSTANT, {}, 1e-8)});
-  uint32_t step = e.node(plan::MUL, {e.node(plan::CONSTANT, {}, 1e-3),
-                                     e.node(plan::DIV, {m, denominator})});
-  e.node(plan::SUB, {w, step});
-  return medianSeconds(e.inst, {f32({n}), f32({n}), f32({n})}, f32({n}), repeats);
+  uint32_t a = e.node(plan::INPUT, {0}), b = e.node(plan::INPUT, {1});
+  for (int k = 0; k < nodes; ++k)
+    a = e.node(plan::ADD, {a, b});
+  return medianSeconds(e.inst, {f32({n}), f32({n})}, f32({n}), repeats);
+}
+
+/// The level past a core's L2: its share of the L3 (what a step's weights
+/// and optimizer state come from when they fit there). Its bandwidth is an
+/// add over arrays of twice the L2 in turn; its size is where the
+/// bandwidth falls below 80% of that (doubling the arrays up to the L3's
+/// share per core), not what the OS says (a VM's L3 may be the host's).
+void addSharedCacheLevel(cost::Device &device, bool quick, int repeats,
+                         const std::function<void(const std::string &)> &say) {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  double l2 = device.caches.front().bytes;
+  double share = l3 > 0 ? double(l3) / std::max(1u, std::thread::hardware_concurrency()) : 0;
+  if (share < 4 * l2) {
+    say("  no shared cache level (sysconf reports no L3 larger than four L2s per core)");
+    return;
+  }
+  auto bandwidth = [&](double footprint, int sets) {
+    int64_t n = int64_t(footprint / 12);
+    double s = addSeconds(n, repeats, sets);
+    return s > 0 ? 12.0 * double(n) / s : 0.0;
+  };
+  double rate = bandwidth(2 * l2, 4), size = 4 * l2;
+  if (rate <= 0)
+    return;
+  double limit = std::min(share, quick ? 32.0 * (1 << 20) : 256.0 * (1 << 20));
+  for (double f = 8 * l2; f <= limit && bandwidth(f, 1) >= 0.8 * rate; f *= 2)
+    size = f;
+  device.caches.push_back({size, rate});
+  say(fmt::format("  shared cache: {:.0f} MiB at {:.1f} GB/s (out = a + b, 4 sets of 3 x {} "
+                  "KiB in turn; slower past {:.0f} MiB)",
+                  size / (1 << 20), rate / 1e9, int64_t(2 * l2 / 12 * 4) >> 10,
+                  size / (1 << 20)));
 }
 
 /// A memory-bound kernel's share of the bandwidth a plain elementwise
@@ -399,29 +427,30 @@ int runCalibrate(const Args &args) {
   double floor = addSeconds(1, repeats * 20);
   say(fmt::format("  kernel floor: {:.2f} us (a one-element kernel)", floor * 1e6));
   c.device.launchOverhead = floor;
-  // The cache level: a core's L2, the last level it has to itself. A
-  // training step's kernels mostly read what the kernels before them just
-  // wrote; when it fits there, it streams at this rate.
+  // Cache levels. A core's L2, the last level it has to itself: a training
+  // step's kernels mostly read what the kernels just before them wrote,
+  // and when it fits there it streams at this rate.
   long cacheBytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
   int64_t inCache = cacheBytes / 48; // three arrays: a quarter of the cache
   double cached = cacheBytes > 0 ? addSeconds(inCache, repeats * 5, 4) - floor : 0;
   if (cached > 0) {
-    c.device.cacheBytes = double(cacheBytes);
-    c.device.cacheBandwidth = 12.0 * double(inCache) / cached;
+    c.device.caches.push_back({double(cacheBytes), 12.0 * double(inCache) / cached});
     say(fmt::format("  cache: {:.1f} MiB at {:.1f} GB/s (out = a + b, 4 sets of 3 x {} KiB "
                     "in turn)",
-                    double(cacheBytes) / (1 << 20), c.device.cacheBandwidth / 1e9,
+                    double(cacheBytes) / (1 << 20), c.device.caches[0].bandwidth / 1e9,
                     inCache * 4 >> 10));
+    addSharedCacheLevel(c.device, quick, repeats, say);
     // The elementwise kernel evaluates an expression node by node over
-    // blocks in cache, and the cost model counts a FLOP per node and
-    // element: the rate of an optimizer's update (five nodes) in cache is
-    // the elementwise class's.
-    double update = updateSeconds(inCache, repeats * 20) - floor;
-    double perNode = update > 0 ? 5.0 * double(inCache) / update : 0;
-    if (perNode > 0)
-      c.device.efficiency[plan::OP_ELEMENTWISE] = std::min(1.0, perNode / best);
-    say(fmt::format("  elementwise: {:.1f} GFLOP/s (w - a m / (sqrt(v) + e), 5 nodes, in cache)",
-                    perNode / 1e9));
+    // blocks in cache; the cost model counts its work in adds (a divide
+    // or a function costs several, ElementwiseOps.def). A fused chain of
+    // adds in cache is the class's rate.
+    const int nodes = 8;
+    double chain = addChainSeconds(inCache, nodes, repeats * 20) - floor;
+    double perAdd = chain > 0 ? nodes * double(inCache) / chain : 0;
+    if (perAdd > 0)
+      c.device.efficiency[plan::OP_ELEMENTWISE] = std::min(1.0, perAdd / best);
+    say(fmt::format("  elementwise: {:.1f} GFLOP/s (a fused chain of {} adds, in cache)",
+                    perAdd / 1e9, nodes));
   } else {
     say("  cache: size unknown (sysconf); kernels counted at the memory bandwidth");
   }

@@ -8,6 +8,8 @@
 #include "runtime/PlanLoader.h"
 #include "runtime/Sharding.h"
 
+#include "cost/Simulator.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -171,6 +173,63 @@ bool printProfile(const plan::Plan &plan, const runtime::Executor &executor,
   return true;
 }
 
+/// The measured step as a Chrome trace, in the simulator's format (`dtc
+/// simulate --trace`) so the two compare instruction by instruction: each
+/// rank's instructions one after another (the executor runs them in order
+/// on one thread, collectives included), each lasting its median over the
+/// last profiled runs. Ranks send their times to rank 0, which writes the
+/// file. A collective call of every rank.
+bool writeMeasuredTrace(const plan::Plan &plan, const runtime::Executor &executor,
+                        runtime::Communicator *world, const std::string &path) {
+  int runs = std::min(executor.profiledRuns(), runtime::Executor::kProfileHistory);
+  std::string error;
+  auto fail = [&](const std::string &why) { return failure("--trace: " + why), false; };
+  if (world && world->rank() != 0) {
+    std::vector<double> seconds = executor.profileMedianSeconds();
+    int64_t count = int64_t(seconds.size());
+    if (!world->send(&count, sizeof count, 0, 0, error) ||
+        !world->send(seconds.data(), count * int64_t(sizeof(double)), 0, 1, error))
+      return fail(error);
+    return true;
+  }
+  cost::Simulation measured;
+  int ranks = world ? world->size() : 1;
+  measured.ranks.resize(size_t(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<double> seconds = executor.profileMedianSeconds();
+    if (r != 0) {
+      int64_t count = 0;
+      if (!world->recv(&count, sizeof count, r, 0, error))
+        return fail(error);
+      seconds.assign(size_t(std::max<int64_t>(count, 0)), 0.0);
+      if (!world->recv(seconds.data(), count * int64_t(sizeof(double)), r, 1, error))
+        return fail(error);
+    }
+    int program = plan.program_of_rank_size() ? int(plan.program_of_rank(r)) : r;
+    if (program >= plan.ranks_size() ||
+        int64_t(seconds.size()) != plan.ranks(program).instructions_size())
+      return fail(fmt::format("rank {} sent times for {} instructions", r, seconds.size()));
+    double at = 0;
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      const plan::Instruction &inst = plan.ranks(program).instructions(int(i));
+      cost::Event e;
+      e.rank = r;
+      e.instruction = int(i);
+      e.communication = inst.cost().op_class() == plan::OP_COMMUNICATION;
+      e.start = at;
+      e.end = at += seconds[i];
+      measured.events.push_back(e);
+    }
+    measured.stepSeconds = std::max(measured.stepSeconds, at);
+  }
+  if (writeOutput(path, cost::chromeTrace(plan, measured, describeInstruction)) != 0)
+    return false;
+  fmt::print("trace of the measured step (each instruction's median over {} runs) written "
+             "to {}\n",
+             runs, path);
+  return true;
+}
+
 /// The first weight (a parameter read from the model) that the plan splits
 /// over the ranks, or "".
 std::string shardedWeight(const plan::Plan &plan) {
@@ -195,6 +254,7 @@ struct RunOptions {
   std::string planPath, inputs, outputs, model, outputFormat = "pb";
   int threads = 0, repeat = 0;
   bool profile = false;
+  std::string trace; // --trace FILE: the measured step as a Chrome trace
   TrainRunOptions train;
 };
 
@@ -207,16 +267,21 @@ int runRank(const plan::Plan &plan, const RunOptions &options, RankJob *job) {
   if (!executor)
     return failure(options.planPath + ": " + error);
   bool primary = !job || job->rank() == 0; // writes what the job gives
+  runtime::Communicator *world = job ? &job->world() : nullptr;
+  bool measure = options.profile || !options.trace.empty();
+  auto report = [&] {
+    return (!options.profile || printProfile(plan, *executor, world)) &&
+           (options.trace.empty() || writeMeasuredTrace(plan, *executor, world, options.trace));
+  };
   if (plan.has_training()) {
     TrainRunOptions train = options.train;
     if (!train.checkpoint.empty() && train.checkpointEvery == 0)
       train.checkpointEvery = train.steps;
     train.modelPath = options.model;
-    if (options.profile)
+    if (measure)
       executor->enableProfile();
-    int status = runTraining(plan, *executor, train, job ? &job->world() : nullptr);
-    if (options.profile && status == 0 &&
-        !printProfile(plan, *executor, job ? &job->world() : nullptr))
+    int status = runTraining(plan, *executor, train, world);
+    if (status == 0 && !report())
       return 1;
     return status;
   }
@@ -228,7 +293,7 @@ int runRank(const plan::Plan &plan, const RunOptions &options, RankJob *job) {
   if (!executor->run(error))
     return failure(error);
 
-  if (options.profile)
+  if (measure)
     executor->enableProfile();
   if (options.repeat > 0) {
     std::vector<double> ms;
@@ -253,10 +318,10 @@ int runRank(const plan::Plan &plan, const RunOptions &options, RankJob *job) {
                executor->ranks() > 1 ? fmt::format(" per rank, {} ranks", executor->ranks())
                                      : std::string(),
                ms[ms.size() / 2], mean, ms.front());
-  } else if (options.profile && !executor->run(error)) {
+  } else if (measure && !executor->run(error)) {
     return failure(error);
   }
-  if (options.profile && !printProfile(plan, *executor, job ? &job->world() : nullptr))
+  if (measure && !report())
     return 1;
 
   if (!options.outputs.empty() && primary) {
@@ -326,6 +391,8 @@ int runRun(const Args &args) {
         return 1;
     } else if (args[i] == "--profile") {
       profile = true;
+    } else if (auto v = flagValue(args, i, "--trace", missing)) {
+      options.trace = *v;
     } else if (auto v = flagValue(args, i, "--data", missing)) {
       train.data = *v;
     } else if (auto v = flagValue(args, i, "--steps", missing)) {

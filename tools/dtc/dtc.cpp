@@ -53,6 +53,7 @@ commands:
 
   run PLAN.dtcp [-n RANKS] [--inputs DIR] [--outputs DIR] [--threads N]
                 [--model MODEL.onnx] [--output-format pb|npy] [--repeat N] [--profile]
+                [--trace FILE.json]
         Run a plan on this machine's CPU. Inputs are read from DIR as
         input_<i>.pb / input_<i>.npy (ONNX test-suite layout) or
         <name>.pb / <name>.npy; outputs are written as output_<i>.pb (or
@@ -62,7 +63,9 @@ commands:
         prints the latency (on several ranks, until the last rank is done).
         --profile times every instruction (over the --repeat runs, else one
         more run) and prints where the time went (on several ranks, each
-        instruction's slowest rank).
+        instruction's slowest rank). --trace FILE.json writes the measured
+        step (training too) as a Chrome trace in the format of simulate
+        --trace: every rank's instructions in order, each its mean time.
         A plan for several ranks runs one process per rank: dtc starts them
         with mpirun (-n, if given, must be the plan's rank count), or joins
         as one rank when mpirun or srun started it. Rank 0 prints and writes
