@@ -9,11 +9,16 @@ training step for one device, predicts its step time with `dtc simulate
 ranks (`--dp 2` and `--tp 2`, `dtc run -n 2`, one core each), timed with the
 link calibrate measured. Prints the ratio per plan (target: within 15%) and
 whether the two plans of each pair rank the same by throughput (samples/s) in
-simulation and measurement.
+simulation and measurement. With --by-class, also each one-rank plan's time
+per op class, simulated against measured: both written as traces (`dtc
+simulate --trace`, `dtc run --trace`: each instruction's median) and summed
+per class, so an error in one class cannot hide behind another's.
 
-    python3 bench/simulated_vs_measured.py --dtc build/bin/dtc [--steps 30]
+    python3 bench/simulated_vs_measured.py --dtc build/bin/dtc [--steps 30] [--by-class]
 """
 import argparse
+import collections
+import json
 import os
 import re
 import statistics
@@ -37,26 +42,38 @@ def run(cmd):
     return done.stdout
 
 
-def simulated_seconds(dtc, plan, cluster):
-    out = run([dtc, "simulate", plan, "--cluster", cluster])
+def simulated_seconds(dtc, plan, cluster, trace=None):
+    out = run([dtc, "simulate", plan, "--cluster", cluster,
+               *(["--trace", trace] if trace else [])])
     m = re.search(r"step time\s+([0-9.]+) (us|ms|s)", out)
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
-def measured_seconds(dtc, plan, data, steps, ranks=1):
+def measured_seconds(dtc, plan, data, steps, ranks=1, trace=None):
     out = run([dtc, "run", plan, *(["-n", str(ranks)] if ranks > 1 else []), "--data", data,
-               "--steps", str(steps), "--threads", "1"])
+               "--steps", str(steps), "--threads", "1", *(["--trace", trace] if trace else [])])
     times = [float(t) * 1e-3 for t in re.findall(r"^step \d+ loss \S+ .*time (\S+) ms", out, re.M)]
     return statistics.median(times[3:])
+
+
+def seconds_by_class(trace):
+    """Rank 0's instruction times per op class in a Chrome trace of dtc's."""
+    by = collections.Counter()
+    for e in json.load(open(trace))["traceEvents"]:
+        if e["ph"] == "X" and e["pid"] == 0:
+            by[e["args"]["class"]] += e["dur"] * 1e-6
+    return by
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtc", required=True)
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--by-class", action="store_true",
+                    help="also compare each one-rank plan's time per op class")
     args = ap.parse_args()
     dtc, rng = args.dtc, np.random.RandomState(0)
-    rows, ranks_agree = [], []
+    rows, ranks_agree, classes = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         cluster = os.path.join(tmp, "cluster.json")
         run([dtc, "calibrate", "-o", cluster])
@@ -84,9 +101,13 @@ def main():
                 plan = os.path.join(tmp, f"{name}-{batch}.dtcp")
                 run([dtc, "compile", model, *shapes(name, batch), "--train", "--loss",
                      "cross_entropy", "--optimizer", "adamw", "-o", plan])
-                sim = simulated_seconds(dtc, plan, cluster)
-                real = measured_seconds(dtc, plan, data, args.steps)
+                traces = [os.path.join(tmp, f"{name}-{batch}-{w}.json") if args.by_class else None
+                          for w in ("simulated", "measured")]
+                sim = simulated_seconds(dtc, plan, cluster, traces[0])
+                real = measured_seconds(dtc, plan, data, args.steps, trace=traces[1])
                 rows.append((f"{name} batch {batch}", sim, real))
+                if args.by_class:
+                    classes.append((f"{name} batch {batch}", *map(seconds_by_class, traces)))
                 throughput[batch] = (batch / sim, batch / real)
             (a, b) = batches
             agree = (throughput[a][0] < throughput[b][0]) == (throughput[a][1] < throughput[b][1])
@@ -128,6 +149,14 @@ def main():
     for what, agree in ranks_agree:
         print(f"{what} rank {'the same' if agree else 'DIFFERENTLY'} "
               f"in simulation and measurement")
+    if classes:
+        print("\nper op class, simulated / measured (ms in the measured step)")
+        names = sorted({c for _, _, real in classes for c in real})
+        print(f"{'plan':<16}" + "".join(f" {c:>18}" for c in names))
+        for what, sim, real in classes:
+            cells = [f"{sim[c] / real[c]:5.2f} ({real[c] * 1e3:6.3f})" if real[c] > 0 else "-"
+                     for c in names]
+            print(f"{what:<16}" + "".join(f" {cell:>18}" for cell in cells))
 
 
 if __name__ == "__main__":

@@ -201,6 +201,8 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
     c.device.memoryEfficiency = r.positive(*d, "device", "memory_efficiency", false, 1.0);
     c.device.memoryCapacity = r.positive(*d, "device", "memory_capacity");
     c.device.launchOverhead = r.positive(*d, "device", "launch_overhead", true);
+    if (d->get("overlap"))
+      c.device.overlap = r.positive(*d, "device", "overlap", true, 1.0);
     if (const llvm::json::Object *eff = r.object(*d, "device", "efficiency"))
       for (int k = kFirstOpClass; k < kComputeClassEnd; ++k)
         c.device.efficiency[k] = r.positive(*eff, "device.efficiency", kClassNames[k], false, 1.0);
@@ -209,6 +211,10 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
         if (mem->get(kClassNames[k]))
           c.device.classMemoryEfficiency[k] =
               r.positive(*mem, "device.class_memory_efficiency", kClassNames[k], false, 1.0);
+    if (const llvm::json::Object *startup = d->getObject("startup"))
+      for (int k = kFirstOpClass; k < kComputeClassEnd; ++k)
+        if (startup->get(kClassNames[k]))
+          c.device.classStartup[k] = r.positive(*startup, "device.startup", kClassNames[k], true);
     // Optional: without it, no cache levels.
     if (d->get("cache"))
       r.fail("device.cache is now device.caches, a list of levels smallest first: "
@@ -285,11 +291,13 @@ std::string toJson(const Cluster &c) {
   llvm::json::Object peaks, eff;
   for (const auto &[k, v] : c.device.peakFlops)
     peaks[k] = v;
-  llvm::json::Object classMemory;
+  llvm::json::Object classMemory, startup;
   for (int k = kFirstOpClass; k < kComputeClassEnd; ++k) {
     eff[kClassNames[k]] = c.device.efficiency[k];
     if (c.device.classMemoryEfficiency[k] > 0)
       classMemory[kClassNames[k]] = c.device.classMemoryEfficiency[k];
+    if (c.device.classStartup[k] > 0)
+      startup[kClassNames[k]] = c.device.classStartup[k];
   }
   auto link = [](const Link &l) {
     return llvm::json::Object{{"latency", l.latency}, {"bandwidth", l.bandwidth}};
@@ -302,6 +310,10 @@ std::string toJson(const Cluster &c) {
                             {"launch_overhead", c.device.launchOverhead},
                             {"efficiency", std::move(eff)},
                             {"class_memory_efficiency", std::move(classMemory)}};
+  if (!startup.empty())
+    device["startup"] = std::move(startup);
+  if (c.device.overlap != 1)
+    device["overlap"] = c.device.overlap;
   if (!c.device.caches.empty()) {
     llvm::json::Array levels;
     for (const Device::CacheLevel &l : c.device.caches)

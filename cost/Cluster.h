@@ -41,6 +41,10 @@ struct Device {
   // reach (strided reductions, pooling gradients run below a plain
   // elementwise kernel); 0: unset, counted as 1.
   double classMemoryEfficiency[kOpClassSlots] = {};
+  // Per op class, seconds each kernel takes beyond its roofline time
+  // (Hockney's n1/2 / r_inf: a GEMM's packing and blocking make small
+  // products run below the class's rate by about a fixed time); 0: none.
+  double classStartup[kOpClassSlots] = {};
   // Cache levels in front of memory, smallest first (a CPU core's L2 and
   // its share of L3; none on the GPU presets). A kernel reads an operand
   // from the smallest level that holds everything touched since it was
@@ -51,6 +55,10 @@ struct Device {
     double bytes = 0, bandwidth = 0;
   };
   std::vector<CacheLevel> caches;
+  // How much of a kernel's memory time hides under its compute time (1:
+  // the roofline's max, as on GPUs; 0: the sum, as a CPU core that loads
+  // a block and then computes on it).
+  double overlap = 1;
 
   double memoryShare(plan::OpClass c) const {
     return classMemoryEfficiency[c] > 0 ? classMemoryEfficiency[c] : 1.0;

@@ -8,7 +8,8 @@ namespace dtc::cost {
 
 /// Seconds of one instruction on `device`: the roofline
 /// max(flops / (peak(dtype) * efficiency(class)), bytes / (bandwidth *
-/// memory efficiency)) plus the launch overhead; 0 for a free op. The
+/// memory efficiency)) plus the class's startup and the launch overhead;
+/// 0 for a free op. The
 /// bytes take `streamSeconds` at full bandwidth when the caller knows
 /// where they are (the simulator: which cache level each operand is in),
 /// else Device::streamSeconds.

@@ -126,17 +126,45 @@ TEST(CostModel, TheFirstCacheBytesStreamFromTheCache) {
   EXPECT_NEAR(instructionSeconds(c, d), 2e5 / 1e11 / 0.5 / 0.25, 1e-15);
 }
 
+TEST(CostModel, StartupAndOverlapOfMemoryAndCompute) {
+  Device d;
+  d.peakFlops = {{"f32", 1e12}};
+  d.memoryBandwidth = 1e10;
+  d.memoryEfficiency = 1;
+  for (double &e : d.efficiency)
+    e = 1;
+  plan::Cost c;
+  c.set_op_class(plan::OP_MATMUL);
+  c.set_dtype(plan::F32);
+  c.set_flops(3e6); // 3 us of compute
+  c.set_bytes(1e4); // 1 us of memory
+  EXPECT_NEAR(instructionSeconds(c, d), 3e-6, 1e-15); // the roofline: the larger
+  d.overlap = 0;                                      // a core that loads, then computes
+  EXPECT_NEAR(instructionSeconds(c, d), 4e-6, 1e-15);
+  d.overlap = 0.25;
+  EXPECT_NEAR(instructionSeconds(c, d), 3.75e-6, 1e-15);
+  d.classStartup[plan::OP_MATMUL] = 2e-6; // per kernel of the class, not of others
+  EXPECT_NEAR(instructionSeconds(c, d), 5.75e-6, 1e-15);
+  c.set_op_class(plan::OP_ELEMENTWISE);
+  EXPECT_NEAR(instructionSeconds(c, d), 3.75e-6, 1e-15);
+}
+
 TEST(Cluster, CacheIsOptionalAndRoundTrips) {
   std::string json = *presetJson("cpu-local"), error;
   Cluster plain = *parseCluster(json, error);
   EXPECT_TRUE(plain.device.caches.empty());
   EXPECT_EQ(toJson(plain).find("cache"), std::string::npos);
   plain.device.caches = {{2097152, 5e10}, {33554432, 2.5e10}};
+  plain.device.overlap = 0.4;
+  plain.device.classStartup[plan::OP_MATMUL] = 3e-7;
   std::optional<Cluster> again = parseCluster(toJson(plain), error);
   ASSERT_TRUE(again) << error;
   ASSERT_EQ(again->device.caches.size(), 2u);
   EXPECT_EQ(again->device.caches[0].bytes, 2097152.0);
   EXPECT_EQ(again->device.caches[1].bandwidth, 2.5e10);
+  EXPECT_EQ(again->device.overlap, 0.4);
+  EXPECT_EQ(again->device.classStartup[plan::OP_MATMUL], 3e-7);
+  EXPECT_EQ(again->device.classStartup[plan::OP_CONV], 0.0);
   auto broken = [&](const std::string &cache) {
     std::string text = json;
     text.replace(text.find("\"memory_bandwidth\""), 0, "\"caches\": " + cache + ", ");

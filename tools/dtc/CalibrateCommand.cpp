@@ -427,6 +427,19 @@ int runCalibrate(const Args &args) {
   double floor = addSeconds(1, repeats * 20);
   say(fmt::format("  kernel floor: {:.2f} us (a one-element kernel)", floor * 1e6));
   c.device.launchOverhead = floor;
+  // Small products run below the matmul rate by about a fixed time each
+  // (packing and blocking; Hockney's n1/2 / r_inf): the mean of what a
+  // 16x64x64 and a 64x64x64 product take beyond their FLOPs at that rate.
+  double startup = 0;
+  for (int64_t m : {16, 64}) {
+    double rate = gemmRate(m, 64, 64, repeats * 20);
+    double flops = 2.0 * double(m) * 64 * 64;
+    double rated = best * c.device.efficiency[plan::OP_MATMUL];
+    startup += rate > 0 ? std::max(0.0, flops / rate - flops / rated - floor) / 2 : 0;
+  }
+  c.device.classStartup[plan::OP_MATMUL] = startup;
+  say(fmt::format("  matmul startup: {:.2f} us (16x64x64 and 64x64x64 beyond the rate)",
+                  startup * 1e6));
   // Cache levels. A core's L2, the last level it has to itself: a training
   // step's kernels mostly read what the kernels just before them wrote,
   // and when it fits there it streams at this rate.
@@ -451,6 +464,21 @@ int runCalibrate(const Args &args) {
       c.device.efficiency[plan::OP_ELEMENTWISE] = std::min(1.0, perAdd / best);
     say(fmt::format("  elementwise: {:.1f} GFLOP/s (a fused chain of {} adds, in cache)",
                     perAdd / 1e9, nodes));
+    // Whether a kernel's memory time hides under its compute: a chain whose
+    // adds and loads take about as long, on arrays past the L2 (the level
+    // after it), against both times summed (0) and the larger (1).
+    if (perAdd > 0 && c.device.caches.size() > 1) {
+      int64_t n = int64_t(c.device.caches[0].bytes) / 6; // 3 arrays: twice the L2
+      double compute = nodes * double(n) / perAdd;
+      double memory = 12.0 * double(n) / c.device.caches[1].bandwidth;
+      double t = addChainSeconds(n, nodes, repeats * 2) - floor;
+      c.device.overlap =
+          std::clamp((compute + memory - t) / std::min(compute, memory), 0.0, 1.0);
+      say(fmt::format("  overlap of memory and compute: {:.2f} ({} adds on {} KiB arrays: "
+                      "{:.1f} us, compute {:.1f} us, memory {:.1f} us)",
+                      c.device.overlap, nodes, n * 4 >> 10, t * 1e6, compute * 1e6,
+                      memory * 1e6));
+    }
   } else {
     say("  cache: size unknown (sysconf); kernels counted at the memory bandwidth");
   }
