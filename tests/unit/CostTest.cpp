@@ -98,17 +98,29 @@ TEST(Cluster, ClassMemoryEfficiencyIsOptionalAndRoundTrips) {
   EXPECT_EQ(error, "device.class_memory_efficiency.reduce must be at most 1, got 1.5");
 }
 
-TEST(CostModel, TheFirstCacheBytesStreamFromTheCache) {
+/// A device of 1 TFLOP/s and 10 GB/s at which every class reaches its peak,
+/// and an f32 cost of `flops` and `bytes` in class `c`.
+Device plainDevice(double memoryEfficiency) {
   Device d;
   d.peakFlops = {{"f32", 1e12}};
   d.memoryBandwidth = 1e10;
-  d.memoryEfficiency = 0.5;
+  d.memoryEfficiency = memoryEfficiency;
   for (double &e : d.efficiency)
     e = 1;
-  plan::Cost c;
-  c.set_op_class(plan::OP_ELEMENTWISE);
-  c.set_dtype(plan::F32);
-  c.set_bytes(1e6);
+  return d;
+}
+plan::Cost costOf(plan::OpClass c, double flops, double bytes) {
+  plan::Cost cost;
+  cost.set_op_class(c);
+  cost.set_dtype(plan::F32);
+  cost.set_flops(flops);
+  cost.set_bytes(bytes);
+  return cost;
+}
+
+TEST(CostModel, TheFirstCacheBytesStreamFromTheCache) {
+  Device d = plainDevice(0.5);
+  plan::Cost c = costOf(plan::OP_ELEMENTWISE, 0, 1e6);
   EXPECT_NEAR(instructionSeconds(c, d), 1e6 / 5e9, 1e-15); // no cache level
   d.caches = {{4e5, 1e11}};
   // 4e5 bytes at 1e11 and 6e5 at 1e10, both at half efficiency.
@@ -127,17 +139,8 @@ TEST(CostModel, TheFirstCacheBytesStreamFromTheCache) {
 }
 
 TEST(CostModel, StartupAndOverlapOfMemoryAndCompute) {
-  Device d;
-  d.peakFlops = {{"f32", 1e12}};
-  d.memoryBandwidth = 1e10;
-  d.memoryEfficiency = 1;
-  for (double &e : d.efficiency)
-    e = 1;
-  plan::Cost c;
-  c.set_op_class(plan::OP_MATMUL);
-  c.set_dtype(plan::F32);
-  c.set_flops(3e6); // 3 us of compute
-  c.set_bytes(1e4); // 1 us of memory
+  Device d = plainDevice(1);
+  plan::Cost c = costOf(plan::OP_MATMUL, 3e6, 1e4); // 3 us of compute, 1 us of memory
   EXPECT_NEAR(instructionSeconds(c, d), 3e-6, 1e-15); // the roofline: the larger
   d.overlap = 0;                                      // a core that loads, then computes
   EXPECT_NEAR(instructionSeconds(c, d), 4e-6, 1e-15);
