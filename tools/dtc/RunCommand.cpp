@@ -215,7 +215,9 @@ bool writeMeasuredTrace(const plan::Plan &plan, const runtime::Executor &executo
       cost::Event e;
       e.rank = r;
       e.instruction = int(i);
-      e.communication = inst.cost().op_class() == plan::OP_COMMUNICATION;
+      // The stream the simulator puts it on.
+      e.communication = (inst.has_collective() && inst.collective().kind() != plan::ALL_SLICE) ||
+                        inst.has_send() || inst.has_recv();
       e.start = at;
       e.end = at += seconds[i];
       measured.events.push_back(e);
