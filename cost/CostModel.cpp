@@ -16,8 +16,7 @@ double instructionSeconds(const plan::Cost &cost, const Device &device, double s
   double memory =
       streamSeconds / (device.memoryEfficiency * device.memoryShare(cost.op_class()));
   return std::max(compute, memory) + (1 - device.overlap) * std::min(compute, memory) +
-         device.classStartup[cost.op_class()] +
-         device.launchOverhead;
+         device.classStartup[cost.op_class()] + device.launchOverhead;
 }
 
 double collectiveSeconds(Collective kind, Algorithm algorithm, int64_t ranks, double bytes,

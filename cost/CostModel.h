@@ -9,10 +9,10 @@ namespace dtc::cost {
 /// Seconds of one instruction on `device`: the roofline
 /// max(flops / (peak(dtype) * efficiency(class)), bytes / (bandwidth *
 /// memory efficiency)) plus the class's startup and the launch overhead;
-/// 0 for a free op. The
-/// bytes take `streamSeconds` at full bandwidth when the caller knows
-/// where they are (the simulator: which cache level each operand is in),
-/// else Device::streamSeconds.
+/// 0 for a free op. Memory time hides under compute by the device's
+/// overlap (1: the max). The bytes take `streamSeconds` at full bandwidth
+/// when the caller knows where they are (the simulator: which cache level
+/// each operand is in), else Device::streamSeconds.
 double instructionSeconds(const plan::Cost &cost, const Device &device,
                           double streamSeconds = -1);
 

@@ -67,11 +67,7 @@ public:
   /// The instruction it stands at.
   const plan::Instruction &current() const { return program_.instructions(pc_); }
   /// Whether the current instruction needs the other ranks of its group.
-  bool atCollective() const {
-    const plan::Instruction &inst = current();
-    return (inst.has_collective() && inst.collective().kind() != plan::ALL_SLICE) ||
-           inst.has_send() || inst.has_recv();
-  }
+  bool atCollective() const { return onCommunicationStream(current()); }
   /// The ranks the current instruction waits for: its collective's group,
   /// or the sender and the receiver of a transfer (for messages).
   std::vector<int64_t> partners() const {
@@ -125,11 +121,12 @@ public:
   void run(double start, std::vector<Event> *events) {
     const plan::Instruction &inst = current();
     bool comm = atCollective();
+    double own = cluster_.device.caches.empty() ? 0 : footprint(inst);
     double seconds =
         inst.has_send() || inst.has_recv() ? transferSeconds(inst)
         : comm ? collectiveInstructionSeconds(plan_.mesh(), inst, cluster_)
-               : instructionSeconds(inst.cost(), cluster_.device, cachedStreamSeconds(inst));
-    touch(inst);
+               : instructionSeconds(inst.cost(), cluster_.device, cachedStreamSeconds(inst, own));
+    touch(inst, own);
     double end = start + seconds;
     if (comm) {
       time.communication += seconds;
@@ -191,11 +188,10 @@ private:
   /// bound), this kernel's own bytes included. Outputs are written where
   /// the kernel's bytes fit. Bytes not touched yet this step were touched
   /// a step ago (parameters, optimizer state, inputs). Scaled to the bytes
-  /// the op's cost counts; -1 without cache levels.
-  double cachedStreamSeconds(const plan::Instruction &inst) const {
+  /// the op's cost counts; -1 without cache levels. `own` is footprint(inst).
+  double cachedStreamSeconds(const plan::Instruction &inst, double own) const {
     const Device &device = cluster_.device;
-    double own = footprint(inst);
-    if (device.caches.empty() || own <= 0)
+    if (own <= 0)
       return -1;
     double seconds = 0;
     for (uint32_t in : inst.inputs()) {
@@ -210,11 +206,11 @@ private:
     return seconds * double(inst.cost().bytes()) / own;
   }
   /// Marks the instruction's buffers (by arena offset: views share their
-  /// operand's bytes) as touched now.
-  void touch(const plan::Instruction &inst) {
-    if (cluster_.device.caches.empty())
+  /// operand's bytes) as touched now; a view touches nothing.
+  void touch(const plan::Instruction &inst, double own) {
+    if (own <= 0)
       return;
-    touched_ += footprint(inst);
+    touched_ += own;
     for (const auto *ids : {&inst.inputs(), &inst.outputs()})
       for (uint32_t id : *ids)
         if (id < uint32_t(program_.buffers_size()))
@@ -247,6 +243,15 @@ private:
   double touched_ = 0, stepBytes_ = 0;
   std::unordered_map<uint64_t, double> lastTouch_;
 };
+
+} // namespace
+
+bool onCommunicationStream(const plan::Instruction &inst) {
+  return (inst.has_collective() && inst.collective().kind() != plan::ALL_SLICE) ||
+         inst.has_send() || inst.has_recv();
+}
+
+namespace {
 
 /// A rank's program; null when the plan lists none for it.
 const plan::RankProgram *programOf(const plan::Plan &plan, int64_t rank) {

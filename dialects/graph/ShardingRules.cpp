@@ -67,12 +67,6 @@ ShardingRule source(Operation *op) {
   return rule;
 }
 
-/// Sets the factors of `dims` (a permutation of those in `ids`) whole.
-void makeWhole(ShardingRule &rule, ArrayRef<int> ids) {
-  for (int f : ids)
-    rule.factors[size_t(f)].whole = true;
-}
-
 /// Input and output are the same shape; `wholeFrom`.. dims must stay whole
 /// (normalised or windowed together), the rest are parallel.
 ShardingRule sameShape(Operation *op, ArrayRef<int64_t> wholeDims) {

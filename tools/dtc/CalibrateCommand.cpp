@@ -154,9 +154,10 @@ double addChainSeconds(int64_t n, int nodes, int repeats) {
 
 /// The level past a core's L2: its share of the L3 (what a step's weights
 /// and optimizer state come from when they fit there). Its bandwidth is an
-/// add over arrays of twice the L2 in turn; its size is where the
-/// bandwidth falls below 80% of that (doubling the arrays up to the L3's
-/// share per core), not what the OS says (a VM's L3 may be the host's).
+/// add over four sets of arrays in turn, each set twice the L2; its size is
+/// the largest footprint still streaming at 80% of that (doubling, up to
+/// the L3's share per core), not what the OS says (a VM's L3 may be the
+/// host's).
 void addSharedCacheLevel(cost::Device &device, bool quick, int repeats,
                          const std::function<void(const std::string &)> &say) {
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -179,9 +180,9 @@ void addSharedCacheLevel(cost::Device &device, bool quick, int repeats,
     size = f;
   device.caches.push_back({size, rate});
   say(fmt::format("  shared cache: {:.0f} MiB at {:.1f} GB/s (out = a + b, 4 sets of 3 x {} "
-                  "KiB in turn; slower past {:.0f} MiB)",
+                  "KiB in turn; within 80% of that up to {:.0f} MiB, tried up to {:.0f})",
                   size / (1 << 20), rate / 1e9, int64_t(2 * l2 / 12 * 4) >> 10,
-                  size / (1 << 20)));
+                  size / (1 << 20), limit / (1 << 20)));
 }
 
 /// A memory-bound kernel's share of the bandwidth a plain elementwise

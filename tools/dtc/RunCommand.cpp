@@ -196,8 +196,10 @@ bool writeMeasuredTrace(const plan::Plan &plan, const runtime::Executor &executo
   int ranks = world ? world->size() : 1;
   measured.ranks.resize(size_t(ranks));
   for (int r = 0; r < ranks; ++r) {
-    std::vector<double> seconds = executor.profileMedianSeconds();
-    if (r != 0) {
+    std::vector<double> seconds;
+    if (r == 0) {
+      seconds = executor.profileMedianSeconds();
+    } else {
       int64_t count = 0;
       if (!world->recv(&count, sizeof count, r, 0, error))
         return fail(error);
@@ -215,9 +217,7 @@ bool writeMeasuredTrace(const plan::Plan &plan, const runtime::Executor &executo
       cost::Event e;
       e.rank = r;
       e.instruction = int(i);
-      // The stream the simulator puts it on.
-      e.communication = (inst.has_collective() && inst.collective().kind() != plan::ALL_SLICE) ||
-                        inst.has_send() || inst.has_recv();
+      e.communication = cost::onCommunicationStream(inst);
       e.start = at;
       e.end = at += seconds[i];
       measured.events.push_back(e);
