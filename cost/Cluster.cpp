@@ -41,6 +41,28 @@ public:
     return v->getAsObject();
   }
 
+  /// Calls `each(object, itsPath)` on each object of the list at `key`, in
+  /// order, if there is one; stops at the first failure. `shape` says what
+  /// the list holds, for the message when it is not a list of objects.
+  template <typename Each>
+  void forEachObject(const llvm::json::Object &parent, const std::string &path,
+                     llvm::StringRef key, const std::string &shape, Each each) {
+    const llvm::json::Value *v = parent.get(key);
+    if (!v)
+      return;
+    std::string where = join(path, key);
+    const llvm::json::Array *list = v->getAsArray();
+    if (!list)
+      return void(fail(where + " must be a list of " + shape));
+    for (size_t i = 0; i < list->size() && ok(); ++i) {
+      std::string item = where + "[" + std::to_string(i) + "]";
+      const llvm::json::Object *o = (*list)[i].getAsObject();
+      if (!o)
+        return void(fail(item + " must be an object"));
+      each(*o, item);
+    }
+  }
+
   /// A number > 0 (or >= 0 with `zeroOk`), at most `max` when given.
   double positive(const llvm::json::Object &parent, const std::string &path, llvm::StringRef key,
                   bool zeroOk = false, double max = 0) {
@@ -97,6 +119,11 @@ Link readLink(Reader &r, const llvm::json::Object &links, llvm::StringRef key) {
     std::string path = "links." + key.str();
     link.latency = r.positive(*o, path, "latency");
     link.bandwidth = r.positive(*o, path, "bandwidth");
+    r.forEachObject(*o, path, "protocols", "{\"latency\", \"bandwidth\"} objects",
+                    [&](const llvm::json::Object &p, const std::string &item) {
+                      link.protocols.push_back({r.positive(p, item, "latency"),
+                                                r.positive(p, item, "bandwidth")});
+                    });
   }
   return link;
 }
@@ -113,11 +140,12 @@ const char *const kCpuLocal = R"json({
     "memory_efficiency": 0.7,
     "memory_capacity": 1.2e10,
     "launch_overhead": 2e-6,
-    "efficiency": {"matmul": 0.8, "conv": 0.6, "elementwise": 0.5, "reduce": 0.4, "norm": 0.4, "data_movement": 0.6}
+    "efficiency": {"matmul": 0.8, "conv": 0.6, "elementwise": 0.5, "reduce": 0.4, "norm": 0.4, "data_movement": 0.6},
+    "communication_stream": false
   },
   "topology": {"devices_per_node": 2, "nodes": 1},
   "links": {
-    "intra_node": {"latency": 1e-6, "bandwidth": 5e9},
+    "intra_node": {"latency": 2e-6, "bandwidth": 1e9, "protocols": [{"latency": 6e-6, "bandwidth": 6e9}]},
     "inter_node": {"latency": 2e-5, "bandwidth": 1.25e9}
   }
 })json";
@@ -203,6 +231,12 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
     c.device.launchOverhead = r.positive(*d, "device", "launch_overhead", true);
     if (d->get("overlap"))
       c.device.overlap = r.positive(*d, "device", "overlap", true, 1.0);
+    if (const llvm::json::Value *stream = d->get("communication_stream")) {
+      if (std::optional<bool> b = stream->getAsBoolean())
+        c.device.communicationStream = *b;
+      else
+        r.fail("device.communication_stream must be true or false");
+    }
     if (const llvm::json::Object *eff = r.object(*d, "device", "efficiency"))
       for (int k = kFirstOpClass; k < kComputeClassEnd; ++k)
         c.device.efficiency[k] = r.positive(*eff, "device.efficiency", kClassNames[k], false, 1.0);
@@ -219,25 +253,16 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
     if (d->get("cache"))
       r.fail("device.cache is now device.caches, a list of levels smallest first: "
              "[{\"bytes\": ..., \"bandwidth\": ...}]");
-    if (const llvm::json::Value *caches = d->get("caches")) {
-      const llvm::json::Array *levels = caches->getAsArray();
-      if (!levels)
-        r.fail("device.caches must be a list of {\"bytes\", \"bandwidth\"} levels");
-      for (size_t i = 0; levels && i < levels->size() && r.ok(); ++i) {
-        std::string path = "device.caches[" + std::to_string(i) + "]";
-        const llvm::json::Object *level = (*levels)[i].getAsObject();
-        if (!level) {
-          r.fail(path + " must be an object");
-          break;
-        }
-        Device::CacheLevel l{r.positive(*level, path, "bytes"),
-                             r.positive(*level, path, "bandwidth")};
-        if (r.ok() && !c.device.caches.empty() && l.bytes <= c.device.caches.back().bytes)
-          r.fail(path + ".bytes must be more than the level before's (" +
-                 number(c.device.caches.back().bytes) + "): smallest first");
-        c.device.caches.push_back(l);
-      }
-    }
+    r.forEachObject(*d, "device", "caches", "{\"bytes\", \"bandwidth\"} levels",
+                    [&](const llvm::json::Object &level, const std::string &path) {
+                      Device::CacheLevel l{r.positive(level, path, "bytes"),
+                                           r.positive(level, path, "bandwidth")};
+                      if (r.ok() && !c.device.caches.empty() &&
+                          l.bytes <= c.device.caches.back().bytes)
+                        r.fail(path + ".bytes must be more than the level before's (" +
+                               number(c.device.caches.back().bytes) + "): smallest first");
+                      c.device.caches.push_back(l);
+                    });
   }
   if (const llvm::json::Object *t = r.object(*root, "", "topology")) {
     c.devicesPerNode = r.count(*t, "topology", "devices_per_node");
@@ -300,7 +325,13 @@ std::string toJson(const Cluster &c) {
       startup[kClassNames[k]] = c.device.classStartup[k];
   }
   auto link = [](const Link &l) {
-    return llvm::json::Object{{"latency", l.latency}, {"bandwidth", l.bandwidth}};
+    llvm::json::Object o{{"latency", l.latency}, {"bandwidth", l.bandwidth}};
+    llvm::json::Array more;
+    for (const Protocol &p : l.protocols)
+      more.push_back(llvm::json::Object{{"latency", p.latency}, {"bandwidth", p.bandwidth}});
+    if (!more.empty())
+      o["protocols"] = std::move(more);
+    return o;
   };
   llvm::json::Object device{{"kind", c.device.kind},
                             {"peak_flops", std::move(peaks)},
@@ -314,6 +345,8 @@ std::string toJson(const Cluster &c) {
     device["startup"] = std::move(startup);
   if (c.device.overlap != 1)
     device["overlap"] = c.device.overlap;
+  if (!c.device.communicationStream)
+    device["communication_stream"] = false;
   if (!c.device.caches.empty()) {
     llvm::json::Array levels;
     for (const Device::CacheLevel &l : c.device.caches)

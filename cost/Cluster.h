@@ -59,6 +59,10 @@ struct Device {
   // the roofline's max, as on GPUs; 0: the sum, as a CPU core that loads
   // a block and then computes on it).
   double overlap = 1;
+  // Whether collectives and transfers run on a stream of their own beside
+  // the kernels (GPUs: NCCL's stream), or inline on the rank's one thread
+  // (dtc's CPU runtime: a blocking MPI call between two kernels).
+  bool communicationStream = true;
 
   double memoryShare(plan::OpClass c) const {
     return classMemoryEfficiency[c] > 0 ? classMemoryEfficiency[c] : 1.0;
@@ -90,10 +94,19 @@ struct Device {
   double peak(plan::DType dtype) const;
 };
 
-/// One level of links: a message of n bytes takes latency + n / bandwidth.
-struct Link {
+/// One way a link carries a message: n bytes take latency + n / bandwidth.
+struct Protocol {
   double latency = 0;   // seconds (alpha)
   double bandwidth = 0; // bytes/s per device and direction (1 / beta)
+};
+
+/// One level of links: a protocol, and optionally further ones (MPI's eager
+/// copies and its rendezvous, NCCL's LL and Simple: a low latency for small
+/// messages, a high bandwidth for large); a collective takes the fastest.
+struct Link : Protocol {
+  std::vector<Protocol> protocols; // beyond the first; may be empty
+  Link() = default;
+  Link(double latency, double bandwidth) : Protocol{latency, bandwidth} {}
 };
 
 struct Cluster {

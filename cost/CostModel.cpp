@@ -19,10 +19,10 @@ double instructionSeconds(const plan::Cost &cost, const Device &device, double s
          device.classStartup[cost.op_class()] + device.launchOverhead;
 }
 
-double collectiveSeconds(Collective kind, Algorithm algorithm, int64_t ranks, double bytes,
-                         const Link &link) {
-  if (ranks <= 1 && kind != Collective::SendRecv)
-    return 0;
+namespace {
+
+double protocolSeconds(Collective kind, Algorithm algorithm, int64_t ranks, double bytes,
+                       const Protocol &link) {
   double p = double(ranks), a = link.latency, perByte = 1.0 / link.bandwidth;
   switch (kind) {
   case Collective::AllReduce:
@@ -39,9 +39,87 @@ double collectiveSeconds(Collective kind, Algorithm algorithm, int64_t ranks, do
   return 0;
 }
 
+} // namespace
+
+double collectiveSeconds(Collective kind, Algorithm algorithm, int64_t ranks, double bytes,
+                         const Link &link) {
+  if (ranks <= 1 && kind != Collective::SendRecv)
+    return 0;
+  double fastest = protocolSeconds(kind, algorithm, ranks, bytes, link);
+  for (const Protocol &other : link.protocols)
+    fastest = std::min(fastest, protocolSeconds(kind, algorithm, ranks, bytes, other));
+  return fastest;
+}
+
 double allReduceSeconds(int64_t ranks, double bytes, const Link &link) {
   return std::min(collectiveSeconds(Collective::AllReduce, Algorithm::Ring, ranks, bytes, link),
                   collectiveSeconds(Collective::AllReduce, Algorithm::Tree, ranks, bytes, link));
+}
+
+namespace {
+
+/// The line through `samples` by least squares on the relative error;
+/// false when its slope is not positive (no bandwidth).
+bool fitProtocol(const LinkSample *begin, const LinkSample *end, Protocol &p) {
+  // Minimise sum ((a + b n - t) / t)^2 over a and b.
+  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  for (const LinkSample *s = begin; s != end; ++s) {
+    double w = 1 / (s->seconds * s->seconds);
+    s00 += w, s01 += w * s->bytes, s11 += w * s->bytes * s->bytes;
+    r0 += w * s->seconds, r1 += w * s->bytes * s->seconds;
+  }
+  double det = s00 * s11 - s01 * s01;
+  if (!(det > 0))
+    return false;
+  double a = (r0 * s11 - r1 * s01) / det, b = (s00 * r1 - s01 * r0) / det;
+  if (a < 1e-9) { // no negative latency: refit the slope alone at 1 ns
+    a = 1e-9;
+    b = (r1 - a * s01) / s11;
+  }
+  if (!(b > 0))
+    return false;
+  p = {a, 1 / b};
+  return true;
+}
+
+double relativeError(const std::vector<LinkSample> &samples, const Link &link) {
+  double sum = 0;
+  for (const LinkSample &s : samples) {
+    double e = collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, s.bytes, link) /
+                   s.seconds - 1;
+    sum += e * e;
+  }
+  return sum;
+}
+
+} // namespace
+
+Link fitLink(std::vector<LinkSample> samples) {
+  std::sort(samples.begin(), samples.end(),
+            [](const LinkSample &a, const LinkSample &b) { return a.bytes < b.bytes; });
+  const LinkSample *first = samples.data(), *last = first + samples.size();
+  Link best;
+  Protocol p;
+  if (!fitProtocol(first, last, p)) // one protocol: the largest message's rate
+    p = {std::max(1e-9, first->seconds), last->bytes / last->seconds};
+  static_cast<Protocol &>(best) = p;
+  double bestError = relativeError(samples, best);
+  double one = bestError;
+  // Two protocols: the small messages' line and the large ones', each
+  // through at least two sizes.
+  for (size_t split = 2; split + 2 <= samples.size(); ++split) {
+    Protocol small, large;
+    if (!fitProtocol(first, first + split, small) || !fitProtocol(first + split, last, large))
+      continue;
+    Link two(small.latency, small.bandwidth);
+    two.protocols = {large};
+    double error = relativeError(samples, two);
+    if (error < bestError && error * 2 <= one) {
+      best = two;
+      bestError = error;
+    }
+  }
+  return best;
 }
 
 CollectiveGroup collectiveGroup(const plan::Mesh &mesh, const plan::Collective &collective,

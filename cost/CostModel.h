@@ -30,6 +30,18 @@ enum class Algorithm { Ring, Tree };
 double collectiveSeconds(Collective kind, Algorithm algorithm, int64_t ranks, double bytes,
                          const Link &link);
 
+/// A message of `bytes` that took `seconds` (a measurement of a link).
+struct LinkSample {
+  double bytes = 0, seconds = 0;
+};
+
+/// The link that best explains `samples` (at least two sizes) as
+/// latency + bytes / bandwidth, by least squares on the relative error: one
+/// protocol, or two (a collective takes the faster) where two lines
+/// explain the samples at least twice as well (MPI's eager copies below
+/// some size, its rendezvous above). Latencies are at least 1 ns.
+Link fitLink(std::vector<LinkSample> samples);
+
 /// The faster of ring and tree for an all-reduce (NCCL picks per size too).
 double allReduceSeconds(int64_t ranks, double bytes, const Link &link);
 

@@ -110,7 +110,7 @@ public:
   /// ready.
   double earliestStart() const {
     const plan::Instruction &inst = current();
-    double start = streamFree_[atCollective()];
+    double start = streamFree_[stream(atCollective())];
     for (uint32_t in : inst.inputs())
       if (in < ready_.size())
         start = std::max(start, ready_[in]);
@@ -128,15 +128,16 @@ public:
                : instructionSeconds(inst.cost(), cluster_.device, cachedStreamSeconds(inst, own));
     touch(inst, own);
     double end = start + seconds;
+    if (stream(comm) == 0) // what the compute stream waited for
+      time.idle += start - streamFree_[0];
     if (comm) {
       time.communication += seconds;
     } else {
-      time.idle += start - streamFree_[0];
       time.compute += seconds;
       time.byClass[inst.cost().op_class()] += seconds; // slot 0: free ops, 0 s
       flops += inst.cost().flops();
     }
-    streamFree_[comm] = end;
+    streamFree_[stream(comm)] = end;
     for (uint32_t out : inst.outputs())
       if (out < ready_.size())
         ready_[out] = end;
@@ -229,6 +230,12 @@ private:
     int64_t perNode = std::max<int64_t>(1, cluster_.devicesPerNode);
     const Link &link = rank_ / perNode == peer / perNode ? cluster_.intraNode : cluster_.interNode;
     return collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, bytes, link);
+  }
+
+  /// The stream an instruction runs on: communication has its own where
+  /// the device gives it one.
+  int stream(bool communication) const {
+    return communication && cluster_.device.communicationStream;
   }
 
   const plan::Plan &plan_;

@@ -414,6 +414,20 @@ void MpiSession::abortJob(int status) {
   std::_Exit(status); // MPI_Abort does not return; should it, end this rank anyway
 }
 
+bool MpiSession::placeOnNode(int &rank, int &size, std::string &error) {
+  MPI_Comm node;
+  int code = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  if (code != MPI_SUCCESS) {
+    error = "finding the ranks on this machine (MPI_Comm_split_type) failed: " +
+            mpiErrorString(code);
+    return false;
+  }
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_size(node, &size);
+  MPI_Comm_free(&node);
+  return true;
+}
+
 bool MpiSession::launchedByMpi() {
   for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
     if (std::getenv(name))

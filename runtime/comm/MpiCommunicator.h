@@ -41,6 +41,11 @@ public:
   /// a collective. Does not return.
   [[noreturn]] void abortJob(int status);
 
+  /// This process's place among the job's ranks on its machine (those that
+  /// share its memory, MPI_COMM_TYPE_SHARED): `rank` of `size`. A
+  /// collective call over the world; false with `error` when MPI fails.
+  static bool placeOnNode(int &rank, int &size, std::string &error);
+
 private:
   explicit MpiSession(bool owner) : owner_(owner) {}
   bool owner_;

@@ -210,6 +210,81 @@ TEST(CostModel, CollectiveFormulas) {
                    collectiveSeconds(Collective::AllReduce, Algorithm::Ring, 64, 1e9, link));
 }
 
+TEST(CostModel, ACollectiveTakesTheFastestProtocol) {
+  Link link{1e-6, 1e9};       // eager: small messages
+  link.protocols = {{5e-6, 1e10}}; // rendezvous: large ones
+  // 1 KiB: 1 us + 1.024 us eagerly; 5 us + 0.1 us the other way.
+  EXPECT_NEAR(collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, 1024, link),
+              1e-6 + 1.024e-6, 1e-15);
+  EXPECT_NEAR(collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, 1e6, link),
+              5e-6 + 1e-4, 1e-15);
+  // All-gather over 4 ranks of 4 MB: 3 latencies and 3 MB, rendezvous.
+  EXPECT_NEAR(collectiveSeconds(Collective::AllGather, Algorithm::Ring, 4, 4e6, link),
+              3 * 5e-6 + 3e6 / 1e10, 1e-15);
+}
+
+TEST(CostModel, FitLinkFindsOneProtocolOrTwo) {
+  // Samples of one line come back as that line, alone.
+  std::vector<LinkSample> line;
+  for (double n : {4.0, 1024.0, 65536.0, 4194304.0})
+    line.push_back({n, 2e-6 + n / 5e9});
+  Link one = fitLink(line);
+  EXPECT_NEAR(one.latency, 2e-6, 1e-12);
+  EXPECT_NEAR(one.bandwidth, 5e9, 1e3);
+  EXPECT_TRUE(one.protocols.empty());
+  // Samples of the faster of two lines (eager to 4 KiB, rendezvous past)
+  // come back as both, within 5% at every size; one line cannot do that.
+  Link truth{0.5e-6, 1.2e9};
+  truth.protocols = {{3e-6, 6.5e9}};
+  std::vector<LinkSample> two;
+  for (double n = 4; n <= 4194304; n *= 4)
+    two.push_back({n, collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, n, truth)});
+  Link fitted = fitLink(two);
+  ASSERT_EQ(fitted.protocols.size(), 1u);
+  for (const LinkSample &s : two)
+    EXPECT_NEAR(collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, s.bytes, fitted) /
+                    s.seconds,
+                1.0, 0.05)
+        << s.bytes << " bytes";
+  // Noisy samples never give a negative latency.
+  Link noisy = fitLink({{4, 1e-7}, {8, 1e-8}, {1e6, 1e-4}});
+  EXPECT_GE(noisy.latency, 1e-9);
+  EXPECT_GT(noisy.bandwidth, 0);
+}
+
+TEST(Cluster, LinkProtocolsAndTheCommunicationStreamRoundTrip) {
+  std::string json = *presetJson("a100-80g"), error;
+  Cluster c = *parseCluster(json, error);
+  EXPECT_TRUE(c.device.communicationStream); // GPUs: NCCL's stream
+  EXPECT_FALSE(preset("cpu-local", error)->device.communicationStream);
+  EXPECT_EQ(toJson(c).find("protocols"), std::string::npos);
+  c.intraNode.protocols = {{4e-6, 4e11}};
+  c.device.communicationStream = false;
+  std::optional<Cluster> again = parseCluster(toJson(c), error);
+  ASSERT_TRUE(again) << error;
+  ASSERT_EQ(again->intraNode.protocols.size(), 1u);
+  EXPECT_EQ(again->intraNode.protocols[0].latency, 4e-6);
+  EXPECT_EQ(again->intraNode.protocols[0].bandwidth, 4e11);
+  EXPECT_TRUE(again->interNode.protocols.empty());
+  EXPECT_FALSE(again->device.communicationStream);
+  auto broken = [&](const std::string &from, const std::string &to) {
+    std::string text = json;
+    text.replace(text.find(from), from.size(), to);
+    EXPECT_FALSE(parseCluster(text, error)) << text;
+    return error;
+  };
+  const std::string intra = "\"intra_node\": {\"latency\": 3e-6,";
+  EXPECT_EQ(broken(intra, intra + " \"protocols\": [{\"latency\": 1e-6}],"),
+            "links.intra_node.protocols[0].bandwidth is missing");
+  EXPECT_EQ(broken(intra, intra + " \"protocols\": {},"),
+            "links.intra_node.protocols must be a list of {\"latency\", \"bandwidth\"} "
+            "objects");
+  EXPECT_EQ(broken(intra, intra + " \"protocols\": [{\"latency\": -1, \"bandwidth\": 1}],"),
+            "links.intra_node.protocols[0].latency must be positive, got -1");
+  EXPECT_EQ(broken("\"memory_bandwidth\"", "\"communication_stream\": 1, \"memory_bandwidth\""),
+            "device.communication_stream must be true or false");
+}
+
 /// Instruction i of rank 0 reads `inputs` and writes buffer `output`.
 void addInstruction(plan::RankProgram &p, std::vector<uint32_t> inputs, uint32_t output,
                     double flops) {
@@ -369,6 +444,26 @@ TEST(Simulator, EqualProgramsTimedJointlyOrOnceAgree) {
     EXPECT_DOUBLE_EQ(jointly.ranks[r].communication, once.ranks[r].communication);
   }
   EXPECT_DOUBLE_EQ(jointly.flops, once.flops);
+}
+
+TEST(Simulator, InlineCommunicationAddsToTheStep) {
+  // Compute that does not need the all-reduce's result overlaps it on a
+  // communication stream; without one (dtc's CPU runtime) it waits.
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  plan::Plan plan = twoPrograms(c, 2e-3, 2e-3, true);
+  plan.mutable_ranks()->RemoveLast();
+  plan.set_program_of_rank(1, 0);
+  addInstruction(*plan.mutable_ranks(0), {0}, 1, 1e12); // after the all-reduce, independent
+  double reduce = collectiveInstructionSeconds(plan.mesh(), plan.ranks(0).instructions(1), c);
+  double after = 1e12 / (19.5e12 * 0.75) + c.device.launchOverhead;
+  Simulation stream = simulate(plan, c, false);
+  EXPECT_NEAR(stream.stepSeconds, 2e-3 + std::max(reduce, after), 1e-12);
+  c.device.communicationStream = false;
+  Simulation inline_ = simulate(plan, c, false);
+  EXPECT_NEAR(inline_.stepSeconds, 2e-3 + reduce + after, 1e-12);
+  EXPECT_NEAR(inline_.ranks[0].communication, reduce, 1e-12);
+  EXPECT_NEAR(inline_.ranks[0].idle, 0, 1e-12);
 }
 
 TEST(Simulator, ACollectiveSomeRankNeverReachesIsAnError) {

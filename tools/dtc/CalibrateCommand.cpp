@@ -13,6 +13,7 @@
 #include "tools/dtc/RankLauncher.h"
 
 #include "cost/Cluster.h"
+#include "cost/CostModel.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
@@ -278,16 +279,25 @@ void measureClassShares(cost::Device &device, double floor, int repeats,
 }
 
 /// The median time of an all-gather of `countPerRank` floats per rank, as
-/// rank 0 sees it (each after a barrier; the median, not the best: ranks
-/// share cores with the rest of the machine, as they will in a run); 0
-/// after a failure.
+/// rank 0 sees it, met as a plan's ranks meet one: each rank first runs
+/// the kernels' worth of work a step does between two collectives
+/// (streaming twice its core's cache, which leaves MPI's state and buffers
+/// out of it), then writes its part afresh (in the writer's cache, not the
+/// reader's), and no barrier lines the ranks up (each arrives when its
+/// work ends, with its jitter); 0 after a failure. Measured back to back
+/// after a barrier instead, collectives of 4 B to 64 KiB take half to a
+/// third of what they take in a step (docs/cluster.md).
 double allGatherSeconds(runtime::Communicator &world, int64_t countPerRank, int repeats,
                         std::string &error) {
-  std::vector<float> send(size_t(countPerRank), 1.0f), recv(send.size() * size_t(world.size()));
+  std::vector<float> send(static_cast<size_t>(countPerRank));
+  std::vector<float> recv(send.size() * size_t(world.size()));
+  long cache = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  static std::vector<float> work(size_t(cache > 0 ? cache : 2 << 20) / 2, 1.0f);
   std::vector<double> times;
   for (int r = 0; r <= repeats; ++r) {
-    if (!world.barrier(error))
-      return 0;
+    for (float &x : work)
+      x = x * 0.999f + 0.001f;
+    std::fill(send.begin(), send.end(), float(r));
     auto start = std::chrono::steady_clock::now();
     if (!world.allGather(send.data(), recv.data(), countPerRank, plan::F32, error))
       return 0;
@@ -299,31 +309,38 @@ double allGatherSeconds(runtime::Communicator &world, int64_t countPerRank, int 
 }
 
 /// One rank of the link measurement (dtc calibrate --links-rank FILE, under
-/// mpirun): all-gathers of one float and of a few MiB per rank; rank 0
-/// fits the alpha-beta model the simulator uses, (p-1) a + (p-1)/p n/B,
-/// through both and writes "latency bandwidth" to FILE.
+/// mpirun, each rank bound to a core as plans' ranks are): all-gathers of 4
+/// bytes to 4 MiB per rank; rank 0 fits the link (cost::fitLink: one
+/// protocol or two) to (p-1) (a + n/B), an all-gather's time with n bytes
+/// per rank, and writes each protocol's "latency bandwidth" to FILE.
 int measureLinksAsRank(const std::string &file, bool quick) {
   std::string error;
   std::unique_ptr<runtime::MpiSession> session = runtime::MpiSession::start(error);
   std::unique_ptr<runtime::Communicator> world =
       session ? runtime::worldCommunicator(error) : nullptr;
-  if (!world)
+  int nodeRank = 0, nodeSize = 1;
+  if (!world || !runtime::MpiSession::placeOnNode(nodeRank, nodeSize, error))
     return failure("calibrate: MPI did not start: " + error);
-  int64_t p = world->size(), large = (quick ? 1 : 4) << 20 >> 2; // floats per rank
-  int repeats = quick ? 20 : 100;
-  double small = allGatherSeconds(*world, 1, repeats, error);
-  double big = small > 0 ? allGatherSeconds(*world, large, quick ? 5 : 20, error) : 0;
-  if (small <= 0 || big <= 0)
-    session->abortJob(failure("calibrate: an all-gather failed: " + error));
+  bindToCores(nodeRank, nodeSize, 1);
+  int64_t p = world->size();
+  std::vector<int64_t> sizes = quick ? std::vector<int64_t>{1, 256, 4096, 65536, 1 << 20}
+                                     : std::vector<int64_t>{1, 32, 256, 1024, 4096, 16384,
+                                                            65536, 262144, 1 << 20};
+  std::vector<cost::LinkSample> samples;
+  for (int64_t floats : sizes) {
+    int repeats = quick ? 10 : floats >= 262144 ? 20 : 100;
+    double t = allGatherSeconds(*world, floats, repeats, error);
+    if (t <= 0)
+      session->abortJob(failure("calibrate: an all-gather failed: " + error));
+    samples.push_back({4.0 * double(floats), t / double(p - 1)});
+  }
   if (world->rank() != 0)
     return 0;
-  auto carried = [&](int64_t floats) { return double(p - 1) / double(p) * 4.0 * floats * p; };
-  double perByte = (big - small) / (carried(large) - carried(1));
-  if (!(perByte > 0))
-    return failure("calibrate: a large all-gather was not slower than a small one");
-  double latency = std::max(1e-8, (small - carried(1) * perByte) / double(p - 1));
+  cost::Link link = cost::fitLink(samples);
   std::ofstream out(file);
-  out << fmt::format("{:.9g} {:.9g}\n", latency, 1.0 / perByte);
+  out << fmt::format("{:.9g} {:.9g}\n", link.latency, link.bandwidth);
+  for (const cost::Protocol &more : link.protocols)
+    out << fmt::format("{:.9g} {:.9g}\n", more.latency, more.bandwidth);
   return out ? 0 : failure("calibrate: cannot write " + file);
 }
 
@@ -345,11 +362,14 @@ bool measureLinks(int64_t ranks, bool quick, cost::Link &link, std::string &why)
   std::ifstream in(name);
   double latency = 0, bandwidth = 0;
   bool read = status == 0 && (in >> latency >> bandwidth) && latency > 0 && bandwidth > 0;
+  if (read) {
+    link = {latency, bandwidth};
+    while (in >> latency >> bandwidth && latency > 0 && bandwidth > 0)
+      link.protocols.push_back({latency, bandwidth});
+  }
   std::remove(name);
   if (!read && why.empty())
     why = "mpirun exited with status " + std::to_string(status);
-  if (read)
-    link = {latency, bandwidth};
   return read;
 }
 
@@ -499,9 +519,18 @@ int runCalibrate(const Args &args) {
     cost::Link measured;
     if (measureLinks(ranks, quick, measured, why)) {
       c.intraNode = measured;
-      say(fmt::format("  link between ranks (MPI all-gathers, {} ranks): latency {:.2f} us, "
-                      "bandwidth {:.2f} GB/s",
-                      ranks, measured.latency * 1e6, measured.bandwidth / 1e9));
+      std::string line = fmt::format("  link between ranks (all-gathers of 4 B to 4 MiB per rank "
+                                     "after some work, {} ranks): latency {:.2f} us, bandwidth "
+                                     "{:.2f} GB/s",
+                                     ranks, measured.latency * 1e6, measured.bandwidth / 1e9);
+      for (const cost::Protocol &more : measured.protocols) {
+        // Where the faster of the two changes.
+        double from = (more.latency - measured.latency) /
+                      (1 / measured.bandwidth - 1 / more.bandwidth);
+        line += fmt::format("; beyond {:.0f} KiB, latency {:.2f} us, bandwidth {:.2f} GB/s",
+                            from / 1024, more.latency * 1e6, more.bandwidth / 1e9);
+      }
+      say(line);
     } else {
       say("  link between ranks: not measured (" + why + "); cpu-local's kept");
     }

@@ -25,13 +25,21 @@ std::string rankCount(int64_t ranks);
 
 /// Replaces this process with `mpirun -n RANKS --oversubscribe --bind-to
 /// none DTC ARGS` (ARGS: dtc's arguments after its name, without -n), so
-/// that mpirun's exit status is dtc's. Returns only when it cannot (no
+/// that mpirun's exit status is dtc's (the ranks bind themselves: see
+/// RankJob::bindToCores). Returns only when it cannot (no
 /// mpirun on PATH, exec failed), with 1 after printing why.
 int relaunchUnderMpirun(int64_t ranks, const Args &args);
 
 /// Runs `mpirun -n RANKS ... DTC ARGS` as a child and waits for it: its
 /// exit status, or -1 with `error` when it could not run.
 int runUnderMpirun(int64_t ranks, const Args &args, std::string &error);
+
+/// Binds this process (and the threads it starts later) to `threads` cores
+/// of its own, rank `nodeRank` of the `nodeSize` ranks on its machine taking
+/// the cores after those of the ranks before it, when nobody bound it (it
+/// may run on every core) and they all fit on its cores; otherwise leaves
+/// the OS to place it. Returns a line saying which.
+std::string bindToCores(int nodeRank, int nodeSize, int threads);
 
 /// This process as one rank of a job that mpirun or srun started: MPI, the
 /// world and the groups of the plan's mesh.
@@ -50,6 +58,9 @@ public:
   /// by the job's ranks on it.
   int defaultThreads() const;
 
+  /// cli::bindToCores for this rank among the job's ranks on its machine.
+  std::string bindToCores(int threads);
+
   /// Ends the job with `status` when it is not 0 and other ranks may be
   /// waiting for this one in a collective (MPI_Abort); else returns it.
   int finish(int status);
@@ -59,6 +70,7 @@ private:
   std::unique_ptr<runtime::MpiSession> session_;
   std::unique_ptr<runtime::Communicator> world_;
   std::unique_ptr<runtime::MeshGroups> groups_;
+  int nodeRank_ = 0, nodeSize_ = 1; // this rank among the job's ranks on its machine
 };
 
 } // namespace dtc::cli

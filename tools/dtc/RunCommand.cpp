@@ -484,6 +484,9 @@ int runRun(const Args &args) {
     return 1;
   if (threads == 0)
     threads = job->defaultThreads();
+  std::string placement = job->bindToCores(threads);
+  if (job->rank() == 0)
+    fmt::print("{}\n", placement);
   return job->finish(runRank(plan, options, job.get()));
 }
 
