@@ -141,7 +141,8 @@ const char *const kCpuLocal = R"json({
     "memory_capacity": 1.2e10,
     "launch_overhead": 2e-6,
     "efficiency": {"matmul": 0.8, "conv": 0.6, "elementwise": 0.5, "reduce": 0.4, "norm": 0.4, "data_movement": 0.6},
-    "communication_stream": false
+    "communication_stream": false,
+    "jitter": 0.02
   },
   "topology": {"devices_per_node": 2, "nodes": 1},
   "links": {
@@ -231,6 +232,8 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
     c.device.launchOverhead = r.positive(*d, "device", "launch_overhead", true);
     if (d->get("overlap"))
       c.device.overlap = r.positive(*d, "device", "overlap", true, 1.0);
+    if (d->get("jitter"))
+      c.device.jitter = r.positive(*d, "device", "jitter", true, 1.0);
     if (const llvm::json::Value *stream = d->get("communication_stream")) {
       if (std::optional<bool> b = stream->getAsBoolean())
         c.device.communicationStream = *b;
@@ -347,6 +350,8 @@ std::string toJson(const Cluster &c) {
     device["overlap"] = c.device.overlap;
   if (!c.device.communicationStream)
     device["communication_stream"] = false;
+  if (c.device.jitter > 0)
+    device["jitter"] = c.device.jitter;
   if (!c.device.caches.empty()) {
     llvm::json::Array levels;
     for (const Device::CacheLevel &l : c.device.caches)

@@ -63,6 +63,10 @@ struct Device {
   // the kernels (GPUs: NCCL's stream), or inline on the rank's one thread
   // (dtc's CPU runtime: a blocking MPI call between two kernels).
   bool communicationStream = true;
+  // How much a rank's compute time varies, as a share of it (the standard
+  // deviation of a stretch of kernels over its length): the OS and the
+  // hardware's noise. Ranks that meet at a collective wait for the slowest.
+  double jitter = 0;
 
   double memoryShare(plan::OpClass c) const {
     return classMemoryEfficiency[c] > 0 ? classMemoryEfficiency[c] : 1.0;

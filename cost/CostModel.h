@@ -42,6 +42,11 @@ struct LinkSample {
 /// some size, its rendezvous above). Latencies are at least 1 ns.
 Link fitLink(std::vector<LinkSample> samples);
 
+/// The expected largest of `n` independent standard normal samples (0 for
+/// one, 0.564 for two, 1.03 for four, 3.2 for a thousand): how far behind
+/// the typical rank the slowest of n arrives, in standard deviations.
+double expectedMaximum(int64_t n);
+
 /// The faster of ring and tree for an all-reduce (NCCL picks per size too).
 double allReduceSeconds(int64_t ranks, double bytes, const Link &link);
 

@@ -60,6 +60,14 @@ public:
     if (!cluster.device.caches.empty())
       for (const plan::Instruction &inst : program.instructions())
         stepBytes_ += footprint(inst);
+    // Steps repeat: the first meeting comes after the last one's tail.
+    if (cluster.device.jitter > 0)
+      for (int i = program.instructions_size(); i-- > 0;) {
+        const plan::Instruction &inst = program.instructions(i);
+        if (onCommunicationStream(inst))
+          break;
+        sinceMeeting_ += instructionSeconds(inst.cost(), cluster.device);
+      }
   }
 
   bool done() const { return pc_ >= program_.instructions_size(); }
@@ -127,6 +135,12 @@ public:
         : comm ? collectiveInstructionSeconds(plan_.mesh(), inst, cluster_)
                : instructionSeconds(inst.cost(), cluster_.device, cachedStreamSeconds(inst, own));
     touch(inst, own);
+    if (comm) { // the group starts when its slowest rank arrives
+      seconds += cluster_.device.jitter * expectedMaximum(meetingSize()) * sinceMeeting_;
+      sinceMeeting_ = 0;
+    } else {
+      sinceMeeting_ += seconds;
+    }
     double end = start + seconds;
     if (stream(comm) == 0) // what the compute stream waited for
       time.idle += start - streamFree_[0];
@@ -232,6 +246,14 @@ private:
     return collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, bytes, link);
   }
 
+  /// How many ranks the current communication instruction joins.
+  int64_t meetingSize() const {
+    const plan::Instruction &inst = current();
+    if (inst.has_send() || inst.has_recv())
+      return 2;
+    return collectiveGroup(plan_.mesh(), inst.collective(), cluster_.devicesPerNode).ranks;
+  }
+
   /// The stream an instruction runs on: communication has its own where
   /// the device gives it one.
   int stream(bool communication) const {
@@ -245,6 +267,7 @@ private:
   int pc_ = 0;
   std::vector<double> ready_; // when each buffer's value is ready; inputs at 0
   double streamFree_[2] = {0, 0};
+  double sinceMeeting_ = 0; // compute seconds since this rank last met others
   // Cache levels: bytes moved so far this step, when (in those bytes) each
   // arena offset was last touched, and the bytes a whole step moves.
   double touched_ = 0, stepBytes_ = 0;

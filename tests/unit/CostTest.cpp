@@ -260,6 +260,7 @@ TEST(Cluster, LinkProtocolsAndTheCommunicationStreamRoundTrip) {
   EXPECT_EQ(toJson(c).find("protocols"), std::string::npos);
   c.intraNode.protocols = {{4e-6, 4e11}};
   c.device.communicationStream = false;
+  c.device.jitter = 0.02;
   std::optional<Cluster> again = parseCluster(toJson(c), error);
   ASSERT_TRUE(again) << error;
   ASSERT_EQ(again->intraNode.protocols.size(), 1u);
@@ -267,6 +268,7 @@ TEST(Cluster, LinkProtocolsAndTheCommunicationStreamRoundTrip) {
   EXPECT_EQ(again->intraNode.protocols[0].bandwidth, 4e11);
   EXPECT_TRUE(again->interNode.protocols.empty());
   EXPECT_FALSE(again->device.communicationStream);
+  EXPECT_EQ(again->device.jitter, 0.02);
   auto broken = [&](const std::string &from, const std::string &to) {
     std::string text = json;
     text.replace(text.find(from), from.size(), to);
@@ -464,6 +466,35 @@ TEST(Simulator, InlineCommunicationAddsToTheStep) {
   EXPECT_NEAR(inline_.stepSeconds, 2e-3 + reduce + after, 1e-12);
   EXPECT_NEAR(inline_.ranks[0].communication, reduce, 1e-12);
   EXPECT_NEAR(inline_.ranks[0].idle, 0, 1e-12);
+}
+
+TEST(Simulator, JitterMakesEveryMeetingWaitForTheSlowestRank) {
+  // E[max] of n standard normals: known values.
+  EXPECT_EQ(expectedMaximum(1), 0.0);
+  EXPECT_NEAR(expectedMaximum(2), 1 / std::sqrt(3.14159265358979), 1e-4);
+  EXPECT_NEAR(expectedMaximum(4), 1.02938, 1e-4);
+  EXPECT_NEAR(expectedMaximum(1000), 3.24144, 1e-3);
+  // 2 ms of work, then an all-reduce on 2 ranks: with 1% jitter the
+  // all-reduce waits 0.564 * 1% * 2 ms for the later rank, and the next
+  // step's first meeting counts the work after the last one (none here).
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  plan::Plan plan = twoPrograms(c, 2e-3, 2e-3, true);
+  plan.mutable_ranks()->RemoveLast();
+  plan.set_program_of_rank(1, 0);
+  double still = simulate(plan, c, false).stepSeconds;
+  c.device.jitter = 0.01;
+  EXPECT_NEAR(simulate(plan, c, false).stepSeconds, still + expectedMaximum(2) * 0.01 * 2e-3,
+              1e-12);
+  // Work after the all-reduce is the tail the next step's first meeting
+  // waits on as well.
+  addInstruction(*plan.mutable_ranks(0), {2}, 1, 1e12);
+  double tail = 1e12 / (19.5e12 * 0.75) + c.device.launchOverhead;
+  c.device.jitter = 0;
+  still = simulate(plan, c, false).stepSeconds;
+  c.device.jitter = 0.01;
+  EXPECT_NEAR(simulate(plan, c, false).stepSeconds,
+              still + expectedMaximum(2) * 0.01 * (2e-3 + tail), 1e-12);
 }
 
 TEST(Simulator, ACollectiveSomeRankNeverReachesIsAnError) {

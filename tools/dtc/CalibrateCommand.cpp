@@ -278,41 +278,68 @@ void measureClassShares(cost::Device &device, double floor, int repeats,
   }
 }
 
-/// The median time of an all-gather of `countPerRank` floats per rank, as
-/// rank 0 sees it, met as a plan's ranks meet one: each rank first runs
-/// the kernels' worth of work a step does between two collectives
-/// (streaming twice its core's cache, which leaves MPI's state and buffers
-/// out of it), then writes its part afresh (in the writer's cache, not the
-/// reader's), and no barrier lines the ranks up (each arrives when its
-/// work ends, with its jitter); 0 after a failure. Measured back to back
-/// after a barrier instead, collectives of 4 B to 64 KiB take half to a
-/// third of what they take in a step (docs/cluster.md).
-double allGatherSeconds(runtime::Communicator &world, int64_t countPerRank, int repeats,
-                        std::string &error) {
+/// All-gathers of `countPerRank` floats per rank met as a plan's ranks meet
+/// one: each rank first runs the kernels' worth of work a step does between
+/// two collectives (streaming twice its core's cache, which leaves MPI's
+/// state and buffers out of it), then writes its part afresh (in the
+/// writer's cache, not the reader's), and no barrier lines the ranks up.
+/// Back to back after a barrier instead, collectives of 4 B to 64 KiB take
+/// a half to a third of what they take in a step (docs/cluster.md).
+struct MetCollective {
+  double seconds = 0; // the collective itself: what the last rank to arrive waits
+  double lag = 0;     // how long after the average rank the last arrives
+  double work = 0;    // the work before it
+};
+
+/// The medians over `repeats` all-gathers (rank 0's answer; the others get
+/// zeros); `seconds` 0 after a failure, with `error`.
+MetCollective allGatherMet(runtime::Communicator &world, int64_t countPerRank, int repeats,
+                           std::string &error) {
   std::vector<float> send(static_cast<size_t>(countPerRank));
   std::vector<float> recv(send.size() * size_t(world.size()));
   long cache = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
   static std::vector<float> work(size_t(cache > 0 ? cache : 2 << 20) / 2, 1.0f);
-  std::vector<double> times;
+  std::vector<double> times, works;
+  using Clock = std::chrono::steady_clock;
   for (int r = 0; r <= repeats; ++r) {
+    auto begin = Clock::now();
     for (float &x : work)
       x = x * 0.999f + 0.001f;
     std::fill(send.begin(), send.end(), float(r));
-    auto start = std::chrono::steady_clock::now();
+    auto start = Clock::now();
     if (!world.allGather(send.data(), recv.data(), countPerRank, plan::F32, error))
-      return 0;
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (r > 0)
-      times.push_back(s);
+      return {};
+    if (r > 0) {
+      times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      works.push_back(std::chrono::duration<double>(start - begin).count());
+    }
   }
-  return median(std::move(times));
+  // Every rank's times, rank by rank.
+  std::vector<double> all(times.size() * size_t(world.size()));
+  if (!world.allGather(times.data(), all.data(), int64_t(times.size()), plan::F64, error))
+    return {};
+  // The last rank to arrive waits only for the collective; each other rank
+  // also for the time between its arrival and the last's.
+  std::vector<double> alone, lags;
+  for (size_t i = 0; i < times.size(); ++i) {
+    double least = all[i], sum = 0;
+    for (size_t k = 0; k < size_t(world.size()); ++k) {
+      least = std::min(least, all[k * times.size() + i]);
+      sum += all[k * times.size() + i];
+    }
+    alone.push_back(least);
+    lags.push_back(sum / world.size() - least);
+  }
+  return {median(alone), median(lags), median(works)};
 }
 
 /// One rank of the link measurement (dtc calibrate --links-rank FILE, under
 /// mpirun, each rank bound to a core as plans' ranks are): all-gathers of 4
-/// bytes to 4 MiB per rank; rank 0 fits the link (cost::fitLink: one
-/// protocol or two) to (p-1) (a + n/B), an all-gather's time with n bytes
-/// per rank, and writes each protocol's "latency bandwidth" to FILE.
+/// bytes to 4 MiB per rank, met as a step meets them; rank 0 fits the link
+/// (cost::fitLink: one protocol or two) to (p-1) (a + n/B), an all-gather's
+/// time with n bytes per rank, and the jitter to the lags (the slowest of
+/// p ranks is expectedMaximum(p) standard deviations late), and writes
+/// the jitter, then each protocol's "latency bandwidth", to FILE.
 int measureLinksAsRank(const std::string &file, bool quick) {
   std::string error;
   std::unique_ptr<runtime::MpiSession> session = runtime::MpiSession::start(error);
@@ -327,27 +354,32 @@ int measureLinksAsRank(const std::string &file, bool quick) {
                                      : std::vector<int64_t>{1, 32, 256, 1024, 4096, 16384,
                                                             65536, 262144, 1 << 20};
   std::vector<cost::LinkSample> samples;
+  double lag = 0, work = 0;
   for (int64_t floats : sizes) {
     int repeats = quick ? 10 : floats >= 262144 ? 20 : 100;
-    double t = allGatherSeconds(*world, floats, repeats, error);
-    if (t <= 0)
+    MetCollective met = allGatherMet(*world, floats, repeats, error);
+    if (met.seconds <= 0)
       session->abortJob(failure("calibrate: an all-gather failed: " + error));
-    samples.push_back({4.0 * double(floats), t / double(p - 1)});
+    samples.push_back({4.0 * double(floats), met.seconds / double(p - 1)});
+    lag += met.lag, work += met.work;
   }
   if (world->rank() != 0)
     return 0;
   cost::Link link = cost::fitLink(samples);
+  double jitter = std::min(1.0, lag / work / cost::expectedMaximum(p));
   std::ofstream out(file);
-  out << fmt::format("{:.9g} {:.9g}\n", link.latency, link.bandwidth);
+  out << fmt::format("{:.9g}\n{:.9g} {:.9g}\n", jitter, link.latency, link.bandwidth);
   for (const cost::Protocol &more : link.protocols)
     out << fmt::format("{:.9g} {:.9g}\n", more.latency, more.bandwidth);
   return out ? 0 : failure("calibrate: cannot write " + file);
 }
 
-/// Measures the link between local ranks (one per core, at least two) by
-/// running this command's rank half under mpirun; false with `why` when it
-/// cannot (no mpirun, MPI failed), which leaves cpu-local's link.
-bool measureLinks(int64_t ranks, bool quick, cost::Link &link, std::string &why) {
+/// Measures the link between local ranks (one per core, at least two) and
+/// their jitter by running this command's rank half under mpirun; false
+/// with `why` when it cannot (no mpirun, MPI failed), which leaves
+/// cpu-local's link.
+bool measureLinks(int64_t ranks, bool quick, cost::Link &link, double &jitter,
+                  std::string &why) {
   char name[] = "/tmp/dtc-calibrate-XXXXXX";
   int fd = ::mkstemp(name);
   if (fd < 0) {
@@ -361,7 +393,8 @@ bool measureLinks(int64_t ranks, bool quick, cost::Link &link, std::string &why)
   int status = runUnderMpirun(ranks, args, why);
   std::ifstream in(name);
   double latency = 0, bandwidth = 0;
-  bool read = status == 0 && (in >> latency >> bandwidth) && latency > 0 && bandwidth > 0;
+  bool read = status == 0 && (in >> jitter >> latency >> bandwidth) && jitter >= 0 &&
+              latency > 0 && bandwidth > 0;
   if (read) {
     link = {latency, bandwidth};
     while (in >> latency >> bandwidth && latency > 0 && bandwidth > 0)
@@ -517,8 +550,10 @@ int runCalibrate(const Args &args) {
     int64_t ranks = std::max<int64_t>(2, cores);
     std::string why;
     cost::Link measured;
-    if (measureLinks(ranks, quick, measured, why)) {
+    double jitter = 0;
+    if (measureLinks(ranks, quick, measured, jitter, why)) {
       c.intraNode = measured;
+      c.device.jitter = jitter;
       std::string line = fmt::format("  link between ranks (all-gathers of 4 B to 4 MiB per rank "
                                      "after some work, {} ranks): latency {:.2f} us, bandwidth "
                                      "{:.2f} GB/s",
@@ -531,6 +566,9 @@ int runCalibrate(const Args &args) {
                             from / 1024, more.latency * 1e6, more.bandwidth / 1e9);
       }
       say(line);
+      say(fmt::format("  jitter: {:.2f}% (how late the last of {} ranks reaches a collective, "
+                      "against the work before it)",
+                      jitter * 100, ranks));
     } else {
       say("  link between ranks: not measured (" + why + "); cpu-local's kept");
     }
