@@ -83,7 +83,54 @@ public:
     return solution->cost;
   }
 
+  /// Writes the decision into the IR.
+  SearchResult annotate() {
+    OpBuilder b(module_.getContext());
+    module_.getContext()->loadDialect<mesh::MeshDialect>();
+    b.setInsertionPointToStart(module_.getBody());
+    SmallVector<int64_t> shape;
+    SmallVector<Attribute> names;
+    for (const MeshAxisSpec &axis : options_.mesh) {
+      shape.push_back(axis.size);
+      names.push_back(b.getStringAttr(axis.name));
+    }
+    b.create<mesh::MeshOp>(module_.getLoc(), "mesh", shape);
+    module_->setAttr("dtc.mesh_axis_names", b.getArrayAttr(names));
+    std::vector<bool> used(options_.mesh.size(), false);
+    for (auto [n, node] : llvm::enumerate(nodes_)) {
+      const Strategy &s = node.strategies[size_t(choice_[n])];
+      for (const MeshAxes &axes : s.split)
+        for (int16_t a : axes)
+          used[size_t(a)] = true;
+      if (node.parameter) {
+        ++result_.parameters;
+        result_.splitParameters += !s.results[0].replicated();
+      }
+      if (node.op) {
+        if (isa<graph::ShardableOp>(node.op))
+          writeSplit(node.op, s.split);
+        continue;
+      }
+      func_.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), kShardingAttr,
+                       shardingAttr(b, s.results[0]));
+    }
+    for (auto [a, axis] : llvm::enumerate(options_.mesh)) {
+      if (used[a])
+        continue;
+      std::string why = "splitting was predicted not to pay";
+      for (const Node &node : nodes_)
+        if (node.dataInput) {
+          int64_t batch = cast<ShapedType>(node.argument.getType()).getDimSize(0);
+          if (batch % axis.size != 0)
+            why = "the batch of " + std::to_string(batch) + " does not divide by " +
+                  std::to_string(axis.size) + ", and nothing else was worth splitting";
+        }
+      result_.idleAxes.push_back(axis.name + " (" + why + ")");
+    }
+    return result_;
+  }
 
+  static constexpr double kTimeLimitSeconds = 60;
 
 private:
   //===--------------------------------------------------------------------===//
@@ -635,56 +682,6 @@ private:
     return solution;
   }
 
-public:
-  /// Writes the decision into the IR.
-  SearchResult annotate() {
-    OpBuilder b(module_.getContext());
-    module_.getContext()->loadDialect<mesh::MeshDialect>();
-    b.setInsertionPointToStart(module_.getBody());
-    SmallVector<int64_t> shape;
-    SmallVector<Attribute> names;
-    for (const MeshAxisSpec &axis : options_.mesh) {
-      shape.push_back(axis.size);
-      names.push_back(b.getStringAttr(axis.name));
-    }
-    b.create<mesh::MeshOp>(module_.getLoc(), "mesh", shape);
-    module_->setAttr("dtc.mesh_axis_names", b.getArrayAttr(names));
-    std::vector<bool> used(options_.mesh.size(), false);
-    for (auto [n, node] : llvm::enumerate(nodes_)) {
-      const Strategy &s = node.strategies[size_t(choice_[n])];
-      for (const MeshAxes &axes : s.split)
-        for (int16_t a : axes)
-          used[size_t(a)] = true;
-      if (node.parameter) {
-        ++result_.parameters;
-        result_.splitParameters += !s.results[0].replicated();
-      }
-      if (node.op) {
-        if (isa<graph::ShardableOp>(node.op))
-          writeSplit(node.op, s.split);
-        continue;
-      }
-      func_.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), kShardingAttr,
-                       shardingAttr(b, s.results[0]));
-    }
-    for (auto [a, axis] : llvm::enumerate(options_.mesh)) {
-      if (used[a])
-        continue;
-      std::string why = "splitting was predicted not to pay";
-      for (const Node &node : nodes_)
-        if (node.dataInput) {
-          int64_t batch = cast<ShapedType>(node.argument.getType()).getDimSize(0);
-          if (batch % axis.size != 0)
-            why = "the batch of " + std::to_string(batch) + " does not divide by " +
-                  std::to_string(axis.size) + ", and nothing else was worth splitting";
-        }
-      result_.idleAxes.push_back(axis.name + " (" + why + ")");
-    }
-    return result_;
-  }
-
-private:
-
   std::string meshText() const {
     std::string text;
     for (const MeshAxisSpec &axis : options_.mesh)
@@ -693,9 +690,6 @@ private:
   }
 
   static constexpr int kRounds = 6;
-public:
-  static constexpr double kTimeLimitSeconds = 60;
-private:
   /// The tie-break: a gigabyte kept counts as a microsecond.
   static constexpr double kSecondsPerByteKept = 1e-15;
 
@@ -745,9 +739,16 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
       n *= axis.role == AxisRole::Tensor ? axis.size : 1;
     return n;
   };
-  std::stable_sort(candidates.begin(), candidates.end(), [&](auto &a, auto &b) {
-    return tensorRanks(a) < tensorRanks(b);
-  });
+  // Stable, by index (std::stable_sort's buffer is deprecated in C++17's
+  // libstdc++ under clang).
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    order.push_back({tensorRanks(candidates[i]), i});
+  llvm::sort(order);
+  std::vector<SearchOptions> sorted;
+  for (auto [ranks, i] : order)
+    sorted.push_back(std::move(candidates[i]));
+  candidates = std::move(sorted);
   std::unique_ptr<Search> best;
   double bestCost = std::numeric_limits<double>::infinity();
   for (const SearchOptions &candidate : candidates) {

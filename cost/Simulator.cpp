@@ -3,6 +3,7 @@
 
 #include "cost/CostModel.h"
 #include "runtime/plan/DType.h"
+#include "runtime/plan/Ranks.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -46,9 +47,10 @@ std::vector<int64_t> groupOf(const plan::Mesh &mesh, int64_t rank,
   return members;
 }
 
-/// One rank's step: kernels on the compute stream, collectives on the
-/// communication stream, each starting when its stream is free and its
-/// inputs are ready. A collective may have to wait for the other ranks of
+/// One rank's step: kernels on the compute stream, collectives and
+/// transfers on the communication stream (or inline on the compute stream
+/// where the device has none), each starting when its stream is free and
+/// its inputs are ready. A collective may have to wait for the other ranks of
 /// its group (`advance` stops there).
 class RankState {
 public:
@@ -136,7 +138,9 @@ public:
                : instructionSeconds(inst.cost(), cluster_.device, cachedStreamSeconds(inst, own));
     touch(inst, own);
     if (comm) { // the group starts when its slowest rank arrives
-      seconds += cluster_.device.jitter * expectedMaximum(meetingSize()) * sinceMeeting_;
+      int64_t ranks = 0;
+      meeting(ranks);
+      seconds += cluster_.device.jitter * expectedMaximum(ranks) * sinceMeeting_;
       sinceMeeting_ = 0;
     } else {
       sinceMeeting_ += seconds;
@@ -236,22 +240,10 @@ private:
   double transferSeconds(const plan::Instruction &inst) const {
     bool send = inst.has_send();
     int64_t peer = send ? inst.send().peer() : inst.recv().peer();
-    uint32_t id = send ? inst.inputs(0) : inst.outputs(0);
-    const plan::TensorType &t = program_.buffers(int(id)).type();
-    double bytes = double(runtime::dtypeBytes(t.dtype()));
-    for (int64_t d : t.shape())
-      bytes *= double(d);
+    double bytes = bufferBytes(send ? inst.inputs(0) : inst.outputs(0));
     int64_t perNode = std::max<int64_t>(1, cluster_.devicesPerNode);
     const Link &link = rank_ / perNode == peer / perNode ? cluster_.intraNode : cluster_.interNode;
     return collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, bytes, link);
-  }
-
-  /// How many ranks the current communication instruction joins.
-  int64_t meetingSize() const {
-    const plan::Instruction &inst = current();
-    if (inst.has_send() || inst.has_recv())
-      return 2;
-    return collectiveGroup(plan_.mesh(), inst.collective(), cluster_.devicesPerNode).ranks;
   }
 
   /// The stream an instruction runs on: communication has its own where
@@ -285,7 +277,7 @@ namespace {
 
 /// A rank's program; null when the plan lists none for it.
 const plan::RankProgram *programOf(const plan::Plan &plan, int64_t rank) {
-  int program = plan.program_of_rank_size() ? int(plan.program_of_rank(int(rank))) : int(rank);
+  int program = runtime::programIndexOfRank(plan, rank);
   return program < plan.ranks_size() ? &plan.ranks(program) : nullptr;
 }
 
@@ -367,12 +359,12 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
 } // namespace
 
 Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEvents) {
-  int64_t devices = plan.program_of_rank_size() ? plan.program_of_rank_size() : plan.ranks_size();
+  int64_t devices = runtime::planRanks(plan);
   Simulation sim;
   std::set<int> programs;
   for (int64_t r = 0; r < devices; ++r)
     if (programOf(plan, r))
-      programs.insert(plan.program_of_rank_size() ? int(plan.program_of_rank(int(r))) : int(r));
+      programs.insert(runtime::programIndexOfRank(plan, r));
     else
       return sim.error = "rank " + std::to_string(r) + " has no program", sim;
   bool transfers = false;
@@ -414,7 +406,7 @@ std::string chromeTrace(const plan::Plan &plan, const Simulation &sim,
           {"args", llvm::json::Object{{"name", stream ? "communication" : "compute"}}}});
   }
   for (const Event &e : sim.events) {
-    int program = plan.program_of_rank_size() ? int(plan.program_of_rank(e.rank)) : e.rank;
+    int program = runtime::programIndexOfRank(plan, e.rank);
     const plan::Instruction &inst = plan.ranks(program).instructions(e.instruction);
     events.push_back(llvm::json::Object{
         {"ph", "X"},

@@ -3,13 +3,16 @@
 // Each rank's program runs on its device: an instruction starts when its
 // stream is free and the instructions that wrote its inputs have finished,
 // and lasts what the cost model says. Kernels run on the compute stream,
-// collectives on the communication stream (timed on the link their mesh
-// group crosses), so their overlap comes out of the timeline rather than a
-// formula. Ranks that run the same program are simulated once: in an SPMD
-// plan they reach each collective together. Ranks whose programs differ
-// (pipeline stages, unequal shares) each get a timeline, joined at their
-// collectives: a group's collective starts when its last rank reaches it,
-// so waiting (a pipeline's bubbles) comes out of the timelines.
+// collectives and transfers on the communication stream (timed on the link
+// their mesh group crosses), so their overlap comes out of the timeline
+// rather than a formula; a device without such a stream (dtc's CPU runtime)
+// runs them inline on the compute stream. Ranks that run the same program
+// are simulated once: in an SPMD plan they reach each collective together.
+// Ranks whose programs differ (pipeline stages, unequal shares) each get a
+// timeline, joined at their collectives: a group's collective starts when
+// its last rank reaches it, so waiting (a pipeline's bubbles) comes out of
+// the timelines. Every meeting of ranks also waits for the slowest one's
+// jitter (Device::jitter), which a timeline without noise cannot show.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_COST_SIMULATOR_H
@@ -47,9 +50,10 @@ struct Simulation {
   std::string error;
 };
 
-/// Whether an instruction runs on the communication stream: a collective
-/// that moves data between ranks (an all-slice is a local copy) or a
-/// transfer. It waits for the other ranks it joins.
+/// Whether an instruction communicates, on the communication stream where
+/// the device has one: a collective that moves data between ranks (an
+/// all-slice is a local copy) or a transfer. It waits for the other ranks
+/// it joins.
 bool onCommunicationStream(const plan::Instruction &inst);
 
 /// Simulates one step of `plan` (its prologue runs once at load and is not

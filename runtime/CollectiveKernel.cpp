@@ -193,10 +193,7 @@ std::unique_ptr<cpu::Kernel> makeTransferKernel(bool send, const plan::TensorTyp
             (peer == self ? " cannot send to itself" : " has no such peer");
     return nullptr;
   }
-  int64_t bytes = dtypeBytes(type.dtype());
-  for (int64_t d : type.shape())
-    bytes *= d;
-  return std::make_unique<TransferKernel>(send, bytes, int(peer), *world);
+  return std::make_unique<TransferKernel>(send, byteSize(type), int(peer), *world);
 }
 
 bool communicates(const plan::Collective &collective) {

@@ -7,6 +7,7 @@
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "runtime/plan/Ranks.h"
 
 #include <algorithm>
 #include <chrono>
@@ -23,10 +24,6 @@ constexpr size_t kArenaAlignment = 64;
 bool sameType(const plan::TensorType &a, const plan::TensorType &b) {
   return a.dtype() == b.dtype() &&
          std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end());
-}
-
-int64_t byteSize(const plan::TensorType &type) {
-  return elementCount(type) * dtypeBytes(type.dtype());
 }
 
 /// Which buffers hold bytes that never change (before or after the
@@ -122,9 +119,7 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
                                            const std::string &modelPath, int threads,
                                            std::string &error, MeshGroups *groups) {
   int64_t devices = meshDevices(plan.mesh());
-  int program = rank;
-  if (rank >= 0 && rank < devices && plan.program_of_rank_size() != 0)
-    program = int(plan.program_of_rank(rank));
+  int program = rank >= 0 && rank < devices ? programIndexOfRank(plan, rank) : rank;
   if (rank < 0 || rank >= devices || program >= plan.ranks_size()) {
     error = "rank " + std::to_string(rank) + " is not in the plan (" +
             std::to_string(devices) + " ranks)";

@@ -2,6 +2,7 @@
 #include "runtime/PlanLoader.h"
 
 #include "runtime/Sharding.h"
+#include "runtime/plan/Ranks.h"
 
 #include <cmath>
 #include <fstream>
@@ -28,13 +29,12 @@ int64_t elementCount(const TensorType &type) {
   return count;
 }
 
-namespace {
-
-/// Byte size of a valid tensor type, or -1.
 int64_t byteSize(const TensorType &type) {
   int64_t count = elementCount(type), bytes = dtypeBytes(type.dtype());
   return count < 0 || bytes == 0 ? -1 : count * bytes;
 }
+
+namespace {
 
 bool sameType(const TensorType &a, const TensorType &b) {
   return a.dtype() == b.dtype() &&
@@ -139,14 +139,11 @@ private:
         any = any || inst.has_send() || inst.has_recv();
     if (!any)
       return true;
-    int64_t devices = 1;
-    for (int64_t size : axisSizes_)
-      devices *= size;
+    int64_t devices = meshDevices(plan_.mesh());
     // (from, to) -> the types sent, and the types received.
     std::map<std::pair<int64_t, int64_t>, std::vector<const TensorType *>> sent, received;
     for (int64_t r = 0; r < devices; ++r) {
-      const plan::RankProgram &program =
-          plan_.ranks(plan_.program_of_rank_size() ? int(plan_.program_of_rank(int(r))) : int(r));
+      const plan::RankProgram &program = plan_.ranks(programIndexOfRank(plan_, r));
       for (const Instruction &inst : program.instructions()) {
         if (inst.has_send()) {
           if (inst.send().peer() == r)
@@ -480,9 +477,8 @@ private:
     if (inst.has_collective() && !checkCollective(rank, inst, where))
       return false;
     if (inst.has_send() || inst.has_recv()) {
-      int64_t peer = inst.has_send() ? inst.send().peer() : inst.recv().peer(), devices = 1;
-      for (int64_t size : axisSizes_)
-        devices *= size;
+      int64_t peer = inst.has_send() ? inst.send().peer() : inst.recv().peer();
+      int64_t devices = meshDevices(plan_.mesh());
       if (peer < 0 || peer >= devices)
         return fail(where + ": " + (inst.has_send() ? "send to" : "receive from") + " rank " +
                     std::to_string(peer) + ", but the mesh has " + std::to_string(devices) +

@@ -54,6 +54,12 @@ void copySlice(const void *tensor, const std::vector<int64_t> &dims,
                const std::vector<int64_t> &starts, const std::vector<int64_t> &sizes,
                int64_t elementBytes, void *out);
 
+/// The inverse: writes the dense `slice` into the part of `tensor` (dense,
+/// row-major, of `dims`) that starts at `starts` and spans `sizes`.
+void pasteSlice(const void *slice, const std::vector<int64_t> &dims,
+                const std::vector<int64_t> &starts, const std::vector<int64_t> &sizes,
+                int64_t elementBytes, void *tensor);
+
 /// Reads parameters from an ONNX model file, opened once and kept for many
 /// reads. A source names an initializer; data may live inside the model or
 /// in an external file (relative to the model's folder).

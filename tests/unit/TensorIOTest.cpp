@@ -800,4 +800,26 @@ TEST(TensorIOTest, SeededParametersShardConsistently) {
   EXPECT_NE(other[0], all[0]);
 }
 
+TEST(TensorIOTest, PasteSliceIsTheInverseOfCopySlice) {
+  // A [3, 4, 5] tensor cut into four parts ([2, 3] along dims 1 and 2,
+  // unequal) and pasted back into zeros: the tensor again.
+  std::vector<int64_t> dims = {3, 4, 5};
+  std::vector<float> tensor(60), again(60, 0.0f);
+  for (size_t i = 0; i < tensor.size(); ++i)
+    tensor[i] = float(i);
+  for (int64_t r : {0, 2})
+    for (int64_t c : {0, 3}) {
+      std::vector<int64_t> starts = {0, r, c}, sizes = {3, 2, c ? 2 : 3};
+      std::vector<float> part(size_t(3 * 2 * sizes[2]));
+      copySlice(tensor.data(), dims, starts, sizes, 4, part.data());
+      EXPECT_EQ(part[1], tensor[size_t(r * 5 + c + 1)]);
+      pasteSlice(part.data(), dims, starts, sizes, 4, again.data());
+    }
+  EXPECT_EQ(again, tensor);
+  // A slice that spans nothing writes nothing.
+  std::vector<float> untouched(60, -1.0f);
+  pasteSlice(tensor.data(), dims, {0, 0, 0}, {3, 0, 5}, 4, untouched.data());
+  EXPECT_EQ(untouched, std::vector<float>(60, -1.0f));
+}
+
 } // namespace

@@ -2,10 +2,11 @@
 //
 // Measures this machine with the kernels plans run (runtime/cpu), one core
 // per device: sgemm rate at a few shapes, a convolution's rate, the memory
-// bandwidth of a large elementwise kernel, the per-kernel floor, and the
-// link between ranks (MPI all-gathers among one rank per core, started
-// through mpirun as the runtime's ranks are); writes a cluster file
-// (docs/cluster.md).
+// bandwidth of a large elementwise kernel, the per-kernel floor, cache
+// levels, the class shares, and the link between ranks and their jitter
+// (dtc's all-gathers among one rank per core, started through mpirun and
+// bound to cores as the runtime's ranks are, timed as a step meets them);
+// writes a cluster file (docs/cluster.md).
 //
 //===----------------------------------------------------------------------===//
 #include "tools/dtc/Commands.h"
@@ -291,8 +292,9 @@ struct MetCollective {
   double work = 0;    // the work before it
 };
 
-/// The medians over `repeats` all-gathers (rank 0's answer; the others get
-/// zeros); `seconds` 0 after a failure, with `error`.
+/// The medians over `repeats` all-gathers (every rank's times are gathered
+/// to every rank, so all compute the same); `seconds` 0 after a failure,
+/// with `error`.
 MetCollective allGatherMet(runtime::Communicator &world, int64_t countPerRank, int repeats,
                            std::string &error) {
   std::vector<float> send(static_cast<size_t>(countPerRank));

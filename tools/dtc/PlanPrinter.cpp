@@ -3,6 +3,7 @@
 #include "runtime/plan/FormatBytes.h"
 
 #include "runtime/Executor.h"
+#include "runtime/plan/Ranks.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -281,7 +282,7 @@ std::string parameterSummary(const plan::Plan &plan, const plan::RankProgram &ra
   }
   if (split + whole == 0)
     return "none";
-  int64_t devices = plan.program_of_rank_size() ? plan.program_of_rank_size() : plan.ranks_size();
+  int64_t devices = runtime::planRanks(plan);
   if (devices <= 1)
     return fmt::format("{}; {}", whole, formatBytes(localBytes));
   std::vector<std::string> counts, axes;
@@ -308,7 +309,7 @@ std::string printPlan(const plan::Plan &plan) {
   std::vector<std::string> axes;
   for (const auto &axis : plan.mesh().axes())
     axes.push_back(fmt::format("{}={}", axis.name(), axis.size()));
-  int64_t ranks = plan.program_of_rank_size() ? plan.program_of_rank_size() : plan.ranks_size();
+  int64_t ranks = runtime::planRanks(plan);
   line(fmt::format("mesh: {} ({} rank{}{})", fmt::join(axes, " x "), ranks, ranks == 1 ? "" : "s",
                    plan.ranks_size() == 1 && ranks > 1 ? ", one program for all" : ""));
   line("");

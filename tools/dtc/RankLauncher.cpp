@@ -190,7 +190,7 @@ std::string bindToCores(int nodeRank, int nodeSize, int threads) {
   // Unbound ranks wander: the OS moves them, and a rank that shares a core
   // with mpirun or another rank for a while makes every other rank wait
   // for it at the next collective (measured: one of two unbound ranks 38%
-  // slower in its matmuls; docs/runtime-ranks.md).
+  // slower in its matmuls; docs/cluster.md).
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   long online = ::sysconf(_SC_NPROCESSORS_ONLN);

@@ -7,6 +7,7 @@
 #include "runtime/Executor.h"
 #include "runtime/PlanLoader.h"
 #include "runtime/Sharding.h"
+#include "runtime/plan/Ranks.h"
 
 #include "cost/Simulator.h"
 
@@ -207,7 +208,7 @@ bool writeMeasuredTrace(const plan::Plan &plan, const runtime::Executor &executo
       if (!world->recv(seconds.data(), count * int64_t(sizeof(double)), r, 1, error))
         return fail(error);
     }
-    int program = plan.program_of_rank_size() ? int(plan.program_of_rank(r)) : r;
+    int program = runtime::programIndexOfRank(plan, r);
     if (program >= plan.ranks_size() ||
         int64_t(seconds.size()) != plan.ranks(program).instructions_size())
       return fail(fmt::format("rank {} sent times for {} instructions", r, seconds.size()));
@@ -287,9 +288,6 @@ int runRank(const plan::Plan &plan, const RunOptions &options, RankJob *job) {
       return 1;
     return status;
   }
-  if (!options.train.data.empty() || options.train.steps || !options.train.exportPath.empty())
-    return usageError(options.planPath + " is an inference plan: --data, --steps and --export "
-                                         "need a plan compiled with --train");
   if (!readInputs(plan, options.inputs, *executor))
     return 1;
   if (!executor->run(error))

@@ -5,6 +5,7 @@
 #include "runtime/PlanLoader.h"
 #include "runtime/plan/DType.h"
 #include "runtime/plan/FormatBytes.h"
+#include "runtime/plan/Ranks.h"
 #include "tools/dtc/PlanPrinter.h"
 
 #include <fmt/format.h>
@@ -94,7 +95,7 @@ int runSimulate(const Args &args) {
   plan::Plan plan;
   if (!runtime::loadPlan(path, plan, error))
     return failure(error);
-  int64_t planRanks = plan.program_of_rank_size() ? plan.program_of_rank_size() : plan.ranks_size();
+  int64_t planRanks = runtime::planRanks(plan);
   if (planRanks > cluster->devices())
     return failure(fmt::format("{}: the plan has {} ranks but cluster '{}' has {} devices ({} "
                                "nodes of {})",

@@ -17,6 +17,7 @@
 
 #include "runtime/PlanLoader.h"
 #include "runtime/Sharding.h"
+#include "runtime/TensorIO.h"
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/plan/DType.h"
 #include "runtime/train/Checkpoint.h"
@@ -94,26 +95,11 @@ bool wholeParameter(const plan::Plan &plan, runtime::Executor &executor, uint32_
   for (int64_t d : wholeShape)
     wholeCount *= d;
   whole.assign(size_t(wholeCount * 4), '\0');
-  // Each rank's part, row by row (a row: the last dim's run).
-  int64_t rank = int64_t(shape.size()), row = rank ? shape.back() : 1;
-  for (int q = 0; q < world->size(); ++q) {
-    std::vector<int64_t> starts =
-        runtime::shardStarts(buffer, axisSizes, runtime::meshCoordinates(q, axisSizes));
-    const char *from = all.data() + size_t(q) * size_t(count * 4);
-    for (int64_t r = 0; r < count / std::max<int64_t>(row, 1); ++r) {
-      // The row's index in the part, then its place in the whole tensor.
-      int64_t rest = r, offset = 0, stride = rank ? wholeShape.back() : 1;
-      for (int64_t d = rank - 2; d >= 0; --d) {
-        int64_t i = rest % shape[size_t(d)];
-        rest /= shape[size_t(d)];
-        offset += (starts[size_t(d)] + i) * stride;
-        stride *= wholeShape[size_t(d)];
-      }
-      if (rank)
-        offset += starts[size_t(rank - 1)];
-      std::memcpy(whole.data() + offset * 4, from + r * row * 4, size_t(row * 4));
-    }
-  }
+  for (int q = 0; q < world->size(); ++q) // each rank's part where it lies
+    runtime::pasteSlice(all.data() + size_t(q) * size_t(count * 4), wholeShape,
+                        runtime::shardStarts(buffer, axisSizes,
+                                             runtime::meshCoordinates(q, axisSizes)),
+                        shape, 4, whole.data());
   return true;
 }
 

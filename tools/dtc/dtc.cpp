@@ -65,11 +65,12 @@ commands:
         more run) and prints where the time went (on several ranks, each
         instruction's slowest rank). --trace FILE.json writes the measured
         step (training too) as a Chrome trace in the format of simulate
-        --trace: every rank's instructions in order, each its mean time.
+        --trace: every rank's instructions in order, each its median time.
         A plan for several ranks runs one process per rank: dtc starts them
         with mpirun (-n, if given, must be the plan's rank count), or joins
         as one rank when mpirun or srun started it. Rank 0 prints and writes
-        the outputs.
+        the outputs. Ranks that fit on the machine's cores and were not
+        bound by their launcher bind themselves to cores of their own.
 
   run TRAIN.dtcp --data DIR|TOKENS.bin --steps N [--seed S] [--no-shuffle]
                  [--token-bytes 2|4] [--checkpoint DIR [--checkpoint-every K]]
@@ -96,9 +97,10 @@ commands:
   calibrate [-o CLUSTER.json] [--quick] [--no-links]
         Measure this machine, one core per device, with the kernels plans
         run: sgemm and convolution rates, memory bandwidth, the per-kernel
-        floor, and the link between ranks (MPI all-gathers among one rank
-        per core, started with mpirun; --no-links keeps cpu-local's);
-        write a cluster file (default: stdout) for dtc simulate.
+        floor, cache levels, and the link between ranks and their jitter
+        (all-gathers among one rank per core, started with mpirun, timed as
+        a training step meets them; --no-links keeps cpu-local's); write a
+        cluster file (default: stdout) for dtc simulate.
 
   import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.

@@ -1,0 +1,32 @@
+//===- Ranks.h - which program each rank of a plan runs ---------*- C++ -*-===//
+//
+// A plan lists its programs in `ranks` and, when ranks share programs,
+// which one each rank runs in `program_of_rank` (plan.proto). Header-only,
+// like DType.h, so that the loader, the executor, the simulator and the
+// command line read the rule from one place.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_PLAN_RANKS_H
+#define DTC_RUNTIME_PLAN_RANKS_H
+
+#include "plan.pb.h"
+
+#include <cstdint>
+
+namespace dtc::runtime {
+
+/// How many ranks run the plan: one per entry of program_of_rank, else one
+/// per program.
+inline int64_t planRanks(const plan::Plan &plan) {
+  return plan.program_of_rank_size() ? plan.program_of_rank_size() : plan.ranks_size();
+}
+
+/// The index in plan.ranks() of the program `rank` runs (not checked
+/// against ranks_size(): PlanLoader checks a loaded plan).
+inline int programIndexOfRank(const plan::Plan &plan, int64_t rank) {
+  return plan.program_of_rank_size() ? int(plan.program_of_rank(int(rank))) : int(rank);
+}
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_PLAN_RANKS_H
