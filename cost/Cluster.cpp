@@ -119,11 +119,13 @@ Link readLink(Reader &r, const llvm::json::Object &links, llvm::StringRef key) {
     std::string path = "links." + key.str();
     link.latency = r.positive(*o, path, "latency");
     link.bandwidth = r.positive(*o, path, "bandwidth");
-    r.forEachObject(*o, path, "protocols", "{\"latency\", \"bandwidth\"} objects",
-                    [&](const llvm::json::Object &p, const std::string &item) {
-                      link.protocols.push_back({r.positive(p, item, "latency"),
-                                                r.positive(p, item, "bandwidth")});
-                    });
+    for (auto [field, ways] : {std::pair{"protocols", &link.protocols},
+                               std::pair{"transfers", &link.transfers}})
+      r.forEachObject(*o, path, field, "{\"latency\", \"bandwidth\"} objects",
+                      [&](const llvm::json::Object &p, const std::string &item) {
+                        ways->push_back({r.positive(p, item, "latency"),
+                                         r.positive(p, item, "bandwidth")});
+                      });
   }
   return link;
 }
@@ -146,7 +148,7 @@ const char *const kCpuLocal = R"json({
   },
   "topology": {"devices_per_node": 2, "nodes": 1},
   "links": {
-    "intra_node": {"latency": 2e-6, "bandwidth": 1e9, "protocols": [{"latency": 6e-6, "bandwidth": 6e9}]},
+    "intra_node": {"latency": 2e-6, "bandwidth": 1e9, "protocols": [{"latency": 6e-6, "bandwidth": 6e9}], "transfers": [{"latency": 1e-6, "bandwidth": 2.3e9}, {"latency": 3e-6, "bandwidth": 11e9}]},
     "inter_node": {"latency": 2e-5, "bandwidth": 1.25e9}
   }
 })json";
@@ -329,11 +331,15 @@ std::string toJson(const Cluster &c) {
   }
   auto link = [](const Link &l) {
     llvm::json::Object o{{"latency", l.latency}, {"bandwidth", l.bandwidth}};
-    llvm::json::Array more;
-    for (const Protocol &p : l.protocols)
-      more.push_back(llvm::json::Object{{"latency", p.latency}, {"bandwidth", p.bandwidth}});
-    if (!more.empty())
-      o["protocols"] = std::move(more);
+    auto list = [&](const char *key, const std::vector<Protocol> &ways) {
+      llvm::json::Array items;
+      for (const Protocol &p : ways)
+        items.push_back(llvm::json::Object{{"latency", p.latency}, {"bandwidth", p.bandwidth}});
+      if (!items.empty())
+        o[key] = std::move(items);
+    };
+    list("protocols", l.protocols);
+    list("transfers", l.transfers);
     return o;
   };
   llvm::json::Object device{{"kind", c.device.kind},

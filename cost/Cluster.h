@@ -107,8 +107,12 @@ struct Protocol {
 /// One level of links: a protocol, and optionally further ones (MPI's eager
 /// copies and its rendezvous, NCCL's LL and Simple: a low latency for small
 /// messages, a high bandwidth for large); a collective takes the fastest.
+/// A transfer (send/recv between two ranks) takes the fastest of
+/// `transfers` where there are any: ranks that share memory copy a
+/// collective's parts all at once, and one copy alone is faster.
 struct Link : Protocol {
   std::vector<Protocol> protocols; // beyond the first; may be empty
+  std::vector<Protocol> transfers; // empty: transfers as collectives
   Link() = default;
   Link(double latency, double bandwidth) : Protocol{latency, bandwidth} {}
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -47,6 +48,12 @@ double collectiveSeconds(Collective kind, Algorithm algorithm, int64_t ranks, do
                          const Link &link) {
   if (ranks <= 1 && kind != Collective::SendRecv)
     return 0;
+  if (kind == Collective::SendRecv && !link.transfers.empty()) {
+    double fastest = std::numeric_limits<double>::infinity();
+    for (const Protocol &way : link.transfers)
+      fastest = std::min(fastest, protocolSeconds(kind, algorithm, ranks, bytes, way));
+    return fastest;
+  }
   double fastest = protocolSeconds(kind, algorithm, ranks, bytes, link);
   for (const Protocol &other : link.protocols)
     fastest = std::min(fastest, protocolSeconds(kind, algorithm, ranks, bytes, other));

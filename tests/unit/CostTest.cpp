@@ -223,6 +223,23 @@ TEST(CostModel, ACollectiveTakesTheFastestProtocol) {
               3 * 5e-6 + 3e6 / 1e10, 1e-15);
 }
 
+TEST(CostModel, ATransferTakesTheLinksTransferProtocolsWhereItHasThem) {
+  Link link{1e-6, 1e9};
+  link.protocols = {{5e-6, 5e9}};
+  double allGather = collectiveSeconds(Collective::AllGather, Algorithm::Ring, 2, 8e6, link);
+  // Without transfer protocols a transfer runs as the collectives do.
+  EXPECT_NEAR(collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, 4e6, link),
+              5e-6 + 4e6 / 5e9, 1e-15);
+  // With them, only they count (one copy alone runs at 1e10 here), even
+  // where the collectives' line would be faster (1 KiB: 2.024 us there).
+  link.transfers = {{3e-6, 1e10}};
+  EXPECT_NEAR(collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, 4e6, link),
+              3e-6 + 4e6 / 1e10, 1e-15);
+  EXPECT_NEAR(collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, 1024, link),
+              3e-6 + 1024 / 1e10, 1e-15);
+  EXPECT_EQ(collectiveSeconds(Collective::AllGather, Algorithm::Ring, 2, 8e6, link), allGather);
+}
+
 TEST(CostModel, FitLinkFindsOneProtocolOrTwo) {
   // Samples of one line come back as that line, alone.
   std::vector<LinkSample> line;
@@ -267,6 +284,13 @@ TEST(Cluster, LinkProtocolsAndTheCommunicationStreamRoundTrip) {
   EXPECT_EQ(again->intraNode.protocols[0].latency, 4e-6);
   EXPECT_EQ(again->intraNode.protocols[0].bandwidth, 4e11);
   EXPECT_TRUE(again->interNode.protocols.empty());
+  EXPECT_TRUE(again->intraNode.transfers.empty());
+  c.intraNode.transfers = {{1e-6, 2e9}, {3e-6, 1e10}};
+  again = parseCluster(toJson(c), error);
+  ASSERT_TRUE(again) << error;
+  ASSERT_EQ(again->intraNode.transfers.size(), 2u);
+  EXPECT_EQ(again->intraNode.transfers[1].latency, 3e-6);
+  EXPECT_EQ(again->intraNode.transfers[1].bandwidth, 1e10);
   EXPECT_FALSE(again->device.communicationStream);
   EXPECT_EQ(again->device.jitter, 0.02);
   auto broken = [&](const std::string &from, const std::string &to) {
@@ -283,6 +307,8 @@ TEST(Cluster, LinkProtocolsAndTheCommunicationStreamRoundTrip) {
             "objects");
   EXPECT_EQ(broken(intra, intra + " \"protocols\": [{\"latency\": -1, \"bandwidth\": 1}],"),
             "links.intra_node.protocols[0].latency must be positive, got -1");
+  EXPECT_EQ(broken(intra, intra + " \"transfers\": [{\"bandwidth\": 1e9}],"),
+            "links.intra_node.transfers[0].latency is missing");
   EXPECT_EQ(broken("\"memory_bandwidth\"", "\"communication_stream\": 1, \"memory_bandwidth\""),
             "device.communication_stream must be true or false");
 }

@@ -292,6 +292,17 @@ struct MetCollective {
   double work = 0;    // the work before it
 };
 
+using Clock = std::chrono::steady_clock;
+
+/// The work a step does between two meetings of ranks: streams twice the
+/// core's L2, which leaves MPI's state and buffers out of it.
+void streamWork() {
+  long cache = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  static std::vector<float> work(size_t(cache > 0 ? cache : 2 << 20) / 2, 1.0f);
+  for (float &x : work)
+    x = x * 0.999f + 0.001f;
+}
+
 /// The medians over `repeats` all-gathers (every rank's times are gathered
 /// to every rank, so all compute the same); `seconds` 0 after a failure,
 /// with `error`.
@@ -299,14 +310,10 @@ MetCollective allGatherMet(runtime::Communicator &world, int64_t countPerRank, i
                            std::string &error) {
   std::vector<float> send(static_cast<size_t>(countPerRank));
   std::vector<float> recv(send.size() * size_t(world.size()));
-  long cache = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-  static std::vector<float> work(size_t(cache > 0 ? cache : 2 << 20) / 2, 1.0f);
   std::vector<double> times, works;
-  using Clock = std::chrono::steady_clock;
   for (int r = 0; r <= repeats; ++r) {
     auto begin = Clock::now();
-    for (float &x : work)
-      x = x * 0.999f + 0.001f;
+    streamWork();
     std::fill(send.begin(), send.end(), float(r));
     auto start = Clock::now();
     if (!world.allGather(send.data(), recv.data(), countPerRank, plan::F32, error))
@@ -335,13 +342,52 @@ MetCollective allGatherMet(runtime::Communicator &world, int64_t countPerRank, i
   return {median(alone), median(lags), median(works)};
 }
 
+/// The median time of `repeats` transfers of `bytes` from rank 0 to rank 1
+/// as a pipeline's stages meet them: the sender works, writes the tensor
+/// afresh and sends it to a receiver already waiting (the other ranks take
+/// no part). Timed from the send's start to the receive's end on the
+/// machine's one monotonic clock (ranks share a machine here). 0 after a
+/// failure, with `error`; meaningful on rank 0.
+double transferMet(runtime::Communicator &world, int64_t bytes, int repeats, std::string &error) {
+  if (world.rank() > 1)
+    return 1;
+  std::vector<char> data(static_cast<size_t>(bytes));
+  std::vector<double> at; // rank 0: each send's start; rank 1: each receive's end
+  const int tag = 7;
+  for (int r = 0; r <= repeats; ++r) {
+    if (world.rank() == 0) {
+      streamWork();
+      std::fill(data.begin(), data.end(), char(r));
+      at.push_back(std::chrono::duration<double>(Clock::now().time_since_epoch()).count());
+      if (!world.send(data.data(), bytes, 1, tag, error))
+        return 0;
+    } else {
+      if (!world.recv(data.data(), bytes, 0, tag, error))
+        return 0;
+      at.push_back(std::chrono::duration<double>(Clock::now().time_since_epoch()).count());
+    }
+  }
+  int64_t count = int64_t(at.size()) * int64_t(sizeof(double));
+  if (world.rank() == 1)
+    return world.send(at.data(), count, 0, tag, error) ? 1 : 0;
+  std::vector<double> ends(at.size());
+  if (!world.recv(ends.data(), count, 1, tag, error))
+    return 0;
+  std::vector<double> times;
+  for (size_t r = 1; r < at.size(); ++r) // the first is a warm-up
+    times.push_back(std::max(ends[r] - at[r], 1e-9));
+  return median(times);
+}
+
 /// One rank of the link measurement (dtc calibrate --links-rank FILE, under
 /// mpirun, each rank bound to a core as plans' ranks are): all-gathers of 4
-/// bytes to 4 MiB per rank, met as a step meets them; rank 0 fits the link
-/// (cost::fitLink: one protocol or two) to (p-1) (a + n/B), an all-gather's
-/// time with n bytes per rank, and the jitter to the lags (the slowest of
-/// p ranks is expectedMaximum(p) standard deviations late), and writes
-/// the jitter, then each protocol's "latency bandwidth", to FILE.
+/// bytes to 4 MiB per rank, met as a step meets them, and transfers of the
+/// same sizes from rank 0 to rank 1; rank 0 fits the link (cost::fitLink:
+/// one protocol or two) to (p-1) (a + n/B), an all-gather's time with n
+/// bytes per rank, its transfers to a + n/B, and the jitter to the lags
+/// (the slowest of p ranks is expectedMaximum(p) standard deviations late),
+/// and writes the jitter, then "c latency bandwidth" per protocol and "t
+/// latency bandwidth" per transfer protocol, to FILE.
 int measureLinksAsRank(const std::string &file, bool quick) {
   std::string error;
   std::unique_ptr<runtime::MpiSession> session = runtime::MpiSession::start(error);
@@ -355,7 +401,7 @@ int measureLinksAsRank(const std::string &file, bool quick) {
   std::vector<int64_t> sizes = quick ? std::vector<int64_t>{1, 256, 4096, 65536, 1 << 20}
                                      : std::vector<int64_t>{1, 32, 256, 1024, 4096, 16384,
                                                             65536, 262144, 1 << 20};
-  std::vector<cost::LinkSample> samples;
+  std::vector<cost::LinkSample> samples, transfers;
   double lag = 0, work = 0;
   for (int64_t floats : sizes) {
     int repeats = quick ? 10 : floats >= 262144 ? 20 : 100;
@@ -364,15 +410,22 @@ int measureLinksAsRank(const std::string &file, bool quick) {
       session->abortJob(failure("calibrate: an all-gather failed: " + error));
     samples.push_back({4.0 * double(floats), met.seconds / double(p - 1)});
     lag += met.lag, work += met.work;
+    double transfer = transferMet(*world, 4 * floats, repeats, error);
+    if (transfer <= 0)
+      session->abortJob(failure("calibrate: a transfer failed: " + error));
+    transfers.push_back({4.0 * double(floats), transfer});
   }
   if (world->rank() != 0)
     return 0;
-  cost::Link link = cost::fitLink(samples);
+  cost::Link link = cost::fitLink(samples), transfer = cost::fitLink(transfers);
   double jitter = std::min(1.0, lag / work / cost::expectedMaximum(p));
   std::ofstream out(file);
-  out << fmt::format("{:.9g}\n{:.9g} {:.9g}\n", jitter, link.latency, link.bandwidth);
+  out << fmt::format("{:.9g}\nc {:.9g} {:.9g}\n", jitter, link.latency, link.bandwidth);
   for (const cost::Protocol &more : link.protocols)
-    out << fmt::format("{:.9g} {:.9g}\n", more.latency, more.bandwidth);
+    out << fmt::format("c {:.9g} {:.9g}\n", more.latency, more.bandwidth);
+  out << fmt::format("t {:.9g} {:.9g}\n", transfer.latency, transfer.bandwidth);
+  for (const cost::Protocol &more : transfer.protocols)
+    out << fmt::format("t {:.9g} {:.9g}\n", more.latency, more.bandwidth);
   return out ? 0 : failure("calibrate: cannot write " + file);
 }
 
@@ -394,14 +447,17 @@ bool measureLinks(int64_t ranks, bool quick, cost::Link &link, double &jitter,
     args.push_back("--quick");
   int status = runUnderMpirun(ranks, args, why);
   std::ifstream in(name);
+  bool read = status == 0 && (in >> jitter) && jitter >= 0;
+  link = {};
+  std::string what;
   double latency = 0, bandwidth = 0;
-  bool read = status == 0 && (in >> jitter >> latency >> bandwidth) && jitter >= 0 &&
-              latency > 0 && bandwidth > 0;
-  if (read) {
-    link = {latency, bandwidth};
-    while (in >> latency >> bandwidth && latency > 0 && bandwidth > 0)
-      link.protocols.push_back({latency, bandwidth});
+  while (read && in >> what >> latency >> bandwidth && latency > 0 && bandwidth > 0) {
+    if (what == "c" && link.bandwidth <= 0)
+      link = {latency, bandwidth};
+    else
+      (what == "c" ? link.protocols : link.transfers).push_back({latency, bandwidth});
   }
+  read = read && link.bandwidth > 0 && !link.transfers.empty();
   std::remove(name);
   if (!read && why.empty())
     why = "mpirun exited with status " + std::to_string(status);
@@ -556,18 +612,25 @@ int runCalibrate(const Args &args) {
     if (measureLinks(ranks, quick, measured, jitter, why)) {
       c.intraNode = measured;
       c.device.jitter = jitter;
-      std::string line = fmt::format("  link between ranks (all-gathers of 4 B to 4 MiB per rank "
-                                     "after some work, {} ranks): latency {:.2f} us, bandwidth "
-                                     "{:.2f} GB/s",
-                                     ranks, measured.latency * 1e6, measured.bandwidth / 1e9);
-      for (const cost::Protocol &more : measured.protocols) {
-        // Where the faster of the two changes.
-        double from = (more.latency - measured.latency) /
-                      (1 / measured.bandwidth - 1 / more.bandwidth);
-        line += fmt::format("; beyond {:.0f} KiB, latency {:.2f} us, bandwidth {:.2f} GB/s",
-                            from / 1024, more.latency * 1e6, more.bandwidth / 1e9);
-      }
-      say(line);
+      // A protocol's line, then each further one's from where it is faster.
+      auto describe = [](const std::vector<cost::Protocol> &ways) {
+        std::string line = fmt::format("latency {:.2f} us, bandwidth {:.2f} GB/s",
+                                       ways[0].latency * 1e6, ways[0].bandwidth / 1e9);
+        for (size_t i = 1; i < ways.size(); ++i) {
+          double from = (ways[i].latency - ways[0].latency) /
+                        (1 / ways[0].bandwidth - 1 / ways[i].bandwidth);
+          line += fmt::format("; beyond {:.0f} KiB, latency {:.2f} us, bandwidth {:.2f} GB/s",
+                              from / 1024, ways[i].latency * 1e6, ways[i].bandwidth / 1e9);
+        }
+        return line;
+      };
+      std::vector<cost::Protocol> ways = {measured};
+      ways.insert(ways.end(), measured.protocols.begin(), measured.protocols.end());
+      say(fmt::format("  link between ranks (all-gathers of 4 B to 4 MiB per rank after some "
+                      "work, {} ranks): {}",
+                      ranks, describe(ways)));
+      say(fmt::format("  transfers (one rank's 4 B to 4 MiB to another, waiting): {}",
+                      describe(measured.transfers)));
       say(fmt::format("  jitter: {:.2f}% (how late the last of {} ranks reaches a collective, "
                       "against the work before it)",
                       jitter * 100, ranks));
