@@ -62,8 +62,15 @@ template <class Term>
         lanes[l] += term(i + l);
     for (int64_t i = whole; i < end; ++i)
       sum += term(i);
+    // Pairwise, in doubles: added one by one, the lanes made a chain of 16
+    // dependent adds a row, longer than a short row's own work.
+    double folded[kLanes];
     for (int64_t l = 0; l < kLanes; ++l)
-      sum += lanes[l];
+      folded[l] = lanes[l];
+    for (int64_t width = kLanes / 2; width > 0; width /= 2)
+      for (int64_t l = 0; l < width; ++l)
+        folded[l] += folded[l + width];
+    sum += folded[0];
   }
   return sum;
 }
@@ -131,22 +138,95 @@ template <class T> void softmaxRow(const T *x, T *y, int64_t n, bool log) {
   finishSoftmaxRow(x, y, n, max, sum, log);
 }
 
-using FloatRowFn = void (*)(const float *, float *, int64_t, bool);
+/// Rows up to this long go a tile at a time (softmaxShortRowsVector).
+constexpr int64_t kShortRow = 256;
 
-void softmaxRowBaseline(const float *x, float *y, int64_t n, bool log) {
-  softmaxRowVector(x, y, n, log);
+/// Short rows, a tile of them at a time: their exps are computed over the
+/// tile as one array, so that they vectorise across rows, and each row's
+/// sum goes to eight double lanes. Row by row, a row's max, sum and the
+/// fold of its float lanes into a double took longer than its exps: 12 ns
+/// a row of 10 (its exps one at a time), 48 a row of 32, against 0.5 ns an
+/// element on long rows.
+[[gnu::always_inline]] inline void softmaxShortRowsVector(const float *x, float *y,
+                                                          int64_t rows, int64_t n, bool log) {
+  constexpr int64_t kTile = 1024, kSumLanes = 8;
+  float e[kTile], max[kTile];
+  int64_t perTile = std::max<int64_t>(1, kTile / n);
+  for (int64_t r0 = 0; r0 < rows; r0 += perTile) {
+    int64_t count = std::min(perTile, rows - r0);
+    const float *xs = x + r0 * n;
+    float *ys = y + r0 * n;
+    for (int64_t r = 0; r < count; ++r) {
+      // In eight lanes, the tail apart: one chain of maxes took a third of the time.
+      const float *row = xs + r * n;
+      float lanes[kSumLanes], m = -std::numeric_limits<float>::infinity();
+      std::fill(lanes, lanes + kSumLanes, m);
+      int64_t whole = n / kSumLanes * kSumLanes;
+      for (int64_t i = 0; i < whole; i += kSumLanes)
+        for (int64_t l = 0; l < kSumLanes; ++l)
+          lanes[l] = row[i + l] > lanes[l] ? row[i + l] : lanes[l];
+      for (int64_t i = whole; i < n; ++i)
+        m = row[i] > m ? row[i] : m;
+      for (int64_t l = 0; l < kSumLanes; ++l)
+        m = lanes[l] > m ? lanes[l] : m;
+      max[r] = m;
+      for (int64_t i = 0; i < n; ++i)
+        e[r * n + i] = xs[r * n + i] - m;
+    }
+    for (int64_t i = 0; i < count * n; ++i)
+      e[i] = fastExpFlushed(e[i]);
+    for (int64_t r = 0; r < count; ++r) {
+      const float *row = e + r * n;
+      double lanes[kSumLanes] = {};
+      int64_t whole = n / kSumLanes * kSumLanes;
+      for (int64_t i = 0; i < whole; i += kSumLanes)
+        for (int64_t l = 0; l < kSumLanes; ++l)
+          lanes[l] += row[i + l];
+      double tail = 0; // apart: scalar stores into `lanes` would stall its vector load
+      for (int64_t i = whole; i < n; ++i)
+        tail += row[i];
+      double sum = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
+                   ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])) + tail;
+      if (log) {
+        float logSum = std::log(float(sum)); // logf: exact enough here, and faster
+        for (int64_t i = 0; i < n; ++i)
+          ys[r * n + i] = (xs[r * n + i] - max[r]) - logSum;
+      } else {
+        float scale = float(1.0 / sum);
+        for (int64_t i = 0; i < n; ++i)
+          ys[r * n + i] = row[i] * scale;
+      }
+    }
+  }
+}
+
+/// `rows` float rows of n values each.
+[[gnu::always_inline]] inline void softmaxRowsVector(const float *x, float *y, int64_t rows,
+                                                     int64_t n, bool log) {
+  if (n <= kShortRow)
+    return softmaxShortRowsVector(x, y, rows, n, log);
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxRowVector(x + r * n, y + r * n, n, log);
+}
+
+using FloatRowsFn = void (*)(const float *, float *, int64_t, int64_t, bool);
+
+void softmaxRowsBaseline(const float *x, float *y, int64_t rows, int64_t n, bool log) {
+  softmaxRowsVector(x, y, rows, n, log);
 }
 #ifdef DTC_X86_DISPATCH
-DTC_TARGET_AVX2 void softmaxRowAvx2(const float *x, float *y, int64_t n, bool log) {
-  softmaxRowVector(x, y, n, log);
+DTC_TARGET_AVX2 void softmaxRowsAvx2(const float *x, float *y, int64_t rows, int64_t n,
+                                     bool log) {
+  softmaxRowsVector(x, y, rows, n, log);
 }
-DTC_TARGET_AVX512 void softmaxRowAvx512(const float *x, float *y, int64_t n, bool log) {
-  softmaxRowVector(x, y, n, log);
+DTC_TARGET_AVX512 void softmaxRowsAvx512(const float *x, float *y, int64_t rows, int64_t n,
+                                         bool log) {
+  softmaxRowsVector(x, y, rows, n, log);
 }
 #endif
 
-FloatRowFn softmaxRowFloat() {
-  return pickForCpu(softmaxRowBaseline, DTC_X86_ONLY(softmaxRowAvx2, softmaxRowAvx512));
+FloatRowsFn softmaxRowsFloat() {
+  return pickForCpu(softmaxRowsBaseline, DTC_X86_ONLY(softmaxRowsAvx2, softmaxRowsAvx512));
 }
 
 /// Columns processed together when the axis is not the last dim: each step
@@ -183,19 +263,18 @@ void softmaxColumns(const T *x, T *y, int64_t n, int64_t inner, int64_t width, b
 
 template <class T>
 std::unique_ptr<Kernel> softmaxKernel(int64_t outer, int64_t n, int64_t inner, bool log) {
-  FloatRowFn floatRow = softmaxRowFloat();
+  FloatRowsFn floatRows = softmaxRowsFloat();
   return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
                                 ThreadPool &pool) {
     const T *x = static_cast<const T *>(inputs[0]);
     T *y = static_cast<T *>(outputs[0]);
     if (inner == 1) {
       pool.parallelFor(outer, grainFor(n), [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r) {
-          if constexpr (std::is_same_v<T, float>)
-            floatRow(x + r * n, y + r * n, n, log);
-          else
+        if constexpr (std::is_same_v<T, float>)
+          floatRows(x + b * n, y + b * n, e - b, n, log);
+        else
+          for (int64_t r = b; r < e; ++r)
             softmaxRow(x + r * n, y + r * n, n, log);
-        }
       });
       return;
     }

@@ -730,6 +730,11 @@ TEST(SoftmaxKernel, LastAxis) {
   for (bool log : {false, true}) {
     checkSoftmax({4, 5, 6}, 2, log);
     checkSoftmax({128, 600}, 1, log);
+    // Short rows go a tile of rows at a time: tiles of 102 rows of 10 (the
+    // last partial), rows with a tail past eight lanes, four rows of 256.
+    checkSoftmax({300, 10}, 1, log);
+    checkSoftmax({7, 33}, 1, log);
+    checkSoftmax({9, 256}, 1, log);
   }
 }
 
