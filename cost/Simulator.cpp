@@ -59,9 +59,16 @@ public:
       : plan_(plan), program_(program), cluster_(cluster), rank_(rank),
         ready_(size_t(program.buffers_size()), 0.0) {
     time.memoryPeakBytes = program.arena_bytes();
-    if (!cluster.device.caches.empty())
+    if (!cluster.device.caches.empty()) {
       for (const plan::Instruction &inst : program.instructions())
         stepBytes_ += footprint(inst);
+      // Steps repeat: what the last step sent away last is still away.
+      for (const plan::Instruction &inst : program.instructions())
+        touch(inst, footprint(inst));
+      for (auto at = lastTouch_.begin(); at != lastTouch_.end();)
+        at = at->second == kSentAway ? std::next(at) : lastTouch_.erase(at);
+      touched_ = 0;
+    }
     // Steps repeat: the first meeting comes after the last one's tail.
     if (cluster.device.jitter > 0)
       for (int i = program.instructions_size(); i-- > 0;) {
@@ -218,11 +225,23 @@ private:
         continue;
       auto last = lastTouch_.find(program_.buffers(int(in)).offset());
       double since = last != lastTouch_.end() ? touched_ - last->second : stepBytes_;
-      seconds += bufferBytes(in) / device.bandwidthAfter(since + own);
+      seconds += bufferBytes(in) / (sentAway(in) ? device.memoryBandwidth
+                                                 : device.bandwidthAfter(since + own));
     }
     for (uint32_t out : inst.outputs())
-      seconds += bufferBytes(out) / device.bandwidthAfter(own);
+      seconds += bufferBytes(out) /
+                 (sentAway(out) ? device.memoryBandwidth : device.bandwidthAfter(own));
     return seconds * double(inst.cost().bytes()) / own;
+  }
+  /// Whether the buffer's bytes were last sent to a rank on this machine:
+  /// its core read them into its own caches, and this core reads or writes
+  /// them again at memory's pace (a 4 MiB fill after a send took 1.3x one
+  /// without; dtc's ran at memory bandwidth: docs/cluster.md).
+  bool sentAway(uint32_t id) const {
+    if (id >= uint32_t(program_.buffers_size()))
+      return false;
+    auto last = lastTouch_.find(program_.buffers(int(id)).offset());
+    return last != lastTouch_.end() && last->second == kSentAway;
   }
   /// Marks the instruction's buffers (by arena offset: views share their
   /// operand's bytes) as touched now; a view touches nothing.
@@ -234,6 +253,14 @@ private:
       for (uint32_t id : *ids)
         if (id < uint32_t(program_.buffers_size()))
           lastTouch_[program_.buffers(int(id)).offset()] = touched_;
+    if (inst.has_send() && onThisNode(inst.send().peer()) && inst.inputs_size() > 0 &&
+        inst.inputs(0) < uint32_t(program_.buffers_size()))
+      lastTouch_[program_.buffers(int(inst.inputs(0))).offset()] = kSentAway;
+  }
+  /// Whether `peer` shares this rank's node.
+  bool onThisNode(int64_t peer) const {
+    int64_t perNode = std::max<int64_t>(1, cluster_.devicesPerNode);
+    return rank_ / perNode == peer / perNode;
   }
 
   /// A send or receive: its tensor over the link between the two ranks.
@@ -241,8 +268,7 @@ private:
     bool send = inst.has_send();
     int64_t peer = send ? inst.send().peer() : inst.recv().peer();
     double bytes = bufferBytes(send ? inst.inputs(0) : inst.outputs(0));
-    int64_t perNode = std::max<int64_t>(1, cluster_.devicesPerNode);
-    const Link &link = rank_ / perNode == peer / perNode ? cluster_.intraNode : cluster_.interNode;
+    const Link &link = onThisNode(peer) ? cluster_.intraNode : cluster_.interNode;
     return collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, bytes, link);
   }
 
@@ -263,6 +289,8 @@ private:
   // Cache levels: bytes moved so far this step, when (in those bytes) each
   // arena offset was last touched, and the bytes a whole step moves.
   double touched_ = 0, stepBytes_ = 0;
+  /// lastTouch_'s mark for bytes sent to a rank on this node (sentAway).
+  static constexpr double kSentAway = -1;
   std::unordered_map<uint64_t, double> lastTouch_;
 };
 

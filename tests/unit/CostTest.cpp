@@ -532,6 +532,64 @@ TEST(Simulator, ACollectiveSomeRankNeverReachesIsAnError) {
                        "that group)");
 }
 
+TEST(Simulator, BytesSentToARankOnThisNodeComeBackFromMemory) {
+  // Stage 0 writes 1 MiB and sends it to stage 1 on the same node, whose
+  // core reads it into its own caches: stage 0's next write of it (the
+  // next step's: steps repeat) streams at memory's pace, where without the
+  // send it would stay in cache. The receiver reads what it received from
+  // its cache.
+  std::string error;
+  Cluster c = *preset("cpu-local", error);
+  c.device.caches = {{8 << 20, 1e11}};
+  c.device.jitter = 0;
+  const double bytes = 1 << 20;
+  auto stages = [&](bool send) {
+    plan::Plan plan = planOnMesh("pp", 2);
+    for (int stage = 0; stage < 2; ++stage) {
+      plan.add_program_of_rank(uint32_t(stage));
+      plan::RankProgram *p = plan.add_ranks();
+      for (int b = 0; b < 2; ++b) {
+        p->add_buffers()->set_offset(uint64_t(b) << 20);
+        p->mutable_buffers(b)->mutable_type()->set_dtype(plan::F32);
+        p->mutable_buffers(b)->mutable_type()->add_shape(1 << 18);
+      }
+      plan::Instruction *write = p->add_instructions();
+      if (stage == 1) {
+        write->mutable_recv()->set_peer(0);
+        write->add_outputs(0);
+        write = p->add_instructions();
+        write->add_inputs(0);
+      }
+      write->add_outputs(stage == 0 ? 0 : 1);
+      *write->mutable_cost() = costOf(plan::OP_ELEMENTWISE, 0, stage == 0 ? bytes : 2 * bytes);
+      if (stage == 0 && send) {
+        plan::Instruction *out = p->add_instructions();
+        out->add_inputs(0);
+        out->mutable_send()->set_peer(1);
+      }
+      if (!send) // one stage alone
+        break;
+    }
+    return simulate(plan, c, true);
+  };
+  Simulation sent = stages(true), kept = stages(false);
+  ASSERT_EQ(sent.error, "");
+  auto seconds = [&](const Simulation &sim, int rank, int instruction) {
+    for (const Event &e : sim.events)
+      if (e.rank == rank && e.instruction == instruction)
+        return e.end - e.start;
+    return -1.0;
+  };
+  plan::Cost fill = costOf(plan::OP_ELEMENTWISE, 0, bytes);
+  EXPECT_NEAR(seconds(sent, 0, 0),
+              instructionSeconds(fill, c.device, bytes / c.device.memoryBandwidth), 1e-12);
+  EXPECT_NEAR(seconds(kept, 0, 0), instructionSeconds(fill, c.device, bytes / 1e11), 1e-12);
+  EXPECT_NEAR(seconds(sent, 1, 1),
+              instructionSeconds(costOf(plan::OP_ELEMENTWISE, 0, 2 * bytes), c.device,
+                                 2 * bytes / 1e11),
+              1e-12);
+}
+
 TEST(Simulator, PipelineBubblesComeOutOfTheTimelines) {
   // Two stages, two micro-batches of 1 ms each per stage: stage 0 sends
   // each micro-batch's activations to stage 1 as soon as it has them.
