@@ -905,6 +905,10 @@ TEST(ReduceKernel, Big) {
   checkReduce({300, 200}, {1});
   checkReduce({300, 200}, {0});
   checkReduce({64, 300, 8}, {1});
+  // Two kept dims walked by the odometer from where each thread starts,
+  // rows of 9 (a tail past the lanes) and of 32.
+  checkReduce({40, 7, 50, 9}, {1, 3});
+  checkReduce({2048, 32}, {1});
 }
 
 TEST(ReduceKernel, EmptyReduction) {
