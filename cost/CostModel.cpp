@@ -170,21 +170,64 @@ CollectiveGroup collectiveGroup(const plan::Mesh &mesh, const plan::Collective &
   return group;
 }
 
+namespace {
+
+/// The elements before dim `axis` of `type`; 2 (some) without a type and
+/// axis > 0.
+int64_t elementsBefore(const plan::TensorType *type, int64_t axis) {
+  if (!type)
+    return axis > 0 ? 2 : 1;
+  int64_t n = 1;
+  for (int d = 0; d < type->shape_size() && d < axis; ++d)
+    n *= type->shape(d);
+  return n;
+}
+
+} // namespace
+
+double relayoutBytes(const plan::Collective &c, double inBytes, double outBytes,
+                     const plan::TensorType *input, const plan::TensorType *output) {
+  // A part along a dim with anything before it is strided: read and
+  // written once more on its way to or from the link.
+  bool packs = elementsBefore(input, c.axis()) > 1;
+  switch (c.kind()) {
+  case plan::ALL_GATHER:
+    return elementsBefore(output, c.axis()) > 1 ? 2 * outBytes : 0;
+  case plan::REDUCE_SCATTER:
+    return packs ? 2 * inBytes : 0;
+  case plan::ALL_TO_ALL:
+    return (packs ? 2 * inBytes : 0) +
+           (elementsBefore(output, c.concat_axis()) > 1 ? 2 * outBytes : 0);
+  default:
+    return 0;
+  }
+}
+
 double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruction &inst,
-                                    const Cluster &cluster) {
+                                    const Cluster &cluster, const plan::TensorType *input,
+                                    const plan::TensorType *output) {
   const plan::Collective &c = inst.collective();
   CollectiveGroup group = collectiveGroup(mesh, c, cluster.devicesPerNode);
   const Link &link = group.withinNode ? cluster.intraNode : cluster.interNode;
   double local = inst.cost().bytes(), p = double(group.ranks);
+  double outBytes = c.kind() == plan::ALL_GATHER       ? local * p
+                    : c.kind() == plan::REDUCE_SCATTER ? local / p
+                                                       : local;
+  double relayout = group.ranks > 1 ? relayoutBytes(c, local, outBytes, input, output) : 0;
+  double copies = cluster.device.streamSeconds(relayout) / cluster.device.memoryEfficiency;
   switch (c.kind()) {
   case plan::ALL_REDUCE:
     return allReduceSeconds(group.ranks, local, link);
   case plan::ALL_GATHER: // the whole gathered tensor
-    return collectiveSeconds(Collective::AllGather, Algorithm::Ring, group.ranks, local * p, link);
+    return collectiveSeconds(Collective::AllGather, Algorithm::Ring, group.ranks, outBytes, link) +
+           copies;
   case plan::REDUCE_SCATTER:
-    return collectiveSeconds(Collective::ReduceScatter, Algorithm::Ring, group.ranks, local, link);
+    return collectiveSeconds(Collective::ReduceScatter, Algorithm::Ring, group.ranks, local,
+                             link) +
+           copies;
   case plan::ALL_TO_ALL:
-    return collectiveSeconds(Collective::AllToAll, Algorithm::Ring, group.ranks, local, link);
+    return collectiveSeconds(Collective::AllToAll, Algorithm::Ring, group.ranks, local, link) +
+           copies;
   case plan::ALL_SLICE: // no communication: the copy of the rank's part
     return instructionSeconds(inst.cost(), cluster.device);
   default:

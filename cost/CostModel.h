@@ -59,11 +59,26 @@ struct CollectiveGroup {
 CollectiveGroup collectiveGroup(const plan::Mesh &mesh, const plan::Collective &collective,
                                 int64_t devicesPerNode);
 
+/// The bytes a collective reads and writes on its own device to lay its
+/// parts out for the link and back (the runtime's pack and unpack): a part
+/// along a dim with elements before it is strided, and is copied once more
+/// on its way to the link (reduce-scatter, all-to-all's split dim) or from
+/// it (all-gather, all-to-all's concat dim). Without the input's or the
+/// output's type, a dim after the first counts as strided.
+double relayoutBytes(const plan::Collective &c, double inBytes, double outBytes,
+                     const plan::TensorType *input = nullptr,
+                     const plan::TensorType *output = nullptr);
+
 /// Seconds of a plan's collective instruction on `cluster`: its kind among
-/// its group's ranks over the link its group crosses (the slowest one); an
-/// all-slice, which communicates nothing, by its cost on the device.
+/// its group's ranks over the link its group crosses (the slowest one),
+/// and its relayoutBytes streamed on the device (all-to-alls between split
+/// dims copied 4x their bytes locally: at 64 KiB on two CPU ranks, half
+/// their time); an all-slice, which communicates nothing, by its cost on
+/// the device.
 double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruction &inst,
-                                    const Cluster &cluster);
+                                    const Cluster &cluster,
+                                    const plan::TensorType *input = nullptr,
+                                    const plan::TensorType *output = nullptr);
 
 } // namespace dtc::cost
 

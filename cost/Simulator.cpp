@@ -141,7 +141,8 @@ public:
     double own = cluster_.device.caches.empty() ? 0 : footprint(inst);
     double seconds =
         inst.has_send() || inst.has_recv() ? transferSeconds(inst)
-        : comm ? collectiveInstructionSeconds(plan_.mesh(), inst, cluster_)
+        : comm ? collectiveInstructionSeconds(plan_.mesh(), inst, cluster_,
+                                              bufferType(inst.inputs()), bufferType(inst.outputs()))
                : instructionSeconds(inst.cost(), cluster_.device, cachedStreamSeconds(inst, own));
     touch(inst, own);
     if (comm) { // the group starts when its slowest rank arrives
@@ -187,6 +188,13 @@ public:
   double flops = 0;
 
 private:
+  /// The type of the first of `ids`, or null.
+  const plan::TensorType *
+  bufferType(const google::protobuf::RepeatedField<uint32_t> &ids) const {
+    if (ids.empty() || ids[0] >= uint32_t(program_.buffers_size()))
+      return nullptr;
+    return &program_.buffers(int(ids[0])).type();
+  }
   double bufferBytes(uint32_t id) const {
     if (id >= uint32_t(program_.buffers_size()))
       return 0;

@@ -366,6 +366,53 @@ plan::Plan planOnMesh(const std::string &axisName, int64_t size) {
   return plan;
 }
 
+TEST(CostModel, CollectivesOverStridedPartsCopyThemLocally) {
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  plan::Plan plan = planOnMesh("tp", 2);
+  auto type = [](std::vector<int64_t> shape) {
+    plan::TensorType t;
+    t.set_dtype(plan::F32);
+    for (int64_t d : shape)
+      t.add_shape(d);
+    return t;
+  };
+  plan::Instruction inst;
+  inst.mutable_collective()->set_kind(plan::ALL_TO_ALL);
+  inst.mutable_collective()->add_mesh_axes(0);
+  inst.mutable_cost()->set_bytes(1 << 20);
+  const double n = 1 << 20;
+  double link = collectiveSeconds(Collective::AllToAll, Algorithm::Ring, 2, n, c.intraNode);
+  // [64, 4096] split along dim 1 (strided: packed), concatenated along
+  // dim 0 (contiguous: no unpack): its bytes read and written once more.
+  plan::TensorType in = type({64, 4096}), out = type({128, 2048});
+  inst.mutable_collective()->set_axis(1);
+  inst.mutable_collective()->set_concat_axis(0);
+  EXPECT_EQ(relayoutBytes(inst.collective(), n, n, &in, &out), 2 * n);
+  EXPECT_NEAR(collectiveInstructionSeconds(plan.mesh(), inst, c, &in, &out),
+              link + c.device.streamSeconds(2 * n) / c.device.memoryEfficiency, 1e-15);
+  // Both ways strided: packed and unpacked.
+  plan::TensorType out3 = type({2, 64, 2048});
+  inst.mutable_collective()->set_concat_axis(1);
+  EXPECT_EQ(relayoutBytes(inst.collective(), n, n, &in, &out3), 4 * n);
+  // Split along a dim with only ones before it: contiguous, as the first.
+  plan::TensorType flat = type({1, 64, 4096});
+  inst.mutable_collective()->set_axis(1);
+  inst.mutable_collective()->set_concat_axis(0);
+  EXPECT_EQ(relayoutBytes(inst.collective(), n, n, &flat, &out), 0);
+  // Without types, a dim after the first counts as strided.
+  EXPECT_EQ(relayoutBytes(inst.collective(), n, n), 2 * n);
+  // All-gather along dim 0 lands in place; along dim 1 it is unpacked.
+  inst.mutable_collective()->set_kind(plan::ALL_GATHER);
+  inst.mutable_collective()->set_axis(0);
+  EXPECT_EQ(relayoutBytes(inst.collective(), n, 2 * n, &in, &out), 0);
+  inst.mutable_collective()->set_axis(1);
+  EXPECT_EQ(relayoutBytes(inst.collective(), n, 2 * n, &in, &out), 4 * n);
+  // All-reduce works in place.
+  inst.mutable_collective()->set_kind(plan::ALL_REDUCE);
+  EXPECT_EQ(relayoutBytes(inst.collective(), n, n, &in, &out), 0);
+}
+
 TEST(Simulator, AllSliceIsALocalCopyNotCommunication) {
   // On 2 ranks: slice a whole tensor, then gather the parts back.
   std::string error;
