@@ -144,6 +144,7 @@ const char *const kCpuLocal = R"json({
     "launch_overhead": 2e-6,
     "efficiency": {"matmul": 0.8, "conv": 0.6, "elementwise": 0.5, "reduce": 0.4, "norm": 0.4, "data_movement": 0.6},
     "communication_stream": false,
+    "packs_strided_parts": true,
     "jitter": 0.02
   },
   "topology": {"devices_per_node": 2, "nodes": 1},
@@ -236,12 +237,14 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
       c.device.overlap = r.positive(*d, "device", "overlap", true, 1.0);
     if (d->get("jitter"))
       c.device.jitter = r.positive(*d, "device", "jitter", true, 1.0);
-    if (const llvm::json::Value *stream = d->get("communication_stream")) {
-      if (std::optional<bool> b = stream->getAsBoolean())
-        c.device.communicationStream = *b;
-      else
-        r.fail("device.communication_stream must be true or false");
-    }
+    for (auto [field, flag] : {std::pair{"communication_stream", &c.device.communicationStream},
+                               std::pair{"packs_strided_parts", &c.device.packsStridedParts}})
+      if (const llvm::json::Value *v = d->get(field)) {
+        if (std::optional<bool> b = v->getAsBoolean())
+          *flag = *b;
+        else
+          r.fail(std::string("device.") + field + " must be true or false");
+      }
     if (const llvm::json::Object *eff = r.object(*d, "device", "efficiency"))
       for (int k = kFirstOpClass; k < kComputeClassEnd; ++k)
         c.device.efficiency[k] = r.positive(*eff, "device.efficiency", kClassNames[k], false, 1.0);
@@ -356,6 +359,8 @@ std::string toJson(const Cluster &c) {
     device["overlap"] = c.device.overlap;
   if (!c.device.communicationStream)
     device["communication_stream"] = false;
+  if (c.device.packsStridedParts)
+    device["packs_strided_parts"] = true;
   if (c.device.jitter > 0)
     device["jitter"] = c.device.jitter;
   if (!c.device.caches.empty()) {

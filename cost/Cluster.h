@@ -63,6 +63,12 @@ struct Device {
   // the kernels (GPUs: NCCL's stream), or inline on the rank's one thread
   // (dtc's CPU runtime: a blocking MPI call between two kernels).
   bool communicationStream = true;
+  // Whether the runtime copies a collective's strided parts into a
+  // contiguous buffer on the way to the link and back (dtc's CPU runtime:
+  // cost::relayoutBytes); false where activations are laid out so that
+  // they are contiguous (the GPU presets: Megatron-LM's [sequence, batch,
+  // hidden] gathers and scatters along its first dim).
+  bool packsStridedParts = false;
   // How much a rank's compute time varies, as a share of it (the standard
   // deviation of a stretch of kernels over its length): the OS and the
   // hardware's noise. Ranks that meet at a collective wait for the slowest.

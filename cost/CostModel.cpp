@@ -213,7 +213,9 @@ double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruct
   double outBytes = c.kind() == plan::ALL_GATHER       ? local * p
                     : c.kind() == plan::REDUCE_SCATTER ? local / p
                                                        : local;
-  double relayout = group.ranks > 1 ? relayoutBytes(c, local, outBytes, input, output) : 0;
+  double relayout = group.ranks > 1 && cluster.device.packsStridedParts
+                        ? relayoutBytes(c, local, outBytes, input, output)
+                        : 0;
   double copies = cluster.device.streamSeconds(relayout) / cluster.device.memoryEfficiency;
   switch (c.kind()) {
   case plan::ALL_REDUCE:

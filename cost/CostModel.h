@@ -71,7 +71,8 @@ double relayoutBytes(const plan::Collective &c, double inBytes, double outBytes,
 
 /// Seconds of a plan's collective instruction on `cluster`: its kind among
 /// its group's ranks over the link its group crosses (the slowest one),
-/// and its relayoutBytes streamed on the device (all-to-alls between split
+/// and, where the device packs strided parts, its relayoutBytes streamed
+/// on it (all-to-alls between split
 /// dims copied 4x their bytes locally: at 64 KiB on two CPU ranks, half
 /// their time); an all-slice, which communicates nothing, by its cost on
 /// the device.

@@ -293,6 +293,8 @@ TEST(Cluster, LinkProtocolsAndTheCommunicationStreamRoundTrip) {
   EXPECT_EQ(again->intraNode.transfers[1].bandwidth, 1e10);
   EXPECT_FALSE(again->device.communicationStream);
   EXPECT_EQ(again->device.jitter, 0.02);
+  c.device.packsStridedParts = true;
+  EXPECT_TRUE(parseCluster(toJson(c), error)->device.packsStridedParts);
   auto broken = [&](const std::string &from, const std::string &to) {
     std::string text = json;
     text.replace(text.find(from), from.size(), to);
@@ -311,6 +313,8 @@ TEST(Cluster, LinkProtocolsAndTheCommunicationStreamRoundTrip) {
             "links.intra_node.transfers[0].latency is missing");
   EXPECT_EQ(broken("\"memory_bandwidth\"", "\"communication_stream\": 1, \"memory_bandwidth\""),
             "device.communication_stream must be true or false");
+  EXPECT_EQ(broken("\"memory_bandwidth\"", "\"packs_strided_parts\": \"yes\", \"memory_bandwidth\""),
+            "device.packs_strided_parts must be true or false");
 }
 
 /// Instruction i of rank 0 reads `inputs` and writes buffer `output`.
@@ -389,6 +393,11 @@ TEST(CostModel, CollectivesOverStridedPartsCopyThemLocally) {
   inst.mutable_collective()->set_axis(1);
   inst.mutable_collective()->set_concat_axis(0);
   EXPECT_EQ(relayoutBytes(inst.collective(), n, n, &in, &out), 2 * n);
+  // Counted where the device's runtime packs them (not the GPU presets).
+  EXPECT_FALSE(c.device.packsStridedParts);
+  EXPECT_TRUE(preset("cpu-local", error)->device.packsStridedParts);
+  EXPECT_NEAR(collectiveInstructionSeconds(plan.mesh(), inst, c, &in, &out), link, 1e-15);
+  c.device.packsStridedParts = true;
   EXPECT_NEAR(collectiveInstructionSeconds(plan.mesh(), inst, c, &in, &out),
               link + c.device.streamSeconds(2 * n) / c.device.memoryEfficiency, 1e-15);
   // Both ways strided: packed and unpacked.
