@@ -48,15 +48,18 @@ double collectiveSeconds(Collective kind, Algorithm algorithm, int64_t ranks, do
                          const Link &link) {
   if (ranks <= 1 && kind != Collective::SendRecv)
     return 0;
+  // A transfer takes the link's transfer protocols where it has any; the
+  // rest take its collective ones.
+  double fastest = std::numeric_limits<double>::infinity();
+  auto consider = [&](const Protocol &way) {
+    fastest = std::min(fastest, protocolSeconds(kind, algorithm, ranks, bytes, way));
+  };
   if (kind == Collective::SendRecv && !link.transfers.empty()) {
-    double fastest = std::numeric_limits<double>::infinity();
-    for (const Protocol &way : link.transfers)
-      fastest = std::min(fastest, protocolSeconds(kind, algorithm, ranks, bytes, way));
-    return fastest;
+    std::for_each(link.transfers.begin(), link.transfers.end(), consider);
+  } else {
+    consider(link);
+    std::for_each(link.protocols.begin(), link.protocols.end(), consider);
   }
-  double fastest = protocolSeconds(kind, algorithm, ranks, bytes, link);
-  for (const Protocol &other : link.protocols)
-    fastest = std::min(fastest, protocolSeconds(kind, algorithm, ranks, bytes, other));
   return fastest;
 }
 

@@ -60,11 +60,13 @@ public:
         ready_(size_t(program.buffers_size()), 0.0) {
     time.memoryPeakBytes = program.arena_bytes();
     if (!cluster.device.caches.empty()) {
-      for (const plan::Instruction &inst : program.instructions())
-        stepBytes_ += footprint(inst);
-      // Steps repeat: what the last step sent away last is still away.
-      for (const plan::Instruction &inst : program.instructions())
-        touch(inst, footprint(inst));
+      // A step's bytes; and, steps repeating, what the last step sent away
+      // last is still away at this one's start.
+      for (const plan::Instruction &inst : program.instructions()) {
+        double own = footprint(inst);
+        stepBytes_ += own;
+        touch(inst, own);
+      }
       for (auto at = lastTouch_.begin(); at != lastTouch_.end();)
         at = at->second == kSentAway ? std::next(at) : lastTouch_.erase(at);
       touched_ = 0;
@@ -198,11 +200,7 @@ private:
   double bufferBytes(uint32_t id) const {
     if (id >= uint32_t(program_.buffers_size()))
       return 0;
-    const plan::TensorType &t = program_.buffers(int(id)).type();
-    double bytes = double(runtime::dtypeBytes(t.dtype()));
-    for (int64_t d : t.shape())
-      bytes *= double(d);
-    return bytes;
+    return double(std::max<int64_t>(0, runtime::byteSize(program_.buffers(int(id)).type())));
   }
   /// The bytes an instruction reads and writes (a view touches none).
   double footprint(const plan::Instruction &inst) const {

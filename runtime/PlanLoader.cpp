@@ -18,22 +18,6 @@ using plan::Instruction;
 using plan::Plan;
 using plan::TensorType;
 
-int64_t elementCount(const TensorType &type) {
-  constexpr int64_t limit = int64_t(1) << 48;
-  int64_t count = 1;
-  for (int64_t d : type.shape()) {
-    if (d < 0 || (d != 0 && count > limit / d))
-      return -1;
-    count *= d;
-  }
-  return count;
-}
-
-int64_t byteSize(const TensorType &type) {
-  int64_t count = elementCount(type), bytes = dtypeBytes(type.dtype());
-  return count < 0 || bytes == 0 ? -1 : count * bytes;
-}
-
 namespace {
 
 bool sameType(const TensorType &a, const TensorType &b) {

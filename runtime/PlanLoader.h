@@ -20,14 +20,6 @@ namespace dtc::runtime {
 /// The plan format this runtime reads; the compiler writes the same.
 constexpr uint32_t kPlanFormatVersion = 1;
 
-/// Element count of `type`, or -1 when a dim is negative or the count
-/// overflows.
-int64_t elementCount(const plan::TensorType &type);
-
-/// Bytes of a `type` tensor, or -1 when its element count is invalid or
-/// its dtype unknown.
-int64_t byteSize(const plan::TensorType &type);
-
 /// Checks a parsed plan; on failure returns false with `error` saying what
 /// is wrong and where (rank, buffer, instruction).
 bool validatePlan(const plan::Plan &plan, std::string &error);

@@ -150,27 +150,14 @@ std::unique_ptr<Kernel> stridedViewKernel(const StridedView &original, int64_t e
     char *out = static_cast<char *>(outputs[0]);
     int64_t rowBytes = inner * elementBytes;
     pool.parallelFor(rows, grainFor(inner), [&](int64_t begin, int64_t end) {
-      // The input offset of row `begin`, then an odometer over the rows.
-      Shape index(outerSizes.size());
-      int64_t offset = view.base;
-      for (size_t d = outerSizes.size(), rest = size_t(begin); d-- > 0;) {
-        index[d] = int64_t(rest % outerSizes[d]);
-        rest /= outerSizes[d];
-        offset += index[d] * outerStrides[d];
-      }
+      // The input offsets of the rows, by an odometer.
+      Odometer rowsAt;
+      rowsAt.start(outerSizes.data(), outerStrides.data(), outerSizes.size(), begin);
       int64_t offsets[kRowTile];
       for (int64_t r = begin; r < end;) {
         int64_t tile = std::min(kRowTile, end - r);
-        for (int64_t t = 0; t < tile; ++t) {
-          offsets[t] = offset;
-          for (size_t d = outerSizes.size(); d-- > 0;) {
-            offset += outerStrides[d];
-            if (++index[d] < outerSizes[d])
-              break;
-            offset -= index[d] * outerStrides[d];
-            index[d] = 0;
-          }
-        }
+        for (int64_t t = 0; t < tile; ++t, rowsAt.next())
+          offsets[t] = view.base + rowsAt.offset();
         if (innerStride == 1) // contiguous rows, as attention permutations give
           for (int64_t t = 0; t < tile; ++t)
             std::memcpy(out + (r + t) * rowBytes, in + offsets[t] * elementBytes,

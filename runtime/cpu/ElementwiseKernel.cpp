@@ -804,28 +804,15 @@ void ElementwiseKernel::loadStrided(const Step &step, const void *src, int64_t s
   const int64_t inner = dims_.back(), innerStride = in.strides.back();
   const int64_t dstBytes = computeBytes(in);
   const size_t outer = dims_.size() - 1;
-  // The first row's coordinates over the outer dims by division, once;
-  // the rows after it by counting (a division per dim and row cost more
-  // than loading a short row).
-  thread_local std::vector<int64_t> coord;
-  coord.resize(outer);
-  int64_t row = start / inner, col = start % inner, offset = 0;
-  for (size_t d = outer; d-- > 0;) {
-    coord[d] = row % dims_[d];
-    offset += coord[d] * in.strides[d];
-    row /= dims_[d];
-  }
-  for (int64_t done = 0; done < n; col = 0) {
+  // The rows over the outer dims by an odometer (a division per dim and
+  // row cost more than loading a short row).
+  thread_local Odometer rows;
+  rows.start(dims_.data(), in.strides.data(), outer, start / inner);
+  for (int64_t done = 0, col = start % inner; done < n; col = 0, rows.next()) {
     int64_t count = std::min(inner - col, n - done);
-    step.load(src, offset + col * innerStride, innerStride == 0, dst + done * dstBytes, count);
+    step.load(src, rows.offset() + col * innerStride, innerStride == 0, dst + done * dstBytes,
+              count);
     done += count;
-    for (size_t d = outer; d-- > 0;) {
-      offset += in.strides[d];
-      if (++coord[d] < dims_[d])
-        break;
-      offset -= coord[d] * in.strides[d];
-      coord[d] = 0;
-    }
   }
 }
 

@@ -16,10 +16,46 @@
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace dtc::runtime::cpu {
 
 using Shape = std::vector<int64_t>;
+
+/// Walks the positions of a row-major index space in order (the first
+/// `rank` of `sizes`), keeping their offset sum(position[d] * strides[d]):
+/// an add or two a step, where finding each position's offset anew takes
+/// a division per dim (which cost more than a short row's own work in the
+/// reductions and the elementwise loads that walk rows).
+class Odometer {
+public:
+  /// Starts at position `at` (row-major) of the space; reuses its storage.
+  void start(const int64_t *sizes, const int64_t *strides, size_t rank, int64_t at) {
+    sizes_ = sizes, strides_ = strides, offset_ = 0;
+    counters_.resize(rank);
+    for (size_t d = rank; d-- > 0;) {
+      counters_[d] = at % sizes[d];
+      offset_ += counters_[d] * strides[d];
+      at /= sizes[d];
+    }
+  }
+  int64_t offset() const { return offset_; }
+  /// The next position.
+  void next() {
+    for (size_t d = counters_.size(); d-- > 0;) {
+      offset_ += strides_[d];
+      if (++counters_[d] < sizes_[d])
+        return;
+      offset_ -= counters_[d] * strides_[d];
+      counters_[d] = 0;
+    }
+  }
+
+private:
+  const int64_t *sizes_ = nullptr, *strides_ = nullptr;
+  Shape counters_;
+  int64_t offset_ = 0;
+};
 
 /// The buffer types an instruction is prepared with; kernels here have one
 /// output.

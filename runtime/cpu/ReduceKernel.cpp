@@ -68,9 +68,12 @@ public:
     int64_t runs = int64_t(p_.reducedOffsets.size());
     if (p_.innerReduced) {
       pool.parallelFor(outer, grainFor(runs * p_.inner), [&](int64_t b, int64_t e) {
-        KeptPosition at(p_, b);
-        for (int64_t o = b; o < e; ++o, at.next())
-          y[o] = finish(foldRuns(x + at.offset));
+        // Kept positions by an odometer: a division per kept dim per output
+        // took longer than summing a short row.
+        Odometer kept;
+        kept.start(p_.keptSizes.data(), p_.keptStrides.data(), p_.keptSizes.size(), b);
+        for (int64_t o = b; o < e; ++o, kept.next())
+          y[o] = finish(foldRuns(x + kept.offset()));
       });
       return true;
     }
@@ -95,8 +98,9 @@ public:
 
 private:
   /// The fold of one output's contiguous runs (reduced innermost). A sum
-  /// keeps kSumLanes partial sums, element j of a run going to lane j mod
-  /// kSumLanes, added pairwise at the end: one chain of dependent adds
+  /// keeps kSumLanes partial sums, element j of a run's whole vectors going
+  /// to lane j mod kSumLanes and the run's tail to a sum of its own, added
+  /// pairwise at the end: one chain of dependent adds
   /// held a sum to one add per 4 cycles (44 us for 64 Ki floats here);
   /// independent lanes vectorise. The order is fixed, so results do not
   /// depend on the thread count. Max and min keep one chain (their NaN
@@ -126,31 +130,6 @@ private:
         acc = Fold::apply(acc, Acc(base[offset + j]));
     return acc;
   }
-
-  /// Kept positions in order, their input offsets by an odometer: a
-  /// division per kept dim per output (keptOffset) took longer than
-  /// summing a short row.
-  struct KeptPosition {
-    KeptPosition(const ReducePlan &p, int64_t o) : p(p), counters(p.keptSizes.size()) {
-      for (size_t d = counters.size(); d-- > 0;) {
-        counters[d] = o % p.keptSizes[d];
-        offset += counters[d] * p.keptStrides[d];
-        o /= p.keptSizes[d];
-      }
-    }
-    void next() {
-      for (size_t d = counters.size(); d-- > 0;) {
-        offset += p.keptStrides[d];
-        if (++counters[d] < p.keptSizes[d])
-          return;
-        offset -= counters[d] * p.keptStrides[d];
-        counters[d] = 0;
-      }
-    }
-    const ReducePlan &p;
-    Shape counters;
-    int64_t offset = 0;
-  };
 
   /// The input offset of kept position `o` (row-major over keptSizes).
   int64_t keptOffset(int64_t o) const {

@@ -1,7 +1,8 @@
 //===- DType.h - element types of the plan ----------------------*- C++ -*-===//
 //
 // Header-only so that every runtime library (the loader, the executor, the
-// kernels) shares one definition without depending on each other.
+// kernels) and the simulator share one definition without depending on
+// each other.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_RUNTIME_PLAN_DTYPE_H
@@ -22,6 +23,26 @@ inline int64_t dtypeBytes(plan::DType dtype) {
   case plan::I8: case plan::U8: case plan::BOOL: return 1;
   default: return 0;
   }
+}
+
+/// Element count of `type`, or -1 when a dim is negative or the count
+/// overflows.
+inline int64_t elementCount(const plan::TensorType &type) {
+  constexpr int64_t limit = int64_t(1) << 48;
+  int64_t count = 1;
+  for (int64_t d : type.shape()) {
+    if (d < 0 || (d != 0 && count > limit / d))
+      return -1;
+    count *= d;
+  }
+  return count;
+}
+
+/// Bytes of a `type` tensor, or -1 when its element count is invalid or
+/// its dtype unknown.
+inline int64_t byteSize(const plan::TensorType &type) {
+  int64_t count = elementCount(type), bytes = dtypeBytes(type.dtype());
+  return count < 0 || bytes == 0 ? -1 : count * bytes;
 }
 
 /// "f32", "i64", ... for messages.

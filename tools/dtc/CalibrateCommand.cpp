@@ -18,6 +18,7 @@
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "runtime/plan/DType.h"
 
 #include <fmt/format.h>
 
@@ -41,13 +42,6 @@ plan::TensorType f32(std::vector<int64_t> shape) {
   return t;
 }
 
-int64_t elements(const plan::TensorType &t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape())
-    n *= d;
-  return n;
-}
-
 /// The median of `times` (not empty).
 double median(std::vector<double> times) {
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
@@ -69,10 +63,10 @@ double medianSeconds(const plan::Instruction &inst, const std::vector<plan::Tens
   std::vector<void *> out(static_cast<size_t>(sets));
   for (int set = 0; set < sets; ++set) {
     for (const plan::TensorType &t : inputs) {
-      arrays.emplace_back(size_t(elements(t)), 0.5f);
+      arrays.emplace_back(size_t(runtime::elementCount(t)), 0.5f);
       in[size_t(set)].push_back(arrays.back().data());
     }
-    arrays.emplace_back(size_t(elements(output)));
+    arrays.emplace_back(size_t(runtime::elementCount(output)));
     out[size_t(set)] = arrays.back().data();
   }
   runtime::cpu::ThreadPool pool(1);
@@ -197,9 +191,9 @@ double bandwidthShare(const plan::Instruction &inst, const std::vector<plan::Ten
   double s = medianSeconds(inst, inputs, output, repeats);
   if (s <= 0)
     return 0;
-  double bytes = 4.0 * double(elements(output));
+  double bytes = 4.0 * double(runtime::elementCount(output));
   for (const plan::TensorType &t : inputs)
-    bytes += 4.0 * double(elements(t));
+    bytes += 4.0 * double(runtime::elementCount(t));
   return std::clamp(device.streamSeconds(bytes) / std::max(s - floor, 1e-9), 0.01, 1.0);
 }
 
@@ -420,12 +414,12 @@ int measureLinksAsRank(const std::string &file, bool quick) {
   cost::Link link = cost::fitLink(samples), transfer = cost::fitLink(transfers);
   double jitter = std::min(1.0, lag / work / cost::expectedMaximum(p));
   std::ofstream out(file);
-  out << fmt::format("{:.9g}\nc {:.9g} {:.9g}\n", jitter, link.latency, link.bandwidth);
-  for (const cost::Protocol &more : link.protocols)
-    out << fmt::format("c {:.9g} {:.9g}\n", more.latency, more.bandwidth);
-  out << fmt::format("t {:.9g} {:.9g}\n", transfer.latency, transfer.bandwidth);
-  for (const cost::Protocol &more : transfer.protocols)
-    out << fmt::format("t {:.9g} {:.9g}\n", more.latency, more.bandwidth);
+  out << fmt::format("{:.9g}\n", jitter);
+  for (auto [tag, fitted] : {std::pair{'c', &link}, std::pair{'t', &transfer}}) {
+    out << fmt::format("{} {:.9g} {:.9g}\n", tag, fitted->latency, fitted->bandwidth);
+    for (const cost::Protocol &more : fitted->protocols)
+      out << fmt::format("{} {:.9g} {:.9g}\n", tag, more.latency, more.bandwidth);
+  }
   return out ? 0 : failure("calibrate: cannot write " + file);
 }
 
