@@ -817,6 +817,17 @@ TEST(LayerNormKernel, LargeMeanAndBig) {
   checkLayerNorm({256, 768}, 1, true);
 }
 
+// Rows up to 256 go a tile of 32 rows at a time, eight lanes and a tail:
+// 70 rows (two whole tiles and a partial one), rows with a tail (9, 33),
+// of exactly the lanes (8), the longest short row (256) and the first long
+// one (257), with and without bias, one with a large mean.
+TEST(LayerNormKernel, ShortRowsInTiles) {
+  for (bool bias : {true, false})
+    for (int64_t n : {1, 8, 9, 33, 256, 257})
+      checkLayerNorm({70, n}, 1, bias);
+  checkLayerNorm({2, 35, 64}, 2, true, 1000.0f);
+}
+
 void checkBatchNorm(const Shape &shape) {
   SCOPED_TRACE("batch_norm " + ::testing::PrintToString(shape));
   int64_t C = shape[1], plane = count(shape) / shape[0] / C;

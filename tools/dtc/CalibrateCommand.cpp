@@ -51,9 +51,14 @@ double median(std::vector<double> times) {
 /// The median of `repeats` timings (after one warm-up round) of the kernel
 /// for `inst`, on one thread; 0 if it cannot be made. With several `sets`
 /// of operands the kernel runs on each in turn, so that each run's operands
-/// were last touched several runs before, as in a training step.
+/// were last touched several runs before, as in a training step. Each run
+/// is timed alone, as the executor times a step's kernels, unless `batch`:
+/// then kernels shorter than a few microseconds are timed several runs at a
+/// time (for differences between two kernels, where each run's clock reads
+/// and call, tens of nanoseconds, cancel but their jitter would not).
 double medianSeconds(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
-                     const plan::TensorType &output, int repeats, int sets = 1) {
+                     const plan::TensorType &output, int repeats, int sets = 1,
+                     bool batch = false) {
   std::string error;
   auto kernel = runtime::cpu::makeKernel(inst, inputs, {output}, error);
   if (!kernel)
@@ -70,15 +75,30 @@ double medianSeconds(const plan::Instruction &inst, const std::vector<plan::Tens
     out[size_t(set)] = arrays.back().data();
   }
   runtime::cpu::ThreadPool pool(1);
+  // Seconds for `runs` runs, the sets in turn.
+  auto timed = [&](int runs) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < runs; ++i)
+      kernel->run(in[size_t(i % sets)].data(), &out[size_t(i % sets)], pool, error);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  double warm = timed(sets) / sets;
+  int runs = 1;
+  if (batch)
+    runs = sets * int(std::clamp(std::ceil(2e-6 / std::max(warm, 1e-9) / sets), 1.0, 64.0));
   std::vector<double> times;
-  for (int r = 0; r <= repeats; ++r)
+  for (int r = 0; r < repeats; ++r) {
+    if (runs > 1) {
+      times.push_back(timed(runs) / runs);
+      continue;
+    }
     for (int set = 0; set < sets; ++set) {
       auto start = std::chrono::steady_clock::now();
       kernel->run(in[size_t(set)].data(), &out[size_t(set)], pool, error);
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (r > 0)
-        times.push_back(s);
+      times.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
+  }
   return median(std::move(times));
 }
 
@@ -132,20 +152,20 @@ struct Expression {
 
 /// out = a + b over `n` floats (12 bytes per element), on `sets` sets of
 /// arrays in turn.
-double addSeconds(int64_t n, int repeats, int sets = 1) {
+double addSeconds(int64_t n, int repeats, int sets = 1, bool batch = false) {
   Expression e;
   e.node(plan::ADD, {e.node(plan::INPUT, {0}), e.node(plan::INPUT, {1})});
-  return medianSeconds(e.inst, {f32({n}), f32({n})}, f32({n}), repeats, sets);
+  return medianSeconds(e.inst, {f32({n}), f32({n})}, f32({n}), repeats, sets, batch);
 }
 
 /// A fused chain of `nodes` adds over `n` floats, ((a + b) + b) + ...: the
 /// unit the cost model counts elementwise work in (ElementwiseOps.def).
-double addChainSeconds(int64_t n, int nodes, int repeats) {
+double addChainSeconds(int64_t n, int nodes, int repeats, bool batch = false) {
   Expression e;
   uint32_t a = e.node(plan::INPUT, {0}), b = e.node(plan::INPUT, {1});
   for (int k = 0; k < nodes; ++k)
     a = e.node(plan::ADD, {a, b});
-  return medianSeconds(e.inst, {f32({n}), f32({n})}, f32({n}), repeats);
+  return medianSeconds(e.inst, {f32({n}), f32({n})}, f32({n}), repeats, 1, batch);
 }
 
 /// The level past a core's L2: its share of the L3 (what a step's weights
@@ -157,7 +177,7 @@ double addChainSeconds(int64_t n, int nodes, int repeats) {
 void addSharedCacheLevel(cost::Device &device, bool quick, int repeats,
                          const std::function<void(const std::string &)> &say) {
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  double l2 = device.caches.front().bytes;
+  double l2 = device.caches.back().bytes;
   double share = l3 > 0 ? double(l3) / std::max(1u, std::thread::hardware_concurrency()) : 0;
   if (share < 4 * l2) {
     say("  no shared cache level (sysconf reports no L3 larger than four L2s per core)");
@@ -181,6 +201,41 @@ void addSharedCacheLevel(cost::Device &device, bool quick, int repeats,
                   size / (1 << 20), limit / (1 << 20)));
 }
 
+/// Whether a kernel's memory time hides under its compute: a chain of 8
+/// adds on arrays past the L2 (what the cost model's next level holds),
+/// whose adds and loads take about as long, against both times summed (0)
+/// and the larger (1). Its memory time is an add over the same arrays,
+/// timed in turn with the chain, five rounds, the median round kept: the
+/// two timed apart (and the compute from another kernel) put the overlap
+/// anywhere from 0.35 to 0.73 between runs on a shared host.
+void measureOverlap(cost::Device &device, double l2Bytes, double perAdd, double floor,
+                    int repeats, const std::function<void(const std::string &)> &say) {
+  const int nodes = 8;
+  int64_t n = int64_t(l2Bytes / 6); // three arrays: twice the L2
+  double compute = nodes * double(n) / perAdd;
+  std::vector<std::array<double, 3>> rounds; // overlap, chain, memory
+  for (int r = 0; r < 5; ++r) {
+    double memory = addSeconds(n, repeats, 1) - floor;
+    double t = addChainSeconds(n, nodes, repeats) - floor;
+    double overlap = std::clamp((compute + memory - t) / std::min(compute, memory), 0.0, 1.0);
+    rounds.push_back({overlap, t, memory});
+  }
+  std::nth_element(rounds.begin(), rounds.begin() + 2, rounds.end());
+  auto [overlap, t, memory] = rounds[2];
+  device.overlap = overlap;
+  say(fmt::format("  overlap of memory and compute: {:.2f} ({} adds on {} KiB arrays: {:.1f} "
+                  "us, compute {:.1f} us, memory {:.1f} us; the median of 5 rounds)",
+                  overlap, nodes, n * 4 >> 10, t * 1e6, compute * 1e6, memory * 1e6));
+}
+
+/// The bytes a kernel reads and writes, as the compiler's cost counts them.
+double kernelBytes(const std::vector<plan::TensorType> &inputs, const plan::TensorType &output) {
+  double bytes = 4.0 * double(runtime::elementCount(output));
+  for (const plan::TensorType &t : inputs)
+    bytes += 4.0 * double(runtime::elementCount(t));
+  return bytes;
+}
+
 /// A memory-bound kernel's share of the bandwidth a plain elementwise
 /// kernel reaches: its bytes (inputs and output, as the compiler's cost
 /// counts them) at the device's bandwidths (cache, then memory), over its
@@ -191,10 +246,19 @@ double bandwidthShare(const plan::Instruction &inst, const std::vector<plan::Ten
   double s = medianSeconds(inst, inputs, output, repeats);
   if (s <= 0)
     return 0;
-  double bytes = 4.0 * double(runtime::elementCount(output));
-  for (const plan::TensorType &t : inputs)
-    bytes += 4.0 * double(runtime::elementCount(t));
-  return std::clamp(device.streamSeconds(bytes) / std::max(s - floor, 1e-9), 0.01, 1.0);
+  return std::clamp(device.streamSeconds(kernelBytes(inputs, output)) / std::max(s - floor, 1e-9),
+                    0.01, 1.0);
+}
+
+/// What a small kernel takes beyond the floor and its bytes at its class's
+/// share of the bandwidth (`share`); 0 when it cannot be timed.
+double startupSeconds(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
+                      const plan::TensorType &output, const cost::Device &device, double share,
+                      double floor, int repeats) {
+  double s = medianSeconds(inst, inputs, output, repeats);
+  if (s <= 0 || share <= 0)
+    return 0;
+  return std::max(0.0, s - floor - device.streamSeconds(kernelBytes(inputs, output)) / share);
 }
 
 /// The geometric mean of `shares` (0 when any kernel could not be timed).
@@ -271,6 +335,25 @@ void measureClassShares(cost::Device &device, double floor, int repeats,
     say(fmt::format("  {} kernels: {:.0f}% of the elementwise bandwidth", cost::opClassName(c),
                     100 * share));
   }
+  // A small model's loss and bias gradients: rows of 10, batches of 16. Such
+  // kernels take several times the floor beyond their bytes (a reduction
+  // sets out its kept positions, a softmax its tiles), which the shares,
+  // measured on large kernels, leave out.
+  plan::Instruction logSoftmax = softmax;
+  logSoftmax.mutable_softmax()->set_log(true);
+  double reduceStartup =
+      (startupSeconds(reduceSum({1}), {f32({16, 10})}, f32({16, 1}), device, reduce, floor,
+                      repeats * 20) +
+       startupSeconds(reduceSum({0}), {f32({16, 128})}, f32({1, 128}), device, reduce, floor,
+                      repeats * 20)) /
+      2;
+  double normStartup = startupSeconds(logSoftmax, {f32({16, 10})}, f32({16, 10}), device, norms,
+                                      floor, repeats * 20);
+  device.classStartup[plan::OP_REDUCE] = reduceStartup;
+  device.classStartup[plan::OP_NORM] = normStartup;
+  say(fmt::format("  small kernels' startup: reduce {:.2f} us, norm {:.2f} us (sums over 16x10 "
+                  "and 16x128, a log-softmax over 16x10, beyond their bytes)",
+                  reduceStartup * 1e6, normStartup * 1e6));
 }
 
 /// All-gathers of `countPerRank` floats per rank met as a plan's ranks meet
@@ -546,45 +629,61 @@ int runCalibrate(const Args &args) {
   c.device.classStartup[plan::OP_MATMUL] = startup;
   say(fmt::format("  matmul startup: {:.2f} us (16x64x64 and 64x64x64 beyond the rate)",
                   startup * 1e6));
-  // Cache levels. A core's L2, the last level it has to itself: a training
-  // step's kernels mostly read what the kernels just before them wrote,
-  // and when it fits there it streams at this rate.
-  long cacheBytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  // Cache levels. A core's L1: the kernels of a small model (a few KiB a
+  // tensor) read what the kernel before wrote from there, at several times
+  // the L2's rate. Per element, between two sizes that fit (the floor and
+  // the call cancel).
+  long l1Bytes = sysconf(_SC_LEVEL1_DCACHE_SIZE), cacheBytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l1Bytes > 0 && cacheBytes > l1Bytes) {
+    int64_t large = l1Bytes / 24, small = large / 4; // three arrays in half the L1
+    double perElement = (addSeconds(large, repeats * 20, 1, true) - addSeconds(small, repeats * 20, 1, true)) /
+                        double(large - small);
+    if (perElement > 0) {
+      c.device.caches.push_back({double(l1Bytes), 12.0 / perElement});
+      say(fmt::format("  L1 cache: {} KiB at {:.1f} GB/s (out = a + b, 3 x {} KiB against 3 x "
+                      "{} KiB)",
+                      l1Bytes >> 10, 12.0 / perElement / 1e9, large * 4 >> 10,
+                      small * 4 >> 10));
+    }
+  }
+  // The L2, the last level a core has to itself: a training step's kernels
+  // mostly read what the kernels just before them wrote, and when it fits
+  // there it streams at this rate.
   int64_t inCache = cacheBytes / 48; // three arrays: a quarter of the cache
   double cached = cacheBytes > 0 ? addSeconds(inCache, repeats * 5, 4) - floor : 0;
   if (cached > 0) {
     c.device.caches.push_back({double(cacheBytes), 12.0 * double(inCache) / cached});
     say(fmt::format("  cache: {:.1f} MiB at {:.1f} GB/s (out = a + b, 4 sets of 3 x {} KiB "
                     "in turn)",
-                    double(cacheBytes) / (1 << 20), c.device.caches[0].bandwidth / 1e9,
+                    double(cacheBytes) / (1 << 20), c.device.caches.back().bandwidth / 1e9,
                     inCache * 4 >> 10));
     addSharedCacheLevel(c.device, quick, repeats, say);
     // The elementwise kernel evaluates an expression node by node over
     // blocks in cache; the cost model counts its work in adds (a divide
-    // or a function costs several, ElementwiseOps.def). A fused chain of
-    // adds in cache is the class's rate.
-    const int nodes = 8;
-    double chain = addChainSeconds(inCache, nodes, repeats * 20) - floor;
-    double perAdd = chain > 0 ? nodes * double(inCache) / chain : 0;
+    // or a function costs several, ElementwiseOps.def). The class's rate is
+    // what an add beyond the others costs: a chain of 16 adds against one of
+    // 8 over arrays in the L1 (the loads, the stores and the floor cancel;
+    // a chain's time alone counted its L2 traffic as compute, and a step's
+    // small kernels ran 1.2-1.4x faster than that predicted).
+    // Five rounds a while apart, the median kept: a burst of the host's
+    // other work (a core's sibling busy) slowed one in five runs' by 1.3x.
+    int64_t n = std::clamp<int64_t>(l1Bytes / 24, 256, 4096);
+    std::vector<double> rates;
+    for (int round = 0; round < 5; ++round) {
+      double extra = addChainSeconds(n, 16, repeats * 4, true) -
+                     addChainSeconds(n, 8, repeats * 4, true);
+      rates.push_back(extra > 0 ? 8 * double(n) / extra : 0);
+      if (round < 4)
+        addSeconds(int64_t(cacheBytes) / 12, 1); // a while: a pass over the L2
+    }
+    double perAdd = median(rates);
     if (perAdd > 0)
       c.device.efficiency[plan::OP_ELEMENTWISE] = std::min(1.0, perAdd / best);
-    say(fmt::format("  elementwise: {:.1f} GFLOP/s (a fused chain of {} adds, in cache)",
-                    perAdd / 1e9, nodes));
-    // Whether a kernel's memory time hides under its compute: a chain whose
-    // adds and loads take about as long, on arrays past the L2 (the level
-    // after it), against both times summed (0) and the larger (1).
-    if (perAdd > 0 && c.device.caches.size() > 1) {
-      int64_t n = int64_t(c.device.caches[0].bytes) / 6; // 3 arrays: twice the L2
-      double compute = nodes * double(n) / perAdd;
-      double memory = 12.0 * double(n) / c.device.caches[1].bandwidth;
-      double t = addChainSeconds(n, nodes, repeats * 2) - floor;
-      c.device.overlap =
-          std::clamp((compute + memory - t) / std::min(compute, memory), 0.0, 1.0);
-      say(fmt::format("  overlap of memory and compute: {:.2f} ({} adds on {} KiB arrays: "
-                      "{:.1f} us, compute {:.1f} us, memory {:.1f} us)",
-                      c.device.overlap, nodes, n * 4 >> 10, t * 1e6, compute * 1e6,
-                      memory * 1e6));
-    }
+    say(fmt::format("  elementwise: {:.1f} GFLOP/s (a fused chain of 16 adds against one of 8, "
+                    "in L1)",
+                    perAdd / 1e9));
+    if (perAdd > 0)
+      measureOverlap(c.device, double(cacheBytes), perAdd, floor, repeats, say);
   } else {
     say("  cache: size unknown (sysconf); kernels counted at the memory bandwidth");
   }
