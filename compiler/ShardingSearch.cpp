@@ -377,6 +377,28 @@ private:
     return n;
   }
 
+  /// v's type on one rank under sharding s (its local shape).
+  plan::TensorType localType(Value v, const Sharding &s) const {
+    auto type = cast<ShapedType>(v.getType());
+    plan::TensorType t;
+    for (auto [d, size] : llvm::enumerate(type.getShape()))
+      t.add_shape(size / (d < s.dims.size() ? axesSize(s.dims[d]) : 1));
+    return t;
+  }
+
+  /// A resharding collective's local copies (cost::relayoutSeconds, as the
+  /// simulator counts them): from v under `from` to v under `to`.
+  double relayoutSeconds(plan::CollectiveKind kind, int64_t axis, int64_t concatAxis, Value v,
+                         const Sharding &from, const Sharding &to) const {
+    plan::Collective c;
+    c.set_kind(kind);
+    c.set_axis(axis);
+    c.set_concat_axis(concatAxis);
+    plan::TensorType in = localType(v, from), out = localType(v, to);
+    return cost::relayoutSeconds(c, localBytes(v, from), localBytes(v, to), &in, &out,
+                                 options_.cluster.device);
+  }
+
   const cost::Link &link(ArrayRef<int16_t> axes) const {
     plan::Collective c;
     for (int16_t a : axes)
@@ -433,15 +455,21 @@ private:
           if (e != d && current.dims[e].empty() && want.dims[e] == axes && shape[e] % ranks == 0)
             target = e;
         if (target) {
+          Sharding before = current;
           seconds += cost::collectiveSeconds(cost::Collective::AllToAll, cost::Algorithm::Ring,
                                              ranks, localBytes(v, current), link(axes));
           current.dims[*target] = axes;
           current.dims[d].clear();
+          // Split along the target dim on the way out, joined along d.
+          seconds += relayoutSeconds(plan::ALL_TO_ALL, int64_t(*target), int64_t(d), v, before,
+                                     current);
           continue;
         }
+        Sharding before = current;
         current.dims[d].clear();
         seconds += cost::collectiveSeconds(cost::Collective::AllGather, cost::Algorithm::Ring,
-                                           ranks, localBytes(v, current), link(axes));
+                                           ranks, localBytes(v, current), link(axes)) +
+                   relayoutSeconds(plan::ALL_GATHER, int64_t(d), 0, v, before, current);
       }
     for (size_t d = 0; d < current.dims.size(); ++d)
       if (!want.dims[d].empty() && current.dims[d] != want.dims[d]) {

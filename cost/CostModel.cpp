@@ -206,6 +206,15 @@ double relayoutBytes(const plan::Collective &c, double inBytes, double outBytes,
   }
 }
 
+double relayoutSeconds(const plan::Collective &c, double inBytes, double outBytes,
+                       const plan::TensorType *input, const plan::TensorType *output,
+                       const Device &device) {
+  if (!device.packsStridedParts)
+    return 0;
+  return device.streamSeconds(relayoutBytes(c, inBytes, outBytes, input, output)) /
+         device.memoryEfficiency;
+}
+
 double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruction &inst,
                                     const Cluster &cluster, const plan::TensorType *input,
                                     const plan::TensorType *output) {
@@ -216,10 +225,8 @@ double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruct
   double outBytes = c.kind() == plan::ALL_GATHER       ? local * p
                     : c.kind() == plan::REDUCE_SCATTER ? local / p
                                                        : local;
-  double relayout = group.ranks > 1 && cluster.device.packsStridedParts
-                        ? relayoutBytes(c, local, outBytes, input, output)
-                        : 0;
-  double copies = cluster.device.streamSeconds(relayout) / cluster.device.memoryEfficiency;
+  double copies =
+      group.ranks > 1 ? relayoutSeconds(c, local, outBytes, input, output, cluster.device) : 0;
   switch (c.kind()) {
   case plan::ALL_REDUCE:
     return allReduceSeconds(group.ranks, local, link);

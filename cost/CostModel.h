@@ -69,6 +69,14 @@ double relayoutBytes(const plan::Collective &c, double inBytes, double outBytes,
                      const plan::TensorType *input = nullptr,
                      const plan::TensorType *output = nullptr);
 
+/// What a collective's relayout copies (relayoutBytes) take on `device`:
+/// 0 where the device does not pack strided parts (GPUs: activations laid
+/// out so that parts are contiguous). The simulator and the sharding search
+/// cost collectives' local copies by this one rule.
+double relayoutSeconds(const plan::Collective &c, double inBytes, double outBytes,
+                       const plan::TensorType *input, const plan::TensorType *output,
+                       const Device &device);
+
 /// Seconds of a plan's collective instruction on `cluster`: its kind among
 /// its group's ranks over the link its group crosses (the slowest one),
 /// and, where the device packs strided parts, its relayoutBytes streamed
