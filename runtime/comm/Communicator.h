@@ -63,9 +63,11 @@ public:
   virtual bool broadcast(void *data, int64_t count, plan::DType dtype, int root,
                          std::string &error) = 0;
   /// Point to point, blocking. A recv must ask for exactly the bytes its
-  /// matching send sent; anything else is an error.
+  /// matching send sent; anything else is an error. Tags from 0 to 32767
+  /// but kReservedTag, which collectives may use for their own messages.
   virtual bool send(const void *data, int64_t bytes, int peer, int tag, std::string &error) = 0;
   virtual bool recv(void *data, int64_t bytes, int peer, int tag, std::string &error) = 0;
+  static constexpr int kReservedTag = 32767;
   virtual bool barrier(std::string &error) = 0;
 
   /// The sub-group of the ranks that pass the same `color` (>= 0), ranked by

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 
 namespace dtc::runtime {
 namespace {
@@ -221,20 +222,45 @@ public:
     const char *in = static_cast<const char *>(send);
     char *out = static_cast<char *>(recv);
     int64_t width = dtypeBytes(dtype);
+    if (size_ == 1) {
+      std::memcpy(recv, send, size_t(countPerRank * width));
+      return true;
+    }
     return check(what, error, inPieces(countPerRank, [&](int64_t offset, int n) {
-      if (n == countPerRank)
-        return MPI_Reduce_scatter_block(in, out, n, type, op, comm_);
-      // A piece of every block is strided in `send`, which one reduction
-      // over a single datatype cannot say: reduce it to each rank in turn.
-      for (int root = 0; root < size_; ++root) {
-        const char *block = in + (root * countPerRank + offset) * width;
-        int code = MPI_Reduce(block, root == rank_ ? out + offset * width : nullptr, n, type, op,
-                              root, comm_);
-        if (code != MPI_SUCCESS)
-          return code;
-      }
-      return MPI_SUCCESS;
+      return ringReduceScatter(in, out, countPerRank, offset, n, width, type, op);
     }));
+  }
+
+  /// One piece ([offset, offset + n) of every rank's block) of a
+  /// reduce-scatter, around the ring: at step s each rank sends the block
+  /// (rank - s - 1) mod p it has summed so far to the next rank and adds its
+  /// own part to the block (rank - s - 2) it receives from the one before;
+  /// after p - 1 steps its own block is whole. OpenMPI's
+  /// MPI_Reduce_scatter_block took 8x an all-reduce's time at 1-4 MiB per
+  /// rank (4 MiB on two ranks: 4.2 ms, the all-reduce 0.5); this is one
+  /// transfer and one local sum a step.
+  int ringReduceScatter(const char *in, char *out, int64_t countPerRank, int64_t offset, int n,
+                        int64_t width, MPI_Datatype type, MPI_Op op) {
+    int next = (rank_ + 1) % size_, previous = (rank_ + size_ - 1) % size_;
+    auto block = [&](int b) { return in + (int64_t(b) * countPerRank + offset) * width; };
+    size_t bytes = size_t(n) * size_t(width);
+    for (std::vector<char> &buffer : ring_)
+      if (buffer.size() < bytes)
+        buffer.resize(bytes);
+    const char *sending = block((rank_ + size_ - 1) % size_);
+    for (int step = 0; step < size_ - 1; ++step) {
+      int into = (rank_ + 2 * size_ - step - 2) % size_;
+      // The last step receives into the result; the others alternate.
+      char *receiving = step == size_ - 2 ? out + offset * width : ring_[step % 2].data();
+      int code = MPI_Sendrecv(sending, n, type, next, kReservedTag, receiving, n, type,
+                              previous, kReservedTag, comm_, MPI_STATUS_IGNORE);
+      if (code == MPI_SUCCESS)
+        code = MPI_Reduce_local(block(into), receiving, n, type, op);
+      if (code != MPI_SUCCESS)
+        return code;
+      sending = receiving;
+    }
+    return MPI_SUCCESS;
   }
 
   bool allToAll(const void *send, void *recv, int64_t countPerRank, plan::DType dtype,
@@ -373,6 +399,7 @@ private:
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 0;
+  std::vector<char> ring_[2]; // ringReduceScatter's blocks in flight
 };
 
 } // namespace
