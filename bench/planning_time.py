@@ -6,7 +6,9 @@ sequence 2048, vocabulary 51200: GPT-3 175B at 96 layers; batch 128, one
 sequence per data-parallel rank, so that it fits 80 GB without
 recomputation) for 1024 devices with 1, 12, 48 and 96 layers, and prints how long planning
 took: the search alone (from compile's notes) and the whole compile (wall
-time, including building the graph, partitioning and writing the plan).
+time, including building the graph, partitioning and writing the plan);
+then how long `dtc simulate` takes to simulate one step of that plan on all
+1024 devices (wall time; target: under one second at 96 layers).
 
     python3 bench/planning_time.py --dtc build/bin/dtc [--mesh dp128xtp8] [--layers 1,12,48,96]
 
@@ -40,8 +42,8 @@ def main():
     print(f"GPT hidden 12288, 96 heads, seq 2048, vocab 51200, batch {args.batch}; mesh {args.mesh} "
           f"(1024 devices, {args.preset}); bf16 training step with AdamW")
     print(f"{'layers':>6} {'params':>9} {'ops':>7} {'decisions':>9} {'variables':>9} "
-          f"{'search s':>9} {'compile s':>9}  predicted step")
-    worst = 0.0
+          f"{'search s':>9} {'compile s':>9} {'simulate s':>10}  predicted step")
+    worst = slowest_simulation = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for layers in [int(x) for x in args.layers.split(",")]:
             spec = (f"gpt:layers={layers},hidden=12288,heads=96,seq=2048,vocab=51200,"
@@ -62,10 +64,19 @@ def main():
             params = 12 * layers * 12288 ** 2 + 51200 * 12288 * 2 + 2048 * 12288
             ops, decisions, variables, search = note.groups()[:4]
             worst = max(worst, wall)
+            start = time.perf_counter()
+            simulated = subprocess.run([args.dtc, "simulate", f"{tmp}/plan.dtcp", "--preset",
+                                        args.preset], capture_output=True, text=True)
+            simulation = time.perf_counter() - start
+            if simulated.returncode != 0 or "1024 of 1024 devices" not in simulated.stdout:
+                sys.exit(f"simulate failed for {layers} layers:\n{simulated.stdout}"
+                         f"{simulated.stderr}")
+            slowest_simulation = max(slowest_simulation, simulation)
             print(f"{layers:>6} {params / 1e9:>8.1f}B {ops:>7} {decisions:>9} {variables:>9} "
-                  f"{float(search):>9.2f} {wall:>9.2f}  {note.group(5)} compute + "
+                  f"{float(search):>9.2f} {wall:>9.2f} {simulation:>10.2f}  {note.group(5)} compute + "
                   f"{note.group(6)} communication, {note.group(7)} per device")
-    print(f"slowest compile {worst:.2f} s (target: under 10 s at 96 layers)")
+    print(f"slowest compile {worst:.2f} s (target: under 10 s at 96 layers); slowest "
+          f"simulation {slowest_simulation:.2f} s (target: under 1 s)")
 
 
 if __name__ == "__main__":
