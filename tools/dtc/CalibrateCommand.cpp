@@ -636,7 +636,8 @@ int runCalibrate(const Args &args) {
   long l1Bytes = sysconf(_SC_LEVEL1_DCACHE_SIZE), cacheBytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
   if (l1Bytes > 0 && cacheBytes > l1Bytes) {
     int64_t large = l1Bytes / 24, small = large / 4; // three arrays in half the L1
-    double perElement = (addSeconds(large, repeats * 20, 1, true) - addSeconds(small, repeats * 20, 1, true)) /
+    double perElement = (addSeconds(large, repeats * 20, 1, true) -
+                         addSeconds(small, repeats * 20, 1, true)) /
                         double(large - small);
     if (perElement > 0) {
       c.device.caches.push_back({double(l1Bytes), 12.0 / perElement});
@@ -665,8 +666,9 @@ int runCalibrate(const Args &args) {
     // 8 over arrays in the L1 (the loads, the stores and the floor cancel;
     // a chain's time alone counted its L2 traffic as compute, and a step's
     // small kernels ran 1.2-1.4x faster than that predicted).
-    // Five rounds a while apart, the median kept: a burst of the host's
-    // other work (a core's sibling busy) slowed one in five runs' by 1.3x.
+    // Five rounds a while apart, the median kept: measured once, one
+    // calibration in five came out 1.3x slow (a burst of the host's other
+    // work, a core's sibling busy).
     int64_t n = std::clamp<int64_t>(l1Bytes / 24, 256, 4096);
     std::vector<double> rates;
     for (int round = 0; round < 5; ++round) {
