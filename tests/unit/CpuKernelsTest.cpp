@@ -1390,29 +1390,3 @@ TEST(HalfKernels, MatMulBf16AndF16) {
   checkHalfMatMul<BFloat16>(plan::BF16);
   checkHalfMatMul<_Float16>(plan::F16);
 }
-
-// Kernels run with subnormals flushed to zero (ThreadPool.cpp), as results
-// and as operands: a trained model's tiny gradients and moments made the
-// MLP's step 3x slower through microcode assists. 1e-30 * 1e-10 would be a
-// subnormal 1e-40; 1e-40 (subnormal) * 1e30 would be 1e-10.
-TEST(ThreadPool, KernelsFlushSubnormalsToZero) {
-  plan::Instruction inst;
-  for (plan::ExprOp op : {plan::INPUT, plan::INPUT, plan::MUL}) {
-    plan::ExprNode *n = inst.mutable_elementwise()->add_nodes();
-    n->set_op(op);
-    n->set_dtype(plan::F32);
-  }
-  inst.mutable_elementwise()->mutable_nodes(1)->add_args(1);
-  inst.mutable_elementwise()->mutable_nodes(0)->add_args(0);
-  inst.mutable_elementwise()->mutable_nodes(2)->add_args(0);
-  inst.mutable_elementwise()->mutable_nodes(2)->add_args(1);
-  Shape shape{1000};
-  plan::TensorType type = typeOf(plan::F32, shape);
-  for (int threads : {1, 2}) {
-    SCOPED_TRACE(std::to_string(threads) + " threads");
-    auto filled = [&](float v) { return tensor(plan::F32, shape, std::vector<float>(1000, v)); };
-    for (auto [a, b] : {std::pair{1e-30f, 1e-10f}, std::pair{1e-40f, 1e30f}})
-      for (float y : values<float>(runKernel(inst, {filled(a), filled(b)}, type, threads)))
-        ASSERT_EQ(y, 0.0f) << a << " * " << b;
-  }
-}
