@@ -1,7 +1,10 @@
 //===- AssignBuffers.cpp - arena offsets with lifetime-based reuse --------===//
 #include "compiler/BufferLiveness.h"
+#include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
+#include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
+#include "plan/FormatBytes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
@@ -128,7 +131,7 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
         int64_t bytes = alignedBytes(tensorBytes(op.getResult(0)));
         parameterBytes += bytes;
         if (isa<graph::ParameterOp>(op))
-          (op.hasAttr("dtc.zeros") ? stateBytes : weightBytes) += bytes;
+          (op.hasAttr(attr::kZeros) ? stateBytes : weightBytes) += bytes;
       }
 
     llvm::DenseSet<Value> overParameter = updatesInPlace(func, offsets);
@@ -156,7 +159,7 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
     int64_t activationBytes = 0;
     bool training = false;
     for (unsigned i = 0; i < func.getNumResults(); ++i)
-      training = training || func.getResultAttr(i, "dtc.updates");
+      training = training || func.getResultAttr(i, attr::kUpdates);
     if (training) {
       Operation *lossOp = storageOf(block.getTerminator()->getOperand(0)).getDefiningOp();
       int turn = 0;
@@ -182,22 +185,39 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
 
     // Views share their operand's offset.
     for (BlockArgument arg : block.getArguments())
-      func.setArgAttr(arg.getArgNumber(), "dtc.offset", b.getI64IntegerAttr(offsets[arg]));
+      func.setArgAttr(arg.getArgNumber(), attr::kOffset, b.getI64IntegerAttr(offsets[arg]));
     for (Operation &op : block) {
       if (op.getNumResults() == 0)
         continue;
       SmallVector<int64_t> resultOffsets;
       for (Value result : op.getResults())
         resultOffsets.push_back(offsets.lookup(storageOf(result)));
-      op.setAttr("dtc.offsets", b.getDenseI64ArrayAttr(resultOffsets));
+      op.setAttr(attr::kOffsets, b.getDenseI64ArrayAttr(resultOffsets));
     }
-    func->setAttr("dtc.updates_in_place", b.getI64IntegerAttr(overParameter.size()));
-    func->setAttr("dtc.arena_bytes", b.getI64IntegerAttr(arena));
-    func->setAttr("dtc.parameter_bytes", b.getI64IntegerAttr(parameterBytes));
-    func->setAttr("dtc.unshared_bytes", b.getI64IntegerAttr(unshared));
-    func->setAttr("dtc.weight_bytes", b.getI64IntegerAttr(weightBytes));
-    func->setAttr("dtc.optimizer_state_bytes", b.getI64IntegerAttr(stateBytes));
-    func->setAttr("dtc.activation_bytes", b.getI64IntegerAttr(activationBytes));
+    func->setAttr(attr::kUpdatesInPlace, b.getI64IntegerAttr(overParameter.size()));
+    func->setAttr(attr::kArenaBytes, b.getI64IntegerAttr(arena));
+    func->setAttr(attr::kParameterBytes, b.getI64IntegerAttr(parameterBytes));
+    func->setAttr(attr::kUnsharedBytes, b.getI64IntegerAttr(unshared));
+    func->setAttr(attr::kWeightBytes, b.getI64IntegerAttr(weightBytes));
+    func->setAttr(attr::kOptimizerStateBytes, b.getI64IntegerAttr(stateBytes));
+    func->setAttr(attr::kActivationBytes, b.getI64IntegerAttr(activationBytes));
+
+    bool prologue = false;
+    func.walk([&](Operation *op) { prologue = prologue || op->hasAttr(attr::kPrologue); });
+    addNote(func, "memory: peak " + plan::formatBytes(arena) + " = parameters " +
+                      (prologue ? "and load-time values " : "") +
+                      plan::formatBytes(parameterBytes) + " + activations " +
+                      plan::formatBytes(arena - parameterBytes) + " (" +
+                      plan::formatBytes(unshared - parameterBytes) + " without buffer reuse)");
+    if (training) {
+      int updates = 0;
+      for (unsigned i = 0; i < func.getNumResults(); ++i)
+        updates += bool(func.getResultAttr(i, attr::kUpdates));
+      addNote(func, "training: " + std::to_string(overParameter.size()) + " of " +
+                        std::to_string(updates) +
+                        " updates written over their parameter by the step (no copy, no extra "
+                        "buffer)");
+    }
   }
 };
 

@@ -9,6 +9,7 @@
 // why: oneDNN's fastest convolutions read and write NHWC.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
 
 #include "dialects/graph/GraphOps.h"
@@ -139,6 +140,8 @@ struct ChannelsLast : impl::ChannelsLastBase<ChannelsLast> {
     });
     if (ops.empty())
       return;
+    int transposesBefore = 0;
+    getOperation().walk([&](graph::TransposeOp) { ++transposesBefore; });
     StringAttr channelsLast = StringAttr::get(context, "channels_last");
     for (Operation *op : ops)
       convert(op, channelsLast);
@@ -150,7 +153,14 @@ struct ChannelsLast : impl::ChannelsLastBase<ChannelsLast> {
     graph::TransposeOp::getCanonicalizationPatterns(patterns, context);
     graph::ReshapeOp::getCanonicalizationPatterns(patterns, context);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
-      signalPassFailure();
+      return signalPassFailure();
+    int transposes = 0;
+    getOperation().walk([&](graph::TransposeOp) { ++transposes; });
+    addNote(getOperation(), "layout: " + std::to_string(ops.size()) +
+                                " convolutions and pools run channels-last (NHWC), at the cost "
+                                "of " +
+                                std::to_string(transposes - transposesBefore) +
+                                " transposes to and from NCHW");
   }
 };
 

@@ -1,5 +1,6 @@
 //===- FuseConv.cpp - batch norms and ReLUs into convolutions -------------===//
 #include "compiler/BufferLiveness.h"
+#include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
 
 #include "dialects/graph/GraphOps.h"
@@ -75,8 +76,9 @@ struct FuseConv : impl::FuseConvBase<FuseConv> {
   void runOnOperation() override {
     SmallVector<graph::BatchNormOp> norms;
     getOperation().walk([&](graph::BatchNormOp norm) { norms.push_back(norm); });
+    int foldedNorms = 0, foldedRelus = 0;
     for (graph::BatchNormOp norm : norms)
-      foldBatchNorm(norm);
+      foldedNorms += bool(foldBatchNorm(norm));
 
     SmallVector<graph::ReluOp> relus;
     getOperation().walk([&](graph::ReluOp relu) { relus.push_back(relu); });
@@ -87,7 +89,15 @@ struct FuseConv : impl::FuseConvBase<FuseConv> {
       conv.setRelu(true);
       relu.getOutput().replaceAllUsesWith(conv.getOutput());
       relu->erase();
+      ++foldedRelus;
     }
+    if (!norms.empty() || foldedRelus)
+      addNote(getOperation(), "convolutions: " + std::to_string(foldedNorms) + " of " +
+                                  std::to_string(norms.size()) +
+                                  " batch norms folded into their convolution's weights, " +
+                                  std::to_string(foldedRelus) + " of " +
+                                  std::to_string(relus.size()) +
+                                  " ReLUs applied in a convolution's epilogue");
   }
 };
 

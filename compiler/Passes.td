@@ -31,6 +31,77 @@ def Autodiff : Pass<"dtc-autodiff", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def BuildTrainingStep : Pass<"dtc-build-training-step", "mlir::ModuleOp"> {
+  let summary = "Turn @main (a model's forward pass) into one training step";
+  let description = [{
+    Adds the labels input and the loss on @main's first result, the
+    gradients (dtc-autodiff's differentiate), gradient clipping and the
+    optimizer update, with the optimizer's state as zero-initialised
+    parameters (`dtc.zeros`). @main then returns the loss, the model's
+    outputs (unless `model-outputs=false`) and the new value of every
+    trained parameter and state (result attribute `dtc.updates` names the
+    parameter). The inputs the runtime feeds carry `dtc.role` (labels,
+    learning_rate, bias_correction1, bias_correction2); the options are
+    recorded on @main as `dtc.training` for plan emission. With
+    `precision=bf16` the model computes in bf16 between casts while the
+    weights, their gradients, the optimizer state and the loss stay f32.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"cross_entropy\"",
+           "cross_entropy (the prediction is logits) or mse">,
+    ListOption<"ignoreIndex", "ignore-index", "int64_t",
+               "cross_entropy: a label that contributes nothing (at most one)">,
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "adamw or sgd">,
+    Option<"learningRate", "lr", "double", "1e-3", "Peak learning rate">,
+    Option<"momentum", "momentum", "double", "0.9", "sgd: momentum (0: none)">,
+    Option<"beta1", "beta1", "double", "0.9", "adamw: first moment decay">,
+    Option<"beta2", "beta2", "double", "0.999", "adamw: second moment decay">,
+    Option<"epsilon", "epsilon", "double", "1e-8", "adamw: denominator epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.0", "Decoupled weight decay">,
+    Option<"clipNorm", "clip-norm", "double", "0.0",
+           "Clip gradients to this global L2 norm (0: off)">,
+    Option<"schedule", "schedule", "std::string", "\"constant\"",
+           "constant, or cosine (linear warm-up, then cosine decay)">,
+    Option<"warmupSteps", "warmup", "int64_t", "0", "cosine: warm-up steps">,
+    Option<"totalSteps", "total-steps", "int64_t", "0", "cosine: the step it decays to 0 at">,
+    Option<"precision", "precision", "std::string", "\"fp32\"",
+           "fp32, or bf16 (bf16 compute, fp32 master weights and optimizer state)">,
+    Option<"modelOutputs", "model-outputs", "bool", "true",
+           "Return the model's outputs too (a split step returns the loss and updates only)">,
+  ];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
+def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
+  let summary = "Decide how every op of @main is split over a device mesh";
+  let description = [{
+    The intra-op sharding search (compiler/ShardingSearch.h, docs/sharding.md):
+    every op picks a split of its sharding rule's factors over the mesh
+    axes, minimising compute + communication on the cluster's cost model
+    under each device's memory limit, as an integer program (CBC). Writes
+    `mesh.mesh @mesh`, the axis names (`dtc.mesh_axis_names`), `dtc.split`
+    on each op and `dtc.sharding` on each argument and parameter, for
+    dtc-spmd-partition. `dp`/`tp` pin a data- or tensor-parallel axis;
+    `mesh` gives free axes (with pins: the devices left over form one free
+    axis); `zero` pins the ZeRO stage. A training step (@main carries
+    `dtc.training`) counts gradients, optimizer state and kept activations.
+    A mesh of one device leaves the module as it is.
+  }];
+  let options = [
+    ListOption<"mesh", "mesh", "int64_t", "Free mesh axes' sizes, e.g. 2,2">,
+    Option<"dataParallel", "dp", "int64_t", "0", "A data-parallel axis of this size">,
+    Option<"tensorParallel", "tp", "int64_t", "0", "A tensor-parallel axis of this size">,
+    Option<"zero", "zero", "int64_t", "-1", "ZeRO stage 0-3 (-1: searched)">,
+    Option<"preset", "preset", "std::string", "\"cpu-local\"",
+           "Cluster preset the plan is costed on (cpu-local, a100-80g, h100-sxm)">,
+    Option<"clusterFile", "cluster", "std::string", "\"\"",
+           "A cluster file (JSON) instead of the preset">,
+    Option<"memoryLimit", "memory-limit", "std::string", "\"\"",
+           "Bytes per device, e.g. 40GiB (default: the cluster's device memory)">,
+  ];
+  let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
+}
+
 def ChannelsLast : Pass<"dtc-channels-last", "mlir::func::FuncOp"> {
   let summary = "Run f32 convolutions and pools on NHWC data, transposing only at chain ends";
   let description = [{

@@ -1,8 +1,13 @@
 //===- PlanEmitter.cpp ----------------------------------------------------===//
 #include "compiler/PlanEmitter.h"
+#include "compiler/PlanTypes.h"
 
 #include "compiler/BufferLiveness.h"
+#include "compiler/CompileNotes.h"
+#include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
+#include "plan/PlanLoader.h"
+#include "plan/Version.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -17,31 +22,6 @@ using namespace mlir;
 
 namespace dtc {
 namespace {
-
-plan::DType dtypeOf(Type type) {
-  if (type.isF32()) return plan::F32;
-  if (type.isF64()) return plan::F64;
-  if (type.isF16()) return plan::F16;
-  if (type.isBF16()) return plan::BF16;
-  if (auto integer = dyn_cast<IntegerType>(type)) {
-    bool u = integer.isUnsigned();
-    switch (integer.getWidth()) {
-    case 1: return plan::BOOL;
-    case 8: return u ? plan::U8 : plan::I8;
-    case 16: return u ? plan::U16 : plan::I16;
-    case 32: return u ? plan::U32 : plan::I32;
-    case 64: return u ? plan::U64 : plan::I64;
-    }
-  }
-  return plan::DTYPE_INVALID;
-}
-
-void setType(Type type, plan::TensorType &out) {
-  auto tensor = cast<RankedTensorType>(type);
-  out.set_dtype(dtypeOf(tensor.getElementType()));
-  for (int64_t d : tensor.getShape())
-    out.add_shape(d);
-}
 
 /// Little-endian element bytes of a dense constant (i1 as one byte each).
 std::string constantBytes(DenseElementsAttr attr) {
@@ -101,6 +81,58 @@ std::string nameOf(Location loc) {
   return "";
 }
 
+/// The role a `dtc.role` names (dtc-build-training-step writes them).
+std::optional<plan::InputRole> inputRole(StringRef role) {
+  return llvm::StringSwitch<std::optional<plan::InputRole>>(role)
+      .Case("labels", plan::LABELS)
+      .Case("learning_rate", plan::LEARNING_RATE)
+      .Case("bias_correction1", plan::BIAS_CORRECTION1)
+      .Case("bias_correction2", plan::BIAS_CORRECTION2)
+      .Default(std::nullopt);
+}
+
+/// The plan's training section from `dtc.training` (the updates are
+/// filled as the results are emitted).
+LogicalResult emitTraining(func::FuncOp func, DictionaryAttr options, plan::Training &out) {
+  bool ok = true;
+  auto text = [&](StringRef key) -> std::string {
+    auto a = options.getAs<StringAttr>(key);
+    ok = ok && a;
+    return a ? a.str() : "";
+  };
+  auto real = [&](StringRef key) {
+    auto a = options.getAs<FloatAttr>(key);
+    ok = ok && a;
+    return a ? a.getValueAsDouble() : 0.0;
+  };
+  auto integer = [&](StringRef key, bool required = true) -> int64_t {
+    auto a = options.getAs<IntegerAttr>(key);
+    ok = ok && (a || !required);
+    return a ? a.getInt() : 0;
+  };
+  out.set_loss(text("loss"));
+  out.set_optimizer(text("optimizer"));
+  out.set_learning_rate(real("learning_rate"));
+  out.set_schedule(text("schedule"));
+  out.set_warmup_steps(integer("warmup_steps"));
+  out.set_total_steps(integer("total_steps"));
+  out.set_beta1(real("beta1"));
+  out.set_beta2(real("beta2"));
+  out.set_momentum(real("momentum"));
+  out.set_weight_decay(real("weight_decay"));
+  out.set_clip_norm(real("clip_norm"));
+  out.set_precision(text("precision"));
+  out.set_running_statistics(integer("running_statistics"));
+  out.set_classes(integer("classes", /*required=*/false));
+  if (options.get("ignore_index")) {
+    out.set_has_ignore_index(true);
+    out.set_ignore_index(integer("ignore_index"));
+  }
+  if (!ok)
+    return func.emitError("malformed ") << attr::kTraining << ": " << options;
+  return success();
+}
+
 class PlanEmitter {
 public:
   /// `meshShape`: the sizes of the mesh axes (sharded buffers name them).
@@ -111,16 +143,22 @@ public:
     Block &block = func_.getBody().front();
     for (BlockArgument arg : block.getArguments()) {
       plan::Tensor *input = plan_.add_inputs();
-      auto name = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name");
+      auto name = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kName);
       input->set_name(name ? name.str() : "input_" + std::to_string(arg.getArgNumber()));
+      if (auto role = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kRole)) {
+        std::optional<plan::InputRole> known = inputRole(role.getValue());
+        if (!known)
+          return func_.emitError("input ") << arg.getArgNumber() << " has unknown role " << role;
+        input->set_role(*known);
+      }
       setType(arg.getType(), *input->mutable_type());
-      auto offset = func_.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "dtc.offset");
+      auto offset = func_.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), attr::kOffset);
       if (!offset)
         return func_.emitError("plan emission needs buffer offsets (run dtc-assign-buffers)");
       plan::Buffer &buffer = addBuffer(arg, offset.getInt(), input->name());
       buffer.set_input(arg.getArgNumber());
       // A split input: the plan names the whole tensor, the buffer its part.
-      if (auto sharding = func_.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), "dtc.sharding")) {
+      if (auto sharding = func_.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), attr::kSharding)) {
         setSharding(buffer, sharding);
         *input->mutable_type()->mutable_shape() = globalShape(arg, sharding);
       }
@@ -129,12 +167,12 @@ public:
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
           plan::Tensor *output = plan_.add_outputs();
-          auto name = func_.getResultAttrOfType<StringAttr>(i, "graph.name");
+          auto name = func_.getResultAttrOfType<StringAttr>(i, attr::kName);
           output->set_name(name ? name.str() : "output_" + std::to_string(i));
           setType(value.getType(), *output->mutable_type());
           rank_.add_outputs(ids_.lookup(value));
           // A training step's new weights and optimizer state.
-          if (auto updates = func_.getResultAttrOfType<StringAttr>(i, "dtc.updates")) {
+          if (auto updates = func_.getResultAttrOfType<StringAttr>(i, attr::kUpdates)) {
             auto parameter = parameters_.find(updates.getValue());
             if (parameter == parameters_.end())
               return func_.emitError("result ") << i << " updates unknown parameter " << updates;
@@ -148,7 +186,7 @@ public:
       if (failed(emitOp(&op)))
         return failure();
     }
-    rank_.set_arena_bytes(func_->getAttrOfType<IntegerAttr>("dtc.arena_bytes").getInt());
+    rank_.set_arena_bytes(func_->getAttrOfType<IntegerAttr>(attr::kArenaBytes).getInt());
     return success();
   }
 
@@ -612,25 +650,18 @@ private:
 
 } // namespace
 
-plan::Cost planCost(const graph::OpCost &cost, Value computed) {
-  static const plan::OpClass kClasses[] = {
-      plan::OP_CLASS_INVALID, plan::OP_MATMUL, plan::OP_CONV, plan::OP_ELEMENTWISE,
-      plan::OP_REDUCE, plan::OP_NORM, plan::OP_DATA_MOVEMENT};
-  plan::Cost c;
-  c.set_flops(cost.flops);
-  c.set_bytes(cost.bytes);
-  c.set_op_class(kClasses[cost.opClass]);
-  c.set_dtype(dtypeOf(cast<ShapedType>(computed.getType()).getElementType()));
-  return c;
-}
-
 LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError("no function 'main' to emit");
+  out.set_format_version(plan::kPlanFormatVersion);
+  out.set_producer(std::string("dtc ") + kDtcVersion);
+  if (auto training = func->getAttrOfType<DictionaryAttr>(attr::kTraining))
+    if (failed(emitTraining(func, training, *out.mutable_training())))
+      return failure();
   std::vector<int64_t> meshShape = {1};
   if (auto mesh = module.lookupSymbol<mesh::MeshOp>("mesh")) {
-    auto names = module->getAttrOfType<ArrayAttr>("dtc.mesh_axis_names");
+    auto names = module->getAttrOfType<ArrayAttr>(attr::kMeshAxisNames);
     meshShape.assign(mesh.getShape().begin(), mesh.getShape().end());
     int64_t devices = 1;
     for (auto [i, size] : llvm::enumerate(meshShape)) {
@@ -647,22 +678,39 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
     axis->set_name("device");
     axis->set_size(1);
   }
-  if (auto source = module->getAttrOfType<StringAttr>("graph.source"))
+  if (auto source = module->getAttrOfType<StringAttr>(attr::kSource))
     out.set_model(source.str());
   PlanEmitter emitter(func, out, std::move(meshShape));
   if (failed(emitter.emit()))
     return failure();
-  auto attr = [&](const char *name) {
+  auto intAttr = [&](StringRef name) {
     auto a = func->getAttrOfType<IntegerAttr>(name);
     return a ? a.getInt() : 0;
   };
   plan::RankSummary *summary = out.mutable_decisions()->add_ranks();
   summary->set_rank(0);
-  summary->set_peak_memory_bytes(attr("dtc.arena_bytes"));
-  summary->set_parameter_bytes(attr("dtc.parameter_bytes"));
-  summary->set_weight_bytes(attr("dtc.weight_bytes"));
-  summary->set_optimizer_state_bytes(attr("dtc.optimizer_state_bytes"));
-  summary->set_activation_bytes(attr("dtc.activation_bytes"));
+  summary->set_peak_memory_bytes(intAttr(attr::kArenaBytes));
+  summary->set_parameter_bytes(intAttr(attr::kParameterBytes));
+  summary->set_weight_bytes(intAttr(attr::kWeightBytes));
+  summary->set_optimizer_state_bytes(intAttr(attr::kOptimizerStateBytes));
+  summary->set_activation_bytes(intAttr(attr::kActivationBytes));
+
+  // What the passes decided, then what emission made of it.
+  auto &notes = *out.mutable_decisions()->mutable_notes();
+  if (out.program_of_rank_size() == 0)
+    *notes.Add() = "mesh: 1 device (single-rank plan)";
+  for (std::string &note : notesOf(func))
+    *notes.Add() = std::move(note);
+  if (int prologue = out.ranks(0).prologue_size())
+    *notes.Add() = "prologue: " + std::to_string(prologue) +
+                   " instructions depend only on parameters and constants; they run once, at "
+                   "load";
+  *notes.Add() = "instructions: " + std::to_string(out.ranks(0).instructions_size()) +
+                 " over " + std::to_string(out.ranks(0).buffers_size()) + " buffers";
+
+  std::string error;
+  if (!plan::validatePlan(out, error))
+    return module.emitError("internal error: the compiler wrote an invalid plan: ") << error;
   return success();
 }
 

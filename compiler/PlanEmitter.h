@@ -12,15 +12,13 @@
 
 namespace dtc {
 
-/// Writes the module's `main` function, after fusion, scheduling and buffer
-/// assignment, as rank 0's program of a one-device plan. Ops with no
-/// instruction get an error at their location.
+/// Writes the module's `main` function, after the compile pipeline
+/// (compiler/Pipeline.h), as a plan: the mesh, the program every rank runs,
+/// the training section (`dtc.training`), the decisions (the passes'
+/// notes), the format version and the producer. Ops with no instruction
+/// get an error at their location; the plan is validated as the runtime
+/// will (plan/PlanLoader.h) before it is returned.
 mlir::LogicalResult emitPlan(mlir::ModuleOp module, plan::Plan &out);
-
-/// An op's cost rule as a plan states it; `computed` is the value whose
-/// element type is the compute dtype. (The sharding search costs ops the
-/// same way, on their local shapes.)
-plan::Cost planCost(const graph::OpCost &cost, mlir::Value computed);
 
 } // namespace dtc
 

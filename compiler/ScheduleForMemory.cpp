@@ -1,6 +1,9 @@
 //===- ScheduleForMemory.cpp - a memory-aware op order --------------------===//
 #include "compiler/BufferLiveness.h"
+#include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
+#include "dialects/graph/AttrNames.h"
+#include "plan/FormatBytes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
@@ -158,12 +161,16 @@ struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
       op->moveBefore(terminator);
 
     Builder b(&getContext());
-    func->setAttr("dtc.schedule",
+    func->setAttr(attr::kSchedule,
                   b.getDictionaryAttr({
                       b.getNamedAttr("order", b.getStringAttr(useGreedy ? "memory" : "source")),
                       b.getNamedAttr("source_peak_bytes", b.getI64IntegerAttr(sourcePeak)),
                       b.getNamedAttr("memory_peak_bytes", b.getI64IntegerAttr(greedyPeak)),
                   }));
+    addNote(func, std::string("schedule: ") +
+                      (useGreedy ? "memory-greedy order" : "source order kept") +
+                      " (simulated activation peak " + plan::formatBytes(greedyPeak) +
+                      " greedy vs " + plan::formatBytes(sourcePeak) + " source)");
   }
 };
 

@@ -1,12 +1,12 @@
 //===- ShardingSearch.cpp - one split per op, by integer programming ------===//
 #include "compiler/ShardingSearch.h"
 
-#include "compiler/PlanEmitter.h"
+#include "compiler/PlanTypes.h"
 #include "compiler/Sharding.h"
 #include "compiler/search/StrategyIlp.h"
 #include "cost/CostModel.h"
 #include "dialects/graph/GraphOps.h"
-#include "runtime/plan/FormatBytes.h"
+#include "plan/FormatBytes.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -686,9 +686,9 @@ private:
       double smallest = solution.minimumUse.empty() ? 0 : solution.minimumUse[0];
       if (smallest > options_.memoryLimit)
         return func_.emitError() << "no sharding over mesh " << meshText() << " fits "
-                                 << formatBytes(int64_t(options_.memoryLimit))
+                                 << plan::formatBytes(int64_t(options_.memoryLimit))
                                  << " per device: the smallest any sharding needs is "
-                                 << formatBytes(int64_t(smallest))
+                                 << plan::formatBytes(int64_t(smallest))
                                  << (options_.training
                                          ? " (weights, optimizer state, inputs and activations "
                                            "kept for backward)"

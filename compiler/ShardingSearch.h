@@ -19,7 +19,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +63,29 @@ struct SearchResult {
   // was predicted not to pay.
   std::vector<std::string> idleAxes;
 };
+
+/// The devices, and what the user pinned of how work is split over them;
+/// the rest the search decides. dtc-sharding-search's options.
+struct ParallelOptions {
+  std::vector<int64_t> mesh; // --mesh AxB / --devices N: free axes; empty: the pins'
+  int64_t dataParallel = 0;  // --dp: a mesh axis that splits the batch (0: none)
+  int64_t tensorParallel = 0; // --tp: a mesh axis that splits anything but the batch
+  int zero = -1;             // --zero 0..3; -1: searched
+  double memoryLimit = 0;    // --memory-limit bytes per device; 0: the cluster's capacity
+  /// What the search costs plans on: `cluster` when given (already
+  /// loaded), else the file `clusterFile`, else the preset `preset`.
+  std::optional<cost::Cluster> cluster;
+  std::string preset = "cpu-local", clusterFile;
+
+  int64_t devices() const;
+};
+
+/// The mesh's axes: the pinned ones (dp, tp), then what is left of the
+/// devices as one free axis, or the --mesh axes when nothing is pinned.
+std::vector<MeshAxisSpec> meshAxes(const ParallelOptions &options);
+
+/// dtc-sharding-search with `options`.
+std::unique_ptr<mlir::Pass> createShardingSearchPass(const ParallelOptions &options);
 
 /// Decides and annotates; adds `mesh.mesh @mesh` and the axis names.
 /// Fails with a diagnostic when no split fits the memory limit (naming the

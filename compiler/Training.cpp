@@ -13,11 +13,19 @@
 #include "compiler/Training.h"
 
 #include "compiler/Autodiff.h"
+#include "compiler/CompileNotes.h"
+#include "compiler/Passes.h"
+#include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseSet.h"
+
+namespace dtc {
+#define GEN_PASS_DEF_BUILDTRAININGSTEP
+#include "compiler/Passes.h.inc"
+} // namespace dtc
 
 using namespace mlir;
 
@@ -32,13 +40,14 @@ public:
       : func_(func), options_(options), block_(func.getBody().front()),
         b_(block_.getTerminator()), loc_(func.getLoc()) {}
 
-  LogicalResult build(plan::Training &info) {
+  LogicalResult build() {
+    int parametersBefore = 0;
+    func_.walk([&](graph::ParameterOp) { ++parametersBefore; });
     SmallVector<std::pair<Value, std::string>> updates;
-    expandBatchNorms(updates);
-    info.set_running_statistics(updates.size());
+    int norms = expandBatchNorms(updates);
+    int64_t running = int64_t(updates.size());
     if (options_.precision == "bf16")
       castToBf16();
-    info.set_precision(options_.precision);
     Operation *terminator = block_.getTerminator();
     if (terminator->getNumOperands() == 0)
       return func_.emitError("the model has no output to train");
@@ -49,21 +58,19 @@ public:
       return func_.emitError("training needs an f32 model output, got ") << type;
 
     Value loss;
+    int64_t classes = 0;
     if (options_.loss == "cross_entropy") {
       if (type.getRank() < 2)
         return func_.emitError("cross_entropy needs logits of rank >= 2 ([batch, ..., classes]), "
                                "got ")
                << type;
-      Value labels = addInput("labels", RankedTensorType::get(type.getShape().drop_back(),
-                                                              b_.getI64Type()));
+      Value labels = addInput("labels", "labels",
+                              RankedTensorType::get(type.getShape().drop_back(),
+                                                    b_.getI64Type()));
       loss = crossEntropy(prediction, labels);
-      info.set_classes(type.getShape().back());
-      if (options_.ignoreIndex) {
-        info.set_has_ignore_index(true);
-        info.set_ignore_index(*options_.ignoreIndex);
-      }
+      classes = type.getShape().back();
     } else {
-      Value labels = addInput("labels", type);
+      Value labels = addInput("labels", "labels", type);
       Value diff = b_.create<graph::SubOp>(loc_, prediction, labels);
       loss = meanAll(b_.create<graph::MulOp>(loc_, diff, diff));
     }
@@ -83,11 +90,11 @@ public:
     if (options_.clipNorm > 0)
       clipGradients(trained);
 
-    Value lr = addInput("optimizer.lr", scalarType());
+    Value lr = addInput("optimizer.lr", "learning_rate", scalarType());
     Value bc1, bc2;
     if (options_.optimizer == "adamw") {
-      bc1 = addInput("optimizer.bias_correction1", scalarType());
-      bc2 = addInput("optimizer.bias_correction2", scalarType());
+      bc1 = addInput("optimizer.bias_correction1", "bias_correction1", scalarType());
+      bc2 = addInput("optimizer.bias_correction2", "bias_correction2", scalarType());
     }
     for (auto [param, grad] : trained) {
       std::string name = param.getName().str();
@@ -120,10 +127,12 @@ public:
 
     // Results: the loss, the model's outputs, then the updates.
     SmallVector<Value> results{loss};
-    results.append(modelOutputs);
     SmallVector<Attribute> oldNames;
-    for (unsigned i = 0; i < func_.getNumResults(); ++i)
-      oldNames.push_back(func_.getResultAttr(i, "graph.name"));
+    if (options_.modelOutputs) {
+      results.append(modelOutputs);
+      for (unsigned i = 0; i < func_.getNumResults(); ++i)
+        oldNames.push_back(func_.getResultAttr(i, attr::kName));
+    }
     for (auto &[value, name] : updates)
       results.push_back(value);
     terminator->setOperands(results);
@@ -137,34 +146,110 @@ public:
     auto named = [&](ArrayRef<NamedAttribute> entries) {
       attrs.push_back(b_.getDictionaryAttr(entries));
     };
-    named({b_.getNamedAttr("graph.name", b_.getStringAttr("loss"))});
+    named({b_.getNamedAttr(attr::kName, b_.getStringAttr("loss"))});
     for (Attribute name : oldNames)
-      named(name ? ArrayRef<NamedAttribute>{b_.getNamedAttr("graph.name", name)}
+      named(name ? ArrayRef<NamedAttribute>{b_.getNamedAttr(attr::kName, name)}
                  : ArrayRef<NamedAttribute>{});
     for (auto &[value, name] : updates)
-      named({b_.getNamedAttr("graph.name", b_.getStringAttr(name + ".new")),
-             b_.getNamedAttr("dtc.updates", b_.getStringAttr(name))});
+      named({b_.getNamedAttr(attr::kName, b_.getStringAttr(name + ".new")),
+             b_.getNamedAttr(attr::kUpdates, b_.getStringAttr(name))});
     func_.setAllResultAttrs(attrs);
 
-    info.set_loss(options_.loss);
-    info.set_optimizer(options_.optimizer);
-    info.set_learning_rate(options_.learningRate);
-    info.set_schedule(options_.schedule);
-    info.set_warmup_steps(options_.warmupSteps);
-    info.set_total_steps(options_.totalSteps);
-    info.set_beta1(options_.beta1);
-    info.set_beta2(options_.beta2);
-    info.set_momentum(options_.momentum);
-    info.set_weight_decay(options_.weightDecay);
-    info.set_clip_norm(options_.clipNorm);
+    recordOptions(classes, running);
+    int states = 0;
+    func_.walk([&](graph::ParameterOp p) { states += p->hasAttr(attr::kZeros); });
+    noteWhatWasBuilt(parametersBefore, int(updates.size()) - states - int(running), states,
+                     norms, running);
     return success();
   }
 
 private:
+  /// `dtc.training` on main: what plan emission writes into the plan's
+  /// training section (the loss, the optimizer, the schedule).
+  void recordOptions(int64_t classes, int64_t running) {
+    SmallVector<NamedAttribute> entries;
+    auto add = [&](StringRef name, Attribute value) {
+      entries.push_back(b_.getNamedAttr(name, value));
+    };
+    add("loss", b_.getStringAttr(options_.loss));
+    add("optimizer", b_.getStringAttr(options_.optimizer));
+    add("learning_rate", b_.getF64FloatAttr(options_.learningRate));
+    add("schedule", b_.getStringAttr(options_.schedule));
+    add("warmup_steps", b_.getI64IntegerAttr(options_.warmupSteps));
+    add("total_steps", b_.getI64IntegerAttr(options_.totalSteps));
+    add("beta1", b_.getF64FloatAttr(options_.beta1));
+    add("beta2", b_.getF64FloatAttr(options_.beta2));
+    add("momentum", b_.getF64FloatAttr(options_.momentum));
+    add("weight_decay", b_.getF64FloatAttr(options_.weightDecay));
+    add("clip_norm", b_.getF64FloatAttr(options_.clipNorm));
+    add("precision", b_.getStringAttr(options_.precision));
+    add("running_statistics", b_.getI64IntegerAttr(running));
+    if (classes)
+      add("classes", b_.getI64IntegerAttr(classes));
+    if (options_.ignoreIndex)
+      add("ignore_index", b_.getI64IntegerAttr(*options_.ignoreIndex));
+    func_->setAttr(attr::kTraining, b_.getDictionaryAttr(entries));
+  }
+
+  void noteWhatWasBuilt(int parametersBefore, int trained, int states, int norms,
+                        int64_t running) {
+    const TrainingOptions &o = options_;
+    std::string optimizer =
+        o.optimizer == "adamw"
+            ? "AdamW (beta1 " + formatNumber(o.beta1) + ", beta2 " + formatNumber(o.beta2) +
+                  ", weight decay " + formatNumber(o.weightDecay) + ")"
+            : "SGD (momentum " + formatNumber(o.momentum) + ", weight decay " +
+                  formatNumber(o.weightDecay) + ")";
+    addNote(func_, "training: loss " + o.loss + ", " + optimizer + ", learning rate " +
+                       formatNumber(o.learningRate) +
+                       (o.schedule == "cosine"
+                            ? " with " + std::to_string(o.warmupSteps) +
+                                  " warm-up steps, cosine decay to step " +
+                                  std::to_string(o.totalSteps)
+                            : " constant") +
+                       (o.clipNorm > 0 ? ", gradients clipped to global norm " +
+                                             formatNumber(o.clipNorm)
+                                       : ""));
+    addNote(func_, "training: " + std::to_string(trained) + " of " +
+                       std::to_string(parametersBefore) + " parameters trained, " +
+                       std::to_string(states) +
+                       " optimizer state tensors added (zero-initialised parameters); the " +
+                       "labels and the optimizer's per-step scalars are inputs the runtime " +
+                       "sets each step");
+    if (o.precision == "bf16") {
+      // Those the step's results depend on (autodiff also built gradients
+      // nothing reads, such as the inputs', which cleanup removes).
+      int bf16 = 0;
+      llvm::DenseSet<Operation *> live;
+      SmallVector<Value> work(block_.getTerminator()->getOperands());
+      while (!work.empty()) {
+        Operation *op = work.pop_back_val().getDefiningOp();
+        if (!op || !live.insert(op).second)
+          continue;
+        llvm::append_range(work, op->getOperands());
+        if (isa<graph::MatmulOp, graph::Conv2DOp, graph::Conv2DBackwardInputOp,
+                graph::Conv2DBackwardWeightOp>(op) &&
+            typeOf(op->getResult(0)).getElementType().isBF16())
+          ++bf16;
+      }
+      addNote(func_, "training: mixed precision: the model computes in bf16 (" +
+                         std::to_string(bf16) +
+                         " matmuls and convolutions, forward and backward; activations and "
+                         "their gradients stored in bf16); weights (the master copy), "
+                         "optimizer state and the loss stay fp32");
+    }
+    if (norms)
+      addNote(func_, "training: " + std::to_string(norms) +
+                         " batch norms normalise with the batch's statistics; " +
+                         std::to_string(running) +
+                         " running means and variances updated each step");
+  }
+
   /// Training normalises with the batch's statistics: each batch norm is
   /// spelled out in graph ops (which have gradients), and its running
   /// statistics, when they are parameters, are updated after each step.
-  void expandBatchNorms(SmallVectorImpl<std::pair<Value, std::string>> &updates) {
+  /// Returns how many there were.
+  int expandBatchNorms(SmallVectorImpl<std::pair<Value, std::string>> &updates) {
     SmallVector<graph::BatchNormOp> norms;
     func_.walk([&](graph::BatchNormOp op) { norms.push_back(op); });
     for (graph::BatchNormOp op : norms) {
@@ -177,6 +262,7 @@ private:
           updates.push_back({updated, param.getName().str()});
       op.erase();
     }
+    return int(norms.size());
   }
 
   /// Mixed precision (bf16, as Megatron-LM and PyTorch's autocast at O2):
@@ -269,14 +355,16 @@ private:
     return axes.empty() ? v : b_.create<graph::ReduceMeanOp>(loc_, v, axes, false).getResult();
   }
 
-  /// A new graph input, after the existing ones.
-  Value addInput(StringRef name, RankedTensorType type) {
+  /// A new graph input, after the existing ones, that the runtime feeds as
+  /// `role` says.
+  Value addInput(StringRef name, StringRef role, RankedTensorType type) {
     unsigned index = block_.getNumArguments();
     Value arg = block_.addArgument(type, loc_);
     SmallVector<Type> inputs(func_.getArgumentTypes());
     inputs.push_back(type);
     func_.setType(FunctionType::get(func_.getContext(), inputs, func_.getResultTypes()));
-    func_.setArgAttr(index, "graph.name", b_.getStringAttr(name));
+    func_.setArgAttr(index, attr::kName, b_.getStringAttr(name));
+    func_.setArgAttr(index, attr::kRole, b_.getStringAttr(role));
     return arg;
   }
 
@@ -286,7 +374,7 @@ private:
     b_.setInsertionPointAfter(param);
     auto state = b_.create<graph::ParameterOp>(
         param.getLoc(), param.getType(), b_.getStringAttr(param.getName() + "." + kind));
-    state->setAttr("dtc.zeros", b_.getUnitAttr());
+    state->setAttr(attr::kZeros, b_.getUnitAttr());
     return state;
   }
 
@@ -370,9 +458,71 @@ std::string checkTrainingOptions(const TrainingOptions &o) {
   return "";
 }
 
-LogicalResult buildTrainingStep(func::FuncOp main, const TrainingOptions &options,
-                                plan::Training &info) {
-  return StepBuilder(main, options).build(info);
+LogicalResult buildTrainingStep(func::FuncOp main, const TrainingOptions &options) {
+  if (std::string problem = checkTrainingOptions(options); !problem.empty())
+    return main.emitError(problem);
+  return StepBuilder(main, options).build();
+}
+
+namespace {
+
+struct BuildTrainingStep : impl::BuildTrainingStepBase<BuildTrainingStep> {
+  using BuildTrainingStepBase::BuildTrainingStepBase;
+
+  void runOnOperation() override {
+    auto main = getOperation().lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      getOperation().emitError("no function 'main' to train");
+      return signalPassFailure();
+    }
+    if (ignoreIndex.size() > 1) {
+      main.emitError("ignore-index takes one label");
+      return signalPassFailure();
+    }
+    TrainingOptions o;
+    o.loss = loss;
+    if (!ignoreIndex.empty())
+      o.ignoreIndex = ignoreIndex[0];
+    o.optimizer = optimizer;
+    o.learningRate = learningRate;
+    o.momentum = momentum;
+    o.beta1 = beta1;
+    o.beta2 = beta2;
+    o.epsilon = epsilon;
+    o.weightDecay = weightDecay;
+    o.clipNorm = clipNorm;
+    o.schedule = schedule;
+    o.warmupSteps = warmupSteps;
+    o.totalSteps = totalSteps;
+    o.precision = precision;
+    o.modelOutputs = modelOutputs;
+    if (failed(buildTrainingStep(main, o)))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createBuildTrainingStepPass(const TrainingOptions &o) {
+  BuildTrainingStepOptions p;
+  p.loss = o.loss;
+  int64_t ignore = o.ignoreIndex.value_or(0);
+  if (o.ignoreIndex)
+    p.ignoreIndex = ArrayRef<int64_t>(ignore);
+  p.optimizer = o.optimizer;
+  p.learningRate = o.learningRate;
+  p.momentum = o.momentum;
+  p.beta1 = o.beta1;
+  p.beta2 = o.beta2;
+  p.epsilon = o.epsilon;
+  p.weightDecay = o.weightDecay;
+  p.clipNorm = o.clipNorm;
+  p.schedule = o.schedule;
+  p.warmupSteps = o.warmupSteps;
+  p.totalSteps = o.totalSteps;
+  p.precision = o.precision;
+  p.modelOutputs = o.modelOutputs;
+  return createBuildTrainingStep(p); // copies the options
 }
 
 } // namespace dtc

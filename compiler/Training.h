@@ -2,10 +2,10 @@
 #ifndef DTC_COMPILER_TRAINING_H
 #define DTC_COMPILER_TRAINING_H
 
-#include "plan.pb.h"
-
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,6 +26,11 @@ struct TrainingOptions {
   /// casts, while weights (the master copy), gradients as they reach the
   /// weights, optimizer state and the loss stay fp32.
   std::string precision = "fp32";
+  /// Return the model's outputs too. A step split over several devices
+  /// returns the loss and the updates only: the outputs (logits) would
+  /// have to be gathered whole on every rank each step, and the trainer
+  /// never reads them.
+  bool modelOutputs = true;
 };
 
 /// Checks the options; a message naming the bad one, or empty.
@@ -37,9 +42,13 @@ std::string checkTrainingOptions(const TrainingOptions &options);
 /// optimizer's state as zero-initialised parameters. The function then
 /// returns the loss, the model's outputs, and the new value of every
 /// trained parameter and state (result attribute `dtc.updates` names the
-/// parameter). Fills `info` with what the runtime needs.
-mlir::LogicalResult buildTrainingStep(mlir::func::FuncOp main, const TrainingOptions &options,
-                                      plan::Training &info);
+/// parameter). The inputs the runtime feeds carry `dtc.role`; `main`
+/// records the options as `dtc.training` and what was built in its notes.
+/// This is dtc-build-training-step's work (compiler/Passes.td).
+mlir::LogicalResult buildTrainingStep(mlir::func::FuncOp main, const TrainingOptions &options);
+
+/// dtc-build-training-step with `options`.
+std::unique_ptr<mlir::Pass> createBuildTrainingStepPass(const TrainingOptions &options);
 
 } // namespace dtc
 

@@ -1,7 +1,7 @@
 //===- Cluster.cpp - cluster files and presets -----------------------------===//
 #include "cost/Cluster.h"
 
-#include "runtime/plan/DType.h"
+#include "plan/DType.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -202,7 +202,7 @@ const Preset kPresets[] = {{"cpu-local", kCpuLocal}, {"a100-80g", kA100}, {"h100
 const char *opClassName(plan::OpClass c) { return kClassNames[int(c)]; }
 
 double Device::peak(plan::DType dtype) const {
-  auto it = peakFlops.find(runtime::dtypeName(dtype));
+  auto it = peakFlops.find(plan::dtypeName(dtype));
   return it != peakFlops.end() ? it->second : peakFlops.at("f32");
 }
 

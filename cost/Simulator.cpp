@@ -2,8 +2,8 @@
 #include "cost/Simulator.h"
 
 #include "cost/CostModel.h"
-#include "runtime/plan/DType.h"
-#include "runtime/plan/Ranks.h"
+#include "plan/DType.h"
+#include "plan/Ranks.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -200,7 +200,7 @@ private:
   double bufferBytes(uint32_t id) const {
     if (id >= uint32_t(program_.buffers_size()))
       return 0;
-    return double(std::max<int64_t>(0, runtime::byteSize(program_.buffers(int(id)).type())));
+    return double(std::max<int64_t>(0, plan::byteSize(program_.buffers(int(id)).type())));
   }
   /// The bytes an instruction reads and writes (a view touches none).
   double footprint(const plan::Instruction &inst) const {
@@ -311,7 +311,7 @@ namespace {
 
 /// A rank's program; null when the plan lists none for it.
 const plan::RankProgram *programOf(const plan::Plan &plan, int64_t rank) {
-  int program = runtime::programIndexOfRank(plan, rank);
+  int program = plan::programIndexOfRank(plan, rank);
   return program < plan.ranks_size() ? &plan.ranks(program) : nullptr;
 }
 
@@ -393,12 +393,12 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
 } // namespace
 
 Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEvents) {
-  int64_t devices = runtime::planRanks(plan);
+  int64_t devices = plan::planRanks(plan);
   Simulation sim;
   std::set<int> programs;
   for (int64_t r = 0; r < devices; ++r)
     if (programOf(plan, r))
-      programs.insert(runtime::programIndexOfRank(plan, r));
+      programs.insert(plan::programIndexOfRank(plan, r));
     else
       return sim.error = "rank " + std::to_string(r) + " has no program", sim;
   bool transfers = false;
@@ -440,7 +440,7 @@ std::string chromeTrace(const plan::Plan &plan, const Simulation &sim,
           {"args", llvm::json::Object{{"name", stream ? "communication" : "compute"}}}});
   }
   for (const Event &e : sim.events) {
-    int program = runtime::programIndexOfRank(plan, e.rank);
+    int program = plan::programIndexOfRank(plan, e.rank);
     const plan::Instruction &inst = plan.ranks(program).instructions(e.instruction);
     events.push_back(llvm::json::Object{
         {"ph", "X"},

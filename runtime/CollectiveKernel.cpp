@@ -1,10 +1,10 @@
 //===- CollectiveKernel.cpp -----------------------------------------------===//
 #include "runtime/CollectiveKernel.h"
 
-#include "runtime/PlanLoader.h"
-#include "runtime/Sharding.h"
+#include "plan/PlanLoader.h"
+#include "plan/Sharding.h"
 #include "runtime/comm/Communicator.h"
-#include "runtime/plan/DType.h"
+#include "plan/DType.h"
 
 #include <algorithm>
 #include <cstring>
@@ -206,9 +206,9 @@ std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collec
                                                   const std::vector<int64_t> &axisSizes,
                                                   const std::vector<int64_t> &coordinates,
                                                   Communicator *group, std::string &error) {
-  const MeshAxes &axes = collective.mesh_axes();
-  int64_t size = groupSize(axisSizes, axes);
-  int64_t part = indexAlong(coordinates, axisSizes, axes);
+  const plan::MeshAxes &axes = collective.mesh_axes();
+  int64_t size = plan::groupSize(axisSizes, axes);
+  int64_t part = plan::indexAlong(coordinates, axisSizes, axes);
   if (!communicates(collective))
     return std::make_unique<CollectiveKernel>(collective, input, output, size,
                                               std::vector<int64_t>(), part, nullptr);
@@ -235,7 +235,7 @@ std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collec
       member[sorted[i]] = rest % axisSizes[sorted[i]];
       rest /= axisSizes[sorted[i]];
     }
-    planRank[size_t(k)] = indexAlong(member, axisSizes, axes);
+    planRank[size_t(k)] = plan::indexAlong(member, axisSizes, axes);
   }
   return std::make_unique<CollectiveKernel>(collective, input, output, size,
                                             std::move(planRank), part,

@@ -2,12 +2,12 @@
 #include "runtime/Executor.h"
 
 #include "runtime/CollectiveKernel.h"
-#include "runtime/PlanLoader.h"
-#include "runtime/Sharding.h"
+#include "plan/PlanLoader.h"
+#include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
-#include "runtime/plan/Ranks.h"
+#include "plan/Ranks.h"
 
 #include <algorithm>
 #include <chrono>
@@ -90,7 +90,7 @@ bool makeGroups(const plan::Plan &plan, MeshGroups &groups, std::string &error) 
     for (const auto *list : {&program.prologue(), &program.instructions()})
       for (const plan::Instruction &inst : *list)
         if (inst.has_collective() && communicates(inst.collective()) &&
-            groupSize(groups.axisSizes(), inst.collective().mesh_axes()) > 1) {
+            plan::groupSize(groups.axisSizes(), inst.collective().mesh_axes()) > 1) {
           std::vector<int> axes = axesOf(inst.collective());
           std::sort(axes.begin(), axes.end());
           needed.insert(axes);
@@ -118,7 +118,7 @@ Executor::~Executor() {
 std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
                                            const std::string &modelPath, int threads,
                                            std::string &error, MeshGroups *groups) {
-  int64_t devices = meshDevices(plan.mesh());
+  int64_t devices = plan::meshDevices(plan.mesh());
   int program = rank >= 0 && rank < devices ? programIndexOfRank(plan, rank) : rank;
   if (rank < 0 || rank >= devices || program >= plan.ranks_size()) {
     error = "rank " + std::to_string(rank) + " is not in the plan (" +
@@ -129,7 +129,7 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
   ex->plan_ = &plan;
   ex->program_ = &plan.ranks(program);
   ex->groups_ = groups;
-  ex->axisSizes_ = meshAxisSizes(plan.mesh());
+  ex->axisSizes_ = plan::meshAxisSizes(plan.mesh());
   ex->coordinates_ = meshCoordinates(rank, ex->axisSizes_);
   ex->rank_ = rank;
   if (groups) {
@@ -195,7 +195,7 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
     copy.rows = whole.shape_size() ? whole.shape(0) : 1;
     if (buffer.sharding_size() != 0) {
       copy.wholeDims.assign(whole.shape().begin(), whole.shape().end());
-      copy.starts = shardStarts(buffer, axisSizes_, coordinates_);
+      copy.starts = plan::shardStarts(buffer, axisSizes_, coordinates_);
       copy.sizes.assign(buffer.type().shape().begin(), buffer.type().shape().end());
       if (!buffer.sharding(0).mesh_axes().empty()) {
         copy.firstRow = copy.starts[0];
@@ -222,10 +222,10 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
     const plan::ParameterSource *source = &buffer.parameter();
     plan::ParameterSource part;
     std::vector<int64_t> local(buffer.type().shape().begin(), buffer.type().shape().end());
-    std::vector<int64_t> parts = shardParts(buffer, axisSizes_);
+    std::vector<int64_t> parts = plan::shardParts(buffer, axisSizes_);
     if (buffer.sharding_size() != 0) {
       part = *source;
-      std::vector<int64_t> starts = shardStarts(buffer, axisSizes_, coordinates_);
+      std::vector<int64_t> starts = plan::shardStarts(buffer, axisSizes_, coordinates_);
       for (size_t d = 0; d < local.size(); ++d) {
         plan::DimSlice *slice = part.add_slice();
         slice->set_start(starts[d]);
@@ -271,7 +271,7 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
 
 int Executor::threads() const { return pool_->threads(); }
 
-int Executor::ranks() const { return int(meshDevices(plan_->mesh())); }
+int Executor::ranks() const { return int(plan::meshDevices(plan_->mesh())); }
 
 void Executor::enableProfile() {
   profileSeconds_.assign(steps_.size(), 0.0);
@@ -295,7 +295,7 @@ bool Executor::prepare(const plan::Instruction &inst, const std::vector<bool> &c
   if (inst.has_collective()) {
     Communicator *group = nullptr;
     if (groups_ && communicates(inst.collective()) &&
-        groupSize(axisSizes_, inst.collective().mesh_axes()) > 1 &&
+        plan::groupSize(axisSizes_, inst.collective().mesh_axes()) > 1 &&
         !(group = groups_->group(axesOf(inst.collective()), error)))
       return false;
     step.kernel = makeCollectiveKernel(inst.collective(), inTypes[0], outTypes[0], axisSizes_,

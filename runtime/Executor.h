@@ -11,7 +11,7 @@
 #define DTC_RUNTIME_EXECUTOR_H
 
 #include "runtime/TensorIO.h"
-#include "runtime/plan/DType.h"
+#include "plan/DType.h"
 
 #include "plan.pb.h"
 

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/TensorIO.h"
-#include "runtime/plan/DType.h"
-#include "runtime/PlanLoader.h"
+#include "plan/DType.h"
+#include "plan/PlanLoader.h"
 
 #include "onnx.pb.h"
 

@@ -3,6 +3,7 @@
 #define DTC_TOOLS_REGISTRATION_H
 
 #include "compiler/Passes.h"
+#include "compiler/Pipeline.h"
 #include "dialects/graph/GraphDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,10 +16,12 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<graph::GraphDialect, mlir::func::FuncDialect, mlir::mesh::MeshDialect>();
 }
 
-/// Upstream passes the pipelines use (canonicalize, cse, ...) and dtc's own.
+/// Upstream passes the pipelines use (canonicalize, cse, ...), dtc's own,
+/// and dtc-compile-pipeline (what dtc compile runs).
 inline void registerAllPasses() {
   mlir::registerTransformsPasses();
   registerCompilerPasses();
+  registerCompilePipeline();
 }
 
 } // namespace dtc

@@ -463,7 +463,7 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
     g.push_back(sumToShape(b, loc, dy, typeOf(bias)));
   return success();
 }
-// Training normalises with the batch's statistics: compileToPlan replaces
+// Training normalises with the batch's statistics: dtc-build-training-step replaces
 // each batch norm by expandBatchNormForTraining's graph ops before autodiff
 // runs, so this (frozen statistics) form is never on a loss path.
 LogicalResult BatchNormOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {

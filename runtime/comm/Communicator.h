@@ -13,7 +13,7 @@
 #ifndef DTC_RUNTIME_COMM_COMMUNICATOR_H
 #define DTC_RUNTIME_COMM_COMMUNICATOR_H
 
-#include "runtime/plan/DType.h"
+#include "plan/DType.h"
 
 #include <cstdint>
 #include <memory>

@@ -17,7 +17,7 @@
 #include "runtime/cpu/BFloat16.h"
 #include "runtime/cpu/ElementwiseKernel.h"
 #include "runtime/cpu/FastMath.h"
-#include "runtime/plan/DType.h"
+#include "plan/DType.h"
 
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/ThreadPool.h"

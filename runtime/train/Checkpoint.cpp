@@ -15,8 +15,8 @@
 
 #include "runtime/TensorIO.h"
 #include "runtime/Executor.h"
-#include "runtime/PlanLoader.h"
-#include "runtime/plan/DType.h"
+#include "plan/PlanLoader.h"
+#include "plan/DType.h"
 
 #include "checkpoint.pb.h"
 

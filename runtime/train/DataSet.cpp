@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/train/DataSet.h"
 #include "runtime/Executor.h"
-#include "runtime/PlanLoader.h"
+#include "plan/PlanLoader.h"
 #include "runtime/TensorIO.h"
-#include "runtime/plan/DType.h"
+#include "plan/DType.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
-#include "runtime/PlanLoader.h"
+#include "plan/PlanLoader.h"
 
 #include <google/protobuf/stubs/logging.h>
 
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!plan.ParseFromArray(data, int(size)))
     return 0;
   std::string error;
-  if (!dtc::runtime::validatePlan(plan, error))
+  if (!dtc::plan::validatePlan(plan, error))
     return 0;
   for (auto &rank : *plan.mutable_ranks())
     for (auto &buffer : *rank.mutable_buffers())
@@ -37,8 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < plan.inputs_size(); ++i) {
     dtc::runtime::HostTensor t;
     t.type = plan.inputs(i).type();
-    t.bytes.assign(dtc::runtime::elementCount(t.type) *
-                       dtc::runtime::dtypeBytes(t.type.dtype()),
+    t.bytes.assign(dtc::plan::elementCount(t.type) *
+                       dtc::plan::dtypeBytes(t.type.dtype()),
                    0);
     if (!executor->setInput(i, t, error))
       __builtin_trap(); // a validated input type must be accepted

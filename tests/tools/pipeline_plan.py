@@ -7,7 +7,7 @@ at `--ms` milliseconds on an A100 (f32 matmul rate of the a100-80g preset).
 
     pipeline_plan.py OUT.dtcp [--ms 1]
 
-Builds the plan with protoc's Python code for runtime/plan/plan.proto,
+Builds the plan with protoc's Python code for plan/plan.proto,
 generated into a temporary folder.
 """
 import argparse
@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROTO = os.path.join(HERE, "..", "..", "runtime", "plan")
+PROTO = os.path.join(HERE, "..", "..", "plan")
 
 
 def main():
@@ -37,7 +37,7 @@ def main():
         import plan_pb2 as pb
 
         plan = pb.Plan()
-        plan.format_version = 1
+        plan.format_version = 2
         plan.producer = "tests/tools/pipeline_plan.py"
         axis = plan.mesh.axes.add()
         axis.name, axis.size = "pp", 2

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
-#include "runtime/PlanLoader.h"
-#include "runtime/Sharding.h"
+#include "plan/PlanLoader.h"
+#include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
 #include "tests/unit/MpiTestMain.h"
 #include "tests/unit/SpmdPlanBuilder.h"
@@ -79,7 +79,7 @@ std::vector<HostTensor> runOnMesh(const plan::Plan &plan, const std::vector<Host
   if (!valid) // the same on every rank
     return {};
   std::unique_ptr<MeshGroups> groups =
-      MeshGroups::create(*world, meshAxisSizes(plan.mesh()), error);
+      MeshGroups::create(*world, plan::meshAxisSizes(plan.mesh()), error);
   EXPECT_TRUE(groups) << error;
   if (!groups)
     return {};

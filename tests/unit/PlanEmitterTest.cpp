@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/PlanEmitter.h"
-#include "runtime/PlanLoader.h"
+#include "plan/PlanLoader.h"
 #include "tools/Registration.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -51,7 +51,7 @@ std::optional<dtc::plan::Plan> emit(const std::string &signature, const std::str
     *errors = messages;
   if (!ok)
     return std::nullopt;
-  plan.set_format_version(dtc::runtime::kPlanFormatVersion);
+  plan.set_format_version(dtc::plan::kPlanFormatVersion);
   plan.set_producer("test");
   return plan;
 }
@@ -112,7 +112,7 @@ TEST(PlanEmitter, SliceScatterAndAllToAllBecomeCollectives) {
   EXPECT_EQ(exchange->inputs(0), slice->outputs(0));
 
   std::string error;
-  EXPECT_TRUE(dtc::runtime::validatePlan(*plan, error)) << error;
+  EXPECT_TRUE(dtc::plan::validatePlan(*plan, error)) << error;
 }
 
 TEST(PlanEmitter, CollectivesThePlanCannotHoldAreErrors) {

@@ -1,6 +1,6 @@
 // The plan loader rejects corrupt, truncated and foreign plans with a
 // message; a well-formed plan passes.
-#include "runtime/PlanLoader.h"
+#include "plan/PlanLoader.h"
 #include "tests/unit/SpmdPlanBuilder.h"
 
 #include <gtest/gtest.h>
@@ -9,14 +9,14 @@
 #include <functional>
 
 using namespace dtc;
-using runtime::validatePlan;
+using plan::validatePlan;
 
 namespace {
 
 /// One rank computing y = relu(x) on a 2x3 f32 tensor in a 48-byte arena.
 plan::Plan reluPlan() {
   plan::Plan p;
-  p.set_format_version(runtime::kPlanFormatVersion);
+  p.set_format_version(plan::kPlanFormatVersion);
   p.set_producer("test");
   auto *axis = p.mutable_mesh()->add_axes();
   axis->set_name("dp");
@@ -130,12 +130,12 @@ TEST(PlanLoader, RejectsTruncatedAndForeignFiles) {
     std::ofstream(path, std::ios::binary) << bytes.substr(0, cut);
     plan::Plan p;
     std::string error;
-    EXPECT_FALSE(runtime::loadPlan(path, p, error));
+    EXPECT_FALSE(plan::loadPlan(path, p, error));
     EXPECT_FALSE(error.empty());
   }
   plan::Plan p;
   std::string error;
-  EXPECT_FALSE(runtime::loadPlan(dir + "/does-not-exist.dtcp", p, error));
+  EXPECT_FALSE(plan::loadPlan(dir + "/does-not-exist.dtcp", p, error));
   EXPECT_NE(error.find("cannot open"), std::string::npos);
 }
 

@@ -9,7 +9,7 @@
 #ifndef DTC_TESTS_UNIT_SPMDPLANBUILDER_H
 #define DTC_TESTS_UNIT_SPMDPLANBUILDER_H
 
-#include "runtime/PlanLoader.h"
+#include "plan/PlanLoader.h"
 
 #include "plan.pb.h"
 
@@ -35,7 +35,7 @@ inline plan::TensorType tensorType(plan::DType dtype, const std::vector<int64_t>
 class SpmdPlanBuilder {
 public:
   explicit SpmdPlanBuilder(const std::vector<int64_t> &mesh) {
-    plan.set_format_version(runtime::kPlanFormatVersion);
+    plan.set_format_version(plan::kPlanFormatVersion);
     plan.set_producer("test");
     int64_t devices = 1;
     for (size_t a = 0; a < mesh.size(); ++a) {
@@ -58,7 +58,7 @@ public:
     plan::Buffer *buffer = program->add_buffers();
     *buffer->mutable_type() = tensorType(dtype, shape);
     buffer->set_name(name.empty() ? "b" + std::to_string(program->buffers_size() - 1) : name);
-    int64_t bytes = runtime::elementCount(buffer->type()) * runtime::dtypeBytes(dtype);
+    int64_t bytes = plan::elementCount(buffer->type()) * plan::dtypeBytes(dtype);
     buffer->set_offset(arena_);
     arena_ += (bytes + 63) / 64 * 64;
     program->set_arena_bytes(arena_);
@@ -71,8 +71,8 @@ public:
     uint32_t id = buffer(dtype, shape);
     program->mutable_buffers(int(id))->set_offset(program->buffers(int(at)).offset());
     arena_ = std::max(saved, program->buffers(int(at)).offset() +
-                                 runtime::elementCount(program->buffers(int(id)).type()) *
-                                     runtime::dtypeBytes(dtype));
+                                 plan::elementCount(program->buffers(int(id)).type()) *
+                                     plan::dtypeBytes(dtype));
     arena_ = (arena_ + 63) / 64 * 64;
     program->set_arena_bytes(arena_);
     return id;

@@ -18,7 +18,7 @@
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
-#include "runtime/plan/DType.h"
+#include "plan/DType.h"
 
 #include <fmt/format.h>
 
@@ -68,10 +68,10 @@ double medianSeconds(const plan::Instruction &inst, const std::vector<plan::Tens
   std::vector<void *> out(static_cast<size_t>(sets));
   for (int set = 0; set < sets; ++set) {
     for (const plan::TensorType &t : inputs) {
-      arrays.emplace_back(size_t(runtime::elementCount(t)), 0.5f);
+      arrays.emplace_back(size_t(plan::elementCount(t)), 0.5f);
       in[size_t(set)].push_back(arrays.back().data());
     }
-    arrays.emplace_back(size_t(runtime::elementCount(output)));
+    arrays.emplace_back(size_t(plan::elementCount(output)));
     out[size_t(set)] = arrays.back().data();
   }
   runtime::cpu::ThreadPool pool(1);
@@ -230,9 +230,9 @@ void measureOverlap(cost::Device &device, double l2Bytes, double perAdd, double 
 
 /// The bytes a kernel reads and writes, as the compiler's cost counts them.
 double kernelBytes(const std::vector<plan::TensorType> &inputs, const plan::TensorType &output) {
-  double bytes = 4.0 * double(runtime::elementCount(output));
+  double bytes = 4.0 * double(plan::elementCount(output));
   for (const plan::TensorType &t : inputs)
-    bytes += 4.0 * double(runtime::elementCount(t));
+    bytes += 4.0 * double(plan::elementCount(t));
   return bytes;
 }
 

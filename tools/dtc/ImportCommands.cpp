@@ -4,8 +4,8 @@
 #include "compiler/Pipeline.h"
 #include "frontends/gpt/GptGenerator.h"
 #include "frontends/onnx/OnnxImporter.h"
-#include "runtime/PlanLoader.h"
-#include "runtime/plan/FormatBytes.h"
+#include "plan/PlanLoader.h"
+#include "plan/FormatBytes.h"
 #include "tools/Registration.h"
 #include "tools/dtc/PlanPrinter.h"
 
@@ -290,7 +290,7 @@ int parseParallelOption(const Args &args, size_t &i, ParallelOptions &p, Cluster
     return 1;
   }
   if (auto v = flagValue(args, i, "--memory-limit", missing)) {
-    std::optional<double> bytes = parseByteSize(*v);
+    std::optional<double> bytes = plan::parseByteSize(*v);
     if (!bytes || *bytes <= 0)
       return usageError("--memory-limit needs a size like 40GiB or 512MiB, got '" + *v + "'"), -1;
     p.memoryLimit = *bytes;
@@ -380,15 +380,15 @@ int runCompile(const Args &args) {
     (*module)->setAttr("graph.source", mlir::StringAttr::get(&context, modelPath.str()));
   }
 
+  CompileOptions compile;
+  if (train)
+    compile.training = training;
+  compile.parallel = parallel;
   plan::Plan plan;
-  plan.set_format_version(runtime::kPlanFormatVersion);
-  plan.set_producer("dtc 0.1.0");
-  if (mlir::failed(compileToPlan(*module, plan, train ? &training : nullptr, parallel)))
+  if (mlir::failed(compileToPlan(*module, plan, compile)))
     return 1; // the diagnostics are printed
   if (!isGenerated(options.model) && !fillParameterSources(options.model, plan, error))
     return failure(error);
-  if (!runtime::validatePlan(plan, error))
-    return failure("internal error: the compiler wrote an invalid plan: " + error);
   std::string bytes;
   plan.SerializeToString(&bytes);
   if (int rc = writeOutput(options.output, bytes))
@@ -397,8 +397,8 @@ int runCompile(const Args &args) {
     const auto &summary = plan.decisions().ranks(0);
     llvm::outs() << "compiled " << options.model << " -> " << options.output << ": "
                  << plan.ranks(0).instructions_size() << " instructions, peak memory "
-                 << formatBytes(summary.peak_memory_bytes()) << " (parameters "
-                 << formatBytes(summary.parameter_bytes()) << ")\n";
+                 << plan::formatBytes(summary.peak_memory_bytes()) << " (parameters "
+                 << plan::formatBytes(summary.parameter_bytes()) << ")\n";
     for (const auto &note : plan.decisions().notes())
       llvm::outs() << "  " << note << "\n";
   }

@@ -1,7 +1,7 @@
 //===- PlanCommand.cpp - dtc plan -----------------------------------------===//
 #include "tools/dtc/Commands.h"
 
-#include "runtime/PlanLoader.h"
+#include "plan/PlanLoader.h"
 #include "tools/dtc/PlanPrinter.h"
 
 namespace dtc::cli {
@@ -30,7 +30,7 @@ int runPlan(const Args &args) {
     return usageError("plan: --format " + format + " is not supported (text is)");
   plan::Plan plan;
   std::string error;
-  if (!runtime::loadPlan(path, plan, error))
+  if (!plan::loadPlan(path, plan, error))
     return failure(error);
   return writeOutput(output, printPlan(plan));
 }

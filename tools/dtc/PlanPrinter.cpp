@@ -1,9 +1,9 @@
 //===- PlanPrinter.cpp ----------------------------------------------------===//
 #include "tools/dtc/PlanPrinter.h"
-#include "runtime/plan/FormatBytes.h"
+#include "plan/FormatBytes.h"
 
 #include "runtime/Executor.h"
-#include "runtime/plan/Ranks.h"
+#include "plan/Ranks.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -82,7 +82,7 @@ std::string formatExpr(const plan::Elementwise &expr) {
     if (n.op() == plan::CLIP)
       args.push_back(fmt::format("{:g}, {:g}", n.value(), n.value2()));
     if (n.op() == plan::CAST)
-      return fmt::format("cast<{}>({})", runtime::dtypeName(n.dtype()), fmt::join(args, ", "));
+      return fmt::format("cast<{}>({})", plan::dtypeName(n.dtype()), fmt::join(args, ", "));
     return fmt::format("{}({})", exprName(n.op()), fmt::join(args, ", "));
   };
   std::string text;
@@ -178,7 +178,7 @@ std::string describeInstruction(const plan::Instruction &inst) {
       s += fmt::format(" concat_axis={}", c.concat_axis());
     if (c.kind() == plan::ALL_SLICE) // keeps its part: nothing sent
       return s + " (local)";
-    return s + fmt::format(" ({})", formatBytes(int64_t(inst.cost().bytes())));
+    return s + fmt::format(" ({})", plan::formatBytes(int64_t(inst.cost().bytes())));
   }
   case plan::Instruction::kSend:
     return fmt::format("send to rank {}", inst.send().peer());
@@ -232,7 +232,7 @@ std::string bufferType(const plan::Plan &plan, const plan::Buffer &buffer) {
     dims.push_back(axes.size() == 1 ? fmt::format("{}/{}", whole, axes[0])
                                     : fmt::format("{}/({})", whole, fmt::join(axes, ",")));
   }
-  return fmt::format("{}[{}]", runtime::dtypeName(type.dtype()), fmt::join(dims, ","));
+  return fmt::format("{}[{}]", plan::dtypeName(type.dtype()), fmt::join(dims, ","));
 }
 
 /// Operands by buffer id; a split one with its type, "%3:f32[1024/tp,4096]".
@@ -267,7 +267,7 @@ std::string parameterSummary(const plan::Plan &plan, const plan::RankProgram &ra
   for (const plan::Buffer &buffer : rank.buffers()) {
     if (!buffer.has_parameter())
       continue;
-    int64_t bytes = runtime::dtypeBytes(buffer.type().dtype()), parts = 1;
+    int64_t bytes = plan::dtypeBytes(buffer.type().dtype()), parts = 1;
     for (int64_t d : buffer.type().shape())
       bytes *= d;
     for (const plan::DimSharding &dim : buffer.sharding()) {
@@ -282,9 +282,9 @@ std::string parameterSummary(const plan::Plan &plan, const plan::RankProgram &ra
   }
   if (split + whole == 0)
     return "none";
-  int64_t devices = runtime::planRanks(plan);
+  int64_t devices = plan::planRanks(plan);
   if (devices <= 1)
-    return fmt::format("{}; {}", whole, formatBytes(localBytes));
+    return fmt::format("{}; {}", whole, plan::formatBytes(localBytes));
   std::vector<std::string> counts, axes;
   for (size_t a = 0; a < splitBy.size(); ++a)
     if (splitBy[a])
@@ -293,9 +293,9 @@ std::string parameterSummary(const plan::Plan &plan, const plan::RankProgram &ra
     counts.push_back(fmt::format("{} split ({})", split, fmt::join(axes, ", ")));
   if (whole)
     counts.push_back(fmt::format("{} replicated", whole));
-  std::string bytes = formatBytes(localBytes) + " per rank";
+  std::string bytes = plan::formatBytes(localBytes) + " per rank";
   if (split)
-    bytes += " of " + formatBytes(wholeBytes);
+    bytes += " of " + plan::formatBytes(wholeBytes);
   return fmt::format("{}; {}", fmt::join(counts, ", "), bytes);
 }
 
@@ -309,7 +309,7 @@ std::string printPlan(const plan::Plan &plan) {
   std::vector<std::string> axes;
   for (const auto &axis : plan.mesh().axes())
     axes.push_back(fmt::format("{}={}", axis.name(), axis.size()));
-  int64_t ranks = runtime::planRanks(plan);
+  int64_t ranks = plan::planRanks(plan);
   line(fmt::format("mesh: {} ({} rank{}{})", fmt::join(axes, " x "), ranks, ranks == 1 ? "" : "s",
                    plan.ranks_size() == 1 && ranks > 1 ? ", one program for all" : ""));
   line("");
@@ -325,8 +325,8 @@ std::string printPlan(const plan::Plan &plan) {
     line("  " + note);
   for (const auto &summary : plan.decisions().ranks())
     line(fmt::format("  rank {}: predicted peak memory {} (parameters {})", summary.rank(),
-                     formatBytes(summary.peak_memory_bytes()),
-                     formatBytes(summary.parameter_bytes())));
+                     plan::formatBytes(summary.peak_memory_bytes()),
+                     plan::formatBytes(summary.parameter_bytes())));
 
   for (int r = 0; r < plan.ranks_size(); ++r) {
     const auto &rank = plan.ranks(r);
@@ -356,7 +356,7 @@ std::string printPlan(const plan::Plan &plan) {
     }
     line(fmt::format("rank {} program: {} instructions, {} buffers, arena {}", r,
                      rank.instructions_size(), rank.buffers_size(),
-                     formatBytes(rank.arena_bytes())));
+                     plan::formatBytes(rank.arena_bytes())));
     for (int i = 0; i < rank.instructions_size(); ++i)
       printInstruction(i, rank.instructions(i));
     line(fmt::format("rank {} buffers (offset in the arena, type, what it holds):", r));

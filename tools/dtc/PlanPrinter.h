@@ -2,7 +2,7 @@
 #ifndef DTC_TOOLS_DTC_PLANPRINTER_H
 #define DTC_TOOLS_DTC_PLANPRINTER_H
 
-#include "runtime/plan/FormatBytes.h"
+#include "plan/FormatBytes.h"
 
 #include "plan.pb.h"
 

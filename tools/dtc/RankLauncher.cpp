@@ -1,7 +1,7 @@
 //===- RankLauncher.cpp - dtc run on several ranks ------------------------===//
 #include "tools/dtc/RankLauncher.h"
 
-#include "runtime/Sharding.h"
+#include "plan/Sharding.h"
 
 #include <fmt/format.h>
 
@@ -149,8 +149,8 @@ std::unique_ptr<RankJob> RankJob::join(const plan::Plan &plan, const std::string
     job->world_ = runtime::worldCommunicator(error);
   if (!job->world_)
     return failure(error), nullptr;
-  std::vector<int64_t> mesh = runtime::meshAxisSizes(plan.mesh());
-  int64_t devices = runtime::meshDevices(plan.mesh());
+  std::vector<int64_t> mesh = plan::meshAxisSizes(plan.mesh());
+  int64_t devices = plan::meshDevices(plan.mesh());
   if (devices != job->size()) {
     // Every rank finds this; one message is enough.
     if (job->rank() == 0)

@@ -5,9 +5,9 @@
 #include "tools/dtc/TrainCommand.h"
 
 #include "runtime/Executor.h"
-#include "runtime/PlanLoader.h"
-#include "runtime/Sharding.h"
-#include "runtime/plan/Ranks.h"
+#include "plan/PlanLoader.h"
+#include "plan/Sharding.h"
+#include "plan/Ranks.h"
 
 #include "cost/Simulator.h"
 
@@ -208,7 +208,7 @@ bool writeMeasuredTrace(const plan::Plan &plan, const runtime::Executor &executo
       if (!world->recv(seconds.data(), count * int64_t(sizeof(double)), r, 1, error))
         return fail(error);
     }
-    int program = runtime::programIndexOfRank(plan, r);
+    int program = plan::programIndexOfRank(plan, r);
     if (program >= plan.ranks_size() ||
         int64_t(seconds.size()) != plan.ranks(program).instructions_size())
       return fail(fmt::format("rank {} sent times for {} instructions", r, seconds.size()));
@@ -441,7 +441,7 @@ int runRun(const Args &args) {
 
   plan::Plan plan;
   std::string error;
-  if (!runtime::loadPlan(planPath, plan, error))
+  if (!plan::loadPlan(planPath, plan, error))
     return failure(error);
   bool generated = plan.model().rfind("gpt:", 0) == 0; // parameters are drawn, not read
   if (model.empty() && !generated && readsModel(plan) && !isFile(plan.model()))
@@ -451,12 +451,12 @@ int runRun(const Args &args) {
     return usageError("--export writes the trained weights into the ONNX model the plan was "
                       "compiled from; '" + plan.model() + "' is generated and has none");
 
-  int64_t devices = runtime::meshDevices(plan.mesh());
+  int64_t devices = plan::meshDevices(plan.mesh());
   if (ranks != 0 && ranks != devices)
     return usageError(fmt::format("-n {}, but {} is a plan for {} (mesh {}): give -n {} "
                                   "or leave -n out",
                                   ranks, planPath, rankCount(devices),
-                                  fmt::join(runtime::meshAxisSizes(plan.mesh()), "x"), devices));
+                                  fmt::join(plan::meshAxisSizes(plan.mesh()), "x"), devices));
   // Before any rank starts: a usage error once, not once per rank.
   if (!plan.has_training() &&
       (!train.data.empty() || train.steps || !train.exportPath.empty()))

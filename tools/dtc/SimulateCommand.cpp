@@ -2,10 +2,10 @@
 #include "tools/dtc/Commands.h"
 
 #include "cost/Simulator.h"
-#include "runtime/PlanLoader.h"
-#include "runtime/plan/DType.h"
-#include "runtime/plan/FormatBytes.h"
-#include "runtime/plan/Ranks.h"
+#include "plan/PlanLoader.h"
+#include "plan/DType.h"
+#include "plan/FormatBytes.h"
+#include "plan/Ranks.h"
 #include "tools/dtc/PlanPrinter.h"
 
 #include <fmt/format.h>
@@ -46,17 +46,17 @@ void printMemoryBreakdown(const plan::Plan &plan, int64_t peak) {
   const plan::RankSummary &r = *largest;
   int64_t loadTime = r.parameter_bytes() - r.weight_bytes() - r.optimizer_state_bytes();
   int64_t transient = r.peak_memory_bytes() - r.parameter_bytes();
-  std::string line = "= weights " + formatBytes(r.weight_bytes());
+  std::string line = "= weights " + plan::formatBytes(r.weight_bytes());
   if (r.optimizer_state_bytes())
-    line += " + optimizer state " + formatBytes(r.optimizer_state_bytes());
+    line += " + optimizer state " + plan::formatBytes(r.optimizer_state_bytes());
   if (loadTime > 0)
-    line += " + load-time values " + formatBytes(loadTime);
+    line += " + load-time values " + plan::formatBytes(loadTime);
   if (plan.has_training())
-    line += " + activations kept for backward " + formatBytes(r.activation_bytes()) +
+    line += " + activations kept for backward " + plan::formatBytes(r.activation_bytes()) +
             " + gradients and workspace " +
-            formatBytes(std::max<int64_t>(0, transient - r.activation_bytes()));
+            plan::formatBytes(std::max<int64_t>(0, transient - r.activation_bytes()));
   else
-    line += " + activations and workspace " + formatBytes(transient);
+    line += " + activations and workspace " + plan::formatBytes(transient);
   fmt::print("                {}\n", line);
 }
 
@@ -93,9 +93,9 @@ int runSimulate(const Args &args) {
   if (!cluster)
     return clusterFile.empty() ? usageError(error) : failure(error);
   plan::Plan plan;
-  if (!runtime::loadPlan(path, plan, error))
+  if (!plan::loadPlan(path, plan, error))
     return failure(error);
-  int64_t planRanks = runtime::planRanks(plan);
+  int64_t planRanks = plan::planRanks(plan);
   if (planRanks > cluster->devices())
     return failure(fmt::format("{}: the plan has {} ranks but cluster '{}' has {} devices ({} "
                                "nodes of {})",
@@ -157,8 +157,8 @@ int runSimulate(const Args &args) {
                rate(perDevice, "FLOP/s"), 100 * perDevice / device.peak(type),
                bf16 ? "bf16" : "f32", rate(device.peak(type), "FLOP/s"));
   }
-  fmt::print("  memory peak   {} per rank (device capacity {}: {})\n", formatBytes(peak),
-             formatBytes(int64_t(device.memoryCapacity)),
+  fmt::print("  memory peak   {} per rank (device capacity {}: {})\n", plan::formatBytes(peak),
+             plan::formatBytes(int64_t(device.memoryCapacity)),
              double(peak) <= device.memoryCapacity ? "fits" : "DOES NOT FIT");
   printMemoryBreakdown(plan, peak);
   if (compute > 0) {

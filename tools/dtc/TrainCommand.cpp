@@ -15,11 +15,11 @@
 #include "tools/dtc/RankLauncher.h"
 #include "tools/dtc/TrainCommand.h"
 
-#include "runtime/PlanLoader.h"
-#include "runtime/Sharding.h"
+#include "plan/PlanLoader.h"
+#include "plan/Sharding.h"
 #include "runtime/TensorIO.h"
 #include "runtime/comm/MeshGroups.h"
-#include "runtime/plan/DType.h"
+#include "plan/DType.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSet.h"
 
@@ -77,14 +77,14 @@ bool wholeParameter(const plan::Plan &plan, runtime::Executor &executor, uint32_
                     runtime::Communicator *world, std::string &whole, std::string &error) {
   const plan::Buffer &buffer = executor.program().buffers(int(id));
   const plan::TensorType &part = buffer.type();
-  int64_t count = runtime::elementCount(part);
+  int64_t count = plan::elementCount(part);
   const char *mine = executor.bufferData(id);
   if (buffer.sharding_size() == 0 || !world) {
     whole.assign(mine, size_t(count * 4));
     return true;
   }
-  std::vector<int64_t> axisSizes = runtime::meshAxisSizes(plan.mesh());
-  std::vector<int64_t> parts = runtime::shardParts(buffer, axisSizes);
+  std::vector<int64_t> axisSizes = plan::meshAxisSizes(plan.mesh());
+  std::vector<int64_t> parts = plan::shardParts(buffer, axisSizes);
   std::vector<int64_t> shape(part.shape().begin(), part.shape().end()), wholeShape = shape;
   for (size_t d = 0; d < shape.size(); ++d)
     wholeShape[d] *= parts[d];
@@ -97,7 +97,7 @@ bool wholeParameter(const plan::Plan &plan, runtime::Executor &executor, uint32_
   whole.assign(size_t(wholeCount * 4), '\0');
   for (int q = 0; q < world->size(); ++q) // each rank's part where it lies
     runtime::pasteSlice(all.data() + size_t(q) * size_t(count * 4), wholeShape,
-                        runtime::shardStarts(buffer, axisSizes,
+                        plan::shardStarts(buffer, axisSizes,
                                              runtime::meshCoordinates(q, axisSizes)),
                         shape, 4, whole.data());
   return true;
@@ -224,8 +224,8 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
     if (program.buffers(b).has_parameter())
       parameters.push_back(uint32_t(b));
   std::string digest = planDigest(plan, program);
-  std::vector<int64_t> mesh = runtime::meshAxisSizes(plan.mesh());
-  int64_t rank = world ? world->rank() : 0, ranks = runtime::meshDevices(plan.mesh());
+  std::vector<int64_t> mesh = plan::meshAxisSizes(plan.mesh());
+  int64_t rank = world ? world->rank() : 0, ranks = plan::meshDevices(plan.mesh());
   auto meshString = [](const std::vector<int64_t> &sizes) {
     return sizes.empty() ? std::string("1") : fmt::format("{}", fmt::join(sizes, "x"));
   };
@@ -316,8 +316,8 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
       const plan::Buffer &buffer = program.buffers(int(id));
       state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
       const char *at = executor.bufferData(id);
-      state.tensorBytes.emplace_back(at, at + runtime::elementCount(buffer.type()) *
-                                                runtime::dtypeBytes(buffer.type().dtype()));
+      state.tensorBytes.emplace_back(at, at + plan::elementCount(buffer.type()) *
+                                                plan::dtypeBytes(buffer.type().dtype()));
     }
     return runtime::train::writeCheckpoint(options.checkpoint, state, error);
   };

@@ -4,6 +4,7 @@
 // exit with status 1; nothing here aborts on user input.
 //
 //===----------------------------------------------------------------------===//
+#include "plan/Version.h"
 #include "tools/dtc/Commands.h"
 
 #include "llvm/Config/llvm-config.h"
@@ -183,7 +184,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (command == "--version") {
-    llvm::outs() << "dtc 0.1.0 (LLVM/MLIR " << LLVM_VERSION_STRING << ")\n";
+    llvm::outs() << "dtc " << dtc::kDtcVersion << " (LLVM/MLIR " << LLVM_VERSION_STRING << ")\n";
     return 0;
   }
   if (command == "import")

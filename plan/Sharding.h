@@ -8,15 +8,15 @@
 // must be in range (the loader checks them first).
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_SHARDING_H
-#define DTC_RUNTIME_SHARDING_H
+#ifndef DTC_PLAN_SHARDING_H
+#define DTC_PLAN_SHARDING_H
 
 #include "plan.pb.h"
 
 #include <cstdint>
 #include <vector>
 
-namespace dtc::runtime {
+namespace dtc::plan {
 
 using MeshAxes = google::protobuf::RepeatedField<uint32_t>;
 
@@ -44,6 +44,6 @@ std::vector<int64_t> shardStarts(const plan::Buffer &buffer,
                                  const std::vector<int64_t> &axisSizes,
                                  const std::vector<int64_t> &coordinates);
 
-} // namespace dtc::runtime
+} // namespace dtc::plan
 
-#endif // DTC_RUNTIME_SHARDING_H
+#endif // DTC_PLAN_SHARDING_H

@@ -4,8 +4,8 @@
 // and `dtc plan` prints the plan's own; both say them the same way.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_PLAN_FORMATBYTES_H
-#define DTC_RUNTIME_PLAN_FORMATBYTES_H
+#ifndef DTC_PLAN_FORMATBYTES_H
+#define DTC_PLAN_FORMATBYTES_H
 
 #include <cmath>
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-namespace dtc {
+namespace dtc::plan {
 
 /// "12.34 MiB", "1.5 KiB", "512 B".
 inline std::string formatBytes(int64_t bytes) {
@@ -51,6 +51,6 @@ inline std::optional<double> parseByteSize(const std::string &text) {
   return std::nullopt;
 }
 
-} // namespace dtc
+} // namespace dtc::plan
 
-#endif // DTC_RUNTIME_PLAN_FORMATBYTES_H
+#endif // DTC_PLAN_FORMATBYTES_H

@@ -1,7 +1,7 @@
 //===- Sharding.cpp -------------------------------------------------------===//
-#include "runtime/Sharding.h"
+#include "plan/Sharding.h"
 
-namespace dtc::runtime {
+namespace dtc::plan {
 
 std::vector<int64_t> meshAxisSizes(const plan::Mesh &mesh) {
   std::vector<int64_t> sizes;
@@ -51,4 +51,4 @@ std::vector<int64_t> shardStarts(const plan::Buffer &buffer,
   return starts;
 }
 
-} // namespace dtc::runtime
+} // namespace dtc::plan

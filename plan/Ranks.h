@@ -6,14 +6,14 @@
 // command line read the rule from one place.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_PLAN_RANKS_H
-#define DTC_RUNTIME_PLAN_RANKS_H
+#ifndef DTC_PLAN_RANKS_H
+#define DTC_PLAN_RANKS_H
 
 #include "plan.pb.h"
 
 #include <cstdint>
 
-namespace dtc::runtime {
+namespace dtc::plan {
 
 /// How many ranks run the plan: one per entry of program_of_rank, else one
 /// per program.
@@ -27,6 +27,6 @@ inline int programIndexOfRank(const plan::Plan &plan, int64_t rank) {
   return plan.program_of_rank_size() ? int(plan.program_of_rank(int(rank))) : int(rank);
 }
 
-} // namespace dtc::runtime
+} // namespace dtc::plan
 
-#endif // DTC_RUNTIME_PLAN_RANKS_H
+#endif // DTC_PLAN_RANKS_H

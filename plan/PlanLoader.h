@@ -5,20 +5,22 @@
 // corrupt, truncated or foreign plan is a message, not a crash.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_PLANLOADER_H
-#define DTC_RUNTIME_PLANLOADER_H
+#ifndef DTC_PLAN_PLANLOADER_H
+#define DTC_PLAN_PLANLOADER_H
 
-#include "runtime/plan/DType.h"
+#include "plan/DType.h"
 
 #include "plan.pb.h"
 
 #include <cstdint>
 #include <string>
 
-namespace dtc::runtime {
+namespace dtc::plan {
 
 /// The plan format this runtime reads; the compiler writes the same.
-constexpr uint32_t kPlanFormatVersion = 1;
+/// Version 2: training inputs carry a typed role (plan.proto: InputRole)
+/// instead of being recognised by name.
+constexpr uint32_t kPlanFormatVersion = 2;
 
 /// Checks a parsed plan; on failure returns false with `error` saying what
 /// is wrong and where (rank, buffer, instruction).
@@ -27,6 +29,6 @@ bool validatePlan(const plan::Plan &plan, std::string &error);
 /// Reads and validates the plan file at `path`.
 bool loadPlan(const std::string &path, plan::Plan &plan, std::string &error);
 
-} // namespace dtc::runtime
+} // namespace dtc::plan
 
-#endif // DTC_RUNTIME_PLANLOADER_H
+#endif // DTC_PLAN_PLANLOADER_H

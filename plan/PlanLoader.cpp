@@ -1,8 +1,8 @@
 //===- PlanLoader.cpp -----------------------------------------------------===//
-#include "runtime/PlanLoader.h"
+#include "plan/PlanLoader.h"
 
-#include "runtime/Sharding.h"
-#include "runtime/plan/Ranks.h"
+#include "plan/Sharding.h"
+#include "plan/Ranks.h"
 
 #include <cmath>
 #include <fstream>
@@ -11,7 +11,7 @@
 #include <set>
 #include <sys/stat.h>
 
-namespace dtc::runtime {
+namespace dtc::plan {
 
 using plan::Buffer;
 using plan::Instruction;
@@ -544,4 +544,4 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
   return true;
 }
 
-} // namespace dtc::runtime
+} // namespace dtc::plan

@@ -5,14 +5,14 @@
 // each other.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_PLAN_DTYPE_H
-#define DTC_RUNTIME_PLAN_DTYPE_H
+#ifndef DTC_PLAN_DTYPE_H
+#define DTC_PLAN_DTYPE_H
 
 #include "plan.pb.h"
 
 #include <cstdint>
 
-namespace dtc::runtime {
+namespace dtc::plan {
 
 /// Bytes per element of `dtype`, 0 for DTYPE_INVALID or unknown values.
 inline int64_t dtypeBytes(plan::DType dtype) {
@@ -65,6 +65,6 @@ inline const char *dtypeName(plan::DType dtype) {
   }
 }
 
-} // namespace dtc::runtime
+} // namespace dtc::plan
 
-#endif // DTC_RUNTIME_PLAN_DTYPE_H
+#endif // DTC_PLAN_DTYPE_H

@@ -1,0 +1,172 @@
+//===- ShardingSearchPass.cpp - dtc-sharding-search -----------------------===//
+//
+// The pass around the search (ShardingSearch.cpp): the mesh from what the
+// user pinned, the cluster the plans are costed on, and the notes that say
+// what was decided.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/CompileNotes.h"
+#include "compiler/Passes.h"
+#include "compiler/ShardingSearch.h"
+#include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphDialect.h"
+#include "plan/FormatBytes.h"
+
+namespace dtc {
+#define GEN_PASS_DEF_SHARDINGSEARCH
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+
+int64_t ParallelOptions::devices() const {
+  int64_t n = 1;
+  for (int64_t size : mesh)
+    n *= size;
+  return std::max(n, std::max<int64_t>(1, dataParallel) * std::max<int64_t>(1, tensorParallel));
+}
+
+std::vector<MeshAxisSpec> meshAxes(const ParallelOptions &p) {
+  std::vector<MeshAxisSpec> axes;
+  if (p.dataParallel > 1)
+    axes.push_back({"dp", p.dataParallel, AxisRole::Data});
+  if (p.tensorParallel > 1)
+    axes.push_back({"tp", p.tensorParallel, AxisRole::Tensor});
+  int64_t pinned = 1;
+  for (const MeshAxisSpec &a : axes)
+    pinned *= a.size;
+  if (axes.empty()) {
+    static const char *kNames[] = {"x", "y", "z", "w"};
+    for (auto [i, size] : llvm::enumerate(p.mesh))
+      if (size > 1)
+        axes.push_back({i < 4 ? kNames[i] : "a" + std::to_string(i), size, AxisRole::Free});
+  } else if (p.devices() / pinned > 1) {
+    axes.push_back({"x", p.devices() / pinned, AxisRole::Free});
+  }
+  return axes;
+}
+
+namespace {
+
+std::string meshNote(const std::vector<MeshAxisSpec> &axes, const ParallelOptions &p,
+                     const SearchResult &r) {
+  std::string text = "mesh: ", pinned;
+  for (const MeshAxisSpec &a : axes) {
+    text += (text.size() > 6 ? " x " : "") + a.name + "=" + std::to_string(a.size);
+    if (a.role != AxisRole::Free)
+      pinned += std::string(pinned.empty() ? "" : ", ") + "--" + a.name;
+  }
+  text += pinned.empty() ? " (searched)" : " (pinned by " + pinned + ")";
+  if (p.zero >= 0)
+    text += ", ZeRO stage " + std::to_string(p.zero) + " pinned";
+  text += "; " + std::to_string(r.splitParameters) + " of " + std::to_string(r.parameters) +
+          " parameters split";
+  for (const std::string &idle : r.idleAxes)
+    text += "; warning: nothing is split over " + idle + ": its devices all repeat the same work";
+  return text;
+}
+
+std::string searchNote(const SearchResult &r, double limit) {
+  char solve[64];
+  std::snprintf(solve, sizeof solve, "CBC %s in %.2f s", r.optimal ? "optimal" : "best found",
+                r.searchSeconds);
+  return "search: " + std::to_string(r.ops) + " ops, " + std::to_string(r.decisions) +
+         " decisions (alike ops in each layer decide together), " +
+         std::to_string(r.eliminated) + " settled by exact reductions, " +
+         std::to_string(r.variables) + " variables left, " + solve + "; predicted per step " +
+         formatSeconds(r.computeSeconds) + " compute + " +
+         formatSeconds(r.communicationSeconds) + " communication, " +
+         plan::formatBytes(int64_t(r.memoryBytes)) +
+         " per device of weights, optimizer state and kept activations (limit " +
+         plan::formatBytes(int64_t(limit)) + ")";
+}
+
+struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
+  using ShardingSearchBase::ShardingSearchBase;
+
+  /// From C++, with a cluster that may already be loaded.
+  explicit ShardingSearch(const ParallelOptions &given) : given_(given) {
+    mesh = given.mesh;
+    dataParallel = given.dataParallel;
+    tensorParallel = given.tensorParallel;
+    zero = given.zero;
+    preset = given.preset;
+    clusterFile = given.clusterFile;
+    if (given.memoryLimit > 0)
+      memoryLimit = std::to_string(int64_t(given.memoryLimit));
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError("no function 'main' to split");
+      return signalPassFailure();
+    }
+    FailureOr<ParallelOptions> options = parallelOptions(main);
+    if (failed(options))
+      return signalPassFailure();
+    if (options->devices() <= 1)
+      return;
+    SearchOptions search;
+    search.mesh = meshAxes(*options);
+    search.training = main->hasAttr(attr::kTraining);
+    search.zero = options->zero;
+    search.cluster = *options->cluster;
+    search.memoryLimit =
+        options->memoryLimit > 0 ? options->memoryLimit : options->cluster->device.memoryCapacity;
+    FailureOr<SearchResult> result = searchShardings(module, main, search);
+    if (failed(result))
+      return signalPassFailure();
+    addNote(main, meshNote(search.mesh, *options, *result));
+    addNote(main, searchNote(*result, search.memoryLimit));
+  }
+
+private:
+  /// The options as given from C++, or read from the pass's textual ones.
+  FailureOr<ParallelOptions> parallelOptions(func::FuncOp main) {
+    ParallelOptions p = given_.value_or(ParallelOptions{});
+    if (!given_) {
+      p.mesh.assign(mesh.begin(), mesh.end());
+      p.dataParallel = dataParallel;
+      p.tensorParallel = tensorParallel;
+      p.zero = int(zero);
+      p.preset = preset;
+      p.clusterFile = clusterFile;
+      if (!memoryLimit.empty()) {
+        std::optional<double> bytes = plan::parseByteSize(memoryLimit);
+        if (!bytes || *bytes <= 0)
+          return main.emitError("memory-limit needs a size like 40GiB, got '")
+                 << memoryLimit << "'";
+        p.memoryLimit = *bytes;
+      }
+    }
+    if (p.memoryLimit < 0)
+      return main.emitError("memory-limit needs a size like 40GiB");
+    if (p.zero < -1 || p.zero > 3)
+      return main.emitError("zero takes a stage 0, 1, 2 or 3, got ") << p.zero;
+    for (int64_t size : p.mesh)
+      if (size < 1)
+        return main.emitError("mesh sizes must be at least 1");
+    if (!p.cluster) {
+      std::string error;
+      p.cluster = p.clusterFile.empty() ? cost::preset(p.preset, error)
+                                        : cost::loadCluster(p.clusterFile, error);
+      if (!p.cluster)
+        return main.emitError(error);
+    }
+    return p;
+  }
+
+  std::optional<ParallelOptions> given_;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createShardingSearchPass(const ParallelOptions &options) {
+  return std::make_unique<ShardingSearch>(options);
+}
+
+} // namespace dtc

@@ -1,0 +1,79 @@
+//===- AttrNames.h - the discardable attributes dtc's IR carries -*- C++ -*-===//
+//
+// Every attribute name that one stage writes and another reads, in one
+// place: the importer's (graph.*) and the compiler passes' (dtc.*). Each
+// says who writes it and what it holds; docs/compiler-pipeline.md shows
+// them in order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_DIALECTS_GRAPH_ATTRNAMES_H
+#define DTC_DIALECTS_GRAPH_ATTRNAMES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace dtc::attr {
+
+// The importer (frontends/).
+/// Module: the file the model came from (parameters are read from there).
+constexpr llvm::StringLiteral kSource = "graph.source";
+/// Module: the ONNX opset the model was imported at.
+constexpr llvm::StringLiteral kOpset = "graph.opset";
+/// Argument or result of @main: the graph input's or output's name.
+constexpr llvm::StringLiteral kName = "graph.name";
+
+// dtc-build-training-step.
+/// @main: the training options, for the plan (loss, optimizer, schedule...).
+constexpr llvm::StringLiteral kTraining = "dtc.training";
+/// Argument of @main: what the runtime feeds it (labels, learning_rate,
+/// bias_correction1, bias_correction2); absent for the model's own inputs.
+constexpr llvm::StringLiteral kRole = "dtc.role";
+/// Result of @main: the parameter this result replaces after each step.
+constexpr llvm::StringLiteral kUpdates = "dtc.updates";
+/// graph.parameter: starts at zero (optimizer state), read from no file.
+constexpr llvm::StringLiteral kZeros = "dtc.zeros";
+/// Result of @main (dtc-autodiff): the parameter this is the gradient of.
+constexpr llvm::StringLiteral kGradientOf = "dtc.gradient_of";
+
+// Generated models (frontends/gpt): a parameter's seeded initialiser.
+constexpr llvm::StringLiteral kInitValue = "dtc.init_value";
+constexpr llvm::StringLiteral kInitStd = "dtc.init_std";
+
+// dtc-sharding-search and dtc-spmd-partition.
+/// Module: the mesh's axis names, in the order of `mesh.mesh @mesh`.
+constexpr llvm::StringLiteral kMeshAxisNames = "dtc.mesh_axis_names";
+/// An op: per factor of its sharding rule, the mesh axes that split it.
+constexpr llvm::StringLiteral kSplit = "dtc.split";
+/// Argument of @main or graph.parameter: per dim, the mesh axes that split it.
+constexpr llvm::StringLiteral kSharding = "dtc.sharding";
+
+// dtc-hoist-constants.
+/// An op computed once, at load (the prologue).
+constexpr llvm::StringLiteral kPrologue = "dtc.prologue";
+
+// dtc-schedule.
+/// @main: the order kept and both orders' simulated activation peaks.
+constexpr llvm::StringLiteral kSchedule = "dtc.schedule";
+
+// dtc-assign-buffers.
+/// Argument of @main: its byte offset in the arena.
+constexpr llvm::StringLiteral kOffset = "dtc.offset";
+/// An op: its results' byte offsets in the arena.
+constexpr llvm::StringLiteral kOffsets = "dtc.offsets";
+/// @main: the arena's size and what it holds.
+constexpr llvm::StringLiteral kArenaBytes = "dtc.arena_bytes";
+constexpr llvm::StringLiteral kParameterBytes = "dtc.parameter_bytes";
+constexpr llvm::StringLiteral kUnsharedBytes = "dtc.unshared_bytes";
+constexpr llvm::StringLiteral kWeightBytes = "dtc.weight_bytes";
+constexpr llvm::StringLiteral kOptimizerStateBytes = "dtc.optimizer_state_bytes";
+constexpr llvm::StringLiteral kActivationBytes = "dtc.activation_bytes";
+/// @main: how many updates are written over their parameter (no copy).
+constexpr llvm::StringLiteral kUpdatesInPlace = "dtc.updates_in_place";
+
+// Every pass that decides something.
+/// @main: one line per decision, in the order the passes made them; plan
+/// emission copies them into the plan's decisions (compiler/CompileNotes.h).
+constexpr llvm::StringLiteral kNotes = "dtc.notes";
+
+} // namespace dtc::attr
+
+#endif // DTC_DIALECTS_GRAPH_ATTRNAMES_H
