@@ -7,10 +7,13 @@
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 #include "plan/PlanLoader.h"
+#include "plan/PlanPrinter.h"
 #include "plan/Version.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/xxhash.h"
@@ -712,6 +715,38 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   if (!plan::validatePlan(out, error))
     return module.emitError("internal error: the compiler wrote an invalid plan: ") << error;
   return success();
+}
+
+void registerPlanTranslations() {
+  static bool once = [] {
+    auto dialects = [](DialectRegistry &registry) {
+      registry.insert<graph::GraphDialect, func::FuncDialect, mesh::MeshDialect>();
+    };
+    auto emit = [](Operation *op, raw_ostream &os, bool text) -> LogicalResult {
+      auto module = dyn_cast<ModuleOp>(op);
+      if (!module)
+        return op->emitError("plan emission needs a module");
+      plan::Plan plan;
+      if (failed(emitPlan(module, plan)))
+        return failure();
+      if (text) {
+        os << plan::printPlan(plan);
+      } else {
+        std::string bytes;
+        plan.SerializeToString(&bytes);
+        os << bytes;
+      }
+      return success();
+    };
+    TranslateFromMLIRRegistration(
+        "graph-to-plan", "the compiled graph as a plan file (protobuf)",
+        [emit](Operation *op, raw_ostream &os) { return emit(op, os, false); }, dialects);
+    TranslateFromMLIRRegistration(
+        "graph-to-plan-text", "the compiled graph as a plan, printed for people",
+        [emit](Operation *op, raw_ostream &os) { return emit(op, os, true); }, dialects);
+    return true;
+  }();
+  (void)once;
 }
 
 } // namespace dtc

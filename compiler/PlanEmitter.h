@@ -20,6 +20,11 @@ namespace dtc {
 /// will (plan/PlanLoader.h) before it is returned.
 mlir::LogicalResult emitPlan(mlir::ModuleOp module, plan::Plan &out);
 
+/// Registers plan emission as translations for dtc-translate:
+/// --graph-to-plan writes the plan file (what dtc compile writes) and
+/// --graph-to-plan-text the plan as `dtc plan` shows it.
+void registerPlanTranslations();
+
 } // namespace dtc
 
 #endif // DTC_COMPILER_PLANEMITTER_H

@@ -11,6 +11,7 @@
 #include "plan.pb.h"
 
 #include <cstdint>
+#include <string>
 
 namespace dtc::plan {
 
@@ -63,6 +64,14 @@ inline const char *dtypeName(plan::DType dtype) {
   case plan::BOOL: return "bool";
   default: return "invalid";
   }
+}
+
+/// "f32[2,3]" for messages.
+inline std::string typeToString(const TensorType &type) {
+  std::string s = std::string(dtypeName(type.dtype())) + "[";
+  for (int i = 0; i < type.shape_size(); ++i)
+    s += (i ? "," : "") + std::to_string(type.shape(i));
+  return s + "]";
 }
 
 } // namespace dtc::plan

@@ -103,13 +103,6 @@ bool makeGroups(const plan::Plan &plan, MeshGroups &groups, std::string &error) 
 
 } // namespace
 
-std::string typeToString(const plan::TensorType &type) {
-  std::string s = std::string(dtypeName(type.dtype())) + "[";
-  for (int i = 0; i < type.shape_size(); ++i)
-    s += (i ? "," : "") + std::to_string(type.shape(i));
-  return s + "]";
-}
-
 Executor::~Executor() {
   steps_.clear();
   std::free(arena_);

@@ -136,8 +136,6 @@ private:
   int profiledRuns_ = 0;
 };
 
-/// "f32[2,3]" for messages.
-std::string typeToString(const plan::TensorType &type);
 
 } // namespace dtc::runtime
 

@@ -7,7 +7,7 @@
 #include "plan/PlanLoader.h"
 #include "plan/FormatBytes.h"
 #include "tools/Registration.h"
-#include "tools/dtc/PlanPrinter.h"
+#include "plan/PlanPrinter.h"
 
 #include "onnx.pb.h"
 

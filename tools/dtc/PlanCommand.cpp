@@ -2,7 +2,7 @@
 #include "tools/dtc/Commands.h"
 
 #include "plan/PlanLoader.h"
-#include "tools/dtc/PlanPrinter.h"
+#include "plan/PlanPrinter.h"
 
 namespace dtc::cli {
 

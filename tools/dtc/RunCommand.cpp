@@ -1,6 +1,6 @@
 //===- RunCommand.cpp - dtc run -------------------------------------------===//
 #include "tools/dtc/Commands.h"
-#include "tools/dtc/PlanPrinter.h"
+#include "plan/PlanPrinter.h"
 #include "tools/dtc/RankLauncher.h"
 #include "tools/dtc/TrainCommand.h"
 
@@ -23,7 +23,7 @@ namespace dtc::cli {
 namespace {
 
 using runtime::HostTensor;
-using runtime::typeToString;
+using plan::typeToString;
 
 bool isFile(const std::string &path) {
   struct stat st;
@@ -225,7 +225,7 @@ bool writeMeasuredTrace(const plan::Plan &plan, const runtime::Executor &executo
     }
     measured.stepSeconds = std::max(measured.stepSeconds, at);
   }
-  if (writeOutput(path, cost::chromeTrace(plan, measured, describeInstruction)) != 0)
+  if (writeOutput(path, cost::chromeTrace(plan, measured, plan::describeInstruction)) != 0)
     return false;
   fmt::print("trace of the measured step (each instruction's median over {} runs) written "
              "to {}\n",

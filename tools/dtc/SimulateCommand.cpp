@@ -6,7 +6,7 @@
 #include "plan/DType.h"
 #include "plan/FormatBytes.h"
 #include "plan/Ranks.h"
-#include "tools/dtc/PlanPrinter.h"
+#include "plan/PlanPrinter.h"
 
 #include <fmt/format.h>
 

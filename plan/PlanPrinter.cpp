@@ -1,8 +1,8 @@
 //===- PlanPrinter.cpp ----------------------------------------------------===//
-#include "tools/dtc/PlanPrinter.h"
-#include "plan/FormatBytes.h"
+#include "plan/PlanPrinter.h"
 
-#include "runtime/Executor.h"
+#include "plan/DType.h"
+#include "plan/FormatBytes.h"
 #include "plan/Ranks.h"
 
 #include <fmt/format.h>
@@ -10,10 +10,8 @@
 
 #include <functional>
 
-namespace dtc {
+namespace dtc::plan {
 namespace {
-
-using runtime::typeToString;
 
 const char *exprName(plan::ExprOp op) {
   switch (op) {
@@ -299,6 +297,17 @@ std::string parameterSummary(const plan::Plan &plan, const plan::RankProgram &ra
   return fmt::format("{}; {}", fmt::join(counts, ", "), bytes);
 }
 
+/// What the runtime feeds an input of `role`; empty for the model's own.
+std::string roleText(plan::InputRole role) {
+  switch (role) {
+  case plan::LABELS: return "labels, from the data set";
+  case plan::LEARNING_RATE: return "learning rate, from the schedule each step";
+  case plan::BIAS_CORRECTION1: return "AdamW's first bias correction, each step";
+  case plan::BIAS_CORRECTION2: return "AdamW's second bias correction, each step";
+  default: return "";
+  }
+}
+
 } // namespace
 
 std::string printPlan(const plan::Plan &plan) {
@@ -314,8 +323,11 @@ std::string printPlan(const plan::Plan &plan) {
                    plan.ranks_size() == 1 && ranks > 1 ? ", one program for all" : ""));
   line("");
   line("inputs:");
-  for (int i = 0; i < plan.inputs_size(); ++i)
-    line(fmt::format("  {:<24} {}", plan.inputs(i).name(), inputType(plan, i)));
+  for (int i = 0; i < plan.inputs_size(); ++i) {
+    std::string role = roleText(plan.inputs(i).role());
+    line(fmt::format("  {:<24} {}{}", plan.inputs(i).name(), inputType(plan, i),
+                     role.empty() ? "" : "  (" + role + ")"));
+  }
   line("outputs:");
   for (const auto &t : plan.outputs())
     line(fmt::format("  {:<24} {}", t.name(), typeToString(t.type())));
@@ -386,4 +398,4 @@ std::string printPlan(const plan::Plan &plan) {
   return out;
 }
 
-} // namespace dtc
+} // namespace dtc::plan

@@ -1,6 +1,6 @@
 //===- PlanPrinter.h - a plan as text for people ----------------*- C++ -*-===//
-#ifndef DTC_TOOLS_DTC_PLANPRINTER_H
-#define DTC_TOOLS_DTC_PLANPRINTER_H
+#ifndef DTC_PLAN_PLANPRINTER_H
+#define DTC_PLAN_PLANPRINTER_H
 
 #include "plan/FormatBytes.h"
 
@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace dtc {
+namespace dtc::plan {
 
 /// The plan as text: header, inputs and outputs, the decisions, and each
 /// rank's program and buffers.
@@ -17,6 +17,6 @@ std::string printPlan(const plan::Plan &plan);
 /// An instruction's op and attributes, e.g. "matmul transpose_rhs".
 std::string describeInstruction(const plan::Instruction &inst);
 
-} // namespace dtc
+} // namespace dtc::plan
 
-#endif // DTC_TOOLS_DTC_PLANPRINTER_H
+#endif // DTC_PLAN_PLANPRINTER_H
