@@ -96,7 +96,7 @@ llvm::DenseSet<Value> updatesInPlace(func::FuncOp func, llvm::DenseMap<Value, in
   }
   Operation *terminator = block.getTerminator();
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    auto name = func.getResultAttrOfType<StringAttr>(i, "dtc.updates");
+    auto name = func.getResultAttrOfType<StringAttr>(i, attr::kUpdates);
     Value updated = terminator->getOperand(i);
     Operation *producer = updated.getDefiningOp();
     if (!name || !producer || isViewOp(producer) || isPersistentOp(producer) ||

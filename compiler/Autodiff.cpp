@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Autodiff.h"
+#include "dialects/graph/AttrNames.h"
 #include "compiler/Passes.h"
 
 #include "dialects/graph/GraphOps.h"
@@ -96,7 +97,7 @@ struct Autodiff : impl::AutodiffBase<Autodiff> {
       attrs.push_back(func.getResultAttrDict(i));
     OpBuilder b(&getContext());
     for (StringAttr name : names)
-      attrs.push_back(b.getDictionaryAttr({b.getNamedAttr("dtc.gradient_of", name)}));
+      attrs.push_back(b.getDictionaryAttr({b.getNamedAttr(attr::kGradientOf, name)}));
     func.setAllResultAttrs(attrs); // at once: one by one is quadratic
   }
 };

@@ -1,5 +1,6 @@
 //===- BufferLiveness.cpp -------------------------------------------------===//
 #include "compiler/BufferLiveness.h"
+#include "dialects/graph/AttrNames.h"
 
 #include "dialects/graph/GraphOps.h"
 
@@ -11,7 +12,7 @@ bool isViewOp(mlir::Operation *op) {
 
 bool isPersistentOp(mlir::Operation *op) {
   return op && (mlir::isa<graph::ParameterOp, graph::ConstantOp>(op) ||
-                op->hasAttr(kPrologueAttr));
+                op->hasAttr(attr::kPrologue));
 }
 
 bool isPersistentValue(mlir::Value value) {

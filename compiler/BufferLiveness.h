@@ -8,6 +8,8 @@
 #ifndef DTC_COMPILER_BUFFERLIVENESS_H
 #define DTC_COMPILER_BUFFERLIVENESS_H
 
+#include "dialects/graph/AttrNames.h"
+
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 
@@ -17,9 +19,6 @@ namespace dtc {
 
 /// Reshape-like ops whose result shares its operand's bytes.
 bool isViewOp(mlir::Operation *op);
-
-/// Marks ops that the runtime computes once, at load (dtc-hoist-constants).
-constexpr const char *kPrologueAttr = "dtc.prologue";
 
 /// Parameters, constants and prologue results: loaded or computed once,
 /// never overwritten.

@@ -1,5 +1,6 @@
 //===- FuseElementwise.cpp - elementwise chains into graph.fused ----------===//
 #include "compiler/CompileNotes.h"
+#include "dialects/graph/AttrNames.h"
 #include "compiler/Passes.h"
 
 #include "dialects/graph/GraphOps.h"
@@ -74,8 +75,8 @@ void outlineGroup(ArrayRef<Operation *> ops) {
   OpBuilder builder(root);
   auto fused = builder.create<graph::FusedOp>(root->getLoc(), root->getResult(0).getType(),
                                               inputs.getArrayRef());
-  if (Attribute sharding = root->getAttr("dtc.sharding")) // how the partitioner split it
-    fused->setAttr("dtc.sharding", sharding);
+  if (Attribute sharding = root->getAttr(attr::kSharding)) // how the partitioner split it
+    fused->setAttr(attr::kSharding, sharding);
   Block *body = builder.createBlock(&fused.getBody());
   IRMapping mapping;
   for (Value input : inputs)

@@ -1,5 +1,6 @@
 //===- HoistConstants.cpp - the load-time prologue ------------------------===//
 #include "compiler/BufferLiveness.h"
+#include "dialects/graph/AttrNames.h"
 #include "compiler/Passes.h"
 
 #include "dialects/graph/GraphOps.h"
@@ -45,7 +46,7 @@ struct HoistConstants : impl::HoistConstantsBase<HoistConstants> {
       // Views share their operand's bytes and cost nothing; parameters and
       // constants are loaded, not computed.
       if (!isPersistentOp(&op) && !isViewOp(&op))
-        op.setAttr(kPrologueAttr, builder.getUnitAttr());
+        op.setAttr(attr::kPrologue, builder.getUnitAttr());
     }
     // To the front, in order, so that every use follows its definition.
     Operation *anchor = nullptr;

@@ -273,7 +273,7 @@ private:
   plan::Instruction &addInstruction(Operation *op, ValueRange inputs) {
     // Ops of the load-time prologue (dtc-hoist-constants) run once.
     plan::Instruction &inst =
-        op->hasAttr(kPrologueAttr) ? *rank_.add_prologue() : *rank_.add_instructions();
+        op->hasAttr(attr::kPrologue) ? *rank_.add_prologue() : *rank_.add_instructions();
     for (Value v : inputs)
       inst.add_inputs(ids_.lookup(v));
     for (Value v : op->getResults())

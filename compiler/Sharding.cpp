@@ -1,5 +1,6 @@
 //===- Sharding.cpp -------------------------------------------------------===//
 #include "compiler/Sharding.h"
+#include "dialects/graph/AttrNames.h"
 
 using namespace mlir;
 
@@ -53,7 +54,7 @@ static ArrayAttr axesListAttr(Builder &b, ArrayRef<MeshAxes> list) {
 }
 
 std::optional<SmallVector<MeshAxes>> readSplit(Operation *op) {
-  auto attr = op->getAttrOfType<ArrayAttr>(kSplitAttr);
+  auto attr = op->getAttrOfType<ArrayAttr>(attr::kSplit);
   if (!attr)
     return std::nullopt;
   return readAxesList(attr);
@@ -61,7 +62,7 @@ std::optional<SmallVector<MeshAxes>> readSplit(Operation *op) {
 
 void writeSplit(Operation *op, ArrayRef<MeshAxes> split) {
   Builder b(op->getContext());
-  op->setAttr(kSplitAttr, axesListAttr(b, split));
+  op->setAttr(attr::kSplit, axesListAttr(b, split));
 }
 
 ArrayAttr shardingAttr(Builder &b, const Sharding &s) { return axesListAttr(b, s.dims); }

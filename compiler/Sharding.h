@@ -9,6 +9,7 @@
 #ifndef DTC_COMPILER_SHARDING_H
 #define DTC_COMPILER_SHARDING_H
 
+#include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -39,12 +40,7 @@ bool splittable(const graph::ShardingRule &rule, int factor);
 Sharding shardingOf(const graph::ShardingRule &rule, const graph::ShardingRule::Dims &dims,
                     llvm::ArrayRef<MeshAxes> split);
 
-/// `dtc.split` on an op: the sharding search's choice, per factor of the
-/// op's rule, of the mesh axes that split it.
-constexpr llvm::StringLiteral kSplitAttr = "dtc.split";
-/// `dtc.sharding` on a parameter op or a function argument.
-constexpr llvm::StringLiteral kShardingAttr = "dtc.sharding";
-
+/// An op's split (attr::kSplit), as the search wrote it.
 std::optional<llvm::SmallVector<MeshAxes>> readSplit(mlir::Operation *op);
 void writeSplit(mlir::Operation *op, llvm::ArrayRef<MeshAxes> split);
 

@@ -1,5 +1,6 @@
 //===- ShardingSearch.cpp - one split per op, by integer programming ------===//
 #include "compiler/ShardingSearch.h"
+#include "dialects/graph/AttrNames.h"
 
 #include "compiler/PlanTypes.h"
 #include "compiler/Sharding.h"
@@ -95,7 +96,7 @@ public:
       names.push_back(b.getStringAttr(axis.name));
     }
     b.create<mesh::MeshOp>(module_.getLoc(), "mesh", shape);
-    module_->setAttr("dtc.mesh_axis_names", b.getArrayAttr(names));
+    module_->setAttr(attr::kMeshAxisNames, b.getArrayAttr(names));
     std::vector<bool> used(options_.mesh.size(), false);
     for (auto [n, node] : llvm::enumerate(nodes_)) {
       const Strategy &s = node.strategies[size_t(choice_[n])];
@@ -111,7 +112,7 @@ public:
           writeSplit(node.op, s.split);
         continue;
       }
-      func_.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), kShardingAttr,
+      func_.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), attr::kSharding,
                        shardingAttr(b, s.results[0]));
     }
     for (auto [a, axis] : llvm::enumerate(options_.mesh)) {
@@ -146,7 +147,7 @@ private:
         auto type = cast<RankedTensorType>(func_.getArgument(i).getType());
         if (type.getRank() == 0 || type.getDimSize(0) % axis.size == 0)
           continue;
-        auto name = func_.getArgAttrOfType<StringAttr>(i, "graph.name");
+        auto name = func_.getArgAttrOfType<StringAttr>(i, attr::kName);
         return func_.emitError() << "--" << axis.name << " " << axis.size << ": input '"
                                  << (name ? name.getValue() : "") << "' has batch "
                                  << type.getDimSize(0) << ", which " << axis.size
@@ -646,7 +647,7 @@ private:
       if (node.parameter)
         parameterNode[cast<graph::ParameterOp>(node.op).getName()] = int(n);
     for (auto [i, v] : llvm::enumerate(block.getTerminator()->getOperands())) {
-      auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), "dtc.updates");
+      auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), attr::kUpdates);
       auto it = name ? parameterNode.find(name.getValue()) : parameterNode.end();
       if (it != parameterNode.end()) {
         addEdge(nodeOf(v), resultIndex(v), it->second, -1 - int(i), v,

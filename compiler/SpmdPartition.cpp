@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "dialects/graph/AttrNames.h"
 #include "compiler/Passes.h"
 #include "compiler/Sharding.h"
 
@@ -61,7 +62,7 @@ public:
     for (auto [i, v] : llvm::enumerate(oldBlock.getTerminator()->getOperands())) {
       Value local = map_.lookup(v);
       Sharding want{SmallVector<Axes, 4>(rankOf(local))};
-      if (auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), "dtc.updates"))
+      if (auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), attr::kUpdates))
         if (auto it = parameters.find(name.getValue()); it != parameters.end())
           want = it->second;
       results.push_back(reshardOperand(local, want));
@@ -82,7 +83,7 @@ public:
     for (Operation &op : newBlock->without_terminator())
       if (op.getNumResults() == 1 && !isa<graph::ParameterOp>(op))
         if (Sharding s = current(op.getResult(0)); !s.replicated())
-          op.setAttr(kShardingAttr, shardingAttr(b_, s));
+          op.setAttr(attr::kSharding, shardingAttr(b_, s));
     fuseReduceScatters(*newBlock);
     return success();
   }
@@ -108,8 +109,8 @@ public:
       Value scattered = b_.create<mesh::ReduceScatterOp>(
           reduce.getLoc(), first.getType(), mesh_.getSymName(), reduce.getMeshAxes(),
           reduce.getInput(), reduce.getReduction(), first.getSliceAxis());
-      if (Attribute sharding = first->getAttr(kShardingAttr))
-        scattered.getDefiningOp()->setAttr(kShardingAttr, sharding);
+      if (Attribute sharding = first->getAttr(attr::kSharding))
+        scattered.getDefiningOp()->setAttr(attr::kSharding, sharding);
       for (Operation *user : slices) {
         user->getResult(0).replaceAllUsesWith(scattered);
         user->erase();
@@ -140,7 +141,7 @@ private:
   }
 
   Sharding argSharding(unsigned index, Value arg) {
-    return readSharding(func_.getArgAttrOfType<ArrayAttr>(index, kShardingAttr), rankOf(arg));
+    return readSharding(func_.getArgAttrOfType<ArrayAttr>(index, attr::kSharding), rankOf(arg));
   }
 
   LogicalResult checkDivisible(Value v, const Sharding &s, Location loc) {
@@ -251,7 +252,7 @@ private:
     ShardingRule rule = shardable.shardingRule();
     std::optional<SmallVector<Axes>> decided = readSplit(op);
     if (decided && decided->size() != rule.factors.size())
-      return op->emitError("'") << kSplitAttr << "' names " << decided->size()
+      return op->emitError("'") << attr::kSplit << "' names " << decided->size()
                                 << " factors; the op's sharding rule has " << rule.factors.size();
     SmallVector<Axes> assign = decided ? *decided : assignFactors(op, rule);
     // A constant stays whole: its readers cut it (locally, when a splat).
@@ -272,13 +273,13 @@ private:
 
     Operation *local = b_.clone(*op, map_);
     local->setOperands(operands);
-    local->removeAttr(kSplitAttr);
+    local->removeAttr(attr::kSplit);
     for (auto [i, result] : llvm::enumerate(local->getResults())) {
       Sharding s = shardingOf(rule, rule.results[i], assign);
       result.setType(localType(op->getResult(i).getType(), s));
       shardings_[result] = s;
       if (isa<graph::ParameterOp>(local) && !s.replicated())
-        local->setAttr(kShardingAttr, shardingAttr(b_, s));
+        local->setAttr(attr::kSharding, shardingAttr(b_, s));
     }
     localiseAttributes(local);
 

@@ -241,8 +241,8 @@ private:
   }
   /// Whether the buffer's bytes were last sent to a rank on this machine:
   /// its core read them into its own caches, and this core reads or writes
-  /// them again at memory's pace (a 4 MiB fill after a send took 1.3x one
-  /// without; dtc's ran at memory bandwidth: docs/cluster.md).
+  /// them again at memory's pace (a fill after a send was measurably slower
+  /// than one without; dtc's ran at memory bandwidth: docs/cluster.md).
   bool sentAway(uint32_t id) const {
     if (id >= uint32_t(program_.buffers_size()))
       return false;

@@ -1,5 +1,6 @@
 //===- GptGenerator.cpp ----------------------------------------------------===//
 #include "frontends/gpt/GptGenerator.h"
+#include "dialects/graph/AttrNames.h"
 
 #include "dialects/graph/GraphOps.h"
 
@@ -146,10 +147,10 @@ private:
   }
   /// GPT-2's initialisation: weights normal(0, 0.02), biases 0, norm scales 1.
   Value normal(const std::string &name, ArrayRef<int64_t> shape) {
-    return parameter(name, shape, "dtc.init_std", 0.02);
+    return parameter(name, shape, attr::kInitStd, 0.02);
   }
   Value filled(const std::string &name, int64_t size, double value) {
-    return parameter(name, {size}, "dtc.init_value", value);
+    return parameter(name, {size}, attr::kInitValue, value);
   }
 
   Value scalar(double value) {
@@ -185,15 +186,15 @@ OwningOpRef<ModuleOp> buildGpt(MLIRContext &context, const GptConfig &config) {
       RankedTensorType::get({config.batch, config.seq, config.vocab}, b.getF32Type());
   b.setInsertionPointToEnd(module->getBody());
   auto func = b.create<func::FuncOp>(loc, "main", b.getFunctionType({idsType}, {logitsType}));
-  func.setArgAttr(0, "graph.name", b.getStringAttr("input_ids"));
-  func.setResultAttr(0, "graph.name", b.getStringAttr("logits"));
+  func.setArgAttr(0, attr::kName, b.getStringAttr("input_ids"));
+  func.setResultAttr(0, attr::kName, b.getStringAttr("logits"));
   Block *body = func.addEntryBlock();
   GptBuilder builder(context, config, *body);
   Value logits = builder.build(body->getArgument(0));
   OpBuilder end(&context);
   end.setInsertionPointToEnd(body);
   end.create<func::ReturnOp>(loc, logits);
-  (*module)->setAttr("graph.source", b.getStringAttr(gptSpec(config)));
+  (*module)->setAttr(attr::kSource, b.getStringAttr(gptSpec(config)));
   return module;
 }
 

@@ -236,9 +236,9 @@ public:
   /// (rank - s - 1) mod p it has summed so far to the next rank and adds its
   /// own part to the block (rank - s - 2) it receives from the one before;
   /// after p - 1 steps its own block is whole: one transfer and one local
-  /// sum a step. OpenMPI's MPI_Reduce_scatter_block took 4x an all-reduce
-  /// of the whole at 1-4 MiB per rank (4 MiB on two ranks: 5.3 ms against
-  /// 1.2); this ring 0.73.
+  /// sum a step. OpenMPI's MPI_Reduce_scatter_block took several times as
+  /// long as an all-reduce of the whole at 1-4 MiB per rank; this ring takes
+  /// less than that all-reduce.
   int ringReduceScatter(const char *in, char *out, int64_t countPerRank, int64_t offset, int n,
                         int64_t width, MPI_Datatype type, MPI_Op op) {
     int next = (rank_ + 1) % size_, previous = (rank_ + size_ - 1) % size_;

@@ -49,7 +49,7 @@ template <class To, class From> [[gnu::always_inline]] inline To bitCast(From v)
 
 /// e^x, but 0 where it would be subnormal (x < -87): computing a subnormal
 /// costs a microcode assist of ~100 cycles per element on x86, which made
-/// softmax over causally masked scores (-1e9 entries) 30x slower. For
+/// softmax over causally masked scores (-1e9 entries) many times slower. For
 /// softmax, whose results are sums' shares, a share below 1e-38 is 0.
 [[gnu::always_inline]] inline float fastExpFlushed(float x) {
   bool tiny = x < -87.f;

@@ -14,9 +14,9 @@ namespace dtc::runtime::cpu {
 namespace {
 
 /// Below this many multiply-adds, OpenBLAS threading one sgemm costs more
-/// than it saves: 24 x [128,64]x[64,128] (attention-sized) took 0.73-1.0 ms
-/// with each call threaded, 0.58-0.68 ms split over a 2-thread pool. Batches
-/// of such GEMMs are split over the pool, each sgemm on one thread.
+/// than it saves: a batch of attention-sized [128,64]x[64,128] products ran
+/// faster split over the pool than with each call threaded. Batches of such
+/// GEMMs are split over the pool, each sgemm on one thread.
 /// OpenBLAS's pthread build (USE_THREAD=1) locks its shared buffers, and its
 /// FAQ prescribes exactly this for callers that thread themselves.
 constexpr int64_t kSmallGemmWork = int64_t(1) << 22;

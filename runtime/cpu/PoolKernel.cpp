@@ -263,8 +263,8 @@ bool sideBySide2x2(const PoolGeometry &g) {
 /// side by side (no overlap, no clipping): each window's gradient goes to
 /// the first of its maxima in row-major order, zero to the other three
 /// taps. NaN never wins (fmax skips it; it equals nothing). Selects, not
-/// branches, and unaliased pointers: the loop vectorises (12x faster than
-/// the branchy scalar one on random data).
+/// branches, and unaliased pointers: the loop vectorises, where the branchy
+/// scalar one mispredicts on random data.
 void maxPool2x2BackwardRow(const float *__restrict top, const float *__restrict bottom,
                            const float *__restrict dy, float *__restrict dTop,
                            float *__restrict dBottom, int64_t OW) {
@@ -309,7 +309,7 @@ void maxPoolBackwardPlane(const PoolGeometry &g, const PlaneTaps &taps, const fl
           int64_t at = (top + i * g.dilationH) * g.W + left + j * g.dilationW;
           float v = x[at];
           // NaN never wins, as in the forward. Without branches: the
-          // winner is data, and mispredicting it cost 20 ns a window.
+          // winner is data, and mispredicting it cost more than the window.
           bool take = (v == v) & ((best < 0) | (v > bestValue));
           best = take ? at : best;
           bestValue = take ? v : bestValue;

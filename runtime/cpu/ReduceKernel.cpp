@@ -101,8 +101,7 @@ private:
   /// keeps kSumLanes partial sums, element j of a run's whole vectors going
   /// to lane j mod kSumLanes and the run's tail to a sum of its own, added
   /// pairwise at the end: one chain of dependent adds
-  /// held a sum to one add per 4 cycles (44 us for 64 Ki floats here);
-  /// independent lanes vectorise. The order is fixed, so results do not
+  /// held a sum to one add per add latency; independent lanes vectorise. The order is fixed, so results do not
   /// depend on the thread count. Max and min keep one chain (their NaN
   /// handling follows the element order).
   Acc foldRuns(const T *base) const {
@@ -115,7 +114,7 @@ private:
           for (int64_t l = 0; l < kSumLanes; ++l)
             lanes[l] += Acc(run[j + l]);
         // Apart from the lanes: a scalar store into them stalls their
-        // vector load (store forwarding), a row of 10 took 14 ns.
+        // vector load (store forwarding), which dominated short rows.
         for (; j < p_.inner; ++j)
           tail += Acc(run[j]);
       }

@@ -27,8 +27,8 @@ namespace {
 /// Subnormal floats are flushed to zero, as results (FTZ) and as operands
 /// (DAZ), on every thread that runs kernels: an operation on a subnormal
 /// takes a microcode assist of a hundred cycles or more. A model trained to
-/// a small loss fills its gradients and Adam's moments with them: the MLP
-/// example's step ran 3x slower after 2000 steps (45 -> 140 us) until this.
+/// a small loss fills its gradients and Adam's moments with them, and its
+/// steps slowed down several times over once they did.
 /// Values that small (below 1.2e-38) carry nothing a step needs.
 void flushSubnormals() {
 #if defined(__x86_64__) || defined(__SSE__)

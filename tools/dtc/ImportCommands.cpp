@@ -1,5 +1,6 @@
 //===- ImportCommands.cpp - dtc import and dtc compile --------------------===//
 #include "tools/dtc/Commands.h"
+#include "dialects/graph/AttrNames.h"
 
 #include "compiler/Pipeline.h"
 #include "frontends/gpt/GptGenerator.h"
@@ -377,7 +378,7 @@ int runCompile(const Args &args) {
     llvm::SmallString<256> modelPath(options.model);
     llvm::sys::fs::make_absolute(modelPath);
     llvm::sys::path::remove_dots(modelPath, /*remove_dot_dot=*/true);
-    (*module)->setAttr("graph.source", mlir::StringAttr::get(&context, modelPath.str()));
+    (*module)->setAttr(dtc::attr::kSource, mlir::StringAttr::get(&context, modelPath.str()));
   }
 
   CompileOptions compile;
