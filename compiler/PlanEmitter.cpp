@@ -161,7 +161,7 @@ public:
       plan::Buffer &buffer = addBuffer(arg, offset.getInt(), input->name());
       buffer.set_input(arg.getArgNumber());
       // A split input: the plan names the whole tensor, the buffer its part.
-      if (auto sharding = func_.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), attr::kSharding)) {
+      if (auto sharding = func_.getArgAttrOfType<graph::ShardingAttr>(arg.getArgNumber(), attr::kSharding)) {
         setSharding(buffer, sharding);
         *input->mutable_type()->mutable_shape() = globalShape(arg, sharding);
       }
@@ -204,21 +204,21 @@ private:
   }
 
   /// The mesh axes that split each dim of a value.
-  static void setSharding(plan::Buffer &buffer, ArrayAttr sharding) {
-    for (Attribute dim : sharding) {
+  static void setSharding(plan::Buffer &buffer, graph::ShardingAttr sharding) {
+    for (DenseI64ArrayAttr dim : sharding.getEntries()) {
       plan::DimSharding *d = buffer.add_sharding();
-      for (int64_t axis : cast<DenseI64ArrayAttr>(dim).asArrayRef())
+      for (int64_t axis : dim.asArrayRef())
         d->add_mesh_axes(uint32_t(axis));
     }
   }
 
   /// The whole tensor's shape of a value split by `sharding`.
-  google::protobuf::RepeatedField<int64_t> globalShape(Value local, ArrayAttr sharding) {
+  google::protobuf::RepeatedField<int64_t> globalShape(Value local, graph::ShardingAttr sharding) {
     google::protobuf::RepeatedField<int64_t> shape;
     for (auto [d, size] : llvm::enumerate(cast<ShapedType>(local.getType()).getShape())) {
       int64_t parts = 1;
-      if (d < sharding.size())
-        for (int64_t axis : cast<DenseI64ArrayAttr>(sharding[d]).asArrayRef())
+      if (d < sharding.getEntries().size())
+        for (int64_t axis : sharding.getEntries()[d].asArrayRef())
           parts *= meshShape_[size_t(axis)];
       shape.Add(size * parts);
     }
@@ -290,16 +290,16 @@ private:
   }
 
   LogicalResult emitOp(Operation *op) {
-    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("dtc.offsets");
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(attr::kOffsets);
     if (!offsets)
       return op->emitError("plan emission needs buffer offsets (run dtc-assign-buffers)");
     std::string name = nameOf(op->getLoc());
     for (auto [i, result] : llvm::enumerate(op->getResults())) {
       plan::Buffer &buffer = addBuffer(result, offsets[i], name);
       // How the partitioner split the value (shown by dtc plan).
-      auto sharding = op->getAttrOfType<ArrayAttr>("dtc.sharding");
+      auto sharding = op->getAttrOfType<graph::ShardingAttr>(attr::kSharding);
       if (sharding && op->getNumResults() == 1 && !isa<graph::ParameterOp>(op) &&
-          int64_t(sharding.size()) == cast<ShapedType>(result.getType()).getRank())
+          int64_t(sharding.getEntries().size()) == cast<ShapedType>(result.getType()).getRank())
       {
         setSharding(buffer, sharding);
       }
@@ -309,9 +309,15 @@ private:
         .Case([&](graph::ParameterOp p) -> LogicalResult {
           auto *source = rank_.mutable_buffers(ids_[p.getResult()])->mutable_parameter();
           source->set_initializer(p.getName().str());
-          source->set_zeros(p->hasAttr("dtc.zeros"));
-          auto std = p->getAttrOfType<FloatAttr>("dtc.init_std");
-          auto value = p->getAttrOfType<FloatAttr>("dtc.init_value");
+          // Where the importer found its bytes in external data: a rank
+          // reads its slice from there.
+          if (std::optional<llvm::StringRef> file = p.getFile())
+            source->set_file(file->str());
+          if (std::optional<uint64_t> offset = p.getOffset())
+            source->set_offset(int64_t(*offset));
+          source->set_zeros(p->hasAttr(attr::kZeros));
+          auto std = p->getAttrOfType<FloatAttr>(attr::kInitStd);
+          auto value = p->getAttrOfType<FloatAttr>(attr::kInitValue);
           if (std || value) { // a generated model's: drawn at load, seeded by its name
             plan::SeededInit *seeded = source->mutable_seeded();
             seeded->set_mean(value ? value.getValueAsDouble() : 0.0);
@@ -321,7 +327,7 @@ private:
               seeded->add_shape(d);
           }
           parameters_[p.getName()] = ids_[p.getResult()];
-          if (auto sharding = p->getAttrOfType<ArrayAttr>("dtc.sharding")) {
+          if (auto sharding = p->getAttrOfType<graph::ShardingAttr>(attr::kSharding)) {
             setSharding(*rank_.mutable_buffers(ids_[p.getResult()]), sharding);
             if (source->has_seeded())
               *source->mutable_seeded()->mutable_shape() = globalShape(p.getResult(), sharding);

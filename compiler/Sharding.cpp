@@ -35,42 +35,44 @@ Sharding shardingOf(const graph::ShardingRule &rule, const graph::ShardingRule::
   return s;
 }
 
-static SmallVector<MeshAxes> readAxesList(ArrayAttr attr) {
+static SmallVector<MeshAxes> readEntries(ArrayRef<DenseI64ArrayAttr> entries) {
   SmallVector<MeshAxes> list;
-  for (Attribute a : attr) {
+  for (DenseI64ArrayAttr entry : entries) {
     MeshAxes axes;
-    for (int64_t axis : cast<DenseI64ArrayAttr>(a).asArrayRef())
+    for (int64_t axis : entry.asArrayRef())
       axes.push_back(int16_t(axis));
     list.push_back(axes);
   }
   return list;
 }
 
-static ArrayAttr axesListAttr(Builder &b, ArrayRef<MeshAxes> list) {
-  SmallVector<Attribute> attrs;
+static SmallVector<DenseI64ArrayAttr> entriesOf(Builder &b, ArrayRef<MeshAxes> list) {
+  SmallVector<DenseI64ArrayAttr> entries;
   for (const MeshAxes &axes : list)
-    attrs.push_back(b.getDenseI64ArrayAttr(SmallVector<int64_t>(axes.begin(), axes.end())));
-  return b.getArrayAttr(attrs);
+    entries.push_back(b.getDenseI64ArrayAttr(SmallVector<int64_t>(axes.begin(), axes.end())));
+  return entries;
 }
 
 std::optional<SmallVector<MeshAxes>> readSplit(Operation *op) {
-  auto attr = op->getAttrOfType<ArrayAttr>(attr::kSplit);
+  auto attr = op->getAttrOfType<graph::SplitAttr>(attr::kSplit);
   if (!attr)
     return std::nullopt;
-  return readAxesList(attr);
+  return readEntries(attr.getEntries());
 }
 
 void writeSplit(Operation *op, ArrayRef<MeshAxes> split) {
   Builder b(op->getContext());
-  op->setAttr(attr::kSplit, axesListAttr(b, split));
+  op->setAttr(attr::kSplit, graph::SplitAttr::get(b.getContext(), entriesOf(b, split)));
 }
 
-ArrayAttr shardingAttr(Builder &b, const Sharding &s) { return axesListAttr(b, s.dims); }
+graph::ShardingAttr shardingAttr(Builder &b, const Sharding &s) {
+  return graph::ShardingAttr::get(b.getContext(), entriesOf(b, s.dims));
+}
 
-Sharding readSharding(ArrayAttr attr, int64_t rank) {
+Sharding readSharding(graph::ShardingAttr attr, int64_t rank) {
   Sharding s;
   if (attr)
-    s.dims.append(readAxesList(attr));
+    s.dims.append(readEntries(attr.getEntries()));
   s.dims.resize(size_t(rank));
   return s;
 }

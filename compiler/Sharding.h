@@ -44,9 +44,9 @@ Sharding shardingOf(const graph::ShardingRule &rule, const graph::ShardingRule::
 std::optional<llvm::SmallVector<MeshAxes>> readSplit(mlir::Operation *op);
 void writeSplit(mlir::Operation *op, llvm::ArrayRef<MeshAxes> split);
 
-mlir::ArrayAttr shardingAttr(mlir::Builder &b, const Sharding &s);
+graph::ShardingAttr shardingAttr(mlir::Builder &b, const Sharding &s);
 /// A sharding read from `dtc.sharding` (whole dims where it is absent).
-Sharding readSharding(mlir::ArrayAttr attr, int64_t rank);
+Sharding readSharding(graph::ShardingAttr attr, int64_t rank);
 
 } // namespace dtc
 

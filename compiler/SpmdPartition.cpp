@@ -141,7 +141,7 @@ private:
   }
 
   Sharding argSharding(unsigned index, Value arg) {
-    return readSharding(func_.getArgAttrOfType<ArrayAttr>(index, attr::kSharding), rankOf(arg));
+    return readSharding(func_.getArgAttrOfType<graph::ShardingAttr>(index, attr::kSharding), rankOf(arg));
   }
 
   LogicalResult checkDivisible(Value v, const Sharding &s, Location loc) {

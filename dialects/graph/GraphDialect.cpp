@@ -1,5 +1,6 @@
 //===- GraphDialect.cpp ---------------------------------------------------===//
 #include "dialects/graph/GraphDialect.h"
+#include "dialects/graph/GraphAttrs.h"
 #include "dialects/graph/GraphOps.h"
 
 using namespace dtc::graph;
@@ -11,6 +12,7 @@ void GraphDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/graph/GraphOps.cpp.inc"
       >();
+  registerAttributes();
 }
 
 mlir::Operation *GraphDialect::materializeConstant(mlir::OpBuilder &builder,

@@ -2,6 +2,7 @@
 #ifndef DTC_DIALECTS_GRAPH_GRAPHOPS_H
 #define DTC_DIALECTS_GRAPH_GRAPHOPS_H
 
+#include "dialects/graph/GraphAttrs.h"
 #include "dialects/graph/GraphDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

@@ -14,19 +14,8 @@ include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "GraphDialect.td"
 include "GraphInterfaces.td"
-
-def Graph_Dialect : Dialect {
-  let name = "graph";
-  let cppNamespace = "::dtc::graph";
-  let summary = "Static-shaped tensor ops for distributed training plans";
-  // Attributes live in the attribute dictionary so that result types can be
-  // inferred from (operands, attributes) alone, before an op exists: the ONNX
-  // importer checks every node this way and reports errors instead of
-  // building an invalid op.
-  let usePropertiesForAttributes = 0;
-  let hasConstantMaterializer = 1;
-}
 
 //===----------------------------------------------------------------------===//
 // Type constraints
@@ -126,11 +115,22 @@ def Graph_ParameterOp : Graph_Op<"parameter"> {
   let description = [{
     Parameters are kept distinct from constants: they are trained, sharded
     and checkpointed, and their values never enter the IR. `name` is the
-    ONNX initializer the value comes from.
+    ONNX initializer the value comes from. When its bytes are in an external
+    data file, the importer records where: `file` (relative to the model's
+    folder) and the byte `offset` of the whole tensor in it, so that a rank
+    reads its shard from there without parsing the model again. Both are
+    optional and printed in the attribute dictionary.
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, OptionalAttr<StrAttr>:$file,
+                       OptionalAttr<I64Attr>:$offset);
   let results = (outs Graph_FloatTensor:$output);
   let assemblyFormat = "$name attr-dict `:` type($output)";
+  let builders = [
+    // A parameter whose bytes are not in external data (or not in any file).
+    OpBuilder<(ins "::mlir::Type":$output, "::mlir::StringAttr":$name), [{
+      build($_builder, $_state, output, name, /*file=*/nullptr, /*offset=*/nullptr);
+    }]>
+  ];
 }
 
 def Graph_ConstantOp : Graph_InferredOp<"constant", [ConstantLike]> {

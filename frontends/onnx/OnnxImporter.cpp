@@ -130,10 +130,17 @@ FailureOr<Value> OnnxImporter::lookup(const std::string &name, NodeContext &node
   // their values stay in the model file. Everything else is a constant.
   Value value;
   if (isa<FloatType>(type->getElementType()) && type->getNumElements() > 1) {
-    if (failed(checkTensorData(tensor, baseDir_, error)))
+    std::optional<formats::onnx::ExternalData> external;
+    if (failed(checkTensorData(tensor, baseDir_, error, &external)))
       return node.fail(error);
-    value = builder_.create<graph::ParameterOp>(
+    auto parameter = builder_.create<graph::ParameterOp>(
         node.loc(), *type, builder_.getStringAttr(tensor.name()));
+    // Where its bytes are, for the plan: a rank reads its shard from there.
+    if (external) {
+      parameter.setFileAttr(builder_.getStringAttr(external->location));
+      parameter.setOffsetAttr(builder_.getI64IntegerAttr(external->offset));
+    }
+    value = parameter;
   } else {
     auto dense = readTensor(context_, tensor, baseDir_, error);
     if (failed(dense))

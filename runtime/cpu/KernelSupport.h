@@ -79,8 +79,10 @@ using KernelFactory = std::unique_ptr<Kernel> (*)(const plan::Instruction &,
 // MatMulKernels.cpp: the ops that go through sgemm.
 std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &, const KernelTypes &,
                                          std::string &);
+// ConvKernel.cpp: oneDNN's convolution, or im2col and sgemm, or direct.
 std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &, const KernelTypes &,
                                          std::string &);
+// ConvBackwardKernels.cpp: the gradients, im2col's transposed GEMMs.
 std::unique_ptr<Kernel> makeConv2DBackwardInputKernel(const plan::Instruction &,
                                                       const KernelTypes &, std::string &);
 std::unique_ptr<Kernel> makeConv2DBackwardWeightKernel(const plan::Instruction &,

@@ -4,9 +4,9 @@
 // the mean loss is the all-reduced sum of each rank's mean divided by the
 // ranks, the weight gradient (batch is its matmul's reduction) is all-reduced.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: (%arg0: tensor<2x16xf32> {dtc.sharding = [array<i64: 0>, array<i64>]}, %arg1: tensor<2x4xf32>
+// CHECK-SAME: (%arg0: tensor<2x16xf32> {dtc.sharding = #graph.sharding<[0], []>}, %arg1: tensor<2x4xf32>
 // CHECK: graph.parameter "w" : tensor<16x4xf32>
-// CHECK: graph.matmul %arg0, %0 {dtc.sharding = [array<i64: 0>, array<i64>]} : (tensor<2x16xf32>, tensor<16x4xf32>) -> tensor<2x4xf32>
+// CHECK: graph.matmul %arg0, %0 {dtc.sharding = #graph.sharding<[0], []>} : (tensor<2x16xf32>, tensor<16x4xf32>) -> tensor<2x4xf32>
 // CHECK: %[[MEAN:.*]] = graph.reduce_mean {{.*}} -> tensor<f32>
 // CHECK: %[[FOUR:.*]] = graph.constant dense<4.000000e+00> : tensor<f32>
 // CHECK: %[[SHARE:.*]] = graph.div %[[MEAN]], %[[FOUR]]
@@ -16,7 +16,7 @@
 // CHECK: return %[[LOSS]], %[[GWS]]
 module {
   mesh.mesh @mesh(shape = 4)
-  func.func @main(%x: tensor<8x16xf32> {dtc.sharding = [array<i64: 0>, array<i64>]}, %y: tensor<8x4xf32> {dtc.sharding = [array<i64: 0>, array<i64>]}) -> (tensor<f32>, tensor<16x4xf32>) {
+  func.func @main(%x: tensor<8x16xf32> {dtc.sharding = #graph.sharding<[0], []>}, %y: tensor<8x4xf32> {dtc.sharding = #graph.sharding<[0], []>}) -> (tensor<f32>, tensor<16x4xf32>) {
     %w = graph.parameter "w" : tensor<16x4xf32>
     %h = graph.matmul %x, %w : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
     %d = graph.sub %h, %y : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
@@ -36,14 +36,14 @@ module {
 // records its split (dtc.sharding), for dtc plan.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%arg0: tensor<4x3x8xf32>
-// CHECK: %[[G:.*]] = mesh.all_gather %arg0 on @mesh mesh_axes = [1] gather_axis = 2 {dtc.sharding = [array<i64: 0>, array<i64>, array<i64>]} : tensor<4x3x8xf32> -> tensor<4x3x16xf32>
-// CHECK: %[[S:.*]] = graph.softmax %[[G]] {axis = 2 : i64, dtc.sharding = [array<i64: 0>, array<i64>, array<i64>]} : (tensor<4x3x16xf32>) -> tensor<4x3x16xf32>
-// CHECK: graph.constant {dtc.sharding = [array<i64: 0>, array<i64>, array<i64>]} dense<2.000000e+00> : tensor<4x3x16xf32>
+// CHECK: %[[G:.*]] = mesh.all_gather %arg0 on @mesh mesh_axes = [1] gather_axis = 2 {dtc.sharding = #graph.sharding<[0], [], []>} : tensor<4x3x8xf32> -> tensor<4x3x16xf32>
+// CHECK: %[[S:.*]] = graph.softmax %[[G]] {axis = 2 : i64, dtc.sharding = #graph.sharding<[0], [], []>} : (tensor<4x3x16xf32>) -> tensor<4x3x16xf32>
+// CHECK: graph.constant {dtc.sharding = #graph.sharding<[0], [], []>} dense<2.000000e+00> : tensor<4x3x16xf32>
 // CHECK: %[[R:.*]] = graph.reshape {{.*}} : (tensor<4x3x16xf32>) -> tensor<12x16xf32>
 // CHECK: mesh.all_gather %[[R]] on @mesh mesh_axes = [0] gather_axis = 0 : tensor<12x16xf32> -> tensor<24x16xf32>
 module {
   mesh.mesh @mesh(shape = 2x2)
-  func.func @main(%x: tensor<8x3x16xf32> {dtc.sharding = [array<i64: 0>, array<i64>, array<i64: 1>]}) -> tensor<24x16xf32> {
+  func.func @main(%x: tensor<8x3x16xf32> {dtc.sharding = #graph.sharding<[0], [], [1]>}) -> tensor<24x16xf32> {
     %s = graph.softmax %x {axis = 2 : i64} : (tensor<8x3x16xf32>) -> tensor<8x3x16xf32>
     %two = graph.constant dense<2.0> : tensor<8x3x16xf32>
     %m = graph.mul %s, %two : (tensor<8x3x16xf32>, tensor<8x3x16xf32>) -> tensor<8x3x16xf32>
@@ -57,7 +57,7 @@ module {
 module {
   mesh.mesh @mesh(shape = 4)
   // expected-error @+1 {{dim 0 of size 6 cannot be split into 4 equal parts}}
-  func.func @main(%x: tensor<6x2xf32> {dtc.sharding = [array<i64: 0>, array<i64>]}) -> tensor<6x2xf32> {
+  func.func @main(%x: tensor<6x2xf32> {dtc.sharding = #graph.sharding<[0], []>}) -> tensor<6x2xf32> {
     return %x : tensor<6x2xf32>
   }
 }
@@ -73,24 +73,24 @@ module {
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%arg0: tensor<8x16xf32>) -> tensor<8x16xf32>
 // CHECK: %[[W1:.*]] = graph.parameter "w1" : tensor<16x32xf32>
-// CHECK: %[[W1S:.*]] = mesh.all_slice %[[W1]] on @mesh mesh_axes = [0] slice_axis = 1 {dtc.sharding = [array<i64>, array<i64: 0>]} : tensor<16x32xf32> -> tensor<16x8xf32>
-// CHECK: %[[H:.*]] = graph.matmul %arg0, %[[W1S]] {dtc.sharding = [array<i64>, array<i64: 0>]} : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
-// CHECK: %[[A:.*]] = graph.relu %[[H]] {dtc.sharding = [array<i64>, array<i64: 0>]} : (tensor<8x8xf32>) -> tensor<8x8xf32>
-// CHECK: %[[W2:.*]] = graph.parameter "w2" {dtc.sharding = [array<i64: 0>, array<i64>]} : tensor<8x16xf32>
+// CHECK: %[[W1S:.*]] = mesh.all_slice %[[W1]] on @mesh mesh_axes = [0] slice_axis = 1 {dtc.sharding = #graph.sharding<[], [0]>} : tensor<16x32xf32> -> tensor<16x8xf32>
+// CHECK: %[[H:.*]] = graph.matmul %arg0, %[[W1S]] {dtc.sharding = #graph.sharding<[], [0]>} : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[A:.*]] = graph.relu %[[H]] {dtc.sharding = #graph.sharding<[], [0]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[W2:.*]] = graph.parameter "w2" {dtc.sharding = #graph.sharding<[0], []>} : tensor<8x16xf32>
 // CHECK: %[[P:.*]] = graph.matmul %[[A]], %[[W2]] : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
-// CHECK: %[[RS:.*]] = mesh.reduce_scatter %[[P]] on @mesh mesh_axes = [0] scatter_axis = 0 {dtc.sharding = [array<i64: 0>, array<i64>]} : tensor<8x16xf32> -> tensor<2x16xf32>
-// CHECK: %[[T:.*]] = graph.tanh %[[RS]] {dtc.sharding = [array<i64: 0>, array<i64>]} : (tensor<2x16xf32>) -> tensor<2x16xf32>
+// CHECK: %[[RS:.*]] = mesh.reduce_scatter %[[P]] on @mesh mesh_axes = [0] scatter_axis = 0 {dtc.sharding = #graph.sharding<[0], []>} : tensor<8x16xf32> -> tensor<2x16xf32>
+// CHECK: %[[T:.*]] = graph.tanh %[[RS]] {dtc.sharding = #graph.sharding<[0], []>} : (tensor<2x16xf32>) -> tensor<2x16xf32>
 // CHECK: %[[G:.*]] = mesh.all_gather %[[T]] on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x16xf32> -> tensor<8x16xf32>
 // CHECK: return %[[G]]
 module {
   mesh.mesh @mesh(shape = 4)
   func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
     %w1 = graph.parameter "w1" : tensor<16x32xf32>
-    %h = graph.matmul %x, %w1 {dtc.split = [array<i64>, array<i64: 0>, array<i64>]} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+    %h = graph.matmul %x, %w1 {dtc.split = #graph.split<[], [0], []>} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
     %a = graph.relu %h : (tensor<8x32xf32>) -> tensor<8x32xf32>
-    %w2 = graph.parameter "w2" {dtc.split = [array<i64: 0>, array<i64>]} : tensor<32x16xf32>
-    %p = graph.matmul %a, %w2 {dtc.split = [array<i64>, array<i64>, array<i64: 0>]} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
-    %t = graph.tanh %p {dtc.split = [array<i64: 0>, array<i64>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    %w2 = graph.parameter "w2" {dtc.split = #graph.split<[0], []>} : tensor<32x16xf32>
+    %p = graph.matmul %a, %w2 {dtc.split = #graph.split<[], [], [0]>} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+    %t = graph.tanh %p {dtc.split = #graph.split<[0], []>} : (tensor<8x16xf32>) -> tensor<8x16xf32>
     return %t : tensor<8x16xf32>
   }
 }
@@ -101,7 +101,7 @@ module {
   mesh.mesh @mesh(shape = 4)
   func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
     // expected-error @+1 {{'dtc.split' names 1 factors; the op's sharding rule has 2}}
-    %t = graph.tanh %x {dtc.split = [array<i64: 0>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    %t = graph.tanh %x {dtc.split = #graph.split<[0]>} : (tensor<8x16xf32>) -> tensor<8x16xf32>
     return %t : tensor<8x16xf32>
   }
 }
@@ -111,13 +111,13 @@ module {
 // A split moved to another dim over the same axes: one all-to-all (each
 // rank sends a part of its rows to each), not an all-gather and a slice.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: (%arg0: tensor<2x16xf32> {dtc.sharding = [array<i64: 0>, array<i64>]})
-// CHECK: %[[T:.*]] = mesh.all_to_all %arg0 on @mesh mesh_axes = [0] split_axis = 1 concat_axis = 0 {dtc.sharding = [array<i64>, array<i64: 0>]} : tensor<2x16xf32> -> tensor<8x4xf32>
-// CHECK: graph.tanh %[[T]] {dtc.sharding = [array<i64>, array<i64: 0>]} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+// CHECK-SAME: (%arg0: tensor<2x16xf32> {dtc.sharding = #graph.sharding<[0], []>})
+// CHECK: %[[T:.*]] = mesh.all_to_all %arg0 on @mesh mesh_axes = [0] split_axis = 1 concat_axis = 0 {dtc.sharding = #graph.sharding<[], [0]>} : tensor<2x16xf32> -> tensor<8x4xf32>
+// CHECK: graph.tanh %[[T]] {dtc.sharding = #graph.sharding<[], [0]>} : (tensor<8x4xf32>) -> tensor<8x4xf32>
 module {
   mesh.mesh @mesh(shape = 4)
-  func.func @main(%x: tensor<8x16xf32> {dtc.sharding = [array<i64: 0>, array<i64>]}) -> tensor<8x16xf32> {
-    %t = graph.tanh %x {dtc.split = [array<i64>, array<i64: 0>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  func.func @main(%x: tensor<8x16xf32> {dtc.sharding = #graph.sharding<[0], []>}) -> tensor<8x16xf32> {
+    %t = graph.tanh %x {dtc.split = #graph.split<[], [0]>} : (tensor<8x16xf32>) -> tensor<8x16xf32>
     return %t : tensor<8x16xf32>
   }
 }

@@ -87,37 +87,6 @@ int takeModel(const std::string &command, const std::string &arg, ModelOptions &
   return 0;
 }
 
-/// Names where each parameter's bytes live in external data (file and
-/// offset), so a rank can read its shard without parsing the model.
-bool fillParameterSources(const std::string &modelPath, plan::Plan &plan, std::string &error) {
-  std::ifstream in(modelPath, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ::onnx::ModelProto model;
-  if (!model.ParseFromString(bytes)) {
-    error = modelPath + ": cannot parse the model again to locate its parameters";
-    return false;
-  }
-  std::map<std::string, const ::onnx::TensorProto *> initializers;
-  for (const auto &init : model.graph().initializer())
-    initializers[init.name()] = &init;
-  for (auto &rank : *plan.mutable_ranks())
-    for (auto &buffer : *rank.mutable_buffers()) {
-      if (!buffer.has_parameter())
-        continue;
-      auto it = initializers.find(buffer.parameter().initializer());
-      if (it == initializers.end() ||
-          it->second->data_location() != ::onnx::TensorProto::EXTERNAL)
-        continue;
-      for (const auto &entry : it->second->external_data()) {
-        if (entry.key() == "location")
-          buffer.mutable_parameter()->set_file(entry.value());
-        else if (entry.key() == "offset")
-          buffer.mutable_parameter()->set_offset(std::strtoll(entry.value().c_str(), nullptr, 10));
-      }
-    }
-  return true;
-}
-
 /// The model as the graph dialect: an ONNX file, or a generated GPT
 /// ("gpt:layers=...") built without weights.
 mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
@@ -388,8 +357,6 @@ int runCompile(const Args &args) {
   plan::Plan plan;
   if (mlir::failed(compileToPlan(*module, plan, compile)))
     return 1; // the diagnostics are printed
-  if (!isGenerated(options.model) && !fillParameterSources(options.model, plan, error))
-    return failure(error);
   std::string bytes;
   plan.SerializeToString(&bytes);
   if (int rc = writeOutput(options.output, bytes))

@@ -1,0 +1,152 @@
+//===- SearchCosts.cpp - what splits and reshardings cost -------------------===//
+#include "compiler/SearchGraph.h"
+#include "compiler/PlanTypes.h"
+
+namespace dtc::search {
+
+double Search::localBytes(Value v, const Sharding &s) const {
+  auto type = cast<ShapedType>(v.getType());
+  double n = double(elementBytes(type));
+  for (auto [d, size] : llvm::enumerate(type.getShape()))
+    n *= double(size) / double(d < s.dims.size() ? axesSize(s.dims[d]) : 1);
+  return n;
+}
+
+plan::TensorType Search::localType(Value v, const Sharding &s) const {
+  auto type = cast<ShapedType>(v.getType());
+  plan::TensorType t;
+  for (auto [d, size] : llvm::enumerate(type.getShape()))
+    t.add_shape(size / (d < s.dims.size() ? axesSize(s.dims[d]) : 1));
+  return t;
+}
+
+double Search::relayoutSeconds(plan::CollectiveKind kind, int64_t axis, int64_t concatAxis, Value v,
+                               const Sharding &from, const Sharding &to) const {
+  plan::Collective c;
+  c.set_kind(kind);
+  c.set_axis(axis);
+  c.set_concat_axis(concatAxis);
+  plan::TensorType in = localType(v, from), out = localType(v, to);
+  return cost::relayoutSeconds(c, localBytes(v, from), localBytes(v, to), &in, &out,
+                               options_.cluster.device);
+}
+
+const cost::Link &Search::link(ArrayRef<int16_t> axes) const {
+  plan::Collective c;
+  for (int16_t a : axes)
+    c.add_mesh_axes(uint32_t(a));
+  cost::CollectiveGroup group =
+      cost::collectiveGroup(planMesh_, c, options_.cluster.devicesPerNode);
+  return group.withinNode ? options_.cluster.intraNode : options_.cluster.interNode;
+}
+
+double Search::copySeconds(double bytes) const {
+  plan::Cost c;
+  c.set_bytes(bytes);
+  c.set_op_class(plan::OP_DATA_MOVEMENT);
+  c.set_dtype(plan::F32);
+  return cost::instructionSeconds(c, options_.cluster.device);
+}
+
+double Search::reshardSeconds(Value v, const Sharding &have, const Sharding &want,
+                              ArrayRef<int16_t> partial) const {
+  double seconds = 0;
+  Sharding current = have;
+  if (!partial.empty()) {
+    bool scattered = false;
+    for (size_t d = 0; d < current.dims.size() && !scattered; ++d) {
+      MeshAxes sorted = want.dims[d];
+      llvm::sort(sorted);
+      if (current.dims[d].empty() && sorted == MeshAxes(partial) &&
+          cast<ShapedType>(v.getType()).getDimSize(int64_t(d)) % axesSize(partial) == 0) {
+        current.dims[d] = want.dims[d];
+        scattered = true;
+      }
+    }
+    if (!scattered)
+      seconds += cost::collectiveSeconds(cost::Collective::AllGather, cost::Algorithm::Ring,
+                                         axesSize(partial), localBytes(v, current),
+                                         link(partial));
+  }
+  if (current == want)
+    return seconds;
+  for (size_t d = 0; d < current.dims.size(); ++d)
+    if (!current.dims[d].empty() && current.dims[d] != want.dims[d]) {
+      int64_t ranks = axesSize(current.dims[d]);
+      MeshAxes axes = current.dims[d];
+      // Moved by one all-to-all to a whole dim that wants these axes (as
+      // the partitioner does).
+      auto shape = cast<ShapedType>(v.getType()).getShape();
+      std::optional<size_t> target;
+      for (size_t e = 0; e < current.dims.size() && want.dims[d].empty() && !target; ++e)
+        if (e != d && current.dims[e].empty() && want.dims[e] == axes && shape[e] % ranks == 0)
+          target = e;
+      if (target) {
+        Sharding before = current;
+        seconds += cost::collectiveSeconds(cost::Collective::AllToAll, cost::Algorithm::Ring,
+                                           ranks, localBytes(v, current), link(axes));
+        current.dims[*target] = axes;
+        current.dims[d].clear();
+        // Split along the target dim on the way out, joined along d.
+        seconds += relayoutSeconds(plan::ALL_TO_ALL, int64_t(*target), int64_t(d), v, before,
+                                   current);
+        continue;
+      }
+      Sharding before = current;
+      current.dims[d].clear();
+      seconds += cost::collectiveSeconds(cost::Collective::AllGather, cost::Algorithm::Ring,
+                                         ranks, localBytes(v, current), link(axes)) +
+                 relayoutSeconds(plan::ALL_GATHER, int64_t(d), 0, v, before, current);
+    }
+  for (size_t d = 0; d < current.dims.size(); ++d)
+    if (!want.dims[d].empty() && current.dims[d] != want.dims[d]) {
+      seconds += copySeconds(localBytes(v, current));
+      current.dims[d] = want.dims[d];
+    }
+  return seconds;
+}
+
+void Search::costNodes() {
+  const cost::Device &device = options_.cluster.device;
+  for (Node &node : nodes_) {
+    // Values kept from the forward for the backward count as memory.
+    SmallVector<bool, 2> kept;
+    for (Value r : node.results())
+      kept.push_back(node.op && node.forward && !node.parameter &&
+                     position(node.op) < lossPosition_ &&
+                     llvm::any_of(r.getUsers(), [&](Operation *user) {
+                       return position(user) > lossPosition_;
+                     }));
+    for (Strategy &s : node.strategies) {
+      for (auto [j, r] : llvm::enumerate(node.results()))
+        if (!node.op || node.parameter || kept[j])
+          s.memory += localBytes(r, s.results[j]);
+      if (!node.op)
+        continue;
+      auto costed = dyn_cast<graph::CostOp>(node.op);
+      graph::OpCost opCost = costed ? costed.cost() : graph::OpCost{};
+      if (opCost.opClass != graph::OpCost::Free) {
+        double parts = 1, bytes = 0;
+        for (const MeshAxes &axes : s.split)
+          parts *= double(axesSize(axes));
+        for (auto [i, operand] : llvm::enumerate(node.op->getOperands()))
+          bytes += i < s.operands.size() ? localBytes(operand, s.operands[i]) : 0;
+        for (auto [j, r] : llvm::enumerate(node.op->getResults()))
+          bytes += localBytes(r, s.results[j]);
+        plan::Cost c = planCost(opCost, node.op->getResult(0));
+        c.set_flops(opCost.flops / parts);
+        c.set_bytes(bytes);
+        s.compute = cost::instructionSeconds(c, device);
+      }
+      // Split reductions leave partial results: their reduce-scatter
+      // half here, the all-gather half on the edges that need it whole.
+      if (!s.partial.empty())
+        for (auto [j, r] : llvm::enumerate(node.op->getResults()))
+          s.communication += cost::collectiveSeconds(
+              cost::Collective::ReduceScatter, cost::Algorithm::Ring, axesSize(s.partial),
+              localBytes(r, s.results[j]), link(s.partial));
+    }
+  }
+}
+
+} // namespace dtc::search

@@ -1,0 +1,185 @@
+//===- SearchGraph.h - the sharding search's nodes and strategies -*- C++ -*-===//
+//
+// The inside of dtc-sharding-search (ShardingSearch.h): `Search` decides
+// one split per op for one assignment of roles to the mesh axes. Its parts
+// live in the files that each do one of them:
+//
+//   SearchGraph.cpp       the graph as nodes: ops and arguments, the batch,
+//                         alike ops' labels (Weisfeiler-Lehman)
+//   SearchStrategies.cpp  each node's splits under the axes' roles and pins
+//   SearchCosts.cpp       what a split computes, keeps and communicates, and
+//                         what resharding between two splits costs
+//   SearchProgram.cpp     the integer program over tied groups, solved by CBC
+//   ShardingSearch.cpp    deciding, writing the decision into the IR, and the
+//                         driver over role assignments (searchShardings)
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_COMPILER_SEARCHGRAPH_H
+#define DTC_COMPILER_SEARCHGRAPH_H
+
+#include "compiler/Sharding.h"
+#include "compiler/ShardingSearch.h"
+#include "compiler/search/StrategyIlp.h"
+#include "cost/CostModel.h"
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Hashing.h"
+
+#include <limits>
+#include <vector>
+
+namespace dtc::search {
+
+using namespace mlir;
+
+using graph::ShardingRule;
+
+/// One way to split a node: per factor, the mesh axes; what that makes of
+/// its operands and results; and what it costs.
+struct Strategy {
+  SmallVector<MeshAxes> split;
+  SmallVector<Sharding, 3> operands, results;
+  MeshAxes partial; // axes of split reductions: the results are partial sums over them
+  double compute = 0, communication = 0, memory = 0;
+};
+
+/// An op of `main`, or one of its arguments (a rule of one factor per dim).
+struct Node {
+  Operation *op = nullptr;
+  Value argument;
+  ShardingRule rule;
+  SmallVector<bool> batchFactor;
+  bool forward = true;   // the loss depends on it (or inference)
+  bool parameter = false;
+  bool dataInput = false;
+  std::vector<Strategy> strategies;
+  llvm::hash_code label = 0;
+
+  ValueRange results() const { return op ? op->getResults() : ValueRange(argument); }
+  bool hasBatch() const { return llvm::is_contained(batchFactor, true); }
+};
+
+inline int64_t elementBytes(Type type) {
+  Type element = cast<ShapedType>(type).getElementType();
+  return std::max<int64_t>(1, int64_t(element.getIntOrFloatBitWidth()) / 8);
+}
+
+class Search {
+public:
+  Search(ModuleOp module, func::FuncOp func, const SearchOptions &options)
+      : module_(module), func_(func), options_(options) {
+    for (const MeshAxisSpec &axis : options.mesh)
+      planMesh_.add_axes()->set_size(axis.size);
+  }
+
+  /// Decides (without touching the IR); the predicted objective. Fails
+  /// (with a diagnostic) when nothing costs less than `costBelow`.
+  FailureOr<double> decide(double timeLimitSeconds,
+                           double costBelow = std::numeric_limits<double>::infinity());
+
+  /// Writes the decision into the IR.
+  SearchResult annotate();
+
+  static constexpr double kTimeLimitSeconds = 60;
+
+private:
+  //===--------------------------------------------------------------------===//
+  // The graph as nodes
+  //===--------------------------------------------------------------------===//
+
+  LogicalResult checkPins();
+
+  void buildNodes();
+
+  void add(Node node);
+
+  int nodeOf(Value v) const { return nodeOfValue_.lookup(v).first; }
+  int resultIndex(Value v) const { return nodeOfValue_.lookup(v).second; }
+  /// Program order; the terminator (not a node) comes last.
+  size_t position(Operation *op) const;
+
+  /// The batch: dim 0 of every data input, and every factor that leads a
+  /// dim made from it. Data axes split only these; tensor axes never do.
+  void markBatch();
+
+  /// Whether mesh axis `axis` may split factor `f` of `node`.
+  bool allowed(const Node &node, size_t axis, int f) const;
+
+  int64_t axesSize(ArrayRef<int16_t> axes) const;
+
+  /// Every split of the node's factors: each mesh axis splits at most one
+  /// factor, which must divide evenly.
+  LogicalResult enumerate(Node &node);
+
+  void enumerateSplits(Node &node, ArrayRef<SmallVector<int, 6>> choices, bool demand);
+
+  /// Pins that demand a split over the data axes: whatever carries the
+  /// batch splits it (data parallelism); with --zero 1..3 the optimizer
+  /// state (and stage 3, the weights) are split too.
+  bool meetsPins(const Node &node, ArrayRef<MeshAxes> split) const;
+
+  Strategy makeStrategy(const Node &node, SmallVector<MeshAxes> split);
+
+  //===--------------------------------------------------------------------===//
+  // Costs
+  //===--------------------------------------------------------------------===//
+
+  double localBytes(Value v, const Sharding &s) const;
+
+  /// v's type on one rank under sharding s (its local shape).
+  plan::TensorType localType(Value v, const Sharding &s) const;
+
+  /// A resharding collective's local copies (cost::relayoutSeconds, as the
+  /// simulator counts them): from v under `from` to v under `to`.
+  double relayoutSeconds(plan::CollectiveKind kind, int64_t axis, int64_t concatAxis, Value v,
+                         const Sharding &from, const Sharding &to) const;
+
+  const cost::Link &link(ArrayRef<int16_t> axes) const;
+
+  double copySeconds(double bytes) const;
+
+  /// What making `have` into `want` costs: all-gathers of dims split where
+  /// they should not be, then a local slice of those to be cut. A partial
+  /// result was reduce-scattered by its op (half an all-reduce); a reader
+  /// that wants it whole pays the all-gather half, one that wants a dim
+  /// split over the same axes nothing more.
+  double reshardSeconds(Value v, const Sharding &have, const Sharding &want,
+                        ArrayRef<int16_t> partial = {}) const;
+
+  void costNodes();
+
+  //===--------------------------------------------------------------------===//
+  // Tying alike ops, and the integer program
+  //===--------------------------------------------------------------------===//
+
+  /// Weisfeiler-Lehman labels: an op's kind, types and attributes (not its
+  /// name), refined by its neighbours' labels a few hops out. Ops at the
+  /// same place in every layer get the same label and share a decision.
+  void label();
+
+  FailureOr<search::StrategySolution> solve(double timeLimitSeconds, double costBelow);
+
+  std::string meshText() const;
+
+  static constexpr int kRounds = 6;
+  /// The tie-break: a gigabyte kept counts as a microsecond.
+  static constexpr double kSecondsPerByteKept = 1e-15;
+
+  ModuleOp module_;
+  func::FuncOp func_;
+  const SearchOptions &options_;
+  plan::Mesh planMesh_;
+  std::vector<Node> nodes_;
+  llvm::DenseMap<Value, std::pair<int, int>> nodeOfValue_;
+  llvm::DenseMap<Operation *, size_t> positions_;
+  llvm::DenseMap<Operation *, int> nodeOfOp_;
+  size_t lossPosition_ = 0;
+  std::vector<int> groups_, groupOf_, choice_;
+  SearchResult result_;
+};
+
+} // namespace dtc::search
+
+#endif // DTC_COMPILER_SEARCHGRAPH_H

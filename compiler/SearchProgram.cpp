@@ -1,0 +1,143 @@
+//===- SearchProgram.cpp - the integer program ------------------------------===//
+#include "compiler/SearchGraph.h"
+#include "dialects/graph/AttrNames.h"
+#include "plan/FormatBytes.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <functional>
+#include <map>
+#include <tuple>
+
+namespace dtc::search {
+
+FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, double costBelow) {
+  // Groups in order of first appearance (deterministic).
+  llvm::DenseMap<size_t, int> groupOfLabel;
+  groupOf_.resize(nodes_.size());
+  for (auto [n, node] : llvm::enumerate(nodes_)) {
+    auto [it, fresh] = groupOfLabel.try_emplace(size_t(node.label), int(groups_.size()));
+    if (fresh)
+      groups_.push_back(int(n));
+    groupOf_[n] = it->second;
+  }
+  search::StrategyProblem problem;
+  problem.nodes.resize(groups_.size());
+  search::StrategyProblem::Resource memory;
+  memory.name = "memory";
+  memory.limit = options_.memoryLimit;
+  memory.use.resize(groups_.size());
+  for (auto [g, first] : llvm::enumerate(groups_)) {
+    size_t count = nodes_[size_t(first)].strategies.size();
+    problem.nodes[g].cost.assign(count, 0);
+    memory.use[g].assign(count, 0);
+  }
+  for (auto [n, node] : llvm::enumerate(nodes_)) {
+    int g = groupOf_[n];
+    for (auto [s, strategy] : llvm::enumerate(node.strategies)) {
+      // Among equally fast splits, the one that keeps less memory.
+      problem.nodes[size_t(g)].cost[s] +=
+          strategy.compute + strategy.communication + strategy.memory * kSecondsPerByteKept;
+      memory.use[size_t(g)][s] += strategy.memory;
+    }
+  }
+  problem.resources.push_back(std::move(memory));
+
+  // Edges: operand uses, and updates that must end split as their
+  // parameter is. Alike edges between the same groups are costed once.
+  std::map<std::tuple<int, int, int, int>, std::pair<std::vector<double>, int>> edges;
+  auto addEdge = [&](int from, int resultIdx, int to, int operandIdx, Value v,
+                     const std::function<const Sharding &(const Strategy &)> &want) {
+    int gu = groupOf_[size_t(from)], gv = groupOf_[size_t(to)];
+    const Node &u = nodes_[size_t(from)], &w = nodes_[size_t(to)];
+    auto key = std::make_tuple(gu, resultIdx, gv, operandIdx);
+    auto [it, fresh] = edges.try_emplace(key);
+    ++it->second.second;
+    if (!fresh)
+      return;
+    std::vector<double> &m = it->second.first;
+    m.resize(u.strategies.size() * w.strategies.size());
+    for (auto [s, su] : llvm::enumerate(u.strategies))
+      for (auto [t, sv] : llvm::enumerate(w.strategies))
+        m[s * w.strategies.size() + t] =
+            reshardSeconds(v, su.results[size_t(resultIdx)], want(sv), su.partial);
+  };
+  Block &block = func_.getBody().front();
+  for (auto [n, node] : llvm::enumerate(nodes_)) {
+    if (!node.op)
+      continue;
+    for (auto [i, v] : llvm::enumerate(node.op->getOperands()))
+      if (i < node.rule.operands.size())
+        addEdge(nodeOf(v), resultIndex(v), int(n), int(i), v,
+                [i = i](const Strategy &s) -> const Sharding & { return s.operands[i]; });
+  }
+  llvm::StringMap<int> parameterNode;
+  for (auto [n, node] : llvm::enumerate(nodes_))
+    if (node.parameter)
+      parameterNode[cast<graph::ParameterOp>(node.op).getName()] = int(n);
+  for (auto [i, v] : llvm::enumerate(block.getTerminator()->getOperands())) {
+    auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), attr::kUpdates);
+    auto it = name ? parameterNode.find(name.getValue()) : parameterNode.end();
+    if (it != parameterNode.end()) {
+      addEdge(nodeOf(v), resultIndex(v), it->second, -1 - int(i), v,
+              [](const Strategy &s) -> const Sharding & { return s.results[0]; });
+      continue;
+    }
+    // Whole on every rank.
+    Node &u = nodes_[size_t(nodeOf(v))];
+    Sharding whole{SmallVector<MeshAxes, 4>(size_t(cast<ShapedType>(v.getType()).getRank()))};
+    for (auto [s, su] : llvm::enumerate(u.strategies))
+      problem.nodes[size_t(groupOf_[size_t(nodeOf(v))])].cost[s] +=
+          reshardSeconds(v, su.results[size_t(resultIndex(v))], whole, su.partial);
+  }
+  for (auto &[key, entry] : edges) {
+    auto [gu, resultIdx, gv, operandIdx] = key;
+    auto &[matrix, count] = entry;
+    for (double &c : matrix)
+      c *= count;
+    size_t columns = nodes_[size_t(groups_[size_t(gv)])].strategies.size();
+    if (gu == gv) { // both ends decided together
+      for (size_t s = 0; s < columns; ++s)
+        problem.nodes[size_t(gu)].cost[s] += matrix[s * columns + s];
+      continue;
+    }
+    problem.edges.push_back({gu, gv, std::move(matrix)});
+  }
+
+  search::StrategySolution solution =
+      search::solveStrategies(problem, timeLimitSeconds, costBelow);
+  result_.ops = int(nodes_.size());
+  result_.decisions = int(groups_.size());
+  result_.variables = solution.variables;
+  result_.constraints = solution.constraints;
+  result_.eliminated = solution.eliminated;
+  result_.optimal = solution.optimal;
+  if (!solution.feasible) {
+    double smallest = solution.minimumUse.empty() ? 0 : solution.minimumUse[0];
+    if (smallest > options_.memoryLimit)
+      return func_.emitError() << "no sharding over mesh " << meshText() << " fits "
+                               << plan::formatBytes(int64_t(options_.memoryLimit))
+                               << " per device: the smallest any sharding needs is "
+                               << plan::formatBytes(int64_t(smallest))
+                               << (options_.training
+                                       ? " (weights, optimizer state, inputs and activations "
+                                         "kept for backward)"
+                                       : " (weights and inputs)")
+                               << "; use more devices or a larger --memory-limit";
+    return func_.emitError() << "the sharding search found no plan: " << solution.message;
+  }
+  choice_.resize(nodes_.size());
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    choice_[n] = solution.choice[size_t(groupOf_[n])];
+  for (auto [n, node] : llvm::enumerate(nodes_)) {
+    const Strategy &s = node.strategies[size_t(choice_[n])];
+    result_.computeSeconds += s.compute;
+    result_.communicationSeconds += s.communication;
+    result_.memoryBytes += s.memory;
+  }
+  result_.communicationSeconds = std::max(
+      0.0, solution.cost - result_.computeSeconds - result_.memoryBytes * kSecondsPerByteKept);
+  return solution;
+}
+
+} // namespace dtc::search
