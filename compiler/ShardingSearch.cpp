@@ -7,9 +7,14 @@
 #include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/Debug.h"
 
 #include <chrono>
 #include <limits>
+
+// `dtc-opt --debug-only=dtc-sharding-search` (with an LLVM built with
+// assertions) prints each role assignment tried and what it cost.
+#define DEBUG_TYPE "dtc-sharding-search"
 
 namespace dtc::search {
 
@@ -161,6 +166,16 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     // A role assignment that cannot work (or win) is no error, just no candidate.
     ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &) { return success(); });
     FailureOr<double> cost = search->decide(search::Search::kTimeLimitSeconds, bestCost);
+    LLVM_DEBUG({
+      llvm::dbgs() << "roles";
+      for (const MeshAxisSpec &axis : candidate.mesh)
+        llvm::dbgs() << " " << axis.name << "="
+                     << (axis.role == AxisRole::Data ? "data" : "tensor");
+      if (succeeded(cost))
+        llvm::dbgs() << ": " << *cost << " s\n";
+      else
+        llvm::dbgs() << ": no plan beats " << bestCost << " s\n";
+    });
     if (succeeded(cost) && *cost < bestCost) {
       best = std::move(search);
       bestCost = *cost;

@@ -72,8 +72,6 @@ LogicalResult inferReduceType(std::optional<Location> loc, Value input,
   auto type = staticTensor(loc, input, "input");
   if (failed(type))
     return failure();
-  if (!axes)
-    return emitOptionalError(loc, "missing 'axes'");
   int64_t rank = type->getRank();
   SmallVector<bool> reduced(rank, false);
   for (int64_t a : axes.asArrayRef()) {
@@ -222,8 +220,6 @@ LogicalResult inferSameTypeAlongAxis(std::optional<Location> loc, Value input,
   auto type = staticTensor(loc, input, "input");
   if (failed(type))
     return failure();
-  if (!axis)
-    return emitOptionalError(loc, "missing 'axis'");
   if (failed(axisIn(loc, axis.getInt(), type->getRank())))
     return failure();
   types.push_back(*type);
@@ -251,8 +247,6 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   auto type = staticTensor(loc, adaptor.getInput(), "input");
   if (failed(type))
     return failure();
-  if (!adaptor.getAxisAttr())
-    return emitOptionalError(loc, "missing 'axis'");
   auto axis = axisIn(loc, adaptor.getAxisAttr().getInt(), type->getRank());
   if (failed(axis))
     return failure();
@@ -398,8 +392,6 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   auto indices = staticTensor(loc, adaptor.getIndices(), "indices");
   if (failed(data) || failed(indices))
     return failure();
-  if (!adaptor.getAxisAttr())
-    return emitOptionalError(loc, "missing 'axis'");
   auto axis = axisIn(loc, adaptor.getAxisAttr().getInt(), data->getRank());
   if (failed(axis))
     return failure();
@@ -427,8 +419,6 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location>
   auto type = staticTensor(loc, adaptor.getInput(), "input");
   if (failed(type))
     return failure();
-  if (!adaptor.getAxesAttr())
-    return emitOptionalError(loc, "missing 'axes'");
   int64_t rank = type->getRank();
   SmallVector<bool> drop(rank, false);
   for (int64_t a : adaptor.getAxes()) {
@@ -455,8 +445,6 @@ LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
   auto type = staticTensor(loc, adaptor.getInput(), "input");
   if (failed(type))
     return failure();
-  if (!adaptor.getAxesAttr())
-    return emitOptionalError(loc, "missing 'axes'");
   int64_t rank = type->getRank() + adaptor.getAxes().size();
   SmallVector<bool> inserted(rank, false);
   for (int64_t a : adaptor.getAxes()) {
@@ -481,8 +469,6 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
   auto type = staticTensor(loc, adaptor.getInput(), "input");
   if (failed(type))
     return failure();
-  if (!adaptor.getPermAttr())
-    return emitOptionalError(loc, "missing 'perm'");
   ArrayRef<int64_t> perm = adaptor.getPerm();
   int64_t rank = type->getRank();
   SmallVector<bool> seen(rank, false);
@@ -507,8 +493,6 @@ LogicalResult BroadcastOp::inferReturnTypes(MLIRContext *,
   auto type = staticTensor(loc, adaptor.getInput(), "input");
   if (failed(type))
     return failure();
-  if (!adaptor.getShapeAttr())
-    return emitOptionalError(loc, "missing 'shape'");
   ArrayRef<int64_t> target = adaptor.getShape();
   auto shape = broadcastShapes(type->getShape(), target);
   if (!shape || !elementCount(*shape))
@@ -523,8 +507,6 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                          SmallVectorImpl<Type> &types) {
   if (adaptor.getInputs().empty())
     return emitOptionalError(loc, "concat needs at least one input");
-  if (!adaptor.getAxisAttr())
-    return emitOptionalError(loc, "missing 'axis'");
   auto first = staticTensor(loc, adaptor.getInputs()[0], "input");
   if (failed(first))
     return failure();
@@ -557,8 +539,6 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   auto type = staticTensor(loc, adaptor.getInput(), "input");
   if (failed(type))
     return failure();
-  if (!adaptor.getAxisAttr() || !adaptor.getSizesAttr())
-    return emitOptionalError(loc, "missing 'axis' or 'sizes'");
   auto axis = axisIn(loc, adaptor.getAxisAttr().getInt(), type->getRank());
   if (failed(axis))
     return failure();
@@ -586,9 +566,6 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   auto type = staticTensor(loc, adaptor.getInput(), "input");
   if (failed(type))
     return failure();
-  if (!adaptor.getOffsetsAttr() || !adaptor.getSizesAttr() ||
-      !adaptor.getStridesAttr())
-    return emitOptionalError(loc, "missing 'offsets', 'sizes' or 'strides'");
   ArrayRef<int64_t> offsets = adaptor.getOffsets(), sizes = adaptor.getSizes(),
                     strides = adaptor.getStrides();
   int64_t rank = type->getRank();

@@ -99,6 +99,11 @@ public:
     OpTy::populateDefaultAttrs(
         mlir::OperationName(OpTy::getOperationName(), context()), attrList);
     auto dict = attrList.getDictionary(context());
+    // The attributes' own constraints (required, types) first, so that the
+    // result-type rules can rely on them, as they do on a verified op.
+    typename OpTy::Adaptor adaptor(operands, dict);
+    if (mlir::failed(adaptor.verify(loc_)))
+      return failWithDiagnostic();
     if (mlir::failed(OpTy::inferReturnTypes(
             context(), loc_, operands, dict, mlir::OpaqueProperties(nullptr),
             mlir::RegionRange(), types)))

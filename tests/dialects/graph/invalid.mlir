@@ -355,3 +355,13 @@ func.func @f(%u: tensor<3x4xf32>, %i: tensor<2xi64>) {
   %0 = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<3x4xf32>, tensor<2xi64>) -> tensor<5x4xf32>
   return
 }
+
+// -----
+
+// A required attribute left out is the op's own verifier's error (the
+// result-type rules never see the op without it).
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{'graph.softmax' op requires attribute 'axis'}}
+  %0 = "graph.softmax"(%a) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
