@@ -36,6 +36,9 @@ public:
   mlir::OpBuilder &builder();
   mlir::MLIRContext *context() { return builder().getContext(); }
   mlir::Location loc() const { return loc_; }
+  /// The model's folder: external data (of initializers and of tensor
+  /// attributes alike) is found relative to it.
+  const std::string &modelDir() const;
 
   //===--- inputs --------------------------------------------------------===//
   int numInputs() const { return node_.input_size(); }

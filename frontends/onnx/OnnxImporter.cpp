@@ -61,6 +61,7 @@ public:
 
   // Used by NodeContext.
   OpBuilder &builder() { return builder_; }
+  const std::string &baseDir() const { return baseDir_; }
   FailureOr<Value> lookup(const std::string &name, NodeContext &node);
   void define(const std::string &name, Value value) { values_[name] = value; }
   std::string takeDiagnostic() { return std::exchange(diagnostic_, ""); }
@@ -482,6 +483,8 @@ NodeContext::NodeContext(OnnxImporter &importer, const ::onnx::NodeProto &node,
     : importer_(importer), node_(node), opset_(opset), loc_(loc) {}
 
 OpBuilder &NodeContext::builder() { return importer_.builder(); }
+
+const std::string &NodeContext::modelDir() const { return importer_.baseDir(); }
 
 LogicalResult NodeContext::fail(const Twine &message) {
   return importer_.fail(importer_.nodePrefix(node_, opset_) + message);

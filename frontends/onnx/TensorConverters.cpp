@@ -299,7 +299,7 @@ LogicalResult convertGather(NodeContext &ctx) {
 FailureOr<DenseElementsAttr> tensorAttribute(NodeContext &ctx,
                                              const ::onnx::TensorProto &tensor) {
   std::string error;
-  auto value = readTensor(*ctx.context(), tensor, "", error);
+  auto value = readTensor(*ctx.context(), tensor, ctx.modelDir(), error);
   if (failed(value))
     return ctx.fail(error);
   return value;

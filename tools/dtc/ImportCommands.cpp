@@ -1,16 +1,12 @@
 //===- ImportCommands.cpp - dtc import and dtc compile --------------------===//
 #include "tools/dtc/Commands.h"
-#include "dialects/graph/AttrNames.h"
 
 #include "compiler/Pipeline.h"
+#include "dialects/graph/AttrNames.h"
 #include "frontends/gpt/GptGenerator.h"
 #include "frontends/onnx/OnnxImporter.h"
-#include "plan/PlanLoader.h"
 #include "plan/FormatBytes.h"
 #include "tools/Registration.h"
-#include "plan/PlanPrinter.h"
-
-#include "onnx.pb.h"
 
 #include <fmt/format.h>
 
@@ -21,10 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
-#include <fstream>
 #include <functional>
-#include <iterator>
-#include <map>
 
 namespace dtc::cli {
 namespace {
