@@ -51,18 +51,22 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                                   llvm::cl::desc("cross_entropy: a label left out")};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw or sgd"),
                                 llvm::cl::init("adamw")};
-  Option<double> lr{*this, "lr", llvm::cl::desc("Peak learning rate"), llvm::cl::init(1e-3)};
+  Option<double> learningRate{*this, "lr", llvm::cl::desc("Peak learning rate"),
+                              llvm::cl::init(1e-3)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("sgd: momentum"),
                           llvm::cl::init(0.9)};
   Option<double> beta1{*this, "beta1", llvm::cl::desc("adamw: beta1"), llvm::cl::init(0.9)};
   Option<double> beta2{*this, "beta2", llvm::cl::desc("adamw: beta2"), llvm::cl::init(0.999)};
+  Option<double> epsilon{*this, "epsilon", llvm::cl::desc("adamw: epsilon"),
+                         llvm::cl::init(1e-8)};
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("Weight decay"),
                              llvm::cl::init(0.0)};
   Option<double> clipNorm{*this, "clip-norm", llvm::cl::desc("Global gradient norm clip"),
                           llvm::cl::init(0.0)};
   Option<std::string> schedule{*this, "schedule", llvm::cl::desc("constant or cosine"),
                                llvm::cl::init("constant")};
-  Option<int64_t> warmup{*this, "warmup", llvm::cl::desc("Warm-up steps"), llvm::cl::init(0)};
+  Option<int64_t> warmupSteps{*this, "warmup", llvm::cl::desc("Warm-up steps"),
+                              llvm::cl::init(0)};
   Option<int64_t> totalSteps{*this, "total-steps", llvm::cl::desc("cosine: total steps"),
                              llvm::cl::init(0)};
   Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
@@ -86,20 +90,11 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     CompileOptions o;
     if (train) {
       TrainingOptions t;
-      t.loss = loss;
+#define DTC_COPY(field) t.field = field;
+      DTC_TRAINING_OPTION_FIELDS(DTC_COPY)
+#undef DTC_COPY
       if (!ignoreIndex.empty())
         t.ignoreIndex = ignoreIndex[0];
-      t.optimizer = optimizer;
-      t.learningRate = lr;
-      t.momentum = momentum;
-      t.beta1 = beta1;
-      t.beta2 = beta2;
-      t.weightDecay = weightDecay;
-      t.clipNorm = clipNorm;
-      t.schedule = schedule;
-      t.warmupSteps = warmup;
-      t.totalSteps = totalSteps;
-      t.precision = precision;
       o.training = t;
     }
     ParallelOptions &p = o.parallel;

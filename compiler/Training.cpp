@@ -480,21 +480,11 @@ struct BuildTrainingStep : impl::BuildTrainingStepBase<BuildTrainingStep> {
       return signalPassFailure();
     }
     TrainingOptions o;
-    o.loss = loss;
+#define DTC_COPY(field) o.field = field;
+    DTC_TRAINING_OPTION_FIELDS(DTC_COPY)
+#undef DTC_COPY
     if (!ignoreIndex.empty())
       o.ignoreIndex = ignoreIndex[0];
-    o.optimizer = optimizer;
-    o.learningRate = learningRate;
-    o.momentum = momentum;
-    o.beta1 = beta1;
-    o.beta2 = beta2;
-    o.epsilon = epsilon;
-    o.weightDecay = weightDecay;
-    o.clipNorm = clipNorm;
-    o.schedule = schedule;
-    o.warmupSteps = warmupSteps;
-    o.totalSteps = totalSteps;
-    o.precision = precision;
     o.modelOutputs = modelOutputs;
     if (failed(buildTrainingStep(main, o)))
       signalPassFailure();
@@ -505,22 +495,12 @@ struct BuildTrainingStep : impl::BuildTrainingStepBase<BuildTrainingStep> {
 
 std::unique_ptr<Pass> createBuildTrainingStepPass(const TrainingOptions &o) {
   BuildTrainingStepOptions p;
-  p.loss = o.loss;
+#define DTC_COPY(field) p.field = o.field;
+  DTC_TRAINING_OPTION_FIELDS(DTC_COPY)
+#undef DTC_COPY
   int64_t ignore = o.ignoreIndex.value_or(0);
   if (o.ignoreIndex)
     p.ignoreIndex = ArrayRef<int64_t>(ignore);
-  p.optimizer = o.optimizer;
-  p.learningRate = o.learningRate;
-  p.momentum = o.momentum;
-  p.beta1 = o.beta1;
-  p.beta2 = o.beta2;
-  p.epsilon = o.epsilon;
-  p.weightDecay = o.weightDecay;
-  p.clipNorm = o.clipNorm;
-  p.schedule = o.schedule;
-  p.warmupSteps = o.warmupSteps;
-  p.totalSteps = o.totalSteps;
-  p.precision = o.precision;
   p.modelOutputs = o.modelOutputs;
   return createBuildTrainingStep(p); // copies the options
 }

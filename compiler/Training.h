@@ -33,6 +33,14 @@ struct TrainingOptions {
   bool modelOutputs = true;
 };
 
+/// TrainingOptions' plain fields, which the pass's options
+/// (dtc-build-training-step) and the pipeline's (dtc-compile-pipeline) name
+/// the same way: one list for every copy between them. (ignoreIndex, at
+/// most one label, is copied apart.)
+#define DTC_TRAINING_OPTION_FIELDS(X)                                                          \
+  X(loss) X(optimizer) X(learningRate) X(momentum) X(beta1) X(beta2) X(epsilon)               \
+  X(weightDecay) X(clipNorm) X(schedule) X(warmupSteps) X(totalSteps) X(precision)
+
 /// Checks the options; a message naming the bad one, or empty.
 std::string checkTrainingOptions(const TrainingOptions &options);
 
