@@ -12,6 +12,8 @@
 #include "plan.pb.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace dtc::plan {
 
@@ -25,6 +27,19 @@ inline int64_t planRanks(const plan::Plan &plan) {
 /// against ranks_size(): PlanLoader checks a loaded plan).
 inline int programIndexOfRank(const plan::Plan &plan, int64_t rank) {
   return plan.program_of_rank_size() ? int(plan.program_of_rank(int(rank))) : int(rank);
+}
+
+/// "1 rank", "4 ranks": for messages.
+inline std::string rankCount(int64_t ranks) {
+  return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
+}
+
+/// "2x4" (a mesh's axis sizes), "1" for none: for messages.
+inline std::string meshString(const std::vector<int64_t> &sizes) {
+  std::string text;
+  for (int64_t size : sizes)
+    text += (text.empty() ? "" : "x") + std::to_string(size);
+  return text.empty() ? "1" : text;
 }
 
 } // namespace dtc::plan

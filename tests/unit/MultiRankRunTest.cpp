@@ -265,8 +265,8 @@ void buildTraining(SpmdPlanBuilder &b, const std::string &model) {
   int64_t batch = 4 / ranks;
   b.plan.set_model(model);
   uint32_t x = b.input("x", plan::F32, {4, 2}, {{0, 1}, {}});
-  uint32_t labels = b.input("labels", plan::F32, {4, 1}, {{0, 1}, {}});
-  uint32_t lr = b.input("optimizer.lr", plan::F32, {});
+  uint32_t labels = b.input("labels", plan::F32, {4, 1}, {{0, 1}, {}}, plan::LABELS);
+  uint32_t lr = b.input("optimizer.lr", plan::F32, {}, {}, plan::LEARNING_RATE);
   uint32_t w = b.parameter(initializer("w"), plan::F32, {2, 1});
   plan::ParameterSource zeros = initializer("acc");
   zeros.set_zeros(true);

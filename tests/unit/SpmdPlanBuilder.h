@@ -81,9 +81,10 @@ public:
   /// Graph input `name` of the `whole` shape; its buffer holds the rank's
   /// part under `sharding`.
   uint32_t input(const std::string &name, plan::DType dtype, const std::vector<int64_t> &whole,
-                 const Sharding &sharding = {}) {
+                 const Sharding &sharding = {}, plan::InputRole role = plan::MODEL_INPUT) {
     plan::Tensor *tensor = plan.add_inputs();
     tensor->set_name(name);
+    tensor->set_role(role);
     *tensor->mutable_type() = tensorType(dtype, whole);
     uint32_t id = buffer(dtype, partOf(whole, sharding), name);
     program->mutable_buffers(int(id))->set_input(uint32_t(plan.inputs_size() - 1));

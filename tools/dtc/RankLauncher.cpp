@@ -1,6 +1,8 @@
 //===- RankLauncher.cpp - dtc run on several ranks ------------------------===//
 #include "tools/dtc/RankLauncher.h"
 
+#include "plan/Ranks.h"
+
 #include "plan/Sharding.h"
 
 #include <fmt/format.h>
@@ -41,17 +43,6 @@ std::string findOnPath(const std::string &name) {
   return "";
 }
 
-std::string meshString(const std::vector<int64_t> &sizes) {
-  return fmt::format("{}", fmt::join(sizes, "x"));
-}
-
-} // namespace
-
-std::string rankCount(int64_t ranks) {
-  return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
-}
-
-namespace {
 
 /// `mpirun -n RANKS --oversubscribe --bind-to none DTC ARGS`, and the
 /// environment the ranks need; empty with `error` when there is no mpirun
@@ -156,7 +147,7 @@ std::unique_ptr<RankJob> RankJob::join(const plan::Plan &plan, const std::string
     if (job->rank() == 0)
       failure(fmt::format("{}: the plan is for {} (mesh {}), but the job has {}: start it "
                           "with mpirun -n {} (or let dtc run start it)",
-                          planPath, rankCount(devices), meshString(mesh), job->size(),
+                          planPath, plan::rankCount(devices), plan::meshString(mesh), job->size(),
                           devices));
     return nullptr;
   }

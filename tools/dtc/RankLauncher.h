@@ -20,9 +20,6 @@
 
 namespace dtc::cli {
 
-/// "1 rank", "4 ranks".
-std::string rankCount(int64_t ranks);
-
 /// Replaces this process with `mpirun -n RANKS --oversubscribe --bind-to
 /// none DTC ARGS` (ARGS: dtc's arguments after its name, without -n), so
 /// that mpirun's exit status is dtc's (the ranks bind themselves: see

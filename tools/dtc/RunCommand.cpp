@@ -455,7 +455,7 @@ int runRun(const Args &args) {
   if (ranks != 0 && ranks != devices)
     return usageError(fmt::format("-n {}, but {} is a plan for {} (mesh {}): give -n {} "
                                   "or leave -n out",
-                                  ranks, planPath, rankCount(devices),
+                                  ranks, planPath, plan::rankCount(devices),
                                   fmt::join(plan::meshAxisSizes(plan.mesh()), "x"), devices));
   // Before any rank starts: a usage error once, not once per rank.
   if (!plan.has_training() &&

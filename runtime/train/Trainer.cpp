@@ -1,0 +1,293 @@
+//===- Trainer.cpp --------------------------------------------------------===//
+#include "runtime/train/Trainer.h"
+
+#include "plan/DType.h"
+#include "plan/Ranks.h"
+#include "plan/Sharding.h"
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/DataSet.h"
+#include "runtime/train/ModelExport.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <sys/stat.h>
+
+namespace dtc::runtime::train {
+namespace {
+
+/// The data set's field that holds the labels (labels.npy, or a token
+/// file's next tokens).
+constexpr const char *kLabels = "labels";
+
+/// FNV-1a over the rank's program and the plan's training section: a
+/// checkpoint belongs to the plan it was written by.
+std::string planDigest(const plan::Plan &plan, const plan::RankProgram &program) {
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string &part :
+       {program.SerializeAsString(), plan.training().SerializeAsString()})
+    for (unsigned char c : part)
+      h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+void setScalar(Executor &executor, int input, float value) {
+  std::vector<char> &bytes = executor.inputBytes(input);
+  std::memcpy(bytes.data(), &value, sizeof value);
+}
+
+} // namespace
+
+double scheduledLearningRate(const plan::Training &t, int64_t step) {
+  double peak = t.learning_rate();
+  if (t.schedule() != "cosine")
+    return peak;
+  if (step < t.warmup_steps())
+    return peak * double(step + 1) / double(t.warmup_steps());
+  double progress = double(step - t.warmup_steps()) /
+                    double(std::max<int64_t>(1, t.total_steps() - t.warmup_steps()));
+  return peak * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, progress)));
+}
+
+bool Trainer::resume(const TrainOptions &options, const std::string &digest,
+                     const std::vector<uint32_t> &parameters, uint64_t &seed, int64_t &start,
+                     std::string &error) {
+  const plan::RankProgram &program = executor_.program();
+  std::vector<int64_t> mesh = plan::meshAxisSizes(plan_.mesh());
+  int64_t rank = world_ ? world_->rank() : 0, ranks = plan::meshDevices(plan_.mesh());
+  CheckpointState state;
+  bool read = readCheckpoint(options.checkpoint, rank, ranks, state, error);
+  if (world_) {
+    // Ranks replace their files one by one: a run stopped while they were
+    // writing leaves some at a newer step. All resume from the oldest,
+    // which every rank still has (its file, or its previous one).
+    if (!read) { // a rank stopped between keeping its previous file and writing
+      std::string first = error;
+      read = readCheckpoint(options.checkpoint, rank, ranks, state, error, true);
+      if (!read)
+        error = first;
+    }
+    int64_t oldest = read ? state.step : -1, failed = read ? 0 : 1;
+    std::string commError;
+    if (!world_->allReduce(&oldest, 1, plan::I64, Reduction::Min, commError) ||
+        !world_->allReduce(&failed, 1, plan::I64, Reduction::Max, commError)) {
+      error = commError;
+      return false;
+    }
+    if (!read)
+      return false;
+    if (failed) {
+      error = options.checkpoint + ": another rank cannot read its checkpoint file";
+      return false;
+    }
+    if (state.step != oldest) {
+      std::string newer = fmt::format("step {}", state.step);
+      if (!readCheckpoint(options.checkpoint, rank, ranks, state, error, true) ||
+          state.step != oldest) {
+        error = fmt::format("{}: rank {} holds {}, another rank step {}, and its previous "
+                            "file is not of step {}: the ranks cannot resume together",
+                            options.checkpoint, rank, newer, oldest, oldest);
+        return false;
+      }
+      progress_(fmt::format("resume: the ranks' files are of different steps (the run "
+                            "stopped while writing); resuming all from step {}",
+                            oldest));
+    }
+  } else if (!read) {
+    return false;
+  }
+  // Files before meshes were recorded are single-rank ones.
+  if (state.ranks() != ranks || (!state.mesh.empty() && state.mesh != mesh)) {
+    error = fmt::format("{}: the checkpoint was written by a run on mesh {} ({}); this "
+                        "plan's mesh is {} ({})",
+                        options.checkpoint, plan::meshString(state.mesh),
+                        plan::rankCount(state.ranks()), plan::meshString(mesh),
+                        plan::rankCount(ranks));
+    return false;
+  }
+  if (state.planDigest != digest) {
+    error = options.checkpoint + ": the checkpoint was written by another plan (recompiled "
+                                 "or changed); it cannot resume this one";
+    return false;
+  }
+  if (state.tensorTypes.size() != parameters.size()) {
+    error = options.checkpoint + ": holds " + std::to_string(state.tensorTypes.size()) +
+            " tensors, the plan has " + std::to_string(parameters.size()) + " parameters";
+    return false;
+  }
+  for (size_t k = 0; k < parameters.size(); ++k) {
+    const plan::Buffer &buffer = program.buffers(int(parameters[k]));
+    if (state.tensorTypes[k].first != buffer.parameter().initializer() ||
+        state.tensorTypes[k].second.SerializeAsString() != buffer.type().SerializeAsString()) {
+      error = options.checkpoint + ": tensor '" + state.tensorTypes[k].first +
+              "' does not match the plan's parameter '" + buffer.parameter().initializer() +
+              "'";
+      return false;
+    }
+    std::memcpy(executor_.bufferData(parameters[k]), state.tensorBytes[k].data(),
+                state.tensorBytes[k].size());
+  }
+  start = state.step;
+  if (state.seed != options.seed)
+    progress_(fmt::format("resume: the checkpoint's data seed {} replaces --seed {}",
+                          state.seed, options.seed));
+  seed = state.seed;
+  progress_(fmt::format("resumed from {} at step {}", options.checkpoint, start));
+  return true;
+}
+
+bool Trainer::run(const TrainOptions &options, std::string &error) {
+  const plan::Training &training = plan_.training();
+  if (options.data.empty() || options.steps <= 0) {
+    error = "training needs a data set and a step count";
+    return false;
+  }
+  // The data set's fields: the model's inputs, then the labels; the
+  // optimizer's scalars are ours. The plan says which input is which.
+  std::vector<FieldSpec> fields;
+  std::vector<int> fieldInputs;
+  int labelsInput = -1, lrInput = -1, bc1Input = -1, bc2Input = -1;
+  for (int i = 0; i < plan_.inputs_size(); ++i) {
+    const plan::Tensor &input = plan_.inputs(i);
+    switch (input.role()) {
+    case plan::LABELS: labelsInput = i; break;
+    case plan::LEARNING_RATE: lrInput = i; break;
+    case plan::BIAS_CORRECTION1: bc1Input = i; break;
+    case plan::BIAS_CORRECTION2: bc2Input = i; break;
+    default:
+      fields.push_back({input.name(), input.type()});
+      fieldInputs.push_back(i);
+    }
+  }
+  if (labelsInput < 0 || lrInput < 0) {
+    error = "the plan's training step has no labels or learning-rate input: recompile it "
+            "with this dtc";
+    return false;
+  }
+  fields.push_back({kLabels, plan_.inputs(labelsInput).type()});
+  fieldInputs.push_back(labelsInput);
+
+  struct stat st;
+  if (stat(options.data.c_str(), &st) != 0) {
+    error = "--data '" + options.data + "': no such file or directory";
+    return false;
+  }
+  std::unique_ptr<DataSet> data =
+      S_ISDIR(st.st_mode) ? DataSet::openNpyDir(options.data, fields, error)
+                          : DataSet::openTokens(options.data, options.tokenBytes, fields, error);
+  if (!data)
+    return false;
+  data->setShuffle(options.shuffle, options.seed);
+  if (training.loss() == "cross_entropy")
+    data->setLabelRange(fields.size() - 1, training.classes(),
+                        training.has_ignore_index()
+                            ? std::optional<int64_t>(training.ignore_index())
+                            : std::nullopt);
+
+  // Every parameter (weights and optimizer state) is checkpointed, by name:
+  // this rank's parts of them.
+  const plan::RankProgram &program = executor_.program();
+  std::vector<uint32_t> parameters;
+  for (int b = 0; b < program.buffers_size(); ++b)
+    if (program.buffers(b).has_parameter())
+      parameters.push_back(uint32_t(b));
+  std::string digest = planDigest(plan_, program);
+
+  int64_t start = 0;
+  uint64_t dataSeed = options.seed; // a resumed run's is the checkpoint's
+  if (options.resume) {
+    if (options.checkpoint.empty()) {
+      error = "resuming needs a checkpoint directory";
+      return false;
+    }
+    if (!resume(options, digest, parameters, dataSeed, start, error))
+      return false;
+    data->setShuffle(options.shuffle, dataSeed);
+  }
+
+  auto saveCheckpoint = [&](int64_t completed) {
+    CheckpointState state;
+    state.step = completed;
+    state.seed = dataSeed;
+    state.planDigest = digest;
+    state.mesh = plan::meshAxisSizes(plan_.mesh());
+    state.rank = world_ ? world_->rank() : 0;
+    for (uint32_t id : parameters) {
+      const plan::Buffer &buffer = program.buffers(int(id));
+      state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
+      const char *at = executor_.bufferData(id);
+      state.tensorBytes.emplace_back(
+          at, at + plan::elementCount(buffer.type()) * plan::dtypeBytes(buffer.type().dtype()));
+    }
+    return writeCheckpoint(options.checkpoint, state, error);
+  };
+
+  progress_(fmt::format("training: {} samples, batch {}, {} batches per epoch, {} steps, "
+                        "loss {}, {}",
+                        data->samples(), data->batch(), data->batchesPerEpoch(), options.steps,
+                        training.loss(), training.optimizer()));
+  // Each rank reads only its rows of every batch (all of them unless the
+  // plan splits the batch).
+  std::vector<void *> buffers(fields.size());
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  for (size_t f = 0; f < fields.size(); ++f)
+    rows.push_back(executor_.inputRows(fieldInputs[f]));
+  for (int64_t step = start; step < options.steps; ++step) {
+    auto begin = std::chrono::steady_clock::now();
+    for (size_t f = 0; f < fields.size(); ++f)
+      buffers[f] = executor_.inputRowBytes(fieldInputs[f]).data();
+    if (!data->fillBatch(step, buffers.data(), error, &rows)) {
+      error = fmt::format("step {}: {}", step + 1, error);
+      return false;
+    }
+    double lr = scheduledLearningRate(training, step);
+    setScalar(executor_, lrInput, float(lr));
+    double t = double(step + 1);
+    if (bc1Input >= 0)
+      setScalar(executor_, bc1Input, float(1.0 / (1.0 - std::pow(training.beta1(), t))));
+    if (bc2Input >= 0)
+      setScalar(executor_, bc2Input, float(1.0 / (1.0 - std::pow(training.beta2(), t))));
+    if (!executor_.run(error)) {
+      error = fmt::format("step {}: {}", step + 1, error);
+      return false;
+    }
+    HostTensor lossTensor = executor_.output(0);
+    float loss;
+    std::memcpy(&loss, lossTensor.bytes.data(), sizeof loss);
+    if (!std::isfinite(loss)) {
+      error = fmt::format("step {}: the loss is {}; stopping without saving anything{}",
+                          step + 1,
+                          std::isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity",
+                          options.checkpoint.empty()
+                              ? " (no --checkpoint was given)"
+                              : " (the last checkpoint in " + options.checkpoint +
+                                    " is intact)");
+      return false;
+    }
+    executor_.applyUpdates();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
+            .count();
+    progress_(fmt::format("step {} loss {:.6f} lr {:.3g} time {:.3f} ms", step + 1, loss, lr,
+                          ms));
+    bool last = step + 1 == options.steps;
+    if (!options.checkpoint.empty() && options.checkpointEvery > 0 &&
+        ((step + 1) % options.checkpointEvery == 0 || last) && !saveCheckpoint(step + 1))
+      return false;
+  }
+  if (options.exportPath.empty())
+    return true;
+  int replaced = 0;
+  if (!exportTrainedModel(plan_, executor_,
+                          options.modelPath.empty() ? plan_.model() : options.modelPath,
+                          options.exportPath, world_, replaced, error))
+    return false;
+  if (!world_ || world_->rank() == 0)
+    progress_(fmt::format("exported {} with {} trained initializers", options.exportPath,
+                          replaced));
+  return true;
+}
+
+} // namespace dtc::runtime::train

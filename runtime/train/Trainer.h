@@ -1,0 +1,76 @@
+//===- Trainer.h - a training plan's step over a data set -------*- C++ -*-===//
+//
+// Runs a training plan's step (compiler/Training.cpp) over a data set:
+// fills the model's inputs and the labels from the data, the optimizer's
+// per-step scalars from the schedule (each input found by its role in the
+// plan), runs the step, checks the loss, then copies the new weights and
+// optimizer state into place. Checkpoints hold every parameter (weights and
+// optimizer state), the step and the data seed: the data order depends only
+// on (seed, step), so a resumed run repeats the uninterrupted one exactly.
+// With several ranks, each reads the same batches and feeds its part of
+// sharded inputs (the executor cuts it), and each checkpoints its own parts
+// of the parameters in a file of its own. `dtc run` is flags and printing
+// around this.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_TRAIN_TRAINER_H
+#define DTC_RUNTIME_TRAIN_TRAINER_H
+
+#include "runtime/Executor.h"
+#include "runtime/comm/Communicator.h"
+
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace dtc::runtime::train {
+
+struct TrainOptions {
+  std::string data;            // a directory of .npy files, or a token file
+  int tokenBytes = 2;          // token files: 2 (uint16) or 4 (uint32)
+  int64_t steps = 0;           // train up to this step (resumed runs count from 0)
+  uint64_t seed = 0;
+  bool shuffle = true;
+  std::string checkpoint;      // directory; empty: none
+  int64_t checkpointEvery = 0; // steps; 0: only at the end (with a checkpoint directory)
+  bool resume = false;
+  std::string exportPath;      // the trained model as ONNX (rank 0 writes); empty: none
+  std::string modelPath;       // where the plan's parameters came from; empty: the plan's
+};
+
+/// The learning rate at 0-based `step`: constant, or a linear warm-up to
+/// the peak and then a cosine decay to 0 at total_steps.
+double scheduledLearningRate(const plan::Training &training, int64_t step);
+
+class Trainer {
+public:
+  /// What a run says as it goes, a line at a time ("training: ...",
+  /// "step 3 loss 2.1 ..."); the caller prints them.
+  using Progress = std::function<void(const std::string &line)>;
+
+  /// `world`: the job's ranks when several run the plan, null for one
+  /// process.
+  Trainer(const plan::Plan &plan, Executor &executor, Communicator *world, Progress progress)
+      : plan_(plan), executor_(executor), world_(world), progress_(std::move(progress)) {}
+
+  /// Trains; false with `error` saying why it stopped (bad data, a
+  /// checkpoint of another plan, a non-finite loss, ...). What was saved
+  /// before an error stays intact.
+  bool run(const TrainOptions &options, std::string &error);
+
+private:
+  bool resume(const TrainOptions &options, const std::string &digest,
+              const std::vector<uint32_t> &parameters, uint64_t &seed, int64_t &start,
+              std::string &error);
+
+  const plan::Plan &plan_;
+  Executor &executor_;
+  Communicator *world_;
+  Progress progress_;
+};
+
+} // namespace dtc::runtime::train
+
+#endif // DTC_RUNTIME_TRAIN_TRAINER_H
