@@ -3,6 +3,7 @@
 #include "frontends/onnx/NodeContext.h"
 #include "frontends/onnx/TensorData.h"
 
+#include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 #include "dialects/graph/ShapeRules.h"
 
@@ -344,7 +345,7 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
       builder_.getFunctionType(argTypes, {}));
   Block *body = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {
-    func.setArgAttr(i, "graph.name", builder_.getStringAttr(name));
+    func.setArgAttr(i, attr::kName, builder_.getStringAttr(name));
     values_[name] = body->getArgument(i);
   }
   builder_.setInsertionPointToStart(body);
@@ -417,7 +418,7 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
       op.erase();
   func.setType(builder_.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, output] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, "graph.name", builder_.getStringAttr(output.name()));
+    func.setResultAttr(i, attr::kName, builder_.getStringAttr(output.name()));
   return success();
 }
 
@@ -462,9 +463,9 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const void *data, size_t size,
 
   Location loc = FileLineColLoc::get(&context_, displayName_, 0, 0);
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  module->getOperation()->setAttr("graph.source",
+  module->getOperation()->setAttr(attr::kSource,
                                   builder_.getStringAttr(displayName_));
-  module->getOperation()->setAttr("graph.opset", builder_.getI64IntegerAttr(opset));
+  module->getOperation()->setAttr(attr::kOpset, builder_.getI64IntegerAttr(opset));
   builder_.setInsertionPointToEnd(module->getBody());
   if (failed(importGraph(model.graph(), opset)))
     return finishWith(nullptr);
