@@ -9,7 +9,9 @@
 // same position in each transformer layer) share one decision, so the
 // integer program has the size of one layer, and CBC solves it exactly.
 // The choice is written as `dtc.split` on each op and `dtc.sharding` on
-// each argument, for dtc-spmd-partition. docs/sharding.md explains.
+// each argument, for dtc-spmd-partition. docs/sharding.md explains; the
+// pass dtc-sharding-search (ShardingSearchPass.cpp) runs it, and
+// SearchGraph.h lists the files its parts live in.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_COMPILER_SHARDINGSEARCH_H

@@ -122,7 +122,7 @@ Link readLink(Reader &r, const llvm::json::Object &links, llvm::StringRef key) {
     for (auto [field, ways] : {std::pair{"protocols", &link.protocols},
                                std::pair{"transfers", &link.transfers}})
       r.forEachObject(*o, path, field, "{\"latency\", \"bandwidth\"} objects",
-                      [&](const llvm::json::Object &p, const std::string &item) {
+                      [&, ways = ways](const llvm::json::Object &p, const std::string &item) {
                         ways->push_back({r.positive(p, item, "latency"),
                                          r.positive(p, item, "bandwidth")});
                       });

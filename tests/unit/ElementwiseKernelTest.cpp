@@ -289,7 +289,7 @@ TEST(ElementwiseKernel, FlushesSubnormalsToZero) {
   const int64_t n = 1000;
   auto filled = [&](float v) { return tensor(plan::F32, {n}, std::vector<float>(n, v)); };
   for (auto [a, b] : {std::pair{1e-30f, 1e-10f}, std::pair{1e-40f, 1e30f}})
-    forEachIsa([&] {
+    forEachIsa([&, a = a, b = b] {
       for (int threads : {1, 2})
         for (float y : run<float>(e, {filled(a), filled(b)}, typeOf(plan::F32, {n}), threads))
           ASSERT_EQ(y, 0.0f) << a << " * " << b << " with " << threads << " threads";
