@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/dtc/Commands.h"
+#include "tools/dtc/OptionParser.h"
 
 #include "tools/dtc/RankLauncher.h"
 
@@ -91,23 +92,17 @@ bool measureLinks(int64_t ranks, bool quick, cost::Link &link, double &jitter,
 } // namespace
 
 int runCalibrate(const Args &args) {
-  std::string output = "-", linksRank;
+  std::string output = "-", linksRank, stray;
   bool quick = false, links = true;
-  for (size_t i = 0; i < args.size(); ++i) {
-    bool missing = false;
-    if (auto v = flagValue(args, i, "-o", missing))
-      output = *v;
-    else if (auto v = flagValue(args, i, "--links-rank", missing))
-      linksRank = *v; // internal: one rank of the link measurement
-    else if (args[i] == "--quick")
-      quick = true;
-    else if (args[i] == "--no-links")
-      links = false;
-    else if (missing)
-      return usageError(args[i] + " needs a value");
-    else
-      return usageError("calibrate: unknown argument '" + args[i] + "'");
-  }
+  OptionParser parser("calibrate", "argument", stray);
+  parser.text("-o", output);
+  parser.text("--links-rank", linksRank); // internal: one rank of the link measurement
+  parser.flag("--quick", quick);
+  parser.flag("--no-links", [&] { links = false; });
+  if (int rc = parser.parse(args))
+    return rc;
+  if (!stray.empty())
+    return usageError("calibrate takes no arguments, got '" + stray + "'");
   if (!linksRank.empty())
     return measureLinksAsRank(linksRank, quick);
   auto say = [&](const std::string &line) {

@@ -31,11 +31,7 @@ void setErrorPrefix(std::string prefix);
 /// place), or to stdout for "-"; returns 0, or 1 after printing why not.
 int writeOutput(const std::string &path, const std::string &bytes);
 
-/// Reads the value of the flag at args[i] ("--flag VALUE" or
-/// "--flag=VALUE"); advances i past it. Empty when args[i] is another flag
-/// or the value is missing (then `missing` is set).
-std::optional<std::string> flagValue(const Args &args, size_t &i, const std::string &flag,
-                             bool &missing);
+// Each command declares its flags to an OptionParser (OptionParser.h).
 
 } // namespace dtc::cli
 

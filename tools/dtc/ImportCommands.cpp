@@ -1,5 +1,6 @@
 //===- ImportCommands.cpp - dtc import and dtc compile --------------------===//
 #include "tools/dtc/Commands.h"
+#include "tools/dtc/OptionParser.h"
 
 #include "compiler/Pipeline.h"
 #include "dialects/graph/AttrNames.h"
@@ -28,56 +29,34 @@ struct ModelOptions {
   onnx::ImportOptions import;
 };
 
-/// Parses args[i] if it is a --shape or --freeze option (consuming its
-/// value). Returns 1 if it was one, 0 if not, -1 after printing an error.
-int parseModelOption(const Args &args, size_t &i, ModelOptions &options) {
-  bool missing = false;
-  if (auto v = flagValue(args, i, "--shape", missing)) {
-    std::string error;
-    if (!onnx::parseShapeOption(*v, options.import, error))
-      return usageError(error), -1;
-    return 1;
-  }
-  if (missing)
-    return usageError("--shape needs NAME=DIMS, e.g. --shape batch=2"), -1;
-  if (auto v = flagValue(args, i, "--freeze", missing)) {
-    size_t eq = v->find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == v->size())
-      return usageError("--freeze needs NAME=FILE.pb, e.g. --freeze shape=shape.pb"), -1;
-    options.import.frozenInputs[v->substr(0, eq)] = v->substr(eq + 1);
-    return 1;
-  }
-  if (missing)
-    return usageError("--freeze needs NAME=FILE.pb, e.g. --freeze shape=shape.pb"), -1;
-  if (auto v = flagValue(args, i, "-o", missing)) {
-    options.output = *v;
-    return 1;
-  }
-  if (missing || (args[i] == "--output" && i + 1 >= args.size()))
-    return usageError("-o needs a file name"), -1;
-  if (auto v = flagValue(args, i, "--output", missing)) {
-    options.output = *v;
-    return 1;
-  }
-  return 0;
+/// --shape, --freeze and -o, which import and compile share.
+void addModelOptions(OptionParser &parser, ModelOptions &options) {
+  parser.value(
+      "--shape",
+      [&options](const std::string &v) {
+        std::string error;
+        onnx::parseShapeOption(v, options.import, error);
+        return error;
+      },
+      "--shape needs NAME=DIMS, e.g. --shape batch=2");
+  parser.value(
+      "--freeze",
+      [&options](const std::string &v) -> std::string {
+        size_t eq = v.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+          return "--freeze needs NAME=FILE.pb, e.g. --freeze shape=shape.pb";
+        options.import.frozenInputs[v.substr(0, eq)] = v.substr(eq + 1);
+        return "";
+      },
+      "--freeze needs NAME=FILE.pb, e.g. --freeze shape=shape.pb");
+  parser.text("-o", options.output, "-o needs a file name");
+  parser.text("--output", options.output, "-o needs a file name");
 }
 
 mlir::DialectRegistry dialectRegistry() {
   mlir::DialectRegistry registry;
   registerAllDialects(registry);
   return registry;
-}
-
-/// Takes a positional argument as the model; -1 after an error.
-int takeModel(const std::string &command, const std::string &arg, ModelOptions &options) {
-  if (!arg.empty() && arg[0] == '-' && arg != "-")
-    return usageError(command + ": unknown option '" + arg + "'"), -1;
-  if (!options.model.empty())
-    return usageError(command + " takes one model, got '" + options.model + "' and '" + arg +
-                      "'"),
-           -1;
-  options.model = arg;
-  return 0;
 }
 
 /// The model as the graph dialect: an ONNX file, or a generated GPT
@@ -102,25 +81,22 @@ bool isGenerated(const std::string &model) {
 int runImport(const Args &args) {
   ModelOptions options;
   options.output = "-";
-  bool debugLocations = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string &arg = args[i];
-    if (arg == "--list-ops") {
-      for (const auto &op : onnx::supportedOnnxOps())
-        llvm::outs() << op << "\n";
-      return 0;
-    }
-    if (arg == "--list-opsets") {
-      llvm::outs() << onnx::kMinOpset << " " << onnx::kMaxOpset << "\n";
-      return 0;
-    }
-    if (arg == "--debug-locations") {
-      debugLocations = true;
-      continue;
-    }
-    int parsed = parseModelOption(args, i, options);
-    if (parsed < 0 || (parsed == 0 && takeModel("import", arg, options) < 0))
-      return 1;
+  bool debugLocations = false, listOps = false, listOpsets = false;
+  OptionParser parser("import", "model", options.model);
+  parser.flag("--list-ops", [&] { listOps = true; }, /*stops=*/true);
+  parser.flag("--list-opsets", [&] { listOpsets = true; }, /*stops=*/true);
+  parser.flag("--debug-locations", debugLocations);
+  addModelOptions(parser, options);
+  if (int rc = parser.parse(args))
+    return rc;
+  if (listOps) {
+    for (const auto &op : onnx::supportedOnnxOps())
+      llvm::outs() << op << "\n";
+    return 0;
+  }
+  if (listOpsets) {
+    llvm::outs() << onnx::kMinOpset << " " << onnx::kMaxOpset << "\n";
+    return 0;
   }
   if (options.model.empty())
     return usageError("import needs a model: dtc import MODEL.onnx");
@@ -141,66 +117,31 @@ int runImport(const Args &args) {
   return writeOutput(options.output, text);
 }
 
-/// Parses args[i] if it is one of compile's training options: 1 if it
-/// was, 0 if not, -1 after a usage error.
-int parseTrainingOption(const Args &args, size_t &i, bool &train, TrainingOptions &t) {
-  if (args[i] == "--train") {
-    train = true;
-    return 1;
-  }
-  bool missing = false;
-  auto number = [&](const char *flag, double &out) -> int {
-    auto v = flagValue(args, i, flag, missing);
-    if (!v)
-      return missing ? usageError(std::string(flag) + " needs a number"), -1 : 0;
-    char *end = nullptr;
-    out = std::strtod(v->c_str(), &end);
-    if (v->empty() || *end || !std::isfinite(out))
-      return usageError(std::string(flag) + " needs a number, got '" + *v + "'"), -1;
-    return 1;
-  };
-  auto integer = [&](const char *flag, int64_t &out) -> int {
-    double value = 0;
-    int parsed = number(flag, value);
-    if (parsed == 1 && value != std::floor(value))
-      return usageError(std::string(flag) + " needs an integer"), -1;
-    if (parsed == 1)
-      out = int64_t(value);
-    return parsed;
-  };
-  auto word = [&](const char *flag, std::string &out) -> int {
-    auto v = flagValue(args, i, flag, missing);
-    if (!v)
-      return missing ? usageError(std::string(flag) + " needs a value"), -1 : 0;
-    out = *v;
-    return 1;
-  };
-  int64_t ignore = 0;
-  // Tried in turn until one matches (each may advance i).
-  const std::function<int()> parsers[] = {
-      [&] { return word("--loss", t.loss); },
-      [&] { return word("--optimizer", t.optimizer); },
-      [&] { return word("--schedule", t.schedule); },
-      [&] { return word("--precision", t.precision); },
-      [&] { return number("--lr", t.learningRate); },
-      [&] { return number("--momentum", t.momentum); },
-      [&] { return number("--beta1", t.beta1); },
-      [&] { return number("--beta2", t.beta2); },
-      [&] { return number("--weight-decay", t.weightDecay); },
-      [&] { return number("--clip-norm", t.clipNorm); },
-      [&] { return integer("--warmup", t.warmupSteps); },
-      [&] { return integer("--total-steps", t.totalSteps); },
-      [&] {
-        int parsed = integer("--ignore-index", ignore);
-        if (parsed == 1)
+/// compile's training options (--train and what it trains with).
+void addTrainingOptions(OptionParser &parser, bool &train, TrainingOptions &t) {
+  parser.flag("--train", train);
+  for (auto [name, out] : {std::pair{"--loss", &t.loss}, std::pair{"--optimizer", &t.optimizer},
+                           std::pair{"--schedule", &t.schedule},
+                           std::pair{"--precision", &t.precision}})
+    parser.text(name, *out);
+  for (auto [name, out] :
+       {std::pair{"--lr", &t.learningRate}, std::pair{"--momentum", &t.momentum},
+        std::pair{"--beta1", &t.beta1}, std::pair{"--beta2", &t.beta2},
+        std::pair{"--weight-decay", &t.weightDecay}, std::pair{"--clip-norm", &t.clipNorm}})
+    parser.value(name, realNumber(name, *out), std::string(name) + " needs a number");
+  for (auto [name, out] :
+       {std::pair{"--warmup", &t.warmupSteps}, std::pair{"--total-steps", &t.totalSteps}})
+    parser.value(name, integerNumber(name, *out), std::string(name) + " needs a number");
+  parser.value(
+      "--ignore-index",
+      [&t](const std::string &v) {
+        int64_t ignore = 0;
+        std::string problem = integerNumber("--ignore-index", ignore)(v);
+        if (problem.empty())
           t.ignoreIndex = ignore;
-        return parsed;
+        return problem;
       },
-  };
-  for (const auto &parse : parsers)
-    if (int parsed = parse())
-      return parsed;
-  return 0;
+      "--ignore-index needs a number");
 }
 
 /// --preset / --cluster as given to compile.
@@ -208,66 +149,52 @@ struct ClusterChoice {
   std::string preset, file;
 };
 
-/// Parses args[i] if it is one of compile's options of how to split the
-/// work: 1 if it was, 0 if not, -1 after a usage error.
-int parseParallelOption(const Args &args, size_t &i, ParallelOptions &p, ClusterChoice &cluster) {
-  bool missing = false;
-  auto count = [&](const char *flag, int64_t &out, int64_t least) -> int {
-    auto v = flagValue(args, i, flag, missing);
-    if (!v)
-      return missing ? usageError(std::string(flag) + " needs a number"), -1 : 0;
-    char *end = nullptr;
-    out = std::strtoll(v->c_str(), &end, 10);
-    if (v->empty() || *end || out < least)
-      return usageError(fmt::format("{} needs a whole number of at least {}, got '{}'", flag,
-                                    least, *v)),
-             -1;
-    return 1;
-  };
-  int64_t zero = 0, devices = 0;
-  if (int parsed = count("--dp", p.dataParallel, 1))
-    return parsed;
-  if (int parsed = count("--tp", p.tensorParallel, 1))
-    return parsed;
-  if (int parsed = count("--zero", zero, 0)) {
-    if (parsed == 1 && zero > 3)
-      return usageError(fmt::format("--zero takes a stage 0, 1, 2 or 3, got {}", zero)), -1;
-    p.zero = int(zero);
-    return parsed;
-  }
-  if (int parsed = count("--devices", devices, 1)) {
-    if (parsed == 1)
-      p.mesh = {devices};
-    return parsed;
-  }
-  if (auto v = flagValue(args, i, "--mesh", missing)) {
+/// compile's options of how to split the work.
+void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice &cluster,
+                        int64_t &zero, int64_t &devices) {
+  parser.value("--dp", countAtLeast("--dp", p.dataParallel, 1), "--dp needs a number");
+  parser.value("--tp", countAtLeast("--tp", p.tensorParallel, 1), "--tp needs a number");
+  parser.value(
+      "--zero",
+      [&](const std::string &v) -> std::string {
+        if (std::string problem = countAtLeast("--zero", zero, 0)(v); !problem.empty())
+          return problem;
+        if (zero > 3)
+          return fmt::format("--zero takes a stage 0, 1, 2 or 3, got {}", zero);
+        p.zero = int(zero);
+        return "";
+      },
+      "--zero needs a number");
+  parser.value(
+      "--devices",
+      [&](const std::string &v) -> std::string {
+        if (std::string problem = countAtLeast("--devices", devices, 1)(v); !problem.empty())
+          return problem;
+        p.mesh = {devices};
+        return "";
+      },
+      "--devices needs a number");
+  parser.value("--mesh", [&p](const std::string &v) -> std::string {
     p.mesh.clear();
     llvm::SmallVector<llvm::StringRef> sizes;
-    llvm::StringRef(*v).split(sizes, 'x');
+    llvm::StringRef(v).split(sizes, 'x');
     for (llvm::StringRef size : sizes) {
       int64_t n = 0;
       if (size.getAsInteger(10, n) || n < 1)
-        return usageError("--mesh needs sizes like 2x4, got '" + *v + "'"), -1;
+        return "--mesh needs sizes like 2x4, got '" + v + "'";
       p.mesh.push_back(n);
     }
-    return 1;
-  }
-  if (auto v = flagValue(args, i, "--memory-limit", missing)) {
-    std::optional<double> bytes = plan::parseByteSize(*v);
+    return "";
+  });
+  parser.value("--memory-limit", [&p](const std::string &v) -> std::string {
+    std::optional<double> bytes = plan::parseByteSize(v);
     if (!bytes || *bytes <= 0)
-      return usageError("--memory-limit needs a size like 40GiB or 512MiB, got '" + *v + "'"), -1;
+      return "--memory-limit needs a size like 40GiB or 512MiB, got '" + v + "'";
     p.memoryLimit = *bytes;
-    return 1;
-  }
-  if (auto v = flagValue(args, i, "--preset", missing)) {
-    cluster.preset = *v;
-    return 1;
-  }
-  if (auto v = flagValue(args, i, "--cluster", missing)) {
-    cluster.file = *v;
-    return 1;
-  }
-  return missing ? usageError(args[i] + " needs a value"), -1 : 0;
+    return "";
+  });
+  parser.text("--preset", cluster.preset);
+  parser.text("--cluster", cluster.file);
 }
 
 /// Checks the pins against the mesh and loads the cluster the search
@@ -302,21 +229,13 @@ int runCompile(const Args &args) {
   TrainingOptions training;
   ParallelOptions parallel;
   ClusterChoice cluster;
-  for (size_t i = 0; i < args.size(); ++i) {
-    int parsed = parseParallelOption(args, i, parallel, cluster);
-    if (parsed < 0)
-      return 1;
-    if (parsed == 1)
-      continue;
-    parsed = parseTrainingOption(args, i, train, training);
-    if (parsed < 0)
-      return 1;
-    if (parsed == 1)
-      continue;
-    parsed = parseModelOption(args, i, options);
-    if (parsed < 0 || (parsed == 0 && takeModel("compile", args[i], options) < 0))
-      return 1;
-  }
+  int64_t zero = 0, devices = 0;
+  OptionParser parser("compile", "model", options.model);
+  addParallelOptions(parser, parallel, cluster, zero, devices);
+  addTrainingOptions(parser, train, training);
+  addModelOptions(parser, options);
+  if (int rc = parser.parse(args))
+    return rc;
   if (train) {
     if (std::string problem = checkTrainingOptions(training); !problem.empty())
       return usageError(problem);

@@ -1,5 +1,6 @@
 //===- RunCommand.cpp - dtc run -------------------------------------------===//
 #include "tools/dtc/Commands.h"
+#include "tools/dtc/OptionParser.h"
 #include "plan/PlanPrinter.h"
 #include "tools/dtc/RankLauncher.h"
 #include "tools/dtc/TrainCommand.h"
@@ -347,92 +348,66 @@ int runRun(const Args &args) {
   int &threads = options.threads, &repeat = options.repeat;
   bool &profile = options.profile;
   TrainRunOptions &train = options.train;
-  int ranks = 0;  // -n; 0: not given
-  Args forwarded; // the arguments without -n, for the ranks dtc starts
+  int ranks = 0; // -n; 0: not given
+  OptionParser parser("run", "plan", planPath);
+  parser.value(
+      "-n",
+      [&](const std::string &v) -> std::string {
+        if (std::string problem = nonNegative("-n", ranks)(v); !problem.empty())
+          return problem;
+        return ranks == 0 ? "-n needs at least 1 rank" : "";
+      });
+  parser.text("--inputs", inputs);
+  parser.text("--outputs", outputs);
+  parser.text("--model", model);
+  parser.value("--output-format", [&](const std::string &v) -> std::string {
+    outputFormat = v;
+    return v == "pb" || v == "npy" ? "" : "--output-format is pb or npy, got '" + v + "'";
+  });
+  parser.value("--threads", nonNegative("--threads", threads));
+  parser.value("--repeat", nonNegative("--repeat", repeat));
+  parser.flag("--profile", profile);
+  parser.text("--trace", options.trace);
+  parser.text("--data", train.data);
+  int steps = 0, seed = 0, every = 0;
+  parser.value("--steps", [&](const std::string &v) {
+    std::string problem = nonNegative("--steps", steps)(v);
+    train.steps = steps;
+    return problem;
+  });
+  parser.value("--seed", [&](const std::string &v) {
+    std::string problem = nonNegative("--seed", seed)(v);
+    train.seed = uint64_t(seed);
+    return problem;
+  });
+  parser.value("--token-bytes", [&](const std::string &v) -> std::string {
+    if (std::string problem = nonNegative("--token-bytes", train.tokenBytes)(v);
+        !problem.empty())
+      return problem;
+    return train.tokenBytes == 2 || train.tokenBytes == 4
+               ? ""
+               : "--token-bytes is 2 (uint16 ids) or 4 (uint32 ids)";
+  });
+  parser.text("--checkpoint", train.checkpoint);
+  parser.value("--checkpoint-every", [&](const std::string &v) {
+    std::string problem = nonNegative("--checkpoint-every", every)(v);
+    train.checkpointEvery = every;
+    return problem;
+  });
+  parser.text("--export", train.exportPath);
+  parser.flag("--resume", train.resume);
+  parser.flag("--no-shuffle", [&] { train.shuffle = false; });
+  if (int rc = parser.parse(args))
+    return rc;
+  // The arguments for the ranks dtc starts: all but -n.
+  Args forwarded;
   for (size_t i = 0; i < args.size(); ++i) {
-    size_t first = i;
-    bool missing = false;
-    auto number = [&](const std::string &flag, const std::string &text, int &out) {
-      try {
-        size_t used = 0;
-        out = std::stoi(text, &used);
-        if (used != text.size() || out < 0)
-          throw std::invalid_argument(text);
-        return true;
-      } catch (const std::exception &) {
-        usageError(flag + " needs a non-negative integer, got '" + text + "'");
-        return false;
-      }
-    };
-    if (auto v = flagValue(args, i, "-n", missing)) {
-      if (!number("-n", *v, ranks))
-        return 1;
-      if (ranks == 0)
-        return usageError("-n needs at least 1 rank");
+    if (args[i] == "-n") {
+      ++i;
       continue;
     }
-    if (missing)
-      return usageError("-n needs a value");
-    if (auto v = flagValue(args, i, "--inputs", missing)) {
-      inputs = *v;
-    } else if (auto v = flagValue(args, i, "--outputs", missing)) {
-      outputs = *v;
-    } else if (auto v = flagValue(args, i, "--model", missing)) {
-      model = *v;
-    } else if (auto v = flagValue(args, i, "--output-format", missing)) {
-      outputFormat = *v;
-      if (outputFormat != "pb" && outputFormat != "npy")
-        return usageError("--output-format is pb or npy, got '" + outputFormat + "'");
-    } else if (auto v = flagValue(args, i, "--threads", missing)) {
-      if (!number("--threads", *v, threads))
-        return 1;
-    } else if (auto v = flagValue(args, i, "--repeat", missing)) {
-      if (!number("--repeat", *v, repeat))
-        return 1;
-    } else if (args[i] == "--profile") {
-      profile = true;
-    } else if (auto v = flagValue(args, i, "--trace", missing)) {
-      options.trace = *v;
-    } else if (auto v = flagValue(args, i, "--data", missing)) {
-      train.data = *v;
-    } else if (auto v = flagValue(args, i, "--steps", missing)) {
-      int steps = 0;
-      if (!number("--steps", *v, steps))
-        return 1;
-      train.steps = steps;
-    } else if (auto v = flagValue(args, i, "--seed", missing)) {
-      int seed = 0;
-      if (!number("--seed", *v, seed))
-        return 1;
-      train.seed = uint64_t(seed);
-    } else if (auto v = flagValue(args, i, "--token-bytes", missing)) {
-      if (!number("--token-bytes", *v, train.tokenBytes))
-        return 1;
-      if (train.tokenBytes != 2 && train.tokenBytes != 4)
-        return usageError("--token-bytes is 2 (uint16 ids) or 4 (uint32 ids)");
-    } else if (auto v = flagValue(args, i, "--checkpoint", missing)) {
-      train.checkpoint = *v;
-    } else if (auto v = flagValue(args, i, "--checkpoint-every", missing)) {
-      int every = 0;
-      if (!number("--checkpoint-every", *v, every))
-        return 1;
-      train.checkpointEvery = every;
-    } else if (auto v = flagValue(args, i, "--export", missing)) {
-      train.exportPath = *v;
-    } else if (args[i] == "--resume") {
-      train.resume = true;
-    } else if (args[i] == "--no-shuffle") {
-      train.shuffle = false;
-    } else if (missing) {
-      return usageError(args[i] + " needs a value");
-    } else if (!args[i].empty() && args[i][0] == '-') {
-      return usageError("run: unknown option '" + args[i] + "'");
-    } else if (!planPath.empty()) {
-      return usageError("run takes one plan, got '" + planPath + "' and '" + args[i] + "'");
-    } else {
-      planPath = args[i];
-    }
-    forwarded.insert(forwarded.end(), args.begin() + long(first), args.begin() + long(i) + 1);
+    if (args[i].rfind("-n=", 0) != 0)
+      forwarded.push_back(args[i]);
   }
   if (planPath.empty())
     return usageError("run needs a plan: dtc run PLAN.dtcp --inputs DIR --outputs DIR");

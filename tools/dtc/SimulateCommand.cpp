@@ -1,5 +1,6 @@
 //===- SimulateCommand.cpp - dtc simulate ----------------------------------===//
 #include "tools/dtc/Commands.h"
+#include "tools/dtc/OptionParser.h"
 
 #include "cost/Simulator.h"
 #include "plan/PlanLoader.h"
@@ -64,24 +65,12 @@ void printMemoryBreakdown(const plan::Plan &plan, int64_t peak) {
 
 int runSimulate(const Args &args) {
   std::string path, clusterFile, presetName, trace;
-  for (size_t i = 0; i < args.size(); ++i) {
-    bool missing = false;
-    if (auto v = flagValue(args, i, "--cluster", missing)) {
-      clusterFile = *v;
-    } else if (auto v = flagValue(args, i, "--preset", missing)) {
-      presetName = *v;
-    } else if (auto v = flagValue(args, i, "--trace", missing)) {
-      trace = *v;
-    } else if (missing) {
-      return usageError(args[i] + " needs a value");
-    } else if (!args[i].empty() && args[i][0] == '-') {
-      return usageError("simulate: unknown option '" + args[i] + "'");
-    } else if (!path.empty()) {
-      return usageError("simulate takes one plan, got '" + path + "' and '" + args[i] + "'");
-    } else {
-      path = args[i];
-    }
-  }
+  OptionParser parser("simulate", "plan", path);
+  parser.text("--cluster", clusterFile);
+  parser.text("--preset", presetName);
+  parser.text("--trace", trace);
+  if (int rc = parser.parse(args))
+    return rc;
   if (path.empty())
     return usageError("simulate needs a plan: dtc simulate PLAN.dtcp [--preset NAME | --cluster FILE]");
   if (!clusterFile.empty() && !presetName.empty())

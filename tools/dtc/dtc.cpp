@@ -153,23 +153,6 @@ int writeOutput(const std::string &path, const std::string &bytes) {
   return 0;
 }
 
-std::optional<std::string> flagValue(const Args &args, size_t &i, const std::string &flag,
-                                     bool &missing) {
-  missing = false;
-  const std::string &arg = args[i];
-  if (arg == flag) {
-    if (i + 1 >= args.size()) {
-      missing = true;
-      return std::nullopt;
-    }
-    return args[++i];
-  }
-  if (arg.size() > flag.size() + 1 && arg.compare(0, flag.size(), flag) == 0 &&
-      arg[flag.size()] == '=')
-    return arg.substr(flag.size() + 1);
-  return std::nullopt;
-}
-
 } // namespace dtc::cli
 
 int main(int argc, char **argv) {
