@@ -37,6 +37,16 @@ const ElementType *elementTypeOfOnnx(int32_t onnxType) {
   return nullptr;
 }
 
+const ElementType *onnxElementType(const ::onnx::TensorProto &tensor, const std::string &label,
+                                   formats::onnx::TensorInfo &info, std::string &error) {
+  if (!formats::onnx::describeTensor(tensor, label, info, error))
+    return nullptr;
+  const ElementType *element = elementTypeOfOnnx(tensor.data_type());
+  if (!element)
+    error = label + ": " + formats::onnx::dataTypeName(tensor.data_type()) + " is not supported";
+  return element;
+}
+
 const ElementType *elementTypeOf(plan::DType dtype) {
   for (const ElementType &e : kElementTypes)
     if (e.dtype == dtype)

@@ -7,6 +7,8 @@
 #ifndef DTC_RUNTIME_HOSTTENSOR_H
 #define DTC_RUNTIME_HOSTTENSOR_H
 
+#include "formats/onnx/TensorProto.h"
+
 #include "plan.pb.h"
 
 #include <cstdint>
@@ -35,6 +37,12 @@ struct ElementType {
 /// ('<f4', '|u1', ...; one-byte types in any byte order); nullptr when the
 /// runtime does not hold it.
 const ElementType *elementTypeOfOnnx(int32_t onnxType);
+
+/// A TensorProto's element type when the runtime holds it, its dims checked
+/// and described into `info`; nullptr with `error` (starting with `label`)
+/// otherwise.
+const ElementType *onnxElementType(const ::onnx::TensorProto &tensor, const std::string &label,
+                                   formats::onnx::TensorInfo &info, std::string &error);
 const ElementType *elementTypeOf(plan::DType dtype);
 const ElementType *elementTypeOfNpy(std::string_view descr);
 

@@ -129,13 +129,9 @@ bool ParameterReader::read(const plan::ParameterSource &source,
   const TensorProto &t = *found->second;
   std::string label = model.path + ": initializer '" + t.name() + "'";
   format::TensorInfo info;
-  if (!format::describeTensor(t, label, info, error))
+  const ElementType *element = onnxElementType(t, label, info, error);
+  if (!element)
     return false;
-  const ElementType *element = elementTypeOfOnnx(t.data_type());
-  if (!element) {
-    error = label + ": " + format::dataTypeName(t.data_type()) + " is not supported";
-    return false;
-  }
   if (element->dtype != type.dtype()) {
     error = label + " is " + format::dataTypeName(t.data_type()) +
             " but the plan reads it as " + dtypeName(type.dtype());

@@ -55,13 +55,9 @@ bool readTensorProto(const std::string &path, const std::string &data,
     return false;
   }
   format::TensorInfo info;
-  if (!format::describeTensor(t, label, info, error))
+  const ElementType *element = onnxElementType(t, label, info, error);
+  if (!element)
     return false;
-  const ElementType *element = elementTypeOfOnnx(t.data_type());
-  if (!element) {
-    error = label + ": " + format::dataTypeName(t.data_type()) + " is not supported";
-    return false;
-  }
   if (format::isExternal(t)) {
     error = label + ": data is in an external file; only tensors with their "
                     "data inside the .pb file can be read";

@@ -8,13 +8,10 @@ written it, for bad-input tests, with protoc's Python code for plan.proto.
 labels and optimizer scalars the runtime cannot recognise).
 """
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PROTO = os.path.join(HERE, "..", "..", "plan")
+import plan_proto
 
 
 def main():
@@ -24,10 +21,7 @@ def main():
     ap.add_argument("--clear-roles", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(["protoc", f"--python_out={tmp}", f"-I{PROTO}",
-                        os.path.join(PROTO, "plan.proto")], check=True)
-        sys.path.insert(0, tmp)
-        import plan_pb2 as pb
+        pb = plan_proto.load(tmp)
 
         plan = pb.Plan()
         with open(args.input, "rb") as f:

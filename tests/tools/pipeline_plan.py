@@ -7,17 +7,13 @@ at `--ms` milliseconds on an A100 (f32 matmul rate of the a100-80g preset).
 
     pipeline_plan.py OUT.dtcp [--ms 1]
 
-Builds the plan with protoc's Python code for plan/plan.proto,
-generated into a temporary folder.
+Builds the plan with protoc's Python code for plan/plan.proto
+(plan_proto.py), generated into a temporary folder.
 """
 import argparse
-import os
-import subprocess
-import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PROTO = os.path.join(HERE, "..", "..", "plan")
+import plan_proto
 
 
 def main():
@@ -31,10 +27,7 @@ def main():
                     help="leave out rank 1's second receive (a plan that must be refused)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(["protoc", f"--python_out={tmp}", f"-I{PROTO}",
-                        os.path.join(PROTO, "plan.proto")], check=True)
-        sys.path.insert(0, tmp)
-        import plan_pb2 as pb
+        pb = plan_proto.load(tmp)
 
         plan = pb.Plan()
         plan.format_version = 2
