@@ -14,6 +14,7 @@
 #include "cost/Cluster.h"
 #include "cost/calibrate/Calibrate.h"
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/RankJob.h"
 
 #include <fmt/format.h>
 
@@ -37,7 +38,7 @@ int measureLinksAsRank(const std::string &file, bool quick) {
   int nodeRank = 0, nodeSize = 1;
   if (!world || !runtime::MpiSession::placeOnNode(nodeRank, nodeSize, error))
     return failure("calibrate: MPI did not start: " + error);
-  bindToCores(nodeRank, nodeSize, 1);
+  runtime::bindToCores(nodeRank, nodeSize, 1);
   cost::calibrate::LinkMeasurement measured;
   if (!cost::calibrate::measureLinks(*world, quick, measured, error))
     session->abortJob(failure(error));

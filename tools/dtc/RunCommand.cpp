@@ -1,14 +1,15 @@
 //===- RunCommand.cpp - dtc run -------------------------------------------===//
 #include "tools/dtc/Commands.h"
 #include "tools/dtc/OptionParser.h"
-#include "plan/PlanPrinter.h"
 #include "tools/dtc/RankLauncher.h"
 #include "tools/dtc/TrainCommand.h"
 
-#include "runtime/Executor.h"
 #include "plan/PlanLoader.h"
-#include "plan/Sharding.h"
+#include "plan/PlanPrinter.h"
 #include "plan/Ranks.h"
+#include "plan/Sharding.h"
+#include "runtime/Executor.h"
+#include "runtime/comm/RankJob.h"
 
 #include "cost/Simulator.h"
 
@@ -263,7 +264,7 @@ struct RunOptions {
 };
 
 /// Runs this process's rank of `plan`: rank 0 alone, or the job's rank.
-int runRank(const plan::Plan &plan, const RunOptions &options, RankJob *job) {
+int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob *job) {
   std::string error;
   auto executor = runtime::Executor::create(plan, job ? job->rank() : 0, options.model,
                                             options.threads, error,
@@ -452,9 +453,12 @@ int runRun(const Args &args) {
     command.insert(command.end(), forwarded.begin(), forwarded.end());
     return relaunchUnderMpirun(devices, command);
   }
-  std::unique_ptr<RankJob> job = RankJob::join(plan, planPath);
+  std::unique_ptr<runtime::RankJob> job = runtime::RankJob::join(plan, error);
   if (!job)
-    return 1;
+    return error.empty() ? 1 : failure(planPath + ": " + error);
+  if (job->size() > 1)
+    setErrorPrefix(fmt::format("rank {}: ", job->rank()));
+  job->quietOtherRanks();
   if (threads == 0)
     threads = job->defaultThreads();
   std::string placement = job->bindToCores(threads);

@@ -1,0 +1,66 @@
+//===- RankJob.h - this process as one rank of a plan's job -----*- C++ -*-===//
+//
+// A plan for several ranks runs one process per rank over MPI, started by
+// mpirun or srun (or by `dtc run`, which re-executes itself under mpirun:
+// tools/dtc/RankLauncher.h). Each process joins the job here: MPI, the
+// world, the groups of the plan's mesh, and where on its machine it runs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_COMM_RANKJOB_H
+#define DTC_RUNTIME_COMM_RANKJOB_H
+
+#include "runtime/comm/MeshGroups.h"
+#include "runtime/comm/MpiCommunicator.h"
+
+#include "plan.pb.h"
+
+#include <memory>
+#include <string>
+
+namespace dtc::runtime {
+
+/// Binds this process (and the threads it starts later) to `threads` cores
+/// of its own, rank `nodeRank` of the `nodeSize` ranks on its machine taking
+/// the cores after those of the ranks before it, when nobody bound it (it
+/// may run on every core) and they all fit on its cores; otherwise leaves
+/// the OS to place it. Returns a line saying which.
+std::string bindToCores(int nodeRank, int nodeSize, int threads);
+
+class RankJob {
+public:
+  /// Joins the job; null with `error` when MPI does not start or the job's
+  /// size is not the plan's device count (then only rank 0's `error` says
+  /// so, the others' is empty: one message is enough).
+  static std::unique_ptr<RankJob> join(const plan::Plan &plan, std::string &error);
+  ~RankJob();
+
+  int rank() const { return world_->rank(); }
+  int size() const { return world_->size(); }
+  Communicator &world() { return *world_; }
+  MeshGroups &groups() { return *groups_; }
+  /// Threads per rank when none are asked for: the machine's cores shared
+  /// by the job's ranks on it.
+  int defaultThreads() const;
+
+  /// runtime::bindToCores for this rank among the job's ranks on its machine.
+  std::string bindToCores(int threads);
+
+  /// Rank 0 speaks for the job: outputs and the loss are replicated, so the
+  /// other ranks' stdout would only repeat it. Their stderr still shows.
+  void quietOtherRanks() const;
+
+  /// Ends the job with `status` when it is not 0 and other ranks may be
+  /// waiting for this one in a collective (MPI_Abort); else returns it.
+  int finish(int status);
+
+private:
+  RankJob() = default;
+  std::unique_ptr<MpiSession> session_;
+  std::unique_ptr<Communicator> world_;
+  std::unique_ptr<MeshGroups> groups_;
+  int nodeRank_ = 0, nodeSize_ = 1; // this rank among the job's ranks on its machine
+};
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_COMM_RANKJOB_H
