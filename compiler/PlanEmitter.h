@@ -2,13 +2,10 @@
 #ifndef DTC_COMPILER_PLANEMITTER_H
 #define DTC_COMPILER_PLANEMITTER_H
 
-#include "dialects/graph/GraphOps.h"
 #include "plan.pb.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
-
-#include <string>
 
 namespace dtc {
 

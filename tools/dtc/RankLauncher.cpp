@@ -1,10 +1,6 @@
 //===- RankLauncher.cpp - dtc run on several ranks ------------------------===//
 #include "tools/dtc/RankLauncher.h"
 
-#include "plan/Ranks.h"
-
-#include "plan/Sharding.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,10 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
-#include <sched.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
 
 namespace dtc::cli {
