@@ -77,6 +77,10 @@ void outlineGroup(ArrayRef<Operation *> ops) {
                                               inputs.getArrayRef());
   if (Attribute sharding = root->getAttr(attr::kSharding)) // how the partitioner split it
     fused->setAttr(attr::kSharding, sharding);
+  // A group never mixes a step's parts (dtc-accumulate-gradients): an op
+  // whose users are all once-per-step is once-per-step itself.
+  if (root->hasAttr(attr::kOncePerStep))
+    fused->setAttr(attr::kOncePerStep, UnitAttr::get(root->getContext()));
   Block *body = builder.createBlock(&fused.getBody());
   IRMapping mapping;
   for (Value input : inputs)

@@ -66,6 +66,8 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "mlir::ModuleOp"> {
     Option<"totalSteps", "total-steps", "int64_t", "0", "cosine: the step it decays to 0 at">,
     Option<"precision", "precision", "std::string", "\"fp32\"",
            "fp32, or bf16 (bf16 compute, fp32 master weights and optimizer state)">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Accumulate gradients over this many micro-batches (the model's batch) per step">,
     Option<"modelOutputs", "model-outputs", "bool", "true",
            "Return the model's outputs too (a split step returns the loss and updates only)">,
   ];
@@ -99,6 +101,25 @@ def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
     Option<"memoryLimit", "memory-limit", "std::string", "\"\"",
            "Bytes per device, e.g. 40GiB (default: the cluster's device memory)">,
   ];
+  let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
+}
+
+def AccumulateGradients : Pass<"dtc-accumulate-gradients", "mlir::func::FuncOp"> {
+  let summary = "Split a micro-batched training step into its per-micro-batch and per-step parts";
+  let description = [{
+    In a step that accumulates gradients (dtc-build-training-step with
+    micro-batches: `graph.add`s of a `dtc.accumulator` parameter and a
+    gradient, returned as the accumulator's update), marks with
+    `dtc.once_per_step` the ops that run once per step, after the last
+    micro-batch: those that read an accumulated gradient (clipping, the
+    optimizer), and those only such ops read. The other ops run once per
+    micro-batch. A sum all-reduce (or one followed by a cast) whose result
+    only feeds an accumulation moves past it into the once-per-step part:
+    each rank sums its partial gradients over the micro-batches and the
+    data-parallel group reduces once per step, not once per micro-batch
+    (the reduction is linear). Runs after dtc-spmd-partition; a function
+    without accumulators is left as it is.
+  }];
   let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
 }
 

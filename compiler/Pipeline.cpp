@@ -27,6 +27,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
     pm.addPass(createShardingSearchPass(options.parallel));
   pm.addPass(createSpmdPartition());
   OpPassManager &fpm = pm.nest<func::FuncOp>();
+  if (options.training && options.training->microBatches > 1)
+    fpm.addPass(createAccumulateGradients());
   if (!options.training) // folds inference batch norms into the weights
     fpm.addPass(createFuseConv());
   fpm.addPass(createChannelsLast());
@@ -71,6 +73,9 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                              llvm::cl::init(0)};
   Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
                                 llvm::cl::init("fp32")};
+  Option<int64_t> microBatches{*this, "micro-batches",
+                               llvm::cl::desc("Gradient accumulation: micro-batches per step"),
+                               llvm::cl::init(1)};
   ListOption<int64_t> mesh{*this, "mesh", llvm::cl::desc("Free mesh axes, e.g. 2,2")};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("Data-parallel axis size"),
                      llvm::cl::init(0)};

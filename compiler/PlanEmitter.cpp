@@ -127,6 +127,7 @@ LogicalResult emitTraining(func::FuncOp func, DictionaryAttr options, plan::Trai
   out.set_precision(text("precision"));
   out.set_running_statistics(integer("running_statistics"));
   out.set_classes(integer("classes", /*required=*/false));
+  out.set_micro_batches(std::max<int64_t>(1, integer("micro_batches", /*required=*/false)));
   if (options.get("ignore_index")) {
     out.set_has_ignore_index(true);
     out.set_ignore_index(integer("ignore_index"));
@@ -186,9 +187,17 @@ public:
         }
         continue;
       }
+      // A micro-batched step's once-per-step part comes last (dtc-schedule).
+      bool once = op.hasAttr(attr::kOncePerStep);
+      int before = rank_.instructions_size();
       if (failed(emitOp(&op)))
         return failure();
+      if (once && !accumulateEnd_)
+        accumulateEnd_ = before;
+      if (!once && accumulateEnd_ && rank_.instructions_size() != before)
+        return op.emitError("a per-micro-batch op after the once-per-step part (run dtc-schedule)");
     }
+    rank_.set_accumulate_end(uint32_t(accumulateEnd_.value_or(rank_.instructions_size())));
     rank_.set_arena_bytes(func_->getAttrOfType<IntegerAttr>(attr::kArenaBytes).getInt());
     return success();
   }
@@ -316,6 +325,7 @@ private:
           if (std::optional<uint64_t> offset = p.getOffset())
             source->set_offset(int64_t(*offset));
           source->set_zeros(p->hasAttr(attr::kZeros));
+          source->set_accumulator(p->hasAttr(attr::kAccumulator));
           auto std = p->getAttrOfType<FloatAttr>(attr::kInitStd);
           auto value = p->getAttrOfType<FloatAttr>(attr::kInitValue);
           if (std || value) { // a generated model's: drawn at load, seeded by its name
@@ -655,6 +665,7 @@ private:
   llvm::DenseMap<Value, uint32_t> ids_;
   llvm::StringMap<uint32_t> parameters_; // parameter name -> buffer id
   std::vector<int64_t> meshShape_;
+  std::optional<int> accumulateEnd_; // the first once-per-step instruction
 };
 
 } // namespace

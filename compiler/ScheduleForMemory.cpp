@@ -8,6 +8,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <algorithm>
+
 namespace dtc {
 #define GEN_PASS_DEF_SCHEDULEFORMEMORY
 #include "compiler/Passes.h.inc"
@@ -149,6 +151,11 @@ struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
       func.emitError("schedule: the function's ops form a cycle");
       return signalPassFailure();
     }
+    // A micro-batched step runs its once-per-step part last (nothing of the
+    // per-micro-batch part reads it, so either order stays valid).
+    auto perMicroBatch = [](Operation *op) { return !op->hasAttr(attr::kOncePerStep); };
+    std::stable_partition(ops.begin(), ops.end(), perMicroBatch);
+    std::stable_partition(greedy.begin(), greedy.end(), perMicroBatch);
     int64_t sourcePeak = peakOf(block, ops), greedyPeak = peakOf(block, greedy);
     bool useGreedy = greedyPeak < sourcePeak;
     ArrayRef<Operation *> chosen = useGreedy ? greedy : ops;

@@ -87,6 +87,8 @@ public:
     if (trained.empty())
       return func_.emitError("the loss depends on no f32 parameter: nothing to train");
     b_.setInsertionPoint(terminator);
+    if (options_.microBatches > 1)
+      accumulateGradients(trained, updates);
     if (options_.clipNorm > 0)
       clipGradients(trained);
 
@@ -128,7 +130,8 @@ public:
     // Results: the loss, the model's outputs, then the updates.
     SmallVector<Value> results{loss};
     SmallVector<Attribute> oldNames;
-    if (options_.modelOutputs) {
+    // A micro-batched step has one micro-batch's outputs at a time.
+    if (options_.modelOutputs && options_.microBatches == 1) {
       results.append(modelOutputs);
       for (unsigned i = 0; i < func_.getNumResults(); ++i)
         oldNames.push_back(func_.getResultAttr(i, attr::kName));
@@ -156,10 +159,20 @@ public:
     func_.setAllResultAttrs(attrs);
 
     recordOptions(classes, running);
-    int states = 0;
-    func_.walk([&](graph::ParameterOp p) { states += p->hasAttr(attr::kZeros); });
-    noteWhatWasBuilt(parametersBefore, int(updates.size()) - states - int(running), states,
-                     norms, running);
+    int states = 0, accumulators = 0;
+    func_.walk([&](graph::ParameterOp p) {
+      accumulators += p->hasAttr(attr::kAccumulator);
+      states += p->hasAttr(attr::kZeros) && !p->hasAttr(attr::kAccumulator);
+    });
+    noteWhatWasBuilt(parametersBefore, int(updates.size()) - states - accumulators - int(running),
+                     states, norms, running);
+    if (accumulators)
+      addNote(func_, "training: gradients accumulated over " +
+                         std::to_string(options_.microBatches) + " micro-batches of " +
+                         std::to_string(microBatchRows(modelOutputs)) +
+                         " samples (the model's batch) per step, in " +
+                         std::to_string(accumulators) +
+                         " accumulators; one optimizer update per step");
     return success();
   }
 
@@ -184,6 +197,7 @@ private:
     add("clip_norm", b_.getF64FloatAttr(options_.clipNorm));
     add("precision", b_.getStringAttr(options_.precision));
     add("running_statistics", b_.getI64IntegerAttr(running));
+    add("micro_batches", b_.getI64IntegerAttr(options_.microBatches));
     if (classes)
       add("classes", b_.getI64IntegerAttr(classes));
     if (options_.ignoreIndex)
@@ -411,6 +425,29 @@ private:
                                    b_.create<graph::DivOp>(loc_, sumAll(mul(picked, mask)), count));
   }
 
+  /// Gradient accumulation: each gradient is added to an accumulator (a
+  /// zero-initialised parameter, which the runtime zeroes before each step
+  /// and the step updates in place once per micro-batch); the optimizer
+  /// reads the sum / micro-batches, the full batch's mean gradient.
+  void accumulateGradients(SmallVectorImpl<std::pair<graph::ParameterOp, Value>> &trained,
+                           SmallVectorImpl<std::pair<Value, std::string>> &updates) {
+    Value scale = constant(1.0 / double(options_.microBatches));
+    for (auto &[param, grad] : trained) {
+      Value acc = state(param, "grad_accumulator");
+      acc.getDefiningOp()->setAttr(attr::kAccumulator, b_.getUnitAttr());
+      Value sum = add(acc, grad);
+      updates.push_back({sum, param.getName().str() + ".grad_accumulator"});
+      grad = mul(sum, scale);
+    }
+  }
+
+  /// The rows of dim 0 of the model's first output: one micro-batch.
+  static int64_t microBatchRows(ArrayRef<Value> outputs) {
+    if (outputs.empty() || typeOf(outputs[0]).getRank() == 0)
+      return 1;
+    return typeOf(outputs[0]).getShape()[0];
+  }
+
   /// g *= clip / max(norm, clip), norm the global L2 norm of all gradients.
   void clipGradients(SmallVectorImpl<std::pair<graph::ParameterOp, Value>> &trained) {
     Value total;
@@ -453,6 +490,8 @@ std::string checkTrainingOptions(const TrainingOptions &o) {
     return "--schedule cosine needs --total-steps larger than --warmup";
   if (o.precision != "fp32" && o.precision != "bf16")
     return "--precision must be fp32 or bf16, got '" + o.precision + "'";
+  if (o.microBatches < 1)
+    return "--micro-batches must be at least 1";
   if (o.ignoreIndex && o.loss != "cross_entropy")
     return "--ignore-index applies to --loss cross_entropy only";
   return "";

@@ -26,6 +26,10 @@ struct TrainingOptions {
   /// casts, while weights (the master copy), gradients as they reach the
   /// weights, optimizer state and the loss stay fp32.
   std::string precision = "fp32";
+  /// Gradient accumulation: the step runs the model on this many
+  /// micro-batches (the model's batch is one micro-batch), sums their
+  /// gradients in accumulators and updates once. 1: off.
+  int64_t microBatches = 1;
   /// Return the model's outputs too. A step split over several devices
   /// returns the loss and the updates only: the outputs (logits) would
   /// have to be gathered whole on every rank each step, and the trainer
@@ -39,7 +43,8 @@ struct TrainingOptions {
 /// most one label, is copied apart.)
 #define DTC_TRAINING_OPTION_FIELDS(X)                                                          \
   X(loss) X(optimizer) X(learningRate) X(momentum) X(beta1) X(beta2) X(epsilon)               \
-  X(weightDecay) X(clipNorm) X(schedule) X(warmupSteps) X(totalSteps) X(precision)
+  X(weightDecay) X(clipNorm) X(schedule) X(warmupSteps) X(totalSteps) X(precision)      \
+  X(microBatches)
 
 /// Checks the options; a message naming the bad one, or empty.
 std::string checkTrainingOptions(const TrainingOptions &options);
@@ -47,7 +52,10 @@ std::string checkTrainingOptions(const TrainingOptions &options);
 /// Turns `main` (the model's forward pass; its first result the prediction)
 /// into one training step: a `labels` input and the loss, the gradients
 /// (differentiate), gradient clipping and the optimizer update, with the
-/// optimizer's state as zero-initialised parameters. The function then
+/// optimizer's state as zero-initialised parameters. With micro-batches,
+/// each gradient is summed into an accumulator (a zero-initialised
+/// parameter marked `dtc.accumulator`, updated in place) and the optimizer
+/// reads the accumulated sum / micro-batches. The function then
 /// returns the loss, the model's outputs, and the new value of every
 /// trained parameter and state (result attribute `dtc.updates` names the
 /// parameter). The inputs the runtime feeds carry `dtc.role`; `main`

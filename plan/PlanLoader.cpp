@@ -242,6 +242,13 @@ private:
       if (!checkInstruction(rank, rank.instructions(i),
                             where + ", instruction " + std::to_string(i)))
         return false;
+    if (plan_.training().micro_batches() < 0)
+      return fail("training: negative micro-batch count");
+    if (rank.accumulate_end() > uint32_t(rank.instructions_size()))
+      return fail(where + ": accumulate_end " + std::to_string(rank.accumulate_end()) +
+                  " is past its " + std::to_string(rank.instructions_size()) + " instructions");
+    if (plan_.training().micro_batches() > 1 && plan_.outputs_size() == 0)
+      return fail("training: micro-batches but no loss output");
     if (rank.outputs_size() != plan_.outputs_size())
       return fail(where + ": " + std::to_string(rank.outputs_size()) +
                   " output buffers for " + std::to_string(plan_.outputs_size()) +

@@ -19,8 +19,10 @@ namespace dtc::plan {
 
 /// The plan format this runtime reads; the compiler writes the same.
 /// Version 2: training inputs carry a typed role (plan.proto: InputRole)
-/// instead of being recognised by name.
-constexpr uint32_t kPlanFormatVersion = 2;
+/// instead of being recognised by name. Version 3: gradient accumulation
+/// (Training.micro_batches, RankProgram.accumulate_end, accumulators), which
+/// an older runtime would run as one micro-batch per step.
+constexpr uint32_t kPlanFormatVersion = 3;
 
 /// Checks a parsed plan; on failure returns false with `error` saying what
 /// is wrong and where (rank, buffer, instruction).

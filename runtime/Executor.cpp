@@ -177,6 +177,17 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
     }
     steps_.push_back(std::move(step));
   }
+  // A micro-batched step's parts, and which part makes each update.
+  bool micro = plan_->training().micro_batches() > 1;
+  accumulateEnd_ = micro ? size_t(program.accumulate_end()) : steps_.size();
+  std::vector<int> lastWriter(size_t(program.buffers_size()), -1);
+  for (int i = 0; i < program.instructions_size(); ++i)
+    for (uint32_t out : program.instructions(i).outputs())
+      lastWriter[out] = i;
+  for (const plan::ParameterUpdate &update : plan_->training().updates()) {
+    int writer = lastWriter[program.outputs(int(update.output()))];
+    updateInMicroBatch_.push_back(micro && writer >= 0 && size_t(writer) < accumulateEnd_);
+  }
   inputs_.resize(plan_->inputs_size());
   inputSet_.assign(plan_->inputs_size(), false);
   inputRowsOnly_.assign(plan_->inputs_size(), false);
@@ -345,8 +356,30 @@ std::vector<char> &Executor::inputRowBytes(int index) {
   return t.bytes;
 }
 
-void Executor::applyUpdates() {
-  for (const plan::ParameterUpdate &update : plan_->training().updates()) {
+void Executor::applyUpdates() { applyUpdates(false); }
+
+void Executor::applyMicroBatchUpdates() { applyUpdates(true); }
+
+void Executor::zeroAccumulators() {
+  for (const plan::Buffer &buffer : program_->buffers())
+    if (buffer.has_parameter() && buffer.parameter().accumulator())
+      std::memset(arena_ + buffer.offset(), 0, size_t(byteSize(buffer.type())));
+}
+
+bool Executor::runMicroBatch(std::string &error) {
+  return runRange(0, accumulateEnd_, true, error);
+}
+
+bool Executor::runStepEnd(std::string &error) {
+  return runRange(accumulateEnd_, steps_.size(), false, error);
+}
+
+void Executor::applyUpdates(bool microBatch) {
+  const auto &updates = plan_->training().updates();
+  for (int u = 0; u < updates.size(); ++u) {
+    const plan::ParameterUpdate &update = updates[u];
+    if (updateInMicroBatch_[size_t(u)] != microBatch)
+      continue;
     const plan::Buffer &from = program_->buffers(int(program_->outputs(int(update.output()))));
     const plan::Buffer &to = program_->buffers(int(update.buffer()));
     if (from.offset() != to.offset()) // else written in place by the step
@@ -354,7 +387,9 @@ void Executor::applyUpdates() {
   }
 }
 
-bool Executor::run(std::string &error) {
+bool Executor::run(std::string &error) { return runRange(0, steps_.size(), true, error); }
+
+bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &error) {
   for (int i = 0; i < plan_->inputs_size(); ++i)
     if (!inputSet_[i]) {
       error = "input '" + plan_->inputs(i).name() + "' was not given";
@@ -363,6 +398,8 @@ bool Executor::run(std::string &error) {
   // Inputs are copied in on every run: their bytes may be reused by later
   // values once the inputs are dead.
   for (const InputCopy &copy : inputCopies_) {
+    if (!copyInputs)
+      break;
     const HostTensor &t = inputs_[copy.input];
     if (copy.starts.empty()) {
       std::memcpy(copy.to, t.bytes.data(), t.bytes.size());
@@ -382,7 +419,7 @@ bool Executor::run(std::string &error) {
   float *history = profiling ? profileHistory_.data() +
                                    steps_.size() * size_t(profiledRuns_ % kProfileHistory)
                              : nullptr;
-  for (size_t i = 0; i < steps_.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     Step &step = steps_[i];
     if (!step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error)) {
       error = "instruction " + std::to_string(i) + ": " + error;
@@ -396,7 +433,7 @@ bool Executor::run(std::string &error) {
       last = now;
     }
   }
-  profiledRuns_ += profiling;
+  profiledRuns_ += profiling && end == steps_.size(); // a micro-batched step's last part
   return true;
 }
 

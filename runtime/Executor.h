@@ -68,6 +68,20 @@ public:
   /// updates) into its parameter.
   void applyUpdates();
 
+  // A micro-batched training step (plan.training.micro_batches > 1):
+  // zeroAccumulators, then per micro-batch its inputs and
+  // runMicroBatch + applyMicroBatchUpdates, then runStepEnd + applyUpdates.
+
+  /// Zeroes the gradient accumulators (parameters marked `accumulator`).
+  void zeroAccumulators();
+  /// The instructions run once per micro-batch, on the inputs as set now.
+  bool runMicroBatch(std::string &error);
+  /// The updates the per-micro-batch part makes (the accumulations, batch
+  /// norms' running statistics), copied into their parameters.
+  void applyMicroBatchUpdates();
+  /// The instructions run once per step, after the last micro-batch.
+  bool runStepEnd(std::string &error);
+
   /// The program this rank runs.
   const plan::RankProgram &program() const { return *program_; }
 
@@ -109,6 +123,11 @@ private:
   /// Fills the arena, reads parameters, prepares the kernels.
   bool load(const std::string &modelPath, int threads, std::string &error);
   bool readParameters(const std::string &modelPath, std::string &error);
+  /// Runs instructions [begin, end); with `copyInputs`, copies the inputs in first.
+  bool runRange(size_t begin, size_t end, bool copyInputs, std::string &error);
+  /// Copies the updates made in (or, `microBatch` false, after) the
+  /// per-micro-batch part into their parameters.
+  void applyUpdates(bool microBatch);
 
   /// Where a graph input goes: one of its buffers, which takes all of it or
   /// (sharded) the rank's part of `sizes` at `starts`.
@@ -131,6 +150,8 @@ private:
   std::vector<InputCopy> inputCopies_;
   std::vector<bool> inputSet_;
   std::vector<bool> inputRowsOnly_; // set by inputRowBytes: holds the rank's rows only
+  size_t accumulateEnd_ = 0;           // instructions before it run per micro-batch
+  std::vector<bool> updateInMicroBatch_; // per plan.training update: made before accumulateEnd_
   std::vector<double> profileSeconds_; // empty unless profiling
   std::vector<float> profileHistory_;  // kProfileHistory runs of every instruction, a ring
   int profiledRuns_ = 0;

@@ -33,6 +33,14 @@ constexpr llvm::StringLiteral kUpdates = "dtc.updates";
 constexpr llvm::StringLiteral kZeros = "dtc.zeros";
 /// Result of @main (dtc-autodiff): the parameter this is the gradient of.
 constexpr llvm::StringLiteral kGradientOf = "dtc.gradient_of";
+/// A zero-initialised parameter that sums a weight's gradient over a step's
+/// micro-batches (ParameterOp; unit): zeroed before each step, never
+/// checkpointed.
+constexpr llvm::StringLiteral kAccumulator = "dtc.accumulator";
+/// An op that runs once per step, after the last micro-batch (the
+/// optimizer's side of a micro-batched step; unit). Ops without it run once
+/// per micro-batch.
+constexpr llvm::StringLiteral kOncePerStep = "dtc.once_per_step";
 
 // Generated models (frontends/gpt): a parameter's seeded initialiser.
 constexpr llvm::StringLiteral kInitValue = "dtc.init_value";

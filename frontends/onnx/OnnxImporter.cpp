@@ -81,6 +81,7 @@ private:
   FailureOr<RankedTensorType> inputType(const ::onnx::ValueInfoProto &input,
                                         llvm::StringSet<> &usedShapes);
   FailureOr<DenseElementsAttr> frozenInput(const ::onnx::ValueInfoProto &input);
+  LogicalResult toMicroBatch(const std::string &name, RankedTensorType &type, int64_t &batch);
   /// Records that symbolic dim `symbol` is `value` (as input `input` has
   /// it); a symbol must mean one size across all inputs.
   LogicalResult bindSymbol(const std::string &symbol, int64_t value,
@@ -220,6 +221,27 @@ OnnxImporter::inputType(const ::onnx::ValueInfoProto &input,
   return RankedTensorType::get(dims, element);
 }
 
+/// --micro-batches N: an input whose dim 0 is the batch (that of the first
+/// input) gets 1/N of it, one micro-batch; shapes inside the graph follow.
+LogicalResult OnnxImporter::toMicroBatch(const std::string &name, RankedTensorType &type,
+                                         int64_t &batch) {
+  if (type.getRank() == 0)
+    return success();
+  int64_t rows = type.getDimSize(0), n = options_.microBatches;
+  if (!batch)
+    batch = rows;
+  if (rows != batch)
+    return success(); // not a batch dim
+  if (rows % n != 0)
+    return fileError("--micro-batches " + std::to_string(n) + " does not divide the batch of " +
+                     std::to_string(rows) + " (dim 0 of input '" + name +
+                     "'); give a batch that it divides (--shape) or another count");
+  SmallVector<int64_t> dims(type.getShape());
+  dims[0] = rows / n;
+  type = RankedTensorType::get(dims, type.getElementType());
+  return success();
+}
+
 FailureOr<DenseElementsAttr>
 OnnxImporter::frozenInput(const ::onnx::ValueInfoProto &input) {
   const std::string &path = options_.frozenInputs.at(input.name());
@@ -315,6 +337,7 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
   llvm::SmallVector<Type> argTypes;
   llvm::SmallVector<std::string> argNames;
   llvm::StringMap<DenseElementsAttr> frozen;
+  int64_t batch = 0; // dim 0 of the first input, with micro-batches
   for (const auto &input : graph.input()) {
     if (initializers_.count(input.name()))
       continue;
@@ -327,6 +350,8 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
     }
     auto type = inputType(input, usedShapes);
     if (failed(type))
+      return failure();
+    if (options_.microBatches > 1 && failed(toMicroBatch(input.name(), *type, batch)))
       return failure();
     argTypes.push_back(*type);
     argNames.push_back(input.name());

@@ -24,6 +24,10 @@ struct ImportOptions {
   /// `--freeze NAME=FILE.pb`: graph input NAME becomes a constant with the
   /// value in the ONNX TensorProto file (e.g. a shape fed as an input).
   std::map<std::string, std::string> frozenInputs;
+  /// `--micro-batches N` (training): the graph is imported for one
+  /// micro-batch, dim 0 of every input whose dim 0 is the batch (that of
+  /// the first input) divided by N.
+  int64_t microBatches = 1;
 };
 
 /// Parses `--shape` text `NAME=2x128` into `options`; false with `error` set

@@ -168,6 +168,15 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   }
   fields.push_back({kLabels, plan_.inputs(labelsInput).type()});
   fieldInputs.push_back(labelsInput);
+  // With micro-batches the plan's inputs hold one micro-batch; a step reads
+  // micro_batches of them from one batch of the data set.
+  int64_t microBatches = std::max<int64_t>(1, training.micro_batches());
+  std::vector<int64_t> microRows(fields.size(), 1);
+  for (size_t f = 0; f < fields.size(); ++f)
+    if (fields[f].type.shape_size() > 0) {
+      microRows[f] = fields[f].type.shape(0);
+      fields[f].type.set_shape(0, microRows[f] * microBatches);
+    }
 
   struct stat st;
   if (stat(options.data.c_str(), &st) != 0) {
@@ -190,8 +199,8 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   // this rank's parts of them.
   const plan::RankProgram &program = executor_.program();
   std::vector<uint32_t> parameters;
-  for (int b = 0; b < program.buffers_size(); ++b)
-    if (program.buffers(b).has_parameter())
+  for (int b = 0; b < program.buffers_size(); ++b) // accumulators are zero between steps
+    if (program.buffers(b).has_parameter() && !program.buffers(b).parameter().accumulator())
       parameters.push_back(uint32_t(b));
   std::string digest = planDigest(plan_, program);
 
@@ -224,10 +233,14 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     return writeCheckpoint(options.checkpoint, state, error);
   };
 
-  progress_(fmt::format("training: {} samples, batch {}, {} batches per epoch, {} steps, "
+  progress_(fmt::format("training: {} samples, batch {}{}, {} batches per epoch, {} steps, "
                         "loss {}, {}",
-                        data->samples(), data->batch(), data->batchesPerEpoch(), options.steps,
-                        training.loss(), training.optimizer()));
+                        data->samples(), data->batch(),
+                        microBatches > 1 ? fmt::format(" ({} micro-batches of {})", microBatches,
+                                                       data->batch() / microBatches)
+                                         : "",
+                        data->batchesPerEpoch(), options.steps, training.loss(),
+                        training.optimizer()));
   // Each rank reads only its rows of every batch (all of them unless the
   // plan splits the batch).
   std::vector<void *> buffers(fields.size());
@@ -236,12 +249,6 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     rows.push_back(executor_.inputRows(fieldInputs[f]));
   for (int64_t step = start; step < options.steps; ++step) {
     auto begin = std::chrono::steady_clock::now();
-    for (size_t f = 0; f < fields.size(); ++f)
-      buffers[f] = executor_.inputRowBytes(fieldInputs[f]).data();
-    if (!data->fillBatch(step, buffers.data(), error, &rows)) {
-      error = fmt::format("step {}: {}", step + 1, error);
-      return false;
-    }
     double lr = scheduledLearningRate(training, step);
     setScalar(executor_, lrInput, float(lr));
     double t = double(step + 1);
@@ -249,13 +256,40 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       setScalar(executor_, bc1Input, float(1.0 / (1.0 - std::pow(training.beta1(), t))));
     if (bc2Input >= 0)
       setScalar(executor_, bc2Input, float(1.0 / (1.0 - std::pow(training.beta2(), t))));
-    if (!executor_.run(error)) {
+    // Micro-batch m takes rows [m * b, (m + 1) * b) of the batch (this
+    // rank's part of them); without micro-batches, the one pass is the step.
+    double lossSum = 0;
+    if (microBatches > 1)
+      executor_.zeroAccumulators();
+    for (int64_t m = 0; m < microBatches; ++m) {
+      std::vector<std::pair<int64_t, int64_t>> microRowsOfRank = rows;
+      for (size_t f = 0; f < fields.size(); ++f) {
+        buffers[f] = executor_.inputRowBytes(fieldInputs[f]).data();
+        microRowsOfRank[f].first += m * microRows[f];
+      }
+      if (!data->fillBatch(step, buffers.data(), error, &microRowsOfRank)) {
+        error = fmt::format("step {}: {}", step + 1, error);
+        return false;
+      }
+      bool ran = microBatches > 1 ? executor_.runMicroBatch(error) : executor_.run(error);
+      if (!ran) {
+        error = fmt::format("step {}{}: {}", step + 1,
+                            microBatches > 1 ? fmt::format(", micro-batch {}", m + 1) : "",
+                            error);
+        return false;
+      }
+      HostTensor lossTensor = executor_.output(0);
+      float microLoss;
+      std::memcpy(&microLoss, lossTensor.bytes.data(), sizeof microLoss);
+      lossSum += microLoss;
+      if (microBatches > 1)
+        executor_.applyMicroBatchUpdates();
+    }
+    if (microBatches > 1 && !executor_.runStepEnd(error)) {
       error = fmt::format("step {}: {}", step + 1, error);
       return false;
     }
-    HostTensor lossTensor = executor_.output(0);
-    float loss;
-    std::memcpy(&loss, lossTensor.bytes.data(), sizeof loss);
+    float loss = float(lossSum / double(microBatches));
     if (!std::isfinite(loss)) {
       error = fmt::format("step {}: the loss is {}; stopping without saving anything{}",
                           step + 1,

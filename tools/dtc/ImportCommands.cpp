@@ -67,6 +67,14 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
     std::optional<gpt::GptConfig> config = gpt::parseGptSpec(options.model, error);
     if (!config)
       return nullptr;
+    if (int64_t n = options.import.microBatches; n > 1) { // built for one micro-batch
+      if (config->batch % n != 0) {
+        error = fmt::format("--micro-batches {} does not divide the batch of {}", n,
+                            config->batch);
+        return nullptr;
+      }
+      config->batch /= n;
+    }
     return gpt::buildGpt(context, *config);
   }
   return onnx::importOnnxFile(context, options.model, options.import, error);
@@ -130,7 +138,8 @@ void addTrainingOptions(OptionParser &parser, bool &train, TrainingOptions &t) {
         std::pair{"--weight-decay", &t.weightDecay}, std::pair{"--clip-norm", &t.clipNorm}})
     parser.value(name, realNumber(name, *out), std::string(name) + " needs a number");
   for (auto [name, out] :
-       {std::pair{"--warmup", &t.warmupSteps}, std::pair{"--total-steps", &t.totalSteps}})
+       {std::pair{"--warmup", &t.warmupSteps}, std::pair{"--total-steps", &t.totalSteps},
+        std::pair{"--micro-batches", &t.microBatches}})
     parser.value(name, integerNumber(name, *out), std::string(name) + " needs a number");
   parser.value(
       "--ignore-index",
@@ -239,6 +248,9 @@ int runCompile(const Args &args) {
   if (train) {
     if (std::string problem = checkTrainingOptions(training); !problem.empty())
       return usageError(problem);
+    options.import.microBatches = training.microBatches;
+  } else if (training.microBatches != 1) {
+    return usageError("--micro-batches accumulates gradients: it needs --train");
   }
   if (options.model.empty())
     return usageError("compile needs a model: dtc compile MODEL.onnx -o PLAN.dtcp");

@@ -33,6 +33,9 @@ commands:
           --schedule constant|cosine --warmup N --total-steps N
           --precision fp32|bf16 (bf16: the model computes in bf16,
               fp32 master weights, optimizer state and loss)
+          --micro-batches N   gradient accumulation: each step runs the
+              model on N micro-batches of batch/N samples, sums their
+              gradients and updates once (the data-parallel reduction too)
         MODEL may also be a generated GPT without weights:
           gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,batch=B
         Splitting the work over several devices (searched with COIN-OR CBC

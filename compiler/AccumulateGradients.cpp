@@ -1,0 +1,133 @@
+//===- AccumulateGradients.cpp - a micro-batched step's two parts ---------===//
+//
+// A step that accumulates gradients over micro-batches runs most of its ops
+// once per micro-batch (forward, backward, the accumulation) and the rest
+// once per step (clipping, the optimizer). This pass draws that line on the
+// partitioned step, marking the second part `dtc.once_per_step`, and moves
+// each gradient's data-parallel all-reduce across it: summing partial
+// gradients locally over the micro-batches and reducing the sum once is the
+// same sum at 1/N of the traffic (Megatron-LM and DeepSpeed do the same).
+// Later passes keep the parts apart: fusion never mixes them (an op whose
+// users are all once-per-step is itself once-per-step, so no group crosses),
+// the schedule puts the once-per-step part last, and plan emission records
+// where it starts (RankProgram.accumulate_end).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/CompileNotes.h"
+#include "compiler/Passes.h"
+#include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace dtc {
+#define GEN_PASS_DEF_ACCUMULATEGRADIENTS
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+bool isAccumulator(Value v) {
+  auto p = v.getDefiningOp<graph::ParameterOp>();
+  return p && p->hasAttr(attr::kAccumulator);
+}
+
+/// `sum = add(accumulator, gradient)` whose gradient is a sum all-reduce,
+/// perhaps then reshaped or cast (which commute with it), read only here:
+/// the all-reduce moves after the sum, for every reader but the step's
+/// result (the accumulator then holds this rank's partial sums). True when
+/// it moved.
+bool deferReduction(Operation *sum) {
+  Operation *reader = sum;
+  unsigned operand = isAccumulator(sum->getOperand(0)) ? 1 : 0;
+  Value gradient = sum->getOperand(operand);
+  while (Operation *def = gradient.getDefiningOp()) {
+    if (!isa<graph::CastOp, graph::ReshapeOp>(def) || !def->hasOneUse())
+      break;
+    reader = def;
+    operand = 0;
+    gradient = def->getOperand(0);
+  }
+  auto reduce = gradient.getDefiningOp<mesh::AllReduceOp>();
+  if (!reduce || reduce.getReduction() != mesh::ReductionKind::Sum || !reduce->hasOneUse())
+    return false;
+  reader->setOperand(operand, reduce.getInput()); // same type: an all-reduce keeps it
+  OpBuilder b(sum);
+  b.setInsertionPointAfter(sum);
+  Value result = sum->getResult(0);
+  Value whole = b.create<mesh::AllReduceOp>(reduce.getLoc(), result, reduce.getMesh(),
+                                            reduce.getMeshAxes(), mesh::ReductionKind::Sum);
+  if (Attribute sharding = sum->getAttr(attr::kSharding))
+    whole.getDefiningOp()->setAttr(attr::kSharding, sharding);
+  result.replaceUsesWithIf(whole, [&](OpOperand &use) {
+    return use.getOwner() != whole.getDefiningOp() && !isa<func::ReturnOp>(use.getOwner());
+  });
+  reduce.erase();
+  return true;
+}
+
+struct AccumulateGradients : impl::AccumulateGradientsBase<AccumulateGradients> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    Block &block = func.getBody().front();
+    SmallVector<Operation *> sums;
+    for (Operation &op : block)
+      if (isa<graph::AddOp>(op) &&
+          (isAccumulator(op.getOperand(0)) || isAccumulator(op.getOperand(1))))
+        sums.push_back(&op);
+    if (sums.empty())
+      return;
+    int deferred = 0;
+    for (Operation *sum : sums)
+      deferred += deferReduction(sum);
+
+    // Once per step: what reads an accumulated gradient, and what only
+    // once-per-step ops read.
+    llvm::DenseSet<Operation *> once;
+    SmallVector<Operation *> work;
+    for (Operation *sum : sums)
+      for (Operation *user : sum->getUsers())
+        work.push_back(user);
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      if (isa<func::ReturnOp>(op) || !once.insert(op).second)
+        continue;
+      llvm::append_range(work, op->getUsers());
+    }
+    for (Operation &op : llvm::reverse(block.without_terminator())) {
+      if (once.contains(&op) || op.use_empty() ||
+          isa<graph::ParameterOp, graph::ConstantOp>(op))
+        continue;
+      if (llvm::all_of(op.getUsers(), [&](Operation *user) { return once.contains(user); }))
+        once.insert(&op);
+    }
+    Builder b(&getContext());
+    int marked = 0, perMicroBatch = 0;
+    for (Operation &op : block.without_terminator()) {
+      if (isa<graph::ParameterOp, graph::ConstantOp>(op))
+        continue;
+      if (once.contains(&op)) {
+        op.setAttr(attr::kOncePerStep, b.getUnitAttr());
+        ++marked;
+      } else {
+        ++perMicroBatch;
+      }
+    }
+    addNote(func, "gradient accumulation: " + std::to_string(perMicroBatch) +
+                      " ops run once per micro-batch, " + std::to_string(marked) +
+                      " once per step" +
+                      (deferred ? "; " + std::to_string(deferred) +
+                                      " gradient all-reduces run once per step on the "
+                                      "accumulated sums"
+                                : std::string()));
+  }
+};
+
+} // namespace
+} // namespace dtc
