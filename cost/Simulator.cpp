@@ -59,6 +59,10 @@ public:
       : plan_(plan), program_(program), cluster_(cluster), rank_(rank),
         ready_(size_t(program.buffers_size()), 0.0) {
     time.memoryPeakBytes = program.arena_bytes();
+    int64_t count = program.instructions_size();
+    microBatches_ = std::max<int64_t>(1, plan.training().micro_batches());
+    accumulateEnd_ = microBatches_ > 1 ? std::min<int64_t>(program.accumulate_end(), count) : 0;
+    length_ = microBatches_ * accumulateEnd_ + (count - accumulateEnd_);
     if (!cluster.device.caches.empty()) {
       // A step's bytes; and, steps repeating, what the last step sent away
       // last is still away at this one's start.
@@ -81,10 +85,11 @@ public:
       }
   }
 
-  bool done() const { return pc_ >= program_.instructions_size(); }
-  int pc() const { return pc_; }
+  bool done() const { return pc_ >= length_; }
+  /// The instruction it stands at, by index in the program.
+  int pc() const { return instructionAt(pc_); }
   /// The instruction it stands at.
-  const plan::Instruction &current() const { return program_.instructions(pc_); }
+  const plan::Instruction &current() const { return program_.instructions(pc()); }
   /// Whether the current instruction needs the other ranks of its group.
   bool atCollective() const { return onCommunicationStream(current()); }
   /// The ranks the current instruction waits for: its collective's group,
@@ -170,7 +175,7 @@ public:
       if (out < ready_.size())
         ready_[out] = end;
     if (events)
-      events->push_back({rank_, pc_, comm, start, end});
+      events->push_back({rank_, pc(), comm, start, end});
     ++pc_;
     arrived = false;
   }
@@ -288,7 +293,14 @@ private:
   const plan::RankProgram &program_;
   const Cluster &cluster_;
   int rank_;
-  int pc_ = 0;
+  /// A step's `n`-th instruction run: a micro-batched step runs its first
+  /// accumulateEnd_ instructions once per micro-batch, then the rest.
+  int instructionAt(int64_t n) const {
+    int64_t repeated = microBatches_ * accumulateEnd_;
+    return int(n < repeated ? n % accumulateEnd_ : accumulateEnd_ + (n - repeated));
+  }
+  int64_t pc_ = 0;
+  int64_t microBatches_ = 1, accumulateEnd_ = 0, length_ = 0;
   std::vector<double> ready_; // when each buffer's value is ready; inputs at 0
   double streamFree_[2] = {0, 0};
   double sinceMeeting_ = 0; // compute seconds since this rank last met others
