@@ -321,6 +321,11 @@ std::string printPlan(const plan::Plan &plan) {
   int64_t ranks = plan::planRanks(plan);
   line(fmt::format("mesh: {} ({} rank{}{})", fmt::join(axes, " x "), ranks, ranks == 1 ? "" : "s",
                    plan.ranks_size() == 1 && ranks > 1 ? ", one program for all" : ""));
+  int64_t microBatches = plan.training().micro_batches();
+  if (microBatches > 1)
+    line(fmt::format("training: {} micro-batches per step (the inputs hold one; gradients "
+                     "accumulate, one optimizer update per step)",
+                     microBatches));
   line("");
   line("inputs:");
   for (int i = 0; i < plan.inputs_size(); ++i) {
@@ -369,8 +374,13 @@ std::string printPlan(const plan::Plan &plan) {
     line(fmt::format("rank {} program: {} instructions, {} buffers, arena {}", r,
                      rank.instructions_size(), rank.buffers_size(),
                      plan::formatBytes(rank.arena_bytes())));
-    for (int i = 0; i < rank.instructions_size(); ++i)
+    for (int i = 0; i < rank.instructions_size(); ++i) {
+      if (microBatches > 1 && i == 0)
+        line(fmt::format("  -- once per micro-batch ({} times a step) --", microBatches));
+      if (microBatches > 1 && uint32_t(i) == rank.accumulate_end())
+        line("  -- once per step, after the last micro-batch --");
       printInstruction(i, rank.instructions(i));
+    }
     line(fmt::format("rank {} buffers (offset in the arena, type, what it holds):", r));
     for (int b = 0; b < rank.buffers_size(); ++b) {
       const auto &buffer = rank.buffers(b);
@@ -378,6 +388,8 @@ std::string printPlan(const plan::Plan &plan) {
       if (buffer.has_parameter()) {
         const auto &param = buffer.parameter();
         source = "parameter '" + param.initializer() + "'";
+        if (param.accumulator())
+          source += " (gradient accumulator, zeroed each step)";
         if (!param.file().empty())
           source += fmt::format(" from {} at byte {}", param.file(), param.offset());
       }

@@ -129,13 +129,18 @@ int runSimulate(const Args &args) {
   }
   if (plan.inputs_size() > 0 && plan.inputs(0).type().shape_size() > 0 && sim.stepSeconds > 0) {
     const plan::TensorType &first = plan.inputs(0).type();
-    double samples = double(first.shape(0));
+    int64_t microBatches = std::max<int64_t>(1, plan.training().micro_batches());
+    int64_t batch = first.shape(0) * microBatches; // a micro-batched step's inputs hold one
+    double samples = double(batch);
     std::string line = rate(samples / sim.stepSeconds, " samples/s");
     bool tokens = first.shape_size() == 2 && (first.dtype() == plan::I64 || first.dtype() == plan::I32);
     if (tokens)
       line += ", " + rate(samples * double(first.shape(1)) / sim.stepSeconds, " tokens/s");
-    fmt::print("  throughput    {} (batch {} from input '{}')\n", line, first.shape(0),
-               plan.inputs(0).name());
+    fmt::print("  throughput    {} (batch {} from input '{}'{})\n", line, batch,
+               plan.inputs(0).name(),
+               microBatches > 1 ? fmt::format(", {} micro-batches of {}", microBatches,
+                                              first.shape(0))
+                                : "");
   }
   if (sim.stepSeconds > 0) {
     // Against the peak of the type the matmuls compute in (MFU).
