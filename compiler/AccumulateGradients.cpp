@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/MicroBatches.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -30,11 +31,6 @@ using namespace mlir;
 
 namespace dtc {
 namespace {
-
-bool isAccumulator(Value v) {
-  auto p = v.getDefiningOp<graph::ParameterOp>();
-  return p && p->hasAttr(attr::kAccumulator);
-}
 
 /// `sum = add(accumulator, gradient)` whose gradient is a sum all-reduce,
 /// perhaps then reshaped or cast (which commute with it), read only here:
@@ -76,37 +72,13 @@ struct AccumulateGradients : impl::AccumulateGradientsBase<AccumulateGradients> 
     if (func.isExternal())
       return;
     Block &block = func.getBody().front();
-    SmallVector<Operation *> sums;
-    for (Operation &op : block)
-      if (isa<graph::AddOp>(op) &&
-          (isAccumulator(op.getOperand(0)) || isAccumulator(op.getOperand(1))))
-        sums.push_back(&op);
+    SmallVector<Operation *> sums = accumulations(block);
     if (sums.empty())
       return;
     int deferred = 0;
     for (Operation *sum : sums)
       deferred += deferReduction(sum);
-
-    // Once per step: what reads an accumulated gradient, and what only
-    // once-per-step ops read.
-    llvm::DenseSet<Operation *> once;
-    SmallVector<Operation *> work;
-    for (Operation *sum : sums)
-      for (Operation *user : sum->getUsers())
-        work.push_back(user);
-    while (!work.empty()) {
-      Operation *op = work.pop_back_val();
-      if (isa<func::ReturnOp>(op) || !once.insert(op).second)
-        continue;
-      llvm::append_range(work, op->getUsers());
-    }
-    for (Operation &op : llvm::reverse(block.without_terminator())) {
-      if (once.contains(&op) || op.use_empty() ||
-          isa<graph::ParameterOp, graph::ConstantOp>(op))
-        continue;
-      if (llvm::all_of(op.getUsers(), [&](Operation *user) { return once.contains(user); }))
-        once.insert(&op);
-    }
+    llvm::DenseSet<Operation *> once = oncePerStepOps(block);
     Builder b(&getContext());
     int marked = 0, perMicroBatch = 0;
     for (Operation &op : block.without_terminator()) {

@@ -1,4 +1,5 @@
 //===- SearchCosts.cpp - what splits and reshardings cost -------------------===//
+#include "compiler/MicroBatches.h"
 #include "compiler/SearchGraph.h"
 #include "compiler/PlanTypes.h"
 
@@ -106,9 +107,21 @@ double Search::reshardSeconds(Value v, const Sharding &have, const Sharding &wan
   return seconds;
 }
 
+double Search::partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> partial) const {
+  return cost::collectiveSeconds(cost::Collective::ReduceScatter, cost::Algorithm::Ring,
+                                 axesSize(partial), localBytes(v, have), link(partial));
+}
+
 void Search::costNodes() {
   const cost::Device &device = options_.cluster.device;
+  // A micro-batched step: what runs per micro-batch costs N times over.
+  double microBatches = double(microBatchesOf(func_));
+  llvm::DenseSet<Operation *> once;
+  if (microBatches > 1)
+    once = oncePerStepOps(func_.getBody().front());
   for (Node &node : nodes_) {
+    if (node.op && !node.parameter && !once.contains(node.op))
+      node.runs = microBatches;
     // Values kept from the forward for the backward count as memory.
     SmallVector<bool, 2> kept;
     for (Value r : node.results())
@@ -138,13 +151,15 @@ void Search::costNodes() {
         c.set_bytes(bytes);
         s.compute = cost::instructionSeconds(c, device);
       }
+      s.compute *= node.runs;
       // Split reductions leave partial results: their reduce-scatter
-      // half here, the all-gather half on the edges that need it whole.
+      // half here, the all-gather half on the edges that need it whole. A
+      // gradient summed into its accumulator is reduced once per step
+      // (dtc-accumulate-gradients).
       if (!s.partial.empty())
         for (auto [j, r] : llvm::enumerate(node.op->getResults()))
-          s.communication += cost::collectiveSeconds(
-              cost::Collective::ReduceScatter, cost::Algorithm::Ring, axesSize(s.partial),
-              localBytes(r, s.results[j]), link(s.partial));
+          if (!feedsOnlyAccumulations(r)) // else costed on its edges (partialSeconds)
+            s.communication += node.runs * partialSeconds(r, s.results[j], s.partial);
     }
   }
 }

@@ -54,6 +54,9 @@ struct Node {
   bool forward = true;   // the loss depends on it (or inference)
   bool parameter = false;
   bool dataInput = false;
+  /// Times it runs per step: a micro-batched step's per-micro-batch ops
+  /// run once per micro-batch (compiler/MicroBatches.h).
+  double runs = 1;
   std::vector<Strategy> strategies;
   llvm::hash_code label = 0;
 
@@ -148,6 +151,11 @@ private:
   double reshardSeconds(Value v, const Sharding &have, const Sharding &want,
                         ArrayRef<int16_t> partial = {}) const;
 
+  /// The reduce-scatter half of combining partial sums over `partial`.
+  double partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> partial) const;
+
+  /// Each node's strategies' compute, communication and memory, weighted by
+  /// how often the node runs per step.
   void costNodes();
 
   //===--------------------------------------------------------------------===//

@@ -1,4 +1,5 @@
 //===- SearchProgram.cpp - the integer program ------------------------------===//
+#include "compiler/MicroBatches.h"
 #include "compiler/SearchGraph.h"
 #include "dialects/graph/AttrNames.h"
 #include "plan/FormatBytes.h"
@@ -57,10 +58,21 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
       return;
     std::vector<double> &m = it->second.first;
     m.resize(u.strategies.size() * w.strategies.size());
+    // Resharding happens as often as the reader runs. A gradient on its
+    // way into an accumulator (its partial sums costed here, not on its op)
+    // is reduced once per step when the reader keeps it whole (the
+    // all-reduce deferred past the accumulation), every micro-batch when
+    // it keeps a shard (ZeRO's reduce-scatter into a split accumulator).
+    bool accumulated = feedsOnlyAccumulations(v);
     for (auto [s, su] : llvm::enumerate(u.strategies))
-      for (auto [t, sv] : llvm::enumerate(w.strategies))
-        m[s * w.strategies.size() + t] =
-            reshardSeconds(v, su.results[size_t(resultIdx)], want(sv), su.partial);
+      for (auto [t, sv] : llvm::enumerate(w.strategies)) {
+        const Sharding &have = su.results[size_t(resultIdx)];
+        double seconds = reshardSeconds(v, have, want(sv), su.partial);
+        if (accumulated && !su.partial.empty())
+          seconds += partialSeconds(v, have, su.partial);
+        double runs = accumulated && want(sv).replicated() ? 1.0 : w.runs;
+        m[s * w.strategies.size() + t] = runs * seconds;
+      }
   };
   Block &block = func_.getBody().front();
   for (auto [n, node] : llvm::enumerate(nodes_)) {

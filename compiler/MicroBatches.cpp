@@ -1,0 +1,67 @@
+//===- MicroBatches.cpp ---------------------------------------------------===//
+#include "compiler/MicroBatches.h"
+
+#include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
+
+using namespace mlir;
+
+namespace dtc {
+
+int64_t microBatchesOf(func::FuncOp main) {
+  auto training = main->getAttrOfType<DictionaryAttr>(attr::kTraining);
+  auto count = training ? training.getAs<IntegerAttr>("micro_batches") : IntegerAttr();
+  return count ? std::max<int64_t>(1, count.getInt()) : 1;
+}
+
+bool isAccumulator(Value v) {
+  auto p = v.getDefiningOp<graph::ParameterOp>();
+  return p && p->hasAttr(attr::kAccumulator);
+}
+
+SmallVector<Operation *> accumulations(Block &block) {
+  SmallVector<Operation *> sums;
+  for (Operation &op : block)
+    if (isa<graph::AddOp>(op) &&
+        (isAccumulator(op.getOperand(0)) || isAccumulator(op.getOperand(1))))
+      sums.push_back(&op);
+  return sums;
+}
+
+llvm::DenseSet<Operation *> oncePerStepOps(Block &block) {
+  llvm::DenseSet<Operation *> once;
+  SmallVector<Operation *> work;
+  for (Operation *sum : accumulations(block))
+    llvm::append_range(work, sum->getUsers());
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (isa<func::ReturnOp>(op) || !once.insert(op).second)
+      continue;
+    llvm::append_range(work, op->getUsers());
+  }
+  if (once.empty())
+    return once;
+  for (Operation &op : llvm::reverse(block.without_terminator())) {
+    if (once.contains(&op) || op.use_empty() || isa<graph::ParameterOp, graph::ConstantOp>(op))
+      continue;
+    if (llvm::all_of(op.getUsers(), [&](Operation *user) { return once.contains(user); }))
+      once.insert(&op);
+  }
+  return once;
+}
+
+bool feedsOnlyAccumulations(Value v) {
+  if (v.use_empty())
+    return false;
+  for (Operation *user : v.getUsers()) {
+    bool accumulation = isa<graph::AddOp>(user) && (isAccumulator(user->getOperand(0)) ||
+                                                    isAccumulator(user->getOperand(1)));
+    if (accumulation)
+      continue;
+    if (!isa<graph::CastOp, graph::ReshapeOp>(user) || !feedsOnlyAccumulations(user->getResult(0)))
+      return false;
+  }
+  return true;
+}
+
+} // namespace dtc

@@ -1,0 +1,40 @@
+//===- MicroBatches.h - a micro-batched step's two parts --------*- C++ -*-===//
+//
+// A training step with micro-batches (compiler/Training.cpp) adds each
+// gradient to an accumulator; what reads the accumulated sums (clipping,
+// the optimizer) runs once per step, the rest once per micro-batch. The
+// sharding search costs the parts by how often they run, and
+// dtc-accumulate-gradients marks them for the later passes; both draw the
+// line here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_COMPILER_MICROBATCHES_H
+#define DTC_COMPILER_MICROBATCHES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace dtc {
+
+/// `main`'s micro-batch count (dtc.training's micro_batches); 1 without.
+int64_t microBatchesOf(mlir::func::FuncOp main);
+
+/// A gradient accumulator: a parameter marked `dtc.accumulator`.
+bool isAccumulator(mlir::Value v);
+
+/// The accumulations: `graph.add`s of an accumulator and a gradient.
+llvm::SmallVector<mlir::Operation *> accumulations(mlir::Block &block);
+
+/// The ops that run once per step: those that read an accumulated sum, and
+/// those that only such ops read (so an elementwise group never mixes the
+/// parts). Parameters and constants are in neither part.
+llvm::DenseSet<mlir::Operation *> oncePerStepOps(mlir::Block &block);
+
+/// Whether `v` reaches nothing but accumulations (through reshapes and
+/// casts): a gradient summed before it is reduced.
+bool feedsOnlyAccumulations(mlir::Value v);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_MICROBATCHES_H
