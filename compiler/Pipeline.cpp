@@ -1,8 +1,10 @@
 //===- Pipeline.cpp -------------------------------------------------------===//
 #include "compiler/Pipeline.h"
 
+#include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
 #include "compiler/PlanEmitter.h"
+#include "dialects/graph/AttrNames.h"
 #include "plan/FormatBytes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -130,14 +132,81 @@ void registerCompilePipeline() {
       });
 }
 
+namespace {
+
+int64_t intAttrOf(func::FuncOp main, StringRef name) {
+  auto value = main->getAttrOfType<IntegerAttr>(name);
+  return value ? value.getInt() : 0;
+}
+
+} // namespace
+
 LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
   if (!module.lookupSymbol<func::FuncOp>("main"))
     return module.emitError("no function 'main' to compile");
-  PassManager pm(module.getContext());
-  buildCompilePipeline(pm, options);
-  if (failed(pm.run(module)))
-    return failure();
-  return emitPlan(module, plan);
+  // What a device may hold: the plan's arena after buffer assignment (the
+  // figure dtc simulate checks) must fit, not only what the search counts
+  // (weights, state, kept activations). When the arena overshoots, the
+  // search runs again with its limit lowered by the overshoot.
+  std::string error;
+  std::optional<cost::Cluster> cluster = options.parallel.cluster;
+  if (!cluster)
+    cluster = options.parallel.clusterFile.empty()
+                  ? cost::preset(options.parallel.preset, error)
+                  : cost::loadCluster(options.parallel.clusterFile, error);
+  if (!cluster)
+    return module.emitError(error);
+  double limit = options.parallel.memoryLimit > 0 ? options.parallel.memoryLimit
+                                                  : cluster->device.memoryCapacity;
+  bool searched = options.parallel.devices() > 1;
+  CompileOptions attempt = options;
+  attempt.parallel.cluster = cluster;
+  constexpr int kTries = 4;
+  int64_t firstArena = 0;
+  for (int tries = 1;; ++tries) {
+    OwningOpRef<ModuleOp> work = module.clone();
+    PassManager pm(module.getContext());
+    buildCompilePipeline(pm, attempt);
+    if (failed(pm.run(*work))) {
+      if (tries > 1)
+        module.emitError() << "(the search ran again with its limit lowered to "
+                           << plan::formatBytes(int64_t(attempt.parallel.memoryLimit))
+                           << ": its first plan needed " << plan::formatBytes(firstArena)
+                           << " with the workspace the search does not count, more than "
+                           << plan::formatBytes(int64_t(limit)) << ")";
+      return failure();
+    }
+    auto main = work->lookupSymbol<func::FuncOp>("main");
+    int64_t arena = intAttrOf(main, attr::kArenaBytes);
+    if (double(arena) <= limit) {
+      if (tries > 1)
+        addNote(main, "memory: the search's limit lowered to " +
+                          plan::formatBytes(int64_t(attempt.parallel.memoryLimit)) +
+                          " so that the plan, with its workspace, fits " +
+                          plan::formatBytes(int64_t(limit)) + " (" + std::to_string(tries) +
+                          " searches)");
+      module.getBodyRegion().takeBody(work->getBodyRegion());
+      module->setAttrs(work->getOperation()->getAttrDictionary());
+      return emitPlan(module, plan);
+    }
+    int64_t persistent = intAttrOf(main, attr::kParameterBytes);
+    if (tries == 1)
+      firstArena = arena;
+    double searchLimit = attempt.parallel.memoryLimit > 0 ? attempt.parallel.memoryLimit : limit;
+    double lowered = searchLimit - (double(arena) - limit) * 1.02;
+    if (!searched || tries == kTries || lowered <= 0)
+      return module.emitError()
+             << "the plan needs " << plan::formatBytes(arena) << " per device ("
+             << plan::formatBytes(persistent) << " weights, optimizer state and load-time values, "
+             << plan::formatBytes(arena - persistent)
+             << " activations and workspace), more than the " << plan::formatBytes(int64_t(limit))
+             << (options.parallel.memoryLimit > 0 ? " given by --memory-limit"
+                                                  : " the device holds")
+             << (searched ? " after " + std::to_string(tries) + " searches" : std::string())
+             << ": use more devices, --micro-batches N (activations of a smaller batch at a "
+                "time), --zero 3 (split weights) or a larger --memory-limit";
+    attempt.parallel.memoryLimit = lowered;
+  }
 }
 
 } // namespace dtc
