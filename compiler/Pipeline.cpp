@@ -149,15 +149,10 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
   // (weights, state, kept activations). When the arena overshoots, the
   // search runs again with its limit lowered by the overshoot.
   std::string error;
-  std::optional<cost::Cluster> cluster = options.parallel.cluster;
-  if (!cluster)
-    cluster = options.parallel.clusterFile.empty()
-                  ? cost::preset(options.parallel.preset, error)
-                  : cost::loadCluster(options.parallel.clusterFile, error);
+  std::optional<cost::Cluster> cluster = options.parallel.loadCluster(error);
   if (!cluster)
     return module.emitError(error);
-  double limit = options.parallel.memoryLimit > 0 ? options.parallel.memoryLimit
-                                                  : cluster->device.memoryCapacity;
+  double limit = options.parallel.memoryLimitOn(*cluster);
   bool searched = options.parallel.devices() > 1;
   CompileOptions attempt = options;
   attempt.parallel.cluster = cluster;
@@ -192,8 +187,12 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
     int64_t persistent = intAttrOf(main, attr::kParameterBytes);
     if (tries == 1)
       firstArena = arena;
-    double searchLimit = attempt.parallel.memoryLimit > 0 ? attempt.parallel.memoryLimit : limit;
-    double lowered = searchLimit - (double(arena) - limit) * 1.02;
+    // The next search keeps room for what this one did not count (the
+    // backward's transients, workspace), and goes below this one's limit.
+    double searchLimit = attempt.parallel.memoryLimitOn(*cluster);
+    double uncounted = double(arena - intAttrOf(main, attr::kSearchedBytes));
+    double lowered = std::min(searchLimit - (double(arena) - limit), limit - uncounted) -
+                     0.01 * uncounted;
     if (!searched || tries == kTries || lowered <= 0)
       return module.emitError()
              << "the plan needs " << plan::formatBytes(arena) << " per device ("

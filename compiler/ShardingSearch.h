@@ -80,6 +80,12 @@ struct ParallelOptions {
   std::string preset = "cpu-local", clusterFile;
 
   int64_t devices() const;
+  /// `cluster`, else the file, else the preset; null with `error`.
+  std::optional<cost::Cluster> loadCluster(std::string &error) const;
+  /// The bytes a device may hold on `c`: --memory-limit, else its capacity.
+  double memoryLimitOn(const cost::Cluster &c) const {
+    return memoryLimit > 0 ? memoryLimit : c.device.memoryCapacity;
+  }
 };
 
 /// The mesh's axes: the pinned ones (dp, tp), then what is left of the

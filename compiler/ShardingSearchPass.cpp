@@ -28,6 +28,12 @@ int64_t ParallelOptions::devices() const {
   return std::max(n, std::max<int64_t>(1, dataParallel) * std::max<int64_t>(1, tensorParallel));
 }
 
+std::optional<cost::Cluster> ParallelOptions::loadCluster(std::string &error) const {
+  if (cluster)
+    return cluster;
+  return clusterFile.empty() ? cost::preset(preset, error) : cost::loadCluster(clusterFile, error);
+}
+
 std::vector<MeshAxisSpec> meshAxes(const ParallelOptions &p) {
   std::vector<MeshAxisSpec> axes;
   if (p.dataParallel > 1)
@@ -115,13 +121,14 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
     search.training = main->hasAttr(attr::kTraining);
     search.zero = options->zero;
     search.cluster = *options->cluster;
-    search.memoryLimit =
-        options->memoryLimit > 0 ? options->memoryLimit : options->cluster->device.memoryCapacity;
+    search.memoryLimit = options->memoryLimitOn(*options->cluster);
     FailureOr<SearchResult> result = searchShardings(module, main, search);
     if (failed(result))
       return signalPassFailure();
     addNote(main, meshNote(search.mesh, *options, *result));
     addNote(main, searchNote(*result, search.memoryLimit));
+    main->setAttr(attr::kSearchedBytes,
+                  Builder(&getContext()).getI64IntegerAttr(int64_t(result->memoryBytes)));
   }
 
 private:
@@ -150,13 +157,10 @@ private:
     for (int64_t size : p.mesh)
       if (size < 1)
         return main.emitError("mesh sizes must be at least 1");
-    if (!p.cluster) {
-      std::string error;
-      p.cluster = p.clusterFile.empty() ? cost::preset(p.preset, error)
-                                        : cost::loadCluster(p.clusterFile, error);
-      if (!p.cluster)
-        return main.emitError(error);
-    }
+    std::string error;
+    p.cluster = p.loadCluster(error);
+    if (!p.cluster)
+      return main.emitError(error);
     return p;
   }
 

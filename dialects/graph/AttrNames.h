@@ -58,6 +58,12 @@ constexpr llvm::StringLiteral kSharding = "dtc.sharding";
 /// An op computed once, at load (the prologue).
 constexpr llvm::StringLiteral kPrologue = "dtc.prologue";
 
+// dtc-sharding-search.
+/// @main: the bytes per device the search counted (weights, optimizer
+/// state, accumulators, inputs, kept activations), to compare with the
+/// arena buffer assignment makes.
+constexpr llvm::StringLiteral kSearchedBytes = "dtc.searched_bytes";
+
 // dtc-schedule.
 /// @main: the order kept and both orders' simulated activation peaks.
 constexpr llvm::StringLiteral kSchedule = "dtc.schedule";
