@@ -85,7 +85,7 @@ public:
   /// Writes the decision into the IR.
   SearchResult annotate();
 
-  static constexpr double kTimeLimitSeconds = 60;
+  static constexpr double kTimeLimitSeconds = 5;
 
 private:
   //===--------------------------------------------------------------------===//

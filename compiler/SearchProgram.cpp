@@ -124,6 +124,8 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   result_.constraints = solution.constraints;
   result_.eliminated = solution.eliminated;
   result_.optimal = solution.optimal;
+  result_.gap = solution.cost > 0 ? std::max(0.0, solution.cost - solution.bound) / solution.cost
+                                  : 0.0;
   if (!solution.feasible) {
     double smallest = solution.minimumUse.empty() ? 0 : solution.minimumUse[0];
     if (smallest > options_.memoryLimit)

@@ -55,6 +55,7 @@ struct SearchResult {
   int variables = 0, constraints = 0; // what CBC got after exact reductions
   int eliminated = 0;                  // decisions the reductions settled
   bool optimal = false;
+  double gap = 0;                    // not optimal: (cost - CBC's bound) / cost
   double searchSeconds = 0;          // wall time of the whole search
   double computeSeconds = 0;         // predicted per step, per device
   double communicationSeconds = 0;   // collectives and resharding

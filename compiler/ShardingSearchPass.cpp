@@ -75,9 +75,12 @@ std::string meshNote(const std::vector<MeshAxisSpec> &axes, const ParallelOption
 }
 
 std::string searchNote(const SearchResult &r, double limit) {
-  char solve[64];
-  std::snprintf(solve, sizeof solve, "CBC %s in %.2f s", r.optimal ? "optimal" : "best found",
-                r.searchSeconds);
+  char solve[96];
+  if (r.optimal)
+    std::snprintf(solve, sizeof solve, "CBC optimal in %.2f s", r.searchSeconds);
+  else // stopped at the time limit: how far from the best possible it may be
+    std::snprintf(solve, sizeof solve, "CBC best found in %.2f s, within %.2g%% of its bound",
+                  r.searchSeconds, 100 * r.gap);
   return "search: " + std::to_string(r.ops) + " ops, " + std::to_string(r.decisions) +
          " decisions (alike ops in each layer decide together), " +
          std::to_string(r.eliminated) + " settled by exact reductions, " +

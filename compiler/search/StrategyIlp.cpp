@@ -798,6 +798,7 @@ struct CbcModelDeleter {
 struct CbcOutcome {
   std::vector<double> columns; // the best solution; empty when none was found
   bool optimal = false, infeasible = false;
+  double bound = -kInf; // the objective's best possible value, in the program's units
 };
 
 CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double costBelow) {
@@ -857,6 +858,7 @@ CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double
       Cbc_isSecondsLimitReached(model.get()) || (limited && seconds >= 0.99 * timeLimitSeconds);
   outcome.optimal = Cbc_isProvenOptimal(model.get()) && !outOfTime;
   outcome.infeasible = Cbc_isProvenInfeasible(model.get()) && !outOfTime;
+  outcome.bound = Cbc_getBestPossibleObjValue(model.get());
   if (const double *best = Cbc_bestSolution(model.get()))
     outcome.columns.assign(best, best + columnCount);
   return outcome;
@@ -963,7 +965,7 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
   if (std::none_of(coupled.begin(), coupled.end(), [](char c) { return c; })) {
     reduced.recover(solution.choice);
     solution.feasible = solution.optimal = true;
-    solution.cost = strategyCost(problem, solution.choice);
+    solution.cost = solution.bound = strategyCost(problem, solution.choice);
     return solution;
   }
 
@@ -1003,6 +1005,13 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
     return solution;
   }
   solution.cost = strategyCost(problem, solution.choice);
+  // CBC's bound is on the program's objective; choices outside the program
+  // are at their cheapest, as in `offset`.
+  solution.bound = solution.optimal
+                       ? solution.cost
+                       : std::min(solution.cost, program.offset +
+                                                     program.secondsPerUnit *
+                                                         std::max(0.0, outcome.bound));
   return solution;
 }
 } // namespace

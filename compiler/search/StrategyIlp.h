@@ -53,6 +53,7 @@ struct StrategySolution {
   std::vector<int> choice; // a strategy per node, when feasible
   double cost = 0;         // strategyCost(problem, choice)
   bool optimal = false;    // proven optimal (false when the time limit cut CBC short)
+  double bound = 0;        // no choice costs less (CBC's best bound; `cost` when optimal)
   // Per resource: each node's least use among the strategies that can take
   // part in an allowed choice, summed (the least any choice reaches, when
   // disallowed pairs do not couple nodes further); for "no plan fits: the

@@ -243,6 +243,7 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
     EXPECT_TRUE(solution.optimal);
     ASSERT_EQ(solution.choice.size(), size_t(nodes));
     expectNear(solution.cost, best.cost);
+    expectNear(solution.bound, best.cost); // proven: the bound is the cost
     expectNear(strategyCost(problem, solution.choice), best.cost);
     EXPECT_LE(resourceUse(problem, solution.choice)[0], memory.limit);
     EXPECT_EQ(solveStrategies(problem).choice, solution.choice); // deterministic
@@ -750,6 +751,12 @@ TEST(StrategyIlp, TimeLimitStillGivesAChoiceThatFits) {
   EXPECT_LE(resourceUse(problem, solution.choice)[0], memory.limit);
   expectNear(solution.cost, strategyCost(problem, solution.choice));
   EXPECT_LT(seconds, 2.0); // CBC overruns short limits a little
+  // CBC's bound: no choice is cheaper, the optimum included.
+  StrategySolution optimum = solveStrategies(problem, 60);
+  ASSERT_TRUE(optimum.optimal);
+  EXPECT_LE(solution.bound, optimum.cost + 1e-12);
+  EXPECT_LE(optimum.cost, solution.cost + 1e-12);
+  EXPECT_GT(solution.bound, 0.5 * optimum.cost); // a bound, not just zero
 }
 
 } // namespace
