@@ -83,7 +83,9 @@ def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
     under each device's memory limit, as an integer program (CBC). Writes
     `mesh.mesh @mesh`, the axis names (`dtc.mesh_axis_names`), `dtc.split`
     on each op and `dtc.sharding` on each argument and parameter, for
-    dtc-spmd-partition. `dp`/`tp` pin a data- or tensor-parallel axis;
+    dtc-spmd-partition. `devices` gives a device count and leaves the
+    mesh's shape to the search (one axis, or dp x tp with tensor groups
+    inside a node); `dp`/`tp` pin a data- or tensor-parallel axis;
     `mesh` gives free axes (with pins: the devices left over form one free
     axis); `zero` pins the ZeRO stage. A training step (@main carries
     `dtc.training`) counts gradients, optimizer state and kept activations.
@@ -91,6 +93,8 @@ def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
   }];
   let options = [
     ListOption<"mesh", "mesh", "int64_t", "Free mesh axes' sizes, e.g. 2,2">,
+    Option<"devices", "devices", "int64_t", "0",
+           "This many devices, the mesh's shape searched too (dp x tp within a node)">,
     Option<"dataParallel", "dp", "int64_t", "0", "A data-parallel axis of this size">,
     Option<"tensorParallel", "tp", "int64_t", "0", "A tensor-parallel axis of this size">,
     Option<"zero", "zero", "int64_t", "-1", "ZeRO stage 0-3 (-1: searched)">,

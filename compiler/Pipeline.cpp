@@ -79,6 +79,9 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                                llvm::cl::desc("Gradient accumulation: micro-batches per step"),
                                llvm::cl::init(1)};
   ListOption<int64_t> mesh{*this, "mesh", llvm::cl::desc("Free mesh axes, e.g. 2,2")};
+  Option<int64_t> devices{*this, "devices",
+                          llvm::cl::desc("Devices, the mesh's shape searched too"),
+                          llvm::cl::init(0)};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("Data-parallel axis size"),
                      llvm::cl::init(0)};
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("Tensor-parallel axis size"),
@@ -106,6 +109,10 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     }
     ParallelOptions &p = o.parallel;
     p.mesh.assign(mesh.begin(), mesh.end());
+    if (devices > 0) { // with a mesh too: refused by the search pass
+      p.mesh.push_back(devices);
+      p.searchMeshShape = true;
+    }
     p.dataParallel = dp;
     p.tensorParallel = tp;
     p.zero = int(zero);

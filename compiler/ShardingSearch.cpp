@@ -36,6 +36,7 @@ FailureOr<double> Search::decide(double timeLimitSeconds,
 }
 
 SearchResult Search::annotate() {
+  result_.mesh = options_.mesh;
   OpBuilder b(module_.getContext());
   module_.getContext()->loadDialect<mesh::MeshDialect>();
   b.setInsertionPointToStart(module_.getBody());
@@ -133,6 +134,25 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   for (size_t a = 0; a < options.mesh.size(); ++a)
     if (options.mesh[a].role == AxisRole::Free)
       free.push_back(a);
+  // --devices N: the one free axis of N, and each dp x tp split of it whose
+  // tensor-parallel groups stay inside a node of the cluster: consecutive
+  // ranks (tp the inner axis), or any when all N share a node.
+  if (options.searchMeshShape && options.mesh.size() == 1 &&
+      options.mesh[0].role == AxisRole::Free) {
+    int64_t n = options.mesh[0].size, perNode = options.cluster.devicesPerNode;
+    candidates.push_back(options);
+    for (int64_t tp = 2; tp < n && tp <= perNode; ++tp) {
+      if (n % tp != 0)
+        continue;
+      SearchOptions shaped = options;
+      shaped.mesh = {{"dp", n / tp, AxisRole::Data}, {"tp", tp, AxisRole::Tensor}};
+      candidates.push_back(shaped);
+      if (n <= perNode) {
+        shaped.mesh = {{"tp", n / tp, AxisRole::Tensor}, {"dp", tp, AxisRole::Data}};
+        candidates.push_back(shaped);
+      }
+    }
+  }
   if (free.size() > 1)
     for (unsigned roles = 1; roles + 1 < (1u << free.size()); ++roles) {
       SearchOptions pinned = options;
@@ -183,10 +203,16 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   }
   if (!best) { // one free axis, or no role assignment works: the whole program
     best = std::make_unique<search::Search>(module, func, options);
-    if (failed(best->decide(search::Search::kTimeLimitSeconds)))
+    if (failed(best->decide(search::Search::kTimeLimitSeconds))) {
+      if (candidates.size() > 1 && options.searchMeshShape)
+        func.emitError() << "(the " << candidates.size() - 1
+                         << " dp x tp shapes of the devices with tensor-parallel groups inside a "
+                            "node fit no better)";
       return failure();
+    }
   }
   SearchResult result = best->annotate();
+  result.meshSearched = options.searchMeshShape;
   result.searchSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

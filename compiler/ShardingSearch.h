@@ -48,6 +48,10 @@ struct SearchOptions {
   int zero = -1;          // ZeRO stage pinned by --zero; -1: the search decides
   double memoryLimit = 0; // bytes per device
   cost::Cluster cluster;
+  /// --devices N: `mesh` is one free axis of N, and the search also tries
+  /// each data x tensor factorization of N whose tensor groups fit in a
+  /// node, keeping the cheapest.
+  bool searchMeshShape = false;
 };
 
 struct SearchResult {
@@ -56,6 +60,8 @@ struct SearchResult {
   int eliminated = 0;                  // decisions the reductions settled
   bool optimal = false;
   double gap = 0;                    // not optimal: (cost - CBC's bound) / cost
+  std::vector<MeshAxisSpec> mesh;    // the mesh decided on (its shape searched or given)
+  bool meshSearched = false;         // its shape came from --devices
   double searchSeconds = 0;          // wall time of the whole search
   double computeSeconds = 0;         // predicted per step, per device
   double communicationSeconds = 0;   // collectives and resharding
@@ -74,6 +80,7 @@ struct ParallelOptions {
   int64_t dataParallel = 0;  // --dp: a mesh axis that splits the batch (0: none)
   int64_t tensorParallel = 0; // --tp: a mesh axis that splits anything but the batch
   int zero = -1;             // --zero 0..3; -1: searched
+  bool searchMeshShape = false; // --devices: `mesh` is {N}, whose shape is searched too
   double memoryLimit = 0;    // --memory-limit bytes per device; 0: the cluster's capacity
   /// What the search costs plans on: `cluster` when given (already
   /// loaded), else the file `clusterFile`, else the preset `preset`.

@@ -56,15 +56,21 @@ std::vector<MeshAxisSpec> meshAxes(const ParallelOptions &p) {
 
 namespace {
 
-std::string meshNote(const std::vector<MeshAxisSpec> &axes, const ParallelOptions &p,
+/// `axes` as given (free axes say "searched", pins name their flag), or the
+/// shape the search chose for --devices.
+std::string meshNote(const std::vector<MeshAxisSpec> &given, const ParallelOptions &p,
                      const SearchResult &r) {
+  const std::vector<MeshAxisSpec> &axes = r.meshSearched ? r.mesh : given;
   std::string text = "mesh: ", pinned;
   for (const MeshAxisSpec &a : axes) {
     text += (text.size() > 6 ? " x " : "") + a.name + "=" + std::to_string(a.size);
     if (a.role != AxisRole::Free)
       pinned += std::string(pinned.empty() ? "" : ", ") + "--" + a.name;
   }
-  text += pinned.empty() ? " (searched)" : " (pinned by " + pinned + ")";
+  if (r.meshSearched)
+    text += " (searched from --devices " + std::to_string(p.devices()) + ")";
+  else
+    text += pinned.empty() ? " (searched)" : " (pinned by " + pinned + ")";
   if (p.zero >= 0)
     text += ", ZeRO stage " + std::to_string(p.zero) + " pinned";
   text += "; " + std::to_string(r.splitParameters) + " of " + std::to_string(r.parameters) +
@@ -123,6 +129,7 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
     search.mesh = meshAxes(*options);
     search.training = main->hasAttr(attr::kTraining);
     search.zero = options->zero;
+    search.searchMeshShape = options->searchMeshShape;
     search.cluster = *options->cluster;
     search.memoryLimit = options->memoryLimitOn(*options->cluster);
     FailureOr<SearchResult> result = searchShardings(module, main, search);
@@ -140,6 +147,10 @@ private:
     ParallelOptions p = given_.value_or(ParallelOptions{});
     if (!given_) {
       p.mesh.assign(mesh.begin(), mesh.end());
+      if (devices > 0) {
+        p.mesh.push_back(devices);
+        p.searchMeshShape = true;
+      }
       p.dataParallel = dataParallel;
       p.tensorParallel = tensorParallel;
       p.zero = int(zero);
@@ -153,6 +164,8 @@ private:
         p.memoryLimit = *bytes;
       }
     }
+    if (p.searchMeshShape && p.mesh.size() != 1)
+      return main.emitError("devices and mesh are two ways to give the devices: give one");
     if (p.memoryLimit < 0)
       return main.emitError("memory-limit needs a size like 40GiB");
     if (p.zero < -1 || p.zero > 3)

@@ -44,7 +44,7 @@ SPLITS = {
     "dp=2 x tp=2": (["--dp", "2", "--tp", "2", "--zero", "0"], "mesh: dp=2 x tp=2"),
     "ZeRO-1": (["--dp", "4", "--zero", "1"], "ZeRO stage 1 pinned"),
     "ZeRO-3": (["--dp", "4", "--zero", "3"], "ZeRO stage 3 pinned"),
-    "searched": (["--devices", "4"], "mesh: x=4 (searched)"),
+    "searched": (["--devices", "4"], "(searched from --devices 4)"),
     "searched 2x2": (["--mesh", "2x2"], "mesh: x=2 x y=2 (searched)"),
     # Gradient accumulation: the model's batch split into micro-batches, the
     # data-parallel reduction once per step (or, with ZeRO, into shards).
@@ -59,7 +59,11 @@ SPLITS = {
 # batch, so a CNN's losses differ from the full batch's by design.
 MICRO_BATCHED = tuple(s for s in SPLITS if "micro-batches" in s)
 # A searched mesh's plans include every pinned plan on the same mesh shape.
-SAME_MESH = {"searched": ("dp=4", "tp=4", "ZeRO-1", "ZeRO-3"), "searched 2x2": ("dp=2 x tp=2",)}
+# --devices searches the mesh's shape too: every split of four devices whose
+# tensor-parallel groups stay inside a node (cpu-local: 2 devices a node,
+# so not --mesh 2x2's tensor x data, whose groups are ranks 0 and 2).
+SAME_MESH = {"searched": ("dp=4", "tp=4", "ZeRO-1", "ZeRO-3", "dp=2 x tp=2"),
+             "searched 2x2": ("dp=2 x tp=2",)}
 
 
 def predicted_seconds(note):

@@ -180,11 +180,13 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
         if (std::string problem = countAtLeast("--devices", devices, 1)(v); !problem.empty())
           return problem;
         p.mesh = {devices};
+        p.searchMeshShape = true;
         return "";
       },
       "--devices needs a number");
   parser.value("--mesh", [&p](const std::string &v) -> std::string {
     p.mesh.clear();
+    p.searchMeshShape = false;
     llvm::SmallVector<llvm::StringRef> sizes;
     llvm::StringRef(v).split(sizes, 'x');
     for (llvm::StringRef size : sizes) {
