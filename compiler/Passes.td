@@ -74,6 +74,24 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "mlir::ModuleOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def Recompute : Pass<"dtc-recompute", "mlir::func::FuncOp"> {
+  let summary = "Recompute forward values in the backward instead of keeping them";
+  let description = [{
+    In a training step (dtc-build-training-step), picks forward ops to
+    recompute; each backward read of one of their results reads a copy of
+    the op, marked `dtc.recompute`, made just before that read. `selective`
+    recomputes the ops on a path between two activation-by-activation
+    matmuls (attention's scores, softmax and product with the values);
+    `full` recomputes every forward op but those that make checkpoints (an
+    activation that alone carries the forward onward: each layer's input)
+    and the part after the last checkpoint. `none` changes nothing. Adds a
+    note with what it copied and what is no longer kept.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"selective\"", "none, selective or full">,
+  ];
+}
+
 def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
   let summary = "Decide how every op of @main is split over a device mesh";
   let description = [{

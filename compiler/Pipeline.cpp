@@ -25,6 +25,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   OpPassManager &cleanup = pm.nest<func::FuncOp>();
   cleanup.addPass(createCanonicalizerPass());
   cleanup.addPass(createCSEPass());
+  if (options.training && options.training->recompute != "none" &&
+      options.training->recompute != "auto") // compileToPlan decides auto
+    cleanup.addPass(createRecompute(RecomputeOptions{options.training->recompute}));
   if (split)
     pm.addPass(createShardingSearchPass(options.parallel));
   pm.addPass(createSpmdPartition());
@@ -78,6 +81,10 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
   Option<int64_t> microBatches{*this, "micro-batches",
                                llvm::cl::desc("Gradient accumulation: micro-batches per step"),
                                llvm::cl::init(1)};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("none, selective or full: recompute activations in the backward"),
+      llvm::cl::init("none")};
   ListOption<int64_t> mesh{*this, "mesh", llvm::cl::desc("Free mesh axes, e.g. 2,2")};
   Option<int64_t> devices{*this, "devices",
                           llvm::cl::desc("Devices, the mesh's shape searched too"),
@@ -105,6 +112,7 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
 #undef DTC_COPY
       if (!ignoreIndex.empty())
         t.ignoreIndex = ignoreIndex[0];
+      t.recompute = recompute;
       o.training = t;
     }
     ParallelOptions &p = o.parallel;
@@ -146,20 +154,14 @@ int64_t intAttrOf(func::FuncOp main, StringRef name) {
   return value ? value.getInt() : 0;
 }
 
-} // namespace
-
-LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
-  if (!module.lookupSymbol<func::FuncOp>("main"))
-    return module.emitError("no function 'main' to compile");
-  // What a device may hold: the plan's arena after buffer assignment (the
-  // figure dtc simulate checks) must fit, not only what the search counts
-  // (weights, state, kept activations). When the arena overshoots, the
-  // search runs again with its limit lowered by the overshoot.
-  std::string error;
-  std::optional<cost::Cluster> cluster = options.parallel.loadCluster(error);
-  if (!cluster)
-    return module.emitError(error);
-  double limit = options.parallel.memoryLimitOn(*cluster);
+/// The pipeline on a copy of `module`, again with a lowered search limit
+/// while buffer assignment's arena overshoots `limit` (the figure dtc
+/// simulate checks; the search counts weights, state and kept activations,
+/// not the backward's transients and workspace). The compiled copy, or
+/// failure (with `outOfMemory` set when memory was what failed).
+FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOptions &options,
+                                                const cost::Cluster &cluster, double limit,
+                                                bool &outOfMemory) {
   bool searched = options.parallel.devices() > 1;
   CompileOptions attempt = options;
   attempt.parallel.cluster = cluster;
@@ -170,6 +172,7 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
     PassManager pm(module.getContext());
     buildCompilePipeline(pm, attempt);
     if (failed(pm.run(*work))) {
+      outOfMemory = (*work)->hasAttr(attr::kOutOfMemory) || tries > 1;
       if (tries > 1)
         module.emitError() << "(the search ran again with its limit lowered to "
                            << plan::formatBytes(int64_t(attempt.parallel.memoryLimit))
@@ -187,20 +190,20 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
                           " so that the plan, with its workspace, fits " +
                           plan::formatBytes(int64_t(limit)) + " (" + std::to_string(tries) +
                           " searches)");
-      module.getBodyRegion().takeBody(work->getBodyRegion());
-      module->setAttrs(work->getOperation()->getAttrDictionary());
-      return emitPlan(module, plan);
+      return work;
     }
     int64_t persistent = intAttrOf(main, attr::kParameterBytes);
     if (tries == 1)
       firstArena = arena;
     // The next search keeps room for what this one did not count (the
     // backward's transients, workspace), and goes below this one's limit.
-    double searchLimit = attempt.parallel.memoryLimitOn(*cluster);
+    double searchLimit = attempt.parallel.memoryLimitOn(cluster);
     double uncounted = double(arena - intAttrOf(main, attr::kSearchedBytes));
     double lowered = std::min(searchLimit - (double(arena) - limit), limit - uncounted) -
                      0.01 * uncounted;
-    if (!searched || tries == kTries || lowered <= 0)
+    if (!searched || tries == kTries || lowered <= 0) {
+      outOfMemory = true;
+      bool recomputed = options.training && options.training->recompute == "full";
       return module.emitError()
              << "the plan needs " << plan::formatBytes(arena) << " per device ("
              << plan::formatBytes(persistent) << " weights, optimizer state and load-time values, "
@@ -209,10 +212,70 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
              << (options.parallel.memoryLimit > 0 ? " given by --memory-limit"
                                                   : " the device holds")
              << (searched ? " after " + std::to_string(tries) + " searches" : std::string())
+             << (recomputed ? " with full recomputation" : "")
              << ": use more devices, --micro-batches N (activations of a smaller batch at a "
-                "time), --zero 3 (split weights) or a larger --memory-limit";
+                "time), "
+             << (recomputed || !options.training ? "" : "--recompute full, ")
+             << "--zero 3 (split weights) or a larger --memory-limit";
+    }
     attempt.parallel.memoryLimit = lowered;
   }
+}
+
+} // namespace
+
+LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
+  if (!module.lookupSymbol<func::FuncOp>("main"))
+    return module.emitError("no function 'main' to compile");
+  std::string error;
+  std::optional<cost::Cluster> cluster = options.parallel.loadCluster(error);
+  if (!cluster)
+    return module.emitError(error);
+  double limit = options.parallel.memoryLimitOn(*cluster);
+
+  // --recompute auto: the cheapest recomputation whose plan fits, none
+  // first. What did not fit is said only if nothing does.
+  std::vector<std::string> modes{"none"};
+  if (options.training && options.training->recompute != "auto")
+    modes = {options.training->recompute};
+  else if (options.training)
+    modes = {"none", "selective", "full"};
+  MLIRContext *context = module.getContext();
+  for (auto [i, mode] : llvm::enumerate(modes)) {
+    CompileOptions attempt = options;
+    if (attempt.training)
+      attempt.training->recompute = mode;
+    bool last = i + 1 == modes.size(), outOfMemory = false;
+    std::vector<Diagnostic> held;
+    FailureOr<OwningOpRef<ModuleOp>> work = failure();
+    {
+      std::optional<ScopedDiagnosticHandler> hold;
+      if (!last)
+        hold.emplace(context, [&](Diagnostic &diagnostic) {
+          held.push_back(std::move(diagnostic));
+          return success();
+        });
+      work = compileFitting(module, attempt, *cluster, limit, outOfMemory);
+    }
+    if (failed(work)) {
+      if (last || !outOfMemory) {
+        for (Diagnostic &diagnostic : held)
+          context->getDiagEngine().emit(std::move(diagnostic));
+        if (last && modes.size() > 1 && outOfMemory)
+          module.emitError("(--recompute auto tried none, selective and full: none fits)");
+        return failure();
+      }
+      continue;
+    }
+    auto main = (**work).lookupSymbol<func::FuncOp>("main");
+    if (i > 0)
+      addNote(main, "recompute: " + mode + " chosen (--recompute auto): without it the plan " +
+                        "does not fit " + plan::formatBytes(int64_t(limit)) + " per device");
+    module.getBodyRegion().takeBody((**work).getBodyRegion());
+    module->setAttrs((**work)->getAttrDictionary());
+    return emitPlan(module, plan);
+  }
+  return failure();
 }
 
 } // namespace dtc

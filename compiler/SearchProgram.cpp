@@ -128,7 +128,8 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
                                   : 0.0;
   if (!solution.feasible) {
     double smallest = solution.minimumUse.empty() ? 0 : solution.minimumUse[0];
-    if (smallest > options_.memoryLimit)
+    if (smallest > options_.memoryLimit) {
+      module_->setAttr(attr::kOutOfMemory, UnitAttr::get(module_.getContext()));
       return func_.emitError() << "no sharding over mesh " << meshText() << " fits "
                                << plan::formatBytes(int64_t(options_.memoryLimit))
                                << " per device: the smallest any sharding needs is "
@@ -138,6 +139,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
                                          "kept for backward)"
                                        : " (weights and inputs)")
                                << "; use more devices or a larger --memory-limit";
+    }
     return func_.emitError() << "the sharding search found no plan: " << solution.message;
   }
   choice_.resize(nodes_.size());

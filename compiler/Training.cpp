@@ -492,6 +492,9 @@ std::string checkTrainingOptions(const TrainingOptions &o) {
     return "--precision must be fp32 or bf16, got '" + o.precision + "'";
   if (o.microBatches < 1)
     return "--micro-batches must be at least 1";
+  if (o.recompute != "auto" && o.recompute != "none" && o.recompute != "selective" &&
+      o.recompute != "full")
+    return "--recompute must be none, selective, full or auto, got '" + o.recompute + "'";
   if (o.ignoreIndex && o.loss != "cross_entropy")
     return "--ignore-index applies to --loss cross_entropy only";
   return "";

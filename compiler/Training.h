@@ -30,6 +30,10 @@ struct TrainingOptions {
   /// micro-batches (the model's batch is one micro-batch), sums their
   /// gradients in accumulators and updates once. 1: off.
   int64_t microBatches = 1;
+  /// Activation recomputation (dtc-recompute): "none", "selective", "full",
+  /// or "auto": the first of these three whose plan fits (compileToPlan).
+  /// Not the training step's own option: its pass runs after it.
+  std::string recompute = "auto";
   /// Return the model's outputs too. A step split over several devices
   /// returns the loss and the updates only: the outputs (logits) would
   /// have to be gathered whole on every rank each step, and the trainer

@@ -42,6 +42,11 @@ constexpr llvm::StringLiteral kAccumulator = "dtc.accumulator";
 /// per micro-batch.
 constexpr llvm::StringLiteral kOncePerStep = "dtc.once_per_step";
 
+// dtc-recompute.
+/// An op that recomputes a forward value in the backward (unit): a copy of
+/// a forward op, kept apart from it (CSE would merge them back).
+constexpr llvm::StringLiteral kRecompute = "dtc.recompute";
+
 // Generated models (frontends/gpt): a parameter's seeded initialiser.
 constexpr llvm::StringLiteral kInitValue = "dtc.init_value";
 constexpr llvm::StringLiteral kInitStd = "dtc.init_std";
@@ -63,6 +68,10 @@ constexpr llvm::StringLiteral kPrologue = "dtc.prologue";
 /// state, accumulators, inputs, kept activations), to compare with the
 /// arena buffer assignment makes.
 constexpr llvm::StringLiteral kSearchedBytes = "dtc.searched_bytes";
+
+/// Module: set when the search failed because no sharding fits the memory
+/// limit (compileToPlan then tries recomputation).
+constexpr llvm::StringLiteral kOutOfMemory = "dtc.out_of_memory";
 
 // dtc-schedule.
 /// @main: the order kept and both orders' simulated activation peaks.

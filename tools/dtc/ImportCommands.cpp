@@ -130,7 +130,8 @@ void addTrainingOptions(OptionParser &parser, bool &train, TrainingOptions &t) {
   parser.flag("--train", train);
   for (auto [name, out] : {std::pair{"--loss", &t.loss}, std::pair{"--optimizer", &t.optimizer},
                            std::pair{"--schedule", &t.schedule},
-                           std::pair{"--precision", &t.precision}})
+                           std::pair{"--precision", &t.precision},
+                           std::pair{"--recompute", &t.recompute}})
     parser.text(name, *out);
   for (auto [name, out] :
        {std::pair{"--lr", &t.learningRate}, std::pair{"--momentum", &t.momentum},

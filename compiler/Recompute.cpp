@@ -1,0 +1,222 @@
+//===- Recompute.cpp - recompute forward values in the backward -----------===//
+//
+// A training step keeps, from the forward to the backward, every value the
+// gradients read: with a large batch or sequence that is most of a device's
+// memory. This pass trades compute for that memory. It picks a set of
+// forward ops to recompute; each backward read of one of their results then
+// reads a copy of the op (marked dtc.recompute) computed just before that
+// read, from copies of the recomputed ops before it and from the values
+// still kept. The original results die with the forward.
+//
+//   selective  the ops on a path between two matmuls of activations by
+//              activations (attention's scores, mask, softmax and the
+//              product with the values: Korthikanti et al. 2022). Large,
+//              and cheap to recompute. A model without such matmuls has
+//              nothing to recompute.
+//   full       every forward op but the ones that produce checkpoints: the
+//              values that alone carry the forward from one part of the
+//              model to the next (each transformer layer's input and the
+//              residual between its two halves). The part after the last
+//              checkpoint, which the backward reads at once, is kept.
+//
+// The ops copied are deterministic, so the recomputed values equal the
+// originals bit for bit. Runs before the sharding search, which then costs
+// the copies' compute and counts the smaller kept set.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/BufferLiveness.h"
+#include "compiler/CompileNotes.h"
+#include "compiler/Passes.h"
+#include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
+#include "plan/FormatBytes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace dtc {
+#define GEN_PASS_DEF_RECOMPUTE
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+/// The training step's forward: the ops the loss (the first result) depends
+/// on, parameters and constants left out, in block order.
+llvm::SetVector<Operation *> forwardOps(Block &block) {
+  llvm::DenseSet<Operation *> seen;
+  SmallVector<Value> work{block.getTerminator()->getOperand(0)};
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || isPersistentOp(op) || !seen.insert(op).second)
+      continue;
+    for (Value operand : op->getOperands())
+      work.push_back(operand);
+  }
+  llvm::SetVector<Operation *> forward;
+  for (Operation &op : block)
+    if (seen.contains(&op))
+      forward.insert(&op);
+  return forward;
+}
+
+/// Whether `v` changes with the step's inputs (not only with parameters
+/// and constants): an activation, not a weight or a weight's cast.
+class Activations {
+public:
+  explicit Activations(Block &block) {
+    for (BlockArgument arg : block.getArguments())
+      varying_.insert(arg);
+    for (Operation &op : block)
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return varying_.contains(v); }))
+        for (Value r : op.getResults())
+          varying_.insert(r);
+  }
+  bool contains(Value v) const { return varying_.contains(v); }
+
+private:
+  llvm::DenseSet<Value> varying_;
+};
+
+/// Selective: ops on a path from one activation-by-activation matmul to
+/// another (both ends included).
+llvm::DenseSet<Operation *> selectiveSet(const llvm::SetVector<Operation *> &forward,
+                                         const Activations &activations) {
+  auto isActivationMatmul = [&](Operation *op) {
+    return isa<graph::MatmulOp>(op) && llvm::all_of(op->getOperands(), [&](Value v) {
+             return activations.contains(v);
+           });
+  };
+  // After: reached from such a matmul; before: reaches one.
+  llvm::DenseSet<Operation *> after, before;
+  for (Operation *op : forward)
+    if (isActivationMatmul(op) || llvm::any_of(op->getOperands(), [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return def && after.contains(def);
+        }))
+      after.insert(op);
+  for (Operation *op : llvm::reverse(forward))
+    if (isActivationMatmul(op) || llvm::any_of(op->getUsers(), [&](Operation *user) {
+          return before.contains(user);
+        }))
+      before.insert(op);
+  llvm::DenseSet<Operation *> chosen;
+  for (Operation *op : forward)
+    if (after.contains(op) && before.contains(op))
+      chosen.insert(op);
+  return chosen;
+}
+
+/// Full: every forward op but the checkpoints' producers and the ops after
+/// the last checkpoint. A checkpoint is an activation that, just after it
+/// is made, is the only forward activation still to be read by the
+/// forward (the step's inputs aside, which stay live anyway).
+llvm::DenseSet<Operation *> fullSet(const llvm::SetVector<Operation *> &forward,
+                                    const Activations &activations) {
+  llvm::DenseMap<Operation *, size_t> index;
+  for (auto [i, op] : llvm::enumerate(forward))
+    index[op] = i;
+  // The last forward read of each forward op's results.
+  std::vector<size_t> lastRead(forward.size(), 0);
+  for (auto [i, op] : llvm::enumerate(forward)) {
+    lastRead[i] = i;
+    for (Operation *user : op->getUsers())
+      if (auto it = index.find(user); it != index.end())
+        lastRead[i] = std::max(lastRead[i], it->second);
+  }
+  // Sweep: ops whose results are still to be read after position i.
+  std::vector<int> liveAt(forward.size() + 1, 0);
+  for (auto [i, op] : llvm::enumerate(forward))
+    if (lastRead[i] > i && llvm::any_of(op->getResults(), [&](Value r) {
+          return activations.contains(r);
+        })) {
+      ++liveAt[i];
+      --liveAt[lastRead[i]];
+    }
+  SmallVector<size_t> checkpoints;
+  int live = 0;
+  for (size_t i = 0; i < forward.size(); ++i) {
+    live += liveAt[i];
+    // Live across the gap after op i: exactly one producer, op i itself.
+    if (live == 1 && lastRead[i] > i && forward[i]->getNumResults() == 1)
+      checkpoints.push_back(i);
+  }
+  llvm::DenseSet<Operation *> chosen;
+  if (checkpoints.empty())
+    return chosen;
+  llvm::DenseSet<size_t> isCheckpoint(checkpoints.begin(), checkpoints.end());
+  for (size_t i = 0; i < checkpoints.back(); ++i)
+    if (!isCheckpoint.contains(i))
+      chosen.insert(forward[i]);
+  return chosen;
+}
+
+struct Recompute : impl::RecomputeBase<Recompute> {
+  using RecomputeBase::RecomputeBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (mode == "none")
+      return;
+    if (mode != "selective" && mode != "full") {
+      func.emitError("dtc-recompute: mode must be none, selective or full, not '") << mode << "'";
+      return signalPassFailure();
+    }
+    if (func.getNumResults() == 0 || !func->hasAttr(attr::kTraining))
+      return; // inference keeps nothing for a backward
+    Block &block = func.getBody().front();
+    llvm::SetVector<Operation *> forward = forwardOps(block);
+    Activations activations(block);
+    llvm::DenseSet<Operation *> chosen =
+        mode == "full" ? fullSet(forward, activations) : selectiveSet(forward, activations);
+
+    // Each backward read of a chosen op's result reads its copy, made just
+    // before the first such read; copies read copies of chosen ops.
+    IRMapping copies;
+    OpBuilder b(&getContext());
+    int64_t freedBytes = 0, copied = 0;
+    std::function<Value(Value)> copyOf = [&](Value v) -> Value {
+      Operation *def = v.getDefiningOp();
+      if (!def || !chosen.contains(def))
+        return v;
+      if (Value done = copies.lookupOrNull(v))
+        return done;
+      for (Value operand : def->getOperands())
+        copies.map(operand, copyOf(operand));
+      Operation *copy = b.clone(*def, copies);
+      copy->setAttr(attr::kRecompute, b.getUnitAttr());
+      ++copied;
+      return copies.lookup(v);
+    };
+    SmallVector<Operation *> backward;
+    for (Operation &op : block)
+      if (!forward.contains(&op) && !isPersistentOp(&op) &&
+          !op.hasTrait<OpTrait::IsTerminator>())
+        backward.push_back(&op);
+    llvm::DenseSet<Value> freed;
+    for (Operation *op : backward) {
+      b.setInsertionPoint(op);
+      for (OpOperand &use : op->getOpOperands()) {
+        Value v = use.get();
+        Operation *def = v.getDefiningOp();
+        if (!def || !chosen.contains(def))
+          continue;
+        if (freed.insert(v).second)
+          freedBytes += tensorBytes(v);
+        use.set(copyOf(v));
+      }
+    }
+    // A chosen value the step returns (a model output) stays as it is.
+    addNote(func, "recompute: " + std::string(mode) + ", " + std::to_string(copied) +
+                      " ops recomputed in the backward instead of keeping " +
+                      std::to_string(freed.size()) + " values (" +
+                      plan::formatBytes(freedBytes) + ", before any split)");
+  }
+};
+
+} // namespace
+} // namespace dtc
