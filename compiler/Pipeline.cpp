@@ -158,7 +158,8 @@ int64_t intAttrOf(func::FuncOp main, StringRef name) {
 /// while buffer assignment's arena overshoots `limit` (the figure dtc
 /// simulate checks; the search counts weights, state and kept activations,
 /// not the backward's transients and workspace). The compiled copy, or
-/// failure (with `outOfMemory` set when memory was what failed).
+/// failure (with `outOfMemory` set when memory was what failed and keeping
+/// fewer activations might fit).
 FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOptions &options,
                                                 const cost::Cluster &cluster, double limit,
                                                 bool &outOfMemory) {
@@ -202,7 +203,7 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
     double lowered = std::min(searchLimit - (double(arena) - limit), limit - uncounted) -
                      0.01 * uncounted;
     if (!searched || tries == kTries || lowered <= 0) {
-      outOfMemory = true;
+      outOfMemory = double(persistent) < limit; // else no recomputation helps
       bool recomputed = options.training && options.training->recompute == "full";
       return module.emitError()
              << "the plan needs " << plan::formatBytes(arena) << " per device ("

@@ -60,9 +60,11 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     m.resize(u.strategies.size() * w.strategies.size());
     // Resharding happens as often as the reader runs. A gradient on its
     // way into an accumulator (its partial sums costed here, not on its op)
-    // is reduced once per step when the reader keeps it whole (the
-    // all-reduce deferred past the accumulation), every micro-batch when
-    // it keeps a shard (ZeRO's reduce-scatter into a split accumulator).
+    // is reduced once per step when the reader keeps its split and only
+    // the partial sums are left to combine (the all-reduce deferred past
+    // the accumulation), every micro-batch otherwise (ZeRO's
+    // reduce-scatter into a split accumulator; any other resharding, which
+    // the accumulation cannot defer).
     bool accumulated = feedsOnlyAccumulations(v);
     for (auto [s, su] : llvm::enumerate(u.strategies))
       for (auto [t, sv] : llvm::enumerate(w.strategies)) {
@@ -70,7 +72,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
         double seconds = reshardSeconds(v, have, want(sv), su.partial);
         if (accumulated && !su.partial.empty())
           seconds += partialSeconds(v, have, su.partial);
-        double runs = accumulated && want(sv).replicated() ? 1.0 : w.runs;
+        double runs = accumulated && want(sv) == have ? 1.0 : w.runs;
         m[s * w.strategies.size() + t] = runs * seconds;
       }
   };
