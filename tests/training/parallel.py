@@ -4,8 +4,8 @@
 For the example MLP, CNN and GPT, and a generated GPT: compile the same
 training step for one device and for four ranks split each way (data
 parallel, tensor parallel, both on a 2x2 mesh, ZeRO stages 1 and 3, the
-search left alone, and with the batch in micro-batches whose gradients
-accumulate), train 5 steps on the same data, and check that
+search left alone, with the batch in micro-batches whose gradients
+accumulate, and with activations recomputed in the backward), train 5 steps on the same data, and check that
 every loss agrees within 1e-5 relative. Then compile each model for
 inference split the same ways (under a memory limit below its weights, so
 that the search must split them) and check the outputs of four ranks
@@ -54,7 +54,13 @@ SPLITS = {
                               "gradient all-reduces run once per step"),
     "dp=2 x tp=2, 2 micro-batches": (["--dp", "2", "--tp", "2", "--micro-batches", "2"],
                                      "gradients accumulated over 2 micro-batches"),
+    # Recomputation: forward values recomputed in the backward are the same
+    # values, so the losses are too.
+    "1 device, full recompute": (["--recompute", "full"], "recompute: full"),
+    "dp=2 x tp=2, selective recompute": (["--dp", "2", "--tp", "2", "--zero", "0",
+                                          "--recompute", "selective"], "recompute: selective"),
 }
+RECOMPUTED = tuple(s for s in SPLITS if "recompute" in s)
 # Splits that only apply to training; batch norms see micro-batches, not the
 # batch, so a CNN's losses differ from the full batch's by design.
 MICRO_BATCHED = tuple(s for s in SPLITS if "micro-batches" in s)
@@ -141,7 +147,7 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
 
 
 def infer(dtc, tmp, name, model, shapes, inputs,
-          splits=tuple(s for s in SPLITS if s not in MICRO_BATCHED)):
+          splits=tuple(s for s in SPLITS if s not in MICRO_BATCHED + RECOMPUTED)):
     """Outputs of four ranks, split each way, against onnxruntime's. The
     memory limit (what one device's plan needs, less 30% of the weights)
     makes the search split weights even where replicating them would be
