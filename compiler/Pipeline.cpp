@@ -270,8 +270,10 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
     }
     auto main = (**work).lookupSymbol<func::FuncOp>("main");
     if (i > 0)
-      addNote(main, "recompute: " + mode + " chosen (--recompute auto): without it the plan " +
-                        "does not fit " + plan::formatBytes(int64_t(limit)) + " per device");
+      addNote(main, "recompute: " + mode + " chosen by --recompute auto: without recomputation" +
+                        (i > 1 ? " or with selective recomputation" : "") +
+                        " the plan does not fit " + plan::formatBytes(int64_t(limit)) +
+                        " per device");
     module.getBodyRegion().takeBody((**work).getBodyRegion());
     module->setAttrs((**work)->getAttrDictionary());
     return emitPlan(module, plan);

@@ -254,6 +254,8 @@ int runCompile(const Args &args) {
     options.import.microBatches = training.microBatches;
   } else if (training.microBatches != 1) {
     return usageError("--micro-batches accumulates gradients: it needs --train");
+  } else if (training.recompute != "auto") {
+    return usageError("--recompute trades the backward's memory for compute: it needs --train");
   }
   if (options.model.empty())
     return usageError("compile needs a model: dtc compile MODEL.onnx -o PLAN.dtcp");

@@ -36,6 +36,10 @@ commands:
           --micro-batches N   gradient accumulation: each step runs the
               model on N micro-batches of batch/N samples, sums their
               gradients and updates once (the data-parallel reduction too)
+          --recompute none|selective|full|auto   recompute activations in
+              the backward instead of keeping them: selective = attention's
+              scores and softmax, full = all but each layer's input; auto
+              (default) = the first of none, selective, full whose plan fits
         MODEL may also be a generated GPT without weights:
           gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,batch=B
         Splitting the work over several devices (searched with COIN-OR CBC
