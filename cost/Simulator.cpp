@@ -4,6 +4,7 @@
 #include "cost/CostModel.h"
 #include "plan/DType.h"
 #include "plan/Ranks.h"
+#include "plan/Sharding.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -90,6 +91,10 @@ public:
   int pc() const { return instructionAt(pc_); }
   /// The instruction it stands at.
   const plan::Instruction &current() const { return program_.instructions(pc()); }
+  /// The rank a send or receive of this rank goes to.
+  int64_t peerOf(const plan::Transfer &transfer) const {
+    return plan::transferPeer(transfer, plan::meshAxisSizes(plan_.mesh()), rank_);
+  }
   /// Whether the current instruction needs the other ranks of its group.
   bool atCollective() const { return onCommunicationStream(current()); }
   /// The ranks the current instruction waits for: its collective's group,
@@ -97,9 +102,9 @@ public:
   std::vector<int64_t> partners() const {
     const plan::Instruction &inst = current();
     if (inst.has_send())
-      return {rank_, inst.send().peer()};
+      return {rank_, peerOf(inst.send())};
     if (inst.has_recv())
-      return {inst.recv().peer(), rank_};
+      return {peerOf(inst.recv()), rank_};
     return groupOf(plan_.mesh(), rank_, inst.collective().mesh_axes());
   }
   /// Names the current instruction's meeting, the same on every rank that
@@ -110,9 +115,9 @@ public:
     const plan::Instruction &inst = current();
     size = 2;
     if (inst.has_send())
-      return {-1, rank_, inst.send().peer()};
+      return {-1, rank_, peerOf(inst.send())};
     if (inst.has_recv())
-      return {-1, inst.recv().peer(), rank_};
+      return {-1, peerOf(inst.recv()), rank_};
     const plan::Mesh &mesh = plan_.mesh();
     int64_t bits = 0, base = rank_, stride = 1;
     size = 1;
@@ -264,7 +269,7 @@ private:
       for (uint32_t id : *ids)
         if (id < uint32_t(program_.buffers_size()))
           lastTouch_[program_.buffers(int(id)).offset()] = touched_;
-    if (inst.has_send() && onThisNode(inst.send().peer()) && inst.inputs_size() > 0 &&
+    if (inst.has_send() && onThisNode(peerOf(inst.send())) && inst.inputs_size() > 0 &&
         inst.inputs(0) < uint32_t(program_.buffers_size()))
       lastTouch_[program_.buffers(int(inst.inputs(0))).offset()] = kSentAway;
   }
@@ -277,7 +282,7 @@ private:
   /// A send or receive: its tensor over the link between the two ranks.
   double transferSeconds(const plan::Instruction &inst) const {
     bool send = inst.has_send();
-    int64_t peer = send ? inst.send().peer() : inst.recv().peer();
+    int64_t peer = send ? peerOf(inst.send()) : peerOf(inst.recv());
     double bytes = bufferBytes(send ? inst.inputs(0) : inst.outputs(0));
     const Link &link = onThisNode(peer) ? cluster_.intraNode : cluster_.interNode;
     return collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, bytes, link);
@@ -380,10 +385,10 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
       std::string at = "rank " + std::to_string(r) + " waits forever at instruction " +
                        std::to_string(ranks[size_t(r)].pc());
       if (inst.has_send())
-        return at + " (send to rank " + std::to_string(inst.send().peer()) +
+        return at + " (send to rank " + std::to_string(ranks[size_t(r)].peerOf(inst.send())) +
                "): that rank never makes the matching receive";
       if (inst.has_recv())
-        return at + " (receive from rank " + std::to_string(inst.recv().peer()) +
+        return at + " (receive from rank " + std::to_string(ranks[size_t(r)].peerOf(inst.recv())) +
                "): that rank never makes the matching send";
       std::string members;
       for (int64_t m : ranks[size_t(r)].partners())

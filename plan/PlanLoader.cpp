@@ -130,14 +130,15 @@ private:
       const plan::RankProgram &program = plan_.ranks(programIndexOfRank(plan_, r));
       for (const Instruction &inst : program.instructions()) {
         if (inst.has_send()) {
-          if (inst.send().peer() == r)
+          int64_t peer = transferPeer(inst.send(), axisSizes_, r);
+          if (peer == r)
             return fail("rank " + std::to_string(r) + " sends to itself");
-          sent[{r, inst.send().peer()}].push_back(&program.buffers(int(inst.inputs(0))).type());
+          sent[{r, peer}].push_back(&program.buffers(int(inst.inputs(0))).type());
         } else if (inst.has_recv()) {
-          if (inst.recv().peer() == r)
+          int64_t peer = transferPeer(inst.recv(), axisSizes_, r);
+          if (peer == r)
             return fail("rank " + std::to_string(r) + " receives from itself");
-          received[{inst.recv().peer(), r}].push_back(
-              &program.buffers(int(inst.outputs(0))).type());
+          received[{peer, r}].push_back(&program.buffers(int(inst.outputs(0))).type());
         }
       }
     }
@@ -468,12 +469,13 @@ private:
     if (inst.has_collective() && !checkCollective(rank, inst, where))
       return false;
     if (inst.has_send() || inst.has_recv()) {
-      int64_t peer = inst.has_send() ? inst.send().peer() : inst.recv().peer();
+      const plan::Transfer &transfer = inst.has_send() ? inst.send() : inst.recv();
       int64_t devices = meshDevices(plan_.mesh());
-      if (peer < 0 || peer >= devices)
-        return fail(where + ": " + (inst.has_send() ? "send to" : "receive from") + " rank " +
-                    std::to_string(peer) + ", but the mesh has " + std::to_string(devices) +
-                    (devices == 1 ? " rank" : " ranks"));
+      std::string what = std::string(inst.has_send() ? "send to " : "receive from ") +
+                         transferPeerText(transfer, plan_.mesh());
+      if (transfer.has_along() ? transferPeer(transfer, axisSizes_, 0) < 0
+                               : transfer.peer() < 0 || transfer.peer() >= devices)
+        return fail(where + ": " + what + ", but the mesh is " + meshString(axisSizes_));
     }
     // Only elementwise kernels (each element read before it is written) and
     // collectives (which copy what they send) may write over their input.

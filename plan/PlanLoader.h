@@ -21,8 +21,13 @@ namespace dtc::plan {
 /// Version 2: training inputs carry a typed role (plan.proto: InputRole)
 /// instead of being recognised by name. Version 3: gradient accumulation
 /// (Training.micro_batches, RankProgram.accumulate_end, accumulators), which
-/// an older runtime would run as one micro-batch per step.
-constexpr uint32_t kPlanFormatVersion = 3;
+/// an older runtime would run as one micro-batch per step. Version 4:
+/// pipeline stages (Training.pipeline; per-program updates, forward part
+/// and stash; sends and receives along a mesh axis).
+constexpr uint32_t kPlanFormatVersion = 4;
+
+/// RankProgram.outputs: an output another pipeline stage computes.
+constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;
 
 /// Checks a parsed plan; on failure returns false with `error` saying what
 /// is wrong and where (rank, buffer, instruction).

@@ -179,9 +179,14 @@ std::string describeInstruction(const plan::Instruction &inst) {
     return s + fmt::format(" ({})", plan::formatBytes(int64_t(inst.cost().bytes())));
   }
   case plan::Instruction::kSend:
-    return fmt::format("send to rank {}", inst.send().peer());
-  case plan::Instruction::kRecv:
-    return fmt::format("receive from rank {}", inst.recv().peer());
+  case plan::Instruction::kRecv: {
+    const plan::Transfer &t = inst.has_send() ? inst.send() : inst.recv();
+    std::string verb = inst.has_send() ? "send to" : "receive from";
+    if (t.has_along()) // a pipeline stage: the next or previous one
+      return fmt::format("{} stage {} (mesh axis {})", verb, t.along().coordinate(),
+                         t.along().axis());
+    return fmt::format("{} rank {}", verb, t.peer());
+  }
   default:
     return "unknown";
   }

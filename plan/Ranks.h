@@ -30,6 +30,34 @@ inline int programIndexOfRank(const plan::Plan &plan, int64_t rank) {
 }
 
 /// "1 rank", "4 ranks": for messages.
+/// The rank a send or receive of rank `rank` goes to: the absolute peer,
+/// or `rank` with its coordinate on one axis changed (AxisPeer). -1 when
+/// the axis or coordinate is off the mesh.
+inline int64_t transferPeer(const plan::Transfer &transfer, const std::vector<int64_t> &axisSizes,
+                            int64_t rank) {
+  if (!transfer.has_along())
+    return transfer.peer();
+  const plan::AxisPeer &along = transfer.along();
+  if (along.axis() >= axisSizes.size() || along.coordinate() < 0 ||
+      along.coordinate() >= axisSizes[along.axis()])
+    return -1;
+  int64_t stride = 1;
+  for (size_t a = along.axis() + 1; a < axisSizes.size(); ++a)
+    stride *= axisSizes[a];
+  int64_t own = rank / stride % axisSizes[along.axis()];
+  return rank + (along.coordinate() - own) * stride;
+}
+
+/// How a transfer names its peer, for people: "rank 3" or "pp=2".
+inline std::string transferPeerText(const plan::Transfer &transfer, const plan::Mesh &mesh) {
+  if (!transfer.has_along())
+    return "rank " + std::to_string(transfer.peer());
+  const plan::AxisPeer &along = transfer.along();
+  std::string axis = along.axis() < uint32_t(mesh.axes_size()) ? mesh.axes(int(along.axis())).name()
+                                                               : "axis" + std::to_string(along.axis());
+  return "the rank at " + axis + "=" + std::to_string(along.coordinate());
+}
+
 inline std::string rankCount(int64_t ranks) {
   return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
 }

@@ -307,7 +307,9 @@ bool Executor::prepare(const plan::Instruction &inst, const std::vector<bool> &c
   } else if (inst.has_send() || inst.has_recv()) {
     bool send = inst.has_send();
     step.kernel = makeTransferKernel(send, send ? inTypes[0] : outTypes[0],
-                                     send ? inst.send().peer() : inst.recv().peer(), rank_,
+                                     plan::transferPeer(send ? inst.send() : inst.recv(),
+                                                        axisSizes_, rank_),
+                                     rank_,
                                      groups_ ? &groups_->world() : nullptr, error);
   } else {
     step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
