@@ -5,6 +5,7 @@
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 #include "plan/FormatBytes.h"
+#include "plan/PipelineSchedule.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
@@ -116,6 +117,25 @@ llvm::DenseSet<Value> updatesInPlace(func::FuncOp func, llvm::DenseMap<Value, in
   return result;
 }
 
+/// A pipeline stage's function: its stage and the stash copies its
+/// schedule keeps in flight (plan/PipelineSchedule.h); nullopt otherwise.
+std::optional<std::pair<int64_t, int64_t>> pipelineStageOf(func::FuncOp func) {
+  auto stage = func->getAttrOfType<IntegerAttr>(attr::kStage);
+  auto module = func->getParentOfType<ModuleOp>();
+  auto pipeline = module ? module->getAttrOfType<DictionaryAttr>(attr::kPipeline) : nullptr;
+  if (!stage || !pipeline)
+    return std::nullopt;
+  auto integer = [&](StringRef name) {
+    auto a = pipeline.getAs<IntegerAttr>(name);
+    return a ? a.getInt() : 1;
+  };
+  auto name = pipeline.getAs<StringAttr>("schedule");
+  plan::PipelineSchedule schedule =
+      plan::scheduleNamed(name ? name.str() : "").value_or(plan::ONE_F_ONE_B);
+  return std::pair{stage.getInt(), plan::stashSlots(schedule, integer("stages"), stage.getInt(),
+                                                    integer("micro_batches"))};
+}
+
 struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -154,13 +174,35 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
       ++index;
     }
 
-    // A training step's activations kept for backward: what is live across
-    // the op that computes the loss (result 0), the forward's end.
-    int64_t activationBytes = 0;
+    // A pipeline stage's stash: what its backward reads of its forward,
+    // one copy per micro-batch in flight, after the persistent values.
+    int64_t activationBytes = 0, stashBytes = 0, stashSlots = 0;
+    llvm::DenseSet<Value> stashed;
+    if (std::optional<std::pair<int64_t, int64_t>> stage = pipelineStageOf(func)) {
+      stashSlots = stage->second;
+      for (Operation &op : block) {
+        if (op.hasAttr(attr::kPipelineForward) || op.hasTrait<OpTrait::IsTerminator>())
+          continue;
+        for (Value operand : op.getOperands()) {
+          Value storage = storageOf(operand);
+          Operation *def = storage.getDefiningOp();
+          if (def && def->hasAttr(attr::kPipelineForward) && intervals.count(storage))
+            stashed.insert(storage);
+        }
+      }
+      for (auto &[value, iv] : intervals)
+        if (stashed.contains(value)) {
+          offsets[value] = parameterBytes + stashBytes;
+          stashBytes += iv.bytes;
+        }
+      activationBytes = stashSlots * stashBytes;
+    }
     bool training = false;
     for (unsigned i = 0; i < func.getNumResults(); ++i)
       training = training || func.getResultAttr(i, attr::kUpdates);
-    if (training) {
+    // A training step's activations kept for backward: what is live across
+    // the op that computes the loss (result 0), the forward's end.
+    if (training && stashed.empty() && !func->hasAttr(attr::kStage)) {
       Operation *lossOp = storageOf(block.getTerminator()->getOperand(0)).getDefiningOp();
       int turn = 0;
       for (Operation &op : block) {
@@ -174,12 +216,14 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
     }
 
     std::vector<Interval> list;
-    int64_t unshared = parameterBytes;
+    int64_t unshared = parameterBytes + activationBytes;
     for (auto &[value, iv] : intervals) {
+      if (stashed.contains(value))
+        continue;
       list.push_back(iv);
       unshared += iv.bytes;
     }
-    int64_t arena = placeGreedyBySize(list, parameterBytes);
+    int64_t arena = placeGreedyBySize(list, parameterBytes + stashSlots * stashBytes);
     for (const Interval &iv : list)
       offsets[iv.value] = iv.offset;
 
@@ -201,6 +245,15 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
     func->setAttr(attr::kWeightBytes, b.getI64IntegerAttr(weightBytes));
     func->setAttr(attr::kOptimizerStateBytes, b.getI64IntegerAttr(stateBytes));
     func->setAttr(attr::kActivationBytes, b.getI64IntegerAttr(activationBytes));
+    if (func->hasAttr(attr::kStage)) {
+      func->setAttr(attr::kStashOffset, b.getI64IntegerAttr(parameterBytes));
+      func->setAttr(attr::kStashBytes, b.getI64IntegerAttr(stashBytes));
+      func->setAttr(attr::kStashSlots, b.getI64IntegerAttr(stashSlots));
+      addNote(func, "pipeline stash: " + std::to_string(stashed.size()) +
+                        " values the backward reads from the forward, " +
+                        plan::formatBytes(stashBytes) + " per micro-batch, " +
+                        std::to_string(stashSlots) + " micro-batches in flight");
+    }
 
     bool prologue = false;
     func.walk([&](Operation *op) { prologue = prologue || op->hasAttr(attr::kPrologue); });

@@ -81,6 +81,8 @@ void outlineGroup(ArrayRef<Operation *> ops) {
   // whose users are all once-per-step is once-per-step itself.
   if (root->hasAttr(attr::kOncePerStep))
     fused->setAttr(attr::kOncePerStep, UnitAttr::get(root->getContext()));
+  if (root->hasAttr(attr::kPipelineForward)) // a pipeline stage's forward part
+    fused->setAttr(attr::kPipelineForward, UnitAttr::get(root->getContext()));
   Block *body = builder.createBlock(&fused.getBody());
   IRMapping mapping;
   for (Value input : inputs)

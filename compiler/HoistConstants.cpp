@@ -27,7 +27,9 @@ struct HoistConstants : impl::HoistConstantsBase<HoistConstants> {
     llvm::SmallPtrSet<Operation *, 32> fixed;
     SmallVector<Operation *> hoisted;
     for (Operation &op : block) {
-      if (!isa<graph::GraphDialect>(op.getDialect()) || op.getNumResults() == 0)
+      // A receive (from another pipeline stage) is data each step.
+      if (!isa<graph::GraphDialect>(op.getDialect()) || op.getNumResults() == 0 ||
+          isa<graph::RecvOp>(op))
         continue;
       bool isFixed;
       if (isa<graph::ConstantOp>(op))

@@ -115,6 +115,8 @@ def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
            "This many devices, the mesh's shape searched too (dp x tp within a node)">,
     Option<"dataParallel", "dp", "int64_t", "0", "A data-parallel axis of this size">,
     Option<"tensorParallel", "tp", "int64_t", "0", "A tensor-parallel axis of this size">,
+    Option<"pipelineStages", "pp", "int64_t", "1",
+           "Pipeline stages the step is cut into afterwards (memory per device)">,
     Option<"zero", "zero", "int64_t", "-1", "ZeRO stage 0-3 (-1: searched)">,
     Option<"preset", "preset", "std::string", "\"cpu-local\"",
            "Cluster preset the plan is costed on (cpu-local, a100-80g, h100-sxm)">,
@@ -143,6 +145,36 @@ def AccumulateGradients : Pass<"dtc-accumulate-gradients", "mlir::func::FuncOp">
     without accumulators is left as it is.
   }];
   let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
+}
+
+def PipelineSplit : Pass<"dtc-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Cut a training step into pipeline stages, one function each";
+  let description = [{
+    Cuts @main's forward at `stages - 1` of its checkpoints (an activation
+    that alone carries the forward on: each layer's input), chosen so that
+    the stages' forward FLOPs are as even as they can be. Every other op
+    goes where it belongs: a parameter with its first forward reader; a
+    backward or optimizer op to the earliest stage among its operands'
+    (the gradient of a stage's ops runs on that stage); constants to every
+    stage that reads them. Each stage becomes a function @stageN (marked
+    `dtc.stage`) with @main's arguments and the results it computes
+    (`dtc.outputs`: their indices in @main's results); a value one stage
+    makes and another reads is sent right after it is made
+    (`graph.send ... to stage t`) and received at the same place in the
+    reader (`graph.recv from stage s`), so each pair of stages meets its
+    transfers in one order. Forward ops (and their transfers) are marked
+    `dtc.pipeline_forward`; a step input the backward reads is copied in
+    the forward (`graph.copy`), as the input holds a later micro-batch by
+    then. The module records `dtc.pipeline` (stages, schedule, the
+    micro-batches) and @main goes. Runs after dtc-spmd-partition and
+    dtc-accumulate-gradients: each stage runs its part of the partitioned
+    program on a copy of the data- and tensor-parallel mesh.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "1", "Pipeline stages (1: none)">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"", "gpipe or 1f1b">,
+  ];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
 def ChannelsLast : Pass<"dtc-channels-last", "mlir::func::FuncOp"> {

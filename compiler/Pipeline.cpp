@@ -16,7 +16,8 @@ using namespace mlir;
 namespace dtc {
 
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
-  bool split = options.parallel.devices() > 1;
+  int64_t stages = options.parallel.pipelineStages;
+  bool split = options.parallel.devices() > 1 || stages > 1;
   if (options.training) {
     TrainingOptions training = *options.training;
     training.modelOutputs = training.modelOutputs && !split;
@@ -28,12 +29,18 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.training && options.training->recompute != "none" &&
       options.training->recompute != "auto") // compileToPlan decides auto
     cleanup.addPass(createRecompute(RecomputeOptions{options.training->recompute}));
-  if (split)
+  if (options.parallel.devices() > 1)
     pm.addPass(createShardingSearchPass(options.parallel));
   pm.addPass(createSpmdPartition());
-  OpPassManager &fpm = pm.nest<func::FuncOp>();
   if (options.training && options.training->microBatches > 1)
-    fpm.addPass(createAccumulateGradients());
+    pm.nest<func::FuncOp>().addPass(createAccumulateGradients());
+  if (stages > 1) {
+    PipelineSplitOptions pipeline;
+    pipeline.stages = stages;
+    pipeline.schedule = options.parallel.pipelineSchedule;
+    pm.addPass(createPipelineSplit(pipeline));
+  }
+  OpPassManager &fpm = pm.nest<func::FuncOp>();
   if (!options.training) // folds inference batch norms into the weights
     fpm.addPass(createFuseConv());
   fpm.addPass(createChannelsLast());
@@ -93,6 +100,9 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                      llvm::cl::init(0)};
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("Tensor-parallel axis size"),
                      llvm::cl::init(0)};
+  Option<int64_t> pp{*this, "pp", llvm::cl::desc("Pipeline stages"), llvm::cl::init(1)};
+  Option<std::string> pipelineSchedule{*this, "pipeline-schedule",
+                                       llvm::cl::desc("gpipe or 1f1b"), llvm::cl::init("1f1b")};
   Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage (-1: searched)"),
                        llvm::cl::init(-1)};
   Option<std::string> preset{*this, "preset", llvm::cl::desc("Cluster preset"),
@@ -123,6 +133,8 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     }
     p.dataParallel = dp;
     p.tensorParallel = tp;
+    p.pipelineStages = pp;
+    p.pipelineSchedule = pipelineSchedule;
     p.zero = int(zero);
     p.preset = preset;
     p.clusterFile = cluster;
@@ -182,7 +194,11 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
                            << plan::formatBytes(int64_t(limit)) << ")";
       return failure();
     }
-    auto main = work->lookupSymbol<func::FuncOp>("main");
+    // A pipeline's stages differ: the largest arena must fit.
+    func::FuncOp main;
+    for (func::FuncOp f : programFunctions(*work))
+      if (!main || intAttrOf(f, attr::kArenaBytes) > intAttrOf(main, attr::kArenaBytes))
+        main = f;
     int64_t arena = intAttrOf(main, attr::kArenaBytes);
     if (double(arena) <= limit) {
       if (tries > 1)
@@ -268,7 +284,7 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
       }
       continue;
     }
-    auto main = (**work).lookupSymbol<func::FuncOp>("main");
+    func::FuncOp main = programFunctions(**work).front();
     if (i > 0)
       addNote(main, "recompute: " + mode + " chosen by --recompute auto: without recomputation" +
                         (i > 1 ? " or with selective recomputation" : "") +

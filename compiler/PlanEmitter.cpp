@@ -1,5 +1,8 @@
 //===- PlanEmitter.cpp ----------------------------------------------------===//
 #include "compiler/PlanEmitter.h"
+#include "plan/PipelineSchedule.h"
+
+#include <set>
 #include "compiler/PlanTypes.h"
 
 #include "compiler/BufferLiveness.h"
@@ -140,13 +143,22 @@ LogicalResult emitTraining(func::FuncOp func, DictionaryAttr options, plan::Trai
 class PlanEmitter {
 public:
   /// `meshShape`: the sizes of the mesh axes (sharded buffers name them).
-  PlanEmitter(func::FuncOp func, plan::Plan &plan, std::vector<int64_t> meshShape)
-      : func_(func), plan_(plan), rank_(*plan.add_ranks()), meshShape_(std::move(meshShape)) {}
+  /// `axisOffset`: the mesh axes before the program's own (a pipeline's
+  /// stage axis), added to every axis the IR names.
+  PlanEmitter(func::FuncOp func, plan::Plan &plan, std::vector<int64_t> meshShape,
+              uint32_t axisOffset = 0)
+      : func_(func), plan_(plan), rank_(*plan.add_ranks()), meshShape_(std::move(meshShape)),
+        axisOffset_(axisOffset) {}
 
   LogicalResult emit() {
     Block &block = func_.getBody().front();
+    // Every program has the step's inputs; the first one states them.
+    bool first = plan_.ranks_size() == 1;
+    auto outputIndices = func_->getAttrOfType<DenseI64ArrayAttr>(attr::kOutputs);
+    bool pipelined = bool(func_->getAttrOfType<IntegerAttr>(attr::kStage));
     for (BlockArgument arg : block.getArguments()) {
-      plan::Tensor *input = plan_.add_inputs();
+      plan::Tensor scratch;
+      plan::Tensor *input = first ? plan_.add_inputs() : &scratch;
       auto name = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kName);
       input->set_name(name ? name.str() : "input_" + std::to_string(arg.getArgNumber()));
       if (auto role = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kRole)) {
@@ -169,35 +181,72 @@ public:
     }
     for (Operation &op : block) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        // A pipeline stage's results are some of the step's outputs
+        // (dtc.outputs); plan.outputs has room for all of them.
+        if (outputIndices) {
+          for (int64_t index : outputIndices.asArrayRef())
+            while (plan_.outputs_size() <= index)
+              plan_.add_outputs();
+          while (rank_.outputs_size() < plan_.outputs_size())
+            rank_.add_outputs(plan::kNoBuffer);
+        }
         for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-          plan::Tensor *output = plan_.add_outputs();
+          int64_t index = outputIndices ? outputIndices[i] : int64_t(i);
+          plan::Tensor *output = outputIndices ? plan_.mutable_outputs(int(index)) : plan_.add_outputs();
           auto name = func_.getResultAttrOfType<StringAttr>(i, attr::kName);
-          output->set_name(name ? name.str() : "output_" + std::to_string(i));
+          output->set_name(name ? name.str() : "output_" + std::to_string(index));
           setType(value.getType(), *output->mutable_type());
-          rank_.add_outputs(ids_.lookup(value));
+          if (outputIndices)
+            rank_.set_outputs(int(index), ids_.lookup(value));
+          else
+            rank_.add_outputs(ids_.lookup(value));
           // A training step's new weights and optimizer state.
           if (auto updates = func_.getResultAttrOfType<StringAttr>(i, attr::kUpdates)) {
             auto parameter = parameters_.find(updates.getValue());
             if (parameter == parameters_.end())
               return func_.emitError("result ") << i << " updates unknown parameter " << updates;
-            plan::ParameterUpdate *update = plan_.mutable_training()->add_updates();
-            update->set_output(i);
+            plan::ParameterUpdate *update = pipelined ? rank_.add_updates()
+                                                      : plan_.mutable_training()->add_updates();
+            update->set_output(uint32_t(index));
             update->set_buffer(parameter->second);
           }
         }
         continue;
       }
-      // A micro-batched step's once-per-step part comes last (dtc-schedule).
+      // A micro-batched step's once-per-step part comes last, and a
+      // pipeline stage's forward part first (dtc-schedule).
       bool once = op.hasAttr(attr::kOncePerStep);
+      bool forward = op.hasAttr(attr::kPipelineForward) && !once;
       int before = rank_.instructions_size();
       if (failed(emitOp(&op)))
         return failure();
+      bool emitted = rank_.instructions_size() != before;
+      if (!forward && emitted && !forwardEnd_)
+        forwardEnd_ = before;
+      if (forward && emitted && forwardEnd_)
+        return op.emitError("a forward op after the backward part (run dtc-schedule)");
       if (once && !accumulateEnd_)
         accumulateEnd_ = before;
-      if (!once && accumulateEnd_ && rank_.instructions_size() != before)
+      if (!once && accumulateEnd_ && emitted)
         return op.emitError("a per-micro-batch op after the once-per-step part (run dtc-schedule)");
     }
     rank_.set_accumulate_end(uint32_t(accumulateEnd_.value_or(rank_.instructions_size())));
+    if (pipelined) {
+      rank_.set_forward_end(
+          uint32_t(std::min(forwardEnd_.value_or(rank_.instructions_size()),
+                            int(rank_.accumulate_end()))));
+      auto stash = [&](StringRef name) {
+        auto a = func_->getAttrOfType<IntegerAttr>(name);
+        return a ? a.getInt() : 0;
+      };
+      int64_t stashOffset = stash(attr::kStashOffset), stashBytes = stash(attr::kStashBytes);
+      rank_.set_stash_bytes(stashBytes);
+      rank_.set_stash_slots(uint32_t(stash(attr::kStashSlots)));
+      for (plan::Buffer &buffer : *rank_.mutable_buffers())
+        if (!buffer.has_parameter() && !buffer.has_constant() && !buffer.has_input() &&
+            buffer.offset() >= stashOffset && buffer.offset() < stashOffset + stashBytes)
+          buffer.set_stashed(true);
+    }
     rank_.set_arena_bytes(func_->getAttrOfType<IntegerAttr>(attr::kArenaBytes).getInt());
     return success();
   }
@@ -213,11 +262,11 @@ private:
   }
 
   /// The mesh axes that split each dim of a value.
-  static void setSharding(plan::Buffer &buffer, graph::ShardingAttr sharding) {
+  void setSharding(plan::Buffer &buffer, graph::ShardingAttr sharding) const {
     for (DenseI64ArrayAttr dim : sharding.getEntries()) {
       plan::DimSharding *d = buffer.add_sharding();
       for (int64_t axis : dim.asArrayRef())
-        d->add_mesh_axes(uint32_t(axis));
+        d->add_mesh_axes(uint32_t(axis) + axisOffset_);
     }
   }
 
@@ -228,7 +277,7 @@ private:
       int64_t parts = 1;
       if (d < sharding.getEntries().size())
         for (int64_t axis : sharding.getEntries()[d].asArrayRef())
-          parts *= meshShape_[size_t(axis)];
+          parts *= meshShape_[size_t(axis) + axisOffset_];
       shape.Add(size * parts);
     }
     return shape;
@@ -248,7 +297,7 @@ private:
     plan::Collective *c = inst.mutable_collective();
     c->set_kind(kind);
     for (int16_t a : axes)
-      c->add_mesh_axes(uint32_t(a));
+      c->add_mesh_axes(uint32_t(a) + axisOffset_);
     c->set_axis(axis);
     c->set_concat_axis(concatAxis);
     if (reduction) {
@@ -279,6 +328,15 @@ private:
     return success();
   }
 
+  static void setTransferCost(plan::Instruction &inst, Value sent) {
+    plan::Cost *cost = inst.mutable_cost();
+    cost->set_bytes(double(tensorBytes(sent)));
+    cost->set_op_class(plan::OP_COMMUNICATION);
+    plan::TensorType type;
+    setType(sent.getType(), type);
+    cost->set_dtype(type.dtype());
+  }
+
   plan::Instruction &addInstruction(Operation *op, ValueRange inputs) {
     // Ops of the load-time prologue (dtc-hoist-constants) run once.
     plan::Instruction &inst =
@@ -300,7 +358,7 @@ private:
 
   LogicalResult emitOp(Operation *op) {
     auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(attr::kOffsets);
-    if (!offsets)
+    if (!offsets && op->getNumResults() > 0)
       return op->emitError("plan emission needs buffer offsets (run dtc-assign-buffers)");
     std::string name = nameOf(op->getLoc());
     for (auto [i, result] : llvm::enumerate(op->getResults())) {
@@ -358,6 +416,27 @@ private:
         .Case<graph::ReshapeOp, graph::SqueezeOp, graph::UnsqueezeOp>(
             [&](Operation *) -> LogicalResult { return success(); }) // views: same bytes
         .Case([&](graph::FusedOp f) -> LogicalResult { return emitFused(f); })
+        // Pipeline stages are mesh axis 0: a transfer goes to the rank of
+        // the other stage at this rank's place on the other axes.
+        .Case([&](graph::SendOp send) -> LogicalResult {
+          plan::Instruction &inst = addInstruction(op, op->getOperands());
+          inst.mutable_send()->mutable_along()->set_coordinate(send.getStage());
+          setTransferCost(inst, send.getInput());
+          return success();
+        })
+        .Case([&](graph::RecvOp recv) -> LogicalResult {
+          plan::Instruction &inst = addInstruction(op, {});
+          inst.mutable_recv()->mutable_along()->set_coordinate(recv.getStage());
+          setTransferCost(inst, recv.getOutput());
+          return success();
+        })
+        .Case([&](graph::CopyOp) -> LogicalResult {
+          plan::Instruction &inst = addInstruction(op, op->getOperands());
+          inst.mutable_copy();
+          setCost(inst, {0, 2.0 * double(tensorBytes(op->getResult(0))), graph::OpCost::DataMovement},
+                  op->getResult(0));
+          return success();
+        })
         .Case([&](graph::MatmulOp m) -> LogicalResult {
           auto *mm = addInstruction(op, op->getOperands()).mutable_matmul();
           mm->set_transpose_lhs(m.getTransposeLhs());
@@ -665,68 +744,114 @@ private:
   llvm::DenseMap<Value, uint32_t> ids_;
   llvm::StringMap<uint32_t> parameters_; // parameter name -> buffer id
   std::vector<int64_t> meshShape_;
+  uint32_t axisOffset_ = 0;
   std::optional<int> accumulateEnd_; // the first once-per-step instruction
+  std::optional<int> forwardEnd_;    // a pipeline stage's first backward instruction
 };
 
 } // namespace
 
+SmallVector<func::FuncOp> programFunctions(ModuleOp module) {
+  SmallVector<std::pair<int64_t, func::FuncOp>> stages;
+  for (func::FuncOp f : module.getOps<func::FuncOp>())
+    if (auto stage = f->getAttrOfType<IntegerAttr>(attr::kStage))
+      stages.push_back({stage.getInt(), f});
+  llvm::sort(stages, [](auto &a, auto &b) { return a.first < b.first; });
+  SmallVector<func::FuncOp> functions;
+  for (auto &[stage, f] : stages)
+    functions.push_back(f);
+  if (functions.empty())
+    if (auto main = module.lookupSymbol<func::FuncOp>("main"))
+      functions.push_back(main);
+  return functions;
+}
+
 LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
-  auto func = module.lookupSymbol<func::FuncOp>("main");
-  if (!func)
+  SmallVector<func::FuncOp> programs = programFunctions(module);
+  if (programs.empty())
     return module.emitError("no function 'main' to emit");
+  func::FuncOp func = programs.front();
+  auto pipeline = module->getAttrOfType<DictionaryAttr>(attr::kPipeline);
   out.set_format_version(plan::kPlanFormatVersion);
   out.set_producer(std::string("dtc ") + kDtcVersion);
   if (auto training = func->getAttrOfType<DictionaryAttr>(attr::kTraining))
     if (failed(emitTraining(func, training, *out.mutable_training())))
       return failure();
-  std::vector<int64_t> meshShape = {1};
+  // The mesh: a pipeline's stages (axis 0), then each stage's own mesh.
+  std::vector<int64_t> meshShape;
+  auto addAxis = [&](const std::string &name, int64_t size) {
+    plan::MeshAxis *axis = out.mutable_mesh()->add_axes();
+    axis->set_name(name);
+    axis->set_size(size);
+    meshShape.push_back(size);
+  };
+  if (pipeline) {
+    addAxis("pp", int64_t(programs.size()));
+    plan::Pipeline *p = out.mutable_training()->mutable_pipeline();
+    p->set_stages(uint32_t(programs.size()));
+    auto schedule = pipeline.getAs<StringAttr>("schedule");
+    p->set_schedule(plan::scheduleNamed(schedule ? schedule.str() : "").value_or(plan::ONE_F_ONE_B));
+    p->set_axis(0);
+  }
+  uint32_t axisOffset = uint32_t(meshShape.size());
   if (auto mesh = module.lookupSymbol<mesh::MeshOp>("mesh")) {
     auto names = module->getAttrOfType<ArrayAttr>(attr::kMeshAxisNames);
-    meshShape.assign(mesh.getShape().begin(), mesh.getShape().end());
-    int64_t devices = 1;
-    for (auto [i, size] : llvm::enumerate(meshShape)) {
-      plan::MeshAxis *axis = out.mutable_mesh()->add_axes();
-      axis->set_name(names && i < names.size() ? cast<StringAttr>(names[i]).str()
-                                               : "axis" + std::to_string(i));
-      axis->set_size(size);
-      devices *= size;
-    }
-    for (int64_t r = 0; r < devices; ++r) // SPMD: every rank runs program 0
-      out.add_program_of_rank(0);
-  } else {
-    plan::MeshAxis *axis = out.mutable_mesh()->add_axes();
-    axis->set_name("device");
-    axis->set_size(1);
+    for (auto [i, size] : llvm::enumerate(mesh.getShape()))
+      addAxis(names && i < names.size() ? cast<StringAttr>(names[i]).str()
+                                        : "axis" + std::to_string(i),
+              size);
   }
+  if (meshShape.empty())
+    addAxis("device", 1);
+  int64_t devices = 1;
+  for (int64_t size : meshShape)
+    devices *= size;
+  // SPMD: every rank runs program 0; a pipeline's rank runs its stage's.
+  if (pipeline || module.lookupSymbol<mesh::MeshOp>("mesh"))
+    for (int64_t r = 0; r < devices; ++r)
+      out.add_program_of_rank(uint32_t(r / (devices / int64_t(programs.size()))));
   if (auto source = module->getAttrOfType<StringAttr>(attr::kSource))
     out.set_model(source.str());
-  PlanEmitter emitter(func, out, std::move(meshShape));
-  if (failed(emitter.emit()))
-    return failure();
-  auto intAttr = [&](StringRef name) {
-    auto a = func->getAttrOfType<IntegerAttr>(name);
-    return a ? a.getInt() : 0;
-  };
-  plan::RankSummary *summary = out.mutable_decisions()->add_ranks();
-  summary->set_rank(0);
-  summary->set_peak_memory_bytes(intAttr(attr::kArenaBytes));
-  summary->set_parameter_bytes(intAttr(attr::kParameterBytes));
-  summary->set_weight_bytes(intAttr(attr::kWeightBytes));
-  summary->set_optimizer_state_bytes(intAttr(attr::kOptimizerStateBytes));
-  summary->set_activation_bytes(intAttr(attr::kActivationBytes));
-
-  // What the passes decided, then what emission made of it.
+  for (func::FuncOp program : programs) {
+    PlanEmitter emitter(program, out, meshShape, axisOffset);
+    if (failed(emitter.emit()))
+      return failure();
+  }
+  // Every program names a buffer (or none: another stage's) per output.
+  for (plan::RankProgram &program : *out.mutable_ranks())
+    while (program.outputs_size() < out.outputs_size())
+      program.add_outputs(plan::kNoBuffer);
   auto &notes = *out.mutable_decisions()->mutable_notes();
   if (out.program_of_rank_size() == 0)
     *notes.Add() = "mesh: 1 device (single-rank plan)";
-  for (std::string &note : notesOf(func))
-    *notes.Add() = std::move(note);
-  if (int prologue = out.ranks(0).prologue_size())
-    *notes.Add() = "prologue: " + std::to_string(prologue) +
-                   " instructions depend only on parameters and constants; they run once, at "
-                   "load";
-  *notes.Add() = "instructions: " + std::to_string(out.ranks(0).instructions_size()) +
-                 " over " + std::to_string(out.ranks(0).buffers_size()) + " buffers";
+  std::set<std::string> noted;
+  for (auto [r, program] : llvm::enumerate(programs)) {
+    auto intAttr = [&](StringRef name) {
+      auto a = program->getAttrOfType<IntegerAttr>(name);
+      return a ? a.getInt() : 0;
+    };
+    plan::RankSummary *summary = out.mutable_decisions()->add_ranks();
+    summary->set_rank(pipeline ? int64_t(r) * (devices / int64_t(programs.size())) : 0);
+    summary->set_peak_memory_bytes(intAttr(attr::kArenaBytes));
+    summary->set_parameter_bytes(intAttr(attr::kParameterBytes));
+    summary->set_weight_bytes(intAttr(attr::kWeightBytes));
+    summary->set_optimizer_state_bytes(intAttr(attr::kOptimizerStateBytes));
+    summary->set_activation_bytes(intAttr(attr::kActivationBytes));
+    // What the passes decided (a stage's notes after the first's, where
+    // they differ), then what emission made of it.
+    for (std::string &note : notesOf(program))
+      if (noted.insert(note).second)
+        *notes.Add() = (r > 0 ? "stage " + std::to_string(r) + ": " : std::string()) + note;
+  }
+  for (auto [r, program] : llvm::enumerate(out.ranks())) {
+    std::string stage = pipeline ? "stage " + std::to_string(r) + ": " : std::string();
+    if (int prologue = program.prologue_size())
+      *notes.Add() = stage + "prologue: " + std::to_string(prologue) +
+                     " instructions depend only on parameters and constants; they run once, "
+                     "at load";
+    *notes.Add() = stage + "instructions: " + std::to_string(program.instructions_size()) +
+                   " over " + std::to_string(program.buffers_size()) + " buffers";
+  }
 
   std::string error;
   if (!plan::validatePlan(out, error))

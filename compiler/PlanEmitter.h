@@ -4,6 +4,7 @@
 
 #include "plan.pb.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
@@ -16,6 +17,10 @@ namespace dtc {
 /// get an error at their location; the plan is validated as the runtime
 /// will (plan/PlanLoader.h) before it is returned.
 mlir::LogicalResult emitPlan(mlir::ModuleOp module, plan::Plan &out);
+
+/// The functions that become the plan's programs: @main, or a pipelined
+/// step's stages (dtc.stage) in stage order.
+llvm::SmallVector<mlir::func::FuncOp> programFunctions(mlir::ModuleOp module);
 
 /// Registers plan emission as translations for dtc-translate:
 /// --graph-to-plan writes the plan file (what dtc compile writes) and

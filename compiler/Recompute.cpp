@@ -27,6 +27,7 @@
 #include "compiler/BufferLiveness.h"
 #include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
+#include "compiler/TrainingStepParts.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 #include "plan/FormatBytes.h"
@@ -44,43 +45,6 @@ using namespace mlir;
 
 namespace dtc {
 namespace {
-
-/// The training step's forward: the ops the loss (the first result) depends
-/// on, parameters and constants left out, in block order.
-llvm::SetVector<Operation *> forwardOps(Block &block) {
-  llvm::DenseSet<Operation *> seen;
-  SmallVector<Value> work{block.getTerminator()->getOperand(0)};
-  while (!work.empty()) {
-    Operation *op = work.pop_back_val().getDefiningOp();
-    if (!op || isPersistentOp(op) || !seen.insert(op).second)
-      continue;
-    for (Value operand : op->getOperands())
-      work.push_back(operand);
-  }
-  llvm::SetVector<Operation *> forward;
-  for (Operation &op : block)
-    if (seen.contains(&op))
-      forward.insert(&op);
-  return forward;
-}
-
-/// Whether `v` changes with the step's inputs (not only with parameters
-/// and constants): an activation, not a weight or a weight's cast.
-class Activations {
-public:
-  explicit Activations(Block &block) {
-    for (BlockArgument arg : block.getArguments())
-      varying_.insert(arg);
-    for (Operation &op : block)
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return varying_.contains(v); }))
-        for (Value r : op.getResults())
-          varying_.insert(r);
-  }
-  bool contains(Value v) const { return varying_.contains(v); }
-
-private:
-  llvm::DenseSet<Value> varying_;
-};
 
 /// Selective: ops on a path from one activation-by-activation matmul to
 /// another (both ends included).
@@ -112,39 +76,10 @@ llvm::DenseSet<Operation *> selectiveSet(const llvm::SetVector<Operation *> &for
 }
 
 /// Full: every forward op but the checkpoints' producers and the ops after
-/// the last checkpoint. A checkpoint is an activation that, just after it
-/// is made, is the only forward activation still to be read by the
-/// forward (the step's inputs aside, which stay live anyway).
+/// the last checkpoint.
 llvm::DenseSet<Operation *> fullSet(const llvm::SetVector<Operation *> &forward,
                                     const Activations &activations) {
-  llvm::DenseMap<Operation *, size_t> index;
-  for (auto [i, op] : llvm::enumerate(forward))
-    index[op] = i;
-  // The last forward read of each forward op's results.
-  std::vector<size_t> lastRead(forward.size(), 0);
-  for (auto [i, op] : llvm::enumerate(forward)) {
-    lastRead[i] = i;
-    for (Operation *user : op->getUsers())
-      if (auto it = index.find(user); it != index.end())
-        lastRead[i] = std::max(lastRead[i], it->second);
-  }
-  // Sweep: ops whose results are still to be read after position i.
-  std::vector<int> liveAt(forward.size() + 1, 0);
-  for (auto [i, op] : llvm::enumerate(forward))
-    if (lastRead[i] > i && llvm::any_of(op->getResults(), [&](Value r) {
-          return activations.contains(r);
-        })) {
-      ++liveAt[i];
-      --liveAt[lastRead[i]];
-    }
-  SmallVector<size_t> checkpoints;
-  int live = 0;
-  for (size_t i = 0; i < forward.size(); ++i) {
-    live += liveAt[i];
-    // Live across the gap after op i: exactly one producer, op i itself.
-    if (live == 1 && lastRead[i] > i && forward[i]->getNumResults() == 1)
-      checkpoints.push_back(i);
-  }
+  SmallVector<size_t> checkpoints = checkpointPositions(forward, activations);
   llvm::DenseSet<Operation *> chosen;
   if (checkpoints.empty())
     return chosen;

@@ -3,6 +3,7 @@
 #include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
 #include "plan/FormatBytes.h"
 
 #include "mlir/IR/Builders.h"
@@ -106,6 +107,18 @@ SmallVector<Operation *> greedyOrder(Block &block, ArrayRef<Operation *> ops) {
     for (Value operand : op->getOperands())
       if (Operation *def = operand.getDefiningOp(); def && index.count(def))
         ++waiting[i];
+  // Sends and receives keep their order: each pair of pipeline stages meets
+  // its transfers in the order both sides list them.
+  std::vector<size_t> nextTransfer(ops.size(), ops.size());
+  std::optional<size_t> lastTransfer;
+  for (auto [i, op] : llvm::enumerate(ops))
+    if (isa<graph::SendOp, graph::RecvOp>(op)) {
+      if (lastTransfer) {
+        nextTransfer[*lastTransfer] = i;
+        ++waiting[i];
+      }
+      lastTransfer = i;
+    }
   std::vector<size_t> ready;
   for (size_t i = 0; i < ops.size(); ++i)
     if (waiting[i] == 0)
@@ -131,6 +144,8 @@ SmallVector<Operation *> greedyOrder(Block &block, ArrayRef<Operation *> ops) {
     for (Operation *user : op->getUsers())
       if (auto it = index.find(user); it != index.end() && --waiting[it->second] == 0)
         ready.push_back(it->second);
+    if (size_t next = nextTransfer[index[op]]; next < ops.size() && --waiting[next] == 0)
+      ready.push_back(next);
   }
   return order;
 }
@@ -146,16 +161,35 @@ struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
       (source ? sources : ops).push_back(&op);
     }
 
+    // A pipeline stage: what its forward part reads is forward too (a
+    // fused group's or a layout change's new ops).
+    if (func->hasAttr(attr::kStage))
+      for (Operation *op : llvm::reverse(ops))
+        if (!op->hasAttr(attr::kPipelineForward) && !op->hasAttr(attr::kOncePerStep) &&
+            llvm::any_of(op->getUsers(), [](Operation *user) {
+              return user->hasAttr(attr::kPipelineForward);
+            }))
+          op->setAttr(attr::kPipelineForward, UnitAttr::get(op->getContext()));
     SmallVector<Operation *> greedy = greedyOrder(block, ops);
     if (greedy.size() != ops.size()) {
       func.emitError("schedule: the function's ops form a cycle");
       return signalPassFailure();
     }
     // A micro-batched step runs its once-per-step part last (nothing of the
-    // per-micro-batch part reads it, so either order stays valid).
-    auto perMicroBatch = [](Operation *op) { return !op->hasAttr(attr::kOncePerStep); };
-    std::stable_partition(ops.begin(), ops.end(), perMicroBatch);
-    std::stable_partition(greedy.begin(), greedy.end(), perMicroBatch);
+    // per-micro-batch part reads it, so either order stays valid), and a
+    // pipeline stage its forward part first (which reads nothing of the
+    // backward).
+    auto part = [](Operation *op) {
+      return op->hasAttr(attr::kOncePerStep) ? 2 : op->hasAttr(attr::kPipelineForward) ? 0 : 1;
+    };
+    for (SmallVector<Operation *> *order : {&ops, &greedy}) {
+      SmallVector<Operation *> parts[3];
+      for (Operation *op : *order)
+        parts[part(op)].push_back(op);
+      order->clear();
+      for (auto &p : parts)
+        order->append(p.begin(), p.end());
+    }
     int64_t sourcePeak = peakOf(block, ops), greedyPeak = peakOf(block, greedy);
     bool useGreedy = greedyPeak < sourcePeak;
     ArrayRef<Operation *> chosen = useGreedy ? greedy : ops;

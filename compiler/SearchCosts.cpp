@@ -133,7 +133,9 @@ void Search::costNodes() {
     for (Strategy &s : node.strategies) {
       for (auto [j, r] : llvm::enumerate(node.results()))
         if (!node.op || node.parameter || kept[j])
-          s.memory += localBytes(r, s.results[j]);
+          s.memory += localBytes(r, s.results[j]) *
+                      (node.parameter ? options_.parameterShare
+                                      : node.op ? options_.keptShare : 1.0);
       if (!node.op)
         continue;
       auto costed = dyn_cast<graph::CostOp>(node.op);

@@ -52,6 +52,10 @@ struct SearchOptions {
   /// each data x tensor factorization of N whose tensor groups fit in a
   /// node, keeping the cheapest.
   bool searchMeshShape = false;
+  /// Pipeline stages: the share of the weights and optimizer state a
+  /// device holds (1 / stages), and of the kept activations (the first
+  /// stage's in-flight micro-batches / stages).
+  double parameterShare = 1, keptShare = 1;
 };
 
 struct SearchResult {
@@ -82,6 +86,8 @@ struct ParallelOptions {
   int zero = -1;             // --zero 0..3; -1: searched
   bool searchMeshShape = false; // --devices: `mesh` is {N}, whose shape is searched too
   double memoryLimit = 0;    // --memory-limit bytes per device; 0: the cluster's capacity
+  int64_t pipelineStages = 1; // --pp: stages, each a copy of the mesh above (1: none)
+  std::string pipelineSchedule = "1f1b"; // --schedule gpipe|1f1b
   /// What the search costs plans on: `cluster` when given (already
   /// loaded), else the file `clusterFile`, else the preset `preset`.
   std::optional<cost::Cluster> cluster;

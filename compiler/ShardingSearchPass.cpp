@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/MicroBatches.h"
+#include "plan/PipelineSchedule.h"
 #include "compiler/Passes.h"
 #include "compiler/ShardingSearch.h"
 #include "dialects/graph/AttrNames.h"
@@ -132,6 +134,14 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
     search.searchMeshShape = options->searchMeshShape;
     search.cluster = *options->cluster;
     search.memoryLimit = options->memoryLimitOn(*options->cluster);
+    if (int64_t stages = options->pipelineStages; stages > 1) {
+      std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(options->pipelineSchedule);
+      int64_t microBatches = microBatchesOf(main);
+      search.parameterShare = 1.0 / double(stages);
+      search.keptShare =
+          double(plan::stashSlots(kind.value_or(plan::ONE_F_ONE_B), stages, 0, microBatches)) /
+          double(stages);
+    }
     FailureOr<SearchResult> result = searchShardings(module, main, search);
     if (failed(result))
       return signalPassFailure();
@@ -153,6 +163,7 @@ private:
       }
       p.dataParallel = dataParallel;
       p.tensorParallel = tensorParallel;
+      p.pipelineStages = pipelineStages;
       p.zero = int(zero);
       p.preset = preset;
       p.clusterFile = clusterFile;

@@ -3,6 +3,7 @@
 
 #include "cost/CostModel.h"
 #include "plan/DType.h"
+#include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
 #include "plan/Sharding.h"
 
@@ -64,6 +65,24 @@ public:
     microBatches_ = std::max<int64_t>(1, plan.training().micro_batches());
     accumulateEnd_ = microBatches_ > 1 ? std::min<int64_t>(program.accumulate_end(), count) : 0;
     length_ = microBatches_ * accumulateEnd_ + (count - accumulateEnd_);
+    // A pipeline stage runs its micro-batches' forward and backward parts
+    // in its schedule's order, then the once-per-step part.
+    if (const plan::Pipeline &pipeline = plan.training().pipeline(); pipeline.stages() > 1) {
+      std::vector<int64_t> sizes = plan::meshAxisSizes(plan.mesh());
+      int64_t stride = 1;
+      for (size_t a = pipeline.axis() + 1; a < sizes.size(); ++a)
+        stride *= sizes[a];
+      int64_t stage = rank / stride % int64_t(pipeline.stages());
+      int64_t forwardEnd = std::min<int64_t>(program.forward_end(), count);
+      int64_t end = std::min<int64_t>(program.accumulate_end(), count);
+      for (const plan::PipelineTask &task :
+           plan::pipelineOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches_))
+        for (int64_t i = task.forward ? 0 : forwardEnd; i < (task.forward ? forwardEnd : end); ++i)
+          sequence_.push_back(int(i));
+      for (int64_t i = end; i < count; ++i)
+        sequence_.push_back(int(i));
+      length_ = int64_t(sequence_.size());
+    }
     if (!cluster.device.caches.empty()) {
       // A step's bytes; and, steps repeating, what the last step sent away
       // last is still away at this one's start.
@@ -301,11 +320,14 @@ private:
   /// A step's `n`-th instruction run: a micro-batched step runs its first
   /// accumulateEnd_ instructions once per micro-batch, then the rest.
   int instructionAt(int64_t n) const {
+    if (!sequence_.empty())
+      return sequence_[size_t(n)];
     int64_t repeated = microBatches_ * accumulateEnd_;
     return int(n < repeated ? n % accumulateEnd_ : accumulateEnd_ + (n - repeated));
   }
   int64_t pc_ = 0;
   int64_t microBatches_ = 1, accumulateEnd_ = 0, length_ = 0;
+  std::vector<int> sequence_; // a pipeline stage's instructions, in its schedule's order
   std::vector<double> ready_; // when each buffer's value is ready; inputs at 0
   double streamFree_[2] = {0, 0};
   double sinceMeeting_ = 0; // compute seconds since this rank last met others

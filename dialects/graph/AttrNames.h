@@ -73,6 +73,17 @@ constexpr llvm::StringLiteral kSearchedBytes = "dtc.searched_bytes";
 /// limit (compileToPlan then tries recomputation).
 constexpr llvm::StringLiteral kOutOfMemory = "dtc.out_of_memory";
 
+// dtc-pipeline-split.
+/// Module: {stages, schedule, micro_batches} of a pipelined step.
+constexpr llvm::StringLiteral kPipeline = "dtc.pipeline";
+/// A stage's function: its stage number.
+constexpr llvm::StringLiteral kStage = "dtc.stage";
+/// A stage's function: the indices in @main's results of its results.
+constexpr llvm::StringLiteral kOutputs = "dtc.outputs";
+/// An op of a stage's forward part (unit): run per micro-batch before the
+/// backward part, whose reads of forward values are stashed.
+constexpr llvm::StringLiteral kPipelineForward = "dtc.pipeline_forward";
+
 // dtc-schedule.
 /// @main: the order kept and both orders' simulated activation peaks.
 constexpr llvm::StringLiteral kSchedule = "dtc.schedule";
@@ -87,6 +98,11 @@ constexpr llvm::StringLiteral kArenaBytes = "dtc.arena_bytes";
 constexpr llvm::StringLiteral kParameterBytes = "dtc.parameter_bytes";
 constexpr llvm::StringLiteral kUnsharedBytes = "dtc.unshared_bytes";
 constexpr llvm::StringLiteral kWeightBytes = "dtc.weight_bytes";
+/// A pipeline stage's function: where its stash starts, its bytes per
+/// micro-batch and how many micro-batches' copies the arena holds.
+constexpr llvm::StringLiteral kStashOffset = "dtc.stash_offset";
+constexpr llvm::StringLiteral kStashBytes = "dtc.stash_bytes";
+constexpr llvm::StringLiteral kStashSlots = "dtc.stash_slots";
 constexpr llvm::StringLiteral kOptimizerStateBytes = "dtc.optimizer_state_bytes";
 constexpr llvm::StringLiteral kActivationBytes = "dtc.activation_bytes";
 /// @main: how many updates are written over their parameter (no copy).

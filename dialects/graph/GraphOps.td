@@ -442,6 +442,44 @@ def Graph_SliceOp : Graph_InferredOp<"slice"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Pipeline stages
+//===----------------------------------------------------------------------===//
+
+// Not Graph_Ops: they move data between stages' programs (made by
+// dtc-pipeline-split after the search), with no gradient, sharding rule or
+// math. Their effects keep them in place: CSE and DCE leave them alone.
+def Graph_SendOp : Op<Graph_Dialect, "send", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Send a tensor to pipeline stage `stage`";
+  let description = [{
+    The n-th send to a stage meets that stage's n-th receive from this one
+    (per micro-batch part: forward, backward or once per step). Each rank
+    sends to the rank of `stage` at its own data- and tensor-parallel place.
+  }];
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$stage);
+  let assemblyFormat = "$input `to` `stage` $stage attr-dict `:` type($input)";
+}
+
+def Graph_RecvOp : Op<Graph_Dialect, "recv", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Receive a tensor from pipeline stage `stage`";
+  let arguments = (ins I64Attr:$stage);
+  let results = (outs Graph_Tensor:$output);
+  let assemblyFormat = "`from` `stage` $stage attr-dict `:` type($output)";
+}
+
+def Graph_CopyOp : Op<Graph_Dialect, "copy", [Pure, SameOperandsAndResultType]> {
+  let summary = "A copy of a tensor in its own buffer";
+  let description = [{
+    A pipeline stage's backward that reads one of the step's inputs reads
+    this copy, made in the forward and kept with the micro-batch's other
+    stashed values: by the time the backward runs, the input holds a later
+    micro-batch.
+  }];
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
 // Fusion
 //===----------------------------------------------------------------------===//
 

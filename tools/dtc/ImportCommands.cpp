@@ -7,6 +7,7 @@
 #include "frontends/gpt/GptGenerator.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "plan/FormatBytes.h"
+#include "plan/PipelineSchedule.h"
 #include "tools/Registration.h"
 
 #include <fmt/format.h>
@@ -129,7 +130,7 @@ int runImport(const Args &args) {
 void addTrainingOptions(OptionParser &parser, bool &train, TrainingOptions &t) {
   parser.flag("--train", train);
   for (auto [name, out] : {std::pair{"--loss", &t.loss}, std::pair{"--optimizer", &t.optimizer},
-                           std::pair{"--schedule", &t.schedule},
+                           std::pair{"--lr-schedule", &t.schedule},
                            std::pair{"--precision", &t.precision},
                            std::pair{"--recompute", &t.recompute}})
     parser.text(name, *out);
@@ -164,6 +165,7 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
                         int64_t &zero, int64_t &devices) {
   parser.value("--dp", countAtLeast("--dp", p.dataParallel, 1), "--dp needs a number");
   parser.value("--tp", countAtLeast("--tp", p.tensorParallel, 1), "--tp needs a number");
+  parser.value("--pp", countAtLeast("--pp", p.pipelineStages, 1), "--pp needs a number");
   parser.value(
       "--zero",
       [&](const std::string &v) -> std::string {
@@ -221,6 +223,24 @@ int finishParallelOptions(ParallelOptions &p, const ClusterChoice &choice) {
   if (!cluster)
     return choice.file.empty() ? usageError(error) : failure(error);
   p.cluster = *cluster;
+  // --devices and --mesh count every device; a pipeline's stages each get
+  // the same share of them.
+  if (int64_t stages = p.pipelineStages; stages > 1 && !p.mesh.empty()) {
+    int64_t all = 1;
+    for (int64_t n : p.mesh)
+      all *= n;
+    if (all % stages != 0)
+      return usageError(fmt::format("--pp {} stages do not divide the {} devices", stages, all));
+    if (p.searchMeshShape)
+      p.mesh = {all / stages};
+    else if (p.mesh.front() % stages == 0)
+      p.mesh.front() /= stages;
+    else
+      return usageError(fmt::format("--pp {} must divide --mesh's first axis ({})", stages,
+                                    p.mesh.front()));
+    if (p.mesh.size() > 1 && p.mesh.front() == 1)
+      p.mesh.erase(p.mesh.begin());
+  }
   int64_t pinned = std::max<int64_t>(1, p.dataParallel) * std::max<int64_t>(1, p.tensorParallel);
   int64_t devices = 1;
   for (int64_t n : p.mesh)
@@ -245,6 +265,15 @@ int runCompile(const Args &args) {
   OptionParser parser("compile", "model", options.model);
   addParallelOptions(parser, parallel, cluster, zero, devices);
   addTrainingOptions(parser, train, training);
+  // --schedule names a pipeline schedule or (as --lr-schedule) the learning
+  // rate's: their names differ.
+  parser.value(
+      "--schedule",
+      [&](const std::string &v) -> std::string {
+        (plan::scheduleNamed(v) ? parallel.pipelineSchedule : training.schedule) = v;
+        return "";
+      },
+      "--schedule needs a name");
   addModelOptions(parser, options);
   if (int rc = parser.parse(args))
     return rc;
@@ -254,6 +283,8 @@ int runCompile(const Args &args) {
     options.import.microBatches = training.microBatches;
   } else if (training.microBatches != 1) {
     return usageError("--micro-batches accumulates gradients: it needs --train");
+  } else if (parallel.pipelineStages > 1) {
+    return usageError("--pp cuts a training step into pipeline stages: it needs --train");
   } else if (training.recompute != "auto") {
     return usageError("--recompute trades the backward's memory for compute: it needs --train");
   }

@@ -1,0 +1,413 @@
+//===- PipelineSplit.cpp - a training step cut into pipeline stages -------===//
+//
+// The partitioned step (one program every rank of a data x tensor mesh
+// runs) is cut into stages: each stage's ranks run the part of that program
+// for a run of layers, and stages pass activations forward and gradients
+// back. Cutting after partitioning keeps the pipeline orthogonal to the
+// intra-stage split: a stage is a copy of the same mesh, its collectives
+// stay among its own ranks, and a cut value crosses from a rank to the rank
+// at the same data- and tensor-parallel place of the next stage, shard to
+// shard. Passes description: compiler/Passes.td; why: docs/pipeline.md.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/BufferLiveness.h"
+#include "compiler/CompileNotes.h"
+#include "compiler/Passes.h"
+#include "compiler/TrainingStepParts.h"
+#include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
+#include "plan/PipelineSchedule.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <limits>
+#include <map>
+
+namespace dtc {
+#define GEN_PASS_DEF_PIPELINESPLIT
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+constexpr int kAnyStage = -1; // a constant, or an op on constants only: cloned where read
+
+/// Where `stages - 1` cuts among `checkpoints` (positions in a forward of
+/// per-op `costs`) make the costliest stage cheapest: the stages' last
+/// positions, the last one the forward's end.
+SmallVector<size_t> balancedCuts(ArrayRef<double> costs, ArrayRef<size_t> checkpoints,
+                                 int64_t stages) {
+  std::vector<double> prefix(costs.size() + 1, 0);
+  for (size_t i = 0; i < costs.size(); ++i)
+    prefix[i + 1] = prefix[i] + costs[i];
+  // Ends: the checkpoints, then the forward's last op.
+  SmallVector<size_t> ends(checkpoints.begin(), checkpoints.end());
+  ends.push_back(costs.size() - 1);
+  size_t n = ends.size();
+  auto span = [&](int64_t from, size_t to) { // ops (ends[from], ends[to]]
+    return prefix[ends[to] + 1] - (from < 0 ? 0 : prefix[ends[size_t(from)] + 1]);
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[k][j]: the cheapest costliest stage of k + 1 stages ending at ends[j].
+  std::vector<std::vector<double>> best(size_t(stages), std::vector<double>(n, inf));
+  std::vector<std::vector<int64_t>> from(size_t(stages), std::vector<int64_t>(n, -1));
+  for (size_t j = 0; j < n; ++j)
+    best[0][j] = span(-1, j);
+  for (size_t k = 1; k < size_t(stages); ++k)
+    for (size_t j = k; j < n; ++j)
+      for (size_t i = k - 1; i < j; ++i) {
+        double worst = std::max(best[k - 1][i], span(int64_t(i), j));
+        if (worst < best[k][j]) {
+          best[k][j] = worst;
+          from[k][j] = int64_t(i);
+        }
+      }
+  SmallVector<size_t> lasts(static_cast<size_t>(stages), 0);
+  size_t j = n - 1;
+  for (size_t k = size_t(stages); k-- > 0;) {
+    lasts[k] = ends[j];
+    if (k > 0)
+      j = size_t(from[k][j]);
+  }
+  return lasts;
+}
+
+struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
+  using PipelineSplitBase::PipelineSplitBase;
+
+  void runOnOperation() override {
+    if (stages <= 1)
+      return;
+    if (failed(split()))
+      signalPassFailure();
+  }
+
+  LogicalResult split() {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main)
+      return module.emitError("no function 'main' to cut into pipeline stages");
+    auto training = main->getAttrOfType<DictionaryAttr>(attr::kTraining);
+    if (!training)
+      return main.emitError("pipeline stages split a training step: --pp needs --train");
+    std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(schedule);
+    if (!kind)
+      return main.emitError("--schedule must be gpipe or 1f1b, got '") << schedule << "'";
+    Block &block = main.getBody().front();
+
+    // The cuts.
+    llvm::SetVector<Operation *> forward = forwardOps(block);
+    Activations activations(block);
+    SmallVector<size_t> checkpoints = checkpointPositions(forward, activations);
+    // Cut only where the model's main activation crosses (a transformer's
+    // residual stream: the checkpoints' most common type), not inside its
+    // head or loss.
+    llvm::DenseMap<Type, int> typeCounts;
+    for (size_t i : checkpoints)
+      ++typeCounts[forward[i]->getResult(0).getType()];
+    Type mainType;
+    for (size_t i : checkpoints) {
+      Type t = forward[i]->getResult(0).getType();
+      if (!mainType || typeCounts[t] > typeCounts[mainType])
+        mainType = t;
+    }
+    llvm::erase_if(checkpoints,
+                   [&](size_t i) { return forward[i]->getResult(0).getType() != mainType; });
+    if (int64_t(checkpoints.size()) + 1 < stages)
+      return main.emitError() << "--pp " << int64_t(stages) << ": the model can be cut into at most "
+                              << checkpoints.size() + 1
+                              << " pipeline stages (it is cut where one activation alone "
+                                 "carries the forward on, as between layers); use --pp "
+                              << checkpoints.size() + 1 << " or fewer";
+    SmallVector<double> costs;
+    for (Operation *op : forward) {
+      auto costed = dyn_cast<graph::CostOp>(op);
+      costs.push_back(1.0 + (costed ? costed.cost().flops : 0.0)); // 1: no op is free
+    }
+    SmallVector<size_t> lasts = balancedCuts(costs, checkpoints, stages);
+
+    // Every op's stage. Constants, and ops on constants only, first: they
+    // are cloned into each stage that reads them.
+    llvm::DenseMap<Operation *, int> stageOf;
+    for (Operation &op : block.without_terminator()) {
+      bool free = isa<graph::ConstantOp>(op) ||
+                  (!isa<graph::ParameterOp>(op) && op.getNumOperands() > 0 &&
+                   llvm::all_of(op.getOperands(), [&](Value v) {
+                     Operation *def = v.getDefiningOp();
+                     return def && stageOf.lookup(def) == kAnyStage && stageOf.count(def);
+                   }));
+      if (free)
+        stageOf[&op] = kAnyStage;
+    }
+    int stage = 0;
+    for (auto [i, op] : llvm::enumerate(forward)) {
+      if (!stageOf.count(op))
+        stageOf[op] = stage;
+      if (stage + 1 < stages && i == lasts[size_t(stage)])
+        ++stage;
+    }
+    for (Operation &op : block)
+      if (isa<graph::ParameterOp>(op))
+        for (Operation *user : op.getUsers())
+          if (forward.contains(user)) {
+            stageOf[&op] = stageOf[user];
+            break;
+          }
+    // A cut value (made by one stage, read in the forward only by the next)
+    // counts as the reader's when a backward op reads it: the gradient of
+    // the next stage's first op reads it, and belongs there.
+    llvm::DenseMap<Value, int> home;
+    for (Operation *op : forward)
+      for (Value r : op->getResults()) {
+        std::optional<int> reader;
+        bool one = true;
+        for (Operation *user : r.getUsers())
+          if (forward.contains(user)) {
+            int t = stageOf.lookup(user);
+            one = one && (!reader || *reader == t);
+            reader = t;
+          }
+        if (reader && one && *reader != stageOf.lookup(op))
+          home[r] = *reader;
+      }
+    auto stageOfValue = [&](Value v) -> std::optional<int> {
+      if (auto it = home.find(v); it != home.end())
+        return it->second;
+      Operation *def = v.getDefiningOp();
+      auto it = def ? stageOf.find(def) : stageOf.end();
+      if (it == stageOf.end() || it->second == kAnyStage)
+        return std::nullopt;
+      return it->second;
+    };
+    SmallVector<Operation *> unplaced;
+    for (Operation &op : block.without_terminator()) {
+      if (stageOf.count(&op))
+        continue;
+      std::optional<int> earliest;
+      for (Value operand : op.getOperands())
+        if (std::optional<int> s = stageOfValue(operand))
+          earliest = earliest ? std::min(*earliest, *s) : *s;
+      if (earliest)
+        stageOf[&op] = *earliest;
+      else
+        unplaced.push_back(&op);
+    }
+    // Left: parameters no forward op reads (optimizer state, accumulators)
+    // go with their first reader; constants (and ops on them only) anywhere.
+    for (Operation *op : llvm::reverse(unplaced)) {
+      std::optional<int> first;
+      for (Operation *user : op->getUsers())
+        if (auto it = stageOf.find(user); it != stageOf.end() && it->second != kAnyStage) {
+          first = first ? std::min(*first, it->second) : it->second;
+        }
+      stageOf[op] = first.value_or(int(stages) - 1);
+    }
+
+    Operation *terminator = block.getTerminator();
+    // A view of a value (a reshape) goes with its readers when they are all
+    // on one other stage: the value is sent once, not with its view too.
+    for (Operation &op : llvm::reverse(block.without_terminator())) {
+      if (!isViewOp(&op) || forward.contains(&op) || stageOf.lookup(&op) == kAnyStage)
+        continue;
+      std::optional<int> reader;
+      bool one = true;
+      for (Operation *user : op.getUsers()) {
+        int t = user == terminator ? stageOf.lookup(&op) : stageOf.lookup(user);
+        one = one && t != kAnyStage && (!reader || *reader == t);
+        reader = t;
+      }
+      if (reader && one)
+        stageOf[&op] = *reader;
+    }
+
+    // A weight read by two stages (tied embeddings) would need its gradient
+    // summed across them.
+    for (Operation &op : block) {
+      auto parameter = dyn_cast<graph::ParameterOp>(op);
+      if (!parameter)
+        continue;
+      for (Operation *user : op.getUsers())
+        if (stageOf.lookup(user) != kAnyStage && stageOf.lookup(user) != stageOf[&op])
+          return main.emitError() << "--pp: parameter '" << parameter.getName()
+                                  << "' is read by stages " << stageOf[&op] << " and "
+                                  << stageOf.lookup(user)
+                                  << "; weights shared across pipeline stages are not supported";
+    }
+
+    // Forward transfers go to later stages and backward ones to earlier
+    // ones; the schedule interleaves forwards and backwards differently on
+    // each stage, so one direction between two stages must carry one part.
+    std::map<std::pair<int, int>, std::pair<bool, bool>> parts; // (forward, backward)
+    for (Operation &op : block.without_terminator()) {
+      int s = stageOf.lookup(&op);
+      if (s == kAnyStage || op.hasAttr(attr::kOncePerStep))
+        continue;
+      for (Operation *user : op.getUsers()) {
+        int t = stageOf.lookup(user);
+        if (user == terminator || t == kAnyStage || t == s)
+          continue;
+        auto &[f, bw] = parts[{s, t}];
+        (forward.contains(&op) ? f : bw) = true;
+        if (f && bw)
+          return op.emitError() << "--pp: stage " << s << " sends stage " << t
+                                << " values of both its forward and its backward; "
+                                   "this model cannot be pipelined as cut";
+      }
+    }
+
+    // The stages' functions.
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPoint(main);
+    int64_t transfers = 0;
+    SmallVector<int64_t> opsPerStage(size_t(stages), 0);
+    for (int s = 0; s < int(stages); ++s) {
+      auto func = b.create<func::FuncOp>(main.getLoc(), ("stage" + Twine(s)).str(),
+                                         main.getFunctionType());
+      for (NamedAttribute a : main->getAttrs())
+        if (a.getName() != main.getSymNameAttrName() &&
+            a.getName() != main.getFunctionTypeAttrName())
+          func->setAttr(a.getName(), a.getValue());
+      func->setAttr(attr::kStage, b.getI64IntegerAttr(s));
+      Block *body = func.addEntryBlock();
+      OpBuilder fb = OpBuilder::atBlockEnd(body);
+      IRMapping map;
+      for (auto [from, to] : llvm::zip(block.getArguments(), body->getArguments()))
+        map.map(from, to);
+      // Clones an op (and the constants it reads) into this stage.
+      std::function<void(Operation *)> cloneHere = [&](Operation *op) {
+        for (Value operand : op->getOperands())
+          if (Operation *def = operand.getDefiningOp();
+              def && !map.contains(operand) && stageOf.lookup(def) == kAnyStage)
+            cloneHere(def);
+        // Constants: in the forward part, before anything reads them.
+        fb.clone(*op, map)->setAttr(attr::kPipelineForward, fb.getUnitAttr());
+      };
+      // Step inputs the backward reads: copied in the forward.
+      llvm::DenseMap<Value, Value> inputCopies;
+      for (Operation &op : block.without_terminator()) {
+        int at = stageOf.lookup(&op);
+        if (at == kAnyStage)
+          continue;
+        bool isForward = forward.contains(&op);
+        if (at == s) {
+          // A per-micro-batch backward op reads a step input's copy.
+          bool perMicroBatch = !isForward && !op.hasAttr(attr::kOncePerStep);
+          if (perMicroBatch)
+            for (Value operand : op.getOperands())
+              if (auto arg = dyn_cast<BlockArgument>(operand); arg && !inputCopies.count(arg)) {
+                OpBuilder cb = OpBuilder::atBlockBegin(body);
+                auto copy = cb.create<graph::CopyOp>(arg.getLoc(), map.lookup(arg));
+                copy->setAttr(attr::kPipelineForward, cb.getUnitAttr());
+                inputCopies[arg] = copy.getResult();
+              }
+          for (Value operand : op.getOperands())
+            if (Operation *def = operand.getDefiningOp();
+                def && !map.contains(operand) && stageOf.lookup(def) == kAnyStage)
+              cloneHere(def);
+          Operation *copy = fb.clone(op, map);
+          if (perMicroBatch)
+            for (OpOperand &use : op.getOpOperands())
+              if (auto it = inputCopies.find(use.get()); it != inputCopies.end())
+                copy->setOperand(use.getOperandNumber(), it->second);
+          for (auto [from, to] : llvm::zip(op.getResults(), copy->getResults()))
+            map.map(from, to);
+          if (isForward)
+            copy->setAttr(attr::kPipelineForward, fb.getUnitAttr());
+          ++opsPerStage[size_t(s)];
+          // Sent to each later reader's stage, right after it is made.
+          for (Value r : op.getResults()) {
+            SmallVector<int> readers;
+            for (Operation *user : r.getUsers()) {
+              int t = stageOf.lookup(user);
+              if (user != terminator && t != kAnyStage && t != s && !llvm::is_contained(readers, t))
+                readers.push_back(t);
+            }
+            llvm::sort(readers);
+            for (int t : readers) {
+              auto send = fb.create<graph::SendOp>(op.getLoc(), map.lookup(r),
+                                                    fb.getI64IntegerAttr(t));
+              markLike(send, &op, isForward);
+              ++transfers;
+            }
+          }
+          continue;
+        }
+        // Another stage's op: receive what this stage reads of it, where
+        // the sender sends it.
+        for (Value r : op.getResults()) {
+          bool readHere = llvm::any_of(r.getUsers(), [&](Operation *user) {
+            return user != terminator && stageOf.lookup(user) == s;
+          });
+          if (!readHere)
+            continue;
+          auto recv = fb.create<graph::RecvOp>(op.getLoc(), r.getType(), fb.getI64IntegerAttr(at));
+          markLike(recv, &op, isForward);
+          map.map(r, recv.getResult());
+        }
+      }
+      // The results this stage computes.
+      SmallVector<Value> results;
+      SmallVector<Type> types;
+      SmallVector<DictionaryAttr> resultAttrs;
+      SmallVector<int64_t> indices;
+      for (auto [i, v] : llvm::enumerate(terminator->getOperands())) {
+        Operation *def = v.getDefiningOp();
+        int at = def ? stageOf.lookup(def) : kAnyStage;
+        if (at != s)
+          continue;
+        results.push_back(map.lookup(v));
+        types.push_back(v.getType());
+        resultAttrs.push_back(main.getResultAttrDict(unsigned(i)));
+        indices.push_back(int64_t(i));
+      }
+      fb.create<func::ReturnOp>(main.getLoc(), results);
+      func.setType(FunctionType::get(&getContext(), main.getArgumentTypes(), types));
+      func.setAllResultAttrs(resultAttrs);
+      func->setAttr(attr::kOutputs, fb.getDenseI64ArrayAttr(indices));
+    }
+    for (auto [i, v] : llvm::enumerate(terminator->getOperands()))
+      if (Operation *def = v.getDefiningOp(); !def || stageOf.lookup(def) == kAnyStage)
+        return main.emitError() << "--pp: result " << i
+                                << " is a step input or a constant, which no stage computes";
+
+    module->setAttr(attr::kPipeline,
+                    b.getDictionaryAttr({
+                        b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
+                        b.getNamedAttr("schedule", b.getStringAttr(schedule)),
+                        b.getNamedAttr("micro_batches",
+                                       training.getAs<IntegerAttr>("micro_batches")
+                                           ? training.getAs<IntegerAttr>("micro_batches")
+                                           : b.getI64IntegerAttr(1)),
+                    }));
+    std::string layout;
+    for (int s = 0; s < int(stages); ++s) {
+      size_t begin = s == 0 ? 0 : lasts[size_t(s) - 1] + 1;
+      layout += (s ? ", " : "") + std::to_string(lasts[size_t(s)] - begin + 1);
+    }
+    for (func::FuncOp func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(attr::kStage))
+        addNote(func, "pipeline: " + std::to_string(stages) + " stages, " + schedule +
+                          " schedule; forward ops per stage " + layout + " (cut at " +
+                          std::to_string(stages - 1) + " of " +
+                          std::to_string(checkpoints.size()) +
+                          " places, evening the stages' FLOPs); " + std::to_string(transfers) +
+                          " tensors sent between stages per micro-batch");
+    main.erase();
+    return success();
+  }
+
+  /// A transfer runs in the part its value is made in.
+  static void markLike(Operation *transfer, Operation *def, bool isForward) {
+    if (isForward)
+      transfer->setAttr(attr::kPipelineForward, UnitAttr::get(transfer->getContext()));
+    if (def->hasAttr(attr::kOncePerStep))
+      transfer->setAttr(attr::kOncePerStep, UnitAttr::get(transfer->getContext()));
+  }
+};
+
+} // namespace
+} // namespace dtc

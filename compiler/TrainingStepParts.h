@@ -1,0 +1,44 @@
+//===- TrainingStepParts.h - a training step's forward and its cuts -*- C++ -*-===//
+//
+// What recomputation (Recompute.cpp) and pipeline stages (PipelineSplit.cpp)
+// both read off a training step: its forward ops, which values are
+// activations, and its checkpoints (the places a forward can be cut with
+// one activation crossing).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_COMPILER_TRAININGSTEPPARTS_H
+#define DTC_COMPILER_TRAININGSTEPPARTS_H
+
+#include "mlir/IR/Block.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace dtc {
+
+/// The training step's forward: the ops the loss (the terminator's first
+/// operand) depends on, parameters and constants left out, in block order.
+llvm::SetVector<mlir::Operation *> forwardOps(mlir::Block &block);
+
+/// The values that change with the step's inputs (not only with parameters
+/// and constants): activations, not weights or a weight's cast.
+class Activations {
+public:
+  explicit Activations(mlir::Block &block);
+  bool contains(mlir::Value v) const { return varying_.contains(v); }
+
+private:
+  llvm::DenseSet<mlir::Value> varying_;
+};
+
+/// Positions in `forward` of its checkpoints, in order: ops with one
+/// result, an activation that, just after it is made, is the only forward
+/// activation the rest of the forward still reads (the step's inputs
+/// aside). A transformer has one before each layer and one between its
+/// attention and MLP halves.
+llvm::SmallVector<size_t> checkpointPositions(const llvm::SetVector<mlir::Operation *> &forward,
+                                              const Activations &activations);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_TRAININGSTEPPARTS_H
