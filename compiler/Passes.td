@@ -81,7 +81,8 @@ def Recompute : Pass<"dtc-recompute", "mlir::func::FuncOp"> {
     recompute; each backward read of one of their results reads a copy of
     the op, marked `dtc.recompute`, made just before that read. `selective`
     recomputes the ops on a path between two activation-by-activation
-    matmuls (attention's scores, softmax and product with the values);
+    matmuls that crosses no weight's matmul (attention's scores, softmax and
+    product with the values);
     `full` recomputes every forward op but those that make checkpoints (an
     activation that alone carries the forward onward: each layer's input)
     and the part after the last checkpoint. `none` changes nothing. Adds a

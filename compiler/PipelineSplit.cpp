@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/BufferLiveness.h"
 #include "compiler/CompileNotes.h"
+#include "compiler/MicroBatches.h"
 #include "compiler/Passes.h"
 #include "compiler/TrainingStepParts.h"
 #include "dialects/graph/AttrNames.h"
@@ -34,7 +35,8 @@ using namespace mlir;
 namespace dtc {
 namespace {
 
-constexpr int kAnyStage = -1; // a constant, or an op on constants only: cloned where read
+constexpr int kAnyStage = -1;
+constexpr llvm::StringLiteral kAccumulatorSuffix = ".grad_accumulator"; // Training.cpp's // a constant, or an op on constants only: cloned where read
 
 /// Where `stages - 1` cuts among `checkpoints` (positions in a forward of
 /// per-op `costs`) make the costliest stage cheapest: the stages' last
@@ -157,9 +159,13 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
             stageOf[&op] = stageOf[user];
             break;
           }
-    // A cut value (made by one stage, read in the forward only by the next)
-    // counts as the reader's when a backward op reads it: the gradient of
-    // the next stage's first op reads it, and belongs there.
+    // The backward and the optimizer. An op that reads a weight (or a
+    // weight's cast) runs on the weight's stage, and a weight's gradient
+    // too; another op on the earliest stage it reads from (the gradient of
+    // a stage's op reads that stage's activations, and the next stage's
+    // gradient), where a cut value counts as the stage that reads it in
+    // the forward (it is there already). A recomputed forward op runs
+    // where the forward op it copies ran: with its latest input.
     llvm::DenseMap<Value, int> home;
     for (Operation *op : forward)
       for (Value r : op->getResults()) {
@@ -175,24 +181,59 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
           home[r] = *reader;
       }
     auto stageOfValue = [&](Value v) -> std::optional<int> {
-      if (auto it = home.find(v); it != home.end())
-        return it->second;
       Operation *def = v.getDefiningOp();
       auto it = def ? stageOf.find(def) : stageOf.end();
       if (it == stageOf.end() || it->second == kAnyStage)
         return std::nullopt;
       return it->second;
     };
+    // A weight's gradient is made on the weight's stage (where it is
+    // accumulated and applied), whatever activations it reads.
+    llvm::StringMap<int> stageOfParameter;
+    for (Operation &op : block)
+      if (auto p = dyn_cast<graph::ParameterOp>(op); p && stageOf.count(&op))
+        stageOfParameter[p.getName()] = stageOf[&op];
+    llvm::DenseMap<Operation *, int> gradientOf;
+    for (Operation *add : accumulations(block))
+      for (Value operand : add->getOperands()) {
+        auto acc = operand.getDefiningOp<graph::ParameterOp>();
+        if (!acc || !isAccumulator(operand))
+          continue;
+        StringRef name = acc.getName();
+        auto it = stageOfParameter.find(name.drop_back(StringRef(kAccumulatorSuffix).size()));
+        if (!name.ends_with(kAccumulatorSuffix) || it == stageOfParameter.end())
+          continue;
+        Value other = add->getOperand(add->getOperand(0) == operand ? 1 : 0);
+        for (Operation *def = other.getDefiningOp(); def && !forward.contains(def);) {
+          gradientOf[def] = it->second;
+          if (!isa<graph::ReshapeOp, graph::CastOp>(def) && !isa<mesh::MeshDialect>(def->getDialect()))
+            break;
+          def = def->getOperand(0).getDefiningOp();
+        }
+      }
     SmallVector<Operation *> unplaced;
     for (Operation &op : block.without_terminator()) {
       if (stageOf.count(&op))
         continue;
-      std::optional<int> earliest;
-      for (Value operand : op.getOperands())
-        if (std::optional<int> s = stageOfValue(operand))
-          earliest = earliest ? std::min(*earliest, *s) : *s;
-      if (earliest)
-        stageOf[&op] = *earliest;
+      if (auto it = gradientOf.find(&op); it != gradientOf.end()) {
+        stageOf[&op] = it->second;
+        continue;
+      }
+      std::optional<int> weights, earliest, latest;
+      for (Value operand : op.getOperands()) {
+        std::optional<int> s = stageOfValue(operand);
+        if (!s)
+          continue;
+        if (!activations.contains(operand))
+          weights = weights ? std::min(*weights, *s) : *s;
+        int h = home.count(operand) ? home.lookup(operand) : *s;
+        earliest = earliest ? std::min(*earliest, h) : h;
+        latest = latest ? std::max(*latest, h) : h;
+      }
+      if (op.hasAttr(attr::kRecompute) && latest)
+        stageOf[&op] = *latest;
+      else if (weights || earliest)
+        stageOf[&op] = weights ? *weights : *earliest;
       else
         unplaced.push_back(&op);
     }

@@ -47,26 +47,31 @@ namespace dtc {
 namespace {
 
 /// Selective: ops on a path from one activation-by-activation matmul to
-/// another (both ends included).
+/// another (both ends included) that crosses no matmul by a weight: within
+/// one attention, from its scores to its product with the values.
 llvm::DenseSet<Operation *> selectiveSet(const llvm::SetVector<Operation *> &forward,
                                          const Activations &activations) {
+  auto isMatmul = [](Operation *op) { return isa<graph::MatmulOp>(op); };
   auto isActivationMatmul = [&](Operation *op) {
-    return isa<graph::MatmulOp>(op) && llvm::all_of(op->getOperands(), [&](Value v) {
+    return isMatmul(op) && llvm::all_of(op->getOperands(), [&](Value v) {
              return activations.contains(v);
            });
   };
-  // After: reached from such a matmul; before: reaches one.
+  // After: reached from such a matmul; before: reaches one; neither
+  // through a weight's matmul.
   llvm::DenseSet<Operation *> after, before;
   for (Operation *op : forward)
-    if (isActivationMatmul(op) || llvm::any_of(op->getOperands(), [&](Value v) {
+    if (isActivationMatmul(op) ||
+        (!isMatmul(op) && llvm::any_of(op->getOperands(), [&](Value v) {
           Operation *def = v.getDefiningOp();
           return def && after.contains(def);
-        }))
+        })))
       after.insert(op);
   for (Operation *op : llvm::reverse(forward))
-    if (isActivationMatmul(op) || llvm::any_of(op->getUsers(), [&](Operation *user) {
+    if (isActivationMatmul(op) ||
+        (!isMatmul(op) && llvm::any_of(op->getUsers(), [&](Operation *user) {
           return before.contains(user);
-        }))
+        })))
       before.insert(op);
   llvm::DenseSet<Operation *> chosen;
   for (Operation *op : forward)
