@@ -6,6 +6,7 @@
 #include "plan/PlanLoader.h"
 #include "plan/DType.h"
 #include "plan/FormatBytes.h"
+#include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
 #include "plan/PlanPrinter.h"
 
@@ -126,6 +127,17 @@ int runSimulate(const Args &args) {
                "at collectives and transfers, or for the step's end\n",
                seconds(least->idle), least - sim.ranks.begin(), seconds(most->idle),
                most - sim.ranks.begin());
+  }
+  if (const plan::Pipeline &pipeline = plan.training().pipeline();
+      pipeline.stages() > 1 && sim.stepSeconds > 0) {
+    // The bubble: the share of the step a stage waits, on average over
+    // ranks; an even pipeline's is (p - 1) / (m + p - 1).
+    double p = double(pipeline.stages());
+    double m = double(std::max<int64_t>(1, plan.training().micro_batches()));
+    fmt::print("  pipeline      {} stages, {} schedule, {} micro-batches: bubble {:.1f}% of the "
+               "step (an even pipeline's: {:.1f}%)\n",
+               pipeline.stages(), plan::scheduleName(pipeline.schedule()), int64_t(m),
+               100 * idle / ranks / sim.stepSeconds, 100 * (p - 1) / (m + p - 1));
   }
   if (plan.inputs_size() > 0 && plan.inputs(0).type().shape_size() > 0 && sim.stepSeconds > 0) {
     const plan::TensorType &first = plan.inputs(0).type();

@@ -30,7 +30,8 @@ commands:
           --optimizer adamw|sgd (default adamw) --lr X (default 1e-3)
           --momentum X (sgd, default 0.9) --beta1 X --beta2 X --weight-decay X
           --clip-norm X (global gradient norm; default off)
-          --schedule constant|cosine --warmup N --total-steps N
+          --lr-schedule constant|cosine --warmup N --total-steps N
+              (--schedule constant|cosine too)
           --precision fp32|bf16 (bf16: the model computes in bf16,
               fp32 master weights, optimizer state and loss)
           --micro-batches N   gradient accumulation: each step runs the
@@ -52,6 +53,12 @@ commands:
               rest of --devices or --mesh, if any, is still searched)
           --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
               over dp (default: searched)
+          --pp N   pipeline stages: the step cut between layers into N
+              stages (their forward FLOPs evened), each on its own copy of
+              the rest of the mesh: ranks = N x dp x tp; use with
+              --micro-batches M (M >= N keeps the bubble small)
+          --schedule gpipe|1f1b   the stages' order of micro-batches
+              (default 1f1b: at most N in flight on the first stage)
           --memory-limit SIZE   per device, like 40GiB (default: the
               cluster's device memory)
           --preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json
