@@ -165,10 +165,18 @@ private:
   /// copied into that parameter.
   bool checkUpdates(int r) {
     const plan::RankProgram &program = plan_.ranks(r);
-    for (const plan::ParameterUpdate &u : plan_.training().updates()) {
+    bool pipelined = plan_.training().pipeline().stages() > 1;
+    if (pipelined && plan_.training().updates_size() > 0)
+      return fail("training: a pipelined plan lists its updates per program, not in training");
+    if (!pipelined && program.updates_size() > 0)
+      return fail("rank " + std::to_string(r) + ": updates of its own, but the plan has no "
+                  "pipeline stages");
+    for (const plan::ParameterUpdate &u :
+         pipelined ? program.updates() : plan_.training().updates()) {
       std::string where = "training update of output " + std::to_string(u.output());
       if (int64_t(u.output()) >= plan_.outputs_size() ||
-          int64_t(u.output()) >= program.outputs_size())
+          int64_t(u.output()) >= program.outputs_size() ||
+          program.outputs(int(u.output())) == kNoBuffer)
         return fail(where + ": no such output");
       if (int64_t(u.buffer()) >= program.buffers_size() ||
           !program.buffers(int(u.buffer())).has_parameter())
@@ -254,8 +262,40 @@ private:
       return fail(where + ": " + std::to_string(rank.outputs_size()) +
                   " output buffers for " + std::to_string(plan_.outputs_size()) +
                   " graph outputs");
+    const plan::Pipeline &pipeline = plan_.training().pipeline();
+    if (pipeline.stages() > 1) {
+      if (pipeline.axis() >= axisSizes_.size() ||
+          axisSizes_[pipeline.axis()] != int64_t(pipeline.stages()))
+        return fail("training: " + std::to_string(pipeline.stages()) +
+                    " pipeline stages, but mesh axis " + std::to_string(pipeline.axis()) +
+                    " is not of that size");
+      if (pipeline.schedule() != plan::GPIPE && pipeline.schedule() != plan::ONE_F_ONE_B)
+        return fail("training: unknown pipeline schedule " +
+                    std::to_string(int(pipeline.schedule())));
+      if (rank.forward_end() > rank.accumulate_end())
+        return fail(where + ": forward_end " + std::to_string(rank.forward_end()) +
+                    " is past accumulate_end " + std::to_string(rank.accumulate_end()));
+      if (rank.stash_bytes() < 0 ||
+          (rank.stash_slots() > 0 && rank.stash_bytes() > rank.arena_bytes() / rank.stash_slots()))
+        return fail(where + ": a stash of " + std::to_string(rank.stash_slots()) + " x " +
+                    std::to_string(rank.stash_bytes()) + " bytes does not fit its arena");
+      for (int b = 0; b < rank.buffers_size(); ++b) {
+        const plan::Buffer &buffer = rank.buffers(b);
+        if (buffer.stashed() &&
+            (rank.stash_slots() == 0 ||
+             buffer.offset() + byteSize(buffer.type()) +
+                     int64_t(rank.stash_slots() - 1) * rank.stash_bytes() >
+                 rank.arena_bytes()))
+          return fail(where + ", buffer " + std::to_string(b) + " ('" + buffer.name() +
+                      "'): its stash copies do not fit the arena");
+      }
+    } else if (rank.forward_end() != 0 || rank.stash_slots() != 0) {
+      return fail(where + ": a forward part or a stash, but the plan has no pipeline stages");
+    }
     for (int o = 0; o < rank.outputs_size(); ++o) {
       uint32_t id = rank.outputs(o);
+      if (id == kNoBuffer && pipeline.stages() > 1)
+        continue; // another stage's
       if (id >= (uint32_t)rank.buffers_size())
         return fail(where + ": output " + std::to_string(o) + " names buffer " +
                     std::to_string(id) + " of " + std::to_string(rank.buffers_size()));

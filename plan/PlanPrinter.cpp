@@ -1,5 +1,6 @@
 //===- PlanPrinter.cpp ----------------------------------------------------===//
 #include "plan/PlanPrinter.h"
+#include "plan/PlanLoader.h"
 
 #include "plan/DType.h"
 #include "plan/FormatBytes.h"
@@ -409,7 +410,7 @@ std::string printPlan(const plan::Plan &plan) {
     }
     std::vector<std::string> outputs;
     for (uint32_t id : rank.outputs())
-      outputs.push_back(fmt::format("%{}", id));
+      outputs.push_back(id == kNoBuffer ? "-" : fmt::format("%{}", id)); // another stage's
     line(fmt::format("rank {} outputs: {}", r, fmt::join(outputs, ", ")));
   }
   return out;

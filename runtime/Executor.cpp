@@ -51,7 +51,7 @@ std::vector<bool> constantBuffers(const plan::Plan &plan, const plan::RankProgra
     for (uint32_t id : inst.outputs())
       written.push_back(range(id));
   // A training step writes new weights into its parameters.
-  for (const plan::ParameterUpdate &update : plan.training().updates())
+  for (const plan::ParameterUpdate &update : Executor::updatesOf(plan, program))
     written.push_back(range(update.buffer()));
   std::vector<bool> constant(program.buffers_size(), false);
   for (int b = 0; b < program.buffers_size(); ++b) {
@@ -178,13 +178,27 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
     steps_.push_back(std::move(step));
   }
   // A micro-batched step's parts, and which part makes each update.
-  bool micro = plan_->training().micro_batches() > 1;
+  pipelined_ = plan_->training().pipeline().stages() > 1;
+  bool micro = plan_->training().micro_batches() > 1 || pipelined_;
   accumulateEnd_ = micro ? size_t(program.accumulate_end()) : steps_.size();
+  forwardEnd_ = pipelined_ ? std::min(size_t(program.forward_end()), accumulateEnd_) : 0;
+  // A pipeline stage's stashed buffers move by the micro-batch's slot.
+  for (int i = 0; pipelined_ && i < program.instructions_size(); ++i) {
+    const plan::Instruction &inst = program.instructions(i);
+    for (int k = 0; k < inst.inputs_size(); ++k)
+      if (program.buffers(int(inst.inputs(k))).stashed())
+        steps_[size_t(i)].stashedInputs.push_back(
+            {size_t(k), static_cast<const char *>(steps_[size_t(i)].inputs[size_t(k)])});
+    for (int k = 0; k < inst.outputs_size(); ++k)
+      if (program.buffers(int(inst.outputs(k))).stashed())
+        steps_[size_t(i)].stashedOutputs.push_back(
+            {size_t(k), static_cast<char *>(steps_[size_t(i)].outputs[size_t(k)])});
+  }
   std::vector<int> lastWriter(size_t(program.buffers_size()), -1);
   for (int i = 0; i < program.instructions_size(); ++i)
     for (uint32_t out : program.instructions(i).outputs())
       lastWriter[out] = i;
-  for (const plan::ParameterUpdate &update : plan_->training().updates()) {
+  for (const plan::ParameterUpdate &update : updatesOf(*plan_, program)) {
     int writer = lastWriter[program.outputs(int(update.output()))];
     updateInMicroBatch_.push_back(micro && writer >= 0 && size_t(writer) < accumulateEnd_);
   }
@@ -376,8 +390,26 @@ bool Executor::runStepEnd(std::string &error) {
   return runRange(accumulateEnd_, steps_.size(), false, error);
 }
 
+bool Executor::runForward(int64_t microBatch, std::string &error) {
+  return runRange(0, forwardEnd_, true, error, microBatch);
+}
+
+bool Executor::runBackward(int64_t microBatch, std::string &error) {
+  return runRange(forwardEnd_, accumulateEnd_, false, error, microBatch);
+}
+
+const google::protobuf::RepeatedPtrField<plan::ParameterUpdate> &
+Executor::updatesOf(const plan::Plan &plan, const plan::RankProgram &program) {
+  return plan.training().pipeline().stages() > 1 ? program.updates() : plan.training().updates();
+}
+
+bool Executor::hasOutput(int index) const {
+  return index >= 0 && index < program_->outputs_size() &&
+         program_->outputs(index) != plan::kNoBuffer;
+}
+
 void Executor::applyUpdates(bool microBatch) {
-  const auto &updates = plan_->training().updates();
+  const auto &updates = updatesOf(*plan_, *program_);
   for (int u = 0; u < updates.size(); ++u) {
     const plan::ParameterUpdate &update = updates[u];
     if (updateInMicroBatch_[size_t(u)] != microBatch)
@@ -391,7 +423,8 @@ void Executor::applyUpdates(bool microBatch) {
 
 bool Executor::run(std::string &error) { return runRange(0, steps_.size(), true, error); }
 
-bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &error) {
+bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &error,
+                        int64_t slot) {
   for (int i = 0; i < plan_->inputs_size(); ++i)
     if (!inputSet_[i]) {
       error = "input '" + plan_->inputs(i).name() + "' was not given";
@@ -421,8 +454,16 @@ bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &
   float *history = profiling ? profileHistory_.data() +
                                    steps_.size() * size_t(profiledRuns_ % kProfileHistory)
                              : nullptr;
+  // A micro-batch's stash slot: its stashed buffers' bytes.
+  int64_t shift = slot < 0 || program_->stash_slots() == 0
+                      ? 0
+                      : slot % int64_t(program_->stash_slots()) * program_->stash_bytes();
   for (size_t i = begin; i < end; ++i) {
     Step &step = steps_[i];
+    for (auto &[k, base] : step.stashedInputs)
+      step.inputs[k] = base + shift;
+    for (auto &[k, base] : step.stashedOutputs)
+      step.outputs[k] = base + shift;
     if (!step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error)) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return false;
@@ -453,9 +494,11 @@ std::vector<double> Executor::profileMedianSeconds() const {
 }
 
 HostTensor Executor::output(int index) const {
-  const plan::Buffer &buffer = program_->buffers(program_->outputs(index));
   HostTensor t;
   t.name = plan_->outputs(index).name();
+  if (!hasOutput(index)) // another pipeline stage's
+    return t;
+  const plan::Buffer &buffer = program_->buffers(program_->outputs(index));
   t.type = buffer.type();
   const char *at = arena_ + buffer.offset();
   t.bytes.assign(at, at + byteSize(buffer.type()));

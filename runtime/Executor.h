@@ -82,6 +82,22 @@ public:
   /// The instructions run once per step, after the last micro-batch.
   bool runStepEnd(std::string &error);
 
+  // A pipeline stage (plan.training.pipeline): per micro-batch, in the
+  // order plan::pipelineOrder gives the stage, runForward (on the inputs as
+  // set now) and later runBackward + applyMicroBatchUpdates; what the
+  // backward reads of the forward is kept in the micro-batch's stash slot.
+  bool pipelined() const { return pipelined_; }
+  bool runForward(int64_t microBatch, std::string &error);
+  bool runBackward(int64_t microBatch, std::string &error);
+
+  /// The updates this rank's program makes: its own in a pipeline stage's
+  /// program, else the plan's.
+  static const google::protobuf::RepeatedPtrField<plan::ParameterUpdate> &
+  updatesOf(const plan::Plan &plan, const plan::RankProgram &program);
+  /// Whether this rank's program computes graph output `index` (a pipeline
+  /// stage computes some).
+  bool hasOutput(int index) const;
+
   /// The program this rank runs.
   const plan::RankProgram &program() const { return *program_; }
 
@@ -112,11 +128,14 @@ private:
   Executor() = default;
   int rank_ = 0; // in the plan's mesh, row-major
 
-  /// A prepared instruction and its buffers' addresses.
+  /// A prepared instruction and its buffers' addresses (slot 0's for
+  /// stashed buffers: stashedInputs/Outputs list which, moved by the slot).
   struct Step {
     std::unique_ptr<cpu::Kernel> kernel;
     std::vector<const void *> inputs;
     std::vector<void *> outputs;
+    std::vector<std::pair<size_t, const char *>> stashedInputs;
+    std::vector<std::pair<size_t, char *>> stashedOutputs;
   };
   bool prepare(const plan::Instruction &inst, const std::vector<bool> &constant, Step &step,
                std::string &error);
@@ -124,7 +143,8 @@ private:
   bool load(const std::string &modelPath, int threads, std::string &error);
   bool readParameters(const std::string &modelPath, std::string &error);
   /// Runs instructions [begin, end); with `copyInputs`, copies the inputs in first.
-  bool runRange(size_t begin, size_t end, bool copyInputs, std::string &error);
+  bool runRange(size_t begin, size_t end, bool copyInputs, std::string &error,
+                int64_t slot = -1);
   /// Copies the updates made in (or, `microBatch` false, after) the
   /// per-micro-batch part into their parameters.
   void applyUpdates(bool microBatch);
@@ -151,6 +171,8 @@ private:
   std::vector<bool> inputSet_;
   std::vector<bool> inputRowsOnly_; // set by inputRowBytes: holds the rank's rows only
   size_t accumulateEnd_ = 0;           // instructions before it run per micro-batch
+  size_t forwardEnd_ = 0;              // a pipeline stage's: its forward part ends here
+  bool pipelined_ = false;
   std::vector<bool> updateInMicroBatch_; // per plan.training update: made before accumulateEnd_
   std::vector<double> profileSeconds_; // empty unless profiling
   std::vector<float> profileHistory_;  // kProfileHistory runs of every instruction, a ring

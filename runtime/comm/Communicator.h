@@ -62,11 +62,16 @@ public:
   /// Copies `root`'s `count` elements to every rank's `data`.
   virtual bool broadcast(void *data, int64_t count, plan::DType dtype, int root,
                          std::string &error) = 0;
-  /// Point to point, blocking. A recv must ask for exactly the bytes its
-  /// matching send sent; anything else is an error. Tags from 0 to 32767
-  /// but kReservedTag, which collectives may use for their own messages.
+  /// Point to point. A send is buffered: it copies `data` and returns
+  /// without waiting for the receive (so no order of sends and receives
+  /// between stages deadlocks); completeSends waits until every send so far
+  /// was received. A recv blocks, and must ask for exactly the bytes its
+  /// matching send sent; anything else is an error. Messages between a pair
+  /// of ranks with one tag arrive in order. Tags from 0 to 32767 but
+  /// kReservedTag, which collectives may use for their own messages.
   virtual bool send(const void *data, int64_t bytes, int peer, int tag, std::string &error) = 0;
   virtual bool recv(void *data, int64_t bytes, int peer, int tag, std::string &error) = 0;
+  virtual bool completeSends(std::string &error) = 0;
   static constexpr int kReservedTag = 32767;
   virtual bool barrier(std::string &error) = 0;
 

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 
 namespace dtc::runtime {
 namespace {
@@ -163,8 +164,18 @@ public:
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
-      MPI_Comm_free(&comm_);
+    if (finalized)
+      return;
+    // Sends still in flight (a run that stopped early) finish on their own;
+    // their bytes must outlive us, so they are left allocated.
+    if (!pending_.empty()) {
+      for (PendingSend &sent : pending_)
+        for (MPI_Request &request : sent.requests)
+          if (request != MPI_REQUEST_NULL)
+            MPI_Request_free(&request);
+      (void)new std::deque<PendingSend>(std::move(pending_));
+    }
+    MPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }
@@ -305,10 +316,28 @@ public:
     };
     if (!checkCount(bytes, plan::U8, what, error))
       return false;
-    const char *in = static_cast<const char *>(data);
+    if (!reapSends(error))
+      return false;
+    // The bytes are ours until the receive has them.
+    pending_.push_back({std::vector<char>(static_cast<const char *>(data),
+                                          static_cast<const char *>(data) + bytes),
+                        {}});
+    PendingSend &sent = pending_.back();
     return check(what, error, inPieces(bytes, [&](int64_t offset, int n) {
-      return MPI_Send(in + offset, n, MPI_BYTE, peer, tag, comm_);
+      sent.requests.emplace_back();
+      return MPI_Isend(sent.bytes.data() + offset, n, MPI_BYTE, peer, tag, comm_,
+                       &sent.requests.back());
     }));
+  }
+
+  bool completeSends(std::string &error) override {
+    for (PendingSend &sent : pending_) {
+      int code = MPI_Waitall(int(sent.requests.size()), sent.requests.data(), MPI_STATUSES_IGNORE);
+      if (code != MPI_SUCCESS)
+        return fail("completing a send", mpiErrorString(code), error);
+    }
+    pending_.clear();
+    return true;
   }
 
   bool recv(void *data, int64_t bytes, int peer, int tag, std::string &error) override {
@@ -335,6 +364,22 @@ public:
       return fail(what(), "the matching send was shorter (" + std::to_string(received) +
                               " bytes)", error);
     return check(what, error, code);
+  }
+
+  /// Frees the buffers of sends already received.
+  bool reapSends(std::string &error) {
+    while (!pending_.empty()) {
+      int done = 0;
+      PendingSend &oldest = pending_.front();
+      int code = MPI_Testall(int(oldest.requests.size()), oldest.requests.data(), &done,
+                             MPI_STATUSES_IGNORE);
+      if (code != MPI_SUCCESS)
+        return fail("completing a send", mpiErrorString(code), error);
+      if (!done)
+        break;
+      pending_.pop_front();
+    }
+    return true;
   }
 
   bool barrier(std::string &error) override {
@@ -400,6 +445,12 @@ private:
   int rank_ = 0;
   int size_ = 0;
   std::vector<char> ring_[2]; // ringReduceScatter's blocks in flight
+  /// A buffered send not yet known to be received: its bytes and requests.
+  struct PendingSend {
+    std::vector<char> bytes;
+    std::vector<MPI_Request> requests;
+  };
+  std::deque<PendingSend> pending_;
 };
 
 } // namespace

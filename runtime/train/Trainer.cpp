@@ -1,6 +1,8 @@
 //===- Trainer.cpp --------------------------------------------------------===//
 #include "runtime/train/Trainer.h"
 
+#include "plan/PipelineSchedule.h"
+
 #include "plan/DType.h"
 #include "plan/Ranks.h"
 #include "plan/Sharding.h"
@@ -138,6 +140,63 @@ bool Trainer::resume(const TrainOptions &options, const std::string &digest,
   return true;
 }
 
+bool Trainer::runPipelinedStep(int64_t step, int64_t microBatches,
+                               const std::function<bool(int64_t)> &feed, float &loss,
+                               std::string &error) {
+  const plan::Pipeline &pipeline = plan_.training().pipeline();
+  if (!world_) {
+    error = "a pipelined plan runs one process per rank: dtc run -n " +
+            std::to_string(plan::meshDevices(plan_.mesh()));
+    return false;
+  }
+  // This rank's stage: its coordinate on the pipeline's axis.
+  std::vector<int64_t> sizes = plan::meshAxisSizes(plan_.mesh());
+  int64_t stride = 1;
+  for (size_t a = pipeline.axis() + 1; a < sizes.size(); ++a)
+    stride *= sizes[a];
+  int64_t stage = world_->rank() / stride % int64_t(pipeline.stages());
+  double lossSum = 0;
+  for (const plan::PipelineTask &task :
+       plan::pipelineOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches)) {
+    std::string what = fmt::format("step {}, micro-batch {} ({})", step + 1,
+                                   task.microBatch + 1, task.forward ? "forward" : "backward");
+    if (task.forward) {
+      if (!feed(task.microBatch))
+        return false;
+      if (!executor_.runForward(task.microBatch, error)) {
+        error = what + ": " + error;
+        return false;
+      }
+      if (executor_.hasOutput(0)) { // the last stage: the loss
+        float microLoss;
+        std::memcpy(&microLoss, executor_.output(0).bytes.data(), sizeof microLoss);
+        lossSum += microLoss;
+      }
+      continue;
+    }
+    if (!executor_.runBackward(task.microBatch, error)) {
+      error = what + ": " + error;
+      return false;
+    }
+    executor_.applyMicroBatchUpdates();
+  }
+  if (!executor_.runStepEnd(error) || !world_->completeSends(error)) {
+    error = fmt::format("step {}: {}", step + 1, error);
+    return false;
+  }
+  // Every rank of the last stage holds the loss; every rank learns it.
+  int64_t lossRanks = plan::meshDevices(plan_.mesh()) / int64_t(pipeline.stages());
+  float share = executor_.hasOutput(0)
+                    ? float(lossSum / double(microBatches) / double(lossRanks))
+                    : 0.0f;
+  if (!world_->allReduce(&share, 1, plan::F32, Reduction::Sum, error)) {
+    error = fmt::format("step {}: {}", step + 1, error);
+    return false;
+  }
+  loss = share;
+  return true;
+}
+
 bool Trainer::run(const TrainOptions &options, std::string &error) {
   const plan::Training &training = plan_.training();
   if (options.data.empty() || options.steps <= 0) {
@@ -259,9 +318,9 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     // Micro-batch m takes rows [m * b, (m + 1) * b) of the batch (this
     // rank's part of them); without micro-batches, the one pass is the step.
     double lossSum = 0;
-    if (microBatches > 1)
+    if (microBatches > 1 || executor_.pipelined())
       executor_.zeroAccumulators();
-    for (int64_t m = 0; m < microBatches; ++m) {
+    auto feed = [&](int64_t m) {
       std::vector<std::pair<int64_t, int64_t>> microRowsOfRank = rows;
       for (size_t f = 0; f < fields.size(); ++f) {
         buffers[f] = executor_.inputRowBytes(fieldInputs[f]).data();
@@ -271,6 +330,17 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
         error = fmt::format("step {}: {}", step + 1, error);
         return false;
       }
+      return true;
+    };
+    if (executor_.pipelined()) {
+      float loss = 0;
+      if (!runPipelinedStep(step, microBatches, feed, loss, error))
+        return false;
+      lossSum = double(loss) * double(microBatches);
+    }
+    for (int64_t m = 0; m < microBatches && !executor_.pipelined(); ++m) {
+      if (!feed(m))
+        return false;
       bool ran = microBatches > 1 ? executor_.runMicroBatch(error) : executor_.run(error);
       if (!ran) {
         error = fmt::format("step {}{}: {}", step + 1,
@@ -285,7 +355,7 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       if (microBatches > 1)
         executor_.applyMicroBatchUpdates();
     }
-    if (microBatches > 1 && !executor_.runStepEnd(error)) {
+    if (microBatches > 1 && !executor_.pipelined() && !executor_.runStepEnd(error)) {
       error = fmt::format("step {}: {}", step + 1, error);
       return false;
     }
