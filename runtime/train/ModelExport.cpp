@@ -3,6 +3,7 @@
 
 #include "formats/onnx/TensorProto.h"
 #include "plan/DType.h"
+#include "plan/Ranks.h"
 #include "plan/Sharding.h"
 #include "runtime/Files.h"
 #include "runtime/TensorSlices.h"
@@ -19,14 +20,24 @@ namespace {
 /// the plan does not split it; else every rank's part, all-gathered over
 /// `world` (a collective call of every rank, in the same order) and put
 /// where it lies in the whole tensor.
-bool wholeParameter(const plan::Plan &plan, Executor &executor, uint32_t id,
+/// Parameter `id` of program `program`, whole, on rank 0 (and on the ranks
+/// that hold it). Every rank calls it for the same parameters in the same
+/// order: a world all-gather of each rank's part, where ranks of another
+/// program (a pipeline's other stages) send zeros of the same size.
+bool wholeParameter(const plan::Plan &plan, Executor &executor, int program, uint32_t id,
                     Communicator *world, std::string &whole, std::string &error) {
-  const plan::Buffer &buffer = executor.program().buffers(int(id));
+  const plan::RankProgram &owner = plan.ranks(program);
+  const plan::Buffer &buffer = owner.buffers(int(id));
   const plan::TensorType &part = buffer.type();
   int64_t count = plan::elementCount(part);
-  const char *mine = executor.bufferData(id);
-  if (buffer.sharding_size() == 0 || !world) {
-    whole.assign(mine, size_t(count * 4));
+  bool mine = &executor.program() == &owner;
+  if (!world) {
+    whole.assign(executor.bufferData(id), size_t(count * 4));
+    return true;
+  }
+  bool pipelined = plan.training().pipeline().stages() > 1;
+  if (buffer.sharding_size() == 0 && !pipelined) {
+    whole.assign(executor.bufferData(id), size_t(count * 4));
     return true;
   }
   std::vector<int64_t> axisSizes = plan::meshAxisSizes(plan.mesh());
@@ -34,17 +45,22 @@ bool wholeParameter(const plan::Plan &plan, Executor &executor, uint32_t id,
   std::vector<int64_t> shape(part.shape().begin(), part.shape().end()), wholeShape = shape;
   for (size_t d = 0; d < shape.size(); ++d)
     wholeShape[d] *= parts[d];
+  std::vector<char> zeros;
+  if (!mine)
+    zeros.assign(size_t(count * 4), '\0');
   std::vector<char> all(size_t(count * 4 * world->size()));
-  if (!world->allGather(mine, all.data(), count, plan::F32, error))
+  if (!world->allGather(mine ? executor.bufferData(id) : zeros.data(), all.data(), count,
+                        plan::F32, error))
     return false;
   int64_t wholeCount = 1;
   for (int64_t d : wholeShape)
     wholeCount *= d;
   whole.assign(size_t(wholeCount * 4), '\0');
-  for (int q = 0; q < world->size(); ++q) // each rank's part where it lies
-    pasteSlice(all.data() + size_t(q) * size_t(count * 4), wholeShape,
-               plan::shardStarts(buffer, axisSizes, meshCoordinates(q, axisSizes)), shape, 4,
-               whole.data());
+  for (int q = 0; q < world->size(); ++q) // each holder's part where it lies
+    if (plan::programIndexOfRank(plan, q) == program)
+      pasteSlice(all.data() + size_t(q) * size_t(count * 4), wholeShape,
+                 plan::shardStarts(buffer, axisSizes, meshCoordinates(q, axisSizes)), shape, 4,
+                 whole.data());
   return true;
 }
 
@@ -53,21 +69,32 @@ bool wholeParameter(const plan::Plan &plan, Executor &executor, uint32_t id,
 bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::string &modelPath,
                         const std::string &out, Communicator *world, int &replaced,
                         std::string &error) {
-  const plan::RankProgram &program = executor.program();
+  // The programs whose parameters are gathered: this rank's (every rank
+  // runs the same), or a pipeline's every stage's.
+  std::vector<int> programs;
+  if (plan.training().pipeline().stages() > 1 && world) {
+    for (int p = 0; p < plan.ranks_size(); ++p)
+      programs.push_back(p);
+  } else {
+    programs.push_back(world ? plan::programIndexOfRank(plan, world->rank()) : 0);
+  }
   std::map<std::string, std::string> trained;
   replaced = 0;
-  for (int b = 0; b < program.buffers_size(); ++b) {
-    const plan::Buffer &buffer = program.buffers(b);
-    if (!buffer.has_parameter() || buffer.parameter().zeros())
-      continue;
-    if (buffer.type().dtype() != plan::F32) {
-      error = "--export: parameter '" + buffer.parameter().initializer() + "' is not f32";
-      return false;
-    }
-    std::string &whole = trained[buffer.parameter().initializer()];
-    if (!wholeParameter(plan, executor, uint32_t(b), world, whole, error)) {
-      error = "--export: " + error;
-      return false;
+  for (int p : programs) {
+    const plan::RankProgram &program = plan.ranks(p);
+    for (int b = 0; b < program.buffers_size(); ++b) {
+      const plan::Buffer &buffer = program.buffers(b);
+      if (!buffer.has_parameter() || buffer.parameter().zeros())
+        continue;
+      if (buffer.type().dtype() != plan::F32) {
+        error = "--export: parameter '" + buffer.parameter().initializer() + "' is not f32";
+        return false;
+      }
+      std::string &whole = trained[buffer.parameter().initializer()];
+      if (!wholeParameter(plan, executor, p, uint32_t(b), world, whole, error)) {
+        error = "--export: " + error;
+        return false;
+      }
     }
   }
   if (world && world->rank() != 0)

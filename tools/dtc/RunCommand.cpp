@@ -439,9 +439,11 @@ int runRun(const Args &args) {
     return usageError(planPath + " is an inference plan: --data, --steps and --export need a "
                                  "plan compiled with --train");
   // Weights split over the ranks are gathered for --export, in the same
-  // order on every rank: one program for all.
+  // order on every rank: one program for all, or a pipeline's stages (each
+  // stage's parameters gathered in turn, runtime/train/ModelExport.cpp).
   if (std::string split = shardedWeight(plan);
-      !split.empty() && !train.exportPath.empty() && plan.ranks_size() > 1)
+      !split.empty() && !train.exportPath.empty() && plan.ranks_size() > 1 &&
+      plan.training().pipeline().stages() <= 1)
     return usageError(fmt::format("--export of weights split over ranks that run different "
                                   "programs ('{}' and maybe others) is not supported yet; keep "
                                   "--checkpoint DIR (one file per rank) instead",
