@@ -5,7 +5,8 @@ For the example MLP, CNN and GPT, and a generated GPT: compile the same
 training step for one device and for four ranks split each way (data
 parallel, tensor parallel, both on a 2x2 mesh, ZeRO stages 1 and 3, the
 search left alone, with the batch in micro-batches whose gradients
-accumulate, and with activations recomputed in the backward), train 5 steps on the same data, and check that
+accumulate, with activations recomputed in the backward, and cut into
+pipeline stages with each schedule), train 5 steps on the same data, and check that
 every loss agrees within 1e-5 relative. Then compile each model for
 inference split the same ways (under a memory limit below its weights, so
 that the search must split them) and check the outputs of four ranks
@@ -25,7 +26,7 @@ import onnxruntime as ort
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
 sys.path.insert(0, os.path.dirname(__file__))
 import generate  # noqa: E402
-from trainlib import check, finish, losses, run  # noqa: E402
+from trainlib import check, check_resume, finish, losses, run  # noqa: E402
 
 STEPS = 5
 
@@ -59,11 +60,26 @@ SPLITS = {
     "1 device, full recompute": (["--recompute", "full"], "recompute: full"),
     "dp=2 x tp=2, selective recompute": (["--dp", "2", "--tp", "2", "--zero", "0",
                                           "--recompute", "selective"], "recompute: selective"),
+    # Pipeline stages: the step cut into stages that pass activations and
+    # gradients, over 4 micro-batches in each schedule's order.
+    "pp=4 gpipe": (["--pp", "4", "--micro-batches", "4", "--schedule", "gpipe"],
+                   "pipeline: 4 stages, gpipe schedule"),
+    "pp=4 1f1b": (["--pp", "4", "--micro-batches", "4", "--schedule", "1f1b"],
+                  "pipeline: 4 stages, 1f1b schedule"),
+    "pp=2 x dp=2": (["--pp", "2", "--dp", "2", "--zero", "0", "--micro-batches", "4"],
+                    "pipeline: 2 stages"),
+    "pp=2 x tp=2 1f1b": (["--pp", "2", "--tp", "2", "--micro-batches", "4", "--schedule", "1f1b"],
+                         "pipeline: 2 stages, 1f1b schedule"),
+    "pp=2 x dp=2, full recompute": (["--pp", "2", "--dp", "2", "--zero", "0", "--micro-batches",
+                                     "4", "--recompute", "full"], "recompute: full"),
 }
 RECOMPUTED = tuple(s for s in SPLITS if "recompute" in s)
+# Pipelines cut a model between layers: the example GPT's (the MLP and CNN
+# have too few places to cut for 4 stages).
+PIPELINED = tuple(s for s in SPLITS if s.startswith("pp="))
 # Splits that only apply to training; batch norms see micro-batches, not the
 # batch, so a CNN's losses differ from the full batch's by design.
-MICRO_BATCHED = tuple(s for s in SPLITS if "micro-batches" in s)
+MICRO_BATCHED = tuple(s for s in SPLITS if "micro-batches" in s or s.startswith("pp="))
 # A searched mesh's plans include every pinned plan on the same mesh shape.
 # --devices searches the mesh's shape too: every split of four devices whose
 # tensor-parallel groups stay inside a node (cpu-local: 2 devices a node,
@@ -125,6 +141,8 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
         print(f"      {name}, {split}: losses {', '.join(f'{v:.5f}' for v in got)}; "
               f"largest relative difference to one device {worst:.1e}")
         check(worst <= 1e-5, f"{name}, {split}: losses equal one device's within 1e-5")
+        if split == "pp=2 x dp=2":  # each rank's stage checkpointed, resumed exactly
+            check_resume(dtc, plan, data, tmp, 2, 4)
         if exports:
             # Weights split over the ranks are gathered into the exported
             # model. Values are compared on the MLP: in the CNN and GPT,
@@ -147,7 +165,7 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
 
 
 def infer(dtc, tmp, name, model, shapes, inputs,
-          splits=tuple(s for s in SPLITS if s not in MICRO_BATCHED + RECOMPUTED)):
+          splits=tuple(s for s in SPLITS if s not in MICRO_BATCHED + RECOMPUTED + PIPELINED)):
     """Outputs of four ranks, split each way, against onnxruntime's. The
     memory limit (what one device's plan needs, less 30% of the weights)
     makes the search split weights even where replicating them would be
@@ -202,12 +220,13 @@ def main():
         mlp = save_set(os.path.join(tmp, "mlp-data"),
                        **{inputs["mlp"].name: rng.rand(64, *dims("mlp")).astype(np.float32),
                           "labels": rng.randint(0, 10, 64).astype(np.int64)})
-        compare(dtc, tmp, "mlp", models["mlp"], ["--shape", "batch=16"], mlp)
+        compare(dtc, tmp, "mlp", models["mlp"], ["--shape", "batch=16"], mlp,
+                splits=tuple(s for s in SPLITS if s not in PIPELINED))
         cnn = save_set(os.path.join(tmp, "cnn-data"),
                        **{inputs["cnn"].name: rng.rand(32, *dims("cnn")).astype(np.float32),
                           "labels": rng.randint(0, 10, 32).astype(np.int64)})
         compare(dtc, tmp, "cnn", models["cnn"], ["--shape", "batch=8"], cnn,
-                splits=tuple(s for s in SPLITS if s not in MICRO_BATCHED))
+                splits=tuple(s for s in SPLITS if s not in MICRO_BATCHED + PIPELINED))
         text = os.path.join(tmp, "text.bin")
         np.frombuffer(b"the quick brown fox jumps over the lazy dog. " * 40,
                       np.uint8).astype(np.uint16).tofile(text)
