@@ -46,4 +46,14 @@ std::string formatSeconds(double s) {
   return buffer;
 }
 
+std::string locationName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string name = locationName(inner); !name.empty())
+        return name;
+  return "";
+}
+
 } // namespace dtc

@@ -25,6 +25,9 @@ std::vector<std::string> notesOf(mlir::func::FuncOp func);
 /// "0.001", "3", "1e-08": a number as printf's %g writes it.
 std::string formatNumber(double value);
 
+/// The name a location carries (a model node's, `h.0.attn`), or empty.
+std::string locationName(mlir::Location loc);
+
 /// "1.23 s", "4.56 ms", "7.8 us".
 std::string formatSeconds(double seconds);
 

@@ -22,6 +22,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <cmath>
 #include <limits>
 #include <map>
 
@@ -424,19 +425,38 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                                            ? training.getAs<IntegerAttr>("micro_batches")
                                            : b.getI64IntegerAttr(1)),
                     }));
-    std::string layout;
+    // What each stage holds, by the model's own names (first to last) and
+    // its share of the forward FLOPs.
+    std::string layout, stepName = locationName(main.getLoc());
+    double total = 0;
+    for (double c : costs)
+      total += c;
     for (int s = 0; s < int(stages); ++s) {
-      size_t begin = s == 0 ? 0 : lasts[size_t(s) - 1] + 1;
-      layout += (s ? ", " : "") + std::to_string(lasts[size_t(s)] - begin + 1);
+      size_t begin = s == 0 ? 0 : lasts[size_t(s) - 1] + 1, end = lasts[size_t(s)];
+      std::string first, last;
+      double share = 0;
+      for (size_t i = begin; i <= end; ++i) {
+        share += costs[i];
+        std::string name = locationName(forward[i]->getLoc());
+        if (name.empty() || name == stepName) // the loss's ops: the step's own name
+          continue;
+        if (first.empty())
+          first = name;
+        last = name;
+      }
+      layout += "; stage " + std::to_string(s) + ": " +
+                (first.empty() ? std::string("(unnamed ops)")
+                               : first == last ? first : first + " .. " + last) +
+                " (" + std::to_string(end - begin + 1) + " forward ops, " +
+                std::to_string(int(std::lround(100 * share / total))) + "% of the FLOPs)";
     }
     for (func::FuncOp func : module.getOps<func::FuncOp>())
       if (func->hasAttr(attr::kStage))
         addNote(func, "pipeline: " + std::to_string(stages) + " stages, " + schedule +
-                          " schedule; forward ops per stage " + layout + " (cut at " +
-                          std::to_string(stages - 1) + " of " +
-                          std::to_string(checkpoints.size()) +
-                          " places, evening the stages' FLOPs); " + std::to_string(transfers) +
-                          " tensors sent between stages per micro-batch");
+                          " schedule, cut at " + std::to_string(stages - 1) + " of " +
+                          std::to_string(checkpoints.size()) + " places between layers; " +
+                          std::to_string(transfers) +
+                          " tensors sent between stages per micro-batch" + layout);
     main.erase();
     return success();
   }

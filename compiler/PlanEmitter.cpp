@@ -77,16 +77,6 @@ plan::ExprOp exprOpOf(Operation *op) {
       .Default(plan::EXPR_INVALID);
 }
 
-std::string nameOf(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto name = nameOf(inner); !name.empty())
-        return name;
-  return "";
-}
-
 /// The role a `dtc.role` names (dtc-build-training-step writes them).
 std::optional<plan::InputRole> inputRole(StringRef role) {
   return llvm::StringSwitch<std::optional<plan::InputRole>>(role)
@@ -360,7 +350,7 @@ private:
     auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(attr::kOffsets);
     if (!offsets && op->getNumResults() > 0)
       return op->emitError("plan emission needs buffer offsets (run dtc-assign-buffers)");
-    std::string name = nameOf(op->getLoc());
+    std::string name = locationName(op->getLoc());
     for (auto [i, result] : llvm::enumerate(op->getResults())) {
       plan::Buffer &buffer = addBuffer(result, offsets[i], name);
       // How the partitioner split the value (shown by dtc plan).

@@ -373,6 +373,11 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
     double start = 0;
   };
   std::map<std::array<int64_t, 4>, Meeting> meetings;
+  // Sends are buffered (the runtime's are): a send starts when its rank
+  // gets to it, and the pair's n-th receive starts no earlier than the n-th
+  // send did. When each send from (sender, receiver) started, in order.
+  std::map<std::pair<int64_t, int64_t>, std::vector<double>> sent;
+  std::map<std::pair<int64_t, int64_t>, size_t> received;
   for (bool progress = true; progress;) {
     progress = false;
     for (int64_t r = 0; r < devices; ++r) {
@@ -381,6 +386,22 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
         rank.advance(events);
         if (rank.done())
           break;
+        if (const plan::Instruction &inst = rank.current(); inst.has_send() || inst.has_recv()) {
+          if (inst.has_send()) {
+            double start = rank.earliestStart();
+            sent[{r, rank.peerOf(inst.send())}].push_back(start);
+            rank.run(start, events);
+          } else {
+            std::pair<int64_t, int64_t> pair{rank.peerOf(inst.recv()), r};
+            const std::vector<double> &starts = sent[pair];
+            size_t &n = received[pair];
+            if (n >= starts.size())
+              break; // the send has not been reached yet
+            rank.run(std::max(rank.earliestStart(), starts[n++]), events);
+          }
+          progress = true;
+          continue;
+        }
         int64_t size = 0;
         std::array<int64_t, 3> where = rank.meeting(size);
         int64_t &count = made[size_t(r)][where];

@@ -1,6 +1,7 @@
 //===- PlanPrinter.cpp ----------------------------------------------------===//
 #include "plan/PlanPrinter.h"
 #include "plan/PlanLoader.h"
+#include "plan/PipelineSchedule.h"
 
 #include "plan/DType.h"
 #include "plan/FormatBytes.h"
@@ -332,6 +333,15 @@ std::string printPlan(const plan::Plan &plan) {
     line(fmt::format("training: {} micro-batches per step (the inputs hold one; gradients "
                      "accumulate, one optimizer update per step)",
                      microBatches));
+  const plan::Pipeline &pipeline = plan.training().pipeline();
+  bool pipelined = pipeline.stages() > 1;
+  if (pipelined) {
+    int64_t perStage = ranks / int64_t(pipeline.stages());
+    line(fmt::format("pipeline: {} stages, {} schedule (mesh axis {}); stage s runs on ranks "
+                     "s*{} to s*{}+{}",
+                     pipeline.stages(), plan::scheduleName(pipeline.schedule()),
+                     pipeline.axis(), perStage, perStage, perStage - 1));
+  }
   line("");
   line("inputs:");
   for (int i = 0; i < plan.inputs_size(); ++i) {
@@ -353,8 +363,10 @@ std::string printPlan(const plan::Plan &plan) {
 
   for (int r = 0; r < plan.ranks_size(); ++r) {
     const auto &rank = plan.ranks(r);
+    // A pipeline's programs are its stages'; an SPMD plan's, every rank's.
+    std::string who = fmt::format(pipelined ? "stage {}" : "rank {}", r);
     line("");
-    line(fmt::format("rank {} parameters: {}", r, parameterSummary(plan, rank)));
+    line(fmt::format("{} parameters: {}", who, parameterSummary(plan, rank)));
     auto printInstruction = [&](int i, const plan::Instruction &inst) {
       std::string outs = bufferList(inst.outputs());
       std::string type =
@@ -372,22 +384,30 @@ std::string printPlan(const plan::Plan &plan) {
         line(fmt::format("  {:>4}  {} = {}  : {}", i, outs, call, type));
     };
     if (rank.prologue_size()) {
-      line(fmt::format("rank {} prologue (run once, at load): {} instructions", r,
+      line(fmt::format("{} prologue (run once, at load): {} instructions", who,
                        rank.prologue_size()));
       for (int i = 0; i < rank.prologue_size(); ++i)
         printInstruction(i, rank.prologue(i));
     }
-    line(fmt::format("rank {} program: {} instructions, {} buffers, arena {}", r,
+    line(fmt::format("{} program: {} instructions, {} buffers, arena {}{}", who,
                      rank.instructions_size(), rank.buffers_size(),
-                     plan::formatBytes(rank.arena_bytes())));
+                     plan::formatBytes(rank.arena_bytes()),
+                     pipelined ? fmt::format(" (stash {} per micro-batch, {} in flight)",
+                                             plan::formatBytes(rank.stash_bytes()),
+                                             rank.stash_slots())
+                               : ""));
     for (int i = 0; i < rank.instructions_size(); ++i) {
-      if (microBatches > 1 && i == 0)
+      if (pipelined && i == 0)
+        line(fmt::format("  -- forward, per micro-batch ({} a step) --", microBatches));
+      if (pipelined && uint32_t(i) == rank.forward_end())
+        line(fmt::format("  -- backward, per micro-batch ({} a step) --", microBatches));
+      if (!pipelined && microBatches > 1 && i == 0)
         line(fmt::format("  -- once per micro-batch ({} times a step) --", microBatches));
-      if (microBatches > 1 && uint32_t(i) == rank.accumulate_end())
+      if ((pipelined || microBatches > 1) && uint32_t(i) == rank.accumulate_end())
         line("  -- once per step, after the last micro-batch --");
       printInstruction(i, rank.instructions(i));
     }
-    line(fmt::format("rank {} buffers (offset in the arena, type, what it holds):", r));
+    line(fmt::format("{} buffers (offset in the arena, type, what it holds):", who));
     for (int b = 0; b < rank.buffers_size(); ++b) {
       const auto &buffer = rank.buffers(b);
       std::string source;
@@ -405,13 +425,15 @@ std::string printPlan(const plan::Plan &plan) {
         source = "input '" + plan.inputs(buffer.input()).name() + "'";
       else if (!buffer.name().empty())
         source = "'" + buffer.name() + "'";
+      if (buffer.stashed())
+        source += fmt::format(" (stashed: {} copies)", rank.stash_slots());
       line(fmt::format("  %{:<5} @{:<10} {:<22} {}", b, buffer.offset(),
                        bufferType(plan, buffer), source));
     }
     std::vector<std::string> outputs;
     for (uint32_t id : rank.outputs())
       outputs.push_back(id == kNoBuffer ? "-" : fmt::format("%{}", id)); // another stage's
-    line(fmt::format("rank {} outputs: {}", r, fmt::join(outputs, ", ")));
+    line(fmt::format("{} outputs: {}", who, fmt::join(outputs, ", ")));
   }
   return out;
 }
