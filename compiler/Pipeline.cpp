@@ -222,7 +222,13 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
       outOfMemory = double(persistent) < limit; // else no recomputation helps
       bool recomputed = options.training && options.training->recompute == "full";
       return module.emitError()
-             << "the plan needs " << plan::formatBytes(arena) << " per device ("
+             << "the plan needs " << plan::formatBytes(arena) << " per device"
+             << (options.parallel.pipelineStages > 1
+                     ? " on its largest pipeline stage (stage " +
+                           std::to_string(main->getAttrOfType<IntegerAttr>(attr::kStage).getInt()) +
+                           ")"
+                     : std::string())
+             << " ("
              << plan::formatBytes(persistent) << " weights, optimizer state and load-time values, "
              << plan::formatBytes(arena - persistent)
              << " activations and workspace), more than the " << plan::formatBytes(int64_t(limit))
@@ -230,8 +236,9 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
                                                   : " the device holds")
              << (searched ? " after " + std::to_string(tries) + " searches" : std::string())
              << (recomputed ? " with full recomputation" : "")
-             << ": use more devices, --micro-batches N (activations of a smaller batch at a "
-                "time), "
+             << ": use more devices, "
+             << (options.parallel.pipelineStages > 1 ? "more pipeline stages (--pp), " : "")
+             << "--micro-batches N (activations of a smaller batch at a time), "
              << (recomputed || !options.training ? "" : "--recompute full, ")
              << "--zero 3 (split weights) or a larger --memory-limit";
     }

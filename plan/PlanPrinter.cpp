@@ -337,10 +337,11 @@ std::string printPlan(const plan::Plan &plan) {
   bool pipelined = pipeline.stages() > 1;
   if (pipelined) {
     int64_t perStage = ranks / int64_t(pipeline.stages());
-    line(fmt::format("pipeline: {} stages, {} schedule (mesh axis {}); stage s runs on ranks "
-                     "s*{} to s*{}+{}",
-                     pipeline.stages(), plan::scheduleName(pipeline.schedule()),
-                     pipeline.axis(), perStage, perStage, perStage - 1));
+    line(fmt::format("pipeline: {} stages, {} schedule (mesh axis {}); {}", pipeline.stages(),
+                     plan::scheduleName(pipeline.schedule()), pipeline.axis(),
+                     perStage == 1 ? std::string("stage s runs on rank s")
+                                   : fmt::format("stage s runs on ranks {}s to {}s + {}",
+                                                 perStage, perStage, perStage - 1)));
   }
   line("");
   line("inputs:");
