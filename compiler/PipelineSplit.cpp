@@ -120,6 +120,19 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
     }
     llvm::erase_if(checkpoints,
                    [&](size_t i) { return forward[i]->getResult(0).getType() != mainType; });
+    // Prefer a residual stream's checkpoints (read by a layer and by its
+    // skip connection: a layer boundary), when there are enough of them.
+    SmallVector<size_t> branching;
+    for (size_t i : checkpoints) {
+      llvm::SmallPtrSet<Operation *, 4> readers;
+      for (Operation *user : forward[i]->getResult(0).getUsers())
+        if (forward.contains(user))
+          readers.insert(user);
+      if (readers.size() > 1)
+        branching.push_back(i);
+    }
+    if (int64_t(branching.size()) + 1 >= stages)
+      checkpoints = std::move(branching);
     if (int64_t(checkpoints.size()) + 1 < stages)
       return main.emitError() << "--pp " << int64_t(stages) << ": the model can be cut into at most "
                               << checkpoints.size() + 1
@@ -153,6 +166,16 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       if (stage + 1 < stages && i == lasts[size_t(stage)])
         ++stage;
     }
+    // A forward op on weights only (a weight's cast) goes with its first
+    // reader, not with the stage before it: weights stay where they are read.
+    for (Operation *op : llvm::reverse(forward))
+      if (stageOf.lookup(op) != kAnyStage &&
+          llvm::none_of(op->getResults(), [&](Value r) { return activations.contains(r); }))
+        for (Operation *user : op->getUsers())
+          if (forward.contains(user)) {
+            stageOf[op] = stageOf[user];
+            break;
+          }
     for (Operation &op : block)
       if (isa<graph::ParameterOp>(op))
         for (Operation *user : op.getUsers())

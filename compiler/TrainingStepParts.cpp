@@ -64,7 +64,8 @@ SmallVector<size_t> checkpointPositions(const llvm::SetVector<Operation *> &forw
   for (size_t i = 0; i < forward.size(); ++i) {
     live += liveAt[i];
     // Live across the gap after op i: exactly one producer, op i itself.
-    if (live == 1 && lastRead[i] > i && forward[i]->getNumResults() == 1)
+    if (live == 1 && lastRead[i] > i && forward[i]->getNumResults() == 1 &&
+        activations.contains(forward[i]->getResult(0)))
       checkpoints.push_back(i);
   }
   return checkpoints;

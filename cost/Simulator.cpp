@@ -422,6 +422,12 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
       }
     }
   }
+  // A send no receive ever met (the sender did not wait for it).
+  for (const auto &[pair, starts] : sent)
+    if (received[pair] < starts.size())
+      return "rank " + std::to_string(pair.first) + " sends " + std::to_string(starts.size()) +
+             " tensors to rank " + std::to_string(pair.second) + ", which receives " +
+             std::to_string(received[pair]) + " of them";
   for (int64_t r = 0; r < devices; ++r)
     if (!ranks[size_t(r)].done()) {
       const plan::Instruction &inst = ranks[size_t(r)].current();

@@ -515,7 +515,9 @@ private:
                          transferPeerText(transfer, plan_.mesh());
       if (transfer.has_along() ? transferPeer(transfer, axisSizes_, 0) < 0
                                : transfer.peer() < 0 || transfer.peer() >= devices)
-        return fail(where + ": " + what + ", but the mesh is " + meshString(axisSizes_));
+        return fail(where + ": " + what + ", but the mesh " +
+                    (transfer.has_along() ? "is " + meshString(axisSizes_)
+                                          : "has " + rankCount(devices)));
     }
     // Only elementwise kernels (each element read before it is written) and
     // collectives (which copy what they send) may write over their input.

@@ -323,11 +323,16 @@ public:
                                           static_cast<const char *>(data) + bytes),
                         {}});
     PendingSend &sent = pending_.back();
-    return check(what, error, inPieces(bytes, [&](int64_t offset, int n) {
-      sent.requests.emplace_back();
-      return MPI_Isend(sent.bytes.data() + offset, n, MPI_BYTE, peer, tag, comm_,
-                       &sent.requests.back());
-    }));
+    int code = inPieces(bytes, [&](int64_t offset, int n) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      int code = MPI_Isend(sent.bytes.data() + offset, n, MPI_BYTE, peer, tag, comm_, &request);
+      if (code == MPI_SUCCESS)
+        sent.requests.push_back(request);
+      return code;
+    });
+    if (code != MPI_SUCCESS && sent.requests.empty())
+      pending_.pop_back(); // nothing in flight
+    return check(what, error, code);
   }
 
   bool completeSends(std::string &error) override {

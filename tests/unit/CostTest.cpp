@@ -683,18 +683,23 @@ TEST(Simulator, PipelineBubblesComeOutOfTheTimelines) {
   double transfer = collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, 4 << 20,
                                       c.intraNode);
   // Stage 1: receive [1, 1+t], work [1+t, 2+t], receive [2, 2+t] (the
-  // second send waits for stage 0's second micro-batch), work [2+t, 3+t].
+  // second send starts after stage 0's second micro-batch), work [2+t, 3+t].
   EXPECT_NEAR(sim.stepSeconds, 3 * work + transfer, 1e-12);
   ASSERT_EQ(sim.ranks.size(), 2u);
   EXPECT_NEAR(sim.ranks[1].idle, work + transfer, 1e-12); // the bubble
   EXPECT_NEAR(sim.ranks[0].idle, work + transfer, 1e-12); // waits for its last send, then the end
   EXPECT_NEAR(sim.ranks[0].communication, 2 * transfer, 1e-12);
 
-  // A send nobody receives.
+  // A send nobody receives (sends are buffered: the sender goes on).
   plan.mutable_ranks(1)->mutable_instructions()->DeleteSubrange(2, 2);
   Simulation stuck = simulate(plan, c, false);
-  EXPECT_EQ(stuck.error, "rank 0 waits forever at instruction 3 (send to rank 1): that rank "
-                         "never makes the matching receive");
+  EXPECT_EQ(stuck.error, "rank 0 sends 2 tensors to rank 1, which receives 1 of them");
+  // A receive nobody sends to waits forever.
+  plan::Plan waiting = plan;
+  waiting.mutable_ranks(0)->mutable_instructions()->DeleteSubrange(1, 3);
+  Simulation forever = simulate(waiting, c, false);
+  EXPECT_EQ(forever.error, "rank 1 waits forever at instruction 0 (receive from rank 0): that "
+                           "rank never makes the matching send");
 }
 
 } // namespace
