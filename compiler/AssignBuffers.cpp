@@ -155,6 +155,23 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
       }
 
     llvm::DenseSet<Value> overParameter = updatesInPlace(func, offsets);
+    llvm::DenseSet<Value> reducedInPlace;
+    // A step's accumulated gradient is all-reduced in place, in its
+    // accumulator (zeroed before the next step, never checkpointed): one
+    // accumulator's bytes, not a second copy of every gradient at once.
+    llvm::DenseSet<int64_t> accumulatorOffsets;
+    for (Operation &op : block)
+      if (isa<graph::ParameterOp>(op) && op.hasAttr(attr::kAccumulator))
+        accumulatorOffsets.insert(offsets.lookup(op.getResult(0)));
+    for (Operation &op : block)
+      if (auto reduce = dyn_cast<mesh::AllReduceOp>(op)) {
+        Value sum = reduce.getInput();
+        if (overParameter.contains(sum) && sum.getType() == reduce.getType() &&
+            accumulatorOffsets.contains(offsets.lookup(sum))) {
+          offsets[reduce.getResult()] = offsets.lookup(sum);
+          reducedInPlace.insert(reduce.getResult());
+        }
+      }
 
     // Lifetimes of the other values that own bytes.
     llvm::MapVector<Value, Interval> intervals;
@@ -169,7 +186,7 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
       }
       if (!isPersistentOp(&op) && !isViewOp(&op))
         for (Value result : op.getResults())
-          if (!overParameter.contains(result))
+          if (!overParameter.contains(result) && !reducedInPlace.contains(result))
             intervals[result] = {result, alignedBytes(tensorBytes(result)), index, index};
       ++index;
     }

@@ -10,6 +10,7 @@
 #include "llvm/ADT/MapVector.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace dtc {
 #define GEN_PASS_DEF_SCHEDULEFORMEMORY
@@ -150,6 +151,42 @@ SmallVector<Operation *> greedyOrder(Block &block, ArrayRef<Operation *> ops) {
   return order;
 }
 
+/// Reorders the once-per-step ops at the end of `order` so that each runs
+/// right before its first reader among them (a post-order walk of the
+/// operands of each op that nothing else there reads, in order). Sends and receives keep their
+/// relative order: they are visited as readers, in order, like any op.
+void lateOncePerStep(SmallVector<Operation *> &order) {
+  auto first = llvm::find_if(order, [](Operation *op) { return op->hasAttr(attr::kOncePerStep); });
+  if (first == order.end())
+    return;
+  size_t begin = size_t(first - order.begin());
+  llvm::DenseSet<Operation *> pending(order.begin() + long(begin), order.end());
+  SmallVector<Operation *> late;
+  std::function<void(Operation *)> visit = [&](Operation *op) {
+    if (!pending.erase(op))
+      return;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        visit(def);
+    late.push_back(op);
+  };
+  // Readers in order: each pulls in what it reads just before itself.
+  SmallVector<Operation *> readers(order.begin() + long(begin), order.end());
+  bool transfers = llvm::any_of(readers, [](Operation *op) {
+    return isa<graph::SendOp, graph::RecvOp>(op);
+  });
+  if (transfers) // a pipeline stage's once part: keep its order
+    return;
+  // From the part's sinks (what nothing else in it reads: the updates), in
+  // order, then anything left.
+  for (Operation *op : readers)
+    if (llvm::none_of(op->getUsers(), [&](Operation *user) { return pending.contains(user); }))
+      visit(op);
+  for (Operation *op : readers)
+    visit(op);
+  std::copy(late.begin(), late.end(), order.begin() + long(begin));
+}
+
 struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -190,6 +227,13 @@ struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
       for (auto &p : parts)
         order->append(p.begin(), p.end());
     }
+    // The once-per-step part is one chain per parameter (reduce the
+    // gradient, average it, update the moments and the weight): run each
+    // op just before the first op that reads it, so that one chain's
+    // temporaries are live at a time, not every parameter's averaged
+    // gradient at once.
+    for (SmallVector<Operation *> *order : {&ops, &greedy})
+      lateOncePerStep(*order);
     int64_t sourcePeak = peakOf(block, ops), greedyPeak = peakOf(block, greedy);
     bool useGreedy = greedyPeak < sourcePeak;
     ArrayRef<Operation *> chosen = useGreedy ? greedy : ops;
