@@ -93,6 +93,21 @@ def Recompute : Pass<"dtc-recompute", "mlir::func::FuncOp"> {
   ];
 }
 
+def RegatherWeights : Pass<"dtc-regather-weights", "mlir::func::FuncOp"> {
+  let summary = "Gather ZeRO-3 weights again for the backward instead of keeping them";
+  let description = [{
+    After dtc-spmd-partition, a weight split over the data-parallel ranks
+    (ZeRO stage 3) is all-gathered whole for the forward; the backward reads
+    it again. Rather than keep every layer's gathered weight from the
+    forward to the backward (all of the model's weights, whole, at once),
+    the backward's reads read a copy of the all-gather (and of what is
+    computed from gathered weights alone), made just before the first such
+    read and marked `dtc.recompute`: each gathered weight lives for one
+    layer's work, as in ZeRO-3.
+  }];
+  let dependentDialects = ["mlir::mesh::MeshDialect"];
+}
+
 def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
   let summary = "Decide how every op of @main is split over a device mesh";
   let description = [{

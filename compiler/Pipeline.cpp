@@ -32,6 +32,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.parallel.devices() > 1)
     pm.addPass(createShardingSearchPass(options.parallel));
   pm.addPass(createSpmdPartition());
+  if (options.training && options.parallel.devices() > 1)
+    pm.nest<func::FuncOp>().addPass(createRegatherWeights());
   if (options.training && options.training->microBatches > 1)
     pm.nest<func::FuncOp>().addPass(createAccumulateGradients());
   if (stages > 1) {

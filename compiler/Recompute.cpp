@@ -38,6 +38,7 @@
 
 namespace dtc {
 #define GEN_PASS_DEF_RECOMPUTE
+#define GEN_PASS_DEF_REGATHERWEIGHTS
 #include "compiler/Passes.h.inc"
 } // namespace dtc
 
@@ -95,6 +96,53 @@ llvm::DenseSet<Operation *> fullSet(const llvm::SetVector<Operation *> &forward,
   return chosen;
 }
 
+/// What copyIntoBackward did: ops copied, and values (and their bytes) the
+/// backward no longer reads from the forward.
+struct BackwardCopies {
+  int64_t copied = 0, values = 0, bytes = 0;
+};
+
+/// Each backward read of a `chosen` op's result reads its copy, made just
+/// before the first such read; copies read copies of chosen ops.
+BackwardCopies copyIntoBackward(Block &block, const llvm::SetVector<Operation *> &forward,
+                                const llvm::DenseSet<Operation *> &chosen) {
+  IRMapping copies;
+  OpBuilder b(block.getParentOp()->getContext());
+  BackwardCopies made;
+  std::function<Value(Value)> copyOf = [&](Value v) -> Value {
+    Operation *def = v.getDefiningOp();
+    if (!def || !chosen.contains(def))
+      return v;
+    if (Value done = copies.lookupOrNull(v))
+      return done;
+    for (Value operand : def->getOperands())
+      copies.map(operand, copyOf(operand));
+    Operation *copy = b.clone(*def, copies);
+    copy->setAttr(attr::kRecompute, b.getUnitAttr());
+    ++made.copied;
+    return copies.lookup(v);
+  };
+  SmallVector<Operation *> backward;
+  for (Operation &op : block)
+    if (!forward.contains(&op) && !isPersistentOp(&op) && !op.hasTrait<OpTrait::IsTerminator>())
+      backward.push_back(&op);
+  llvm::DenseSet<Value> freed;
+  for (Operation *op : backward) {
+    b.setInsertionPoint(op);
+    for (OpOperand &use : op->getOpOperands()) {
+      Value v = use.get();
+      Operation *def = v.getDefiningOp();
+      if (!def || !chosen.contains(def))
+        continue;
+      if (freed.insert(v).second)
+        made.bytes += tensorBytes(v);
+      use.set(copyOf(v));
+    }
+  }
+  made.values = int64_t(freed.size());
+  return made;
+}
+
 struct Recompute : impl::RecomputeBase<Recompute> {
   using RecomputeBase::RecomputeBase;
 
@@ -114,47 +162,44 @@ struct Recompute : impl::RecomputeBase<Recompute> {
     llvm::DenseSet<Operation *> chosen =
         mode == "full" ? fullSet(forward, activations) : selectiveSet(forward, activations);
 
-    // Each backward read of a chosen op's result reads its copy, made just
-    // before the first such read; copies read copies of chosen ops.
-    IRMapping copies;
-    OpBuilder b(&getContext());
-    int64_t freedBytes = 0, copied = 0;
-    std::function<Value(Value)> copyOf = [&](Value v) -> Value {
-      Operation *def = v.getDefiningOp();
-      if (!def || !chosen.contains(def))
-        return v;
-      if (Value done = copies.lookupOrNull(v))
-        return done;
-      for (Value operand : def->getOperands())
-        copies.map(operand, copyOf(operand));
-      Operation *copy = b.clone(*def, copies);
-      copy->setAttr(attr::kRecompute, b.getUnitAttr());
-      ++copied;
-      return copies.lookup(v);
-    };
-    SmallVector<Operation *> backward;
-    for (Operation &op : block)
-      if (!forward.contains(&op) && !isPersistentOp(&op) &&
-          !op.hasTrait<OpTrait::IsTerminator>())
-        backward.push_back(&op);
-    llvm::DenseSet<Value> freed;
-    for (Operation *op : backward) {
-      b.setInsertionPoint(op);
-      for (OpOperand &use : op->getOpOperands()) {
-        Value v = use.get();
-        Operation *def = v.getDefiningOp();
-        if (!def || !chosen.contains(def))
-          continue;
-        if (freed.insert(v).second)
-          freedBytes += tensorBytes(v);
-        use.set(copyOf(v));
-      }
-    }
+    BackwardCopies made = copyIntoBackward(block, forward, chosen);
     // A chosen value the step returns (a model output) stays as it is.
-    addNote(func, "recompute: " + std::string(mode) + ", " + std::to_string(copied) +
+    addNote(func, "recompute: " + std::string(mode) + ", " + std::to_string(made.copied) +
                       " ops recomputed in the backward instead of keeping " +
-                      std::to_string(freed.size()) + " values (" +
-                      plan::formatBytes(freedBytes) + ", before any split)");
+                      std::to_string(made.values) + " values (" +
+                      plan::formatBytes(made.bytes) + ", before any split)");
+  }
+};
+
+/// Weights gathered whole for the forward (ZeRO-3's all-gathers, and what
+/// is computed from them alone) are gathered again for the backward rather
+/// than kept through it.
+struct RegatherWeights : impl::RegatherWeightsBase<RegatherWeights> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.getNumResults() == 0 || !func->hasAttr(attr::kTraining))
+      return;
+    Block &block = func.getBody().front();
+    llvm::SetVector<Operation *> forward = forwardOps(block);
+    Activations activations(block);
+    llvm::DenseSet<Operation *> chosen;
+    for (Operation *op : forward) {
+      if (llvm::any_of(op->getResults(), [&](Value r) { return activations.contains(r); }))
+        continue;
+      if (isa<mesh::AllGatherOp>(op) || llvm::any_of(op->getOperands(), [&](Value v) {
+            Operation *def = v.getDefiningOp();
+            return def && chosen.contains(def);
+          }))
+        chosen.insert(op);
+    }
+    if (chosen.empty())
+      return;
+    BackwardCopies made = copyIntoBackward(block, forward, chosen);
+    if (made.values > 0)
+      addNote(func, "weights gathered for the forward are gathered again for the backward: " +
+                        std::to_string(made.copied) + " ops repeated instead of keeping " +
+                        std::to_string(made.values) + " gathered weights (" +
+                        plan::formatBytes(made.bytes) + " per device)");
   }
 };
 

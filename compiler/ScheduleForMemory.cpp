@@ -102,11 +102,23 @@ SmallVector<Operation *> greedyOrder(Block &block, ArrayRef<Operation *> ops) {
   DenseMap<Operation *, size_t> index;
   for (auto [i, op] : llvm::enumerate(ops))
     index[op] = i;
-  // Ops waiting for how many producers among `ops`.
+  // Ops on weights only (a weight's cast, its ZeRO-3 all-gather) run
+  // lazily, right before the first op that reads them: run early they would
+  // hold a whole weight through everything in between.
+  std::vector<bool> lazy(ops.size(), false);
+  for (auto [i, op] : llvm::enumerate(ops))
+    lazy[i] = op->getNumOperands() > 0 &&
+              llvm::all_of(op->getOperands(), [&](Value v) {
+                Operation *def = v.getDefiningOp();
+                auto it = def ? index.find(def) : index.end();
+                return it != index.end() ? bool(lazy[it->second])
+                                         : def && isPersistentValue(v);
+              });
+  // Ops waiting for how many (eager) producers among `ops`.
   std::vector<int> waiting(ops.size(), 0);
   for (auto [i, op] : llvm::enumerate(ops))
     for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp(); def && index.count(def))
+      if (Operation *def = operand.getDefiningOp(); def && index.count(def) && !lazy[index[def]])
         ++waiting[i];
   // Sends and receives keep their order: each pair of pipeline stages meets
   // its transfers in the order both sides list them.
@@ -122,11 +134,34 @@ SmallVector<Operation *> greedyOrder(Block &block, ArrayRef<Operation *> ops) {
     }
   std::vector<size_t> ready;
   for (size_t i = 0; i < ops.size(); ++i)
-    if (waiting[i] == 0)
+    if (waiting[i] == 0 && !lazy[i])
       ready.push_back(i);
 
   MemorySimulator sim(block);
   SmallVector<Operation *> order;
+  std::vector<bool> done(ops.size(), false);
+  auto release = [&](Operation *op) {
+    // getUsers() lists a user once per use, as `waiting` counted them.
+    if (lazy[index[op]])
+      return;
+    for (Operation *user : op->getUsers())
+      if (auto it = index.find(user); it != index.end() && --waiting[it->second] == 0)
+        ready.push_back(it->second);
+    if (size_t next = nextTransfer[index[op]]; next < ops.size() && --waiting[next] == 0)
+      ready.push_back(next);
+  };
+  std::function<void(Operation *)> pull = [&](Operation *op) {
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp(); def && index.count(def)) {
+        size_t j = index[def];
+        if (lazy[j] && !done[j]) {
+          pull(def);
+          done[j] = true;
+          sim.run(def);
+          order.push_back(def);
+        }
+      }
+  };
   while (!ready.empty()) {
     size_t best = 0;
     int64_t bestNet = 0;
@@ -139,15 +174,20 @@ SmallVector<Operation *> greedyOrder(Block &block, ArrayRef<Operation *> ops) {
     }
     Operation *op = ops[ready[best]];
     ready.erase(ready.begin() + best);
+    pull(op);
+    done[index[op]] = true;
     sim.run(op);
     order.push_back(op);
-    // getUsers() lists a user once per use, as `waiting` counted them.
-    for (Operation *user : op->getUsers())
-      if (auto it = index.find(user); it != index.end() && --waiting[it->second] == 0)
-        ready.push_back(it->second);
-    if (size_t next = nextTransfer[index[op]]; next < ops.size() && --waiting[next] == 0)
-      ready.push_back(next);
+    release(op);
   }
+  // Lazy ops no eager op reads (a weight's cast the step returns).
+  for (auto [i, op] : llvm::enumerate(ops))
+    if (lazy[i] && !done[i]) {
+      pull(op);
+      done[i] = true;
+      sim.run(op);
+      order.push_back(op);
+    }
   return order;
 }
 
