@@ -112,6 +112,41 @@ double Search::partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> p
                                  axesSize(partial), localBytes(v, have), link(partial));
 }
 
+double Search::undeferredSeconds(const Node &node, const Strategy &s) const {
+  // The edges into a cast or reshape on a gradient's way to its
+  // accumulator cost its data-parallel reduction once per step, as if it
+  // were deferred past the accumulation. It is not when the accumulator is
+  // split over those ranks (ZeRO): the partitioner reduces the whole
+  // gradient before the cast and keeps its part, every micro-batch. Here
+  // the other N - 1 reductions, on the accumulation.
+  // (With ZeRO pinned the accumulators are split whatever else is
+  // decided; the term would only skew the rest.)
+  if (options_.zero >= 1 || node.runs <= 1 || !node.op || !isa<graph::AddOp>(node.op) ||
+      s.operands.size() != 2)
+    return 0;
+  for (unsigned acc = 0; acc < 2; ++acc) {
+    Value gradient = node.op->getOperand(1 - acc);
+    Operation *via = gradient.getDefiningOp();
+    if (!isAccumulator(node.op->getOperand(acc)) || !via ||
+        !isa<graph::CastOp, graph::ReshapeOp>(via))
+      continue;
+    MeshAxes data;
+    for (const MeshAxes &axes : s.operands[acc].dims)
+      for (int16_t a : axes)
+        if (options_.mesh[size_t(a)].role == AxisRole::Data && !llvm::is_contained(data, a))
+          data.push_back(a);
+    if (data.empty())
+      return 0;
+    // The gradient's all-reduce (its two halves) per extra micro-batch, on
+    // its part that the tensor axes leave each rank.
+    Sharding kept = s.operands[1 - acc];
+    for (MeshAxes &axes : kept.dims)
+      llvm::erase_if(axes, [&](int16_t a) { return llvm::is_contained(data, a); });
+    return (node.runs - 1) * 2 * partialSeconds(gradient, kept, data);
+  }
+  return 0;
+}
+
 void Search::costNodes() {
   const cost::Device &device = options_.cluster.device;
   // A micro-batched step: what runs per micro-batch costs N times over.
@@ -162,6 +197,7 @@ void Search::costNodes() {
         for (auto [j, r] : llvm::enumerate(node.op->getResults()))
           if (!feedsOnlyAccumulations(r)) // else costed on its edges (partialSeconds)
             s.communication += node.runs * partialSeconds(r, s.results[j], s.partial);
+      s.communication += undeferredSeconds(node, s);
     }
   }
 }

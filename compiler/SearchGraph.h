@@ -154,6 +154,10 @@ private:
   /// The reduce-scatter half of combining partial sums over `partial`.
   double partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> partial) const;
 
+  /// An accumulation's per-micro-batch reductions that its edges priced as
+  /// deferred (a ZeRO-split accumulator behind a cast).
+  double undeferredSeconds(const Node &node, const Strategy &s) const;
+
   /// Each node's strategies' compute, communication and memory, weighted by
   /// how often the node runs per step.
   void costNodes();
