@@ -1,15 +1,19 @@
 //===- PlanLoader.cpp -----------------------------------------------------===//
 #include "plan/PlanLoader.h"
 
-#include "plan/Sharding.h"
+#include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
+#include "plan/Sharding.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
 #include <sys/stat.h>
+#include <tuple>
 
 namespace dtc::plan {
 
@@ -101,7 +105,7 @@ public:
     bool ok = checkHeader() && checkTensors();
     for (int r = 0; ok && r < plan_.ranks_size(); ++r)
       ok = checkRank(r) && checkUpdates(r);
-    ok = ok && checkTransfers();
+    ok = ok && checkStages() && checkTransfers();
     if (!ok)
       error = error_;
     return ok;
@@ -113,52 +117,233 @@ private:
     return false;
   }
 
-  /// Sends and receives pair up: the n-th tensor rank a sends to rank b is
-  /// the n-th b receives from a, of the same type, and no rank sends to
-  /// itself. (A mismatch would leave a rank waiting forever.)
+  /// The parts of a step (runtime/Executor.h: StepPart), each a stream of
+  /// sends and receives of its own: the prologue, a pipeline stage's
+  /// forward part, the (rest of the) per-micro-batch part, the once-per-step
+  /// part. Without micro-batches the whole program is one part.
+  enum Part { kPrologue, kForward, kBackward, kOnce, kParts };
+
+  bool pipelined() const { return plan_.training().pipeline().stages() > 1; }
+  int64_t microBatches() const { return std::max<int64_t>(1, plan_.training().micro_batches()); }
+
+  Part partOf(const plan::RankProgram &program, int instruction) const {
+    bool micro = plan_.training().micro_batches() > 1 || pipelined();
+    uint32_t accumulateEnd =
+        micro ? program.accumulate_end() : uint32_t(program.instructions_size());
+    uint32_t forwardEnd = pipelined() ? std::min(program.forward_end(), accumulateEnd) : 0;
+    return uint32_t(instruction) < forwardEnd      ? kForward
+           : uint32_t(instruction) < accumulateEnd ? kBackward
+                                                   : kOnce;
+  }
+
+  /// " in the forward part", ...: where a transfer runs, for messages ("" for
+  /// the whole program of a plan without parts).
+  std::string inPart(Part part) const {
+    switch (part) {
+    case kPrologue:
+      return " in the prologue";
+    case kForward:
+      return " in the forward part";
+    case kBackward:
+      return pipelined() ? " in the backward part"
+             : plan_.training().micro_batches() > 1 ? " in the per-micro-batch part"
+                                                     : "";
+    default:
+      return " in the once-per-step part";
+    }
+  }
+
+  /// The stage of `rank` on the pipeline's axis (0 without stages).
+  int64_t stageOf(int64_t rank) const {
+    if (!pipelined())
+      return 0;
+    int64_t stride = 1;
+    for (size_t a = plan_.training().pipeline().axis() + 1; a < axisSizes_.size(); ++a)
+      stride *= axisSizes_[a];
+    return rank / stride % int64_t(plan_.training().pipeline().stages());
+  }
+
+  /// Sends and receives pair up: within each part, the n-th tensor rank a
+  /// sends to rank b is the n-th b receives from a, of the same type, and
+  /// no rank sends to itself; and, run in the order each rank runs its parts
+  /// (a stage's in its schedule's order), with sends buffered and receives
+  /// waiting, every receive meets its send. (Otherwise a rank would wait
+  /// forever.)
   bool checkTransfers() {
+    // Per program and part, its transfers' instruction indices.
+    std::vector<std::array<std::vector<int>, kParts>> transfers(size_t(plan_.ranks_size()));
     bool any = false;
-    for (const plan::RankProgram &program : plan_.ranks())
-      for (const Instruction &inst : program.instructions())
-        any = any || inst.has_send() || inst.has_recv();
+    for (int p = 0; p < plan_.ranks_size(); ++p) {
+      const plan::RankProgram &program = plan_.ranks(p);
+      for (int i = 0; i < program.prologue_size(); ++i)
+        if (program.prologue(i).has_send() || program.prologue(i).has_recv())
+          transfers[size_t(p)][kPrologue].push_back(i);
+      for (int i = 0; i < program.instructions_size(); ++i)
+        if (program.instructions(i).has_send() || program.instructions(i).has_recv())
+          transfers[size_t(p)][partOf(program, i)].push_back(i);
+      for (const std::vector<int> &list : transfers[size_t(p)])
+        any = any || !list.empty();
+    }
     if (!any)
       return true;
+    auto instruction = [&](const plan::RankProgram &program, int part,
+                           int i) -> const Instruction & {
+      return part == kPrologue ? program.prologue(i) : program.instructions(i);
+    };
     int64_t devices = meshDevices(plan_.mesh());
-    // (from, to) -> the types sent, and the types received.
-    std::map<std::pair<int64_t, int64_t>, std::vector<const TensorType *>> sent, received;
+    // (from, to, part) -> the types sent, and the types received.
+    using Stream = std::tuple<int64_t, int64_t, int>;
+    std::map<Stream, std::vector<const TensorType *>> sent, received;
     for (int64_t r = 0; r < devices; ++r) {
-      const plan::RankProgram &program = plan_.ranks(programIndexOfRank(plan_, r));
-      for (const Instruction &inst : program.instructions()) {
-        if (inst.has_send()) {
-          int64_t peer = transferPeer(inst.send(), axisSizes_, r);
-          if (peer == r)
-            return fail("rank " + std::to_string(r) + " sends to itself");
-          sent[{r, peer}].push_back(&program.buffers(int(inst.inputs(0))).type());
-        } else if (inst.has_recv()) {
-          int64_t peer = transferPeer(inst.recv(), axisSizes_, r);
-          if (peer == r)
-            return fail("rank " + std::to_string(r) + " receives from itself");
-          received[{peer, r}].push_back(&program.buffers(int(inst.outputs(0))).type());
+      int p = programIndexOfRank(plan_, r);
+      const plan::RankProgram &program = plan_.ranks(p);
+      for (int part = 0; part < kParts; ++part)
+        for (int i : transfers[size_t(p)][size_t(part)]) {
+          const Instruction &inst = instruction(program, part, i);
+          if (inst.has_send()) {
+            int64_t peer = transferPeer(inst.send(), axisSizes_, r);
+            if (peer == r)
+              return fail("rank " + std::to_string(r) + " sends to itself");
+            sent[{r, peer, part}].push_back(&program.buffers(int(inst.inputs(0))).type());
+          } else {
+            int64_t peer = transferPeer(inst.recv(), axisSizes_, r);
+            if (peer == r)
+              return fail("rank " + std::to_string(r) + " receives from itself");
+            received[{peer, r, part}].push_back(&program.buffers(int(inst.outputs(0))).type());
+          }
         }
-      }
     }
-    std::set<std::pair<int64_t, int64_t>> pairs;
+    std::set<Stream> streams;
     for (const auto *side : {&sent, &received})
       for (const auto &entry : *side)
-        pairs.insert(entry.first);
-    for (const auto &pair : pairs) {
-      const auto &sends = sent[pair], &receives = received[pair];
-      std::string a = std::to_string(pair.first), b = std::to_string(pair.second);
+        streams.insert(entry.first);
+    for (const Stream &stream : streams) {
+      const auto &sends = sent[stream], &receives = received[stream];
+      std::string a = std::to_string(std::get<0>(stream)), b = std::to_string(std::get<1>(stream));
+      std::string in = inPart(Part(std::get<2>(stream)));
       if (sends.size() != receives.size())
         return fail("rank " + a + " sends " + std::to_string(sends.size()) + " tensors to rank " +
-                    b + ", which receives " + std::to_string(receives.size()) + " from it");
+                    b + in + ", which receives " + std::to_string(receives.size()) +
+                    " from it");
       for (size_t k = 0; k < sends.size(); ++k)
         if (sends[k]->SerializeAsString() != receives[k]->SerializeAsString())
           return fail("tensor " + std::to_string(k + 1) + " that rank " + a + " sends to rank " +
-                      b + " is " + typeString(*sends[k]) + ", but rank " + b + " receives " +
-                      typeString(*receives[k]));
+                      b + in + " is " + typeString(*sends[k]) + ", but rank " + b +
+                      " receives " + typeString(*receives[k]));
     }
-    return true;
+    return checkTransfersMeet(transfers);
+  }
+
+  /// Runs every rank's transfers in the order of its parts (the prologue;
+  /// a stage's forward and backward parts in its schedule's order, or each
+  /// micro-batch's part; the once-per-step part) with sends buffered and
+  /// receives waiting for their send, until every rank is done or all that
+  /// are not wait: then the plan would hang, and the message says where.
+  bool checkTransfersMeet(const std::vector<std::array<std::vector<int>, kParts>> &transfers) {
+    struct Run {
+      Part part;
+      int64_t microBatch; // -1: once
+    };
+    // Each stage's runs of its parts in one step (one "stage" without a
+    // pipeline).
+    int64_t stages = pipelined() ? int64_t(plan_.training().pipeline().stages()) : 1;
+    std::vector<std::vector<Run>> runs(static_cast<size_t>(stages));
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      std::vector<Run> &order = runs[size_t(stage)];
+      order.push_back({kPrologue, -1});
+      if (pipelined()) {
+        for (const PipelineTask &task : pipelineOrder(plan_.training().pipeline().schedule(),
+                                                      stages, stage, microBatches()))
+          order.push_back({task.forward ? kForward : kBackward, task.microBatch});
+      } else {
+        for (int64_t m = 0; m < microBatches(); ++m)
+          order.push_back({kBackward, m});
+      }
+      order.push_back({kOnce, -1});
+    }
+    int64_t devices = meshDevices(plan_.mesh());
+    struct Cursor {
+      size_t run = 0, transfer = 0;
+    };
+    std::vector<Cursor> cursors(static_cast<size_t>(devices));
+    using Stream = std::tuple<int64_t, int64_t, int>;
+    std::map<Stream, int64_t> inFlight; // sent, not yet received
+    std::map<Stream, int64_t> waiting;  // the receiver blocked on the stream
+    std::vector<int64_t> ready;
+    for (int64_t r = devices; r-- > 0;)
+      ready.push_back(r);
+    auto current = [&](int64_t r) -> const Instruction * {
+      Cursor &c = cursors[size_t(r)];
+      int p = programIndexOfRank(plan_, r);
+      const std::vector<Run> &order = runs[size_t(stageOf(r))];
+      for (; c.run < order.size(); ++c.run, c.transfer = 0) {
+        Part part = order[c.run].part;
+        const std::vector<int> &list = transfers[size_t(p)][part];
+        if (c.transfer < list.size())
+          return part == kPrologue ? &plan_.ranks(p).prologue(list[c.transfer])
+                                   : &plan_.ranks(p).instructions(list[c.transfer]);
+      }
+      return nullptr;
+    };
+    while (!ready.empty()) {
+      int64_t r = ready.back();
+      ready.pop_back();
+      for (const Instruction *inst; (inst = current(r));) {
+        int part = runs[size_t(stageOf(r))][cursors[size_t(r)].run].part;
+        if (inst->has_send()) {
+          Stream stream{r, transferPeer(inst->send(), axisSizes_, r), part};
+          ++inFlight[stream];
+          if (auto it = waiting.find(stream); it != waiting.end()) {
+            ready.push_back(it->second);
+            waiting.erase(it);
+          }
+        } else {
+          Stream stream{transferPeer(inst->recv(), axisSizes_, r), r, part};
+          if (inFlight[stream] == 0) {
+            waiting[stream] = r;
+            break;
+          }
+          --inFlight[stream];
+        }
+        ++cursors[size_t(r)].transfer;
+      }
+    }
+    if (waiting.empty())
+      return true;
+    // Where a waiting rank is, for the message.
+    auto where = [&](int64_t r) {
+      const Cursor &c = cursors[size_t(r)];
+      const Run &run = runs[size_t(stageOf(r))][c.run];
+      int p = programIndexOfRank(plan_, r);
+      int i = transfers[size_t(p)][run.part][c.transfer];
+      std::string at = run.part == kPrologue ? "prologue instruction " + std::to_string(i)
+                                             : "instruction " + std::to_string(i);
+      std::string partText = inPart(run.part);
+      if (run.microBatch >= 0 && (pipelined() || microBatches() > 1))
+        partText += " of micro-batch " + std::to_string(run.microBatch);
+      const Instruction &inst =
+          run.part == kPrologue ? plan_.ranks(p).prologue(i) : plan_.ranks(p).instructions(i);
+      std::string stage = pipelined() ? " (stage " + std::to_string(stageOf(r)) + ")" : "";
+      return "rank " + std::to_string(r) + stage + " waits" + partText + " (" + at +
+             ") for a tensor from rank " + std::to_string(transferPeer(inst.recv(), axisSizes_, r));
+    };
+    int64_t first = devices;
+    for (const auto &entry : waiting)
+      first = std::min(first, entry.second);
+    std::string schedule =
+        pipelined() ? " under the " + scheduleName(plan_.training().pipeline().schedule()) +
+                          " schedule with " + std::to_string(microBatches()) + " micro-batches"
+                    : "";
+    std::string message = "the ranks' sends and receives cannot all meet" + schedule + ": " +
+                          where(first);
+    const Instruction *blocked = current(first);
+    int64_t peer = transferPeer(blocked->recv(), axisSizes_, first);
+    for (const auto &entry : waiting)
+      if (entry.second == peer) {
+        message += ", and " + where(peer);
+        break;
+      }
+    return fail(message);
   }
 
   /// A training step's updates: a graph output of a parameter's type,
@@ -275,31 +460,167 @@ private:
       if (rank.forward_end() > rank.accumulate_end())
         return fail(where + ": forward_end " + std::to_string(rank.forward_end()) +
                     " is past accumulate_end " + std::to_string(rank.accumulate_end()));
-      if (rank.stash_bytes() < 0 ||
-          (rank.stash_slots() > 0 && rank.stash_bytes() > rank.arena_bytes() / rank.stash_slots()))
-        return fail(where + ": a stash of " + std::to_string(rank.stash_slots()) + " x " +
-                    std::to_string(rank.stash_bytes()) + " bytes does not fit its arena");
-      for (int b = 0; b < rank.buffers_size(); ++b) {
-        const plan::Buffer &buffer = rank.buffers(b);
-        if (buffer.stashed() &&
-            (rank.stash_slots() == 0 ||
-             buffer.offset() + byteSize(buffer.type()) +
-                     int64_t(rank.stash_slots() - 1) * rank.stash_bytes() >
-                 rank.arena_bytes()))
-          return fail(where + ", buffer " + std::to_string(b) + " ('" + buffer.name() +
-                      "'): its stash copies do not fit the arena");
-      }
-    } else if (rank.forward_end() != 0 || rank.stash_slots() != 0) {
+      if (!checkStash(rank, where))
+        return false;
+    } else if (rank.forward_end() != 0 || rank.stash_slots() != 0 ||
+               std::any_of(rank.buffers().begin(), rank.buffers().end(),
+                           [](const Buffer &b) { return b.stashed(); })) {
       return fail(where + ": a forward part or a stash, but the plan has no pipeline stages");
     }
     for (int o = 0; o < rank.outputs_size(); ++o) {
       uint32_t id = rank.outputs(o);
       if (id == kNoBuffer && pipeline.stages() > 1)
         continue; // another stage's
+      if (id == kNoBuffer)
+        return fail(where + ": output " + std::to_string(o) + " ('" + plan_.outputs(o).name() +
+                    "') is left to another program, but only a pipeline stage may leave an "
+                    "output to another stage and the plan has none");
       if (id >= (uint32_t)rank.buffers_size())
         return fail(where + ": output " + std::to_string(o) + " names buffer " +
                     std::to_string(id) + " of " + std::to_string(rank.buffers_size()));
     }
+    return true;
+  }
+
+  /// A pipeline stage's stash: stash_slots copies, `stash_bytes` apart, of
+  /// the values its instructions compute in the forward part for the
+  /// backward part (the runtime moves those, and only those, by the
+  /// micro-batch's slot). The copies lie in the arena, one micro-batch's do
+  /// not reach the next one's, and nothing else a micro-batch uses (nor a
+  /// parameter, constant or input) shares their bytes: a micro-batch's
+  /// stash lives from its forward to its backward part, across other
+  /// micro-batches'. (With one copy, forward and backward alternate, and
+  /// the first copy's bytes follow the program's own lifetimes.)
+  bool checkStash(const plan::RankProgram &rank, const std::string &where) {
+    int64_t slots = rank.stash_slots(), bytes = rank.stash_bytes();
+    if (bytes < 0 || (slots > 0 && bytes > rank.arena_bytes() / slots))
+      return fail(where + ": a stash of " + std::to_string(slots) + " x " +
+                  std::to_string(bytes) + " bytes does not fit its arena");
+    std::vector<bool> persistent(size_t(rank.buffers_size()), false), used = persistent;
+    for (const Instruction &inst : rank.prologue())
+      for (uint32_t id : inst.outputs())
+        persistent[id] = true;
+    for (int i = 0; i < int(rank.accumulate_end()); ++i)
+      for (const auto *ids : {&rank.instructions(i).inputs(), &rank.instructions(i).outputs()})
+        for (uint32_t id : *ids)
+          used[id] = true;
+    // Copy 0 of the stashed buffers' bytes, sorted and merged.
+    std::vector<std::pair<int64_t, int64_t>> stash;
+    for (int b = 0; b < rank.buffers_size(); ++b) {
+      const plan::Buffer &buffer = rank.buffers(b);
+      if (!buffer.stashed())
+        continue;
+      std::string what = where + ", buffer " + std::to_string(b) + " ('" + buffer.name() + "')";
+      if (buffer.source_case() != Buffer::SOURCE_NOT_SET || persistent[size_t(b)])
+        return fail(what + ": stashed, but a parameter, constant, input or load-time value; "
+                           "only values the step computes are stashed");
+      if (slots == 0 ||
+          buffer.offset() + byteSize(buffer.type()) + (slots - 1) * bytes > rank.arena_bytes())
+        return fail(what + ": its stash copies do not fit the arena");
+      if (byteSize(buffer.type()) > 0)
+        stash.push_back({buffer.offset(), buffer.offset() + byteSize(buffer.type())});
+    }
+    if (stash.empty())
+      return true;
+    std::sort(stash.begin(), stash.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto &range : stash)
+      if (!merged.empty() && range.first <= merged.back().second)
+        merged.back().second = std::max(merged.back().second, range.second);
+      else
+        merged.push_back(range);
+    if (slots > 1 && merged.back().second - merged.front().first > bytes)
+      return fail(where + ": its stashed buffers span " +
+                  std::to_string(merged.back().second - merged.front().first) +
+                  " bytes, more than the " + std::to_string(bytes) +
+                  " bytes between stash copies: one micro-batch's copy would overwrite another's");
+    // The copy of [begin, end) that overlaps the stash's copy k, if any.
+    auto copyOverlapping = [&](int64_t begin, int64_t end, int64_t firstCopy) -> int64_t {
+      for (int64_t k = firstCopy; k < slots; ++k) {
+        int64_t shift = k * bytes;
+        auto it = std::upper_bound(merged.begin(), merged.end(), begin - shift,
+                                   [](int64_t at, const std::pair<int64_t, int64_t> &range) {
+                                     return at < range.second;
+                                   });
+        if (it != merged.end() && it->first < end - shift)
+          return k;
+      }
+      return -1;
+    };
+    for (int b = 0; b < rank.buffers_size(); ++b) {
+      const plan::Buffer &buffer = rank.buffers(b);
+      bool kept = buffer.source_case() != Buffer::SOURCE_NOT_SET || persistent[size_t(b)];
+      if (buffer.stashed() || byteSize(buffer.type()) == 0 || (!kept && !used[size_t(b)]))
+        continue;
+      int64_t begin = buffer.offset(), end = begin + byteSize(buffer.type());
+      int64_t copy = copyOverlapping(begin, end, kept || slots > 1 ? 0 : 1);
+      if (copy >= 0)
+        return fail(where + ", buffer " + std::to_string(b) + " ('" + buffer.name() +
+                    "'): shares bytes with stash copy " + std::to_string(copy) + " of " +
+                    std::to_string(slots) +
+                    ", which holds a micro-batch's values from its forward to its backward part");
+    }
+    return true;
+  }
+
+  /// Whether `program` computes output 0 in its forward part (its last
+  /// writer runs there; no writer: an input or parameter, there all along).
+  bool computesLoss(const plan::RankProgram &program) const {
+    uint32_t loss = program.outputs(0);
+    if (loss == kNoBuffer)
+      return false;
+    for (int i = program.instructions_size(); i-- > 0;)
+      for (uint32_t id : program.instructions(i).outputs())
+        if (id == loss)
+          return partOf(program, i) == kForward;
+    return true;
+  }
+
+  /// A pipelined plan's stages: each stash holds as many micro-batches as
+  /// its stage's schedule keeps in flight, every graph output is some
+  /// stage's, and the last stage's ranks compute the loss (output 0) in
+  /// their forward part, where the runtime reads it.
+  bool checkStages() {
+    if (!pipelined())
+      return true;
+    const plan::Pipeline &pipeline = plan_.training().pipeline();
+    if (plan_.outputs_size() == 0)
+      return fail("training: pipeline stages but no loss output");
+    std::vector<bool> stashes(size_t(plan_.ranks_size()), false);
+    for (int p = 0; p < plan_.ranks_size(); ++p)
+      for (const Buffer &buffer : plan_.ranks(p).buffers())
+        stashes[size_t(p)] = stashes[size_t(p)] || buffer.stashed();
+    std::vector<bool> computed(size_t(plan_.outputs_size()), false);
+    std::vector<int64_t> inFlight(pipeline.stages());
+    for (int64_t stage = 0; stage < int64_t(pipeline.stages()); ++stage)
+      inFlight[size_t(stage)] =
+          stashSlots(pipeline.schedule(), pipeline.stages(), stage, microBatches());
+    int64_t devices = meshDevices(plan_.mesh());
+    for (int64_t r = 0; r < devices; ++r) {
+      int p = programIndexOfRank(plan_, r);
+      const plan::RankProgram &program = plan_.ranks(p);
+      for (int o = 0; o < program.outputs_size(); ++o)
+        computed[size_t(o)] = computed[size_t(o)] || program.outputs(o) != kNoBuffer;
+      int64_t stage = stageOf(r);
+      if (stage + 1 == int64_t(pipeline.stages()) && !computesLoss(program)) {
+        std::string what = "rank " + std::to_string(r) + " (the last stage)";
+        return fail(program.outputs(0) == kNoBuffer
+                        ? what + " does not compute the loss (output 0)"
+                        : what + " computes the loss (output 0) after its forward part, "
+                                 "which the loss must end");
+      }
+      if (stashes[size_t(p)] && int64_t(program.stash_slots()) < inFlight[size_t(stage)])
+        return fail("rank " + std::to_string(r) + " (stage " + std::to_string(stage) +
+                    "): a stash of " + std::to_string(program.stash_slots()) +
+                    " copies, but the " + scheduleName(pipeline.schedule()) +
+                    " schedule keeps " + std::to_string(inFlight[size_t(stage)]) +
+                    " of its " + std::to_string(microBatches()) +
+                    " micro-batches in flight on that stage");
+    }
+    for (int o = 0; o < plan_.outputs_size(); ++o)
+      if (!computed[size_t(o)])
+        return fail("graph output " + std::to_string(o) + " ('" + plan_.outputs(o).name() +
+                    "') is computed by no pipeline stage");
     return true;
   }
 

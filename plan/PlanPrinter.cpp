@@ -427,7 +427,8 @@ std::string printPlan(const plan::Plan &plan) {
       else if (!buffer.name().empty())
         source = "'" + buffer.name() + "'";
       if (buffer.stashed())
-        source += fmt::format(" (stashed: {} copies)", rank.stash_slots());
+        source += fmt::format(" (stashed: {} {})", rank.stash_slots(),
+                              rank.stash_slots() == 1 ? "copy" : "copies");
       line(fmt::format("  %{:<5} @{:<10} {:<22} {}", b, buffer.offset(),
                        bufferType(plan, buffer), source));
     }

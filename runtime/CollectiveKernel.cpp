@@ -160,28 +160,28 @@ private:
 /// A tensor to or from one other rank.
 class TransferKernel : public cpu::Kernel {
 public:
-  TransferKernel(bool send, int64_t bytes, int peer, Communicator &world)
-      : send_(send), bytes_(bytes), peer_(peer), world_(world) {}
+  TransferKernel(bool send, int64_t bytes, int peer, int tag, Communicator &world)
+      : send_(send), bytes_(bytes), peer_(peer), tag_(tag), world_(world) {}
 
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
-    return send_ ? world_.send(inputs[0], bytes_, peer_, kTag, error)
-                 : world_.recv(outputs[0], bytes_, peer_, kTag, error);
+    return send_ ? world_.send(inputs[0], bytes_, peer_, tag_, error)
+                 : world_.recv(outputs[0], bytes_, peer_, tag_, error);
   }
 
 private:
-  static constexpr int kTag = 7; // one stream per pair of ranks, in program order
   bool send_;
   int64_t bytes_;
   int peer_;
+  int tag_;
   Communicator &world_;
 };
 
 } // namespace
 
 std::unique_ptr<cpu::Kernel> makeTransferKernel(bool send, const plan::TensorType &type,
-                                                int64_t peer, int64_t self, Communicator *world,
-                                                std::string &error) {
+                                                int64_t peer, int64_t self, int stream,
+                                                Communicator *world, std::string &error) {
   std::string what = std::string(send ? "send to" : "receive from") + " rank " +
                      std::to_string(peer);
   if (!world) {
@@ -193,7 +193,10 @@ std::unique_ptr<cpu::Kernel> makeTransferKernel(bool send, const plan::TensorTyp
             (peer == self ? " cannot send to itself" : " has no such peer");
     return nullptr;
   }
-  return std::make_unique<TransferKernel>(send, byteSize(type), int(peer), *world);
+  // One tag per stream: a pair's messages meet in order within each.
+  constexpr int kFirstTag = 7;
+  return std::make_unique<TransferKernel>(send, byteSize(type), int(peer), kFirstTag + stream,
+                                          *world);
 }
 
 bool communicates(const plan::Collective &collective) {

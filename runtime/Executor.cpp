@@ -157,12 +157,28 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   if (!readParameters(modelPath, error))
     return false;
 
+  // A training step's parts (StepPart), and which part makes each update.
+  pipelined_ = plan_->training().pipeline().stages() > 1;
+  bool micro = plan_->training().micro_batches() > 1 || pipelined_;
+  size_t size = size_t(program.instructions_size());
+  accumulateEnd_ = micro ? size_t(program.accumulate_end()) : size;
+  forwardEnd_ = pipelined_ ? std::min(size_t(program.forward_end()), accumulateEnd_) : 0;
+  std::vector<int> lastWriter(size_t(program.buffers_size()), -1);
+  for (int i = 0; i < program.instructions_size(); ++i)
+    for (uint32_t out : program.instructions(i).outputs())
+      lastWriter[out] = i;
+  for (const plan::ParameterUpdate &update : updatesOf(*plan_, program)) {
+    int writer = lastWriter[program.outputs(int(update.output()))];
+    // Without micro-batches (or written by no instruction), after the step.
+    updatePart_.push_back(micro && writer >= 0 ? partOf(size_t(writer)) : StepPart::Once);
+  }
+
   pool_ = std::make_unique<cpu::ThreadPool>(threads);
   // The prologue, once: its kernels are used a single time.
   std::vector<bool> constant = constantBuffers(*plan_, program, /*afterPrologue=*/false);
   for (int i = 0; i < program.prologue_size(); ++i) {
     Step step;
-    if (!prepare(program.prologue(i), constant, step, error) ||
+    if (!prepare(program.prologue(i), StepPart::Prologue, constant, step, error) ||
         !step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error)) {
       error = "prologue instruction " + std::to_string(i) + ": " + error;
       return false;
@@ -171,17 +187,12 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   constant = constantBuffers(*plan_, program, /*afterPrologue=*/true);
   for (int i = 0; i < program.instructions_size(); ++i) {
     Step step;
-    if (!prepare(program.instructions(i), constant, step, error)) {
+    if (!prepare(program.instructions(i), partOf(size_t(i)), constant, step, error)) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return false;
     }
     steps_.push_back(std::move(step));
   }
-  // A micro-batched step's parts, and which part makes each update.
-  pipelined_ = plan_->training().pipeline().stages() > 1;
-  bool micro = plan_->training().micro_batches() > 1 || pipelined_;
-  accumulateEnd_ = micro ? size_t(program.accumulate_end()) : steps_.size();
-  forwardEnd_ = pipelined_ ? std::min(size_t(program.forward_end()), accumulateEnd_) : 0;
   // A pipeline stage's stashed buffers move by the micro-batch's slot.
   for (int i = 0; pipelined_ && i < program.instructions_size(); ++i) {
     const plan::Instruction &inst = program.instructions(i);
@@ -193,14 +204,6 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
       if (program.buffers(int(inst.outputs(k))).stashed())
         steps_[size_t(i)].stashedOutputs.push_back(
             {size_t(k), static_cast<char *>(steps_[size_t(i)].outputs[size_t(k)])});
-  }
-  std::vector<int> lastWriter(size_t(program.buffers_size()), -1);
-  for (int i = 0; i < program.instructions_size(); ++i)
-    for (uint32_t out : program.instructions(i).outputs())
-      lastWriter[out] = i;
-  for (const plan::ParameterUpdate &update : updatesOf(*plan_, program)) {
-    int writer = lastWriter[program.outputs(int(update.output()))];
-    updateInMicroBatch_.push_back(micro && writer >= 0 && size_t(writer) < accumulateEnd_);
   }
   inputs_.resize(plan_->inputs_size());
   inputSet_.assign(plan_->inputs_size(), false);
@@ -297,8 +300,14 @@ void Executor::enableProfile() {
   profiledRuns_ = 0;
 }
 
-bool Executor::prepare(const plan::Instruction &inst, const std::vector<bool> &constant,
-                       Step &step, std::string &error) {
+StepPart Executor::partOf(size_t instruction) const {
+  return instruction < forwardEnd_      ? StepPart::Forward
+         : instruction < accumulateEnd_ ? StepPart::Backward
+                                        : StepPart::Once;
+}
+
+bool Executor::prepare(const plan::Instruction &inst, StepPart part,
+                       const std::vector<bool> &constant, Step &step, std::string &error) {
   std::vector<plan::TensorType> inTypes, outTypes;
   std::vector<const void *> constants;
   for (uint32_t id : inst.inputs()) {
@@ -323,8 +332,8 @@ bool Executor::prepare(const plan::Instruction &inst, const std::vector<bool> &c
     step.kernel = makeTransferKernel(send, send ? inTypes[0] : outTypes[0],
                                      plan::transferPeer(send ? inst.send() : inst.recv(),
                                                         axisSizes_, rank_),
-                                     rank_,
-                                     groups_ ? &groups_->world() : nullptr, error);
+                                     rank_, int(part), groups_ ? &groups_->world() : nullptr,
+                                     error);
   } else {
     step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
   }
@@ -372,9 +381,11 @@ std::vector<char> &Executor::inputRowBytes(int index) {
   return t.bytes;
 }
 
-void Executor::applyUpdates() { applyUpdates(false); }
+void Executor::applyUpdates() { applyUpdates(StepPart::Once); }
 
-void Executor::applyMicroBatchUpdates() { applyUpdates(true); }
+void Executor::applyMicroBatchUpdates() { applyUpdates(StepPart::Backward); }
+
+void Executor::applyForwardUpdates() { applyUpdates(StepPart::Forward); }
 
 void Executor::zeroAccumulators() {
   for (const plan::Buffer &buffer : program_->buffers())
@@ -408,17 +419,22 @@ bool Executor::hasOutput(int index) const {
          program_->outputs(index) != plan::kNoBuffer;
 }
 
-void Executor::applyUpdates(bool microBatch) {
+void Executor::applyUpdates(StepPart part) {
   const auto &updates = updatesOf(*plan_, *program_);
   for (int u = 0; u < updates.size(); ++u) {
     const plan::ParameterUpdate &update = updates[u];
-    if (updateInMicroBatch_[size_t(u)] != microBatch)
+    if (updatePart_[size_t(u)] != part)
       continue;
-    const plan::Buffer &from = program_->buffers(int(program_->outputs(int(update.output()))));
+    const char *from = bufferBytes(program_->outputs(int(update.output())));
     const plan::Buffer &to = program_->buffers(int(update.buffer()));
-    if (from.offset() != to.offset()) // else written in place by the step
-      std::memmove(arena_ + to.offset(), arena_ + from.offset(), size_t(byteSize(to.type())));
+    if (from != arena_ + to.offset()) // else written in place by the step
+      std::memmove(arena_ + to.offset(), from, size_t(byteSize(to.type())));
   }
+}
+
+const char *Executor::bufferBytes(uint32_t id) const {
+  const plan::Buffer &buffer = program_->buffers(int(id));
+  return arena_ + buffer.offset() + (buffer.stashed() ? slotShift_ : 0);
 }
 
 bool Executor::run(std::string &error) { return runRange(0, steps_.size(), true, error); }
@@ -458,6 +474,7 @@ bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &
   int64_t shift = slot < 0 || program_->stash_slots() == 0
                       ? 0
                       : slot % int64_t(program_->stash_slots()) * program_->stash_bytes();
+  slotShift_ = shift;
   for (size_t i = begin; i < end; ++i) {
     Step &step = steps_[i];
     for (auto &[k, base] : step.stashedInputs)
@@ -500,7 +517,7 @@ HostTensor Executor::output(int index) const {
     return t;
   const plan::Buffer &buffer = program_->buffers(program_->outputs(index));
   t.type = buffer.type();
-  const char *at = arena_ + buffer.offset();
+  const char *at = bufferBytes(program_->outputs(index));
   t.bytes.assign(at, at + byteSize(buffer.type()));
   return t;
 }

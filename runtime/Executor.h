@@ -28,6 +28,16 @@ class ThreadPool;
 
 class MeshGroups;
 
+/// The parts of a training step's program. Without micro-batches the whole
+/// program is one Backward part; with them (plan.training.micro_batches),
+/// [0, accumulate_end) is the Backward part, run once per micro-batch; in a
+/// pipeline stage's program [0, forward_end) is its Forward part and
+/// [forward_end, accumulate_end) its Backward part. The rest runs Once per
+/// step; the Prologue once at load. Each part's sends and receives are a
+/// stream of their own (stages interleave micro-batches' parts
+/// differently, each part in micro-batch order).
+enum class StepPart { Prologue, Forward, Backward, Once };
+
 class Executor {
 public:
   ~Executor();
@@ -82,13 +92,18 @@ public:
   /// The instructions run once per step, after the last micro-batch.
   bool runStepEnd(std::string &error);
 
-  // A pipeline stage (plan.training.pipeline): per micro-batch, in the
-  // order plan::pipelineOrder gives the stage, runForward (on the inputs as
-  // set now) and later runBackward + applyMicroBatchUpdates; what the
-  // backward reads of the forward is kept in the micro-batch's stash slot.
+  // A pipeline stage (plan.training.pipeline): zeroAccumulators, then per
+  // micro-batch, in the order plan::pipelineOrder gives the stage,
+  // runForward (on the inputs as set now) + applyForwardUpdates and later
+  // runBackward + applyMicroBatchUpdates; then runStepEnd, the world's
+  // completeSends, and applyUpdates. What the backward reads of the
+  // forward (stashed buffers) is kept in the micro-batch's stash slot.
   bool pipelined() const { return pipelined_; }
   bool runForward(int64_t microBatch, std::string &error);
   bool runBackward(int64_t microBatch, std::string &error);
+  /// The updates the forward part makes (batch norms' running statistics),
+  /// copied into their parameters before the next micro-batch's forward.
+  void applyForwardUpdates();
 
   /// The updates this rank's program makes: its own in a pipeline stage's
   /// program, else the plan's.
@@ -116,8 +131,10 @@ public:
   std::vector<double> profileMedianSeconds() const;
   static constexpr int kProfileHistory = 64;
 
-  /// Graph output `index` of the last run: the rank's buffer (whole when
-  /// the plan replicates the output, as it does graph outputs and the loss).
+  /// Graph output `index` of the last run (of a pipeline stage: of the
+  /// micro-batch it last ran a part of): the rank's buffer (whole when the
+  /// plan replicates the output, as it does graph outputs and the loss).
+  /// Empty (no type, no bytes) when another stage computes it (hasOutput).
   HostTensor output(int index) const;
 
   int threads() const;
@@ -137,17 +154,20 @@ private:
     std::vector<std::pair<size_t, const char *>> stashedInputs;
     std::vector<std::pair<size_t, char *>> stashedOutputs;
   };
-  bool prepare(const plan::Instruction &inst, const std::vector<bool> &constant, Step &step,
-               std::string &error);
+  bool prepare(const plan::Instruction &inst, StepPart part, const std::vector<bool> &constant,
+               Step &step, std::string &error);
+  StepPart partOf(size_t instruction) const;
   /// Fills the arena, reads parameters, prepares the kernels.
   bool load(const std::string &modelPath, int threads, std::string &error);
   bool readParameters(const std::string &modelPath, std::string &error);
   /// Runs instructions [begin, end); with `copyInputs`, copies the inputs in first.
   bool runRange(size_t begin, size_t end, bool copyInputs, std::string &error,
                 int64_t slot = -1);
-  /// Copies the updates made in (or, `microBatch` false, after) the
-  /// per-micro-batch part into their parameters.
-  void applyUpdates(bool microBatch);
+  /// Copies the updates made in `part` into their parameters.
+  void applyUpdates(StepPart part);
+  /// Where buffer `id`'s bytes are now: a stashed one's in the slot of the
+  /// micro-batch last run.
+  const char *bufferBytes(uint32_t id) const;
 
   /// Where a graph input goes: one of its buffers, which takes all of it or
   /// (sharded) the rank's part of `sizes` at `starts`.
@@ -173,7 +193,8 @@ private:
   size_t accumulateEnd_ = 0;           // instructions before it run per micro-batch
   size_t forwardEnd_ = 0;              // a pipeline stage's: its forward part ends here
   bool pipelined_ = false;
-  std::vector<bool> updateInMicroBatch_; // per plan.training update: made before accumulateEnd_
+  int64_t slotShift_ = 0;              // bytes: the stash slot of the micro-batch last run
+  std::vector<StepPart> updatePart_;   // per update (updatesOf): the part that makes it
   std::vector<double> profileSeconds_; // empty unless profiling
   std::vector<float> profileHistory_;  // kProfileHistory runs of every instruction, a ring
   int profiledRuns_ = 0;

@@ -11,56 +11,55 @@
 
 #include "onnx.pb.h"
 
+#include <cstring>
 #include <map>
+#include <set>
 
 namespace dtc::runtime::train {
 namespace {
 
-/// The whole tensor of parameter buffer `id` (f32): the rank's bytes when
-/// the plan does not split it; else every rank's part, all-gathered over
-/// `world` (a collective call of every rank, in the same order) and put
-/// where it lies in the whole tensor.
-/// Parameter `id` of program `program`, whole, on rank 0 (and on the ranks
-/// that hold it). Every rank calls it for the same parameters in the same
-/// order: a world all-gather of each rank's part, where ranks of another
-/// program (a pipeline's other stages) send zeros of the same size.
+/// Parameter `id` of program `program`, whole (f32). Every rank calls it
+/// for the same parameters in the same order: unless every rank holds the
+/// whole parameter (one program for all, the parameter not split), each
+/// distinct part is broadcast over `world` by the first rank that holds it
+/// and put where it lies in the whole; ranks of another program (a
+/// pipeline's other stages) hold none. A rank needs the whole once, not a
+/// part from every rank.
 bool wholeParameter(const plan::Plan &plan, Executor &executor, int program, uint32_t id,
                     Communicator *world, std::string &whole, std::string &error) {
   const plan::RankProgram &owner = plan.ranks(program);
   const plan::Buffer &buffer = owner.buffers(int(id));
   const plan::TensorType &part = buffer.type();
   int64_t count = plan::elementCount(part);
-  bool mine = &executor.program() == &owner;
-  if (!world) {
-    whole.assign(executor.bufferData(id), size_t(count * 4));
-    return true;
-  }
-  bool pipelined = plan.training().pipeline().stages() > 1;
-  if (buffer.sharding_size() == 0 && !pipelined) {
+  bool everyRank = true;
+  for (int q = 0; world && q < world->size(); ++q)
+    everyRank = everyRank && plan::programIndexOfRank(plan, q) == program;
+  if (!world || (everyRank && buffer.sharding_size() == 0)) {
     whole.assign(executor.bufferData(id), size_t(count * 4));
     return true;
   }
   std::vector<int64_t> axisSizes = plan::meshAxisSizes(plan.mesh());
   std::vector<int64_t> parts = plan::shardParts(buffer, axisSizes);
   std::vector<int64_t> shape(part.shape().begin(), part.shape().end()), wholeShape = shape;
-  for (size_t d = 0; d < shape.size(); ++d)
-    wholeShape[d] *= parts[d];
-  std::vector<char> zeros;
-  if (!mine)
-    zeros.assign(size_t(count * 4), '\0');
-  std::vector<char> all(size_t(count * 4 * world->size()));
-  if (!world->allGather(mine ? executor.bufferData(id) : zeros.data(), all.data(), count,
-                        plan::F32, error))
-    return false;
   int64_t wholeCount = 1;
-  for (int64_t d : wholeShape)
-    wholeCount *= d;
+  for (size_t d = 0; d < shape.size(); ++d)
+    wholeCount *= wholeShape[d] *= parts[d];
   whole.assign(size_t(wholeCount * 4), '\0');
-  for (int q = 0; q < world->size(); ++q) // each holder's part where it lies
-    if (plan::programIndexOfRank(plan, q) == program)
-      pasteSlice(all.data() + size_t(q) * size_t(count * 4), wholeShape,
-                 plan::shardStarts(buffer, axisSizes, meshCoordinates(q, axisSizes)), shape, 4,
-                 whole.data());
+  std::vector<char> piece(size_t(count * 4));
+  std::set<std::vector<int64_t>> sent; // the parts' starts
+  for (int q = 0; q < world->size(); ++q) {
+    if (plan::programIndexOfRank(plan, q) != program)
+      continue;
+    std::vector<int64_t> starts =
+        plan::shardStarts(buffer, axisSizes, meshCoordinates(q, axisSizes));
+    if (!sent.insert(starts).second)
+      continue;
+    if (q == world->rank())
+      std::memcpy(piece.data(), executor.bufferData(id), piece.size());
+    if (!world->broadcast(piece.data(), count, plan::F32, q, error))
+      return false;
+    pasteSlice(piece.data(), wholeShape, starts, shape, 4, whole.data());
+  }
   return true;
 }
 
@@ -69,15 +68,13 @@ bool wholeParameter(const plan::Plan &plan, Executor &executor, int program, uin
 bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::string &modelPath,
                         const std::string &out, Communicator *world, int &replaced,
                         std::string &error) {
-  // The programs whose parameters are gathered: this rank's (every rank
-  // runs the same), or a pipeline's every stage's.
-  std::vector<int> programs;
-  if (plan.training().pipeline().stages() > 1 && world) {
-    for (int p = 0; p < plan.ranks_size(); ++p)
+  // The programs whose parameters are gathered: with several ranks, every
+  // program (a pipeline's stages hold different parameters), else the one
+  // this process runs.
+  std::vector<int> programs = {plan::programIndexOfRank(plan, 0)};
+  for (int p = 0; world && p < plan.ranks_size(); ++p)
+    if (p != programs[0])
       programs.push_back(p);
-  } else {
-    programs.push_back(world ? plan::programIndexOfRank(plan, world->rank()) : 0);
-  }
   std::map<std::string, std::string> trained;
   replaced = 0;
   for (int p : programs) {

@@ -1,11 +1,11 @@
 //===- Trainer.cpp --------------------------------------------------------===//
 #include "runtime/train/Trainer.h"
 
-#include "plan/PipelineSchedule.h"
-
 #include "plan/DType.h"
+#include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
 #include "plan/Sharding.h"
+#include "runtime/comm/MeshGroups.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSet.h"
 #include "runtime/train/ModelExport.h"
@@ -141,7 +141,7 @@ bool Trainer::resume(const TrainOptions &options, const std::string &digest,
 }
 
 bool Trainer::runPipelinedStep(int64_t step, int64_t microBatches,
-                               const std::function<bool(int64_t)> &feed, float &loss,
+                               const std::function<bool(int64_t)> &feed, double &lossSum,
                                std::string &error) {
   const plan::Pipeline &pipeline = plan_.training().pipeline();
   if (!world_) {
@@ -151,11 +151,8 @@ bool Trainer::runPipelinedStep(int64_t step, int64_t microBatches,
   }
   // This rank's stage: its coordinate on the pipeline's axis.
   std::vector<int64_t> sizes = plan::meshAxisSizes(plan_.mesh());
-  int64_t stride = 1;
-  for (size_t a = pipeline.axis() + 1; a < sizes.size(); ++a)
-    stride *= sizes[a];
-  int64_t stage = world_->rank() / stride % int64_t(pipeline.stages());
-  double lossSum = 0;
+  int64_t stage = meshCoordinates(world_->rank(), sizes)[pipeline.axis()];
+  lossSum = 0;
   for (const plan::PipelineTask &task :
        plan::pipelineOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches)) {
     std::string what = fmt::format("step {}, micro-batch {} ({})", step + 1,
@@ -167,6 +164,7 @@ bool Trainer::runPipelinedStep(int64_t step, int64_t microBatches,
         error = what + ": " + error;
         return false;
       }
+      executor_.applyForwardUpdates();
       if (executor_.hasOutput(0)) { // the last stage: the loss
         float microLoss;
         std::memcpy(&microLoss, executor_.output(0).bytes.data(), sizeof microLoss);
@@ -180,20 +178,18 @@ bool Trainer::runPipelinedStep(int64_t step, int64_t microBatches,
     }
     executor_.applyMicroBatchUpdates();
   }
-  if (!executor_.runStepEnd(error) || !world_->completeSends(error)) {
+  if (!executor_.runStepEnd(error)) {
     error = fmt::format("step {}: {}", step + 1, error);
     return false;
   }
-  // Every rank of the last stage holds the loss; every rank learns it.
-  int64_t lossRanks = plan::meshDevices(plan_.mesh()) / int64_t(pipeline.stages());
-  float share = executor_.hasOutput(0)
-                    ? float(lossSum / double(microBatches) / double(lossRanks))
-                    : 0.0f;
-  if (!world_->allReduce(&share, 1, plan::F32, Reduction::Sum, error)) {
+  // The last stage's ranks hold the loss (the same on each); the one with
+  // every other coordinate 0 tells every rank, which all check it alike.
+  std::vector<int64_t> last(sizes.size(), 0);
+  last[pipeline.axis()] = int64_t(pipeline.stages()) - 1;
+  if (!world_->broadcast(&lossSum, 1, plan::F64, int(meshRank(last, sizes)), error)) {
     error = fmt::format("step {}: {}", step + 1, error);
     return false;
   }
-  loss = share;
   return true;
 }
 
@@ -292,12 +288,17 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     return writeCheckpoint(options.checkpoint, state, error);
   };
 
-  progress_(fmt::format("training: {} samples, batch {}{}, {} batches per epoch, {} steps, "
+  const plan::Pipeline &pipeline = training.pipeline();
+  progress_(fmt::format("training: {} samples, batch {}{}{}, {} batches per epoch, {} steps, "
                         "loss {}, {}",
                         data->samples(), data->batch(),
                         microBatches > 1 ? fmt::format(" ({} micro-batches of {})", microBatches,
                                                        data->batch() / microBatches)
                                          : "",
+                        executor_.pipelined()
+                            ? fmt::format(" through {} pipeline stages ({})", pipeline.stages(),
+                                          plan::scheduleName(pipeline.schedule()))
+                            : "",
                         data->batchesPerEpoch(), options.steps, training.loss(),
                         training.optimizer()));
   // Each rank reads only its rows of every batch (all of them unless the
@@ -332,12 +333,8 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       }
       return true;
     };
-    if (executor_.pipelined()) {
-      float loss = 0;
-      if (!runPipelinedStep(step, microBatches, feed, loss, error))
-        return false;
-      lossSum = double(loss) * double(microBatches);
-    }
+    if (executor_.pipelined() && !runPipelinedStep(step, microBatches, feed, lossSum, error))
+      return false;
     for (int64_t m = 0; m < microBatches && !executor_.pipelined(); ++m) {
       if (!feed(m))
         return false;
@@ -356,6 +353,11 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
         executor_.applyMicroBatchUpdates();
     }
     if (microBatches > 1 && !executor_.pipelined() && !executor_.runStepEnd(error)) {
+      error = fmt::format("step {}: {}", step + 1, error);
+      return false;
+    }
+    // Sends are buffered: each step waits for its own to be received.
+    if (world_ && !world_->completeSends(error)) {
       error = fmt::format("step {}: {}", step + 1, error);
       return false;
     }

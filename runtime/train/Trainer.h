@@ -63,10 +63,11 @@ public:
 private:
   /// A pipeline stage's part of one step: its micro-batches' forward and
   /// backward parts in the schedule's order (`feed(m)` sets micro-batch m's
-  /// inputs), the once-per-step part, and the step's loss (the last
-  /// stage's, which every rank learns).
+  /// inputs) and the once-per-step part; `lossSum` is the sum of the
+  /// micro-batches' losses, which the last stage computes and every rank
+  /// learns.
   bool runPipelinedStep(int64_t step, int64_t microBatches,
-                        const std::function<bool(int64_t)> &feed, float &loss,
+                        const std::function<bool(int64_t)> &feed, double &lossSum,
                         std::string &error);
   bool resume(const TrainOptions &options, const std::string &digest,
               const std::vector<uint32_t> &parameters, uint64_t &seed, int64_t &start,

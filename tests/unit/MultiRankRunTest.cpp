@@ -3,11 +3,14 @@
 // Writes small SPMD plans for a 2x2 mesh (with their model, inputs and
 // training data) and runs `dtc run` on them as a user would: dtc starts the
 // 4 ranks under mpirun itself. Checks the outputs, that rank 0 alone
-// prints, training with a checkpoint per rank and resume, and the messages
-// for a wrong rank count, a bad collective, a rank failing alone, and a
-// checkpoint of another mesh; and that `dtc plan` shows each split.
+// prints, training with a checkpoint per rank and resume, training two
+// pipeline stages (losses, checkpoints and the export of both stages'
+// weights), and the messages for a wrong rank count, a bad collective, a
+// rank failing alone, and a checkpoint of another mesh; and that `dtc plan`
+// shows each split.
 //
 //===----------------------------------------------------------------------===//
+#include "plan/PipelineSchedule.h"
 #include "runtime/TensorIO.h"
 #include "tests/unit/SpmdPlanBuilder.h"
 #include "tests/unit/TestFiles.h"
@@ -79,20 +82,32 @@ void writePlan(const std::string &path, const plan::Plan &plan) {
   testsupport::writeBytes(path, plan.SerializeAsString());
 }
 
-/// An ONNX model holding one float initializer.
-void writeModel(const std::string &path, const std::string &name,
-                const std::vector<int64_t> &dims, const std::vector<float> &values) {
+struct Initializer {
+  std::string name;
+  std::vector<int64_t> dims;
+  std::vector<float> values;
+};
+
+/// An ONNX model holding float initializers.
+void writeModel(const std::string &path, const std::vector<Initializer> &initializers) {
   ::onnx::ModelProto model;
   model.set_ir_version(9);
   model.mutable_graph()->set_name("g");
-  ::onnx::TensorProto *t = model.mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(::onnx::TensorProto::FLOAT);
-  for (int64_t d : dims)
-    t->add_dims(d);
-  for (float v : values)
-    t->add_float_data(v);
+  for (const Initializer &init : initializers) {
+    ::onnx::TensorProto *t = model.mutable_graph()->add_initializer();
+    t->set_name(init.name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    for (int64_t d : init.dims)
+      t->add_dims(d);
+    for (float v : init.values)
+      t->add_float_data(v);
+  }
   testsupport::writeBytes(path, model.SerializeAsString());
+}
+
+void writeModel(const std::string &path, const std::string &name,
+                const std::vector<int64_t> &dims, const std::vector<float> &values) {
+  writeModel(path, {{name, dims, values}});
 }
 
 plan::ParameterSource initializer(const std::string &name) {
@@ -254,6 +269,28 @@ TEST_F(MultiRankRun, PlanShowsHowEachValueIsSplit) {
   EXPECT_TRUE(contains(shown.output, "f32[8/(dp,tp),4]       parameter 'v'"));
 }
 
+/// An elementwise instruction over `inputs` into `out`: node i < inputs is
+/// input i, then `nodes` (op, argument nodes, constant), each f32.
+using ExprNodes = std::vector<std::tuple<plan::ExprOp, std::vector<uint32_t>, double>>;
+void expression(SpmdPlanBuilder &b, const std::vector<uint32_t> &inputs, uint32_t out,
+                const ExprNodes &nodes) {
+  plan::Elementwise *e = b.instruction(inputs, out).mutable_elementwise();
+  for (uint32_t i = 0; i < inputs.size(); ++i) {
+    plan::ExprNode *node = e->add_nodes();
+    node->set_op(plan::INPUT);
+    node->add_args(i);
+    node->set_dtype(plan::F32);
+  }
+  for (const auto &[op, args, value] : nodes) {
+    plan::ExprNode *node = e->add_nodes();
+    node->set_op(op);
+    for (uint32_t a : args)
+      node->add_args(a);
+    node->set_value(value);
+    node->set_dtype(plan::F32);
+  }
+}
+
 /// Linear regression with a per-sample bias, trained with SGD on `mesh`
 /// (2x2, 4x1 or 1x1): the batch of 4 split over every rank, w replicated,
 /// the biases (acc) split like the batch, so that each rank's checkpoint
@@ -272,32 +309,12 @@ void buildTraining(SpmdPlanBuilder &b, const std::string &model) {
   zeros.set_zeros(true);
   uint32_t acc = b.parameter(zeros, plan::F32, {4, 1}, {{0, 1}, {}});
 
-  // An expression of the instruction's inputs: node i < inputs is input i.
-  auto expression = [&](const std::vector<uint32_t> &inputs, uint32_t out,
-                        const std::vector<std::tuple<plan::ExprOp, std::vector<uint32_t>, double>>
-                            &nodes) {
-    plan::Elementwise *e = b.instruction(inputs, out).mutable_elementwise();
-    for (uint32_t i = 0; i < inputs.size(); ++i) {
-      plan::ExprNode *node = e->add_nodes();
-      node->set_op(plan::INPUT);
-      node->add_args(i);
-      node->set_dtype(plan::F32);
-    }
-    for (const auto &[op, args, value] : nodes) {
-      plan::ExprNode *node = e->add_nodes();
-      node->set_op(op);
-      for (uint32_t a : args)
-        node->add_args(a);
-      node->set_value(value);
-      node->set_dtype(plan::F32);
-    }
-  };
   uint32_t predicted = b.buffer(plan::F32, {batch, 1});
   b.instruction({x, w}, predicted).mutable_matmul();
   uint32_t diff = b.buffer(plan::F32, {batch, 1});
-  expression({predicted, acc, labels}, diff, {{plan::ADD, {0, 1}, 0}, {plan::SUB, {3, 2}, 0}});
+  expression(b, {predicted, acc, labels}, diff, {{plan::ADD, {0, 1}, 0}, {plan::SUB, {3, 2}, 0}});
   uint32_t square = b.buffer(plan::F32, {batch, 1});
-  expression({diff}, square,
+  expression(b, {diff}, square,
              {{plan::MUL, {0, 0}, 0}, {plan::CONSTANT, {}, 0.25}, {plan::MUL, {1, 2}, 0}});
   uint32_t partial = b.buffer(plan::F32, {1, 1});
   plan::Reduce *sum = b.instruction({square}, partial).mutable_reduce();
@@ -310,13 +327,13 @@ void buildTraining(SpmdPlanBuilder &b, const std::string &model) {
   uint32_t grad = b.buffer(plan::F32, {2, 1});
   b.collective(plan::ALL_REDUCE, {0, 1}, gradPart, grad);
   // new = old - lr * gradient * 2 / batch
-  std::vector<std::tuple<plan::ExprOp, std::vector<uint32_t>, double>> step = {
+  ExprNodes step = {
       {plan::MUL, {1, 2}, 0}, {plan::CONSTANT, {}, 0.5}, {plan::MUL, {3, 4}, 0},
       {plan::SUB, {0, 5}, 0}};
   uint32_t newW = b.buffer(plan::F32, {2, 1});
-  expression({w, lr, grad}, newW, step);
+  expression(b, {w, lr, grad}, newW, step);
   uint32_t newAcc = b.buffer(plan::F32, {batch, 1});
-  expression({acc, lr, diff}, newAcc, step);
+  expression(b, {acc, lr, diff}, newAcc, step);
   b.output(loss, "loss");
   b.output(newW, "w.new");
   plan::TensorType wholeAcc = tensorType(plan::F32, {4, 1});
@@ -450,6 +467,238 @@ TEST_F(MultiRankRun, TrainsWithACheckpointPerRank) {
   EXPECT_EQ(exported.status, 0) << exported.output;
   EXPECT_EQ(count(exported.output, "with 1 trained initializers"), 1u) << exported.output;
   EXPECT_TRUE(std::filesystem::exists(dir + "/out.onnx"));
+}
+
+/// Marks `ids`, the program's last buffers, stashed, with room for `slots`
+/// copies of them.
+void stash(SpmdPlanBuilder &b, const std::vector<uint32_t> &ids, int64_t slots) {
+  plan::RankProgram &program = *b.program;
+  int64_t begin = program.buffers(int(ids.front())).offset(), end = program.arena_bytes();
+  for (uint32_t id : ids)
+    program.mutable_buffers(int(id))->set_stashed(true);
+  program.set_stash_bytes(end - begin);
+  program.set_stash_slots(uint32_t(slots));
+  program.set_arena_bytes(begin + slots * (end - begin));
+}
+
+plan::Transfer toStage(int64_t stage) {
+  plan::Transfer t;
+  t.mutable_along()->set_axis(0);
+  t.mutable_along()->set_coordinate(stage);
+  return t;
+}
+
+/// y = (x w1) w2 trained with SGD on mean squared error (0.25 d^2 summed
+/// over a micro-batch's 4 rows), as 2 pipeline stages (mesh axis pp) of 2
+/// data-parallel ranks (axis dp), 2 micro-batches a step: stage 0 computes
+/// h = x w1 and sends it, stage 1 the rest and the loss; stage 1's backward
+/// sends dL/dh back. Each stage accumulates its gradient per micro-batch
+/// (an update copied into the accumulator after each backward part),
+/// all-reduces it over dp and steps once per step.
+plan::Plan pipelinedTraining(plan::PipelineSchedule schedule, const std::string &model) {
+  const int64_t microBatches = 2;
+  SpmdPlanBuilder first({2, 2}), second({2, 2});
+  auto common = [&](SpmdPlanBuilder &b, const std::string &w, const std::vector<int64_t> &shape,
+                    uint32_t &weight, uint32_t &accumulator) {
+    b.plan.set_model(model);
+    b.input("x", plan::F32, {4, 2}, {{1}, {}});
+    b.input("labels", plan::F32, {4, 1}, {{1}, {}}, plan::LABELS);
+    uint32_t lr = b.input("optimizer.lr", plan::F32, {}, {}, plan::LEARNING_RATE);
+    weight = b.parameter(initializer(w), plan::F32, shape);
+    plan::ParameterSource zeros = initializer(w + ".grad");
+    zeros.set_zeros(true);
+    zeros.set_accumulator(true);
+    accumulator = b.parameter(zeros, plan::F32, shape);
+    return lr;
+  };
+  // new = old - lr * gradient / micro-batches
+  ExprNodes step = {{plan::MUL, {1, 2}, 0}, {plan::CONSTANT, {}, 1.0 / microBatches},
+                    {plan::MUL, {3, 4}, 0}, {plan::SUB, {0, 5}, 0}};
+
+  uint32_t w1, acc1;
+  uint32_t lr = common(first, "w1", {2, 2}, w1, acc1);
+  uint32_t h = first.buffer(plan::F32, {2, 2}), gh = first.buffer(plan::F32, {2, 2});
+  uint32_t gw1 = first.buffer(plan::F32, {2, 2}), acc1New = first.buffer(plan::F32, {2, 2});
+  uint32_t sum1 = first.buffer(plan::F32, {2, 2}), w1New = first.buffer(plan::F32, {2, 2});
+  uint32_t xs = first.buffer(plan::F32, {2, 2}, "x.kept");
+  stash(first, {xs}, plan::stashSlots(schedule, 2, 0, microBatches));
+  first.instruction({0}, xs).mutable_copy(); // x: buffer 0
+  first.instruction({xs, w1}, h).mutable_matmul();
+  plan::Instruction *send = first.program->add_instructions();
+  send->add_inputs(h);
+  *send->mutable_send() = toStage(1);
+  first.program->set_forward_end(3);
+  *first.instruction({}, gh).mutable_recv() = toStage(1);
+  first.instruction({xs, gh}, gw1).mutable_matmul()->set_transpose_lhs(true);
+  expression(first, {acc1, gw1}, acc1New, {{plan::ADD, {0, 1}, 0}});
+  first.program->set_accumulate_end(6);
+  first.collective(plan::ALL_REDUCE, {1}, acc1, sum1);
+  expression(first, {w1, lr, sum1}, w1New, step);
+
+  uint32_t w2, acc2;
+  lr = common(second, "w2", {2, 1}, w2, acc2);
+  uint32_t y = second.buffer(plan::F32, {2, 1}), square = second.buffer(plan::F32, {2, 1});
+  uint32_t part = second.buffer(plan::F32, {1, 1}), loss = second.buffer(plan::F32, {1, 1});
+  uint32_t gy = second.buffer(plan::F32, {2, 1}), gw2 = second.buffer(plan::F32, {2, 1});
+  uint32_t acc2New = second.buffer(plan::F32, {2, 1}), back = second.buffer(plan::F32, {2, 2});
+  uint32_t sum2 = second.buffer(plan::F32, {2, 1}), w2New = second.buffer(plan::F32, {2, 1});
+  uint32_t hs = second.buffer(plan::F32, {2, 2}, "h.kept");
+  uint32_t labels = second.buffer(plan::F32, {2, 1}, "labels.kept");
+  uint32_t d = second.buffer(plan::F32, {2, 1}, "d");
+  stash(second, {hs, labels, d}, plan::stashSlots(schedule, 2, 1, microBatches));
+  *second.instruction({}, hs).mutable_recv() = toStage(0);
+  second.instruction({hs, w2}, y).mutable_matmul();
+  second.instruction({1}, labels).mutable_copy(); // labels: buffer 1
+  expression(second, {y, labels}, d, {{plan::SUB, {0, 1}, 0}});
+  expression(second, {d}, square,
+             {{plan::MUL, {0, 0}, 0}, {plan::CONSTANT, {}, 0.25}, {plan::MUL, {1, 2}, 0}});
+  plan::Reduce *sum = second.instruction({square}, part).mutable_reduce();
+  sum->set_kind(plan::REDUCE_SUM);
+  sum->add_axes(0);
+  second.collective(plan::ALL_REDUCE, {1}, part, loss);
+  second.program->set_forward_end(7);
+  expression(second, {d}, gy, {{plan::CONSTANT, {}, 0.5}, {plan::MUL, {0, 1}, 0}});
+  second.instruction({hs, gy}, gw2).mutable_matmul()->set_transpose_lhs(true);
+  expression(second, {acc2, gw2}, acc2New, {{plan::ADD, {0, 1}, 0}});
+  second.instruction({gy, w2}, back).mutable_matmul()->set_transpose_rhs(true);
+  plan::Instruction *sendBack = second.program->add_instructions();
+  sendBack->add_inputs(back);
+  *sendBack->mutable_send() = toStage(0);
+  second.program->set_accumulate_end(12);
+  second.collective(plan::ALL_REDUCE, {1}, acc2, sum2);
+  expression(second, {w2, lr, sum2}, w2New, step);
+
+  // The graph's outputs: the loss, then each stage's new weight and
+  // accumulation, which the other stage leaves to it.
+  std::vector<std::tuple<std::string, uint32_t, uint32_t, uint32_t>> outputs = {
+      {"loss", 1, loss, 0}, {"w1.new", 0, w1New, w1}, {"w1.grad.new", 0, acc1New, acc1},
+      {"w2.new", 1, w2New, w2}, {"w2.grad.new", 1, acc2New, acc2}};
+  plan::Plan plan = first.plan;
+  plan.clear_ranks();
+  *plan.add_ranks() = *first.program;
+  *plan.add_ranks() = *second.program;
+  for (auto &[name, stage, id, parameter] : outputs) {
+    plan::Tensor *tensor = plan.add_outputs();
+    tensor->set_name(name);
+    plan::RankProgram *program = plan.mutable_ranks(int(stage));
+    *tensor->mutable_type() = program->buffers(int(id)).type();
+    program->add_outputs(id);
+    plan.mutable_ranks(1 - int(stage))->add_outputs(plan::kNoBuffer);
+    if (name != "loss") {
+      plan::ParameterUpdate *update = program->add_updates();
+      update->set_output(uint32_t(plan.outputs_size() - 1));
+      update->set_buffer(parameter);
+    }
+  }
+  plan.mutable_mesh()->mutable_axes(0)->set_name("pp");
+  plan.mutable_mesh()->mutable_axes(1)->set_name("dp");
+  plan.clear_program_of_rank();
+  for (uint32_t stage : {0, 0, 1, 1})
+    plan.add_program_of_rank(stage);
+  plan::Training *t = plan.mutable_training();
+  t->set_loss("mse");
+  t->set_optimizer("sgd");
+  t->set_learning_rate(0.1);
+  t->set_schedule("constant");
+  t->set_micro_batches(microBatches);
+  t->mutable_pipeline()->set_stages(2);
+  t->mutable_pipeline()->set_schedule(schedule);
+  t->mutable_pipeline()->set_axis(0);
+  return plan;
+}
+
+std::vector<float> initializerValues(const std::string &path, const std::string &name) {
+  ::onnx::ModelProto model;
+  EXPECT_TRUE(model.ParseFromString(testsupport::readBytes(path))) << path;
+  for (const ::onnx::TensorProto &init : model.graph().initializer())
+    if (init.name() == name) {
+      std::vector<float> values(init.raw_data().size() / 4);
+      std::memcpy(values.data(), init.raw_data().data(), values.size() * 4);
+      return values;
+    }
+  ADD_FAILURE() << path << " has no initializer '" << name << "'";
+  return {};
+}
+
+TEST_F(MultiRankRun, TrainsPipelineStagesLikeOneDevice) {
+  const int samples = 32, steps = 4;
+  std::vector<float> x(samples * 2), labels(samples);
+  for (int n = 0; n < samples; ++n) {
+    x[size_t(2 * n)] = float(n % 5 - 2);
+    x[size_t(2 * n + 1)] = float(n % 3) * 0.5f;
+    labels[size_t(n)] = x[size_t(2 * n)] - 2 * x[size_t(2 * n + 1)] + 0.25f * float(n % 4);
+  }
+  std::filesystem::create_directory(dir + "/data");
+  writeTensor(dir + "/data/x.npy", floats({samples, 2}, x));
+  writeTensor(dir + "/data/labels.npy", floats({samples, 1}, labels));
+  std::vector<float> w1Start = {0.5f, -0.25f, 0.3f, 0.8f}, w2Start = {0.7f, -0.4f};
+  writeModel(dir + "/model.onnx", {{"w1", {2, 2}, w1Start}, {"w2", {2, 1}, w2Start}});
+  for (auto schedule : {plan::GPIPE, plan::ONE_F_ONE_B})
+    writePlan(dir + "/" + plan::scheduleName(schedule) + ".dtcp",
+              pipelinedTraining(schedule, dir + "/model.onnx"));
+  auto run = [&](const std::string &schedule, const std::string &flags) {
+    return runDtc("run " + dir + "/" + schedule + ".dtcp --data " + dir + "/data --no-shuffle " +
+                  flags);
+  };
+
+  // The same steps on one device, in double: each step's batch of 8 rows
+  // as 2 micro-batches of 4.
+  std::vector<double> w1(w1Start.begin(), w1Start.end()), w2(w2Start.begin(), w2Start.end());
+  std::vector<double> expected;
+  for (int step = 0; step < steps; ++step) {
+    double loss = 0, g1[4] = {}, g2[2] = {};
+    for (int n = step * 8; n < step * 8 + 8; ++n) {
+      const float *in = &x[size_t(2 * n)];
+      double h[2] = {in[0] * w1[0] + in[1] * w1[2], in[0] * w1[1] + in[1] * w1[3]};
+      double d = h[0] * w2[0] + h[1] * w2[1] - labels[size_t(n)];
+      loss += 0.25 * d * d / 2; // the mean of the micro-batches' sums
+      for (int j = 0; j < 2; ++j) {
+        g2[j] += h[j] * 0.5 * d;
+        for (int i = 0; i < 2; ++i)
+          g1[2 * i + j] += in[i] * 0.5 * d * w2[j];
+      }
+    }
+    for (int k = 0; k < 4; ++k)
+      w1[size_t(k)] -= 0.1 * g1[k] / 2;
+    for (int k = 0; k < 2; ++k)
+      w2[size_t(k)] -= 0.1 * g2[k] / 2;
+    expected.push_back(loss);
+  }
+
+  Result oneF = run("1f1b", "--steps 4");
+  ASSERT_EQ(oneF.status, 0) << oneF.output;
+  EXPECT_TRUE(contains(oneF.output, "batch 8 (2 micro-batches of 4) through 2 pipeline stages "
+                                    "(1f1b)"))
+      << oneF.output;
+  std::vector<double> losses = lossesOf(oneF.output);
+  ASSERT_EQ(losses.size(), size_t(steps)) << oneF.output; // rank 0 alone prints
+  for (size_t s = 0; s < losses.size(); ++s)
+    EXPECT_NEAR(losses[s], expected[s], 1e-5 + 1e-5 * expected[s]) << "step " << s + 1;
+  Result gpipe = run("gpipe", "--steps 4");
+  ASSERT_EQ(gpipe.status, 0) << gpipe.output;
+  EXPECT_EQ(lossesOf(gpipe.output), losses);
+
+  // Two steps, a checkpoint (each rank its stage's parameters), two more
+  // from it: the uninterrupted losses.
+  std::string ck = dir + "/ck";
+  Result first = run("1f1b", "--steps 2 --checkpoint " + ck);
+  ASSERT_EQ(first.status, 0) << first.output;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_TRUE(std::filesystem::exists(ck + "/checkpoint.rank-" + std::to_string(r) + ".dtck"));
+  Result resumed = run("1f1b", "--steps 4 --checkpoint " + ck + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_EQ(lossesOf(resumed.output), std::vector<double>(losses.begin() + 2, losses.end()));
+
+  // The export holds both stages' weights, trained.
+  Result exported = run("1f1b", "--steps 4 --export " + dir + "/out.onnx");
+  ASSERT_EQ(exported.status, 0) << exported.output;
+  EXPECT_EQ(count(exported.output, "with 2 trained initializers"), 1u) << exported.output;
+  for (auto &[name, want] : {std::pair<std::string, std::vector<double>>{"w1", w1}, {"w2", w2}}) {
+    std::vector<float> got = initializerValues(dir + "/out.onnx", name);
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t k = 0; k < got.size(); ++k)
+      EXPECT_NEAR(got[k], want[k], 1e-5) << name << "[" << k << "]";
+  }
 }
 
 } // namespace

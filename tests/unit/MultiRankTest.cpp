@@ -4,11 +4,13 @@
 // small SPMD plan by hand, as the compiler writes them, and every rank runs
 // its part and checks its own results exactly: collectives along every kind
 // of dim and group (an all-slice undone by an all-gather), sharded
-// parameters and inputs, and a sharded matmul against the same matmul on
-// one rank.
+// parameters and inputs, a sharded matmul against the same matmul on one
+// rank, point-to-point transfers, and two pipeline stages run in either
+// schedule's order with micro-batches' stashes kept apart.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
+#include "plan/PipelineSchedule.h"
 #include "plan/PlanLoader.h"
 #include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
@@ -415,7 +417,8 @@ TEST(MultiRank, RowShardedMatMulThenGatherEqualsOneRank) {
 
 TEST(MultiRank, SendAndReceiveBetweenPairs) {
   // Ranks 0-1 and 2-3 swap their rows of x: the even rank sends first,
-  // the odd one receives first (blocking sends meet in program order).
+  // the odd one receives first (sends are buffered, receives wait; each
+  // meets its match in program order).
   SpmdPlanBuilder b({2, 2});
   uint32_t x = b.input("x", plan::F32, {4, 3}, {{0, 1}, {}});
   uint32_t y = b.buffer(plan::F32, {1, 3});
@@ -450,6 +453,185 @@ TEST(MultiRank, SendAndReceiveBetweenPairs) {
                        "run -n N)"),
             std::string::npos)
       << error;
+}
+
+/// One node of an elementwise expression: op over earlier nodes (INPUT:
+/// over the instruction's input `args[0]`), with a constant's value.
+struct Node {
+  plan::ExprOp op;
+  std::vector<uint32_t> args;
+  double value = 0;
+};
+
+void elementwise(SpmdPlanBuilder &b, const std::vector<uint32_t> &inputs, uint32_t output,
+                 const std::vector<Node> &nodes) {
+  plan::Elementwise *e = b.instruction(inputs, output).mutable_elementwise();
+  for (const Node &n : nodes) {
+    plan::ExprNode *node = e->add_nodes();
+    node->set_op(n.op);
+    for (uint32_t a : n.args)
+      node->add_args(a);
+    node->set_value(n.value);
+    node->set_dtype(plan::F32);
+  }
+}
+
+/// A stashed buffer of `n` floats after the program's others, with room
+/// for `slots` copies.
+uint32_t stashed(SpmdPlanBuilder &b, int64_t n, const std::string &name, int64_t slots) {
+  uint32_t id = b.buffer(plan::F32, {n}, name);
+  plan::RankProgram &program = *b.program;
+  program.mutable_buffers(int(id))->set_stashed(true);
+  program.set_stash_bytes(n * 4);
+  program.set_stash_slots(uint32_t(slots));
+  program.set_arena_bytes(program.buffers(int(id)).offset() + slots * n * 4);
+  return id;
+}
+
+plan::Transfer toStage(int64_t stage) {
+  plan::Transfer t;
+  t.mutable_along()->set_axis(0);
+  t.mutable_along()->set_coordinate(stage);
+  return t;
+}
+
+/// Two pipeline stages along axis 0 of the 2x2 mesh that exchange `n`
+/// floats each way per micro-batch. Stage 0's forward keeps s = x (stashed)
+/// and sends it; stage 1's receives it as h (stashed) and computes the
+/// loss, sum(h); its backward sends g = 2h back, and stage 0's computes
+/// echo = 10 s + g: 12 x while the stash still holds the micro-batch's s.
+plan::Plan twoStagePlan(plan::PipelineSchedule schedule, int64_t microBatches, int64_t n) {
+  SpmdPlanBuilder first({2, 2}), second({2, 2});
+  uint32_t x = first.input("x", plan::F32, {n});
+  uint32_t g = first.buffer(plan::F32, {n}, "g");
+  uint32_t echo = first.buffer(plan::F32, {n}, "echo");
+  uint32_t s = stashed(first, n, "s", plan::stashSlots(schedule, 2, 0, microBatches));
+  first.instruction({x}, s).mutable_copy();
+  plan::Instruction *send = first.program->add_instructions();
+  send->add_inputs(s);
+  *send->mutable_send() = toStage(1);
+  *first.instruction({}, g).mutable_recv() = toStage(1);
+  elementwise(first, {s, g}, echo,
+              {{plan::INPUT, {0}}, {plan::INPUT, {1}}, {plan::CONSTANT, {}, 10},
+               {plan::MUL, {0, 2}}, {plan::ADD, {3, 1}}});
+  first.program->set_forward_end(2);
+  first.program->set_accumulate_end(4);
+
+  uint32_t loss = second.buffer(plan::F32, {1}, "loss");
+  uint32_t back = second.buffer(plan::F32, {n}, "g");
+  uint32_t h = stashed(second, n, "h", plan::stashSlots(schedule, 2, 1, microBatches));
+  *second.instruction({}, h).mutable_recv() = toStage(0);
+  plan::Reduce *sum = second.instruction({h}, loss).mutable_reduce();
+  sum->set_kind(plan::REDUCE_SUM);
+  sum->add_axes(0);
+  elementwise(second, {h}, back,
+              {{plan::INPUT, {0}}, {plan::CONSTANT, {}, 2}, {plan::MUL, {0, 1}}});
+  plan::Instruction *sendBack = second.program->add_instructions();
+  sendBack->add_inputs(back);
+  *sendBack->mutable_send() = toStage(0);
+  second.program->set_forward_end(2);
+  second.program->set_accumulate_end(4);
+  second.program->add_outputs(loss);
+  second.program->add_outputs(plan::kNoBuffer);
+
+  plan::TensorType lossType = testsupport::tensorType(plan::F32, {1});
+  first.output(echo, "loss", &lossType);
+  first.program->set_outputs(0, plan::kNoBuffer);
+  first.output(echo, "echo");
+  plan::Plan plan = first.plan;
+  *plan.add_ranks() = *second.program;
+  plan.clear_program_of_rank();
+  for (uint32_t stage : {0, 0, 1, 1})
+    plan.add_program_of_rank(stage);
+  plan.mutable_training()->set_micro_batches(microBatches);
+  plan::Pipeline *pipeline = plan.mutable_training()->mutable_pipeline();
+  pipeline->set_stages(2);
+  pipeline->set_schedule(schedule);
+  pipeline->set_axis(0);
+  return plan;
+}
+
+TEST(MultiRank, PipelineStagesKeepEachMicroBatchsStashUnderEitherSchedule) {
+  // 128 KiB each way: more than MPI sends eagerly, so that 1F1B's first
+  // stage, sending micro-batch 1's activations while the second sends
+  // micro-batch 0's gradients back, would wait forever on rendezvous sends.
+  const int64_t n = 32768, microBatches = 4;
+  int64_t stage = rowOf();
+  auto input = [&](int64_t step, int64_t m) {
+    return floats({n}, [&](int64_t i) {
+      return float(step + m + 1) + 0.5f * float(colOf()) + float(i % 7);
+    });
+  };
+  // Per schedule, what this rank saw: stage 1 each forward's loss, stage 0
+  // each backward's echo.
+  std::vector<std::vector<float>> seen;
+  for (auto schedule : {plan::GPIPE, plan::ONE_F_ONE_B}) {
+    SCOPED_TRACE(plan::scheduleName(schedule));
+    plan::Plan plan = twoStagePlan(schedule, microBatches, n);
+    std::string error;
+    bool valid = validatePlan(plan, error);
+    EXPECT_TRUE(valid) << error;
+    if (!onEveryRank(valid))
+      return;
+    std::unique_ptr<MeshGroups> groups =
+        MeshGroups::create(*world, plan::meshAxisSizes(plan.mesh()), error);
+    ASSERT_TRUE(groups) << error;
+    auto executor = Executor::create(plan, world->rank(), "", 1, error, groups.get());
+    EXPECT_TRUE(executor) << error;
+    if (!onEveryRank(executor != nullptr))
+      return;
+    EXPECT_TRUE(executor->pipelined());
+    EXPECT_EQ(executor->hasOutput(0), stage == 1);
+    EXPECT_EQ(executor->hasOutput(1), stage == 0);
+    seen.emplace_back();
+    bool ok = true;
+    for (int64_t step = 0; step < 2 && ok; ++step) {
+      for (const plan::PipelineTask &task :
+           plan::pipelineOrder(schedule, 2, stage, microBatches)) {
+        HostTensor x = input(step, task.microBatch);
+        if (task.forward) {
+          ok = executor->setInput(0, x, error) && executor->runForward(task.microBatch, error);
+          EXPECT_TRUE(ok) << error;
+          if (!ok)
+            break;
+          executor->applyForwardUpdates();
+          if (stage == 1) {
+            double sum = 0;
+            for (float v : valuesOf(x))
+              sum += v;
+            std::vector<float> loss = valuesOf(executor->output(0));
+            EXPECT_EQ(loss, std::vector<float>{float(sum)}) << "micro-batch " << task.microBatch;
+            seen.back().insert(seen.back().end(), loss.begin(), loss.end());
+          }
+          continue;
+        }
+        ok = executor->runBackward(task.microBatch, error);
+        EXPECT_TRUE(ok) << error;
+        if (!ok)
+          break;
+        executor->applyMicroBatchUpdates();
+        if (stage == 0) {
+          std::vector<float> echo = valuesOf(executor->output(1)), xs = valuesOf(x);
+          ASSERT_EQ(echo.size(), xs.size());
+          size_t wrong = 0;
+          for (size_t i = 0; i < xs.size(); ++i)
+            wrong += echo[i] != 12 * xs[i];
+          EXPECT_EQ(wrong, 0u) << "of micro-batch " << task.microBatch << "'s echoed values";
+          seen.back().insert(seen.back().end(), echo.begin(), echo.end());
+        }
+      }
+      ok = ok && executor->runStepEnd(error) && world->completeSends(error);
+      EXPECT_TRUE(ok) << error;
+    }
+    // Another stage's output is no tensor.
+    HostTensor other = executor->output(stage == 0 ? 0 : 1);
+    EXPECT_TRUE(other.bytes.empty());
+    EXPECT_EQ(other.type.shape_size(), 0);
+    if (!onEveryRank(ok))
+      return;
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[0] == seen[1]); // GPipe's and 1F1B's, bit for bit
 }
 
 TEST(MultiRank, CollectivesWithoutCommunicators) {

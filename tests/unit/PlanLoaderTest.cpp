@@ -240,6 +240,22 @@ TEST(PlanLoader, ChecksSendAndReceive) {
                          p.mutable_ranks(0)->mutable_instructions(1)->add_outputs(2);
                        }),
                        "instruction 1: wrong number of inputs (1) or outputs (1)"));
+  // Rank 1 sends x back after its receive; rank 0 receives it before its
+  // own send: each waits for the other.
+  EXPECT_TRUE(contains(broken([](plan::Plan &p) {
+                         plan::RankProgram *zero = p.mutable_ranks(0), *one = p.mutable_ranks(1);
+                         plan::Instruction back = zero->instructions(1);
+                         back.mutable_send()->set_peer(0);
+                         *one->add_instructions() = back;
+                         plan::Instruction *recv = zero->mutable_instructions()->Add();
+                         *recv = one->instructions(1);
+                         recv->mutable_recv()->set_peer(1);
+                         recv->set_outputs(0, 0); // into x, f32[2,6] as sent
+                         zero->mutable_instructions()->SwapElements(1, 2);
+                       }),
+                       "the ranks' sends and receives cannot all meet: rank 0 waits "
+                       "(instruction 1) for a tensor from rank 1, and rank 1 waits "
+                       "(instruction 1) for a tensor from rank 0"));
 }
 
 TEST(PlanLoader, RejectsBadProgramOfRank) {
