@@ -426,7 +426,9 @@ double transferMet(runtime::Communicator &world, int64_t bytes, int repeats, std
       streamWork();
       std::fill(data.begin(), data.end(), char(r));
       at.push_back(std::chrono::duration<double>(Clock::now().time_since_epoch()).count());
-      if (!world.send(data.data(), bytes, 1, tag, error))
+      // Sends are buffered; waiting for this one drives it (MPI moves a
+      // large message only while the sender is inside MPI) and times it.
+      if (!world.send(data.data(), bytes, 1, tag, error) || !world.completeSends(error))
         return 0;
     } else {
       if (!world.recv(data.data(), bytes, 0, tag, error))
