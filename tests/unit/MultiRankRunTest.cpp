@@ -19,6 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -119,6 +121,22 @@ plan::ParameterSource initializer(const std::string &name) {
 class MultiRankRun : public testing::Test {
 protected:
   void SetUp() override { dir = testsupport::makeTempDir("multirank-run"); }
+
+  /// A regression data set in dir/data: `samples` rows of two features
+  /// (x.npy) and a near-linear label (labels.npy); returns both.
+  std::pair<std::vector<float>, std::vector<float>> writeLinearData(int samples) {
+    std::vector<float> x(samples * 2), labels(samples);
+    for (int n = 0; n < samples; ++n) {
+      x[size_t(2 * n)] = float(n % 5 - 2);
+      x[size_t(2 * n + 1)] = float(n % 3) * 0.5f;
+      labels[size_t(n)] = x[size_t(2 * n)] - 2 * x[size_t(2 * n + 1)] + 0.25f * float(n % 4);
+    }
+    std::filesystem::create_directory(dir + "/data");
+    writeTensor(dir + "/data/x.npy", floats({samples, 2}, x));
+    writeTensor(dir + "/data/labels.npy", floats({samples, 1}, labels));
+    return {x, labels};
+  }
+
   std::string dir;
 };
 
@@ -362,15 +380,8 @@ std::vector<double> lossesOf(const std::string &output) {
 
 TEST_F(MultiRankRun, TrainsWithACheckpointPerRank) {
   const int samples = 16;
-  std::vector<float> x(samples * 2), labels(samples);
-  for (int n = 0; n < samples; ++n) {
-    x[size_t(2 * n)] = float(n % 5 - 2);
-    x[size_t(2 * n + 1)] = float(n % 3) * 0.5f;
-    labels[size_t(n)] = x[size_t(2 * n)] - 2 * x[size_t(2 * n + 1)] + 0.25f * float(n % 4);
-  }
-  std::filesystem::create_directory(dir + "/data");
-  writeTensor(dir + "/data/x.npy", floats({samples, 2}, x));
-  writeTensor(dir + "/data/labels.npy", floats({samples, 1}, labels));
+  std::vector<float> x, labels;
+  std::tie(x, labels) = writeLinearData(samples);
   std::vector<float> w0 = {0.5f, -0.25f};
   writeModel(dir + "/model.onnx", "w", {2, 1}, w0);
   for (auto [name, mesh] : {std::pair<std::string, std::vector<int64_t>>{"train", {2, 2}},
@@ -622,15 +633,8 @@ std::vector<float> initializerValues(const std::string &path, const std::string 
 
 TEST_F(MultiRankRun, TrainsPipelineStagesLikeOneDevice) {
   const int samples = 32, steps = 4;
-  std::vector<float> x(samples * 2), labels(samples);
-  for (int n = 0; n < samples; ++n) {
-    x[size_t(2 * n)] = float(n % 5 - 2);
-    x[size_t(2 * n + 1)] = float(n % 3) * 0.5f;
-    labels[size_t(n)] = x[size_t(2 * n)] - 2 * x[size_t(2 * n + 1)] + 0.25f * float(n % 4);
-  }
-  std::filesystem::create_directory(dir + "/data");
-  writeTensor(dir + "/data/x.npy", floats({samples, 2}, x));
-  writeTensor(dir + "/data/labels.npy", floats({samples, 1}, labels));
+  std::vector<float> x, labels;
+  std::tie(x, labels) = writeLinearData(samples);
   std::vector<float> w1Start = {0.5f, -0.25f, 0.3f, 0.8f}, w2Start = {0.7f, -0.4f};
   writeModel(dir + "/model.onnx", {{"w1", {2, 2}, w1Start}, {"w2", {2, 1}, w2Start}});
   for (auto schedule : {plan::GPIPE, plan::ONE_F_ONE_B})
