@@ -132,7 +132,8 @@ def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
     Option<"dataParallel", "dp", "int64_t", "0", "A data-parallel axis of this size">,
     Option<"tensorParallel", "tp", "int64_t", "0", "A tensor-parallel axis of this size">,
     Option<"pipelineStages", "pp", "int64_t", "1",
-           "Pipeline stages the step is cut into afterwards (memory per device)">,
+           "Pipeline stages the step is cut into afterwards (memory per device); "
+           "0 with devices: searched too">,
     Option<"zero", "zero", "int64_t", "-1", "ZeRO stage 0-3 (-1: searched)">,
     Option<"preset", "preset", "std::string", "\"cpu-local\"",
            "Cluster preset the plan is costed on (cpu-local, a100-80g, h100-sxm)">,
@@ -187,7 +188,8 @@ def PipelineSplit : Pass<"dtc-pipeline-split", "mlir::ModuleOp"> {
     program on a copy of the data- and tensor-parallel mesh.
   }];
   let options = [
-    Option<"stages", "stages", "int64_t", "1", "Pipeline stages (1: none)">,
+    Option<"stages", "stages", "int64_t", "1",
+           "Pipeline stages (1: none; 0: as dtc-sharding-search chose)">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"", "gpipe or 1f1b">,
   ];
   let dependentDialects = ["dtc::graph::GraphDialect"];

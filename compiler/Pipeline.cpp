@@ -36,7 +36,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
     pm.nest<func::FuncOp>().addPass(createRegatherWeights());
   if (options.training && options.training->microBatches > 1)
     pm.nest<func::FuncOp>().addPass(createAccumulateGradients());
-  if (stages > 1) {
+  // 0: as many stages as the search chose for --devices.
+  if (options.training && (stages > 1 || stages == 0)) {
     PipelineSplitOptions pipeline;
     pipeline.stages = stages;
     pipeline.schedule = options.parallel.pipelineSchedule;
@@ -225,7 +226,7 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
       bool recomputed = options.training && options.training->recompute == "full";
       return module.emitError()
              << "the plan needs " << plan::formatBytes(arena) << " per device"
-             << (options.parallel.pipelineStages > 1
+             << (main->hasAttr(attr::kStage)
                      ? " on its largest pipeline stage (stage " +
                            std::to_string(main->getAttrOfType<IntegerAttr>(attr::kStage).getInt()) +
                            ")"

@@ -83,6 +83,13 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
   using PipelineSplitBase::PipelineSplitBase;
 
   void runOnOperation() override {
+    // 0: as many as dtc-sharding-search chose for the devices.
+    if (stages == 0) {
+      ModuleOp module = getOperation();
+      auto chosen = module->getAttrOfType<IntegerAttr>(attr::kPipelineStages);
+      stages = chosen ? chosen.getInt() : 1;
+      module->removeAttr(attr::kPipelineStages); // dtc.pipeline says it from here on
+    }
     if (stages <= 1)
       return;
     if (failed(split()))
@@ -105,34 +112,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
     // The cuts.
     llvm::SetVector<Operation *> forward = forwardOps(block);
     Activations activations(block);
-    SmallVector<size_t> checkpoints = checkpointPositions(forward, activations);
-    // Cut only where the model's main activation crosses (a transformer's
-    // residual stream: the checkpoints' most common type), not inside its
-    // head or loss.
-    llvm::DenseMap<Type, int> typeCounts;
-    for (size_t i : checkpoints)
-      ++typeCounts[forward[i]->getResult(0).getType()];
-    Type mainType;
-    for (size_t i : checkpoints) {
-      Type t = forward[i]->getResult(0).getType();
-      if (!mainType || typeCounts[t] > typeCounts[mainType])
-        mainType = t;
-    }
-    llvm::erase_if(checkpoints,
-                   [&](size_t i) { return forward[i]->getResult(0).getType() != mainType; });
-    // Prefer a residual stream's checkpoints (read by a layer and by its
-    // skip connection: a layer boundary), when there are enough of them.
-    SmallVector<size_t> branching;
-    for (size_t i : checkpoints) {
-      llvm::SmallPtrSet<Operation *, 4> readers;
-      for (Operation *user : forward[i]->getResult(0).getUsers())
-        if (forward.contains(user))
-          readers.insert(user);
-      if (readers.size() > 1)
-        branching.push_back(i);
-    }
-    if (int64_t(branching.size()) + 1 >= stages)
-      checkpoints = std::move(branching);
+    SmallVector<size_t> checkpoints = pipelineCheckpoints(forward, activations, stages);
     if (int64_t(checkpoints.size()) + 1 < stages)
       return main.emitError() << "--pp " << int64_t(stages) << ": the model can be cut into at most "
                               << checkpoints.size() + 1

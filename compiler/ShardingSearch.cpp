@@ -185,7 +185,8 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     auto search = std::make_unique<search::Search>(module, func, candidate);
     // A role assignment that cannot work (or win) is no error, just no candidate.
     ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &) { return success(); });
-    FailureOr<double> cost = search->decide(search::Search::kTimeLimitSeconds, bestCost);
+    FailureOr<double> cost =
+        search->decide(search::Search::kTimeLimitSeconds, std::min(bestCost, options.costBelow));
     LLVM_DEBUG({
       llvm::dbgs() << "roles";
       for (const MeshAxisSpec &axis : candidate.mesh)
@@ -203,7 +204,7 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   }
   if (!best) { // one free axis, or no role assignment works: the whole program
     best = std::make_unique<search::Search>(module, func, options);
-    if (failed(best->decide(search::Search::kTimeLimitSeconds))) {
+    if (failed(best->decide(search::Search::kTimeLimitSeconds, options.costBelow))) {
       if (candidates.size() > 1 && options.searchMeshShape)
         func.emitError() << "(the " << candidates.size() - 1
                          << " dp x tp shapes of the devices with tensor-parallel groups inside a "

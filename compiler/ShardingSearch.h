@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,9 @@ struct SearchOptions {
   /// device holds (1 / stages), and of the kept activations (the first
   /// stage's in-flight micro-batches / stages).
   double parameterShare = 1, keptShare = 1;
+  /// Only plans predicted cheaper than this are wanted: the search fails
+  /// (quietly worse, not out of memory) when none is.
+  double costBelow = std::numeric_limits<double>::infinity();
 };
 
 struct SearchResult {
@@ -86,7 +90,9 @@ struct ParallelOptions {
   int zero = -1;             // --zero 0..3; -1: searched
   bool searchMeshShape = false; // --devices: `mesh` is {N}, whose shape is searched too
   double memoryLimit = 0;    // --memory-limit bytes per device; 0: the cluster's capacity
-  int64_t pipelineStages = 1; // --pp: stages, each a copy of the mesh above (1: none)
+  /// --pp: stages, each a copy of the mesh above (1: none; 0 with --devices
+  /// and a training step: searched, see searchPipelineStages).
+  int64_t pipelineStages = 1;
   std::string pipelineSchedule = "1f1b"; // --schedule gpipe|1f1b
   /// What the search costs plans on: `cluster` when given (already
   /// loaded), else the file `clusterFile`, else the preset `preset`.
@@ -114,6 +120,37 @@ std::unique_ptr<mlir::Pass> createShardingSearchPass(const ParallelOptions &opti
 /// smallest any split needs) or a pin cannot be met.
 mlir::FailureOr<SearchResult> searchShardings(mlir::ModuleOp module, mlir::func::FuncOp func,
                                               const SearchOptions &options);
+
+/// One pipeline stage count tried for --devices N.
+struct StageCandidate {
+  int64_t stages = 1;
+  double stepSeconds = 0; // predicted: the stage's share of the step, with the bubble
+  std::string outcome;    // "" when it was searched and fit; else why not
+};
+
+/// A StageCandidate's outcome when not searched: its stage would have more
+/// devices than data parallelism within a micro-batch and tensor
+/// parallelism within a node can use.
+inline constexpr const char *kIdle = "idle";
+
+struct PipelineSearchResult {
+  int64_t stages = 1;
+  SearchResult search; // the chosen stage count's sharding
+  std::vector<MeshAxisSpec> mesh;
+  std::vector<StageCandidate> tried;
+  int64_t samples = 1; // a micro-batch's
+};
+
+/// --devices N for a training step with no --pp: each stage count P that
+/// divides N and the model's layer boundaries allow, with the sharding
+/// search (and its dp x tp shapes) on N / P devices per stage under the
+/// stages' memory shares; keeps the one whose predicted step, the bubble
+/// of `base`'s schedule and micro-batches counted, is shortest. Annotates
+/// `module` as searchShardings does and records the stages as
+/// `dtc.pipeline_stages` for dtc-pipeline-split.
+mlir::FailureOr<PipelineSearchResult> searchPipelineStages(mlir::ModuleOp module,
+                                                           const ParallelOptions &options,
+                                                           const SearchOptions &base);
 
 } // namespace dtc
 

@@ -82,6 +82,34 @@ std::string meshNote(const std::vector<MeshAxisSpec> &given, const ParallelOptio
   return text;
 }
 
+/// The pipeline stages --devices chose, and what each count tried came to.
+std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) {
+  auto plural = [](int64_t n, const char *what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  std::string text = "pipeline: " + plural(r.stages, "stage") + " of " +
+                     plural(p.devices() / r.stages, "device") + ", searched from --devices " +
+                     std::to_string(p.devices()) + " (predicted step with the " +
+                     p.pipelineSchedule + " bubble and transfers:";
+  std::string idle, tied;
+  for (const StageCandidate &c : r.tried) {
+    if (c.stages == 0)
+      tied = "; " + c.outcome;
+    else if (c.outcome == kIdle)
+      idle += (idle.empty() ? "" : ", ") + std::to_string(c.stages);
+    else
+      text += " " + plural(c.stages, "stage") + " " +
+              (c.outcome.empty() ? formatSeconds(c.stepSeconds) : c.outcome) +
+              (c.stages == r.stages ? " (chosen)," : ",");
+  }
+  text.pop_back();
+  if (!idle.empty())
+    text += "; " + idle + " not tried: a stage's devices would outnumber a micro-batch's " +
+            plural(r.samples, "sample") + " times a node's " +
+            plural(p.cluster->devicesPerNode, "device");
+  return text + tied + ")";
+}
+
 std::string searchNote(const SearchResult &r, double limit) {
   char solve[96];
   if (r.optimal)
@@ -134,6 +162,19 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
     search.searchMeshShape = options->searchMeshShape;
     search.cluster = *options->cluster;
     search.memoryLimit = options->memoryLimitOn(*options->cluster);
+    if (options->pipelineStages == 0 && options->searchMeshShape && search.training) {
+      FailureOr<PipelineSearchResult> chosen = searchPipelineStages(module, *options, search);
+      if (failed(chosen))
+        return signalPassFailure();
+      main = module.lookupSymbol<func::FuncOp>("main");
+      addNote(main, stagesNote(*options, *chosen));
+      if (!chosen->mesh.empty())
+        addNote(main, meshNote(search.mesh, *options, chosen->search));
+      addNote(main, searchNote(chosen->search, search.memoryLimit));
+      main->setAttr(attr::kSearchedBytes, Builder(&getContext()).getI64IntegerAttr(
+                                              int64_t(chosen->search.memoryBytes)));
+      return;
+    }
     if (int64_t stages = options->pipelineStages; stages > 1) {
       std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(options->pipelineSchedule);
       int64_t microBatches = microBatchesOf(main);

@@ -2,8 +2,10 @@
 #include "compiler/TrainingStepParts.h"
 
 #include "compiler/BufferLiveness.h"
+#include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <algorithm>
 
@@ -69,6 +71,82 @@ SmallVector<size_t> checkpointPositions(const llvm::SetVector<Operation *> &forw
       checkpoints.push_back(i);
   }
   return checkpoints;
+}
+
+SmallVector<size_t> pipelineCheckpoints(const llvm::SetVector<Operation *> &forward,
+                                        const Activations &activations, int64_t stages) {
+  SmallVector<size_t> checkpoints = checkpointPositions(forward, activations);
+  llvm::DenseMap<Type, int> typeCounts;
+  for (size_t i : checkpoints)
+    ++typeCounts[forward[i]->getResult(0).getType()];
+  Type mainType;
+  for (size_t i : checkpoints) {
+    Type t = forward[i]->getResult(0).getType();
+    if (!mainType || typeCounts[t] > typeCounts[mainType])
+      mainType = t;
+  }
+  llvm::erase_if(checkpoints,
+                 [&](size_t i) { return forward[i]->getResult(0).getType() != mainType; });
+  SmallVector<size_t> branching;
+  for (size_t i : checkpoints) {
+    llvm::SmallPtrSet<Operation *, 4> readers;
+    for (Operation *user : forward[i]->getResult(0).getUsers())
+      if (forward.contains(user))
+        readers.insert(user);
+    if (readers.size() > 1)
+      branching.push_back(i);
+  }
+  if (int64_t(branching.size()) + 1 >= stages)
+    return branching;
+  return checkpoints;
+}
+
+bool weightsCrossCheckpoints(const llvm::SetVector<Operation *> &forward,
+                             const Activations &activations, ArrayRef<size_t> checkpoints) {
+  if (checkpoints.empty())
+    return false;
+  llvm::DenseMap<Operation *, size_t> index;
+  for (auto [i, op] : llvm::enumerate(forward))
+    index[op] = i;
+  // Per weight-only value, the first and last forward op on activations
+  // that reads it (directly or through other weight-only ops), found from
+  // the readers back, in reverse block order.
+  llvm::DenseMap<Value, std::pair<size_t, size_t>> span;
+  auto widen = [&](Value v, size_t first, size_t last) {
+    auto [it, fresh] = span.try_emplace(v, first, last);
+    if (!fresh)
+      it->second = {std::min(it->second.first, first), std::max(it->second.second, last)};
+  };
+  for (Operation *op : llvm::reverse(forward)) {
+    bool onActivations = llvm::any_of(op->getResults(), [&](Value r) {
+      return activations.contains(r);
+    });
+    std::optional<std::pair<size_t, size_t>> reach;
+    if (onActivations) {
+      reach = {index[op], index[op]};
+    } else {
+      for (Value r : op->getResults())
+        if (auto it = span.find(r); it != span.end())
+          reach = reach ? std::pair{std::min(reach->first, it->second.first),
+                                    std::max(reach->second, it->second.second)}
+                        : it->second;
+    }
+    if (!reach)
+      continue;
+    for (Value operand : op->getOperands())
+      if (!activations.contains(operand))
+        widen(operand, reach->first, reach->second);
+  }
+  // Constants (masks, position tables) are cloned into each stage: only
+  // parameters count.
+  for (auto &[v, reach] : span) {
+    if (!isa_and_nonnull<graph::ParameterOp>(v.getDefiningOp()))
+      continue;
+    for (size_t cut : checkpoints)
+      if (reach.first <= cut && cut < reach.second)
+        return true;
+  }
+  return false;
 }
 
 } // namespace dtc

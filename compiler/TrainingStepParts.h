@@ -39,6 +39,21 @@ private:
 llvm::SmallVector<size_t> checkpointPositions(const llvm::SetVector<mlir::Operation *> &forward,
                                               const Activations &activations);
 
+/// The checkpoints a pipeline may be cut at into `stages` stages: those
+/// the model's main activation crosses (a transformer's residual stream,
+/// the checkpoints' most common type), not inside its head or loss; and of
+/// those, when there are enough, the ones two forward ops read (a layer and
+/// its skip connection: a layer boundary). Positions in `forward`.
+llvm::SmallVector<size_t> pipelineCheckpoints(const llvm::SetVector<mlir::Operation *> &forward,
+                                              const Activations &activations, int64_t stages);
+
+/// Whether a weight (or what is made of weights alone, like its cast) is
+/// read by forward ops on both sides of a checkpoint, as tied embeddings
+/// are: pipeline stages cannot split such a model at that checkpoint.
+bool weightsCrossCheckpoints(const llvm::SetVector<mlir::Operation *> &forward,
+                             const Activations &activations,
+                             llvm::ArrayRef<size_t> checkpoints);
+
 } // namespace dtc
 
 #endif // DTC_COMPILER_TRAININGSTEPPARTS_H

@@ -838,6 +838,9 @@ CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double
   // a few nodes of branching find anyway (bench/README.md).
   Cbc_setParameter(model.get(), "passF", "1");
   Cbc_setParameter(model.get(), "probing", "off");
+  // Clp's presolve of the root LP cost more than it saved: a 4-layer GPT's
+  // search on 8 A100s took 7.8 s with it and 1.3 s without, the same plan.
+  Cbc_setParameter(model.get(), "presolve", "off");
   if (std::isfinite(costBelow)) {
     char cutoff[32];
     std::snprintf(cutoff, sizeof cutoff, "%.17g",

@@ -73,6 +73,10 @@ constexpr llvm::StringLiteral kSearchedBytes = "dtc.searched_bytes";
 /// limit (compileToPlan then tries recomputation).
 constexpr llvm::StringLiteral kOutOfMemory = "dtc.out_of_memory";
 
+/// Module: the pipeline stages dtc-sharding-search chose for `devices`
+/// (pp=0), for dtc-pipeline-split (stages=0).
+constexpr llvm::StringLiteral kPipelineStages = "dtc.pipeline_stages";
+
 // dtc-pipeline-split.
 /// Module: {stages, schedule, micro_batches} of a pipelined step.
 constexpr llvm::StringLiteral kPipeline = "dtc.pipeline";

@@ -47,6 +47,10 @@ SPLITS = {
     "ZeRO-3": (["--dp", "4", "--zero", "3"], "ZeRO stage 3 pinned"),
     "searched": (["--devices", "4"], "(searched from --devices 4)"),
     "searched 2x2": (["--mesh", "2x2"], "mesh: x=2 x y=2 (searched)"),
+    # --devices with micro-batches: pipeline stages searched too (the GPT's
+    # on cpu-local: 4 stages of 1 device, no gradient all-reduce).
+    "searched, 4 micro-batches": (["--devices", "4", "--micro-batches", "4"],
+                                  "searched from --devices 4"),
     # Gradient accumulation: the model's batch split into micro-batches, the
     # data-parallel reduction once per step (or, with ZeRO, into shards).
     "1 device, 4 micro-batches": (["--micro-batches", "4"],
@@ -89,8 +93,12 @@ SAME_MESH = {"searched": ("dp=4", "tp=4", "ZeRO-1", "ZeRO-3", "dp=2 x tp=2"),
 
 
 def predicted_seconds(note):
-    """compute + communication per step, as compile's search note predicts."""
+    """compute + communication per step, as compile's search note predicts
+    (or, when --devices searched pipeline stages, the chosen count's step)."""
     units = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+    m = re.search(r"([0-9.]+) (us|ms|s) \(chosen\)", note)
+    if m:
+        return float(m.group(1)) * units[m.group(2)]
     m = re.search(r"predicted per step ([0-9.]+) (us|ms|s) compute \+ ([0-9.]+) (us|ms|s) "
                   r"communication", note)
     if not m:  # one device: no search

@@ -165,7 +165,8 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
                         int64_t &zero, int64_t &devices) {
   parser.value("--dp", countAtLeast("--dp", p.dataParallel, 1), "--dp needs a number");
   parser.value("--tp", countAtLeast("--tp", p.tensorParallel, 1), "--tp needs a number");
-  parser.value("--pp", countAtLeast("--pp", p.pipelineStages, 1), "--pp needs a number");
+  // --pp 0 (as an unset --pp with --devices and --train): searched.
+  parser.value("--pp", countAtLeast("--pp", p.pipelineStages, 0), "--pp needs a number");
   parser.value(
       "--zero",
       [&](const std::string &v) -> std::string {
@@ -260,6 +261,7 @@ int runCompile(const Args &args) {
   bool train = false;
   TrainingOptions training;
   ParallelOptions parallel;
+  parallel.pipelineStages = -1; // not given
   ClusterChoice cluster;
   int64_t zero = 0, devices = 0;
   OptionParser parser("compile", "model", options.model);
@@ -277,6 +279,12 @@ int runCompile(const Args &args) {
   addModelOptions(parser, options);
   if (int rc = parser.parse(args))
     return rc;
+  // A training step on --devices N searches its pipeline stages too,
+  // unless --pp pins them.
+  if (parallel.pipelineStages == -1)
+    parallel.pipelineStages = train && parallel.searchMeshShape ? 0 : 1;
+  if (parallel.pipelineStages == 0 && !(train && parallel.searchMeshShape))
+    return usageError("--pp 0 searches the pipeline stages: it needs --train and --devices N");
   if (train) {
     if (std::string problem = checkTrainingOptions(training); !problem.empty())
       return usageError(problem);

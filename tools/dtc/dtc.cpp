@@ -48,7 +48,8 @@ commands:
           --devices N | --mesh AxB[xC]   devices, or a mesh of them; every
               axis's role (data, tensor, ZeRO, sequence) is searched, and
               for --devices the mesh's shape too (one axis, or dp x tp
-              with tensor-parallel groups inside a node)
+              with tensor-parallel groups inside a node) and, for --train
+              without --pp, the number of pipeline stages
           --dp N --tp N   pin a data-parallel / tensor-parallel axis (the
               rest of --devices or --mesh, if any, is still searched)
           --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
@@ -56,7 +57,8 @@ commands:
           --pp N   pipeline stages: the step cut between layers into N
               stages (their forward FLOPs evened), each on its own copy of
               the rest of the mesh: ranks = N x dp x tp; use with
-              --micro-batches M (M >= N keeps the bubble small)
+              --micro-batches M (M >= N keeps the bubble small); --pp 0
+              with --devices: searched (the default with --train)
           --schedule gpipe|1f1b   the stages' order of micro-batches
               (default 1f1b: at most N in flight on the first stage)
           --memory-limit SIZE   per device, like 40GiB (default: the

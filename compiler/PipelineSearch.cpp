@@ -1,0 +1,190 @@
+//===- PipelineSearch.cpp - how many pipeline stages for --devices N ------===//
+//
+// The outer loop of the search for a training step given only a device
+// count: pipeline stages P x (data x tensor shapes of N / P). Each stage
+// count is searched as a pinned --pp would be (the weights' and kept
+// activations' shares of one stage, compiler/ShardingSearchPass.cpp) on a
+// copy of the module, and costed as the pipeline runs it: a stage does 1/P
+// of the step's work, and the schedule's bubble stretches it by
+// (M + P - 1) / M for M micro-batches. Fewer stages are tried first; a
+// later count only has to beat the best so far, which CBC's bound often
+// rules out early. docs/pipeline.md explains.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/MicroBatches.h"
+#include "compiler/ShardingSearch.h"
+#include "compiler/TrainingStepParts.h"
+#include "dialects/graph/AttrNames.h"
+#include "plan/PipelineSchedule.h"
+
+#include "mlir/IR/Diagnostics.h"
+
+using namespace mlir;
+
+namespace dtc {
+
+namespace {
+
+/// A count of stages replaces one with fewer only when predicted at least
+/// this much faster.
+constexpr double kMargin = 0.02;
+
+/// The samples of one micro-batch: the smallest leading dim of the step's
+/// ranked inputs (tokens, labels); what data parallelism can split.
+int64_t microBatchSamples(func::FuncOp main) {
+  int64_t samples = 0;
+  for (BlockArgument arg : main.getArguments())
+    if (auto type = dyn_cast<RankedTensorType>(arg.getType()); type && type.getRank() > 0)
+      samples = samples == 0 ? type.getDimSize(0) : std::min(samples, type.getDimSize(0));
+  return std::max<int64_t>(1, samples);
+}
+
+} // namespace
+
+FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
+                                                     const ParallelOptions &options,
+                                                     const SearchOptions &base) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  int64_t devices = options.devices(), microBatches = microBatchesOf(main);
+  plan::PipelineSchedule kind =
+      plan::scheduleNamed(options.pipelineSchedule).value_or(plan::ONE_F_ONE_B);
+  Block &block = main.getBody().front();
+  llvm::SetVector<Operation *> forward = forwardOps(block);
+  Activations activations(block);
+
+  // The stage counts worth a search: each divides the devices; the model
+  // has layer boundaries for it; and a stage's devices are no more than
+  // its micro-batch's samples times a node's devices (beyond that data
+  // and node-bound tensor parallelism leave devices idle), unless no count
+  // is that small.
+  PipelineSearchResult result;
+  result.samples = microBatchSamples(main);
+  std::vector<int64_t> counts;
+  int64_t perNode = std::max<int64_t>(1, base.cluster.devicesPerNode);
+  int64_t samples = result.samples;
+  bool tied = false;
+  for (int64_t p = 1; p <= devices; ++p) {
+    if (devices % p != 0)
+      continue;
+    if (p > 1) {
+      SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p);
+      if (int64_t(cuts.size()) + 1 < p)
+        break;
+      if (p == 2 && weightsCrossCheckpoints(forward, activations, cuts)) {
+        tied = true;
+        break;
+      }
+    }
+    if (devices / p > samples * perNode && p < devices) {
+      result.tried.push_back({p, 0, kIdle});
+      continue;
+    }
+    counts.push_back(p);
+  }
+  if (counts.empty()) // every count leaves devices idle: the most stages
+    for (int64_t p = devices; p >= 1; --p)
+      if (devices % p == 0 &&
+          int64_t(pipelineCheckpoints(forward, activations, p).size()) + 1 >= p &&
+          (!tied || p == 1)) {
+        counts.push_back(p);
+        llvm::erase_if(result.tried, [&](const StageCandidate &c) { return c.stages == p; });
+        break;
+      }
+
+  // What crosses a cut: the main activation forward, its gradient back,
+  // once per micro-batch each, a rank's share of it over the link between
+  // nodes (or inside one, when a node holds several stages).
+  auto transferSeconds = [&](int64_t p) {
+    if (p == 1)
+      return 0.0;
+    SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p);
+    auto type = cast<ShapedType>(forward[cuts.front()]->getResult(0).getType());
+    double bytes = double(type.getNumElements()) *
+                   double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8) /
+                   double(devices / p);
+    const cost::Link &link = devices / p < perNode ? base.cluster.intraNode
+                                                   : base.cluster.interNode;
+    double seconds = link.latency + bytes / link.bandwidth;
+    for (const cost::Protocol &protocol : link.transfers)
+      seconds = std::min(seconds, protocol.latency + bytes / protocol.bandwidth);
+    return 2.0 * double(microBatches) * seconds;
+  };
+
+  MLIRContext *context = module.getContext();
+  OwningOpRef<ModuleOp> best;
+  double bestSeconds = std::numeric_limits<double>::infinity();
+  std::vector<Diagnostic> lastFailure;
+  bool outOfMemory = false;
+  for (int64_t p : counts) {
+    SearchOptions o = base;
+    o.searchMeshShape = true;
+    // One device a stage: searched on an axis of 1 for its cost only, the
+    // stage left unsplit as a pinned --pp leaves it.
+    o.mesh = {{"x", devices / p, AxisRole::Free}};
+    double bubble = double(microBatches + p - 1) / double(microBatches);
+    o.parameterShare = 1.0 / double(p);
+    o.keptShare = p > 1 ? double(plan::stashSlots(kind, p, 0, microBatches)) / double(p) : 1.0;
+    // The search's objective is the whole step on one stage's devices.
+    o.costBelow = bestSeconds * (1 - kMargin) * double(p) / bubble;
+    OwningOpRef<ModuleOp> work = module.clone();
+    std::vector<Diagnostic> held;
+    FailureOr<SearchResult> searched = failure();
+    {
+      ScopedDiagnosticHandler hold(context, [&](Diagnostic &d) {
+        held.push_back(std::move(d));
+        return success();
+      });
+      searched = searchShardings(*work, work->lookupSymbol<func::FuncOp>("main"), o);
+    }
+    StageCandidate tried{p, 0, ""};
+    if (failed(searched)) {
+      bool memory = (*work)->hasAttr(attr::kOutOfMemory);
+      outOfMemory |= memory;
+      tried.outcome = memory ? "does not fit" : "not faster";
+      if (memory || !best)
+        lastFailure = std::move(held);
+      result.tried.push_back(tried);
+      continue;
+    }
+    tried.stepSeconds =
+        (searched->computeSeconds + searched->communicationSeconds) / double(p) * bubble +
+        transferSeconds(p);
+    result.tried.push_back(tried);
+    // More stages must win by more than the estimate's noise: their
+    // schedule has less slack than the bubble formula assumes.
+    if (tried.stepSeconds < bestSeconds * (1 - kMargin)) {
+      bestSeconds = tried.stepSeconds;
+      best = devices / p > 1 ? std::move(work) : module.clone();
+      result.stages = p;
+      result.search = *searched;
+      result.mesh = devices / p > 1 ? searched->mesh : std::vector<MeshAxisSpec>{};
+    }
+  }
+  if (!best) {
+    for (Diagnostic &d : lastFailure)
+      context->getDiagEngine().emit(std::move(d));
+    if (outOfMemory)
+      module->setAttr(attr::kOutOfMemory, UnitAttr::get(context));
+    std::string counted;
+    for (int64_t p : counts)
+      counted += (counted.empty() ? "" : ", ") + std::to_string(p);
+    return main.emitError() << "(--devices " << devices << " tried " << counted
+                            << " pipeline stages" << (tied ? "; a weight is shared across "
+                                                             "layers, so no more than 1"
+                                                           : "")
+                            << ": none fits)";
+  }
+  module.getBodyRegion().takeBody(best->getBodyRegion());
+  module->setAttrs((*best)->getAttrDictionary());
+  module->setAttr(attr::kPipelineStages,
+                  Builder(context).getI64IntegerAttr(result.stages));
+  llvm::sort(result.tried, [](const StageCandidate &a, const StageCandidate &b) {
+    return a.stages < b.stages;
+  });
+  if (tied)
+    result.tried.push_back({0, 0, "a weight is read by layers on both sides of a layer "
+                                  "boundary (tied embeddings): no pipeline stages"});
+  return result;
+}
+
+} // namespace dtc
