@@ -246,6 +246,8 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
              << "--zero 3 (split weights) or a larger --memory-limit";
     }
     attempt.parallel.memoryLimit = lowered;
+    if (auto below = (*work)->getAttrOfType<IntegerAttr>(attr::kPipelineStagesBelow))
+      attempt.parallel.pipelineStagesBelow = below.getInt();
   }
 }
 

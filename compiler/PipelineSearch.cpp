@@ -19,6 +19,8 @@
 
 #include "mlir/IR/Diagnostics.h"
 
+#include <chrono>
+
 using namespace mlir;
 
 namespace dtc {
@@ -66,6 +68,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   for (int64_t p = 1; p <= devices; ++p) {
     if (devices % p != 0)
       continue;
+    if (options.pipelineStagesBelow > 0 && p >= options.pipelineStagesBelow)
+      break;
     if (p > 1) {
       SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p);
       if (int64_t(cuts.size()) + 1 < p)
@@ -115,7 +119,16 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   double bestSeconds = std::numeric_limits<double>::infinity();
   std::vector<Diagnostic> lastFailure;
   bool outOfMemory = false;
+  int64_t unfit = 0; // the fewest stages that did not fit after a count that did
   for (int64_t p : counts) {
+    // Memory per device goes roughly as weights / P + activations x P under
+    // 1F1B (its first stage keeps P micro-batches of 1/P of the layers, on
+    // 1/P of the devices): once a count that fits is followed by one that
+    // does not, more stages do not fit either.
+    if (unfit > 0) {
+      result.tried.push_back({p, 0, kMoreMemory});
+      continue;
+    }
     SearchOptions o = base;
     o.searchMeshShape = true;
     // One device a stage: searched on an axis of 1 for its cost only, the
@@ -129,6 +142,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     OwningOpRef<ModuleOp> work = module.clone();
     std::vector<Diagnostic> held;
     FailureOr<SearchResult> searched = failure();
+    auto began = std::chrono::steady_clock::now();
     {
       ScopedDiagnosticHandler hold(context, [&](Diagnostic &d) {
         held.push_back(std::move(d));
@@ -137,9 +151,13 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       searched = searchShardings(*work, work->lookupSymbol<func::FuncOp>("main"), o);
     }
     StageCandidate tried{p, 0, ""};
+    tried.searchSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     if (failed(searched)) {
       bool memory = (*work)->hasAttr(attr::kOutOfMemory);
       outOfMemory |= memory;
+      if (memory && best && kind == plan::ONE_F_ONE_B && p <= microBatches)
+        unfit = p;
       tried.outcome = memory ? "does not fit" : "not faster";
       if (memory || !best)
         lastFailure = std::move(held);
@@ -178,6 +196,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   module->setAttrs((*best)->getAttrDictionary());
   module->setAttr(attr::kPipelineStages,
                   Builder(context).getI64IntegerAttr(result.stages));
+  if (unfit > 0) // a search under a lower limit need not try more
+    module->setAttr(attr::kPipelineStagesBelow, Builder(context).getI64IntegerAttr(unfit));
   llvm::sort(result.tried, [](const StageCandidate &a, const StageCandidate &b) {
     return a.stages < b.stages;
   });

@@ -93,6 +93,9 @@ struct ParallelOptions {
   /// --pp: stages, each a copy of the mesh above (1: none; 0 with --devices
   /// and a training step: searched, see searchPipelineStages).
   int64_t pipelineStages = 1;
+  /// Searched stages: only counts below this (0: any); a search again
+  /// under a lower memory limit skips the counts that did not fit.
+  int64_t pipelineStagesBelow = 0;
   std::string pipelineSchedule = "1f1b"; // --schedule gpipe|1f1b
   /// What the search costs plans on: `cluster` when given (already
   /// loaded), else the file `clusterFile`, else the preset `preset`.
@@ -126,12 +129,16 @@ struct StageCandidate {
   int64_t stages = 1;
   double stepSeconds = 0; // predicted: the stage's share of the step, with the bubble
   std::string outcome;    // "" when it was searched and fit; else why not
+  double searchSeconds = 0; // wall time of its search
 };
 
 /// A StageCandidate's outcome when not searched: its stage would have more
 /// devices than data parallelism within a micro-batch and tensor
 /// parallelism within a node can use.
 inline constexpr const char *kIdle = "idle";
+/// Not searched: a count with fewer stages already did not fit (1F1B keeps
+/// more activations a device the more stages there are).
+inline constexpr const char *kMoreMemory = "more memory";
 
 struct PipelineSearchResult {
   int64_t stages = 1;

@@ -91,23 +91,36 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
                      plural(p.devices() / r.stages, "device") + ", searched from --devices " +
                      std::to_string(p.devices()) + " (predicted step with the " +
                      p.pipelineSchedule + " bubble and transfers:";
-  std::string idle, tied;
+  std::string idle, more, tied;
   for (const StageCandidate &c : r.tried) {
     if (c.stages == 0)
       tied = "; " + c.outcome;
     else if (c.outcome == kIdle)
       idle += (idle.empty() ? "" : ", ") + std::to_string(c.stages);
+    else if (c.outcome == kMoreMemory)
+      more += (more.empty() ? "" : ", ") + std::to_string(c.stages);
     else
       text += " " + plural(c.stages, "stage") + " " +
               (c.outcome.empty() ? formatSeconds(c.stepSeconds) : c.outcome) +
               (c.stages == r.stages ? " (chosen)," : ",");
   }
+  double seconds = 0;
+  for (const StageCandidate &c : r.tried)
+    seconds += c.searchSeconds;
   text.pop_back();
   if (!idle.empty())
     text += "; " + idle + " not tried: a stage's devices would outnumber a micro-batch's " +
             plural(r.samples, "sample") + " times a node's " +
             plural(p.cluster->devicesPerNode, "device");
-  return text + tied + ")";
+  if (p.pipelineStagesBelow > 0)
+    text += "; " + std::to_string(p.pipelineStagesBelow) +
+            " or more not tried: they did not fit under the first search's higher limit";
+  if (!more.empty())
+    text += "; " + more + " not tried: more stages than a count that does not fit keep more "
+                          "activations";
+  char searched[48];
+  std::snprintf(searched, sizeof searched, "; searched in %.1f s", seconds);
+  return text + tied + searched + ")";
 }
 
 std::string searchNote(const SearchResult &r, double limit) {

@@ -76,6 +76,9 @@ constexpr llvm::StringLiteral kOutOfMemory = "dtc.out_of_memory";
 /// Module: the pipeline stages dtc-sharding-search chose for `devices`
 /// (pp=0), for dtc-pipeline-split (stages=0).
 constexpr llvm::StringLiteral kPipelineStages = "dtc.pipeline_stages";
+/// Module: the fewest stages that did not fit after a count that did (a
+/// search under a lower memory limit tries fewer).
+constexpr llvm::StringLiteral kPipelineStagesBelow = "dtc.pipeline_stages_below";
 
 // dtc-pipeline-split.
 /// Module: {stages, schedule, micro_batches} of a pipelined step.

@@ -66,10 +66,12 @@ void printMemoryBreakdown(const plan::Plan &plan, int64_t peak) {
 
 int runSimulate(const Args &args) {
   std::string path, clusterFile, presetName, trace;
+  int64_t nodes = 0;
   OptionParser parser("simulate", "plan", path);
   parser.text("--cluster", clusterFile);
   parser.text("--preset", presetName);
   parser.text("--trace", trace);
+  parser.value("--nodes", countAtLeast("--nodes", nodes, 1), "--nodes needs a number");
   if (int rc = parser.parse(args))
     return rc;
   if (path.empty())
@@ -82,13 +84,15 @@ int runSimulate(const Args &args) {
                           : cost::loadCluster(clusterFile, error);
   if (!cluster)
     return clusterFile.empty() ? usageError(error) : failure(error);
+  if (nodes > 0) // the same machines, as many as the plan needs
+    cluster->nodes = nodes;
   plan::Plan plan;
   if (!plan::loadPlan(path, plan, error))
     return failure(error);
   int64_t planRanks = plan::planRanks(plan);
   if (planRanks > cluster->devices())
     return failure(fmt::format("{}: the plan has {} ranks but cluster '{}' has {} devices ({} "
-                               "nodes of {})",
+                               "nodes of {}; --nodes N simulates more)",
                                path, planRanks, cluster->name, cluster->devices(),
                                cluster->nodes, cluster->devicesPerNode));
 

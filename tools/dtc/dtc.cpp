@@ -106,12 +106,13 @@ commands:
         the ranks are gathered first).
 
   simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
-                     [--trace TRACE.json]
+                     [--nodes N] [--trace TRACE.json]
         Predict one step of the plan on a cluster (default: the cpu-local
         preset): step time, throughput, model FLOP/s per device, memory
         peak per rank, compute/communication/idle time, time by op class.
         Each instruction is a roofline of its FLOPs and bytes; --trace
-        writes the timeline for ui.perfetto.dev. Cluster files: docs/cluster.md.
+        writes the timeline for ui.perfetto.dev; --nodes N simulates the
+        cluster with N nodes of the same machines. Cluster files: docs/cluster.md.
 
   calibrate [-o CLUSTER.json] [--quick] [--no-links]
         Measure this machine, one core per device, with the kernels plans

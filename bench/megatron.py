@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Published Megatron-LM runs: pinned and searched plans, simulated.
+
+For each row of bench/published/scaling/*.json (Narayanan et al. 2021,
+Table 1: GPT models from 1.7B to 1T parameters on up to 3072 A100s), builds
+the same GPT with dtc's weight-free generator and compiles a bf16 training
+step twice:
+
+  pinned    --tp t --pp p --dp d and --recompute full as published (ZeRO and
+            what tensor parallelism splits still searched)
+  searched  --devices n: the pipeline stages, the dp x tp shape and the rest
+            all searched
+
+both with B / d micro-batches (one sample per data-parallel rank each, as
+the table does not give its micro-batch size). Each plan is simulated on the
+publication's hardware preset (with as many nodes as the run had), and its
+per-GPU throughput counted as the paper counts it (Equation 3), so
+throughputs compare directly:
+
+    published / pinned-simulated / searched-simulated TFLOP/s per GPU,
+    the searched configuration, and each compile's wall time.
+
+    python3 bench/megatron.py --dtc build/bin/dtc [--max-gpus N] [--rows 1.7,39.1]
+
+--check exits non-zero when a pinned plan simulates more than 15% off the
+published throughput or a searched plan is predicted slower than the pinned.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+TOLERANCE = 0.15
+
+
+def run(cmd):
+    began = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    return done, time.monotonic() - began
+
+
+def equation3_flops(row, seq, vocab):
+    """Narayanan et al. 2021, Eq. 3: FLOPs per iteration, recomputation included."""
+    b, s, l, h, v = row["batch"], seq, row["layers"], row["hidden"], vocab
+    return 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+
+
+def compile_and_simulate(dtc, tmp, tag, spec, flags, preset, nodes):
+    plan = os.path.join(tmp, f"{tag}.dtcp")
+    done, seconds = run([dtc, "compile", spec, "--train", "--precision", "bf16", "--preset",
+                         preset, *flags, "-o", plan])
+    if done.returncode != 0:
+        return {"error": (done.stderr or done.stdout).strip().splitlines()[0][:160],
+                "compile_s": seconds}
+    notes = done.stdout
+    sim, _ = run([dtc, "simulate", plan, "--preset", preset, "--nodes", str(nodes)])
+    if sim.returncode != 0:
+        return {"error": sim.stderr.strip()[:160], "compile_s": seconds}
+    step = re.search(r"step time\s+([0-9.]+) (us|ms|s)", sim.stdout)
+    mesh = re.search(r"mesh: ([^ ;(]+(?: x [^ ;(]+)*)", notes)
+    stages = re.search(r"pipeline: (\d+) stages?", notes)
+    recompute = re.search(r"recompute: (\w+)", notes)
+    return {"step_s": float(step.group(1)) * UNITS[step.group(2)], "compile_s": seconds,
+            "mesh": mesh.group(1) if mesh else "one device",
+            "stages": int(stages.group(1)) if stages else 1,
+            "recompute": recompute.group(1) if recompute else "none"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dtc", required=True)
+    ap.add_argument("--max-gpus", type=int, default=1536,
+                    help="skip rows with more GPUs (default 1536: the 1.7B..145.6B rows)")
+    ap.add_argument("--rows", default="", help="only these sizes in billions, e.g. 1.7,39.1")
+    ap.add_argument("--no-search", action="store_true", help="pinned plans only")
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    here = os.path.dirname(os.path.abspath(__file__))
+    wanted = {float(r) for r in args.rows.split(",") if r}
+    failed = False
+    header = (f"{'model':>7} {'GPUs':>5} {'t,p,d':>9} {'mb':>4} | {'TFLOP/s per GPU':^23} | "
+              f"{'pin/pub':>7} | {'searched configuration':<34} | {'compile s':>13}")
+    print(header)
+    print(f"{'':>7} {'':>5} {'':>9} {'':>4} | {'pub':>7} {'pinned':>7} {'search':>7} | {'':>7} | "
+          f"{'':<34} | {'pin':>6} {'search':>6}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in sorted(glob.glob(os.path.join(here, "published", "scaling", "*.json"))):
+            data = json.load(open(path))
+            seq, vocab, preset = data["seq"], data["vocab"], data["preset"]
+            for row in data["results"]:
+                if row["gpus"] > args.max_gpus or (wanted and row["params_billion"] not in wanted):
+                    continue
+                t, p, n = row["tensor"], row["pipeline"], row["gpus"]
+                d = n // (t * p)
+                micro = row["batch"] // d
+                nodes = (n + 7) // 8
+                spec = (f"gpt:layers={row['layers']},hidden={row['hidden']},heads={row['heads']},"
+                        f"seq={seq},vocab={vocab},batch={row['batch']}")
+                common = ["--micro-batches", str(micro)]
+                pinned = compile_and_simulate(
+                    args.dtc, tmp, "pinned", spec,
+                    [*(["--tp", str(t)] if t > 1 else []), *(["--pp", str(p)] if p > 1 else []),
+                     "--dp", str(d), "--recompute", "full", *common], preset, nodes)
+                searched = ({"error": "not run"} if args.no_search else compile_and_simulate(
+                    args.dtc, tmp, "searched", spec, ["--devices", str(n), *common], preset,
+                    nodes))
+                flops = equation3_flops(row, seq, vocab) / n / 1e12
+
+                def tflops(result):
+                    return flops / result["step_s"] if "step_s" in result else float("nan")
+
+                pub = row["tflops_per_gpu"]
+                ratio = tflops(pinned) / pub
+                config = (f"pp{searched['stages']} {searched['mesh']} rc={searched['recompute']}"
+                          if "step_s" in searched else searched["error"][:34])
+                print(f"{row['params_billion']:>6}B {n:>5} {f'{t},{p},{d}':>9} {micro:>4} | "
+                      f"{pub:>7.0f} {tflops(pinned):>7.1f} {tflops(searched):>7.1f} | "
+                      f"{ratio:>7.2f} | {config:<34} | {pinned['compile_s']:>6.1f} "
+                      f"{searched.get('compile_s', float('nan')):>6.1f}", flush=True)
+                if "error" in pinned:
+                    print(f"        pinned: {pinned['error']}")
+                if "step_s" in pinned:
+                    print(f"        pinned plan: {pinned['mesh']}, {pinned['stages']} stages, "
+                          f"recompute {pinned['recompute']}")
+                if args.check:
+                    failed |= "step_s" not in pinned or abs(ratio - 1) > TOLERANCE
+                    failed |= (not args.no_search and
+                               ("step_s" not in searched or
+                                searched["step_s"] > pinned.get("step_s", 0) * (1 + 1e-9)))
+            print(f"  source: {data['source']}")
+            for note in data.get("notes", []):
+                print(f"  note: {note}")
+    if failed:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
