@@ -453,13 +453,30 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                 " (" + std::to_string(end - begin + 1) + " forward ops, " +
                 std::to_string(int(std::lround(100 * share / total))) + "% of the FLOPs)";
     }
+    // Fewer micro-batches than stages: never are all stages busy at once.
+    int64_t microBatches = microBatchesOf(main);
+    std::string few;
+    if (microBatches < stages) {
+      char bubble[16];
+      std::snprintf(bubble, sizeof bubble, "%.0f%%",
+                    100.0 * double(stages - 1) / double(microBatches + stages - 1));
+      few = "; warning: " + std::to_string(microBatches) + " micro-batch" +
+            (microBatches == 1 ? "" : "es") + " for " + std::to_string(int64_t(stages)) +
+            " stages: " +
+            (microBatches == 1 ? std::string("one stage works at a time")
+                               : "at most " + std::to_string(microBatches) +
+                                     " stages work at once") +
+            " (a bubble of " + bubble +
+            " of the step); use --micro-batches " + std::to_string(int64_t(stages)) +
+            " or more";
+    }
     for (func::FuncOp func : module.getOps<func::FuncOp>())
       if (func->hasAttr(attr::kStage))
         addNote(func, "pipeline: " + std::to_string(stages) + " stages, " + schedule +
                           " schedule, cut at " + std::to_string(stages - 1) + " of " +
                           std::to_string(checkpoints.size()) + " places between layers; " +
                           std::to_string(transfers) +
-                          " tensors sent between stages per micro-batch" + layout);
+                          " tensors sent between stages per micro-batch" + layout + few);
     main.erase();
     return success();
   }
