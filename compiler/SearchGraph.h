@@ -86,6 +86,10 @@ public:
   SearchResult annotate();
 
   static constexpr double kTimeLimitSeconds = 5;
+  /// CBC stops once its plan is within this fraction of its bound (on
+  /// large programs): the last percent took a GPT-3 stage's search from
+  /// 3.5 s to its 5 s limit.
+  static constexpr double kRelativeGap = 0.01;
 
 private:
   //===--------------------------------------------------------------------===//

@@ -119,7 +119,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   }
 
   search::StrategySolution solution =
-      search::solveStrategies(problem, timeLimitSeconds, costBelow);
+      search::solveStrategies(problem, timeLimitSeconds, costBelow, kRelativeGap);
   result_.ops = int(nodes_.size());
   result_.decisions = int(groups_.size());
   result_.variables = solution.variables;

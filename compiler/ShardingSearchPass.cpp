@@ -9,6 +9,7 @@
 #include "compiler/MicroBatches.h"
 #include "plan/PipelineSchedule.h"
 #include "compiler/Passes.h"
+#include "compiler/SearchGraph.h"
 #include "compiler/ShardingSearch.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphDialect.h"
@@ -127,6 +128,9 @@ std::string searchNote(const SearchResult &r, double limit) {
   char solve[96];
   if (r.optimal)
     std::snprintf(solve, sizeof solve, "CBC optimal in %.2f s", r.searchSeconds);
+  else if (r.gap <= search::Search::kRelativeGap) // stopped at its gap
+    std::snprintf(solve, sizeof solve, "CBC within %.2g%% of its bound in %.2f s", 100 * r.gap,
+                  r.searchSeconds);
   else // stopped at the time limit: how far from the best possible it may be
     std::snprintf(solve, sizeof solve, "CBC best found in %.2f s, within %.2g%% of its bound",
                   r.searchSeconds, 100 * r.gap);

@@ -801,7 +801,8 @@ struct CbcOutcome {
   double bound = -kInf; // the objective's best possible value, in the program's units
 };
 
-CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double costBelow) {
+CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double costBelow,
+                  double relativeGap) {
   std::vector<CoinBigIndex> starts{0};
   std::vector<int> rows;
   std::vector<double> values;
@@ -847,6 +848,8 @@ CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double
                   (costBelow - program.offset) / program.secondsPerUnit);
     Cbc_setParameter(model.get(), "cutoff", cutoff);
   }
+  if (relativeGap > 0)
+    Cbc_setParameter(model.get(), "ratioGap", number(relativeGap).c_str());
   bool limited = std::isfinite(timeLimitSeconds);
   if (limited)
     Cbc_setParameter(model.get(), "seconds", number(std::max(timeLimitSeconds, 0.01)).c_str());
@@ -860,8 +863,13 @@ CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double
   bool outOfTime =
       Cbc_isSecondsLimitReached(model.get()) || (limited && seconds >= 0.99 * timeLimitSeconds);
   outcome.optimal = Cbc_isProvenOptimal(model.get()) && !outOfTime;
-  outcome.infeasible = Cbc_isProvenInfeasible(model.get()) && !outOfTime;
   outcome.bound = Cbc_getBestPossibleObjValue(model.get());
+  // Stopped within the relative gap: "optimal" to CBC, not proven so.
+  if (double best = Cbc_getObjValue(model.get());
+      outcome.optimal && relativeGap > 0 &&
+      best - outcome.bound > 1e-9 * std::max(1.0, std::abs(best)))
+    outcome.optimal = false;
+  outcome.infeasible = Cbc_isProvenInfeasible(model.get()) && !outOfTime;
   if (const double *best = Cbc_bestSolution(model.get()))
     outcome.columns.assign(best, best + columnCount);
   return outcome;
@@ -901,7 +909,7 @@ namespace {
 /// solveStrategies without the final check against `costBelow` (which CBC
 /// only uses to stop early).
 StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeconds,
-                            double costBelow) {
+                            double costBelow, double relativeGap) {
   StrategySolution solution;
   solution.message = describeInput(problem);
   if (!solution.message.empty())
@@ -975,7 +983,10 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
   IntegerProgram program(problem, reduced, ranges, binding, coupled);
   solution.variables = program.columns.size();
   solution.constraints = program.rowLower.size();
-  CbcOutcome outcome = runCbc(program, timeLimitSeconds, costBelow);
+  // Small programs are solved exactly: they take CBC well under a second.
+  constexpr size_t kGapColumns = 10000;
+  CbcOutcome outcome = runCbc(program, timeLimitSeconds, costBelow,
+                              program.columns.size() >= kGapColumns ? relativeGap : 0.0);
   std::vector<int> fallback = fallbackChoice(problem, reduced, binding, coupled);
   bool found = !outcome.columns.empty() && readChoice(program, outcome.columns, solution.choice);
   if (found) {
@@ -1020,8 +1031,8 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
 } // namespace
 
 StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimitSeconds,
-                                 double costBelow) {
-  StrategySolution solution = solveUncut(problem, timeLimitSeconds, costBelow);
+                                 double costBelow, double relativeGap) {
+  StrategySolution solution = solveUncut(problem, timeLimitSeconds, costBelow, relativeGap);
   if (solution.feasible && !(solution.cost < costBelow)) {
     solution.feasible = solution.optimal = false;
     solution.choice.clear();

@@ -80,9 +80,13 @@ struct StrategySolution {
 /// Only choices that cost less than `costBelow` are wanted: when none does,
 /// the solution is not feasible and says so (CBC stops as soon as its bound
 /// shows it, which is how a caller comparing several problems skips the
-/// ones that cannot win).
+/// ones that cannot win). A `relativeGap` above 0 lets CBC stop once its
+/// best choice is within that fraction of its bound (not `optimal` then,
+/// unless the two meet), on programs of 10,000 columns or more; smaller
+/// ones are solved exactly.
 StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimitSeconds = 60,
-                                 double costBelow = std::numeric_limits<double>::infinity());
+                                 double costBelow = std::numeric_limits<double>::infinity(),
+                                 double relativeGap = 0);
 
 /// The objective of `choice` (one valid strategy index per node):
 /// +infinity when a strategy or pair is not allowed; ignores the limits.
