@@ -815,7 +815,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   if (out.program_of_rank_size() == 0)
     *notes.Add() = "mesh: 1 device (single-rank plan)";
   std::set<std::string> noted;
-  for (auto [r, program] : llvm::enumerate(programs)) {
+  for (auto [r, stageProgram] : llvm::enumerate(programs)) {
+    func::FuncOp program = stageProgram; // a lambda cannot capture a structured binding
     auto intAttr = [&](StringRef name) {
       auto a = program->getAttrOfType<IntegerAttr>(name);
       return a ? a.getInt() : 0;
