@@ -64,7 +64,6 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   std::vector<int64_t> counts;
   int64_t perNode = std::max<int64_t>(1, base.cluster.devicesPerNode);
   int64_t samples = result.samples;
-  bool tied = false;
   for (int64_t p = 1; p <= devices; ++p) {
     if (devices % p != 0)
       continue;
@@ -74,10 +73,6 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p);
       if (int64_t(cuts.size()) + 1 < p)
         break;
-      if (p == 2 && weightsCrossCheckpoints(forward, activations, cuts)) {
-        tied = true;
-        break;
-      }
     }
     if (devices / p > samples * perNode && p < devices) {
       result.tried.push_back({p, 0, kIdle});
@@ -88,8 +83,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   if (counts.empty()) // every count leaves devices idle: the most stages
     for (int64_t p = devices; p >= 1; --p)
       if (devices % p == 0 &&
-          int64_t(pipelineCheckpoints(forward, activations, p).size()) + 1 >= p &&
-          (!tied || p == 1)) {
+          int64_t(pipelineCheckpoints(forward, activations, p).size()) + 1 >= p) {
         counts.push_back(p);
         llvm::erase_if(result.tried, [&](const StageCandidate &c) { return c.stages == p; });
         break;
@@ -97,14 +91,17 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
 
   // What crosses a cut: the main activation forward, its gradient back,
   // once per micro-batch each, a rank's share of it over the link between
-  // nodes (or inside one, when a node holds several stages).
+  // nodes (or inside one, when a node holds several stages); and a weight
+  // read on both sides of a cut (tied embeddings), sent each micro-batch
+  // from its stage to the other, its gradient back.
   auto transferSeconds = [&](int64_t p) {
     if (p == 1)
       return 0.0;
     SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p);
     auto type = cast<ShapedType>(forward[cuts.front()]->getResult(0).getType());
-    double bytes = double(type.getNumElements()) *
-                   double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8) /
+    double bytes = (double(type.getNumElements()) *
+                        double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8) +
+                    double(weightBytesAcrossCheckpoints(forward, activations, cuts))) /
                    double(devices / p);
     const cost::Link &link = devices / p < perNode ? base.cluster.intraNode
                                                    : base.cluster.interNode;
@@ -187,10 +184,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     for (int64_t p : counts)
       counted += (counted.empty() ? "" : ", ") + std::to_string(p);
     return main.emitError() << "(--devices " << devices << " tried " << counted
-                            << " pipeline stages" << (tied ? "; a weight is shared across "
-                                                             "layers, so no more than 1"
-                                                           : "")
-                            << ": none fits)";
+                            << " pipeline stages: none fits)";
   }
   module.getBodyRegion().takeBody(best->getBodyRegion());
   module->setAttrs((*best)->getAttrDictionary());
@@ -201,9 +195,6 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   llvm::sort(result.tried, [](const StageCandidate &a, const StageCandidate &b) {
     return a.stages < b.stages;
   });
-  if (tied)
-    result.tried.push_back({0, 0, "a weight is read by layers on both sides of a layer "
-                                  "boundary (tied embeddings): no pipeline stages"});
   return result;
 }
 

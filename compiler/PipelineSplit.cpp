@@ -148,21 +148,23 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
     }
     // A forward op on weights only (a weight's cast) goes with its first
     // reader, not with the stage before it: weights stay where they are read.
+    // A weight (or what is made of it) read on several stages (tied
+    // embeddings) goes with its earliest reader, which sends it on.
+    auto withEarliestReader = [&](Operation *op) {
+      std::optional<int> earliest;
+      for (Operation *user : op->getUsers())
+        if (forward.contains(user))
+          earliest = std::min(earliest.value_or(stageOf[user]), stageOf[user]);
+      if (earliest)
+        stageOf[op] = *earliest;
+    };
     for (Operation *op : llvm::reverse(forward))
       if (stageOf.lookup(op) != kAnyStage &&
           llvm::none_of(op->getResults(), [&](Value r) { return activations.contains(r); }))
-        for (Operation *user : op->getUsers())
-          if (forward.contains(user)) {
-            stageOf[op] = stageOf[user];
-            break;
-          }
+        withEarliestReader(op);
     for (Operation &op : block)
       if (isa<graph::ParameterOp>(op))
-        for (Operation *user : op.getUsers())
-          if (forward.contains(user)) {
-            stageOf[&op] = stageOf[user];
-            break;
-          }
+        withEarliestReader(&op);
     // The backward and the optimizer. An op that reads a weight (or a
     // weight's cast) runs on the weight's stage, and a weight's gradient
     // too; another op on the earliest stage it reads from (the gradient of
@@ -269,19 +271,16 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
         stageOf[&op] = *reader;
     }
 
-    // A weight read by two stages (tied embeddings) would need its gradient
-    // summed across them.
-    for (Operation &op : block) {
-      auto parameter = dyn_cast<graph::ParameterOp>(op);
-      if (!parameter)
-        continue;
-      for (Operation *user : op.getUsers())
-        if (stageOf.lookup(user) != kAnyStage && stageOf.lookup(user) != stageOf[&op])
-          return main.emitError() << "--pp: parameter '" << parameter.getName()
-                                  << "' is read by stages " << stageOf[&op] << " and "
-                                  << stageOf.lookup(user)
-                                  << "; weights shared across pipeline stages are not supported";
-    }
+    // A transfer runs in the forward part when its value is made there, or
+    // when it is a weight a forward op of the receiving stage reads (a tied
+    // embedding, sent each micro-batch from the stage that owns it).
+    auto forwardTransfer = [&](Operation &op, int to) {
+      return forward.contains(&op) ||
+             (llvm::none_of(op.getResults(), [&](Value r) { return activations.contains(r); }) &&
+              llvm::any_of(op.getUsers(), [&](Operation *user) {
+                return forward.contains(user) && stageOf.lookup(user) == to;
+              }));
+    };
 
     // Forward transfers go to later stages and backward ones to earlier
     // ones; the schedule interleaves forwards and backwards differently on
@@ -296,7 +295,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
         if (user == terminator || t == kAnyStage || t == s)
           continue;
         auto &[f, bw] = parts[{s, t}];
-        (forward.contains(&op) ? f : bw) = true;
+        (forwardTransfer(op, t) ? f : bw) = true;
         if (f && bw)
           return op.emitError() << "--pp: stage " << s << " sends stage " << t
                                 << " values of both its forward and its backward; "
@@ -375,7 +374,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
             for (int t : readers) {
               auto send = fb.create<graph::SendOp>(op.getLoc(), map.lookup(r),
                                                     fb.getI64IntegerAttr(t));
-              markLike(send, &op, isForward);
+              markLike(send, &op, forwardTransfer(op, t));
               ++transfers;
             }
           }
@@ -390,7 +389,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
           if (!readHere)
             continue;
           auto recv = fb.create<graph::RecvOp>(op.getLoc(), r.getType(), fb.getI64IntegerAttr(at));
-          markLike(recv, &op, isForward);
+          markLike(recv, &op, forwardTransfer(op, s));
           map.map(r, recv.getResult());
         }
       }

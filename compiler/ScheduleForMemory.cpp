@@ -105,9 +105,11 @@ SmallVector<Operation *> greedyOrder(Block &block, ArrayRef<Operation *> ops) {
   // Ops on weights only (a weight's cast, its ZeRO-3 all-gather) run
   // lazily, right before the first op that reads them: run early they would
   // hold a whole weight through everything in between.
+  // A send of a weight (a tied embedding's, to the stage that also reads
+  // it) has no reader to wait for: it is not lazy.
   std::vector<bool> lazy(ops.size(), false);
   for (auto [i, op] : llvm::enumerate(ops))
-    lazy[i] = op->getNumOperands() > 0 &&
+    lazy[i] = op->getNumOperands() > 0 && !isa<graph::SendOp>(op) &&
               llvm::all_of(op->getOperands(), [&](Value v) {
                 Operation *def = v.getDefiningOp();
                 auto it = def ? index.find(def) : index.end();

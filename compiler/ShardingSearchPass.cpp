@@ -92,11 +92,9 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
                      plural(p.devices() / r.stages, "device") + ", searched from --devices " +
                      std::to_string(p.devices()) + " (predicted step with the " +
                      p.pipelineSchedule + " bubble and transfers:";
-  std::string idle, more, tied;
+  std::string idle, more;
   for (const StageCandidate &c : r.tried) {
-    if (c.stages == 0)
-      tied = "; " + c.outcome;
-    else if (c.outcome == kIdle)
+    if (c.outcome == kIdle)
       idle += (idle.empty() ? "" : ", ") + std::to_string(c.stages);
     else if (c.outcome == kMoreMemory)
       more += (more.empty() ? "" : ", ") + std::to_string(c.stages);
@@ -121,7 +119,7 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
                           "activations";
   char searched[48];
   std::snprintf(searched, sizeof searched, "; searched in %.1f s", seconds);
-  return text + tied + searched + ")";
+  return text + searched + ")";
 }
 
 std::string searchNote(const SearchResult &r, double limit) {

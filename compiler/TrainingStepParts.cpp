@@ -101,10 +101,11 @@ SmallVector<size_t> pipelineCheckpoints(const llvm::SetVector<Operation *> &forw
   return checkpoints;
 }
 
-bool weightsCrossCheckpoints(const llvm::SetVector<Operation *> &forward,
-                             const Activations &activations, ArrayRef<size_t> checkpoints) {
+int64_t weightBytesAcrossCheckpoints(const llvm::SetVector<Operation *> &forward,
+                                     const Activations &activations,
+                                     ArrayRef<size_t> checkpoints) {
   if (checkpoints.empty())
-    return false;
+    return 0;
   llvm::DenseMap<Operation *, size_t> index;
   for (auto [i, op] : llvm::enumerate(forward))
     index[op] = i;
@@ -139,14 +140,17 @@ bool weightsCrossCheckpoints(const llvm::SetVector<Operation *> &forward,
   }
   // Constants (masks, position tables) are cloned into each stage: only
   // parameters count.
+  int64_t bytes = 0;
   for (auto &[v, reach] : span) {
     if (!isa_and_nonnull<graph::ParameterOp>(v.getDefiningOp()))
       continue;
-    for (size_t cut : checkpoints)
-      if (reach.first <= cut && cut < reach.second)
-        return true;
+    if (llvm::any_of(checkpoints,
+                     [&](size_t cut) { return reach.first <= cut && cut < reach.second; })) {
+      auto type = cast<ShapedType>(v.getType());
+      bytes += type.getNumElements() * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+    }
   }
-  return false;
+  return bytes;
 }
 
 } // namespace dtc

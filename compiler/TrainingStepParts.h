@@ -47,12 +47,13 @@ llvm::SmallVector<size_t> checkpointPositions(const llvm::SetVector<mlir::Operat
 llvm::SmallVector<size_t> pipelineCheckpoints(const llvm::SetVector<mlir::Operation *> &forward,
                                               const Activations &activations, int64_t stages);
 
-/// Whether a weight (or what is made of weights alone, like its cast) is
-/// read by forward ops on both sides of a checkpoint, as tied embeddings
-/// are: pipeline stages cannot split such a model at that checkpoint.
-bool weightsCrossCheckpoints(const llvm::SetVector<mlir::Operation *> &forward,
-                             const Activations &activations,
-                             llvm::ArrayRef<size_t> checkpoints);
+/// The bytes of the weights that forward ops read on both sides of a
+/// checkpoint (directly or through what is made of weights alone, like a
+/// transpose), as tied embeddings are: a pipeline cut there sends them from
+/// the stage that owns them to the other each micro-batch.
+int64_t weightBytesAcrossCheckpoints(const llvm::SetVector<mlir::Operation *> &forward,
+                                     const Activations &activations,
+                                     llvm::ArrayRef<size_t> checkpoints);
 
 } // namespace dtc
 

@@ -209,11 +209,13 @@ def attention(b, cfg, ids, x, layer):
     return linear(b, ctx, f"{p}.c_proj", hidden, hidden)
 
 
-def build_gpt(layers=LAYERS, hidden=HIDDEN, heads=HEADS, vocab=VOCAB, max_pos=MAX_POS):
+def build_gpt(layers=LAYERS, hidden=HIDDEN, heads=HEADS, vocab=VOCAB, max_pos=MAX_POS,
+              tied=False):
     """A GPT-2-style decoder: input_ids [batch, seq] (seq <= max_pos) -> logits.
 
     The defaults make the test model (tests/models/gpt.onnx); bench/ builds
-    bigger ones.
+    bigger ones. tied: the head is the token embedding transposed (as
+    GPT-2's is), not a weight of its own.
     """
     cfg = GptConfig(layers, hidden, heads, vocab, max_pos)
     b = GraphBuilder(np.random.RandomState(0))
@@ -239,7 +241,8 @@ def build_gpt(layers=LAYERS, hidden=HIDDEN, heads=HEADS, vocab=VOCAB, max_pos=MA
         h = b.op("Add", [h, m])
 
     h = layer_norm(b, h, "ln_f", hidden)
-    lm = b.weight("lm_head.weight", (hidden, vocab), 0.1)
+    lm = (b.op("Transpose", [wte], perm=[1, 0]) if tied else
+          b.weight("lm_head.weight", (hidden, vocab), 0.1))
     b.nodes.append(helper.make_node("MatMul", [h, lm], ["logits"], name="lm_head"))
     return finish(
         b, "gpt",

@@ -239,6 +239,13 @@ def main():
         np.frombuffer(b"the quick brown fox jumps over the lazy dog. " * 40,
                       np.uint8).astype(np.uint16).tofile(text)
         compare(dtc, tmp, "gpt", models["gpt"], ["--shape", "batch=8", "--shape", "seq=16"], text)
+        # GPT-2's head is its token embedding transposed: a weight two
+        # pipeline stages read (sent forward each micro-batch, its gradient
+        # back), trained and exported like one device's.
+        tied = os.path.join(tmp, "tied-gpt.onnx")
+        onnx.save(generate.build_gpt(tied=True), tied)
+        compare(dtc, tmp, "tied-gpt", tied, ["--shape", "batch=8", "--shape", "seq=16"], text,
+                splits=("pp=2 x dp=2", "pp=4 1f1b", "searched, 4 micro-batches"))
         infer(dtc, tmp, "mlp", models["mlp"], ["--shape", "batch=16"],
               {inputs["mlp"].name: rng.rand(16, *dims("mlp")).astype(np.float32)})
         infer(dtc, tmp, "cnn", models["cnn"], ["--shape", "batch=8"],
