@@ -4,8 +4,9 @@
 // count: pipeline stages P x (data x tensor shapes of N / P). Each stage
 // count is searched as a pinned --pp would be (the weights' and kept
 // activations' shares of one stage, compiler/ShardingSearchPass.cpp) on a
-// copy of the module, and costed as the pipeline runs it: a stage does 1/P
-// of the step's work, and the schedule's bubble stretches it by
+// copy of the module, and costed as the pipeline runs it: the costliest
+// stage does its share of the step's work (1/P when the cuts even the
+// forward's FLOPs out), and the schedule's bubble stretches it by
 // (M + P - 1) / M for M micro-batches. Fewer stages are tried first; a
 // later count only has to beat the best so far, which CBC's bound often
 // rules out early. docs/pipeline.md explains.
@@ -53,6 +54,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   Block &block = main.getBody().front();
   llvm::SetVector<Operation *> forward = forwardOps(block);
   Activations activations(block);
+  SmallVector<double> costs = forwardCosts(forward);
 
   // The stage counts worth a search: each divides the devices; the model
   // has layer boundaries for it; and a stage's devices are no more than
@@ -132,10 +134,16 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     // stage left unsplit as a pinned --pp leaves it.
     o.mesh = {{"x", devices / p, AxisRole::Free}};
     double bubble = double(microBatches + p - 1) / double(microBatches);
+    // The costliest stage sets the pace: 1/P of the step when the cuts even
+    // the stages out, more when the layers do not divide evenly (a CNN's, a
+    // GPT's head).
+    double share = p > 1 ? largestStageShare(
+                               costs, pipelineCheckpoints(forward, activations, p), p)
+                         : 1.0;
     o.parameterShare = 1.0 / double(p);
     o.keptShare = p > 1 ? double(plan::stashSlots(kind, p, 0, microBatches)) / double(p) : 1.0;
     // The search's objective is the whole step on one stage's devices.
-    o.costBelow = bestSeconds * (1 - kMargin) * double(p) / bubble;
+    o.costBelow = bestSeconds * (1 - kMargin) / (share * bubble);
     OwningOpRef<ModuleOp> work = module.clone();
     std::vector<Diagnostic> held;
     FailureOr<SearchResult> searched = failure();
@@ -162,7 +170,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       continue;
     }
     tried.stepSeconds =
-        (searched->computeSeconds + searched->communicationSeconds) / double(p) * bubble +
+        (searched->computeSeconds + searched->communicationSeconds) * share * bubble +
         transferSeconds(p);
     result.tried.push_back(tried);
     // More stages must win by more than the estimate's noise: their

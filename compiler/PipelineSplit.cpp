@@ -39,46 +39,6 @@ namespace {
 constexpr int kAnyStage = -1;
 constexpr llvm::StringLiteral kAccumulatorSuffix = ".grad_accumulator"; // Training.cpp's // a constant, or an op on constants only: cloned where read
 
-/// Where `stages - 1` cuts among `checkpoints` (positions in a forward of
-/// per-op `costs`) make the costliest stage cheapest: the stages' last
-/// positions, the last one the forward's end.
-SmallVector<size_t> balancedCuts(ArrayRef<double> costs, ArrayRef<size_t> checkpoints,
-                                 int64_t stages) {
-  std::vector<double> prefix(costs.size() + 1, 0);
-  for (size_t i = 0; i < costs.size(); ++i)
-    prefix[i + 1] = prefix[i] + costs[i];
-  // Ends: the checkpoints, then the forward's last op.
-  SmallVector<size_t> ends(checkpoints.begin(), checkpoints.end());
-  ends.push_back(costs.size() - 1);
-  size_t n = ends.size();
-  auto span = [&](int64_t from, size_t to) { // ops (ends[from], ends[to]]
-    return prefix[ends[to] + 1] - (from < 0 ? 0 : prefix[ends[size_t(from)] + 1]);
-  };
-  const double inf = std::numeric_limits<double>::infinity();
-  // best[k][j]: the cheapest costliest stage of k + 1 stages ending at ends[j].
-  std::vector<std::vector<double>> best(size_t(stages), std::vector<double>(n, inf));
-  std::vector<std::vector<int64_t>> from(size_t(stages), std::vector<int64_t>(n, -1));
-  for (size_t j = 0; j < n; ++j)
-    best[0][j] = span(-1, j);
-  for (size_t k = 1; k < size_t(stages); ++k)
-    for (size_t j = k; j < n; ++j)
-      for (size_t i = k - 1; i < j; ++i) {
-        double worst = std::max(best[k - 1][i], span(int64_t(i), j));
-        if (worst < best[k][j]) {
-          best[k][j] = worst;
-          from[k][j] = int64_t(i);
-        }
-      }
-  SmallVector<size_t> lasts(static_cast<size_t>(stages), 0);
-  size_t j = n - 1;
-  for (size_t k = size_t(stages); k-- > 0;) {
-    lasts[k] = ends[j];
-    if (k > 0)
-      j = size_t(from[k][j]);
-  }
-  return lasts;
-}
-
 struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
   using PipelineSplitBase::PipelineSplitBase;
 
@@ -119,11 +79,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                               << " pipeline stages (it is cut where one activation alone "
                                  "carries the forward on, as between layers); use --pp "
                               << checkpoints.size() + 1 << " or fewer";
-    SmallVector<double> costs;
-    for (Operation *op : forward) {
-      auto costed = dyn_cast<graph::CostOp>(op);
-      costs.push_back(1.0 + (costed ? costed.cost().flops : 0.0)); // 1: no op is free
-    }
+    SmallVector<double> costs = forwardCosts(forward);
     SmallVector<size_t> lasts = balancedCuts(costs, checkpoints, stages);
 
     // Every op's stage. Constants, and ops on constants only, first: they

@@ -8,6 +8,7 @@
 #include "llvm/ADT/SmallPtrSet.h"
 
 #include <algorithm>
+#include <limits>
 
 using namespace mlir;
 
@@ -71,6 +72,69 @@ SmallVector<size_t> checkpointPositions(const llvm::SetVector<Operation *> &forw
       checkpoints.push_back(i);
   }
   return checkpoints;
+}
+
+SmallVector<double> forwardCosts(const llvm::SetVector<Operation *> &forward) {
+  SmallVector<double> costs;
+  for (Operation *op : forward) {
+    auto costed = dyn_cast<graph::CostOp>(op);
+    costs.push_back(1.0 + (costed ? costed.cost().flops : 0.0)); // 1: no op is free
+  }
+  return costs;
+}
+
+SmallVector<size_t> balancedCuts(ArrayRef<double> costs, ArrayRef<size_t> checkpoints,
+                                 int64_t stages) {
+  std::vector<double> prefix(costs.size() + 1, 0);
+  for (size_t i = 0; i < costs.size(); ++i)
+    prefix[i + 1] = prefix[i] + costs[i];
+  // Ends: the checkpoints, then the forward's last op.
+  SmallVector<size_t> ends(checkpoints.begin(), checkpoints.end());
+  ends.push_back(costs.size() - 1);
+  size_t n = ends.size();
+  auto span = [&](int64_t from, size_t to) { // ops (ends[from], ends[to]]
+    return prefix[ends[to] + 1] - (from < 0 ? 0 : prefix[ends[size_t(from)] + 1]);
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[k][j]: the cheapest costliest stage of k + 1 stages ending at ends[j].
+  std::vector<std::vector<double>> best(size_t(stages), std::vector<double>(n, inf));
+  std::vector<std::vector<int64_t>> from(size_t(stages), std::vector<int64_t>(n, -1));
+  for (size_t j = 0; j < n; ++j)
+    best[0][j] = span(-1, j);
+  for (size_t k = 1; k < size_t(stages); ++k)
+    for (size_t j = k; j < n; ++j)
+      for (size_t i = k - 1; i < j; ++i) {
+        double worst = std::max(best[k - 1][i], span(int64_t(i), j));
+        if (worst < best[k][j]) {
+          best[k][j] = worst;
+          from[k][j] = int64_t(i);
+        }
+      }
+  SmallVector<size_t> lasts(static_cast<size_t>(stages), 0);
+  size_t j = n - 1;
+  for (size_t k = size_t(stages); k-- > 0;) {
+    lasts[k] = ends[j];
+    if (k > 0)
+      j = size_t(from[k][j]);
+  }
+  return lasts;
+}
+
+double largestStageShare(ArrayRef<double> costs, ArrayRef<size_t> checkpoints, int64_t stages) {
+  SmallVector<size_t> lasts = balancedCuts(costs, checkpoints, stages);
+  double total = 0, largest = 0, stage = 0;
+  size_t next = 0;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    stage += costs[i];
+    total += costs[i];
+    if (next < lasts.size() && i == lasts[next]) {
+      largest = std::max(largest, stage);
+      stage = 0;
+      ++next;
+    }
+  }
+  largest = std::max(largest, stage);
+  return total > 0 ? largest / total : 1.0;
 }
 
 SmallVector<size_t> pipelineCheckpoints(const llvm::SetVector<Operation *> &forward,

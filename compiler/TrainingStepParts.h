@@ -39,6 +39,21 @@ private:
 llvm::SmallVector<size_t> checkpointPositions(const llvm::SetVector<mlir::Operation *> &forward,
                                               const Activations &activations);
 
+/// Each forward op's FLOPs, plus one (no op is free): what pipeline stages
+/// even out.
+llvm::SmallVector<double> forwardCosts(const llvm::SetVector<mlir::Operation *> &forward);
+
+/// Where `stages - 1` cuts among `checkpoints` (positions in a forward of
+/// per-op `costs`) make the costliest stage cheapest: the stages' last
+/// positions, the last one the forward's end.
+llvm::SmallVector<size_t> balancedCuts(llvm::ArrayRef<double> costs,
+                                       llvm::ArrayRef<size_t> checkpoints, int64_t stages);
+
+/// The costliest stage's share of the forward's cost under balancedCuts
+/// (1 / stages when the cuts even it out).
+double largestStageShare(llvm::ArrayRef<double> costs, llvm::ArrayRef<size_t> checkpoints,
+                         int64_t stages);
+
 /// The checkpoints a pipeline may be cut at into `stages` stages: those
 /// the model's main activation crosses (a transformer's residual stream,
 /// the checkpoints' most common type), not inside its head or loss; and of

@@ -48,7 +48,8 @@ SPLITS = {
     "searched": (["--devices", "4"], "(searched from --devices 4)"),
     "searched 2x2": (["--mesh", "2x2"], "mesh: x=2 x y=2 (searched)"),
     # --devices with micro-batches: pipeline stages searched too (the GPT's
-    # on cpu-local: 4 stages of 1 device, no gradient all-reduce).
+    # on cpu-local: 2 stages of 2 devices; the MLP and CNN, whose few cut
+    # places would leave one stage most of the work, stay one stage).
     "searched, 4 micro-batches": (["--devices", "4", "--micro-batches", "4"],
                                   "searched from --devices 4"),
     # Gradient accumulation: the model's batch split into micro-batches, the
