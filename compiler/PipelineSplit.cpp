@@ -386,7 +386,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
     // What each stage holds, by the model's own names (first to last) and
     // its share of the forward FLOPs.
     std::string layout, stepName = locationName(main.getLoc());
-    double total = 0;
+    double total = 0, largest = 0;
     for (double c : costs)
       total += c;
     for (int s = 0; s < int(stages); ++s) {
@@ -407,7 +407,16 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                                : first == last ? first : first + " .. " + last) +
                 " (" + std::to_string(end - begin + 1) + " forward ops, " +
                 std::to_string(int(std::lround(100 * share / total))) + "% of the FLOPs)";
+      largest = std::max(largest, share / total);
     }
+    // A stage with half as much again as an even share: the others wait on
+    // it for a third of each step or more, which should not go unsaid.
+    if (largest >= 1.5 / double(stages))
+      layout += "; warning: one stage does " +
+                std::to_string(int(std::lround(100 * largest))) + "% of the forward's FLOPs (" +
+                std::to_string(int(std::lround(100.0 / double(stages)))) +
+                "% would be even): the model's places to cut do not divide it into " +
+                std::to_string(int64_t(stages)) + " even stages; use fewer stages";
     // Fewer micro-batches than stages: never are all stages busy at once.
     int64_t microBatches = microBatchesOf(main);
     std::string few;
