@@ -170,7 +170,8 @@ def PipelineSplit : Pass<"dtc-pipeline-split", "mlir::ModuleOp"> {
     Cuts @main's forward at `stages - 1` of its checkpoints (an activation
     that alone carries the forward on: each layer's input), chosen so that
     the stages' forward FLOPs are as even as they can be. Every other op
-    goes where it belongs: a parameter with its first forward reader; a
+    goes where it belongs: a parameter with its earliest forward reader
+    (which sends it to later ones each micro-batch: tied embeddings); a
     backward or optimizer op to the earliest stage among its operands'
     (the gradient of a stage's ops runs on that stage); constants to every
     stage that reads them. Each stage becomes a function @stageN (marked

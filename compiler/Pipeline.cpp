@@ -37,7 +37,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.training && options.training->microBatches > 1)
     pm.nest<func::FuncOp>().addPass(createAccumulateGradients());
   // 0: as many stages as the search chose for --devices.
-  if (options.training && (stages > 1 || stages == 0)) {
+  if (stages > 1 || (stages == 0 && options.training)) {
     PipelineSplitOptions pipeline;
     pipeline.stages = stages;
     pipeline.schedule = options.parallel.pipelineSchedule;

@@ -102,10 +102,10 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       if (stage + 1 < stages && i == lasts[size_t(stage)])
         ++stage;
     }
-    // A forward op on weights only (a weight's cast) goes with its first
-    // reader, not with the stage before it: weights stay where they are read.
-    // A weight (or what is made of it) read on several stages (tied
-    // embeddings) goes with its earliest reader, which sends it on.
+    // A weight, and a forward op on weights only (its cast), goes with its
+    // earliest reader, not with the stage before it: weights stay where
+    // they are read. Read on several stages (tied embeddings), it is sent
+    // on from there.
     auto withEarliestReader = [&](Operation *op) {
       std::optional<int> earliest;
       for (Operation *user : op->getUsers())

@@ -93,7 +93,9 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
                      std::to_string(p.devices()) + " (predicted step with the " +
                      p.pipelineSchedule + " bubble and transfers:";
   std::string idle, more;
+  double seconds = 0;
   for (const StageCandidate &c : r.tried) {
+    seconds += c.searchSeconds;
     if (c.outcome == kIdle)
       idle += (idle.empty() ? "" : ", ") + std::to_string(c.stages);
     else if (c.outcome == kMoreMemory)
@@ -103,9 +105,6 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
               (c.outcome.empty() ? formatSeconds(c.stepSeconds) : c.outcome) +
               (c.stages == r.stages ? " (chosen)," : ",");
   }
-  double seconds = 0;
-  for (const StageCandidate &c : r.tried)
-    seconds += c.searchSeconds;
   text.pop_back();
   if (!idle.empty())
     text += "; " + idle + " not tried: a stage's devices would outnumber a micro-batch's " +
