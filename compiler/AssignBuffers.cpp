@@ -1,6 +1,7 @@
 //===- AssignBuffers.cpp - arena offsets with lifetime-based reuse --------===//
 #include "compiler/BufferLiveness.h"
 #include "compiler/CompileNotes.h"
+#include "compiler/MicroBatches.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -132,8 +133,9 @@ std::optional<std::pair<int64_t, int64_t>> pipelineStageOf(func::FuncOp func) {
   auto name = pipeline.getAs<StringAttr>("schedule");
   plan::PipelineSchedule schedule =
       plan::scheduleNamed(name ? name.str() : "").value_or(plan::ONE_F_ONE_B);
-  return std::pair{stage.getInt(), plan::stashSlots(schedule, integer("stages"), stage.getInt(),
-                                                    integer("micro_batches"))};
+  return std::pair{stage.getInt(),
+                   plan::stashSlots(schedule, integer("stages"), stage.getInt(),
+                                    integer("micro_batches"), integer("virtual_stages"))};
 }
 
 struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
@@ -193,17 +195,23 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
 
     // A pipeline stage's stash: what its backward reads of its forward,
     // one copy per micro-batch in flight, after the persistent values.
+    // (Interleaved: what a virtual stage's forward makes and any other
+    // part reads; as many copies as the virtual stage with the most
+    // micro-batches in flight keeps.)
     int64_t activationBytes = 0, stashBytes = 0, stashSlots = 0;
     llvm::DenseSet<Value> stashed;
     if (std::optional<std::pair<int64_t, int64_t>> stage = pipelineStageOf(func)) {
       stashSlots = stage->second;
+      int64_t virtuals = virtualStagesOf(func);
       for (Operation &op : block) {
-        if (op.hasAttr(attr::kPipelineForward) || op.hasTrait<OpTrait::IsTerminator>())
+        if (op.hasTrait<OpTrait::IsTerminator>())
           continue;
+        int64_t part = pipelinePartOf(&op, virtuals);
         for (Value operand : op.getOperands()) {
           Value storage = storageOf(operand);
           Operation *def = storage.getDefiningOp();
-          if (def && def->hasAttr(attr::kPipelineForward) && intervals.count(storage))
+          if (def && def->hasAttr(attr::kPipelineForward) && intervals.count(storage) &&
+              pipelinePartOf(def, virtuals) != part)
             stashed.insert(storage);
         }
       }

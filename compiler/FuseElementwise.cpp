@@ -83,6 +83,8 @@ void outlineGroup(ArrayRef<Operation *> ops) {
     fused->setAttr(attr::kOncePerStep, UnitAttr::get(root->getContext()));
   if (root->hasAttr(attr::kPipelineForward)) // a pipeline stage's forward part
     fused->setAttr(attr::kPipelineForward, UnitAttr::get(root->getContext()));
+  if (Attribute chunk = root->getAttr(attr::kChunk)) // an interleaved stage's virtual stage
+    fused->setAttr(attr::kChunk, chunk);
   Block *body = builder.createBlock(&fused.getBody());
   IRMapping mapping;
   for (Value input : inputs)

@@ -4,6 +4,8 @@
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
+
 using namespace mlir;
 
 namespace dtc {
@@ -12,6 +14,21 @@ int64_t microBatchesOf(func::FuncOp main) {
   auto training = main->getAttrOfType<DictionaryAttr>(attr::kTraining);
   auto count = training ? training.getAs<IntegerAttr>("micro_batches") : IntegerAttr();
   return count ? std::max<int64_t>(1, count.getInt()) : 1;
+}
+
+int64_t virtualStagesOf(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  auto pipeline = module ? module->getAttrOfType<DictionaryAttr>(attr::kPipeline) : nullptr;
+  auto count = pipeline ? pipeline.getAs<IntegerAttr>("virtual_stages") : IntegerAttr();
+  return count ? std::max<int64_t>(1, count.getInt()) : 1;
+}
+
+int64_t pipelinePartOf(Operation *op, int64_t virtualStages) {
+  if (op->hasAttr(attr::kOncePerStep))
+    return 2 * virtualStages;
+  auto chunk = op->getAttrOfType<IntegerAttr>(attr::kChunk);
+  int64_t k = chunk ? chunk.getInt() : 0;
+  return op->hasAttr(attr::kPipelineForward) ? k : virtualStages + k;
 }
 
 bool isAccumulator(Value v) {

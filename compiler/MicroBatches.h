@@ -31,6 +31,16 @@ llvm::SmallVector<mlir::Operation *> accumulations(mlir::Block &block);
 /// parts). Parameters and constants are in neither part.
 llvm::DenseSet<mlir::Operation *> oncePerStepOps(mlir::Block &block);
 
+/// A pipeline's virtual stages (the module's dtc.pipeline virtual_stages;
+/// 1 without an interleaved pipeline).
+int64_t virtualStagesOf(mlir::Operation *op);
+
+/// Which part of a pipeline stage's step an op runs in: the forward of
+/// virtual stage k is part k, its backward part V + k, and the
+/// once-per-step part 2V (V = `virtualStages`; without a pipeline all
+/// per-micro-batch ops are in part V).
+int64_t pipelinePartOf(mlir::Operation *op, int64_t virtualStages);
+
 /// Whether `v` reaches nothing but accumulations (through reshapes and
 /// casts): a gradient summed before it is reduced.
 bool feedsOnlyAccumulations(mlir::Value v);

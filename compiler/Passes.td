@@ -184,14 +184,20 @@ def PipelineSplit : Pass<"dtc-pipeline-split", "mlir::ModuleOp"> {
     `dtc.pipeline_forward`; a step input the backward reads is copied in
     the forward (`graph.copy`), as the input holds a later micro-batch by
     then. The module records `dtc.pipeline` (stages, schedule, the
-    micro-batches) and @main goes. Runs after dtc-spmd-partition and
+    micro-batches, the virtual stages) and @main goes. With the interleaved
+    schedule the step is cut into `stages` x `virtual-stages` chunks and
+    @stageN holds chunks N, N + stages, ...: its ops carry `dtc.chunk`
+    (which of them), and its transfers `dtc.channel` (sending chunk x
+    virtual stages + receiving chunk). Runs after dtc-spmd-partition and
     dtc-accumulate-gradients: each stage runs its part of the partitioned
     program on a copy of the data- and tensor-parallel mesh.
   }];
   let options = [
     Option<"stages", "stages", "int64_t", "1",
            "Pipeline stages (1: none; 0: as dtc-sharding-search chose)">,
-    Option<"schedule", "schedule", "std::string", "\"1f1b\"", "gpipe or 1f1b">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"", "gpipe, 1f1b or interleaved">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Model chunks per stage (the interleaved schedule: 2 or more)">,
   ];
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }

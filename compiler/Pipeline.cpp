@@ -41,6 +41,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
     PipelineSplitOptions pipeline;
     pipeline.stages = stages;
     pipeline.schedule = options.parallel.pipelineSchedule;
+    pipeline.virtualStages = options.parallel.virtualStages;
     pm.addPass(createPipelineSplit(pipeline));
   }
   OpPassManager &fpm = pm.nest<func::FuncOp>();
@@ -105,7 +106,11 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                      llvm::cl::init(0)};
   Option<int64_t> pp{*this, "pp", llvm::cl::desc("Pipeline stages"), llvm::cl::init(1)};
   Option<std::string> pipelineSchedule{*this, "pipeline-schedule",
-                                       llvm::cl::desc("gpipe or 1f1b"), llvm::cl::init("1f1b")};
+                                       llvm::cl::desc("gpipe, 1f1b or interleaved"),
+                                       llvm::cl::init("1f1b")};
+  Option<int64_t> virtualStages{*this, "virtual-stages",
+                                llvm::cl::desc("Model chunks per stage (interleaved)"),
+                                llvm::cl::init(1)};
   Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage (-1: searched)"),
                        llvm::cl::init(-1)};
   Option<std::string> preset{*this, "preset", llvm::cl::desc("Cluster preset"),
@@ -138,6 +143,7 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     p.tensorParallel = tp;
     p.pipelineStages = pp;
     p.pipelineSchedule = pipelineSchedule;
+    p.virtualStages = virtualStages;
     p.zero = int(zero);
     p.preset = preset;
     p.clusterFile = cluster;

@@ -51,6 +51,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   int64_t devices = options.devices(), microBatches = microBatchesOf(main);
   plan::PipelineSchedule kind =
       plan::scheduleNamed(options.pipelineSchedule).value_or(plan::ONE_F_ONE_B);
+  // Interleaved: each stage runs `virtuals` chunks of the layers.
+  int64_t virtuals = kind == plan::INTERLEAVED ? std::max<int64_t>(1, options.virtualStages) : 1;
   Block &block = main.getBody().front();
   llvm::SetVector<Operation *> forward = forwardOps(block);
   Activations activations(block);
@@ -72,9 +74,11 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     if (options.pipelineStagesBelow > 0 && p >= options.pipelineStagesBelow)
       break;
     if (p > 1) {
-      SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p);
-      if (int64_t(cuts.size()) + 1 < p)
+      SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p * virtuals);
+      if (int64_t(cuts.size()) + 1 < p * virtuals)
         break;
+      if (!plan::scheduleProblem(kind, p, microBatches, virtuals).empty())
+        continue; // interleaved: the micro-batches are not groups of p
     }
     if (devices / p > samples * perNode && p < devices) {
       result.tried.push_back({p, 0, kIdle});
@@ -85,7 +89,9 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   if (counts.empty()) // every count leaves devices idle: the most stages
     for (int64_t p = devices; p >= 1; --p)
       if (devices % p == 0 &&
-          int64_t(pipelineCheckpoints(forward, activations, p).size()) + 1 >= p) {
+          int64_t(pipelineCheckpoints(forward, activations, p * virtuals).size()) + 1 >=
+              p * virtuals &&
+          (p == 1 || plan::scheduleProblem(kind, p, microBatches, virtuals).empty())) {
         counts.push_back(p);
         llvm::erase_if(result.tried, [&](const StageCandidate &c) { return c.stages == p; });
         break;
@@ -99,7 +105,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   auto transferSeconds = [&](int64_t p) {
     if (p == 1)
       return 0.0;
-    SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p);
+    SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p * virtuals);
     auto type = cast<ShapedType>(forward[cuts.front()]->getResult(0).getType());
     double bytes = (double(type.getNumElements()) *
                         double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8) +
@@ -110,7 +116,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     double seconds = link.latency + bytes / link.bandwidth;
     for (const cost::Protocol &protocol : link.transfers)
       seconds = std::min(seconds, protocol.latency + bytes / protocol.bandwidth);
-    return 2.0 * double(microBatches) * seconds;
+    // Interleaved, a micro-batch crosses each stage `virtuals` times.
+    return 2.0 * double(microBatches * virtuals) * seconds;
   };
 
   MLIRContext *context = module.getContext();
@@ -133,15 +140,22 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     // One device a stage: searched on an axis of 1 for its cost only, the
     // stage left unsplit as a pinned --pp leaves it.
     o.mesh = {{"x", devices / p, AxisRole::Free}};
-    double bubble = double(microBatches + p - 1) / double(microBatches);
+    // Interleaved, the bubble is 1/virtuals as long (Narayanan et al.
+    // 2021, section 2.2).
+    double bubble =
+        (double(microBatches) + double(p - 1) / double(virtuals)) / double(microBatches);
     // The costliest stage sets the pace: 1/P of the step when the cuts even
     // the stages out, more when the layers do not divide evenly (a CNN's, a
-    // GPT's head).
-    double share = p > 1 ? largestStageShare(
-                               costs, pipelineCheckpoints(forward, activations, p), p)
+    // GPT's head); interleaved, a stage runs `virtuals` chunks.
+    int64_t chunks = p * virtuals;
+    double share = p > 1 ? largestStageShare(costs,
+                                             pipelineCheckpoints(forward, activations, chunks),
+                                             chunks) *
+                               double(virtuals)
                          : 1.0;
     o.parameterShare = 1.0 / double(p);
-    o.keptShare = p > 1 ? double(plan::stashSlots(kind, p, 0, microBatches)) / double(p) : 1.0;
+    o.keptShare =
+        p > 1 ? double(plan::stashSlots(kind, p, 0, microBatches, virtuals)) / double(p) : 1.0;
     // The search's objective is the whole step on one stage's devices.
     o.costBelow = bestSeconds * (1 - kMargin) / (share * bubble);
     OwningOpRef<ModuleOp> work = module.clone();

@@ -66,21 +66,45 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       return main.emitError("pipeline stages split a training step: --pp needs --train");
     std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(schedule);
     if (!kind)
-      return main.emitError("--schedule must be gpipe or 1f1b, got '") << schedule << "'";
+      return main.emitError("--schedule must be gpipe, 1f1b or interleaved, got '")
+             << schedule << "'";
+    int64_t microBatches = microBatchesOf(main);
+    if (std::string problem = plan::scheduleProblem(*kind, stages, microBatches, virtualStages);
+        !problem.empty())
+      return main.emitError() << "--pp " << int64_t(stages) << " --schedule " << schedule
+                              << " --virtual-stages " << int64_t(virtualStages) << ": " << problem
+                              << (*kind == plan::INTERLEAVED && virtualStages >= 2
+                                      ? "; use --micro-batches " +
+                                            std::to_string((microBatches / stages + 1) * stages)
+                                      : std::string());
     Block &block = main.getBody().front();
+    // The model's pieces: a stage each, or (interleaved) `virtualStages`
+    // a stage, chunk c on stage c mod stages.
+    int64_t virtuals = *kind == plan::INTERLEAVED ? int64_t(virtualStages) : 1;
+    int64_t chunks = stages * virtuals;
+    auto stageOfChunk = [&](int c) { return int(c % stages); };
+    auto virtualOf = [&](int c) { return int64_t(c / stages); };
 
     // The cuts.
     llvm::SetVector<Operation *> forward = forwardOps(block);
     Activations activations(block);
-    SmallVector<size_t> checkpoints = pipelineCheckpoints(forward, activations, stages);
-    if (int64_t(checkpoints.size()) + 1 < stages)
+    SmallVector<size_t> checkpoints = pipelineCheckpoints(forward, activations, chunks);
+    if (int64_t(checkpoints.size()) + 1 < chunks) {
+      if (virtuals > 1)
+        return main.emitError() << "--pp " << int64_t(stages) << " --virtual-stages " << virtuals
+                                << ": the model can be cut into at most "
+                                << checkpoints.size() + 1 << " pieces (it is cut where one "
+                                << "activation alone carries the forward on, as between "
+                                   "layers), not "
+                                << chunks << "; use fewer stages or virtual stages";
       return main.emitError() << "--pp " << int64_t(stages) << ": the model can be cut into at most "
                               << checkpoints.size() + 1
                               << " pipeline stages (it is cut where one activation alone "
                                  "carries the forward on, as between layers); use --pp "
                               << checkpoints.size() + 1 << " or fewer";
+    }
     SmallVector<double> costs = forwardCosts(forward);
-    SmallVector<size_t> lasts = balancedCuts(costs, checkpoints, stages);
+    SmallVector<size_t> lasts = balancedCuts(costs, checkpoints, chunks);
 
     // Every op's stage. Constants, and ops on constants only, first: they
     // are cloned into each stage that reads them.
@@ -95,11 +119,13 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       if (free)
         stageOf[&op] = kAnyStage;
     }
+    // From here a "stage" is a chunk of the model (the same without
+    // virtual stages); the functions group chunks by stageOfChunk.
     int stage = 0;
     for (auto [i, op] : llvm::enumerate(forward)) {
       if (!stageOf.count(op))
         stageOf[op] = stage;
-      if (stage + 1 < stages && i == lasts[size_t(stage)])
+      if (stage + 1 < chunks && i == lasts[size_t(stage)])
         ++stage;
     }
     // A weight, and a forward op on weights only (its cast), goes with its
@@ -207,7 +233,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
         if (auto it = stageOf.find(user); it != stageOf.end() && it->second != kAnyStage) {
           first = first ? std::min(*first, it->second) : it->second;
         }
-      stageOf[op] = first.value_or(int(stages) - 1);
+      stageOf[op] = first.value_or(int(chunks) - 1);
     }
 
     Operation *terminator = block.getTerminator();
@@ -253,9 +279,16 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
         auto &[f, bw] = parts[{s, t}];
         (forwardTransfer(op, t) ? f : bw) = true;
         if (f && bw)
-          return op.emitError() << "--pp: stage " << s << " sends stage " << t
+          return op.emitError() << "--pp: " << (virtuals > 1 ? "chunk " : "stage ") << s
+                                << " sends " << (virtuals > 1 ? "chunk " : "stage ") << t
                                 << " values of both its forward and its backward; "
                                    "this model cannot be pipelined as cut";
+        // Two chunks of one stage would share a value across their parts.
+        if (stageOfChunk(s) == stageOfChunk(t))
+          return op.emitError() << "--virtual-stages: chunks " << s << " and " << t
+                                << " both run on stage " << stageOfChunk(s)
+                                << " and one reads what the other makes; this model cannot be "
+                                   "interleaved as cut (use --schedule 1f1b)";
       }
     }
 
@@ -277,76 +310,104 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       IRMapping map;
       for (auto [from, to] : llvm::zip(block.getArguments(), body->getArguments()))
         map.map(from, to);
-      // Clones an op (and the constants it reads) into this stage.
-      std::function<void(Operation *)> cloneHere = [&](Operation *op) {
-        for (Value operand : op->getOperands())
-          if (Operation *def = operand.getDefiningOp();
-              def && !map.contains(operand) && stageOf.lookup(def) == kAnyStage)
-            cloneHere(def);
-        // Constants: in the forward part, before anything reads them.
-        fb.clone(*op, map)->setAttr(attr::kPipelineForward, fb.getUnitAttr());
+      // Interleaved: which of the stage's chunks an op belongs to.
+      auto inChunk = [&](Operation *op, int c) {
+        if (virtuals > 1)
+          op->setAttr(attr::kChunk, fb.getI64IntegerAttr(virtualOf(c)));
       };
-      // Step inputs the backward reads: copied in the forward.
-      llvm::DenseMap<Value, Value> inputCopies;
+      // What each chunk reads of values it does not make itself: constants
+      // (cloned into each chunk that reads them, in its forward part,
+      // before anything reads them), received values and input copies.
+      // Each chunk has its own, so that no value crosses between a
+      // stage's chunks.
+      llvm::DenseMap<std::pair<Value, int>, Value> chunkLocal;
+      std::function<void(Operation *, int)> readsIn = [&](Operation *op, int c) {
+        for (Value operand : op->getOperands()) {
+          Operation *def = operand.getDefiningOp();
+          if (def && stageOf.lookup(def) == kAnyStage && !chunkLocal.count({operand, c})) {
+            readsIn(def, c);
+            Operation *clone = fb.clone(*def, map);
+            clone->setAttr(attr::kPipelineForward, fb.getUnitAttr());
+            inChunk(clone, c);
+            for (auto [from, to] : llvm::zip(def->getResults(), clone->getResults()))
+              chunkLocal[{from, c}] = to;
+          }
+          if (auto it = chunkLocal.find({operand, c}); it != chunkLocal.end())
+            map.map(operand, it->second);
+        }
+      };
       for (Operation &op : block.without_terminator()) {
         int at = stageOf.lookup(&op);
         if (at == kAnyStage)
           continue;
         bool isForward = forward.contains(&op);
-        if (at == s) {
-          // A per-micro-batch backward op reads a step input's copy.
+        if (stageOfChunk(at) == s) {
+          // A per-micro-batch backward op reads a step input's copy, made
+          // in the forward (the input holds a later micro-batch by then).
           bool perMicroBatch = !isForward && !op.hasAttr(attr::kOncePerStep);
           if (perMicroBatch)
             for (Value operand : op.getOperands())
-              if (auto arg = dyn_cast<BlockArgument>(operand); arg && !inputCopies.count(arg)) {
+              if (auto arg = dyn_cast<BlockArgument>(operand); arg && !chunkLocal.count({arg, at})) {
                 OpBuilder cb = OpBuilder::atBlockBegin(body);
-                auto copy = cb.create<graph::CopyOp>(arg.getLoc(), map.lookup(arg));
+                auto copy = cb.create<graph::CopyOp>(arg.getLoc(),
+                                                         body->getArgument(arg.getArgNumber()));
                 copy->setAttr(attr::kPipelineForward, cb.getUnitAttr());
-                inputCopies[arg] = copy.getResult();
+                inChunk(copy, at);
+                chunkLocal[{arg, at}] = copy.getResult();
               }
-          for (Value operand : op.getOperands())
-            if (Operation *def = operand.getDefiningOp();
-                def && !map.contains(operand) && stageOf.lookup(def) == kAnyStage)
-              cloneHere(def);
+          readsIn(&op, at);
           Operation *copy = fb.clone(op, map);
-          if (perMicroBatch)
-            for (OpOperand &use : op.getOpOperands())
-              if (auto it = inputCopies.find(use.get()); it != inputCopies.end())
-                copy->setOperand(use.getOperandNumber(), it->second);
-          for (auto [from, to] : llvm::zip(op.getResults(), copy->getResults()))
-            map.map(from, to);
+          for (auto arg : body->getArguments()) // other ops read the inputs themselves
+            map.map(block.getArgument(arg.getArgNumber()), arg);
           if (isForward)
             copy->setAttr(attr::kPipelineForward, fb.getUnitAttr());
+          inChunk(copy, at);
+          for (auto [from, to] : llvm::zip(op.getResults(), copy->getResults()))
+            map.map(from, to);
           ++opsPerStage[size_t(s)];
-          // Sent to each later reader's stage, right after it is made.
+          // Sent to each later reader's chunk, right after it is made.
           for (Value r : op.getResults()) {
             SmallVector<int> readers;
             for (Operation *user : r.getUsers()) {
               int t = stageOf.lookup(user);
-              if (user != terminator && t != kAnyStage && t != s && !llvm::is_contained(readers, t))
+              if (user != terminator && t != kAnyStage && t != at && !llvm::is_contained(readers, t))
                 readers.push_back(t);
             }
             llvm::sort(readers);
             for (int t : readers) {
               auto send = fb.create<graph::SendOp>(op.getLoc(), map.lookup(r),
-                                                    fb.getI64IntegerAttr(t));
+                                                    fb.getI64IntegerAttr(stageOfChunk(t)));
               markLike(send, &op, forwardTransfer(op, t));
+              inChunk(send, at);
+              if (virtuals > 1)
+                send->setAttr(attr::kChannel,
+                              fb.getI64IntegerAttr(virtualOf(at) * virtuals + virtualOf(t)));
               ++transfers;
             }
           }
           continue;
         }
-        // Another stage's op: receive what this stage reads of it, where
-        // the sender sends it.
+        // Another stage's op: each of this stage's chunks that reads of it
+        // receives it where the sender sends it.
         for (Value r : op.getResults()) {
-          bool readHere = llvm::any_of(r.getUsers(), [&](Operation *user) {
-            return user != terminator && stageOf.lookup(user) == s;
-          });
-          if (!readHere)
-            continue;
-          auto recv = fb.create<graph::RecvOp>(op.getLoc(), r.getType(), fb.getI64IntegerAttr(at));
-          markLike(recv, &op, forwardTransfer(op, s));
-          map.map(r, recv.getResult());
+          SmallVector<int> readers;
+          for (Operation *user : r.getUsers()) {
+            int t = stageOf.lookup(user);
+            if (user != terminator && t != kAnyStage && stageOfChunk(t) == s &&
+                !llvm::is_contained(readers, t))
+              readers.push_back(t);
+          }
+          llvm::sort(readers);
+          for (int t : readers) {
+            auto recv = fb.create<graph::RecvOp>(op.getLoc(), r.getType(),
+                                                 fb.getI64IntegerAttr(stageOfChunk(at)));
+            markLike(recv, &op, forwardTransfer(op, t));
+            inChunk(recv, t);
+            if (virtuals > 1)
+              recv->setAttr(attr::kChannel,
+                            fb.getI64IntegerAttr(virtualOf(at) * virtuals + virtualOf(t)));
+            chunkLocal[{r, t}] = recv.getResult();
+          }
         }
       }
       // The results this stage computes.
@@ -357,7 +418,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       for (auto [i, v] : llvm::enumerate(terminator->getOperands())) {
         Operation *def = v.getDefiningOp();
         int at = def ? stageOf.lookup(def) : kAnyStage;
-        if (at != s)
+        if (at == kAnyStage || stageOfChunk(at) != s)
           continue;
         results.push_back(map.lookup(v));
         types.push_back(v.getType());
@@ -382,6 +443,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                                        training.getAs<IntegerAttr>("micro_batches")
                                            ? training.getAs<IntegerAttr>("micro_batches")
                                            : b.getI64IntegerAttr(1)),
+                        b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtuals)),
                     }));
     // What each stage holds, by the model's own names (first to last) and
     // its share of the forward FLOPs.
@@ -389,7 +451,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
     double total = 0, largest = 0;
     for (double c : costs)
       total += c;
-    for (int s = 0; s < int(stages); ++s) {
+    for (int s = 0; s < int(chunks); ++s) {
       size_t begin = s == 0 ? 0 : lasts[size_t(s) - 1] + 1, end = lasts[size_t(s)];
       std::string first, last;
       double share = 0;
@@ -402,7 +464,10 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
           first = name;
         last = name;
       }
-      layout += "; stage " + std::to_string(s) + ": " +
+      layout += (virtuals > 1 ? "; chunk " + std::to_string(s) + " on stage " +
+                                    std::to_string(stageOfChunk(s))
+                              : "; stage " + std::to_string(s)) +
+                ": " +
                 (first.empty() ? std::string("(unnamed ops)")
                                : first == last ? first : first + " .. " + last) +
                 " (" + std::to_string(end - begin + 1) + " forward ops, " +
@@ -411,14 +476,14 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
     }
     // A stage with half as much again as an even share: the others wait on
     // it for a third of each step or more, which should not go unsaid.
-    if (largest >= 1.5 / double(stages))
-      layout += "; warning: one stage does " +
+    if (largest >= 1.5 / double(chunks))
+      layout += std::string("; warning: one ") + (virtuals > 1 ? "chunk" : "stage") + " does " +
                 std::to_string(int(std::lround(100 * largest))) + "% of the forward's FLOPs (" +
-                std::to_string(int(std::lround(100.0 / double(stages)))) +
+                std::to_string(int(std::lround(100.0 / double(chunks)))) +
                 "% would be even): the model's places to cut do not divide it into " +
-                std::to_string(int64_t(stages)) + " even stages; use fewer stages";
+                std::to_string(chunks) + " even " + (virtuals > 1 ? "chunks" : "stages") +
+                "; use fewer " + (virtuals > 1 ? "virtual stages" : "stages");
     // Fewer micro-batches than stages: never are all stages busy at once.
-    int64_t microBatches = microBatchesOf(main);
     std::string few;
     if (microBatches < stages) {
       char bubble[16];
@@ -437,7 +502,11 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
     for (func::FuncOp func : module.getOps<func::FuncOp>())
       if (func->hasAttr(attr::kStage))
         addNote(func, "pipeline: " + std::to_string(stages) + " stages, " + schedule +
-                          " schedule, cut at " + std::to_string(stages - 1) + " of " +
+                          " schedule" +
+                          (virtuals > 1 ? " of " + std::to_string(virtuals) +
+                                              " virtual stages (model chunks) each"
+                                        : std::string()) +
+                          ", cut at " + std::to_string(chunks - 1) + " of " +
                           std::to_string(checkpoints.size()) + " places between layers; " +
                           std::to_string(transfers) +
                           " tensors sent between stages per micro-batch" + layout + few);

@@ -7,6 +7,7 @@
 
 #include "compiler/BufferLiveness.h"
 #include "compiler/CompileNotes.h"
+#include "compiler/MicroBatches.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 #include "plan/PlanLoader.h"
@@ -146,6 +147,8 @@ public:
     bool first = plan_.ranks_size() == 1;
     auto outputIndices = func_->getAttrOfType<DenseI64ArrayAttr>(attr::kOutputs);
     bool pipelined = bool(func_->getAttrOfType<IntegerAttr>(attr::kStage));
+    int64_t virtuals = virtualStagesOf(func_);
+    std::vector<uint32_t> partEnds; // an interleaved stage's (RankProgram.part_ends)
     for (BlockArgument arg : block.getArguments()) {
       plan::Tensor scratch;
       plan::Tensor *input = first ? plan_.add_inputs() : &scratch;
@@ -215,6 +218,14 @@ public:
         forwardEnd_ = before;
       if (forward && emitted && forwardEnd_)
         return op.emitError("a forward op after the backward part (run dtc-schedule)");
+      // An interleaved stage's parts, one after another.
+      if (int64_t part = pipelinePartOf(&op, virtuals); pipelined && virtuals > 1 && emitted) {
+        if (part < int64_t(partEnds.size()))
+          return op.emitError("an op of an earlier virtual stage's part after a later one's "
+                              "(run dtc-schedule)");
+        while (int64_t(partEnds.size()) < part)
+          partEnds.push_back(uint32_t(before));
+      }
       if (once && !accumulateEnd_)
         accumulateEnd_ = before;
       if (!once && accumulateEnd_ && emitted)
@@ -225,6 +236,12 @@ public:
       rank_.set_forward_end(
           uint32_t(std::min(forwardEnd_.value_or(rank_.instructions_size()),
                             int(rank_.accumulate_end()))));
+      if (virtuals > 1) {
+        while (int64_t(partEnds.size()) < 2 * virtuals)
+          partEnds.push_back(rank_.accumulate_end());
+        for (uint32_t end : partEnds)
+          rank_.add_part_ends(end);
+      }
       auto stash = [&](StringRef name) {
         auto a = func_->getAttrOfType<IntegerAttr>(name);
         return a ? a.getInt() : 0;
@@ -411,12 +428,16 @@ private:
         .Case([&](graph::SendOp send) -> LogicalResult {
           plan::Instruction &inst = addInstruction(op, op->getOperands());
           inst.mutable_send()->mutable_along()->set_coordinate(send.getStage());
+          if (auto channel = op->getAttrOfType<IntegerAttr>(attr::kChannel))
+            inst.mutable_send()->set_channel(uint32_t(channel.getInt()));
           setTransferCost(inst, send.getInput());
           return success();
         })
         .Case([&](graph::RecvOp recv) -> LogicalResult {
           plan::Instruction &inst = addInstruction(op, {});
           inst.mutable_recv()->mutable_along()->set_coordinate(recv.getStage());
+          if (auto channel = op->getAttrOfType<IntegerAttr>(attr::kChannel))
+            inst.mutable_recv()->set_channel(uint32_t(channel.getInt()));
           setTransferCost(inst, recv.getOutput());
           return success();
         })
@@ -782,6 +803,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
     auto schedule = pipeline.getAs<StringAttr>("schedule");
     p->set_schedule(plan::scheduleNamed(schedule ? schedule.str() : "").value_or(plan::ONE_F_ONE_B));
     p->set_axis(0);
+    if (auto virtuals = pipeline.getAs<IntegerAttr>("virtual_stages"); virtuals && virtuals.getInt() > 1)
+      p->set_virtual_stages(uint32_t(virtuals.getInt()));
   }
   uint32_t axisOffset = uint32_t(meshShape.size());
   if (auto mesh = module.lookupSymbol<mesh::MeshOp>("mesh")) {

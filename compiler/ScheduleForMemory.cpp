@@ -1,6 +1,7 @@
 //===- ScheduleForMemory.cpp - a memory-aware op order --------------------===//
 #include "compiler/BufferLiveness.h"
 #include "compiler/CompileNotes.h"
+#include "compiler/MicroBatches.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -249,6 +250,25 @@ struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
               return user->hasAttr(attr::kPipelineForward);
             }))
           op->setAttr(attr::kPipelineForward, UnitAttr::get(op->getContext()));
+    // An interleaved stage: an op a later pass made (a layout change) is
+    // in its readers' virtual stage, or else its operands'.
+    int64_t virtuals = virtualStagesOf(func);
+    if (virtuals > 1) {
+      auto chunkFrom = [](Operation *op, auto &&others) {
+        for (Operation *other : others)
+          if (Attribute chunk = other ? other->getAttr(attr::kChunk) : nullptr) {
+            op->setAttr(attr::kChunk, chunk);
+            return;
+          }
+      };
+      for (Operation *op : llvm::reverse(ops))
+        if (!op->hasAttr(attr::kChunk))
+          chunkFrom(op, op->getUsers());
+      for (Operation *op : ops)
+        if (!op->hasAttr(attr::kChunk))
+          chunkFrom(op, llvm::map_range(op->getOperands(),
+                                        [](Value v) { return v.getDefiningOp(); }));
+    }
     SmallVector<Operation *> greedy = greedyOrder(block, ops);
     if (greedy.size() != ops.size()) {
       func.emitError("schedule: the function's ops form a cycle");
@@ -257,14 +277,12 @@ struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
     // A micro-batched step runs its once-per-step part last (nothing of the
     // per-micro-batch part reads it, so either order stays valid), and a
     // pipeline stage its forward part first (which reads nothing of the
-    // backward).
-    auto part = [](Operation *op) {
-      return op->hasAttr(attr::kOncePerStep) ? 2 : op->hasAttr(attr::kPipelineForward) ? 0 : 1;
-    };
+    // backward); an interleaved one each virtual stage's forward, then
+    // each one's backward (which read nothing of each other).
     for (SmallVector<Operation *> *order : {&ops, &greedy}) {
-      SmallVector<Operation *> parts[3];
+      std::vector<SmallVector<Operation *>> parts(size_t(2 * virtuals + 1));
       for (Operation *op : *order)
-        parts[part(op)].push_back(op);
+        parts[size_t(pipelinePartOf(op, virtuals))].push_back(op);
       order->clear();
       for (auto &p : parts)
         order->append(p.begin(), p.end());

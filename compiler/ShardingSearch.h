@@ -96,7 +96,8 @@ struct ParallelOptions {
   /// Searched stages: only counts below this (0: any); a search again
   /// under a lower memory limit skips the counts that did not fit.
   int64_t pipelineStagesBelow = 0;
-  std::string pipelineSchedule = "1f1b"; // --schedule gpipe|1f1b
+  std::string pipelineSchedule = "1f1b"; // --schedule gpipe|1f1b|interleaved
+  int64_t virtualStages = 1; // --virtual-stages: model chunks per stage (interleaved)
   /// What the search costs plans on: `cluster` when given (already
   /// loaded), else the file `clusterFile`, else the preset `preset`.
   std::optional<cost::Cluster> cluster;

@@ -73,12 +73,20 @@ public:
       for (size_t a = pipeline.axis() + 1; a < sizes.size(); ++a)
         stride *= sizes[a];
       int64_t stage = rank / stride % int64_t(pipeline.stages());
-      int64_t forwardEnd = std::min<int64_t>(program.forward_end(), count);
       int64_t end = std::min<int64_t>(program.accumulate_end(), count);
-      for (const plan::PipelineTask &task :
-           plan::pipelineOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches_))
-        for (int64_t i = task.forward ? 0 : forwardEnd; i < (task.forward ? forwardEnd : end); ++i)
+      // Where each part ends: an interleaved stage's forward and backward
+      // per virtual stage, or one forward and one backward.
+      int64_t virtuals = std::max<int64_t>(1, pipeline.virtual_stages());
+      std::vector<int64_t> ends;
+      for (uint32_t e : program.part_ends())
+        ends.push_back(std::min<int64_t>(e, end));
+      if (virtuals == 1)
+        ends = {std::min<int64_t>(program.forward_end(), end), end};
+      for (const plan::PipelineTask &task : plan::pipelineOrder(pipeline, stage, microBatches_)) {
+        size_t part = size_t((task.forward ? 0 : virtuals) + task.chunk);
+        for (int64_t i = part ? ends[part - 1] : 0; i < ends[part]; ++i)
           sequence_.push_back(int(i));
+      }
       for (int64_t i = end; i < count; ++i)
         sequence_.push_back(int(i));
       length_ = int64_t(sequence_.size());
@@ -375,9 +383,13 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
   std::map<std::array<int64_t, 4>, Meeting> meetings;
   // Sends are buffered (the runtime's are): a send starts when its rank
   // gets to it, and the pair's n-th receive starts no earlier than the n-th
-  // send did. When each send from (sender, receiver) started, in order.
-  std::map<std::pair<int64_t, int64_t>, std::vector<double>> sent;
-  std::map<std::pair<int64_t, int64_t>, size_t> received;
+  // send did. When each send from (sender, receiver) on a channel started,
+  // in order. (One direction between two stages carries one part of the
+  // step, and an interleaved pipeline's channel names the two virtual
+  // stages: the key names the runtime's message stream.)
+  using Stream = std::tuple<int64_t, int64_t, uint32_t>;
+  std::map<Stream, std::vector<double>> sent;
+  std::map<Stream, size_t> received;
   for (bool progress = true; progress;) {
     progress = false;
     for (int64_t r = 0; r < devices; ++r) {
@@ -389,10 +401,10 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
         if (const plan::Instruction &inst = rank.current(); inst.has_send() || inst.has_recv()) {
           if (inst.has_send()) {
             double start = rank.earliestStart();
-            sent[{r, rank.peerOf(inst.send())}].push_back(start);
+            sent[{r, rank.peerOf(inst.send()), inst.send().channel()}].push_back(start);
             rank.run(start, events);
           } else {
-            std::pair<int64_t, int64_t> pair{rank.peerOf(inst.recv()), r};
+            Stream pair{rank.peerOf(inst.recv()), r, inst.recv().channel()};
             const std::vector<double> &starts = sent[pair];
             size_t &n = received[pair];
             if (n >= starts.size())
@@ -425,8 +437,9 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
   // A send no receive ever met (the sender did not wait for it).
   for (const auto &[pair, starts] : sent)
     if (received[pair] < starts.size())
-      return "rank " + std::to_string(pair.first) + " sends " + std::to_string(starts.size()) +
-             " tensors to rank " + std::to_string(pair.second) + ", which receives " +
+      return "rank " + std::to_string(std::get<0>(pair)) + " sends " +
+             std::to_string(starts.size()) + " tensors to rank " +
+             std::to_string(std::get<1>(pair)) + ", which receives " +
              std::to_string(received[pair]) + " of them";
   for (int64_t r = 0; r < devices; ++r)
     if (!ranks[size_t(r)].done()) {

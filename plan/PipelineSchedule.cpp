@@ -5,8 +5,41 @@
 
 namespace dtc::plan {
 
+namespace {
+
+/// Megatron-LM's interleaved 1F1B (forward_backward_pipelining_with_
+/// interleaving): the k-th forward (backward) of the stage's M * v runs
+/// micro-batch k / (p v) * p + k mod p on virtual stage k / p mod v
+/// (counted from the last for backwards).
+std::vector<PipelineTask> interleavedOrder(int64_t stages, int64_t stage, int64_t microBatches,
+                                           int64_t virtualStages) {
+  int64_t total = microBatches * virtualStages, group = stages * virtualStages;
+  int64_t warmup = microBatches == stages
+                       ? total
+                       : std::min(total, (stages - stage - 1) * 2 + (virtualStages - 1) * stages);
+  auto task = [&](int64_t k, bool forward) {
+    int64_t chunk = k % group / stages;
+    return PipelineTask{forward, k / group * stages + k % stages,
+                        forward ? chunk : virtualStages - 1 - chunk};
+  };
+  std::vector<PipelineTask> order;
+  for (int64_t k = 0; k < warmup; ++k)
+    order.push_back(task(k, true));
+  for (int64_t k = 0; k < total - warmup; ++k) {
+    order.push_back(task(warmup + k, true));
+    order.push_back(task(k, false));
+  }
+  for (int64_t k = total - warmup; k < total; ++k)
+    order.push_back(task(k, false));
+  return order;
+}
+
+} // namespace
+
 std::vector<PipelineTask> pipelineOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                                        int64_t microBatches) {
+                                        int64_t microBatches, int64_t virtualStages) {
+  if (schedule == INTERLEAVED)
+    return interleavedOrder(stages, stage, microBatches, std::max<int64_t>(virtualStages, 1));
   std::vector<PipelineTask> order;
   int64_t warmup = schedule == GPIPE ? microBatches
                                      : std::min(stages - stage - 1, microBatches);
@@ -22,14 +55,40 @@ std::vector<PipelineTask> pipelineOrder(PipelineSchedule schedule, int64_t stage
   return order;
 }
 
+std::vector<PipelineTask> pipelineOrder(const Pipeline &pipeline, int64_t stage,
+                                        int64_t microBatches) {
+  return pipelineOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches,
+                       pipeline.virtual_stages());
+}
+
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                   int64_t microBatches) {
-  int64_t inFlight = 0, most = 0;
-  for (const PipelineTask &task : pipelineOrder(schedule, stages, stage, microBatches)) {
-    inFlight += task.forward ? 1 : -1;
-    most = std::max(most, inFlight);
+                   int64_t microBatches, int64_t virtualStages) {
+  std::vector<int64_t> inFlight(size_t(std::max<int64_t>(virtualStages, 1)), 0);
+  int64_t most = 0;
+  for (const PipelineTask &task :
+       pipelineOrder(schedule, stages, stage, microBatches, virtualStages)) {
+    int64_t &n = inFlight[size_t(task.chunk)];
+    n += task.forward ? 1 : -1;
+    most = std::max(most, n);
   }
   return most;
+}
+
+std::string scheduleProblem(PipelineSchedule schedule, int64_t stages, int64_t microBatches,
+                            int64_t virtualStages) {
+  if (schedule != INTERLEAVED)
+    return virtualStages > 1 ? "virtual stages need the interleaved schedule" : "";
+  if (virtualStages < 2)
+    return "the interleaved schedule needs 2 or more virtual stages";
+  if (microBatches % stages != 0)
+    return "the interleaved schedule runs micro-batches in groups of the stage count: " +
+           std::to_string(microBatches) + " micro-batch" + (microBatches == 1 ? "" : "es") +
+           " is not a multiple of " + std::to_string(stages) + " stages";
+  return "";
+}
+
+int transferTag(int part, const Transfer &transfer) {
+  return part + 4 * int(transfer.channel());
 }
 
 std::string scheduleName(PipelineSchedule schedule) {
@@ -38,6 +97,8 @@ std::string scheduleName(PipelineSchedule schedule) {
     return "gpipe";
   case ONE_F_ONE_B:
     return "1f1b";
+  case INTERLEAVED:
+    return "interleaved";
   default:
     return "unknown";
   }
@@ -48,6 +109,8 @@ std::optional<PipelineSchedule> scheduleNamed(const std::string &name) {
     return GPIPE;
   if (name == "1f1b")
     return ONE_F_ONE_B;
+  if (name == "interleaved")
+    return INTERLEAVED;
   return std::nullopt;
 }
 

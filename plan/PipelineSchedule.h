@@ -12,10 +12,17 @@
 //                alternates one forward and one backward, then the
 //                remaining backwards (PipeDream-flush, Narayanan et al.
 //                2021): at most p - s micro-batches in flight.
+//   INTERLEAVED  1F1B over v virtual stages (Narayanan et al. 2021,
+//                section 2.2; Megatron-LM's schedule): the model is cut
+//                into p * v chunks, stage s runs chunks s, s + p, ...;
+//                micro-batches go in groups of p, each group through the
+//                stage's chunks in turn, with (p - s - 1) * 2 + (v - 1) * p
+//                warm-up forwards. The bubble shrinks v-fold; needs M a
+//                multiple of p.
 //
-// In both, forwards and backwards each run in micro-batch order, so the
-// micro-batches in flight on a stage are consecutive and micro-batch m can
-// keep its stash in slot m mod stashSlots.
+// In all, each virtual stage's forwards and backwards run in micro-batch
+// order, so the micro-batches in flight on it are consecutive and
+// micro-batch m can keep its stash in slot m mod stashSlots.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_PLAN_PIPELINESCHEDULE_H
@@ -30,21 +37,39 @@
 
 namespace dtc::plan {
 
+/// Virtual stages a pipeline may have: a transfer's tag (transferTag)
+/// keeps below MPI's guaranteed 32767.
+constexpr int64_t kMaxVirtualStages = 64;
+
 struct PipelineTask {
   bool forward = true;
   int64_t microBatch = 0;
+  int64_t chunk = 0; // the virtual stage (INTERLEAVED), else 0
 };
 
-/// The order stage `stage` of `stages` runs its micro-batches' parts.
+/// The order stage `stage` of `stages` runs its micro-batches' parts;
+/// `virtualStages` is INTERLEAVED's chunks per stage (1 for the others).
 std::vector<PipelineTask> pipelineOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                                        int64_t microBatches, int64_t virtualStages = 1);
+std::vector<PipelineTask> pipelineOrder(const Pipeline &pipeline, int64_t stage,
                                         int64_t microBatches);
 
-/// The most micro-batches whose forward has run and backward has not, at
-/// any point of stage `stage`'s order: the stash copies it needs.
+/// The most micro-batches whose forward has run and backward has not, on
+/// any one virtual stage, at any point of stage `stage`'s order: the stash
+/// copies it needs.
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                   int64_t microBatches);
+                   int64_t microBatches, int64_t virtualStages = 1);
 
-/// "gpipe", "1f1b"; and back (nullopt for an unknown name).
+/// What is wrong with running `microBatches` through this pipeline, or ""
+/// (INTERLEAVED needs a multiple of the stages).
+std::string scheduleProblem(PipelineSchedule schedule, int64_t stages, int64_t microBatches,
+                            int64_t virtualStages);
+
+/// A point-to-point message's tag: its part of the step (0-3: the
+/// runtime's StepPart) and its channel, the same on both sides.
+int transferTag(int part, const Transfer &transfer);
+
+/// "gpipe", "1f1b", "interleaved"; and back (nullopt for an unknown name).
 std::string scheduleName(PipelineSchedule schedule);
 std::optional<PipelineSchedule> scheduleNamed(const std::string &name);
 

@@ -117,35 +117,58 @@ private:
     return false;
   }
 
-  /// The parts of a step (runtime/Executor.h: StepPart), each a stream of
-  /// sends and receives of its own: the prologue, a pipeline stage's
-  /// forward part, the (rest of the) per-micro-batch part, the once-per-step
-  /// part. Without micro-batches the whole program is one part.
+  /// The kinds of parts of a step (runtime/Executor.h: StepPart), each a
+  /// stream of sends and receives of its own: the prologue, a pipeline
+  /// stage's forward part, the (rest of the) per-micro-batch part, the
+  /// once-per-step part. Without micro-batches the whole program is one
+  /// part.
   enum Part { kPrologue, kForward, kBackward, kOnce, kParts };
 
   bool pipelined() const { return plan_.training().pipeline().stages() > 1; }
   int64_t microBatches() const { return std::max<int64_t>(1, plan_.training().micro_batches()); }
+  /// An interleaved pipeline's virtual stages; 1 otherwise.
+  int64_t virtuals() const {
+    return pipelined() ? std::max<int64_t>(1, plan_.training().pipeline().virtual_stages()) : 1;
+  }
 
-  Part partOf(const plan::RankProgram &program, int instruction) const {
+  /// A program's segments: 0 the prologue; 1 + k virtual stage k's
+  /// forward part, 1 + V + k its backward (or per-micro-batch) part; 1 + 2V
+  /// the once-per-step part. With V = 1 segment numbers are Parts.
+  int segments() const { return int(2 * virtuals() + 2); }
+  Part kindOf(int segment) const {
+    int64_t v = virtuals();
+    return segment == 0 ? kPrologue : segment <= v ? kForward : segment <= 2 * v ? kBackward : kOnce;
+  }
+
+  int partOf(const plan::RankProgram &program, int instruction) const {
     bool micro = plan_.training().micro_batches() > 1 || pipelined();
     uint32_t accumulateEnd =
         micro ? program.accumulate_end() : uint32_t(program.instructions_size());
+    if (uint32_t(instruction) >= accumulateEnd)
+      return segments() - 1;
+    if (virtuals() > 1) {
+      int k = 0;
+      while (k + 1 < program.part_ends_size() && uint32_t(instruction) >= program.part_ends(k))
+        ++k;
+      return 1 + k;
+    }
     uint32_t forwardEnd = pipelined() ? std::min(program.forward_end(), accumulateEnd) : 0;
-    return uint32_t(instruction) < forwardEnd      ? kForward
-           : uint32_t(instruction) < accumulateEnd ? kBackward
-                                                   : kOnce;
+    return uint32_t(instruction) < forwardEnd ? kForward : kBackward;
   }
 
   /// " in the forward part", ...: where a transfer runs, for messages ("" for
   /// the whole program of a plan without parts).
-  std::string inPart(Part part) const {
-    switch (part) {
+  std::string inPart(int segment) const {
+    std::string chunk;
+    if (virtuals() > 1 && kindOf(segment) != kPrologue && kindOf(segment) != kOnce)
+      chunk = " of virtual stage " + std::to_string((segment - 1) % virtuals());
+    switch (kindOf(segment)) {
     case kPrologue:
       return " in the prologue";
     case kForward:
-      return " in the forward part";
+      return " in the forward part" + chunk;
     case kBackward:
-      return pipelined() ? " in the backward part"
+      return pipelined() ? " in the backward part" + chunk
              : plan_.training().micro_batches() > 1 ? " in the per-micro-batch part"
                                                      : "";
     default:
@@ -171,7 +194,8 @@ private:
   /// forever.)
   bool checkTransfers() {
     // Per program and part, its transfers' instruction indices.
-    std::vector<std::array<std::vector<int>, kParts>> transfers(size_t(plan_.ranks_size()));
+    std::vector<std::vector<std::vector<int>>> transfers(
+        size_t(plan_.ranks_size()), std::vector<std::vector<int>>(size_t(segments())));
     bool any = false;
     for (int p = 0; p < plan_.ranks_size(); ++p) {
       const plan::RankProgram &program = plan_.ranks(p);
@@ -191,25 +215,33 @@ private:
       return part == kPrologue ? program.prologue(i) : program.instructions(i);
     };
     int64_t devices = meshDevices(plan_.mesh());
-    // (from, to, part) -> the types sent, and the types received.
-    using Stream = std::tuple<int64_t, int64_t, int>;
+    // (from, to, kind of part, channel) -> the types sent, and the types
+    // received: a message's tag (transferTag).
+    using Stream = std::tuple<int64_t, int64_t, int, uint32_t>;
     std::map<Stream, std::vector<const TensorType *>> sent, received;
     for (int64_t r = 0; r < devices; ++r) {
       int p = programIndexOfRank(plan_, r);
       const plan::RankProgram &program = plan_.ranks(p);
-      for (int part = 0; part < kParts; ++part)
+      for (int part = 0; part < segments(); ++part)
         for (int i : transfers[size_t(p)][size_t(part)]) {
           const Instruction &inst = instruction(program, part, i);
+          const Transfer &transfer = inst.has_send() ? inst.send() : inst.recv();
+          if (int64_t(transfer.channel()) >= virtuals() * virtuals())
+            return fail("rank " + std::to_string(r) + ", instruction " + std::to_string(i) +
+                        ": transfer channel " + std::to_string(transfer.channel()) +
+                        " (there are " + std::to_string(virtuals() * virtuals()) + ")");
           if (inst.has_send()) {
             int64_t peer = transferPeer(inst.send(), axisSizes_, r);
             if (peer == r)
               return fail("rank " + std::to_string(r) + " sends to itself");
-            sent[{r, peer, part}].push_back(&program.buffers(int(inst.inputs(0))).type());
+            sent[{r, peer, kindOf(part), transfer.channel()}].push_back(
+                &program.buffers(int(inst.inputs(0))).type());
           } else {
             int64_t peer = transferPeer(inst.recv(), axisSizes_, r);
             if (peer == r)
               return fail("rank " + std::to_string(r) + " receives from itself");
-            received[{peer, r, part}].push_back(&program.buffers(int(inst.outputs(0))).type());
+            received[{peer, r, kindOf(part), transfer.channel()}].push_back(
+                &program.buffers(int(inst.outputs(0))).type());
           }
         }
     }
@@ -220,7 +252,9 @@ private:
     for (const Stream &stream : streams) {
       const auto &sends = sent[stream], &receives = received[stream];
       std::string a = std::to_string(std::get<0>(stream)), b = std::to_string(std::get<1>(stream));
-      std::string in = inPart(Part(std::get<2>(stream)));
+      std::string in = inPart(std::get<2>(stream)) +
+                       (virtuals() > 1 ? " on channel " + std::to_string(std::get<3>(stream))
+                                       : std::string());
       if (sends.size() != receives.size())
         return fail("rank " + a + " sends " + std::to_string(sends.size()) + " tensors to rank " +
                     b + in + ", which receives " + std::to_string(receives.size()) +
@@ -239,9 +273,9 @@ private:
   /// micro-batch's part; the once-per-step part) with sends buffered and
   /// receives waiting for their send, until every rank is done or all that
   /// are not wait: then the plan would hang, and the message says where.
-  bool checkTransfersMeet(const std::vector<std::array<std::vector<int>, kParts>> &transfers) {
+  bool checkTransfersMeet(const std::vector<std::vector<std::vector<int>>> &transfers) {
     struct Run {
-      Part part;
+      int part; // a segment
       int64_t microBatch; // -1: once
     };
     // Each stage's runs of its parts in one step (one "stage" without a
@@ -252,21 +286,21 @@ private:
       std::vector<Run> &order = runs[size_t(stage)];
       order.push_back({kPrologue, -1});
       if (pipelined()) {
-        for (const PipelineTask &task : pipelineOrder(plan_.training().pipeline().schedule(),
-                                                      stages, stage, microBatches()))
-          order.push_back({task.forward ? kForward : kBackward, task.microBatch});
+        for (const PipelineTask &task :
+             pipelineOrder(plan_.training().pipeline(), stage, microBatches()))
+          order.push_back({int(1 + (task.forward ? 0 : virtuals()) + task.chunk), task.microBatch});
       } else {
         for (int64_t m = 0; m < microBatches(); ++m)
           order.push_back({kBackward, m});
       }
-      order.push_back({kOnce, -1});
+      order.push_back({segments() - 1, -1});
     }
     int64_t devices = meshDevices(plan_.mesh());
     struct Cursor {
       size_t run = 0, transfer = 0;
     };
     std::vector<Cursor> cursors(static_cast<size_t>(devices));
-    using Stream = std::tuple<int64_t, int64_t, int>;
+    using Stream = std::tuple<int64_t, int64_t, int, uint32_t>; // as in checkTransfers
     std::map<Stream, int64_t> inFlight; // sent, not yet received
     std::map<Stream, int64_t> waiting;  // the receiver blocked on the stream
     std::vector<int64_t> ready;
@@ -277,8 +311,8 @@ private:
       int p = programIndexOfRank(plan_, r);
       const std::vector<Run> &order = runs[size_t(stageOf(r))];
       for (; c.run < order.size(); ++c.run, c.transfer = 0) {
-        Part part = order[c.run].part;
-        const std::vector<int> &list = transfers[size_t(p)][part];
+        int part = order[c.run].part;
+        const std::vector<int> &list = transfers[size_t(p)][size_t(part)];
         if (c.transfer < list.size())
           return part == kPrologue ? &plan_.ranks(p).prologue(list[c.transfer])
                                    : &plan_.ranks(p).instructions(list[c.transfer]);
@@ -291,14 +325,16 @@ private:
       for (const Instruction *inst; (inst = current(r));) {
         int part = runs[size_t(stageOf(r))][cursors[size_t(r)].run].part;
         if (inst->has_send()) {
-          Stream stream{r, transferPeer(inst->send(), axisSizes_, r), part};
+          Stream stream{r, transferPeer(inst->send(), axisSizes_, r), kindOf(part),
+                        inst->send().channel()};
           ++inFlight[stream];
           if (auto it = waiting.find(stream); it != waiting.end()) {
             ready.push_back(it->second);
             waiting.erase(it);
           }
         } else {
-          Stream stream{transferPeer(inst->recv(), axisSizes_, r), r, part};
+          Stream stream{transferPeer(inst->recv(), axisSizes_, r), r, kindOf(part),
+                        inst->recv().channel()};
           if (inFlight[stream] == 0) {
             waiting[stream] = r;
             break;
@@ -454,15 +490,37 @@ private:
         return fail("training: " + std::to_string(pipeline.stages()) +
                     " pipeline stages, but mesh axis " + std::to_string(pipeline.axis()) +
                     " is not of that size");
-      if (pipeline.schedule() != plan::GPIPE && pipeline.schedule() != plan::ONE_F_ONE_B)
+      if (pipeline.schedule() != plan::GPIPE && pipeline.schedule() != plan::ONE_F_ONE_B &&
+          pipeline.schedule() != plan::INTERLEAVED)
         return fail("training: unknown pipeline schedule " +
                     std::to_string(int(pipeline.schedule())));
+      int64_t v = std::max<int64_t>(1, pipeline.virtual_stages());
+      if (std::string problem =
+              scheduleProblem(pipeline.schedule(), pipeline.stages(), microBatches(), v);
+          !problem.empty())
+        return fail("training: " + problem);
+      if (v > kMaxVirtualStages)
+        return fail("training: " + std::to_string(v) + " virtual stages; at most " +
+                    std::to_string(kMaxVirtualStages));
+      if (v > 1) {
+        if (rank.part_ends_size() != 2 * v)
+          return fail(where + ": " + std::to_string(rank.part_ends_size()) + " part ends for " +
+                      std::to_string(v) + " virtual stages (2 each)");
+        for (int k = 0; k < rank.part_ends_size(); ++k)
+          if (rank.part_ends(k) < (k ? rank.part_ends(k - 1) : 0))
+            return fail(where + ": part_ends go backwards at " + std::to_string(k));
+        if (rank.part_ends(int(v) - 1) != rank.forward_end() ||
+            rank.part_ends(int(2 * v) - 1) != rank.accumulate_end())
+          return fail(where + ": part_ends do not end at forward_end and accumulate_end");
+      } else if (rank.part_ends_size() > 0) {
+        return fail(where + ": part ends, but no virtual stages");
+      }
       if (rank.forward_end() > rank.accumulate_end())
         return fail(where + ": forward_end " + std::to_string(rank.forward_end()) +
                     " is past accumulate_end " + std::to_string(rank.accumulate_end()));
       if (!checkStash(rank, where))
         return false;
-    } else if (rank.forward_end() != 0 || rank.stash_slots() != 0 ||
+    } else if (rank.forward_end() != 0 || rank.stash_slots() != 0 || rank.part_ends_size() > 0 ||
                std::any_of(rank.buffers().begin(), rank.buffers().end(),
                            [](const Buffer &b) { return b.stashed(); })) {
       return fail(where + ": a forward part or a stash, but the plan has no pipeline stages");
@@ -572,7 +630,7 @@ private:
     for (int i = program.instructions_size(); i-- > 0;)
       for (uint32_t id : program.instructions(i).outputs())
         if (id == loss)
-          return partOf(program, i) == kForward;
+          return partOf(program, i) == int(virtuals()); // the last virtual stage's forward
     return true;
   }
 
@@ -593,8 +651,8 @@ private:
     std::vector<bool> computed(size_t(plan_.outputs_size()), false);
     std::vector<int64_t> inFlight(pipeline.stages());
     for (int64_t stage = 0; stage < int64_t(pipeline.stages()); ++stage)
-      inFlight[size_t(stage)] =
-          stashSlots(pipeline.schedule(), pipeline.stages(), stage, microBatches());
+      inFlight[size_t(stage)] = stashSlots(pipeline.schedule(), pipeline.stages(), stage,
+                                           microBatches(), virtuals());
     int64_t devices = meshDevices(plan_.mesh());
     for (int64_t r = 0; r < devices; ++r) {
       int p = programIndexOfRank(plan_, r);

@@ -23,8 +23,10 @@ namespace dtc::plan {
 /// (Training.micro_batches, RankProgram.accumulate_end, accumulators), which
 /// an older runtime would run as one micro-batch per step. Version 4:
 /// pipeline stages (Training.pipeline; per-program updates, forward part
-/// and stash; sends and receives along a mesh axis).
-constexpr uint32_t kPlanFormatVersion = 4;
+/// and stash; sends and receives along a mesh axis). Version 5: interleaved
+/// pipelines (virtual stages, RankProgram.part_ends, Transfer.channel), which
+/// an older runtime would run in the wrong order.
+constexpr uint32_t kPlanFormatVersion = 5;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -184,9 +184,11 @@ std::string describeInstruction(const plan::Instruction &inst) {
   case plan::Instruction::kRecv: {
     const plan::Transfer &t = inst.has_send() ? inst.send() : inst.recv();
     std::string verb = inst.has_send() ? "send to" : "receive from";
+    std::string channel =
+        t.channel() ? fmt::format(", channel {}", t.channel()) : std::string();
     if (t.has_along()) // a pipeline stage: the next or previous one
-      return fmt::format("{} stage {} (mesh axis {})", verb, t.along().coordinate(),
-                         t.along().axis());
+      return fmt::format("{} stage {} (mesh axis {}{})", verb, t.along().coordinate(),
+                         t.along().axis(), channel);
     return fmt::format("{} rank {}", verb, t.peer());
   }
   default:
@@ -337,8 +339,14 @@ std::string printPlan(const plan::Plan &plan) {
   bool pipelined = pipeline.stages() > 1;
   if (pipelined) {
     int64_t perStage = ranks / int64_t(pipeline.stages());
-    line(fmt::format("pipeline: {} stages, {} schedule (mesh axis {}); {}", pipeline.stages(),
-                     plan::scheduleName(pipeline.schedule()), pipeline.axis(),
+    int64_t v = pipeline.virtual_stages();
+    line(fmt::format("pipeline: {} stages, {} schedule{} (mesh axis {}); {}", pipeline.stages(),
+                     plan::scheduleName(pipeline.schedule()),
+                     v > 1 ? fmt::format(" of {} virtual stages (stage s runs model chunks s, "
+                                         "s + {}, ...)",
+                                         v, pipeline.stages())
+                           : std::string(),
+                     pipeline.axis(),
                      perStage == 1 ? std::string("stage s runs on rank s")
                                    : fmt::format("stage s runs on ranks {}s to {}s + {}",
                                                  perStage, perStage, perStage - 1)));
@@ -397,11 +405,20 @@ std::string printPlan(const plan::Plan &plan) {
                                              plan::formatBytes(rank.stash_bytes()),
                                              rank.stash_slots())
                                : ""));
+    int64_t virtuals = rank.part_ends_size() / 2;
     for (int i = 0; i < rank.instructions_size(); ++i) {
-      if (pipelined && i == 0)
-        line(fmt::format("  -- forward, per micro-batch ({} a step) --", microBatches));
-      if (pipelined && uint32_t(i) == rank.forward_end())
-        line(fmt::format("  -- backward, per micro-batch ({} a step) --", microBatches));
+      if (virtuals > 1) { // an interleaved stage: a forward and a backward per virtual stage
+        for (int64_t k = 0; k < 2 * virtuals; ++k)
+          if (uint32_t(i) == (k ? rank.part_ends(int(k) - 1) : 0u) &&
+              rank.part_ends(int(k)) > uint32_t(i))
+            line(fmt::format("  -- {} of virtual stage {}, per micro-batch ({} a step) --",
+                             k < virtuals ? "forward" : "backward", k % virtuals, microBatches));
+      } else {
+        if (pipelined && i == 0)
+          line(fmt::format("  -- forward, per micro-batch ({} a step) --", microBatches));
+        if (pipelined && uint32_t(i) == rank.forward_end())
+          line(fmt::format("  -- backward, per micro-batch ({} a step) --", microBatches));
+      }
       if (!pipelined && microBatches > 1 && i == 0)
         line(fmt::format("  -- once per micro-batch ({} times a step) --", microBatches));
       if ((pipelined || microBatches > 1) && uint32_t(i) == rank.accumulate_end())

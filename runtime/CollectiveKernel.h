@@ -43,9 +43,10 @@ std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collec
                                                   Communicator *group, std::string &error);
 
 /// A send of a `type` tensor to world rank `peer` (its input) or a receive
-/// of one from it (its output), through `world`, on `stream` (0 to 15):
-/// FIFO per pair of ranks and stream, as MPI orders messages of one tag.
-/// A pipeline stage's parts each have a stream (Executor.h: StepPart),
+/// of one from it (its output), through `world`, on `stream`
+/// (plan::transferTag: below 16,400): FIFO per pair of ranks and stream,
+/// as MPI orders messages of one tag. A pipeline stage's parts, and an
+/// interleaved one's channels, each have a stream (Executor.h: StepPart),
 /// since stages interleave their micro-batches' parts differently. Null
 /// with `error` when there is no world (one process) or the peer is this
 /// rank (`self`).

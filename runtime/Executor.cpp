@@ -2,6 +2,7 @@
 #include "runtime/Executor.h"
 
 #include "runtime/CollectiveKernel.h"
+#include "plan/PipelineSchedule.h"
 #include "plan/PlanLoader.h"
 #include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
@@ -162,7 +163,13 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   bool micro = plan_->training().micro_batches() > 1 || pipelined_;
   size_t size = size_t(program.instructions_size());
   accumulateEnd_ = micro ? size_t(program.accumulate_end()) : size;
-  forwardEnd_ = pipelined_ ? std::min(size_t(program.forward_end()), accumulateEnd_) : 0;
+  virtuals_ = pipelined_ ? std::max<int64_t>(1, plan_->training().pipeline().virtual_stages()) : 1;
+  if (virtuals_ > 1)
+    for (uint32_t end : program.part_ends())
+      partEnds_.push_back(std::min(size_t(end), accumulateEnd_));
+  else
+    partEnds_ = {pipelined_ ? std::min(size_t(program.forward_end()), accumulateEnd_) : 0,
+                 accumulateEnd_};
   std::vector<int> lastWriter(size_t(program.buffers_size()), -1);
   for (int i = 0; i < program.instructions_size(); ++i)
     for (uint32_t out : program.instructions(i).outputs())
@@ -170,7 +177,7 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   for (const plan::ParameterUpdate &update : updatesOf(*plan_, program)) {
     int writer = lastWriter[program.outputs(int(update.output()))];
     // Without micro-batches (or written by no instruction), after the step.
-    updatePart_.push_back(micro && writer >= 0 ? partOf(size_t(writer)) : StepPart::Once);
+    updateSegment_.push_back(micro && writer >= 0 ? segmentOf(size_t(writer)) : 2 * virtuals_);
   }
 
   pool_ = std::make_unique<cpu::ThreadPool>(threads);
@@ -187,7 +194,8 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   constant = constantBuffers(*plan_, program, /*afterPrologue=*/true);
   for (int i = 0; i < program.instructions_size(); ++i) {
     Step step;
-    if (!prepare(program.instructions(i), partOf(size_t(i)), constant, step, error)) {
+    if (!prepare(program.instructions(i), partOfSegment(segmentOf(size_t(i))), constant, step,
+                 error)) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return false;
     }
@@ -300,10 +308,17 @@ void Executor::enableProfile() {
   profiledRuns_ = 0;
 }
 
-StepPart Executor::partOf(size_t instruction) const {
-  return instruction < forwardEnd_      ? StepPart::Forward
-         : instruction < accumulateEnd_ ? StepPart::Backward
-                                        : StepPart::Once;
+int64_t Executor::segmentOf(size_t instruction) const {
+  int64_t segment = 0;
+  while (segment < 2 * virtuals_ && instruction >= partEnds_[size_t(segment)])
+    ++segment;
+  return segment;
+}
+
+StepPart Executor::partOfSegment(int64_t segment) const {
+  return segment < virtuals_       ? StepPart::Forward
+         : segment < 2 * virtuals_ ? StepPart::Backward
+                                   : StepPart::Once;
 }
 
 bool Executor::prepare(const plan::Instruction &inst, StepPart part,
@@ -332,7 +347,8 @@ bool Executor::prepare(const plan::Instruction &inst, StepPart part,
     step.kernel = makeTransferKernel(send, send ? inTypes[0] : outTypes[0],
                                      plan::transferPeer(send ? inst.send() : inst.recv(),
                                                         axisSizes_, rank_),
-                                     rank_, int(part), groups_ ? &groups_->world() : nullptr,
+                                     rank_, plan::transferTag(int(part), send ? inst.send() : inst.recv()),
+                                     groups_ ? &groups_->world() : nullptr,
                                      error);
   } else {
     step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
@@ -381,11 +397,11 @@ std::vector<char> &Executor::inputRowBytes(int index) {
   return t.bytes;
 }
 
-void Executor::applyUpdates() { applyUpdates(StepPart::Once); }
+void Executor::applyUpdates() { applyUpdatesOf(2 * virtuals_); }
 
-void Executor::applyMicroBatchUpdates() { applyUpdates(StepPart::Backward); }
+void Executor::applyMicroBatchUpdates(int64_t chunk) { applyUpdatesOf(virtuals_ + chunk); }
 
-void Executor::applyForwardUpdates() { applyUpdates(StepPart::Forward); }
+void Executor::applyForwardUpdates(int64_t chunk) { applyUpdatesOf(chunk); }
 
 void Executor::zeroAccumulators() {
   for (const plan::Buffer &buffer : program_->buffers())
@@ -401,12 +417,14 @@ bool Executor::runStepEnd(std::string &error) {
   return runRange(accumulateEnd_, steps_.size(), false, error);
 }
 
-bool Executor::runForward(int64_t microBatch, std::string &error) {
-  return runRange(0, forwardEnd_, true, error, microBatch);
+bool Executor::runForward(int64_t microBatch, std::string &error, int64_t chunk) {
+  return runRange(chunk ? partEnds_[size_t(chunk) - 1] : 0, partEnds_[size_t(chunk)], true, error,
+                  microBatch);
 }
 
-bool Executor::runBackward(int64_t microBatch, std::string &error) {
-  return runRange(forwardEnd_, accumulateEnd_, false, error, microBatch);
+bool Executor::runBackward(int64_t microBatch, std::string &error, int64_t chunk) {
+  size_t part = size_t(virtuals_ + chunk);
+  return runRange(partEnds_[part - 1], partEnds_[part], false, error, microBatch);
 }
 
 const google::protobuf::RepeatedPtrField<plan::ParameterUpdate> &
@@ -419,11 +437,11 @@ bool Executor::hasOutput(int index) const {
          program_->outputs(index) != plan::kNoBuffer;
 }
 
-void Executor::applyUpdates(StepPart part) {
+void Executor::applyUpdatesOf(int64_t segment) {
   const auto &updates = updatesOf(*plan_, *program_);
   for (int u = 0; u < updates.size(); ++u) {
     const plan::ParameterUpdate &update = updates[u];
-    if (updatePart_[size_t(u)] != part)
+    if (updateSegment_[size_t(u)] != segment)
       continue;
     const char *from = bufferBytes(program_->outputs(int(update.output())));
     const plan::Buffer &to = program_->buffers(int(update.buffer()));

@@ -32,10 +32,12 @@ class MeshGroups;
 /// program is one Backward part; with them (plan.training.micro_batches),
 /// [0, accumulate_end) is the Backward part, run once per micro-batch; in a
 /// pipeline stage's program [0, forward_end) is its Forward part and
-/// [forward_end, accumulate_end) its Backward part. The rest runs Once per
-/// step; the Prologue once at load. Each part's sends and receives are a
-/// stream of their own (stages interleave micro-batches' parts
-/// differently, each part in micro-batch order).
+/// [forward_end, accumulate_end) its Backward part (an interleaved stage
+/// has one of each per virtual stage: RankProgram.part_ends). The rest
+/// runs Once per step; the Prologue once at load. Each part's sends and
+/// receives are a stream of their own on each channel
+/// (plan::transferTag: stages interleave micro-batches' parts differently,
+/// each part in micro-batch order).
 enum class StepPart { Prologue, Forward, Backward, Once };
 
 class Executor {
@@ -88,7 +90,7 @@ public:
   bool runMicroBatch(std::string &error);
   /// The updates the per-micro-batch part makes (the accumulations, batch
   /// norms' running statistics), copied into their parameters.
-  void applyMicroBatchUpdates();
+  void applyMicroBatchUpdates(int64_t chunk = 0);
   /// The instructions run once per step, after the last micro-batch.
   bool runStepEnd(std::string &error);
 
@@ -98,12 +100,14 @@ public:
   // runBackward + applyMicroBatchUpdates; then runStepEnd, the world's
   // completeSends, and applyUpdates. What the backward reads of the
   // forward (stashed buffers) is kept in the micro-batch's stash slot.
+  // An interleaved stage runs each of its virtual stages' (`chunk`'s)
+  // forward and backward parts likewise.
   bool pipelined() const { return pipelined_; }
-  bool runForward(int64_t microBatch, std::string &error);
-  bool runBackward(int64_t microBatch, std::string &error);
+  bool runForward(int64_t microBatch, std::string &error, int64_t chunk = 0);
+  bool runBackward(int64_t microBatch, std::string &error, int64_t chunk = 0);
   /// The updates the forward part makes (batch norms' running statistics),
   /// copied into their parameters before the next micro-batch's forward.
-  void applyForwardUpdates();
+  void applyForwardUpdates(int64_t chunk = 0);
 
   /// The updates this rank's program makes: its own in a pipeline stage's
   /// program, else the plan's.
@@ -156,15 +160,19 @@ private:
   };
   bool prepare(const plan::Instruction &inst, StepPart part, const std::vector<bool> &constant,
                Step &step, std::string &error);
-  StepPart partOf(size_t instruction) const;
+  /// An instruction's segment of the step: virtual stage k's forward part
+  /// is k, its backward (or the per-micro-batch) part V + k, the
+  /// once-per-step part 2V; and the kind of part a segment is.
+  int64_t segmentOf(size_t instruction) const;
+  StepPart partOfSegment(int64_t segment) const;
   /// Fills the arena, reads parameters, prepares the kernels.
   bool load(const std::string &modelPath, int threads, std::string &error);
   bool readParameters(const std::string &modelPath, std::string &error);
   /// Runs instructions [begin, end); with `copyInputs`, copies the inputs in first.
   bool runRange(size_t begin, size_t end, bool copyInputs, std::string &error,
                 int64_t slot = -1);
-  /// Copies the updates made in `part` into their parameters.
-  void applyUpdates(StepPart part);
+  /// Copies the updates made in `segment` into their parameters.
+  void applyUpdatesOf(int64_t segment);
   /// Where buffer `id`'s bytes are now: a stashed one's in the slot of the
   /// micro-batch last run.
   const char *bufferBytes(uint32_t id) const;
@@ -191,10 +199,11 @@ private:
   std::vector<bool> inputSet_;
   std::vector<bool> inputRowsOnly_; // set by inputRowBytes: holds the rank's rows only
   size_t accumulateEnd_ = 0;           // instructions before it run per micro-batch
-  size_t forwardEnd_ = 0;              // a pipeline stage's: its forward part ends here
+  std::vector<size_t> partEnds_;       // a pipeline stage's: where its parts end (2V)
+  int64_t virtuals_ = 1;               // virtual stages
   bool pipelined_ = false;
   int64_t slotShift_ = 0;              // bytes: the stash slot of the micro-batch last run
-  std::vector<StepPart> updatePart_;   // per update (updatesOf): the part that makes it
+  std::vector<int64_t> updateSegment_; // per update (updatesOf): the segment that makes it
   std::vector<double> profileSeconds_; // empty unless profiling
   std::vector<float> profileHistory_;  // kProfileHistory runs of every instruction, a ring
   int profiledRuns_ = 0;

@@ -90,6 +90,12 @@ constexpr llvm::StringLiteral kOutputs = "dtc.outputs";
 /// An op of a stage's forward part (unit): run per micro-batch before the
 /// backward part, whose reads of forward values are stashed.
 constexpr llvm::StringLiteral kPipelineForward = "dtc.pipeline_forward";
+/// An interleaved pipeline stage's op: which of the stage's model chunks
+/// (virtual stages) it belongs to; 0 when absent.
+constexpr llvm::StringLiteral kChunk = "dtc.chunk";
+/// An interleaved pipeline's send or receive: its channel (plan.proto:
+/// Transfer.channel).
+constexpr llvm::StringLiteral kChannel = "dtc.channel";
 
 // dtc-schedule.
 /// @main: the order kept and both orders' simulated activation peaks.

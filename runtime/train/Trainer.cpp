@@ -153,30 +153,33 @@ bool Trainer::runPipelinedStep(int64_t step, int64_t microBatches,
   std::vector<int64_t> sizes = plan::meshAxisSizes(plan_.mesh());
   int64_t stage = meshCoordinates(world_->rank(), sizes)[pipeline.axis()];
   lossSum = 0;
-  for (const plan::PipelineTask &task :
-       plan::pipelineOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches)) {
-    std::string what = fmt::format("step {}, micro-batch {} ({})", step + 1,
-                                   task.microBatch + 1, task.forward ? "forward" : "backward");
+  int64_t virtuals = std::max<int64_t>(1, pipeline.virtual_stages());
+  for (const plan::PipelineTask &task : plan::pipelineOrder(pipeline, stage, microBatches)) {
+    std::string what = fmt::format(
+        "step {}, micro-batch {} ({}{})", step + 1, task.microBatch + 1,
+        task.forward ? "forward" : "backward",
+        virtuals > 1 ? fmt::format(" of virtual stage {}", task.chunk) : std::string());
     if (task.forward) {
       if (!feed(task.microBatch))
         return false;
-      if (!executor_.runForward(task.microBatch, error)) {
+      if (!executor_.runForward(task.microBatch, error, task.chunk)) {
         error = what + ": " + error;
         return false;
       }
-      executor_.applyForwardUpdates();
-      if (executor_.hasOutput(0)) { // the last stage: the loss
+      executor_.applyForwardUpdates(task.chunk);
+      // The last stage's last virtual stage: the loss.
+      if (executor_.hasOutput(0) && task.chunk == virtuals - 1) {
         float microLoss;
         std::memcpy(&microLoss, executor_.output(0).bytes.data(), sizeof microLoss);
         lossSum += microLoss;
       }
       continue;
     }
-    if (!executor_.runBackward(task.microBatch, error)) {
+    if (!executor_.runBackward(task.microBatch, error, task.chunk)) {
       error = what + ": " + error;
       return false;
     }
-    executor_.applyMicroBatchUpdates();
+    executor_.applyMicroBatchUpdates(task.chunk);
   }
   if (!executor_.runStepEnd(error)) {
     error = fmt::format("step {}: {}", step + 1, error);

@@ -30,7 +30,7 @@ def main():
         pb = plan_proto.load(tmp)
 
         plan = pb.Plan()
-        plan.format_version = 4
+        plan.format_version = 5
         plan.producer = "tests/tools/pipeline_plan.py"
         axis = plan.mesh.axes.add()
         axis.name, axis.size = "pp", 2

@@ -167,6 +167,8 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
   parser.value("--tp", countAtLeast("--tp", p.tensorParallel, 1), "--tp needs a number");
   // --pp 0 (as an unset --pp with --devices and --train): searched.
   parser.value("--pp", countAtLeast("--pp", p.pipelineStages, 0), "--pp needs a number");
+  parser.value("--virtual-stages", countAtLeast("--virtual-stages", p.virtualStages, 2),
+               "--virtual-stages needs a number");
   parser.value(
       "--zero",
       [&](const std::string &v) -> std::string {
@@ -262,7 +264,9 @@ int runCompile(const Args &args) {
   TrainingOptions training;
   ParallelOptions parallel;
   parallel.pipelineStages = -1; // not given
+  parallel.virtualStages = 0;   // not given
   ClusterChoice cluster;
+  bool scheduleGiven = false;
   int64_t zero = 0, devices = 0;
   OptionParser parser("compile", "model", options.model);
   addParallelOptions(parser, parallel, cluster, zero, devices);
@@ -273,6 +277,7 @@ int runCompile(const Args &args) {
       "--schedule",
       [&](const std::string &v) -> std::string {
         (plan::scheduleNamed(v) ? parallel.pipelineSchedule : training.schedule) = v;
+        scheduleGiven = scheduleGiven || plan::scheduleNamed(v);
         return "";
       },
       "--schedule needs a name");
@@ -285,6 +290,24 @@ int runCompile(const Args &args) {
     parallel.pipelineStages = train && parallel.searchMeshShape ? 0 : 1;
   if (parallel.pipelineStages == 0 && !(train && parallel.searchMeshShape))
     return usageError("--pp 0 searches the pipeline stages: it needs --train and --devices N");
+  // --virtual-stages V asks for the interleaved schedule, which has 2
+  // without it.
+  if (parallel.virtualStages > 0 && parallel.pipelineSchedule != "interleaved") {
+    if (scheduleGiven)
+      return usageError("--virtual-stages splits each stage's layers for the interleaved "
+                        "schedule: use --schedule interleaved, not " +
+                        parallel.pipelineSchedule);
+    parallel.pipelineSchedule = "interleaved";
+  }
+  if (parallel.pipelineSchedule == "interleaved" && parallel.virtualStages == 0)
+    parallel.virtualStages = 2;
+  parallel.virtualStages = std::max<int64_t>(1, parallel.virtualStages);
+  if (parallel.virtualStages > plan::kMaxVirtualStages)
+    return usageError(fmt::format("--virtual-stages {}: at most {}", parallel.virtualStages,
+                                  plan::kMaxVirtualStages));
+  if (parallel.pipelineSchedule == "interleaved" && parallel.pipelineStages == 1)
+    return usageError("--schedule interleaved runs pipeline stages: it needs --pp N (2 or "
+                      "more) or --devices N");
   if (train) {
     if (std::string problem = checkTrainingOptions(training); !problem.empty())
       return usageError(problem);

@@ -135,13 +135,17 @@ int runSimulate(const Args &args) {
   if (const plan::Pipeline &pipeline = plan.training().pipeline();
       pipeline.stages() > 1 && sim.stepSeconds > 0) {
     // The bubble: the share of the step a stage waits, on average over
-    // ranks; an even pipeline's is (p - 1) / (m + p - 1).
+    // ranks; an even pipeline's is (p - 1) / (m + p - 1), with v virtual
+    // stages (p - 1) / v / (m + (p - 1) / v).
     double p = double(pipeline.stages());
     double m = double(std::max<int64_t>(1, plan.training().micro_batches()));
-    fmt::print("  pipeline      {} stages, {} schedule, {} micro-batches: bubble {:.1f}% of the "
+    double v = double(std::max<uint32_t>(1, pipeline.virtual_stages()));
+    fmt::print("  pipeline      {} stages, {} schedule{}, {} micro-batches: bubble {:.1f}% of the "
                "step (an even pipeline's: {:.1f}%)\n",
-               pipeline.stages(), plan::scheduleName(pipeline.schedule()), int64_t(m),
-               100 * idle / ranks / sim.stepSeconds, 100 * (p - 1) / (m + p - 1));
+               pipeline.stages(), plan::scheduleName(pipeline.schedule()),
+               v > 1 ? fmt::format(" of {} virtual stages", int64_t(v)) : std::string(),
+               int64_t(m), 100 * idle / ranks / sim.stepSeconds,
+               100 * (p - 1) / v / (m + (p - 1) / v));
   }
   if (plan.inputs_size() > 0 && plan.inputs(0).type().shape_size() > 0 && sim.stepSeconds > 0) {
     const plan::TensorType &first = plan.inputs(0).type();

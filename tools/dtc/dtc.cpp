@@ -59,8 +59,12 @@ commands:
               the rest of the mesh: ranks = N x dp x tp; use with
               --micro-batches M (M >= N keeps the bubble small); --pp 0
               with --devices: searched (the default with --train)
-          --schedule gpipe|1f1b   the stages' order of micro-batches
-              (default 1f1b: at most N in flight on the first stage)
+          --schedule gpipe|1f1b|interleaved   the stages' order of
+              micro-batches (default 1f1b: at most N in flight on the first
+              stage; interleaved: 1f1b with each stage running several
+              chunks of layers, a smaller bubble for more transfers;
+              needs M a multiple of N)
+          --virtual-stages V   interleaved: V chunks per stage (default 2)
           --memory-limit SIZE   per device, like 40GiB (default: the
               cluster's device memory)
           --preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json
