@@ -477,7 +477,7 @@ std::string checkTrainingOptions(const TrainingOptions &o) {
   if (o.optimizer != "adamw" && o.optimizer != "sgd")
     return "--optimizer must be adamw or sgd, got '" + o.optimizer + "'";
   if (o.schedule != "constant" && o.schedule != "cosine")
-    return "--schedule must be gpipe or 1f1b (pipeline stages) or constant or cosine (the "
+    return "--schedule must be gpipe, 1f1b or interleaved (pipeline stages) or constant or cosine (the "
            "learning rate), got '" + o.schedule + "'";
   if (!(o.learningRate > 0))
     return "--lr must be positive";

@@ -5,7 +5,7 @@
 
 // Two tanh layers trained with MSE over two micro-batches, cut into two
 // stages between them (where the FLOPs even out).
-// CHECK: module attributes {dtc.pipeline = {micro_batches = 2 : i64, schedule = "gpipe", stages = 2 : i64}}
+// CHECK: module attributes {dtc.pipeline = {micro_batches = 2 : i64, schedule = "gpipe", stages = 2 : i64, virtual_stages = 1 : i64}}
 
 // Stage 0: the first layer; its output goes to stage 1 in the forward and
 // the gradient comes back in the backward. The weight's gradient reads the
@@ -41,7 +41,7 @@
 
 // TOO-MANY: error: --pp 8: the model can be cut into at most {{[0-9]+}} pipeline stages
 // INFERENCE: error: pipeline stages split a training step: --pp needs --train
-// SCHEDULE: error: --schedule must be gpipe or 1f1b, got 'zigzag'
+// SCHEDULE: error: --schedule must be gpipe, 1f1b or interleaved, got 'zigzag'
 func.func @main(%x: tensor<4x8xf32> {graph.name = "x"}) -> (tensor<4x8xf32> {graph.name = "y"}) {
   %w1 = graph.parameter "w1" : tensor<8x8xf32>
   %a = graph.matmul %x, %w1 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>

@@ -75,6 +75,11 @@ SPLITS = {
                     "pipeline: 2 stages"),
     "pp=2 x tp=2 1f1b": (["--pp", "2", "--tp", "2", "--micro-batches", "4", "--schedule", "1f1b"],
                          "pipeline: 2 stages, 1f1b schedule"),
+    # Interleaved: each stage runs two chunks of the layers, micro-batches
+    # passing through every stage twice.
+    "pp=2 x tp=2 interleaved": (["--pp", "2", "--tp", "2", "--micro-batches", "4", "--schedule",
+                                 "interleaved"],
+                                "interleaved schedule of 2 virtual stages"),
     "pp=2 x dp=2, full recompute": (["--pp", "2", "--dp", "2", "--zero", "0", "--micro-batches",
                                      "4", "--recompute", "full"], "recompute: full"),
 }
@@ -246,7 +251,8 @@ def main():
         tied = os.path.join(tmp, "tied-gpt.onnx")
         onnx.save(generate.build_gpt(tied=True), tied)
         compare(dtc, tmp, "tied-gpt", tied, ["--shape", "batch=8", "--shape", "seq=16"], text,
-                splits=("pp=2 x dp=2", "pp=4 1f1b", "searched, 4 micro-batches"))
+                splits=("pp=2 x dp=2", "pp=4 1f1b", "pp=2 x tp=2 interleaved",
+                        "searched, 4 micro-batches"))
         infer(dtc, tmp, "mlp", models["mlp"], ["--shape", "batch=16"],
               {inputs["mlp"].name: rng.rand(16, *dims("mlp")).astype(np.float32)})
         infer(dtc, tmp, "cnn", models["cnn"], ["--shape", "batch=8"],

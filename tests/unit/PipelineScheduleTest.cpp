@@ -68,10 +68,116 @@ TEST(PipelineSchedule, EveryMicroBatchRunsOnceEachWayInOrder) {
         }
 }
 
+/// "F0v0 F1v0 B0v1" for an interleaved order: micro-batch, virtual stage.
+std::string chunks(const std::vector<plan::PipelineTask> &order) {
+  std::string s;
+  for (const plan::PipelineTask &t : order)
+    s += (s.empty() ? "" : " ") + std::string(t.forward ? "F" : "B") +
+         std::to_string(t.microBatch) + "v" + std::to_string(t.chunk);
+  return s;
+}
+
+TEST(PipelineSchedule, InterleavedRunsGroupsOfMicroBatchesThroughEachVirtualStage) {
+  // p = 2, v = 2, M = 4 (Megatron-LM's order): stage 0 warms up with
+  // (p - 1) * 2 + (v - 1) * p = 4 forwards, stage 1 with 2; micro-batches
+  // go in groups of p through virtual stage 0, then 1; backwards from the
+  // last virtual stage.
+  EXPECT_EQ(chunks(plan::pipelineOrder(plan::INTERLEAVED, 2, 0, 4, 2)),
+            "F0v0 F1v0 F0v1 F1v1 F2v0 B0v1 F3v0 B1v1 F2v1 B0v0 F3v1 B1v0 B2v1 B3v1 B2v0 B3v0");
+  EXPECT_EQ(chunks(plan::pipelineOrder(plan::INTERLEAVED, 2, 1, 4, 2)),
+            "F0v0 F1v0 F0v1 B0v1 F1v1 B1v1 F2v0 B0v0 F3v0 B1v0 F2v1 B2v1 F3v1 B3v1 B2v0 B3v0");
+  // M = p: every forward first.
+  EXPECT_EQ(chunks(plan::pipelineOrder(plan::INTERLEAVED, 2, 1, 2, 2)),
+            "F0v0 F1v0 F0v1 F1v1 B0v1 B1v1 B0v0 B1v0");
+  // The stash: the most micro-batches in flight on one virtual stage.
+  EXPECT_EQ(plan::stashSlots(plan::INTERLEAVED, 2, 0, 4, 2), 4);
+  EXPECT_EQ(plan::stashSlots(plan::INTERLEAVED, 2, 1, 4, 2), 3);
+  // The last stage forwards micro-batch 4 on virtual stage 0 before its
+  // first backward there: 5 in flight (1F1B's last stage keeps 1).
+  EXPECT_EQ(plan::stashSlots(plan::INTERLEAVED, 4, 3, 8, 2), 5);
+}
+
+TEST(PipelineSchedule, InterleavedNeedsGroupsOfStagesAndVirtualStages) {
+  EXPECT_EQ(plan::scheduleProblem(plan::INTERLEAVED, 4, 8, 2), "");
+  EXPECT_EQ(plan::scheduleProblem(plan::INTERLEAVED, 4, 6, 2),
+            "the interleaved schedule runs micro-batches in groups of the stage count: 6 "
+            "micro-batches is not a multiple of 4 stages");
+  EXPECT_EQ(plan::scheduleProblem(plan::INTERLEAVED, 4, 8, 1),
+            "the interleaved schedule needs 2 or more virtual stages");
+  EXPECT_EQ(plan::scheduleProblem(plan::ONE_F_ONE_B, 4, 8, 2),
+            "virtual stages need the interleaved schedule");
+  EXPECT_EQ(plan::scheduleProblem(plan::GPIPE, 4, 3, 1), "");
+}
+
+/// Runs every stage's order against the pipeline's dependencies (model
+/// chunk g = stage + k * stages forwards micro-batch m after chunk g - 1
+/// did, backwards it after chunk g + 1 did, the last chunk after its own
+/// forward), a stage taking its next task when its inputs are there: true
+/// when every stage finishes (no schedule waits on itself).
+bool runsToTheEnd(plan::PipelineSchedule schedule, int64_t stages, int64_t m, int64_t v) {
+  int64_t chunks = stages * v;
+  auto none = std::vector<std::vector<bool>>(size_t(chunks), std::vector<bool>(size_t(m), false));
+  std::vector<std::vector<bool>> forwarded = none, backwarded = none;
+  std::vector<std::vector<plan::PipelineTask>> orders;
+  for (int64_t s = 0; s < stages; ++s)
+    orders.push_back(plan::pipelineOrder(schedule, stages, s, m, v));
+  std::vector<size_t> next(size_t(stages), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t s = 0; s < stages; ++s)
+      while (next[size_t(s)] < orders[size_t(s)].size()) {
+        const plan::PipelineTask &t = orders[size_t(s)][next[size_t(s)]];
+        size_t g = size_t(s + t.chunk * stages), b = size_t(t.microBatch);
+        bool ready = t.forward ? g == 0 || forwarded[g - 1][b]
+                               : forwarded[g][b] && (g + 1 == size_t(chunks) || backwarded[g + 1][b]);
+        if (!ready)
+          break;
+        (t.forward ? forwarded : backwarded)[g][b] = true;
+        ++next[size_t(s)];
+        progress = true;
+      }
+  }
+  for (int64_t s = 0; s < stages; ++s)
+    if (next[size_t(s)] != orders[size_t(s)].size())
+      return false;
+  return true;
+}
+
+TEST(PipelineSchedule, EverySchedulesStagesRunToTheEnd) {
+  for (int64_t stages : {2, 3, 4, 8}) {
+    for (int64_t m : {1, 2, 5, 16}) {
+      EXPECT_TRUE(runsToTheEnd(plan::GPIPE, stages, m, 1)) << stages << " stages, " << m;
+      EXPECT_TRUE(runsToTheEnd(plan::ONE_F_ONE_B, stages, m, 1)) << stages << " stages, " << m;
+    }
+    for (int64_t v : {2, 3, 4})
+      for (int64_t groups : {1, 2, 3, 5}) {
+        int64_t m = groups * stages;
+        EXPECT_TRUE(runsToTheEnd(plan::INTERLEAVED, stages, m, v))
+            << stages << " stages, " << v << " virtual, " << m;
+        // Each virtual stage forwards and backwards every micro-batch once,
+        // in order, a backward after its forward.
+        for (int64_t s = 0; s < stages; ++s) {
+          std::vector<int64_t> forwards(size_t(v), 0), backwards(size_t(v), 0);
+          for (const plan::PipelineTask &t :
+               plan::pipelineOrder(plan::INTERLEAVED, stages, s, m, v)) {
+            int64_t &n = (t.forward ? forwards : backwards)[size_t(t.chunk)];
+            EXPECT_EQ(t.microBatch, n);
+            ++n;
+            EXPECT_LE(backwards[size_t(t.chunk)], forwards[size_t(t.chunk)]);
+          }
+          for (int64_t k = 0; k < v; ++k) {
+            EXPECT_EQ(forwards[size_t(k)], m);
+            EXPECT_EQ(backwards[size_t(k)], m);
+          }
+        }
+      }
+  }
+}
+
 TEST(PipelineSchedule, NamesRoundTrip) {
-  for (auto schedule : {plan::GPIPE, plan::ONE_F_ONE_B})
+  for (auto schedule : {plan::GPIPE, plan::ONE_F_ONE_B, plan::INTERLEAVED})
     EXPECT_EQ(plan::scheduleNamed(plan::scheduleName(schedule)), schedule);
-  EXPECT_FALSE(plan::scheduleNamed("interleaved"));
+  EXPECT_FALSE(plan::scheduleNamed("zigzag"));
 }
 
 /// Two stages on a pp=2 mesh, each one copy instruction from its input to
@@ -216,6 +322,28 @@ TEST(PipelinedPlan, RejectsTransfersThatWaitForEachOther) {
                        "micro-batch 0 (instruction 1) for a tensor from rank 1, and rank 1 "
                        "(stage 1) waits in the forward part of micro-batch 0 (instruction 0) "
                        "for a tensor from rank 0"));
+}
+
+TEST(PipelinedPlan, RejectsAnInterleavedPlanWithoutItsParts) {
+  plan::Plan p = exchangingStages(plan::ONE_F_ONE_B, 2);
+  p.mutable_training()->mutable_pipeline()->set_schedule(plan::INTERLEAVED);
+  p.mutable_training()->mutable_pipeline()->set_virtual_stages(2);
+  EXPECT_TRUE(contains(errorOf(p), "rank 0: 0 part ends for 2 virtual stages (2 each)"));
+  // Parts that end elsewhere than the forward and the per-micro-batch part.
+  for (int s = 0; s < 2; ++s)
+    for (uint32_t end : {1u, 2u, 2u, 2u})
+      p.mutable_ranks(s)->add_part_ends(end);
+  EXPECT_TRUE(contains(errorOf(p), "rank 0: part_ends do not end at forward_end and "
+                                   "accumulate_end"));
+  // Micro-batches that are not groups of the stages.
+  p.mutable_training()->set_micro_batches(3);
+  EXPECT_TRUE(contains(errorOf(p), "training: the interleaved schedule runs micro-batches in "
+                                   "groups of the stage count: 3 micro-batches is not a "
+                                   "multiple of 2 stages"));
+  // A channel past the virtual stages' pairs.
+  p = exchangingStages(plan::ONE_F_ONE_B, 2);
+  p.mutable_ranks(0)->mutable_instructions(1)->mutable_send()->set_channel(1);
+  EXPECT_TRUE(contains(errorOf(p), "transfer channel 1 (there are 1)"));
 }
 
 TEST(PipelinedPlan, RejectsAStashWithFewerCopiesThanTheScheduleKeeps) {
