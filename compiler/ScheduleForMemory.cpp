@@ -194,10 +194,52 @@ SmallVector<Operation *> greedyOrder(Block &block, ArrayRef<Operation *> ops) {
   return order;
 }
 
+/// Moves each gradient accumulation of the per-micro-batch part (an op
+/// that reads an accumulator) to right after the last op it reads from: a
+/// weight's gradient is summed as soon as it is made rather than after the
+/// whole backward, so its buffer is free early, and the last layers'
+/// sums are final (and their once-per-step reduction can start) while the
+/// first layers' backward still runs.
+void accumulateEarly(SmallVector<Operation *> &order) {
+  llvm::DenseMap<Operation *, size_t> position;
+  for (auto [i, op] : llvm::enumerate(order))
+    position[op] = i;
+  llvm::DenseMap<Operation *, SmallVector<Operation *>> after;
+  llvm::DenseSet<Operation *> moved;
+  for (Operation *op : order) {
+    if (op->hasAttr(attr::kOncePerStep) || llvm::none_of(op->getOperands(), isAccumulator))
+      continue;
+    Operation *last = nullptr;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp(); def && position.count(def) &&
+                                                    (!last || position[def] > position[last]))
+        last = def;
+    if (last && position[last] < position[op]) {
+      after[last].push_back(op);
+      moved.insert(op);
+    }
+  }
+  SmallVector<Operation *> early;
+  for (Operation *op : order) {
+    if (moved.contains(op))
+      continue;
+    early.push_back(op);
+    if (auto it = after.find(op); it != after.end())
+      early.append(it->second.begin(), it->second.end());
+  }
+  order = std::move(early);
+}
+
 /// Reorders the once-per-step ops at the end of `order` so that each runs
 /// right before its first reader among them (a post-order walk of the
-/// operands of each op that nothing else there reads, in order). Sends and receives keep their
-/// relative order: they are visited as readers, in order, like any op.
+/// operands of each op that nothing else there reads). Those sinks (a
+/// parameter's update) go in the order their inputs are final in the
+/// per-micro-batch part: the last layer's gradients, accumulated first in
+/// the backward, are reduced first, so that on a device with a
+/// communication stream the data-parallel all-reduces overlap the rest of
+/// the last micro-batch's backward (as PyTorch DDP's buckets do). A
+/// pipeline stage's once part keeps its order (its sends and receives
+/// meet the other stage's in that order).
 void lateOncePerStep(SmallVector<Operation *> &order) {
   auto first = llvm::find_if(order, [](Operation *op) { return op->hasAttr(attr::kOncePerStep); });
   if (first == order.end())
@@ -220,11 +262,33 @@ void lateOncePerStep(SmallVector<Operation *> &order) {
   });
   if (transfers) // a pipeline stage's once part: keep its order
     return;
+  // When each op's inputs from the per-micro-batch part are final: the
+  // latest position there of what it reads, through the once part.
+  llvm::DenseMap<Operation *, size_t> position, ready;
+  for (auto [i, op] : llvm::enumerate(order))
+    position[op] = i;
+  std::function<size_t(Operation *)> readyOf = [&](Operation *op) -> size_t {
+    if (auto it = ready.find(op); it != ready.end())
+      return it->second;
+    size_t at = 0;
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      auto p = def ? position.find(def) : position.end();
+      if (p == position.end())
+        continue;
+      at = std::max(at, p->second < begin ? p->second : readyOf(def));
+    }
+    return ready[op] = at;
+  };
   // From the part's sinks (what nothing else in it reads: the updates), in
-  // order, then anything left.
+  // the order their inputs are final, then anything left.
+  SmallVector<Operation *> sinks;
   for (Operation *op : readers)
     if (llvm::none_of(op->getUsers(), [&](Operation *user) { return pending.contains(user); }))
-      visit(op);
+      sinks.push_back(op);
+  llvm::stable_sort(sinks, [&](Operation *a, Operation *b) { return readyOf(a) < readyOf(b); });
+  for (Operation *op : sinks)
+    visit(op);
   for (Operation *op : readers)
     visit(op);
   std::copy(late.begin(), late.end(), order.begin() + long(begin));
@@ -292,8 +356,10 @@ struct ScheduleForMemory : impl::ScheduleForMemoryBase<ScheduleForMemory> {
     // op just before the first op that reads it, so that one chain's
     // temporaries are live at a time, not every parameter's averaged
     // gradient at once.
-    for (SmallVector<Operation *> *order : {&ops, &greedy})
+    for (SmallVector<Operation *> *order : {&ops, &greedy}) {
+      accumulateEarly(*order);
       lateOncePerStep(*order);
+    }
     int64_t sourcePeak = peakOf(block, ops), greedyPeak = peakOf(block, greedy);
     bool useGreedy = greedyPeak < sourcePeak;
     ArrayRef<Operation *> chosen = useGreedy ? greedy : ops;
