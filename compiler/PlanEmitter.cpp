@@ -10,6 +10,7 @@
 #include "compiler/MicroBatches.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
+#include "plan/Overlap.h"
 #include "plan/PlanLoader.h"
 #include "plan/PlanPrinter.h"
 #include "plan/Version.h"
@@ -255,6 +256,11 @@ public:
           buffer.set_stashed(true);
     }
     rank_.set_arena_bytes(func_->getAttrOfType<IntegerAttr>(attr::kArenaBytes).getInt());
+    // A micro-batched step's gradient reductions that can overlap the last
+    // micro-batch's backward.
+    if (accumulateEnd_)
+      for (const plan::OverlappedInstruction &o : plan::overlappableReductions(rank_))
+        *rank_.add_overlapped() = o;
     return success();
   }
 

@@ -65,9 +65,35 @@ public:
     microBatches_ = std::max<int64_t>(1, plan.training().micro_batches());
     accumulateEnd_ = microBatches_ > 1 ? std::min<int64_t>(program.accumulate_end(), count) : 0;
     length_ = microBatches_ * accumulateEnd_ + (count - accumulateEnd_);
+    // The once-per-step reductions that overlap the last micro-batch run
+    // right after the instruction that lets them start (as the runtime
+    // does), and not again in the once-per-step part.
+    std::vector<std::vector<int>> overlappedAfter(static_cast<size_t>(count));
+    std::vector<bool> overlapped(static_cast<size_t>(count), false);
+    for (const plan::OverlappedInstruction &o : program.overlapped())
+      if (o.after() < uint32_t(count) && o.instruction() < uint32_t(count)) {
+        overlappedAfter[o.after()].push_back(int(o.instruction()));
+        overlapped[o.instruction()] = true;
+      }
+    auto runPart = [&](int64_t begin, int64_t end, bool lastMicroBatch) {
+      for (int64_t i = begin; i < end; ++i) {
+        if (!overlapped[size_t(i)])
+          sequence_.push_back(int(i));
+        if (lastMicroBatch)
+          for (int o : overlappedAfter[size_t(i)])
+            sequence_.push_back(o);
+      }
+    };
+    const plan::Pipeline &pipeline = plan.training().pipeline();
+    if (pipeline.stages() <= 1 && microBatches_ > 1 && program.overlapped_size() > 0) {
+      for (int64_t m = 0; m < microBatches_; ++m)
+        runPart(0, accumulateEnd_, m + 1 == microBatches_);
+      runPart(accumulateEnd_, count, false);
+      length_ = int64_t(sequence_.size());
+    }
     // A pipeline stage runs its micro-batches' forward and backward parts
     // in its schedule's order, then the once-per-step part.
-    if (const plan::Pipeline &pipeline = plan.training().pipeline(); pipeline.stages() > 1) {
+    if (pipeline.stages() > 1) {
       std::vector<int64_t> sizes = plan::meshAxisSizes(plan.mesh());
       int64_t stride = 1;
       for (size_t a = pipeline.axis() + 1; a < sizes.size(); ++a)
@@ -84,11 +110,9 @@ public:
         ends = {std::min<int64_t>(program.forward_end(), end), end};
       for (const plan::PipelineTask &task : plan::pipelineOrder(pipeline, stage, microBatches_)) {
         size_t part = size_t((task.forward ? 0 : virtuals) + task.chunk);
-        for (int64_t i = part ? ends[part - 1] : 0; i < ends[part]; ++i)
-          sequence_.push_back(int(i));
+        runPart(part ? ends[part - 1] : 0, ends[part], task.microBatch + 1 == microBatches_);
       }
-      for (int64_t i = end; i < count; ++i)
-        sequence_.push_back(int(i));
+      runPart(end, count, false);
       length_ = int64_t(sequence_.size());
     }
     if (!cluster.device.caches.empty()) {

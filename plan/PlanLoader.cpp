@@ -1,6 +1,7 @@
 //===- PlanLoader.cpp -----------------------------------------------------===//
 #include "plan/PlanLoader.h"
 
+#include "plan/Overlap.h"
 #include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
 #include "plan/Sharding.h"
@@ -479,6 +480,18 @@ private:
                   " is past its " + std::to_string(rank.instructions_size()) + " instructions");
     if (plan_.training().micro_batches() > 1 && plan_.outputs_size() == 0)
       return fail("training: micro-batches but no loss output");
+    // Once-per-step reductions run early must change nothing by it.
+    std::set<uint32_t> early;
+    for (const OverlappedInstruction &o : rank.overlapped()) {
+      if (plan_.training().micro_batches() <= 1 && !pipelined())
+        return fail(where + ": overlapped instructions, but the step has no micro-batches");
+      if (std::string problem = overlapProblem(rank, o); !problem.empty())
+        return fail(where + ": overlapped instruction " + std::to_string(o.instruction()) +
+                    ": " + problem);
+      if (!early.insert(o.instruction()).second)
+        return fail(where + ": instruction " + std::to_string(o.instruction()) +
+                    " is overlapped twice");
+    }
     if (rank.outputs_size() != plan_.outputs_size())
       return fail(where + ": " + std::to_string(rank.outputs_size()) +
                   " output buffers for " + std::to_string(plan_.outputs_size()) +

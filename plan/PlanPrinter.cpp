@@ -8,6 +8,8 @@
 #include "plan/Ranks.h"
 
 #include <fmt/format.h>
+
+#include <map>
 #include <fmt/ranges.h>
 
 #include <functional>
@@ -376,7 +378,8 @@ std::string printPlan(const plan::Plan &plan) {
     std::string who = fmt::format(pipelined ? "stage {}" : "rank {}", r);
     line("");
     line(fmt::format("{} parameters: {}", who, parameterSummary(plan, rank)));
-    auto printInstruction = [&](int i, const plan::Instruction &inst) {
+    auto printInstruction = [&](int i, const plan::Instruction &inst,
+                                const std::string &note = std::string()) {
       std::string outs = bufferList(inst.outputs());
       std::string type =
           inst.outputs_size() ? bufferType(plan, rank.buffers(int(inst.outputs(0)))) : "";
@@ -388,10 +391,14 @@ std::string printPlan(const plan::Plan &plan) {
       std::string call = fmt::format("{}({}){}", name, operandList(plan, rank, inst.inputs()),
                                      attrs);
       if (inst.outputs_size() == 0) // a send: nothing written here
-        line(fmt::format("  {:>4}  {}", i, call));
+        line(fmt::format("  {:>4}  {}{}", i, call, note));
       else
-        line(fmt::format("  {:>4}  {} = {}  : {}", i, outs, call, type));
+        line(fmt::format("  {:>4}  {} = {}  : {}{}", i, outs, call, type, note));
     };
+    // Once-per-step reductions run early, in the last micro-batch.
+    std::map<int, uint32_t> overlappedAfter;
+    for (const plan::OverlappedInstruction &o : rank.overlapped())
+      overlappedAfter[int(o.instruction())] = o.after();
     if (rank.prologue_size()) {
       line(fmt::format("{} prologue (run once, at load): {} instructions", who,
                        rank.prologue_size()));
@@ -423,7 +430,12 @@ std::string printPlan(const plan::Plan &plan) {
         line(fmt::format("  -- once per micro-batch ({} times a step) --", microBatches));
       if ((pipelined || microBatches > 1) && uint32_t(i) == rank.accumulate_end())
         line("  -- once per step, after the last micro-batch --");
-      printInstruction(i, rank.instructions(i));
+      auto early = overlappedAfter.find(i);
+      printInstruction(i, rank.instructions(i),
+                       early == overlappedAfter.end()
+                           ? std::string()
+                           : fmt::format("  (overlapped: in the last micro-batch, right after {})",
+                                         early->second));
     }
     line(fmt::format("{} buffers (offset in the arena, type, what it holds):", who));
     for (int b = 0; b < rank.buffers_size(); ++b) {

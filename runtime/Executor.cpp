@@ -180,6 +180,12 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
     updateSegment_.push_back(micro && writer >= 0 ? segmentOf(size_t(writer)) : 2 * virtuals_);
   }
 
+  microBatches_ = std::max<int64_t>(1, plan_->training().micro_batches());
+  overlappedAfter_.assign(size, {});
+  overlappedRan_.assign(size, false);
+  for (const plan::OverlappedInstruction &o : program.overlapped())
+    overlappedAfter_[o.after()].push_back(o.instruction());
+
   pool_ = std::make_unique<cpu::ThreadPool>(threads);
   // The prologue, once: its kernels are used a single time.
   std::vector<bool> constant = constantBuffers(*plan_, program, /*afterPrologue=*/false);
@@ -409,22 +415,25 @@ void Executor::zeroAccumulators() {
       std::memset(arena_ + buffer.offset(), 0, size_t(byteSize(buffer.type())));
 }
 
-bool Executor::runMicroBatch(std::string &error) {
-  return runRange(0, accumulateEnd_, true, error);
+bool Executor::runMicroBatch(std::string &error, bool last) {
+  return runRange(0, accumulateEnd_, true, error, -1, last);
 }
 
 bool Executor::runStepEnd(std::string &error) {
-  return runRange(accumulateEnd_, steps_.size(), false, error);
+  bool ok = runRange(accumulateEnd_, steps_.size(), false, error);
+  overlappedRan_.assign(overlappedRan_.size(), false);
+  return ok;
 }
 
 bool Executor::runForward(int64_t microBatch, std::string &error, int64_t chunk) {
   return runRange(chunk ? partEnds_[size_t(chunk) - 1] : 0, partEnds_[size_t(chunk)], true, error,
-                  microBatch);
+                  microBatch, microBatch + 1 == microBatches_);
 }
 
 bool Executor::runBackward(int64_t microBatch, std::string &error, int64_t chunk) {
   size_t part = size_t(virtuals_ + chunk);
-  return runRange(partEnds_[part - 1], partEnds_[part], false, error, microBatch);
+  return runRange(partEnds_[part - 1], partEnds_[part], false, error, microBatch,
+                  microBatch + 1 == microBatches_);
 }
 
 const google::protobuf::RepeatedPtrField<plan::ParameterUpdate> &
@@ -458,7 +467,7 @@ const char *Executor::bufferBytes(uint32_t id) const {
 bool Executor::run(std::string &error) { return runRange(0, steps_.size(), true, error); }
 
 bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &error,
-                        int64_t slot) {
+                        int64_t slot, bool lastMicroBatch) {
   for (int i = 0; i < plan_->inputs_size(); ++i)
     if (!inputSet_[i]) {
       error = "input '" + plan_->inputs(i).name() + "' was not given";
@@ -493,7 +502,7 @@ bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &
                       ? 0
                       : slot % int64_t(program_->stash_slots()) * program_->stash_bytes();
   slotShift_ = shift;
-  for (size_t i = begin; i < end; ++i) {
+  auto runOne = [&](size_t i) {
     Step &step = steps_[i];
     for (auto &[k, base] : step.stashedInputs)
       step.inputs[k] = base + shift;
@@ -510,6 +519,20 @@ bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &
       history[i] = float(seconds);
       last = now;
     }
+    return true;
+  };
+  // Each instruction, followed in the last micro-batch by the
+  // once-per-step reductions it lets start (RankProgram.overlapped); the
+  // once-per-step part skips those that have run.
+  for (size_t i = begin; i < end; ++i) {
+    if (!overlappedRan_[i] && !runOne(i))
+      return false;
+    if (lastMicroBatch)
+      for (size_t o : overlappedAfter_[i]) {
+        if (!runOne(o))
+          return false;
+        overlappedRan_[o] = true;
+      }
   }
   profiledRuns_ += profiling && end == steps_.size(); // a micro-batched step's last part
   return true;

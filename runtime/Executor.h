@@ -86,8 +86,10 @@ public:
 
   /// Zeroes the gradient accumulators (parameters marked `accumulator`).
   void zeroAccumulators();
-  /// The instructions run once per micro-batch, on the inputs as set now.
-  bool runMicroBatch(std::string &error);
+  /// The instructions run once per micro-batch, on the inputs as set now;
+  /// `last`: the step's last micro-batch, which also runs the once-per-step
+  /// reductions that overlap it (RankProgram.overlapped).
+  bool runMicroBatch(std::string &error, bool last = false);
   /// The updates the per-micro-batch part makes (the accumulations, batch
   /// norms' running statistics), copied into their parameters.
   void applyMicroBatchUpdates(int64_t chunk = 0);
@@ -170,7 +172,7 @@ private:
   bool readParameters(const std::string &modelPath, std::string &error);
   /// Runs instructions [begin, end); with `copyInputs`, copies the inputs in first.
   bool runRange(size_t begin, size_t end, bool copyInputs, std::string &error,
-                int64_t slot = -1);
+                int64_t slot = -1, bool last = false);
   /// Copies the updates made in `segment` into their parameters.
   void applyUpdatesOf(int64_t segment);
   /// Where buffer `id`'s bytes are now: a stashed one's in the slot of the
@@ -204,6 +206,12 @@ private:
   bool pipelined_ = false;
   int64_t slotShift_ = 0;              // bytes: the stash slot of the micro-batch last run
   std::vector<int64_t> updateSegment_; // per update (updatesOf): the segment that makes it
+  // RankProgram.overlapped: per instruction, the once-per-step ones run
+  // right after it in the last micro-batch; and which of those have run
+  // this step (the once-per-step part skips them).
+  std::vector<std::vector<size_t>> overlappedAfter_;
+  std::vector<bool> overlappedRan_;
+  int64_t microBatches_ = 1;
   std::vector<double> profileSeconds_; // empty unless profiling
   std::vector<float> profileHistory_;  // kProfileHistory runs of every instruction, a ring
   int profiledRuns_ = 0;

@@ -341,7 +341,8 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     for (int64_t m = 0; m < microBatches && !executor_.pipelined(); ++m) {
       if (!feed(m))
         return false;
-      bool ran = microBatches > 1 ? executor_.runMicroBatch(error) : executor_.run(error);
+      bool ran = microBatches > 1 ? executor_.runMicroBatch(error, m + 1 == microBatches)
+                                  : executor_.run(error);
       if (!ran) {
         error = fmt::format("step {}{}: {}", step + 1,
                             microBatches > 1 ? fmt::format(", micro-batch {}", m + 1) : "",
