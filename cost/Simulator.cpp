@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <array>
 #include <map>
-#include <set>
 #include <unordered_map>
 
 namespace dtc::cost {
@@ -70,10 +69,12 @@ public:
     // does), and not again in the once-per-step part.
     std::vector<std::vector<int>> overlappedAfter(static_cast<size_t>(count));
     std::vector<bool> overlapped(static_cast<size_t>(count), false);
+    overlapped_.assign(static_cast<size_t>(count), false);
     for (const plan::OverlappedInstruction &o : program.overlapped())
       if (o.after() < uint32_t(count) && o.instruction() < uint32_t(count)) {
         overlappedAfter[o.after()].push_back(int(o.instruction()));
         overlapped[o.instruction()] = true;
+        overlapped_[o.instruction()] = true;
       }
     auto runPart = [&](int64_t begin, int64_t end, bool lastMicroBatch) {
       for (int64_t i = begin; i < end; ++i) {
@@ -190,7 +191,7 @@ public:
   /// ready.
   double earliestStart() const {
     const plan::Instruction &inst = current();
-    double start = streamFree_[stream(atCollective())];
+    double start = streamFree_[streamOf(pc())];
     for (uint32_t in : inst.inputs())
       if (in < ready_.size())
         start = std::max(start, ready_[in]);
@@ -217,7 +218,8 @@ public:
       sinceMeeting_ += seconds;
     }
     double end = start + seconds;
-    if (stream(comm) == 0) // what the compute stream waited for
+    int on = streamOf(pc());
+    if (on == 0) // what the compute stream waited for
       time.idle += start - streamFree_[0];
     if (comm) {
       time.communication += seconds;
@@ -226,12 +228,12 @@ public:
       time.byClass[inst.cost().op_class()] += seconds; // slot 0: free ops, 0 s
       flops += inst.cost().flops();
     }
-    streamFree_[stream(comm)] = end;
+    streamFree_[on] = end;
     for (uint32_t out : inst.outputs())
       if (out < ready_.size())
         ready_[out] = end;
     if (events)
-      events->push_back({rank_, pc(), comm, start, end});
+      events->push_back({rank_, pc(), comm, on, start, end});
     ++pc_;
     arrived = false;
   }
@@ -243,7 +245,7 @@ public:
   }
   /// The step's end: compute waits for the last collectives.
   void finish() {
-    time.end = std::max(streamFree_[0], streamFree_[1]);
+    time.end = std::max({streamFree_[0], streamFree_[1], streamFree_[2], streamFree_[3]});
     time.idle += time.end - streamFree_[0];
   }
 
@@ -341,8 +343,20 @@ private:
 
   /// The stream an instruction runs on: communication has its own where
   /// the device gives it one.
-  int stream(bool communication) const {
-    return communication && cluster_.device.communicationStream;
+  /// Where an instruction runs: compute (0); with a communication stream,
+  /// collectives on one (1), a pipeline's sends and receives on another
+  /// (2), and the gradient reductions that overlap the last backward
+  /// (RankProgram.overlapped) on a third (3), as a GPU runtime gives each
+  /// its own communicator and stream (Megatron-LM's), so that a long
+  /// gradient reduction holds up neither the backward's tensor-parallel
+  /// collectives nor the next stage's activations.
+  int streamOf(int instruction) const {
+    const plan::Instruction &inst = program_.instructions(instruction);
+    if (!cluster_.device.communicationStream || !onCommunicationStream(inst))
+      return 0;
+    if (inst.has_send() || inst.has_recv())
+      return 2;
+    return overlapped_[size_t(instruction)] ? 3 : 1;
   }
 
   const plan::Plan &plan_;
@@ -361,7 +375,8 @@ private:
   int64_t microBatches_ = 1, accumulateEnd_ = 0, length_ = 0;
   std::vector<int> sequence_; // a pipeline stage's instructions, in its schedule's order
   std::vector<double> ready_; // when each buffer's value is ready; inputs at 0
-  double streamFree_[2] = {0, 0};
+  double streamFree_[4] = {0, 0, 0, 0};
+  std::vector<bool> overlapped_; // per instruction: in RankProgram.overlapped
   double sinceMeeting_ = 0; // compute seconds since this rank last met others
   // Cache levels: bytes moved so far this step, when (in those bytes) each
   // arena offset was last touched, and the bytes a whole step moves.
@@ -537,10 +552,13 @@ std::string chromeTrace(const plan::Plan &plan, const Simulation &sim,
   for (int r = 0; r < int(sim.ranks.size()); ++r) {
     events.push_back(llvm::json::Object{{"ph", "M"}, {"pid", r}, {"name", "process_name"},
                                         {"args", llvm::json::Object{{"name", "rank " + std::to_string(r)}}}});
-    for (int stream = 0; stream < 2; ++stream)
+    for (int stream = 0; stream < 4; ++stream)
       events.push_back(llvm::json::Object{
           {"ph", "M"}, {"pid", r}, {"tid", stream}, {"name", "thread_name"},
-          {"args", llvm::json::Object{{"name", stream ? "communication" : "compute"}}}});
+          {"args", llvm::json::Object{{"name", stream == 0   ? "compute"
+                                               : stream == 1 ? "communication"
+                                               : stream == 2 ? "pipeline transfers"
+                                                             : "gradient reductions"}}}});
   }
   for (const Event &e : sim.events) {
     int program = plan::programIndexOfRank(plan, e.rank);
@@ -548,7 +566,7 @@ std::string chromeTrace(const plan::Plan &plan, const Simulation &sim,
     events.push_back(llvm::json::Object{
         {"ph", "X"},
         {"pid", e.rank},
-        {"tid", e.communication ? 1 : 0},
+        {"tid", e.stream},
         {"name", name(inst)},
         {"ts", e.start * 1e6},
         {"dur", (e.end - e.start) * 1e6},

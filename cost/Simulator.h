@@ -37,6 +37,7 @@ struct RankTime {
 struct Event {
   int rank = 0, instruction = 0;
   bool communication = false;
+  int stream = 0; // 0 compute, 1 collectives, 2 pipeline transfers
   double start = 0, end = 0;
 };
 

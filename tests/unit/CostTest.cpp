@@ -550,6 +550,53 @@ TEST(Simulator, InlineCommunicationAddsToTheStep) {
   EXPECT_NEAR(inline_.ranks[0].idle, 0, 1e-12);
 }
 
+TEST(Simulator, AnOverlappedReductionRunsDuringTheLastBackward) {
+  // Two micro-batches of two matmuls (1 ms, then 2 ms), the second's
+  // result all-reduced each micro-batch; the all-reduce of the first one's
+  // sum runs once per step, behind the last per-micro-batch one on the
+  // collectives' stream. Listed as overlapped after the first matmul, it
+  // starts when the last micro-batch has made that sum, on a stream of its
+  // own, and is done by the step's end.
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  plan::Plan plan = planOnMesh("dp", 2);
+  plan.mutable_training()->set_micro_batches(2);
+  plan.add_program_of_rank(0);
+  plan.add_program_of_rank(0);
+  plan::RankProgram *p = plan.add_ranks();
+  for (int b = 0; b < 5; ++b)
+    p->add_buffers();
+  double rate = 19.5e12 * 0.75; // a100-80g's f32 matmul
+  addInstruction(*p, {0}, 1, (1e-3 - c.device.launchOverhead) * rate);
+  addInstruction(*p, {0}, 2, (2e-3 - c.device.launchOverhead) * rate);
+  auto allReduce = [&](uint32_t in, uint32_t out) {
+    plan::Instruction *r = p->add_instructions();
+    r->add_inputs(in);
+    r->add_outputs(out);
+    r->mutable_collective()->set_kind(plan::ALL_REDUCE);
+    r->mutable_collective()->add_mesh_axes(0);
+    r->mutable_cost()->set_bytes(1 << 20);
+    r->mutable_cost()->set_op_class(plan::OP_COMMUNICATION);
+    return collectiveInstructionSeconds(plan.mesh(), *r, c);
+  };
+  double each = allReduce(2, 4);
+  p->set_accumulate_end(3);
+  double reduced = allReduce(1, 3);
+  Simulation once = simulate(plan, c, false);
+  EXPECT_NEAR(once.stepSeconds, 6e-3 + each + reduced, 1e-12);
+  plan::OverlappedInstruction *o = p->add_overlapped();
+  o->set_instruction(3);
+  o->set_after(0);
+  Simulation overlapped = simulate(plan, c, true);
+  ASSERT_EQ(overlapped.error, "");
+  EXPECT_NEAR(overlapped.stepSeconds, 6e-3 + each, 1e-12);
+  ASSERT_EQ(overlapped.events.size(), 7u); // 2 x 3 per micro-batch, the reduction once
+  const Event &r = overlapped.events[4]; // after micro-batch 2's first matmul
+  EXPECT_EQ(r.instruction, 3);
+  EXPECT_EQ(r.stream, 3);
+  EXPECT_NEAR(r.start, 4e-3, 1e-12);
+}
+
 TEST(Simulator, JitterMakesEveryMeetingWaitForTheSlowestRank) {
   // E[max] of n standard normals: known values.
   EXPECT_EQ(expectedMaximum(1), 0.0);
