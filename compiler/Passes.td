@@ -135,6 +135,9 @@ def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
            "Pipeline stages the step is cut into afterwards (memory per device); "
            "0 with devices: searched too">,
     Option<"zero", "zero", "int64_t", "-1", "ZeRO stage 0-3 (-1: searched)">,
+    Option<"pipelineSchedule", "schedule", "std::string", "\"1f1b\"",
+           "Pipeline schedule (gpipe, 1f1b, interleaved; with pp=0, 'searched': 1f1b "
+           "or interleaved, whichever is faster)">,
     Option<"preset", "preset", "std::string", "\"cpu-local\"",
            "Cluster preset the plan is costed on (cpu-local, a100-80g, h100-sxm)">,
     Option<"clusterFile", "cluster", "std::string", "\"\"",

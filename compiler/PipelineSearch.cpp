@@ -81,7 +81,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
         continue; // interleaved: the micro-batches are not groups of p
     }
     if (devices / p > samples * perNode && p < devices) {
-      result.tried.push_back({p, 0, kIdle});
+      result.tried.push_back({p, 1, 0, kIdle});
       continue;
     }
     counts.push_back(p);
@@ -102,7 +102,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // nodes (or inside one, when a node holds several stages); and a weight
   // read on both sides of a cut (tied embeddings), sent each micro-batch
   // from its stage to the other, its gradient back.
-  auto transferSeconds = [&](int64_t p) {
+  auto transferSeconds = [&](int64_t p, int64_t virtuals) {
     if (p == 1)
       return 0.0;
     SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p * virtuals);
@@ -126,15 +126,10 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   std::vector<Diagnostic> lastFailure;
   bool outOfMemory = false;
   int64_t unfit = 0; // the fewest stages that did not fit after a count that did
-  for (int64_t p : counts) {
-    // Memory per device goes roughly as weights / P + activations x P under
-    // 1F1B (its first stage keeps P micro-batches of 1/P of the layers, on
-    // 1/P of the devices): once a count that fits is followed by one that
-    // does not, more stages do not fit either.
-    if (unfit > 0) {
-      result.tried.push_back({p, 0, kMoreMemory});
-      continue;
-    }
+  // Searches P stages under `kind` (with `virtuals` chunks a stage when
+  // interleaved); keeps the plan when it beats the best so far by the
+  // margin. False when it did not fit or was not faster.
+  auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals) {
     SearchOptions o = base;
     o.searchMeshShape = true;
     // One device a stage: searched on an axis of 1 for its cost only, the
@@ -169,7 +164,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       });
       searched = searchShardings(*work, work->lookupSymbol<func::FuncOp>("main"), o);
     }
-    StageCandidate tried{p, 0, ""};
+    StageCandidate tried{p, virtuals, 0, ""};
     tried.searchSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     if (failed(searched)) {
@@ -178,14 +173,14 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       if (memory && best && kind == plan::ONE_F_ONE_B && p <= microBatches)
         unfit = p;
       tried.outcome = memory ? "does not fit" : "not faster";
-      if (memory || !best)
+      if (virtuals == 1 && (memory || !best))
         lastFailure = std::move(held);
       result.tried.push_back(tried);
-      continue;
+      return;
     }
     tried.stepSeconds =
         (searched->computeSeconds + searched->communicationSeconds) * share * bubble +
-        transferSeconds(p);
+        transferSeconds(p, virtuals);
     result.tried.push_back(tried);
     // More stages must win by more than the estimate's noise: their
     // schedule has less slack than the bubble formula assumes.
@@ -193,10 +188,30 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       bestSeconds = tried.stepSeconds;
       best = devices / p > 1 ? std::move(work) : module.clone();
       result.stages = p;
+      result.virtualStages = virtuals;
       result.search = *searched;
       result.mesh = devices / p > 1 ? searched->mesh : std::vector<MeshAxisSpec>{};
     }
+  };
+  for (int64_t p : counts) {
+    // Memory per device goes roughly as weights / P + activations x P under
+    // 1F1B (its first stage keeps P micro-batches of 1/P of the layers, on
+    // 1/P of the devices): once a count that fits is followed by one that
+    // does not, more stages do not fit either.
+    if (unfit > 0) {
+      result.tried.push_back({p, 1, 0, kMoreMemory});
+      continue;
+    }
+    tryCount(p, kind, virtuals);
   }
+  // No --schedule: the chosen count interleaved too (2 virtual stages, a
+  // bubble half as long for twice the transfers and more activations in
+  // flight), where the micro-batches and the places to cut allow it.
+  if (options.searchSchedule && kind == plan::ONE_F_ONE_B && best && result.stages > 1 &&
+      plan::scheduleProblem(plan::INTERLEAVED, result.stages, microBatches, 2).empty() &&
+      int64_t(pipelineCheckpoints(forward, activations, 2 * result.stages).size()) + 1 >=
+          2 * result.stages)
+    tryCount(result.stages, plan::INTERLEAVED, 2);
   if (!best) {
     for (Diagnostic &d : lastFailure)
       context->getDiagEngine().emit(std::move(d));
@@ -212,9 +227,12 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   module->setAttrs((*best)->getAttrDictionary());
   module->setAttr(attr::kPipelineStages,
                   Builder(context).getI64IntegerAttr(result.stages));
+  if (result.virtualStages > 1)
+    module->setAttr(attr::kPipelineVirtualStages,
+                    Builder(context).getI64IntegerAttr(result.virtualStages));
   if (unfit > 0) // a search under a lower limit need not try more
     module->setAttr(attr::kPipelineStagesBelow, Builder(context).getI64IntegerAttr(unfit));
-  llvm::sort(result.tried, [](const StageCandidate &a, const StageCandidate &b) {
+  llvm::stable_sort(result.tried, [](const StageCandidate &a, const StageCandidate &b) {
     return a.stages < b.stages;
   });
   return result;

@@ -49,6 +49,12 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       auto chosen = module->getAttrOfType<IntegerAttr>(attr::kPipelineStages);
       stages = chosen ? chosen.getInt() : 1;
       module->removeAttr(attr::kPipelineStages); // dtc.pipeline says it from here on
+      // And the schedule, when the search found interleaving faster.
+      if (auto virtuals = module->getAttrOfType<IntegerAttr>(attr::kPipelineVirtualStages)) {
+        schedule = "interleaved";
+        virtualStages = virtuals.getInt();
+        module->removeAttr(attr::kPipelineVirtualStages);
+      }
     }
     if (stages <= 1)
       return;

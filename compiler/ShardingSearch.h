@@ -98,6 +98,9 @@ struct ParallelOptions {
   int64_t pipelineStagesBelow = 0;
   std::string pipelineSchedule = "1f1b"; // --schedule gpipe|1f1b|interleaved
   int64_t virtualStages = 1; // --virtual-stages: model chunks per stage (interleaved)
+  /// Searched stages without --schedule: the chosen count is also tried
+  /// interleaved (2 virtual stages), and kept so when that is faster.
+  bool searchSchedule = false;
   /// What the search costs plans on: `cluster` when given (already
   /// loaded), else the file `clusterFile`, else the preset `preset`.
   std::optional<cost::Cluster> cluster;
@@ -128,6 +131,7 @@ mlir::FailureOr<SearchResult> searchShardings(mlir::ModuleOp module, mlir::func:
 /// One pipeline stage count tried for --devices N.
 struct StageCandidate {
   int64_t stages = 1;
+  int64_t virtualStages = 1; // 2 or more: the interleaved schedule's
   double stepSeconds = 0; // predicted: the stage's share of the step, with the bubble
   std::string outcome;    // "" when it was searched and fit; else why not
   double searchSeconds = 0; // wall time of its search
@@ -143,6 +147,7 @@ inline constexpr const char *kMoreMemory = "more memory";
 
 struct PipelineSearchResult {
   int64_t stages = 1;
+  int64_t virtualStages = 1; // more: interleaved was faster (searchSchedule)
   SearchResult search; // the chosen stage count's sharding
   std::vector<MeshAxisSpec> mesh;
   std::vector<StageCandidate> tried;

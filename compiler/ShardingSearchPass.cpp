@@ -101,9 +101,12 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
     else if (c.outcome == kMoreMemory)
       more += (more.empty() ? "" : ", ") + std::to_string(c.stages);
     else
-      text += " " + plural(c.stages, "stage") + " " +
+      text += " " + plural(c.stages, "stage") +
+              (c.virtualStages > 1 ? " interleaved (" + std::to_string(c.virtualStages) +
+                                         " virtual stages each) "
+                                   : " ") +
               (c.outcome.empty() ? formatSeconds(c.stepSeconds) : c.outcome) +
-              (c.stages == r.stages ? " (chosen)," : ",");
+              (c.stages == r.stages && c.virtualStages == r.virtualStages ? " (chosen)," : ",");
   }
   text.pop_back();
   if (!idle.empty())
@@ -220,6 +223,11 @@ private:
       p.dataParallel = dataParallel;
       p.tensorParallel = tensorParallel;
       p.pipelineStages = pipelineStages;
+      p.searchSchedule = pipelineSchedule == "searched";
+      if (!p.searchSchedule)
+        p.pipelineSchedule = pipelineSchedule;
+      if (p.pipelineSchedule == "interleaved")
+        p.virtualStages = 2;
       p.zero = int(zero);
       p.preset = preset;
       p.clusterFile = clusterFile;

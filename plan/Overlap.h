@@ -24,6 +24,10 @@ namespace dtc::plan {
 /// Why `overlapped` cannot run early in `program`, or "".
 std::string overlapProblem(const RankProgram &program, const OverlappedInstruction &overlapped);
 
+/// The first of `program.overlapped()` that cannot run early (or is
+/// listed twice), with why; "" when all can.
+std::string overlappedProblem(const RankProgram &program);
+
 /// The once-per-step all-reduces of accumulators that can run early, each
 /// after the instruction that last writes its accumulator, in program
 /// order of the once-per-step part.

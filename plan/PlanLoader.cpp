@@ -481,17 +481,10 @@ private:
     if (plan_.training().micro_batches() > 1 && plan_.outputs_size() == 0)
       return fail("training: micro-batches but no loss output");
     // Once-per-step reductions run early must change nothing by it.
-    std::set<uint32_t> early;
-    for (const OverlappedInstruction &o : rank.overlapped()) {
-      if (plan_.training().micro_batches() <= 1 && !pipelined())
-        return fail(where + ": overlapped instructions, but the step has no micro-batches");
-      if (std::string problem = overlapProblem(rank, o); !problem.empty())
-        return fail(where + ": overlapped instruction " + std::to_string(o.instruction()) +
-                    ": " + problem);
-      if (!early.insert(o.instruction()).second)
-        return fail(where + ": instruction " + std::to_string(o.instruction()) +
-                    " is overlapped twice");
-    }
+    if (rank.overlapped_size() > 0 && plan_.training().micro_batches() <= 1 && !pipelined())
+      return fail(where + ": overlapped instructions, but the step has no micro-batches");
+    if (std::string problem = overlappedProblem(rank); !problem.empty())
+      return fail(where + ": " + problem);
     if (rank.outputs_size() != plan_.outputs_size())
       return fail(where + ": " + std::to_string(rank.outputs_size()) +
                   " output buffers for " + std::to_string(plan_.outputs_size()) +

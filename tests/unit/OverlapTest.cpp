@@ -99,4 +99,16 @@ TEST(Overlap, OnlyAnInPlaceReductionOfAnAccumulator) {
             "instruction 1 does not write the accumulator");
 }
 
+TEST(Overlap, TheLoaderChecksEveryListedOne) {
+  plan::RankProgram p = step();
+  EXPECT_EQ(plan::overlappedProblem(p), "");
+  *p.add_overlapped() = overlapped(2, 0);
+  EXPECT_EQ(plan::overlappedProblem(p), "");
+  *p.add_overlapped() = overlapped(2, 0);
+  EXPECT_EQ(plan::overlappedProblem(p), "instruction 2 is overlapped twice");
+  p.mutable_overlapped(1)->set_instruction(3);
+  EXPECT_EQ(plan::overlappedProblem(p),
+            "overlapped instruction 3: only an all-reduce may run early");
+}
+
 } // namespace

@@ -299,6 +299,10 @@ int runCompile(const Args &args) {
                         parallel.pipelineSchedule);
     parallel.pipelineSchedule = "interleaved";
   }
+  // Searched stages with no schedule given: the schedule is searched too
+  // (1F1B, or interleaved when faster).
+  parallel.searchSchedule =
+      parallel.pipelineStages == 0 && !scheduleGiven && parallel.virtualStages == 0;
   if (parallel.pipelineSchedule == "interleaved" && parallel.virtualStages == 0)
     parallel.virtualStages = 2;
   parallel.virtualStages = std::max<int64_t>(1, parallel.virtualStages);
