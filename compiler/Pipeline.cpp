@@ -189,11 +189,29 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
   attempt.parallel.cluster = cluster;
   constexpr int kTries = 4;
   int64_t firstArena = 0;
+  // Searched stages: a search again under a lower limit first keeps the
+  // stage count (and schedule) the first search chose, searching only
+  // each stage's split: the stage search is most of a large model's
+  // compile time, and a limit lowered by the workspace rarely changes the
+  // count. The first search's note says what it compared.
+  std::string stagesNote;
+  std::optional<CompileOptions> unpinned;
   for (int tries = 1;; ++tries) {
     OwningOpRef<ModuleOp> work = module.clone();
     PassManager pm(module.getContext());
     buildCompilePipeline(pm, attempt);
-    if (failed(pm.run(*work))) {
+    LogicalResult ran = pm.run(*work);
+    if (failed(ran) && unpinned) {
+      // The kept count does not fit the lower limit: search them all.
+      double lowered = attempt.parallel.memoryLimit;
+      attempt = *unpinned;
+      attempt.parallel.memoryLimit = lowered;
+      unpinned.reset();
+      stagesNote.clear();
+      --tries;
+      continue;
+    }
+    if (failed(ran)) {
       outOfMemory = (*work)->hasAttr(attr::kOutOfMemory) || tries > 1;
       if (tries > 1)
         module.emitError() << "(the search ran again with its limit lowered to "
@@ -210,6 +228,11 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
         main = f;
     int64_t arena = intAttrOf(main, attr::kArenaBytes);
     if (double(arena) <= limit) {
+      if (!stagesNote.empty())
+        for (func::FuncOp f : programFunctions(*work))
+          addNote(f, stagesNote + "; searched again with " +
+                         std::to_string(programFunctions(*work).size()) +
+                         " stages kept, under the lower limit below");
       if (tries > 1)
         addNote(main, "memory: the search's limit lowered to " +
                           plan::formatBytes(int64_t(attempt.parallel.memoryLimit)) +
@@ -254,6 +277,28 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
     attempt.parallel.memoryLimit = lowered;
     if (auto below = (*work)->getAttrOfType<IntegerAttr>(attr::kPipelineStagesBelow))
       attempt.parallel.pipelineStagesBelow = below.getInt();
+    if (attempt.parallel.pipelineStages == 0 && attempt.training) {
+      // Keep the count (and schedule) the search chose, with its note.
+      unpinned = attempt;
+      auto pipeline = (*work)->getAttrOfType<DictionaryAttr>(attr::kPipeline);
+      auto integer = [&](StringRef name) {
+        auto a = pipeline ? pipeline.getAs<IntegerAttr>(name) : IntegerAttr();
+        return a ? a.getInt() : 1;
+      };
+      attempt.parallel.pipelineStages = integer("stages");
+      // As --devices N --pp P: each stage searched on N / P devices.
+      if (int64_t p = attempt.parallel.pipelineStages; p > 1 && attempt.parallel.mesh.size() == 1)
+        attempt.parallel.mesh = {attempt.parallel.mesh.front() / p};
+      if (integer("virtual_stages") > 1) {
+        attempt.parallel.pipelineSchedule = "interleaved";
+        attempt.parallel.virtualStages = integer("virtual_stages");
+      }
+      attempt.parallel.searchSchedule = false;
+      for (const std::string &note : notesOf(main))
+        if (note.find("searched from --devices") != std::string::npos &&
+            note.rfind("pipeline: ", 0) == 0)
+          stagesNote = note;
+    }
   }
 }
 
