@@ -155,7 +155,9 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
         print(f"      {name}, {split}: losses {', '.join(f'{v:.5f}' for v in got)}; "
               f"largest relative difference to one device {worst:.1e}")
         check(worst <= 1e-5, f"{name}, {split}: losses equal one device's within 1e-5")
-        if split == "pp=2 x dp=2":  # each rank's stage checkpointed, resumed exactly
+        # Each rank's stage checkpointed, resumed exactly (interleaved too:
+        # a stage's virtual stages and its overlapped reductions).
+        if split in ("pp=2 x dp=2", "pp=2 x tp=2 interleaved"):
             check_resume(dtc, plan, data, tmp, 2, 4)
         if exports:
             # Weights split over the ranks are gathered into the exported
