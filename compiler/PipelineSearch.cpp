@@ -206,12 +206,25 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   }
   // No --schedule: the chosen count interleaved too (2 virtual stages, a
   // bubble half as long for twice the transfers and more activations in
-  // flight), where the micro-batches and the places to cut allow it.
+  // flight), where the micro-batches and the places to cut allow it, and
+  // where the bubble it saves, less the transfers it adds, could win by
+  // the margin at all (the same split inside a stage: a bound that needs
+  // no search).
+  auto interleavedCouldWin = [&](int64_t p) {
+    double m = double(microBatches), ratio = (m + double(p - 1) / 2) / (m + double(p - 1));
+    double transfers = transferSeconds(p, 1);
+    double saved = (bestSeconds - transfers) * (1 - ratio) - transfers;
+    return saved > kMargin * bestSeconds;
+  };
   if (options.searchSchedule && kind == plan::ONE_F_ONE_B && best && result.stages > 1 &&
       plan::scheduleProblem(plan::INTERLEAVED, result.stages, microBatches, 2).empty() &&
       int64_t(pipelineCheckpoints(forward, activations, 2 * result.stages).size()) + 1 >=
-          2 * result.stages)
-    tryCount(result.stages, plan::INTERLEAVED, 2);
+          2 * result.stages) {
+    if (interleavedCouldWin(result.stages))
+      tryCount(result.stages, plan::INTERLEAVED, 2);
+    else
+      result.tried.push_back({result.stages, 2, 0, kBubbleTooSmall});
+  }
   if (!best) {
     for (Diagnostic &d : lastFailure)
       context->getDiagEngine().emit(std::move(d));

@@ -137,6 +137,10 @@ struct StageCandidate {
   double searchSeconds = 0; // wall time of its search
 };
 
+/// A StageCandidate's outcome when interleaving was not searched: the
+/// bubble it would save, less the transfers it adds, is under the margin.
+inline constexpr const char *kBubbleTooSmall = "not tried (its bubble saving is under 2%)";
+
 /// A StageCandidate's outcome when not searched: its stage would have more
 /// devices than data parallelism within a micro-batch and tensor
 /// parallelism within a node can use.
