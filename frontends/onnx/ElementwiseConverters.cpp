@@ -4,6 +4,8 @@
 
 #include "dialects/graph/GraphOps.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace dtc::graph;
 
@@ -159,6 +161,45 @@ LogicalResult convertWhere(NodeContext &ctx) {
   return ctx.result(ctx.create<WhereOp>(ValueRange{*c, *a, *b}));
 }
 
+/// IsNaN(x): x != x, which only NaN is (transformers' attention masks a
+/// softmax's NaNs with Where(IsNaN(...))).
+LogicalResult convertIsNaN(NodeContext &ctx) {
+  auto x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  auto same = ctx.create<EqualOp>(ValueRange{*x, *x});
+  if (failed(same))
+    return failure();
+  return ctx.result(ctx.create<NotOp>(*same));
+}
+
+/// IsInf(x): x == +inf or x == -inf, as detect_positive and
+/// detect_negative ask (neither: false everywhere, as x < x is).
+LogicalResult convertIsInf(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  auto x = ctx.input(0);
+  if (failed(type) || failed(x))
+    return failure();
+  Type element = type->getElementType();
+  if (!isa<FloatType>(element))
+    return ctx.fail("IsInf needs a float input");
+  bool positive = ctx.attrInt("detect_positive", 1) != 0;
+  bool negative = ctx.attrInt("detect_negative", 1) != 0;
+  auto equalTo = [&](double bound) {
+    return ctx.create<EqualOp>(ValueRange{*x, ctx.scalar(bound, element)});
+  };
+  double inf = std::numeric_limits<double>::infinity();
+  if (positive && negative) {
+    auto above = equalTo(inf), below = equalTo(-inf);
+    if (failed(above) || failed(below))
+      return failure();
+    return ctx.result(ctx.create<OrOp>(ValueRange{*above, *below}));
+  }
+  if (positive || negative)
+    return ctx.result(equalTo(positive ? inf : -inf));
+  return ctx.result(ctx.create<LessOp>(ValueRange{*x, *x}));
+}
+
 const OpConverter kConverters[] = {
     {"Add", 13, convertBinary<AddOp>},
     {"Sub", 13, convertBinary<SubOp>},
@@ -186,6 +227,8 @@ const OpConverter kConverters[] = {
     {"Relu", 13, convertUnary<ReluOp>},
     {"Sigmoid", 13, convertUnary<SigmoidOp>},
     {"Not", 13, convertUnary<NotOp>},
+    {"IsNaN", 9, convertIsNaN},
+    {"IsInf", 10, convertIsInf},
     {"Gelu", 20, convertGelu},
     {"Clip", 13, convertClip},
     {"Cast", 13, convertCast, "saturate round_mode"},

@@ -17,8 +17,10 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sys/stat.h>
 #include <sstream>
 
@@ -379,6 +381,42 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
         func.getLoc(), entry.getValue().getType(), entry.getValue());
 
   const auto &table = converterTable();
+  // Every op type the model uses that dtc lacks, at once, with how many
+  // nodes use it and the first of them: a user learns the whole gap from
+  // one run.
+  struct Missing {
+    int nodes = 0;
+    std::string first;
+  };
+  std::map<std::string, Missing> missing;
+  for (const auto &node : graph.node()) {
+    ++nodeIndex_;
+    bool otherDomain = !node.domain().empty() && node.domain() != "ai.onnx";
+    if (!otherDomain && table.count(node.op_type()))
+      continue;
+    Missing &m = missing[otherDomain ? node.domain() + "." + node.op_type() : node.op_type()];
+    if (m.nodes++ == 0)
+      m.first = nodeName(node);
+  }
+  nodeIndex_ = 0;
+  if (!missing.empty()) {
+    std::vector<std::pair<std::string, Missing>> byCount(missing.begin(), missing.end());
+    std::stable_sort(byCount.begin(), byCount.end(),
+                     [](const auto &a, const auto &b) { return a.second.nodes > b.second.nodes; });
+    std::string list;
+    bool domains = false;
+    for (const auto &[op, m] : byCount) {
+      list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(m.nodes) +
+              (m.nodes == 1 ? " node, '" : " nodes, the first '") + m.first + "')";
+      domains = domains || op.find('.') != std::string::npos;
+    }
+    return fileError(std::to_string(missing.size()) + " ONNX op type" +
+                     (missing.size() == 1 ? "" : "s") + " this dtc does not support: " + list +
+                     (domains ? "; ops of other domains than the default ONNX one are not "
+                                "supported"
+                              : "") +
+                     " (`dtc import --list-ops` lists the supported ones)");
+  }
   for (const auto &node : graph.node()) {
     ++nodeIndex_;
     std::string name = nodeName(node);
