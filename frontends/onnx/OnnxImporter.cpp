@@ -363,9 +363,24 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
       return fileError("--freeze " + name + ": the model has no graph input named '" +
                        name + "'");
   for (const auto &[name, dims] : options_.shapes)
-    if (!usedShapes.contains(name))
+    if (!usedShapes.contains(name)) {
+      // What --shape could have named: the inputs and their symbolic dims.
+      std::string inputs, symbols;
+      llvm::StringSet<> seen;
+      for (const auto &input : graph.input()) {
+        if (initializers_.count(input.name()))
+          continue;
+        inputs += (inputs.empty() ? "" : ", ") + input.name();
+        for (const auto &dim : input.type().tensor_type().shape().dim())
+          if (dim.has_dim_param() && !dim.dim_param().empty() &&
+              seen.insert(dim.dim_param()).second)
+            symbols += (symbols.empty() ? "" : ", ") + dim.dim_param();
+      }
       return fileError("--shape " + name + ": the model has no graph input or "
-                       "symbolic dim named '" + name + "'");
+                       "symbolic dim named '" + name + "' (its inputs: " +
+                       (inputs.empty() ? std::string("none") : inputs) + "; its symbolic dims: " +
+                       (symbols.empty() ? std::string("none") : symbols) + ")");
+    }
 
   auto func = builder_.create<func::FuncOp>(
       FileLineColLoc::get(&context_, displayName_, 0, 0), "main",
