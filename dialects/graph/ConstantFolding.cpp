@@ -168,6 +168,51 @@ OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
                     : makeDense(getType(), ArrayRef<int64_t>(v->ints));
 }
 
+namespace {
+
+/// A float elementwise op on a small constant: `fn` on each value.
+OpFoldResult foldFloats(RankedTensorType type, Attribute input, double (*fn)(double)) {
+  auto v = readFoldValues(input);
+  if (!v || !v->isFloat)
+    return {};
+  for (double &f : v->floats)
+    f = fn(f);
+  return makeDense(type, ArrayRef<double>(v->floats));
+}
+
+} // namespace
+
+// Shape arithmetic on floats that exporters emit (a packaged ViT's
+// Pow(1369, 0.5), cast into a Reshape's shape) folds like the integer
+// kind.
+OpFoldResult SqrtOp::fold(FoldAdaptor adaptor) {
+  return foldFloats(getType(), adaptor.getInput(), [](double x) { return std::sqrt(x); });
+}
+
+OpFoldResult ExpOp::fold(FoldAdaptor adaptor) {
+  return foldFloats(getType(), adaptor.getInput(), [](double x) { return std::exp(x); });
+}
+
+OpFoldResult LogOp::fold(FoldAdaptor adaptor) {
+  return foldFloats(getType(), adaptor.getInput(), [](double x) { return std::log(x); });
+}
+
+OpFoldResult ReciprocalOp::fold(FoldAdaptor adaptor) {
+  return foldFloats(getType(), adaptor.getInput(), [](double x) { return 1.0 / x; });
+}
+
+OpFoldResult AbsOp::fold(FoldAdaptor adaptor) {
+  auto v = readFoldValues(adaptor.getInput());
+  if (!v)
+    return {};
+  for (double &f : v->floats)
+    f = std::fabs(f);
+  for (int64_t &i : v->ints)
+    i = i == INT64_MIN ? i : (i < 0 ? -i : i);
+  return v->isFloat ? makeDense(getType(), ArrayRef<double>(v->floats))
+                    : makeDense(getType(), ArrayRef<int64_t>(v->ints));
+}
+
 OpFoldResult NotOp::fold(FoldAdaptor adaptor) {
   auto v = readFoldValues(adaptor.getInput());
   if (!v)

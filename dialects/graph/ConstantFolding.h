@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 
+#include <cmath>
 #include <optional>
 
 namespace dtc::graph {
@@ -48,6 +49,20 @@ inline std::optional<int64_t> foldDivide(int64_t a, int64_t b) {
   return a / b;
 }
 inline std::optional<double> foldDivide(double a, double b) { return a / b; }
+
+/// Pow: integers by repeated multiplication (a negative exponent or an
+/// overflow does not fold), floats by std::pow (exporters compute shapes
+/// as Pow(1369, 0.5) and cast them to integers).
+inline std::optional<int64_t> foldPower(int64_t a, int64_t b) {
+  if (b < 0)
+    return std::nullopt;
+  int64_t result = 1;
+  for (int64_t i = 0; i < b; ++i)
+    if (__builtin_mul_overflow(result, a, &result))
+      return std::nullopt;
+  return result;
+}
+inline std::optional<double> foldPower(double a, double b) { return std::pow(a, b); }
 
 /// Folds an elementwise binary op with broadcasting; `fn` is called with
 /// (int64_t, int64_t) or (double, double) and returns an optional.

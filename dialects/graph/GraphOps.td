@@ -149,7 +149,7 @@ def Graph_AddOp : Graph_BinaryOp<"add", Graph_Tensor, 0, "[](auto a, auto b) { r
 def Graph_SubOp : Graph_BinaryOp<"sub", Graph_Tensor, 0, "[](auto a, auto b) { return std::optional(a - b); }">;
 def Graph_MulOp : Graph_BinaryOp<"mul", Graph_Tensor, 0, "[](auto a, auto b) { return std::optional(a * b); }">;
 def Graph_DivOp : Graph_BinaryOp<"div", Graph_Tensor, 0, "[](auto a, auto b) { return ::dtc::graph::foldDivide(a, b); }">;
-def Graph_PowOp : Graph_BinaryOp<"pow">;
+def Graph_PowOp : Graph_BinaryOp<"pow", Graph_Tensor, 0, "[](auto a, auto b) { return ::dtc::graph::foldPower(a, b); }">;
 def Graph_MaxOp : Graph_BinaryOp<"max", Graph_Tensor, 0, "[](auto a, auto b) { return std::optional(a > b ? a : b); }">;
 def Graph_MinOp : Graph_BinaryOp<"min", Graph_Tensor, 0, "[](auto a, auto b) { return std::optional(a < b ? a : b); }">;
 def Graph_EqualOp : Graph_BinaryOp<"equal", Graph_Tensor, 1, "[](auto a, auto b) { return std::optional<decltype(a)>(a == b); }">;
@@ -162,11 +162,11 @@ def Graph_OrOp : Graph_BinaryOp<"or", Graph_BoolTensor, 0, "[](auto a, auto b) {
 def Graph_XorOp : Graph_BinaryOp<"xor", Graph_BoolTensor>;
 
 def Graph_NegOp : Graph_UnaryOp<"neg"> { let hasFolder = 1; }
-def Graph_AbsOp : Graph_UnaryOp<"abs">;
-def Graph_ExpOp : Graph_UnaryOp<"exp", Graph_FloatTensor>;
-def Graph_LogOp : Graph_UnaryOp<"log", Graph_FloatTensor>;
-def Graph_SqrtOp : Graph_UnaryOp<"sqrt", Graph_FloatTensor>;
-def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", Graph_FloatTensor>;
+def Graph_AbsOp : Graph_UnaryOp<"abs"> { let hasFolder = 1; }
+def Graph_ExpOp : Graph_UnaryOp<"exp", Graph_FloatTensor> { let hasFolder = 1; }
+def Graph_LogOp : Graph_UnaryOp<"log", Graph_FloatTensor> { let hasFolder = 1; }
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", Graph_FloatTensor> { let hasFolder = 1; }
+def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", Graph_FloatTensor> { let hasFolder = 1; }
 def Graph_TanhOp : Graph_UnaryOp<"tanh", Graph_FloatTensor>;
 def Graph_ErfOp : Graph_UnaryOp<"erf", Graph_FloatTensor>;
 def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", Graph_FloatTensor>;

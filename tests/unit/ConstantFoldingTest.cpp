@@ -92,3 +92,13 @@ TEST_F(ConstantFoldingTest, TransposeAndBroadcast) {
 }
 
 } // namespace
+
+TEST(ConstantFolding, PowerFoldsIntegersExactlyAndFloatsByPow) {
+  EXPECT_EQ(dtc::graph::foldPower(int64_t(2), int64_t(62)), int64_t(1) << 62);
+  EXPECT_EQ(dtc::graph::foldPower(int64_t(-3), int64_t(3)), -27);
+  EXPECT_EQ(dtc::graph::foldPower(int64_t(5), int64_t(0)), 1);
+  // An overflow or a negative exponent (a fraction) is left to run.
+  EXPECT_FALSE(dtc::graph::foldPower(int64_t(2), int64_t(64)));
+  EXPECT_FALSE(dtc::graph::foldPower(int64_t(3), int64_t(-1)));
+  EXPECT_EQ(dtc::graph::foldPower(1369.0, 0.5), 37.0);
+}
