@@ -321,6 +321,26 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
         if (virtuals > 1)
           op->setAttr(attr::kChunk, fb.getI64IntegerAttr(virtualOf(c)));
       };
+      // The chunks (in order) whose ops read `r`, of those `wanted` takes.
+      auto readerChunks = [&](Value r, llvm::function_ref<bool(int)> wanted) {
+        SmallVector<int> readers;
+        for (Operation *user : r.getUsers()) {
+          int t = stageOf.lookup(user);
+          if (user != terminator && t != kAnyStage && wanted(t) && !llvm::is_contained(readers, t))
+            readers.push_back(t);
+        }
+        llvm::sort(readers);
+        return readers;
+      };
+      // A transfer of `def`'s value from chunk `from` to chunk `to`, in
+      // chunk `in` of this stage: its part, virtual stage and channel.
+      auto markTransfer = [&](Operation *transfer, Operation *def, int from, int to, int in) {
+        markLike(transfer, def, forwardTransfer(*def, to));
+        inChunk(transfer, in);
+        if (virtuals > 1)
+          transfer->setAttr(attr::kChannel,
+                            fb.getI64IntegerAttr(virtualOf(from) * virtuals + virtualOf(to)));
+      };
       // What each chunk reads of values it does not make itself: constants
       // (cloned into each chunk that reads them, in its forward part,
       // before anything reads them), received values and input copies.
@@ -372,49 +392,24 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
             map.map(from, to);
           ++opsPerStage[size_t(s)];
           // Sent to each later reader's chunk, right after it is made.
-          for (Value r : op.getResults()) {
-            SmallVector<int> readers;
-            for (Operation *user : r.getUsers()) {
-              int t = stageOf.lookup(user);
-              if (user != terminator && t != kAnyStage && t != at && !llvm::is_contained(readers, t))
-                readers.push_back(t);
-            }
-            llvm::sort(readers);
-            for (int t : readers) {
+          for (Value r : op.getResults())
+            for (int t : readerChunks(r, [&](int t) { return t != at; })) {
               auto send = fb.create<graph::SendOp>(op.getLoc(), map.lookup(r),
                                                     fb.getI64IntegerAttr(stageOfChunk(t)));
-              markLike(send, &op, forwardTransfer(op, t));
-              inChunk(send, at);
-              if (virtuals > 1)
-                send->setAttr(attr::kChannel,
-                              fb.getI64IntegerAttr(virtualOf(at) * virtuals + virtualOf(t)));
+              markTransfer(send, &op, at, t, at);
               ++transfers;
             }
-          }
           continue;
         }
         // Another stage's op: each of this stage's chunks that reads of it
         // receives it where the sender sends it.
-        for (Value r : op.getResults()) {
-          SmallVector<int> readers;
-          for (Operation *user : r.getUsers()) {
-            int t = stageOf.lookup(user);
-            if (user != terminator && t != kAnyStage && stageOfChunk(t) == s &&
-                !llvm::is_contained(readers, t))
-              readers.push_back(t);
-          }
-          llvm::sort(readers);
-          for (int t : readers) {
+        for (Value r : op.getResults())
+          for (int t : readerChunks(r, [&](int t) { return stageOfChunk(t) == s; })) {
             auto recv = fb.create<graph::RecvOp>(op.getLoc(), r.getType(),
                                                  fb.getI64IntegerAttr(stageOfChunk(at)));
-            markLike(recv, &op, forwardTransfer(op, t));
-            inChunk(recv, t);
-            if (virtuals > 1)
-              recv->setAttr(attr::kChannel,
-                            fb.getI64IntegerAttr(virtualOf(at) * virtuals + virtualOf(t)));
+            markTransfer(recv, &op, at, t, t);
             chunkLocal[{r, t}] = recv.getResult();
           }
-        }
       }
       // The results this stage computes.
       SmallVector<Value> results;
