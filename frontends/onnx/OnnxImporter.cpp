@@ -416,8 +416,10 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
   nodeIndex_ = 0;
   if (!missing.empty()) {
     std::vector<std::pair<std::string, Missing>> byCount(missing.begin(), missing.end());
-    std::stable_sort(byCount.begin(), byCount.end(),
-                     [](const auto &a, const auto &b) { return a.second.nodes > b.second.nodes; });
+    std::sort(byCount.begin(), byCount.end(), [](const auto &a, const auto &b) {
+      return a.second.nodes != b.second.nodes ? a.second.nodes > b.second.nodes
+                                              : a.first < b.first;
+    });
     std::string list;
     bool domains = false;
     for (const auto &[op, m] : byCount) {
