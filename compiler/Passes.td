@@ -70,6 +70,8 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "mlir::ModuleOp"> {
            "Accumulate gradients over this many micro-batches (the model's batch) per step">,
     Option<"modelOutputs", "model-outputs", "bool", "true",
            "Return the model's outputs too (a split step returns the loss and updates only)">,
+    Option<"trainOutput", "train-output", "std::string", "\"\"",
+           "The model output the loss reads, by name (default: the first)">,
   ];
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }

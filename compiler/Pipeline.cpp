@@ -92,6 +92,9 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
   Option<int64_t> microBatches{*this, "micro-batches",
                                llvm::cl::desc("Gradient accumulation: micro-batches per step"),
                                llvm::cl::init(1)};
+  Option<std::string> trainOutput{*this, "train-output",
+                                  llvm::cl::desc("The model output the loss reads (by name)"),
+                                  llvm::cl::init("")};
   Option<std::string> recompute{
       *this, "recompute",
       llvm::cl::desc("none, selective or full: recompute activations in the backward"),

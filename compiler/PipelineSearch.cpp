@@ -245,8 +245,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
                     Builder(context).getI64IntegerAttr(result.virtualStages));
   if (unfit > 0) // a search under a lower limit need not try more
     module->setAttr(attr::kPipelineStagesBelow, Builder(context).getI64IntegerAttr(unfit));
-  llvm::stable_sort(result.tried, [](const StageCandidate &a, const StageCandidate &b) {
-    return a.stages < b.stages;
+  llvm::sort(result.tried, [](const StageCandidate &a, const StageCandidate &b) {
+    return std::pair(a.stages, a.virtualStages) < std::pair(b.stages, b.virtualStages);
   });
   return result;
 }

@@ -286,7 +286,9 @@ void lateOncePerStep(SmallVector<Operation *> &order) {
   for (Operation *op : readers)
     if (llvm::none_of(op->getUsers(), [&](Operation *user) { return pending.contains(user); }))
       sinks.push_back(op);
-  llvm::stable_sort(sinks, [&](Operation *a, Operation *b) { return readyOf(a) < readyOf(b); });
+  llvm::sort(sinks, [&](Operation *a, Operation *b) {
+    return std::pair(readyOf(a), position[a]) < std::pair(readyOf(b), position[b]);
+  });
   for (Operation *op : sinks)
     visit(op);
   for (Operation *op : readers)

@@ -51,11 +51,33 @@ public:
     Operation *terminator = block_.getTerminator();
     if (terminator->getNumOperands() == 0)
       return func_.emitError("the model has no output to train");
-    Value prediction = terminator->getOperand(0);
+    // The output the loss reads: --train-output's, else the first.
+    std::string outputs; // the model's, for messages: "name (type), ..."
+    std::optional<unsigned> trainedOutput;
+    for (unsigned i = 0; i < terminator->getNumOperands(); ++i) {
+      auto name = func_.getResultAttrOfType<StringAttr>(i, attr::kName);
+      std::string text = name ? name.str() : "output " + std::to_string(i);
+      std::string typeText;
+      llvm::raw_string_ostream os(typeText);
+      os << terminator->getOperand(i).getType();
+      outputs += (outputs.empty() ? "" : ", ") + text + " (" + typeText + ")";
+      if (!options_.trainOutput.empty() && name && name.getValue() == options_.trainOutput)
+        trainedOutput = i;
+    }
+    if (!options_.trainOutput.empty() && !trainedOutput)
+      return func_.emitError("--train-output ")
+             << options_.trainOutput << ": the model has no output of that name (its outputs: "
+             << outputs << ")";
+    Value prediction = terminator->getOperand(trainedOutput.value_or(0));
     SmallVector<Value> modelOutputs(terminator->getOperands());
     auto type = typeOf(prediction);
     if (!type.getElementType().isF32())
-      return func_.emitError("training needs an f32 model output, got ") << type;
+      return func_.emitError("training needs an f32 model output, got ")
+             << type
+             << (trainedOutput || terminator->getNumOperands() == 1
+                     ? std::string()
+                     : " (the first; --train-output NAME trains another: the model's outputs "
+                       "are " + outputs + ")");
 
     Value loss;
     int64_t classes = 0;

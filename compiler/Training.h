@@ -39,6 +39,10 @@ struct TrainingOptions {
   /// have to be gathered whole on every rank each step, and the trainer
   /// never reads them.
   bool modelOutputs = true;
+  /// --train-output: the model output the loss reads, by name ("": the
+  /// first); for a model whose first output is not the prediction (a
+  /// sentence-embedding export's first output is integer).
+  std::string trainOutput;
 };
 
 /// TrainingOptions' plain fields, which the pass's options
@@ -48,7 +52,7 @@ struct TrainingOptions {
 #define DTC_TRAINING_OPTION_FIELDS(X)                                                          \
   X(loss) X(optimizer) X(learningRate) X(momentum) X(beta1) X(beta2) X(epsilon)               \
   X(weightDecay) X(clipNorm) X(schedule) X(warmupSteps) X(totalSteps) X(precision)      \
-  X(microBatches)
+  X(microBatches) X(trainOutput)
 
 /// Checks the options; a message naming the bad one, or empty.
 std::string checkTrainingOptions(const TrainingOptions &options);

@@ -132,7 +132,8 @@ void addTrainingOptions(OptionParser &parser, bool &train, TrainingOptions &t) {
   for (auto [name, out] : {std::pair{"--loss", &t.loss}, std::pair{"--optimizer", &t.optimizer},
                            std::pair{"--lr-schedule", &t.schedule},
                            std::pair{"--precision", &t.precision},
-                           std::pair{"--recompute", &t.recompute}})
+                           std::pair{"--recompute", &t.recompute},
+                           std::pair{"--train-output", &t.trainOutput}})
     parser.text(name, *out);
   for (auto [name, out] :
        {std::pair{"--lr", &t.learningRate}, std::pair{"--momentum", &t.momentum},

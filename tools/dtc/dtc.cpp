@@ -25,6 +25,7 @@ commands:
         --shape and --freeze as for import.
         --train makes the plan one training step (forward, loss, backward,
         optimizer update) on the model's first output:
+          --train-output NAME   train this output instead of the first
           --loss cross_entropy|mse (default cross_entropy; labels are class
               ids, --ignore-index N leaves a label out of the loss)
           --optimizer adamw|sgd (default adamw) --lr X (default 1e-3)
