@@ -399,6 +399,13 @@ bool DataSet::fillBatch(int64_t step, void *const *outputs, std::string &error,
         error = field.source + ": sample " + std::to_string(sample) + " has label " +
                 (loaded ? std::to_string(label) : std::to_string(uint64_t(label))) +
                 ", outside [0, " + std::to_string(range.classes) + ")";
+        // A negative label is an ignore value (Hugging Face's is -100) the
+        // plan was not compiled to leave out.
+        if (loaded && label < 0)
+          error += range.ignoreIndex
+                       ? " and not the ignored label " + std::to_string(*range.ignoreIndex)
+                       : "; to leave such labels out of the loss (Hugging Face marks padding "
+                         "with -100), compile with --ignore-index " + std::to_string(label);
         return false;
       }
     }

@@ -327,7 +327,13 @@ TEST(DataSetTest, LabelOutOfRange) {
 
   set->setLabelRange(1, 10, std::nullopt);
   EXPECT_FALSE(set->fillBatch(0, outputs, error));
-  EXPECT_TRUE(contains(error, "labels.npy: sample 2 has label -100, outside [0, 10)"));
+  EXPECT_TRUE(contains(error, "labels.npy: sample 2 has label -100, outside [0, 10); to leave "
+                              "such labels out of the loss (Hugging Face marks padding with "
+                              "-100), compile with --ignore-index -100"));
+  set->setLabelRange(1, 10, -1);
+  EXPECT_FALSE(set->fillBatch(0, outputs, error));
+  EXPECT_TRUE(contains(error, "sample 2 has label -100, outside [0, 10) and not the ignored "
+                              "label -1"));
 
   set->setLabelRange(1, 11, -100);
   EXPECT_TRUE(set->fillBatch(1, outputs, error)) << error;
