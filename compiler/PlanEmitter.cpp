@@ -791,6 +791,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   auto pipeline = module->getAttrOfType<DictionaryAttr>(attr::kPipeline);
   out.set_format_version(plan::kPlanFormatVersion);
   out.set_producer(std::string("dtc ") + kDtcVersion);
+  if (auto cluster = module->getAttrOfType<StringAttr>(attr::kCluster))
+    out.set_cluster(cluster.str()); // what the search costed it on
   if (auto training = func->getAttrOfType<DictionaryAttr>(attr::kTraining))
     if (failed(emitTraining(func, training, *out.mutable_training())))
       return failure();

@@ -172,6 +172,8 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
       return signalPassFailure();
     if (options->devices() <= 1)
       return;
+    module->setAttr(attr::kCluster,
+                    StringAttr::get(&getContext(), cost::toJson(*options->cluster)));
     SearchOptions search;
     search.mesh = meshAxes(*options);
     search.training = main->hasAttr(attr::kTraining);

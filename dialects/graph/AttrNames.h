@@ -79,6 +79,9 @@ constexpr llvm::StringLiteral kPipelineStages = "dtc.pipeline_stages";
 /// Module: the fewest stages that did not fit after a count that did (a
 /// search under a lower memory limit tries fewer).
 constexpr llvm::StringLiteral kPipelineStagesBelow = "dtc.pipeline_stages_below";
+/// Module: the cluster a split plan was searched on (cluster-file JSON),
+/// for the plan (Plan.cluster: dtc simulate's default).
+constexpr llvm::StringLiteral kCluster = "dtc.cluster";
 /// Module: the virtual stages a searched schedule chose (the interleaved
 /// schedule was faster), for dtc-pipeline-split (stages=0).
 constexpr llvm::StringLiteral kPipelineVirtualStages = "dtc.pipeline_virtual_stages";

@@ -6,7 +6,7 @@
 // of one device each beat one stage of two: no gradient all-reduce, and
 // the micro-batches overlap across the stages.
 
-// CHECK-LABEL: module attributes {dtc.pipeline = {micro_batches = 2 : i64, schedule = "1f1b", stages = 2 : i64, virtual_stages = 1 : i64}}
+// CHECK-LABEL: module attributes {dtc.cluster = {{.*}}, dtc.pipeline = {micro_batches = 2 : i64, schedule = "1f1b", stages = 2 : i64, virtual_stages = 1 : i64}}
 // CHECK: func.func @stage0(
 // CHECK-SAME: "pipeline: 2 stages of 1 device, searched from --devices 2 (predicted step with the 1f1b bubble and transfers: 1 stage {{[0-9.]+}} us, 2 stages {{[0-9.]+}} us (chosen); searched in {{[0-9.]+}} s)"
 // CHECK: func.func @stage1(
@@ -28,7 +28,7 @@ func.func @main(%x: tensor<4x8xf32> {graph.name = "x"}) -> (tensor<4x8xf32> {gra
 // part of its gradient comes back in the backward, and stage 0 sums,
 // accumulates and applies it (its update is stage 0's alone).
 
-// CHECK-LABEL: module attributes {dtc.pipeline = {micro_batches = 2 : i64, schedule = "1f1b", stages = 2 : i64, virtual_stages = 1 : i64}}
+// CHECK-LABEL: module attributes {dtc.cluster = {{.*}}, dtc.pipeline = {micro_batches = 2 : i64, schedule = "1f1b", stages = 2 : i64, virtual_stages = 1 : i64}}
 // CHECK: func.func @stage0(
 // CHECK-SAME: dtc.updates = "w"
 // CHECK: %[[W:.*]] = graph.parameter "w" : tensor<8x8xf32>

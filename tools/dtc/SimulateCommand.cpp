@@ -79,17 +79,26 @@ int runSimulate(const Args &args) {
   if (!clusterFile.empty() && !presetName.empty())
     return usageError("simulate takes --cluster or --preset, not both");
   std::string error;
-  std::optional<cost::Cluster> cluster =
-      clusterFile.empty() ? cost::preset(presetName.empty() ? "cpu-local" : presetName, error)
-                          : cost::loadCluster(clusterFile, error);
-  if (!cluster)
-    return clusterFile.empty() ? usageError(error) : failure(error);
-  if (nodes > 0) // the same machines, as many as the plan needs
-    cluster->nodes = nodes;
   plan::Plan plan;
   if (!plan::loadPlan(path, plan, error))
     return failure(error);
   int64_t planRanks = plan::planRanks(plan);
+  // Without --preset or --cluster: the cluster the plan was compiled for,
+  // with as many of its nodes as the plan's ranks need.
+  bool recorded = clusterFile.empty() && presetName.empty() && !plan.cluster().empty();
+  std::optional<cost::Cluster> cluster =
+      recorded              ? cost::parseCluster(plan.cluster(), error)
+      : clusterFile.empty() ? cost::preset(presetName.empty() ? "cpu-local" : presetName, error)
+                            : cost::loadCluster(clusterFile, error);
+  if (!cluster)
+    return recorded ? failure(path + ": its recorded cluster: " + error)
+           : clusterFile.empty() ? usageError(error)
+                                 : failure(error);
+  if (recorded && nodes == 0 && cluster->devicesPerNode > 0)
+    cluster->nodes = std::max(cluster->nodes, (planRanks + cluster->devicesPerNode - 1) /
+                                                  cluster->devicesPerNode);
+  if (nodes > 0) // the same machines, as many as the plan needs
+    cluster->nodes = nodes;
   if (planRanks > cluster->devices())
     return failure(fmt::format("{}: the plan has {} ranks but cluster '{}' has {} devices ({} "
                                "nodes of {}; --nodes N simulates more)",

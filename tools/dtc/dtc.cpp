@@ -112,8 +112,8 @@ commands:
 
   simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
                      [--nodes N] [--trace TRACE.json]
-        Predict one step of the plan on a cluster (default: the cpu-local
-        preset): step time, throughput, model FLOP/s per device, memory
+        Predict one step of the plan on a cluster (default: the one the plan
+        was compiled for, with as many nodes as its ranks need): step time, throughput, model FLOP/s per device, memory
         peak per rank, compute/communication/idle time, time by op class.
         Each instruction is a roofline of its FLOPs and bytes; --trace
         writes the timeline for ui.perfetto.dev; --nodes N simulates the
