@@ -234,8 +234,9 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
       if (!stagesNote.empty())
         for (func::FuncOp f : programFunctions(*work))
           addNote(f, stagesNote + "; searched again with " +
-                         std::to_string(programFunctions(*work).size()) +
-                         " stages kept, under the lower limit below");
+                         std::to_string(attempt.parallel.pipelineStages) +
+                         (attempt.parallel.pipelineStages == 1 ? " stage" : " stages") +
+                         " kept, under the lower limit below");
       if (tries > 1)
         addNote(main, "memory: the search's limit lowered to " +
                           plan::formatBytes(int64_t(attempt.parallel.memoryLimit)) +
