@@ -128,7 +128,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   int64_t unfit = 0; // the fewest stages that did not fit after a count that did
   // Searches P stages under `kind` (with `virtuals` chunks a stage when
   // interleaved); keeps the plan when it beats the best so far by the
-  // margin. False when it did not fit or was not faster.
+  // margin, and records what it came to in `result.tried`.
   auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals) {
     SearchOptions o = base;
     o.searchMeshShape = true;
@@ -213,7 +213,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   auto interleavedCouldWin = [&](int64_t p) {
     double m = double(microBatches), ratio = (m + double(p - 1) / 2) / (m + double(p - 1));
     double transfers = transferSeconds(p, 1);
-    double saved = (bestSeconds - transfers) * (1 - ratio) - transfers;
+    double saved = (bestSeconds - transfers) * (1 - ratio) - (transferSeconds(p, 2) - transfers);
     return saved > kMargin * bestSeconds;
   };
   if (options.searchSchedule && kind == plan::ONE_F_ONE_B && best && result.stages > 1 &&

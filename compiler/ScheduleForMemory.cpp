@@ -219,14 +219,17 @@ void accumulateEarly(SmallVector<Operation *> &order) {
       moved.insert(op);
     }
   }
+  // Each op, then what moves after it (and what moves after those).
   SmallVector<Operation *> early;
-  for (Operation *op : order) {
-    if (moved.contains(op))
-      continue;
+  std::function<void(Operation *)> place = [&](Operation *op) {
     early.push_back(op);
     if (auto it = after.find(op); it != after.end())
-      early.append(it->second.begin(), it->second.end());
-  }
+      for (Operation *next : it->second)
+        place(next);
+  };
+  for (Operation *op : order)
+    if (!moved.contains(op))
+      place(op);
   order = std::move(early);
 }
 

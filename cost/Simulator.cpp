@@ -68,17 +68,15 @@ public:
     // right after the instruction that lets them start (as the runtime
     // does), and not again in the once-per-step part.
     std::vector<std::vector<int>> overlappedAfter(static_cast<size_t>(count));
-    std::vector<bool> overlapped(static_cast<size_t>(count), false);
     overlapped_.assign(static_cast<size_t>(count), false);
     for (const plan::OverlappedInstruction &o : program.overlapped())
       if (o.after() < uint32_t(count) && o.instruction() < uint32_t(count)) {
         overlappedAfter[o.after()].push_back(int(o.instruction()));
-        overlapped[o.instruction()] = true;
         overlapped_[o.instruction()] = true;
       }
     auto runPart = [&](int64_t begin, int64_t end, bool lastMicroBatch) {
       for (int64_t i = begin; i < end; ++i) {
-        if (!overlapped[size_t(i)])
+        if (!overlapped_[size_t(i)])
           sequence_.push_back(int(i));
         if (lastMicroBatch)
           for (int o : overlappedAfter[size_t(i)])
