@@ -11,6 +11,11 @@ then how long `dtc simulate` takes to simulate one step of that plan on all
 1024 devices (wall time; target: under one second at 96 layers).
 
     python3 bench/planning_time.py --dtc build/bin/dtc [--mesh dp128xtp8] [--layers 1,12,48,96]
+    python3 bench/planning_time.py --dtc build/bin/dtc --full
+
+--full: GPT-3 175B with Megatron-LM's global batch of 1536 (96 micro-batches)
+on 1024 A100s, searched with no strategy flags and with the published
+pp8 x dp16 x tp8 pinned (targets: 10 s and 3 s).
 
 --mesh dp128xtp8 pins a data axis of 128 and a tensor axis of 8 (the tensor
 axis's splits, ZeRO and recomputation-free memory are still searched);
@@ -22,6 +27,45 @@ import subprocess
 import sys
 import tempfile
 import time
+
+
+# The search note: ops, decisions, variables left, how it was solved, its
+# seconds, the predicted compute and communication, memory per device.
+SEARCH_NOTE = re.compile(r"search: (\d+) ops, (\d+) decisions .*?, (\d+) variables left, "
+                         r"(.*?) in ([0-9.]+) s[^;]*; predicted per step (.*?) compute "
+                         r"\+ (.*?) communication, (.*?) per device")
+
+GPT3 = "gpt:layers=96,hidden=12288,heads=96,seq=2048,vocab=51200,batch=1536"
+
+
+def full_search(args):
+    """GPT-3 175B on 1024 devices with Megatron-LM's global batch (1536, 96
+    micro-batches): the whole search (--devices 1024: pipeline stages, mesh
+    shape, roles, schedule, recomputation) and the published configuration
+    pinned (--pp 8 --dp 16 --tp 8). Targets: 10 s and 3 s."""
+    print(f"GPT-3 175B ({GPT3}), bf16 training step, 96 micro-batches, {args.preset}")
+    rows = [("searched (--devices 1024)", ["--devices", "1024"], 10.0),
+            ("pinned (--pp 8 --dp 16 --tp 8)", ["--pp", "8", "--dp", "16", "--tp", "8"], 3.0)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, flags, target in rows:
+            cmd = [args.dtc, "compile", GPT3, "--train", "--precision", "bf16", "--preset",
+                   args.preset, "--micro-batches", "96", *flags, "-o", f"{tmp}/plan.dtcp"]
+            start = time.perf_counter()
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            wall = time.perf_counter() - start
+            if done.returncode != 0:
+                sys.exit(f"compile failed ({name}):\n{done.stderr}")
+            notes = SEARCH_NOTE.findall(done.stdout)
+            if not notes:
+                sys.exit("compile printed no search note:\n" + done.stdout)
+            searches = "; ".join(f"{solver} in {seconds} s" for _, _, _, solver, seconds, *_ in notes)
+            stages = re.search(r"pipeline: (\d+) stages", done.stdout)
+            simulated = subprocess.run([args.dtc, "simulate", f"{tmp}/plan.dtcp"],
+                                       capture_output=True, text=True)
+            step = re.search(r"step time\s+(\S+ \S+)", simulated.stdout)
+            print(f"  {name:<32} compile {wall:5.2f} s (target {target:.0f} s), "
+                  f"{stages.group(1) if stages else 1} stages, simulated step "
+                  f"{step.group(1) if step else '?'}; final search: {searches}")
 
 
 def mesh_flags(mesh):
@@ -38,7 +82,13 @@ def main():
     ap.add_argument("--layers", default="1,12,48,96")
     ap.add_argument("--preset", default="a100-80g")
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--full", action="store_true",
+                    help="GPT-3 175B with Megatron-LM's batch: the whole search and the "
+                         "published configuration pinned, instead of the layer sweep")
     args = ap.parse_args()
+    if args.full:
+        full_search(args)
+        return
     print(f"GPT hidden 12288, 96 heads, seq 2048, vocab 51200, batch {args.batch}; mesh {args.mesh} "
           f"(1024 devices, {args.preset}); bf16 training step with AdamW")
     print(f"{'layers':>6} {'params':>9} {'ops':>7} {'decisions':>9} {'variables':>9} "
@@ -56,9 +106,7 @@ def main():
             if done.returncode != 0:
                 print(done.stderr, file=sys.stderr)
                 sys.exit(f"compile failed for {layers} layers")
-            note = re.search(r"search: (\d+) ops, (\d+) decisions .*?, (\d+) variables left, "
-                             r"CBC \w+(?: \w+)? in ([0-9.]+) s; predicted per step (.*?) compute "
-                             r"\+ (.*?) communication, (.*?) per device", done.stdout)
+            note = SEARCH_NOTE.search(done.stdout)
             if not note:
                 sys.exit("compile printed no search note:\n" + done.stdout)
             params = 12 * layers * 12288 ** 2 + 51200 * 12288 * 2 + 2048 * 12288

@@ -147,8 +147,7 @@ double Search::undeferredSeconds(const Node &node, const Strategy &s) const {
   return 0;
 }
 
-void Search::costNodes() {
-  const cost::Device &device = options_.cluster.device;
+void Search::markCostFacts() {
   // A micro-batched step: what runs per micro-batch costs N times over.
   double microBatches = double(microBatchesOf(func_));
   llvm::DenseSet<Operation *> once;
@@ -158,47 +157,56 @@ void Search::costNodes() {
     if (node.op && !node.parameter && !once.contains(node.op))
       node.runs = microBatches;
     // Values kept from the forward for the backward count as memory.
-    SmallVector<bool, 2> kept;
-    for (Value r : node.results())
-      kept.push_back(node.op && node.forward && !node.parameter &&
-                     position(node.op) < lossPosition_ &&
-                     llvm::any_of(r.getUsers(), [&](Operation *user) {
-                       return position(user) > lossPosition_;
-                     }));
-    for (Strategy &s : node.strategies) {
-      for (auto [j, r] : llvm::enumerate(node.results()))
-        if (!node.op || node.parameter || kept[j])
-          s.memory += localBytes(r, s.results[j]) *
-                      (node.parameter ? options_.parameterShare
-                                      : node.op ? options_.keptShare : 1.0);
-      if (!node.op)
-        continue;
-      auto costed = dyn_cast<graph::CostOp>(node.op);
-      graph::OpCost opCost = costed ? costed.cost() : graph::OpCost{};
-      if (opCost.opClass != graph::OpCost::Free) {
-        double parts = 1, bytes = 0;
-        for (const MeshAxes &axes : s.split)
-          parts *= double(axesSize(axes));
-        for (auto [i, operand] : llvm::enumerate(node.op->getOperands()))
-          bytes += i < s.operands.size() ? localBytes(operand, s.operands[i]) : 0;
-        for (auto [j, r] : llvm::enumerate(node.op->getResults()))
-          bytes += localBytes(r, s.results[j]);
-        plan::Cost c = planCost(opCost, node.op->getResult(0));
-        c.set_flops(opCost.flops / parts);
-        c.set_bytes(bytes);
-        s.compute = cost::instructionSeconds(c, device);
-      }
-      s.compute *= node.runs;
-      // Split reductions leave partial results: their reduce-scatter
-      // half here, the all-gather half on the edges that need it whole. A
-      // gradient summed into its accumulator is reduced once per step
-      // (dtc-accumulate-gradients).
-      if (!s.partial.empty())
-        for (auto [j, r] : llvm::enumerate(node.op->getResults()))
-          if (!feedsOnlyAccumulations(r)) // else costed on its edges (partialSeconds)
-            s.communication += node.runs * partialSeconds(r, s.results[j], s.partial);
-      s.communication += undeferredSeconds(node, s);
+    for (Value r : node.results()) {
+      node.kept.push_back(node.op && node.forward && !node.parameter &&
+                          position(node.op) < lossPosition_ &&
+                          llvm::any_of(r.getUsers(), [&](Operation *user) {
+                            return position(user) > lossPosition_;
+                          }));
+      node.accumulated.push_back(node.op && feedsOnlyAccumulations(r));
     }
+    llvm::hash_code key = llvm::hash_combine(node.label, int64_t(node.runs));
+    for (auto [kept, accumulated] : llvm::zip(node.kept, node.accumulated))
+      key = llvm::hash_combine(key, kept, accumulated);
+    node.costKey = size_t(key);
+  }
+}
+
+void Search::costStrategies(const Node &node, std::vector<Strategy> &strategies) {
+  const cost::Device &device = options_.cluster.device;
+  for (Strategy &s : strategies) {
+    for (auto [j, r] : llvm::enumerate(node.results()))
+      if (!node.op || node.parameter || node.kept[j])
+        s.memory += localBytes(r, s.results[j]) *
+                    (node.parameter ? options_.parameterShare
+                                    : node.op ? options_.keptShare : 1.0);
+    if (!node.op)
+      continue;
+    auto costed = dyn_cast<graph::CostOp>(node.op);
+    graph::OpCost opCost = costed ? costed.cost() : graph::OpCost{};
+    if (opCost.opClass != graph::OpCost::Free) {
+      double parts = 1, bytes = 0;
+      for (const MeshAxes &axes : s.split)
+        parts *= double(axesSize(axes));
+      for (auto [i, operand] : llvm::enumerate(node.op->getOperands()))
+        bytes += i < s.operands.size() ? localBytes(operand, s.operands[i]) : 0;
+      for (auto [j, r] : llvm::enumerate(node.op->getResults()))
+        bytes += localBytes(r, s.results[j]);
+      plan::Cost c = planCost(opCost, node.op->getResult(0));
+      c.set_flops(opCost.flops / parts);
+      c.set_bytes(bytes);
+      s.compute = cost::instructionSeconds(c, device);
+    }
+    s.compute *= node.runs;
+    // Split reductions leave partial results: their reduce-scatter
+    // half here, the all-gather half on the edges that need it whole. A
+    // gradient summed into its accumulator is reduced once per step
+    // (dtc-accumulate-gradients).
+    if (!s.partial.empty())
+      for (auto [j, r] : llvm::enumerate(node.op->getResults()))
+        if (!node.accumulated[j]) // else costed on its edges (partialSeconds)
+          s.communication += node.runs * partialSeconds(r, s.results[j], s.partial);
+    s.communication += undeferredSeconds(node, s);
   }
 }
 

@@ -4,6 +4,13 @@
 
 namespace dtc::search {
 
+void Search::buildGraph() {
+  buildNodes();
+  markBatch();
+  label();
+  markCostFacts();
+}
+
 void Search::buildNodes() {
   Block &block = func_.getBody().front();
   for (BlockArgument arg : block.getArguments()) {
@@ -96,8 +103,7 @@ void Search::markBatch() {
 
 void Search::label() {
   for (Node &node : nodes_) {
-    llvm::hash_code h = llvm::hash_combine(node.forward, node.parameter, node.dataInput,
-                                           node.strategies.size());
+    llvm::hash_code h = llvm::hash_combine(node.forward, node.parameter, node.dataInput);
     for (bool b : node.batchFactor)
       h = llvm::hash_combine(h, b);
     if (!node.op) {

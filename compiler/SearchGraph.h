@@ -28,6 +28,7 @@
 #include "llvm/ADT/Hashing.h"
 
 #include <limits>
+#include <memory>
 #include <vector>
 
 namespace dtc::search {
@@ -57,8 +58,16 @@ struct Node {
   /// Times it runs per step: a micro-batched step's per-micro-batch ops
   /// run once per micro-batch (compiler/MicroBatches.h).
   double runs = 1;
-  std::vector<Strategy> strategies;
+  /// Per result: kept from the forward for the backward (counted as
+  /// memory); summed only into gradient accumulators (reduced once a step).
+  SmallVector<bool, 2> kept, accumulated;
+  /// Its splits, shared with every node of the same `costKey`: those are
+  /// enumerated and costed once.
+  std::shared_ptr<std::vector<Strategy>> strategies;
   llvm::hash_code label = 0;
+  /// The label and the facts above that a split's cost depends on: nodes
+  /// with equal keys have the same splits at the same costs.
+  size_t costKey = 0;
 
   ValueRange results() const { return op ? op->getResults() : ValueRange(argument); }
   bool hasBatch() const { return llvm::is_contained(batchFactor, true); }
@@ -76,6 +85,21 @@ public:
     for (const MeshAxisSpec &axis : options.mesh)
       planMesh_.add_axes()->set_size(axis.size);
   }
+  /// The same function's search under other options (another role
+  /// assignment or mesh), reusing `graph`'s nodes and alike-op labels,
+  /// which do not depend on the mesh.
+  Search(const Search &graph, const SearchOptions &options)
+      : Search(graph.module_, graph.func_, options) {
+    nodes_ = graph.nodes_;
+    nodeOfValue_ = graph.nodeOfValue_;
+    positions_ = graph.positions_;
+    nodeOfOp_ = graph.nodeOfOp_;
+    lossPosition_ = graph.lossPosition_;
+  }
+
+  /// The graph as nodes, with the batch marked and alike ops labelled:
+  /// what decide() needs first, done once for any number of copies.
+  void buildGraph();
 
   /// Decides (without touching the IR); the predicted objective. Fails
   /// (with a diagnostic) when nothing costs less than `costBelow`.
@@ -116,11 +140,14 @@ private:
 
   int64_t axesSize(ArrayRef<int16_t> axes) const;
 
-  /// Every split of the node's factors: each mesh axis splits at most one
-  /// factor, which must divide evenly.
-  LogicalResult enumerate(Node &node);
+  /// Every node's splits, costed: each mesh axis splits at most one factor,
+  /// which must divide evenly. Enumerated once per costKey.
+  LogicalResult enumerateAll();
 
-  void enumerateSplits(Node &node, ArrayRef<SmallVector<int, 6>> choices, bool demand);
+  LogicalResult enumerate(const Node &node, std::vector<Strategy> &strategies);
+
+  void enumerateSplits(const Node &node, ArrayRef<SmallVector<int, 6>> choices, bool demand,
+                       std::vector<Strategy> &strategies);
 
   /// Pins that demand a split over the data axes: whatever carries the
   /// batch splits it (data parallelism); with --zero 1..3 the optimizer
@@ -162,9 +189,14 @@ private:
   /// deferred (a ZeRO-split accumulator behind a cast).
   double undeferredSeconds(const Node &node, const Strategy &s) const;
 
-  /// Each node's strategies' compute, communication and memory, weighted by
-  /// how often the node runs per step.
-  void costNodes();
+  /// How often each node runs per step, and which of its results are kept
+  /// for the backward or only accumulated: mesh-independent facts the
+  /// costs depend on, in each node's costKey.
+  void markCostFacts();
+
+  /// Each strategy's compute, communication and memory, weighted by how
+  /// often its node runs per step.
+  void costStrategies(const Node &node, std::vector<Strategy> &strategies);
 
   //===--------------------------------------------------------------------===//
   // Tying alike ops, and the integer program
@@ -172,8 +204,15 @@ private:
 
   /// Weisfeiler-Lehman labels: an op's kind, types and attributes (not its
   /// name), refined by its neighbours' labels a few hops out. Ops at the
-  /// same place in every layer get the same label and share a decision.
+  /// same place in every layer get the same label and share a decision
+  /// (with their count of strategies, once enumerated: groupLabel).
   void label();
+
+  /// The label a node decides under: its own and its number of
+  /// strategies, so that a group's members index the same splits.
+  size_t groupLabel(const Node &node) const {
+    return size_t(llvm::hash_combine(node.label, node.strategies->size()));
+  }
 
   FailureOr<search::StrategySolution> solve(double timeLimitSeconds, double costBelow);
 

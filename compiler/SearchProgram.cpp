@@ -17,7 +17,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   llvm::DenseMap<size_t, int> groupOfLabel;
   groupOf_.resize(nodes_.size());
   for (auto [n, node] : llvm::enumerate(nodes_)) {
-    auto [it, fresh] = groupOfLabel.try_emplace(size_t(node.label), int(groups_.size()));
+    auto [it, fresh] = groupOfLabel.try_emplace(groupLabel(node), int(groups_.size()));
     if (fresh)
       groups_.push_back(int(n));
     groupOf_[n] = it->second;
@@ -29,13 +29,13 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   memory.limit = options_.memoryLimit;
   memory.use.resize(groups_.size());
   for (auto [g, first] : llvm::enumerate(groups_)) {
-    size_t count = nodes_[size_t(first)].strategies.size();
+    size_t count = nodes_[size_t(first)].strategies->size();
     problem.nodes[g].cost.assign(count, 0);
     memory.use[g].assign(count, 0);
   }
   for (auto [n, node] : llvm::enumerate(nodes_)) {
     int g = groupOf_[n];
-    for (auto [s, strategy] : llvm::enumerate(node.strategies)) {
+    for (auto [s, strategy] : llvm::enumerate(*node.strategies)) {
       // Among equally fast splits, the one that keeps less memory.
       problem.nodes[size_t(g)].cost[s] +=
           strategy.compute + strategy.communication + strategy.memory * kSecondsPerByteKept;
@@ -57,7 +57,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     if (!fresh)
       return;
     std::vector<double> &m = it->second.first;
-    m.resize(u.strategies.size() * w.strategies.size());
+    m.resize(u.strategies->size() * w.strategies->size());
     // Resharding happens as often as the reader runs. A gradient on its
     // way into an accumulator (its partial sums costed here, not on its op)
     // is reduced once per step when the reader keeps its split and only
@@ -66,14 +66,14 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     // reduce-scatter into a split accumulator; any other resharding, which
     // the accumulation cannot defer).
     bool accumulated = feedsOnlyAccumulations(v);
-    for (auto [s, su] : llvm::enumerate(u.strategies))
-      for (auto [t, sv] : llvm::enumerate(w.strategies)) {
+    for (auto [s, su] : llvm::enumerate(*u.strategies))
+      for (auto [t, sv] : llvm::enumerate(*w.strategies)) {
         const Sharding &have = su.results[size_t(resultIdx)];
         double seconds = reshardSeconds(v, have, want(sv), su.partial);
         if (accumulated && !su.partial.empty())
           seconds += partialSeconds(v, have, su.partial);
         double runs = accumulated && want(sv) == have ? 1.0 : w.runs;
-        m[s * w.strategies.size() + t] = runs * seconds;
+        m[s * w.strategies->size() + t] = runs * seconds;
       }
   };
   Block &block = func_.getBody().front();
@@ -100,7 +100,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     // Whole on every rank.
     Node &u = nodes_[size_t(nodeOf(v))];
     Sharding whole{SmallVector<MeshAxes, 4>(size_t(cast<ShapedType>(v.getType()).getRank()))};
-    for (auto [s, su] : llvm::enumerate(u.strategies))
+    for (auto [s, su] : llvm::enumerate(*u.strategies))
       problem.nodes[size_t(groupOf_[size_t(nodeOf(v))])].cost[s] +=
           reshardSeconds(v, su.results[size_t(resultIndex(v))], whole, su.partial);
   }
@@ -109,7 +109,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     auto &[matrix, count] = entry;
     for (double &c : matrix)
       c *= count;
-    size_t columns = nodes_[size_t(groups_[size_t(gv)])].strategies.size();
+    size_t columns = nodes_[size_t(groups_[size_t(gv)])].strategies->size();
     if (gu == gv) { // both ends decided together
       for (size_t s = 0; s < columns; ++s)
         problem.nodes[size_t(gu)].cost[s] += matrix[s * columns + s];
@@ -126,6 +126,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   result_.constraints = solution.constraints;
   result_.eliminated = solution.eliminated;
   result_.optimal = solution.optimal;
+  result_.rounded = solution.solvedByRounding;
   result_.gap = solution.cost > 0 ? std::max(0.0, solution.cost - solution.bound) / solution.cost
                                   : 0.0;
   if (!solution.feasible) {
@@ -148,7 +149,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   for (size_t n = 0; n < nodes_.size(); ++n)
     choice_[n] = solution.choice[size_t(groupOf_[n])];
   for (auto [n, node] : llvm::enumerate(nodes_)) {
-    const Strategy &s = node.strategies[size_t(choice_[n])];
+    const Strategy &s = (*node.strategies)[size_t(choice_[n])];
     result_.computeSeconds += s.compute;
     result_.communicationSeconds += s.communication;
     result_.memoryBytes += s.memory;

@@ -28,7 +28,22 @@ int64_t Search::axesSize(ArrayRef<int16_t> axes) const {
   return n;
 }
 
-LogicalResult Search::enumerate(Node &node) {
+LogicalResult Search::enumerateAll() {
+  llvm::DenseMap<size_t, std::shared_ptr<std::vector<Strategy>>> byKey;
+  for (Node &node : nodes_) {
+    std::shared_ptr<std::vector<Strategy>> &shared = byKey[node.costKey];
+    if (!shared) {
+      shared = std::make_shared<std::vector<Strategy>>();
+      if (failed(enumerate(node, *shared)))
+        return failure();
+      costStrategies(node, *shared);
+    }
+    node.strategies = shared;
+  }
+  return success();
+}
+
+LogicalResult Search::enumerate(const Node &node, std::vector<Strategy> &strategies) {
   const ShardingRule &rule = node.rule;
   size_t axes = options_.mesh.size();
   SmallVector<SmallVector<int, 6>> choices(axes);
@@ -43,17 +58,18 @@ LogicalResult Search::enumerate(Node &node) {
   // Pins demand what they can: a split the mesh cannot make (a bias of
   // 10 over 4 ranks) leaves that value whole rather than failing.
   for (bool demand : {true, false}) {
-    enumerateSplits(node, choices, demand);
-    if (!node.strategies.empty())
+    enumerateSplits(node, choices, demand, strategies);
+    if (!strategies.empty())
       break;
   }
-  if (node.strategies.empty())
+  if (strategies.empty())
     return (node.op ? node.op->emitError() : func_.emitError())
            << "no split of this value meets the pinned mesh (" << meshText() << ")";
   return success();
 }
 
-void Search::enumerateSplits(Node &node, ArrayRef<SmallVector<int, 6>> choices, bool demand) {
+void Search::enumerateSplits(const Node &node, ArrayRef<SmallVector<int, 6>> choices,
+                             bool demand, std::vector<Strategy> &strategies) {
   const ShardingRule &rule = node.rule;
   size_t axes = options_.mesh.size();
   SmallVector<int, 4> pick(axes, 0);
@@ -66,7 +82,7 @@ void Search::enumerateSplits(Node &node, ArrayRef<SmallVector<int, 6>> choices, 
     for (auto [f, factor] : llvm::enumerate(rule.factors))
       even = even && factor.size % axesSize(split[f]) == 0;
     if (even && (!demand || meetsPins(node, split)))
-      node.strategies.push_back(makeStrategy(node, std::move(split)));
+      strategies.push_back(makeStrategy(node, std::move(split)));
     size_t a = 0;
     while (a < axes && ++pick[a] == int(choices[a].size()))
       pick[a++] = 0;

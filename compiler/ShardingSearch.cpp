@@ -22,13 +22,10 @@ FailureOr<double> Search::decide(double timeLimitSeconds,
                                  double costBelow) {
   if (failed(checkPins()))
     return failure();
-  buildNodes();
-  markBatch();
-  for (Node &node : nodes_)
-    if (failed(enumerate(node)))
-      return failure();
-  costNodes();
-  label();
+  if (nodes_.empty())
+    buildGraph();
+  if (failed(enumerateAll()))
+    return failure();
   FailureOr<search::StrategySolution> solution = solve(timeLimitSeconds, costBelow);
   if (failed(solution))
     return failure();
@@ -50,7 +47,7 @@ SearchResult Search::annotate() {
   module_->setAttr(attr::kMeshAxisNames, b.getArrayAttr(names));
   std::vector<bool> used(options_.mesh.size(), false);
   for (auto [n, node] : llvm::enumerate(nodes_)) {
-    const Strategy &s = node.strategies[size_t(choice_[n])];
+    const Strategy &s = (*node.strategies)[size_t(choice_[n])];
     for (const MeshAxes &axes : s.split)
       for (int16_t a : axes)
         used[size_t(a)] = true;
@@ -185,12 +182,25 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   for (auto [ranks, i] : order)
     sorted.push_back(std::move(candidates[i]));
   candidates = std::move(sorted);
+  // The graph and its labels are the same under every candidate: built once.
+  search::Search graph(module, func, options);
+  graph.buildGraph();
   std::unique_ptr<search::Search> best;
   double bestCost = std::numeric_limits<double>::infinity();
+  // --devices' free axis is a candidate too: why it failed, for the error
+  // when every candidate does.
+  std::vector<Diagnostic> freeAxisFailure;
+  bool freeAxisTried = false;
   for (const SearchOptions &candidate : candidates) {
-    auto search = std::make_unique<search::Search>(module, func, candidate);
+    auto search = std::make_unique<search::Search>(graph, candidate);
+    bool freeAxis = candidate.mesh.size() == 1 && candidate.mesh[0].role == AxisRole::Free;
+    freeAxisTried |= freeAxis;
     // A role assignment that cannot work (or win) is no error, just no candidate.
-    ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &) { return success(); });
+    ScopedDiagnosticHandler quiet(module.getContext(), [&](Diagnostic &d) {
+      if (freeAxis)
+        freeAxisFailure.push_back(std::move(d));
+      return success();
+    });
     FailureOr<double> cost =
         search->decide(search::Search::kTimeLimitSeconds, std::min(bestCost, options.costBelow));
     LLVM_DEBUG({
@@ -208,8 +218,17 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
       bestCost = *cost;
     }
   }
-  if (!best) { // one free axis, or no role assignment works: the whole program
-    best = std::make_unique<search::Search>(module, func, options);
+  if (!best && freeAxisTried) { // the free axis failed among the candidates: say why
+    for (Diagnostic &d : freeAxisFailure)
+      module.getContext()->getDiagEngine().emit(std::move(d));
+    if (candidates.size() > 1)
+      func.emitError() << "(the " << candidates.size() - 1
+                       << " dp x tp shapes of the devices with tensor-parallel groups inside a "
+                          "node fit no better)";
+    return failure();
+  }
+  if (!best) { // no role assignment works: the whole program
+    best = std::make_unique<search::Search>(graph, options);
     if (failed(best->decide(search::Search::kTimeLimitSeconds, options.costBelow))) {
       if (candidates.size() > 1 && options.searchMeshShape)
         func.emitError() << "(the " << candidates.size() - 1

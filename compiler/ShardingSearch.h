@@ -67,6 +67,7 @@ struct SearchResult {
   int variables = 0, constraints = 0; // what CBC got after exact reductions
   int eliminated = 0;                  // decisions the reductions settled
   bool optimal = false;
+  bool rounded = false; // the LP relaxation rounded was within the gap: no CBC
   double gap = 0;                    // not optimal: (cost - CBC's bound) / cost
   std::vector<MeshAxisSpec> mesh;    // the mesh decided on (its shape searched or given)
   bool meshSearched = false;         // its shape came from --devices

@@ -125,8 +125,15 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
 }
 
 std::string searchNote(const SearchResult &r, double limit) {
-  char solve[96];
-  if (r.optimal)
+  char solve[128];
+  if (r.rounded && r.optimal) // the relaxation was integral: CBC not needed
+    std::snprintf(solve, sizeof solve, "optimal in %.2f s (the LP relaxation rounded meets its bound)",
+                  r.searchSeconds);
+  else if (r.rounded)
+    std::snprintf(solve, sizeof solve,
+                  "within %.2g%% of the LP bound in %.2f s (the relaxation rounded, no CBC needed)",
+                  100 * r.gap, r.searchSeconds);
+  else if (r.optimal)
     std::snprintf(solve, sizeof solve, "CBC optimal in %.2f s", r.searchSeconds);
   else if (r.gap <= search::Search::kRelativeGap) // stopped at its gap
     std::snprintf(solve, sizeof solve, "CBC within %.2g%% of its bound in %.2f s", 100 * r.gap,

@@ -8,8 +8,10 @@
 // dropped, edges merged, edges to a decided node folded into its
 // neighbour's costs, nodes with one or two neighbours eliminated by dynamic
 // programming) and
-// then solved exactly by CBC, or by per-node minima when nothing couples the
-// nodes any more; eliminated nodes' choices follow from what is left.
+// then solved: by per-node minima when nothing couples the nodes any more;
+// by rounding the linear relaxation (Clp) when that choice meets the
+// relaxation's bound, or is within the gap asked for; else by CBC from that
+// choice. Eliminated nodes' choices follow from what is left.
 //
 // Plain data in and out, no MLIR: the caller maps ops to nodes.
 //
@@ -70,6 +72,9 @@ struct StrategySolution {
   // of every neighbour, on nodes that a neighbour or their use of a binding
   // resource still coupled.
   int pruned = 0;
+  // The choice rounded from the linear relaxation was within the gap of
+  // the relaxation's bound (or equal to it), so CBC did not run.
+  bool solvedByRounding = false;
 };
 
 /// The cheapest choice of one strategy per node. Deterministic unless the

@@ -158,7 +158,7 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
   // every strategy and may be eliminated even where the limit binds.
   std::mt19937 rng(20240611);
   auto below = [&](int n) { return int(rng() % uint32_t(n)); };
-  int solvedByCbc = 0, binding = 0, overLimit = 0, infeasible = 0;
+  int solvedByCbc = 0, solvedByRounding = 0, binding = 0, overLimit = 0, infeasible = 0;
   int eliminatedSome = 0, eliminatedThenCbc = 0, solvedInSeries = 0, prunedSome = 0;
   for (int round = 0; round < 80; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
@@ -264,7 +264,8 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
       solvedInSeries += solution.eliminated == nodes - 1;
     }
 
-    solvedByCbc += solution.variables > 0;
+    solvedByCbc += solution.variables > 0 && !solution.solvedByRounding;
+    solvedByRounding += solution.solvedByRounding;
     prunedSome += solution.pruned > 0;
     eliminatedSome += solution.eliminated > 0;
     eliminatedThenCbc += solution.eliminated > 0 && solution.variables > 0;
@@ -274,8 +275,11 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
     unlimited.resources[0].limit = kInf;
     overLimit += enumerate(unlimited).cost < best.cost - 1e-9;
   }
-  // The rounds cover every case.
-  EXPECT_GE(solvedByCbc, 30);
+  // The rounds cover every case: CBC, and the relaxation rounded to a
+  // choice that meets its bound (then proven optimal without CBC).
+  EXPECT_GE(solvedByCbc + solvedByRounding, 30);
+  EXPECT_GE(solvedByCbc, 15);
+  EXPECT_GE(solvedByRounding, 8);
   EXPECT_GE(binding, 30);
   EXPECT_GE(overLimit, 15);
   EXPECT_GE(infeasible, 8);
@@ -707,6 +711,74 @@ TEST(StrategyIlp, LadderWithMemoryLimit) {
   EXPECT_GE(solution.eliminated, 2 * length - 10);
   EXPECT_LT(seconds, 0.5);
   RecordProperty("cpu_ms_unlimited", int(seconds * 1000));
+}
+
+TEST(StrategyIlp, LargeTightChainIsRoundedWithinTheGap) {
+  // A chain large enough for the relative gap (over 10,000 columns) whose
+  // every node's memory depends on its strategy, so none is eliminated,
+  // under a binding limit. Without cycles its relaxation is integral but
+  // where the memory row cuts it: rounded (the edges' weights keeping
+  // neighbours consistent) and repaired, the choice is within 1% of the
+  // bound and CBC does not run. Against dynamic programming over
+  // (strategy, memory used).
+  const int length = 2500, strategies = 3;
+  std::mt19937 rng(11);
+  StrategyProblem problem;
+  StrategyProblem::Resource memory{"memory", 0, {}};
+  int least = 0, most = 0;
+  for (int v = 0; v < length; ++v) {
+    StrategyProblem::Node node;
+    std::vector<double> use;
+    for (int s = 0; s < strategies; ++s) {
+      node.cost.push_back(uniform(rng, 1e-3));
+      use.push_back(int(rng() % 10));
+    }
+    least += *std::min_element(use.begin(), use.end());
+    most += *std::max_element(use.begin(), use.end());
+    problem.nodes.push_back(node);
+    memory.use.push_back(use);
+  }
+  for (int v = 0; v + 1 < length; ++v) {
+    StrategyProblem::Edge edge{v, v + 1, {}};
+    for (int s = 0; s < strategies; ++s)
+      for (int t = 0; t < strategies; ++t)
+        edge.cost.push_back(s == t ? 0 : uniform(rng, 2e-3));
+    problem.edges.push_back(edge);
+  }
+  memory.limit = least + (most - least) / 3;
+  problem.resources.push_back(memory);
+
+  // best[s][m]: the cheapest choice up to a node with it at s, using m units.
+  const int limit = int(memory.limit);
+  std::vector<double> best(strategies * (limit + 1), kInf), next;
+  for (int v = 0; v < length; ++v) {
+    next.assign(best.size(), kInf);
+    for (int s = 0; s < strategies; ++s) {
+      int use = int(memory.use[v][s]);
+      for (int q = 0; q < (v == 0 ? 1 : strategies); ++q) {
+        double along = v == 0 ? 0 : problem.edges[v - 1].cost[q * strategies + s];
+        for (int m = 0; m + use <= limit; ++m) {
+          double before = v == 0 ? (m == 0 ? 0 : kInf) : best[q * (limit + 1) + m];
+          double &after = next[s * (limit + 1) + m + use];
+          after = std::min(after, before + along + problem.nodes[v].cost[s]);
+        }
+      }
+    }
+    best.swap(next);
+  }
+  double optimum = *std::min_element(best.begin(), best.end());
+  ASSERT_LT(optimum, kInf);
+
+  StrategySolution solution = solveStrategies(problem, 60, kInf, 0.01);
+  ASSERT_TRUE(solution.feasible) << solution.message;
+  EXPECT_GE(solution.variables, 10000);
+  EXPECT_TRUE(solution.solvedByRounding);
+  EXPECT_LE(resourceUse(problem, solution.choice)[0], memory.limit);
+  expectNear(solution.cost, strategyCost(problem, solution.choice));
+  // Within 1% of the bound, which is no more than the optimum.
+  EXPECT_LE(solution.bound, optimum + 1e-12);
+  EXPECT_LE(solution.cost, solution.bound * 1.01 + 1e-12);
+  EXPECT_GE(solution.cost, optimum - 1e-12);
 }
 
 TEST(StrategyIlp, TimeLimitStillGivesAChoiceThatFits) {
