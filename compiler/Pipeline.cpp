@@ -16,8 +16,12 @@ using namespace mlir;
 namespace dtc {
 
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
-  int64_t stages = options.parallel.pipelineStages;
-  bool split = options.parallel.devices() > 1 || stages > 1;
+  buildStepPipeline(pm, options);
+  buildSplitPipeline(pm, options);
+}
+
+void buildStepPipeline(OpPassManager &pm, const CompileOptions &options) {
+  bool split = options.parallel.devices() > 1 || options.parallel.pipelineStages > 1;
   if (options.training) {
     TrainingOptions training = *options.training;
     training.modelOutputs = training.modelOutputs && !split;
@@ -29,6 +33,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.training && options.training->recompute != "none" &&
       options.training->recompute != "auto") // compileToPlan decides auto
     cleanup.addPass(createRecompute(RecomputeOptions{options.training->recompute}));
+}
+
+void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
+  int64_t stages = options.parallel.pipelineStages;
   if (options.parallel.devices() > 1)
     pm.addPass(createShardingSearchPass(options.parallel));
   pm.addPass(createSpmdPartition());
@@ -199,10 +207,28 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
   // count. The first search's note says what it compared.
   std::string stagesNote;
   std::optional<CompileOptions> unpinned;
-  for (int tries = 1;; ++tries) {
-    OwningOpRef<ModuleOp> work = module.clone();
+  // The step once; each search (under a lower limit, or with the stage
+  // count kept) splits a copy of it.
+  OwningOpRef<ModuleOp> step = module.clone();
+  {
     PassManager pm(module.getContext());
-    buildCompilePipeline(pm, attempt);
+    buildStepPipeline(pm, attempt);
+    if (failed(pm.run(*step))) {
+      outOfMemory = (*step)->hasAttr(attr::kOutOfMemory);
+      return failure();
+    }
+  }
+  for (int tries = 1;; ++tries) {
+    OwningOpRef<ModuleOp> work = step->clone();
+    PassManager pm(module.getContext());
+#ifdef NDEBUG
+    // Verifying the split module after each pass took a quarter of a
+    // GPT-3 stage's compile; dtc-opt (and so every pass's lit test) and
+    // debug builds still verify, and the plan loader validates what the
+    // emitter writes (docs/sharding.md, "Planning time").
+    pm.enableVerifier(false);
+#endif
+    buildSplitPipeline(pm, attempt);
     LogicalResult ran = pm.run(*work);
     if (failed(ran) && unpinned) {
       // The kept count does not fit the lower limit: search them all.

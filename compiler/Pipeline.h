@@ -26,8 +26,19 @@ struct CompileOptions {
   ParallelOptions parallel;                // the devices and what is pinned
 };
 
-/// Adds the compile's passes, in order, to `pm` (anchored on the module).
+/// Adds the compile's passes, in order, to `pm` (anchored on the module):
+/// buildStepPipeline's, then buildSplitPipeline's.
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
+
+/// The step to compile: the training step built (with `options.training`)
+/// and cleaned up, recomputation applied. Independent of the devices'
+/// memory, so done once for any number of searches under lower limits.
+void buildStepPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
+
+/// The step split over the devices and made a plan: sharding search,
+/// partition, gradient accumulation, pipeline stages, fusion, layout,
+/// prologue, schedule and buffer assignment.
+void buildSplitPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// Registers dtc-compile-pipeline (with options mirroring dtc compile's
 /// flags) for dtc-opt.
