@@ -6,13 +6,16 @@ Table 1: GPT models from 1.7B to 1T parameters on up to 3072 A100s), builds
 the same GPT with dtc's weight-free generator and compiles a bf16 training
 step twice:
 
-  pinned    --tp t --pp p --dp d and --recompute full as published (ZeRO and
-            what tensor parallelism splits still searched)
-  searched  --devices n: the pipeline stages, the dp x tp shape and the rest
-            all searched
+  pinned    --tp t --pp p --dp d, --recompute full and the interleaved
+            schedule where the run used one, as published (ZeRO and what
+            tensor parallelism splits still searched)
+  searched  --devices n: the pipeline stages, the dp x tp shape, the
+            schedule and the rest all searched
 
-both with B / d micro-batches (one sample per data-parallel rank each, as
-the table does not give its micro-batch size). Each plan is simulated on the
+both with the runs' micro-batches: B / (d x MBS), MBS the micro-batch size
+per data-parallel rank in Megatron-LM's launch script for the table
+(examples/sc21/run_table_1.sh, with the interleaved schedule's chunks). Each
+plan is simulated on the
 publication's hardware preset (with as many nodes as the run had), and its
 per-GPU throughput counted as the paper counts it (Equation 3), so
 throughputs compare directly:
@@ -98,7 +101,12 @@ def main():
                     continue
                 t, p, n = row["tensor"], row["pipeline"], row["gpus"]
                 d = n // (t * p)
-                micro = row["batch"] // d
+                # The runs' micro-batch size per data-parallel rank, and
+                # their interleaved schedule's chunks (run_script).
+                micro = row["batch"] // d // row["micro_batch"]
+                virtual = row.get("virtual_stages", 1)
+                schedule = (["--schedule", "interleaved", "--virtual-stages", str(virtual)]
+                            if virtual > 1 else [])
                 nodes = (n + 7) // 8
                 spec = (f"gpt:layers={row['layers']},hidden={row['hidden']},heads={row['heads']},"
                         f"seq={seq},vocab={vocab},batch={row['batch']}")
@@ -106,7 +114,7 @@ def main():
                 pinned = compile_and_simulate(
                     args.dtc, tmp, "pinned", spec,
                     [*(["--tp", str(t)] if t > 1 else []), *(["--pp", str(p)] if p > 1 else []),
-                     "--dp", str(d), "--recompute", "full", *common], preset, nodes)
+                     "--dp", str(d), "--recompute", "full", *schedule, *common], preset, nodes)
                 searched = ({"error": "not run"} if args.no_search else compile_and_simulate(
                     args.dtc, tmp, "searched", spec, ["--devices", str(n), *common], preset,
                     nodes))
