@@ -20,6 +20,27 @@ double uniform(std::mt19937 &rng, double hi) { return hi * double(rng()) / 42949
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+/// Adds `count` nodes of `strategies` strategies to `problem`, each costing
+/// up to 1 ms and using `drawUse()` of `memory`; adds to `least` and `most`
+/// the nodes' least and most use.
+template <typename Draw>
+void addRandomNodes(StrategyProblem &problem, StrategyProblem::Resource &memory, int count,
+                    int strategies, std::mt19937 &rng, Draw drawUse, double &least,
+                    double &most) {
+  for (int v = 0; v < count; ++v) {
+    StrategyProblem::Node node;
+    std::vector<double> use;
+    for (int s = 0; s < strategies; ++s) {
+      node.cost.push_back(uniform(rng, 1e-3));
+      use.push_back(drawUse());
+    }
+    least += *std::min_element(use.begin(), use.end());
+    most += *std::max_element(use.begin(), use.end());
+    problem.nodes.push_back(node);
+    memory.use.push_back(use);
+  }
+}
+
 /// The best choice by trying every one; cost +infinity when none is allowed
 /// within the limits.
 struct Enumerated {
@@ -725,19 +746,9 @@ TEST(StrategyIlp, LargeTightChainIsRoundedWithinTheGap) {
   std::mt19937 rng(11);
   StrategyProblem problem;
   StrategyProblem::Resource memory{"memory", 0, {}};
-  int least = 0, most = 0;
-  for (int v = 0; v < length; ++v) {
-    StrategyProblem::Node node;
-    std::vector<double> use;
-    for (int s = 0; s < strategies; ++s) {
-      node.cost.push_back(uniform(rng, 1e-3));
-      use.push_back(int(rng() % 10));
-    }
-    least += *std::min_element(use.begin(), use.end());
-    most += *std::max_element(use.begin(), use.end());
-    problem.nodes.push_back(node);
-    memory.use.push_back(use);
-  }
+  double least = 0, most = 0;
+  addRandomNodes(problem, memory, length, strategies, rng, [&] { return double(rng() % 10); },
+                 least, most);
   for (int v = 0; v + 1 < length; ++v) {
     StrategyProblem::Edge edge{v, v + 1, {}};
     for (int s = 0; s < strategies; ++s)
@@ -745,7 +756,7 @@ TEST(StrategyIlp, LargeTightChainIsRoundedWithinTheGap) {
         edge.cost.push_back(s == t ? 0 : uniform(rng, 2e-3));
     problem.edges.push_back(edge);
   }
-  memory.limit = least + (most - least) / 3;
+  memory.limit = std::floor(least + (most - least) / 3);
   problem.resources.push_back(memory);
 
   // best[s][m]: the cheapest choice up to a node with it at s, using m units.
@@ -790,18 +801,8 @@ TEST(StrategyIlp, TimeLimitStillGivesAChoiceThatFits) {
   StrategyProblem problem;
   StrategyProblem::Resource memory{"memory", 0, {}};
   double least = 0, most = 0;
-  for (int v = 0; v < nodes; ++v) {
-    StrategyProblem::Node node;
-    std::vector<double> use;
-    for (int s = 0; s < strategies; ++s) {
-      node.cost.push_back(uniform(rng, 1e-3));
-      use.push_back(uniform(rng, 1e9));
-    }
-    least += *std::min_element(use.begin(), use.end());
-    most += *std::max_element(use.begin(), use.end());
-    problem.nodes.push_back(node);
-    memory.use.push_back(use);
-  }
+  addRandomNodes(problem, memory, nodes, strategies, rng, [&] { return uniform(rng, 1e9); },
+                 least, most);
   for (int e = 0; e < nodes - 1 + 80; ++e) {
     int from = e < nodes - 1 ? e : rng() % nodes, to = e < nodes - 1 ? e + 1 : rng() % nodes;
     if (from == to)
