@@ -186,6 +186,27 @@ int64_t intAttrOf(func::FuncOp main, StringRef name) {
   return value ? value.getInt() : 0;
 }
 
+/// `options` with the stage count and schedule that the stage search chose
+/// for `compiled` pinned, as --devices N --pp P would pin them (each stage
+/// searched on N / P devices).
+CompileOptions withStagesOf(ModuleOp compiled, CompileOptions options) {
+  auto pipeline = compiled->getAttrOfType<DictionaryAttr>(attr::kPipeline);
+  auto integer = [&](StringRef name) {
+    auto a = pipeline ? pipeline.getAs<IntegerAttr>(name) : IntegerAttr();
+    return a ? a.getInt() : 1;
+  };
+  ParallelOptions &parallel = options.parallel;
+  parallel.pipelineStages = integer("stages");
+  if (int64_t p = parallel.pipelineStages; p > 1 && parallel.mesh.size() == 1)
+    parallel.mesh = {parallel.mesh.front() / p};
+  if (integer("virtual_stages") > 1) {
+    parallel.pipelineSchedule = "interleaved";
+    parallel.virtualStages = integer("virtual_stages");
+  }
+  parallel.searchSchedule = false;
+  return options;
+}
+
 /// The pipeline on a copy of `module`, again with a lowered search limit
 /// while buffer assignment's arena overshoots `limit` (the figure dtc
 /// simulate checks; the search counts weights, state and kept activations,
@@ -310,20 +331,7 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
     if (attempt.parallel.pipelineStages == 0 && attempt.training) {
       // Keep the count (and schedule) the search chose, with its note.
       unpinned = attempt;
-      auto pipeline = (*work)->getAttrOfType<DictionaryAttr>(attr::kPipeline);
-      auto integer = [&](StringRef name) {
-        auto a = pipeline ? pipeline.getAs<IntegerAttr>(name) : IntegerAttr();
-        return a ? a.getInt() : 1;
-      };
-      attempt.parallel.pipelineStages = integer("stages");
-      // As --devices N --pp P: each stage searched on N / P devices.
-      if (int64_t p = attempt.parallel.pipelineStages; p > 1 && attempt.parallel.mesh.size() == 1)
-        attempt.parallel.mesh = {attempt.parallel.mesh.front() / p};
-      if (integer("virtual_stages") > 1) {
-        attempt.parallel.pipelineSchedule = "interleaved";
-        attempt.parallel.virtualStages = integer("virtual_stages");
-      }
-      attempt.parallel.searchSchedule = false;
+      attempt = withStagesOf(*work, attempt);
       for (const std::string &note : notesOf(main))
         if (note.find("searched from --devices") != std::string::npos &&
             note.rfind("pipeline: ", 0) == 0)

@@ -28,9 +28,7 @@ namespace dtc {
 
 namespace {
 
-/// A count of stages replaces one with fewer only when predicted at least
-/// this much faster.
-constexpr double kMargin = 0.02;
+constexpr double kMargin = kStageMargin;
 
 /// The samples of one micro-batch: the smallest leading dim of the step's
 /// ranked inputs (tokens, labels); what data parallelism can split.

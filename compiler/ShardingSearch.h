@@ -140,6 +140,11 @@ struct StageCandidate {
 
 /// A StageCandidate's outcome when interleaving was not searched: the
 /// bubble it would save, less the transfers it adds, is under the margin.
+/// A pipeline with more stages, or another schedule, replaces the one
+/// chosen only when predicted at least this much faster (the estimates'
+/// noise; more stages have less slack than the bubble formula assumes).
+inline constexpr double kStageMargin = 0.02;
+
 inline constexpr const char *kBubbleTooSmall = "not tried (its bubble saving is under 2%)";
 
 /// A StageCandidate's outcome when not searched: its stage would have more

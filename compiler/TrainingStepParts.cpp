@@ -205,11 +205,14 @@ int64_t weightBytesAcrossCheckpoints(const llvm::SetVector<Operation *> &forward
   // Constants (masks, position tables) are cloned into each stage: only
   // parameters count.
   int64_t bytes = 0;
-  for (auto &[v, reach] : span) {
+  for (auto &entry : span) {
+    Value v = entry.first;
+    auto [first, last] = entry.second;
     if (!isa_and_nonnull<graph::ParameterOp>(v.getDefiningOp()))
       continue;
-    if (llvm::any_of(checkpoints,
-                     [&](size_t cut) { return reach.first <= cut && cut < reach.second; })) {
+    if (llvm::any_of(checkpoints, [&, first = first, last = last](size_t cut) {
+          return first <= cut && cut < last;
+        })) {
       auto type = cast<ShapedType>(v.getType());
       bytes += type.getNumElements() * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
     }
