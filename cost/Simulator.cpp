@@ -403,14 +403,27 @@ const plan::RankProgram *programOf(const plan::Plan &plan, int64_t rank) {
 /// each on its own timeline, joined at collectives: the n-th collective a
 /// rank makes on a group starts when every rank of the group has reached
 /// its own n-th there. A collective some rank never reaches is an error.
+///
+/// `simulated` lists the ranks simulated (all, or one per program: see
+/// simulate()); the others are taken to run as the simulated rank of their
+/// program does. With one per program, a transfer to a rank not simulated,
+/// or a collective whose group mixes programs, makes the result
+/// kNotSymmetric (then all ranks are simulated instead).
+constexpr const char *kNotSymmetric = "(not symmetric)";
+
 std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int64_t devices,
-                            Simulation &sim, bool keepEvents) {
+                            const std::vector<int64_t> &simulated, Simulation &sim,
+                            bool keepEvents) {
   std::vector<RankState> ranks;
-  for (int64_t r = 0; r < devices; ++r)
+  std::vector<int> slotOf(size_t(devices), -1);
+  for (int64_t r : simulated) {
+    slotOf[size_t(r)] = int(ranks.size());
     ranks.emplace_back(plan, *programOf(plan, r), cluster, int(r));
+  }
+  bool everyRank = int64_t(simulated.size()) == devices;
   std::vector<Event> *events = keepEvents ? &sim.events : nullptr;
-  // Per rank, the meetings it has had so far on each group or pair.
-  std::vector<std::map<std::array<int64_t, 3>, int64_t>> made(static_cast<size_t>(devices));
+  // Per simulated rank, the meetings it has had so far on each group or pair.
+  std::vector<std::map<std::array<int64_t, 3>, int64_t>> made(ranks.size());
   // A group's n-th meeting: how many have reached it, the latest arrival,
   // and how many have yet to leave it (then it is forgotten).
   struct Meeting {
@@ -429,13 +442,17 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
   std::map<Stream, size_t> received;
   for (bool progress = true; progress;) {
     progress = false;
-    for (int64_t r = 0; r < devices; ++r) {
-      RankState &rank = ranks[size_t(r)];
+    for (size_t slot = 0; slot < ranks.size(); ++slot) {
+      RankState &rank = ranks[slot];
+      int64_t r = simulated[slot];
       while (true) {
         rank.advance(events);
         if (rank.done())
           break;
         if (const plan::Instruction &inst = rank.current(); inst.has_send() || inst.has_recv()) {
+          int64_t peer = inst.has_send() ? rank.peerOf(inst.send()) : rank.peerOf(inst.recv());
+          if (!everyRank && (peer < 0 || peer >= devices || slotOf[size_t(peer)] < 0))
+            return kNotSymmetric;
           if (inst.has_send()) {
             double start = rank.earliestStart();
             sent[{r, rank.peerOf(inst.send()), inst.send().channel()}].push_back(start);
@@ -453,7 +470,16 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
         }
         int64_t size = 0;
         std::array<int64_t, 3> where = rank.meeting(size);
-        int64_t &count = made[size_t(r)][where];
+        if (!everyRank) { // the group's simulated members meet for all of it
+          int program = plan::programIndexOfRank(plan, r);
+          size = 0;
+          for (int64_t m : rank.partners()) {
+            if (m < 0 || m >= devices || plan::programIndexOfRank(plan, m) != program)
+              return kNotSymmetric;
+            size += slotOf[size_t(m)] >= 0;
+          }
+        }
+        int64_t &count = made[slot][where];
         auto it = meetings.try_emplace({where[0], where[1], where[2], count}).first;
         Meeting &meeting = it->second;
         if (!rank.arrived) {
@@ -478,27 +504,36 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
              std::to_string(starts.size()) + " tensors to rank " +
              std::to_string(std::get<1>(pair)) + ", which receives " +
              std::to_string(received[pair]) + " of them";
-  for (int64_t r = 0; r < devices; ++r)
-    if (!ranks[size_t(r)].done()) {
-      const plan::Instruction &inst = ranks[size_t(r)].current();
-      std::string at = "rank " + std::to_string(r) + " waits forever at instruction " +
-                       std::to_string(ranks[size_t(r)].pc());
+  for (size_t slot = 0; slot < ranks.size(); ++slot)
+    if (const RankState &rank = ranks[slot]; !rank.done()) {
+      const plan::Instruction &inst = rank.current();
+      std::string at = "rank " + std::to_string(simulated[slot]) +
+                       " waits forever at instruction " + std::to_string(rank.pc());
       if (inst.has_send())
-        return at + " (send to rank " + std::to_string(ranks[size_t(r)].peerOf(inst.send())) +
+        return at + " (send to rank " + std::to_string(rank.peerOf(inst.send())) +
                "): that rank never makes the matching receive";
       if (inst.has_recv())
-        return at + " (receive from rank " + std::to_string(ranks[size_t(r)].peerOf(inst.recv())) +
+        return at + " (receive from rank " + std::to_string(rank.peerOf(inst.recv())) +
                "): that rank never makes the matching send";
       std::string members;
-      for (int64_t m : ranks[size_t(r)].partners())
+      for (int64_t m : rank.partners())
         members += (members.empty() ? "" : ", ") + std::to_string(m);
       return at + " (" + plan::CollectiveKind_Name(inst.collective().kind()) + ") for ranks " +
              members +
              ": some of them never reach it (their programs make fewer collectives on that "
              "group)";
     }
-  for (RankState &rank : ranks) {
+  for (RankState &rank : ranks)
     rank.finish();
+  // Every rank as the simulated rank of its program.
+  std::vector<int> slotOfProgram(size_t(plan.ranks_size()), -1);
+  for (size_t slot = 0; slot < ranks.size(); ++slot)
+    slotOfProgram[size_t(plan::programIndexOfRank(plan, simulated[slot]))] = int(slot);
+  for (int64_t r = 0; r < devices; ++r) {
+    int slot = slotOf[size_t(r)] >= 0
+                   ? slotOf[size_t(r)]
+                   : slotOfProgram[size_t(plan::programIndexOfRank(plan, r))];
+    const RankState &rank = ranks[size_t(slot)];
     sim.ranks.push_back(rank.time);
     sim.flops += rank.flops;
     sim.stepSeconds = std::max(sim.stepSeconds, rank.time.end);
@@ -522,7 +557,35 @@ Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEve
     for (const plan::Instruction &inst : program.instructions())
       transfers = transfers || inst.has_send() || inst.has_recv();
   if (programs.size() > 1 || transfers) {
-    sim.error = simulateJointly(plan, cluster, devices, sim, keepEvents);
+    // Ranks that run the same program (a pipeline stage's data- and
+    // tensor-parallel ranks) meet at their stage's collectives together and
+    // send to and receive from ranks like them on the next stage, so their
+    // timelines are one, as an SPMD plan's are: the lowest rank of each
+    // program is simulated for all (a 1536-rank GPT plan of 8 stages: 8
+    // timelines, not 1536). Where that does not hold, and for --trace
+    // (every rank's events), all ranks are.
+    std::vector<int64_t> every(static_cast<size_t>(devices)), lowest;
+    std::vector<int64_t> ranksOf(size_t(plan.ranks_size()), 0);
+    for (int64_t r = 0; r < devices; ++r) {
+      every[size_t(r)] = r;
+      if (ranksOf[size_t(plan::programIndexOfRank(plan, r))]++ == 0)
+        lowest.push_back(r);
+    }
+    // A transfer to a fixed rank (not along a mesh axis) goes there from
+    // every rank of its program: those ranks are not alike.
+    bool alike = true;
+    for (int program = 0; program < plan.ranks_size(); ++program)
+      for (const plan::Instruction &inst : plan.ranks(program).instructions())
+        alike = alike && (ranksOf[size_t(program)] < 2 ||
+                          ((!inst.has_send() || inst.send().has_along()) &&
+                           (!inst.has_recv() || inst.recv().has_along())));
+    sim.error = keepEvents || !alike || lowest.size() == every.size()
+                    ? kNotSymmetric
+                    : simulateJointly(plan, cluster, devices, lowest, sim, false);
+    if (sim.error == kNotSymmetric) {
+      sim = Simulation{};
+      sim.error = simulateJointly(plan, cluster, devices, every, sim, keepEvents);
+    }
   } else if (!programs.empty()) {
     // One program on every rank (SPMD): the ranks reach each collective
     // together, so their timelines are one, simulated once: a plan for

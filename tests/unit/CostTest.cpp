@@ -749,4 +749,76 @@ TEST(Simulator, PipelineBubblesComeOutOfTheTimelines) {
                            "rank never makes the matching send");
 }
 
+TEST(Simulator, AStagesRanksAreSimulatedOnceAsAllOfThem) {
+  // Two stages of two data-parallel ranks (mesh pp=2 x dp=2, a program per
+  // stage): each micro-batch, stage 0 computes and sends along pp to the
+  // rank like it on stage 1, which receives and computes; then each stage
+  // all-reduces over dp, stage 1 with more work. The lowest rank of each
+  // stage simulated for its stage (no events kept) gives every rank the
+  // times that simulating all four (events kept) does.
+  std::string error;
+  Cluster c = *preset("a100-80g", error);
+  c.device.jitter = 1e-6; // per meeting: the same on every rank of a group
+  plan::Plan plan = planOnMesh("pp", 2);
+  plan::MeshAxis *dp = plan.mutable_mesh()->add_axes();
+  dp->set_name("dp");
+  dp->set_size(2);
+  double rate = 19.5e12 * 0.75;
+  for (uint32_t program : {0u, 0u, 1u, 1u})
+    plan.add_program_of_rank(program);
+  for (int stage = 0; stage < 2; ++stage) {
+    plan::RankProgram *p = plan.add_ranks();
+    for (int b = 0; b < 8; ++b) {
+      plan::TensorType *t = p->add_buffers()->mutable_type();
+      t->set_dtype(plan::F32);
+      t->add_shape(1 << 18);
+    }
+    for (int mb = 0; mb < 3; ++mb) {
+      plan::Instruction *transfer = nullptr;
+      if (stage == 0) {
+        addInstruction(*p, {0}, uint32_t(1 + mb), 1e-3 * rate);
+        transfer = p->add_instructions();
+        transfer->add_inputs(uint32_t(1 + mb));
+        transfer->mutable_send()->mutable_along()->set_coordinate(1);
+      } else {
+        transfer = p->add_instructions();
+        transfer->add_outputs(uint32_t(1 + mb));
+        transfer->mutable_recv()->mutable_along()->set_coordinate(0);
+        addInstruction(*p, {uint32_t(1 + mb)}, uint32_t(4 + mb), 2e-3 * rate);
+      }
+    }
+    plan::Instruction *reduce = p->add_instructions();
+    reduce->add_inputs(0);
+    reduce->add_outputs(7);
+    reduce->mutable_collective()->set_kind(plan::ALL_REDUCE);
+    reduce->mutable_collective()->add_mesh_axes(1);
+    reduce->mutable_cost()->set_bytes(1 << 20);
+    reduce->mutable_cost()->set_op_class(plan::OP_COMMUNICATION);
+  }
+  Simulation once = simulate(plan, c, false), every = simulate(plan, c, true);
+  ASSERT_EQ(once.error, "");
+  ASSERT_EQ(every.error, "");
+  EXPECT_GT(every.stepSeconds, 6e-3); // stage 1's three micro-batches, after stage 0's first
+  EXPECT_DOUBLE_EQ(once.stepSeconds, every.stepSeconds);
+  EXPECT_DOUBLE_EQ(once.flops, every.flops);
+  ASSERT_EQ(once.ranks.size(), 4u);
+  ASSERT_EQ(every.ranks.size(), 4u);
+  for (size_t r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_DOUBLE_EQ(once.ranks[r].compute, every.ranks[r].compute);
+    EXPECT_DOUBLE_EQ(once.ranks[r].communication, every.ranks[r].communication);
+    EXPECT_DOUBLE_EQ(once.ranks[r].idle, every.ranks[r].idle);
+    EXPECT_DOUBLE_EQ(once.ranks[r].end, every.ranks[r].end);
+  }
+  EXPECT_LT(every.ranks[2].idle, every.ranks[0].idle); // the stages differ
+
+  // A send to a fixed rank breaks the symmetry (rank 1 would send to rank
+  // 2, not to the rank like it): every rank is simulated, and the one that
+  // is never received from is found.
+  plan.mutable_ranks(0)->mutable_instructions(1)->mutable_send()->set_peer(2);
+  Simulation fixed = simulate(plan, c, false);
+  EXPECT_NE(fixed.error, "");
+  EXPECT_EQ(fixed.error, simulate(plan, c, true).error);
+}
+
 } // namespace
