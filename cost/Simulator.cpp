@@ -543,7 +543,8 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
 
 } // namespace
 
-Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEvents) {
+Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEvents,
+                    bool everyRank) {
   int64_t devices = plan::planRanks(plan);
   Simulation sim;
   std::set<int> programs;
@@ -562,8 +563,8 @@ Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEve
     // send to and receive from ranks like them on the next stage, so their
     // timelines are one, as an SPMD plan's are: the lowest rank of each
     // program is simulated for all (a 1536-rank GPT plan of 8 stages: 8
-    // timelines, not 1536). Where that does not hold, and for --trace
-    // (every rank's events), all ranks are.
+    // timelines, not 1536), its events standing for theirs. Where that does
+    // not hold, or `everyRank`, all ranks are.
     std::vector<int64_t> every(static_cast<size_t>(devices)), lowest;
     std::vector<int64_t> ranksOf(size_t(plan.ranks_size()), 0);
     for (int64_t r = 0; r < devices; ++r) {
@@ -579,9 +580,9 @@ Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEve
         alike = alike && (ranksOf[size_t(program)] < 2 ||
                           ((!inst.has_send() || inst.send().has_along()) &&
                            (!inst.has_recv() || inst.recv().has_along())));
-    sim.error = keepEvents || !alike || lowest.size() == every.size()
+    sim.error = everyRank || !alike || lowest.size() == every.size()
                     ? kNotSymmetric
-                    : simulateJointly(plan, cluster, devices, lowest, sim, false);
+                    : simulateJointly(plan, cluster, devices, lowest, sim, keepEvents);
     if (sim.error == kNotSymmetric) {
       sim = Simulation{};
       sim.error = simulateJointly(plan, cluster, devices, every, sim, keepEvents);
@@ -610,7 +611,10 @@ Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEve
 std::string chromeTrace(const plan::Plan &plan, const Simulation &sim,
                         const std::function<std::string(const plan::Instruction &)> &name) {
   llvm::json::Array events;
-  for (int r = 0; r < int(sim.ranks.size()); ++r) {
+  std::set<int> simulated; // the ranks with events: alike ones share one
+  for (const Event &e : sim.events)
+    simulated.insert(e.rank);
+  for (int r : simulated) {
     events.push_back(llvm::json::Object{{"ph", "M"}, {"pid", r}, {"name", "process_name"},
                                         {"args", llvm::json::Object{{"name", "rank " + std::to_string(r)}}}});
     for (int stream = 0; stream < 4; ++stream)

@@ -59,12 +59,15 @@ bool onCommunicationStream(const plan::Instruction &inst);
 
 /// Simulates one step of `plan` (its prologue runs once at load and is not
 /// counted). The plan must have no more ranks than the cluster has devices
-/// (checked by the caller).
-Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEvents);
+/// (checked by the caller). Ranks alike (the same program, transfers along
+/// mesh axes) share the timeline of the lowest of them, whose events stand
+/// for theirs, unless `everyRank` (the same figures, slower).
+Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEvents,
+                    bool everyRank = false);
 
 /// The timeline as Chrome trace JSON (chrome://tracing, ui.perfetto.dev):
-/// a process per rank, a thread per stream, one slice per instruction,
-/// labelled by `name`.
+/// a process per simulated rank, a thread per stream, one slice per
+/// instruction, labelled by `name`.
 std::string chromeTrace(const plan::Plan &plan, const Simulation &simulation,
                         const std::function<std::string(const plan::Instruction &)> &name);
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 using namespace dtc;
 using namespace dtc::cost;
 
@@ -754,8 +756,8 @@ TEST(Simulator, AStagesRanksAreSimulatedOnceAsAllOfThem) {
   // stage): each micro-batch, stage 0 computes and sends along pp to the
   // rank like it on stage 1, which receives and computes; then each stage
   // all-reduces over dp, stage 1 with more work. The lowest rank of each
-  // stage simulated for its stage (no events kept) gives every rank the
-  // times that simulating all four (events kept) does.
+  // stage simulated for its stage gives every rank the times that
+  // simulating all four does; its events stand for its stage's.
   std::string error;
   Cluster c = *preset("a100-80g", error);
   c.device.jitter = 1e-6; // per meeting: the same on every rank of a group
@@ -795,7 +797,7 @@ TEST(Simulator, AStagesRanksAreSimulatedOnceAsAllOfThem) {
     reduce->mutable_cost()->set_bytes(1 << 20);
     reduce->mutable_cost()->set_op_class(plan::OP_COMMUNICATION);
   }
-  Simulation once = simulate(plan, c, false), every = simulate(plan, c, true);
+  Simulation once = simulate(plan, c, true), every = simulate(plan, c, true, /*everyRank=*/true);
   ASSERT_EQ(once.error, "");
   ASSERT_EQ(every.error, "");
   EXPECT_GT(every.stepSeconds, 6e-3); // stage 1's three micro-batches, after stage 0's first
@@ -811,6 +813,14 @@ TEST(Simulator, AStagesRanksAreSimulatedOnceAsAllOfThem) {
     EXPECT_DOUBLE_EQ(once.ranks[r].end, every.ranks[r].end);
   }
   EXPECT_LT(every.ranks[2].idle, every.ranks[0].idle); // the stages differ
+  std::set<int> onceRanks, everyRanks;
+  for (const Event &e : once.events)
+    onceRanks.insert(e.rank);
+  for (const Event &e : every.events)
+    everyRanks.insert(e.rank);
+  EXPECT_EQ(onceRanks, (std::set<int>{0, 2}));
+  EXPECT_EQ(everyRanks, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(2 * once.events.size(), every.events.size());
 
   // A send to a fixed rank breaks the symmetry (rank 1 would send to rank
   // 2, not to the rank like it): every rank is simulated, and the one that
@@ -818,7 +828,7 @@ TEST(Simulator, AStagesRanksAreSimulatedOnceAsAllOfThem) {
   plan.mutable_ranks(0)->mutable_instructions(1)->mutable_send()->set_peer(2);
   Simulation fixed = simulate(plan, c, false);
   EXPECT_NE(fixed.error, "");
-  EXPECT_EQ(fixed.error, simulate(plan, c, true).error);
+  EXPECT_EQ(fixed.error, simulate(plan, c, false, /*everyRank=*/true).error);
 }
 
 } // namespace

@@ -71,6 +71,8 @@ int runSimulate(const Args &args) {
   parser.text("--cluster", clusterFile);
   parser.text("--preset", presetName);
   parser.text("--trace", trace);
+  bool everyRank = false;
+  parser.flag("--every-rank", everyRank);
   parser.value("--nodes", countAtLeast("--nodes", nodes, 1), "--nodes needs a number");
   if (int rc = parser.parse(args))
     return rc;
@@ -112,7 +114,7 @@ int runSimulate(const Args &args) {
   if (!costed && plan.ranks_size() > 0 && plan.ranks(0).instructions_size() > 0)
     return failure(path + ": the plan carries no instruction costs (written by an older dtc?): "
                           "compile it again");
-  cost::Simulation sim = cost::simulate(plan, *cluster, !trace.empty());
+  cost::Simulation sim = cost::simulate(plan, *cluster, !trace.empty(), everyRank);
   if (!sim.error.empty())
     return failure(path + ": " + sim.error);
   const cost::Device &device = cluster->device;

@@ -111,12 +111,14 @@ commands:
         the ranks are gathered first).
 
   simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
-                     [--nodes N] [--trace TRACE.json]
+                     [--nodes N] [--trace TRACE.json] [--every-rank]
         Predict one step of the plan on a cluster (default: the one the plan
         was compiled for, with as many nodes as its ranks need): step time, throughput, model FLOP/s per device, memory
         peak per rank, compute/communication/idle time, time by op class.
         Each instruction is a roofline of its FLOPs and bytes; --trace
-        writes the timeline for ui.perfetto.dev; --nodes N simulates the
+        writes the timeline for ui.perfetto.dev (one rank for each set of
+        ranks alike, such as a pipeline stage's; --every-rank simulates and
+        writes each rank, slower, the same figures); --nodes N simulates the
         cluster with N nodes of the same machines. Cluster files: docs/cluster.md.
 
   calibrate [-o CLUSTER.json] [--quick] [--no-links]
