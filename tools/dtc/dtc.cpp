@@ -143,13 +143,41 @@ commands:
 )";
 
 std::string errorPrefix;
+std::string helpCommand = "dtc --help"; // where usage errors point
+
+/// The usage's sections for `command` (run has two: inference and
+/// training), each from its "  command ..." line (as "usage: dtc
+/// command ...") to the next command's; "" when it has none.
+std::string commandUsage(const std::string &command) {
+  std::string text = kUsage, out;
+  bool inside = false;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    // A section starts at two spaces and a lowercase word (the command).
+    bool header = line.size() > 2 && line.compare(0, 2, "  ") == 0 && line[2] >= 'a' &&
+                  line[2] <= 'z';
+    if (header)
+      inside = line.compare(2, command.size() + 1, command + " ") == 0;
+    if (inside && header)
+      out += std::string(out.empty() ? "" : "\n") + "usage: dtc " + line.substr(2) + "\n";
+    else if (inside)
+      out += line + "\n";
+  }
+  return out;
+}
 
 } // namespace
 
 void setErrorPrefix(std::string prefix) { errorPrefix = std::move(prefix); }
 
 int usageError(const std::string &message) {
-  llvm::errs() << "dtc: " << errorPrefix << message << "\n(run 'dtc --help' for usage)\n";
+  llvm::errs() << "dtc: " << errorPrefix << message << "\n(run '" << helpCommand
+               << "' for usage)\n";
   return 1;
 }
 
@@ -195,6 +223,15 @@ int main(int argc, char **argv) {
   if (command == "--version") {
     llvm::outs() << "dtc " << dtc::kDtcVersion << " (LLVM/MLIR " << LLVM_VERSION_STRING << ")\n";
     return 0;
+  }
+  // COMMAND --help (anywhere among its options): that command's usage.
+  if (std::string usage = commandUsage(command); !usage.empty()) {
+    helpCommand = "dtc " + command + " --help";
+    for (const std::string &arg : args)
+      if (arg == "--help" || arg == "-h") {
+        llvm::outs() << usage;
+        return 0;
+      }
   }
   if (command == "import")
     return runImport(args);
