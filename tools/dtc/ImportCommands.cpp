@@ -2,6 +2,7 @@
 #include "tools/dtc/Commands.h"
 #include "tools/dtc/OptionParser.h"
 
+#include "compiler/Diagnostics.h"
 #include "compiler/Pipeline.h"
 #include "dialects/graph/AttrNames.h"
 #include "frontends/gpt/GptGenerator.h"
@@ -111,6 +112,7 @@ int runImport(const Args &args) {
     return usageError("import needs a model: dtc import MODEL.onnx");
 
   mlir::MLIRContext context(dialectRegistry());
+  DiagnosticPrinter printer(&context);
   std::string error;
   auto module = loadModel(context, options, error);
   if (!module)
@@ -332,6 +334,7 @@ int runCompile(const Args &args) {
     return usageError("compile needs an output: -o PLAN.dtcp");
 
   mlir::MLIRContext context(dialectRegistry());
+  DiagnosticPrinter printer(&context);
   std::string error;
   auto module = loadModel(context, options, error);
   if (!module)
