@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <thread>
 
 namespace dtc::runtime {
 namespace {
@@ -460,6 +462,55 @@ private:
 
 } // namespace
 
+namespace {
+/// gatherFailures' communicator: a duplicate of the world made when MPI
+/// starts (a collective every rank makes then), kept apart from the step's.
+MPI_Comm failureComm = MPI_COMM_NULL;
+
+void makeFailureComm() {
+  if (failureComm == MPI_COMM_NULL)
+    MPI_Comm_dup(MPI_COMM_WORLD, &failureComm);
+}
+} // namespace
+
+bool MpiSession::gatherFailures(const std::string &message, double seconds,
+                                std::vector<std::string> &messages) {
+  if (failureComm == MPI_COMM_NULL)
+    return false;
+  MPI_Request arrived;
+  MPI_Ibarrier(failureComm, &arrived);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (int done = 0;;) {
+    MPI_Test(&arrived, &done, MPI_STATUS_IGNORE);
+    if (done)
+      break;
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(failureComm, &rank);
+  MPI_Comm_size(failureComm, &size);
+  int length = int(message.size());
+  std::vector<int> lengths(size_t(rank == 0 ? size : 0)), offsets(lengths.size());
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, failureComm);
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      offsets[size_t(r)] = total;
+      total += lengths[size_t(r)];
+    }
+    all.resize(size_t(total));
+  }
+  MPI_Gatherv(message.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+              MPI_CHAR, 0, failureComm);
+  messages.clear();
+  for (int r = 0; rank == 0 && r < size; ++r)
+    messages.push_back(all.substr(size_t(offsets[size_t(r)]), size_t(lengths[size_t(r)])));
+  return true;
+}
+
 std::unique_ptr<MpiSession> MpiSession::start(std::string &error) {
   int initialized = 0, finalized = 0;
   MPI_Finalized(&finalized);
@@ -468,8 +519,10 @@ std::unique_ptr<MpiSession> MpiSession::start(std::string &error) {
     return nullptr;
   }
   MPI_Initialized(&initialized);
-  if (initialized)
+  if (initialized) {
+    makeFailureComm();
     return std::unique_ptr<MpiSession>(new MpiSession(/*owner=*/false));
+  }
   int provided = MPI_THREAD_SINGLE;
   int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   if (code != MPI_SUCCESS) {
@@ -482,14 +535,18 @@ std::unique_ptr<MpiSession> MpiSession::start(std::string &error) {
             "threaded kernels need";
     return nullptr;
   }
+  makeFailureComm();
   return std::unique_ptr<MpiSession>(new MpiSession(/*owner=*/true));
 }
 
 MpiSession::~MpiSession() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (owner_ && !finalized)
+  if (owner_ && !finalized) {
+    if (failureComm != MPI_COMM_NULL)
+      MPI_Comm_free(&failureComm);
     MPI_Finalize();
+  }
 }
 
 void MpiSession::abortJob(int status) {

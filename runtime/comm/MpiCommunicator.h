@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dtc::runtime {
 
@@ -40,6 +41,15 @@ public:
   /// fails alone, which would otherwise leave the others waiting for it in
   /// a collective. Does not return.
   [[noreturn]] void abortJob(int status);
+
+  /// Whether every rank of the job comes to this call within `seconds`
+  /// (on a communicator of its own, made when MPI started, so that ranks
+  /// still in a collective elsewhere do not meet it); then every rank's
+  /// `message` is gathered on rank 0, in rank order, into `messages`. False
+  /// when some rank does not come in time (it is busy, or waits for one
+  /// that failed): then abortJob is what ends the job.
+  bool gatherFailures(const std::string &message, double seconds,
+                      std::vector<std::string> &messages);
 
   /// This process's place among the job's ranks on its machine (those that
   /// share its memory, MPI_COMM_TYPE_SHARED): `rank` of `size`. A

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sched.h>
@@ -16,6 +17,25 @@
 #include <unistd.h>
 
 namespace dtc::runtime {
+namespace {
+
+/// How long a failing rank waits for the others to fail too before it
+/// ends the job alone.
+constexpr double kFailureWaitSeconds = 3;
+
+/// "error: RANK: rest" for "error: rest" (and "dtc: ..."), the rank's name
+/// after the severity, as dtc names ranks in its messages.
+std::string prefixRank(const std::string &line, const std::string &who) {
+  for (const char *head : {"error: ", "dtc: ", "warning: "})
+    if (line.rfind(head, 0) == 0)
+      return head + who + ": " + line.substr(std::strlen(head));
+  return who + ": " + line;
+}
+std::string prefixRank(const std::string &line, int rank) {
+  return prefixRank(line, "rank " + std::to_string(rank));
+}
+
+} // namespace
 
 std::unique_ptr<RankJob> RankJob::join(const plan::Plan &plan, std::string &error) {
   std::unique_ptr<RankJob> job(new RankJob);
@@ -94,12 +114,64 @@ std::string RankJob::bindToCores(int threads) {
   return runtime::bindToCores(nodeRank_, nodeSize_, threads);
 }
 
-int RankJob::finish(int status) {
-  if (status == 0 || size() == 1)
+int RankJob::finish(int status, const std::vector<std::string> &errors) {
+  std::string mine;
+  for (const std::string &e : errors)
+    mine += e + "\n";
+  if (status == 0 || size() == 1) {
+    std::fputs(mine.c_str(), stderr);
     return status;
+  }
   std::fflush(stdout);
-  std::fflush(stderr);
-  session_->abortJob(status);
+  std::vector<std::string> all;
+  if (!session_->gatherFailures(mine, kFailureWaitSeconds, all)) {
+    // Alone: the others may wait for this rank in a collective.
+    std::string prefixed;
+    for (const std::string &e : errors)
+      prefixed += prefixRank(e, rank()) + "\n";
+    std::fputs(prefixed.c_str(), stderr);
+    std::fflush(stderr);
+    session_->abortJob(status);
+  }
+  if (rank() == 0) {
+    // Each distinct text once, in the order of the first rank with it.
+    std::vector<std::pair<std::string, std::vector<int>>> distinct;
+    for (int r = 0; r < int(all.size()); ++r) {
+      auto it = std::find_if(distinct.begin(), distinct.end(),
+                             [&](const auto &d) { return d.first == all[size_t(r)]; });
+      if (it == distinct.end())
+        distinct.push_back({all[size_t(r)], {r}});
+      else
+        it->second.push_back(r);
+    }
+    std::string text;
+    for (const auto &[message, ranks] : distinct) {
+      if (distinct.size() == 1) { // every rank the same: as one process would say it
+        text += message;
+        continue;
+      }
+      std::string who = ranks.size() == 1 ? "rank " : "ranks ";
+      for (size_t i = 0; i < ranks.size(); ++i)
+        who += (i ? ", " : "") + std::to_string(ranks[i]);
+      size_t begin = 0;
+      while (begin < message.size()) {
+        size_t end = message.find('\n', begin);
+        text += prefixRank(message.substr(begin, end - begin), who) + "\n";
+        begin = end + 1;
+      }
+    }
+    std::fputs(text.c_str(), stderr);
+    std::fflush(stderr);
+    // Left for the dtc that started the ranks; if it cannot be, the exit
+    // status says it (and mpirun with it).
+    const char *path = std::getenv(kStatusFile);
+    FILE *file = path ? std::fopen(path, "w") : nullptr;
+    bool written = file && std::fprintf(file, "%d\n", status) > 0;
+    if (file)
+      written = std::fclose(file) == 0 && written;
+    return written ? 0 : status;
+  }
+  return std::getenv(kStatusFile) ? 0 : status;
 }
 
 } // namespace dtc::runtime

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dtc::runtime {
 
@@ -49,9 +50,21 @@ public:
   /// other ranks' stdout would only repeat it. Their stderr still shows.
   void quietOtherRanks() const;
 
-  /// Ends the job with `status` when it is not 0 and other ranks may be
-  /// waiting for this one in a collective (MPI_Abort); else returns it.
-  int finish(int status);
+  /// Ends this rank's part of the job with `status` and the `errors` it
+  /// held back (one text each, as they would have been printed). When every
+  /// rank fails (they all find the same bad input), rank 0 prints each
+  /// distinct error once, naming the ranks unless all had it, and the job
+  /// ends without MPI's abort: the exit status is `status`, or 0 with
+  /// `status` written to the file DTC_STATUS_FILE names when dtc started the
+  /// ranks (so that mpirun stays quiet and dtc exits with it). When some rank
+  /// does not fail (within a few seconds), this one prints its own errors,
+  /// its rank first, and ends the job (MPI_Abort): the others may be
+  /// waiting for it in a collective.
+  int finish(int status, const std::vector<std::string> &errors = {});
+
+  /// The environment variable naming the file in which rank 0 leaves the
+  /// job's status for the dtc that started the ranks.
+  static constexpr const char *kStatusFile = "DTC_STATUS_FILE";
 
 private:
   RankJob() = default;

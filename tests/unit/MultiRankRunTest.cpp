@@ -260,6 +260,26 @@ TEST_F(MultiRankRun, RankFailingAloneEndsTheJob) {
   EXPECT_EQ(count(run.output, "error: rank"), 1u) << run.output;
 }
 
+TEST_F(MultiRankRun, ErrorsEveryRankFindsArePrintedOnce) {
+  // Every rank misses the same input: the job prints that once, as one
+  // process would, ends without MPI's abort, and exits 1.
+  SpmdPlanBuilder b({2, 2});
+  uint32_t table = b.constant({1, 2, 3, 4, 5, 6}, {3, 2});
+  uint32_t index = b.input("index", plan::I64, {4}, {{0, 1}});
+  uint32_t rows = b.buffer(plan::F32, {1, 2});
+  b.instruction({table, index}, rows).mutable_gather()->set_axis(0);
+  b.output(rows, "rows");
+  writePlan(dir + "/plan.dtcp", b.plan);
+  std::filesystem::create_directory(dir + "/empty");
+  Result run = runDtc("run " + dir + "/plan.dtcp --inputs " + dir + "/empty");
+  EXPECT_EQ(run.status, 1) << run.output;
+  EXPECT_EQ(count(run.output, "missing input 'index'"), 1u) << run.output;
+  EXPECT_EQ(count(run.output, "error: "), 1u) << run.output;
+  EXPECT_FALSE(contains(run.output, "rank 0")) << run.output;
+  EXPECT_FALSE(contains(run.output, "MPI_ABORT")) << run.output;
+  EXPECT_FALSE(contains(run.output, "non-zero")) << run.output;
+}
+
 TEST_F(MultiRankRun, PlanShowsHowEachValueIsSplit) {
   // The matmul on a mesh of axes dp and tp, with a weight split over both
   // and a whole one that each rank slices.

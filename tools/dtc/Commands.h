@@ -27,6 +27,11 @@ int failure(const std::string &message);
 /// 3: ", when several ranks print).
 void setErrorPrefix(std::string prefix);
 
+/// While `into` is set, usageError and failure add their text (without the
+/// prefix) to it instead of printing it: a rank of a job holds its errors
+/// for RankJob::finish, which prints each once for the job.
+void holdErrors(std::vector<std::string> *into);
+
 /// Writes `bytes` to `path` atomically (a temporary file renamed into
 /// place), or to stdout for "-"; returns 0, or 1 after printing why not.
 int writeOutput(const std::string &path, const std::string &bytes);

@@ -1,10 +1,13 @@
 //===- RankLauncher.cpp - dtc run on several ranks ------------------------===//
 #include "tools/dtc/RankLauncher.h"
 
+#include "runtime/comm/RankJob.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +22,9 @@ namespace {
 /// that does not see mpirun's environment fails instead of starting mpirun
 /// again.
 constexpr const char *kStartedByDtc = "DTC_STARTED_RANKS";
+
+/// The mpirun this process waits for (runUnderMpirun), for its signal handlers.
+volatile pid_t mpirunPid = 0;
 
 /// The executable `name` in a folder of $PATH, or "".
 std::string findOnPath(const std::string &name) {
@@ -84,15 +90,28 @@ int relaunchUnderMpirun(int64_t ranks, const Args &args) {
   if (std::getenv(kStartedByDtc))
     return failure("dtc started this rank under mpirun, but it sees no MPI environment "
                    "(OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK): is that mpirun OpenMPI's?");
+  // When every rank fails alike, rank 0 prints the error once and leaves the
+  // status here, and the ranks end normally: no abort from mpirun.
+  char statusPath[] = "/tmp/dtc-status-XXXXXX";
+  int fd = ::mkstemp(statusPath);
+  if (fd >= 0) {
+    ::close(fd);
+    ::setenv(runtime::RankJob::kStatusFile, statusPath, 1);
+  }
   std::string error;
-  std::vector<std::string> command = mpirunCommand(ranks, args, error);
-  if (command.empty())
+  int status = runUnderMpirun(ranks, args, error);
+  int left = -1;
+  if (fd >= 0) {
+    if (FILE *file = std::fopen(statusPath, "r")) {
+      if (std::fscanf(file, "%d", &left) != 1)
+        left = -1;
+      std::fclose(file);
+    }
+    std::remove(statusPath);
+  }
+  if (status < 0)
     return failure(error);
-  std::vector<char *> argv = argvOf(command);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  ::execv(command[0].c_str(), argv.data());
-  return failure("cannot start " + command[0] + ": " + std::strerror(errno));
+  return status == 0 && left > 0 ? left : status;
 }
 
 int runUnderMpirun(int64_t ranks, const Args &args, std::string &error) {
@@ -113,12 +132,27 @@ int runUnderMpirun(int64_t ranks, const Args &args, std::string &error) {
     ::_exit(127);
   }
   ::unsetenv(kStartedByDtc);
+  // mpirun stops the ranks: Ctrl-C reaches it from the terminal as it
+  // reaches this process, which waits for it; a SIGTERM or SIGHUP sent to
+  // this process alone (a batch system's) is passed on to it.
+  mpirunPid = child;
+  struct sigaction forward = {}, ignore = {}, oldInt = {}, oldTerm = {}, oldHup = {};
+  forward.sa_handler = [](int signal) { ::kill(mpirunPid, signal); };
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGINT, &ignore, &oldInt);
+  ::sigaction(SIGTERM, &forward, &oldTerm);
+  ::sigaction(SIGHUP, &forward, &oldHup);
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) {
-      error = std::string("lost mpirun: ") + std::strerror(errno);
-      return -1;
-    }
+  int waited;
+  while ((waited = ::waitpid(child, &status, 0)) < 0 && errno == EINTR) {
+  }
+  ::sigaction(SIGINT, &oldInt, nullptr);
+  ::sigaction(SIGTERM, &oldTerm, nullptr);
+  ::sigaction(SIGHUP, &oldHup, nullptr);
+  if (waited < 0) {
+    error = std::string("lost mpirun: ") + std::strerror(errno);
+    return -1;
+  }
   if (WIFEXITED(status))
     return WEXITSTATUS(status);
   error = "mpirun ended by signal " + std::to_string(WTERMSIG(status));

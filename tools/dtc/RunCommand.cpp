@@ -466,7 +466,12 @@ int runRun(const Args &args) {
   std::string placement = job->bindToCores(threads);
   if (job->rank() == 0)
     fmt::print("{}\n", placement);
-  return job->finish(runRank(plan, options, job.get()));
+  // Each rank's errors go to finish, which prints each once for the job.
+  std::vector<std::string> errors;
+  holdErrors(&errors);
+  int status = runRank(plan, options, job.get());
+  holdErrors(nullptr);
+  return job->finish(status, errors);
 }
 
 } // namespace dtc::cli

@@ -144,6 +144,7 @@ commands:
 
 std::string errorPrefix;
 std::string helpCommand = "dtc --help"; // where usage errors point
+std::vector<std::string> *heldErrors = nullptr;
 
 /// The usage's sections for `command` (run has two: inference and
 /// training), each from its "  command ..." line (as "usage: dtc
@@ -175,16 +176,25 @@ std::string commandUsage(const std::string &command) {
 
 void setErrorPrefix(std::string prefix) { errorPrefix = std::move(prefix); }
 
-int usageError(const std::string &message) {
-  llvm::errs() << "dtc: " << errorPrefix << message << "\n(run '" << helpCommand
-               << "' for usage)\n";
+void holdErrors(std::vector<std::string> *into) { heldErrors = into; }
+
+namespace {
+/// Prints `head` + the prefix + `rest`, or holds `head` + `rest`.
+int report(const std::string &head, const std::string &rest) {
+  if (heldErrors) {
+    heldErrors->push_back(head + rest);
+    return 1;
+  }
+  llvm::errs() << head << errorPrefix << rest << "\n";
   return 1;
+}
+} // namespace
+
+int usageError(const std::string &message) {
+  return report("dtc: ", message + "\n(run '" + helpCommand + "' for usage)");
 }
 
-int failure(const std::string &message) {
-  llvm::errs() << "error: " << errorPrefix << message << "\n";
-  return 1;
-}
+int failure(const std::string &message) { return report("error: ", message); }
 
 int writeOutput(const std::string &path, const std::string &bytes) {
   if (path == "-") {
