@@ -200,7 +200,11 @@ OnnxImporter::inputType(const ::onnx::ValueInfoProto &input,
     }
     if (dim.has_dim_param() && !dim.dim_param().empty()) {
       auto symbol = options_.shapes.find(dim.dim_param());
-      if (symbol != options_.shapes.end() && symbol->second.size() == 1) {
+      if (symbol != options_.shapes.end() && symbol->second.size() != 1)
+        return fileError("--shape " + dim.dim_param() + "=...: '" + dim.dim_param() +
+                         "' is a symbolic dim (of graph input '" + name +
+                         "'): give it one size, like --shape " + dim.dim_param() + "=8");
+      if (symbol != options_.shapes.end()) {
         usedShapes.insert(dim.dim_param());
         if (failed(bindSymbol(dim.dim_param(), symbol->second[0], name)))
           return failure();
