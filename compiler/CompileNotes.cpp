@@ -35,6 +35,21 @@ std::string formatNumber(double value) {
   return buffer;
 }
 
+std::string formatCount(int64_t count) {
+  if (count < 1000)
+    return std::to_string(count);
+  const char *units[] = {"k", "M", "B", "T"};
+  double value = double(count);
+  int unit = -1;
+  while (value >= 999.5 && unit < 3) {
+    value /= 1000;
+    ++unit;
+  }
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.3g %s", value, units[unit]);
+  return buffer;
+}
+
 std::string formatSeconds(double s) {
   char buffer[32];
   if (s >= 1)

@@ -31,6 +31,9 @@ std::string locationName(mlir::Location loc);
 /// "1.23 s", "4.56 ms", "7.8 us".
 std::string formatSeconds(double seconds);
 
+/// "950", "12.3 k", "124 M", "175 B": a count, three digits.
+std::string formatCount(int64_t count);
+
 } // namespace dtc
 
 #endif // DTC_COMPILER_COMPILENOTES_H

@@ -17,10 +17,12 @@
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
+#include "plan/FormatBytes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace dtc {
 #define GEN_PASS_DEF_BUILDTRAININGSTEP
@@ -182,12 +184,26 @@ public:
 
     recordOptions(classes, running);
     int states = 0, accumulators = 0;
+    // Updated but not trained: batch norms' running statistics (the first
+    // `running` updates).
+    llvm::StringSet<> trainedNames;
+    for (size_t i = size_t(running); i < updates.size(); ++i)
+      trainedNames.insert(updates[i].second);
+    int64_t trainedValues = 0, stateBytes = 0;
     func_.walk([&](graph::ParameterOp p) {
-      accumulators += p->hasAttr(attr::kAccumulator);
-      states += p->hasAttr(attr::kZeros) && !p->hasAttr(attr::kAccumulator);
+      auto type = cast<ShapedType>(p.getType());
+      bool accumulator = p->hasAttr(attr::kAccumulator);
+      bool state = p->hasAttr(attr::kZeros) && !accumulator;
+      accumulators += accumulator;
+      states += state;
+      if (state)
+        stateBytes += type.getNumElements() *
+                      std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      else if (!accumulator && trainedNames.contains(p.getName()))
+        trainedValues += type.getNumElements();
     });
     noteWhatWasBuilt(parametersBefore, int(updates.size()) - states - accumulators - int(running),
-                     states, norms, running);
+                     states, norms, running, trainedValues, stateBytes);
     if (accumulators)
       addNote(func_, "training: gradients accumulated over " +
                          std::to_string(options_.microBatches) + " micro-batches of " +
@@ -228,7 +244,7 @@ private:
   }
 
   void noteWhatWasBuilt(int parametersBefore, int trained, int states, int norms,
-                        int64_t running) {
+                        int64_t running, int64_t trainedValues, int64_t stateBytes) {
     const TrainingOptions &o = options_;
     std::string optimizer =
         o.optimizer == "adamw"
@@ -247,9 +263,10 @@ private:
                                              formatNumber(o.clipNorm)
                                        : ""));
     addNote(func_, "training: " + std::to_string(trained) + " of " +
-                       std::to_string(parametersBefore) + " parameters trained, " +
-                       std::to_string(states) +
-                       " optimizer state tensors added (zero-initialised parameters); the " +
+                       std::to_string(parametersBefore) + " parameters trained (" +
+                       formatCount(trainedValues) + " values), " + std::to_string(states) +
+                       " optimizer state tensors added (" +
+                       plan::formatBytes(stateBytes) + ", zero-initialised parameters); the " +
                        "labels and the optimizer's per-step scalars are inputs the runtime " +
                        "sets each step");
     if (o.precision == "bf16") {

@@ -13,7 +13,7 @@
 // CHECK-SAME: %arg3: tensor<f32> {dtc.role = "bias_correction1", graph.name = "optimizer.bias_correction1"}
 // CHECK-SAME: %arg4: tensor<f32> {dtc.role = "bias_correction2", graph.name = "optimizer.bias_correction2"}
 // CHECK-SAME: -> (tensor<f32> {graph.name = "loss"}, tensor<4x3xf32> {graph.name = "logits"}, tensor<8x3xf32> {dtc.updates = "w.adam_m", graph.name = "w.adam_m.new"}, tensor<8x3xf32> {dtc.updates = "w.adam_v", graph.name = "w.adam_v.new"}, tensor<8x3xf32> {dtc.updates = "w", graph.name = "w.new"})
-// CHECK-SAME: dtc.notes = ["training: loss cross_entropy, AdamW (beta1 0.9, beta2 0.999, weight decay 0), learning rate 0.001 constant", "training: 1 of 1 parameters trained, 2 optimizer state tensors added
+// CHECK-SAME: dtc.notes = ["training: loss cross_entropy, AdamW (beta1 0.9, beta2 0.999, weight decay 0), learning rate 0.001 constant", "training: 1 of 1 parameters trained (24 values), 2 optimizer state tensors added (192 B, zero-initialised parameters)
 // CHECK-SAME: dtc.training = {{{.*}}classes = 3 : i64{{.*}}learning_rate = 1.000000e-03 : f64, loss = "cross_entropy"{{.*}}optimizer = "adamw"{{.*}}}
 // CHECK: graph.parameter "w.adam_v" {dtc.zeros} : tensor<8x3xf32>
 // CHECK: graph.parameter "w.adam_m" {dtc.zeros} : tensor<8x3xf32>
