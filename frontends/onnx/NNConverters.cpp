@@ -170,6 +170,70 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
   return success();
 }
 
+/// RMSNormalization (opset 23), and onnxruntime's SimplifiedLayerNormalization
+/// that T5 and Llama exports carry: x / sqrt(mean(x^2 over the axes from
+/// `axis` on) + epsilon) x scale, spelled out in graph ops (which autodiff
+/// differentiates), the statistics in f32 (stash_type 1) for a bf16 or f16
+/// input. SimplifiedLayerNormalization's second output is 1 / that root.
+LogicalResult convertRmsNorm(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  auto axis = ctx.axisAttr("axis", -1, type->getRank());
+  if (failed(axis))
+    return failure();
+  auto input = ctx.input(0);
+  if (failed(input))
+    return failure();
+  if (!ctx.hasInput(1))
+    return ctx.fail("needs a scale input");
+  auto scale = ctx.input(1);
+  if (failed(scale))
+    return failure();
+  Type element = type->getElementType();
+  Type stash = elementTypeOf(*ctx.context(), (int32_t)ctx.attrInt("stash_type", 1));
+  if (!stash || !isa<FloatType>(stash))
+    return ctx.fail("stash_type must be a float type");
+  Value x = *input;
+  if (stash != element) {
+    auto widened = ctx.createTyped<CastOp>(type->clone(stash), x);
+    if (failed(widened))
+      return failure();
+    x = *widened;
+  }
+  double epsilon = ctx.attrFloat("epsilon", 1e-5f);
+  auto squared = ctx.create<MulOp>(ValueRange{x, x});
+  if (failed(squared))
+    return failure();
+  auto meanSquare = reduce<ReduceMeanOp>(ctx, *squared, trailingAxes(*axis, type->getRank()), true);
+  if (failed(meanSquare))
+    return failure();
+  auto shifted = ctx.create<AddOp>(ValueRange{*meanSquare, ctx.scalar(epsilon, stash)});
+  if (failed(shifted))
+    return failure();
+  auto root = ctx.create<SqrtOp>(*shifted);
+  if (failed(root))
+    return failure();
+  auto inverse = ctx.create<ReciprocalOp>(*root);
+  if (failed(inverse))
+    return failure();
+  auto normalized = ctx.create<MulOp>(ValueRange{x, *inverse});
+  if (failed(normalized))
+    return failure();
+  Value y = *normalized;
+  if (stash != element) {
+    auto narrowed = ctx.createTyped<CastOp>(*type, y);
+    if (failed(narrowed))
+      return failure();
+    y = *narrowed;
+  }
+  if (failed(ctx.result(ctx.create<MulOp>(ValueRange{y, *scale}))))
+    return failure();
+  if (ctx.wantsOutput(1))
+    ctx.setOutput(1, *inverse);
+  return success();
+}
+
 LogicalResult convertBatchNorm(NodeContext &ctx) {
   SmallVector<Value> operands;
   for (int i = 0; i < 5; ++i) {
@@ -390,6 +454,8 @@ const OpConverter kConverters[] = {
     {"Softmax", 13, convertSoftmax<SoftmaxOp>},
     {"LogSoftmax", 13, convertSoftmax<LogSoftmaxOp>},
     {"LayerNormalization", 17, convertLayerNorm, "stash_type"},
+    {"RMSNormalization", 23, convertRmsNorm},
+    {"SimplifiedLayerNormalization", 13, convertRmsNorm},
     {"BatchNormalization", 13, convertBatchNorm},
     {"Conv", 13, convertConv},
     {"MaxPool", 13, convertPool<MaxPool2DOp, false>, "storage_order"},
