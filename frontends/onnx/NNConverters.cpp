@@ -105,6 +105,35 @@ FailureOr<Value> reduce(NodeContext &ctx, Value x, ArrayRef<int64_t> axes,
                               ctx.named("keepdims", ctx.builder().getBoolAttr(keepdims))});
 }
 
+/// A normalization's statistics over `axes` (kept), in graph ops: the
+/// mean, x less it, and sqrt(variance + epsilon).
+struct Moments {
+  Value mean, centered, root;
+};
+
+FailureOr<Moments> moments(NodeContext &ctx, Value x, ArrayRef<int64_t> axes, double epsilon) {
+  auto mean = reduce<ReduceMeanOp>(ctx, x, axes, true);
+  if (failed(mean))
+    return failure();
+  auto centered = ctx.create<SubOp>(ValueRange{x, *mean});
+  if (failed(centered))
+    return failure();
+  auto squared = ctx.create<MulOp>(ValueRange{*centered, *centered});
+  if (failed(squared))
+    return failure();
+  auto variance = reduce<ReduceMeanOp>(ctx, *squared, axes, true);
+  if (failed(variance))
+    return failure();
+  Type element = cast<RankedTensorType>(x.getType()).getElementType();
+  auto shifted = ctx.create<AddOp>(ValueRange{*variance, ctx.scalar(epsilon, element)});
+  if (failed(shifted))
+    return failure();
+  auto root = ctx.create<SqrtOp>(*shifted);
+  if (failed(root))
+    return failure();
+  return Moments{*mean, *centered, *root};
+}
+
 LogicalResult convertLayerNorm(NodeContext &ctx) {
   auto type = ctx.inputType(0);
   if (failed(type))
@@ -131,32 +160,14 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
   if (!ctx.wantsOutput(1) && !ctx.wantsOutput(2))
     return success();
   // Mean and InvStdDev, when asked for, are spelled out in graph ops.
-  SmallVector<int64_t> axes = trailingAxes(*axis, type->getRank());
-  Value x = operands[0];
-  auto mean = reduce<ReduceMeanOp>(ctx, x, axes, true);
-  if (failed(mean))
+  auto stats = moments(ctx, operands[0], trailingAxes(*axis, type->getRank()), epsilon);
+  if (failed(stats))
     return failure();
-  auto centered = ctx.create<SubOp>(ValueRange{x, *mean});
-  if (failed(centered))
-    return failure();
-  auto squared = ctx.create<MulOp>(ValueRange{*centered, *centered});
-  if (failed(squared))
-    return failure();
-  auto variance = reduce<ReduceMeanOp>(ctx, *squared, axes, true);
-  if (failed(variance))
-    return failure();
-  auto shifted = ctx.create<AddOp>(
-      ValueRange{*variance, ctx.scalar(epsilon, type->getElementType())});
-  if (failed(shifted))
-    return failure();
-  auto root = ctx.create<SqrtOp>(*shifted);
-  if (failed(root))
-    return failure();
-  auto inverse = ctx.create<ReciprocalOp>(*root);
+  auto inverse = ctx.create<ReciprocalOp>(stats->root);
   if (failed(inverse))
     return failure();
   Type stash = elementTypeOf(*ctx.context(), (int32_t)ctx.attrInt("stash_type", 1));
-  for (auto [i, v] : llvm::enumerate(SmallVector<Value>{*mean, *inverse})) {
+  for (auto [i, v] : llvm::enumerate(SmallVector<Value>{stats->mean, *inverse})) {
     Value out = v;
     auto vt = cast<RankedTensorType>(v.getType());
     if (stash && stash != vt.getElementType()) {
@@ -232,6 +243,60 @@ LogicalResult convertRmsNorm(NodeContext &ctx) {
   if (ctx.wantsOutput(1))
     ctx.setOutput(1, *inverse);
   return success();
+}
+
+/// InstanceNormalization and GroupNormalization (opset 21): each sample's
+/// channels standardized in `groups` groups (InstanceNormalization: one per
+/// channel) over the group's channels and the spatial dims, then scaled and
+/// shifted per channel; in graph ops.
+LogicalResult convertGroupedNorm(NodeContext &ctx, bool instance) {
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  if (type->getRank() < 2)
+    return ctx.fail("needs an input of rank 2 or more ([N, C, ...])");
+  int64_t n = type->getDimSize(0), c = type->getDimSize(1), spatial = 1;
+  for (int64_t d = 2; d < type->getRank(); ++d)
+    spatial *= type->getDimSize(d);
+  int64_t groups = instance ? c : ctx.attrInt("num_groups", 0);
+  if (groups <= 0 || c % groups != 0)
+    return ctx.fail("num_groups " + std::to_string(groups) + " must divide the " +
+                    std::to_string(c) + " channels");
+  if (!ctx.hasInput(1) || !ctx.hasInput(2))
+    return ctx.fail("needs scale and bias inputs");
+  auto x = ctx.input(0), scale = ctx.input(1), bias = ctx.input(2);
+  if (failed(x) || failed(scale) || failed(bias))
+    return failure();
+  for (Value v : {*scale, *bias})
+    if (cast<RankedTensorType>(v.getType()).getNumElements() != c)
+      return ctx.fail("scale and bias need one value per channel (" + std::to_string(c) +
+                      ")");
+  auto grouped = ctx.createTyped<ReshapeOp>(type->clone({n, groups, c / groups * spatial}), *x);
+  if (failed(grouped))
+    return failure();
+  auto stats = moments(ctx, *grouped, {2}, ctx.attrFloat("epsilon", 1e-5f));
+  if (failed(stats))
+    return failure();
+  auto standardized = ctx.create<DivOp>(ValueRange{stats->centered, stats->root});
+  if (failed(standardized))
+    return failure();
+  auto back = ctx.createTyped<ReshapeOp>(*type, *standardized);
+  if (failed(back))
+    return failure();
+  // Per channel: [C, 1, ...] against [N, C, ...].
+  SmallVector<int64_t> perChannel(size_t(type->getRank() - 1), 1);
+  perChannel[0] = c;
+  auto channelwise = [&](Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return ctx.createTyped<ReshapeOp>(t.clone(perChannel), v);
+  };
+  auto s = channelwise(*scale), b = channelwise(*bias);
+  if (failed(s) || failed(b))
+    return failure();
+  auto scaled = ctx.create<MulOp>(ValueRange{*back, *s});
+  if (failed(scaled))
+    return failure();
+  return ctx.result(ctx.create<AddOp>(ValueRange{*scaled, *b}));
 }
 
 LogicalResult convertBatchNorm(NodeContext &ctx) {
@@ -455,6 +520,9 @@ const OpConverter kConverters[] = {
     {"LogSoftmax", 13, convertSoftmax<LogSoftmaxOp>},
     {"LayerNormalization", 17, convertLayerNorm, "stash_type"},
     {"RMSNormalization", 23, convertRmsNorm},
+    {"InstanceNormalization", 13, [](NodeContext &ctx) { return convertGroupedNorm(ctx, true); }},
+    {"GroupNormalization", 21, [](NodeContext &ctx) { return convertGroupedNorm(ctx, false); },
+     "stash_type"},
     {"SimplifiedLayerNormalization", 13, convertRmsNorm},
     {"BatchNormalization", 13, convertBatchNorm},
     {"Conv", 13, convertConv},
