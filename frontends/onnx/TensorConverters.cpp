@@ -119,6 +119,82 @@ LogicalResult convertConcat(NodeContext &ctx) {
   return ctx.result(ctx.create<ConcatOp>(inputs, {ctx.namedI64("axis", *axis)}));
 }
 
+/// Pad (axes from opset 18) in constant mode with constant pads: each
+/// padded axis becomes a concat of the value, the data and the value again.
+/// Negative pads (cropping) and the edge, reflect and wrap modes are not
+/// supported.
+LogicalResult convertPad(NodeContext &ctx) {
+  std::string mode = ctx.attrString("mode", "constant");
+  if (mode != "constant")
+    return ctx.fail("mode '" + mode + "' is not supported (only 'constant')");
+  auto type = ctx.inputType(0);
+  if (failed(type))
+    return failure();
+  int64_t rank = type->getRank();
+  auto pads = ctx.constantInts(1, "pads");
+  if (failed(pads))
+    return failure();
+  SmallVector<int64_t> axes;
+  if (ctx.hasInput(3)) {
+    auto given = ctx.constantInts(3, "axes");
+    if (failed(given))
+      return failure();
+    for (int64_t a : *given) {
+      auto axis = normalizeAxis(a, rank);
+      if (!axis)
+        return ctx.fail("axis " + std::to_string(a) + " out of range for rank " +
+                        std::to_string(rank));
+      axes.push_back(*axis);
+    }
+  } else {
+    for (int64_t a = 0; a < rank; ++a)
+      axes.push_back(a);
+  }
+  if (pads->size() != 2 * axes.size())
+    return ctx.fail("pads has " + std::to_string(pads->size()) + " values, expected " +
+                    std::to_string(2 * axes.size()) + " (a start and an end per axis)");
+  double value = 0;
+  if (ctx.hasInput(2)) {
+    auto given = ctx.constantScalar(2, "constant_value");
+    if (failed(given))
+      return failure();
+    value = *given;
+  }
+  Type element = type->getElementType();
+  Attribute fill = isa<FloatType>(element)
+                       ? Attribute(FloatAttr::get(element, value))
+                       : Attribute(IntegerAttr::get(element, int64_t(value)));
+  auto x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  Value padded = *x;
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    int64_t before = (*pads)[i], after = (*pads)[i + axes.size()];
+    if (before < 0 || after < 0)
+      return ctx.fail("negative pads (cropping) are not supported");
+    if (before == 0 && after == 0)
+      continue;
+    auto current = cast<RankedTensorType>(padded.getType());
+    SmallVector<Value> parts;
+    auto block = [&, axis = axis](int64_t size) {
+      SmallVector<int64_t> shape(current.getShape());
+      shape[size_t(axis)] = size;
+      return ctx.constant(DenseElementsAttr::get(current.clone(shape), fill));
+    };
+    if (before > 0)
+      parts.push_back(block(before));
+    parts.push_back(padded);
+    if (after > 0)
+      parts.push_back(block(after));
+    auto joined = ctx.create<ConcatOp>(parts, {ctx.namedI64("axis", int64_t(axis))});
+    if (failed(joined))
+      return failure();
+    padded = *joined;
+  }
+  ctx.setOutput(0, padded);
+  return success();
+}
+
 LogicalResult convertSplit(NodeContext &ctx) {
   auto type = ctx.inputType(0);
   if (failed(type))
@@ -471,6 +547,7 @@ const OpConverter kConverters[] = {
     {"Flatten", 13, convertFlatten},
     {"Transpose", 13, convertTranspose},
     {"Concat", 13, convertConcat},
+    {"Pad", 13, convertPad},
     {"Split", 13, convertSplit},
     {"Slice", 13, convertSlice},
     {"Squeeze", 13, convertSqueeze},
