@@ -155,7 +155,7 @@ int RankJob::finish(int status, const std::vector<std::string> &errors) {
         who += (i ? ", " : "") + std::to_string(ranks[i]);
       size_t begin = 0;
       while (begin < message.size()) {
-        size_t end = message.find('\n', begin);
+        size_t end = std::min(message.find('\n', begin), message.size());
         text += prefixRank(message.substr(begin, end - begin), who) + "\n";
         begin = end + 1;
       }
