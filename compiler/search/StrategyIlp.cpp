@@ -1292,12 +1292,8 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
       return solution;
     }
   }
-  std::vector<int> start = rounded;
-  if (!start.empty()) // the program's nodes only: CBC computes the rest
-    for (int v = 0; v < nodes; ++v)
-      if (!coupled[v])
-        start[v] = solution.choice[v];
-  CbcOutcome outcome = runCbc(program, secondsLeft(), costBelow, gap, start);
+  // CBC starts from the rounded choice (its program's nodes only).
+  CbcOutcome outcome = runCbc(program, secondsLeft(), costBelow, gap, rounded);
   std::vector<int> fallback = fallbackChoice(problem, reduced, binding, coupled);
   if (!rounded.empty() && (fallback.empty() || roundedCost < strategyCost(problem, fallback)))
     fallback = rounded;

@@ -87,15 +87,25 @@ LogicalResult convertGemm(NodeContext &ctx) {
   return ctx.result(y);
 }
 
-template <typename OpTy>
-LogicalResult convertSoftmax(NodeContext &ctx) {
+/// Input 0's type and its `axis` attribute (default -1, the last), made
+/// non-negative: what softmax and the normalizations read first.
+FailureOr<std::pair<RankedTensorType, int64_t>> typeAndAxis(NodeContext &ctx) {
   auto type = ctx.inputType(0);
   if (failed(type))
     return failure();
   auto axis = ctx.axisAttr("axis", -1, type->getRank());
   if (failed(axis))
     return failure();
-  return ctx.result(ctx.create<OpTy>(*ctx.input(0), {ctx.namedI64("axis", *axis)}));
+  return std::make_pair(*type, *axis);
+}
+
+template <typename OpTy>
+LogicalResult convertSoftmax(NodeContext &ctx) {
+  auto typed = typeAndAxis(ctx);
+  if (failed(typed))
+    return failure();
+  auto [type, axis] = *typed;
+  return ctx.result(ctx.create<OpTy>(*ctx.input(0), {ctx.namedI64("axis", axis)}));
 }
 
 template <typename OpTy>
@@ -135,12 +145,10 @@ FailureOr<Moments> moments(NodeContext &ctx, Value x, ArrayRef<int64_t> axes, do
 }
 
 LogicalResult convertLayerNorm(NodeContext &ctx) {
-  auto type = ctx.inputType(0);
-  if (failed(type))
+  auto typed = typeAndAxis(ctx);
+  if (failed(typed))
     return failure();
-  auto axis = ctx.axisAttr("axis", -1, type->getRank());
-  if (failed(axis))
-    return failure();
+  auto [type, axis] = *typed;
   SmallVector<Value> operands{*ctx.input(0)};
   for (int i = 1; i < 3; ++i) {
     if (!ctx.hasInput(i))
@@ -154,13 +162,13 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
     return ctx.fail("LayerNormalization needs a Scale input");
   double epsilon = ctx.attrFloat("epsilon", 1e-5f);
   if (failed(ctx.result(ctx.create<LayerNormOp>(
-                                operands, {ctx.namedI64("axis", *axis),
+                                operands, {ctx.namedI64("axis", axis),
                                            ctx.named("epsilon", ctx.builder().getF64FloatAttr(epsilon))}))))
     return failure();
   if (!ctx.wantsOutput(1) && !ctx.wantsOutput(2))
     return success();
   // Mean and InvStdDev, when asked for, are spelled out in graph ops.
-  auto stats = moments(ctx, operands[0], trailingAxes(*axis, type->getRank()), epsilon);
+  auto stats = moments(ctx, operands[0], trailingAxes(axis, type.getRank()), epsilon);
   if (failed(stats))
     return failure();
   auto inverse = ctx.create<ReciprocalOp>(stats->root);
@@ -187,12 +195,10 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
 /// differentiates), the statistics in f32 (stash_type 1) for a bf16 or f16
 /// input. SimplifiedLayerNormalization's second output is 1 / that root.
 LogicalResult convertRmsNorm(NodeContext &ctx) {
-  auto type = ctx.inputType(0);
-  if (failed(type))
+  auto typed = typeAndAxis(ctx);
+  if (failed(typed))
     return failure();
-  auto axis = ctx.axisAttr("axis", -1, type->getRank());
-  if (failed(axis))
-    return failure();
+  auto [type, axis] = *typed;
   auto input = ctx.input(0);
   if (failed(input))
     return failure();
@@ -201,13 +207,13 @@ LogicalResult convertRmsNorm(NodeContext &ctx) {
   auto scale = ctx.input(1);
   if (failed(scale))
     return failure();
-  Type element = type->getElementType();
+  Type element = type.getElementType();
   Type stash = elementTypeOf(*ctx.context(), (int32_t)ctx.attrInt("stash_type", 1));
   if (!stash || !isa<FloatType>(stash))
     return ctx.fail("stash_type must be a float type");
   Value x = *input;
   if (stash != element) {
-    auto widened = ctx.createTyped<CastOp>(type->clone(stash), x);
+    auto widened = ctx.createTyped<CastOp>(type.clone(stash), x);
     if (failed(widened))
       return failure();
     x = *widened;
@@ -216,7 +222,7 @@ LogicalResult convertRmsNorm(NodeContext &ctx) {
   auto squared = ctx.create<MulOp>(ValueRange{x, x});
   if (failed(squared))
     return failure();
-  auto meanSquare = reduce<ReduceMeanOp>(ctx, *squared, trailingAxes(*axis, type->getRank()), true);
+  auto meanSquare = reduce<ReduceMeanOp>(ctx, *squared, trailingAxes(axis, type.getRank()), true);
   if (failed(meanSquare))
     return failure();
   auto shifted = ctx.create<AddOp>(ValueRange{*meanSquare, ctx.scalar(epsilon, stash)});
@@ -233,7 +239,7 @@ LogicalResult convertRmsNorm(NodeContext &ctx) {
     return failure();
   Value y = *normalized;
   if (stash != element) {
-    auto narrowed = ctx.createTyped<CastOp>(*type, y);
+    auto narrowed = ctx.createTyped<CastOp>(type, y);
     if (failed(narrowed))
       return failure();
     y = *narrowed;
