@@ -23,13 +23,9 @@ int usageError(const std::string &message);
 /// Prints "error: MESSAGE"; returns 1.
 int failure(const std::string &message);
 
-/// Makes usageError and failure put `prefix` before their messages ("rank
-/// 3: ", when several ranks print).
-void setErrorPrefix(std::string prefix);
-
-/// While `into` is set, usageError and failure add their text (without the
-/// prefix) to it instead of printing it: a rank of a job holds its errors
-/// for RankJob::finish, which prints each once for the job.
+/// While `into` is set, usageError and failure add their text to it instead
+/// of printing it: a rank of a job holds its errors for RankJob::finish,
+/// which prints each once for the job (naming the rank where they differ).
 void holdErrors(std::vector<std::string> *into);
 
 /// Writes `bytes` to `path` atomically (a temporary file renamed into

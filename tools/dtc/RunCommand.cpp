@@ -458,8 +458,6 @@ int runRun(const Args &args) {
   std::unique_ptr<runtime::RankJob> job = runtime::RankJob::join(plan, error);
   if (!job)
     return error.empty() ? 1 : failure(planPath + ": " + error);
-  if (job->size() > 1)
-    setErrorPrefix(fmt::format("rank {}: ", job->rank()));
   job->quietOtherRanks();
   if (threads == 0)
     threads = job->defaultThreads();

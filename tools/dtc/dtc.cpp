@@ -142,7 +142,6 @@ commands:
   dtc --help | --version
 )";
 
-std::string errorPrefix;
 std::string helpCommand = "dtc --help"; // where usage errors point
 std::vector<std::string> *heldErrors = nullptr;
 
@@ -174,18 +173,16 @@ std::string commandUsage(const std::string &command) {
 
 } // namespace
 
-void setErrorPrefix(std::string prefix) { errorPrefix = std::move(prefix); }
-
 void holdErrors(std::vector<std::string> *into) { heldErrors = into; }
 
 namespace {
-/// Prints `head` + the prefix + `rest`, or holds `head` + `rest`.
+/// Prints `head` + `rest`, or holds it.
 int report(const std::string &head, const std::string &rest) {
   if (heldErrors) {
     heldErrors->push_back(head + rest);
     return 1;
   }
-  llvm::errs() << head << errorPrefix << rest << "\n";
+  llvm::errs() << head << rest << "\n";
   return 1;
 }
 } // namespace
