@@ -277,7 +277,8 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
       addNote(func, "pipeline stash: " + std::to_string(stashed.size()) +
                         " values the backward reads from the forward, " +
                         plan::formatBytes(stashBytes) + " per micro-batch, " +
-                        std::to_string(stashSlots) + " micro-batches in flight");
+                        std::to_string(stashSlots) +
+                        (stashSlots == 1 ? " micro-batch in flight" : " micro-batches in flight"));
     }
 
     bool prologue = false;

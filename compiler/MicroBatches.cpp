@@ -16,6 +16,25 @@ int64_t microBatchesOf(func::FuncOp main) {
   return count ? std::max<int64_t>(1, count.getInt()) : 1;
 }
 
+int64_t batchSamplesOf(func::FuncOp main) {
+  int64_t samples = 0;
+  for (BlockArgument arg : main.getArguments())
+    if (auto type = dyn_cast<RankedTensorType>(arg.getType()); type && type.getRank() > 0)
+      samples = samples == 0 ? type.getDimSize(0) : std::min(samples, type.getDimSize(0));
+  return std::max<int64_t>(1, samples);
+}
+
+int64_t microBatchesFor(int64_t batch, int64_t stageDevices, int64_t devicesPerNode,
+                        int64_t dataParallel) {
+  int64_t samples = dataParallel > 0
+                        ? dataParallel
+                        : std::max<int64_t>(1, stageDevices / std::max<int64_t>(1, devicesPerNode));
+  for (; samples < batch; ++samples)
+    if (batch % samples == 0)
+      return batch / samples;
+  return 1;
+}
+
 int64_t virtualStagesOf(Operation *op) {
   auto module = op->getParentOfType<ModuleOp>();
   auto pipeline = module ? module->getAttrOfType<DictionaryAttr>(attr::kPipeline) : nullptr;

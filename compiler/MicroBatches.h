@@ -20,6 +20,21 @@ namespace dtc {
 /// `main`'s micro-batch count (dtc.training's micro_batches); 1 without.
 int64_t microBatchesOf(mlir::func::FuncOp main);
 
+/// The samples of `main`'s batch (a micro-batch's, in a micro-batched
+/// step): the smallest leading dim of its ranked inputs (tokens, labels);
+/// what data parallelism can split.
+int64_t batchSamplesOf(mlir::func::FuncOp main);
+
+/// The micro-batch count a pipeline of stages of `stageDevices` devices
+/// runs `batch` samples in when --micro-batches is not given: the most
+/// micro-batches (the smallest micro-batch, the shortest bubble) that
+/// still give each data-parallel rank a sample: `dataParallel` ranks when
+/// --dp pins them, else a stage's devices less a node's worth of tensor
+/// parallelism (`devicesPerNode`). Megatron-LM's runs use micro-batches of
+/// one or two samples a rank (docs/pipeline.md, "Micro-batches").
+int64_t microBatchesFor(int64_t batch, int64_t stageDevices, int64_t devicesPerNode,
+                        int64_t dataParallel);
+
 /// A gradient accumulator: a parameter marked `dtc.accumulator`.
 bool isAccumulator(mlir::Value v);
 

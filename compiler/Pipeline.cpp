@@ -2,9 +2,11 @@
 #include "compiler/Pipeline.h"
 
 #include "compiler/CompileNotes.h"
+#include "compiler/MicroBatches.h"
 #include "compiler/Passes.h"
 #include "compiler/PlanEmitter.h"
 #include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
 #include "plan/FormatBytes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -42,7 +44,7 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   pm.addPass(createSpmdPartition());
   if (options.training && options.parallel.devices() > 1)
     pm.nest<func::FuncOp>().addPass(createRegatherWeights());
-  if (options.training && options.training->microBatches > 1)
+  if (options.training) // micro-batched steps (a searched count's too)
     pm.nest<func::FuncOp>().addPass(createAccumulateGradients());
   // 0: as many stages as the search chose for --devices.
   if (stages > 1 || (stages == 0 && options.training)) {
@@ -204,6 +206,7 @@ CompileOptions withStagesOf(ModuleOp compiled, CompileOptions options) {
     parallel.virtualStages = integer("virtual_stages");
   }
   parallel.searchSchedule = false;
+  parallel.stepWithMicroBatches = nullptr;
   return options;
 }
 
@@ -228,17 +231,60 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
   // count. The first search's note says what it compared.
   std::string stagesNote;
   std::optional<CompileOptions> unpinned;
-  // The step once; each search (under a lower limit, or with the stage
-  // count kept) splits a copy of it.
-  OwningOpRef<ModuleOp> step = module.clone();
-  {
+  // The step (with `o`'s micro-batches) of `model`: built once for each
+  // search (under a lower limit, or with the stage count kept) to split a
+  // copy of.
+  auto buildStep = [&](ModuleOp model,
+                       const CompileOptions &o) -> FailureOr<OwningOpRef<ModuleOp>> {
+    OwningOpRef<ModuleOp> step = model.clone();
     PassManager pm(module.getContext());
-    buildStepPipeline(pm, attempt);
+    buildStepPipeline(pm, o);
     if (failed(pm.run(*step))) {
       outOfMemory = (*step)->hasAttr(attr::kOutOfMemory);
       return failure();
     }
+    return step;
+  };
+  // No --micro-batches: a step built again for another count.
+  auto stepWith = [&, modelAt = options.modelAt](
+                      const CompileOptions &o, int64_t microBatches) -> FailureOr<OwningOpRef<ModuleOp>> {
+    FailureOr<OwningOpRef<ModuleOp>> model = modelAt(microBatches);
+    if (failed(model))
+      return failure();
+    CompileOptions withCount = o;
+    withCount.training->microBatches = microBatches;
+    return buildStep(**model, withCount);
+  };
+  // Batch norms' statistics are over the micro-batch: a count not given
+  // stays 1 for them.
+  bool batchStatistics = false;
+  module.walk([&](graph::BatchNormOp) { batchStatistics = true; });
+  bool chooseMicroBatches = options.modelAt && options.training && !batchStatistics;
+  std::string microBatchesNote;
+  if (chooseMicroBatches && options.parallel.pipelineStages > 1) {
+    // Pinned stages: the count for them, the step built with it.
+    int64_t batch = batchSamplesOf(module.lookupSymbol<func::FuncOp>("main"));
+    int64_t m = microBatchesFor(batch, options.parallel.devices(), cluster.devicesPerNode,
+                                options.parallel.dataParallel);
+    attempt.training->microBatches = m;
+    microBatchesNote = "micro-batches: " + std::to_string(m) + " of " +
+                       std::to_string(batch / m) + (batch / m == 1 ? " sample" : " samples") +
+                       " for --pp " +
+                       std::to_string(options.parallel.pipelineStages) +
+                       " (--micro-batches not given: the most that leave each data-parallel "
+                       "rank a sample)";
+  } else if (chooseMicroBatches && options.parallel.pipelineStages == 0) {
+    attempt.parallel.stepWithMicroBatches = [&, stepWith, o = attempt](int64_t m) {
+      return stepWith(o, m);
+    };
   }
+  FailureOr<OwningOpRef<ModuleOp>> built =
+      attempt.training && attempt.training->microBatches > 1 && chooseMicroBatches
+          ? stepWith(attempt, attempt.training->microBatches)
+          : buildStep(module, attempt);
+  if (failed(built))
+    return failure();
+  OwningOpRef<ModuleOp> step = std::move(*built), searchedStep;
   for (int tries = 1;; ++tries) {
     OwningOpRef<ModuleOp> work = step->clone();
     PassManager pm(module.getContext());
@@ -258,6 +304,8 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
       attempt.parallel.memoryLimit = lowered;
       unpinned.reset();
       stagesNote.clear();
+      if (searchedStep)
+        step = std::move(searchedStep);
       --tries;
       continue;
     }
@@ -284,6 +332,8 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
                          std::to_string(attempt.parallel.pipelineStages) +
                          (attempt.parallel.pipelineStages == 1 ? " stage" : " stages") +
                          " kept, under the lower limit below");
+      if (!microBatchesNote.empty())
+        addNote(programFunctions(*work).front(), microBatchesNote);
       if (tries > 1)
         addNote(main, "memory: the search's limit lowered to " +
                           plan::formatBytes(int64_t(attempt.parallel.memoryLimit)) +
@@ -329,9 +379,21 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
     if (auto below = (*work)->getAttrOfType<IntegerAttr>(attr::kPipelineStagesBelow))
       attempt.parallel.pipelineStagesBelow = below.getInt();
     if (attempt.parallel.pipelineStages == 0 && attempt.training) {
-      // Keep the count (and schedule) the search chose, with its note.
+      // Keep the count (and schedule, and micro-batches) the search chose,
+      // with its note.
       unpinned = attempt;
       attempt = withStagesOf(*work, attempt);
+      auto pipeline = (*work)->getAttrOfType<DictionaryAttr>(attr::kPipeline);
+      auto chosen = pipeline ? pipeline.getAs<IntegerAttr>("micro_batches") : IntegerAttr();
+      if (int64_t m = chosen ? chosen.getInt() : 1;
+          chooseMicroBatches && m != microBatchesOf(step->lookupSymbol<func::FuncOp>("main"))) {
+        FailureOr<OwningOpRef<ModuleOp>> rebuilt = stepWith(attempt, m);
+        if (failed(rebuilt))
+          return failure();
+        attempt.training->microBatches = m;
+        searchedStep = std::move(step);
+        step = std::move(*rebuilt);
+      }
       for (const std::string &note : notesOf(main))
         if (note.find("searched from --devices") != std::string::npos &&
             note.rfind("pipeline: ", 0) == 0)

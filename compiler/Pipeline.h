@@ -24,6 +24,11 @@ namespace dtc {
 struct CompileOptions {
   std::optional<TrainingOptions> training; // set: compile one training step
   ParallelOptions parallel;                // the devices and what is pinned
+  /// The model imported for M micro-batches (each batch / M samples), set
+  /// by dtc compile when --train is given without --micro-batches: a
+  /// pipeline's micro-batch count is then chosen (microBatchesFor), per
+  /// stage count when the stages are searched. Failure with a diagnostic.
+  std::function<mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>(int64_t)> modelAt;
 };
 
 /// Adds the compile's passes, in order, to `pm` (anchored on the module):

@@ -16,11 +16,13 @@
 #include "compiler/ShardingSearch.h"
 #include "compiler/TrainingStepParts.h"
 #include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
 #include "plan/PipelineSchedule.h"
 
 #include "mlir/IR/Diagnostics.h"
 
 #include <chrono>
+#include <map>
 
 using namespace mlir;
 
@@ -30,31 +32,66 @@ namespace {
 
 constexpr double kMargin = kStageMargin;
 
-/// The samples of one micro-batch: the smallest leading dim of the step's
-/// ranked inputs (tokens, labels); what data parallelism can split.
-int64_t microBatchSamples(func::FuncOp main) {
-  int64_t samples = 0;
-  for (BlockArgument arg : main.getArguments())
-    if (auto type = dyn_cast<RankedTensorType>(arg.getType()); type && type.getRank() > 0)
-      samples = samples == 0 ? type.getDimSize(0) : std::min(samples, type.getDimSize(0));
-  return std::max<int64_t>(1, samples);
-}
+/// The training step at one micro-batch count, and what the stage search
+/// reads of it: its forward, the forward's per-op costs, where it can be
+/// cut.
+struct Step {
+  explicit Step(ModuleOp module, OwningOpRef<ModuleOp> owned = {})
+      : owned(std::move(owned)), module(module),
+        main(module.lookupSymbol<func::FuncOp>("main")),
+        microBatches(microBatchesOf(main)), samples(batchSamplesOf(main)),
+        forward(forwardOps(main.getBody().front())), activations(main.getBody().front()),
+        costs(forwardCosts(forward)) {}
+
+  SmallVector<size_t> cuts(int64_t chunks) const {
+    return pipelineCheckpoints(forward, activations, chunks);
+  }
+
+  OwningOpRef<ModuleOp> owned; // null for the module the pass runs on
+  ModuleOp module;
+  func::FuncOp main;
+  int64_t microBatches, samples;
+  llvm::SetVector<Operation *> forward;
+  Activations activations;
+  SmallVector<double> costs;
+};
 
 } // namespace
 
 FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
                                                      const ParallelOptions &options,
                                                      const SearchOptions &base) {
-  auto main = module.lookupSymbol<func::FuncOp>("main");
-  int64_t devices = options.devices(), microBatches = microBatchesOf(main);
+  int64_t devices = options.devices();
   plan::PipelineSchedule kind =
       plan::scheduleNamed(options.pipelineSchedule).value_or(plan::ONE_F_ONE_B);
   // Interleaved: each stage runs `virtuals` chunks of the layers.
   int64_t virtuals = kind == plan::INTERLEAVED ? std::max<int64_t>(1, options.virtualStages) : 1;
-  Block &block = main.getBody().front();
-  llvm::SetVector<Operation *> forward = forwardOps(block);
-  Activations activations(block);
-  SmallVector<double> costs = forwardCosts(forward);
+  int64_t perNode = std::max<int64_t>(1, base.cluster.devicesPerNode);
+
+  // The step as given, and, when --micro-batches was not given, the step
+  // built again for each stage count's micro-batch count (microBatchesFor:
+  // a sample per data-parallel rank); one stage runs the step as given.
+  std::map<int64_t, std::unique_ptr<Step>> steps;
+  Step &given = *steps.emplace(0, std::make_unique<Step>(module)).first->second;
+  int64_t batch = given.samples * given.microBatches;
+  bool chooseMicroBatches = bool(options.stepWithMicroBatches);
+  auto microBatchesAt = [&](int64_t p) {
+    return chooseMicroBatches && p > 1 ? microBatchesFor(batch, devices / p, perNode, 0)
+                                       : given.microBatches;
+  };
+  auto stepAt = [&](int64_t p) -> Step * {
+    int64_t m = microBatchesAt(p);
+    if (m == given.microBatches)
+      return &given;
+    if (auto found = steps.find(m); found != steps.end())
+      return found->second.get();
+    FailureOr<OwningOpRef<ModuleOp>> built = options.stepWithMicroBatches(m);
+    if (failed(built))
+      return nullptr;
+    ModuleOp step = **built;
+    return steps.emplace(m, std::make_unique<Step>(step, std::move(*built)))
+        .first->second.get();
+  };
 
   // The stage counts worth a search: each divides the devices; the model
   // has layer boundaries for it; and a stage's devices are no more than
@@ -62,23 +99,22 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // and node-bound tensor parallelism leave devices idle), unless no count
   // is that small.
   PipelineSearchResult result;
-  result.samples = microBatchSamples(main);
+  result.samples = chooseMicroBatches ? batch : given.samples;
+  result.microBatchesSearched = chooseMicroBatches;
   std::vector<int64_t> counts;
-  int64_t perNode = std::max<int64_t>(1, base.cluster.devicesPerNode);
-  int64_t samples = result.samples;
+  auto cutsAllow = [&](int64_t p) {
+    return p == 1 || int64_t(given.cuts(p * virtuals).size()) + 1 >= p * virtuals;
+  };
   for (int64_t p = 1; p <= devices; ++p) {
     if (devices % p != 0)
       continue;
     if (options.pipelineStagesBelow > 0 && p >= options.pipelineStagesBelow)
       break;
-    if (p > 1) {
-      SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p * virtuals);
-      if (int64_t(cuts.size()) + 1 < p * virtuals)
-        break;
-      if (!plan::scheduleProblem(kind, p, microBatches, virtuals).empty())
-        continue; // interleaved: the micro-batches are not groups of p
-    }
-    if (devices / p > samples * perNode && p < devices) {
+    if (!cutsAllow(p))
+      break;
+    if (p > 1 && !plan::scheduleProblem(kind, p, microBatchesAt(p), virtuals).empty())
+      continue; // interleaved: the micro-batches are not groups of p
+    if (devices / p > batch / microBatchesAt(p) * perNode && p < devices) {
       result.tried.push_back({p, 1, 0, kIdle});
       continue;
     }
@@ -86,10 +122,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   }
   if (counts.empty()) // every count leaves devices idle: the most stages
     for (int64_t p = devices; p >= 1; --p)
-      if (devices % p == 0 &&
-          int64_t(pipelineCheckpoints(forward, activations, p * virtuals).size()) + 1 >=
-              p * virtuals &&
-          (p == 1 || plan::scheduleProblem(kind, p, microBatches, virtuals).empty())) {
+      if (devices % p == 0 && cutsAllow(p) &&
+          (p == 1 || plan::scheduleProblem(kind, p, microBatchesAt(p), virtuals).empty())) {
         counts.push_back(p);
         llvm::erase_if(result.tried, [&](const StageCandidate &c) { return c.stages == p; });
         break;
@@ -100,14 +134,14 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // nodes (or inside one, when a node holds several stages); and a weight
   // read on both sides of a cut (tied embeddings), sent each micro-batch
   // from its stage to the other, its gradient back.
-  auto transferSeconds = [&](int64_t p, int64_t virtuals) {
+  auto transferSeconds = [&](const Step &step, int64_t p, int64_t virtuals) {
     if (p == 1)
       return 0.0;
-    SmallVector<size_t> cuts = pipelineCheckpoints(forward, activations, p * virtuals);
-    auto type = cast<ShapedType>(forward[cuts.front()]->getResult(0).getType());
+    SmallVector<size_t> cuts = step.cuts(p * virtuals);
+    auto type = cast<ShapedType>(step.forward[cuts.front()]->getResult(0).getType());
     double bytes = (double(type.getNumElements()) *
                         double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8) +
-                    double(weightBytesAcrossCheckpoints(forward, activations, cuts))) /
+                    double(weightBytesAcrossCheckpoints(step.forward, step.activations, cuts))) /
                    double(devices / p);
     const cost::Link &link = devices / p < perNode ? base.cluster.intraNode
                                                    : base.cluster.interNode;
@@ -115,19 +149,27 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     for (const cost::Protocol &protocol : link.transfers)
       seconds = std::min(seconds, protocol.latency + bytes / protocol.bandwidth);
     // Interleaved, a micro-batch crosses each stage `virtuals` times.
-    return 2.0 * double(microBatches * virtuals) * seconds;
+    return 2.0 * double(step.microBatches * virtuals) * seconds;
   };
 
   MLIRContext *context = module.getContext();
   OwningOpRef<ModuleOp> best;
+  Step *bestStep = nullptr;
   double bestSeconds = std::numeric_limits<double>::infinity();
   std::vector<Diagnostic> lastFailure;
+  int64_t lastFailureStages = 0;
   bool outOfMemory = false;
   int64_t unfit = 0; // the fewest stages that did not fit after a count that did
   // Searches P stages under `kind` (with `virtuals` chunks a stage when
   // interleaved); keeps the plan when it beats the best so far by the
   // margin, and records what it came to in `result.tried`.
-  auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals) {
+  enum Outcome { kChosen, kSlower, kUnfit, kUnbuilt };
+  auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals) -> Outcome {
+    auto began = std::chrono::steady_clock::now();
+    Step *step = stepAt(p);
+    if (!step)
+      return kUnbuilt;
+    int64_t m = step->microBatches;
     SearchOptions o = base;
     o.searchMeshShape = true;
     // One device a stage: searched on an axis of 1 for its cost only, the
@@ -135,26 +177,21 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     o.mesh = {{"x", devices / p, AxisRole::Free}};
     // Interleaved, the bubble is 1/virtuals as long (Narayanan et al.
     // 2021, section 2.2).
-    double bubble =
-        (double(microBatches) + double(p - 1) / double(virtuals)) / double(microBatches);
+    double bubble = (double(m) + double(p - 1) / double(virtuals)) / double(m);
     // The costliest stage sets the pace: 1/P of the step when the cuts even
     // the stages out, more when the layers do not divide evenly (a CNN's, a
     // GPT's head); interleaved, a stage runs `virtuals` chunks.
     int64_t chunks = p * virtuals;
-    double share = p > 1 ? largestStageShare(costs,
-                                             pipelineCheckpoints(forward, activations, chunks),
-                                             chunks) *
-                               double(virtuals)
-                         : 1.0;
+    double share =
+        p > 1 ? largestStageShare(step->costs, step->cuts(chunks), chunks) * double(virtuals)
+              : 1.0;
     o.parameterShare = 1.0 / double(p);
-    o.keptShare =
-        p > 1 ? double(plan::stashSlots(kind, p, 0, microBatches, virtuals)) / double(p) : 1.0;
+    o.keptShare = p > 1 ? double(plan::stashSlots(kind, p, 0, m, virtuals)) / double(p) : 1.0;
     // The search's objective is the whole step on one stage's devices.
     o.costBelow = bestSeconds * (1 - kMargin) / (share * bubble);
-    OwningOpRef<ModuleOp> work = module.clone();
+    OwningOpRef<ModuleOp> work = step->module.clone();
     std::vector<Diagnostic> held;
     FailureOr<SearchResult> searched = failure();
-    auto began = std::chrono::steady_clock::now();
     {
       ScopedDiagnosticHandler hold(context, [&](Diagnostic &d) {
         held.push_back(std::move(d));
@@ -163,44 +200,94 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       searched = searchShardings(*work, work->lookupSymbol<func::FuncOp>("main"), o);
     }
     StageCandidate tried{p, virtuals, 0, ""};
+    tried.microBatches = m;
     tried.searchSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     if (failed(searched)) {
       bool memory = (*work)->hasAttr(attr::kOutOfMemory);
       outOfMemory |= memory;
-      if (memory && best && kind == plan::ONE_F_ONE_B && p <= microBatches)
-        unfit = p;
       tried.outcome = memory ? "does not fit" : "not faster";
-      if (virtuals == 1 && (memory || !best))
+      // Nothing fitting, the message is the most stages' (the least
+      // memory a device).
+      if (virtuals == 1 && (memory || !best) && p >= lastFailureStages) {
         lastFailure = std::move(held);
+        lastFailureStages = p;
+      }
       result.tried.push_back(tried);
-      return;
+      return memory ? kUnfit : kSlower;
     }
     tried.stepSeconds =
         (searched->computeSeconds + searched->communicationSeconds) * share * bubble +
-        transferSeconds(p, virtuals);
+        transferSeconds(*step, p, virtuals);
     result.tried.push_back(tried);
     // More stages must win by more than the estimate's noise: their
     // schedule has less slack than the bubble formula assumes.
     if (tried.stepSeconds < bestSeconds * (1 - kMargin)) {
       bestSeconds = tried.stepSeconds;
-      best = devices / p > 1 ? std::move(work) : module.clone();
+      best = devices / p > 1 ? std::move(work) : step->module.clone();
+      bestStep = step;
       result.stages = p;
       result.virtualStages = virtuals;
+      result.microBatches = m;
       result.search = *searched;
       result.mesh = devices / p > 1 ? searched->mesh : std::vector<MeshAxisSpec>{};
+      return kChosen;
     }
+    return kSlower;
   };
-  for (int64_t p : counts) {
+  // The counts in the order searched: from the fewest stages whose
+  // weights and optimizer state fit when a node's devices split them, up
+  // while the predicted step shrinks, then down from there while it
+  // shrinks. The step over stage counts is taken as having one minimum
+  // (the bubble, transfers and the stages' imbalance grow with P; each
+  // device's weights and data-parallel traffic shrink), so a count past a
+  // slower one is not searched; a count that does not fit ends the way
+  // down (fewer stages hold more weights). docs/pipeline.md explains.
+  double stateBytes = 0;
+  given.main.walk([&](graph::ParameterOp op) {
+    auto type = cast<ShapedType>(op.getType());
+    stateBytes += double(type.getNumElements()) *
+                  double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8);
+  });
+  size_t start = 0;
+  while (start + 1 < counts.size() &&
+         stateBytes / double(counts[start] * std::min(perNode, devices / counts[start])) >
+             base.memoryLimit)
+    ++start;
+  auto skip = [&](size_t from, size_t to, const char *why) {
+    for (size_t i = from; i < to; ++i)
+      result.tried.push_back({counts[i], 1, 0, why});
+  };
+  for (size_t i = start; i < counts.size(); ++i) {
+    int64_t p = counts[i];
+    Outcome outcome = tryCount(p, kind, virtuals);
+    if (outcome == kUnbuilt)
+      return failure(); // the step's builder said why
     // Memory per device goes roughly as weights / P + activations x P under
-    // 1F1B (its first stage keeps P micro-batches of 1/P of the layers, on
-    // 1/P of the devices): once a count that fits is followed by one that
-    // does not, more stages do not fit either.
-    if (unfit > 0) {
-      result.tried.push_back({p, 1, 0, kMoreMemory});
-      continue;
+    // 1F1B with M micro-batches given (its first stage keeps P
+    // micro-batches of 1/P of the layers, on 1/P of the devices): once a
+    // count that fits is followed by one that does not, more stages do not
+    // fit either. With the micro-batches chosen per count, a micro-batch
+    // shrinks as P grows: not so.
+    if (outcome == kUnfit && best && !chooseMicroBatches && kind == plan::ONE_F_ONE_B &&
+        p <= given.microBatches) {
+      unfit = p;
+      skip(i + 1, counts.size(), kMoreMemory);
+      break;
     }
-    tryCount(p, kind, virtuals);
+    if (outcome == kSlower && best) {
+      skip(i + 1, counts.size(), kPastSlower);
+      break;
+    }
+  }
+  for (size_t i = start; i-- > 0;) {
+    Outcome outcome = tryCount(counts[i], kind, virtuals);
+    if (outcome == kUnbuilt)
+      return failure();
+    if (outcome != kChosen) {
+      skip(0, i, outcome == kUnfit ? kFewerUnfit : kPastSlower);
+      break;
+    }
   }
   // No --schedule: the chosen count interleaved too (2 virtual stages, a
   // bubble half as long for twice the transfers and more activations in
@@ -208,20 +295,21 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // where the bubble it saves, less the transfers it adds, could win by
   // the margin at all (the same split inside a stage: a bound that needs
   // no search).
-  auto interleavedCouldWin = [&](int64_t p) {
-    double m = double(microBatches), ratio = (m + double(p - 1) / 2) / (m + double(p - 1));
-    double transfers = transferSeconds(p, 1);
-    double saved = (bestSeconds - transfers) * (1 - ratio) - (transferSeconds(p, 2) - transfers);
+  auto interleavedCouldWin = [&](const Step &step, int64_t p) {
+    double m = double(step.microBatches), ratio = (m + double(p - 1) / 2) / (m + double(p - 1));
+    double transfers = transferSeconds(step, p, 1);
+    double saved =
+        (bestSeconds - transfers) * (1 - ratio) - (transferSeconds(step, p, 2) - transfers);
     return saved > kMargin * bestSeconds;
   };
   if (options.searchSchedule && kind == plan::ONE_F_ONE_B && best && result.stages > 1 &&
-      plan::scheduleProblem(plan::INTERLEAVED, result.stages, microBatches, 2).empty() &&
-      int64_t(pipelineCheckpoints(forward, activations, 2 * result.stages).size()) + 1 >=
-          2 * result.stages) {
-    if (interleavedCouldWin(result.stages))
-      tryCount(result.stages, plan::INTERLEAVED, 2);
-    else
-      result.tried.push_back({result.stages, 2, 0, kBubbleTooSmall});
+      plan::scheduleProblem(plan::INTERLEAVED, result.stages, bestStep->microBatches, 2)
+          .empty() &&
+      int64_t(bestStep->cuts(2 * result.stages).size()) + 1 >= 2 * result.stages) {
+    if (!interleavedCouldWin(*bestStep, result.stages))
+      result.tried.push_back({result.stages, 2, 0, kBubbleTooSmall, 0, bestStep->microBatches});
+    else if (tryCount(result.stages, plan::INTERLEAVED, 2) == kUnbuilt)
+      return failure();
   }
   if (!best) {
     for (Diagnostic &d : lastFailure)
@@ -231,7 +319,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     std::string counted;
     for (int64_t p : counts)
       counted += (counted.empty() ? "" : ", ") + std::to_string(p);
-    return main.emitError() << "(--devices " << devices << " tried " << counted
+    return given.main.emitError() << "(--devices " << devices << " tried " << counted
                             << " pipeline stages: none fits)";
   }
   module.getBodyRegion().takeBody(best->getBodyRegion());

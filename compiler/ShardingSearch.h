@@ -21,8 +21,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "mlir/Pass/Pass.h"
 
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -106,6 +108,11 @@ struct ParallelOptions {
   /// loaded), else the file `clusterFile`, else the preset `preset`.
   std::optional<cost::Cluster> cluster;
   std::string preset = "cpu-local", clusterFile;
+  /// --micro-batches not given (dtc compile sets it): the training step
+  /// built again for another micro-batch count, which searched pipeline
+  /// stages choose per stage count (microBatchesFor); failure with a
+  /// diagnostic when it cannot be built.
+  std::function<mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>(int64_t)> stepWithMicroBatches;
 
   int64_t devices() const;
   /// `cluster`, else the file, else the preset; null with `error`.
@@ -136,6 +143,7 @@ struct StageCandidate {
   double stepSeconds = 0; // predicted: the stage's share of the step, with the bubble
   std::string outcome;    // "" when it was searched and fit; else why not
   double searchSeconds = 0; // wall time of its search
+  int64_t microBatches = 1; // the step's, chosen per count when not given
 };
 
 /// A StageCandidate's outcome when interleaving was not searched: the
@@ -154,6 +162,11 @@ inline constexpr const char *kIdle = "idle";
 /// Not searched: a count with fewer stages already did not fit (1F1B keeps
 /// more activations a device the more stages there are).
 inline constexpr const char *kMoreMemory = "more memory";
+/// Not searched: past a count whose predicted step was slower than the
+/// best (the step over stage counts is taken to have one minimum).
+inline constexpr const char *kPastSlower = "past slower";
+/// Not searched: fewer stages than a count that did not fit.
+inline constexpr const char *kFewerUnfit = "fewer unfit";
 
 struct PipelineSearchResult {
   int64_t stages = 1;
@@ -162,6 +175,10 @@ struct PipelineSearchResult {
   std::vector<MeshAxisSpec> mesh;
   std::vector<StageCandidate> tried;
   int64_t samples = 1; // a micro-batch's
+  /// Chosen per stage count (options.stepWithMicroBatches): the chosen
+  /// count's; else the step's as given.
+  int64_t microBatches = 1;
+  bool microBatchesSearched = false;
 };
 
 /// --devices N for a training step with no --pp: each stage count P that

@@ -92,19 +92,30 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
                      plural(p.devices() / r.stages, "device") + ", searched from --devices " +
                      std::to_string(p.devices()) + " (predicted step with the " +
                      p.pipelineSchedule + " bubble and transfers:";
-  std::string idle, more;
+  std::string idle, more, past, fewer;
   double seconds = 0;
+  auto list = [](std::string &to, int64_t stages) {
+    to += (to.empty() ? "" : ", ") + std::to_string(stages);
+  };
   for (const StageCandidate &c : r.tried) {
     seconds += c.searchSeconds;
     if (c.outcome == kIdle)
-      idle += (idle.empty() ? "" : ", ") + std::to_string(c.stages);
+      list(idle, c.stages);
     else if (c.outcome == kMoreMemory)
-      more += (more.empty() ? "" : ", ") + std::to_string(c.stages);
+      list(more, c.stages);
+    else if (c.outcome == kPastSlower)
+      list(past, c.stages);
+    else if (c.outcome == kFewerUnfit)
+      list(fewer, c.stages);
     else
       text += " " + plural(c.stages, "stage") +
               (c.virtualStages > 1 ? " interleaved (" + std::to_string(c.virtualStages) +
                                          " virtual stages each) "
                                    : " ") +
+              (r.microBatchesSearched && c.outcome != kBubbleTooSmall
+                   ? "(" + std::to_string(c.microBatches) +
+                         (c.microBatches == 1 ? " micro-batch) " : " micro-batches) ")
+                   : std::string()) +
               (c.outcome.empty() ? formatSeconds(c.stepSeconds) : c.outcome) +
               (c.stages == r.stages && c.virtualStages == r.virtualStages ? " (chosen)," : ",");
   }
@@ -119,6 +130,15 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
   if (!more.empty())
     text += "; " + more + " not tried: more stages than a count that does not fit keep more "
                           "activations";
+  if (!past.empty())
+    text += "; " + past + " not tried: past a count predicted slower";
+  if (!fewer.empty())
+    text += "; " + fewer + " not tried: fewer stages than a count that does not fit";
+  if (r.microBatchesSearched)
+    text += "; --micro-batches not given: each count's is the most that leave each "
+            "data-parallel rank a sample of the batch of " +
+            std::to_string(r.samples) + ", with a node's " +
+            plural(p.cluster->devicesPerNode, "device") + " of tensor parallelism";
   char searched[48];
   std::snprintf(searched, sizeof searched, "; searched in %.1f s", seconds);
   return text + searched + ")";

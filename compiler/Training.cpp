@@ -208,7 +208,8 @@ public:
       addNote(func_, "training: gradients accumulated over " +
                          std::to_string(options_.microBatches) + " micro-batches of " +
                          std::to_string(microBatchRows(modelOutputs)) +
-                         " samples (the model's batch) per step, in " +
+                         (microBatchRows(modelOutputs) == 1 ? " sample" : " samples") +
+                         " (the model's batch) per step, in " +
                          std::to_string(accumulators) +
                          " accumulators; one optimizer update per step");
     return success();

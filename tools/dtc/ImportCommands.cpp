@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 namespace dtc::cli {
 namespace {
@@ -268,6 +269,8 @@ int runCompile(const Args &args) {
   ParallelOptions parallel;
   parallel.pipelineStages = -1; // not given
   parallel.virtualStages = 0;   // not given
+  constexpr int64_t kNotGiven = std::numeric_limits<int64_t>::min();
+  training.microBatches = kNotGiven;
   ClusterChoice cluster;
   bool scheduleGiven = false;
   int64_t zero = 0, devices = 0;
@@ -287,6 +290,9 @@ int runCompile(const Args &args) {
   addModelOptions(parser, options);
   if (int rc = parser.parse(args))
     return rc;
+  bool microBatchesGiven = training.microBatches != kNotGiven;
+  if (!microBatchesGiven)
+    training.microBatches = 1;
   // A training step on --devices N searches its pipeline stages too,
   // unless --pp pins them.
   if (parallel.pipelineStages == -1)
@@ -335,24 +341,43 @@ int runCompile(const Args &args) {
 
   mlir::MLIRContext context(dialectRegistry());
   DiagnosticPrinter printer(&context);
-  std::string error;
-  auto module = loadModel(context, options, error);
-  if (!module)
-    return failure(error);
-
   // The plan names the model by absolute path so that `dtc run` finds the
   // parameters from any directory.
-  if (!isGenerated(options.model)) {
-    llvm::SmallString<256> modelPath(options.model);
-    llvm::sys::fs::make_absolute(modelPath);
-    llvm::sys::path::remove_dots(modelPath, /*remove_dot_dot=*/true);
-    (*module)->setAttr(dtc::attr::kSource, mlir::StringAttr::get(&context, modelPath.str()));
-  }
+  auto load = [&context](const ModelOptions &options,
+                         std::string &error) -> mlir::OwningOpRef<mlir::ModuleOp> {
+    auto module = loadModel(context, options, error);
+    if (module && !isGenerated(options.model)) {
+      llvm::SmallString<256> modelPath(options.model);
+      llvm::sys::fs::make_absolute(modelPath);
+      llvm::sys::path::remove_dots(modelPath, /*remove_dot_dot=*/true);
+      (*module)->setAttr(dtc::attr::kSource, mlir::StringAttr::get(&context, modelPath.str()));
+    }
+    return module;
+  };
+  std::string error;
+  auto module = load(options, error);
+  if (!module)
+    return failure(error);
 
   CompileOptions compile;
   if (train)
     compile.training = training;
   compile.parallel = parallel;
+  // No --micro-batches for a pipeline: its count is chosen, the model
+  // imported again for it (each micro-batch's samples its input shapes).
+  if (train && !microBatchesGiven && parallel.pipelineStages != 1)
+    compile.modelAt = [&, options](int64_t microBatches)
+        -> mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> {
+      ModelOptions withCount = options;
+      withCount.import.microBatches = microBatches;
+      std::string error;
+      auto module = load(withCount, error);
+      if (!module) {
+        mlir::emitError(mlir::UnknownLoc::get(&context), error);
+        return mlir::failure();
+      }
+      return module;
+    };
   plan::Plan plan;
   if (mlir::failed(compileToPlan(*module, plan, compile)))
     return 1; // the diagnostics are printed
