@@ -9,12 +9,14 @@ step twice:
   pinned    --tp t --pp p --dp d, --recompute full and the interleaved
             schedule where the run used one, as published (ZeRO and what
             tensor parallelism splits still searched)
-  searched  --devices n: the pipeline stages, the dp x tp shape, the
-            schedule and the rest all searched
+  searched  --devices n and nothing else: the pipeline stages, the
+            micro-batches, the dp x tp shape, the schedule, recomputation
+            and the rest all chosen by dtc
 
-both with the runs' micro-batches: B / (d x MBS), MBS the micro-batch size
-per data-parallel rank in Megatron-LM's launch script for the table
-(examples/sc21/run_table_1.sh, with the interleaved schedule's chunks). Each
+the pinned plan with the runs' micro-batches: B / (d x MBS), MBS the
+micro-batch size per data-parallel rank in Megatron-LM's launch script for
+the table (examples/sc21/run_table_1.sh, with the interleaved schedule's
+chunks). Each
 plan is simulated on the
 publication's hardware preset (with as many nodes as the run had), and its
 per-GPU throughput counted as the paper counts it (Equation 3), so
@@ -69,10 +71,12 @@ def compile_and_simulate(dtc, tmp, tag, spec, flags, preset, nodes):
     mesh = re.search(r"mesh: ([^ ;(]+(?: x [^ ;(]+)*)", notes)
     stages = re.search(r"pipeline: (\d+) stages?", notes)
     recompute = re.search(r"recompute: (\w+)", notes)
+    micro = re.search(r"gradients accumulated over (\d+) micro-batches", notes)
     return {"step_s": float(step.group(1)) * UNITS[step.group(2)], "compile_s": seconds,
             "mesh": mesh.group(1) if mesh else "one device",
             "stages": int(stages.group(1)) if stages else 1,
-            "recompute": recompute.group(1) if recompute else "none"}
+            "recompute": recompute.group(1) if recompute else "none",
+            "micro": int(micro.group(1)) if micro else 1}
 
 
 def main():
@@ -88,10 +92,10 @@ def main():
     wanted = {float(r) for r in args.rows.split(",") if r}
     failed = False
     header = (f"{'model':>7} {'GPUs':>5} {'t,p,d':>9} {'mb':>4} | {'TFLOP/s per GPU':^23} | "
-              f"{'pin/pub':>7} | {'searched configuration':<34} | {'compile s':>13}")
+              f"{'pin/pub':>7} | {'searched configuration':<40} | {'compile s':>13}")
     print(header)
     print(f"{'':>7} {'':>5} {'':>9} {'':>4} | {'pub':>7} {'pinned':>7} {'search':>7} | {'':>7} | "
-          f"{'':<34} | {'pin':>6} {'search':>6}")
+          f"{'':<40} | {'pin':>6} {'search':>6}")
     with tempfile.TemporaryDirectory() as tmp:
         for path in sorted(glob.glob(os.path.join(here, "published", "scaling", "*.json"))):
             data = json.load(open(path))
@@ -116,8 +120,7 @@ def main():
                     [*(["--tp", str(t)] if t > 1 else []), *(["--pp", str(p)] if p > 1 else []),
                      "--dp", str(d), "--recompute", "full", *schedule, *common], preset, nodes)
                 searched = ({"error": "not run"} if args.no_search else compile_and_simulate(
-                    args.dtc, tmp, "searched", spec, ["--devices", str(n), *common], preset,
-                    nodes))
+                    args.dtc, tmp, "searched", spec, ["--devices", str(n)], preset, nodes))
                 flops = equation3_flops(row, seq, vocab) / n / 1e12
 
                 def tflops(result):
@@ -125,11 +128,12 @@ def main():
 
                 pub = row["tflops_per_gpu"]
                 ratio = tflops(pinned) / pub
-                config = (f"pp{searched['stages']} {searched['mesh']} rc={searched['recompute']}"
-                          if "step_s" in searched else searched["error"][:34])
+                config = (f"pp{searched['stages']} {searched['mesh']} mb{searched['micro']} "
+                          f"rc={searched['recompute']}"
+                          if "step_s" in searched else searched["error"][:40])
                 print(f"{row['params_billion']:>6}B {n:>5} {f'{t},{p},{d}':>9} {micro:>4} | "
                       f"{pub:>7.0f} {tflops(pinned):>7.1f} {tflops(searched):>7.1f} | "
-                      f"{ratio:>7.2f} | {config:<34} | {pinned['compile_s']:>6.1f} "
+                      f"{ratio:>7.2f} | {config:<40} | {pinned['compile_s']:>6.1f} "
                       f"{searched.get('compile_s', float('nan')):>6.1f}", flush=True)
                 if "error" in pinned:
                     print(f"        pinned: {pinned['error']}")

@@ -13,9 +13,10 @@ then how long `dtc simulate` takes to simulate one step of that plan on all
     python3 bench/planning_time.py --dtc build/bin/dtc [--mesh dp128xtp8] [--layers 1,12,48,96]
     python3 bench/planning_time.py --dtc build/bin/dtc --full
 
---full: GPT-3 175B with Megatron-LM's global batch of 1536 (96 micro-batches)
-on 1024 A100s, searched with no strategy flags and with the published
-pp8 x dp16 x tp8 pinned (targets: 10 s and 3 s).
+--full: GPT-3 175B with Megatron-LM's global batch of 1536 on 1024 A100s,
+searched with no strategy flags (--devices 1024: stages, micro-batches, mesh,
+schedule, recomputation) and with the published pp8 x dp16 x tp8 and 96
+micro-batches pinned (targets: 10 s and 3 s).
 
 --mesh dp128xtp8 pins a data axis of 128 and a tensor axis of 8 (the tensor
 axis's splits, ZeRO and recomputation-free memory are still searched);
@@ -39,17 +40,19 @@ GPT3 = "gpt:layers=96,hidden=12288,heads=96,seq=2048,vocab=51200,batch=1536"
 
 
 def full_search(args):
-    """GPT-3 175B on 1024 devices with Megatron-LM's global batch (1536, 96
-    micro-batches): the whole search (--devices 1024: pipeline stages, mesh
+    """GPT-3 175B on 1024 devices with Megatron-LM's global batch (1536):
+    the whole search (--devices 1024: pipeline stages, micro-batches, mesh
     shape, roles, schedule, recomputation) and the published configuration
-    pinned (--pp 8 --dp 16 --tp 8). Targets: 10 s and 3 s."""
-    print(f"GPT-3 175B ({GPT3}), bf16 training step, 96 micro-batches, {args.preset}")
+    pinned (--pp 8 --dp 16 --tp 8 --micro-batches 96). Targets: 10 s and
+    3 s."""
+    print(f"GPT-3 175B ({GPT3}), bf16 training step, {args.preset}")
     rows = [("searched (--devices 1024)", ["--devices", "1024"], 10.0),
-            ("pinned (--pp 8 --dp 16 --tp 8)", ["--pp", "8", "--dp", "16", "--tp", "8"], 3.0)]
+            ("pinned (--pp 8 --dp 16 --tp 8 -m 96)",
+             ["--pp", "8", "--dp", "16", "--tp", "8", "--micro-batches", "96"], 3.0)]
     with tempfile.TemporaryDirectory() as tmp:
         for name, flags, target in rows:
             cmd = [args.dtc, "compile", GPT3, "--train", "--precision", "bf16", "--preset",
-                   args.preset, "--micro-batches", "96", *flags, "-o", f"{tmp}/plan.dtcp"]
+                   args.preset, *flags, "-o", f"{tmp}/plan.dtcp"]
             start = time.perf_counter()
             done = subprocess.run(cmd, capture_output=True, text=True)
             wall = time.perf_counter() - start
@@ -60,11 +63,13 @@ def full_search(args):
                 sys.exit("compile printed no search note:\n" + done.stdout)
             searches = "; ".join(f"{solver} in {seconds} s" for _, _, _, solver, seconds, *_ in notes)
             stages = re.search(r"pipeline: (\d+) stages", done.stdout)
+            micro = re.search(r"gradients accumulated over (\d+) micro-batches", done.stdout)
             simulated = subprocess.run([args.dtc, "simulate", f"{tmp}/plan.dtcp"],
                                        capture_output=True, text=True)
             step = re.search(r"step time\s+(\S+ \S+)", simulated.stdout)
             print(f"  {name:<32} compile {wall:5.2f} s (target {target:.0f} s), "
-                  f"{stages.group(1) if stages else 1} stages, simulated step "
+                  f"{stages.group(1) if stages else 1} stages, "
+                  f"{micro.group(1) if micro else 1} micro-batches, simulated step "
                   f"{step.group(1) if step else '?'}; final search: {searches}")
 
 

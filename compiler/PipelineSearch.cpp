@@ -70,7 +70,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
 
   // The step as given, and, when --micro-batches was not given, the step
   // built again for each stage count's micro-batch count (microBatchesFor:
-  // a sample per data-parallel rank); one stage runs the step as given.
+  // a sample per data-parallel rank); one stage runs the step as given
+  // (see tryStages).
   std::map<int64_t, std::unique_ptr<Step>> steps;
   Step &given = *steps.emplace(0, std::make_unique<Step>(module)).first->second;
   int64_t batch = given.samples * given.microBatches;
@@ -79,8 +80,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     return chooseMicroBatches && p > 1 ? microBatchesFor(batch, devices / p, perNode, 0)
                                        : given.microBatches;
   };
-  auto stepAt = [&](int64_t p) -> Step * {
-    int64_t m = microBatchesAt(p);
+  auto stepWith = [&](int64_t m) -> Step * {
     if (m == given.microBatches)
       return &given;
     if (auto found = steps.find(m); found != steps.end())
@@ -164,12 +164,12 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // interleaved); keeps the plan when it beats the best so far by the
   // margin, and records what it came to in `result.tried`.
   enum Outcome { kChosen, kSlower, kUnfit, kUnbuilt };
-  auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals) -> Outcome {
+  auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals,
+                      int64_t m) -> Outcome {
     auto began = std::chrono::steady_clock::now();
-    Step *step = stepAt(p);
+    Step *step = stepWith(m);
     if (!step)
       return kUnbuilt;
-    int64_t m = step->microBatches;
     SearchOptions o = base;
     o.searchMeshShape = true;
     // One device a stage: searched on an axis of 1 for its cost only, the
@@ -258,9 +258,19 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     for (size_t i = from; i < to; ++i)
       result.tried.push_back({counts[i], 1, 0, why});
   };
+  // One stage: the batch whole, or, chosen and that does not fit, in
+  // micro-batches of a sample a device (data parallelism over them all,
+  // a micro-batch's activations at a time).
+  auto tryStages = [&](int64_t p) {
+    Outcome outcome = tryCount(p, kind, virtuals, microBatchesAt(p));
+    if (int64_t m = microBatchesFor(batch, devices, 1, devices);
+        p == 1 && chooseMicroBatches && outcome == kUnfit && m != given.microBatches)
+      outcome = tryCount(p, kind, virtuals, m);
+    return outcome;
+  };
   for (size_t i = start; i < counts.size(); ++i) {
     int64_t p = counts[i];
-    Outcome outcome = tryCount(p, kind, virtuals);
+    Outcome outcome = tryStages(p);
     if (outcome == kUnbuilt)
       return failure(); // the step's builder said why
     // Memory per device goes roughly as weights / P + activations x P under
@@ -281,7 +291,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     }
   }
   for (size_t i = start; i-- > 0;) {
-    Outcome outcome = tryCount(counts[i], kind, virtuals);
+    Outcome outcome = tryStages(counts[i]);
     if (outcome == kUnbuilt)
       return failure();
     if (outcome != kChosen) {
@@ -308,7 +318,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       int64_t(bestStep->cuts(2 * result.stages).size()) + 1 >= 2 * result.stages) {
     if (!interleavedCouldWin(*bestStep, result.stages))
       result.tried.push_back({result.stages, 2, 0, kBubbleTooSmall, 0, bestStep->microBatches});
-    else if (tryCount(result.stages, plan::INTERLEAVED, 2) == kUnbuilt)
+    else if (tryCount(result.stages, plan::INTERLEAVED, 2, bestStep->microBatches) == kUnbuilt)
       return failure();
   }
   if (!best) {
