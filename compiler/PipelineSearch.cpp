@@ -333,7 +333,12 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
                             << " pipeline stages: none fits)";
   }
   module.getBodyRegion().takeBody(best->getBodyRegion());
-  module->setAttrs((*best)->getAttrDictionary());
+  // The module's own attributes (the cluster the search costed on) stay;
+  // a step built again for other micro-batches has not got them.
+  NamedAttrList attributes(module->getAttrDictionary());
+  for (NamedAttribute a : (*best)->getAttrs())
+    attributes.set(a.getName(), a.getValue());
+  module->setAttrs(attributes.getDictionary(context));
   module->setAttr(attr::kPipelineStages,
                   Builder(context).getI64IntegerAttr(result.stages));
   if (result.virtualStages > 1)

@@ -117,7 +117,10 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
                          (c.microBatches == 1 ? " micro-batch) " : " micro-batches) ")
                    : std::string()) +
               (c.outcome.empty() ? formatSeconds(c.stepSeconds) : c.outcome) +
-              (c.stages == r.stages && c.virtualStages == r.virtualStages ? " (chosen)," : ",");
+              (c.stages == r.stages && c.virtualStages == r.virtualStages &&
+                       c.microBatches == r.microBatches && c.outcome.empty()
+                   ? " (chosen),"
+                   : ",");
   }
   text.pop_back();
   if (!idle.empty())
