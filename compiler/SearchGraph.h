@@ -103,8 +103,19 @@ public:
 
   /// Decides (without touching the IR); the predicted objective. Fails
   /// (with a diagnostic) when nothing costs less than `costBelow`.
+  /// `roundingOnly`: the LP relaxation rounded, without CBC even when it
+  /// is not within the gap of its bound (then unsettled()).
   FailureOr<double> decide(double timeLimitSeconds,
-                           double costBelow = std::numeric_limits<double>::infinity());
+                           double costBelow = std::numeric_limits<double>::infinity(),
+                           bool roundingOnly = false);
+
+  /// After decide(roundingOnly): the choice is the relaxation's rounded,
+  /// outside the gap of bound(), which CBC might close.
+  bool unsettled() const { return unsettled_; }
+  /// No choice costs less (the relaxation's or CBC's bound).
+  double bound() const { return bound_; }
+  /// The relative gap CBC stops at on this program (0: solved exactly).
+  double gap() const { return gap_; }
 
   /// Writes the decision into the IR.
   SearchResult annotate();
@@ -214,7 +225,8 @@ private:
     return size_t(llvm::hash_combine(node.label, node.strategies->size()));
   }
 
-  FailureOr<search::StrategySolution> solve(double timeLimitSeconds, double costBelow);
+  FailureOr<search::StrategySolution> solve(double timeLimitSeconds, double costBelow,
+                                            bool roundingOnly);
 
   std::string meshText() const;
 
@@ -222,6 +234,8 @@ private:
   /// The tie-break: a gigabyte kept counts as a microsecond.
   static constexpr double kSecondsPerByteKept = 1e-15;
 
+  bool unsettled_ = false;
+  double bound_ = 0, gap_ = 0;
   ModuleOp module_;
   func::FuncOp func_;
   const SearchOptions &options_;

@@ -12,7 +12,8 @@
 
 namespace dtc::search {
 
-FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, double costBelow) {
+FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, double costBelow,
+                                                  bool roundingOnly) {
   // Groups in order of first appearance (deterministic).
   llvm::DenseMap<size_t, int> groupOfLabel;
   groupOf_.resize(nodes_.size());
@@ -119,7 +120,10 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   }
 
   search::StrategySolution solution =
-      search::solveStrategies(problem, timeLimitSeconds, costBelow, kRelativeGap);
+      search::solveStrategies(problem, timeLimitSeconds, costBelow, kRelativeGap, roundingOnly);
+  unsettled_ = solution.roundedOnly;
+  bound_ = solution.bound;
+  gap_ = size_t(solution.variables) >= search::kGapColumns ? kRelativeGap : 0.0;
   result_.ops = int(nodes_.size());
   result_.decisions = int(groups_.size());
   result_.variables = solution.variables;

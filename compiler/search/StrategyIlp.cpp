@@ -1176,7 +1176,7 @@ namespace {
 /// solveStrategies without the final check against `costBelow` (which CBC
 /// only uses to stop early).
 StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeconds,
-                            double costBelow, double relativeGap) {
+                            double costBelow, double relativeGap, bool roundingOnly) {
   StrategySolution solution;
   solution.message = describeInput(problem);
   if (!solution.message.empty())
@@ -1251,7 +1251,6 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
   solution.variables = program.columns.size();
   solution.constraints = program.rowLower.size();
   // Small programs are solved exactly: they take CBC well under a second.
-  constexpr size_t kGapColumns = 10000;
   double gap = program.columns.size() >= kGapColumns ? relativeGap : 0.0;
   auto began = std::chrono::steady_clock::now();
   auto secondsLeft = [&] {
@@ -1289,6 +1288,14 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
       solution.cost = roundedCost;
       solution.bound = std::min(roundedCost, relaxedBound);
       solution.solvedByRounding = true;
+      return solution;
+    }
+    if (roundingOnly && std::isfinite(roundedCost)) { // CBC left to the caller
+      solution.choice = rounded;
+      solution.feasible = true;
+      solution.cost = roundedCost;
+      solution.bound = std::min(roundedCost, relaxedBound);
+      solution.roundedOnly = true;
       return solution;
     }
   }
@@ -1341,8 +1348,9 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
 } // namespace
 
 StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimitSeconds,
-                                 double costBelow, double relativeGap) {
-  StrategySolution solution = solveUncut(problem, timeLimitSeconds, costBelow, relativeGap);
+                                 double costBelow, double relativeGap, bool roundingOnly) {
+  StrategySolution solution =
+      solveUncut(problem, timeLimitSeconds, costBelow, relativeGap, roundingOnly);
   if (solution.feasible && !(solution.cost < costBelow)) {
     solution.feasible = solution.optimal = false;
     solution.choice.clear();

@@ -75,7 +75,14 @@ struct StrategySolution {
   // The choice rounded from the linear relaxation was within the gap of
   // the relaxation's bound (or equal to it), so CBC did not run.
   bool solvedByRounding = false;
+  // `roundingOnly` was asked for and the rounded choice is returned
+  // without CBC, outside the gap of the relaxation's bound (`bound`).
+  bool roundedOnly = false;
 };
+
+/// Programs with at least this many columns are solved to the relative
+/// gap given to solveStrategies; smaller ones exactly.
+inline constexpr size_t kGapColumns = 10000;
 
 /// The cheapest choice of one strategy per node. Deterministic unless the
 /// time limit stops CBC (single-threaded, quiet); CBC checks its limit
@@ -88,10 +95,14 @@ struct StrategySolution {
 /// ones that cannot win). A `relativeGap` above 0 lets CBC stop once its
 /// best choice is within that fraction of its bound (not `optimal` then,
 /// unless the two meet), on programs of 10,000 columns or more; smaller
-/// ones are solved exactly.
+/// ones are solved exactly. `roundingOnly` returns the relaxation's
+/// rounded choice even outside the gap (`roundedOnly`, with the
+/// relaxation's bound), CBC running only when rounding finds no choice: a
+/// caller comparing several problems rounds each first, then runs CBC on
+/// those whose bound could beat the best rounded choice.
 StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimitSeconds = 60,
                                  double costBelow = std::numeric_limits<double>::infinity(),
-                                 double relativeGap = 0);
+                                 double relativeGap = 0, bool roundingOnly = false);
 
 /// The objective of `choice` (one valid strategy index per node):
 /// +infinity when a strategy or pair is not allowed; ignores the limits.
