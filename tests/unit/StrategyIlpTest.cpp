@@ -181,6 +181,7 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
   auto below = [&](int n) { return int(rng() % uint32_t(n)); };
   int solvedByCbc = 0, solvedByRounding = 0, binding = 0, overLimit = 0, infeasible = 0;
   int eliminatedSome = 0, eliminatedThenCbc = 0, solvedInSeries = 0, prunedSome = 0;
+  int stoppedAtRounding = 0;
   for (int round = 0; round < 80; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     bool ring = round % 4 == 3;
@@ -278,6 +279,19 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
     StrategySolution none = solveStrategies(problem, 60, below);
     EXPECT_FALSE(none.feasible);
     EXPECT_NE(none.message.find("costs less than"), std::string::npos) << none.message;
+    // Rounding only: the relaxation's rounded choice, costing no less than
+    // the best, its bound no more; exact whenever it did not stop there.
+    StrategySolution roundedOnly = solveStrategies(problem, 60, kInf, 0, /*roundingOnly=*/true);
+    ASSERT_TRUE(roundedOnly.feasible) << roundedOnly.message;
+    EXPECT_LE(resourceUse(problem, roundedOnly.choice)[0], memory.limit);
+    expectNear(strategyCost(problem, roundedOnly.choice), roundedOnly.cost);
+    EXPECT_GE(roundedOnly.cost, best.cost - 1e-9 * std::abs(best.cost));
+    EXPECT_LE(roundedOnly.bound, best.cost + 1e-9 * std::abs(best.cost));
+    if (!roundedOnly.roundedOnly)
+      expectNear(roundedOnly.cost, best.cost);
+    else
+      EXPECT_FALSE(roundedOnly.optimal);
+    stoppedAtRounding += roundedOnly.roundedOnly;
     if (ring) {
       // Series elimination shrinks the ring to one node (the last of the
       // others goes as a leaf), which CBC decides if its memory matters.
@@ -308,6 +322,7 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
   EXPECT_GE(eliminatedThenCbc, 20); // CBC's choice completed by recovery
   EXPECT_GE(solvedInSeries, 12);
   EXPECT_GE(prunedSome, 25);
+  EXPECT_GE(stoppedAtRounding, 10); // rounded outside the gap, CBC left out
 }
 
 TEST(StrategyIlp, ResourceBelowTheLeastUseIsInfeasible) {
