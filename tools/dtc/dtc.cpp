@@ -37,7 +37,9 @@ commands:
               fp32 master weights, optimizer state and loss)
           --micro-batches N   gradient accumulation: each step runs the
               model on N micro-batches of batch/N samples, sums their
-              gradients and updates once (the data-parallel reduction too)
+              gradients and updates once (the data-parallel reduction too);
+              default 1, or for a pipeline the most that give each
+              data-parallel rank a sample (chosen per searched stage count)
           --recompute none|selective|full|auto   recompute activations in
               the backward instead of keeping them: selective = attention's
               scores and softmax, full = all but each layer's input; auto
