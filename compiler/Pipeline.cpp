@@ -273,6 +273,11 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
                        std::to_string(options.parallel.pipelineStages) +
                        " (--micro-batches not given: the most that leave each data-parallel "
                        "rank a sample)";
+  } else if (options.modelAt && options.training && options.parallel.pipelineStages > 1) {
+    microBatchesNote = "micro-batches: 1 for --pp " +
+                       std::to_string(options.parallel.pipelineStages) +
+                       " (--micro-batches not given, and the model's batch norms would see "
+                       "each micro-batch's statistics: --micro-batches N splits it anyway)";
   } else if (chooseMicroBatches && options.parallel.pipelineStages == 0) {
     attempt.parallel.stepWithMicroBatches = [&, stepWith, o = attempt](int64_t m) {
       return stepWith(o, m);
