@@ -164,14 +164,19 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // interleaved); keeps the plan when it beats the best so far by the
   // margin, and records what it came to in `result.tried`.
   enum Outcome { kChosen, kSlower, kUnfit, kUnbuilt };
-  auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals,
-                      int64_t m) -> Outcome {
+  // `refine`: the chosen count again, CBC closing what rounding left.
+  auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals, int64_t m,
+                      bool refine = false) -> Outcome {
     auto began = std::chrono::steady_clock::now();
     Step *step = stepWith(m);
     if (!step)
       return kUnbuilt;
     SearchOptions o = base;
     o.searchMeshShape = true;
+    // Counts are compared on their relaxations rounded: CBC, which runs
+    // to its time limit where it cannot close a gap, only on the one
+    // chosen (refine).
+    o.roundingOnly = !refine;
     // One device a stage: searched on an axis of 1 for its cost only, the
     // stage left unsplit as a pinned --pp leaves it.
     o.mesh = {{"x", devices / p, AxisRole::Free}};
@@ -188,8 +193,12 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     o.parameterShare = 1.0 / double(p);
     o.keptShare = p > 1 ? double(plan::stashSlots(kind, p, 0, m, virtuals)) / double(p) : 1.0;
     // The search's objective is the whole step on one stage's devices.
-    o.costBelow = bestSeconds * (1 - kMargin) / (share * bubble);
+    o.costBelow = refine ? std::numeric_limits<double>::infinity()
+                         : bestSeconds * (1 - kMargin) / (share * bubble);
     OwningOpRef<ModuleOp> work = step->module.clone();
+    if (p > 1)
+      o.stageMemory =
+          StageMemory::of(work->lookupSymbol<func::FuncOp>("main"), p, virtuals, kind, m);
     std::vector<Diagnostic> held;
     FailureOr<SearchResult> searched = failure();
     {
@@ -219,6 +228,22 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     tried.stepSeconds =
         (searched->computeSeconds + searched->communicationSeconds) * share * bubble +
         transferSeconds(*step, p, virtuals);
+    if (refine) {
+      for (StageCandidate &c : result.tried)
+        if (c.stages == p && c.virtualStages == virtuals && c.microBatches == m &&
+            c.outcome.empty()) {
+          c.searchSeconds += tried.searchSeconds;
+          if (tried.stepSeconds < c.stepSeconds)
+            c.stepSeconds = tried.stepSeconds;
+        }
+      if (tried.stepSeconds < bestSeconds) {
+        bestSeconds = tried.stepSeconds;
+        best = devices / p > 1 ? std::move(work) : step->module.clone();
+        result.search = *searched;
+        result.mesh = devices / p > 1 ? searched->mesh : std::vector<MeshAxisSpec>{};
+      }
+      return kChosen;
+    }
     result.tried.push_back(tried);
     // More stages must win by more than the estimate's noise: their
     // schedule has less slack than the bubble formula assumes.
@@ -321,6 +346,10 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     else if (tryCount(result.stages, plan::INTERLEAVED, 2, bestStep->microBatches) == kUnbuilt)
       return failure();
   }
+  if (best && result.search.unsettled &&
+      tryCount(result.stages, result.virtualStages > 1 ? plan::INTERLEAVED : kind,
+               result.virtualStages, result.microBatches, /*refine=*/true) == kUnbuilt)
+    return failure();
   if (!best) {
     for (Diagnostic &d : lastFailure)
       context->getDiagEngine().emit(std::move(d));

@@ -173,4 +173,27 @@ Operation *terminator = block.getTerminator();
   return stageOf;
 }
 
+std::shared_ptr<const StageMemory> StageMemory::of(func::FuncOp main, int64_t stages,
+                                                   int64_t virtuals,
+                                                   plan::PipelineSchedule schedule,
+                                                   int64_t microBatches) {
+  Block &block = main.getBody().front();
+  llvm::SetVector<Operation *> forward = forwardOps(block);
+  Activations activations(block);
+  int64_t chunks = stages * virtuals;
+  SmallVector<size_t> checkpoints = pipelineCheckpoints(forward, activations, chunks);
+  if (int64_t(checkpoints.size()) + 1 < chunks)
+    return nullptr; // not cut so: dtc-pipeline-split says why
+  auto memory = std::make_shared<StageMemory>();
+  memory->stageOf = chunkOfOps(block, forward, activations,
+                               balancedCuts(forwardCosts(forward), checkpoints, chunks), chunks);
+  for (auto &[op, chunk] : memory->stageOf)
+    if (chunk != kAnyStage)
+      chunk = int(chunk % stages);
+  for (int64_t s = 0; s < stages; ++s)
+    memory->inFlight.push_back(
+        double(plan::stashSlots(schedule, stages, s, microBatches, virtuals)));
+  return memory;
+}
+
 } // namespace dtc

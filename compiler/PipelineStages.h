@@ -12,11 +12,17 @@
 #define DTC_COMPILER_PIPELINESTAGES_H
 
 #include "compiler/TrainingStepParts.h"
+#include "plan/PipelineSchedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/IR/Block.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <memory>
+#include <vector>
 
 namespace dtc {
 
@@ -31,6 +37,20 @@ llvm::DenseMap<mlir::Operation *, int> chunkOfOps(mlir::Block &block,
                                                   const llvm::SetVector<mlir::Operation *> &forward,
                                                   const Activations &activations,
                                                   llvm::ArrayRef<size_t> lasts, int64_t chunks);
+
+/// Which pipeline stage each op of a training step runs on, and what each
+/// stage keeps: what the sharding search limits stage by stage.
+struct StageMemory {
+  llvm::DenseMap<mlir::Operation *, int> stageOf; // missing or kAnyStage: every stage's
+  std::vector<double> inFlight; // per stage: micro-batches whose kept activations it holds
+
+  /// `main` cut into `stages` (`virtuals` chunks each, chunk c on stage c
+  /// mod stages) as dtc-pipeline-split will cut it, each stage with
+  /// `schedule`'s stash of `microBatches`.
+  static std::shared_ptr<const StageMemory> of(mlir::func::FuncOp main, int64_t stages,
+                                                int64_t virtuals, plan::PipelineSchedule schedule,
+                                                int64_t microBatches);
+};
 
 } // namespace dtc
 

@@ -174,12 +174,23 @@ void Search::markCostFacts() {
 
 void Search::costStrategies(const Node &node, std::vector<Strategy> &strategies) {
   const cost::Device &device = options_.cluster.device;
+  // By stage (SearchOptions::stageMemory), the solver weighs the kept
+  // part by each stage's micro-batches in flight; else each device is the
+  // average stage.
+  bool byStage = bool(options_.stageMemory);
   for (Strategy &s : strategies) {
-    for (auto [j, r] : llvm::enumerate(node.results()))
-      if (!node.op || node.parameter || node.kept[j])
-        s.memory += localBytes(r, s.results[j]) *
-                    (node.parameter ? options_.parameterShare
-                                    : node.op ? options_.keptShare : 1.0);
+    for (auto [j, r] : llvm::enumerate(node.results())) {
+      if (node.op && !node.parameter && !node.kept[j])
+        continue;
+      double bytes = localBytes(r, s.results[j]);
+      bool kept = node.op && !node.parameter;
+      double share = byStage || !node.op ? 1.0
+                     : node.parameter    ? options_.parameterShare
+                                         : options_.keptShare;
+      s.memory += bytes * share;
+      if (kept)
+        s.keptMemory += bytes * share;
+    }
     if (!node.op)
       continue;
     auto costed = dyn_cast<graph::CostOp>(node.op);

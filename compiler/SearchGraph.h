@@ -44,6 +44,9 @@ struct Strategy {
   SmallVector<Sharding, 3> operands, results;
   MeshAxes partial; // axes of split reductions: the results are partial sums over them
   double compute = 0, communication = 0, memory = 0;
+  /// Of `memory`, the activations kept for the backward (per micro-batch
+  /// in flight, with SearchOptions::stageMemory; else already shared).
+  double keptMemory = 0;
 };
 
 /// An op of `main`, or one of its arguments (a rule of one factor per dim).
@@ -121,6 +124,9 @@ public:
   SearchResult annotate();
 
   static constexpr double kTimeLimitSeconds = 5;
+  /// CBC's time on a candidate mesh or role assignment whose rounded plan
+  /// lost but whose bound could still win.
+  static constexpr double kLosingCandidateSeconds = 2;
   /// CBC stops once its plan is within this fraction of its bound (on
   /// large programs): the last percent took a GPT-3 stage's search from
   /// 3.5 s to its 5 s limit.

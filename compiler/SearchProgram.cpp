@@ -6,6 +6,7 @@
 
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <tuple>
@@ -25,25 +26,40 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   }
   search::StrategyProblem problem;
   problem.nodes.resize(groups_.size());
-  search::StrategyProblem::Resource memory;
-  memory.name = "memory";
-  memory.limit = options_.memoryLimit;
-  memory.use.resize(groups_.size());
+  // Memory: one limit for the average stage, or one per pipeline stage
+  // (its own ops' weights and state, their kept activations times its
+  // micro-batches in flight; ops on constants in every stage).
+  const StageMemory *stages = options_.stageMemory.get();
+  size_t limits = stages ? stages->inFlight.size() : 1;
+  for (size_t k = 0; k < limits; ++k) {
+    search::StrategyProblem::Resource memory;
+    memory.name = stages ? "memory of stage " + std::to_string(k) : "memory";
+    memory.limit = options_.memoryLimit;
+    memory.use.resize(groups_.size());
+    problem.resources.push_back(std::move(memory));
+  }
   for (auto [g, first] : llvm::enumerate(groups_)) {
     size_t count = nodes_[size_t(first)].strategies->size();
     problem.nodes[g].cost.assign(count, 0);
-    memory.use[g].assign(count, 0);
+    for (auto &memory : problem.resources)
+      memory.use[g].assign(count, 0);
   }
   for (auto [n, node] : llvm::enumerate(nodes_)) {
     int g = groupOf_[n];
+    int stage = stages && node.op ? stages->stageOf.lookup(node.op) : kAnyStage;
+    if (stages && node.op && !stages->stageOf.count(node.op))
+      stage = kAnyStage;
     for (auto [s, strategy] : llvm::enumerate(*node.strategies)) {
       // Among equally fast splits, the one that keeps less memory.
       problem.nodes[size_t(g)].cost[s] +=
           strategy.compute + strategy.communication + strategy.memory * kSecondsPerByteKept;
-      memory.use[size_t(g)][s] += strategy.memory;
+      for (size_t k = 0; k < limits; ++k)
+        if (stage == kAnyStage || size_t(stage) == k)
+          problem.resources[k].use[size_t(g)][s] +=
+              stages ? strategy.memory + strategy.keptMemory * (stages->inFlight[k] - 1)
+                     : strategy.memory;
     }
   }
-  problem.resources.push_back(std::move(memory));
 
   // Edges: operand uses, and updates that must end split as their
   // parameter is. Alike edges between the same groups are costed once.
@@ -134,7 +150,10 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   result_.gap = solution.cost > 0 ? std::max(0.0, solution.cost - solution.bound) / solution.cost
                                   : 0.0;
   if (!solution.feasible) {
-    double smallest = solution.minimumUse.empty() ? 0 : solution.minimumUse[0];
+    double smallest = solution.minimumUse.empty()
+                          ? 0
+                          : *std::max_element(solution.minimumUse.begin(),
+                                              solution.minimumUse.end());
     if (smallest > options_.memoryLimit) {
       module_->setAttr(attr::kOutOfMemory, UnitAttr::get(module_.getContext()));
       return func_.emitError() << "no sharding over mesh " << meshText() << " fits "
@@ -158,8 +177,18 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     result_.communicationSeconds += s.communication;
     result_.memoryBytes += s.memory;
   }
+  double memorySum = result_.memoryBytes; // what the objective's tie-break counted
+  if (stages) { // the fullest stage's
+    result_.memoryBytes = 0;
+    for (const auto &memory : problem.resources) {
+      double used = 0;
+      for (size_t g = 0; g < groups_.size(); ++g)
+        used += memory.use[g][size_t(solution.choice[g])];
+      result_.memoryBytes = std::max(result_.memoryBytes, used);
+    }
+  }
   result_.communicationSeconds = std::max(
-      0.0, solution.cost - result_.computeSeconds - result_.memoryBytes * kSecondsPerByteKept);
+      0.0, solution.cost - result_.computeSeconds - memorySum * kSecondsPerByteKept);
   return solution;
 }
 

@@ -198,7 +198,8 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   // running it on every candidate in turn took a 39B GPT's search on 512
   // A100s 30 s; the rounded best usually leaves it nothing to prove.
   std::vector<std::tuple<double, double, size_t>> unsettled; // bound, gap, candidate
-  auto tryCandidate = [&](size_t index, bool roundingOnly) {
+  const SearchOptions *bestCandidate = nullptr;
+  auto tryCandidate = [&](size_t index, bool roundingOnly, double seconds) {
     const SearchOptions &candidate = candidates[index];
     auto search = std::make_unique<search::Search>(graph, candidate);
     bool freeAxis = candidate.mesh.size() == 1 && candidate.mesh[0].role == AxisRole::Free;
@@ -209,8 +210,8 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
         freeAxisFailure.push_back(std::move(d));
       return success();
     });
-    FailureOr<double> cost = search->decide(
-        search::Search::kTimeLimitSeconds, std::min(bestCost, options.costBelow), roundingOnly);
+    FailureOr<double> cost =
+        search->decide(seconds, std::min(bestCost, options.costBelow), roundingOnly);
     if (roundingOnly && succeeded(cost) && search->unsettled())
       unsettled.push_back({search->bound(), search->gap(), index});
     LLVM_DEBUG({
@@ -226,14 +227,27 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     if (succeeded(cost) && *cost < bestCost) {
       best = std::move(search);
       bestCost = *cost;
+      bestCandidate = &candidate;
     }
   };
   for (size_t i = 0; i < candidates.size(); ++i)
-    tryCandidate(i, /*roundingOnly=*/true);
+    tryCandidate(i, /*roundingOnly=*/true, search::Search::kTimeLimitSeconds);
   llvm::sort(unsettled);
+  // CBC's full time goes to improving the best plan; a candidate whose
+  // rounded plan lost, and which CBC would have to make better than the
+  // best, gets less (GPT-3's stages: 5 s of CBC finding nothing was half
+  // the whole search).
+  size_t bestIndex = best ? size_t(std::find_if(candidates.begin(), candidates.end(),
+                                                [&](const SearchOptions &c) {
+                                                  return &c == bestCandidate;
+                                                }) -
+                                   candidates.begin())
+                          : candidates.size();
   for (auto [bound, gap, index] : unsettled)
-    if (bound < bestCost * (1 - gap) - 1e-12 * bestCost)
-      tryCandidate(index, /*roundingOnly=*/false);
+    if (!options.roundingOnly && bound < bestCost * (1 - gap) - 1e-12 * bestCost)
+      tryCandidate(index, /*roundingOnly=*/false,
+                   index == bestIndex ? search::Search::kTimeLimitSeconds
+                                      : search::Search::kLosingCandidateSeconds);
   if (!best && freeAxisTried) { // the free axis failed among the candidates: say why
     for (Diagnostic &d : freeAxisFailure)
       module.getContext()->getDiagEngine().emit(std::move(d));
@@ -245,7 +259,8 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   }
   if (!best) { // no role assignment works: the whole program
     best = std::make_unique<search::Search>(graph, options);
-    if (failed(best->decide(search::Search::kTimeLimitSeconds, options.costBelow))) {
+    if (failed(best->decide(search::Search::kTimeLimitSeconds, options.costBelow,
+                            options.roundingOnly))) {
       if (candidates.size() > 1 && options.searchMeshShape)
         func.emitError() << "(the " << candidates.size() - 1
                          << " dp x tp shapes of the devices with tensor-parallel groups inside a "
@@ -254,6 +269,7 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     }
   }
   SearchResult result = best->annotate();
+  result.unsettled = best->unsettled();
   result.meshSearched = options.searchMeshShape;
   result.searchSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -17,12 +17,14 @@
 #ifndef DTC_COMPILER_SHARDINGSEARCH_H
 #define DTC_COMPILER_SHARDINGSEARCH_H
 
+#include "compiler/PipelineStages.h"
 #include "cost/Cluster.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <functional>
 #include <limits>
@@ -59,6 +61,16 @@ struct SearchOptions {
   /// device holds (1 / stages), and of the kept activations (the first
   /// stage's in-flight micro-batches / stages).
   double parameterShare = 1, keptShare = 1;
+  /// Pipeline stages, set: memory is limited stage by stage instead of by
+  /// the shares above (which make every stage the average one), each
+  /// stage holding its own ops' weights and state, and their kept
+  /// activations for its micro-batches in flight; the plan's memory is
+  /// its fullest stage's.
+  std::shared_ptr<const StageMemory> stageMemory;
+  /// Each candidate's LP relaxation rounded, and no CBC at all (the plan
+  /// `unsettled` when outside the gap): for comparing many searches, then
+  /// searching the chosen one again in full.
+  bool roundingOnly = false;
   /// Only plans predicted cheaper than this are wanted: the search fails
   /// (quietly worse, not out of memory) when none is.
   double costBelow = std::numeric_limits<double>::infinity();
@@ -70,6 +82,9 @@ struct SearchResult {
   int eliminated = 0;                  // decisions the reductions settled
   bool optimal = false;
   bool rounded = false; // the LP relaxation rounded was within the gap: no CBC
+  /// SearchOptions::roundingOnly, and the rounded plan is outside the gap
+  /// of its bound: CBC might still improve it.
+  bool unsettled = false;
   double gap = 0;                    // not optimal: (cost - CBC's bound) / cost
   std::vector<MeshAxisSpec> mesh;    // the mesh decided on (its shape searched or given)
   bool meshSearched = false;         // its shape came from --devices

@@ -232,6 +232,10 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
           double(plan::stashSlots(kind.value_or(plan::ONE_F_ONE_B), stages, 0, microBatches,
                                   options->virtualStages)) /
           double(stages);
+      if (kind) // each stage's memory as dtc-pipeline-split will cut it
+        search.stageMemory = StageMemory::of(
+            main, stages, *kind == plan::INTERLEAVED ? options->virtualStages : 1, *kind,
+            microBatches);
     }
     FailureOr<SearchResult> result = searchShardings(module, main, search);
     if (failed(result))
