@@ -1279,23 +1279,18 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
       solution.message = "no choice costs less than " + number(costBelow);
       return solution;
     }
-    // Equal to the bound up to rounding in the last digits: optimal.
+    // Within the gap (equal to the bound up to rounding in the last
+    // digits: optimal), or not but CBC left to the caller: the rounding.
     bool equal = roundedCost - relaxedBound <= 1e-9 * std::abs(roundedCost);
-    if (std::isfinite(roundedCost) && (equal || roundedCost - relaxedBound <= gap * roundedCost)) {
+    bool withinGap = equal || roundedCost - relaxedBound <= gap * roundedCost;
+    if (std::isfinite(roundedCost) && (withinGap || roundingOnly)) {
       solution.choice = rounded;
       solution.feasible = true;
       solution.optimal = equal;
       solution.cost = roundedCost;
       solution.bound = std::min(roundedCost, relaxedBound);
-      solution.solvedByRounding = true;
-      return solution;
-    }
-    if (roundingOnly && std::isfinite(roundedCost)) { // CBC left to the caller
-      solution.choice = rounded;
-      solution.feasible = true;
-      solution.cost = roundedCost;
-      solution.bound = std::min(roundedCost, relaxedBound);
-      solution.roundedOnly = true;
+      solution.solvedByRounding = withinGap;
+      solution.roundedOnly = !withinGap;
       return solution;
     }
   }
