@@ -390,7 +390,7 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
       attempt = withStagesOf(*work, attempt);
       auto pipeline = (*work)->getAttrOfType<DictionaryAttr>(attr::kPipeline);
       auto chosen = pipeline ? pipeline.getAs<IntegerAttr>("micro_batches") : IntegerAttr();
-      if (int64_t m = chosen ? chosen.getInt() : 1;
+      if (int64_t m = chosen ? chosen.getInt() : microBatchesOf(main); // one stage: main's
           chooseMicroBatches && m != microBatchesOf(step->lookupSymbol<func::FuncOp>("main"))) {
         FailureOr<OwningOpRef<ModuleOp>> rebuilt = stepWith(attempt, m);
         if (failed(rebuilt))

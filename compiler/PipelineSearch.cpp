@@ -212,6 +212,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     tried.microBatches = m;
     tried.searchSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    if (failed(searched) && refine)
+      return kSlower; // the rounded plan stays
     if (failed(searched)) {
       bool memory = (*work)->hasAttr(attr::kOutOfMemory);
       outOfMemory |= memory;
