@@ -195,6 +195,73 @@ LogicalResult convertPad(NodeContext &ctx) {
   return success();
 }
 
+/// CumSum as a log-step prefix sum (Hillis and Steele): ceil(log2 n)
+/// rounds, each adding the running sums moved 1, 2, 4, ... places along the
+/// axis (zeros moved in). Exact for integers, differentiable through its
+/// slices, concats and adds, O(n log n) adds; exclusive moves the result
+/// one place more, reverse moves toward the start.
+LogicalResult convertCumSum(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  auto x = ctx.input(0);
+  auto given = ctx.constantInts(1, "axis");
+  if (failed(type) || failed(x) || failed(given))
+    return failure();
+  int64_t rank = type->getRank();
+  if (given->size() != 1)
+    return ctx.fail("axis must be a scalar");
+  auto axis = normalizeAxis((*given)[0], rank);
+  if (!axis)
+    return ctx.fail("axis " + std::to_string((*given)[0]) + " out of range for rank " +
+                    std::to_string(rank));
+  bool exclusive = ctx.attrInt("exclusive", 0) != 0, reverse = ctx.attrInt("reverse", 0) != 0;
+  int64_t n = type->getDimSize(*axis);
+  Type element = type->getElementType();
+  Attribute zero = isa<FloatType>(element) ? Attribute(FloatAttr::get(element, 0.0))
+                                           : Attribute(IntegerAttr::get(element, 0));
+  auto zeros = [&](int64_t size) {
+    SmallVector<int64_t> shape(type->getShape());
+    shape[size_t(*axis)] = size;
+    return ctx.constant(DenseElementsAttr::get(type->clone(shape), zero));
+  };
+  // `v` moved `by` places toward the axis's end (reverse: its start).
+  auto moved = [&](Value v, int64_t by) -> FailureOr<Value> {
+    SmallVector<int64_t> offsets(size_t(rank), 0), sizes(type->getShape()),
+        strides(size_t(rank), 1);
+    sizes[size_t(*axis)] = n - by;
+    if (reverse)
+      offsets[size_t(*axis)] = by;
+    auto kept = ctx.create<SliceOp>(v, {ctx.namedI64s("offsets", offsets),
+                                        ctx.namedI64s("sizes", sizes),
+                                        ctx.namedI64s("strides", strides)});
+    if (failed(kept))
+      return failure();
+    SmallVector<Value> parts{zeros(by), *kept};
+    if (reverse)
+      std::swap(parts[0], parts[1]);
+    return ctx.create<ConcatOp>(parts, {ctx.namedI64("axis", *axis)});
+  };
+  Value sum = *x;
+  for (int64_t by = 1; by < n; by *= 2) {
+    auto shifted = moved(sum, by);
+    if (failed(shifted))
+      return failure();
+    auto added = ctx.create<AddOp>(ValueRange{sum, *shifted});
+    if (failed(added))
+      return failure();
+    sum = *added;
+  }
+  if (exclusive && n == 1) {
+    sum = zeros(1);
+  } else if (exclusive && n > 1) {
+    auto shifted = moved(sum, 1);
+    if (failed(shifted))
+      return failure();
+    sum = *shifted;
+  }
+  ctx.setOutput(0, sum);
+  return success();
+}
+
 LogicalResult convertSplit(NodeContext &ctx) {
   auto type = ctx.inputType(0);
   if (failed(type))
@@ -554,6 +621,7 @@ const OpConverter kConverters[] = {
     {"Unsqueeze", 13, convertUnsqueeze},
     {"Expand", 13, convertExpand},
     {"Gather", 13, convertGather},
+    {"CumSum", 11, convertCumSum},
     {"Constant", 13, convertConstant},
     {"ConstantOfShape", 13, convertConstantOfShape},
     {"Shape", 13, convertShape},

@@ -224,6 +224,10 @@ def make_cases(seed=0):
     add(Case("gather input ids (i32)", [N("Cast", ["X"], "I", to=TensorProto.INT32),
                                         N("Gather", ["W", "I"], axis=0)],
              {"W": rand(6, 4)}, inputs={"X": f32([[1, 5, 1], [0, 3, 3]])}))
+    add(Case("cumsum", [N("CumSum", ["W", "ax"])], {"W": rand(3, 5)},
+             consts={"ax": i64(1).reshape(())}))
+    add(Case("cumsum exclusive reverse", [N("CumSum", ["W", "ax"], exclusive=1, reverse=1)],
+             {"W": rand(6, 2)}, consts={"ax": i64(0).reshape(())}))
     add(Case("reshape", [N("Reshape", ["W", "shape"])], {"W": rand(3, 4)},
              consts={"shape": i64(2, 6)}))
     add(Case("transpose", [N("Transpose", ["W"], perm=[2, 0, 1])], {"W": rand(2, 3, 4)}))
