@@ -438,6 +438,82 @@ LogicalResult convertGather(NodeContext &ctx) {
                                              {ctx.namedI64("axis", *axis)}));
 }
 
+/// GatherND as one Gather: the batch dims and the k indexed dims of `data`
+/// flattened into one, and each index tuple made its row there (negative
+/// indices counted from the end; its batch position's rows before it). A
+/// constant index tensor folds to constant rows; the gradient is Gather's.
+LogicalResult convertGatherND(NodeContext &ctx) {
+  auto dataType = ctx.inputType(0), indicesType = ctx.inputType(1);
+  auto data = ctx.input(0), indices = ctx.input(1);
+  if (failed(dataType) || failed(indicesType) || failed(data) || failed(indices))
+    return failure();
+  int64_t r = dataType->getRank(), q = indicesType->getRank();
+  int64_t b = ctx.attrInt("batch_dims", 0);
+  int64_t k = q > 0 ? indicesType->getShape().back() : 0;
+  if (q < 1 || b < 0 || b >= q || k < 1 || b + k > r)
+    return ctx.fail("indices of rank " + std::to_string(q) + " ending in " + std::to_string(k) +
+                    " with batch_dims " + std::to_string(b) + " do not index data of rank " +
+                    std::to_string(r));
+  for (int64_t d = 0; d < b; ++d)
+    if (dataType->getDimSize(d) != indicesType->getDimSize(d))
+      return ctx.fail("batch dim " + std::to_string(d) + " differs: data's " +
+                      std::to_string(dataType->getDimSize(d)) + ", indices' " +
+                      std::to_string(indicesType->getDimSize(d)));
+  Type index = indicesType->getElementType();
+  auto constantOf = [&](ArrayRef<int64_t> shape, ArrayRef<int64_t> values) {
+    SmallVector<APInt> ints;
+    for (int64_t v : values)
+      ints.push_back(APInt(index.getIntOrFloatBitWidth(), uint64_t(v), /*isSigned=*/true));
+    return ctx.constant(DenseElementsAttr::get(RankedTensorType::get(shape, index), ints));
+  };
+  // Each indexed dim's size and stride among the k.
+  SmallVector<int64_t> sizes, strides(size_t(k), 1);
+  for (int64_t j = 0; j < k; ++j)
+    sizes.push_back(dataType->getDimSize(b + j));
+  for (int64_t j = k - 2; j >= 0; --j)
+    strides[size_t(j)] = strides[size_t(j + 1)] * sizes[size_t(j + 1)];
+  int64_t rowsPerBatch = strides[0] * sizes[0];
+  auto fail = [](auto v) { return failed(v); };
+  auto negative = ctx.create<LessOp>(ValueRange{*indices, constantOf({}, {0})});
+  if (fail(negative))
+    return failure();
+  auto wrapped = ctx.create<AddOp>(ValueRange{*indices, constantOf({k}, sizes)});
+  if (fail(wrapped))
+    return failure();
+  auto normal = ctx.create<WhereOp>(ValueRange{*negative, *wrapped, *indices});
+  if (fail(normal))
+    return failure();
+  auto scaled = ctx.create<MulOp>(ValueRange{*normal, constantOf({k}, strides)});
+  if (fail(scaled))
+    return failure();
+  auto rows = ctx.create<ReduceSumOp>(*scaled, {ctx.namedI64s("axes", {q - 1}),
+                                                ctx.named("keepdims", ctx.builder().getBoolAttr(false))});
+  if (fail(rows))
+    return failure();
+  Value row = *rows;
+  if (b > 0) { // each batch position's rows come after the earlier ones'
+    ArrayRef<int64_t> outer = indicesType->getShape().drop_back();
+    int64_t inner = 1;
+    for (int64_t d = b; d < q - 1; ++d)
+      inner *= outer[size_t(d)];
+    SmallVector<int64_t> offsets;
+    for (int64_t i = 0, n = ShapedType::getNumElements(outer); i < n; ++i)
+      offsets.push_back(i / inner * rowsPerBatch);
+    auto shifted = ctx.create<AddOp>(ValueRange{row, constantOf(outer, offsets)});
+    if (fail(shifted))
+      return failure();
+    row = *shifted;
+  }
+  SmallVector<int64_t> flat{rowsPerBatch};
+  for (int64_t d = 0; d < b; ++d)
+    flat[0] *= dataType->getDimSize(d);
+  llvm::append_range(flat, dataType->getShape().drop_front(b + k));
+  auto table = ctx.createTyped<ReshapeOp>(dataType->clone(flat), *data);
+  if (fail(table))
+    return failure();
+  return ctx.result(ctx.create<GatherOp>(ValueRange{*table, row}, {ctx.namedI64("axis", 0)}));
+}
+
 /// Reads a node's tensor-valued attribute into a dense constant.
 FailureOr<DenseElementsAttr> tensorAttribute(NodeContext &ctx,
                                              const ::onnx::TensorProto &tensor) {
@@ -622,6 +698,7 @@ const OpConverter kConverters[] = {
     {"Expand", 13, convertExpand},
     {"Gather", 13, convertGather},
     {"CumSum", 11, convertCumSum},
+    {"GatherND", 12, convertGatherND},
     {"Constant", 13, convertConstant},
     {"ConstantOfShape", 13, convertConstantOfShape},
     {"Shape", 13, convertShape},

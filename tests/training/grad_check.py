@@ -224,6 +224,10 @@ def make_cases(seed=0):
     add(Case("gather input ids (i32)", [N("Cast", ["X"], "I", to=TensorProto.INT32),
                                         N("Gather", ["W", "I"], axis=0)],
              {"W": rand(6, 4)}, inputs={"X": f32([[1, 5, 1], [0, 3, 3]])}))
+    add(Case("gathernd", [N("GatherND", ["W", "idx"])], {"W": rand(3, 4, 2)},
+             consts={"idx": i64(0, 1, 2, -1, 0, 1, 2, 3).reshape(4, 2)}))
+    add(Case("gathernd batch_dims 1", [N("GatherND", ["W", "idx"], batch_dims=1)],
+             {"W": rand(2, 5, 3)}, consts={"idx": i64(4, 1, 0, 4).reshape(2, 2, 1)}))
     add(Case("cumsum", [N("CumSum", ["W", "ax"])], {"W": rand(3, 5)},
              consts={"ax": i64(1).reshape(())}))
     add(Case("cumsum exclusive reverse", [N("CumSum", ["W", "ax"], exclusive=1, reverse=1)],
