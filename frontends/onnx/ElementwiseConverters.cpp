@@ -200,7 +200,100 @@ LogicalResult convertIsInf(NodeContext &ctx) {
   return ctx.result(ctx.create<LessOp>(ValueRange{*x, *x}));
 }
 
+/// Mod(a, b): a - trunc(a / b) * b, the remainder with a's sign (fmod=1,
+/// C's fmod; floats must ask for it), moved by b where its sign differs
+/// from b's (fmod=0, Python's %). Floats compute in f64, where the
+/// quotient of two f32 values is never rounded onto the wrong integer, and
+/// the truncation is a cast to i64 and back.
+LogicalResult convertMod(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  auto a = ctx.input(0), b = ctx.input(1);
+  if (failed(type) || failed(a) || failed(b))
+    return failure();
+  Type element = type->getElementType();
+  bool fmod = ctx.attrInt("fmod", 0) != 0, isFloat = isa<FloatType>(element);
+  if (isFloat && !fmod)
+    return ctx.fail("Mod of floats needs fmod=1 (ONNX leaves fmod=0 to integers)");
+  // Constants (shape arithmetic): computed here, exactly.
+  if (auto ca = ctx.constantOrNull(0), cb = ctx.constantOrNull(1);
+      ca && cb && ca.getType() == cb.getType()) {
+    if (isFloat) {
+      SmallVector<APFloat> out;
+      for (auto [p, q] : llvm::zip(ca.getValues<APFloat>(), cb.getValues<APFloat>())) {
+        APFloat r = p;
+        r.mod(q); // C's fmod: exact, a's sign
+        out.push_back(r);
+      }
+      return ctx.result(ctx.constant(DenseElementsAttr::get(ca.getType(), out)));
+    }
+    bool isUnsigned = element.isUnsignedInteger();
+    SmallVector<APInt> out;
+    for (auto [p, q] : llvm::zip(ca.getValues<APInt>(), cb.getValues<APInt>())) {
+      if (q.isZero())
+        return ctx.fail("Mod by zero");
+      APInt r = isUnsigned ? p.urem(q) : p.srem(q);
+      if (!isUnsigned && !fmod && !r.isZero() && r.isNegative() != q.isNegative())
+        r += q;
+      out.push_back(r);
+    }
+    return ctx.result(ctx.constant(DenseElementsAttr::get(ca.getType(), out)));
+  }
+  OpBuilder &builder = ctx.builder();
+  Type wide = isFloat ? Type(builder.getF64Type()) : element;
+  auto castTo = [&](Value v, Type to) -> FailureOr<Value> {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getElementType() == to)
+      return v;
+    return ctx.createTyped<CastOp>(t.clone(to), v);
+  };
+  auto x = castTo(*a, wide), y = castTo(*b, wide);
+  if (failed(x) || failed(y))
+    return failure();
+  auto quotient = ctx.create<DivOp>(ValueRange{*x, *y});
+  if (failed(quotient))
+    return failure();
+  Value whole = *quotient;
+  if (isFloat) { // toward zero: through i64 (integer division already is)
+    auto truncated = castTo(*quotient, builder.getI64Type());
+    if (failed(truncated))
+      return failure();
+    auto back = castTo(*truncated, wide);
+    if (failed(back))
+      return failure();
+    whole = *back;
+  }
+  auto product = ctx.create<MulOp>(ValueRange{whole, *y});
+  if (failed(product))
+    return failure();
+  auto remainder = ctx.create<SubOp>(ValueRange{*x, *product});
+  if (failed(remainder))
+    return failure();
+  Value r = *remainder;
+  if (!fmod) { // Python's: where r != 0 and its sign differs from b's, r + b
+    Value zero = ctx.scalar(0, wide);
+    auto rNegative = ctx.create<LessOp>(ValueRange{r, zero});
+    auto bNegative = ctx.create<LessOp>(ValueRange{*y, zero});
+    auto isZero = ctx.create<EqualOp>(ValueRange{r, zero});
+    if (failed(rNegative) || failed(bNegative) || failed(isZero))
+      return failure();
+    auto differ = ctx.create<XorOp>(ValueRange{*rNegative, *bNegative});
+    auto nonzero = ctx.create<NotOp>(*isZero);
+    if (failed(differ) || failed(nonzero))
+      return failure();
+    auto move = ctx.create<AndOp>(ValueRange{*differ, *nonzero});
+    auto moved = ctx.create<AddOp>(ValueRange{r, *y});
+    if (failed(move) || failed(moved))
+      return failure();
+    auto chosen = ctx.create<WhereOp>(ValueRange{*move, *moved, r});
+    if (failed(chosen))
+      return failure();
+    r = *chosen;
+  }
+  return ctx.result(castTo(r, element));
+}
+
 const OpConverter kConverters[] = {
+    {"Mod", 13, convertMod},
     {"Add", 13, convertBinary<AddOp>},
     {"Sub", 13, convertBinary<SubOp>},
     {"Mul", 13, convertBinary<MulOp>},

@@ -16,7 +16,8 @@ Every test that imports is then compiled (`dtc compile`, the same --freeze
 arguments) and run (`dtc run --threads 1`) on each of its test_data_set_*/,
 and every output is compared with the reference output_<i>.pb: dtype and
 shape exactly, integers and bools exactly, floats by np.allclose(rtol=1e-4,
-atol=1e-5) with NaNs in the same places. --import-only skips this.
+atol=1e-5; f16 and bf16 outputs to two of their ulps) with NaNs in the same
+places. --import-only skips this.
 
 Tests dtc does not claim to support (op not in `dtc import --list-ops`, opset
 outside `dtc import --list-opsets`, foreign domains, model-local functions,
