@@ -519,6 +519,52 @@ LogicalResult convertReduce(NodeContext &ctx) {
   return ctx.result(reduce<OpTy>(ctx, *ctx.input(0), axes, keepdims));
 }
 
+/// ArgMax / ArgMin along an axis: the first (or, select_last_index, the
+/// last) position whose value equals the axis's max (min): where(x == m,
+/// position, past the end) reduced by min (or where(x == m, position, -1)
+/// by max). Integer results; nothing to differentiate.
+template <typename ExtremeOp>
+LogicalResult convertArgExtreme(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  auto x = ctx.input(0);
+  if (failed(type) || failed(x))
+    return failure();
+  int64_t rank = type->getRank();
+  auto axis = ctx.axisAttr("axis", 0, rank);
+  if (failed(axis))
+    return failure();
+  bool keepdims = ctx.attrInt("keepdims", 1) != 0, last = ctx.attrInt("select_last_index", 0) != 0;
+  OpBuilder &b = ctx.builder();
+  auto extreme = ctx.create<ExtremeOp>(*x, {ctx.namedI64s("axes", {*axis}),
+                                            ctx.named("keepdims", b.getBoolAttr(true))});
+  if (failed(extreme))
+    return failure();
+  auto at = ctx.create<EqualOp>(ValueRange{*x, *extreme});
+  if (failed(at))
+    return failure();
+  int64_t n = type->getDimSize(*axis);
+  SmallVector<int64_t> positionShape(size_t(rank), 1);
+  positionShape[size_t(*axis)] = n;
+  SmallVector<APInt> positions;
+  for (int64_t i = 0; i < n; ++i)
+    positions.push_back(APInt(64, uint64_t(i), true));
+  Type i64 = b.getI64Type();
+  Value position =
+      ctx.constant(DenseElementsAttr::get(RankedTensorType::get(positionShape, i64), positions));
+  auto broadcast = ctx.create<BroadcastOp>(position, {ctx.namedI64s("shape", type->getShape())});
+  if (failed(broadcast))
+    return failure();
+  Value outside = ctx.constant(DenseElementsAttr::get(
+      RankedTensorType::get({}, i64), APInt(64, uint64_t(last ? -1 : n), true)));
+  auto candidates = ctx.create<WhereOp>(ValueRange{*at, *broadcast, outside});
+  if (failed(candidates))
+    return failure();
+  NamedAttribute axes = ctx.namedI64s("axes", {*axis});
+  NamedAttribute keep = ctx.named("keepdims", b.getBoolAttr(keepdims));
+  return ctx.result(last ? ctx.create<ReduceMaxOp>(*candidates, {axes, keep})
+                         : ctx.create<ReduceMinOp>(*candidates, {axes, keep}));
+}
+
 const OpConverter kConverters[] = {
     {"MatMul", 13, convertMatMul},
     {"Gemm", 13, convertGemm},
@@ -540,6 +586,8 @@ const OpConverter kConverters[] = {
     {"ReduceMean", 13, convertReduce<ReduceMeanOp, 18>},
     {"ReduceMax", 13, convertReduce<ReduceMaxOp, 18>},
     {"ReduceMin", 13, convertReduce<ReduceMinOp, 18>},
+    {"ArgMax", 11, convertArgExtreme<ReduceMaxOp>},
+    {"ArgMin", 11, convertArgExtreme<ReduceMinOp>},
 };
 
 } // namespace

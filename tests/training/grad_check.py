@@ -228,6 +228,8 @@ def make_cases(seed=0):
              consts={"idx": i64(0, 1, 2, -1, 0, 1, 2, 3).reshape(4, 2)}))
     add(Case("gathernd batch_dims 1", [N("GatherND", ["W", "idx"], batch_dims=1)],
              {"W": rand(2, 5, 3)}, consts={"idx": i64(4, 1, 0, 4).reshape(2, 2, 1)}))
+    add(Case("gather elements axis 1", [N("GatherElements", ["W", "idx"], axis=1)],
+             {"W": rand(3, 4)}, consts={"idx": i64(0, 3, -1, 1, 1, 2).reshape(3, 2)}))
     add(Case("cumsum", [N("CumSum", ["W", "ax"])], {"W": rand(3, 5)},
              consts={"ax": i64(1).reshape(())}))
     add(Case("cumsum exclusive reverse", [N("CumSum", ["W", "ax"], exclusive=1, reverse=1)],
