@@ -519,6 +519,130 @@ LogicalResult convertReduce(NodeContext &ctx) {
   return ctx.result(reduce<OpTy>(ctx, *ctx.input(0), axes, keepdims));
 }
 
+/// NegativeLogLikelihoodLoss of log-probabilities `input` [N, C, d...] at
+/// class ids `target` [N, d...]: -input[n, target, d...], times
+/// weight[target] when given, 0 where target is ignore_index (which is
+/// never gathered: 0 stands in for it); reduced by none, sum or mean (over
+/// the weights of the targets not ignored, or their count).
+FailureOr<Value> nllLoss(NodeContext &ctx, Value input, Value target, std::optional<Value> weight) {
+  auto type = cast<RankedTensorType>(input.getType());
+  auto targetType = cast<RankedTensorType>(target.getType());
+  if (type.getRank() < 2 || targetType.getRank() != type.getRank() - 1)
+    return ctx.fail("input of rank " + std::to_string(type.getRank()) + " and target of rank " +
+                    std::to_string(targetType.getRank()) +
+                    ": the input is [N, C, d...] and the target [N, d...]");
+  std::string reduction = ctx.attrString("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return ctx.fail("reduction must be none, sum or mean, got '" + reduction + "'");
+  Type element = type.getElementType(), index = targetType.getElementType();
+  auto scalarIndex = [&](int64_t v) {
+    return ctx.constant(DenseElementsAttr::get(
+        RankedTensorType::get({}, index), APInt(index.getIntOrFloatBitWidth(), uint64_t(v), true)));
+  };
+  Value safe = target;
+  std::optional<Value> kept; // 1 where the target counts, in the input's type
+  if (const auto *ignore = ctx.attribute("ignore_index")) {
+    auto ignored = ctx.create<EqualOp>(ValueRange{target, scalarIndex(ignore->i())});
+    if (failed(ignored))
+      return failure();
+    auto replaced = ctx.create<WhereOp>(ValueRange{*ignored, scalarIndex(0), target});
+    auto counted = ctx.create<NotOp>(*ignored);
+    if (failed(replaced) || failed(counted))
+      return failure();
+    safe = *replaced;
+    auto mask = ctx.createTyped<CastOp>(targetType.clone(element), *counted);
+    if (failed(mask))
+      return failure();
+    kept = *mask;
+  }
+  auto column = ctx.create<UnsqueezeOp>(safe, {ctx.namedI64s("axes", {1})});
+  if (failed(column))
+    return failure();
+  auto picked = gatherElements(ctx, input, *column, 1);
+  if (failed(picked))
+    return failure();
+  auto squeezed = ctx.create<SqueezeOp>(*picked, {ctx.namedI64s("axes", {1})});
+  if (failed(squeezed))
+    return failure();
+  auto negated = ctx.create<NegOp>(*squeezed);
+  if (failed(negated))
+    return failure();
+  Value loss = *negated;
+  std::optional<Value> weights = kept;
+  if (weight) {
+    auto perTarget = ctx.create<GatherOp>(ValueRange{*weight, safe}, {ctx.namedI64("axis", 0)});
+    if (failed(perTarget))
+      return failure();
+    weights = *perTarget;
+    if (kept) {
+      auto masked = ctx.create<MulOp>(ValueRange{*weights, *kept});
+      if (failed(masked))
+        return failure();
+      weights = *masked;
+    }
+  }
+  if (weights) {
+    auto weighted = ctx.create<MulOp>(ValueRange{loss, *weights});
+    if (failed(weighted))
+      return failure();
+    loss = *weighted;
+  }
+  if (reduction == "none")
+    return loss;
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < targetType.getRank(); ++d)
+    all.push_back(d);
+  auto sumOf = [&](Value v) {
+    return ctx.create<ReduceSumOp>(v, {ctx.namedI64s("axes", all),
+                                       ctx.named("keepdims", ctx.builder().getBoolAttr(false))});
+  };
+  auto total = sumOf(loss);
+  if (failed(total) || reduction == "sum")
+    return total;
+  if (!weights)
+    return ctx.create<ReduceMeanOp>(loss, {ctx.namedI64s("axes", all),
+                                           ctx.named("keepdims", ctx.builder().getBoolAttr(false))});
+  auto denominator = sumOf(*weights);
+  if (failed(denominator))
+    return failure();
+  return ctx.create<DivOp>(ValueRange{*total, *denominator});
+}
+
+LogicalResult convertNegativeLogLikelihoodLoss(NodeContext &ctx) {
+  auto input = ctx.input(0), target = ctx.input(1);
+  if (failed(input) || failed(target))
+    return failure();
+  std::optional<Value> weight;
+  if (ctx.hasInput(2)) {
+    auto given = ctx.input(2);
+    if (failed(given))
+      return failure();
+    weight = *given;
+  }
+  return ctx.result(nllLoss(ctx, *input, *target, weight));
+}
+
+/// SoftmaxCrossEntropyLoss: NegativeLogLikelihoodLoss of the scores'
+/// log-softmax over the classes (dim 1), which is its second output.
+LogicalResult convertSoftmaxCrossEntropyLoss(NodeContext &ctx) {
+  auto scores = ctx.input(0), labels = ctx.input(1);
+  if (failed(scores) || failed(labels))
+    return failure();
+  auto logProb = ctx.create<LogSoftmaxOp>(*scores, {ctx.namedI64("axis", 1)});
+  if (failed(logProb))
+    return failure();
+  std::optional<Value> weight;
+  if (ctx.hasInput(2)) {
+    auto given = ctx.input(2);
+    if (failed(given))
+      return failure();
+    weight = *given;
+  }
+  if (ctx.wantsOutput(1))
+    ctx.setOutput(1, *logProb);
+  return ctx.result(nllLoss(ctx, *logProb, *labels, weight));
+}
+
 /// ArgMax / ArgMin along an axis: the first (or, select_last_index, the
 /// last) position whose value equals the axis's max (min): where(x == m,
 /// position, past the end) reduced by min (or where(x == m, position, -1)
@@ -586,6 +710,8 @@ const OpConverter kConverters[] = {
     {"ReduceMean", 13, convertReduce<ReduceMeanOp, 18>},
     {"ReduceMax", 13, convertReduce<ReduceMaxOp, 18>},
     {"ReduceMin", 13, convertReduce<ReduceMinOp, 18>},
+    {"NegativeLogLikelihoodLoss", 13, convertNegativeLogLikelihoodLoss},
+    {"SoftmaxCrossEntropyLoss", 13, convertSoftmaxCrossEntropyLoss},
     {"ArgMax", 11, convertArgExtreme<ReduceMaxOp>},
     {"ArgMin", 11, convertArgExtreme<ReduceMinOp>},
 };

@@ -182,6 +182,14 @@ struct OpConverter {
   const char *ignoredAttributes = "";
 };
 
+/// GatherElements along `axis` (indices of data's rank; negative ones
+/// counted from the end) as one Gather on `data` flattened: each element's
+/// flat position is its own coordinates with the axis's replaced by its
+/// index. The gradient is Gather's. Shared by GatherElements and the
+/// losses that pick each sample's class.
+mlir::FailureOr<mlir::Value> gatherElements(NodeContext &ctx, mlir::Value data,
+                                            mlir::Value indices, int64_t axis);
+
 llvm::ArrayRef<OpConverter> elementwiseConverters();
 llvm::ArrayRef<OpConverter> nnConverters();
 llvm::ArrayRef<OpConverter> tensorConverters();

@@ -514,31 +514,24 @@ LogicalResult convertGatherND(NodeContext &ctx) {
   return ctx.result(ctx.create<GatherOp>(ValueRange{*table, row}, {ctx.namedI64("axis", 0)}));
 }
 
-/// GatherElements as one Gather on `data` flattened: each element's flat
-/// position is its own coordinates with the axis's replaced by its index
-/// (negative indices counted from the end): index * stride(axis) plus a
-/// constant of the other coordinates' offsets. The gradient is Gather's.
-LogicalResult convertGatherElements(NodeContext &ctx) {
-  auto dataType = ctx.inputType(0), indicesType = ctx.inputType(1);
-  auto data = ctx.input(0), indices = ctx.input(1);
-  if (failed(dataType) || failed(indicesType) || failed(data) || failed(indices))
-    return failure();
-  int64_t rank = dataType->getRank();
-  if (indicesType->getRank() != rank)
-    return ctx.fail("indices of rank " + std::to_string(indicesType->getRank()) +
+} // namespace
+
+FailureOr<Value> gatherElements(NodeContext &ctx, Value data, Value indices, int64_t axis) {
+  auto dataType = cast<RankedTensorType>(data.getType());
+  auto indicesType = cast<RankedTensorType>(indices.getType());
+  int64_t rank = dataType.getRank();
+  if (indicesType.getRank() != rank)
+    return ctx.fail("indices of rank " + std::to_string(indicesType.getRank()) +
                     " for data of rank " + std::to_string(rank) + " (they must be equal)");
-  auto axis = ctx.axisAttr("axis", 0, rank);
-  if (failed(axis))
-    return failure();
-  ArrayRef<int64_t> shape = dataType->getShape(), at = indicesType->getShape();
+  ArrayRef<int64_t> shape = dataType.getShape(), at = indicesType.getShape();
   for (int64_t d = 0; d < rank; ++d)
-    if (d != *axis && at[size_t(d)] > shape[size_t(d)])
+    if (d != axis && at[size_t(d)] > shape[size_t(d)])
       return ctx.fail("indices' dim " + std::to_string(d) + " (" + std::to_string(at[size_t(d)]) +
                       ") is larger than data's (" + std::to_string(shape[size_t(d)]) + ")");
   SmallVector<int64_t> strides(size_t(rank), 1);
   for (int64_t d = rank - 2; d >= 0; --d)
     strides[size_t(d)] = strides[size_t(d + 1)] * shape[size_t(d + 1)];
-  Type index = indicesType->getElementType();
+  Type index = indicesType.getElementType();
   unsigned bits = index.getIntOrFloatBitWidth();
   auto scalarOf = [&](int64_t v) {
     return ctx.constant(DenseElementsAttr::get(RankedTensorType::get({}, index),
@@ -551,30 +544,43 @@ LogicalResult convertGatherElements(NodeContext &ctx) {
     for (int64_t d = rank - 1; d >= 0; --d) {
       int64_t c = rest % at[size_t(d)];
       rest /= at[size_t(d)];
-      if (d != *axis)
+      if (d != axis)
         offset += c * strides[size_t(d)];
     }
     offsets.push_back(APInt(bits, uint64_t(offset), true));
   }
-  auto negative = ctx.create<LessOp>(ValueRange{*indices, scalarOf(0)});
-  auto wrapped = ctx.create<AddOp>(ValueRange{*indices, scalarOf(shape[size_t(*axis)])});
+  auto negative = ctx.create<LessOp>(ValueRange{indices, scalarOf(0)});
+  auto wrapped = ctx.create<AddOp>(ValueRange{indices, scalarOf(shape[size_t(axis)])});
   if (failed(negative) || failed(wrapped))
     return failure();
-  auto normal = ctx.create<WhereOp>(ValueRange{*negative, *wrapped, *indices});
+  auto normal = ctx.create<WhereOp>(ValueRange{*negative, *wrapped, indices});
   if (failed(normal))
     return failure();
-  auto scaled = ctx.create<MulOp>(ValueRange{*normal, scalarOf(strides[size_t(*axis)])});
+  auto scaled = ctx.create<MulOp>(ValueRange{*normal, scalarOf(strides[size_t(axis)])});
   if (failed(scaled))
     return failure();
   auto flat = ctx.create<AddOp>(
-      ValueRange{*scaled, ctx.constant(DenseElementsAttr::get(*indicesType, offsets))});
+      ValueRange{*scaled, ctx.constant(DenseElementsAttr::get(indicesType, offsets))});
   if (failed(flat))
     return failure();
-  auto table = ctx.createTyped<ReshapeOp>(
-      dataType->clone({ShapedType::getNumElements(shape)}), *data);
+  auto table =
+      ctx.createTyped<ReshapeOp>(dataType.clone({ShapedType::getNumElements(shape)}), data);
   if (failed(table))
     return failure();
-  return ctx.result(ctx.create<GatherOp>(ValueRange{*table, *flat}, {ctx.namedI64("axis", 0)}));
+  return ctx.create<GatherOp>(ValueRange{*table, *flat}, {ctx.namedI64("axis", 0)});
+}
+
+namespace {
+
+LogicalResult convertGatherElements(NodeContext &ctx) {
+  auto type = ctx.inputType(0);
+  auto data = ctx.input(0), indices = ctx.input(1);
+  if (failed(type) || failed(data) || failed(indices))
+    return failure();
+  auto axis = ctx.axisAttr("axis", 0, type->getRank());
+  if (failed(axis))
+    return failure();
+  return ctx.result(gatherElements(ctx, *data, *indices, *axis));
 }
 
 /// Reads a node's tensor-valued attribute into a dense constant.

@@ -230,6 +230,12 @@ def make_cases(seed=0):
              {"W": rand(2, 5, 3)}, consts={"idx": i64(4, 1, 0, 4).reshape(2, 2, 1)}))
     add(Case("gather elements axis 1", [N("GatherElements", ["W", "idx"], axis=1)],
              {"W": rand(3, 4)}, consts={"idx": i64(0, 3, -1, 1, 1, 2).reshape(3, 2)}))
+    add(Case("softmax cross entropy loss (none, ignore_index)",
+             [N("SoftmaxCrossEntropyLoss", ["W", "lab"], reduction="none", ignore_index=2)],
+             {"W": rand(4, 3, 2)}, consts={"lab": i64(0, 2, 1, 1, 2, 0, 1, 0).reshape(4, 2)}))
+    add(Case("nll loss (mean, weights)",
+             [N("NegativeLogLikelihoodLoss", ["W", "lab", "w"], reduction="mean")],
+             {"W": rand(5, 3)}, consts={"lab": i64(0, 2, 1, 1, 2), "w": f32([0.5, 1.0, 2.0])}))
     add(Case("cumsum", [N("CumSum", ["W", "ax"])], {"W": rand(3, 5)},
              consts={"ax": i64(1).reshape(())}))
     add(Case("cumsum exclusive reverse", [N("CumSum", ["W", "ax"], exclusive=1, reverse=1)],
