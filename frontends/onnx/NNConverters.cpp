@@ -521,10 +521,17 @@ LogicalResult convertReduce(NodeContext &ctx) {
 
 /// NegativeLogLikelihoodLoss of log-probabilities `input` [N, C, d...] at
 /// class ids `target` [N, d...]: -input[n, target, d...], times
-/// weight[target] when given, 0 where target is ignore_index (which is
+/// weight[target] when the node gives weights (input 2), 0 where target is ignore_index (which is
 /// never gathered: 0 stands in for it); reduced by none, sum or mean (over
 /// the weights of the targets not ignored, or their count).
-FailureOr<Value> nllLoss(NodeContext &ctx, Value input, Value target, std::optional<Value> weight) {
+FailureOr<Value> nllLoss(NodeContext &ctx, Value input, Value target) {
+  std::optional<Value> weight; // the node's input 2, in both losses
+  if (ctx.hasInput(2)) {
+    auto given = ctx.input(2);
+    if (failed(given))
+      return failure();
+    weight = *given;
+  }
   auto type = cast<RankedTensorType>(input.getType());
   auto targetType = cast<RankedTensorType>(target.getType());
   if (type.getRank() < 2 || targetType.getRank() != type.getRank() - 1)
@@ -612,14 +619,7 @@ LogicalResult convertNegativeLogLikelihoodLoss(NodeContext &ctx) {
   auto input = ctx.input(0), target = ctx.input(1);
   if (failed(input) || failed(target))
     return failure();
-  std::optional<Value> weight;
-  if (ctx.hasInput(2)) {
-    auto given = ctx.input(2);
-    if (failed(given))
-      return failure();
-    weight = *given;
-  }
-  return ctx.result(nllLoss(ctx, *input, *target, weight));
+  return ctx.result(nllLoss(ctx, *input, *target));
 }
 
 /// SoftmaxCrossEntropyLoss: NegativeLogLikelihoodLoss of the scores'
@@ -631,16 +631,9 @@ LogicalResult convertSoftmaxCrossEntropyLoss(NodeContext &ctx) {
   auto logProb = ctx.create<LogSoftmaxOp>(*scores, {ctx.namedI64("axis", 1)});
   if (failed(logProb))
     return failure();
-  std::optional<Value> weight;
-  if (ctx.hasInput(2)) {
-    auto given = ctx.input(2);
-    if (failed(given))
-      return failure();
-    weight = *given;
-  }
   if (ctx.wantsOutput(1))
     ctx.setOutput(1, *logProb);
-  return ctx.result(nllLoss(ctx, *logProb, *labels, weight));
+  return ctx.result(nllLoss(ctx, *logProb, *labels));
 }
 
 /// ArgMax / ArgMin along an axis: the first (or, select_last_index, the
