@@ -5,7 +5,8 @@ Usage:
     python3 tests/numerics/compare_models.py --dtc build/bin/dtc [--keep DIR]
 
 Generates mlp, gpt and cnn (tests/models/generate.py) into a temporary
-directory, and for two shapes of each: draws inputs (fixed seed), compiles the
+directory, takes GPT-2 and BERT as PyTorch exports them (committed in
+tests/models/exported/), and for two shapes of each: draws inputs (fixed seed), compiles the
 model with `dtc compile`, runs the plan with `dtc run` at --threads 1 and 2,
 once with inputs and outputs as ONNX TensorProto files (input_<i>.pb) and
 once as NumPy files named after the inputs (<name>.npy), and compares every
@@ -31,6 +32,18 @@ sys.path.insert(0, HERE)
 import generate  # noqa: E402  (tests/models/generate.py)
 from dtc_cli import ATOL, RTOL, Comparison, DtcCli, DtcError, read_outputs, write_tensor  # noqa: E402
 
+# Committed exports (tests/models/exported/), not generated.
+EXPORTED = os.path.join(HERE, "..", "models", "exported")
+
+
+def padded(batch, seq):
+    """An attention mask whose later rows pad more and more of the end."""
+    mask = np.ones((batch, seq), np.int64)
+    for b in range(batch):
+        mask[b, seq - b:] = 0
+    return mask
+
+
 def cases(rng):
     """model -> [(label, --shape bindings, {input name: array})]."""
     image = lambda n: rng.standard_normal((n, 3, 32, 32)).astype(np.float32)  # noqa: E731
@@ -42,6 +55,13 @@ def cases(rng):
                 ("batch=1 seq=7", ["input_ids=1x7"], {"input_ids": ids(1, 7)})],
         "cnn": [("batch=2", ["batch=2"], {"image": image(2)}),
                 ("batch=1", ["image=1x3x32x32"], {"image": image(1)})],
+        # Exported by torch.onnx.export's default (dynamo) exporter from
+        # transformers with a dynamic batch (tests/models/export_hf.py):
+        # GPT-2's positions use CumSum, its attention and BERT's GatherND.
+        "gpt2": [("batch=3", ["batch=3"], {"input_ids": rng.randint(0, 64, (3, 8))}),
+                 ("batch=1", ["batch=1"], {"input_ids": rng.randint(0, 64, (1, 8))})],
+        "bert": [("batch=3", ["batch=3"], {"input_ids": rng.randint(0, 64, (3, 8)),
+                                          "attention_mask": padded(3, 8)})],
     }
 
 
@@ -121,7 +141,10 @@ def main():
         failed = total = 0
         for name, model_cases in cases(rng).items():
             model_path = os.path.join(work, f"{name}.onnx")
-            onnx.save(generate.MODELS[name](), model_path)
+            if name in generate.MODELS:
+                onnx.save(generate.MODELS[name](), model_path)
+            else:
+                model_path = os.path.join(EXPORTED, f"{name}.onnx")
             for label, shapes, feeds in model_cases:
                 failed += check_case(dtc, work, name, model_path, label, shapes, feeds)
                 total += len(RUNS)
