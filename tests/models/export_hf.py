@@ -3,9 +3,10 @@
 
     python3 tests/models/export_hf.py tests/models/exported
 
-Writes gpt2.onnx and bert.onnx (each with its .onnx.data, external weights
-as the exporter writes them): transformers' GPT2LMHeadModel and BertModel
-with their default settings but tiny sizes and random weights (seed 0),
+Writes gpt2.onnx, bert.onnx, vit.onnx and resnet.onnx (each with its
+.onnx.data, external weights as the exporter writes them): transformers'
+GPT2LMHeadModel, BertModel, ViTModel and ResNetModel with their default
+settings but tiny sizes and random weights (seed 0),
 exported by `torch.onnx.export(..., dynamo=True)` (the default exporter of
 current torch) with a dynamic batch axis. These are the committed fixtures
 of tests/models/exported_models.py; CI does not need torch to use them.
@@ -41,6 +42,15 @@ def main():
         vocab_size=64, max_position_embeddings=16)).eval()
     export(bert, (torch.randint(0, 64, (2, 8)), torch.ones(2, 8, dtype=torch.long)),
            ["input_ids", "attention_mask"], os.path.join(out, "bert.onnx"))
+    vit = transformers.ViTModel(transformers.ViTConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        image_size=32, patch_size=8, num_channels=3)).eval()
+    export(vit, (torch.randn(2, 3, 32, 32),), ["pixel_values"], os.path.join(out, "vit.onnx"))
+    resnet = transformers.ResNetModel(transformers.ResNetConfig(
+        embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic",
+        num_channels=3)).eval()
+    export(resnet, (torch.randn(2, 3, 32, 32),), ["pixel_values"],
+           os.path.join(out, "resnet.onnx"))
     print("torch", torch.__version__, "transformers", transformers.__version__)
 
 

@@ -5,7 +5,7 @@ Usage:
     python3 tests/numerics/compare_models.py --dtc build/bin/dtc [--keep DIR]
 
 Generates mlp, gpt and cnn (tests/models/generate.py) into a temporary
-directory, takes GPT-2 and BERT as PyTorch exports them (committed in
+directory, takes GPT-2, BERT, ViT and ResNet as PyTorch exports them (committed in
 tests/models/exported/), and for two shapes of each: draws inputs (fixed seed), compiles the
 model with `dtc compile`, runs the plan with `dtc run` at --threads 1 and 2,
 once with inputs and outputs as ONNX TensorProto files (input_<i>.pb) and
@@ -62,6 +62,8 @@ def cases(rng):
                  ("batch=1", ["batch=1"], {"input_ids": rng.randint(0, 64, (1, 8))})],
         "bert": [("batch=3", ["batch=3"], {"input_ids": rng.randint(0, 64, (3, 8)),
                                           "attention_mask": padded(3, 8)})],
+        "vit": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
+        "resnet": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
     }
 
 
