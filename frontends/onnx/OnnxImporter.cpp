@@ -84,6 +84,8 @@ private:
                                         llvm::StringSet<> &usedShapes);
   FailureOr<DenseElementsAttr> frozenInput(const ::onnx::ValueInfoProto &input);
   LogicalResult toMicroBatch(const std::string &name, RankedTensorType &type, int64_t &batch);
+  /// `--shape name` names nothing: the error lists what it could name.
+  LogicalResult unknownShapeName(const ::onnx::GraphProto &graph, llvm::StringRef name);
   /// Records that symbolic dim `symbol` is `value` (as input `input` has
   /// it); a symbol must mean one size across all inputs.
   LogicalResult bindSymbol(const std::string &symbol, int64_t value,
@@ -229,6 +231,25 @@ OnnxImporter::inputType(const ::onnx::ValueInfoProto &input,
 
 /// --micro-batches N: an input whose dim 0 is the batch (that of the first
 /// input) gets 1/N of it, one micro-batch; shapes inside the graph follow.
+LogicalResult OnnxImporter::unknownShapeName(const ::onnx::GraphProto &graph,
+                                             llvm::StringRef name) {
+  // What --shape could have named: the inputs and their symbolic dims.
+  std::string inputs, symbols;
+  llvm::StringSet<> seen;
+  for (const auto &input : graph.input()) {
+    if (initializers_.count(input.name()))
+      continue;
+    inputs += (inputs.empty() ? "" : ", ") + input.name();
+    for (const auto &dim : input.type().tensor_type().shape().dim())
+      if (dim.has_dim_param() && !dim.dim_param().empty() && seen.insert(dim.dim_param()).second)
+        symbols += (symbols.empty() ? "" : ", ") + dim.dim_param();
+  }
+  return fileError("--shape " + name.str() + ": the model has no graph input or symbolic dim "
+                   "named '" + name.str() + "' (its inputs: " +
+                   (inputs.empty() ? std::string("none") : inputs) + "; its symbolic dims: " +
+                   (symbols.empty() ? std::string("none") : symbols) + ")");
+}
+
 LogicalResult OnnxImporter::toMicroBatch(const std::string &name, RankedTensorType &type,
                                          int64_t &batch) {
   if (type.getRank() == 0)
@@ -338,6 +359,19 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
     return fileError("sparse initializer '" + sparse.values().name() +
                      "' is not supported");
 
+  // A --shape name that no input and no symbolic dim has (a misspelling)
+  // is the error to report first: the symbol it meant is unbound too.
+  for (const auto &[name, dims] : options_.shapes) {
+    bool known = false;
+    for (const auto &input : graph.input()) {
+      known |= !initializers_.count(input.name()) && input.name() == name;
+      for (const auto &dim : input.type().tensor_type().shape().dim())
+        known |= dim.has_dim_param() && dim.dim_param() == name;
+    }
+    if (!known)
+      return unknownShapeName(graph, name);
+  }
+
   // Inputs that are not initializers become the function's arguments.
   llvm::StringSet<> usedShapes;
   llvm::SmallVector<Type> argTypes;
@@ -367,24 +401,8 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
       return fileError("--freeze " + name + ": the model has no graph input named '" +
                        name + "'");
   for (const auto &[name, dims] : options_.shapes)
-    if (!usedShapes.contains(name)) {
-      // What --shape could have named: the inputs and their symbolic dims.
-      std::string inputs, symbols;
-      llvm::StringSet<> seen;
-      for (const auto &input : graph.input()) {
-        if (initializers_.count(input.name()))
-          continue;
-        inputs += (inputs.empty() ? "" : ", ") + input.name();
-        for (const auto &dim : input.type().tensor_type().shape().dim())
-          if (dim.has_dim_param() && !dim.dim_param().empty() &&
-              seen.insert(dim.dim_param()).second)
-            symbols += (symbols.empty() ? "" : ", ") + dim.dim_param();
-      }
-      return fileError("--shape " + name + ": the model has no graph input or "
-                       "symbolic dim named '" + name + "' (its inputs: " +
-                       (inputs.empty() ? std::string("none") : inputs) + "; its symbolic dims: " +
-                       (symbols.empty() ? std::string("none") : symbols) + ")");
-    }
+    if (!usedShapes.contains(name))
+      return unknownShapeName(graph, name);
 
   auto func = builder_.create<func::FuncOp>(
       FileLineColLoc::get(&context_, displayName_, 0, 0), "main",
