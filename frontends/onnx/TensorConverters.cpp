@@ -438,6 +438,17 @@ LogicalResult convertGather(NodeContext &ctx) {
                                              {ctx.namedI64("axis", *axis)}));
 }
 
+/// `indices` with each negative one counted from the end of its dim:
+/// where(indices < 0, indices + sizes, indices) (`zero` and `sizes` of the
+/// indices' type, broadcasting).
+FailureOr<Value> fromTheEnd(NodeContext &ctx, Value indices, Value zero, Value sizes) {
+  auto negative = ctx.create<LessOp>(ValueRange{indices, zero});
+  auto wrapped = ctx.create<AddOp>(ValueRange{indices, sizes});
+  if (failed(negative) || failed(wrapped))
+    return failure();
+  return ctx.create<WhereOp>(ValueRange{*negative, *wrapped, indices});
+}
+
 /// GatherND as one Gather: the batch dims and the k indexed dims of `data`
 /// flattened into one, and each index tuple made its row there (negative
 /// indices counted from the end; its batch position's rows before it). A
@@ -474,13 +485,7 @@ LogicalResult convertGatherND(NodeContext &ctx) {
     strides[size_t(j)] = strides[size_t(j + 1)] * sizes[size_t(j + 1)];
   int64_t rowsPerBatch = strides[0] * sizes[0];
   auto fail = [](auto v) { return failed(v); };
-  auto negative = ctx.create<LessOp>(ValueRange{*indices, constantOf({}, {0})});
-  if (fail(negative))
-    return failure();
-  auto wrapped = ctx.create<AddOp>(ValueRange{*indices, constantOf({k}, sizes)});
-  if (fail(wrapped))
-    return failure();
-  auto normal = ctx.create<WhereOp>(ValueRange{*negative, *wrapped, *indices});
+  auto normal = fromTheEnd(ctx, *indices, constantOf({}, {0}), constantOf({k}, sizes));
   if (fail(normal))
     return failure();
   auto scaled = ctx.create<MulOp>(ValueRange{*normal, constantOf({k}, strides)});
@@ -549,11 +554,7 @@ FailureOr<Value> gatherElements(NodeContext &ctx, Value data, Value indices, int
     }
     offsets.push_back(APInt(bits, uint64_t(offset), true));
   }
-  auto negative = ctx.create<LessOp>(ValueRange{indices, scalarOf(0)});
-  auto wrapped = ctx.create<AddOp>(ValueRange{indices, scalarOf(shape[size_t(axis)])});
-  if (failed(negative) || failed(wrapped))
-    return failure();
-  auto normal = ctx.create<WhereOp>(ValueRange{*negative, *wrapped, indices});
+  auto normal = fromTheEnd(ctx, indices, scalarOf(0), scalarOf(shape[size_t(axis)]));
   if (failed(normal))
     return failure();
   auto scaled = ctx.create<MulOp>(ValueRange{*normal, scalarOf(strides[size_t(axis)])});
