@@ -3,7 +3,8 @@
 // The walk is generic: each op defines its own gradient (Gradients.cpp in
 // the dialect). Gradients of a value used several times are summed. The
 // dtc-autodiff pass differentiates a function's first result (a scalar
-// loss) and returns each parameter's gradient after it.
+// loss) and returns each parameter's gradient after it (not a frozen
+// parameter's: training leaves those alone).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Autodiff.h"
@@ -81,7 +82,7 @@ struct Autodiff : impl::AutodiffBase<Autodiff> {
     for (Operation &op : block)
       if (auto p = dyn_cast<graph::ParameterOp>(op)) {
         Value grad = grads.lookup(p.getResult());
-        if (!grad)
+        if (!grad || p.getFrozen())
           continue;
         results.push_back(grad);
         names.push_back(p.getNameAttr());

@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace dtc {
 #define GEN_PASS_DEF_BUILDTRAININGSTEP
@@ -104,12 +105,23 @@ public:
       return failure();
 
     SmallVector<std::pair<graph::ParameterOp, Value>> trained;
+    llvm::StringSet<> runningStatistics;
+    for (auto &[value, name] : updates)
+      runningStatistics.insert(name);
+    // Why each parameter that is not trained is not, for the notes.
+    std::vector<std::pair<std::string, std::string>> untrained;
     for (Operation &op : block_)
-      if (auto p = dyn_cast<graph::ParameterOp>(op))
-        if (Value g = grads.lookup(p.getResult()); g && typeOf(g).getElementType().isF32())
+      if (auto p = dyn_cast<graph::ParameterOp>(op)) {
+        Value g = grads.lookup(p.getResult());
+        if (auto why = p.getFrozen())
+          untrained.push_back({p.getName().str(), why->str()});
+        else if (g && typeOf(g).getElementType().isF32())
           trained.push_back({p, g});
+        else if (!runningStatistics.contains(p.getName()))
+          untrained.push_back({p.getName().str(), "the trained output does not depend on it"});
+      }
     if (trained.empty())
-      return func_.emitError("the loss depends on no f32 parameter: nothing to train");
+      return func_.emitError("the loss depends on no f32 parameter: nothing to train") << (untrained.empty() ? "" : " (" + describeUntrained(untrained) + ")");
     b_.setInsertionPoint(terminator);
     if (options_.microBatches > 1)
       accumulateGradients(trained, updates);
@@ -204,6 +216,9 @@ public:
     });
     noteWhatWasBuilt(parametersBefore, int(updates.size()) - states - accumulators - int(running),
                      states, norms, running, trainedValues, stateBytes);
+    if (!untrained.empty())
+      addNote(func_, "training: not trained: " + describeUntrained(untrained) +
+                         " (--trainable / --frozen PATTERN choose otherwise)");
     if (accumulators)
       addNote(func_, "training: gradients accumulated over " +
                          std::to_string(options_.microBatches) + " micro-batches of " +
@@ -242,6 +257,29 @@ private:
     if (options_.ignoreIndex)
       add("ignore_index", b_.getI64IntegerAttr(*options_.ignoreIndex));
     func_->setAttr(attr::kTraining, b_.getDictionaryAttr(entries));
+  }
+
+  /// "mask (a mask: its values are 0 and -inf); a, b (no gradient reaches
+  /// it)": names grouped by why, the first few of each.
+  static std::string describeUntrained(ArrayRef<std::pair<std::string, std::string>> untrained) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> byWhy;
+    for (const auto &entry : untrained) {
+      const std::string &why = entry.second;
+      auto it = llvm::find_if(byWhy, [&](const auto &group) { return group.first == why; });
+      if (it == byWhy.end())
+        it = byWhy.insert(byWhy.end(), {why, {}});
+      it->second.push_back(entry.first);
+    }
+    std::string text;
+    for (const auto &[why, names] : byWhy) {
+      text += text.empty() ? "" : "; ";
+      for (size_t i = 0; i < names.size() && i < 4; ++i)
+        text += (i ? ", " : "") + names[i];
+      if (names.size() > 4)
+        text += " and " + std::to_string(names.size() - 4) + " more";
+      text += " (" + why + ")";
+    }
+    return text;
   }
 
   void noteWhatWasBuilt(int parametersBefore, int trained, int states, int norms,

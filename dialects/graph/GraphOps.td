@@ -120,15 +120,21 @@ def Graph_ParameterOp : Graph_Op<"parameter"> {
     folder) and the byte `offset` of the whole tensor in it, so that a rank
     reads its shard from there without parsing the model again. Both are
     optional and printed in the attribute dictionary.
+
+    `frozen`, when present, says why training leaves the parameter as it
+    is (a mask or a cos/sin table the exporter stored as an initializer, or
+    the user's `--frozen` pattern): it gets no gradient, no optimizer state
+    and no update, but is loaded, sharded and exported like any other.
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrAttr>:$file,
-                       OptionalAttr<I64Attr>:$offset);
+                       OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$frozen);
   let results = (outs Graph_FloatTensor:$output);
   let assemblyFormat = "$name attr-dict `:` type($output)";
   let builders = [
     // A parameter whose bytes are not in external data (or not in any file).
     OpBuilder<(ins "::mlir::Type":$output, "::mlir::StringAttr":$name), [{
-      build($_builder, $_state, output, name, /*file=*/nullptr, /*offset=*/nullptr);
+      build($_builder, $_state, output, name, /*file=*/nullptr, /*offset=*/nullptr,
+            /*frozen=*/nullptr);
     }]>
   ];
 }

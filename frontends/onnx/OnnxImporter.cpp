@@ -116,6 +116,8 @@ private:
   llvm::StringMap<Value> values_;
   llvm::StringMap<std::pair<int64_t, std::string>> symbols_;
   llvm::StringMap<const ::onnx::TensorProto *> initializers_;
+  /// Parameters training leaves alone, with why (Trainable.h).
+  std::map<std::string, std::string> frozen_;
   int nodeIndex_ = 0;
 };
 
@@ -133,10 +135,10 @@ FailureOr<Value> OnnxImporter::lookup(const std::string &name, NodeContext &node
   auto type = tensorTypeOf(context_, tensor, error);
   if (failed(type))
     return node.fail(error);
-  // Float initializers with more than one element are trainable parameters;
-  // their values stay in the model file. Everything else is a constant.
+  // Float initializers with more than one element are parameters; their
+  // values stay in the model file. Everything else is a constant.
   Value value;
-  if (isa<FloatType>(type->getElementType()) && type->getNumElements() > 1) {
+  if (isParameterTensor(tensor)) {
     std::optional<formats::onnx::ExternalData> external;
     if (failed(checkTensorData(tensor, baseDir_, error, &external)))
       return node.fail(error);
@@ -147,6 +149,8 @@ FailureOr<Value> OnnxImporter::lookup(const std::string &name, NodeContext &node
       parameter.setFileAttr(builder_.getStringAttr(external->location));
       parameter.setOffsetAttr(builder_.getI64IntegerAttr(external->offset));
     }
+    if (auto why = frozen_.find(tensor.name()); why != frozen_.end())
+      parameter.setFrozenAttr(builder_.getStringAttr(why->second));
     value = parameter;
   } else {
     auto dense = readTensor(context_, tensor, baseDir_, error);
@@ -355,6 +359,9 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
       return fileError("an initializer has no name");
     initializers_[init.name()] = &init;
   }
+  std::string why;
+  if (failed(chooseFrozen(context_, graph, baseDir_, options_.trainable, frozen_, why)))
+    return fileError(why);
   for (const auto &sparse : graph.sparse_initializer())
     return fileError("sparse initializer '" + sparse.values().name() +
                      "' is not supported");

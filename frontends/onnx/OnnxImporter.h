@@ -2,6 +2,8 @@
 #ifndef DTC_FRONTENDS_ONNX_ONNXIMPORTER_H
 #define DTC_FRONTENDS_ONNX_ONNXIMPORTER_H
 
+#include "frontends/onnx/Trainable.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -28,6 +30,9 @@ struct ImportOptions {
   /// micro-batch, dim 0 of every input whose dim 0 is the batch (that of
   /// the first input) divided by N.
   int64_t microBatches = 1;
+  /// `--trainable` / `--frozen PATTERN`: which weights training updates,
+  /// where the importer's default (Trainable.h) is not what the user wants.
+  TrainablePatterns trainable;
 };
 
 /// Parses `--shape` text `NAME=2x128` into `options`; false with `error` set

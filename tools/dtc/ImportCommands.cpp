@@ -52,6 +52,15 @@ void addModelOptions(OptionParser &parser, ModelOptions &options) {
         return "";
       },
       "--freeze needs NAME=FILE.pb, e.g. --freeze shape=shape.pb");
+  for (auto [flag, list] : {std::pair{"--trainable", &options.import.trainable.trainable},
+                            std::pair{"--frozen", &options.import.trainable.frozen}})
+    parser.value(
+        flag,
+        [list = list](const std::string &v) {
+          list->push_back(v);
+          return std::string();
+        },
+        std::string(flag) + " needs a pattern on weight names, e.g. " + flag + " 'encoder.*'");
   parser.text("-o", options.output, "-o needs a file name");
   parser.text("--output", options.output, "-o needs a file name");
 }

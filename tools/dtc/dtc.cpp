@@ -22,10 +22,12 @@ commands:
   compile MODEL.onnx -o PLAN.dtcp [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Compile a model into a plan: elementwise fusion, a memory-aware
         schedule, buffer assignment with reuse. Prints what it decided.
-        --shape and --freeze as for import.
+        --shape, --freeze, --trainable and --frozen as for import.
         --train makes the plan one training step (forward, loss, backward,
         optimizer update) on the model's first output:
           --train-output NAME   train this output instead of the first
+          --trainable PATTERN / --frozen PATTERN   which weights train (as
+              for import; the notes list those left alone and why)
           --loss cross_entropy|mse (default cross_entropy; labels are class
               ids, --ignore-index N leaves a label out of the loss)
           --optimizer adamw|sgd (default adamw) --lr X (default 1e-3)
@@ -137,6 +139,12 @@ commands:
         symbolic dim (batch=2); repeat it as needed.
         --freeze NAME=FILE.pb makes graph input NAME a constant with the
         value in an ONNX TensorProto file (for shapes fed as inputs).
+        --trainable PATTERN / --frozen PATTERN: weights (float initializers)
+        training updates or leaves alone, by name (globs: * ? [..] {a,b});
+        repeat as needed. By default a weight used as one (by a matmul,
+        convolution, norm or embedding lookup) trains, and so does any
+        other initializer except masks (values 0 and 1, or 0 and a large
+        negative) and sin/cos tables; a frozen one is printed with why.
         --debug-locations prints each op's ONNX node name.
         --list-ops prints the supported ONNX op types; --list-opsets prints
         the supported default-domain opset range.

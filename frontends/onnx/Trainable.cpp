@@ -1,0 +1,298 @@
+//===- Trainable.cpp - which of a model's weights training updates --------===//
+#include "frontends/onnx/Trainable.h"
+#include "frontends/onnx/TensorData.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace dtc::onnx {
+namespace {
+
+/// Values are read for the mask and table checks up to this size; larger
+/// buffers than this are not what exporters store.
+constexpr int64_t kMaxInspected = int64_t(1) << 24;
+
+/// How close sin^2 + cos^2 must be to 1.
+constexpr double kUnitTolerance = 1e-4;
+
+struct Use {
+  const ::onnx::NodeProto *node;
+  int input;
+};
+
+/// Ops that pass a tensor on reshaped, cast or reordered (operand 0): a
+/// weight behind them is still the weight.
+bool passesOn(const std::string &op, int input) {
+  static const std::set<std::string> ops = {"Reshape", "Transpose", "Cast", "CastLike",
+                                            "Squeeze", "Unsqueeze", "Identity", "Flatten",
+                                            "Expand", "Slice"};
+  return input == 0 && ops.count(op);
+}
+
+/// Uses that make a tensor a weight: what layers multiply activations by,
+/// normalise with, or look rows up in.
+bool isWeightUse(const std::string &op, int input) {
+  if (op == "MatMul" || op == "Gemm" || op == "Einsum")
+    return true;
+  if (op == "Conv" || op == "ConvTranspose")
+    return input >= 1;
+  if (op == "LayerNormalization" || op == "BatchNormalization" ||
+      op == "GroupNormalization" || op == "InstanceNormalization" ||
+      op == "RMSNormalization" || op == "SimplifiedLayerNormalization")
+    return input == 1 || input == 2;
+  return op == "Gather" && input == 0;
+}
+
+/// A batch norm's running mean or variance: updated from the batch's
+/// statistics, never by the optimizer, and not a buffer to judge.
+bool isRunningStatistic(const std::string &op, int input) {
+  return op == "BatchNormalization" && (input == 3 || input == 4);
+}
+
+class Chooser {
+public:
+  Chooser(const ::onnx::GraphProto &graph) {
+    for (const auto &node : graph.node())
+      for (int i = 0; i < node.input_size(); ++i)
+        if (!node.input(i).empty())
+          uses_[node.input(i)].push_back({&node, i});
+  }
+
+  /// How `name` is used, following it through reshapes and casts.
+  enum class Role { Weight, RunningStatistic, Other };
+  Role roleOf(const std::string &name) const {
+    std::vector<std::string> work = {name};
+    llvm::StringSet<> seen;
+    bool running = false;
+    while (!work.empty()) {
+      std::string value = work.back();
+      work.pop_back();
+      if (!seen.insert(value).second)
+        continue;
+      auto it = uses_.find(value);
+      if (it == uses_.end())
+        continue;
+      for (const Use &use : it->second) {
+        const std::string &op = use.node->op_type();
+        if (isWeightUse(op, use.input))
+          return Role::Weight;
+        running |= isRunningStatistic(op, use.input);
+        if (passesOn(op, use.input) && use.node->output_size() > 0)
+          work.push_back(use.node->output(0));
+      }
+    }
+    return running ? Role::RunningStatistic : Role::Other;
+  }
+
+private:
+  std::map<std::string, std::vector<Use>> uses_;
+};
+
+std::string formatValue(double v) {
+  if (std::isinf(v))
+    return v < 0 ? "-inf" : "inf";
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
+/// "a mask: its values are 0 and -inf" when `values` hold 0 and one other
+/// value that only a mask holds (1, or a large negative number).
+std::string maskReason(const std::vector<double> &values) {
+  std::set<double> distinct;
+  for (double v : values) {
+    if (std::isnan(v))
+      return "";
+    distinct.insert(v);
+    if (distinct.size() > 2)
+      return "";
+  }
+  if (distinct.size() != 2 || !distinct.count(0.0))
+    return "";
+  double other = *distinct.begin() == 0.0 ? *distinct.rbegin() : *distinct.begin();
+  if (other == 1.0 || other <= -1e4)
+    return "a mask: its values are 0 and " + formatValue(other);
+  return "";
+}
+
+/// Whether `values` has two different numbers, all within [-1, 1].
+bool unitRanged(const std::vector<double> &values) {
+  bool varies = false;
+  for (double v : values) {
+    if (!(std::fabs(v) <= 1 + kUnitTolerance))
+      return false;
+    varies |= v != values.front();
+  }
+  return varies;
+}
+
+/// "a sin/cos table: ..." when the last axis pairs columns whose squares
+/// sum to 1 (interleaved, as in the original Transformer, or halves).
+std::string tableReason(const std::vector<double> &values, int64_t last) {
+  if (last < 2 || last % 2 || values.size() % size_t(last) || !unitRanged(values))
+    return "";
+  auto pairsUp = [&](int64_t stride, int64_t step) {
+    for (size_t row = 0; row < values.size(); row += size_t(last))
+      for (int64_t k = 0; k < last / 2; ++k) {
+        double a = values[row + size_t(k * step)], b = values[row + size_t(k * step + stride)];
+        if (std::fabs(a * a + b * b - 1) > kUnitTolerance)
+          return false;
+      }
+    return true;
+  };
+  if (pairsUp(1, 2))
+    return "a sin/cos position table: its columns pair up with sin^2 + cos^2 = 1";
+  if (pairsUp(last / 2, 1))
+    return "a sin/cos position table: its halves pair up with sin^2 + cos^2 = 1";
+  return "";
+}
+
+bool squaresSumToOne(const std::vector<double> &a, const std::vector<double> &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::fabs(a[i] * a[i] + b[i] * b[i] - 1) > kUnitTolerance)
+      return false;
+  return true;
+}
+
+mlir::FailureOr<std::vector<double>> valuesOf(mlir::MLIRContext &context,
+                                              const ::onnx::TensorProto &tensor,
+                                              const std::string &baseDir, std::string &error) {
+  auto dense = readTensor(context, tensor, baseDir, error);
+  if (mlir::failed(dense))
+    return mlir::failure();
+  std::vector<double> values;
+  values.reserve(size_t(dense->getNumElements()));
+  for (const llvm::APFloat &v : dense->getValues<llvm::APFloat>())
+    values.push_back(v.convertToDouble());
+  return values;
+}
+
+int64_t elementCount(const ::onnx::TensorProto &tensor) {
+  int64_t count = 1;
+  for (int64_t d : tensor.dims()) {
+    if (d < 0)
+      return -1;
+    count = d && count > (int64_t(1) << 48) / d ? (int64_t(1) << 48) : count * d;
+  }
+  return count;
+}
+
+std::string someNames(const std::vector<std::string> &names) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 8; ++i)
+    text += (i ? ", " : "") + names[i];
+  if (names.size() > 8)
+    text += " and " + std::to_string(names.size() - 8) + " more";
+  return text;
+}
+
+} // namespace
+
+bool isParameterTensor(const ::onnx::TensorProto &tensor) {
+  switch (tensor.data_type()) {
+  case ::onnx::TensorProto::FLOAT:
+  case ::onnx::TensorProto::DOUBLE:
+  case ::onnx::TensorProto::FLOAT16:
+  case ::onnx::TensorProto::BFLOAT16:
+    return elementCount(tensor) > 1;
+  default:
+    return false;
+  }
+}
+
+mlir::LogicalResult chooseFrozen(mlir::MLIRContext &context, const ::onnx::GraphProto &graph,
+                                 const std::string &baseDir, const TrainablePatterns &patterns,
+                                 std::map<std::string, std::string> &frozen, std::string &error) {
+  std::vector<const ::onnx::TensorProto *> parameters;
+  std::vector<std::string> names;
+  for (const auto &tensor : graph.initializer())
+    if (isParameterTensor(tensor)) {
+      parameters.push_back(&tensor);
+      names.push_back(tensor.name());
+    }
+
+  // The patterns: each must name a parameter; no parameter may be named by
+  // both lists.
+  std::map<std::string, std::string> byPattern; // name -> the --frozen pattern
+  llvm::StringSet<> trainable;
+  for (auto [flag, list] : {std::pair{"--trainable", &patterns.trainable},
+                            std::pair{"--frozen", &patterns.frozen}}) {
+    bool isFrozen = list == &patterns.frozen;
+    for (const std::string &text : *list) {
+      auto glob = llvm::GlobPattern::create(text, /*MaxSubPatterns=*/1024);
+      if (!glob) {
+        error = std::string(flag) + " '" + text + "': " + llvm::toString(glob.takeError());
+        return mlir::failure();
+      }
+      bool matched = false;
+      for (const std::string &name : names) {
+        if (!glob->match(name))
+          continue;
+        matched = true;
+        if (isFrozen ? trainable.contains(name) : byPattern.count(name) > 0) {
+          error = "'" + name + "' is named by both --trainable and --frozen ('" + text + "')";
+          return mlir::failure();
+        }
+        if (isFrozen)
+          byPattern[name] = text;
+        else
+          trainable.insert(name);
+      }
+      if (!matched) {
+        error = std::string(flag) + " '" + text + "' names none of the model's " +
+                std::to_string(names.size()) + " weights (" +
+                (names.empty() ? "it has none" : someNames(names)) + ")";
+        return mlir::failure();
+      }
+    }
+  }
+  for (const auto &[name, pattern] : byPattern)
+    frozen[name] = "--frozen '" + pattern + "'";
+
+  // The rest by use, then by value.
+  Chooser chooser(graph);
+  struct Candidate {
+    const ::onnx::TensorProto *tensor;
+    std::vector<double> values;
+  };
+  std::vector<Candidate> candidates;
+  for (const ::onnx::TensorProto *tensor : parameters) {
+    const std::string &name = tensor->name();
+    if (trainable.contains(name) || frozen.count(name) ||
+        chooser.roleOf(name) != Chooser::Role::Other || elementCount(*tensor) > kMaxInspected)
+      continue;
+    auto values = valuesOf(context, *tensor, baseDir, error);
+    if (mlir::failed(values))
+      return mlir::failure();
+    int64_t last = tensor->dims_size() ? tensor->dims(tensor->dims_size() - 1) : 0;
+    std::string why = maskReason(*values);
+    if (why.empty())
+      why = tableReason(*values, last);
+    if (!why.empty())
+      frozen[name] = why;
+    else if (unitRanged(*values))
+      candidates.push_back({tensor, std::move(*values)});
+  }
+  // Rotary embeddings' cos and sin tables come as two tensors.
+  for (size_t i = 0; i < candidates.size(); ++i)
+    for (size_t j = i + 1; j < candidates.size(); ++j) {
+      const std::string &a = candidates[i].tensor->name(), &b = candidates[j].tensor->name();
+      if (frozen.count(a) || frozen.count(b) ||
+          !std::equal(candidates[i].tensor->dims().begin(), candidates[i].tensor->dims().end(),
+                      candidates[j].tensor->dims().begin(),
+                      candidates[j].tensor->dims().end()) ||
+          !squaresSumToOne(candidates[i].values, candidates[j].values))
+        continue;
+      frozen[a] = frozen[b] = "rotary cos and sin tables: paired, cos^2 + sin^2 = 1";
+    }
+  return mlir::success();
+}
+
+} // namespace dtc::onnx
