@@ -397,6 +397,7 @@ private:
             source->set_offset(int64_t(*offset));
           source->set_zeros(p->hasAttr(attr::kZeros));
           source->set_accumulator(p->hasAttr(attr::kAccumulator));
+          source->set_frozen(p.getFrozen().has_value());
           auto std = p->getAttrOfType<FloatAttr>(attr::kInitStd);
           auto value = p->getAttrOfType<FloatAttr>(attr::kInitValue);
           if (std || value) { // a generated model's: drawn at load, seeded by its name

@@ -49,6 +49,11 @@ bool readWholeFile(const std::string &path, std::string &data,
 
 bool writeFileAtomically(const std::string &path, const std::string &tmp,
                          std::initializer_list<std::string_view> pieces, std::string &error) {
+  return writeFileAtomically(path, tmp, std::vector<std::string_view>(pieces), error);
+}
+
+bool writeFileAtomically(const std::string &path, const std::string &tmp,
+                         const std::vector<std::string_view> &pieces, std::string &error) {
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     error = "cannot write " + path + ": cannot create " + tmp + ": " + systemError();

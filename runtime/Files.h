@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dtc::runtime {
 
@@ -13,6 +14,9 @@ namespace dtc::runtime {
 /// folder when the new entry itself must survive a crash.
 bool writeFileAtomically(const std::string &path, const std::string &tmp,
                          std::initializer_list<std::string_view> pieces, std::string &error);
+
+bool writeFileAtomically(const std::string &path, const std::string &tmp,
+                         const std::vector<std::string_view> &pieces, std::string &error);
 
 /// Reads all of a regular file into `data`; false with a message naming it.
 bool readWholeFile(const std::string &path, std::string &data, std::string &error);

@@ -268,9 +268,11 @@ mlir::LogicalResult chooseFrozen(mlir::MLIRContext &context, const ::onnx::Graph
     if (trainable.contains(name) || frozen.count(name) ||
         chooser.roleOf(name) != Chooser::Role::Other || elementCount(*tensor) > kMaxInspected)
       continue;
-    auto values = valuesOf(context, *tensor, baseDir, error);
+    // Bad data is the importer's to report, at the node that reads it.
+    std::string unreadable;
+    auto values = valuesOf(context, *tensor, baseDir, unreadable);
     if (mlir::failed(values))
-      return mlir::failure();
+      continue;
     int64_t last = tensor->dims_size() ? tensor->dims(tensor->dims_size() - 1) : 0;
     std::string why = maskReason(*values);
     if (why.empty())

@@ -12,11 +12,20 @@
 #include "onnx.pb.h"
 
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 
 namespace dtc::runtime::train {
 namespace {
+
+/// Past this many bytes of weights an exported model keeps them in a data
+/// file even when the model it came from did not (protobuf's limit is 2 GiB).
+constexpr int64_t kMostInline = int64_t(1) << 30;
+/// Tensors smaller than this stay inside the model (as exporters do).
+constexpr int64_t kSmallestExternal = 1024;
+/// Where each tensor starts in the data file (a multiple of), for mapping.
+constexpr int64_t kDataAlignment = 64;
 
 /// Parameter `id` of program `program`, whole (f32). Every rank calls it
 /// for the same parameters in the same order: unless every rank holds the
@@ -81,7 +90,7 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
     const plan::RankProgram &program = plan.ranks(p);
     for (int b = 0; b < program.buffers_size(); ++b) {
       const plan::Buffer &buffer = program.buffers(b);
-      if (!buffer.has_parameter() || buffer.parameter().zeros())
+      if (!buffer.has_parameter() || buffer.parameter().zeros() || buffer.parameter().frozen())
         continue;
       if (buffer.type().dtype() != plan::F32) {
         error = "--export: parameter '" + buffer.parameter().initializer() + "' is not f32";
@@ -102,35 +111,86 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
     error = "--export: cannot read the model " + modelPath;
     return false;
   }
-  for (::onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
+  // Weights go where the model kept them: into a data file beside `out`
+  // when the model had external data (or is too large for one file), else
+  // inside it. Initializers the plan did not train are copied as they are,
+  // their external bytes too: the result loads wherever it is written.
+  auto &initializers = *model.mutable_graph()->mutable_initializer();
+  bool external = false;
+  int64_t total = 0;
+  for (const ::onnx::TensorProto &init : initializers) {
+    external |= formats::onnx::isExternal(init);
     auto it = trained.find(init.name());
-    if (it == trained.end())
-      continue;
-    if (init.data_type() != ::onnx::TensorProto::FLOAT) {
-      error = "--export: initializer '" + init.name() + "' is not f32";
-      return false;
-    }
+    total += it != trained.end() ? int64_t(it->second.size()) : int64_t(init.raw_data().size());
+  }
+  external |= total > kMostInline;
+  std::filesystem::path outPath(out);
+  std::string dataName = outPath.filename().string() + ".data";
+  std::string dataPath = (outPath.parent_path() / dataName).string();
+  std::string modelDir = std::filesystem::path(modelPath).parent_path().string();
+  std::vector<std::string> copied; // external bytes of untrained initializers
+  copied.reserve(size_t(initializers.size()));
+  std::vector<std::string_view> pieces; // the data file
+  static const std::string padding(kDataAlignment, '\0');
+  int64_t offset = 0;
+  for (::onnx::TensorProto &init : initializers) {
+    std::string label = "--export: initializer '" + init.name() + "'";
     formats::onnx::TensorInfo info; // its dims checked (no overflow)
-    if (!formats::onnx::describeTensor(init, "--export: initializer '" + init.name() + "'",
-                                       info, error))
+    if (!formats::onnx::describeTensor(init, label, info, error))
       return false;
-    if (info.count * 4 != int64_t(it->second.size())) {
-      error = "--export: initializer '" + init.name() + "' has " +
-              std::to_string(info.count) + " elements, the trained parameter " +
-              std::to_string(it->second.size() / 4);
-      return false;
+    std::string_view bytes;
+    if (auto it = trained.find(init.name()); it != trained.end()) {
+      if (init.data_type() != ::onnx::TensorProto::FLOAT) {
+        error = label + " is not f32";
+        return false;
+      }
+      if (info.count * 4 != int64_t(it->second.size())) {
+        error = label + " has " + std::to_string(info.count) +
+                " elements, the trained parameter " + std::to_string(it->second.size() / 4);
+        return false;
+      }
+      bytes = it->second;
+      ++replaced;
+    } else if (formats::onnx::isExternal(init)) {
+      if (!formats::onnx::readTensorBytes(init, info, modelDir, label, copied.emplace_back(),
+                                          error))
+        return false;
+      bytes = copied.back();
+    } else {
+      continue; // inside the model, as it was
     }
     init.clear_float_data();
     init.clear_external_data();
-    init.set_data_location(::onnx::TensorProto::DEFAULT);
-    init.set_raw_data(it->second);
-    ++replaced;
+    if (external && int64_t(bytes.size()) >= kSmallestExternal) {
+      if (int64_t pad = (kDataAlignment - offset % kDataAlignment) % kDataAlignment) {
+        pieces.push_back(std::string_view(padding).substr(0, size_t(pad)));
+        offset += pad;
+      }
+      init.clear_raw_data();
+      init.set_data_location(::onnx::TensorProto::EXTERNAL);
+      for (auto [key, value] : {std::pair<const char *, std::string>{"location", dataName},
+                                {"offset", std::to_string(offset)},
+                                {"length", std::to_string(bytes.size())}}) {
+        auto *entry = init.add_external_data();
+        entry->set_key(key);
+        entry->set_value(value);
+      }
+      pieces.push_back(bytes);
+      offset += int64_t(bytes.size());
+    } else {
+      init.set_data_location(::onnx::TensorProto::DEFAULT);
+      init.set_raw_data(std::string(bytes));
+    }
   }
   std::string serialized;
   if (!model.SerializeToString(&serialized)) {
     error = "--export: the trained model is too large for one ONNX file (2 GiB)";
     return false;
   }
+  // The data first: the model that points into it appears only once it is
+  // whole.
+  if (!pieces.empty() && !writeFileAtomically(dataPath, dataPath + ".tmp", pieces, error))
+    return false;
   return writeFileAtomically(out, out + ".tmp", {serialized}, error);
 }
 

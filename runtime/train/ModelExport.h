@@ -12,12 +12,15 @@
 namespace dtc::runtime::train {
 
 /// Writes the model the plan was compiled from (`modelPath`) with its
-/// trained weights to `out`: every initializer that is a parameter of the
-/// plan gets the parameter's current bytes, inline (external data is not
-/// kept: the result is one self-contained file, under protobuf's 2 GiB
-/// limit). Weights split over the ranks are gathered first (every rank of
-/// `world` takes part); rank 0 writes, atomically. `replaced` counts the
-/// initializers written (rank 0). False with `error` otherwise.
+/// trained weights to `out`: every initializer that is a trained parameter
+/// of the plan gets the parameter's current bytes; the others (frozen
+/// parameters, constants) keep theirs. When the model kept weights in
+/// external data (or they pass 1 GiB), every tensor of 1 KiB or more goes
+/// to `<out>.data` beside `out`, else all go inside: either way the result
+/// loads from wherever it is written. Weights split over the ranks are
+/// gathered first (every rank of `world` takes part); rank 0 writes, the
+/// data file and then the model, each atomically. `replaced` counts the
+/// trained initializers written (rank 0). False with `error` otherwise.
 bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::string &modelPath,
                         const std::string &out, Communicator *world, int &replaced,
                         std::string &error);

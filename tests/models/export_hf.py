@@ -3,18 +3,24 @@
 
     python3 tests/models/export_hf.py tests/models/exported
 
-Writes gpt2.onnx, bert.onnx, vit.onnx and resnet.onnx (each with its
-.onnx.data, external weights as the exporter writes them): transformers'
-GPT2LMHeadModel, BertModel, ViTModel and ResNetModel with their default
-settings but tiny sizes and random weights (seed 0),
-exported by `torch.onnx.export(..., dynamo=True)` (the default exporter of
-current torch) with a dynamic batch axis. These are the committed fixtures
+Writes gpt2.onnx, llama.onnx, bert.onnx, vit.onnx and resnet.onnx (each with
+its .onnx.data, external weights as the exporter writes them): transformers'
+GPT2LMHeadModel, LlamaForCausalLM, BertModel, ViTModel and ResNetModel with
+their default settings but tiny sizes and random weights (seed 0), exported
+by `torch.onnx.export(..., dynamo=True)` (the default exporter of current
+torch) with a dynamic batch axis (Llama: static, batch 2 and 16 tokens).
+For GPT-2 and Llama, <name>_train/ holds three batches of token ids and the
+losses PyTorch's AdamW reaches on them, which CI replays with dtc. These are the committed fixtures
 of tests/models/exported_models.py; CI does not need torch to use them.
 Needs torch, transformers and onnxscript (pip).
 """
 import argparse
+import copy
+import json
 import os
 import warnings
+
+import numpy as np
 
 import torch
 import transformers
@@ -27,6 +33,45 @@ def export(model, args, names, path):
                       dynamic_shapes=shapes if len(names) > 1 else ({0: batch},))
 
 
+def settle(model):
+    """Random values for the weights initialised to constants (norm scales of
+    ones, zero biases): a model mid-training, as a user would export one.
+    Equal initial values would be merged into one initializer by the
+    exporter's optimizer, and then trained as one tensor."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.1 * torch.randn_like(p))
+    return model
+
+
+def record_training(model, name, out, batch, seq, vocab, steps=4, lr=1e-2):
+    """Trains `model` with AdamW (no weight decay) on next-token ids, a batch
+    of `batch` after another, and writes what dtc's CI test replays:
+    <name>_train/input_ids.npy, labels.npy and losses.json (PyTorch's)."""
+    directory = os.path.join(out, name + "_train")
+    os.makedirs(directory, exist_ok=True)
+    generator = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, vocab, (batch * steps, seq + 1), generator=generator)
+    ids, labels = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    np.save(os.path.join(directory, "input_ids.npy"), ids.numpy())
+    np.save(os.path.join(directory, "labels.npy"), labels.numpy())
+    model = copy.deepcopy(model).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, eps=1e-8)
+    losses = []
+    for step in range(steps):
+        rows = slice(step * batch, (step + 1) * batch)
+        logits = model(ids[rows]).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), labels[rows].reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    with open(os.path.join(directory, "losses.json"), "w") as f:
+        json.dump({"lr": lr, "batch": batch, "losses": losses}, f, indent=1)
+        f.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
@@ -34,9 +79,22 @@ def main():
     os.makedirs(out, exist_ok=True)
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
-    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16, use_cache=False)).eval()
+    # Untied embeddings: the exporter folds lm_head's transpose into an
+    # initializer of its own, which would then train apart from wte.
+    gpt2 = settle(transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16, use_cache=False,
+        tie_word_embeddings=False, attn_pdrop=0.0, embd_pdrop=0.0, resid_pdrop=0.0))).eval()
     export(gpt2, (torch.randint(0, 64, (2, 8)),), ["input_ids"], os.path.join(out, "gpt2.onnx"))
+    record_training(gpt2, "gpt2", out, batch=2, seq=8, vocab=64)
+    # Llama with a static shape: the exporter stores the causal mask and the
+    # rotary cos/sin tables as initializers, which training must not touch.
+    llama = settle(transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        use_cache=False))).eval()
+    torch.onnx.export(llama, (torch.randint(0, 64, (2, 16)),), os.path.join(out, "llama.onnx"),
+                      input_names=["input_ids"], output_names=["logits"], dynamo=True)
+    record_training(llama, "llama", out, batch=2, seq=16, vocab=64)
     bert = transformers.BertModel(transformers.BertConfig(
         num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
         vocab_size=64, max_position_embeddings=16)).eval()

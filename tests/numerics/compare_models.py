@@ -60,6 +60,8 @@ def cases(rng):
         # GPT-2's positions use CumSum, its attention and BERT's GatherND.
         "gpt2": [("batch=3", ["batch=3"], {"input_ids": rng.randint(0, 64, (3, 8))}),
                  ("batch=1", ["batch=1"], {"input_ids": rng.randint(0, 64, (1, 8))})],
+        # Llama with a static shape: mask and rotary tables as initializers.
+        "llama": [("static", [], {"input_ids": rng.randint(0, 64, (2, 16))})],
         "bert": [("batch=3", ["batch=3"], {"input_ids": rng.randint(0, 64, (3, 8)),
                                           "attention_mask": padded(3, 8)})],
         "vit": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],

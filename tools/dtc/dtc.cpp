@@ -112,7 +112,9 @@ commands:
         position atomically every K steps and at the end; --resume goes on
         from it exactly (one file per rank when several run).
         --export writes the model with trained weights (weights split over
-        the ranks are gathered first).
+        the ranks are gathered first; frozen ones as they were); a model
+        with external data gets OUT.onnx.data beside OUT.onnx, so it loads
+        from any folder.
 
   simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
                      [--nodes N] [--trace TRACE.json] [--every-rank]
