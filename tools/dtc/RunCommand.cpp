@@ -9,6 +9,8 @@
 #include "plan/Ranks.h"
 #include "plan/Sharding.h"
 #include "runtime/Executor.h"
+#include "runtime/TensorCompare.h"
+#include "runtime/TensorIO.h"
 #include "runtime/comm/RankJob.h"
 
 #include "cost/Simulator.h"
@@ -17,6 +19,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <dirent.h>
 #include <map>
 #include <sys/stat.h>
@@ -66,7 +70,10 @@ bool listTensorFiles(const std::string &dir, std::map<std::string, std::string> 
 }
 
 /// Reads every graph input from `dir`; false after printing what is wrong.
-bool readInputs(const plan::Plan &plan, const std::string &dir, runtime::Executor &executor) {
+/// `output_N` files (an ONNX test-data folder's expected outputs) go to
+/// `expected`, by output index.
+bool readInputs(const plan::Plan &plan, const std::string &dir, runtime::Executor &executor,
+                std::map<int, std::string> &expected) {
   std::string error;
   std::map<std::string, std::string> files;
   if (!dir.empty() && !listTensorFiles(dir, files, error))
@@ -101,6 +108,12 @@ bool readInputs(const plan::Plan &plan, const std::string &dir, runtime::Executo
     if (!executor.setInput(i, tensor, error))
       return failure(path + ": " + error), false;
   }
+  for (int o = 0; o < plan.outputs_size(); ++o)
+    if (auto it = files.find("output_" + std::to_string(o));
+        it != files.end() && !consumed.count(it->first)) {
+      expected[o] = it->second;
+      consumed[it->first] = true;
+    }
   for (const auto &[stem, path] : files)
     if (!consumed.count(stem)) {
       failure(fmt::format("{}: unknown input '{}'; the model's inputs are: {}", path, stem,
@@ -260,8 +273,51 @@ struct RunOptions {
   int threads = 0, repeat = 0;
   bool profile = false;
   std::string trace; // --trace FILE: the measured step as a Chrome trace
+  bool check = false; // --check: outputs against --inputs' output_N files
+  runtime::Tolerance tolerance;
   TrainRunOptions train;
 };
+
+/// --check: each output against its expected file; false after printing
+/// which differ.
+bool checkOutputs(const plan::Plan &plan, const runtime::Executor &executor,
+                  const std::map<int, std::string> &expected, const RunOptions &options) {
+  std::string error;
+  int differ = 0;
+  std::string tolerance =
+      fmt::format("rtol {:g}, atol {:g}", options.tolerance.rtol, options.tolerance.atol);
+  for (const auto &[o, path] : expected) {
+    HostTensor want;
+    if (!runtime::readTensorFile(path, want, error))
+      return failure("--check: " + error), false;
+    const plan::Tensor &output = plan.outputs(o);
+    std::string what = fmt::format("output {} '{}' {}", o, output.name(),
+                                   typeToString(output.type()));
+    runtime::Comparison c;
+    if (!runtime::compareTensors(executor.output(o), want, options.tolerance, c, error))
+      return failure(fmt::format("--check: {}: {} ({})", what, error, path)), false;
+    int64_t count = plan::elementCount(output.type());
+    if (c.mismatches == 0) {
+      fmt::print("check: {}: max abs err {:.3g}, max rel err {:.3g}: ok\n", what, c.maxAbs,
+                 c.maxRel);
+      continue;
+    }
+    ++differ;
+    fmt::print("check: {}: {} of {} elements differ ({}); the worst at [{}]: got {:g}, "
+               "expected {:g} (max abs err {:.3g}, max rel err {:.3g})\n",
+               what, c.mismatches, count, tolerance, fmt::join(c.worst, ", "), c.worstGot,
+               c.worstWant, c.maxAbs, c.maxRel);
+  }
+  std::fflush(stdout); // the lines above before the error
+  if (differ)
+    return failure(fmt::format("--check: {} of {} outputs differ from the expected ones in "
+                               "'{}' ({})",
+                               differ, expected.size(), options.inputs, tolerance)),
+           false;
+  fmt::print("check: {} of {} outputs match ({})\n", expected.size(), expected.size(),
+             tolerance);
+  return true;
+}
 
 /// Runs this process's rank of `plan`: rank 0 alone, or the job's rank.
 int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob *job) {
@@ -290,8 +346,16 @@ int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob 
       return 1;
     return status;
   }
-  if (!readInputs(plan, options.inputs, *executor))
+  std::map<int, std::string> expected;
+  if (!readInputs(plan, options.inputs, *executor, expected))
     return 1;
+  if (options.check && expected.empty())
+    return failure(fmt::format("--check: '{}' has no expected outputs (output_0.pb or "
+                               "output_0.npy, ...)",
+                               options.inputs));
+  if (!options.check && !expected.empty() && primary)
+    fmt::print("run: '{}' holds expected outputs; --check compares against them\n",
+               options.inputs);
   if (!executor->run(error))
     return failure(error);
 
@@ -326,6 +390,8 @@ int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob 
   if (measure && !report())
     return 1;
 
+  if (options.check && primary && !checkOutputs(plan, *executor, expected, options))
+    return 1;
   if (!options.outputs.empty() && primary) {
     const std::string &outputs = options.outputs;
     if (!isDirectory(outputs) && mkdir(outputs.c_str(), 0777) != 0)
@@ -368,6 +434,17 @@ int runRun(const Args &args) {
   parser.value("--threads", nonNegative("--threads", threads));
   parser.value("--repeat", nonNegative("--repeat", repeat));
   parser.flag("--profile", profile);
+  parser.flag("--check", options.check);
+  for (auto [flag, out] : {std::pair{"--rtol", &options.tolerance.rtol},
+                           std::pair{"--atol", &options.tolerance.atol}})
+    parser.value(flag, [flag = flag, out = out](const std::string &v) -> std::string {
+      char *end = nullptr;
+      double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(x >= 0) || std::isinf(x))
+        return std::string(flag) + " needs a non-negative number, got '" + v + "'";
+      *out = x;
+      return "";
+    });
   parser.text("--trace", options.trace);
   parser.text("--data", train.data);
   int steps = 0, seed = 0, every = 0;
@@ -434,6 +511,12 @@ int runRun(const Args &args) {
                                   ranks, planPath, plan::rankCount(devices),
                                   fmt::join(plan::meshAxisSizes(plan.mesh()), "x"), devices));
   // Before any rank starts: a usage error once, not once per rank.
+  if (options.check && (plan.has_training() || inputs.empty()))
+    return usageError(plan.has_training()
+                          ? "--check compares an inference plan's outputs; " + planPath +
+                                " is a training step"
+                          : "--check needs --inputs DIR holding output_N.pb (or .npy) beside "
+                            "the inputs");
   if (!plan.has_training() &&
       (!train.data.empty() || train.steps || !train.exportPath.empty()))
     return usageError(planPath + " is an inference plan: --data, --steps and --export need a "

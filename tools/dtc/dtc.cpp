@@ -81,11 +81,15 @@ commands:
 
   run PLAN.dtcp [-n RANKS] [--inputs DIR] [--outputs DIR] [--threads N]
                 [--model MODEL.onnx] [--output-format pb|npy] [--repeat N] [--profile]
-                [--trace FILE.json]
+                [--trace FILE.json] [--check [--rtol X] [--atol X]]
         Run a plan on this machine's CPU. Inputs are read from DIR as
         input_<i>.pb / input_<i>.npy (ONNX test-suite layout) or
         <name>.pb / <name>.npy; outputs are written as output_<i>.pb (or
-        .npy). --threads defaults to all cores (shared by the ranks).
+        .npy). In an ONNX test-data folder, output_<i>.pb beside the inputs
+        are the expected outputs: --check compares each output against
+        its own (|got - want| <= atol + rtol |want|, --rtol default 1e-3,
+        --atol 1e-5; integers exactly), prints the error and exits 1 when
+        one differs. --threads defaults to all cores (shared by the ranks).
         --model overrides where the parameters are read from (default: the
         model the plan was compiled from). --repeat N runs N more times and
         prints the latency (on several ranks, until the last rank is done).
