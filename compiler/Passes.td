@@ -18,6 +18,19 @@ def FuseConv : Pass<"dtc-fuse-conv", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def FuseGelu : Pass<"dtc-fuse-gelu", "mlir::func::FuncOp"> {
+  let summary = "Recognise GELU written out in primitives as one graph.gelu";
+  let description = [{
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GPT-2's gelu_new, as
+    exporters expand it; also Megatron's x (1 + 0.044715 x^2) inside) becomes
+    graph.gelu {approximate = "tanh"}, and 0.5 x (1 + erf(x / sqrt 2))
+    graph.gelu: the training step then keeps x alone for the backward and
+    differentiates one op. Factors match in any order; constants to 1e-4
+    relative; every op inside the expression must be read by it alone.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def Autodiff : Pass<"dtc-autodiff", "mlir::func::FuncOp"> {
   let summary = "Reverse-mode gradients of the first result with respect to the parameters";
   let description = [{

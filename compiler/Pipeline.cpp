@@ -24,6 +24,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
 
 void buildStepPipeline(OpPassManager &pm, const CompileOptions &options) {
   bool split = options.parallel.devices() > 1 || options.parallel.pipelineStages > 1;
+  // Before the training step is built: its backward then differentiates
+  // one gelu.
+  pm.nest<func::FuncOp>().addPass(createFuseGelu());
   if (options.training) {
     TrainingOptions training = *options.training;
     training.modelOutputs = training.modelOutputs && !split;
