@@ -398,6 +398,10 @@ private:
           source->set_zeros(p->hasAttr(attr::kZeros));
           source->set_accumulator(p->hasAttr(attr::kAccumulator));
           source->set_frozen(p.getFrozen().has_value());
+          if (std::optional<llvm::StringRef> copyOf = p.getCopyOf()) {
+            source->set_copy_of(copyOf->str());
+            source->set_reader(p.getReader().value_or("").str());
+          }
           auto std = p->getAttrOfType<FloatAttr>(attr::kInitStd);
           auto value = p->getAttrOfType<FloatAttr>(attr::kInitValue);
           if (std || value) { // a generated model's: drawn at load, seeded by its name

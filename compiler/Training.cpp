@@ -219,6 +219,7 @@ public:
     if (!untrained.empty())
       addNote(func_, "training: not trained: " + describeUntrained(untrained) +
                          " (--trainable / --frozen PATTERN choose otherwise)");
+    noteUntied();
     if (accumulators)
       addNote(func_, "training: gradients accumulated over " +
                          std::to_string(options_.microBatches) + " micro-batches of " +
@@ -257,6 +258,33 @@ private:
     if (options_.ignoreIndex)
       add("ignore_index", b_.getI64IntegerAttr(*options_.ignoreIndex));
     func_->setAttr(attr::kTraining, b_.getDictionaryAttr(entries));
+  }
+
+  /// Weights the exporter had merged, each reader now training a copy.
+  void noteUntied() {
+    std::vector<std::pair<std::string, int>> readers; // merged name, readers
+    func_.walk([&](graph::ParameterOp p) {
+      if (std::optional<StringRef> of = p.getCopyOf()) {
+        auto it = llvm::find_if(readers, [&](const auto &r) { return r.first == *of; });
+        if (it == readers.end())
+          readers.push_back({of->str(), 1}); // the original's reader
+        else
+          ++it->second;
+      }
+    });
+    if (readers.empty())
+      return;
+    std::string text;
+    for (size_t i = 0; i < readers.size() && i < 4; ++i)
+      text += (i ? ", " : "") + readers[i].first + " (" +
+              std::to_string(readers[i].second + 1) + " readers)";
+    if (readers.size() > 4)
+      text += " and " + std::to_string(readers.size() - 4) + " more";
+    addNote(func_, "training: " + std::to_string(readers.size()) +
+                       (readers.size() == 1 ? " initializer holds" : " initializers hold") +
+                       " one number read by several nodes, weights initialised alike that "
+                       "the exporter merged: each reader trains a copy of its own, as the "
+                       "model exported did: " + text);
   }
 
   /// "mask (a mask: its values are 0 and -inf); a, b (no gradient reaches

@@ -282,7 +282,7 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
     if (buffer.sharding_size() != 0) {
       // A slice in bounds is not enough: the parts must tile the whole.
       std::vector<int64_t> dims;
-      if (!reader.dims(source->initializer(), dims, error)) {
+      if (!reader.dims(sourceInitializer(*source), dims, error)) {
         error = label + error;
         return false;
       }

@@ -120,9 +120,10 @@ bool ParameterReader::read(const plan::ParameterSource &source,
     return false;
   }
   Model &model = *model_;
-  auto found = model.initializers.find(source.initializer());
+  const std::string &name = sourceInitializer(source);
+  auto found = model.initializers.find(name);
   if (found == model.initializers.end()) {
-    error = model.path + ": no initializer named '" + source.initializer() +
+    error = model.path + ": no initializer named '" + name +
             "' (the plan needs it; was it compiled from this model?)";
     return false;
   }

@@ -17,6 +17,12 @@
 
 namespace dtc::runtime {
 
+/// The initializer a parameter's bytes come from: its own, or for an untied
+/// copy (ParameterSource.copy_of) the one it copies.
+inline const std::string &sourceInitializer(const plan::ParameterSource &source) {
+  return source.copy_of().empty() ? source.initializer() : source.copy_of();
+}
+
 /// Reads parameters from an ONNX model file, opened once and kept for many
 /// reads. A source names an initializer; data may live inside the model or
 /// in an external file (relative to the model's folder).

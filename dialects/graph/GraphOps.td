@@ -125,16 +125,24 @@ def Graph_ParameterOp : Graph_Op<"parameter"> {
     is (a mask or a cos/sin table the exporter stored as an initializer, or
     the user's `--frozen` pattern): it gets no gradient, no optimizer state
     and no update, but is loaded, sharded and exported like any other.
+
+    `copy_of`, when present, makes the parameter a copy of initializer
+    `copy_of` (its first value, and its `file` and `offset`) for the one ONNX
+    node `reader` (named by its first output): the exporter had merged
+    weights initialised alike into that initializer, and each reader trains
+    its own copy. `name` is the copy's own (`ln.weight@2`), under which the
+    trained model is exported and `reader` rewired.
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrAttr>:$file,
-                       OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$frozen);
+                       OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$frozen,
+                       OptionalAttr<StrAttr>:$copy_of, OptionalAttr<StrAttr>:$reader);
   let results = (outs Graph_FloatTensor:$output);
   let assemblyFormat = "$name attr-dict `:` type($output)";
   let builders = [
     // A parameter whose bytes are not in external data (or not in any file).
     OpBuilder<(ins "::mlir::Type":$output, "::mlir::StringAttr":$name), [{
       build($_builder, $_state, output, name, /*file=*/nullptr, /*offset=*/nullptr,
-            /*frozen=*/nullptr);
+            /*frozen=*/nullptr, /*copy_of=*/nullptr, /*reader=*/nullptr);
     }]>
   ];
 }

@@ -116,8 +116,12 @@ private:
   llvm::StringMap<Value> values_;
   llvm::StringMap<std::pair<int64_t, std::string>> symbols_;
   llvm::StringMap<const ::onnx::TensorProto *> initializers_;
-  /// Parameters training leaves alone, with why (Trainable.h).
-  std::map<std::string, std::string> frozen_;
+  /// What training does with each weight (Trainable.h).
+  WeightChoices weights_;
+  /// An untied weight's parameters, by initializer and reading node.
+  std::map<std::pair<std::string, const ::onnx::NodeProto *>, Value> copies_;
+  /// How many parameters each untied weight has so far.
+  std::map<std::string, int> copyCount_;
   int nodeIndex_ = 0;
 };
 
@@ -125,6 +129,11 @@ FailureOr<Value> OnnxImporter::lookup(const std::string &name, NodeContext &node
   auto it = values_.find(name);
   if (it != values_.end())
     return it->second;
+  // A weight the exporter merged: each reading node its own copy.
+  bool untied = weights_.untied.count(name) > 0;
+  if (untied)
+    if (auto copy = copies_.find({name, &node.node()}); copy != copies_.end())
+      return copy->second;
   auto init = initializers_.find(name);
   if (init == initializers_.end())
     return node.fail("input '" + name +
@@ -142,16 +151,27 @@ FailureOr<Value> OnnxImporter::lookup(const std::string &name, NodeContext &node
     std::optional<formats::onnx::ExternalData> external;
     if (failed(checkTensorData(tensor, baseDir_, error, &external)))
       return node.fail(error);
+    int copy = untied ? ++copyCount_[name] : 1;
     auto parameter = builder_.create<graph::ParameterOp>(
-        node.loc(), *type, builder_.getStringAttr(tensor.name()));
+        node.loc(), *type,
+        builder_.getStringAttr(copy == 1 ? name : name + "@" + std::to_string(copy)));
+    if (copy > 1) {
+      parameter.setCopyOfAttr(builder_.getStringAttr(name));
+      if (node.node().output_size() > 0)
+        parameter.setReaderAttr(builder_.getStringAttr(node.node().output(0)));
+    }
     // Where its bytes are, for the plan: a rank reads its shard from there.
     if (external) {
       parameter.setFileAttr(builder_.getStringAttr(external->location));
       parameter.setOffsetAttr(builder_.getI64IntegerAttr(external->offset));
     }
-    if (auto why = frozen_.find(tensor.name()); why != frozen_.end())
+    if (auto why = weights_.frozen.find(name); why != weights_.frozen.end())
       parameter.setFrozenAttr(builder_.getStringAttr(why->second));
     value = parameter;
+    if (untied) {
+      copies_[{name, &node.node()}] = value;
+      return value;
+    }
   } else {
     auto dense = readTensor(context_, tensor, baseDir_, error);
     if (failed(dense))
@@ -360,7 +380,7 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
     initializers_[init.name()] = &init;
   }
   std::string why;
-  if (failed(chooseFrozen(context_, graph, baseDir_, options_.trainable, frozen_, why)))
+  if (failed(chooseWeights(context_, graph, baseDir_, options_.trainable, weights_, why)))
     return fileError(why);
   for (const auto &sparse : graph.sparse_initializer())
     return fileError("sparse initializer '" + sparse.values().name() +

@@ -89,6 +89,17 @@ public:
     return running ? Role::RunningStatistic : Role::Other;
   }
 
+  /// How many nodes read `name` directly.
+  size_t readers(const std::string &name) const {
+    auto it = uses_.find(name);
+    if (it == uses_.end())
+      return 0;
+    std::set<const ::onnx::NodeProto *> nodes;
+    for (const Use &use : it->second)
+      nodes.insert(use.node);
+    return nodes.size();
+  }
+
 private:
   std::map<std::string, std::vector<Use>> uses_;
 };
@@ -207,9 +218,10 @@ bool isParameterTensor(const ::onnx::TensorProto &tensor) {
   }
 }
 
-mlir::LogicalResult chooseFrozen(mlir::MLIRContext &context, const ::onnx::GraphProto &graph,
-                                 const std::string &baseDir, const TrainablePatterns &patterns,
-                                 std::map<std::string, std::string> &frozen, std::string &error) {
+mlir::LogicalResult chooseWeights(mlir::MLIRContext &context, const ::onnx::GraphProto &graph,
+                                  const std::string &baseDir, const TrainablePatterns &patterns,
+                                  WeightChoices &choices, std::string &error) {
+  std::map<std::string, std::string> &frozen = choices.frozen;
   std::vector<const ::onnx::TensorProto *> parameters;
   std::vector<std::string> names;
   for (const auto &tensor : graph.initializer())
@@ -281,6 +293,18 @@ mlir::LogicalResult chooseFrozen(mlir::MLIRContext &context, const ::onnx::Graph
       frozen[name] = why;
     else if (unitRanged(*values))
       candidates.push_back({tensor, std::move(*values)});
+  }
+  // Weights the exporter merged: one initializer read by several nodes,
+  // holding one number.
+  for (const ::onnx::TensorProto *tensor : parameters) {
+    const std::string &name = tensor->name();
+    if (frozen.count(name) || chooser.readers(name) < 2 || elementCount(*tensor) > kMaxInspected)
+      continue;
+    std::string unreadable;
+    auto values = valuesOf(context, *tensor, baseDir, unreadable);
+    if (mlir::succeeded(values) &&
+        llvm::all_of(*values, [&](double v) { return v == values->front(); }))
+      choices.untied.insert(name);
   }
   // Rotary embeddings' cos and sin tables come as two tensors.
   for (size_t i = 0; i < candidates.size(); ++i)

@@ -17,6 +17,7 @@
 #include "mlir/Support/LogicalResult.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,16 +34,27 @@ struct TrainablePatterns {
   std::vector<std::string> trainable, frozen;
 };
 
-/// The parameters of `graph` that training leaves as they are, each with
-/// why ("--frozen 'mask*'", "a mask: its values are 0 and -inf", ...).
-/// Patterns decide first; a parameter neither names is frozen when it is
-/// not used as a weight (a MatMul, Gemm or convolution operand, a norm's
-/// scale or bias, an embedding table) and its values are a mask's or a
-/// sin/cos table's. Fails with `error` on a malformed pattern, a pattern
-/// that names no parameter, or a parameter both lists name.
-mlir::LogicalResult chooseFrozen(mlir::MLIRContext &context, const ::onnx::GraphProto &graph,
-                                 const std::string &baseDir, const TrainablePatterns &patterns,
-                                 std::map<std::string, std::string> &frozen, std::string &error);
+/// What the importer decided about a model's weights.
+struct WeightChoices {
+  /// Parameters training leaves as they are, each with why ("--frozen
+  /// 'mask*'", "a mask: its values are 0 and -inf", ...).
+  std::map<std::string, std::string> frozen;
+  /// Parameters read by several nodes whose values are all one number: the
+  /// exporter merged weights initialised alike (every norm's scale of ones,
+  /// every zero bias) into one initializer. Each reader gets a copy of its
+  /// own, trained apart, as the model that was exported trained them.
+  std::set<std::string> untied;
+};
+
+/// Decides `choices` for `graph`. Patterns decide first; a parameter neither
+/// names is frozen when it is not used as a weight (a MatMul, Gemm or
+/// convolution operand, a norm's scale or bias, an embedding table) and its
+/// values are a mask's or a sin/cos table's. Fails with `error` on a
+/// malformed pattern, a pattern that names no parameter, or a parameter
+/// both lists name.
+mlir::LogicalResult chooseWeights(mlir::MLIRContext &context, const ::onnx::GraphProto &graph,
+                                  const std::string &baseDir, const TrainablePatterns &patterns,
+                                  WeightChoices &choices, std::string &error);
 
 } // namespace dtc::onnx
 

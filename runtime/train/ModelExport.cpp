@@ -85,6 +85,7 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
     if (p != programs[0])
       programs.push_back(p);
   std::map<std::string, std::string> trained;
+  std::vector<const plan::ParameterSource *> copies; // untied: new initializers
   replaced = 0;
   for (int p : programs) {
     const plan::RankProgram &program = plan.ranks(p);
@@ -96,6 +97,8 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
         error = "--export: parameter '" + buffer.parameter().initializer() + "' is not f32";
         return false;
       }
+      if (!buffer.parameter().copy_of().empty())
+        copies.push_back(&buffer.parameter());
       std::string &whole = trained[buffer.parameter().initializer()];
       if (!wholeParameter(plan, executor, p, uint32_t(b), world, whole, error)) {
         error = "--export: " + error;
@@ -116,6 +119,33 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
   // inside it. Initializers the plan did not train are copied as they are,
   // their external bytes too: the result loads wherever it is written.
   auto &initializers = *model.mutable_graph()->mutable_initializer();
+  // An untied copy becomes an initializer of its own, which its reader
+  // reads instead of the merged one.
+  std::set<std::string> added;
+  for (const plan::ParameterSource *copy : copies) {
+    if (!added.insert(copy->initializer()).second)
+      continue; // a pipeline's stages may each hold it
+    const ::onnx::TensorProto *original = nullptr;
+    for (const ::onnx::TensorProto &init : initializers)
+      if (init.name() == copy->copy_of())
+        original = &init;
+    if (!original) {
+      error = "--export: the model has no initializer '" + copy->copy_of() +
+              "' (the plan copies it as '" + copy->initializer() + "')";
+      return false;
+    }
+    ::onnx::TensorProto init;
+    init.set_name(copy->initializer());
+    init.set_data_type(original->data_type());
+    *init.mutable_dims() = original->dims();
+    init.set_raw_data(""); // filled below with the trained bytes
+    *model.mutable_graph()->add_initializer() = std::move(init);
+    for (::onnx::NodeProto &node : *model.mutable_graph()->mutable_node())
+      if (node.output_size() > 0 && node.output(0) == copy->reader())
+        for (std::string &input : *node.mutable_input())
+          if (input == copy->copy_of())
+            input = copy->initializer();
+  }
   bool external = false;
   int64_t total = 0;
   for (const ::onnx::TensorProto &init : initializers) {

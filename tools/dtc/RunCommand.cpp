@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <dirent.h>
+#include <filesystem>
 #include <map>
 #include <sys/stat.h>
 
@@ -531,6 +532,16 @@ int runRun(const Args &args) {
                                   "programs ('{}' and maybe others) is not supported yet; keep "
                                   "--checkpoint DIR (one file per rank) instead",
                                   split));
+  // The trained model's folder exists before training starts, not only
+  // when hours of training are to be written into it.
+  if (!train.exportPath.empty()) {
+    std::error_code ec;
+    std::filesystem::path folder = std::filesystem::path(train.exportPath).parent_path();
+    if (!folder.empty() && !std::filesystem::is_directory(folder) &&
+        !std::filesystem::create_directories(folder, ec))
+      return failure(fmt::format("--export {}: cannot create the folder '{}': {}",
+                                 train.exportPath, folder.string(), ec.message()));
+  }
   if (!runtime::MpiSession::launchedByMpi()) {
     if (devices == 1 && ranks == 0)
       return runRank(plan, options, nullptr); // no MPI for one process
