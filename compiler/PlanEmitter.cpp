@@ -798,9 +798,16 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   out.set_producer(std::string("dtc ") + kDtcVersion);
   if (auto cluster = module->getAttrOfType<StringAttr>(attr::kCluster))
     out.set_cluster(cluster.str()); // what the search costed it on
-  if (auto training = func->getAttrOfType<DictionaryAttr>(attr::kTraining))
+  if (auto training = func->getAttrOfType<DictionaryAttr>(attr::kTraining)) {
     if (failed(emitTraining(func, training, *out.mutable_training())))
       return failure();
+    if (auto tied = module->getAttrOfType<DictionaryAttr>(attr::kTransposedWeights))
+      for (NamedAttribute entry : tied) {
+        plan::TransposedWeight *t = out.mutable_training()->add_transposed_weights();
+        t->set_initializer(entry.getName().str());
+        t->set_transpose_of(cast<StringAttr>(entry.getValue()).str());
+      }
+  }
   // The mesh: a pipeline's stages (axis 0), then each stage's own mesh.
   std::vector<int64_t> meshShape;
   auto addAxis = [&](const std::string &name, int64_t size) {

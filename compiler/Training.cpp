@@ -272,6 +272,16 @@ private:
           ++it->second;
       }
     });
+    if (auto tied = func_->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+            attr::kTransposedWeights)) {
+      std::string text;
+      for (NamedAttribute entry : tied)
+        text += (text.empty() ? "" : ", ") + entry.getName().str() + " is " +
+                cast<StringAttr>(entry.getValue()).str() + " transposed";
+      addNote(func_, "training: " + text +
+                         " (weights tied in the model exported, folded apart by the "
+                         "exporter): trained as one, as the model exported did");
+    }
     if (readers.empty())
       return;
     std::string text;

@@ -18,6 +18,9 @@ namespace dtc::attr {
 constexpr llvm::StringLiteral kSource = "graph.source";
 /// Module: the ONNX opset the model was imported at.
 constexpr llvm::StringLiteral kOpset = "graph.opset";
+/// Module: initializers imported as another's transpose, {copy = "of"}
+/// (tied weights the exporter folded apart; the export writes them back).
+constexpr llvm::StringLiteral kTransposedWeights = "graph.transposed_weights";
 /// Argument or result of @main: the graph input's or output's name.
 constexpr llvm::StringLiteral kName = "graph.name";
 

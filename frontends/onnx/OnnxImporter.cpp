@@ -129,6 +129,17 @@ FailureOr<Value> OnnxImporter::lookup(const std::string &name, NodeContext &node
   auto it = values_.find(name);
   if (it != values_.end())
     return it->second;
+  // A tied weight the exporter folded into a transposed copy: the
+  // transpose of the one it copies, so that both train as one.
+  if (auto of = weights_.transposeOf.find(name); of != weights_.transposeOf.end()) {
+    auto table = lookup(of->second, node);
+    if (failed(table))
+      return failure();
+    Value value = builder_.create<graph::TransposeOp>(
+        node.loc(), *table, builder_.getDenseI64ArrayAttr({1, 0}));
+    values_[name] = value;
+    return value;
+  }
   // A weight the exporter merged: each reading node its own copy.
   bool untied = weights_.untied.count(name) > 0;
   if (untied)
@@ -598,6 +609,13 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const void *data, size_t size,
   builder_.setInsertionPointToEnd(module->getBody());
   if (failed(importGraph(model.graph(), opset)))
     return finishWith(nullptr);
+  if (!weights_.transposeOf.empty()) {
+    SmallVector<NamedAttribute> tied;
+    for (const auto &[copy, of] : weights_.transposeOf)
+      tied.push_back(builder_.getNamedAttr(copy, builder_.getStringAttr(of)));
+    module->getOperation()->setAttr(attr::kTransposedWeights,
+                                    builder_.getDictionaryAttr(tied));
+  }
   if (failed(verify(*module)))
     (void)fileError("internal error: the imported module does not verify: " +
               takeDiagnostic());

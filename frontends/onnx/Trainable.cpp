@@ -17,6 +17,10 @@ namespace {
 /// buffers than this are not what exporters store.
 constexpr int64_t kMaxInspected = int64_t(1) << 24;
 
+/// Tied weights are compared up to this size (GPT-2's 50257 x 768
+/// embedding is 39 M).
+constexpr int64_t kMaxTied = int64_t(1) << 27;
+
 /// How close sin^2 + cos^2 must be to 1.
 constexpr double kUnitTolerance = 1e-4;
 
@@ -87,6 +91,14 @@ public:
       }
     }
     return running ? Role::RunningStatistic : Role::Other;
+  }
+
+  /// Whether a Gather reads rows of `name` (an embedding table).
+  bool isEmbeddingTable(const std::string &name) const {
+    auto it = uses_.find(name);
+    return it != uses_.end() && llvm::any_of(it->second, [](const Use &use) {
+             return use.node->op_type() == "Gather" && use.input == 0;
+           });
   }
 
   /// How many nodes read `name` directly.
@@ -306,6 +318,33 @@ mlir::LogicalResult chooseWeights(mlir::MLIRContext &context, const ::onnx::Grap
         llvm::all_of(*values, [&](double v) { return v == values->front(); }))
       choices.untied.insert(name);
   }
+  // Tied weights the exporter folded apart: an embedding table (what a
+  // Gather reads) and a 2-D weight holding exactly its transpose.
+  std::vector<const ::onnx::TensorProto *> tables, transposed;
+  for (const ::onnx::TensorProto *tensor : parameters)
+    if (tensor->dims_size() == 2 && !frozen.count(tensor->name()) &&
+        elementCount(*tensor) <= kMaxTied)
+      (chooser.isEmbeddingTable(tensor->name()) ? tables : transposed).push_back(tensor);
+  for (const ::onnx::TensorProto *table : tables)
+    for (const ::onnx::TensorProto *other : transposed) {
+      if (other->dims(0) != table->dims(1) || other->dims(1) != table->dims(0) ||
+          choices.transposeOf.count(other->name()))
+        continue;
+      std::string unreadable;
+      auto a = valuesOf(context, *table, baseDir, unreadable);
+      auto b = valuesOf(context, *other, baseDir, unreadable);
+      if (mlir::failed(a) || mlir::failed(b))
+        continue;
+      int64_t rows = table->dims(0), cols = table->dims(1);
+      bool same = true;
+      for (int64_t r = 0; same && r < rows; ++r)
+        for (int64_t c = 0; same && c < cols; ++c)
+          same = (*a)[size_t(r * cols + c)] == (*b)[size_t(c * rows + r)];
+      if (same) {
+        choices.transposeOf[other->name()] = table->name();
+        break;
+      }
+    }
   // Rotary embeddings' cos and sin tables come as two tensors.
   for (size_t i = 0; i < candidates.size(); ++i)
     for (size_t j = i + 1; j < candidates.size(); ++j) {

@@ -44,6 +44,11 @@ struct WeightChoices {
   /// every zero bias) into one initializer. Each reader gets a copy of its
   /// own, trained apart, as the model that was exported trained them.
   std::set<std::string> untied;
+  /// Initializers that are another's transpose, by name: a tied weight
+  /// (GPT-2's lm_head, its embedding's transpose) that the exporter folded
+  /// into a copy of its own. Imported as graph.transpose of the other, so
+  /// that both train as one again.
+  std::map<std::string, std::string> transposeOf;
 };
 
 /// Decides `choices` for `graph`. Patterns decide first; a parameter neither

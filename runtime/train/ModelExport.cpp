@@ -118,6 +118,31 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
   // when the model had external data (or is too large for one file), else
   // inside it. Initializers the plan did not train are copied as they are,
   // their external bytes too: the result loads wherever it is written.
+  // Tied weights the exporter had folded apart: the transpose of the
+  // trained one.
+  for (const plan::TransposedWeight &tied : plan.training().transposed_weights()) {
+    auto of = trained.find(tied.transpose_of());
+    if (of == trained.end())
+      continue; // not trained (frozen): the model's copy is still right
+    const ::onnx::TensorProto *table = nullptr;
+    for (const ::onnx::TensorProto &init : model.graph().initializer())
+      if (init.name() == tied.transpose_of())
+        table = &init;
+    if (!table || table->dims_size() != 2 ||
+        table->dims(0) * table->dims(1) * 4 != int64_t(of->second.size())) {
+      error = "--export: '" + tied.initializer() + "' is the transpose of '" +
+              tied.transpose_of() + "', which the model does not hold as a 2-D f32 tensor";
+      return false;
+    }
+    int64_t rows = table->dims(0), cols = table->dims(1);
+    std::string &copy = trained[tied.initializer()];
+    copy.resize(of->second.size());
+    const float *from = reinterpret_cast<const float *>(of->second.data());
+    float *to = reinterpret_cast<float *>(copy.data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        to[c * rows + r] = from[r * cols + c];
+  }
   auto &initializers = *model.mutable_graph()->mutable_initializer();
   // An untied copy becomes an initializer of its own, which its reader
   // reads instead of the merged one.

@@ -79,11 +79,11 @@ def main():
     os.makedirs(out, exist_ok=True)
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
-    # Untied embeddings: the exporter folds lm_head's transpose into an
-    # initializer of its own, which would then train apart from wte.
+    # Tied embeddings (GPT-2's default): the exporter folds lm_head's
+    # transpose into an initializer of its own, which dtc ties again.
     gpt2 = settle(transformers.GPT2LMHeadModel(transformers.GPT2Config(
         n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16, use_cache=False,
-        tie_word_embeddings=False, attn_pdrop=0.0, embd_pdrop=0.0, resid_pdrop=0.0))).eval()
+        attn_pdrop=0.0, embd_pdrop=0.0, resid_pdrop=0.0))).eval()
     export(gpt2, (torch.randint(0, 64, (2, 8)),), ["input_ids"], os.path.join(out, "gpt2.onnx"))
     record_training(gpt2, "gpt2", out, batch=2, seq=8, vocab=64)
     # Llama with a static shape: the exporter stores the causal mask and the
