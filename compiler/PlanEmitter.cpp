@@ -76,6 +76,7 @@ plan::ExprOp exprOpOf(Operation *op) {
       .Case("less_equal", plan::LESS_EQUAL).Case("greater", plan::GREATER)
       .Case("greater_equal", plan::GREATER_EQUAL).Case("not", plan::NOT)
       .Case("and", plan::AND).Case("or", plan::OR).Case("xor", plan::XOR)
+      .Case("sin", plan::SIN).Case("cos", plan::COS)
       .Default(plan::EXPR_INVALID);
 }
 

@@ -50,6 +50,8 @@ const char *exprName(plan::ExprOp op) {
   case plan::AND: return "and";
   case plan::OR: return "or";
   case plan::XOR: return "xor";
+  case plan::SIN: return "sin";
+  case plan::COS: return "cos";
   default: return "?";
   }
 }

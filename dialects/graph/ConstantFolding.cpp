@@ -193,6 +193,15 @@ OpFoldResult ExpOp::fold(FoldAdaptor adaptor) {
   return foldFloats(getType(), adaptor.getInput(), [](double x) { return std::exp(x); });
 }
 
+// Sinusoidal tables of constant positions fold at import.
+OpFoldResult SinOp::fold(FoldAdaptor adaptor) {
+  return foldFloats(getType(), adaptor.getInput(), [](double x) { return std::sin(x); });
+}
+
+OpFoldResult CosOp::fold(FoldAdaptor adaptor) {
+  return foldFloats(getType(), adaptor.getInput(), [](double x) { return std::cos(x); });
+}
+
 OpFoldResult LogOp::fold(FoldAdaptor adaptor) {
   return foldFloats(getType(), adaptor.getInput(), [](double x) { return std::log(x); });
 }

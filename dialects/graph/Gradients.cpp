@@ -268,6 +268,19 @@ LogicalResult TanhOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImp
   return success();
 }
 
+LogicalResult SinOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  // g * cos(x)
+  g.assign({b.create<MulOp>(getLoc(), rg[0], b.create<CosOp>(getLoc(), getInput()))});
+  return success();
+}
+
+LogicalResult CosOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
+  // -g * sin(x)
+  Location loc = getLoc();
+  g.assign({b.create<NegOp>(loc, b.create<MulOp>(loc, rg[0], b.create<SinOp>(loc, getInput())))});
+  return success();
+}
+
 LogicalResult ErfOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
   Location loc = getLoc();
   // g * 2/sqrt(pi) * exp(-x^2)

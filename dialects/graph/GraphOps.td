@@ -183,6 +183,8 @@ def Graph_SqrtOp : Graph_UnaryOp<"sqrt", Graph_FloatTensor> { let hasFolder = 1;
 def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", Graph_FloatTensor> { let hasFolder = 1; }
 def Graph_TanhOp : Graph_UnaryOp<"tanh", Graph_FloatTensor>;
 def Graph_ErfOp : Graph_UnaryOp<"erf", Graph_FloatTensor>;
+def Graph_SinOp : Graph_UnaryOp<"sin", Graph_FloatTensor> { let hasFolder = 1; }
+def Graph_CosOp : Graph_UnaryOp<"cos", Graph_FloatTensor> { let hasFolder = 1; }
 def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", Graph_FloatTensor>;
 def Graph_ReluOp : Graph_UnaryOp<"relu">;
 def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor> { let hasFolder = 1; }

@@ -317,6 +317,8 @@ const OpConverter kConverters[] = {
     {"Reciprocal", 13, convertUnary<ReciprocalOp>},
     {"Tanh", 13, convertUnary<TanhOp>},
     {"Erf", 13, convertUnary<ErfOp>},
+    {"Sin", 7, convertUnary<SinOp>},
+    {"Cos", 7, convertUnary<CosOp>},
     {"Relu", 13, convertUnary<ReluOp>},
     {"Sigmoid", 13, convertUnary<SigmoidOp>},
     {"Not", 13, convertUnary<NotOp>},

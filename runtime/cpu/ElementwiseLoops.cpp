@@ -222,6 +222,8 @@ template <class T> StepFn opLoopFor(plan::ExprOp op) {
     case plan::RECIPROCAL: return loopFn<Unary<T, T, ReciprocalOp>>();
     case plan::TANH: return loopFn<Unary<T, T, TanhOp>>();
     case plan::ERF: return loopFn<Unary<T, T, ErfOp>>();
+    case plan::SIN: return loopFn<Unary<T, T, SinOp>>();
+    case plan::COS: return loopFn<Unary<T, T, CosOp>>();
     case plan::SIGMOID: return loopFn<Unary<T, T, SigmoidOp>>();
     case plan::GELU: return loopFn<Unary<T, T, GeluOp>>();
     case plan::GELU_TANH: return loopFn<Unary<T, T, GeluTanhOp>>();

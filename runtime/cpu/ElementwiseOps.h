@@ -240,6 +240,13 @@ struct ErfOp {
   DTC_INLINE float operator()(float x) const { return fastErf(x); }
   DTC_INLINE double operator()(double x) const { return std::erf(x); }
 };
+/// libm's: rotary tables and positional encodings, not hot loops.
+struct SinOp {
+  template <class T> DTC_INLINE T operator()(T x) const { return std::sin(x); }
+};
+struct CosOp {
+  template <class T> DTC_INLINE T operator()(T x) const { return std::cos(x); }
+};
 struct SigmoidOp {
   DTC_INLINE float operator()(float x) const { return 1.f / (1.f + fastExp(-x)); }
   DTC_INLINE double operator()(double x) const { return 1. / (1. + std::exp(-x)); }
@@ -369,6 +376,8 @@ inline constexpr OpInfo kOps[] = {
     {"And", 2, Rule::Logic, 1},
     {"Or", 2, Rule::Logic, 1},
     {"Xor", 2, Rule::Logic, 1},
+    {"Sin", 1, Rule::FloatMath, 20},
+    {"Cos", 1, Rule::FloatMath, 20},
 };
 static_assert(std::size(kOps) == plan::ExprOp_ARRAYSIZE, "an ExprOp without a table entry");
 

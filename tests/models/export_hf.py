@@ -8,7 +8,8 @@ its .onnx.data, external weights as the exporter writes them): transformers'
 GPT2LMHeadModel, LlamaForCausalLM, BertModel, ViTModel and ResNetModel with
 their default settings but tiny sizes and random weights (seed 0), exported
 by `torch.onnx.export(..., dynamo=True)` (the default exporter of current
-torch) with a dynamic batch axis (Llama: static, batch 2 and 16 tokens).
+torch) with a dynamic batch axis (Llama: static, batch 2 and 16 tokens, and
+llama_dynamic.onnx with dynamic batch and sequence).
 For GPT-2 and Llama, <name>_train/ holds three batches of token ids and the
 losses PyTorch's AdamW reaches on them, which CI replays with dtc. These are the committed fixtures
 of tests/models/exported_models.py; CI does not need torch to use them.
@@ -78,9 +79,9 @@ def main():
     out = ap.parse_args().out
     os.makedirs(out, exist_ok=True)
     warnings.filterwarnings("ignore")
-    torch.manual_seed(0)
     # Tied embeddings (GPT-2's default): the exporter folds lm_head's
     # transpose into an initializer of its own, which dtc ties again.
+    torch.manual_seed(0)  # each model's weights whatever is exported before it
     gpt2 = settle(transformers.GPT2LMHeadModel(transformers.GPT2Config(
         n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16, use_cache=False,
         attn_pdrop=0.0, embd_pdrop=0.0, resid_pdrop=0.0))).eval()
@@ -88,6 +89,7 @@ def main():
     record_training(gpt2, "gpt2", out, batch=2, seq=8, vocab=64)
     # Llama with a static shape: the exporter stores the causal mask and the
     # rotary cos/sin tables as initializers, which training must not touch.
+    torch.manual_seed(0)  # each model's weights whatever is exported before it
     llama = settle(transformers.LlamaForCausalLM(transformers.LlamaConfig(
         vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -95,15 +97,25 @@ def main():
     torch.onnx.export(llama, (torch.randint(0, 64, (2, 16)),), os.path.join(out, "llama.onnx"),
                       input_names=["input_ids"], output_names=["logits"], dynamo=True)
     record_training(llama, "llama", out, batch=2, seq=16, vocab=64)
+    # And with a dynamic batch and sequence: the rotary tables are computed
+    # at run time (Range, Sin, Cos), the causal mask too.
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", min=2, max=64)
+    torch.onnx.export(llama, (torch.randint(0, 64, (2, 16)),),
+                      os.path.join(out, "llama_dynamic.onnx"), input_names=["input_ids"],
+                      output_names=["logits"], dynamo=True,
+                      dynamic_shapes=({0: batch, 1: seq},))
+    torch.manual_seed(0)  # each model's weights whatever is exported before it
     bert = transformers.BertModel(transformers.BertConfig(
         num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
         vocab_size=64, max_position_embeddings=16)).eval()
     export(bert, (torch.randint(0, 64, (2, 8)), torch.ones(2, 8, dtype=torch.long)),
            ["input_ids", "attention_mask"], os.path.join(out, "bert.onnx"))
+    torch.manual_seed(0)  # each model's weights whatever is exported before it
     vit = transformers.ViTModel(transformers.ViTConfig(
         hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
         image_size=32, patch_size=8, num_channels=3)).eval()
     export(vit, (torch.randn(2, 3, 32, 32),), ["pixel_values"], os.path.join(out, "vit.onnx"))
+    torch.manual_seed(0)  # each model's weights whatever is exported before it
     resnet = transformers.ResNetModel(transformers.ResNetConfig(
         embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic",
         num_channels=3)).eval()

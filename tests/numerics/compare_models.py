@@ -62,6 +62,10 @@ def cases(rng):
                  ("batch=1", ["batch=1"], {"input_ids": rng.randint(0, 64, (1, 8))})],
         # Llama with a static shape: mask and rotary tables as initializers.
         "llama": [("static", [], {"input_ids": rng.randint(0, 64, (2, 16))})],
+        # ... and with dynamic batch and sequence: rotary tables by Sin, Cos.
+        "llama_dynamic": [
+            ("batch=3 seq=16", ["batch=3", "seq=16"], {"input_ids": rng.randint(0, 64, (3, 16))}),
+            ("batch=1 seq=7", ["batch=1", "seq=7"], {"input_ids": rng.randint(0, 64, (1, 7))})],
         "bert": [("batch=3", ["batch=3"], {"input_ids": rng.randint(0, 64, (3, 8)),
                                           "attention_mask": padded(3, 8)})],
         "vit": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],

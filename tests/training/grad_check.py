@@ -124,6 +124,8 @@ def make_cases(seed=0):
         ("reciprocal", "Reciprocal", rand(3, 4, lo=0.5, hi=2.0)),
         ("tanh", "Tanh", rand(3, 4, lo=-2, hi=2)),
         ("erf", "Erf", rand(3, 4, lo=-2, hi=2)),
+        ("sin", "Sin", rand(3, 4, lo=-4, hi=4)),
+        ("cos", "Cos", rand(3, 4, lo=-4, hi=4)),
         ("sigmoid", "Sigmoid", rand(3, 4, lo=-3, hi=3)),
         ("relu", "Relu", away((3, 4), [0.0], 0.1)),
     ]
