@@ -565,9 +565,23 @@ LogicalResult AvgPool2DOp::buildGradients(OpBuilder &b, ValueRange rg,
 }
 
 // Backward ops are not differentiated again (no second derivatives).
-LogicalResult Conv2DBackwardInputOp::buildGradients(OpBuilder &, ValueRange,
-                                                    SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+// y = conv2d_backward_input(x, w) is the adjoint of conv2d(., w): for any
+// z, <z, y> = <conv2d(z, w), x>. So dx = conv2d(g, w) and
+// dw = conv2d_backward_weight(g, x) (g the input, x the output gradient).
+// What makes ConvTranspose trainable.
+LogicalResult Conv2DBackwardInputOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                                    SmallVectorImpl<Value> &g) {
+  Location loc = getLoc();
+  Value dx = b.create<Conv2DOp>(loc, getGradOutput().getType(), rg[0], getWeight(),
+                                /*bias=*/Value(), getStridesAttr(), getPadsAttr(),
+                                getDilationsAttr(), getGroupsAttr(), /*relu=*/nullptr,
+                                /*channels_last=*/nullptr);
+  Value dw = b.create<Conv2DBackwardWeightOp>(loc, getWeight().getType(), rg[0],
+                                              getGradOutput(), getStridesAttr(),
+                                              getPadsAttr(), getDilationsAttr(),
+                                              getGroupsAttr());
+  g.assign({dx, dw});
+  return success();
 }
 LogicalResult Conv2DBackwardWeightOp::buildGradients(OpBuilder &, ValueRange,
                                                      SmallVectorImpl<Value> &) {

@@ -436,6 +436,106 @@ LogicalResult convertConv(NodeContext &ctx) {
   return ctx.result(lowerFrom2D(ctx, *y, xType->getRank()));
 }
 
+/// ConvTranspose is the gradient of a convolution with respect to its input,
+/// which graph.conv2d_backward_input computes: the transposed convolution's
+/// weight (C_in, C_out / group, kH, kW) is the forward convolution's OIHW
+/// weight, and its output the forward's input.
+LogicalResult convertConvTranspose(NodeContext &ctx) {
+  auto xType = ctx.inputType(0), wType = ctx.inputType(1);
+  if (failed(xType) || failed(wType) || failed(checkSpatialRank(ctx, *xType)))
+    return failure();
+  if (wType->getRank() != xType->getRank())
+    return ctx.fail("weight " + shapeToString(wType->getShape()) +
+                    " must have the input's rank " + std::to_string(xType->getRank()));
+  int64_t groups = ctx.attrInt("group", 1);
+  if (groups < 1 || xType->getDimSize(1) != wType->getDimSize(0) ||
+      xType->getDimSize(1) % groups)
+    return ctx.fail("input channels " + std::to_string(xType->getDimSize(1)) +
+                    " must equal the weight's dim 0 (" + std::to_string(wType->getDimSize(0)) +
+                    ") and divide into " + std::to_string(groups) + " groups");
+  ArrayRef<int64_t> in = xType->getShape().drop_front(2), kernel = wType->getShape().drop_front(2);
+  if (auto declared = ctx.attrInts("kernel_shape"); declared && ArrayRef<int64_t>(*declared) != kernel)
+    return ctx.fail("kernel_shape " + shapeToString(*declared) +
+                    " does not match the weight " + shapeToString(wType->getShape()));
+  size_t n = in.size();
+  auto strides = ctx.attrInts("strides").value_or(SmallVector<int64_t>(n, 1));
+  auto dilations = ctx.attrInts("dilations").value_or(SmallVector<int64_t>(n, 1));
+  auto outputPadding = ctx.attrInts("output_padding").value_or(SmallVector<int64_t>(n, 0));
+  auto pads = ctx.attrInts("pads").value_or(SmallVector<int64_t>(2 * n, 0));
+  auto outputShape = ctx.attrInts("output_shape");
+  if (strides.size() != n || dilations.size() != n || outputPadding.size() != n ||
+      pads.size() != 2 * n || (outputShape && outputShape->size() != n))
+    return ctx.fail("strides, dilations, output_padding and output_shape must have " +
+                    std::to_string(n) + " entries and pads " + std::to_string(2 * n));
+  std::string autoPad = ctx.attrString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER" &&
+      autoPad != "VALID")
+    return ctx.fail("unknown auto_pad '" + autoPad + "'");
+  SmallVector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1 || outputPadding[i] < 0 ||
+        outputPadding[i] >= std::max(strides[i], dilations[i]))
+      return ctx.fail("strides and dilations must be positive and output_padding below "
+                      "the larger of them");
+    int64_t full = strides[i] * (in[i] - 1) + outputPadding[i] + (kernel[i] - 1) * dilations[i] + 1;
+    if (outputShape || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      // The padding that gives the asked-for size (ONNX's rule).
+      // A negative total (an output_shape past the full size) pads the end
+      // negatively: rows added there, as output_padding adds them.
+      int64_t want = outputShape ? (*outputShape)[i] : in[i] * strides[i];
+      int64_t total = full - want;
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); // floor
+      bool upper = autoPad == "SAME_UPPER";
+      pads[i] = upper ? half : total - half;
+      pads[i + n] = upper ? total - half : half;
+    } else if (autoPad == "VALID") {
+      pads[i] = pads[i + n] = 0;
+    }
+    out[i] = full - pads[i] - pads[i + n];
+    if (pads[i + n] < 0 && pads[i + n] > -strides[i])
+      pads[i + n] = 0; // the extra rows are the result type's, as output_padding's
+    if (pads[i] < 0 || pads[i + n] < 0)
+      return ctx.fail("pads must be non-negative (output_shape at most " +
+                      std::to_string(full + strides[i] - 1) + " along spatial dim " +
+                      std::to_string(i) + ")");
+    if (out[i] < 1)
+      return ctx.fail("the output would be empty along spatial dim " + std::to_string(i));
+  }
+  if (n == 1) { // lifted to 2-D with a unit first spatial dim
+    strides.insert(strides.begin(), 1);
+    dilations.insert(dilations.begin(), 1);
+    pads = {0, pads[0], 0, pads[1]};
+    out.insert(out.begin(), 1);
+  }
+  auto x = liftTo2D(ctx, *ctx.input(0)), w = liftTo2D(ctx, *ctx.input(1));
+  if (failed(x) || failed(w))
+    return failure();
+  int64_t channels = wType->getDimSize(1) * groups;
+  auto type = RankedTensorType::get({xType->getDimSize(0), channels, out[0], out[1]},
+                                    xType->getElementType());
+  auto y = ctx.createTyped<Conv2DBackwardInputOp>(
+      type, ValueRange{*x, *w},
+      {ctx.namedI64s("strides", strides), ctx.namedI64s("pads", pads),
+       ctx.namedI64s("dilations", dilations), ctx.namedI64("groups", groups)});
+  if (failed(y))
+    return failure();
+  Value result = *y;
+  if (ctx.hasInput(2)) {
+    auto b = ctx.input(2);
+    if (failed(b))
+      return failure();
+    auto column = ctx.createTyped<ReshapeOp>(
+        RankedTensorType::get({1, channels, 1, 1}, xType->getElementType()), *b);
+    if (failed(column))
+      return failure();
+    auto biased = ctx.create<AddOp>(ValueRange{result, *column});
+    if (failed(biased))
+      return failure();
+    result = *biased;
+  }
+  return ctx.result(lowerFrom2D(ctx, result, xType->getRank()));
+}
+
 template <typename OpTy, bool isAverage>
 LogicalResult convertPool(NodeContext &ctx) {
   auto xType = ctx.inputType(0);
@@ -695,6 +795,7 @@ const OpConverter kConverters[] = {
     {"SimplifiedLayerNormalization", 13, convertRmsNorm},
     {"BatchNormalization", 13, convertBatchNorm},
     {"Conv", 13, convertConv},
+    {"ConvTranspose", 11, convertConvTranspose},
     {"MaxPool", 13, convertPool<MaxPool2DOp, false>, "storage_order"},
     {"AveragePool", 13, convertPool<AvgPool2DOp, true>},
     {"GlobalAveragePool", 13, convertGlobalPool<ReduceMeanOp>},

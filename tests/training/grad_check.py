@@ -298,6 +298,15 @@ def make_cases(seed=0):
     add(Case("conv depthwise stride 2", [N("Conv", ["A", "W", "B"], group=3, strides=[2, 2])],
              {"A": rand(1, 3, 6, 5), "W": rand(3, 1, 2, 2), "B": rand(3)}))
     add(Case("conv 1x1", [N("Conv", ["A", "W"])], {"A": rand(2, 3, 3, 4), "W": rand(5, 3, 1, 1)}))
+    # ConvTranspose: conv2d_backward_input, differentiated as conv2d's adjoint.
+    add(Case("conv_transpose stride 2 pads output_padding + bias",
+             [N("ConvTranspose", ["A", "W", "B"], strides=[2, 2], pads=[1, 0, 0, 1],
+                output_padding=[1, 0])],
+             {"A": rand(2, 3, 3, 4), "W": rand(3, 2, 3, 2), "B": rand(2)}))
+    # (groups: onnx.reference's grouped ConvTranspose fails; the forward is
+    # matched against onnxruntime in tests/frontends/onnx/conv_transpose.onnxtxt.)
+    add(Case("conv_transpose dilation", [N("ConvTranspose", ["A", "W"], dilations=[2, 1])],
+             {"A": rand(1, 2, 3, 3), "W": rand(2, 3, 2, 2)}))
     add(Case("max_pool 2x2 stride 2", [N("MaxPool", ["A"], kernel_shape=[2, 2], strides=[2, 2])],
              {"A": distinct(2, 2, 4, 6)}))
     add(Case("max_pool 3x3 stride 2 pad 1 (overlapping)",
