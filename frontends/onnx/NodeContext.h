@@ -193,6 +193,7 @@ mlir::FailureOr<mlir::Value> gatherElements(NodeContext &ctx, mlir::Value data,
 llvm::ArrayRef<OpConverter> elementwiseConverters();
 llvm::ArrayRef<OpConverter> nnConverters();
 llvm::ArrayRef<OpConverter> tensorConverters();
+llvm::ArrayRef<OpConverter> resizeConverters();
 
 } // namespace dtc::onnx
 

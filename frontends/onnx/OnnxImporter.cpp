@@ -33,7 +33,8 @@ namespace {
 const llvm::StringMap<const OpConverter *> &converterTable() {
   static const llvm::StringMap<const OpConverter *> table = [] {
     llvm::StringMap<const OpConverter *> t;
-    for (auto group : {elementwiseConverters(), nnConverters(), tensorConverters()})
+    for (auto group : {elementwiseConverters(), nnConverters(), tensorConverters(),
+                       resizeConverters()})
       for (const OpConverter &c : group)
         t[c.opType] = &c;
     return t;
@@ -158,7 +159,7 @@ FailureOr<Value> OnnxImporter::lookup(const std::string &name, NodeContext &node
   // Float initializers with more than one element are parameters; their
   // values stay in the model file. Everything else is a constant.
   Value value;
-  if (isParameterTensor(tensor)) {
+  if (isParameterTensor(tensor) && !weights_.constants.count(name)) {
     std::optional<formats::onnx::ExternalData> external;
     if (failed(checkTensorData(tensor, baseDir_, error, &external)))
       return node.fail(error);

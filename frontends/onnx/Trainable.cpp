@@ -93,6 +93,15 @@ public:
     return running ? Role::RunningStatistic : Role::Other;
   }
 
+  /// Whether every node that reads `name` reads it where a value sets a
+  /// shape (Resize's roi and scales).
+  bool onlySetsShapes(const std::string &name) const {
+    auto it = uses_.find(name);
+    return it != uses_.end() && llvm::all_of(it->second, [](const Use &use) {
+             return use.node->op_type() == "Resize" && (use.input == 1 || use.input == 2);
+           });
+  }
+
   /// Whether a Gather reads rows of `name` (an embedding table).
   bool isEmbeddingTable(const std::string &name) const {
     auto it = uses_.find(name);
@@ -282,6 +291,9 @@ mlir::LogicalResult chooseWeights(mlir::MLIRContext &context, const ::onnx::Grap
 
   // The rest by use, then by value.
   Chooser chooser(graph);
+  for (const ::onnx::TensorProto *tensor : parameters)
+    if (chooser.onlySetsShapes(tensor->name()))
+      choices.constants.insert(tensor->name());
   struct Candidate {
     const ::onnx::TensorProto *tensor;
     std::vector<double> values;

@@ -49,6 +49,9 @@ struct WeightChoices {
   /// into a copy of its own. Imported as graph.transpose of the other, so
   /// that both train as one again.
   std::map<std::string, std::string> transposeOf;
+  /// Float initializers read only where a value sets a shape (Resize's roi
+  /// and scales): constants, not weights.
+  std::set<std::string> constants;
 };
 
 /// Decides `choices` for `graph`. Patterns decide first; a parameter neither

@@ -260,6 +260,10 @@ FROZEN_ELEMENT_TYPES = DTC_ELEMENT_TYPES - {
 }
 
 
+# (op type, input index) of float inputs that decide an output's shape.
+SHAPING_FLOAT_INPUTS = {("Resize", 1), ("Resize", 2)}
+
+
 def node_test_root():
     return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
 
@@ -339,6 +343,9 @@ def split_inputs(test_dir, model):
     is not an initializer.
     """
     initializers = {t.name for t in model.graph.initializer}
+    # Float inputs that set a shape (Resize's roi and scales) are frozen too.
+    shaping = {node.input[i] for node in iter_nodes(model.graph)
+               for (op, i) in SHAPING_FLOAT_INPUTS if node.op_type == op and len(node.input) > i}
     data_dir = os.path.join(test_dir, "test_data_set_0")
     frozen, fed = [], []
     index = 0
@@ -348,7 +355,8 @@ def split_inputs(test_dir, model):
         path = os.path.join(data_dir, f"input_{index}.pb")
         tt = vi.type.tensor_type
         scalar = tt.HasField("shape") and len(tt.shape.dim) == 0
-        if (tt.elem_type in FROZEN_ELEMENT_TYPES or scalar) and os.path.exists(path):
+        if ((tt.elem_type in FROZEN_ELEMENT_TYPES or scalar or vi.name in shaping)
+                and os.path.exists(path)):
             frozen.append((vi.name, index))
         else:
             fed.append(index)

@@ -298,6 +298,14 @@ def make_cases(seed=0):
     add(Case("conv depthwise stride 2", [N("Conv", ["A", "W", "B"], group=3, strides=[2, 2])],
              {"A": rand(1, 3, 6, 5), "W": rand(3, 1, 2, 2), "B": rand(3)}))
     add(Case("conv 1x1", [N("Conv", ["A", "W"])], {"A": rand(2, 3, 3, 4), "W": rand(5, 3, 1, 1)}))
+    # Resize: constant-index gathers and weights per axis.
+    add(Case("resize linear x2 (half_pixel)",
+             [N("Resize", ["A", "", "s"], mode="linear")],
+             {"A": rand(1, 2, 3, 4)}, consts={"s": np.array([1, 1, 2, 2], np.float32)}))
+    add(Case("resize cubic to sizes (align_corners)",
+             [N("Resize", ["A", "", "", "z"], mode="cubic",
+                coordinate_transformation_mode="align_corners")],
+             {"A": rand(1, 1, 4, 4)}, consts={"z": np.array([1, 1, 6, 3], np.int64)}))
     # ConvTranspose: conv2d_backward_input, differentiated as conv2d's adjoint.
     add(Case("conv_transpose stride 2 pads output_padding + bias",
              [N("ConvTranspose", ["A", "W", "B"], strides=[2, 2], pads=[1, 0, 0, 1],
