@@ -123,10 +123,23 @@ LogicalResult convertConcat(NodeContext &ctx) {
 /// padded axis becomes a concat of the value, the data and the value again.
 /// Negative pads (cropping) and the edge, reflect and wrap modes are not
 /// supported.
+/// The input position output position `j` of a `mode` pad ("edge",
+/// "reflect", "wrap") reads along an axis of `n`, `before` added in front.
+int64_t padSource(const std::string &mode, int64_t j, int64_t before, int64_t n) {
+  int64_t i = j - before;
+  if (mode == "edge" || n == 1)
+    return std::min<int64_t>(std::max<int64_t>(i, 0), n - 1);
+  if (mode == "wrap")
+    return ((i % n) + n) % n;
+  int64_t period = 2 * (n - 1); // reflect: the edge itself not repeated
+  int64_t r = ((i % period) + period) % period;
+  return r < n ? r : period - r;
+}
+
 LogicalResult convertPad(NodeContext &ctx) {
   std::string mode = ctx.attrString("mode", "constant");
-  if (mode != "constant")
-    return ctx.fail("mode '" + mode + "' is not supported (only 'constant')");
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+    return ctx.fail("mode '" + mode + "' is not supported (constant, edge, reflect, wrap)");
   auto type = ctx.inputType(0);
   if (failed(type))
     return failure();
@@ -170,6 +183,30 @@ LogicalResult convertPad(NodeContext &ctx) {
   Value padded = *x;
   for (auto [i, axis] : llvm::enumerate(axes)) {
     int64_t before = (*pads)[i], after = (*pads)[i + axes.size()];
+    if (mode != "constant") {
+      // A gather at constant positions: exact, and its gradient adds each
+      // padded value's back where it came from. Negative pads crop first
+      // (as ONNX's reference does), then the rest pads what is left.
+      int64_t n = cast<RankedTensorType>(padded.getType()).getDimSize(axis);
+      if (before == 0 && after == 0)
+        continue;
+      int64_t start = std::max<int64_t>(0, -before);
+      int64_t kept = n - start - std::max<int64_t>(0, -after);
+      int64_t length = kept + std::max<int64_t>(0, before) + std::max<int64_t>(0, after);
+      if (kept < 1 || length < 1)
+        return ctx.fail("pads leave nothing along axis " + std::to_string(axis));
+      SmallVector<int64_t> index;
+      for (int64_t j = 0; j < length; ++j)
+        index.push_back(start + padSource(mode, j, std::max<int64_t>(0, before), kept));
+      auto indexType = RankedTensorType::get({length}, ctx.builder().getI64Type());
+      auto gathered = ctx.create<GatherOp>(
+          ValueRange{padded, ctx.constant(DenseElementsAttr::get(indexType, ArrayRef(index)))},
+          {ctx.namedI64("axis", int64_t(axis))});
+      if (failed(gathered))
+        return failure();
+      padded = *gathered;
+      continue;
+    }
     if (before < 0 || after < 0)
       return ctx.fail("negative pads (cropping) are not supported");
     if (before == 0 && after == 0)

@@ -298,6 +298,11 @@ def make_cases(seed=0):
     add(Case("conv depthwise stride 2", [N("Conv", ["A", "W", "B"], group=3, strides=[2, 2])],
              {"A": rand(1, 3, 6, 5), "W": rand(3, 1, 2, 2), "B": rand(3)}))
     add(Case("conv 1x1", [N("Conv", ["A", "W"])], {"A": rand(2, 3, 3, 4), "W": rand(5, 3, 1, 1)}))
+    add(Case("pad reflect", [N("Pad", ["A", "p"], mode="reflect")], {"A": rand(2, 4, 5)},
+             consts={"p": np.array([0, 2, 1, 0, 1, 3], np.int64)}))
+    add(Case("pad edge and wrap crop", [N("Pad", ["A", "p"], "E", mode="edge"),
+                                        N("Pad", ["E", "q"], mode="wrap")], {"A": rand(3, 4)},
+             consts={"p": np.array([1, 2, 0, 1], np.int64), "q": np.array([-1, 3, 2, 0], np.int64)}))
     # Resize: constant-index gathers and weights per axis.
     add(Case("resize linear x2 (half_pixel)",
              [N("Resize", ["A", "", "s"], mode="linear")],
