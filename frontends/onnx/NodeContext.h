@@ -194,6 +194,7 @@ llvm::ArrayRef<OpConverter> elementwiseConverters();
 llvm::ArrayRef<OpConverter> nnConverters();
 llvm::ArrayRef<OpConverter> tensorConverters();
 llvm::ArrayRef<OpConverter> resizeConverters();
+llvm::ArrayRef<OpConverter> einsumConverters();
 
 } // namespace dtc::onnx
 

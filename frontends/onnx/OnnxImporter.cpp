@@ -34,7 +34,7 @@ const llvm::StringMap<const OpConverter *> &converterTable() {
   static const llvm::StringMap<const OpConverter *> table = [] {
     llvm::StringMap<const OpConverter *> t;
     for (auto group : {elementwiseConverters(), nnConverters(), tensorConverters(),
-                       resizeConverters()})
+                       resizeConverters(), einsumConverters()})
       for (const OpConverter &c : group)
         t[c.opType] = &c;
     return t;

@@ -303,6 +303,19 @@ def make_cases(seed=0):
     add(Case("pad edge and wrap crop", [N("Pad", ["A", "p"], "E", mode="edge"),
                                         N("Pad", ["E", "q"], mode="wrap")], {"A": rand(3, 4)},
              consts={"p": np.array([1, 2, 0, 1], np.int64), "q": np.array([-1, 3, 2, 0], np.int64)}))
+    # Einsum: sums, transposes and batched matmuls.
+    for equation, shapes in [("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+                             ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+                             ("i,j->ij", [(3,), (4,)]),
+                             ("ij->ji", [(3, 4)]),
+                             ("ij->", [(3, 4)]),
+                             ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 2)]),
+                             ("abc,cd,de->abe", [(2, 3, 4), (4, 5), (5, 2)]),
+                             ("ij,jk", [(3, 4), (4, 2)]),
+                             ("ijk,ik->j", [(2, 3, 4), (2, 4)])]:
+        names = [f"E{i}" for i in range(len(shapes))]
+        add(Case(f"einsum {equation}", [N("Einsum", names, equation=equation)],
+                 {n: rand(*s) for n, s in zip(names, shapes)}))
     # Resize: constant-index gathers and weights per axis.
     add(Case("resize linear x2 (half_pixel)",
              [N("Resize", ["A", "", "s"], mode="linear")],
