@@ -195,6 +195,7 @@ llvm::ArrayRef<OpConverter> nnConverters();
 llvm::ArrayRef<OpConverter> tensorConverters();
 llvm::ArrayRef<OpConverter> resizeConverters();
 llvm::ArrayRef<OpConverter> einsumConverters();
+llvm::ArrayRef<OpConverter> attentionConverters();
 
 } // namespace dtc::onnx
 

@@ -34,7 +34,8 @@ const llvm::StringMap<const OpConverter *> &converterTable() {
   static const llvm::StringMap<const OpConverter *> table = [] {
     llvm::StringMap<const OpConverter *> t;
     for (auto group : {elementwiseConverters(), nnConverters(), tensorConverters(),
-                       resizeConverters(), einsumConverters()})
+                       resizeConverters(), einsumConverters(),
+                       attentionConverters()})
       for (const OpConverter &c : group)
         t[c.opType] = &c;
     return t;

@@ -303,6 +303,14 @@ def make_cases(seed=0):
     add(Case("pad edge and wrap crop", [N("Pad", ["A", "p"], "E", mode="edge"),
                                         N("Pad", ["E", "q"], mode="wrap")], {"A": rand(3, 4)},
              consts={"p": np.array([1, 2, 0, 1], np.int64), "q": np.array([-1, 3, 2, 0], np.int64)}))
+    # Attention (opset 23): matmuls, softmax, the mask and the causal triangle.
+    add(Case("attention 4-D grouped-query causal softcap",
+             [N("Attention", ["Q", "K", "V"], is_causal=1, softcap=2.0)],
+             {"Q": rand(1, 4, 3, 2), "K": rand(1, 2, 5, 2), "V": rand(1, 2, 5, 3)}, opset=23))
+    add(Case("attention 3-D heads, bool mask",
+             [N("Attention", ["Q", "K", "V", "m"], q_num_heads=2, kv_num_heads=2, scale=0.3)],
+             {"Q": rand(2, 3, 4), "K": rand(2, 4, 4), "V": rand(2, 4, 6)},
+             consts={"m": np.array([[True, True, False, True]] * 3)}, opset=23))
     # Einsum: sums, transposes and batched matmuls.
     for equation, shapes in [("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
                              ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
