@@ -403,7 +403,14 @@ LogicalResult checkSpatialRank(NodeContext &ctx, RankedTensorType type) {
                   "got input " + shapeToString(type.getShape()));
 }
 
-LogicalResult convertConv(NodeContext &ctx) {
+/// A convolution's (or transposed convolution's) input and weight types,
+/// checked: the input 3-D or 4-D, the weight of its rank, kernel_shape (when
+/// given) the weight's spatial dims.
+struct ConvOperands {
+  RankedTensorType x, w;
+  ArrayRef<int64_t> kernel;
+};
+FailureOr<ConvOperands> convOperands(NodeContext &ctx) {
   auto xType = ctx.inputType(0), wType = ctx.inputType(1);
   if (failed(xType) || failed(wType) || failed(checkSpatialRank(ctx, *xType)))
     return failure();
@@ -414,6 +421,15 @@ LogicalResult convertConv(NodeContext &ctx) {
   if (auto declared = ctx.attrInts("kernel_shape"); declared && ArrayRef<int64_t>(*declared) != kernel)
     return ctx.fail("kernel_shape " + shapeToString(*declared) +
                     " does not match the weight " + shapeToString(wType->getShape()));
+  return ConvOperands{*xType, *wType, kernel};
+}
+
+LogicalResult convertConv(NodeContext &ctx) {
+  auto checked = convOperands(ctx);
+  if (failed(checked))
+    return failure();
+  RankedTensorType *xType = &checked->x;
+  ArrayRef<int64_t> kernel = checked->kernel;
   auto window = windowOf(ctx, xType->getShape().drop_front(2), kernel);
   if (failed(window))
     return failure();
@@ -441,22 +457,17 @@ LogicalResult convertConv(NodeContext &ctx) {
 /// weight (C_in, C_out / group, kH, kW) is the forward convolution's OIHW
 /// weight, and its output the forward's input.
 LogicalResult convertConvTranspose(NodeContext &ctx) {
-  auto xType = ctx.inputType(0), wType = ctx.inputType(1);
-  if (failed(xType) || failed(wType) || failed(checkSpatialRank(ctx, *xType)))
+  auto operands = convOperands(ctx);
+  if (failed(operands))
     return failure();
-  if (wType->getRank() != xType->getRank())
-    return ctx.fail("weight " + shapeToString(wType->getShape()) +
-                    " must have the input's rank " + std::to_string(xType->getRank()));
+  RankedTensorType *xType = &operands->x, *wType = &operands->w;
   int64_t groups = ctx.attrInt("group", 1);
   if (groups < 1 || xType->getDimSize(1) != wType->getDimSize(0) ||
       xType->getDimSize(1) % groups)
     return ctx.fail("input channels " + std::to_string(xType->getDimSize(1)) +
                     " must equal the weight's dim 0 (" + std::to_string(wType->getDimSize(0)) +
                     ") and divide into " + std::to_string(groups) + " groups");
-  ArrayRef<int64_t> in = xType->getShape().drop_front(2), kernel = wType->getShape().drop_front(2);
-  if (auto declared = ctx.attrInts("kernel_shape"); declared && ArrayRef<int64_t>(*declared) != kernel)
-    return ctx.fail("kernel_shape " + shapeToString(*declared) +
-                    " does not match the weight " + shapeToString(wType->getShape()));
+  ArrayRef<int64_t> in = xType->getShape().drop_front(2), kernel = operands->kernel;
   size_t n = in.size();
   auto strides = ctx.attrInts("strides").value_or(SmallVector<int64_t>(n, 1));
   auto dilations = ctx.attrInts("dilations").value_or(SmallVector<int64_t>(n, 1));
