@@ -9,14 +9,17 @@ GPT2LMHeadModel, LlamaForCausalLM, BertModel, ViTModel and ResNetModel with
 their default settings but tiny sizes and random weights (seed 0), exported
 by `torch.onnx.export(..., dynamo=True)` (the default exporter of current
 torch) with a dynamic batch axis (Llama: static, batch 2 and 16 tokens, and
-llama_dynamic.onnx with dynamic batch and sequence).
+llama_dynamic.onnx with dynamic batch and sequence), and vit_legacy.onnx by
+the older exporter (dynamo=False).
 For GPT-2 and Llama, <name>_train/ holds three batches of token ids and the
 losses PyTorch's AdamW reaches on them, which CI replays with dtc. These are the committed fixtures
 of tests/models/exported_models.py; CI does not need torch to use them.
 Needs torch, transformers and onnxscript (pip).
 """
 import argparse
+import contextlib
 import copy
+import io
 import json
 import os
 import warnings
@@ -115,6 +118,13 @@ def main():
         hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
         image_size=32, patch_size=8, num_channels=3)).eval()
     export(vit, (torch.randn(2, 3, 32, 32),), ["pixel_values"], os.path.join(out, "vit.onnx"))
+    # The older TorchScript exporter too (dynamo=False; with this
+    # transformers it fails on GPT-2, Llama and BERT: aten::diff, use_cache):
+    # Shape/Gather shape arithmetic, GELU written out with Erf.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(vit, (torch.randn(2, 3, 32, 32),), os.path.join(out, "vit_legacy.onnx"),
+                          dynamo=False, opset_version=17, input_names=["pixel_values"],
+                          dynamic_axes={"pixel_values": {0: "batch"}})
     torch.manual_seed(0)  # each model's weights whatever is exported before it
     resnet = transformers.ResNetModel(transformers.ResNetConfig(
         embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic",

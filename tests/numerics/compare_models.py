@@ -69,6 +69,9 @@ def cases(rng):
         "bert": [("batch=3", ["batch=3"], {"input_ids": rng.randint(0, 64, (3, 8)),
                                           "attention_mask": padded(3, 8)})],
         "vit": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
+        # ... and by the older exporter (dynamo=False): shape arithmetic on
+        # Shape/Gather, GELU in Erf form.
+        "vit_legacy": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
         "resnet": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
     }
 
