@@ -2,12 +2,18 @@
 #include "frontends/onnx/Trainable.h"
 #include "frontends/onnx/TensorData.h"
 
+#include "formats/onnx/ExternalData.h"
+#include "formats/onnx/TensorProto.h"
+
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/GlobPattern.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 #include <set>
 
 namespace dtc::onnx {
@@ -206,6 +212,52 @@ mlir::FailureOr<std::vector<double>> valuesOf(mlir::MLIRContext &context,
   return values;
 }
 
+/// A few of an f32 tensor's elements (at `indices`), read without reading
+/// the rest: from raw_data or float_data, or at their offsets in the
+/// external file. Empty when the tensor is not f32 or cannot be read.
+std::vector<float> sampleFloats(const ::onnx::TensorProto &tensor, const std::string &baseDir,
+                                const std::vector<int64_t> &indices) {
+  std::vector<float> out;
+  if (tensor.data_type() != ::onnx::TensorProto::FLOAT)
+    return out;
+  formats::onnx::TensorInfo info;
+  std::string error;
+  if (!formats::onnx::describeTensor(tensor, tensor.name(), info, error))
+    return out;
+  if (formats::onnx::isExternal(tensor)) {
+    formats::onnx::ExternalData data;
+    if (!formats::onnx::resolveExternalData(tensor, baseDir, info.bytes, tensor.name(), data,
+                                            error))
+      return out;
+    int fd = ::open(data.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return out;
+    for (int64_t i : indices) {
+      float v;
+      if (!formats::onnx::readFileAt(fd, data.offset + i * 4, 4, reinterpret_cast<char *>(&v),
+                                     error)) {
+        out.clear();
+        break;
+      }
+      out.push_back(v);
+    }
+    ::close(fd);
+    return out;
+  }
+  for (int64_t i : indices) {
+    if (int64_t(tensor.raw_data().size()) == info.bytes) {
+      float v;
+      std::memcpy(&v, tensor.raw_data().data() + i * 4, 4);
+      out.push_back(v);
+    } else if (tensor.float_data_size() == info.count) {
+      out.push_back(tensor.float_data(int(i)));
+    } else {
+      return {};
+    }
+  }
+  return out;
+}
+
 int64_t elementCount(const ::onnx::TensorProto &tensor) {
   int64_t count = 1;
   for (int64_t d : tensor.dims()) {
@@ -342,12 +394,24 @@ mlir::LogicalResult chooseWeights(mlir::MLIRContext &context, const ::onnx::Grap
       if (other->dims(0) != table->dims(1) || other->dims(1) != table->dims(0) ||
           choices.transposeOf.count(other->name()))
         continue;
+      // A few elements first: an untied lm_head of a 7B model is rejected
+      // after reading 16 of its values, not its gigabyte.
+      int64_t rows = table->dims(0), cols = table->dims(1);
+      std::vector<int64_t> at, atTransposed;
+      for (int64_t s = 0; s < 16 && rows * cols > 0; ++s) {
+        int64_t i = (s * 2654435761LL) % (rows * cols), r = i / cols, c = i % cols;
+        at.push_back(i);
+        atTransposed.push_back(c * rows + r);
+      }
+      std::vector<float> sa = sampleFloats(*table, baseDir, at),
+                         sb = sampleFloats(*other, baseDir, atTransposed);
+      if (!sa.empty() && sa.size() == sb.size() && sa != sb)
+        continue;
       std::string unreadable;
       auto a = valuesOf(context, *table, baseDir, unreadable);
       auto b = valuesOf(context, *other, baseDir, unreadable);
       if (mlir::failed(a) || mlir::failed(b))
         continue;
-      int64_t rows = table->dims(0), cols = table->dims(1);
       bool same = true;
       for (int64_t r = 0; same && r < rows; ++r)
         for (int64_t c = 0; same && c < cols; ++c)
