@@ -23,7 +23,6 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/ADT/StringSet.h"
 
 namespace dtc {
 #define GEN_PASS_DEF_BUILDTRAININGSTEP
@@ -121,7 +120,8 @@ public:
           untrained.push_back({p.getName().str(), "the trained output does not depend on it"});
       }
     if (trained.empty())
-      return func_.emitError("the loss depends on no f32 parameter: nothing to train") << (untrained.empty() ? "" : " (" + describeUntrained(untrained) + ")");
+      return func_.emitError("the loss depends on no f32 parameter: nothing to train")
+             << (untrained.empty() ? "" : " (" + describeUntrained(untrained) + ")");
     b_.setInsertionPoint(terminator);
     if (options_.microBatches > 1)
       accumulateGradients(trained, updates);
@@ -219,6 +219,7 @@ public:
     if (!untrained.empty())
       addNote(func_, "training: not trained: " + describeUntrained(untrained) +
                          " (--trainable / --frozen PATTERN choose otherwise)");
+    noteTransposedWeights();
     noteUntied();
     if (accumulators)
       addNote(func_, "training: gradients accumulated over " +
@@ -260,36 +261,50 @@ private:
     func_->setAttr(attr::kTraining, b_.getDictionaryAttr(entries));
   }
 
+  /// "a, b, c, d and 3 more": the first four of `items`.
+  static std::string firstFew(ArrayRef<std::string> items) {
+    std::string text;
+    for (size_t i = 0; i < items.size() && i < 4; ++i)
+      text += (i ? ", " : "") + items[i];
+    if (items.size() > 4)
+      text += " and " + std::to_string(items.size() - 4) + " more";
+    return text;
+  }
+
+  /// Tied weights the exporter had folded into transposed copies, tied again
+  /// by the importer.
+  void noteTransposedWeights() {
+    auto tied = func_->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+        attr::kTransposedWeights);
+    if (!tied)
+      return;
+    std::string text;
+    for (NamedAttribute entry : tied)
+      text += (text.empty() ? "" : ", ") + entry.getName().str() + " is " +
+              cast<StringAttr>(entry.getValue()).str() + " transposed";
+    addNote(func_, "training: " + text +
+                       " (weights tied in the model exported, folded apart by the "
+                       "exporter): trained as one, as the model exported did");
+  }
+
   /// Weights the exporter had merged, each reader now training a copy.
   void noteUntied() {
-    std::vector<std::pair<std::string, int>> readers; // merged name, readers
+    std::vector<std::pair<std::string, int>> readers; // merged name, its copies
     func_.walk([&](graph::ParameterOp p) {
       if (std::optional<StringRef> of = p.getCopyOf()) {
         auto it = llvm::find_if(readers, [&](const auto &r) { return r.first == *of; });
         if (it == readers.end())
-          readers.push_back({of->str(), 1}); // the original's reader
+          readers.push_back({of->str(), 1});
         else
           ++it->second;
       }
     });
-    if (auto tied = func_->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
-            attr::kTransposedWeights)) {
-      std::string text;
-      for (NamedAttribute entry : tied)
-        text += (text.empty() ? "" : ", ") + entry.getName().str() + " is " +
-                cast<StringAttr>(entry.getValue()).str() + " transposed";
-      addNote(func_, "training: " + text +
-                         " (weights tied in the model exported, folded apart by the "
-                         "exporter): trained as one, as the model exported did");
-    }
     if (readers.empty())
       return;
-    std::string text;
-    for (size_t i = 0; i < readers.size() && i < 4; ++i)
-      text += (i ? ", " : "") + readers[i].first + " (" +
-              std::to_string(readers[i].second + 1) + " readers)";
-    if (readers.size() > 4)
-      text += " and " + std::to_string(readers.size() - 4) + " more";
+    std::vector<std::string> items; // the original's reader, then the copies'
+    for (const auto &[name, copies] : readers)
+      items.push_back(name + " (" + std::to_string(copies + 1) + " readers)");
+    std::string text = firstFew(items);
     addNote(func_, "training: " + std::to_string(readers.size()) +
                        (readers.size() == 1 ? " initializer holds" : " initializers hold") +
                        " one number read by several nodes, weights initialised alike that "
@@ -297,8 +312,8 @@ private:
                        "model exported did: " + text);
   }
 
-  /// "mask (a mask: its values are 0 and -inf); a, b (no gradient reaches
-  /// it)": names grouped by why, the first few of each.
+  /// "mask (a mask: its values are 0 and -inf); a, b (the trained output
+  /// does not depend on it)": names grouped by why, the first few of each.
   static std::string describeUntrained(ArrayRef<std::pair<std::string, std::string>> untrained) {
     std::vector<std::pair<std::string, std::vector<std::string>>> byWhy;
     for (const auto &entry : untrained) {
@@ -309,14 +324,8 @@ private:
       it->second.push_back(entry.first);
     }
     std::string text;
-    for (const auto &[why, names] : byWhy) {
-      text += text.empty() ? "" : "; ";
-      for (size_t i = 0; i < names.size() && i < 4; ++i)
-        text += (i ? ", " : "") + names[i];
-      if (names.size() > 4)
-        text += " and " + std::to_string(names.size() - 4) + " more";
-      text += " (" + why + ")";
-    }
+    for (const auto &[why, names] : byWhy)
+      text += (text.empty() ? "" : "; ") + firstFew(names) + " (" + why + ")";
     return text;
   }
 

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/NodeContext.h"
 
+#include "dialects/graph/ConstantFolding.h"
 #include "dialects/graph/GraphOps.h"
 
 #include <cmath>
@@ -132,6 +133,17 @@ LogicalResult convertAttention(NodeContext &ctx) {
   // causal triangle (offset by the past).
   const double minusInf = -std::numeric_limits<double>::infinity();
   Value bias;
+  auto addToBias = [&](Value term) -> LogicalResult {
+    if (!bias) {
+      bias = term;
+      return success();
+    }
+    auto sum = ctx.create<AddOp>(ValueRange{bias, term});
+    if (failed(sum))
+      return failure();
+    bias = *sum;
+    return success();
+  };
   if (ctx.hasInput(3)) {
     auto maskType = ctx.inputType(3);
     auto mask = ctx.input(3);
@@ -164,25 +176,14 @@ LogicalResult convertAttention(NodeContext &ctx) {
     bias = m;
   }
   if (ctx.attrInt("is_causal", 0)) {
-    SmallVector<APFloat> triangle;
+    SmallVector<double> triangle;
     for (int64_t i = 0; i < qLen; ++i)
       for (int64_t j = 0; j < kvLen; ++j)
-        triangle.push_back(APFloat(j - past > i ? minusInf : 0.0));
-    for (APFloat &t : triangle) {
-      bool lost;
-      t.convert(cast<FloatType>(element).getFloatSemantics(), APFloat::rmNearestTiesToEven,
-                &lost);
-    }
-    Value causal = ctx.constant(
-        DenseElementsAttr::get(RankedTensorType::get({qLen, kvLen}, element), triangle));
-    if (bias) {
-      auto sum = ctx.create<AddOp>(ValueRange{bias, causal});
-      if (failed(sum))
-        return failure();
-      bias = *sum;
-    } else {
-      bias = causal;
-    }
+        triangle.push_back(j - past > i ? minusInf : 0.0);
+    Value causal =
+        ctx.constant(makeDense(RankedTensorType::get({qLen, kvLen}, element), triangle));
+    if (failed(addToBias(causal)))
+      return failure();
   }
   // Keys past each sample's length (nonpad_kv_seqlen) are masked too.
   if (ctx.hasInput(6)) {
@@ -203,14 +204,8 @@ LogicalResult convertAttention(NodeContext &ctx) {
                                                                    ctx.scalar(minusInf, element)});
     if (failed(padding))
       return failure();
-    if (bias) {
-      auto sum = ctx.create<AddOp>(ValueRange{bias, *padding});
-      if (failed(sum))
-        return failure();
-      bias = *sum;
-    } else {
-      bias = *padding;
-    }
+    if (failed(addToBias(*padding)))
+      return failure();
   }
   if (bias) {
     auto added = ctx.create<AddOp>(ValueRange{s, bias});

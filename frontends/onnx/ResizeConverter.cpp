@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/NodeContext.h"
 
+#include "dialects/graph/ConstantFolding.h"
 #include "dialects/graph/GraphOps.h"
 
 #include <cmath>
@@ -134,16 +135,8 @@ FailureOr<Value> resizeAxis(NodeContext &ctx, Value x, int64_t axis, int64_t out
     Value term = *gathered;
     if (mode != "nearest") {
       auto weightType = RankedTensorType::get(weightShape, type.getElementType());
-      SmallVector<APFloat> weights;
-      for (double w : tap.weight) {
-        APFloat v(w);
-        bool lost;
-        v.convert(cast<FloatType>(type.getElementType()).getFloatSemantics(),
-                  APFloat::rmNearestTiesToEven, &lost);
-        weights.push_back(v);
-      }
       auto weighted = ctx.create<MulOp>(
-          ValueRange{term, ctx.constant(DenseElementsAttr::get(weightType, weights))});
+          ValueRange{term, ctx.constant(makeDense(weightType, ArrayRef(tap.weight)))});
       if (failed(weighted))
         return failure();
       term = *weighted;

@@ -72,6 +72,15 @@ bool wholeParameter(const plan::Plan &plan, Executor &executor, int program, uin
   return true;
 }
 
+/// The model's initializer `name`, or null.
+const ::onnx::TensorProto *initializerNamed(const ::onnx::ModelProto &model,
+                                            const std::string &name) {
+  for (const ::onnx::TensorProto &init : model.graph().initializer())
+    if (init.name() == name)
+      return &init;
+  return nullptr;
+}
+
 } // namespace
 
 bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::string &modelPath,
@@ -124,10 +133,7 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
     auto of = trained.find(tied.transpose_of());
     if (of == trained.end())
       continue; // not trained (frozen): the model's copy is still right
-    const ::onnx::TensorProto *table = nullptr;
-    for (const ::onnx::TensorProto &init : model.graph().initializer())
-      if (init.name() == tied.transpose_of())
-        table = &init;
+    const ::onnx::TensorProto *table = initializerNamed(model, tied.transpose_of());
     if (!table || table->dims_size() != 2 ||
         table->dims(0) * table->dims(1) * 4 != int64_t(of->second.size())) {
       error = "--export: '" + tied.initializer() + "' is the transpose of '" +
@@ -150,10 +156,7 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
   for (const plan::ParameterSource *copy : copies) {
     if (!added.insert(copy->initializer()).second)
       continue; // a pipeline's stages may each hold it
-    const ::onnx::TensorProto *original = nullptr;
-    for (const ::onnx::TensorProto &init : initializers)
-      if (init.name() == copy->copy_of())
-        original = &init;
+    const ::onnx::TensorProto *original = initializerNamed(model, copy->copy_of());
     if (!original) {
       error = "--export: the model has no initializer '" + copy->copy_of() +
               "' (the plan copies it as '" + copy->initializer() + "')";
@@ -183,7 +186,9 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
   std::string dataName = outPath.filename().string() + ".data";
   std::string dataPath = (outPath.parent_path() / dataName).string();
   std::string modelDir = std::filesystem::path(modelPath).parent_path().string();
-  std::vector<std::string> copied; // external bytes of untrained initializers
+  // External bytes of untrained initializers, which `pieces` views: reserved
+  // whole, so that no string moves (a short one's bytes move with it).
+  std::vector<std::string> copied;
   copied.reserve(size_t(initializers.size()));
   std::vector<std::string_view> pieces; // the data file
   static const std::string padding(kDataAlignment, '\0');
