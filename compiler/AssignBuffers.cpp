@@ -13,6 +13,8 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <map>
+
 namespace dtc {
 #define GEN_PASS_DEF_ASSIGNBUFFERS
 #include "compiler/Passes.h.inc"
@@ -118,9 +120,21 @@ llvm::DenseSet<Value> updatesInPlace(func::FuncOp func, llvm::DenseMap<Value, in
   return result;
 }
 
-/// A pipeline stage's function: its stage and the stash copies its
-/// schedule keeps in flight (plan/PipelineSchedule.h); nullopt otherwise.
-std::optional<std::pair<int64_t, int64_t>> pipelineStageOf(func::FuncOp func) {
+/// A pipeline stage's function: its stage and how its schedule runs the
+/// micro-batches' parts (plan/PipelineSchedule.h); nullopt otherwise.
+struct StageSchedule {
+  plan::PipelineSchedule schedule;
+  int64_t stages, stage, microBatches, virtuals;
+
+  int64_t slots(int64_t from, int64_t to) const {
+    return plan::stashSlots(schedule, stages, stage, microBatches, virtuals, from, to);
+  }
+  /// Where part `part` of a micro-batch runs among its parts: the
+  /// forwards in order, then the backwards from the last virtual stage.
+  int64_t turn(int64_t part) const { return part < virtuals ? part : 3 * virtuals - 1 - part; }
+};
+
+std::optional<StageSchedule> pipelineStageOf(func::FuncOp func) {
   auto stage = func->getAttrOfType<IntegerAttr>(attr::kStage);
   auto module = func->getParentOfType<ModuleOp>();
   auto pipeline = module ? module->getAttrOfType<DictionaryAttr>(attr::kPipeline) : nullptr;
@@ -131,11 +145,9 @@ std::optional<std::pair<int64_t, int64_t>> pipelineStageOf(func::FuncOp func) {
     return a ? a.getInt() : 1;
   };
   auto name = pipeline.getAs<StringAttr>("schedule");
-  plan::PipelineSchedule schedule =
-      plan::scheduleNamed(name ? name.str() : "").value_or(plan::ONE_F_ONE_B);
-  return std::pair{stage.getInt(),
-                   plan::stashSlots(schedule, integer("stages"), stage.getInt(),
-                                    integer("micro_batches"), integer("virtual_stages"))};
+  return StageSchedule{plan::scheduleNamed(name ? name.str() : "").value_or(plan::ONE_F_ONE_B),
+                       integer("stages"), stage.getInt(), integer("micro_batches"),
+                       std::max<int64_t>(1, integer("virtual_stages"))};
 }
 
 struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
@@ -193,34 +205,71 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
       ++index;
     }
 
-    // A pipeline stage's stash: what its backward reads of its forward,
-    // one copy per micro-batch in flight, after the persistent values.
-    // (Interleaved: what a virtual stage's forward makes and any other
-    // part reads; as many copies as the virtual stage with the most
-    // micro-batches in flight keeps.)
-    int64_t activationBytes = 0, stashBytes = 0, stashSlots = 0;
-    llvm::DenseSet<Value> stashed;
-    if (std::optional<std::pair<int64_t, int64_t>> stage = pipelineStageOf(func)) {
-      stashSlots = stage->second;
-      int64_t virtuals = virtualStagesOf(func);
+    // A pipeline stage's stash: what a part of a micro-batch's forward
+    // makes and a later part reads, after the persistent values, in groups
+    // by the part that makes it and the one that reads it last, each group
+    // with as many copies as the schedule keeps micro-batches between the
+    // two (interleaved, a virtual stage's own backward, or a later
+    // virtual stage's part). Once-per-step readers read the last
+    // micro-batch's values, which need no copies.
+    int64_t activationBytes = 0;
+    llvm::DenseMap<Value, size_t> stashed; // value -> its group
+    struct StashGroup {
+      int64_t from, to, offset = 0, bytes = 0, slots = 0;
+      size_t values = 0;
+    };
+    SmallVector<StashGroup> groups;
+    std::optional<StageSchedule> stage = pipelineStageOf(func);
+    if (stage) {
+      int64_t virtuals = stage->virtuals;
+      llvm::MapVector<Value, std::pair<int64_t, int64_t>> parts; // from, last reader
       for (Operation &op : block) {
         if (op.hasTrait<OpTrait::IsTerminator>())
           continue;
         int64_t part = pipelinePartOf(&op, virtuals);
+        if (part >= 2 * virtuals)
+          continue; // once per step
         for (Value operand : op.getOperands()) {
           Value storage = storageOf(operand);
           Operation *def = storage.getDefiningOp();
-          if (def && def->hasAttr(attr::kPipelineForward) && intervals.count(storage) &&
-              pipelinePartOf(def, virtuals) != part)
-            stashed.insert(storage);
+          if (!def || !def->hasAttr(attr::kPipelineForward) || !intervals.count(storage))
+            continue;
+          int64_t from = pipelinePartOf(def, virtuals);
+          if (from == part)
+            continue;
+          auto [it, fresh] = parts.try_emplace(storage, from, part);
+          if (!fresh && stage->turn(part) > stage->turn(it->second.second))
+            it->second.second = part;
         }
       }
+      std::map<std::pair<int64_t, int64_t>, size_t> groupOf;
+      for (auto &[value, fromTo] : parts)
+        if (groupOf.try_emplace(fromTo, groupOf.size()).second)
+          groups.push_back({fromTo.first, fromTo.second});
+      // Groups in part order, then their copies one after another.
+      llvm::sort(groups, [&](const StashGroup &a, const StashGroup &b) {
+        return std::pair(stage->turn(a.from), stage->turn(a.to)) <
+               std::pair(stage->turn(b.from), stage->turn(b.to));
+      });
+      for (size_t g = 0; g < groups.size(); ++g)
+        groupOf[{groups[g].from, groups[g].to}] = g;
       for (auto &[value, iv] : intervals)
-        if (stashed.contains(value)) {
-          offsets[value] = parameterBytes + stashBytes;
-          stashBytes += iv.bytes;
+        if (auto it = parts.find(value); it != parts.end()) {
+          size_t g = groupOf.at(it->second);
+          stashed[value] = g;
+          offsets[value] = groups[g].bytes; // from the group's start, for now
+          groups[g].bytes += iv.bytes;
+          ++groups[g].values;
         }
-      activationBytes = stashSlots * stashBytes;
+      int64_t at = parameterBytes;
+      for (StashGroup &group : groups) {
+        group.offset = at;
+        group.slots = stage->slots(group.from, group.to);
+        at += group.slots * group.bytes;
+      }
+      for (auto &[value, g] : stashed)
+        offsets[value] += groups[g].offset;
+      activationBytes = at - parameterBytes;
     }
     bool training = false;
     for (unsigned i = 0; i < func.getNumResults(); ++i)
@@ -248,7 +297,7 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
       list.push_back(iv);
       unshared += iv.bytes;
     }
-    int64_t arena = placeGreedyBySize(list, parameterBytes + stashSlots * stashBytes);
+    int64_t arena = placeGreedyBySize(list, parameterBytes + (stage ? activationBytes : 0));
     for (const Interval &iv : list)
       offsets[iv.value] = iv.offset;
 
@@ -270,15 +319,27 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
     func->setAttr(attr::kWeightBytes, b.getI64IntegerAttr(weightBytes));
     func->setAttr(attr::kOptimizerStateBytes, b.getI64IntegerAttr(stateBytes));
     func->setAttr(attr::kActivationBytes, b.getI64IntegerAttr(activationBytes));
-    if (func->hasAttr(attr::kStage)) {
-      func->setAttr(attr::kStashOffset, b.getI64IntegerAttr(parameterBytes));
-      func->setAttr(attr::kStashBytes, b.getI64IntegerAttr(stashBytes));
-      func->setAttr(attr::kStashSlots, b.getI64IntegerAttr(stashSlots));
+    if (stage) {
+      SmallVector<int64_t> triples;
+      int64_t perMicroBatch = 0;
+      std::string copies;
+      for (const StashGroup &group : groups) {
+        triples.append({group.offset, group.bytes, group.slots});
+        perMicroBatch += group.bytes;
+        copies += (copies.empty() ? "" : ", ") + plan::formatBytes(group.bytes) + " x " +
+                  std::to_string(group.slots);
+      }
+      func->setAttr(attr::kStashes, b.getDenseI64ArrayAttr(triples));
+      int64_t slots = groups.empty() ? 0 : groups.front().slots;
+      bool alike = llvm::all_of(groups, [&](const StashGroup &g) { return g.slots == slots; });
       addNote(func, "pipeline stash: " + std::to_string(stashed.size()) +
                         " values the backward reads from the forward, " +
-                        plan::formatBytes(stashBytes) + " per micro-batch, " +
-                        std::to_string(stashSlots) +
-                        (stashSlots == 1 ? " micro-batch in flight" : " micro-batches in flight"));
+                        plan::formatBytes(perMicroBatch) + " per micro-batch, " +
+                        (alike ? std::to_string(slots) +
+                                     (slots == 1 ? " micro-batch in flight"
+                                                 : " micro-batches in flight")
+                               : plan::formatBytes(activationBytes) +
+                                     " for the micro-batches in flight (" + copies + ")"));
     }
 
     bool prologue = false;

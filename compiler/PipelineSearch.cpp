@@ -191,7 +191,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
         p > 1 ? largestStageShare(step->costs, step->cuts(chunks), chunks) * double(virtuals)
               : 1.0;
     o.parameterShare = 1.0 / double(p);
-    o.keptShare = p > 1 ? double(plan::stashSlots(kind, p, 0, m, virtuals)) / double(p) : 1.0;
+    o.keptShare = p > 1 ? plan::stashedMicroBatches(kind, p, 0, m, virtuals) / double(p) : 1.0;
     // The search's objective is the whole step on one stage's devices.
     o.costBelow = refine ? std::numeric_limits<double>::infinity()
                          : bestSeconds * (1 - kMargin) / (share * bubble);

@@ -185,14 +185,14 @@ std::shared_ptr<const StageMemory> StageMemory::of(func::FuncOp main, int64_t st
   if (int64_t(checkpoints.size()) + 1 < chunks)
     return nullptr; // not cut so: dtc-pipeline-split says why
   auto memory = std::make_shared<StageMemory>();
-  memory->stageOf = chunkOfOps(block, forward, activations,
+  memory->stages = stages;
+  memory->chunkOf = chunkOfOps(block, forward, activations,
                                balancedCuts(forwardCosts(forward), checkpoints, chunks), chunks);
-  for (auto &[op, chunk] : memory->stageOf)
-    if (chunk != kAnyStage)
-      chunk = int(chunk % stages);
-  for (int64_t s = 0; s < stages; ++s)
-    memory->inFlight.push_back(
-        double(plan::stashSlots(schedule, stages, s, microBatches, virtuals)));
+  // Chunk c is virtual stage c / stages of stage c mod stages: its
+  // forward part c / stages, its backward part virtuals + c / stages.
+  for (int64_t c = 0; c < chunks; ++c)
+    memory->inFlight.push_back(double(plan::stashSlots(
+        schedule, stages, c % stages, microBatches, virtuals, c / stages, virtuals + c / stages)));
   return memory;
 }
 

@@ -41,8 +41,26 @@ llvm::DenseMap<mlir::Operation *, int> chunkOfOps(mlir::Block &block,
 /// Which pipeline stage each op of a training step runs on, and what each
 /// stage keeps: what the sharding search limits stage by stage.
 struct StageMemory {
-  llvm::DenseMap<mlir::Operation *, int> stageOf; // missing or kAnyStage: every stage's
-  std::vector<double> inFlight; // per stage: micro-batches whose kept activations it holds
+  int64_t stages = 1;
+  llvm::DenseMap<mlir::Operation *, int> chunkOf; // missing or kAnyStage: every stage's
+  /// Per chunk (virtual stage c / stages of stage c mod stages): the
+  /// micro-batches whose kept activations it holds at most.
+  std::vector<double> inFlight;
+
+  /// The stage `op` runs on, or kAnyStage.
+  int stageOf(mlir::Operation *op) const {
+    auto it = chunkOf.find(op);
+    return it == chunkOf.end() || it->second == kAnyStage ? kAnyStage
+                                                          : int(it->second % stages);
+  }
+  /// The copies of `op`'s kept results stage `stage` holds: its chunk's
+  /// micro-batches in flight (an op of every stage: the stage's first
+  /// chunk's, the most).
+  double copiesOn(mlir::Operation *op, int64_t stage) const {
+    auto it = chunkOf.find(op);
+    return it == chunkOf.end() || it->second == kAnyStage ? inFlight[size_t(stage)]
+                                                          : inFlight[size_t(it->second)];
+  }
 
   /// `main` cut into `stages` (`virtuals` chunks each, chunk c on stage c
   /// mod stages) as dtc-pipeline-split will cut it, each stage with

@@ -244,17 +244,20 @@ public:
         for (uint32_t end : partEnds)
           rank_.add_part_ends(end);
       }
-      auto stash = [&](StringRef name) {
-        auto a = func_->getAttrOfType<IntegerAttr>(name);
-        return a ? a.getInt() : 0;
-      };
-      int64_t stashOffset = stash(attr::kStashOffset), stashBytes = stash(attr::kStashBytes);
-      rank_.set_stash_bytes(stashBytes);
-      rank_.set_stash_slots(uint32_t(stash(attr::kStashSlots)));
+      // The stash's groups; a buffer in a group's first copy is in it.
+      if (auto triples = func_->getAttrOfType<DenseI64ArrayAttr>(attr::kStashes))
+        for (size_t i = 0; i + 2 < triples.size(); i += 3) {
+          plan::Stash *stash = rank_.add_stashes();
+          stash->set_offset(triples[i]);
+          stash->set_bytes(triples[i + 1]);
+          stash->set_slots(uint32_t(triples[i + 2]));
+        }
       for (plan::Buffer &buffer : *rank_.mutable_buffers())
-        if (!buffer.has_parameter() && !buffer.has_constant() && !buffer.has_input() &&
-            buffer.offset() >= stashOffset && buffer.offset() < stashOffset + stashBytes)
-          buffer.set_stashed(true);
+        for (int g = 0; g < rank_.stashes_size(); ++g)
+          if (!buffer.has_parameter() && !buffer.has_constant() && !buffer.has_input() &&
+              buffer.offset() >= rank_.stashes(g).offset() &&
+              buffer.offset() < rank_.stashes(g).offset() + rank_.stashes(g).bytes())
+            buffer.set_stash(uint32_t(g + 1));
     }
     rank_.set_arena_bytes(func_->getAttrOfType<IntegerAttr>(attr::kArenaBytes).getInt());
     // A micro-batched step's gradient reductions that can overlap the last

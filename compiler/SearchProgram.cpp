@@ -30,7 +30,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   // (its own ops' weights and state, their kept activations times its
   // micro-batches in flight; ops on constants in every stage).
   const StageMemory *stages = options_.stageMemory.get();
-  size_t limits = stages ? stages->inFlight.size() : 1;
+  size_t limits = stages ? size_t(stages->stages) : 1;
   for (size_t k = 0; k < limits; ++k) {
     search::StrategyProblem::Resource memory;
     memory.name = stages ? "memory of stage " + std::to_string(k) : "memory";
@@ -46,9 +46,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   }
   for (auto [n, node] : llvm::enumerate(nodes_)) {
     int g = groupOf_[n];
-    int stage = stages && node.op ? stages->stageOf.lookup(node.op) : kAnyStage;
-    if (stages && node.op && !stages->stageOf.count(node.op))
-      stage = kAnyStage;
+    int stage = stages && node.op ? stages->stageOf(node.op) : kAnyStage;
     for (auto [s, strategy] : llvm::enumerate(*node.strategies)) {
       // Among equally fast splits, the one that keeps less memory.
       problem.nodes[size_t(g)].cost[s] +=
@@ -56,7 +54,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
       for (size_t k = 0; k < limits; ++k)
         if (stage == kAnyStage || size_t(stage) == k)
           problem.resources[k].use[size_t(g)][s] +=
-              stages ? strategy.memory + strategy.keptMemory * (stages->inFlight[k] - 1)
+              stages ? strategy.memory + strategy.keptMemory * (stages->copiesOn(node.op, k) - 1)
                      : strategy.memory;
     }
   }

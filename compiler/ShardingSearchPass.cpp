@@ -229,8 +229,8 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
       int64_t microBatches = microBatchesOf(main);
       search.parameterShare = 1.0 / double(stages);
       search.keptShare =
-          double(plan::stashSlots(kind.value_or(plan::ONE_F_ONE_B), stages, 0, microBatches,
-                                  options->virtualStages)) /
+          plan::stashedMicroBatches(kind.value_or(plan::ONE_F_ONE_B), stages, 0, microBatches,
+                                    options->virtualStages) /
           double(stages);
       if (kind) // each stage's memory as dtc-pipeline-split will cut it
         search.stageMemory = StageMemory::of(

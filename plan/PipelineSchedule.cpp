@@ -62,16 +62,38 @@ std::vector<PipelineTask> pipelineOrder(const Pipeline &pipeline, int64_t stage,
 }
 
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                   int64_t microBatches, int64_t virtualStages) {
-  std::vector<int64_t> inFlight(size_t(std::max<int64_t>(virtualStages, 1)), 0);
-  int64_t most = 0;
+                   int64_t microBatches, int64_t virtualStages, int64_t from, int64_t to) {
+  virtualStages = std::max<int64_t>(virtualStages, 1);
+  int64_t inFlight = 0, most = 0;
   for (const PipelineTask &task :
        pipelineOrder(schedule, stages, stage, microBatches, virtualStages)) {
-    int64_t &n = inFlight[size_t(task.chunk)];
-    n += task.forward ? 1 : -1;
-    most = std::max(most, n);
+    int64_t part = task.forward ? task.chunk : virtualStages + task.chunk;
+    if (part == from)
+      most = std::max(most, ++inFlight);
+    else if (part == to)
+      --inFlight;
   }
   return most;
+}
+
+int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                   int64_t microBatches, int64_t virtualStages) {
+  virtualStages = std::max<int64_t>(virtualStages, 1);
+  int64_t most = 0;
+  for (int64_t c = 0; c < virtualStages; ++c)
+    most = std::max(most, stashSlots(schedule, stages, stage, microBatches, virtualStages, c,
+                                     virtualStages + c));
+  return most;
+}
+
+double stashedMicroBatches(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                           int64_t microBatches, int64_t virtualStages) {
+  virtualStages = std::max<int64_t>(virtualStages, 1);
+  double sum = 0;
+  for (int64_t c = 0; c < virtualStages; ++c)
+    sum += double(stashSlots(schedule, stages, stage, microBatches, virtualStages, c,
+                             virtualStages + c));
+  return sum / double(virtualStages);
 }
 
 std::string scheduleProblem(PipelineSchedule schedule, int64_t stages, int64_t microBatches,

@@ -21,8 +21,10 @@
 //                multiple of p.
 //
 // In all, each virtual stage's forwards and backwards run in micro-batch
-// order, so the micro-batches in flight on it are consecutive and
-// micro-batch m can keep its stash in slot m mod stashSlots.
+// order, so the micro-batches in flight between two parts are consecutive
+// and micro-batch m can keep its stash in slot m mod stashSlots. Interleaved,
+// the virtual stages keep different numbers in flight (stage 0 of 8 with 2
+// virtual stages: 16 and 8), so the stash is counted per pair of parts.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_PLAN_PIPELINESCHEDULE_H
@@ -54,11 +56,28 @@ std::vector<PipelineTask> pipelineOrder(PipelineSchedule schedule, int64_t stage
 std::vector<PipelineTask> pipelineOrder(const Pipeline &pipeline, int64_t stage,
                                         int64_t microBatches);
 
+/// A micro-batch's parts on a stage, numbered as RankProgram.part_ends
+/// numbers them: virtual stage c's forward is part c, its backward part
+/// V + c (V = virtualStages; 0 and 1 without virtual stages).
+///
+/// The most micro-batches, at any point of stage `stage`'s order, whose
+/// part `from` has run and part `to` has not: the stash copies a value
+/// that part `from` makes and part `to` reads last needs (micro-batch m in
+/// copy m mod that).
+int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                   int64_t microBatches, int64_t virtualStages, int64_t from, int64_t to);
+
 /// The most micro-batches whose forward has run and backward has not, on
-/// any one virtual stage, at any point of stage `stage`'s order: the stash
-/// copies it needs.
+/// any one virtual stage, at any point of stage `stage`'s order.
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
                    int64_t microBatches, int64_t virtualStages = 1);
+
+/// The micro-batches' activations stage `stage` keeps at most, in whole
+/// micro-batches of the stage: the mean over its virtual stages of each
+/// one's forward-to-backward copies (a virtual stage keeping about 1/V of
+/// the stage's activations). stashSlots without virtual stages.
+double stashedMicroBatches(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                           int64_t microBatches, int64_t virtualStages = 1);
 
 /// What is wrong with running `microBatches` through this pipeline, or ""
 /// (INTERLEAVED needs a multiple of the stages).

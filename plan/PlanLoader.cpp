@@ -526,9 +526,10 @@ private:
                     " is past accumulate_end " + std::to_string(rank.accumulate_end()));
       if (!checkStash(rank, where))
         return false;
-    } else if (rank.forward_end() != 0 || rank.stash_slots() != 0 || rank.part_ends_size() > 0 ||
+    } else if (rank.forward_end() != 0 || rank.stashes_size() != 0 ||
+               rank.part_ends_size() > 0 ||
                std::any_of(rank.buffers().begin(), rank.buffers().end(),
-                           [](const Buffer &b) { return b.stashed(); })) {
+                           [](const Buffer &b) { return b.stash() != 0; })) {
       return fail(where + ": a forward part or a stash, but the plan has no pipeline stages");
     }
     for (int o = 0; o < rank.outputs_size(); ++o) {
@@ -546,20 +547,30 @@ private:
     return true;
   }
 
-  /// A pipeline stage's stash: stash_slots copies, `stash_bytes` apart, of
-  /// the values its instructions compute in the forward part for the
-  /// backward part (the runtime moves those, and only those, by the
-  /// micro-batch's slot). The copies lie in the arena, one micro-batch's do
-  /// not reach the next one's, and nothing else a micro-batch uses (nor a
-  /// parameter, constant or input) shares their bytes: a micro-batch's
-  /// stash lives from its forward to its backward part, across other
-  /// micro-batches'. (With one copy, forward and backward alternate, and
-  /// the first copy's bytes follow the program's own lifetimes.)
+  /// A pipeline stage's stash: groups of values one part of a micro-batch
+  /// computes for a later part (the runtime moves those, and only those, by
+  /// the micro-batch's copy), each group `slots` copies `bytes` apart. The
+  /// groups' copies lie in the arena, apart from each other; a stashed
+  /// buffer lies in its group's copy 0; and nothing else a micro-batch uses
+  /// (nor a parameter, constant or input) shares their bytes: a
+  /// micro-batch's stash lives across other micro-batches' parts.
   bool checkStash(const plan::RankProgram &rank, const std::string &where) {
-    int64_t slots = rank.stash_slots(), bytes = rank.stash_bytes();
-    if (bytes < 0 || (slots > 0 && bytes > rank.arena_bytes() / slots))
-      return fail(where + ": a stash of " + std::to_string(slots) + " x " +
-                  std::to_string(bytes) + " bytes does not fit its arena");
+    std::vector<std::pair<int64_t, int64_t>> regions; // each group's copies, [begin, end)
+    for (int g = 0; g < rank.stashes_size(); ++g) {
+      const plan::Stash &stash = rank.stashes(g);
+      int64_t slots = stash.slots(), bytes = stash.bytes();
+      if (bytes < 0 || stash.offset() < 0 || slots == 0 ||
+          bytes > (rank.arena_bytes() - std::min(stash.offset(), rank.arena_bytes())) / slots)
+        return fail(where + ": stash " + std::to_string(g) + " (" + std::to_string(slots) +
+                    " x " + std::to_string(bytes) + " bytes at " +
+                    std::to_string(stash.offset()) + ") does not fit its arena");
+      if (bytes > 0)
+        regions.push_back({stash.offset(), stash.offset() + slots * bytes});
+    }
+    std::sort(regions.begin(), regions.end());
+    for (size_t i = 1; i < regions.size(); ++i)
+      if (regions[i].first < regions[i - 1].second)
+        return fail(where + ": two stash groups' copies share bytes");
     std::vector<bool> persistent(size_t(rank.buffers_size()), false), used = persistent;
     for (const Instruction &inst : rank.prologue())
       for (uint32_t id : inst.outputs())
@@ -568,63 +579,65 @@ private:
       for (const auto *ids : {&rank.instructions(i).inputs(), &rank.instructions(i).outputs()})
         for (uint32_t id : *ids)
           used[id] = true;
-    // Copy 0 of the stashed buffers' bytes, sorted and merged.
-    std::vector<std::pair<int64_t, int64_t>> stash;
     for (int b = 0; b < rank.buffers_size(); ++b) {
       const plan::Buffer &buffer = rank.buffers(b);
-      if (!buffer.stashed())
-        continue;
       std::string what = where + ", buffer " + std::to_string(b) + " ('" + buffer.name() + "')";
-      if (buffer.source_case() != Buffer::SOURCE_NOT_SET || persistent[size_t(b)])
-        return fail(what + ": stashed, but a parameter, constant, input or load-time value; "
-                           "only values the step computes are stashed");
-      if (slots == 0 ||
-          buffer.offset() + byteSize(buffer.type()) + (slots - 1) * bytes > rank.arena_bytes())
-        return fail(what + ": its stash copies do not fit the arena");
-      if (byteSize(buffer.type()) > 0)
-        stash.push_back({buffer.offset(), buffer.offset() + byteSize(buffer.type())});
-    }
-    if (stash.empty())
-      return true;
-    std::sort(stash.begin(), stash.end());
-    std::vector<std::pair<int64_t, int64_t>> merged;
-    for (const auto &range : stash)
-      if (!merged.empty() && range.first <= merged.back().second)
-        merged.back().second = std::max(merged.back().second, range.second);
-      else
-        merged.push_back(range);
-    if (slots > 1 && merged.back().second - merged.front().first > bytes)
-      return fail(where + ": its stashed buffers span " +
-                  std::to_string(merged.back().second - merged.front().first) +
-                  " bytes, more than the " + std::to_string(bytes) +
-                  " bytes between stash copies: one micro-batch's copy would overwrite another's");
-    // The copy of [begin, end) that overlaps the stash's copy k, if any.
-    auto copyOverlapping = [&](int64_t begin, int64_t end, int64_t firstCopy) -> int64_t {
-      for (int64_t k = firstCopy; k < slots; ++k) {
-        int64_t shift = k * bytes;
-        auto it = std::upper_bound(merged.begin(), merged.end(), begin - shift,
-                                   [](int64_t at, const std::pair<int64_t, int64_t> &range) {
-                                     return at < range.second;
-                                   });
-        if (it != merged.end() && it->first < end - shift)
-          return k;
-      }
-      return -1;
-    };
-    for (int b = 0; b < rank.buffers_size(); ++b) {
-      const plan::Buffer &buffer = rank.buffers(b);
       bool kept = buffer.source_case() != Buffer::SOURCE_NOT_SET || persistent[size_t(b)];
-      if (buffer.stashed() || byteSize(buffer.type()) == 0 || (!kept && !used[size_t(b)]))
-        continue;
       int64_t begin = buffer.offset(), end = begin + byteSize(buffer.type());
-      int64_t copy = copyOverlapping(begin, end, kept || slots > 1 ? 0 : 1);
-      if (copy >= 0)
-        return fail(where + ", buffer " + std::to_string(b) + " ('" + buffer.name() +
-                    "'): shares bytes with stash copy " + std::to_string(copy) + " of " +
-                    std::to_string(slots) +
-                    ", which holds a micro-batch's values from its forward to its backward part");
+      if (buffer.stash() != 0) {
+        if (int64_t(buffer.stash()) > rank.stashes_size())
+          return fail(what + ": in stash " + std::to_string(buffer.stash() - 1) + " of " +
+                      std::to_string(rank.stashes_size()));
+        if (kept)
+          return fail(what + ": stashed, but a parameter, constant, input or load-time value; "
+                             "only values the step computes are stashed");
+        const plan::Stash &stash = rank.stashes(int(buffer.stash()) - 1);
+        if (begin < stash.offset() || end > stash.offset() + stash.bytes())
+          return fail(what + ": outside its stash group's first copy (" +
+                      std::to_string(stash.bytes()) + " bytes at " +
+                      std::to_string(stash.offset()) + ")");
+        continue;
+      }
+      if (end == begin || (!kept && !used[size_t(b)]))
+        continue;
+      auto it = std::upper_bound(regions.begin(), regions.end(), begin,
+                                 [](int64_t at, const std::pair<int64_t, int64_t> &region) {
+                                   return at < region.second;
+                                 });
+      if (it != regions.end() && it->first < end)
+        return fail(what + ": shares bytes with a stash, which holds micro-batches' values "
+                           "from one part to a later one");
     }
     return true;
+  }
+
+  /// The copies stash group `g` of `program` needs on stage `stage`: the
+  /// most micro-batches between the part writing one of its buffers and the
+  /// part reading it last.
+  int64_t stashNeeds(const plan::RankProgram &program, int g, int64_t stage) const {
+    int64_t v = virtuals();
+    std::vector<int> from(size_t(program.buffers_size()), -1), to = from;
+    auto turn = [&](int part) { return part < v ? part : int(3 * v - 1) - part; };
+    for (int i = 0; i < int(program.accumulate_end()); ++i) {
+      int part = partOf(program, i) - 1;
+      for (uint32_t id : program.instructions(i).outputs())
+        if (from[id] < 0)
+          from[id] = part;
+      for (uint32_t id : program.instructions(i).inputs())
+        if (to[id] < 0 || turn(part) > turn(to[id]))
+          to[id] = part;
+    }
+    const plan::Pipeline &pipeline = plan_.training().pipeline();
+    std::set<std::pair<int, int>> pairs;
+    for (int b = 0; b < program.buffers_size(); ++b)
+      if (int(program.buffers(b).stash()) == g + 1 && from[b] >= 0 && to[b] >= 0 &&
+          turn(to[b]) > turn(from[b]))
+        pairs.insert({from[b], to[b]});
+    int64_t most = 0;
+    for (auto [f, t] : pairs)
+      most = std::max(most, stashSlots(pipeline.schedule(), pipeline.stages(), stage,
+                                       microBatches(), v, f, t));
+    return most;
   }
 
   /// Whether `program` computes output 0 in its forward part (its last
@@ -650,15 +663,8 @@ private:
     const plan::Pipeline &pipeline = plan_.training().pipeline();
     if (plan_.outputs_size() == 0)
       return fail("training: pipeline stages but no loss output");
-    std::vector<bool> stashes(size_t(plan_.ranks_size()), false);
-    for (int p = 0; p < plan_.ranks_size(); ++p)
-      for (const Buffer &buffer : plan_.ranks(p).buffers())
-        stashes[size_t(p)] = stashes[size_t(p)] || buffer.stashed();
     std::vector<bool> computed(size_t(plan_.outputs_size()), false);
-    std::vector<int64_t> inFlight(pipeline.stages());
-    for (int64_t stage = 0; stage < int64_t(pipeline.stages()); ++stage)
-      inFlight[size_t(stage)] = stashSlots(pipeline.schedule(), pipeline.stages(), stage,
-                                           microBatches(), virtuals());
+    std::set<std::pair<int, int64_t>> stashChecked; // program, stage
     int64_t devices = meshDevices(plan_.mesh());
     for (int64_t r = 0; r < devices; ++r) {
       int p = programIndexOfRank(plan_, r);
@@ -673,13 +679,15 @@ private:
                         : what + " computes the loss (output 0) after its forward part, "
                                  "which the loss must end");
       }
-      if (stashes[size_t(p)] && int64_t(program.stash_slots()) < inFlight[size_t(stage)])
-        return fail("rank " + std::to_string(r) + " (stage " + std::to_string(stage) +
-                    "): a stash of " + std::to_string(program.stash_slots()) +
-                    " copies, but the " + scheduleName(pipeline.schedule()) +
-                    " schedule keeps " + std::to_string(inFlight[size_t(stage)]) +
-                    " of its " + std::to_string(microBatches()) +
-                    " micro-batches in flight on that stage");
+      bool unchecked = stashChecked.insert({p, stage}).second;
+      for (int g = 0; unchecked && g < program.stashes_size(); ++g)
+        if (int64_t needs = stashNeeds(program, g, stage); program.stashes(g).slots() < needs)
+          return fail("rank " + std::to_string(r) + " (stage " + std::to_string(stage) +
+                      "): stash " + std::to_string(g) + " has " +
+                      std::to_string(program.stashes(g).slots()) + " copies, but the " +
+                      scheduleName(pipeline.schedule()) + " schedule keeps " +
+                      std::to_string(needs) + " of its " + std::to_string(microBatches()) +
+                      " micro-batches between the parts that write and read it on that stage");
     }
     for (int o = 0; o < plan_.outputs_size(); ++o)
       if (!computed[size_t(o)])

@@ -25,8 +25,10 @@ namespace dtc::plan {
 /// pipeline stages (Training.pipeline; per-program updates, forward part
 /// and stash; sends and receives along a mesh axis). Version 5: interleaved
 /// pipelines (virtual stages, RankProgram.part_ends, Transfer.channel), which
-/// an older runtime would run in the wrong order.
-constexpr uint32_t kPlanFormatVersion = 5;
+/// an older runtime would run in the wrong order. Version 6: the stash in
+/// parts, each with its own copies (RankProgram.stashes, Buffer.stash),
+/// which an older runtime would overlap.
+constexpr uint32_t kPlanFormatVersion = 6;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

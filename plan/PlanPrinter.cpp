@@ -311,6 +311,26 @@ std::string parameterSummary(const plan::Plan &plan, const plan::RankProgram &ra
 }
 
 /// What the runtime feeds an input of `role`; empty for the model's own.
+/// A pipeline stage's stash: its bytes per micro-batch and the copies it
+/// keeps ("1.0 MiB per micro-batch, 2 in flight"; groups with different
+/// copies, interleaved: "..., 6.0 MiB in flight: 512 KiB x 8, 512 KiB x 4").
+std::string stashSummary(const plan::RankProgram &rank) {
+  int64_t perMicroBatch = 0, total = 0;
+  std::string groups;
+  bool alike = true;
+  for (const plan::Stash &stash : rank.stashes()) {
+    perMicroBatch += stash.bytes();
+    total += stash.bytes() * int64_t(stash.slots());
+    alike = alike && stash.slots() == rank.stashes(0).slots();
+    groups += fmt::format("{}{} x {}", groups.empty() ? "" : ", ", plan::formatBytes(stash.bytes()),
+                          stash.slots());
+  }
+  std::string text = fmt::format("stash {} per micro-batch, ", plan::formatBytes(perMicroBatch));
+  if (alike)
+    return text + fmt::format("{} in flight", rank.stashes_size() ? rank.stashes(0).slots() : 0);
+  return text + fmt::format("{} in flight: {}", plan::formatBytes(total), groups);
+}
+
 std::string roleText(plan::InputRole role) {
   switch (role) {
   case plan::LABELS: return "labels, from the data set";
@@ -410,10 +430,7 @@ std::string printPlan(const plan::Plan &plan) {
     line(fmt::format("{} program: {} instructions, {} buffers, arena {}{}", who,
                      rank.instructions_size(), rank.buffers_size(),
                      plan::formatBytes(rank.arena_bytes()),
-                     pipelined ? fmt::format(" (stash {} per micro-batch, {} in flight)",
-                                             plan::formatBytes(rank.stash_bytes()),
-                                             rank.stash_slots())
-                               : ""));
+                     pipelined ? " (" + stashSummary(rank) + ")" : ""));
     int64_t virtuals = rank.part_ends_size() / 2;
     for (int i = 0; i < rank.instructions_size(); ++i) {
       if (virtuals > 1) { // an interleaved stage: a forward and a backward per virtual stage
@@ -457,9 +474,10 @@ std::string printPlan(const plan::Plan &plan) {
         source = "input '" + plan.inputs(buffer.input()).name() + "'";
       else if (!buffer.name().empty())
         source = "'" + buffer.name() + "'";
-      if (buffer.stashed())
-        source += fmt::format(" (stashed: {} {})", rank.stash_slots(),
-                              rank.stash_slots() == 1 ? "copy" : "copies");
+      if (buffer.stash() > 0 && int(buffer.stash()) <= rank.stashes_size()) {
+        uint32_t slots = rank.stashes(int(buffer.stash()) - 1).slots();
+        source += fmt::format(" (stashed: {} {})", slots, slots == 1 ? "copy" : "copies");
+      }
       line(fmt::format("  %{:<5} @{:<10} {:<22} {}", b, buffer.offset(),
                        bufferType(plan, buffer), source));
     }

@@ -207,17 +207,21 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
     }
     steps_.push_back(std::move(step));
   }
-  // A pipeline stage's stashed buffers move by the micro-batch's slot.
+  // A pipeline stage's stashed buffers move by the micro-batch's copy of
+  // their group.
+  slotShifts_.assign(size_t(program.stashes_size()), 0);
   for (int i = 0; pipelined_ && i < program.instructions_size(); ++i) {
     const plan::Instruction &inst = program.instructions(i);
+    Step &step = steps_[size_t(i)];
     for (int k = 0; k < inst.inputs_size(); ++k)
-      if (program.buffers(int(inst.inputs(k))).stashed())
-        steps_[size_t(i)].stashedInputs.push_back(
-            {size_t(k), static_cast<const char *>(steps_[size_t(i)].inputs[size_t(k)])});
+      if (uint32_t g = program.buffers(int(inst.inputs(k))).stash())
+        step.stashedInputs.push_back(
+            {size_t(k), static_cast<char *>(const_cast<void *>(step.inputs[size_t(k)])),
+             size_t(g - 1)});
     for (int k = 0; k < inst.outputs_size(); ++k)
-      if (program.buffers(int(inst.outputs(k))).stashed())
-        steps_[size_t(i)].stashedOutputs.push_back(
-            {size_t(k), static_cast<char *>(steps_[size_t(i)].outputs[size_t(k)])});
+      if (uint32_t g = program.buffers(int(inst.outputs(k))).stash())
+        step.stashedOutputs.push_back(
+            {size_t(k), static_cast<char *>(step.outputs[size_t(k)]), size_t(g - 1)});
   }
   inputs_.resize(plan_->inputs_size());
   inputSet_.assign(plan_->inputs_size(), false);
@@ -461,7 +465,7 @@ void Executor::applyUpdatesOf(int64_t segment) {
 
 const char *Executor::bufferBytes(uint32_t id) const {
   const plan::Buffer &buffer = program_->buffers(int(id));
-  return arena_ + buffer.offset() + (buffer.stashed() ? slotShift_ : 0);
+  return arena_ + buffer.offset() + (buffer.stash() ? slotShifts_[buffer.stash() - 1] : 0);
 }
 
 bool Executor::run(std::string &error) { return runRange(0, steps_.size(), true, error); }
@@ -497,17 +501,17 @@ bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &
   float *history = profiling ? profileHistory_.data() +
                                    steps_.size() * size_t(profiledRuns_ % kProfileHistory)
                              : nullptr;
-  // A micro-batch's stash slot: its stashed buffers' bytes.
-  int64_t shift = slot < 0 || program_->stash_slots() == 0
-                      ? 0
-                      : slot % int64_t(program_->stash_slots()) * program_->stash_bytes();
-  slotShift_ = shift;
+  // A micro-batch's copy of each stash group: its stashed buffers' bytes.
+  for (size_t g = 0; g < slotShifts_.size(); ++g) {
+    const plan::Stash &stash = program_->stashes(int(g));
+    slotShifts_[g] = slot < 0 ? 0 : slot % int64_t(stash.slots()) * stash.bytes();
+  }
   auto runOne = [&](size_t i) {
     Step &step = steps_[i];
-    for (auto &[k, base] : step.stashedInputs)
-      step.inputs[k] = base + shift;
-    for (auto &[k, base] : step.stashedOutputs)
-      step.outputs[k] = base + shift;
+    for (const Step::Stashed &s : step.stashedInputs)
+      step.inputs[s.operand] = s.base + slotShifts_[s.group];
+    for (const Step::Stashed &s : step.stashedOutputs)
+      step.outputs[s.operand] = s.base + slotShifts_[s.group];
     if (!step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error)) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return false;

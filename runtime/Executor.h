@@ -157,8 +157,12 @@ private:
     std::unique_ptr<cpu::Kernel> kernel;
     std::vector<const void *> inputs;
     std::vector<void *> outputs;
-    std::vector<std::pair<size_t, const char *>> stashedInputs;
-    std::vector<std::pair<size_t, char *>> stashedOutputs;
+    struct Stashed {
+      size_t operand;
+      char *base; // copy 0's bytes
+      size_t group;
+    };
+    std::vector<Stashed> stashedInputs, stashedOutputs;
   };
   bool prepare(const plan::Instruction &inst, StepPart part, const std::vector<bool> &constant,
                Step &step, std::string &error);
@@ -204,7 +208,7 @@ private:
   std::vector<size_t> partEnds_;       // a pipeline stage's: where its parts end (2V)
   int64_t virtuals_ = 1;               // virtual stages
   bool pipelined_ = false;
-  int64_t slotShift_ = 0;              // bytes: the stash slot of the micro-batch last run
+  std::vector<int64_t> slotShifts_;    // per stash group: bytes to the last micro-batch's copy
   std::vector<int64_t> updateSegment_; // per update (updatesOf): the segment that makes it
   // RankProgram.overlapped: per instruction, the once-per-step ones run
   // right after it in the last micro-batch; and which of those have run

@@ -120,11 +120,9 @@ constexpr llvm::StringLiteral kArenaBytes = "dtc.arena_bytes";
 constexpr llvm::StringLiteral kParameterBytes = "dtc.parameter_bytes";
 constexpr llvm::StringLiteral kUnsharedBytes = "dtc.unshared_bytes";
 constexpr llvm::StringLiteral kWeightBytes = "dtc.weight_bytes";
-/// A pipeline stage's function: where its stash starts, its bytes per
-/// micro-batch and how many micro-batches' copies the arena holds.
-constexpr llvm::StringLiteral kStashOffset = "dtc.stash_offset";
-constexpr llvm::StringLiteral kStashBytes = "dtc.stash_bytes";
-constexpr llvm::StringLiteral kStashSlots = "dtc.stash_slots";
+/// A pipeline stage's function: its stash's groups (plan.proto: Stash) as
+/// offset, bytes per micro-batch and copies, three numbers a group.
+constexpr llvm::StringLiteral kStashes = "dtc.stashes";
 constexpr llvm::StringLiteral kOptimizerStateBytes = "dtc.optimizer_state_bytes";
 constexpr llvm::StringLiteral kActivationBytes = "dtc.activation_bytes";
 /// @main: how many updates are written over their parameter (no copy).

@@ -506,9 +506,11 @@ void stash(SpmdPlanBuilder &b, const std::vector<uint32_t> &ids, int64_t slots) 
   plan::RankProgram &program = *b.program;
   int64_t begin = program.buffers(int(ids.front())).offset(), end = program.arena_bytes();
   for (uint32_t id : ids)
-    program.mutable_buffers(int(id))->set_stashed(true);
-  program.set_stash_bytes(end - begin);
-  program.set_stash_slots(uint32_t(slots));
+    program.mutable_buffers(int(id))->set_stash(1);
+  plan::Stash *stash = program.add_stashes();
+  stash->set_offset(begin);
+  stash->set_bytes(end - begin);
+  stash->set_slots(uint32_t(slots));
   program.set_arena_bytes(begin + slots * (end - begin));
 }
 

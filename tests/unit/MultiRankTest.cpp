@@ -481,9 +481,11 @@ void elementwise(SpmdPlanBuilder &b, const std::vector<uint32_t> &inputs, uint32
 uint32_t stashed(SpmdPlanBuilder &b, int64_t n, const std::string &name, int64_t slots) {
   uint32_t id = b.buffer(plan::F32, {n}, name);
   plan::RankProgram &program = *b.program;
-  program.mutable_buffers(int(id))->set_stashed(true);
-  program.set_stash_bytes(n * 4);
-  program.set_stash_slots(uint32_t(slots));
+  program.mutable_buffers(int(id))->set_stash(1);
+  plan::Stash *stash = program.add_stashes();
+  stash->set_offset(program.buffers(int(id)).offset());
+  stash->set_bytes(n * 4);
+  stash->set_slots(uint32_t(slots));
   program.set_arena_bytes(program.buffers(int(id)).offset() + slots * n * 4);
   return id;
 }

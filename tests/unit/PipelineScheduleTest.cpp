@@ -97,6 +97,32 @@ TEST(PipelineSchedule, InterleavedRunsGroupsOfMicroBatchesThroughEachVirtualStag
   EXPECT_EQ(plan::stashSlots(plan::INTERLEAVED, 4, 3, 8, 2), 5);
 }
 
+TEST(PipelineSchedule, EachPairOfPartsKeepsItsOwnMicroBatches) {
+  // Stage 0 of 2, 2 virtual stages, 4 micro-batches (the order above):
+  // virtual stage 0 (parts 0 and 2) keeps all 4 before its first
+  // backward, virtual stage 1 (parts 1 and 3) only 2.
+  EXPECT_EQ(plan::stashSlots(plan::INTERLEAVED, 2, 0, 4, 2, 0, 2), 4);
+  EXPECT_EQ(plan::stashSlots(plan::INTERLEAVED, 2, 0, 4, 2, 1, 3), 2);
+  // Virtual stage 0's forward to virtual stage 1's: the micro-batches
+  // between F v0 and F v1 (F0v0 F1v0, then F0v1).
+  EXPECT_EQ(plan::stashSlots(plan::INTERLEAVED, 2, 0, 4, 2, 0, 1), 2);
+  // Virtual stage 1's forward to virtual stage 0's backward: longer than
+  // either virtual stage's own (F0v1 .. B0v0 spans F1v1 F2v0 B0v1 F3v0).
+  EXPECT_EQ(plan::stashSlots(plan::INTERLEAVED, 2, 0, 4, 2, 1, 2), 3);
+  // Without virtual stages: the forward-to-backward stash, as above.
+  for (int64_t stage = 0; stage < 4; ++stage)
+    EXPECT_EQ(plan::stashSlots(plan::ONE_F_ONE_B, 4, stage, 8, 1, 0, 1),
+              plan::stashSlots(plan::ONE_F_ONE_B, 4, stage, 8));
+  // Megatron-LM's GPT-3 schedule, 8 stages x 2 virtual stages, 96
+  // micro-batches: stage 0 keeps 16 and 8, 12 stages' worth in all
+  // rather than 16 of each; the last stage 9 and 1.
+  EXPECT_EQ(plan::stashSlots(plan::INTERLEAVED, 8, 0, 96, 2, 0, 2), 16);
+  EXPECT_EQ(plan::stashSlots(plan::INTERLEAVED, 8, 0, 96, 2, 1, 3), 8);
+  EXPECT_DOUBLE_EQ(plan::stashedMicroBatches(plan::INTERLEAVED, 8, 0, 96, 2), 12);
+  EXPECT_DOUBLE_EQ(plan::stashedMicroBatches(plan::INTERLEAVED, 8, 7, 96, 2), 5);
+  EXPECT_DOUBLE_EQ(plan::stashedMicroBatches(plan::ONE_F_ONE_B, 8, 0, 96), 8);
+}
+
 TEST(PipelineSchedule, InterleavedNeedsGroupsOfStagesAndVirtualStages) {
   EXPECT_EQ(plan::scheduleProblem(plan::INTERLEAVED, 4, 8, 2), "");
   EXPECT_EQ(plan::scheduleProblem(plan::INTERLEAVED, 4, 6, 2),
@@ -203,15 +229,16 @@ plan::Plan twoStages() {
     p.add_program_of_rank(uint32_t(s));
     auto *rank = p.add_ranks();
     rank->set_arena_bytes(48);
-    rank->set_stash_bytes(16);
-    rank->set_stash_slots(2);
+    plan::Stash *stash = rank->add_stashes(); // 2 copies of 16 bytes from 0
+    stash->set_bytes(16);
+    stash->set_slots(2);
     auto *x = rank->add_buffers();
     *x->mutable_type() = type;
     x->set_input(0);
     x->set_offset(32);
     auto *kept = rank->add_buffers();
     *kept->mutable_type() = type;
-    kept->set_stashed(true);
+    kept->set_stash(1);
     auto *copy = rank->add_instructions();
     copy->add_inputs(0);
     copy->add_outputs(1);
@@ -245,7 +272,7 @@ plan::Transfer along(int64_t stage) {
 /// Two stages that exchange a tensor each micro-batch, as the compiler
 /// cuts a step: stage 0's forward stashes its input (a) and sends it;
 /// stage 1 receives it (h, stashed), and its copy is the loss y; stage 1's
-/// backward sends h back, stage 0's receives it (g). Each stash has the
+/// backward sends h back, stage 0's receives it (g) and reads a. Each stash has the
 /// copies the schedule needs, 16 bytes apart, before the other buffers.
 plan::Plan exchangingStages(plan::PipelineSchedule schedule, int64_t microBatches) {
   plan::Plan p = twoStages();
@@ -254,7 +281,7 @@ plan::Plan exchangingStages(plan::PipelineSchedule schedule, int64_t microBatche
   for (int s = 0; s < 2; ++s) {
     plan::RankProgram *rank = p.mutable_ranks(s);
     int64_t slots = plan::stashSlots(schedule, 2, s, microBatches);
-    rank->set_stash_slots(uint32_t(slots));
+    rank->mutable_stashes(0)->set_slots(uint32_t(slots));
     rank->clear_instructions();
     plan::TensorType type = rank->buffers(0).type();
     rank->mutable_buffers(0)->set_name("x");
@@ -277,6 +304,7 @@ plan::Plan exchangingStages(plan::PipelineSchedule schedule, int64_t microBatche
       add({0}, {1})->mutable_copy();
       *add({1}, {})->mutable_send() = along(1);
       *add({}, {2})->mutable_recv() = along(1);
+      add({1}, {2})->mutable_copy(); // the backward reads the forward's a
     } else {
       *add({}, {1})->mutable_recv() = along(0);
       add({1}, {2})->mutable_copy();
@@ -284,7 +312,7 @@ plan::Plan exchangingStages(plan::PipelineSchedule schedule, int64_t microBatche
       rank->set_outputs(0, 2);
     }
     rank->set_forward_end(2);
-    rank->set_accumulate_end(3);
+    rank->set_accumulate_end(uint32_t(rank->instructions_size()));
   }
   return p;
 }
@@ -348,10 +376,10 @@ TEST(PipelinedPlan, RejectsAnInterleavedPlanWithoutItsParts) {
 
 TEST(PipelinedPlan, RejectsAStashWithFewerCopiesThanTheScheduleKeeps) {
   plan::Plan p = exchangingStages(plan::ONE_F_ONE_B, 4);
-  p.mutable_ranks(0)->set_stash_slots(1);
-  EXPECT_TRUE(contains(errorOf(p), "rank 0 (stage 0): a stash of 1 copies, but the 1f1b "
-                                   "schedule keeps 2 of its 4 micro-batches in flight on that "
-                                   "stage"));
+  p.mutable_ranks(0)->mutable_stashes(0)->set_slots(1);
+  EXPECT_TRUE(contains(errorOf(p), "rank 0 (stage 0): stash 0 has 1 copies, but the 1f1b "
+                                   "schedule keeps 2 of its 4 micro-batches between the parts "
+                                   "that write and read it on that stage"));
 }
 
 TEST(PipelinedPlan, RejectsAValueInAStashCopysBytes) {
@@ -359,23 +387,33 @@ TEST(PipelinedPlan, RejectsAValueInAStashCopysBytes) {
   // would be overwritten before its backward part reads it.
   plan::Plan p = exchangingStages(plan::GPIPE, 2);
   p.mutable_ranks(0)->mutable_buffers(2)->set_offset(16);
-  EXPECT_TRUE(contains(errorOf(p), "rank 0, buffer 2 ('g'): shares bytes with stash copy 1 of "
-                                   "2, which holds a micro-batch's values from its forward to "
-                                   "its backward part"));
+  EXPECT_TRUE(contains(errorOf(p), "rank 0, buffer 2 ('g'): shares bytes with a stash, which "
+                                   "holds micro-batches' values from one part to a later one"));
   // The input, copied in by each forward part, on copy 1.
   p = exchangingStages(plan::GPIPE, 2);
   p.mutable_ranks(0)->mutable_buffers(0)->set_offset(16);
-  EXPECT_TRUE(contains(errorOf(p), "rank 0, buffer 0 ('x'): shares bytes with stash copy 1"));
+  EXPECT_TRUE(contains(errorOf(p), "rank 0, buffer 0 ('x'): shares bytes with a stash"));
   // Stashed buffers wider than the step between copies.
   p = exchangingStages(plan::GPIPE, 2);
-  p.mutable_ranks(0)->set_stash_bytes(8);
-  EXPECT_TRUE(contains(errorOf(p), "rank 0: its stashed buffers span 16 bytes, more than the 8 "
-                                   "bytes between stash copies"));
+  p.mutable_ranks(0)->mutable_stashes(0)->set_bytes(8);
+  EXPECT_TRUE(contains(errorOf(p), "rank 0, buffer 1 ('a'): outside its stash group's first "
+                                   "copy (8 bytes at 0)"));
+  // Two groups whose copies overlap: the second starts in the first's copy 1.
+  p = exchangingStages(plan::GPIPE, 2);
+  plan::Stash *second = p.mutable_ranks(0)->add_stashes();
+  second->set_offset(16);
+  second->set_bytes(4);
+  second->set_slots(1);
+  EXPECT_TRUE(contains(errorOf(p), "rank 0: two stash groups' copies share bytes"));
+  // A buffer in a group the program does not have.
+  p = exchangingStages(plan::GPIPE, 2);
+  p.mutable_ranks(0)->mutable_buffers(1)->set_stash(2);
+  EXPECT_TRUE(contains(errorOf(p), "rank 0, buffer 1 ('a'): in stash 1 of 1"));
 }
 
 TEST(PipelinedPlan, RejectsAStashedInput) {
   plan::Plan p = exchangingStages(plan::GPIPE, 2);
-  p.mutable_ranks(0)->mutable_buffers(0)->set_stashed(true);
+  p.mutable_ranks(0)->mutable_buffers(0)->set_stash(1);
   EXPECT_TRUE(contains(errorOf(p), "rank 0, buffer 0 ('x'): stashed, but a parameter, constant, "
                                    "input or load-time value"));
 }
@@ -396,8 +434,8 @@ TEST(PipelinedPlan, RejectsAnOutputLeftToAnotherStageWithoutStages) {
   p.mutable_training()->clear_pipeline();
   for (plan::RankProgram &rank : *p.mutable_ranks()) {
     rank.set_forward_end(0);
-    rank.set_stash_slots(0);
-    rank.mutable_buffers(1)->set_stashed(false);
+    rank.clear_stashes();
+    rank.mutable_buffers(1)->set_stash(0);
   }
   EXPECT_TRUE(contains(errorOf(p), "rank 0: output 0 ('y') is left to another program, but only "
                                    "a pipeline stage may leave an output to another stage and "
@@ -411,9 +449,8 @@ TEST(PipelinedPlan, AcceptsTwoStages) {
 
 TEST(PipelinedPlan, RejectsAStashPastTheArena) {
   plan::Plan p = twoStages();
-  p.mutable_ranks(1)->set_stash_slots(4); // 4 x 16 bytes from 0: past the arena's 48
-  std::string message = errorOf(p);
-  EXPECT_NE(message.find("stash"), std::string::npos) << message;
+  p.mutable_ranks(1)->mutable_stashes(0)->set_slots(4); // 4 x 16 bytes from 0: past 48
+  EXPECT_TRUE(contains(errorOf(p), "rank 1: stash 0 (4 x 16 bytes at 0) does not fit its arena"));
 }
 
 TEST(PipelinedPlan, RejectsStagesTheMeshAxisDoesNotHave) {

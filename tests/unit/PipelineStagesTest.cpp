@@ -36,7 +36,7 @@ int stageOfParameters(ModuleOp module, const StageMemory &memory, StringRef pref
   module.walk([&](graph::ParameterOp p) {
     if (!p.getName().starts_with(prefix))
       return;
-    int s = memory.stageOf.lookup(p);
+    int s = memory.stageOf(p);
     stage = !stage || *stage == s ? s : -2;
   });
   return stage.value_or(-3);
@@ -58,10 +58,9 @@ TEST(PipelineStages, OneForwardOneBackwardKeepsItsStagesWeightsAndStashes) {
   // Every op but constants runs on one of the two stages.
   int placed = 0;
   for (Operation &op : main.getBody().front().without_terminator()) {
-    auto it = memory->stageOf.find(&op);
-    ASSERT_NE(it, memory->stageOf.end());
-    if (it->second != kAnyStage) {
-      EXPECT_TRUE(it->second == 0 || it->second == 1);
+    ASSERT_TRUE(memory->chunkOf.count(&op));
+    if (int stage = memory->stageOf(&op); stage != kAnyStage) {
+      EXPECT_TRUE(stage == 0 || stage == 1);
       ++placed;
     }
   }
@@ -75,7 +74,10 @@ TEST(PipelineStages, InterleavedChunksGoRoundTheStages) {
   std::shared_ptr<const StageMemory> memory =
       StageMemory::of(main, 2, 2, plan::INTERLEAVED, 4);
   ASSERT_TRUE(memory);
-  EXPECT_EQ(memory->inFlight.size(), 2u);
+  // Per chunk: 1F1B over 2 stages x 2 virtual stages and 4 micro-batches
+  // keeps 4 and 2 on stage 0's virtual stages, 3 and 1 on stage 1's
+  // (chunks 0, 2 on stage 0; 1, 3 on stage 1).
+  EXPECT_EQ(memory->inFlight, (std::vector<double>{4, 3, 2, 1}));
   // Chunk c (a layer each) on stage c mod 2.
   EXPECT_EQ(stageOfParameters(*module, *memory, "h.0."), 0);
   EXPECT_EQ(stageOfParameters(*module, *memory, "h.1."), 1);
