@@ -156,7 +156,7 @@ const char *const kCpuLocal = R"json({
 
 const char *const kA100 = R"json({
   "name": "a100-80g",
-  "source": "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB): FP32 19.5, TF32 156, BF16/FP16 312 TFLOP/s dense, HBM2e 2039 GB/s, 80 GB; NVLink 3 600 GB/s per GPU (300 GB/s each way); DGX A100 / Selene nodes: 8 GPUs, eight HDR 200 Gb/s InfiniBand ports (25 GB/s per GPU each way)",
+  "source": "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB): FP32 19.5, TF32 156, BF16/FP16 312 TFLOP/s dense, HBM2e 2039 GB/s, 80 GB; NVLink 3 600 GB/s per GPU (300 GB/s each way); DGX A100 / Selene nodes: 8 GPUs, eight HDR 200 Gb/s InfiniBand ports (25 GB/s per GPU each way). Links at what NCCL moves over them, per its maintainers: ~230 GB/s all-reduce bus bandwidth over A100 NVLink (12 links x 25 GB/s line rate, ~20 GB/s each with 128-byte payloads; NVIDIA/nccl-tests#149) and 24 GB/s per 200 Gb/s NIC (NVIDIA/nccl-tests#119)",
   "device": {
     "kind": "NVIDIA A100-SXM4-80GB",
     "peak_flops": {"f32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "f16": 312e12, "f64": 19.5e12},
@@ -168,14 +168,14 @@ const char *const kA100 = R"json({
   },
   "topology": {"devices_per_node": 8, "nodes": 128},
   "links": {
-    "intra_node": {"latency": 3e-6, "bandwidth": 300e9},
-    "inter_node": {"latency": 6e-6, "bandwidth": 25e9}
+    "intra_node": {"latency": 3e-6, "bandwidth": 230e9},
+    "inter_node": {"latency": 6e-6, "bandwidth": 24e9}
   }
 })json";
 
 const char *const kH100 = R"json({
   "name": "h100-sxm",
-  "source": "NVIDIA H100 Tensor Core GPU datasheet (SXM5 80GB): FP32 67, TF32 494.7, BF16/FP16 989.4 TFLOP/s dense, HBM3 3.35 TB/s, 80 GB; NVLink 4 900 GB/s per GPU (450 GB/s each way); DGX H100 nodes: 8 GPUs, one ConnectX-7 NDR 400 Gb/s port per GPU (50 GB/s each way)",
+  "source": "NVIDIA H100 Tensor Core GPU datasheet (SXM5 80GB): FP32 67, TF32 494.7, BF16/FP16 989.4 TFLOP/s dense, HBM3 3.35 TB/s, 80 GB; NVLink 4 900 GB/s per GPU (450 GB/s each way); DGX H100 nodes: 8 GPUs, one ConnectX-7 NDR 400 Gb/s port per GPU (50 GB/s each way). Links at what NCCL moves over them, per its maintainers: ~370 GB/s over H100 NVLink after ~20% protocol overhead (ring; NVIDIA/nccl-tests#212) and 24 GB/s per 200 Gb/s of NIC, 48 GB/s for NDR (NVIDIA/nccl-tests#119)",
   "device": {
     "kind": "NVIDIA H100-SXM5-80GB",
     "peak_flops": {"f32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "f16": 989.4e12, "f64": 67e12},
@@ -187,8 +187,8 @@ const char *const kH100 = R"json({
   },
   "topology": {"devices_per_node": 8, "nodes": 128},
   "links": {
-    "intra_node": {"latency": 3e-6, "bandwidth": 450e9},
-    "inter_node": {"latency": 6e-6, "bandwidth": 50e9}
+    "intra_node": {"latency": 3e-6, "bandwidth": 370e9},
+    "inter_node": {"latency": 6e-6, "bandwidth": 48e9}
   }
 })json";
 

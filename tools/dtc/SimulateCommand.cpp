@@ -71,8 +71,9 @@ int runSimulate(const Args &args) {
   parser.text("--cluster", clusterFile);
   parser.text("--preset", presetName);
   parser.text("--trace", trace);
-  bool everyRank = false;
+  bool everyRank = false, blocking = false;
   parser.flag("--every-rank", everyRank);
+  parser.flag("--no-communication-stream", blocking);
   parser.value("--nodes", countAtLeast("--nodes", nodes, 1), "--nodes needs a number");
   if (int rc = parser.parse(args))
     return rc;
@@ -101,6 +102,10 @@ int runSimulate(const Args &args) {
                                                   cluster->devicesPerNode);
   if (nodes > 0) // the same machines, as many as the plan needs
     cluster->nodes = nodes;
+  // A runtime that waits for each collective and transfer on its compute
+  // stream (Megatron-LM's of 2021, dtc's on CPUs): nothing overlaps them.
+  if (blocking)
+    cluster->device.communicationStream = false;
   if (planRanks > cluster->devices())
     return failure(fmt::format("{}: the plan has {} ranks but cluster '{}' has {} devices ({} "
                                "nodes of {}; --nodes N simulates more)",
@@ -118,8 +123,9 @@ int runSimulate(const Args &args) {
   if (!sim.error.empty())
     return failure(path + ": " + sim.error);
   const cost::Device &device = cluster->device;
-  fmt::print("simulated {} on {} ({}, {} of {} devices)\n", path, cluster->name, device.kind,
-             planRanks, cluster->devices());
+  fmt::print("simulated {} on {} ({}, {} of {} devices{})\n", path, cluster->name, device.kind,
+             planRanks, cluster->devices(),
+             blocking ? "; communication blocks the compute stream" : "");
   double compute = 0, comm = 0, idle = 0;
   int64_t peak = 0;
   for (const cost::RankTime &t : sim.ranks) {

@@ -122,6 +122,7 @@ commands:
 
   simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
                      [--nodes N] [--trace TRACE.json] [--every-rank]
+                     [--no-communication-stream]
         Predict one step of the plan on a cluster (default: the one the plan
         was compiled for, with as many nodes as its ranks need): step time, throughput, model FLOP/s per device, memory
         peak per rank, compute/communication/idle time, time by op class.
@@ -129,7 +130,11 @@ commands:
         writes the timeline for ui.perfetto.dev (one rank for each set of
         ranks alike, such as a pipeline stage's; --every-rank simulates and
         writes each rank, slower, the same figures); --nodes N simulates the
-        cluster with N nodes of the same machines. Cluster files: docs/cluster.md.
+        cluster with N nodes of the same machines; --no-communication-stream
+        makes each collective and transfer wait on the compute stream, as a
+        runtime without a communication stream runs them (Megatron-LM's of
+        2021; the cluster's communication_stream: false). Cluster files:
+        docs/cluster.md.
 
   calibrate [-o CLUSTER.json] [--quick] [--no-links]
         Measure this machine, one core per device, with the kernels plans
