@@ -66,11 +66,15 @@ public:
     length_ = microBatches_ * accumulateEnd_ + (count - accumulateEnd_);
     // The once-per-step reductions that overlap the last micro-batch run
     // right after the instruction that lets them start (as the runtime
-    // does), and not again in the once-per-step part.
+    // does), and not again in the once-per-step part. Without a
+    // communication stream a pipeline stage's wait for the step's end
+    // (runtime/Executor.cpp on CPUs, Megatron-LM's of 2021): inline, they
+    // would only hold up the sends the stages before it wait for.
     std::vector<std::vector<int>> overlappedAfter(static_cast<size_t>(count));
     overlapped_.assign(static_cast<size_t>(count), false);
+    bool deferred = !cluster.device.communicationStream && plan.training().pipeline().stages() > 1;
     for (const plan::OverlappedInstruction &o : program.overlapped())
-      if (o.after() < uint32_t(count) && o.instruction() < uint32_t(count)) {
+      if (!deferred && o.after() < uint32_t(count) && o.instruction() < uint32_t(count)) {
         overlappedAfter[o.after()].push_back(int(o.instruction()));
         overlapped_[o.instruction()] = true;
       }

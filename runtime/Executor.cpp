@@ -183,8 +183,14 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   microBatches_ = std::max<int64_t>(1, plan_->training().micro_batches());
   overlappedAfter_.assign(size, {});
   overlappedRan_.assign(size, false);
+  // MPI's collectives block the rank's one thread: the reductions overlap
+  // nothing here, only move. A pipeline stage keeps them in the
+  // once-per-step part: in its last backward they would hold up the sends
+  // the stages before it wait for (cost/Simulator.cpp, devices without a
+  // communication stream, the same).
   for (const plan::OverlappedInstruction &o : program.overlapped())
-    overlappedAfter_[o.after()].push_back(o.instruction());
+    if (!pipelined_)
+      overlappedAfter_[o.after()].push_back(o.instruction());
 
   pool_ = std::make_unique<cpu::ThreadPool>(threads);
   // The prologue, once: its kernels are used a single time.
