@@ -1,7 +1,7 @@
 //===- FormatBytes.h - byte counts for people -------------------*- C++ -*-===//
 //
 // Header-only: the compiler writes byte counts into a plan's decision notes
-// and `dtc plan` prints the plan's own; both say them the same way.
+// and `dtc plan` prints the plan's own; both say them (and times) the same way.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_PLAN_FORMATBYTES_H
@@ -27,6 +27,18 @@ inline std::string formatBytes(int64_t bytes) {
     std::snprintf(text, sizeof text, "%.1f KiB", bytes / double(1 << 10));
   else
     std::snprintf(text, sizeof text, "%lld B", (long long)bytes);
+  return text;
+}
+
+/// "1.23 ms", "45.6 us", "2.1 s": three significant digits.
+inline std::string formatSeconds(double s) {
+  char text[32];
+  if (s >= 1)
+    std::snprintf(text, sizeof text, "%.3g s", s);
+  else if (s >= 1e-3)
+    std::snprintf(text, sizeof text, "%.3g ms", s * 1e3);
+  else
+    std::snprintf(text, sizeof text, "%.3g us", s * 1e6);
   return text;
 }
 

@@ -55,7 +55,7 @@ def main():
         out = run([dtc, "compile", model, "--shape", "batch=32", "--train", "--loss",
                    "cross_entropy", "--optimizer", "adamw", "--lr", "0.003", "-o", plan]).stdout
         check("training: loss cross_entropy, AdamW" in out, "compile --train notes the loss and optimizer")
-        shown = run([dtc, "plan", plan]).stdout
+        shown = run([dtc, "plan", "--full", plan]).stdout
         check(re.search(r"labels\s+i64\[32\]", shown) is not None, "dtc plan shows the labels input")
 
         # Training, export, accuracy.

@@ -17,14 +17,7 @@
 namespace dtc::cli {
 namespace {
 
-/// "1.23 ms", "45.6 us", "2.10 s".
-std::string seconds(double s) {
-  if (s >= 1)
-    return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3)
-    return fmt::format("{:.3g} ms", s * 1e3);
-  return fmt::format("{:.3g} us", s * 1e6);
-}
+std::string seconds(double s) { return plan::formatSeconds(s); }
 
 /// "12.3 GFLOP/s", "1.5 k/s".
 std::string rate(double perSecond, const char *unit) {

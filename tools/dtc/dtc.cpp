@@ -75,9 +75,13 @@ commands:
           --preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json
               the cluster the plan is costed on (default cpu-local)
 
-  plan PLAN.dtcp [-o FILE]
-        Show a plan: inputs, outputs, every decision with its predicted
-        memory, and each rank's program and buffers.
+  plan PLAN.dtcp [-o FILE] [--full]
+        Show a plan on a screen or two: mesh, pipeline, training, the
+        parameters with repeated layers collapsed ("h.*.attn.q.weight ...
+        * = 0-95") and how each is split, communication per step by kind,
+        memory per rank, the step simulated on the plan's cluster, and every
+        decision the compiler made. --full adds inputs, outputs and each
+        rank's instructions and buffers.
 
   run PLAN.dtcp [-n RANKS] [--inputs DIR] [--outputs DIR] [--threads N]
                 [--model MODEL.onnx] [--output-format pb|npy] [--repeat N] [--profile]
