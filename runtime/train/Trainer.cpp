@@ -2,6 +2,7 @@
 #include "runtime/train/Trainer.h"
 
 #include "plan/DType.h"
+#include "plan/FormatBytes.h"
 #include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
 #include "plan/Sharding.h"
@@ -14,6 +15,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <memory>
 #include <cstring>
 #include <sys/stat.h>
 
@@ -38,6 +41,29 @@ std::string planDigest(const plan::Plan &plan, const plan::RankProgram &program)
 void setScalar(Executor &executor, int input, float value) {
   std::vector<char> &bytes = executor.inputBytes(input);
   std::memcpy(bytes.data(), &value, sizeof value);
+}
+
+} // namespace
+
+namespace {
+
+/// "70.7 k", "1.23 M": a rate for people.
+std::string countText(double n) {
+  const char *prefixes[] = {"", " k", " M", " G", " T", " P"};
+  int i = 0;
+  while (n >= 1000 && i < 5) {
+    n /= 1000;
+    ++i;
+  }
+  return fmt::format("{:.3g}{}", n, prefixes[i]);
+}
+
+/// "12.3 GFLOP/s".
+std::string flopsText(double perSecond) {
+  std::string count = countText(perSecond);
+  if (count.find(' ') == std::string::npos)
+    count += " ";
+  return count + "FLOP/s";
 }
 
 } // namespace
@@ -310,6 +336,33 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   std::vector<std::pair<int64_t, int64_t>> rows;
   for (size_t f = 0; f < fields.size(); ++f)
     rows.push_back(executor_.inputRows(fieldInputs[f]));
+  // What a step does, for its progress line: this rank's FLOPs (its
+  // instructions' costs, a micro-batch's part as often as it runs) and the
+  // tokens it trains on (an integer first input of [batch, sequence, ...]:
+  // its elements; else samples).
+  double stepFlops = 0;
+  bool micro = microBatches > 1 || executor_.pipelined();
+  for (int i = 0; i < program.instructions_size(); ++i)
+    stepFlops += double(program.instructions(i).cost().flops()) *
+                 double(micro && uint32_t(i) < program.accumulate_end() ? microBatches : 1);
+  const plan::TensorType &first = plan_.inputs(fieldInputs.front()).type();
+  bool integer = first.dtype() != plan::F32 && first.dtype() != plan::F64 &&
+                 first.dtype() != plan::F16 && first.dtype() != plan::BF16;
+  bool tokens = integer && first.shape_size() >= 2;
+  double perSample = 1;
+  for (int d = 1; tokens && d < first.shape_size(); ++d)
+    perSample *= double(first.shape(d));
+  double unitsPerStep = double(data->batch()) * perSample;
+  bool logs = !options.logJson.empty() && (!world_ || world_->rank() == 0);
+  std::FILE *log = nullptr;
+  if (logs && !(log = std::fopen(options.logJson.c_str(), options.resume ? "a" : "w"))) {
+    error = "--log-json " + options.logJson + ": cannot write it";
+    return false;
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> closeLog(log, [](std::FILE *f) {
+    return f ? std::fclose(f) : 0;
+  });
+  auto began = std::chrono::steady_clock::now();
   for (int64_t step = start; step < options.steps; ++step) {
     auto begin = std::chrono::steady_clock::now();
     double lr = scheduledLearningRate(training, step);
@@ -380,8 +433,32 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
             .count();
-    progress_(fmt::format("step {} loss {:.6f} lr {:.3g} time {:.3f} ms", step + 1, loss, lr,
-                          ms));
+    double seconds = ms / 1e3, rate = unitsPerStep / seconds, flops = stepFlops / seconds;
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    double left = elapsed / double(step + 1 - start) * double(options.steps - step - 1);
+    std::string share = options.peakFlops > 0 && stepFlops > 0
+                            ? fmt::format(" ({:.1f}% of the device's peak)",
+                                          100 * flops / options.peakFlops)
+                            : "";
+    progress_(fmt::format("step {} loss {:.6f} lr {:.3g} time {:.3f} ms, {} {}/s, {}{}; "
+                          "{} of {} steps in {}, {} left",
+                          step + 1, loss, lr, ms, countText(rate),
+                          tokens ? "tokens" : "samples", flopsText(flops), share, step + 1,
+                          options.steps, plan::formatSeconds(elapsed),
+                          plan::formatSeconds(left)));
+    if (log) {
+      fmt::print(log,
+                 "{{\"step\": {}, \"loss\": {:.9g}, \"lr\": {:.9g}, \"seconds\": {:.9g}, "
+                 "\"{}_per_second\": {:.9g}, \"flops_per_second\": {:.9g}{}, "
+                 "\"elapsed_seconds\": {:.9g}}}\n",
+                 step + 1, loss, lr, seconds, tokens ? "tokens" : "samples", rate, flops,
+                 options.peakFlops > 0
+                     ? fmt::format(", \"peak_share\": {:.6g}", flops / options.peakFlops)
+                     : "",
+                 elapsed);
+      std::fflush(log);
+    }
     bool last = step + 1 == options.steps;
     if (!options.checkpoint.empty() && options.checkpointEvery > 0 &&
         ((step + 1) % options.checkpointEvery == 0 || last) && !saveCheckpoint(step + 1))

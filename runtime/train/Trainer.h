@@ -38,6 +38,8 @@ struct TrainOptions {
   bool resume = false;
   std::string exportPath;      // the trained model as ONNX (rank 0 writes); empty: none
   std::string modelPath;       // where the plan's parameters came from; empty: the plan's
+  std::string logJson;         // one JSON record per step, appended (rank 0); empty: none
+  double peakFlops = 0;        // a device's peak FLOP/s, for the step's share of it; 0: not shown
 };
 
 /// The learning rate at 0-based `step`: constant, or a linear warm-up to

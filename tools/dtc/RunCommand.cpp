@@ -340,6 +340,15 @@ int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob 
     if (!train.checkpoint.empty() && train.checkpointEvery == 0)
       train.checkpointEvery = train.steps;
     train.modelPath = options.model;
+    // The device's peak, for each step's share of it: the cluster the plan
+    // was compiled for (cpu-local without one), at the precision it computes in.
+    std::string clusterError;
+    std::optional<cost::Cluster> cluster =
+        plan.cluster().empty() ? cost::preset("cpu-local", clusterError)
+                               : cost::parseCluster(plan.cluster(), clusterError);
+    if (cluster)
+      train.peakFlops = cluster->device.peak(plan.training().precision() == "bf16" ? plan::BF16
+                                                                                  : plan::F32);
     if (measure)
       executor->enableProfile();
     int status = runTraining(plan, *executor, train, world);
@@ -474,6 +483,7 @@ int runRun(const Args &args) {
     return problem;
   });
   parser.text("--export", train.exportPath);
+  parser.text("--log-json", train.logJson);
   parser.flag("--resume", train.resume);
   parser.flag("--no-shuffle", [&] { train.shuffle = false; });
   if (int rc = parser.parse(args))

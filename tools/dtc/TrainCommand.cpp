@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <unistd.h>
 
 namespace dtc::cli {
 
@@ -18,12 +19,24 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
     return usageError("a training plan needs --steps N (N > 0)");
   if (options.resume && options.checkpoint.empty())
     return usageError("--resume needs --checkpoint DIR");
-  runtime::train::Trainer trainer(plan, executor, world, [](const std::string &line) {
-    fmt::print("{}\n", line);
+  // On a terminal each step's line replaces the last one (other lines stay);
+  // piped or in a file (CI logs), a line per step.
+  bool terminal = isatty(fileno(stdout));
+  bool open = false; // a step's line waits for its newline
+  runtime::train::Trainer trainer(plan, executor, world, [&](const std::string &line) {
+    bool step = line.rfind("step ", 0) == 0;
+    if (terminal && step)
+      fmt::print("\r\033[K{}", line);
+    else
+      fmt::print("{}{}\n", open ? "\n" : "", line);
+    open = terminal && step;
     std::fflush(stdout);
   });
   std::string error;
-  if (!trainer.run(options, error))
+  bool ran = trainer.run(options, error);
+  if (open)
+    fmt::print("\n");
+  if (!ran)
     return failure(error);
   return 0;
 }

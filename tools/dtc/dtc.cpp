@@ -111,12 +111,16 @@ commands:
   run TRAIN.dtcp --data DIR|TOKENS.bin --steps N [--seed S] [--no-shuffle]
                  [--token-bytes 2|4] [--checkpoint DIR [--checkpoint-every K]]
                  [--resume] [--export OUT.onnx] [--threads N] [--model MODEL.onnx]
+                 [--log-json LOG.jsonl]
         Train with a plan compiled with --train. --data DIR holds one
         <input>.npy per model input and labels.npy (first dim: samples);
         TOKENS.bin is a flat file of uint16 (or --token-bytes 4: uint32)
         token ids, cut into sequences of the compiled length. Batches are
-        shuffled per epoch with --seed (default 0). Prints "step N loss X"
-        per step. --checkpoint DIR writes weights, optimizer state and data
+        shuffled per epoch with --seed (default 0). Prints a line per step
+        ("step N loss X lr Y time Z ms", then tokens or samples per second,
+        FLOP/s and their share of the device's peak, steps done, time spent
+        and left), on a terminal in place; --log-json writes the same as a
+        JSON record per step (appended when resuming). --checkpoint DIR writes weights, optimizer state and data
         position atomically every K steps and at the end; --resume goes on
         from it exactly (one file per rank when several run).
         --export writes the model with trained weights (weights split over
