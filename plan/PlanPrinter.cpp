@@ -202,15 +202,6 @@ std::string describeInstruction(const plan::Instruction &inst) {
   }
 }
 
-namespace {
-
-std::string bufferList(const google::protobuf::RepeatedField<uint32_t> &ids) {
-  std::vector<std::string> parts;
-  for (uint32_t id : ids)
-    parts.push_back(fmt::format("%{}", id));
-  return fmt::format("{}", fmt::join(parts, ", "));
-}
-
 std::string axisName(const plan::Plan &plan, uint32_t axis) {
   return axis < uint32_t(plan.mesh().axes_size()) ? plan.mesh().axes(int(axis)).name()
                                                   : fmt::format("axis{}", axis);
@@ -246,6 +237,15 @@ std::string bufferType(const plan::Plan &plan, const plan::Buffer &buffer) {
                                     : fmt::format("{}/({})", whole, fmt::join(axes, ",")));
   }
   return fmt::format("{}[{}]", plan::dtypeName(type.dtype()), fmt::join(dims, ","));
+}
+
+namespace {
+
+std::string bufferList(const google::protobuf::RepeatedField<uint32_t> &ids) {
+  std::vector<std::string> parts;
+  for (uint32_t id : ids)
+    parts.push_back(fmt::format("%{}", id));
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 /// Operands by buffer id; a split one with its type, "%3:f32[1024/tp,4096]".
@@ -345,8 +345,6 @@ std::string roleText(plan::InputRole role) {
 
 } // namespace
 
-namespace {
-
 /// The lines every view of a plan starts with: format, model, mesh,
 /// micro-batches and pipeline stages.
 std::string planHeader(const plan::Plan &plan) {
@@ -383,8 +381,6 @@ std::string planHeader(const plan::Plan &plan) {
   }
   return out;
 }
-
-} // namespace
 
 std::string printPlan(const plan::Plan &plan) {
   std::string out = planHeader(plan);
@@ -502,261 +498,6 @@ std::string printPlan(const plan::Plan &plan) {
       outputs.push_back(id == kNoBuffer ? "-" : fmt::format("%{}", id)); // another stage's
     line(fmt::format("{} outputs: {}", who, fmt::join(outputs, ", ")));
   }
-  return out;
-}
-
-namespace {
-
-/// A parameter's name split at its layer index, the first number between
-/// dots: "h.12.attn.q.weight" -> {"h", 12, "attn.q.weight"}; index -1 when
-/// it has none.
-struct LayerName {
-  std::string prefix, rest;
-  int64_t index = -1;
-};
-LayerName layerName(const std::string &name) {
-  size_t at = 0;
-  while (at < name.size()) {
-    size_t dot = name.find('.', at);
-    size_t end = dot == std::string::npos ? name.size() : dot;
-    bool number = end > at && end - at < 10 && dot != std::string::npos && at > 0 &&
-                  std::all_of(name.begin() + at, name.begin() + end,
-                              [](char c) { return c >= '0' && c <= '9'; });
-    if (number)
-      return {name.substr(0, at - 1), name.substr(end + 1), std::stoll(name.substr(at, end - at))};
-    if (dot == std::string::npos)
-      break;
-    at = dot + 1;
-  }
-  return {"", name, -1};
-}
-
-/// "12 k", "1.5 M", "175 B": a count for people.
-std::string countText(double n) {
-  if (n >= 1e9)
-    return fmt::format("{:.3g} B", n / 1e9);
-  if (n >= 1e6)
-    return fmt::format("{:.3g} M", n / 1e6);
-  if (n >= 1e3)
-    return fmt::format("{:.3g} k", n / 1e3);
-  return fmt::format("{:.0f}", n);
-}
-
-/// "0-95", "0-3, 8, 10-11": sorted indices as ranges.
-std::string indexRanges(std::vector<int64_t> values) {
-  std::sort(values.begin(), values.end());
-  values.erase(std::unique(values.begin(), values.end()), values.end());
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < values.size();) {
-    size_t j = i;
-    while (j + 1 < values.size() && values[j + 1] == values[j] + 1)
-      ++j;
-    parts.push_back(j == i ? std::to_string(values[i])
-                           : fmt::format("{}-{}", values[i], values[j]));
-    i = j + 1;
-  }
-  return fmt::format("{}", fmt::join(parts, ", "));
-}
-
-} // namespace
-
-std::string summarizePlan(const plan::Plan &plan, const std::vector<std::string> &predicted) {
-  std::string out = planHeader(plan);
-  auto line = [&](const std::string &text) { out += text + "\n"; };
-  const plan::Training &training = plan.training();
-  bool training_ = training.updates_size() > 0 || training.pipeline().stages() > 1;
-  if (training_)
-    line(fmt::format("optimizer: {} (learning rate {:g}{}), loss {}, precision {}",
-                     training.optimizer(), training.learning_rate(),
-                     training.schedule().empty() || training.schedule() == "constant"
-                         ? ""
-                         : ", " + training.schedule(),
-                     training.loss(),
-                     training.precision().empty() ? "fp32" : training.precision()));
-
-  // Parameters (the model's weights: not optimizer state or accumulators),
-  // the layers that repeat collapsed: one row per name within a layer and
-  // split, under its layer prefix with the layers it covers.
-  struct Row {
-    std::string name, type, stages;
-    std::vector<int64_t> layers;
-  };
-  struct Group { // a layer prefix ("h"), or "" for names without layers
-    std::string prefix;
-    std::vector<Row> rows;
-    std::map<std::pair<std::string, std::string>, size_t> rowOf;
-    std::vector<int64_t> layers;
-    std::map<int, std::vector<int64_t>> stageLayers; // pipelined: which stage holds which
-  };
-  std::vector<Group> groups;
-  std::map<std::string, size_t> groupOf;
-  std::set<std::string> seen;
-  int64_t values = 0, splitCount = 0, frozen = 0;
-  const plan::Pipeline &pipeline = training.pipeline();
-  for (int r = 0; r < plan.ranks_size(); ++r)
-    for (const plan::Buffer &buffer : plan.ranks(r).buffers()) {
-      if (!buffer.has_parameter() || buffer.parameter().zeros())
-        continue;
-      const std::string &name = buffer.parameter().initializer().empty()
-                                    ? buffer.name()
-                                    : buffer.parameter().initializer();
-      if (!seen.insert(name).second)
-        continue;
-      int64_t n = 1, parts = 1;
-      for (int64_t d : buffer.type().shape())
-        n *= d;
-      for (const plan::DimSharding &dim : buffer.sharding())
-        parts *= partsOf(plan, dim);
-      values += n * parts;
-      splitCount += parts > 1;
-      frozen += buffer.parameter().frozen();
-      LayerName layer = layerName(name);
-      // A name without a layer is its own row, in order, outside groups.
-      std::string key = layer.index < 0 ? "\n" + name : layer.prefix;
-      auto [g, freshGroup] = groupOf.try_emplace(key, groups.size());
-      if (freshGroup)
-        groups.push_back({layer.index < 0 ? "" : layer.prefix, {}, {}, {}});
-      Group &group = groups[g->second];
-      std::string type = bufferType(plan, buffer) + (buffer.parameter().frozen() ? " frozen" : "");
-      auto [it, fresh] = group.rowOf.try_emplace({layer.rest, type}, group.rows.size());
-      if (fresh)
-        group.rows.push_back({layer.rest, type, "", {}});
-      Row &row = group.rows[it->second];
-      if (layer.index >= 0) {
-        row.layers.push_back(layer.index);
-        group.layers.push_back(layer.index);
-        if (pipeline.stages() > 1)
-          group.stageLayers[r].push_back(layer.index);
-      }
-      if (pipeline.stages() > 1) {
-        std::string stage = std::to_string(r);
-        if (("," + row.stages + ",").find("," + stage + ",") == std::string::npos)
-          row.stages += (row.stages.empty() ? "" : ",") + stage;
-      }
-    }
-  line("");
-  line(fmt::format("parameters: {} tensors, {} values{}{}", seen.size(), countText(double(values)),
-                   splitCount ? fmt::format(", {} split over the mesh", splitCount) : "",
-                   frozen ? fmt::format(", {} frozen (not trained)", frozen) : ""));
-  size_t width = 0;
-  for (const Group &group : groups)
-    for (const Row &row : group.rows)
-      width = std::max(width, row.name.size() + (group.prefix.empty() ? 0 : 2));
-  width = std::min<size_t>(width, 40);
-  auto rowLine = [&](const Row &row, const std::string &indent, const std::string &extra) {
-    std::string where = extra;
-    // Pipelined: the stages holding it, unless every stage does.
-    if (!row.stages.empty() && std::count(row.stages.begin(), row.stages.end(), ',') + 1 <
-                                   int64_t(pipeline.stages()))
-      where += (where.empty() ? "" : "; ") + std::string("stage ") + row.stages;
-    std::string text = fmt::format("{}{:<{}} {:<24} {}", indent, row.name,
-                                   width + 2 - indent.size(), row.type, where);
-    text.erase(text.find_last_not_of(' ') + 1);
-    line(text);
-  };
-  for (Group &group : groups) {
-    if (group.prefix.empty()) {
-      for (const Row &row : group.rows)
-        rowLine(row, "  ", "");
-      continue;
-    }
-    std::string all = indexRanges(group.layers);
-    size_t count = std::set<int64_t>(group.layers.begin(), group.layers.end()).size();
-    std::vector<std::string> stages;
-    for (const auto &[stage, layers] : group.stageLayers)
-      stages.push_back(fmt::format("stage {}: {}", stage, indexRanges(layers)));
-    line(fmt::format("  {}.{{{}}}: {} layer{}{}", group.prefix, all, count, count == 1 ? "" : "s",
-                     stages.empty() ? "" : fmt::format(" ({})", fmt::join(stages, "; "))));
-    for (const Row &row : group.rows) {
-      std::string layers = indexRanges(row.layers);
-      rowLine(row, "    ", layers == all ? "" : "layers " + layers);
-    }
-  }
-
-  // Collectives and transfers a step, per program: count and bytes.
-  line("");
-  line("communication per step (count, bytes a rank moves):");
-  std::vector<std::pair<std::pair<int, int>, std::string>> communication; // programs, text
-  for (int r = 0; r < plan.ranks_size(); ++r) {
-    const plan::RankProgram &rank = plan.ranks(r);
-    int64_t micro = std::max<int64_t>(1, training.micro_batches());
-    bool perMicroBatch = micro > 1 || pipeline.stages() > 1;
-    std::map<std::string, std::pair<int64_t, int64_t>> kinds;
-    for (int i = 0; i < rank.instructions_size(); ++i) {
-      const plan::Instruction &inst = rank.instructions(i);
-      std::string kind;
-      if (inst.has_collective()) {
-        std::vector<std::string> axes;
-        for (uint32_t a : inst.collective().mesh_axes())
-          axes.push_back(axisName(plan, a));
-        kind = describeInstruction(inst);
-        kind = kind.substr(0, kind.find(' ')) + fmt::format(" over {}", fmt::join(axes, ","));
-      } else if (inst.has_send() || inst.has_recv()) {
-        kind = inst.has_send() ? "send" : "receive";
-      } else {
-        continue;
-      }
-      int64_t runs = perMicroBatch && uint32_t(i) < rank.accumulate_end() ? micro : 1;
-      kinds[kind].first += runs;
-      kinds[kind].second += runs * int64_t(inst.cost().bytes());
-    }
-    std::vector<std::string> parts;
-    for (const auto &[kind, countBytes] : kinds)
-      parts.push_back(fmt::format("{} x{} ({})", kind, countBytes.first,
-                                  plan::formatBytes(countBytes.second)));
-    std::string text = parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, ", "));
-    if (!communication.empty() && communication.back().second == text)
-      communication.back().first.second = r; // alike programs in a row: one line
-    else
-      communication.push_back({{r, r}, text});
-  }
-  for (const auto &[programs, text] : communication) {
-    const char *what = pipeline.stages() > 1 ? "stage" : "program";
-    std::string who = plan.ranks_size() == 1 ? "every rank"
-                      : programs.first == programs.second
-                          ? fmt::format("{} {}", what, programs.first)
-                          : fmt::format("{}s {}-{}", what, programs.first, programs.second);
-    line(fmt::format("  {}: {}", who, text));
-  }
-
-  // Memory per rank, the compiler's figures; the largest rank's if they differ.
-  line("");
-  const plan::RankSummary *largest = nullptr;
-  double slowest = 0;
-  for (const plan::RankSummary &r : plan.decisions().ranks()) {
-    if (!largest || r.peak_memory_bytes() > largest->peak_memory_bytes())
-      largest = &r;
-    slowest = std::max(slowest, r.predicted_seconds());
-  }
-  if (largest) {
-    int64_t other = largest->peak_memory_bytes() - largest->parameter_bytes() -
-                    largest->activation_bytes();
-    int64_t loadTime = largest->parameter_bytes() - largest->weight_bytes() -
-                       largest->optimizer_state_bytes();
-    std::string parts = "weights " + plan::formatBytes(largest->weight_bytes());
-    if (largest->optimizer_state_bytes())
-      parts += " + optimizer state " + plan::formatBytes(largest->optimizer_state_bytes());
-    if (loadTime > 0)
-      parts += " + load-time values " + plan::formatBytes(loadTime);
-    if (largest->activation_bytes())
-      parts += " + activations kept for backward " +
-               plan::formatBytes(largest->activation_bytes());
-    parts += std::string(training_ ? " + gradients and workspace " : " + activations and workspace ") +
-             plan::formatBytes(std::max<int64_t>(0, other));
-    line(fmt::format("memory: peak {} per rank{} = {}", plan::formatBytes(largest->peak_memory_bytes()),
-                     plan.decisions().ranks_size() > 1 ? fmt::format(" (rank {}, the largest)", largest->rank())
-                                                        : "",
-                     parts));
-  }
-  for (const std::string &text : predicted)
-    line(text);
-
-  line("");
-  line("decisions:");
-  for (const auto &note : plan.decisions().notes())
-    line("  " + note);
-  line("");
-  line("(dtc plan --full lists every rank's instructions and buffers)");
   return out;
 }
 

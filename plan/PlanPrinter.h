@@ -7,7 +7,6 @@
 #include "plan.pb.h"
 
 #include <string>
-#include <vector>
 
 namespace dtc::plan {
 
@@ -15,11 +14,19 @@ namespace dtc::plan {
 /// rank's program and buffers.
 std::string printPlan(const plan::Plan &plan);
 
-/// The plan on a screen or two: header, training, the parameters with
-/// repeated layers collapsed and their splits, communication per step by
-/// kind, memory per rank, `predicted` (lines the caller adds: a
-/// simulation's step time), and the compiler's decisions.
-std::string summarizePlan(const plan::Plan &plan, const std::vector<std::string> &predicted = {});
+/// The lines every view of a plan starts with: format, model, mesh,
+/// micro-batches and pipeline stages.
+std::string planHeader(const plan::Plan &plan);
+
+/// A buffer's type; a split one's as the whole tensor over the mesh axes
+/// that split each dim, "f32[1024/tp,4096]", "f32[8/dp,128,768/(dp,tp)]".
+std::string bufferType(const plan::Plan &plan, const plan::Buffer &buffer);
+
+/// Mesh axis `axis`'s name ("axis3" past the mesh's axes).
+std::string axisName(const plan::Plan &plan, uint32_t axis);
+
+/// How many parts the mesh axes of `dim` cut it into.
+int64_t partsOf(const plan::Plan &plan, const plan::DimSharding &dim);
 
 /// An instruction's op and attributes, e.g. "matmul transpose_rhs".
 std::string describeInstruction(const plan::Instruction &inst);

@@ -75,13 +75,14 @@ commands:
           --preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json
               the cluster the plan is costed on (default cpu-local)
 
-  plan PLAN.dtcp [-o FILE] [--full]
+  plan PLAN.dtcp [-o FILE] [--full | --json]
         Show a plan on a screen or two: mesh, pipeline, training, the
         parameters with repeated layers collapsed ("h.*.attn.q.weight ...
         * = 0-95") and how each is split, communication per step by kind,
         memory per rank, the step simulated on the plan's cluster, and every
         decision the compiler made. --full adds inputs, outputs and each
-        rank's instructions and buffers.
+        rank's instructions and buffers; --json writes the summary, every
+        parameter listed, as JSON (docs/plan-summary.md: the schema).
 
   run PLAN.dtcp [-n RANKS] [--inputs DIR] [--outputs DIR] [--threads N]
                 [--model MODEL.onnx] [--output-format pb|npy] [--repeat N] [--profile]
