@@ -82,8 +82,16 @@ const RankSummary *largestRank(const Plan &plan) {
   return largest;
 }
 
-/// A JSON string: quoted, escaped.
-std::string quoted(const std::string &text) {
+std::string quotedList(const std::vector<std::string> &items) {
+  std::vector<std::string> parts;
+  for (const std::string &item : items)
+    parts.push_back(jsonString(item));
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+} // namespace
+
+std::string jsonString(const std::string &text) {
   std::string out = "\"";
   for (unsigned char c : text) {
     if (c == '"' || c == '\\')
@@ -97,15 +105,6 @@ std::string quoted(const std::string &text) {
   }
   return out + "\"";
 }
-
-std::string quotedList(const std::vector<std::string> &items) {
-  std::vector<std::string> parts;
-  for (const std::string &item : items)
-    parts.push_back(quoted(item));
-  return fmt::format("[{}]", fmt::join(parts, ", "));
-}
-
-} // namespace
 
 PlanSummary summarizePlan(const Plan &plan) {
   PlanSummary summary;
@@ -357,16 +356,16 @@ std::string summaryJson(const PlanSummary &summary) {
   const Plan &plan = *summary.plan;
   std::vector<std::string> fields;
   auto field = [&](const std::string &key, const std::string &value) {
-    fields.push_back(fmt::format("  {}: {}", quoted(key), value));
+    fields.push_back(fmt::format("  {}: {}", jsonString(key), value));
   };
-  field("schema", quoted("dtc-plan-summary"));
+  field("schema", jsonString("dtc-plan-summary"));
   field("schema_version", std::to_string(kSummarySchemaVersion));
   field("plan_format", std::to_string(plan.format_version()));
-  field("producer", quoted(plan.producer()));
-  field("model", quoted(plan.model()));
+  field("producer", jsonString(plan.producer()));
+  field("model", jsonString(plan.model()));
   std::vector<std::string> axes;
   for (const MeshAxis &axis : plan.mesh().axes())
-    axes.push_back(fmt::format("{{\"name\": {}, \"size\": {}}}", quoted(axis.name()), axis.size()));
+    axes.push_back(fmt::format("{{\"name\": {}, \"size\": {}}}", jsonString(axis.name()), axis.size()));
   field("mesh", fmt::format("[{}]", fmt::join(axes, ", ")));
   field("ranks", std::to_string(planRanks(plan)));
   const Training &t = plan.training();
@@ -374,13 +373,13 @@ std::string summaryJson(const PlanSummary &summary) {
     std::string pipeline = "null";
     if (t.pipeline().stages() > 1)
       pipeline = fmt::format("{{\"stages\": {}, \"schedule\": {}, \"virtual_stages\": {}}}",
-                             t.pipeline().stages(), quoted(scheduleName(t.pipeline().schedule())),
+                             t.pipeline().stages(), jsonString(scheduleName(t.pipeline().schedule())),
                              std::max<uint32_t>(1, t.pipeline().virtual_stages()));
     field("training",
           fmt::format("{{\"optimizer\": {}, \"learning_rate\": {:.9g}, \"loss\": {}, "
                       "\"precision\": {}, \"micro_batches\": {}, \"pipeline\": {}}}",
-                      quoted(t.optimizer()), t.learning_rate(), quoted(t.loss()),
-                      quoted(t.precision().empty() ? "fp32" : t.precision()),
+                      jsonString(t.optimizer()), t.learning_rate(), jsonString(t.loss()),
+                      jsonString(t.precision().empty() ? "fp32" : t.precision()),
                       std::max<int64_t>(1, t.micro_batches()), pipeline));
   } else {
     field("training", "null");
@@ -393,7 +392,7 @@ std::string summaryJson(const PlanSummary &summary) {
     parameters.push_back(fmt::format(
         "    {{\"name\": {}, \"dtype\": {}, \"shape\": [{}], \"split\": [{}], \"stages\": [{}], "
         "\"frozen\": {}}}",
-        quoted(p.name), quoted(dtypeName(p.dtype)), fmt::join(p.shape, ", "),
+        jsonString(p.name), jsonString(dtypeName(p.dtype)), fmt::join(p.shape, ", "),
         fmt::join(split, ", "), fmt::join(p.stages, ", "), p.frozen ? "true" : "false"));
   }
   field("parameters", fmt::format("[\n{}\n  ]", fmt::join(parameters, ",\n")));
@@ -401,7 +400,7 @@ std::string summaryJson(const PlanSummary &summary) {
   for (const CommunicationSummary &c : summary.communication)
     communication.push_back(fmt::format(
         "    {{\"programs\": [{}], \"kind\": {}, \"axes\": {}, \"count\": {}, \"bytes\": {}}}",
-        fmt::join(c.programs, ", "), quoted(c.kind), quotedList(c.axes), c.count, c.bytes));
+        fmt::join(c.programs, ", "), jsonString(c.kind), quotedList(c.axes), c.count, c.bytes));
   field("communication", fmt::format("[\n{}\n  ]", fmt::join(communication, ",\n")));
   std::vector<std::string> memory;
   for (const RankSummary &r : plan.decisions().ranks())
@@ -415,13 +414,13 @@ std::string summaryJson(const PlanSummary &summary) {
     field("predicted", fmt::format("{{\"cluster\": {}, \"step_seconds\": {:.9g}, "
                                    "\"compute_seconds\": {:.9g}, \"communication_seconds\": {:.9g}, "
                                    "\"idle_seconds\": {:.9g}}}",
-                                   quoted(p->cluster), p->stepSeconds, p->computeSeconds,
+                                   jsonString(p->cluster), p->stepSeconds, p->computeSeconds,
                                    p->communicationSeconds, p->idleSeconds));
   else
     field("predicted", "null");
   std::vector<std::string> notes;
   for (const std::string &note : plan.decisions().notes())
-    notes.push_back("    " + quoted(note));
+    notes.push_back("    " + jsonString(note));
   field("decisions", fmt::format("[\n{}\n  ]", fmt::join(notes, ",\n")));
   return fmt::format("{{\n{}\n}}\n", fmt::join(fields, ",\n"));
 }

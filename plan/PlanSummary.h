@@ -64,6 +64,9 @@ std::string summaryText(const PlanSummary &summary);
 /// For tools: the same, every parameter listed, as one JSON object.
 std::string summaryJson(const PlanSummary &summary);
 
+/// `text` as a JSON string, quoted and escaped.
+std::string jsonString(const std::string &text);
+
 } // namespace dtc::plan
 
 #endif // DTC_PLAN_PLANSUMMARY_H

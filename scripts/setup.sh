@@ -18,6 +18,7 @@ apt_packages=(
   libopenmpi-dev openmpi-bin
   coinor-libcbc-dev
   python3 python3-pip
+  chromium-headless-shell
 )
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -6,18 +6,72 @@
 #include "plan/PlanLoader.h"
 #include "plan/Ranks.h"
 #include "plan/PlanPrinter.h"
+#include "plan/PlanReport.h"
 #include "plan/PlanSummary.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <map>
 
 namespace dtc::cli {
 
+namespace {
+
+/// The simulated step's events as the page draws them: a lane per rank and
+/// stream that has any, the longest spans first up to what a page draws
+/// quickly.
+plan::Timeline timelineOf(const plan::Plan &plan, const cost::Simulation &sim) {
+  constexpr size_t kMostSpans = 30000;
+  const char *streams[] = {"compute", "collectives", "pipeline transfers", "overlapped reductions"};
+  std::map<std::pair<int, int>, int> laneOf;
+  for (const cost::Event &e : sim.events)
+    laneOf.try_emplace({e.rank, std::clamp(e.stream, 0, 3)}, 0);
+  plan::Timeline timeline;
+  for (auto &[key, lane] : laneOf) {
+    lane = int(timeline.lanes.size());
+    timeline.lanes.push_back(fmt::format("rank {} {}", key.first, streams[key.second]));
+  }
+  // Spans a lane runs back to back (closer than a 2000th of the step: a
+  // pixel's fraction) are one, so a busy lane draws busy; past what a page
+  // draws quickly, the shortest are left out.
+  double joined = sim.stepSeconds / 2000;
+  std::vector<plan::Timeline::Span> spans;
+  for (const cost::Event &e : sim.events) {
+    int stream = std::clamp(e.stream, 0, 3);
+    spans.push_back({laneOf.at({e.rank, stream}), stream == 0 ? 0 : stream == 2 ? 2 : 1,
+                     e.start, e.end, ""});
+  }
+  std::sort(spans.begin(), spans.end(), [](const auto &a, const auto &b) {
+    return std::pair(a.lane, a.start) < std::pair(b.lane, b.start);
+  });
+  for (const plan::Timeline::Span &span : spans)
+    if (!timeline.spans.empty() && timeline.spans.back().lane == span.lane &&
+        span.start - timeline.spans.back().end <= joined)
+      timeline.spans.back().end = std::max(timeline.spans.back().end, span.end);
+    else
+      timeline.spans.push_back(span);
+  if (timeline.spans.size() > kMostSpans) {
+    std::nth_element(timeline.spans.begin(), timeline.spans.begin() + kMostSpans,
+                     timeline.spans.end(), [](const auto &a, const auto &b) {
+                       return a.end - a.start > b.end - b.start;
+                     });
+    timeline.leftOut = timeline.spans.size() - kMostSpans;
+    timeline.spans.resize(kMostSpans);
+  }
+  return timeline;
+}
+
+} // namespace
+
 int runPlan(const Args &args) {
   std::string path, output = "-", format = "text";
+  std::string html;
   bool full = false, json = false;
   OptionParser parser("plan", "plan file", path);
   parser.text("-o", output);
   parser.text("--format", format);
+  parser.text("--html", html);
   parser.flag("--full", full);
   parser.flag("--json", json);
   if (int rc = parser.parse(args))
@@ -26,8 +80,8 @@ int runPlan(const Args &args) {
     return usageError("plan needs a plan file: dtc plan PLAN.dtcp");
   if (format != "text")
     return usageError("plan: --format " + format + " is not supported (text is)");
-  if (full && json)
-    return usageError("plan takes --full or --json, not both");
+  if (int(full) + int(json) + int(!html.empty()) > 1)
+    return usageError("plan takes one of --full, --json and --html FILE");
   plan::Plan plan;
   std::string error;
   if (!plan::loadPlan(path, plan, error))
@@ -45,7 +99,7 @@ int runPlan(const Args &args) {
     if (cluster->devicesPerNode > 0)
       cluster->nodes = std::max(cluster->nodes, (ranks + cluster->devicesPerNode - 1) /
                                                     cluster->devicesPerNode);
-    cost::Simulation sim = cost::simulate(plan, *cluster, false);
+    cost::Simulation sim = cost::simulate(plan, *cluster, /*trace=*/!html.empty());
     if (sim.error.empty() && !sim.ranks.empty()) {
       plan::Prediction p;
       p.cluster = cluster->name;
@@ -57,7 +111,12 @@ int runPlan(const Args &args) {
       }
       summary.predicted = p;
     }
+    if (!html.empty())
+      return writeOutput(html, plan::reportHtml(summary, timelineOf(plan, sim),
+                                                cluster->device.memoryCapacity));
   }
+  if (!html.empty())
+    return failure(path + ": its cluster: " + error);
   return writeOutput(output, json ? plan::summaryJson(summary) : plan::summaryText(summary));
 }
 

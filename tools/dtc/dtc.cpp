@@ -75,14 +75,17 @@ commands:
           --preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json
               the cluster the plan is costed on (default cpu-local)
 
-  plan PLAN.dtcp [-o FILE] [--full | --json]
+  plan PLAN.dtcp [-o FILE] [--full | --json | --html PAGE.html]
         Show a plan on a screen or two: mesh, pipeline, training, the
         parameters with repeated layers collapsed ("h.*.attn.q.weight ...
         * = 0-95") and how each is split, communication per step by kind,
         memory per rank, the step simulated on the plan's cluster, and every
         decision the compiler made. --full adds inputs, outputs and each
         rank's instructions and buffers; --json writes the summary, every
-        parameter listed, as JSON (docs/plan-summary.md: the schema).
+        parameter listed, as JSON (docs/plan-summary.md: the schema);
+        --html writes one self-contained page: the summary, a memory bar
+        per rank, the simulated step's timeline per rank and stream, the
+        parameters in a table to filter, communication and decisions.
 
   run PLAN.dtcp [-n RANKS] [--inputs DIR] [--outputs DIR] [--threads N]
                 [--model MODEL.onnx] [--output-format pb|npy] [--repeat N] [--profile]
