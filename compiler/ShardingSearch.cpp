@@ -7,9 +7,11 @@
 #include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Debug.h"
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 // `dtc-opt --debug-only=dtc-sharding-search` (with an LLVM built with
@@ -199,19 +201,39 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   // A100s 30 s; the rounded best usually leaves it nothing to prove.
   std::vector<std::tuple<double, double, size_t>> unsettled; // bound, gap, candidate
   const SearchOptions *bestCandidate = nullptr;
+  // What each candidate came to, for the plan's notes.
+  std::vector<SearchResult::Alternative> tried(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::vector<std::string> axes;
+    for (const MeshAxisSpec &axis : candidates[i].mesh)
+      axes.push_back(axis.name + "=" + std::to_string(axis.size));
+    bool freeAxis = candidates[i].mesh.size() == 1 && candidates[i].mesh[0].role == AxisRole::Free;
+    tried[i].mesh = llvm::join(axes, " x ") + (freeAxis ? " (each op split its own way)" : "");
+    tried[i].seconds = std::numeric_limits<double>::quiet_NaN();
+  }
   auto tryCandidate = [&](size_t index, bool roundingOnly, double seconds) {
     const SearchOptions &candidate = candidates[index];
     auto search = std::make_unique<search::Search>(graph, candidate);
     bool freeAxis = candidate.mesh.size() == 1 && candidate.mesh[0].role == AxisRole::Free;
     freeAxisTried |= freeAxis;
-    // A role assignment that cannot work (or win) is no error, just no candidate.
+    // A role assignment that cannot work (or win) is no error, just no
+    // candidate: what it said is kept as why.
     ScopedDiagnosticHandler quiet(module.getContext(), [&](Diagnostic &d) {
+      if (tried[index].why.empty() || roundingOnly)
+        tried[index].why = d.str();
       if (freeAxis && roundingOnly)
         freeAxisFailure.push_back(std::move(d));
       return success();
     });
     FailureOr<double> cost =
         search->decide(seconds, std::min(bestCost, options.costBelow), roundingOnly);
+    if (succeeded(cost) &&
+        (std::isnan(tried[index].seconds) || *cost < tried[index].seconds)) {
+      tried[index].seconds = *cost;
+      tried[index].why.clear();
+    } else if (failed(cost) && std::isfinite(search->bound()) && search->bound() > 0) {
+      tried[index].atLeast = std::max(tried[index].atLeast, search->bound());
+    }
     if (roundingOnly && succeeded(cost) && search->unsettled())
       unsettled.push_back({search->bound(), search->gap(), index});
     LLVM_DEBUG({
@@ -269,6 +291,11 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     }
   }
   SearchResult result = best->annotate();
+  if (candidates.size() > 1) {
+    for (size_t i = 0; i < candidates.size(); ++i)
+      tried[i].chosen = &candidates[i] == bestCandidate;
+    result.alternatives = std::move(tried);
+  }
   result.unsettled = best->unsettled();
   result.meshSearched = options.searchMeshShape;
   result.searchSeconds =

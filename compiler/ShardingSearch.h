@@ -97,6 +97,17 @@ struct SearchResult {
   // same work), each with why: the batch does not divide, or splitting
   // was predicted not to pay.
   std::vector<std::string> idleAxes;
+  /// The mesh shapes and role assignments compared (--devices, several
+  /// free axes): each one's predicted objective (NaN: none, `why` says
+  /// why: over the memory limit, or no plan could beat the best), the
+  /// chosen one marked.
+  struct Alternative {
+    std::string mesh, why;
+    double seconds = 0;
+    double atLeast = 0; // no plan: what none can beat (its LP bound), when known
+    bool chosen = false;
+  };
+  std::vector<Alternative> alternatives;
 };
 
 /// The devices, and what the user pinned of how work is split over them;

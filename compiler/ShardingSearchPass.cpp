@@ -15,6 +15,12 @@
 #include "dialects/graph/GraphDialect.h"
 #include "plan/FormatBytes.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <cmath>
+#include <limits>
+
 namespace dtc {
 #define GEN_PASS_DEF_SHARDINGSEARCH
 #include "compiler/Passes.h.inc"
@@ -175,6 +181,54 @@ std::string searchNote(const SearchResult &r, double limit) {
          plan::formatBytes(int64_t(limit)) + ")";
 }
 
+/// "alternatives: dp=16 x tp=8 predicted 3.21 s (chosen); dp=32 x tp=4 3.48 s
+/// (8.4% slower); x=128 (each op split its own way): does not fit ...": the
+/// mesh shapes and role assignments the search compared, best first, those
+/// without a plan last with why (the search's own message, shortened).
+std::string alternativesNote(const SearchResult &r) {
+  std::vector<const SearchResult::Alternative *> order;
+  double best = std::numeric_limits<double>::infinity();
+  for (const SearchResult::Alternative &a : r.alternatives) {
+    order.push_back(&a);
+    if (a.chosen && !std::isnan(a.seconds))
+      best = a.seconds;
+  }
+  llvm::stable_sort(order, [](const auto *a, const auto *b) {
+    if (std::isnan(a->seconds) != std::isnan(b->seconds))
+      return std::isnan(b->seconds);
+    return !std::isnan(a->seconds) && a->seconds < b->seconds;
+  });
+  std::vector<std::string> parts;
+  for (const SearchResult::Alternative *a : order) {
+    std::string text = a->mesh;
+    if (!std::isnan(a->seconds))
+      text += " " + formatSeconds(a->seconds) +
+              (a->chosen ? " (chosen)"
+                         : std::isfinite(best) && best > 0
+                               ? " (" + std::to_string(int(std::lround(
+                                            100 * (a->seconds / best - 1)))) +
+                                     "% slower)"
+                               : "");
+    else {
+      std::string why = a->why.substr(0, a->why.find(" ("));
+      if (why.rfind("no sharding over mesh", 0) == 0) // "... fits X per device: the smallest ..."
+        why = "does not fit" + why.substr(std::min(why.size(), why.find(" fits ") + 5));
+      else if (why.find("no choice costs less than") != std::string::npos)
+        why = a->atLeast > 0 ? "at least " + formatSeconds(a->atLeast) +
+                                   (std::isfinite(best) && a->atLeast >= 1.01 * best
+                                        ? " (" + std::to_string(int(std::lround(
+                                                     100 * (a->atLeast / best - 1)))) +
+                                              "% slower at best)"
+                                        : "")
+                             : "slower than a plan found before it";
+      text += ": " + why;
+    }
+    parts.push_back(text);
+  }
+  return "alternatives (mesh shapes and roles compared, predicted per step): " +
+         llvm::join(parts, "; ");
+}
+
 struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
   using ShardingSearchBase::ShardingSearchBase;
 
@@ -220,6 +274,8 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
       if (!chosen->mesh.empty())
         addNote(main, meshNote(search.mesh, *options, chosen->search));
       addNote(main, searchNote(chosen->search, search.memoryLimit));
+      if (!chosen->search.alternatives.empty())
+        addNote(main, alternativesNote(chosen->search));
       main->setAttr(attr::kSearchedBytes, Builder(&getContext()).getI64IntegerAttr(
                                               int64_t(chosen->search.memoryBytes)));
       return;
@@ -242,6 +298,8 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
       return signalPassFailure();
     addNote(main, meshNote(search.mesh, *options, *result));
     addNote(main, searchNote(*result, search.memoryLimit));
+    if (!result->alternatives.empty())
+      addNote(main, alternativesNote(*result));
     main->setAttr(attr::kSearchedBytes,
                   Builder(&getContext()).getI64IntegerAttr(int64_t(result->memoryBytes)));
   }

@@ -352,6 +352,41 @@ std::string summaryText(const PlanSummary &summary) {
   return out;
 }
 
+std::string explainText(const Plan &plan) {
+  // The notes that say what was compared and why the plan won, in the
+  // compiler's order.
+  const char *kinds[] = {"mesh:", "alternatives", "pipeline:", "micro-batches:", "recompute:",
+                         "memory: the search", "search:"};
+  std::string out = "why this plan (" + plan.model() + "):\n";
+  int shown = 0;
+  for (const std::string &note : plan.decisions().notes()) {
+    std::string text = note;
+    // "stage 1: ..." notes repeat a stage's own; the plan's are enough.
+    if (!std::any_of(std::begin(kinds), std::end(kinds),
+                     [&](const char *k) { return text.rfind(k, 0) == 0; }))
+      continue;
+    ++shown;
+    size_t colon = text.find(": ");
+    if (text.rfind("alternatives", 0) == 0 && colon != std::string::npos) {
+      out += "  " + text.substr(0, colon + 1) + "\n";
+      std::string rest = text.substr(colon + 2);
+      for (size_t at = 0; at <= rest.size();) {
+        size_t end = rest.find("; ", at);
+        out += "    " + rest.substr(at, end == std::string::npos ? std::string::npos : end - at) +
+               "\n";
+        if (end == std::string::npos)
+          break;
+        at = end + 2;
+      }
+      continue;
+    }
+    out += "  " + text + "\n";
+  }
+  if (!shown)
+    out += "  nothing was compared: every choice was given (or the plan is for one device)\n";
+  return out;
+}
+
 std::string summaryJson(const PlanSummary &summary) {
   const Plan &plan = *summary.plan;
   std::vector<std::string> fields;

@@ -64,6 +64,11 @@ std::string summaryText(const PlanSummary &summary);
 /// For tools: the same, every parameter listed, as one JSON object.
 std::string summaryJson(const PlanSummary &summary);
 
+/// Why the plan is what it is: the compiler's decisions that compared
+/// choices (mesh shapes and roles, pipeline stage counts and schedules,
+/// micro-batches, recomputation, memory), each alternative on a line.
+std::string explainText(const Plan &plan);
+
 /// `text` as a JSON string, quoted and escaped.
 std::string jsonString(const std::string &text);
 

@@ -67,27 +67,30 @@ plan::Timeline timelineOf(const plan::Plan &plan, const cost::Simulation &sim) {
 int runPlan(const Args &args) {
   std::string path, output = "-", format = "text";
   std::string html;
-  bool full = false, json = false;
+  bool full = false, json = false, explain = false;
   OptionParser parser("plan", "plan file", path);
   parser.text("-o", output);
   parser.text("--format", format);
   parser.text("--html", html);
   parser.flag("--full", full);
   parser.flag("--json", json);
+  parser.flag("--explain", explain);
   if (int rc = parser.parse(args))
     return rc;
   if (path.empty())
     return usageError("plan needs a plan file: dtc plan PLAN.dtcp");
   if (format != "text")
     return usageError("plan: --format " + format + " is not supported (text is)");
-  if (int(full) + int(json) + int(!html.empty()) > 1)
-    return usageError("plan takes one of --full, --json and --html FILE");
+  if (int(full) + int(json) + int(explain) + int(!html.empty()) > 1)
+    return usageError("plan takes one of --full, --json, --explain and --html FILE");
   plan::Plan plan;
   std::string error;
   if (!plan::loadPlan(path, plan, error))
     return failure(error);
   if (full)
     return writeOutput(output, printPlan(plan));
+  if (explain)
+    return writeOutput(output, plan::explainText(plan));
   plan::PlanSummary summary = plan::summarizePlan(plan);
   // The step simulated on the cluster the plan was compiled for (a plan
   // compiled without one: on cpu-local, as dtc simulate takes it).

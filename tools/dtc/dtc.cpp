@@ -75,7 +75,7 @@ commands:
           --preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json
               the cluster the plan is costed on (default cpu-local)
 
-  plan PLAN.dtcp [-o FILE] [--full | --json | --html PAGE.html]
+  plan PLAN.dtcp [-o FILE] [--full | --json | --explain | --html PAGE.html]
         Show a plan on a screen or two: mesh, pipeline, training, the
         parameters with repeated layers collapsed ("h.*.attn.q.weight ...
         * = 0-95") and how each is split, communication per step by kind,
@@ -83,6 +83,9 @@ commands:
         decision the compiler made. --full adds inputs, outputs and each
         rank's instructions and buffers; --json writes the summary, every
         parameter listed, as JSON (docs/plan-summary.md: the schema);
+        --explain what the search compared and why this plan won (mesh
+        shapes and roles with their predicted steps, pipeline stage counts,
+        micro-batches, recomputation, memory);
         --html writes one self-contained page: the summary, a memory bar
         per rank, the simulated step's timeline per rank and stream, the
         parameters in a table to filter, communication and decisions.
