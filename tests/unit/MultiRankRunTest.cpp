@@ -293,7 +293,7 @@ TEST_F(MultiRankRun, PlanShowsHowEachValueIsSplit) {
   b.collective(plan::ALL_SLICE, {1}, u, part, 1);
   b.output(part, "part");
   writePlan(dir + "/plan.dtcp", b.plan);
-  Result shown = runDtc("plan " + dir + "/plan.dtcp");
+  Result shown = runDtc("plan --full " + dir + "/plan.dtcp");
   ASSERT_EQ(shown.status, 0) << shown.output;
   EXPECT_TRUE(contains(shown.output, "mesh: dp=2 x tp=2 (4 ranks, one program for all)"));
   EXPECT_TRUE(contains(shown.output, "f32[8/dp,4]\n")); // the input x
@@ -305,6 +305,16 @@ TEST_F(MultiRankRun, PlanShowsHowEachValueIsSplit) {
   EXPECT_TRUE(contains(shown.output,
                        "%7 = all_slice(%6) mesh_axes=[1] axis=1 (local)  : f32[4,2]"));
   EXPECT_TRUE(contains(shown.output, "f32[8/(dp,tp),4]       parameter 'v'"));
+  // The summary: each parameter whole over the axes that split it, and the
+  // all-slice among the step's communication.
+  Result summary = runDtc("plan " + dir + "/plan.dtcp");
+  ASSERT_EQ(summary.status, 0) << summary.output;
+  EXPECT_TRUE(contains(summary.output, "parameters: 3 tensors, 72 values, 2 split over the mesh"))
+      << summary.output;
+  EXPECT_TRUE(contains(summary.output, "  v f32[8/(dp,tp),4]\n")) << summary.output;
+  EXPECT_TRUE(contains(summary.output, "all_slice over tp x1 (")) << summary.output;
+  // A plan without costs (written by hand) has no prediction to show.
+  EXPECT_FALSE(contains(summary.output, "predicted step")) << summary.output;
 }
 
 /// An elementwise instruction over `inputs` into `out`: node i < inputs is

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace dtc::cli {
@@ -103,7 +104,8 @@ int runPlan(const Args &args) {
       cluster->nodes = std::max(cluster->nodes, (ranks + cluster->devicesPerNode - 1) /
                                                     cluster->devicesPerNode);
     cost::Simulation sim = cost::simulate(plan, *cluster, /*trace=*/!html.empty());
-    if (sim.error.empty() && !sim.ranks.empty()) {
+    if (sim.error.empty() && !sim.ranks.empty() && std::isfinite(sim.stepSeconds) &&
+        sim.stepSeconds > 0) {
       plan::Prediction p;
       p.cluster = cluster->name;
       p.stepSeconds = sim.stepSeconds;
@@ -114,8 +116,10 @@ int runPlan(const Args &args) {
       }
       summary.predicted = p;
     }
-    if (!html.empty())
-      return writeOutput(html, plan::reportHtml(summary, timelineOf(plan, sim),
+    if (!html.empty()) // a plan without costs (one written by hand): no timeline
+      return writeOutput(html, plan::reportHtml(summary,
+                                                summary.predicted ? timelineOf(plan, sim)
+                                                                  : plan::Timeline{},
                                                 cluster->device.memoryCapacity));
   }
   if (!html.empty())
