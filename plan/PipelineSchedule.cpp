@@ -2,6 +2,7 @@
 #include "plan/PipelineSchedule.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace dtc::plan {
 
@@ -76,24 +77,33 @@ int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
   return most;
 }
 
+namespace {
+
+/// Each virtual stage's forward-to-backward stash copies on `stage`.
+std::vector<int64_t> virtualStageSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                                       int64_t microBatches, int64_t virtualStages) {
+  virtualStages = std::max<int64_t>(virtualStages, 1);
+  std::vector<int64_t> slots;
+  for (int64_t c = 0; c < virtualStages; ++c)
+    slots.push_back(
+        stashSlots(schedule, stages, stage, microBatches, virtualStages, c, virtualStages + c));
+  return slots;
+}
+
+} // namespace
+
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
                    int64_t microBatches, int64_t virtualStages) {
-  virtualStages = std::max<int64_t>(virtualStages, 1);
-  int64_t most = 0;
-  for (int64_t c = 0; c < virtualStages; ++c)
-    most = std::max(most, stashSlots(schedule, stages, stage, microBatches, virtualStages, c,
-                                     virtualStages + c));
-  return most;
+  std::vector<int64_t> slots =
+      virtualStageSlots(schedule, stages, stage, microBatches, virtualStages);
+  return *std::max_element(slots.begin(), slots.end());
 }
 
 double stashedMicroBatches(PipelineSchedule schedule, int64_t stages, int64_t stage,
                            int64_t microBatches, int64_t virtualStages) {
-  virtualStages = std::max<int64_t>(virtualStages, 1);
-  double sum = 0;
-  for (int64_t c = 0; c < virtualStages; ++c)
-    sum += double(stashSlots(schedule, stages, stage, microBatches, virtualStages, c,
-                             virtualStages + c));
-  return sum / double(virtualStages);
+  std::vector<int64_t> slots =
+      virtualStageSlots(schedule, stages, stage, microBatches, virtualStages);
+  return double(std::accumulate(slots.begin(), slots.end(), int64_t(0))) / double(slots.size());
 }
 
 std::string scheduleProblem(PipelineSchedule schedule, int64_t stages, int64_t microBatches,
