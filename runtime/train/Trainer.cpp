@@ -10,6 +10,7 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSet.h"
 #include "runtime/train/ModelExport.h"
+#include "runtime/train/TrainLog.h"
 
 #include <fmt/format.h>
 
@@ -447,18 +448,9 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
                           tokens ? "tokens" : "samples", flopsText(flops), share, step + 1,
                           options.steps, plan::formatSeconds(elapsed),
                           plan::formatSeconds(left)));
-    if (log) {
-      fmt::print(log,
-                 "{{\"step\": {}, \"loss\": {:.9g}, \"lr\": {:.9g}, \"seconds\": {:.9g}, "
-                 "\"{}_per_second\": {:.9g}, \"flops_per_second\": {:.9g}{}, "
-                 "\"elapsed_seconds\": {:.9g}}}\n",
-                 step + 1, loss, lr, seconds, tokens ? "tokens" : "samples", rate, flops,
-                 options.peakFlops > 0
-                     ? fmt::format(", \"peak_share\": {:.6g}", flops / options.peakFlops)
-                     : "",
-                 elapsed);
-      std::fflush(log);
-    }
+    if (log)
+      writeStepRecord(log, {step + 1, loss, lr, seconds, rate, tokens, flops,
+                            options.peakFlops > 0 ? flops / options.peakFlops : -1, elapsed});
     bool last = step + 1 == options.steps;
     if (!options.checkpoint.empty() && options.checkpointEvery > 0 &&
         ((step + 1) % options.checkpointEvery == 0 || last) && !saveCheckpoint(step + 1))

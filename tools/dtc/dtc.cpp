@@ -159,6 +159,11 @@ commands:
         a training step meets them; --no-links keeps cpu-local's); write a
         cluster file (default: stdout) for dtc simulate.
 
+  report LOG.jsonl [--html PAGE.html]
+        Read the per-step log of dtc run --log-json: where the run went
+        (first and last loss, throughput); --html draws the loss and the
+        throughput over the steps on one self-contained page.
+
   import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.
         --shape NAME=DIMS binds a graph input's shape (input_ids=2x128) or a
@@ -288,5 +293,7 @@ int main(int argc, char **argv) {
     return runSimulate(args);
   if (command == "calibrate")
     return runCalibrate(args);
+  if (command == "report")
+    return runReport(args);
   return usageError("unknown command '" + command + "'");
 }

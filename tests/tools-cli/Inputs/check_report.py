@@ -6,9 +6,12 @@ summary lists, the timeline drew spans, the filter narrows the table; and a
 screenshot is taken (a PNG of some size)."""
 import argparse
 import json
+import os
 import re
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from browser import browse, screenshot  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("page")
@@ -16,23 +19,8 @@ ap.add_argument("summary", help="dtc plan --json of the same plan")
 ap.add_argument("--screenshot", required=True)
 args = ap.parse_args()
 
-BROWSER = ["chromium-headless-shell", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-           "--virtual-time-budget=5000"]
-url = "file://" + args.page
-
-
-def browse(*flags, query=""):
-    done = subprocess.run([*BROWSER, *flags, url + query], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
-    errors = [line for line in console if "ERROR:CONSOLE" in line or "Uncaught" in line]
-    assert not errors, "console errors:\n" + "\n".join(errors)
-    return done.stdout
-
-
 summary = json.load(open(args.summary))
-dom = browse("--dump-dom")
+dom = browse(args.page, "--dump-dom")
 assert 'data-rendered="yes"' in dom, "the page's script did not finish"
 body = re.search(r'<table id="parameters">.*?<tbody>(.*?)</tbody>', dom, re.S).group(1)
 rows = body.count("<tr")
@@ -45,8 +33,6 @@ assert spans > 0, "the timeline drew nothing"
 decisions = re.search(r'<ul id="decisions">(.*?)</ul>', dom, re.S).group(1).count("<li")
 assert decisions == len(summary["decisions"]), (decisions, len(summary["decisions"]))
 
-browse("--window-size=1300,1600", "--screenshot=" + args.screenshot)
-png = open(args.screenshot, "rb").read()
-assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000, len(png)
+png = screenshot(args.page, args.screenshot)
 print(f"page: {rows} parameters, {bars} memory bars, {spans} timeline spans, "
       f"{decisions} decisions; screenshot {len(png)} bytes")
