@@ -20,8 +20,9 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
   if (options.resume && options.checkpoint.empty())
     return usageError("--resume needs --checkpoint DIR");
   // On a terminal each step's line replaces the last one (other lines stay);
-  // piped or in a file (CI logs), a line per step.
-  bool terminal = isatty(fileno(stdout));
+  // piped or in a file (CI logs), a line per step. Ranks under mpirun write
+  // to a pseudo-terminal whatever mpirun's own output is: a line per step.
+  bool terminal = !world && isatty(fileno(stdout));
   bool open = false; // a step's line waits for its newline
   runtime::train::Trainer trainer(plan, executor, world, [&](const std::string &line) {
     bool step = line.rfind("step ", 0) == 0;
