@@ -235,6 +235,7 @@ private:
                                             bool roundingOnly);
 
   std::string meshText() const;
+  std::string leastMemoryText(const search::StrategySolution &solution) const;
 
   static constexpr int kRounds = 6;
   /// The tie-break: a gigabyte kept counts as a microsecond.

@@ -2,16 +2,71 @@
 #include "compiler/MicroBatches.h"
 #include "compiler/SearchGraph.h"
 #include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
 #include "plan/FormatBytes.h"
 
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <functional>
 #include <map>
 #include <tuple>
 
 namespace dtc::search {
+
+/// What the least memory a device needs is made of, each value at its
+/// smallest split ("; at the least: weights 1.2 GiB, optimizer state 2.4 GiB,
+/// activations kept for backward 3.1 GiB; the largest: wte 512 MiB, ..."):
+/// the largest memory row's (a pipeline's fullest stage).
+std::string Search::leastMemoryText(const search::StrategySolution &solution) const {
+  const StageMemory *stages = options_.stageMemory.get();
+  size_t row = 0;
+  for (size_t k = 1; k < solution.minimumUse.size(); ++k)
+    if (solution.minimumUse[k] > solution.minimumUse[row])
+      row = k;
+  std::map<std::string, double> kinds;
+  std::vector<std::pair<double, std::string>> largest;
+  for (const Node &node : nodes_) {
+    int stage = stages && node.op ? stages->stageOf(node.op) : kAnyStage;
+    if (stages && stage != kAnyStage && size_t(stage) != row)
+      continue;
+    double least = std::numeric_limits<double>::infinity();
+    for (const Strategy &s : *node.strategies)
+      least = std::min(least, stages ? s.memory + s.keptMemory * (stages->copiesOn(node.op, int64_t(row)) - 1)
+                                     : s.memory);
+    if (!(least > 0) || !std::isfinite(least))
+      continue;
+    std::string kind = "activations kept for backward", name;
+    if (auto p = node.op ? dyn_cast<graph::ParameterOp>(node.op) : graph::ParameterOp()) {
+      name = p.getName().str();
+      kind = p->hasAttr(attr::kAccumulator) ? "gradient accumulators"
+             : p->hasAttr(attr::kZeros)     ? "optimizer state"
+                                            : "weights";
+    } else if (node.dataInput || !node.op) {
+      kind = "inputs";
+    }
+    kinds[kind] += least;
+    if (!name.empty())
+      largest.push_back({least, name});
+  }
+  std::vector<std::pair<double, std::string>> byKind;
+  for (const auto &[kind, bytes] : kinds)
+    byKind.push_back({bytes, kind});
+  std::sort(byKind.rbegin(), byKind.rend());
+  std::string text = "; at the least";
+  if (stages)
+    text += " on stage " + std::to_string(row);
+  text += ":";
+  for (size_t i = 0; i < byKind.size(); ++i)
+    text += (i ? ", " : " ") + byKind[i].second + " " + plan::formatBytes(int64_t(byKind[i].first));
+  std::sort(largest.rbegin(), largest.rend());
+  for (size_t i = 0; i < largest.size() && i < 3; ++i)
+    text += (i ? ", " : "; the largest weights and state: ") + largest[i].second + " " +
+            plan::formatBytes(int64_t(largest[i].first));
+  return text;
+}
 
 FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, double costBelow,
                                                   bool roundingOnly) {
@@ -162,7 +217,8 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
                                        ? " (weights, optimizer state, inputs and activations "
                                          "kept for backward)"
                                        : " (weights and inputs)")
-                               << "; use more devices or a larger --memory-limit";
+                               << "; use more devices or a larger --memory-limit"
+                               << leastMemoryText(solution);
     }
     return func_.emitError() << "the sharding search found no plan: " << solution.message;
   }
