@@ -3,6 +3,7 @@
 #include "tools/dtc/OptionParser.h"
 
 #include "cost/Simulator.h"
+#include "cost/TraceCompare.h"
 #include "plan/PlanLoader.h"
 #include "plan/DType.h"
 #include "plan/FormatBytes.h"
@@ -13,6 +14,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 
 namespace dtc::cli {
 namespace {
@@ -64,6 +67,8 @@ int runSimulate(const Args &args) {
   parser.text("--cluster", clusterFile);
   parser.text("--preset", presetName);
   parser.text("--trace", trace);
+  std::string compare;
+  parser.text("--compare-trace", compare);
   bool everyRank = false, blocking = false;
   parser.flag("--every-rank", everyRank);
   parser.flag("--no-communication-stream", blocking);
@@ -112,7 +117,9 @@ int runSimulate(const Args &args) {
   if (!costed && plan.ranks_size() > 0 && plan.ranks(0).instructions_size() > 0)
     return failure(path + ": the plan carries no instruction costs (written by an older dtc?): "
                           "compile it again");
-  cost::Simulation sim = cost::simulate(plan, *cluster, !trace.empty(), everyRank);
+  // A measured trace has every rank's instructions: simulate each rank.
+  cost::Simulation sim = cost::simulate(plan, *cluster, !trace.empty() || !compare.empty(),
+                                        everyRank || !compare.empty());
   if (!sim.error.empty())
     return failure(path + ": " + sim.error);
   const cost::Device &device = cluster->device;
@@ -203,6 +210,16 @@ int runSimulate(const Args &args) {
     })))
       return status;
     fmt::print("  trace written to {} (open in ui.perfetto.dev or chrome://tracing)\n", trace);
+  }
+  if (!compare.empty()) {
+    std::ifstream in(compare, std::ios::binary);
+    if (!in)
+      return failure(compare + ": cannot read the trace");
+    std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text = cost::compareTraces(plan, sim, json, error);
+    if (text.empty())
+      return failure(compare + ": " + error);
+    fmt::print("{}", text);
   }
   return 0;
 }

@@ -137,7 +137,7 @@ commands:
 
   simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
                      [--nodes N] [--trace TRACE.json] [--every-rank]
-                     [--no-communication-stream]
+                     [--no-communication-stream] [--compare-trace RUN.json]
         Predict one step of the plan on a cluster (default: the one the plan
         was compiled for, with as many nodes as its ranks need): step time, throughput, model FLOP/s per device, memory
         peak per rank, compute/communication/idle time, time by op class.
@@ -148,8 +148,10 @@ commands:
         cluster with N nodes of the same machines; --no-communication-stream
         makes each collective and transfer wait on the compute stream, as a
         runtime without a communication stream runs them (Megatron-LM's of
-        2021; the cluster's communication_stream: false). Cluster files:
-        docs/cluster.md.
+        2021; the cluster's communication_stream: false); --compare-trace
+        sets the simulation beside dtc run --trace's measured timeline of
+        the same plan: per op class, measured and simulated, and the
+        instructions furthest apart. Cluster files: docs/cluster.md.
 
   calibrate [-o CLUSTER.json] [--quick] [--no-links]
         Measure this machine, one core per device, with the kernels plans
