@@ -5,6 +5,7 @@
 #include "dialects/graph/GraphOps.h"
 #include "plan/FormatBytes.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
@@ -65,6 +66,33 @@ std::string Search::leastMemoryText(const search::StrategySolution &solution) co
   for (size_t i = 0; i < largest.size() && i < 3; ++i)
     text += (i ? ", " : "; the largest weights and state: ") + largest[i].second + " " +
             plan::formatBytes(int64_t(largest[i].first));
+  // Changes that would fit, with what each would need (estimates from the
+  // parts above): ZeRO-3 where --zero pinned less (weights, state and
+  // accumulators split over the data axes), or smaller micro-batches
+  // (the kept activations shrink with them).
+  double state = kinds["weights"] + kinds["optimizer state"] + kinds["gradient accumulators"];
+  double rest = solution.minimumUse[row] - state, activations = kinds["activations kept for backward"];
+  int64_t data = 1;
+  for (const MeshAxisSpec &axis : options_.mesh)
+    data *= axis.role == AxisRole::Data ? axis.size : 1;
+  std::vector<std::string> changes;
+  if (options_.zero >= 0 && options_.zero < 3 && data > 1 &&
+      state / double(data) + rest <= options_.memoryLimit)
+    changes.push_back("--zero 3 (about " + plan::formatBytes(int64_t(state / double(data) + rest)) +
+                      ")");
+  if (options_.training && activations > 0)
+    for (int64_t m = 2; m <= 64; m *= 2)
+      if (solution.minimumUse[row] - activations + activations / double(m) <=
+          options_.memoryLimit) {
+        changes.push_back(
+            "micro-batches " + std::to_string(m) + " times smaller (--micro-batches; about " +
+            plan::formatBytes(int64_t(solution.minimumUse[row] - activations +
+                                      activations / double(m))) +
+            ")");
+        break;
+      }
+  if (!changes.empty())
+    text += "; would fit: " + llvm::join(changes, ", or ");
   return text;
 }
 
