@@ -2,10 +2,12 @@
 //
 // Resize with constant scales or sizes is separable: along each axis whose
 // size changes, every output position reads one (nearest), two (linear) or
-// four (cubic) input positions with weights that depend only on the
-// shapes. So each axis becomes constant-index gathers along it and, for
-// linear and cubic, a weighted sum: exact, any rank, and trainable through
-// gather's gradient. docs/onnx-lowerings.md.
+// four (cubic) input positions (more when antialiased downscaling
+// stretches the kernel) with weights that depend only on the shapes. So
+// each axis becomes constant-index gathers along it and, for linear and
+// cubic, a weighted sum: exact, any rank, and trainable through gather's
+// gradient; tf_crop_and_resize's positions outside the input take
+// extrapolation_value. docs/onnx-lowerings.md.
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/NodeContext.h"
@@ -25,7 +27,12 @@ namespace {
 /// positions resized to `out` by `scale` (ONNX's
 /// coordinate_transformation_mode).
 FailureOr<double> sourceCoordinate(NodeContext &ctx, const std::string &mode, double x,
-                                   int64_t in, int64_t out, double scale) {
+                                   int64_t in, int64_t out, double scale, double roiStart,
+                                   double roiEnd) {
+  if (mode == "tf_crop_and_resize") { // the resized length unrounded, as ONNX's
+    double length = double(in) * scale, span = (roiEnd - roiStart) * double(in - 1);
+    return roiStart * double(in - 1) + (length == 1 ? span / 2 : x * span / (length - 1));
+  }
   if (mode == "half_pixel")
     return (x + 0.5) / scale - 0.5;
   if (mode == "pytorch_half_pixel")
@@ -59,20 +66,76 @@ double cubic(double d, double a) {
   return 0;
 }
 
+/// The taps of one axis, and the output positions whose source lies
+/// outside the input (tf_crop_and_resize: those take extrapolation_value).
+struct AxisTaps {
+  SmallVector<Tap> taps;
+  SmallVector<bool> outside;
+};
+
+/// Antialiased downscaling (ONNX's antialias, scale < 1): the linear or
+/// cubic kernel stretched by 1 / scale over as many input positions as it
+/// covers, its weights normalised to sum to 1. Positions b + first + k for
+/// k < count, b the input position just left of x (x itself less one when
+/// x is whole), the weights of `ratio` = x - b in (0, 1].
+struct Stretched {
+  int64_t first = 0, count = 0;
+  SmallVector<double> weights;
+};
+Stretched stretchedKernel(bool linear, double ratio, double scale, double a) {
+  Stretched k;
+  k.first = linear ? int64_t(std::floor(-1 / scale)) + 1 : int64_t(std::floor(-2 / scale)) + 1;
+  k.count = 2 - 2 * k.first;
+  double sum = 0;
+  for (int64_t i = 0; i < k.count; ++i) {
+    double d = std::fabs(scale * (double(k.first + i) - ratio));
+    double w = linear ? std::max(0.0, 1 - d) : cubic(d, a);
+    k.weights.push_back(w);
+    sum += w;
+  }
+  for (double &w : k.weights)
+    w /= sum;
+  return k;
+}
+
 /// The taps of one axis.
-FailureOr<SmallVector<Tap>> tapsOf(NodeContext &ctx, const std::string &mode,
-                                   const std::string &coordinates, int64_t in, int64_t out,
-                                   double scale) {
+FailureOr<AxisTaps> tapsOf(NodeContext &ctx, const std::string &mode,
+                           const std::string &coordinates, int64_t in, int64_t out, double scale,
+                           bool antialias, double roiStart, double roiEnd) {
   std::string nearest = ctx.attrString("nearest_mode", "round_prefer_floor");
   double a = ctx.attrFloat("cubic_coeff_a", -0.75f);
   bool excludeOutside = ctx.attrInt("exclude_outside", 0) != 0;
-  int taps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
-  SmallVector<Tap> result(taps);
+  bool stretched = antialias && scale < 1 && mode != "nearest";
+  int64_t taps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
+  if (stretched)
+    taps = stretchedKernel(mode == "linear", 0.5, scale, a).count;
+  AxisTaps result;
+  result.taps.resize(size_t(taps));
   auto clamp = [&](int64_t i) { return std::min<int64_t>(std::max<int64_t>(i, 0), in - 1); };
   for (int64_t o = 0; o < out; ++o) {
-    auto x = sourceCoordinate(ctx, coordinates, double(o), in, out, scale);
+    auto x = sourceCoordinate(ctx, coordinates, double(o), in, out, scale, roiStart, roiEnd);
     if (failed(x))
       return failure();
+    result.outside.push_back(coordinates == "tf_crop_and_resize" &&
+                             (*x < 0 || *x > double(in - 1)));
+    if (stretched) {
+      double b = std::ceil(*x) - 1;
+      Stretched k = stretchedKernel(mode == "linear", *x - b, scale, a);
+      double sum = 0;
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t i = int64_t(b) + k.first + t;
+        if (excludeOutside && (i < 0 || i >= in))
+          k.weights[size_t(t)] = 0;
+        sum += k.weights[size_t(t)];
+      }
+      for (int64_t t = 0; t < taps; ++t) {
+        result.taps[size_t(t)].index.push_back(clamp(int64_t(b) + k.first + t));
+        result.taps[size_t(t)].weight.push_back(excludeOutside && sum > 0
+                                                    ? k.weights[size_t(t)] / sum
+                                                    : k.weights[size_t(t)]);
+      }
+      continue;
+    }
     if (mode == "nearest") {
       double floor = std::floor(*x), frac = *x - floor;
       int64_t i;
@@ -86,17 +149,17 @@ FailureOr<SmallVector<Tap>> tapsOf(NodeContext &ctx, const std::string &mode,
         i = int64_t(frac == 0.5 ? floor + 1 : std::round(*x));
       else
         return ctx.fail("nearest_mode '" + nearest + "' is not supported");
-      result[0].index.push_back(clamp(i));
-      result[0].weight.push_back(1);
+      result.taps[0].index.push_back(clamp(i));
+      result.taps[0].weight.push_back(1);
       continue;
     }
     // Past the ends the edge value repeats (the reference pads with it).
     double base = std::floor(*x), ratio = *x - base;
     if (mode == "linear") {
-      result[0].index.push_back(clamp(int64_t(base)));
-      result[0].weight.push_back(1 - ratio);
-      result[1].index.push_back(clamp(int64_t(base) + 1));
-      result[1].weight.push_back(ratio);
+      result.taps[0].index.push_back(clamp(int64_t(base)));
+      result.taps[0].weight.push_back(1 - ratio);
+      result.taps[1].index.push_back(clamp(int64_t(base) + 1));
+      result.taps[1].weight.push_back(ratio);
       continue;
     }
     double sum = 0, weights[4];
@@ -106,21 +169,26 @@ FailureOr<SmallVector<Tap>> tapsOf(NodeContext &ctx, const std::string &mode,
       sum += weights[t];
     }
     for (int t = 0; t < 4; ++t) {
-      result[t].index.push_back(clamp(int64_t(base) - 1 + t));
-      result[t].weight.push_back(excludeOutside ? weights[t] / sum : weights[t]);
+      result.taps[size_t(t)].index.push_back(clamp(int64_t(base) - 1 + t));
+      result.taps[size_t(t)].weight.push_back(excludeOutside ? weights[t] / sum : weights[t]);
     }
   }
   return result;
 }
 
-/// `x` resized along `axis` to `out` positions.
+/// `x` resized along `axis` to `out` positions; tf_crop_and_resize's
+/// positions outside the input take `extrapolation`.
 FailureOr<Value> resizeAxis(NodeContext &ctx, Value x, int64_t axis, int64_t out, double scale,
-                            const std::string &mode, const std::string &coordinates) {
+                            const std::string &mode, const std::string &coordinates,
+                            bool antialias, double roiStart, double roiEnd,
+                            double extrapolation) {
   auto type = cast<RankedTensorType>(x.getType());
   int64_t in = type.getDimSize(axis);
-  auto taps = tapsOf(ctx, mode, coordinates, in, out, scale);
-  if (failed(taps))
+  auto axisTaps =
+      tapsOf(ctx, mode, coordinates, in, out, scale, antialias, roiStart, roiEnd);
+  if (failed(axisTaps))
     return failure();
+  const SmallVector<Tap> *taps = &axisTaps->taps;
   // The weights broadcast along the axis: shape 1 everywhere else.
   SmallVector<int64_t> weightShape(type.getRank(), 1);
   weightShape[axis] = out;
@@ -150,6 +218,24 @@ FailureOr<Value> resizeAxis(NodeContext &ctx, Value x, int64_t axis, int64_t out
       return failure();
     sum = *added;
   }
+  // Outside the input: sum x 0 + extrapolation_value there (sum x 1 + 0
+  // elsewhere), weights broadcast along the axis.
+  if (llvm::is_contained(axisTaps->outside, true)) {
+    auto weightType = RankedTensorType::get(weightShape, type.getElementType());
+    SmallVector<double> keep, fill;
+    for (bool outside : axisTaps->outside) {
+      keep.push_back(outside ? 0 : 1);
+      fill.push_back(outside ? extrapolation : 0);
+    }
+    auto kept = ctx.create<MulOp>(ValueRange{sum, ctx.constant(makeDense(weightType, ArrayRef(keep)))});
+    if (failed(kept))
+      return failure();
+    auto filled =
+        ctx.create<AddOp>(ValueRange{*kept, ctx.constant(makeDense(weightType, ArrayRef(fill)))});
+    if (failed(filled))
+      return failure();
+    sum = *filled;
+  }
   return sum;
 }
 
@@ -164,8 +250,6 @@ LogicalResult convertResize(NodeContext &ctx) {
   if (mode != "nearest" && !isa<FloatType>(type->getElementType()))
     return ctx.fail(mode + " interpolation needs a float input");
   std::string coordinates = ctx.attrString("coordinate_transformation_mode", "half_pixel");
-  if (coordinates == "tf_crop_and_resize")
-    return ctx.fail("coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
   std::string policy = ctx.attrString("keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
     return ctx.fail("unknown keep_aspect_ratio_policy '" + policy + "'");
@@ -217,6 +301,23 @@ LogicalResult convertResize(NodeContext &ctx) {
     }
   }
   bool antialias = ctx.attrInt("antialias", 0) != 0;
+  // tf_crop_and_resize: the region of interest (input 1), starts then ends,
+  // one of each per axis resized, in the input's normalised coordinates.
+  SmallVector<double> roi;
+  if (coordinates == "tf_crop_and_resize") {
+    if (!ctx.hasInput(1))
+      return ctx.fail("coordinate_transformation_mode 'tf_crop_and_resize' needs the roi input");
+    auto given = ctx.constantInput(1, "roi");
+    if (failed(given))
+      return failure();
+    for (const APFloat &v : given->getValues<APFloat>())
+      roi.push_back(v.convertToDouble());
+    if (roi.size() != 2 * axes.size())
+      return ctx.fail("roi needs " + std::to_string(2 * axes.size()) +
+                      " values (a start and an end per axis), not " +
+                      std::to_string(roi.size()));
+  }
+  double extrapolation = ctx.attrFloat("extrapolation_value", 0.0f);
   auto x = ctx.input(0);
   if (failed(x))
     return failure();
@@ -228,11 +329,11 @@ LogicalResult convertResize(NodeContext &ctx) {
     if (!(scale > 0) || out < 1)
       return ctx.fail("scale " + std::to_string(scale) + " along axis " +
                       std::to_string(axes[i]) + " leaves no output");
-    if (out == in && scale == 1.0)
+    double roiStart = roi.empty() ? 0 : roi[i], roiEnd = roi.empty() ? 1 : roi[axes.size() + i];
+    if (out == in && scale == 1.0 && (roi.empty() || (roiStart == 0 && roiEnd == 1)))
       continue;
-    if (antialias && scale < 1 && mode != "nearest")
-      return ctx.fail("antialias when downscaling is not supported");
-    auto resized = resizeAxis(ctx, result, axes[i], out, scale, mode, coordinates);
+    auto resized = resizeAxis(ctx, result, axes[i], out, scale, mode, coordinates, antialias,
+                              roiStart, roiEnd, extrapolation);
     if (failed(resized))
       return failure();
     result = *resized;
@@ -241,7 +342,7 @@ LogicalResult convertResize(NodeContext &ctx) {
 }
 
 const OpConverter kConverters[] = {
-    {"Resize", 10, convertResize, "extrapolation_value"},
+    {"Resize", 10, convertResize},
 };
 
 } // namespace

@@ -336,6 +336,15 @@ def make_cases(seed=0):
              [N("Resize", ["A", "", "", "z"], mode="cubic",
                 coordinate_transformation_mode="align_corners")],
              {"A": rand(1, 1, 4, 4)}, consts={"z": np.array([1, 1, 6, 3], np.int64)}))
+    add(Case("resize linear antialiased down x0.5",
+             [N("Resize", ["A", "", "s"], mode="linear", antialias=1)],
+             {"A": rand(1, 1, 4, 8)}, consts={"s": np.array([1, 1, 0.5, 0.5], np.float32)}))
+    add(Case("resize tf_crop_and_resize (extrapolated)",
+             [N("Resize", ["A", "r", "", "z"], mode="linear",
+                coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=2.0)],
+             {"A": rand(1, 1, 4, 5)},
+             consts={"r": np.array([0, 0, -0.2, 0.1, 1, 1, 1.1, 0.8], np.float32),
+                     "z": np.array([1, 1, 5, 3], np.int64)}))
     # ConvTranspose: conv2d_backward_input, differentiated as conv2d's adjoint.
     add(Case("conv_transpose stride 2 pads output_padding + bias",
              [N("ConvTranspose", ["A", "W", "B"], strides=[2, 2], pads=[1, 0, 0, 1],
