@@ -547,10 +547,59 @@ LogicalResult convertConvTranspose(NodeContext &ctx) {
   return ctx.result(lowerFrom2D(ctx, result, xType->getRank()));
 }
 
+/// A 3-D window's pooling as two 2-D ones: over (H, W) for every depth
+/// slice (the input as [N, C*D, H, W]), then over D (as [N, C, D, OH*OW]
+/// with a (kd, 1) window). Exact for both: a box's maximum is the maximum
+/// over depth of the slices' maxima, and its average, whose divisor (the
+/// positions counted, padding or not) is the product of each axis's, the
+/// average over depth of the slices' averages.
+template <typename OpTy, bool isAverage>
+LogicalResult convertPool3D(NodeContext &ctx, RankedTensorType xType, const Window &w) {
+  ArrayRef<int64_t> shape = xType.getShape();
+  Type element = xType.getElementType();
+  int64_t n = shape[0], c = shape[1], d = shape[2];
+  auto common = [&](ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                    ArrayRef<int64_t> dilations) {
+    SmallVector<NamedAttribute> attrs{
+        ctx.namedI64s("kernel", kernel), ctx.namedI64s("strides", strides),
+        ctx.namedI64s("pads", pads), ctx.namedI64s("dilations", dilations),
+        ctx.named("ceil_mode", ctx.builder().getBoolAttr(ctx.attrInt("ceil_mode", 0)))};
+    if (isAverage)
+      attrs.push_back(ctx.named("count_include_pad",
+                                ctx.builder().getBoolAttr(ctx.attrInt("count_include_pad", 0))));
+    return attrs;
+  };
+  auto slices = ctx.createTyped<ReshapeOp>(
+      RankedTensorType::get({n, c * d, shape[3], shape[4]}, element), *ctx.input(0));
+  if (failed(slices))
+    return failure();
+  auto planes = ctx.create<OpTy>(
+      *slices, common({w.kernel[1], w.kernel[2]}, {w.strides[1], w.strides[2]},
+                      {w.pads[1], w.pads[2], w.pads[4], w.pads[5]},
+                      {w.dilations[1], w.dilations[2]}));
+  if (failed(planes))
+    return failure();
+  auto planeType = cast<RankedTensorType>(planes->getType());
+  int64_t oh = planeType.getDimSize(2), ow = planeType.getDimSize(3);
+  auto columns =
+      ctx.createTyped<ReshapeOp>(RankedTensorType::get({n, c, d, oh * ow}, element), *planes);
+  if (failed(columns))
+    return failure();
+  auto depth = ctx.create<OpTy>(*columns, common({w.kernel[0], 1}, {w.strides[0], 1},
+                                                 {w.pads[0], 0, w.pads[3], 0},
+                                                 {w.dilations[0], 1}));
+  if (failed(depth))
+    return failure();
+  int64_t od = cast<RankedTensorType>(depth->getType()).getDimSize(2);
+  return ctx.result(
+      ctx.createTyped<ReshapeOp>(RankedTensorType::get({n, c, od, oh, ow}, element), *depth));
+}
+
 template <typename OpTy, bool isAverage>
 LogicalResult convertPool(NodeContext &ctx) {
   auto xType = ctx.inputType(0);
-  if (failed(xType) || failed(checkSpatialRank(ctx, *xType)))
+  if (failed(xType) ||
+      (xType->getRank() != 5 && failed(checkSpatialRank(ctx, *xType))))
     return failure();
   auto kernel = ctx.attrInts("kernel_shape");
   if (!kernel)
@@ -561,6 +610,8 @@ LogicalResult convertPool(NodeContext &ctx) {
   auto window = windowOf(ctx, xType->getShape().drop_front(2), *kernel);
   if (failed(window))
     return failure();
+  if (xType->getRank() == 5)
+    return convertPool3D<OpTy, isAverage>(ctx, *xType, *window);
   auto x = liftTo2D(ctx, *ctx.input(0));
   if (failed(x))
     return failure();

@@ -370,6 +370,13 @@ def make_cases(seed=0):
     add(Case("avg_pool 3x3 stride 2 pad 1 count_include_pad ceil_mode",
              [N("AveragePool", ["A"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                 count_include_pad=1, ceil_mode=1)], {"A": rand(1, 2, 6, 6)}))
+    # 3-D windows: a 2-D pooling per depth slice, then one over depth.
+    add(Case("max_pool 3-D 2x2x2 stride 2 pad", [N("MaxPool", ["A"], kernel_shape=[2, 2, 2],
+                                                   strides=[2, 2, 2], pads=[1, 0, 0, 0, 1, 0])],
+             {"A": distinct(1, 2, 3, 4, 5)}))
+    add(Case("avg_pool 3-D 3x2x2 pads excluded, ceil_mode",
+             [N("AveragePool", ["A"], kernel_shape=[3, 2, 2], strides=[2, 2, 1],
+                pads=[1, 0, 1, 1, 0, 0], ceil_mode=1)], {"A": rand(1, 2, 4, 4, 3)}))
     add(Case("global average pool", [N("GlobalAveragePool", ["A"])], {"A": rand(2, 3, 3, 2)}))
     add(Case("batch_norm training mode", [N("BatchNormalization", ["A", "S", "B", "m", "v"],
                                             training_mode=1, epsilon=1e-3)],
