@@ -236,6 +236,8 @@ private:
 
   std::string meshText() const;
   std::string leastMemoryText(const search::StrategySolution &solution) const;
+  std::string splitAlternativesText(const search::StrategyProblem &problem,
+                                    const search::StrategySolution &solution) const;
 
   static constexpr int kRounds = 6;
   /// The tie-break: a gigabyte kept counts as a microsecond.

@@ -1,4 +1,5 @@
 //===- SearchProgram.cpp - the integer program ------------------------------===//
+#include "compiler/CompileNotes.h"
 #include "compiler/MicroBatches.h"
 #include "compiler/SearchGraph.h"
 #include "dialects/graph/AttrNames.h"
@@ -7,12 +8,14 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <functional>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace dtc::search {
@@ -94,6 +97,131 @@ std::string Search::leastMemoryText(const search::StrategySolution &solution) co
   if (!changes.empty())
     text += "; would fit: " + llvm::join(changes, ", or ");
   return text;
+}
+
+/// "splits of the largest ops, each other split costed with the rest of the
+/// plan held: h.0.mlp.c_fc (matmul, 2 alike) f32[8,64,1024/tp] chosen;
+/// f32[8/dp,64,1024] +1.20 ms; ...": for the three groups of alike ops with
+/// the most compute, the two cheapest other splits of their result, each
+/// one's change to the predicted step (its own compute and communication,
+/// and its resharding to the neighbours' chosen splits), and the memory
+/// limit it would break.
+std::string Search::splitAlternativesText(const search::StrategyProblem &problem,
+                                          const search::StrategySolution &solution) const {
+  int64_t devices = 1;
+  for (const MeshAxisSpec &axis : options_.mesh)
+    devices *= axis.size;
+  if (devices < 2 || groups_.empty())
+    return "";
+  // Each group's chosen compute and member count.
+  std::vector<double> compute(groups_.size(), 0);
+  std::vector<int> members(groups_.size(), 0);
+  for (auto [n, node] : llvm::enumerate(nodes_)) {
+    int g = groupOf_[n];
+    compute[size_t(g)] += (*node.strategies)[size_t(solution.choice[size_t(g)])].compute;
+    ++members[size_t(g)];
+  }
+  // The model's own ops (the forward: the backward's and the optimizer's
+  // splits follow from theirs), one group per name and result type.
+  std::vector<size_t> order;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Node &node = nodes_[size_t(groups_[g])];
+    if (node.op && node.forward && !node.parameter && node.strategies->size() > 1 &&
+        !isa<graph::ParameterOp>(node.op))
+      order.push_back(g);
+  }
+  llvm::sort(order, [&](size_t a, size_t b) { return compute[a] > compute[b]; });
+  std::vector<double> used(problem.resources.size(), 0);
+  for (size_t k = 0; k < problem.resources.size(); ++k)
+    for (size_t g = 0; g < groups_.size(); ++g)
+      used[k] += problem.resources[k].use[g][size_t(solution.choice[g])];
+  auto axesText = [&](ArrayRef<int16_t> axes) {
+    SmallVector<std::string> names;
+    for (int16_t a : axes)
+      names.push_back(size_t(a) < options_.mesh.size() ? options_.mesh[size_t(a)].name
+                                                       : "axis" + std::to_string(a));
+    return names.size() == 1 ? names[0] : "(" + llvm::join(names, ",") + ")";
+  };
+  auto typeText = [&](Value v, const Sharding &sharding) {
+    auto type = cast<ShapedType>(v.getType());
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << type.getElementType() << "[";
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      os << (d ? "," : "") << type.getDimSize(d);
+      if (size_t(d) < sharding.dims.size() && !sharding.dims[size_t(d)].empty())
+        os << "/" << axesText(sharding.dims[size_t(d)]);
+    }
+    os << "]";
+    return text;
+  };
+  // A split reduction's result: partial sums the plan adds up over axes.
+  auto partialText = [&](const Strategy &s) {
+    return s.partial.empty() ? std::string() : " (partial sums over " + axesText(s.partial) + ")";
+  };
+  std::vector<std::string> parts;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < order.size() && parts.size() < 3; ++i) {
+    size_t g = order[i];
+    const Node &node = nodes_[size_t(groups_[g])];
+    int chosen = solution.choice[g];
+    const std::vector<Strategy> &strategies = *node.strategies;
+    // Each other strategy's change to the objective, the others held.
+    std::vector<std::pair<double, int>> deltas;
+    for (int s = 0; s < int(strategies.size()); ++s) {
+      if (s == chosen || !std::isfinite(problem.nodes[g].cost[size_t(s)]))
+        continue;
+      double delta = problem.nodes[g].cost[size_t(s)] - problem.nodes[g].cost[size_t(chosen)];
+      for (const search::StrategyProblem::Edge &e : problem.edges) {
+        if (e.from == int(g)) {
+          size_t columns = e.cost.size() / strategies.size();
+          size_t other = size_t(solution.choice[size_t(e.to)]);
+          delta += e.cost[size_t(s) * columns + other] - e.cost[size_t(chosen) * columns + other];
+        } else if (e.to == int(g)) {
+          size_t other = size_t(solution.choice[size_t(e.from)]);
+          delta += e.cost[other * strategies.size() + size_t(s)] -
+                   e.cost[other * strategies.size() + size_t(chosen)];
+        }
+      }
+      if (std::isfinite(delta))
+        deltas.push_back({delta, s});
+    }
+    llvm::sort(deltas);
+    Value result = node.results().empty() ? Value() : node.results()[0];
+    if (!result || strategies[size_t(chosen)].results.empty())
+      continue;
+    std::string name = locationName(node.op->getLoc());
+    std::string opName = node.op->getName().stripDialect().str();
+    std::string text = (name.empty() ? opName : name + " (" + opName) +
+                       (members[g] > 1 ? ", " + std::to_string(members[g]) + " alike" : "") +
+                       (name.empty() ? "" : ")") + " " +
+                       typeText(result, strategies[size_t(chosen)].results[0]) +
+                       partialText(strategies[size_t(chosen)]) + " chosen";
+    if (!seen.insert(text).second)
+      continue;
+    for (size_t k = 0; k < deltas.size() && k < 2; ++k) {
+      const Strategy &other = strategies[size_t(deltas[k].second)];
+      if (other.results.empty())
+        continue;
+      text += "; " + typeText(result, other.results[0]) + partialText(other) + " +" +
+              formatSeconds(deltas[k].first);
+      for (size_t r = 0; r < problem.resources.size(); ++r) {
+        double over = used[r] - problem.resources[r].use[g][size_t(chosen)] +
+                      problem.resources[r].use[g][size_t(deltas[k].second)] -
+                      problem.resources[r].limit;
+        if (over > 0) {
+          text += " and over the " + problem.resources[r].name + " limit by " +
+                  plan::formatBytes(int64_t(over));
+          break;
+        }
+      }
+    }
+    parts.push_back(text);
+  }
+  if (parts.empty())
+    return "";
+  return "splits of the largest ops (each other split costed with the rest of the plan held): " +
+         llvm::join(parts, " | ");
 }
 
 FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, double costBelow,
@@ -259,6 +387,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     result_.communicationSeconds += s.communication;
     result_.memoryBytes += s.memory;
   }
+  result_.splitAlternatives = splitAlternativesText(problem, solution);
   double memorySum = result_.memoryBytes; // what the objective's tie-break counted
   if (stages) { // the fullest stage's
     result_.memoryBytes = 0;

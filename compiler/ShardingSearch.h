@@ -108,6 +108,9 @@ struct SearchResult {
     bool chosen = false;
   };
   std::vector<Alternative> alternatives;
+  /// The largest ops' other splits, each costed with the rest of the plan
+  /// held (a note's text; empty on one device).
+  std::string splitAlternatives;
 };
 
 /// The devices, and what the user pinned of how work is split over them;

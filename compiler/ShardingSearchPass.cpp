@@ -276,6 +276,8 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
       addNote(main, searchNote(chosen->search, search.memoryLimit));
       if (!chosen->search.alternatives.empty())
         addNote(main, alternativesNote(chosen->search));
+      if (!chosen->search.splitAlternatives.empty())
+        addNote(main, chosen->search.splitAlternatives);
       main->setAttr(attr::kSearchedBytes, Builder(&getContext()).getI64IntegerAttr(
                                               int64_t(chosen->search.memoryBytes)));
       return;
@@ -300,6 +302,8 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
     addNote(main, searchNote(*result, search.memoryLimit));
     if (!result->alternatives.empty())
       addNote(main, alternativesNote(*result));
+    if (!result->splitAlternatives.empty())
+      addNote(main, result->splitAlternatives);
     main->setAttr(attr::kSearchedBytes,
                   Builder(&getContext()).getI64IntegerAttr(int64_t(result->memoryBytes)));
   }

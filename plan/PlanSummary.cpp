@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -355,7 +356,8 @@ std::string summaryText(const PlanSummary &summary) {
 std::string explainText(const Plan &plan) {
   // The notes that say what was compared and why the plan won, in the
   // compiler's order.
-  const char *kinds[] = {"mesh:", "alternatives", "pipeline:", "micro-batches:", "recompute:",
+  const char *kinds[] = {"mesh:",           "alternatives", "splits of the largest ops",
+                         "pipeline:",       "micro-batches:", "recompute:",
                          "memory: the search", "search:"};
   std::string out = "why this plan (" + plan.model() + "):\n";
   int shown = 0;
@@ -367,16 +369,19 @@ std::string explainText(const Plan &plan) {
       continue;
     ++shown;
     size_t colon = text.find(": ");
-    if (text.rfind("alternatives", 0) == 0 && colon != std::string::npos) {
+    bool alternatives = text.rfind("alternatives", 0) == 0;
+    if ((alternatives || text.rfind("splits of", 0) == 0) && colon != std::string::npos) {
+      // One alternative a line (the splits: one op a line).
+      const char *separator = alternatives ? "; " : " | ";
       out += "  " + text.substr(0, colon + 1) + "\n";
       std::string rest = text.substr(colon + 2);
       for (size_t at = 0; at <= rest.size();) {
-        size_t end = rest.find("; ", at);
+        size_t end = rest.find(separator, at);
         out += "    " + rest.substr(at, end == std::string::npos ? std::string::npos : end - at) +
                "\n";
         if (end == std::string::npos)
           break;
-        at = end + 2;
+        at = end + std::strlen(separator);
       }
       continue;
     }
