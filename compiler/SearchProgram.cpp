@@ -127,10 +127,14 @@ std::string Search::splitAlternativesText(const search::StrategyProblem &problem
   for (size_t g = 0; g < groups_.size(); ++g) {
     const Node &node = nodes_[size_t(groups_[g])];
     if (node.op && node.forward && !node.parameter && node.strategies->size() > 1 &&
-        !isa<graph::ParameterOp>(node.op))
+        !isa<graph::ParameterOp, graph::ConstantOp>(node.op) && node.op->getNumResults() &&
+        isa<FloatType>(getElementTypeOrSelf(node.op->getResult(0).getType())))
       order.push_back(g);
   }
-  llvm::sort(order, [&](size_t a, size_t b) { return compute[a] > compute[b]; });
+  // The most compute first; alike compute in program order.
+  llvm::sort(order, [&](size_t a, size_t b) {
+    return compute[a] != compute[b] ? compute[a] > compute[b] : a < b;
+  });
   std::vector<double> used(problem.resources.size(), 0);
   for (size_t k = 0; k < problem.resources.size(); ++k)
     for (size_t g = 0; g < groups_.size(); ++g)
@@ -159,13 +163,16 @@ std::string Search::splitAlternativesText(const search::StrategyProblem &problem
   auto partialText = [&](const Strategy &s) {
     return s.partial.empty() ? std::string() : " (partial sums over " + axesText(s.partial) + ")";
   };
-  std::vector<std::string> parts;
-  std::set<std::string> seen;
-  for (size_t i = 0; i < order.size() && parts.size() < 3; ++i) {
-    size_t g = order[i];
+  // Group g's chosen split of its first result and its two cheapest other
+  // splits, each with what it would add (time; memory, when `memory`) and
+  // any limit it would break.
+  auto alternatives = [&](size_t g, const std::string &label, bool memory) {
     const Node &node = nodes_[size_t(groups_[g])];
     int chosen = solution.choice[g];
     const std::vector<Strategy> &strategies = *node.strategies;
+    Value result = node.results().empty() ? Value() : node.results()[0];
+    if (!result || strategies[size_t(chosen)].results.empty())
+      return std::string();
     // Each other strategy's change to the objective, the others held.
     std::vector<std::pair<double, int>> deltas;
     for (int s = 0; s < int(strategies.size()); ++s) {
@@ -187,28 +194,28 @@ std::string Search::splitAlternativesText(const search::StrategyProblem &problem
         deltas.push_back({delta, s});
     }
     llvm::sort(deltas);
-    Value result = node.results().empty() ? Value() : node.results()[0];
-    if (!result || strategies[size_t(chosen)].results.empty())
-      continue;
-    std::string name = locationName(node.op->getLoc());
-    std::string opName = node.op->getName().stripDialect().str();
-    std::string text = (name.empty() ? opName : name + " (" + opName) +
-                       (members[g] > 1 ? ", " + std::to_string(members[g]) + " alike" : "") +
-                       (name.empty() ? "" : ")") + " " +
-                       typeText(result, strategies[size_t(chosen)].results[0]) +
+    std::string text = label + (members[g] > 1 ? ", " + std::to_string(members[g]) + " alike" : "") +
+                       ") " + typeText(result, strategies[size_t(chosen)].results[0]) +
                        partialText(strategies[size_t(chosen)]) + " chosen";
-    if (!seen.insert(text).second)
-      continue;
     for (size_t k = 0; k < deltas.size() && k < 2; ++k) {
-      const Strategy &other = strategies[size_t(deltas[k].second)];
-      if (other.results.empty())
+      size_t s = size_t(deltas[k].second);
+      if (strategies[s].results.empty())
         continue;
-      text += "; " + typeText(result, other.results[0]) + partialText(other) + " +" +
-              formatSeconds(deltas[k].first);
+      text += "; " + typeText(result, strategies[s].results[0]) + partialText(strategies[s]) +
+              " " + (deltas[k].first < 0 ? "-" : "+") + formatSeconds(std::fabs(deltas[k].first));
+      // The memory it changes on the fullest row.
+      double more = 0;
+      for (size_t r = 0; r < problem.resources.size(); ++r) {
+        double change = problem.resources[r].use[g][s] - problem.resources[r].use[g][size_t(chosen)];
+        if (std::fabs(change) > std::fabs(more))
+          more = change;
+      }
+      if (memory && std::fabs(more) >= 1)
+        text += ", " + plan::formatBytes(int64_t(std::fabs(more))) +
+                (more > 0 ? " more" : " less") + " a device";
       for (size_t r = 0; r < problem.resources.size(); ++r) {
         double over = used[r] - problem.resources[r].use[g][size_t(chosen)] +
-                      problem.resources[r].use[g][size_t(deltas[k].second)] -
-                      problem.resources[r].limit;
+                      problem.resources[r].use[g][s] - problem.resources[r].limit;
         if (over > 0) {
           text += " and over the " + problem.resources[r].name + " limit by " +
                   plan::formatBytes(int64_t(over));
@@ -216,11 +223,43 @@ std::string Search::splitAlternativesText(const search::StrategyProblem &problem
         }
       }
     }
-    parts.push_back(text);
+    return text;
+  };
+  std::vector<std::string> parts;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < order.size() && parts.size() < 3; ++i) {
+    const Node &node = nodes_[size_t(groups_[order[i]])];
+    std::string name = locationName(node.op->getLoc());
+    std::string opName = node.op->getName().stripDialect().str();
+    std::string text =
+        alternatives(order[i], name.empty() ? "(" + opName : name + " (" + opName, false);
+    if (!text.empty() && seen.insert(text).second)
+      parts.push_back(text);
+  }
+  // And the weights holding the most memory: split (tensor parallelism, or
+  // ZeRO over the data axes) or whole on every device.
+  std::optional<size_t> heaviest;
+  std::vector<double> held(groups_.size(), 0);
+  for (auto [n, node] : llvm::enumerate(nodes_)) {
+    auto p = node.op ? dyn_cast<graph::ParameterOp>(node.op) : graph::ParameterOp();
+    if (!p || p->hasAttr(attr::kZeros) || p->hasAttr(attr::kAccumulator) ||
+        node.strategies->size() < 2)
+      continue;
+    size_t g = size_t(groupOf_[n]);
+    held[g] += (*node.strategies)[size_t(solution.choice[g])].memory;
+    if (!heaviest || held[g] > held[*heaviest])
+      heaviest = g;
+  }
+  if (heaviest) {
+    auto p = cast<graph::ParameterOp>(nodes_[size_t(groups_[*heaviest])].op);
+    std::string text = alternatives(*heaviest, p.getName().str() + " (weight", true);
+    if (!text.empty())
+      parts.push_back(text);
   }
   if (parts.empty())
     return "";
-  return "splits of the largest ops (each other split costed with the rest of the plan held): " +
+  return "splits of the largest ops and weights (each other split costed with the rest of the "
+         "plan held): " +
          llvm::join(parts, " | ");
 }
 
