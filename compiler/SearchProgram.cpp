@@ -193,6 +193,10 @@ std::string Search::splitAlternativesText(const search::StrategyProblem &problem
       if (std::isfinite(delta))
         deltas.push_back({delta, s});
     }
+    // A pipeline's search costs the whole step on one stage's devices:
+    // a stage runs its share of it.
+    for (auto &[delta, s] : deltas)
+      delta *= options_.stageMemory ? options_.parameterShare : 1.0;
     llvm::sort(deltas);
     std::string text = label + (members[g] > 1 ? ", " + std::to_string(members[g]) + " alike" : "") +
                        ") " + typeText(result, strategies[size_t(chosen)].results[0]) +
