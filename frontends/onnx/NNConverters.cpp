@@ -553,30 +553,35 @@ LogicalResult convertConvTranspose(NodeContext &ctx) {
 /// over depth of the slices' maxima, and its average, whose divisor (the
 /// positions counted, padding or not) is the product of each axis's, the
 /// average over depth of the slices' averages.
+/// A 2-D pooling's attributes: its window, and the node's ceil_mode (and
+/// count_include_pad for an average).
+SmallVector<NamedAttribute> poolAttributes(NodeContext &ctx, bool isAverage,
+                                           ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                                           ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations) {
+  SmallVector<NamedAttribute> attrs{
+      ctx.namedI64s("kernel", kernel), ctx.namedI64s("strides", strides),
+      ctx.namedI64s("pads", pads), ctx.namedI64s("dilations", dilations),
+      ctx.named("ceil_mode", ctx.builder().getBoolAttr(ctx.attrInt("ceil_mode", 0)))};
+  if (isAverage)
+    attrs.push_back(ctx.named("count_include_pad",
+                              ctx.builder().getBoolAttr(ctx.attrInt("count_include_pad", 0))));
+  return attrs;
+}
+
 template <typename OpTy, bool isAverage>
 LogicalResult convertPool3D(NodeContext &ctx, RankedTensorType xType, const Window &w) {
   ArrayRef<int64_t> shape = xType.getShape();
   Type element = xType.getElementType();
   int64_t n = shape[0], c = shape[1], d = shape[2];
-  auto common = [&](ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
-                    ArrayRef<int64_t> dilations) {
-    SmallVector<NamedAttribute> attrs{
-        ctx.namedI64s("kernel", kernel), ctx.namedI64s("strides", strides),
-        ctx.namedI64s("pads", pads), ctx.namedI64s("dilations", dilations),
-        ctx.named("ceil_mode", ctx.builder().getBoolAttr(ctx.attrInt("ceil_mode", 0)))};
-    if (isAverage)
-      attrs.push_back(ctx.named("count_include_pad",
-                                ctx.builder().getBoolAttr(ctx.attrInt("count_include_pad", 0))));
-    return attrs;
-  };
   auto slices = ctx.createTyped<ReshapeOp>(
       RankedTensorType::get({n, c * d, shape[3], shape[4]}, element), *ctx.input(0));
   if (failed(slices))
     return failure();
   auto planes = ctx.create<OpTy>(
-      *slices, common({w.kernel[1], w.kernel[2]}, {w.strides[1], w.strides[2]},
-                      {w.pads[1], w.pads[2], w.pads[4], w.pads[5]},
-                      {w.dilations[1], w.dilations[2]}));
+      *slices, poolAttributes(ctx, isAverage, {w.kernel[1], w.kernel[2]},
+                              {w.strides[1], w.strides[2]},
+                              {w.pads[1], w.pads[2], w.pads[4], w.pads[5]},
+                              {w.dilations[1], w.dilations[2]}));
   if (failed(planes))
     return failure();
   auto planeType = cast<RankedTensorType>(planes->getType());
@@ -585,9 +590,9 @@ LogicalResult convertPool3D(NodeContext &ctx, RankedTensorType xType, const Wind
       ctx.createTyped<ReshapeOp>(RankedTensorType::get({n, c, d, oh * ow}, element), *planes);
   if (failed(columns))
     return failure();
-  auto depth = ctx.create<OpTy>(*columns, common({w.kernel[0], 1}, {w.strides[0], 1},
-                                                 {w.pads[0], 0, w.pads[3], 0},
-                                                 {w.dilations[0], 1}));
+  auto depth = ctx.create<OpTy>(
+      *columns, poolAttributes(ctx, isAverage, {w.kernel[0], 1}, {w.strides[0], 1},
+                               {w.pads[0], 0, w.pads[3], 0}, {w.dilations[0], 1}));
   if (failed(depth))
     return failure();
   int64_t od = cast<RankedTensorType>(depth->getType()).getDimSize(2);
@@ -615,14 +620,8 @@ LogicalResult convertPool(NodeContext &ctx) {
   auto x = liftTo2D(ctx, *ctx.input(0));
   if (failed(x))
     return failure();
-  SmallVector<NamedAttribute> attrs{
-      ctx.namedI64s("kernel", window->kernel), ctx.namedI64s("strides", window->strides),
-      ctx.namedI64s("pads", window->pads), ctx.namedI64s("dilations", window->dilations),
-      ctx.named("ceil_mode", ctx.builder().getBoolAttr(ctx.attrInt("ceil_mode", 0)))};
-  if (isAverage)
-    attrs.push_back(ctx.named("count_include_pad",
-                              ctx.builder().getBoolAttr(ctx.attrInt("count_include_pad", 0))));
-  auto y = ctx.create<OpTy>(*x, attrs);
+  auto y = ctx.create<OpTy>(*x, poolAttributes(ctx, isAverage, window->kernel, window->strides,
+                                               window->pads, window->dilations));
   if (failed(y))
     return failure();
   return ctx.result(lowerFrom2D(ctx, *y, xType->getRank()));
