@@ -1,22 +1,28 @@
 //===- Checkpoint.cpp - saving and resuming a training run ----------------===//
 //
-// The file is a 16-byte header, then a dtc.train.Checkpoint message:
+// The file is a 16-byte header, a dtc.train.Checkpoint message and a
+// 4-byte trailer:
 //
 //   "dtc-ckpt"   8 bytes of magic
 //   length       u64, little-endian: the message's byte count
 //   message      exactly `length` bytes
+//   crc32c       u32, little-endian: CRC-32C of the header and the message
 //
 // A protobuf message cut at a field boundary still parses (as a message with
 // fewer tensors), so the length in front is what tells a truncated file from
-// a complete one.
+// a complete one; the trailer catches any other damage (a flipped bit in a
+// weight parses as well as the weight did), and each tensor's own CRC-32C
+// names the tensors that are damaged. Format version 1 had no checksums.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/train/Checkpoint.h"
 
+#include "runtime/Crc32c.h"
 #include "runtime/TensorIO.h"
 #include "runtime/Executor.h"
 #include "plan/PlanLoader.h"
 #include "plan/DType.h"
+#include "plan/Version.h"
 
 #include "checkpoint.pb.h"
 
@@ -43,6 +49,7 @@ namespace {
 
 constexpr char kMagic[8] = {'d', 't', 'c', '-', 'c', 'k', 'p', 't'};
 constexpr size_t kHeaderBytes = sizeof kMagic + 8;
+constexpr size_t kTrailerBytes = 4;
 
 std::string systemError() { return std::strerror(errno); }
 
@@ -99,6 +106,17 @@ bool checkTensor(const std::string &label, const std::string &name,
     return false;
   }
   return true;
+}
+
+/// "'a'", "'a' and 'b'", "'a', 'b', 'c' and 4 more": tensors for a message.
+std::string namesText(const std::vector<std::string> &names) {
+  size_t shown = names.size() > 4 ? 3 : names.size();
+  std::string text;
+  for (size_t i = 0; i < shown; ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  if (shown < names.size())
+    text += " and " + std::to_string(names.size() - shown) + " more";
+  return text;
 }
 
 /// Syncs folder `dir`, so that entries created or renamed in it survive a
@@ -171,6 +189,7 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
   for (int64_t size : state.mesh)
     message.add_mesh(size);
   message.set_rank(state.rank);
+  message.set_dtc_version(kDtcVersion);
   std::set<std::string> names;
   for (size_t i = 0; i < state.tensorTypes.size(); ++i) {
     const auto &[name, type] = state.tensorTypes[i];
@@ -185,6 +204,7 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
     tensor->set_name(name);
     *tensor->mutable_type() = type;
     tensor->set_data(bytes.data(), bytes.size());
+    tensor->set_crc32c(crc32c(bytes.data(), bytes.size()));
   }
   size_t size = message.ByteSizeLong();
   if (size > size_t(INT_MAX)) {
@@ -192,7 +212,7 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
             " bytes, over protobuf's 2 GiB message limit";
     return false;
   }
-  std::string file(kHeaderBytes + size, '\0');
+  std::string file(kHeaderBytes + size + kTrailerBytes, '\0');
   std::memcpy(file.data(), kMagic, sizeof kMagic);
   uint64_t length = size;
   std::memcpy(file.data() + sizeof kMagic, &length, 8);
@@ -200,29 +220,45 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
     error = label + ": serializing the state failed";
     return false;
   }
+  uint32_t sum = crc32c(file.data(), kHeaderBytes + size);
+  std::memcpy(file.data() + kHeaderBytes + size, &sum, kTrailerBytes);
 
   // The old checkpoint stays in place until the rename, which replaces it in
   // one step; the new one is on disk before that, and the folder's entry
   // after it.
   if (!makeFolders(dir, error))
     return false;
-  if (state.ranks() > 1) {
-    // Several ranks replace their files one by one, so a run stopped among
-    // them leaves files of two steps. Each keeps its previous file (a second
-    // name for it, made before the new one replaces it), so that every rank
-    // holds the older step and the set can resume from it.
+  {
+    // The file it replaces stays as FILE.previous (a second name for it,
+    // made before the new one replaces it): the checkpoint to fall back to
+    // when the new one is found damaged, and, with several ranks, which
+    // replace their files one by one, the older step that every rank still
+    // holds when a run stopped among them leaves files of two steps.
+    // No file to replace (the first write, or one set aside as damaged):
+    // the previous stays.
     std::string previous = path + kPreviousSuffix;
-    if (::unlink(previous.c_str()) != 0 && errno != ENOENT) {
+    struct stat st;
+    bool replaces = ::stat(path.c_str(), &st) == 0;
+    if (replaces && ::unlink(previous.c_str()) != 0 && errno != ENOENT) {
       error = label + ": cannot remove " + previous + ": " + std::strerror(errno);
       return false;
     }
-    if (::link(path.c_str(), previous.c_str()) != 0 && errno != ENOENT) {
+    if (replaces && ::link(path.c_str(), previous.c_str()) != 0 && errno != ENOENT) {
       error = label + ": cannot keep the previous checkpoint as " + previous + ": " +
               std::strerror(errno);
       return false;
     }
   }
   return writeFileAtomically(path, path + ".tmp", {file}, error) && syncFolder(dir, error);
+}
+
+bool setAsideDamaged(const std::string &dir, int64_t rank, int64_t ranks, std::string &error) {
+  std::string path = checkpointPath(dir, rank, ranks), aside = path + ".damaged";
+  if (std::rename(path.c_str(), aside.c_str()) != 0) {
+    error = "cannot rename the damaged " + path + " to " + aside + ": " + systemError();
+    return false;
+  }
+  return syncFolder(dir, error);
 }
 
 bool readCheckpoint(const std::string &dir, CheckpointState &state, std::string &error) {
@@ -232,15 +268,29 @@ bool readCheckpoint(const std::string &dir, CheckpointState &state, std::string 
 bool readCheckpoint(const std::string &dir, int64_t rank, int64_t ranks,
                     CheckpointState &state, std::string &error, bool previous) {
   std::string path = checkpointPath(dir, rank, ranks) + (previous ? kPreviousSuffix : "");
-  std::string data;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) {
-    error = "cannot open " + path + ": no checkpoint of " +
+    error = "cannot open " + path + ": no " + (previous ? "previous checkpoint" : "checkpoint") +
+            " of " +
             (ranks > 1 ? "rank " + std::to_string(rank) + " of " + std::to_string(ranks)
                        : std::string("a single-rank run")) +
-            folderContents(dir);
+            (previous ? "" : folderContents(dir));
     return false;
   }
+  CheckpointState read;
+  if (!readCheckpointFile(path, read, error))
+    return false;
+  if (ranks > 1 && read.rank != rank) {
+    error = path + ": the file holds rank " + std::to_string(read.rank) +
+            "'s parameters, not rank " + std::to_string(rank) + "'s";
+    return false;
+  }
+  state = std::move(read);
+  return true;
+}
+
+bool readCheckpointFile(const std::string &path, CheckpointState &state, std::string &error) {
+  std::string data;
   if (!readWholeFile(path, data, error))
     return false;
   if (data.size() < kHeaderBytes) {
@@ -255,15 +305,41 @@ bool readCheckpoint(const std::string &dir, int64_t rank, int64_t ranks,
   uint64_t length;
   std::memcpy(&length, data.data() + sizeof kMagic, 8);
   uint64_t have = data.size() - kHeaderBytes;
-  if (have != length) {
-    error = path + ": " + (have < length ? "truncated checkpoint" : "corrupt checkpoint") +
-            " (the header says " + std::to_string(length) + " bytes follow, the file has " +
+  CheckpointMessage message;
+  auto parses = [&] {
+    return length <= uint64_t(INT_MAX) &&
+           message.ParseFromArray(data.data() + kHeaderBytes, int(length));
+  };
+  // Format version 1 had no trailer.
+  if (have == length && parses() && message.format_version() == 1) {
+    error = path + ": checkpoint format version 1 (an older dtc's, without checksums) is not "
+                   "supported (this runtime reads " +
+            std::to_string(kCheckpointFormatVersion) + ")";
+    return false;
+  }
+  if (length > UINT64_MAX - kTrailerBytes || have != length + kTrailerBytes) {
+    bool shorter = length <= UINT64_MAX - kTrailerBytes && have < length + kTrailerBytes;
+    error = path + ": " + (shorter ? "truncated checkpoint" : "corrupt checkpoint") +
+            " (the header says " + std::to_string(length) + " bytes and a " +
+            std::to_string(kTrailerBytes) + "-byte checksum follow, the file has " +
             std::to_string(have) + ")";
     return false;
   }
-  CheckpointMessage message;
-  if (length > uint64_t(INT_MAX) ||
-      !message.ParseFromArray(data.data() + kHeaderBytes, int(length))) {
+  uint32_t stored;
+  std::memcpy(&stored, data.data() + kHeaderBytes + length, kTrailerBytes);
+  if (crc32c(data.data(), kHeaderBytes + length) != stored) {
+    // Which tensors: where the message still parses, their own checksums.
+    std::vector<std::string> damaged;
+    if (parses())
+      for (const TensorMessage &tensor : message.tensors())
+        if (crc32c(tensor.data().data(), tensor.data().size()) != tensor.crc32c())
+          damaged.push_back("'" + tensor.name() + "'");
+    error = path + ": corrupt checkpoint (its checksum does not match: the file was changed " +
+            "after it was written" +
+            (damaged.empty() ? std::string() : "; damaged: " + namesText(damaged)) + ")";
+    return false;
+  }
+  if (!parses()) {
     error = path + ": corrupt checkpoint (its message does not parse)";
     return false;
   }
@@ -283,17 +359,18 @@ bool readCheckpoint(const std::string &dir, int64_t rank, int64_t ranks,
   read.planDigest = message.plan_digest();
   read.mesh.assign(message.mesh().begin(), message.mesh().end());
   read.rank = message.rank();
-  if (ranks > 1 && read.rank != rank) {
-    error = path + ": the file holds rank " + std::to_string(read.rank) +
-            "'s parameters, not rank " + std::to_string(rank) + "'s";
-    return false;
-  }
+  read.dtcVersion = message.dtc_version();
   std::set<std::string> names;
   for (const TensorMessage &tensor : message.tensors()) {
     if (!checkTensor(path, tensor.name(), tensor.type(), tensor.data().size(), error))
       return false;
     if (!names.insert(tensor.name()).second) {
       error = path + ": tensor '" + tensor.name() + "' appears twice";
+      return false;
+    }
+    if (crc32c(tensor.data().data(), tensor.data().size()) != tensor.crc32c()) {
+      error = path + ": corrupt checkpoint (tensor '" + tensor.name() +
+              "' does not match its checksum)";
       return false;
     }
     read.tensorTypes.emplace_back(tensor.name(), tensor.type());

@@ -2,8 +2,10 @@
 //
 // A checkpoint is one file, DIR/checkpoint.dtck, replaced atomically: a
 // crash while writing leaves the previous checkpoint as it was, and reading
-// checks everything (framing, version, every tensor's size), so a truncated
-// or foreign file is a message, never a crash or a silently short state.
+// checks everything (framing, version, the file's and every tensor's CRC-32C,
+// every tensor's size), so a truncated, damaged or foreign file is a
+// message, never a crash or a silently wrong state. The file a write
+// replaces stays beside it as checkpoint.dtck.previous, to fall back to.
 // A run on several ranks writes one file per rank, DIR/checkpoint.rank-R.dtck,
 // each with the rank's parts of the parameters and the run's mesh.
 //
@@ -21,7 +23,7 @@
 namespace dtc::runtime::train {
 
 /// The checkpoint format this runtime reads and writes.
-constexpr uint32_t kCheckpointFormatVersion = 1;
+constexpr uint32_t kCheckpointFormatVersion = 2;
 
 /// The file's name inside the checkpoint folder (a single-rank run's).
 constexpr const char *kCheckpointFileName = "checkpoint.dtck";
@@ -38,14 +40,16 @@ struct CheckpointState {
   std::vector<std::vector<char>> tensorBytes; // raw little-endian bytes per tensor
   std::vector<int64_t> mesh; // the run's mesh axis sizes; empty: one rank
   int64_t rank = 0;          // the rank whose parts these are
+  std::string dtcVersion;    // read: the dtc that wrote it (written: this one's)
 
   /// The run's rank count.
   int64_t ranks() const;
 };
 
 /// Writes DIR/checkpoint.dtck (or, with several ranks, the file of
-/// state.rank) atomically: to DIR/checkpoint.dtck.tmp, fsync
-/// the file, rename over the old one, fsync DIR. Creates DIR if missing. A
+/// state.rank) atomically: keep the old file as FILE.previous (a hard
+/// link), write DIR/checkpoint.dtck.tmp, fsync the file, rename over the
+/// old one, fsync DIR. Creates DIR if missing. A
 /// crash at any point leaves the previous checkpoint intact and valid. false
 /// with `error` on any I/O error, or when `state` is inconsistent (a tensor's
 /// bytes not its type's size) or too large for one file (2 GiB for now).
@@ -53,7 +57,8 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
                      std::string &error);
 
 /// Reads DIR/checkpoint.dtck into `state` and validates it (framing and
-/// length, format version, every tensor's byte size equal to its type's).
+/// length, the file's checksum, format version, every tensor's checksum and
+/// byte size equal to its type's).
 /// false with `error` naming the file and what is wrong; `state` is then
 /// left as it was.
 bool readCheckpoint(const std::string &dir, CheckpointState &state,
@@ -62,11 +67,21 @@ bool readCheckpoint(const std::string &dir, CheckpointState &state,
 /// Reads rank `rank`'s file of a run on `ranks` ranks, as readCheckpoint;
 /// the file must say it is that rank's. A missing file's message says what
 /// the folder holds instead (another rank count's checkpoint). With
-/// `previous`, the rank's file before its last write: with several ranks,
-/// writeCheckpoint keeps it (FILE.previous), so that a run stopped while
-/// its ranks were writing can resume every rank from the older step.
+/// `previous`, the rank's file before its last write (FILE.previous): the
+/// checkpoint to fall back to when the last is damaged, and with several
+/// ranks the older step that a run stopped while its ranks were writing
+/// resumes every rank from.
 bool readCheckpoint(const std::string &dir, int64_t rank, int64_t ranks,
                     CheckpointState &state, std::string &error, bool previous = false);
+
+/// Renames rank `rank`'s damaged last file to FILE.damaged, so that the
+/// next write keeps the previous file (the one a resume fell back to) as
+/// the previous, and the damaged bytes stay for a look.
+bool setAsideDamaged(const std::string &dir, int64_t rank, int64_t ranks, std::string &error);
+
+/// Reads and validates one checkpoint file, whatever its name (dtc
+/// checkpoint inspect).
+bool readCheckpointFile(const std::string &path, CheckpointState &state, std::string &error);
 
 } // namespace dtc::runtime::train
 

@@ -87,33 +87,49 @@ bool Trainer::resume(const TrainOptions &options, const std::string &digest,
   std::vector<int64_t> mesh = plan::meshAxisSizes(plan_.mesh());
   int64_t rank = world_ ? world_->rank() : 0, ranks = plan::meshDevices(plan_.mesh());
   CheckpointState state;
+  // A damaged file (a checksum that does not match, a truncated file) falls
+  // back to the one it replaced, said loudly; with several ranks, when the
+  // others can resume from that step too.
   bool read = readCheckpoint(options.checkpoint, rank, ranks, state, error);
+  bool fellBack = false;
+  if (!read) {
+    std::string first = error;
+    read = readCheckpoint(options.checkpoint, rank, ranks, state, error, true);
+    fellBack = read;
+    // Set aside only a file that is there but damaged (not a missing one).
+    bool damaged = first.rfind("cannot open ", 0) != 0;
+    if (read && damaged && !setAsideDamaged(options.checkpoint, rank, ranks, error))
+      read = fellBack = false; // the error says why (and the other ranks learn below)
+    else if (read)
+      progress_(fmt::format("warning: {}{}; resuming from the previous checkpoint (step {}){}",
+                            world_ ? fmt::format("rank {}: ", rank) : "", first, state.step,
+                            damaged ? "; the damaged file is kept as .damaged" : ""));
+    else if (error.find("no previous checkpoint") == std::string::npos)
+      error = first + "; and its previous checkpoint: " + error;
+    else
+      error = first;
+  }
   if (world_) {
     // Ranks replace their files one by one: a run stopped while they were
     // writing leaves some at a newer step. All resume from the oldest,
     // which every rank still has (its file, or its previous one).
-    if (!read) { // a rank stopped between keeping its previous file and writing
-      std::string first = error;
-      read = readCheckpoint(options.checkpoint, rank, ranks, state, error, true);
-      if (!read)
-        error = first;
-    }
-    int64_t oldest = read ? state.step : -1, failed = read ? 0 : 1;
+    int64_t oldest = read ? state.step : -1, failed = read ? ranks : rank;
     std::string commError;
     if (!world_->allReduce(&oldest, 1, plan::I64, Reduction::Min, commError) ||
-        !world_->allReduce(&failed, 1, plan::I64, Reduction::Max, commError)) {
+        !world_->allReduce(&failed, 1, plan::I64, Reduction::Min, commError)) {
       error = commError;
       return false;
     }
     if (!read)
       return false;
-    if (failed) {
-      error = options.checkpoint + ": another rank cannot read its checkpoint file";
+    if (failed < ranks) {
+      error = fmt::format("{}: rank {} cannot read its checkpoint file, nor its previous one",
+                          options.checkpoint, failed);
       return false;
     }
     if (state.step != oldest) {
       std::string newer = fmt::format("step {}", state.step);
-      if (!readCheckpoint(options.checkpoint, rank, ranks, state, error, true) ||
+      if (fellBack || !readCheckpoint(options.checkpoint, rank, ranks, state, error, true) ||
           state.step != oldest) {
         error = fmt::format("{}: rank {} holds {}, another rank step {}, and its previous "
                             "file is not of step {}: the ranks cannot resume together",
@@ -121,7 +137,8 @@ bool Trainer::resume(const TrainOptions &options, const std::string &digest,
         return false;
       }
       progress_(fmt::format("resume: the ranks' files are of different steps (the run "
-                            "stopped while writing); resuming all from step {}",
+                            "stopped while writing, or a rank's last file is damaged); "
+                            "resuming all from step {}",
                             oldest));
     }
   } else if (!read) {

@@ -49,7 +49,9 @@ double scheduledLearningRate(const plan::Training &training, int64_t step);
 class Trainer {
 public:
   /// What a run says as it goes, a line at a time ("training: ...",
-  /// "step 3 loss 2.1 ..."); the caller prints them.
+  /// "step 3 loss 2.1 ..."); the caller prints them. A line that starts
+  /// "warning: " is one every rank may say (a damaged checkpoint file of its
+  /// own): the caller shows it whichever rank says it.
   using Progress = std::function<void(const std::string &line)>;
 
   /// `world`: the job's ranks when several run the plan, null for one

@@ -1,6 +1,8 @@
 //===- TrainDataTest.cpp - training data sets and checkpoints -------------===//
 #include "runtime/TensorIO.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/Crc32c.h"
+#include "plan/Version.h"
 #include "runtime/train/DataSet.h"
 #include "tests/unit/TestFiles.h"
 
@@ -560,12 +562,23 @@ void expectSameState(const CheckpointState &a, const CheckpointState &b) {
   EXPECT_EQ(a.rank, b.rank);
 }
 
-/// A checkpoint file around a hand-encoded message.
-void writeRawCheckpoint(const std::string &dir, const std::string &message) {
+/// A checkpoint file around a hand-encoded message, with the trailing
+/// checksum format version 2 has (or without, as version 1 was).
+void writeRawCheckpoint(const std::string &dir, const std::string &message,
+                        bool checksum = true) {
   uint64_t length = message.size();
-  writeBytes(dir + "/checkpoint.dtck",
-             std::string("dtc-ckpt") +
-                 std::string(reinterpret_cast<const char *>(&length), 8) + message);
+  std::string file =
+      std::string("dtc-ckpt") + std::string(reinterpret_cast<const char *>(&length), 8) + message;
+  uint32_t crc = runtime::crc32c(file.data(), file.size());
+  if (checksum)
+    file += std::string(reinterpret_cast<const char *>(&crc), 4);
+  writeBytes(dir + "/checkpoint.dtck", file);
+}
+
+/// A hand-encoded tensor's crc32c field (4, fixed32) for `data`.
+std::string crcField(const std::string &data) {
+  uint32_t crc = runtime::crc32c(data.data(), data.size());
+  return "\x25" + std::string(reinterpret_cast<const char *>(&crc), 4);
 }
 
 } // namespace
@@ -622,32 +635,83 @@ TEST(CheckpointTest, ForeignAndInconsistentFiles) {
   EXPECT_FALSE(readCheckpoint(dir, state, error));
   EXPECT_TRUE(contains(error, "not a dtc checkpoint"));
 
-  writeRawCheckpoint(dir, std::string("\x08\x02", 2)); // format_version 2
+  writeRawCheckpoint(dir, std::string("\x08\x03", 2)); // format_version 3
   EXPECT_FALSE(readCheckpoint(dir, state, error));
-  EXPECT_TRUE(contains(error, "checkpoint format version 2 is not supported"));
+  EXPECT_TRUE(contains(error, "checkpoint format version 3 is not supported"));
+  // Version 1 had no checksums.
+  writeRawCheckpoint(dir, std::string("\x08\x01", 2), false);
+  EXPECT_FALSE(readCheckpoint(dir, state, error));
+  EXPECT_TRUE(contains(error, "format version 1 (an older dtc's, without checksums) is not "
+                              "supported (this runtime reads 2)"))
+      << error;
 
-  writeRawCheckpoint(dir, std::string("\x08\x01\x2a\x03\xff\xff\xff", 7)); // a broken tensor
+  writeRawCheckpoint(dir, std::string("\x08\x02\x2a\x03\xff\xff\xff", 7)); // a broken tensor
   EXPECT_FALSE(readCheckpoint(dir, state, error));
   EXPECT_TRUE(contains(error, "does not parse"));
 
-  // Version 1 with tensor 'w' of f32[2] but 4 data bytes.
+  // Tensor 'w' of f32[2] but 4 data bytes.
   std::string type("\x08\x01\x12\x01\x02", 5);
   std::string tensor = std::string("\x0a\x01w\x12", 4) + char(type.size()) + type +
                        std::string("\x1a\x04"
                                    "abcd",
-                                   6);
-  writeRawCheckpoint(dir, std::string("\x08\x01\x2a", 3) + char(tensor.size()) + tensor);
+                                   6) +
+                       crcField("abcd");
+  writeRawCheckpoint(dir, std::string("\x08\x02\x2a", 3) + char(tensor.size()) + tensor);
   EXPECT_FALSE(readCheckpoint(dir, state, error));
   EXPECT_TRUE(contains(error, "tensor 'w': holds 4 bytes but f32[2] needs 8"));
   // The same with the right size reads.
-  tensor = std::string("\x0a\x01w\x12", 4) + char(type.size()) + type +
-           std::string("\x1a\x08"
-                       "abcdefgh",
-                       10);
-  writeRawCheckpoint(dir, std::string("\x08\x01\x2a", 3) + char(tensor.size()) + tensor);
+  std::string good = std::string("\x0a\x01w\x12", 4) + char(type.size()) + type +
+                     std::string("\x1a\x08"
+                                 "abcdefgh",
+                                 10);
+  tensor = good + crcField("abcdefgh");
+  writeRawCheckpoint(dir, std::string("\x08\x02\x2a", 3) + char(tensor.size()) + tensor);
   ASSERT_TRUE(readCheckpoint(dir, state, error)) << error;
   ASSERT_EQ(state.tensorBytes.size(), 1u);
   EXPECT_EQ(std::string(state.tensorBytes[0].begin(), state.tensorBytes[0].end()), "abcdefgh");
+  // A tensor whose own checksum does not match its bytes (the file's
+  // does: it was written so) is refused by name.
+  tensor = good + crcField("abcdefgX");
+  writeRawCheckpoint(dir, std::string("\x08\x02\x2a", 3) + char(tensor.size()) + tensor);
+  EXPECT_FALSE(readCheckpoint(dir, state, error));
+  EXPECT_TRUE(contains(error, "tensor 'w' does not match its checksum")) << error;
+}
+
+TEST(CheckpointTest, EveryFlippedBitIsCaught) {
+  std::string dir = makeTempDir();
+  std::string error;
+  ASSERT_TRUE(writeCheckpoint(dir, sampleState(9), error)) << error;
+  std::string whole = readBytes(dir + "/checkpoint.dtck");
+  std::string bad = makeTempDir();
+  int namedTensor = 0;
+  for (size_t byte = 0; byte < whole.size(); ++byte)
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = whole;
+      flipped[byte] = char(flipped[byte] ^ (1 << bit));
+      writeBytes(bad + "/checkpoint.dtck", flipped);
+      CheckpointState state;
+      EXPECT_FALSE(readCheckpoint(bad, state, error)) << "bit " << bit << " of byte " << byte;
+      EXPECT_TRUE(contains(error, "checkpoint.dtck: ")) << error;
+      namedTensor += contains(error, "damaged: 'fc1.weight'");
+    }
+  // A flip inside a tensor's data names the tensor.
+  EXPECT_GE(namedTensor, 24 * 8);
+}
+
+TEST(CheckpointTest, TheReplacedFileIsKeptAsThePrevious) {
+  std::string dir = makeTempDir();
+  std::string error;
+  CheckpointState state;
+  ASSERT_TRUE(writeCheckpoint(dir, sampleState(1), error)) << error;
+  EXPECT_FALSE(readCheckpoint(dir, 0, 1, state, error, true));
+  EXPECT_TRUE(contains(error, "no previous checkpoint")) << error;
+  ASSERT_TRUE(writeCheckpoint(dir, sampleState(2), error)) << error;
+  ASSERT_TRUE(writeCheckpoint(dir, sampleState(3), error)) << error;
+  ASSERT_TRUE(readCheckpoint(dir, 0, 1, state, error, true)) << error;
+  expectSameState(state, sampleState(2));
+  ASSERT_TRUE(readCheckpoint(dir, state, error)) << error;
+  expectSameState(state, sampleState(3));
+  EXPECT_EQ(state.dtcVersion, kDtcVersion);
 }
 
 TEST(CheckpointTest, InconsistentStateIsNotWritten) {

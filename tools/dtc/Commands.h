@@ -17,6 +17,7 @@ int runRun(const Args &args);      // RunCommand.cpp
 int runSimulate(const Args &args); // SimulateCommand.cpp
 int runCalibrate(const Args &args); // CalibrateCommand.cpp
 int runReport(const Args &args);   // ReportCommand.cpp
+int runCheckpoint(const Args &args); // CheckpointCommand.cpp
 
 /// Prints "dtc: MESSAGE" and a pointer to --help; returns 1.
 int usageError(const std::string &message);

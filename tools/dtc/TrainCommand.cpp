@@ -26,6 +26,11 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
   bool open = false; // a step's line waits for its newline
   runtime::train::Trainer trainer(plan, executor, world, [&](const std::string &line) {
     bool step = line.rfind("step ", 0) == 0;
+    if (line.rfind("warning: ", 0) == 0) { // stderr: every rank's shows
+      fmt::print(stderr, "{}{}\n", open ? "\n" : "", line);
+      open = false;
+      return;
+    }
     if (terminal && step)
       fmt::print("\r\033[K{}", line);
     else

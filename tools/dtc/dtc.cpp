@@ -166,6 +166,13 @@ commands:
         (first and last loss, throughput); --html draws the loss and the
         throughput over the steps on one self-contained page.
 
+  checkpoint inspect DIR
+        List the checkpoint files of dtc run --checkpoint DIR (each rank's
+        last and the previous it replaced): step, tensors, size, the dtc
+        and plan that wrote it, each verified (framing, version, CRC-32C
+        checksums of the file and of every tensor); and the step a resume
+        starts from. Exit status 1 when a file is damaged.
+
   import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.
         --shape NAME=DIMS binds a graph input's shape (input_ids=2x128) or a
@@ -297,5 +304,7 @@ int main(int argc, char **argv) {
     return runCalibrate(args);
   if (command == "report")
     return runReport(args);
+  if (command == "checkpoint")
+    return runCheckpoint(args);
   return usageError("unknown command '" + command + "'");
 }
