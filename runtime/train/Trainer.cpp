@@ -318,6 +318,7 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     data->setShuffle(options.shuffle, dataSeed);
   }
 
+  int64_t lastSaved = start; // the step of the checkpoint a failed write leaves
   auto saveCheckpoint = [&](int64_t completed) {
     CheckpointState state;
     state.step = completed;
@@ -470,8 +471,30 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
                             options.peakFlops > 0 ? flops / options.peakFlops : -1, elapsed});
     bool last = step + 1 == options.steps;
     if (!options.checkpoint.empty() && options.checkpointEvery > 0 &&
-        ((step + 1) % options.checkpointEvery == 0 || last) && !saveCheckpoint(step + 1))
-      return false;
+        ((step + 1) % options.checkpointEvery == 0 || last)) {
+      // Every rank learns whether each wrote its file (a full disk on one
+      // machine), and all stop together; what was saved before stays.
+      bool saved = saveCheckpoint(step + 1);
+      int64_t failed = saved ? plan::meshDevices(plan_.mesh()) : (world_ ? world_->rank() : 0);
+      std::string commError;
+      if (world_ && !world_->allReduce(&failed, 1, plan::I64, Reduction::Min, commError)) {
+        error = commError;
+        return false;
+      }
+      std::string kept = lastSaved > 0 ? fmt::format("the checkpoint of step {} in {} is intact",
+                                                     lastSaved, options.checkpoint)
+                                       : "no checkpoint was written before";
+      if (!saved) {
+        error += "; " + kept;
+        return false;
+      }
+      if (failed < plan::meshDevices(plan_.mesh())) {
+        error = fmt::format("rank {} could not write its checkpoint file for step {}; {}",
+                            failed, step + 1, kept);
+        return false;
+      }
+      lastSaved = step + 1;
+    }
   }
   if (options.exportPath.empty())
     return true;

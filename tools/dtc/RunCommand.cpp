@@ -485,17 +485,20 @@ int runRun(const Args &args) {
   parser.text("--export", train.exportPath);
   parser.text("--log-json", train.logJson);
   parser.flag("--resume", train.resume);
+  int maxRestarts = 0;
+  parser.value("--max-restarts", nonNegative("--max-restarts", maxRestarts));
   parser.flag("--no-shuffle", [&] { train.shuffle = false; });
   if (int rc = parser.parse(args))
     return rc;
-  // The arguments for the ranks dtc starts: all but -n.
+  // The arguments for the ranks dtc starts: all but -n (and
+  // --max-restarts: the ranks do not restart themselves).
   Args forwarded;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "-n") {
+    if (args[i] == "-n" || args[i] == "--max-restarts") {
       ++i;
       continue;
     }
-    if (args[i].rfind("-n=", 0) != 0)
+    if (args[i].rfind("-n=", 0) != 0 && args[i].rfind("--max-restarts=", 0) != 0)
       forwarded.push_back(args[i]);
   }
   if (planPath.empty())
@@ -551,6 +554,17 @@ int runRun(const Args &args) {
         !std::filesystem::create_directories(folder, ec))
       return failure(fmt::format("--export {}: cannot create the folder '{}': {}",
                                  train.exportPath, folder.string(), ec.message()));
+  }
+  if (maxRestarts > 0 && (!plan.has_training() || train.checkpoint.empty()))
+    return usageError("--max-restarts restarts a training run from its last checkpoint: it "
+                      "needs a training plan and --checkpoint DIR (with --checkpoint-every N)");
+  if (maxRestarts > 0 && runtime::MpiSession::launchedByMpi())
+    return usageError("--max-restarts is for the dtc that starts the ranks; under mpirun or "
+                      "srun, restart the job from outside (with --resume)");
+  if (maxRestarts > 0) {
+    Args command = {"run"};
+    command.insert(command.end(), forwarded.begin(), forwarded.end());
+    return runWithRestarts(devices, command, maxRestarts, train.checkpoint);
   }
   if (!runtime::MpiSession::launchedByMpi()) {
     if (devices == 1 && ranks == 0)

@@ -11,6 +11,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
+
 namespace dtc::cli {
 namespace {
 
@@ -117,8 +119,8 @@ commands:
 
   run TRAIN.dtcp --data DIR|TOKENS.bin --steps N [--seed S] [--no-shuffle]
                  [--token-bytes 2|4] [--checkpoint DIR [--checkpoint-every K]]
-                 [--resume] [--export OUT.onnx] [--threads N] [--model MODEL.onnx]
-                 [--log-json LOG.jsonl]
+                 [--resume] [--max-restarts N] [--export OUT.onnx] [--threads N]
+                 [--model MODEL.onnx] [--log-json LOG.jsonl]
         Train with a plan compiled with --train. --data DIR holds one
         <input>.npy per model input and labels.npy (first dim: samples);
         TOKENS.bin is a flat file of uint16 (or --token-bytes 4: uint32)
@@ -127,9 +129,15 @@ commands:
         ("step N loss X lr Y time Z ms", then tokens or samples per second,
         FLOP/s and their share of the device's peak, steps done, time spent
         and left), on a terminal in place; --log-json writes the same as a
-        JSON record per step (appended when resuming). --checkpoint DIR writes weights, optimizer state and data
-        position atomically every K steps and at the end; --resume goes on
-        from it exactly (one file per rank when several run).
+        JSON record per step (appended when resuming). --checkpoint DIR
+        writes weights, optimizer state and data position atomically every
+        K steps and at the end, with CRC-32C checksums (one file per rank
+        when several run; the replaced file kept as FILE.previous);
+        --resume goes on from it exactly, falling back to the previous one
+        when the last is damaged (and saying so). --max-restarts N: when
+        the run ends abnormally (a rank killed or crashed), start all ranks
+        again from the last checkpoint, up to N times; an error every rank
+        reports alike is not retried.
         --export writes the model with trained weights (weights split over
         the ranks are gathered first; frozen ones as they were); a model
         with external data gets OUT.onnx.data beside OUT.onnx, so it loads
@@ -232,6 +240,9 @@ int report(const std::string &head, const std::string &rest) {
     heldErrors->push_back(head + rest);
     return 1;
   }
+  // After what was printed before it, when both go to one place.
+  std::fflush(stdout);
+  llvm::outs().flush();
   llvm::errs() << head << rest << "\n";
   return 1;
 }
