@@ -1,5 +1,6 @@
 //===- MpiCommunicator.cpp - collectives over MPI -------------------------===//
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/Watchdog.h"
 
 #include "runtime/cpu/BFloat16.h"
 
@@ -189,6 +190,7 @@ public:
       return std::string("allReduce (") + reductionName(reduction) + ") of " +
              elements(count, dtype);
     };
+    watchdog::Wait waiting([&] { return waitText(what()); });
     MPI_Datatype type;
     MPI_Op op;
     if (!checkCount(count, dtype, what, error) ||
@@ -204,6 +206,7 @@ public:
   bool allGather(const void *send, void *recv, int64_t countPerRank, plan::DType dtype,
                  std::string &error) override {
     auto what = [&] { return "allGather of " + elements(countPerRank, dtype) + " per rank"; };
+    watchdog::Wait waiting([&] { return waitText(what()); });
     if (!checkCount(countPerRank, dtype, what, error))
       return false;
     const char *in = static_cast<const char *>(send);
@@ -227,6 +230,7 @@ public:
       return std::string("reduceScatter (") + reductionName(reduction) + ") of " +
              elements(countPerRank, dtype) + " per rank";
     };
+    watchdog::Wait waiting([&] { return waitText(what()); });
     MPI_Datatype type;
     MPI_Op op;
     if (!checkCount(countPerRank, dtype, what, error) ||
@@ -279,6 +283,7 @@ public:
   bool allToAll(const void *send, void *recv, int64_t countPerRank, plan::DType dtype,
                 std::string &error) override {
     auto what = [&] { return "allToAll of " + elements(countPerRank, dtype) + " per rank"; };
+    watchdog::Wait waiting([&] { return waitText(what()); });
     if (!checkCount(countPerRank, dtype, what, error))
       return false;
     const char *in = static_cast<const char *>(send);
@@ -301,6 +306,7 @@ public:
     auto what = [&] {
       return "broadcast of " + elements(count, dtype) + " from root " + std::to_string(root);
     };
+    watchdog::Wait waiting([&] { return waitText(what()); });
     if (!checkCount(count, dtype, what, error))
       return false;
     char *bytes = static_cast<char *>(data);
@@ -338,6 +344,7 @@ public:
   }
 
   bool completeSends(std::string &error) override {
+    watchdog::Wait waiting([&] { return waitText("the completion of sends"); });
     for (PendingSend &sent : pending_) {
       int code = MPI_Waitall(int(sent.requests.size()), sent.requests.data(), MPI_STATUSES_IGNORE);
       if (code != MPI_SUCCESS)
@@ -352,6 +359,7 @@ public:
       return "recv of " + std::to_string(bytes) + " bytes from peer " + std::to_string(peer) +
              " (tag " + std::to_string(tag) + ")";
     };
+    watchdog::Wait waiting([&] { return waitText(what()); });
     if (!checkCount(bytes, plan::U8, what, error))
       return false;
     char *out = static_cast<char *>(data);
@@ -390,6 +398,7 @@ public:
   }
 
   bool barrier(std::string &error) override {
+    watchdog::Wait waiting([&] { return waitText("barrier"); });
     return check([] { return std::string("barrier"); }, error, MPI_Barrier(comm_));
   }
 
@@ -416,6 +425,13 @@ public:
   }
 
 private:
+  /// A wait for the watchdog's message: "allReduce (sum) of 8 f32 on group
+  /// 'world' (rank 1 of 4)".
+  std::string waitText(const std::string &what) const {
+    return what + " on group '" + name() + "' (rank " + std::to_string(rank_) + " of " +
+           std::to_string(size_) + ")";
+  }
+
   bool fail(const std::string &what, const std::string &why, std::string &error) const {
     error = what + " on group '" + name() + "' (rank " + std::to_string(rank_) + " of " +
             std::to_string(size_) + ") failed: " + why;

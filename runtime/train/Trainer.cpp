@@ -8,6 +8,7 @@
 #include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/comm/Watchdog.h"
 #include "runtime/train/DataSet.h"
 #include "runtime/train/ModelExport.h"
 #include "runtime/train/TrainLog.h"
@@ -383,6 +384,7 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   });
   auto began = std::chrono::steady_clock::now();
   for (int64_t step = start; step < options.steps; ++step) {
+    watchdog::setActivity(fmt::format("step {}", step + 1));
     auto begin = std::chrono::steady_clock::now();
     double lr = scheduledLearningRate(training, step);
     setScalar(executor_, lrInput, float(lr));
@@ -474,6 +476,7 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
         ((step + 1) % options.checkpointEvery == 0 || last)) {
       // Every rank learns whether each wrote its file (a full disk on one
       // machine), and all stop together; what was saved before stays.
+      watchdog::setActivity(fmt::format("step {}, writing its checkpoint", step + 1));
       bool saved = saveCheckpoint(step + 1);
       int64_t failed = saved ? plan::meshDevices(plan_.mesh()) : (world_ ? world_->rank() : 0);
       std::string commError;

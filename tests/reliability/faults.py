@@ -9,6 +9,9 @@ run of the same steps:
              `dtc run --max-restarts`: every restart resumes from the last
              checkpoint and the final weights (every rank's checkpoint file)
              are bit-identical to the uninterrupted run's;
+  hang       SIGSTOP of a random rank under --timeout 3: the other ranks'
+             watchdogs end the job within the timeout, naming the stopped
+             rank from the heartbeats, and --max-restarts goes on;
   damage     a flipped bit or a truncation at a random offset of a random
              rank's checkpoint file (its last or its previous): `dtc
              checkpoint inspect` names the file, and a resume either falls
@@ -22,7 +25,8 @@ run of the same steps:
              resumable.
 
 Prints the figures: restarts survived, time from a kill to the ranks
-resumed, damaged files tried and caught.
+resumed, from a stopped rank to the ranks resumed, damaged files tried and
+caught.
 
     python3 tests/reliability/faults.py --dtc build/bin/dtc [--seed N]
 """
@@ -150,6 +154,39 @@ def kill_one_rank(dtc, plan1, data, tmp, rng):
           f"one rank killed at step {killed}: restarted, final weights bit-identical")
     if proc.returncode != 0:
         print(err)
+
+
+def hang(dtc, plan, data, tmp, rng):
+    """SIGSTOP of a rank: the others' watchdogs end the job within the
+    timeout, naming the stopped rank; under --max-restarts the job goes on."""
+    timeout = 3
+    ck = os.path.join(tmp, "ck-hang")
+    cmd = [dtc, "run", plan, "--data", data, "--steps", str(STEPS), "--threads", "1",
+           "--checkpoint", ck, "--checkpoint-every", str(EVERY), "--timeout", str(timeout),
+           "--max-restarts", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    target, stopped, victim = rng.randrange(EVERY + 2, STEPS // 2), None, None
+    detected = None
+    for line in proc.stdout:
+        if stopped is None and line.startswith("step ") and int(line.split()[1]) >= target:
+            ranks = rank_processes(proc.pid)
+            victim = rng.choice(sorted(ranks))
+            os.kill(ranks[victim], signal.SIGSTOP)
+            stopped = time.monotonic()
+        if line.startswith("resumed from") and stopped is not None and detected is None:
+            detected = time.monotonic() - stopped
+    err = proc.stderr.read()
+    proc.wait()
+    named = f"rank {victim} stopped" in err and "no progress for" in err
+    check(stopped is not None and named and "restart 1 of 1" in err and detected is not None
+          and detected < timeout + 4,
+          f"rank {victim} stopped (SIGSTOP): the job ends naming it, within the {timeout} s "
+          "timeout, and restarts")
+    check(proc.returncode == 0 and files_of(ck) == files_of(os.path.join(tmp, "reference")),
+          "after the restart the run finishes with the uninterrupted weights")
+    if not named or proc.returncode != 0:
+        print(err[-3000:])
+    return detected
 
 
 def damage(path, rng):
@@ -304,11 +341,14 @@ def main():
 
         survived, recovery = kills(dtc, plan, data, reference, tmp, rng)
         kill_one_rank(dtc, plan1, data, tmp, rng)
+        hung = hang(dtc, plan, data, tmp, rng)
         caught, tried = damages(dtc, plan, data, ref_dir, full, tmp, rng)
         disk_full(dtc, plan1, data, tmp)
         disk_full_ranks(dtc, plan, data, tmp)
         print(f"figures: {survived} restarts survived; kill to ranks resumed "
               + ", ".join(f"{s:.2f} s" for s in recovery)
+              + (f"; a stopped rank to the ranks resumed {hung:.2f} s (--timeout 3)"
+                 if hung else "")
               + f"; damaged checkpoint files caught: {caught} of {tried}")
     finish("fault injection")
 

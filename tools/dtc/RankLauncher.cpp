@@ -2,6 +2,7 @@
 #include "tools/dtc/RankLauncher.h"
 
 #include "runtime/comm/RankJob.h"
+#include "runtime/comm/Watchdog.h"
 #include "runtime/train/CheckpointFolder.h"
 
 #include <fmt/format.h>
@@ -172,6 +173,12 @@ JobEnd runJob(int64_t ranks, const Args &args) {
     }
     return end;
   }
+  // The ranks' heartbeats (runtime/comm/Watchdog.h), unless the user
+  // named a folder: one of the job's own, removed after.
+  char heartbeats[] = "/tmp/dtc-heartbeats-XXXXXX";
+  bool ownHeartbeats = !std::getenv(runtime::watchdog::kHeartbeatDir) && ::mkdtemp(heartbeats);
+  if (ownHeartbeats)
+    ::setenv(runtime::watchdog::kHeartbeatDir, heartbeats, 1);
   // When every rank fails alike, rank 0 prints the error once and leaves the
   // status here, and the ranks end normally: no abort from mpirun.
   char statusPath[] = "/tmp/dtc-status-XXXXXX";
@@ -189,6 +196,11 @@ JobEnd runJob(int64_t ranks, const Args &args) {
       std::fclose(file);
     }
     std::remove(statusPath);
+  }
+  if (ownHeartbeats) {
+    std::error_code ec;
+    std::filesystem::remove_all(heartbeats, ec);
+    ::unsetenv(runtime::watchdog::kHeartbeatDir);
   }
   if (status < 0) {
     end.started = end.why.find("mpirun ended by signal") != std::string::npos;

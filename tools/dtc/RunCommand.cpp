@@ -12,6 +12,7 @@
 #include "runtime/TensorCompare.h"
 #include "runtime/TensorIO.h"
 #include "runtime/comm/RankJob.h"
+#include "runtime/comm/Watchdog.h"
 
 #include "cost/Simulator.h"
 
@@ -487,6 +488,14 @@ int runRun(const Args &args) {
   parser.flag("--resume", train.resume);
   int maxRestarts = 0;
   parser.value("--max-restarts", nonNegative("--max-restarts", maxRestarts));
+  double timeout = 600; // as NCCL's default: a checkpoint write of many GB fits
+  parser.value("--timeout", [&](const std::string &v) -> std::string {
+    char *end = nullptr;
+    timeout = std::strtod(v.c_str(), &end);
+    return !v.empty() && !*end && timeout >= 0 && std::isfinite(timeout)
+               ? ""
+               : "--timeout needs seconds (0: wait forever), got '" + v + "'";
+  });
   parser.flag("--no-shuffle", [&] { train.shuffle = false; });
   if (int rc = parser.parse(args))
     return rc;
@@ -577,6 +586,11 @@ int runRun(const Args &args) {
   if (!job)
     return error.empty() ? 1 : failure(planPath + ": " + error);
   job->quietOtherRanks();
+  if (timeout > 0)
+    runtime::watchdog::start(job->rank(), job->size(), timeout,
+                             getenv(runtime::watchdog::kHeartbeatDir)
+                                 ? getenv(runtime::watchdog::kHeartbeatDir)
+                                 : "");
   if (threads == 0)
     threads = job->defaultThreads();
   std::string placement = job->bindToCores(threads);

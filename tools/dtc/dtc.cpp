@@ -119,7 +119,8 @@ commands:
 
   run TRAIN.dtcp --data DIR|TOKENS.bin --steps N [--seed S] [--no-shuffle]
                  [--token-bytes 2|4] [--checkpoint DIR [--checkpoint-every K]]
-                 [--resume] [--max-restarts N] [--export OUT.onnx] [--threads N]
+                 [--resume] [--max-restarts N] [--timeout SECONDS]
+                 [--export OUT.onnx] [--threads N]
                  [--model MODEL.onnx] [--log-json LOG.jsonl]
         Train with a plan compiled with --train. --data DIR holds one
         <input>.npy per model input and labels.npy (first dim: samples);
@@ -137,7 +138,9 @@ commands:
         when the last is damaged (and saying so). --max-restarts N: when
         the run ends abnormally (a rank killed or crashed), start all ranks
         again from the last checkpoint, up to N times; an error every rank
-        reports alike is not retried.
+        reports alike is not retried. --timeout SECONDS (default 600; 0:
+        none): a rank that waits longer on the others (one stopped or
+        frozen) ends the job, naming the rank that stopped.
         --export writes the model with trained weights (weights split over
         the ranks are gathered first; frozen ones as they were); a model
         with external data gets OUT.onnx.data beside OUT.onnx, so it loads
