@@ -18,9 +18,7 @@
 #include "runtime/train/Checkpoint.h"
 
 #include "runtime/Crc32c.h"
-#include "runtime/TensorIO.h"
-#include "runtime/Executor.h"
-#include "plan/PlanLoader.h"
+#include "runtime/Files.h"
 #include "plan/DType.h"
 #include "plan/Version.h"
 
