@@ -117,6 +117,20 @@ std::string namesText(const std::vector<std::string> &names) {
   return text;
 }
 
+/// Checks that a tensor's part lies inside the whole tensor.
+bool checkPart(const std::string &label, const std::string &name, const plan::TensorType &type,
+               const TensorPart &part, std::string &error) {
+  size_t rank = size_t(type.shape_size());
+  bool inside = part.wholeShape.size() == rank && part.start.size() == rank;
+  for (size_t d = 0; inside && d < rank; ++d)
+    inside = part.start[d] >= 0 && part.wholeShape[d] >= type.shape(int(d)) &&
+             part.start[d] <= part.wholeShape[d] - type.shape(int(d));
+  if (!inside)
+    error = label + ": tensor '" + name + "': its part " + typeToString(type) +
+            " does not lie inside the whole tensor it names";
+  return inside;
+}
+
 /// Syncs folder `dir`, so that entries created or renamed in it survive a
 /// crash.
 bool syncFolder(const std::string &dir, std::string &error) {
@@ -203,6 +217,15 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
     *tensor->mutable_type() = type;
     tensor->set_data(bytes.data(), bytes.size());
     tensor->set_crc32c(crc32c(bytes.data(), bytes.size()));
+    if (i < state.tensorParts.size() && !state.tensorParts[i].wholeShape.empty()) {
+      const TensorPart &part = state.tensorParts[i];
+      if (!checkPart(label, name, type, part, error))
+        return false;
+      for (size_t d = 0; d < part.wholeShape.size(); ++d) {
+        tensor->add_whole_shape(part.wholeShape[d]);
+        tensor->add_start(part.start[d]);
+      }
+    }
   }
   size_t size = message.ByteSizeLong();
   if (size > size_t(INT_MAX)) {
@@ -371,6 +394,13 @@ bool readCheckpointFile(const std::string &path, CheckpointState &state, std::st
               "' does not match its checksum)";
       return false;
     }
+    TensorPart part;
+    part.wholeShape.assign(tensor.whole_shape().begin(), tensor.whole_shape().end());
+    part.start.assign(tensor.start().begin(), tensor.start().end());
+    if ((!part.wholeShape.empty() || !part.start.empty()) &&
+        !checkPart(path, tensor.name(), tensor.type(), part, error))
+      return false;
+    read.tensorParts.push_back(std::move(part));
     read.tensorTypes.emplace_back(tensor.name(), tensor.type());
     read.tensorBytes.emplace_back(tensor.data().begin(), tensor.data().end());
   }

@@ -32,12 +32,19 @@ constexpr const char *kCheckpointFileName = "checkpoint.dtck";
 /// kCheckpointFileName for one rank, checkpoint.rank-R.dtck for several.
 std::string checkpointFileName(int64_t rank, int64_t ranks);
 
+/// Where a rank's part of a tensor lies in the whole tensor.
+struct TensorPart {
+  std::vector<int64_t> wholeShape; // empty: the tensor is whole
+  std::vector<int64_t> start;      // per dim, with wholeShape
+};
+
 struct CheckpointState {
   int64_t step = 0;          // steps completed
   uint64_t seed = 0;         // data shuffling seed
   std::string planDigest;    // identifies the plan it belongs to (caller computes it)
   std::vector<std::pair<std::string, plan::TensorType>> tensorTypes; // names + types, in order
   std::vector<std::vector<char>> tensorBytes; // raw little-endian bytes per tensor
+  std::vector<TensorPart> tensorParts; // per tensor, or empty: all whole
   std::vector<int64_t> mesh; // the run's mesh axis sizes; empty: one rank
   int64_t rank = 0;          // the rank whose parts these are
   std::string dtcVersion;    // read: the dtc that wrote it (written: this one's)

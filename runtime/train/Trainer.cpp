@@ -11,6 +11,7 @@
 #include "runtime/comm/Watchdog.h"
 #include "runtime/train/DataSet.h"
 #include "runtime/train/ModelExport.h"
+#include "runtime/train/Reshard.h"
 #include "runtime/train/TrainLog.h"
 
 #include <fmt/format.h>
@@ -38,6 +39,20 @@ std::string planDigest(const plan::Plan &plan, const plan::RankProgram &program)
     for (unsigned char c : part)
       h = (h ^ c) * 1099511628211ull;
   return fmt::format("{:016x}", h);
+}
+
+/// Where the rank at `coordinates` holds its part of `buffer` in the whole
+/// tensor (empty for a whole one).
+TensorPart partOfBuffer(const plan::Buffer &buffer, const std::vector<int64_t> &axisSizes,
+                        const std::vector<int64_t> &coordinates) {
+  TensorPart part;
+  if (buffer.sharding_size() == 0)
+    return part;
+  std::vector<int64_t> parts = plan::shardParts(buffer, axisSizes);
+  for (int d = 0; d < buffer.type().shape_size(); ++d)
+    part.wholeShape.push_back(buffer.type().shape(d) * parts[size_t(d)]);
+  part.start = plan::shardStarts(buffer, axisSizes, coordinates);
+  return part;
 }
 
 void setScalar(Executor &executor, int input, float value) {
@@ -88,10 +103,28 @@ bool Trainer::resume(const TrainOptions &options, const std::string &digest,
   std::vector<int64_t> mesh = plan::meshAxisSizes(plan_.mesh());
   int64_t rank = world_ ? world_->rank() : 0, ranks = plan::meshDevices(plan_.mesh());
   CheckpointState state;
+  bool read = readCheckpoint(options.checkpoint, rank, ranks, state, error);
+  // A checkpoint of another split (another mesh, another plan of the model,
+  // another rank count: no file of this rank) is converted as it is read.
+  // (Its layout from the previous file when the last is damaged.)
+  CheckpointState previous;
+  std::string previousError;
+  bool probed =
+      read || readCheckpoint(options.checkpoint, rank, ranks, previous, previousError, true);
+  const CheckpointState &probe = read ? state : previous;
+  int64_t convert = probed ? probe.mesh != mesh || probe.planDigest != digest
+                           : error.rfind("cannot open ", 0) == 0 &&
+                                 previousError.rfind("cannot open ", 0) == 0;
+  std::string commError;
+  if (world_ && !world_->allReduce(&convert, 1, plan::I64, Reduction::Max, commError)) {
+    error = commError;
+    return false;
+  }
+  if (convert)
+    return resumeConverted(options, parameters, seed, start, error);
   // A damaged file (a checksum that does not match, a truncated file) falls
   // back to the one it replaced, said loudly; with several ranks, when the
   // others can resume from that step too.
-  bool read = readCheckpoint(options.checkpoint, rank, ranks, state, error);
   bool fellBack = false;
   if (!read) {
     std::string first = error;
@@ -115,7 +148,6 @@ bool Trainer::resume(const TrainOptions &options, const std::string &digest,
     // writing leaves some at a newer step. All resume from the oldest,
     // which every rank still has (its file, or its previous one).
     int64_t oldest = read ? state.step : -1, failed = read ? ranks : rank;
-    std::string commError;
     if (!world_->allReduce(&oldest, 1, plan::I64, Reduction::Min, commError) ||
         !world_->allReduce(&failed, 1, plan::I64, Reduction::Min, commError)) {
       error = commError;
@@ -145,20 +177,6 @@ bool Trainer::resume(const TrainOptions &options, const std::string &digest,
   } else if (!read) {
     return false;
   }
-  // Files before meshes were recorded are single-rank ones.
-  if (state.ranks() != ranks || (!state.mesh.empty() && state.mesh != mesh)) {
-    error = fmt::format("{}: the checkpoint was written by a run on mesh {} ({}); this "
-                        "plan's mesh is {} ({})",
-                        options.checkpoint, plan::meshString(state.mesh),
-                        plan::rankCount(state.ranks()), plan::meshString(mesh),
-                        plan::rankCount(ranks));
-    return false;
-  }
-  if (state.planDigest != digest) {
-    error = options.checkpoint + ": the checkpoint was written by another plan (recompiled "
-                                 "or changed); it cannot resume this one";
-    return false;
-  }
   if (state.tensorTypes.size() != parameters.size()) {
     error = options.checkpoint + ": holds " + std::to_string(state.tensorTypes.size()) +
             " tensors, the plan has " + std::to_string(parameters.size()) + " parameters";
@@ -181,6 +199,50 @@ bool Trainer::resume(const TrainOptions &options, const std::string &digest,
     progress_(fmt::format("resume: the checkpoint's data seed {} replaces --seed {}",
                           state.seed, options.seed));
   seed = state.seed;
+  progress_(fmt::format("resumed from {} at step {}", options.checkpoint, start));
+  return true;
+}
+
+bool Trainer::resumeConverted(const TrainOptions &options,
+                              const std::vector<uint32_t> &parameters, uint64_t &seed,
+                              int64_t &start, std::string &error) {
+  const plan::RankProgram &program = executor_.program();
+  std::vector<int64_t> mesh = plan::meshAxisSizes(plan_.mesh());
+  int64_t rank = world_ ? world_->rank() : 0, ranks = plan::meshDevices(plan_.mesh());
+  std::vector<int64_t> coordinates = meshCoordinates(rank, mesh);
+  std::vector<WantedPart> wanted;
+  for (uint32_t id : parameters) {
+    const plan::Buffer &buffer = program.buffers(int(id));
+    wanted.push_back({buffer.parameter().initializer(), buffer.type(),
+                      partOfBuffer(buffer, mesh, coordinates), executor_.bufferData(id)});
+  }
+  Resharded read;
+  bool ok = readResharded(options.checkpoint, wanted, read, error);
+  if (world_) {
+    int64_t failed = ok ? ranks : rank;
+    std::string commError;
+    if (!world_->allReduce(&failed, 1, plan::I64, Reduction::Min, commError)) {
+      error = commError;
+      return false;
+    }
+    if (ok && failed < ranks) {
+      error = fmt::format("{}: rank {} could not convert the checkpoint (its error says why)",
+                          options.checkpoint, failed);
+      return false;
+    }
+  }
+  if (!ok)
+    return false;
+  progress_(fmt::format("resume: {} was written by another split of the model (mesh {}, {}); "
+                        "converted to this plan's (mesh {}, {}) as it was read",
+                        options.checkpoint, plan::meshString(read.mesh),
+                        plan::rankCount(read.files), plan::meshString(mesh),
+                        plan::rankCount(ranks)));
+  start = read.step;
+  if (read.seed != options.seed)
+    progress_(fmt::format("resume: the checkpoint's data seed {} replaces --seed {}", read.seed,
+                          options.seed));
+  seed = read.seed;
   progress_(fmt::format("resumed from {} at step {}", options.checkpoint, start));
   return true;
 }
@@ -299,7 +361,12 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
                             : std::nullopt);
 
   // Every parameter (weights and optimizer state) is checkpointed, by name:
-  // this rank's parts of them.
+  // this rank's parts of them, with where each lies in the whole tensor.
+  std::vector<int64_t> axisSizes = plan::meshAxisSizes(plan_.mesh());
+  std::vector<int64_t> coordinates = meshCoordinates(world_ ? world_->rank() : 0, axisSizes);
+  auto partOf = [&](const plan::Buffer &buffer) {
+    return partOfBuffer(buffer, axisSizes, coordinates);
+  };
   const plan::RankProgram &program = executor_.program();
   std::vector<uint32_t> parameters;
   for (int b = 0; b < program.buffers_size(); ++b) // accumulators are zero between steps
@@ -330,6 +397,7 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     for (uint32_t id : parameters) {
       const plan::Buffer &buffer = program.buffers(int(id));
       state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
+      state.tensorParts.push_back(partOf(buffer));
       const char *at = executor_.bufferData(id);
       state.tensorBytes.emplace_back(
           at, at + plan::elementCount(buffer.type()) * plan::dtypeBytes(buffer.type().dtype()));

@@ -76,6 +76,9 @@ private:
   bool resume(const TrainOptions &options, const std::string &digest,
               const std::vector<uint32_t> &parameters, uint64_t &seed, int64_t &start,
               std::string &error);
+  /// resume() from a checkpoint of another split of the model.
+  bool resumeConverted(const TrainOptions &options, const std::vector<uint32_t> &parameters,
+                       uint64_t &seed, int64_t &start, std::string &error);
 
   const plan::Plan &plan_;
   Executor &executor_;

@@ -491,17 +491,26 @@ TEST_F(MultiRankRun, TrainsWithACheckpointPerRank) {
                                      "is not of step 2: the ranks cannot resume together"))
       << apart.output;
 
-  // A checkpoint of another mesh, or of another rank count.
-  Result otherMesh = runDtc("run " + dir + "/train-4x1.dtcp --data " + dir +
-                            "/data --steps 4 --checkpoint " + ck + " --resume");
-  EXPECT_NE(otherMesh.status, 0);
-  EXPECT_TRUE(contains(otherMesh.output, "the checkpoint was written by a run on mesh 2x2 (4 "
-                                         "ranks); this plan's mesh is 4x1 (4 ranks)"));
-  Result oneRank = runDtc("run " + dir + "/train-1.dtcp --data " + dir +
-                          "/data --steps 4 --checkpoint " + ck + " --resume");
-  EXPECT_EQ(oneRank.status, 1);
-  EXPECT_TRUE(contains(oneRank.output, "no checkpoint of a single-rank run; the folder holds "
-                                       "the files of 4 ranks"));
+  // A checkpoint of another mesh, or of another rank count: converted as
+  // it is read, the losses going on as the uninterrupted run's.
+  std::string two = dir + "/ck-two";
+  ASSERT_EQ(runDtc(common + "--steps 2 --checkpoint " + two).status, 0);
+  for (std::string other : {"train-4x1", "train-1"}) {
+    std::string copy = dir + "/ck-" + other;
+    std::filesystem::copy(two, copy);
+    Result converted = runDtc("run " + dir + "/" + other + ".dtcp --data " + dir +
+                              "/data --no-shuffle --steps 4 --checkpoint " + copy + " --resume");
+    EXPECT_EQ(converted.status, 0) << converted.output;
+    EXPECT_TRUE(contains(converted.output, "was written by another split of the model (mesh "
+                                           "2x2, 4 ranks); converted to this plan's (mesh " +
+                                               std::string(other == "train-1" ? "1x1, 1 rank"
+                                                                              : "4x1, 4 ranks")))
+        << converted.output;
+    std::vector<double> went = lossesOf(converted.output);
+    ASSERT_EQ(went.size(), 2u) << converted.output;
+    EXPECT_NEAR(went[0], losses[2], 1e-5 * std::abs(losses[2])) << other;
+    EXPECT_NEAR(went[1], losses[3], 1e-5 * std::abs(losses[3])) << other;
+  }
 
   // The weights are replicated: rank 0 exports them, once.
   Result exported = runDtc(common + "--steps 1 --export " + dir + "/out.onnx");

@@ -1,0 +1,123 @@
+//===- Reshard.cpp - a checkpoint read under another split ----------------===//
+#include "runtime/train/Reshard.h"
+
+#include "runtime/TensorSlices.h"
+#include "runtime/train/CheckpointFolder.h"
+#include "plan/DType.h"
+#include "plan/Ranks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace dtc::runtime::train {
+namespace {
+
+std::vector<int64_t> shapeOf(const plan::TensorType &type) {
+  return {type.shape().begin(), type.shape().end()};
+}
+
+/// A part's whole shape and start, with "whole" spelled out.
+void spelledOut(const plan::TensorType &type, const TensorPart &part,
+                std::vector<int64_t> &whole, std::vector<int64_t> &start) {
+  whole = part.wholeShape.empty() ? shapeOf(type) : part.wholeShape;
+  start = part.start.empty() ? std::vector<int64_t>(whole.size(), 0) : part.start;
+}
+
+} // namespace
+
+bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resharded &read,
+                   std::string &error) {
+  CheckpointFolder folder;
+  if (!inspectCheckpointFolder(dir, folder, error))
+    return false;
+  if (folder.resumableStep < 0) {
+    error = dir + ": no step that every rank of the checkpoint (" +
+            plan::rankCount(folder.ranks) + ") holds a valid file of";
+    return false;
+  }
+  std::map<std::string, size_t> byName;
+  for (size_t w = 0; w < wanted.size(); ++w)
+    byName[wanted[w].name] = w;
+  // Per wanted part, the elements filled so far, from distinct source parts
+  // (replicas hold the same part: counted once).
+  std::vector<int64_t> filled(wanted.size(), 0);
+  std::vector<std::set<std::vector<int64_t>>> sourcesSeen(wanted.size());
+  read = {};
+  read.step = folder.resumableStep;
+  read.files = folder.ranks;
+  std::vector<char> piece;
+  for (int64_t r = 0; r < folder.ranks; ++r) {
+    CheckpointState state;
+    // Its last file when of the step, else its previous one.
+    std::string lastError;
+    bool ok = readCheckpoint(dir, r, folder.ranks, state, lastError) &&
+              state.step == read.step;
+    if (!ok && !readCheckpoint(dir, r, folder.ranks, state, error, true))
+      return false;
+    if (state.step != read.step) {
+      error = fmt::format("{}: rank {} holds no file of step {}", dir, r, read.step);
+      return false;
+    }
+    read.seed = state.seed;
+    read.mesh = state.mesh;
+    for (size_t t = 0; t < state.tensorTypes.size(); ++t) {
+      const auto &[name, type] = state.tensorTypes[t];
+      auto it = byName.find(name);
+      if (it == byName.end())
+        continue; // another rank's (a pipeline stage's) or not needed here
+      WantedPart &want = wanted[it->second];
+      std::vector<int64_t> fromWhole, fromStart, toWhole, toStart;
+      spelledOut(type, t < state.tensorParts.size() ? state.tensorParts[t] : TensorPart(),
+                 fromWhole, fromStart);
+      spelledOut(want.type, want.part, toWhole, toStart);
+      if (type.dtype() != want.type.dtype() || fromWhole != toWhole) {
+        plan::TensorType was = type, is = want.type;
+        *was.mutable_shape() = {fromWhole.begin(), fromWhole.end()};
+        *is.mutable_shape() = {toWhole.begin(), toWhole.end()};
+        error = fmt::format("{}: tensor '{}' is {} in the checkpoint but {} in this plan: a "
+                            "checkpoint of another model",
+                            dir, name, plan::typeToString(was), plan::typeToString(is));
+        return false;
+      }
+      if (!sourcesSeen[it->second].insert(fromStart).second)
+        continue; // a replica of a part already read
+      // The box both parts share, copied from the one into the other.
+      std::vector<int64_t> from = shapeOf(type), to = shapeOf(want.type);
+      std::vector<int64_t> lo(from.size()), size(from.size());
+      int64_t count = 1;
+      for (size_t d = 0; d < from.size(); ++d) {
+        lo[d] = std::max(fromStart[d], toStart[d]);
+        size[d] = std::min(fromStart[d] + from[d], toStart[d] + to[d]) - lo[d];
+        count *= std::max<int64_t>(0, size[d]);
+      }
+      if (count == 0)
+        continue;
+      std::vector<int64_t> inFrom(from.size()), inTo(from.size());
+      for (size_t d = 0; d < from.size(); ++d) {
+        inFrom[d] = lo[d] - fromStart[d];
+        inTo[d] = lo[d] - toStart[d];
+      }
+      int64_t width = plan::dtypeBytes(type.dtype());
+      piece.resize(size_t(count * width));
+      copySlice(state.tensorBytes[t].data(), from, inFrom, size, width, piece.data());
+      pasteSlice(piece.data(), to, inTo, size, width, want.into);
+      filled[it->second] += count;
+    }
+  }
+  for (size_t w = 0; w < wanted.size(); ++w) {
+    int64_t need = plan::elementCount(wanted[w].type);
+    if (filled[w] != need) {
+      error = fmt::format("{}: the checkpoint holds {} of the {} values of '{}' this rank needs{}",
+                          dir, filled[w], need, wanted[w].name,
+                          filled[w] == 0 ? " (no such tensor: a checkpoint of another model?)"
+                                         : "");
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace dtc::runtime::train

@@ -1,0 +1,46 @@
+//===- Reshard.h - a checkpoint read under another split ---------*- C++ -*-===//
+//
+// A checkpoint written by one plan resumes under another plan of the same
+// model (dp=4 to dp=2 x tp=2, ZeRO-3, pipelined, one device): every rank's
+// file records where its part of each tensor lies in the whole tensor
+// (Checkpoint.h: TensorPart), so each rank of the new plan takes, file by
+// file, the pieces of its own parts that each file holds.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_TRAIN_RESHARD_H
+#define DTC_RUNTIME_TRAIN_RESHARD_H
+
+#include "runtime/train/Checkpoint.h"
+
+#include <string>
+#include <vector>
+
+namespace dtc::runtime::train {
+
+/// A tensor part this rank needs, and where its bytes go.
+struct WantedPart {
+  std::string name;
+  plan::TensorType type; // the part's
+  TensorPart part;       // where it lies in the whole (empty: whole)
+  char *into = nullptr;  // type's bytes
+};
+
+/// What a converted resume read.
+struct Resharded {
+  int64_t step = 0;
+  uint64_t seed = 0;
+  int64_t files = 0;            // the checkpoint's ranks
+  std::vector<int64_t> mesh;    // the mesh that wrote it
+};
+
+/// Fills every wanted part from the checkpoint in `dir` at the newest step
+/// all its ranks hold (each rank's last file, or its previous one), reading
+/// one file at a time; false with `error` when the folder holds no such
+/// step, a tensor is missing, its whole shape or dtype differs (another
+/// model), or the files do not cover a wanted part.
+bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resharded &read,
+                   std::string &error);
+
+} // namespace dtc::runtime::train
+
+#endif // DTC_RUNTIME_TRAIN_RESHARD_H
