@@ -1,6 +1,8 @@
 //===- Executor.cpp -------------------------------------------------------===//
 #include "runtime/Executor.h"
 
+#include "plan/FormatBytes.h"
+
 #include "runtime/CollectiveKernel.h"
 #include "plan/PipelineSchedule.h"
 #include "plan/PlanLoader.h"
@@ -143,14 +145,44 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
   return ex;
 }
 
+namespace {
+
+/// The memory the OS could give this process now (MemAvailable), or -1
+/// when it does not say.
+int64_t availableMemoryBytes() {
+  FILE *meminfo = std::fopen("/proc/meminfo", "r");
+  if (!meminfo)
+    return -1;
+  char line[256];
+  long long kib = -1;
+  while (std::fgets(line, sizeof line, meminfo))
+    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1)
+      break;
+  std::fclose(meminfo);
+  return kib < 0 ? -1 : int64_t(kib) * 1024;
+}
+
+} // namespace
+
 bool Executor::load(const std::string &modelPath, int threads, std::string &error) {
   const plan::RankProgram &program = *program_;
   size_t arenaBytes = std::max<size_t>(
       kArenaAlignment, (program.arena_bytes() + kArenaAlignment - 1) / kArenaAlignment *
                            kArenaAlignment);
+  // Before the allocation, which the OS may grant and then kill the
+  // process for when the memset touches it: a message with the figures.
+  if (int64_t available = availableMemoryBytes(); available >= 0 && int64_t(arenaBytes) > available) {
+    error = "the rank needs " + plan::formatBytes(int64_t(arenaBytes)) +
+            " of memory (its arena: weights, optimizer state, activations and workspace), but "
+            "this machine has " + plan::formatBytes(available) +
+            " available: run on a machine with more, or compile the plan for this one "
+            "(--memory-limit, or more devices)";
+    return false;
+  }
   arena_ = static_cast<char *>(std::aligned_alloc(kArenaAlignment, arenaBytes));
   if (!arena_) {
-    error = "cannot allocate the rank's arena of " + std::to_string(arenaBytes) + " bytes";
+    error = "cannot allocate the rank's arena of " + plan::formatBytes(int64_t(arenaBytes)) +
+            " (" + std::to_string(arenaBytes) + " bytes)";
     return false;
   }
   // Bytes no buffer source fills start as zeros, not as whatever was there.
