@@ -73,6 +73,8 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "mlir::ModuleOp"> {
     Option<"weightDecay", "weight-decay", "double", "0.0", "Decoupled weight decay">,
     Option<"clipNorm", "clip-norm", "double", "0.0",
            "Clip gradients to this global L2 norm (0: off)">,
+    Option<"skipNonFinite", "skip-nonfinite", "bool", "false",
+           "Leave weights and state as they were when the gradients are not finite">,
     Option<"schedule", "schedule", "std::string", "\"constant\"",
            "constant, or cosine (linear warm-up, then cosine decay)">,
     Option<"warmupSteps", "warmup", "int64_t", "0", "cosine: warm-up steps">,

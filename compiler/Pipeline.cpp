@@ -94,6 +94,9 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                              llvm::cl::init(0.0)};
   Option<double> clipNorm{*this, "clip-norm", llvm::cl::desc("Global gradient norm clip"),
                           llvm::cl::init(0.0)};
+  Option<bool> skipNonFinite{*this, "skip-nonfinite",
+                             llvm::cl::desc("Skip the update when the gradients are not finite"),
+                             llvm::cl::init(false)};
   Option<std::string> schedule{*this, "schedule", llvm::cl::desc("constant or cosine"),
                                llvm::cl::init("constant")};
   Option<int64_t> warmupSteps{*this, "warmup", llvm::cl::desc("Warm-up steps"),

@@ -120,6 +120,8 @@ LogicalResult emitTraining(func::FuncOp func, DictionaryAttr options, plan::Trai
   out.set_momentum(real("momentum"));
   out.set_weight_decay(real("weight_decay"));
   out.set_clip_norm(real("clip_norm"));
+  if (auto skip = options.getAs<BoolAttr>("skip_nonfinite"))
+    out.set_skip_nonfinite(skip.getValue());
   out.set_precision(text("precision"));
   out.set_running_statistics(integer("running_statistics"));
   out.set_classes(integer("classes", /*required=*/false));

@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Training.h"
 
+#include <limits>
+
 #include "compiler/Autodiff.h"
 #include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
@@ -125,8 +127,21 @@ public:
     b_.setInsertionPoint(terminator);
     if (options_.microBatches > 1)
       accumulateGradients(trained, updates);
+    // The global sum of the gradients' squares: clipping's norm, and
+    // whether the step's update is taken.
+    Value squares;
+    if (options_.clipNorm > 0 || options_.skipNonFinite)
+      squares = gradientSquares(trained);
     if (options_.clipNorm > 0)
-      clipGradients(trained);
+      clipGradients(trained, squares);
+    // Finite: at most the largest float (NaN compares false, +inf is more).
+    Value finite = options_.skipNonFinite
+                       ? Value(b_.create<graph::LessEqualOp>(
+                             loc_, squares, constant(std::numeric_limits<float>::max())))
+                       : Value();
+    auto guarded = [&](Value updated, Value old) {
+      return finite ? Value(b_.create<graph::WhereOp>(loc_, finite, updated, old)) : updated;
+    };
 
     Value lr = addInput("optimizer.lr", "learning_rate", scalarType());
     Value bc1, bc2;
@@ -144,9 +159,9 @@ public:
         if (options_.momentum > 0) {
           Value v = state(param, "momentum");
           step = add(mul(v, constant(options_.momentum)), g);
-          updates.push_back({step, name + ".momentum"});
+          updates.push_back({guarded(step, v), name + ".momentum"});
         }
-        updates.push_back({sub(p, mul(step, lr)), name});
+        updates.push_back({guarded(sub(p, mul(step, lr)), p), name});
       } else {
         Value m = state(param, "adam_m"), v = state(param, "adam_v");
         Value m2 = add(mul(m, constant(options_.beta1)), mul(g, constant(1 - options_.beta1)));
@@ -157,9 +172,9 @@ public:
         Value step = b_.create<graph::DivOp>(loc_, mul(m2, bc1), denominator);
         if (options_.weightDecay > 0)
           step = add(step, mul(p, constant(options_.weightDecay)));
-        updates.push_back({m2, name + ".adam_m"});
-        updates.push_back({v2, name + ".adam_v"});
-        updates.push_back({sub(p, mul(step, lr)), name});
+        updates.push_back({guarded(m2, m), name + ".adam_m"});
+        updates.push_back({guarded(v2, v), name + ".adam_v"});
+        updates.push_back({guarded(sub(p, mul(step, lr)), p), name});
       }
     }
 
@@ -174,6 +189,8 @@ public:
     }
     for (auto &[value, name] : updates)
       results.push_back(value);
+    if (options_.skipNonFinite) // last: the updates' indices stay as they are
+      results.push_back(squares);
     terminator->setOperands(results);
     SmallVector<Type> types;
     for (Value v : results)
@@ -192,6 +209,8 @@ public:
     for (auto &[value, name] : updates)
       named({b_.getNamedAttr(attr::kName, b_.getStringAttr(name + ".new")),
              b_.getNamedAttr(attr::kUpdates, b_.getStringAttr(name))});
+    if (options_.skipNonFinite)
+      named({b_.getNamedAttr(attr::kName, b_.getStringAttr(kGradientSquares))});
     func_.setAllResultAttrs(attrs);
 
     recordOptions(classes, running);
@@ -251,6 +270,7 @@ private:
     add("momentum", b_.getF64FloatAttr(options_.momentum));
     add("weight_decay", b_.getF64FloatAttr(options_.weightDecay));
     add("clip_norm", b_.getF64FloatAttr(options_.clipNorm));
+    add("skip_nonfinite", b_.getBoolAttr(options_.skipNonFinite));
     add("precision", b_.getStringAttr(options_.precision));
     add("running_statistics", b_.getI64IntegerAttr(running));
     add("micro_batches", b_.getI64IntegerAttr(options_.microBatches));
@@ -347,7 +367,10 @@ private:
                             : " constant") +
                        (o.clipNorm > 0 ? ", gradients clipped to global norm " +
                                              formatNumber(o.clipNorm)
-                                       : ""));
+                                       : "") +
+                       (o.skipNonFinite ? ", a step with non-finite gradients leaves the "
+                                          "weights and state as they were (--skip-nonfinite)"
+                                        : ""));
     addNote(func_, "training: " + std::to_string(trained) + " of " +
                        std::to_string(parametersBefore) + " parameters trained (" +
                        formatCount(trainedValues) + " values), " + std::to_string(states) +
@@ -573,14 +596,21 @@ private:
     return typeOf(outputs[0]).getShape()[0];
   }
 
-  /// g *= clip / max(norm, clip), norm the global L2 norm of all gradients.
-  void clipGradients(SmallVectorImpl<std::pair<graph::ParameterOp, Value>> &trained) {
+  /// The sum of every gradient's squares (the global L2 norm, squared).
+  Value gradientSquares(ArrayRef<std::pair<graph::ParameterOp, Value>> trained) {
     Value total;
     for (auto &[param, grad] : trained) {
       Value squares = sumAll(mul(grad, grad));
       total = total ? add(total, squares) : squares;
     }
-    Value norm = b_.create<graph::SqrtOp>(loc_, total);
+    return total;
+  }
+
+  /// g *= clip / max(norm, clip), norm the global L2 norm of all gradients
+  /// (the root of `squares`).
+  void clipGradients(SmallVectorImpl<std::pair<graph::ParameterOp, Value>> &trained,
+                     Value squares) {
+    Value norm = b_.create<graph::SqrtOp>(loc_, squares);
     Value clip = constant(options_.clipNorm);
     Value scale = b_.create<graph::DivOp>(loc_, clip, b_.create<graph::MaxOp>(loc_, norm, clip));
     for (auto &entry : trained)

@@ -20,6 +20,11 @@ struct TrainingOptions {
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; // adamw
   double weightDecay = 0.0;
   double clipNorm = 0.0;               // 0: off
+  /// Skip the update of a step whose gradients (or loss) are not finite:
+  /// every update becomes where(finite, new, old), finite from the global
+  /// sum of the gradients' squares, which the step returns as
+  /// `gradient_squares` for the runtime to say so.
+  bool skipNonFinite = false;
   std::string schedule = "constant";   // or "cosine"
   int64_t warmupSteps = 0, totalSteps = 0;
   /// "fp32", or "bf16": matmuls and convolutions compute in bf16 between
@@ -45,6 +50,10 @@ struct TrainingOptions {
   std::string trainOutput;
 };
 
+/// The training step's result (and plan output) holding the global sum of
+/// the gradients' squares, with --skip-nonfinite (plan.proto: Training).
+constexpr const char *kGradientSquares = "gradient_squares";
+
 /// TrainingOptions' plain fields, which the pass's options
 /// (dtc-build-training-step) and the pipeline's (dtc-compile-pipeline) name
 /// the same way: one list for every copy between them. (ignoreIndex, at
@@ -52,7 +61,7 @@ struct TrainingOptions {
 #define DTC_TRAINING_OPTION_FIELDS(X)                                                          \
   X(loss) X(optimizer) X(learningRate) X(momentum) X(beta1) X(beta2) X(epsilon)               \
   X(weightDecay) X(clipNorm) X(schedule) X(warmupSteps) X(totalSteps) X(precision)      \
-  X(microBatches) X(trainOutput)
+  X(microBatches) X(trainOutput) X(skipNonFinite)
 
 /// Checks the options; a message naming the bad one, or empty.
 std::string checkTrainingOptions(const TrainingOptions &options);

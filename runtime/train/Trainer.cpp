@@ -41,6 +41,9 @@ std::string planDigest(const plan::Plan &plan, const plan::RankProgram &program)
   return fmt::format("{:016x}", h);
 }
 
+/// The output a --skip-nonfinite step reports its gradients' squares in.
+constexpr const char *kGradientSquaresOutput = "gradient_squares";
+
 /// Where the rank at `coordinates` holds its part of `buffer` in the whole
 /// tensor (empty for a whole one).
 TensorPart partOfBuffer(const plan::Buffer &buffer, const std::vector<int64_t> &axisSizes,
@@ -387,6 +390,14 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   }
 
   int64_t lastSaved = start; // the step of the checkpoint a failed write leaves
+  // --skip-nonfinite: the output that says whether a step's gradients were
+  // finite (plan.proto: Training.skip_nonfinite).
+  int squaresOutput = -1;
+  int64_t skippedSteps = 0;
+  if (training.skip_nonfinite())
+    for (int o = 0; o < plan_.outputs_size(); ++o)
+      if (plan_.outputs(o).name() == kGradientSquaresOutput)
+        squaresOutput = o;
   auto saveCheckpoint = [&](int64_t completed) {
     CheckpointState state;
     state.step = completed;
@@ -508,7 +519,34 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       return false;
     }
     float loss = float(lossSum / double(microBatches));
-    if (!std::isfinite(loss)) {
+    // --skip-nonfinite: the program kept the old weights and state when its
+    // gradients were not finite; every rank learns whether it did.
+    bool skipped = false;
+    if (squaresOutput >= 0) {
+      int64_t notFinite = 0;
+      if (executor_.hasOutput(squaresOutput)) {
+        float squares;
+        std::memcpy(&squares, executor_.output(squaresOutput).bytes.data(), sizeof squares);
+        notFinite = !std::isfinite(squares);
+      }
+      std::string commError;
+      if (world_ && !world_->allReduce(&notFinite, 1, plan::I64, Reduction::Max, commError)) {
+        error = fmt::format("step {}: {}", step + 1, commError);
+        return false;
+      }
+      skipped = notFinite;
+      if (skipped) {
+        ++skippedSteps;
+        progress_(fmt::format("skipped step {}: the gradients are not finite (the loss is {}); "
+                              "weights and optimizer state stay as they were (--skip-nonfinite)",
+                              step + 1, loss));
+      }
+    }
+    if (!std::isfinite(loss) && squaresOutput >= 0 && !skipped)
+      progress_(fmt::format("note: step {}: the loss is {}, its gradients finite: the step is "
+                            "taken",
+                            step + 1, loss));
+    if (!std::isfinite(loss) && squaresOutput < 0) {
       error = fmt::format("step {}: the loss is {}; stopping without saving anything{}",
                           step + 1,
                           std::isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity",
@@ -567,6 +605,9 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       lastSaved = step + 1;
     }
   }
+  if (skippedSteps > 0)
+    progress_(fmt::format("training: {} of {} steps skipped for non-finite gradients",
+                          skippedSteps, options.steps - start));
   if (options.exportPath.empty())
     return true;
   int replaced = 0;

@@ -12,6 +12,8 @@ run of the same steps:
   hang       SIGSTOP of a random rank under --timeout 3: the other ranks'
              watchdogs end the job within the timeout, naming the stopped
              rank from the heartbeats, and --max-restarts goes on;
+  nonfinite  an inf in a batch under --skip-nonfinite on 4 ranks (data and
+             tensor parallel, ZeRO-3): the step is skipped on every rank;
   damage     a flipped bit or a truncation at a random offset of a random
              rank's checkpoint file (its last or its previous): `dtc
              checkpoint inspect` names the file, and a resume either falls
@@ -189,6 +191,38 @@ def hang(dtc, plan, data, tmp, rng):
     return detected
 
 
+def nonfinite(dtc, tmp):
+    """An inf in one batch under --skip-nonfinite, on 4 ranks split two ways:
+    every rank skips that step together and the losses are one rank's."""
+    x = np.random.RandomState(0).randn(64, 64).astype(np.float32)
+    x[20, 3] = np.inf  # in the second batch of 16, on one data-parallel rank's rows
+    data = os.path.join(tmp, "inf-data")
+    os.makedirs(data)
+    np.save(os.path.join(data, "x.npy"), x)
+    np.save(os.path.join(data, "labels.npy"), np.random.RandomState(1).randint(0, 10, 64))
+    mlp = os.path.join(tmp, "mlp.onnx")
+    onnx.save(generate.MODELS["mlp"](), mlp)
+    got = {}
+    for name, flags in {"1 rank": [], "dp=4": ["--dp", "4", "--zero", "0"],
+                        "dp=2 x tp=2, ZeRO-3": ["--dp", "2", "--tp", "2", "--zero", "3"]}.items():
+        plan = os.path.join(tmp, f"skip-{len(got)}.dtcp")
+        run([dtc, "compile", mlp, "--train", "--shape", "batch=16", "--skip-nonfinite", "-o",
+             plan] + flags)
+        out = run([dtc, "run", plan, "--data", data, "--steps", "6", "--no-shuffle", "--threads",
+                   "1"], expect_ok=False)
+        got[name] = (out.returncode, losses(out.stdout),
+                     out.stdout.count("skipped step 2:"), out.stdout.count("skipped step 6:"))
+    one = got["1 rank"]
+    for name, (status, seen, second, sixth) in got.items():
+        same = len(seen) == 6 and all(
+            (a == b == "nan") or (a != "nan" and b != "nan" and
+                                  abs(float(a) - float(b)) <= 1e-5 * abs(float(b)))
+            for (_, a), (_, b) in zip(seen, one[1]))
+        check(status == 0 and second == sixth == 1 and same,
+              f"--skip-nonfinite, {name}: steps 2 and 6 (an inf in their batch) skipped, said "
+              "once, the other losses those of one rank")
+
+
 def damage(path, rng):
     """Flips a random bit or truncates at a random offset; says which."""
     data = bytearray(open(path, "rb").read())
@@ -341,6 +375,7 @@ def main():
 
         survived, recovery = kills(dtc, plan, data, reference, tmp, rng)
         kill_one_rank(dtc, plan1, data, tmp, rng)
+        nonfinite(dtc, tmp)
         hung = hang(dtc, plan, data, tmp, rng)
         caught, tried = damages(dtc, plan, data, ref_dir, full, tmp, rng)
         disk_full(dtc, plan1, data, tmp)

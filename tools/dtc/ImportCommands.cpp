@@ -141,6 +141,7 @@ int runImport(const Args &args) {
 /// compile's training options (--train and what it trains with).
 void addTrainingOptions(OptionParser &parser, bool &train, TrainingOptions &t) {
   parser.flag("--train", train);
+  parser.flag("--skip-nonfinite", t.skipNonFinite);
   for (auto [name, out] : {std::pair{"--loss", &t.loss}, std::pair{"--optimizer", &t.optimizer},
                            std::pair{"--lr-schedule", &t.schedule},
                            std::pair{"--precision", &t.precision},

@@ -35,6 +35,10 @@ commands:
           --optimizer adamw|sgd (default adamw) --lr X (default 1e-3)
           --momentum X (sgd, default 0.9) --beta1 X --beta2 X --weight-decay X
           --clip-norm X (global gradient norm; default off)
+          --skip-nonfinite   a step whose gradients are not finite (an
+              overflow, a bad sample) leaves weights and optimizer state as
+              they were and the run goes on, saying so (default: a
+              non-finite loss stops the run)
           --lr-schedule constant|cosine --warmup N --total-steps N
               (--schedule constant|cosine too)
           --precision fp32|bf16 (bf16: the model computes in bf16,
