@@ -191,6 +191,25 @@ def hang(dtc, plan, data, tmp, rng):
     return detected
 
 
+def nonfinite_pipelined(dtc, model, data, tmp):
+    """A learning rate that overflows the weights after step 1: on two
+    pipeline stages every later step is skipped, as on one rank."""
+    seen = {}
+    for name, flags in {"1 rank": [], "pp=2 x dp=2": ["--pp", "2", "--dp", "2", "--zero", "0",
+                                                      "--micro-batches", "2"]}.items():
+        plan = os.path.join(tmp, f"overflow-{len(seen)}.dtcp")
+        run([dtc, "compile", model, "--train", "--shape", "batch=8", "--shape", "seq=32",
+             "--optimizer", "sgd", "--momentum", "0", "--lr", "1e38", "--skip-nonfinite",
+             "-o", plan] + flags)
+        out = run([dtc, "run", plan, "--data", data, "--steps", "4", "--threads", "1"],
+                  expect_ok=False)
+        seen[name] = (out.returncode, [line.split(":")[0] for line in out.stdout.splitlines()
+                                       if line.startswith("skipped step")], losses(out.stdout))
+    check(seen["pp=2 x dp=2"] == seen["1 rank"] and
+          seen["1 rank"][1] == ["skipped step 2", "skipped step 3", "skipped step 4"],
+          "--skip-nonfinite on a pipeline: the overflowing steps skipped as on one rank")
+
+
 def nonfinite(dtc, tmp):
     """An inf in one batch under --skip-nonfinite, on 4 ranks split two ways:
     every rank skips that step together and the losses are one rank's."""
@@ -376,6 +395,7 @@ def main():
         survived, recovery = kills(dtc, plan, data, reference, tmp, rng)
         kill_one_rank(dtc, plan1, data, tmp, rng)
         nonfinite(dtc, tmp)
+        nonfinite_pipelined(dtc, model, data, tmp)
         hung = hang(dtc, plan, data, tmp, rng)
         caught, tried = damages(dtc, plan, data, ref_dir, full, tmp, rng)
         disk_full(dtc, plan1, data, tmp)
