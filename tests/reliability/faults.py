@@ -50,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 sys.path.insert(0, os.path.join(HERE, "..", "training"))
 import generate  # noqa: E402
-from trainlib import check, finish, losses, run  # noqa: E402
+from trainlib import check, finish, losses, next_token_data, run  # noqa: E402
 
 STEPS, EVERY = 120, 10
 KILLS = 3
@@ -368,12 +368,7 @@ def main():
     dtc = os.path.abspath(args.dtc)
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        r = np.random.RandomState(0)
-        ids = r.randint(0, 256, (64, 32)).astype(np.int64)
-        data = os.path.join(tmp, "data")
-        os.makedirs(data)
-        np.save(os.path.join(data, "input_ids.npy"), ids)
-        np.save(os.path.join(data, "labels.npy"), np.roll(ids, -1, 1))
+        data = next_token_data(os.path.join(tmp, "data"))
         model = os.path.join(tmp, "gpt.onnx")
         onnx.save(generate.MODELS["gpt"](), model)
         plan = os.path.join(tmp, "gpt4.dtcp")

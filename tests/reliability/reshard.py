@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 sys.path.insert(0, os.path.join(HERE, "..", "training"))
 import generate  # noqa: E402
-from trainlib import check, finish, losses, run  # noqa: E402
+from trainlib import check, finish, losses, next_token_data, run  # noqa: E402
 
 SPLITS = {
     "dp=4": ["--dp", "4", "--zero", "0"],
@@ -49,11 +49,7 @@ def main():
         model = os.path.join(tmp, "gpt.onnx")
         onnx.save(generate.MODELS["gpt"](), model)
         r = np.random.RandomState(0)
-        ids = r.randint(0, 256, (64, 32)).astype(np.int64)
-        data = os.path.join(tmp, "data")
-        os.makedirs(data)
-        np.save(os.path.join(data, "input_ids.npy"), ids)
-        np.save(os.path.join(data, "labels.npy"), np.roll(ids, -1, 1))
+        data = next_token_data(os.path.join(tmp, "data"))
         plans = {}
         for name, flags in SPLITS.items():
             plans[name] = os.path.join(tmp, name.replace(" ", "").replace("=", "") + ".dtcp")

@@ -39,6 +39,16 @@ def finish(what):
     print(f"{what} checks passed")
 
 
+def next_token_data(folder, rows=64, seq=32, vocab=256):
+    """`folder` with input_ids.npy (seeded random tokens) and labels.npy (the
+    next token of each); returns it."""
+    ids = np.random.RandomState(0).randint(0, vocab, (rows, seq)).astype(np.int64)
+    os.makedirs(folder, exist_ok=True)
+    np.save(os.path.join(folder, "input_ids.npy"), ids)
+    np.save(os.path.join(folder, "labels.npy"), np.roll(ids, -1, 1))
+    return folder
+
+
 def dtc_outputs(dtc, model, shapes, inputs, tmp):
     """Compiles `model` for inference with `shapes` ({dim: size}) and runs it
     on `inputs` ({name: array}); returns its first output."""
