@@ -367,6 +367,7 @@ int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob 
   if (!options.check && !expected.empty() && primary)
     fmt::print("run: '{}' holds expected outputs; --check compares against them\n",
                options.inputs);
+  runtime::watchdog::setActivity("the inference run");
   if (!executor->run(error))
     return failure(error);
 
