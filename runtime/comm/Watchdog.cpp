@@ -24,7 +24,8 @@ using Clock = std::chrono::steady_clock;
 struct State {
   std::mutex mutex;
   int depth = 0;        // waits entered and not left (nested: the outermost counts)
-  std::string what;     // the outermost wait
+  Describe describe = nullptr; // the outermost wait's
+  const void *context = nullptr;
   Clock::time_point since;
   std::string activity = "start-up";
 };
@@ -158,9 +159,9 @@ void start(int rank, int ranks, double timeoutSeconds, const std::string &heartb
         State &s = state();
         std::lock_guard<std::mutex> lock(s.mutex);
         beat.activity = s.activity;
-        if (s.depth > 0) {
+        if (s.depth > 0) { // the wait goes on (and its description lives) while we hold the lock
           waited = std::chrono::duration<double>(Clock::now() - s.since).count();
-          beat.what = s.what;
+          beat.what = s.describe(s.context);
         }
       }
       beat.time = wallSeconds();
@@ -182,16 +183,17 @@ void setActivity(const std::string &activity) {
   s.activity = activity;
 }
 
-void Wait::enter(std::string what) {
+void enterWait(Describe describe, const void *context) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.depth++ == 0) {
-    s.what = std::move(what);
+    s.describe = describe;
+    s.context = context;
     s.since = Clock::now();
   }
 }
 
-void Wait::leave() {
+void leaveWait() {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   --s.depth;

@@ -40,29 +40,34 @@ bool running();
 /// What the rank is doing, for the messages: "step 12".
 void setActivity(const std::string &activity);
 
+/// The watchdog's side of a Wait: `describe(context)` says what it waits
+/// for, called (by the watchdog's thread) only while the wait lasts.
+using Describe = std::string (*)(const void *context);
+void enterWait(Describe describe, const void *context);
+void leaveWait();
+
 /// Marks a wait on other ranks (a collective, a send's completion, a
-/// receive) while it lives; `what` says which ("allReduce (sum) of 1024 f32
-/// on group 'mesh 2x2 axes {0}'"). Costs a string and a lock when the
-/// watchdog runs, a load when it does not. Nested waits count as the
-/// outermost.
+/// receive) while it lives; `describe()` says which ("allReduce (sum) of
+/// 1024 f32 on group 'mesh 2x2 axes {0}'"), called only when the watchdog
+/// writes a heartbeat or gives up, so a wait costs two uncontended locks
+/// and no allocation. Nested waits count as the outermost.
+template <typename DescribeFn>
 class Wait {
 public:
-  /// `describe()` gives `what`, called only when the watchdog runs.
-  template <typename Describe>
-  explicit Wait(const Describe &describe) : watched_(running()) {
+  explicit Wait(DescribeFn describe) : describe_(std::move(describe)), watched_(running()) {
     if (watched_)
-      enter(describe());
+      enterWait(&Wait::text, this);
   }
   ~Wait() {
     if (watched_)
-      leave();
+      leaveWait();
   }
   Wait(const Wait &) = delete;
   Wait &operator=(const Wait &) = delete;
 
 private:
-  static void enter(std::string what);
-  static void leave();
+  static std::string text(const void *self) { return static_cast<const Wait *>(self)->describe_(); }
+  DescribeFn describe_; // its captures live in the waiting call's frame
   bool watched_;
 };
 

@@ -48,6 +48,8 @@ void writeBeat(const std::string &dir, int rank, double age, double waiting,
     }
   }).detach();
   watchdog::Wait wait([] { return std::string("allReduce (sum) of 4 f32 on group 'world'"); });
+  // A wait inside it does not change what the outer one says.
+  watchdog::Wait inner([] { return std::string("an inner wait"); });
   for (;;)
     std::this_thread::sleep_for(std::chrono::seconds(1));
 }
