@@ -59,6 +59,8 @@ bool deferReduction(Operation *sum) {
                                             reduce.getMeshAxes(), mesh::ReductionKind::Sum);
   if (Attribute sharding = sum->getAttr(attr::kSharding))
     whole.getDefiningOp()->setAttr(attr::kSharding, sharding);
+  if (reduce->hasAttr(attr::kGradientReduction))
+    whole.getDefiningOp()->setAttr(attr::kGradientReduction, b.getUnitAttr());
   result.replaceUsesWithIf(whole, [&](OpOperand &use) {
     return use.getOwner() != whole.getDefiningOp() && !isa<func::ReturnOp>(use.getOwner());
   });

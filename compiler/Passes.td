@@ -184,6 +184,26 @@ def AccumulateGradients : Pass<"dtc-accumulate-gradients", "mlir::func::FuncOp">
   let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
 }
 
+def CompressGradients : Pass<"dtc-compress-gradients", "mlir::func::FuncOp"> {
+  let summary = "Send weight gradients' reductions in bf16 or f16";
+  let description = [{
+    Gradient compression (as Horovod's and PyTorch DDP's fp16 hooks): each
+    mesh all-reduce or reduce-scatter of a weight's gradient (marked
+    `dtc.gradient_reduction` by dtc-spmd-partition; kept so by
+    dtc-accumulate-gradients) on f32 becomes a cast to `precision`, the
+    reduction in that type, and a cast back to f32: half the bytes on the
+    wire, each rank's reduction combining pairs in f32 and rounding once per
+    hop (runtime/comm). Activations' reductions (tensor parallelism) and
+    the loss stay f32. Runs after dtc-accumulate-gradients, so that a
+    micro-batched step's deferred reduction is the one compressed.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"bf16\"",
+           "The type gradients travel in: bf16 (f32's range) or f16">,
+  ];
+  let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
+}
+
 def PipelineSplit : Pass<"dtc-pipeline-split", "mlir::ModuleOp"> {
   let summary = "Cut a training step into pipeline stages, one function each";
   let description = [{

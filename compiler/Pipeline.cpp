@@ -49,6 +49,11 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
     pm.nest<func::FuncOp>().addPass(createRegatherWeights());
   if (options.training) // micro-batched steps (a searched count's too)
     pm.nest<func::FuncOp>().addPass(createAccumulateGradients());
+  if (options.training && !options.parallel.compressGradients.empty()) {
+    CompressGradientsOptions compress;
+    compress.precision = options.parallel.compressGradients;
+    pm.nest<func::FuncOp>().addPass(createCompressGradients(compress));
+  }
   // 0: as many stages as the search chose for --devices.
   if (stages > 1 || (stages == 0 && options.training)) {
     PipelineSplitOptions pipeline;
@@ -136,6 +141,10 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                              llvm::cl::init("cpu-local")};
   Option<std::string> cluster{*this, "cluster", llvm::cl::desc("Cluster file (JSON)"),
                               llvm::cl::init("")};
+  Option<std::string> compressGradients{
+      *this, "compress-gradients",
+      llvm::cl::desc("Weight gradients' reductions in bf16 or f16 (empty: f32)"),
+      llvm::cl::init("")};
   Option<std::string> memoryLimit{*this, "memory-limit",
                                   llvm::cl::desc("Bytes per device, e.g. 40GiB"),
                                   llvm::cl::init("")};
@@ -166,6 +175,7 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     p.zero = int(zero);
     p.preset = preset;
     p.clusterFile = cluster;
+    p.compressGradients = compressGradients;
     // A size that does not parse reaches the search as a negative limit,
     // which it refuses with a message.
     if (!memoryLimit.empty())

@@ -120,6 +120,9 @@ struct ParallelOptions {
   int64_t dataParallel = 0;  // --dp: a mesh axis that splits the batch (0: none)
   int64_t tensorParallel = 0; // --tp: a mesh axis that splits anything but the batch
   int zero = -1;             // --zero 0..3; -1: searched
+  /// --compress-gradients: weight gradients' reductions travel in this type
+  /// ("bf16", "f16"; empty: f32, as computed).
+  std::string compressGradients;
   bool searchMeshShape = false; // --devices: `mesh` is {N}, whose shape is searched too
   double memoryLimit = 0;    // --memory-limit bytes per device; 0: the cluster's capacity
   /// --pp: stages, each a copy of the mesh above (1: none; 0 with --devices

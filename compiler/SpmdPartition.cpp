@@ -111,6 +111,8 @@ public:
           reduce.getInput(), reduce.getReduction(), first.getSliceAxis());
       if (Attribute sharding = first->getAttr(attr::kSharding))
         scattered.getDefiningOp()->setAttr(attr::kSharding, sharding);
+      if (reduce->hasAttr(attr::kGradientReduction))
+        scattered.getDefiningOp()->setAttr(attr::kGradientReduction, b_.getUnitAttr());
       for (Operation *user : slices) {
         user->getResult(0).replaceAllUsesWith(scattered);
         user->erase();
@@ -403,8 +405,11 @@ private:
                                                                           double(axesSize(axes)))));
       partial = b_.create<graph::DivOp>(partial.getLoc(), partial, parts);
     }
-    return b_.create<mesh::AllReduceOp>(partial.getLoc(), partial, mesh_.getSymName(),
-                                        SmallVector<mesh::MeshAxis>(axes), kind);
+    auto reduce = b_.create<mesh::AllReduceOp>(partial.getLoc(), partial, mesh_.getSymName(),
+                                               SmallVector<mesh::MeshAxis>(axes), kind);
+    if (Operation *def = partial.getDefiningOp(); def && def->hasAttr(attr::kWeightGradient))
+      reduce->setAttr(attr::kGradientReduction, b_.getUnitAttr());
+    return reduce;
   }
 
   /// Attributes that spell out a shape follow the local one.

@@ -124,6 +124,14 @@ public:
     if (trained.empty())
       return func_.emitError("the loss depends on no f32 parameter: nothing to train")
              << (untrained.empty() ? "" : " (" + describeUntrained(untrained) + ")");
+    // Where each gradient is made (through the views of it: a bias's
+    // gradient is a reshaped sum), for dtc-compress-gradients.
+    for (auto &[param, grad] : trained)
+      for (Operation *def = grad.getDefiningOp(); def; def = def->getOperand(0).getDefiningOp()) {
+        def->setAttr(attr::kWeightGradient, b_.getUnitAttr());
+        if (!isa<graph::ReshapeOp, graph::SqueezeOp, graph::UnsqueezeOp, graph::CastOp>(def))
+          break;
+      }
     b_.setInsertionPoint(terminator);
     if (options_.microBatches > 1)
       accumulateGradients(trained, updates);

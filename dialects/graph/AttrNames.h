@@ -44,6 +44,13 @@ constexpr llvm::StringLiteral kAccumulator = "dtc.accumulator";
 /// optimizer's side of a micro-batched step; unit). Ops without it run once
 /// per micro-batch.
 constexpr llvm::StringLiteral kOncePerStep = "dtc.once_per_step";
+/// The op that makes a trained weight's gradient (unit; dtc-build-training-
+/// step): dtc-spmd-partition marks the reduction of its partial sums
+/// (over the ranks that split the batch) kGradientReduction.
+constexpr llvm::StringLiteral kWeightGradient = "dtc.weight_gradient";
+/// A mesh all-reduce or reduce-scatter of a weight's gradient (unit), which
+/// dtc-compress-gradients may send in bf16 or f16.
+constexpr llvm::StringLiteral kGradientReduction = "dtc.gradient_reduction";
 
 // dtc-recompute.
 /// An op that recomputes a forward value in the backward (unit): a copy of

@@ -10,10 +10,10 @@
 // CHECK: "gradient accumulation: 18 ops run once per micro-batch, 4 once per step; 1 gradient all-reduces run once per step on the accumulated sums"
 // CHECK: %[[W:.*]] = graph.parameter "w" : tensor<8x3xf32>
 // CHECK: %[[ACC:.*]] = graph.parameter "w.grad_accumulator" {dtc.accumulator, dtc.zeros} : tensor<8x3xf32>
-// CHECK: %[[G:.*]] = graph.matmul %arg0, %{{.*}} {transpose_lhs = true} : (tensor<2x8xf32>, tensor<2x3xf32>) -> tensor<8x3xf32>
+// CHECK: %[[G:.*]] = graph.matmul %arg0, %{{.*}} {dtc.weight_gradient, transpose_lhs = true} : (tensor<2x8xf32>, tensor<2x3xf32>) -> tensor<8x3xf32>
 // CHECK-NOT: once_per_step
 // CHECK: %[[SUM:.*]] = graph.add %[[ACC]], %[[G]] : (tensor<8x3xf32>, tensor<8x3xf32>) -> tensor<8x3xf32>
-// CHECK-NEXT: %[[R:.*]] = mesh.all_reduce %[[SUM]] on @mesh mesh_axes = [0] {dtc.once_per_step}
+// CHECK-NEXT: %[[R:.*]] = mesh.all_reduce %[[SUM]] on @mesh mesh_axes = [0] {dtc.gradient_reduction, dtc.once_per_step}
 // CHECK-NEXT: %[[MEAN:.*]] = graph.mul %[[R]], %{{.*}} {dtc.once_per_step}
 // CHECK-NEXT: %[[STEP:.*]] = graph.mul %[[MEAN]], %arg2 {dtc.once_per_step}
 // CHECK-NEXT: %[[NEW:.*]] = graph.sub %[[W]], %[[STEP]] {dtc.once_per_step}

@@ -31,7 +31,7 @@
 // CHECK: graph.recv from stage 1 {dtc.channel = 3 : i64, dtc.chunk = 1 : i64}
 // CHECK: graph.send %{{.*}} to stage 1 {dtc.channel = 2 : i64, dtc.chunk = 1 : i64}
 // CHECK: %[[G:.*]] = graph.recv from stage 1 {dtc.channel = 0 : i64, dtc.chunk = 0 : i64}
-// CHECK-NEXT: graph.matmul %[[X]], %[[G]] {dtc.chunk = 0 : i64, transpose_lhs = true}
+// CHECK-NEXT: graph.matmul %[[X]], %[[G]] {dtc.chunk = 0 : i64, dtc.weight_gradient, transpose_lhs = true}
 // CHECK: graph.sub %[[W1]], %{{.*}} {dtc.chunk = 0 : i64, dtc.once_per_step}
 // CHECK: return
 

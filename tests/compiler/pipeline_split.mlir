@@ -20,7 +20,7 @@
 // CHECK-NEXT: %[[B:.*]] = graph.tanh %[[A]] {dtc.pipeline_forward}
 // CHECK-NEXT: graph.send %[[B]] to stage 1 {dtc.pipeline_forward}
 // CHECK-NEXT: %[[G:.*]] = graph.recv from stage 1 : tensor<4x8xf32>
-// CHECK-NEXT: graph.matmul %[[X]], %[[G]] {transpose_lhs = true}
+// CHECK-NEXT: graph.matmul %[[X]], %[[G]] {dtc.weight_gradient, transpose_lhs = true}
 // CHECK: graph.sub %[[W1]], %{{.*}} {dtc.once_per_step}
 // CHECK-NOT: graph.send
 // CHECK: return

@@ -178,6 +178,10 @@ struct ClusterChoice {
 void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice &cluster,
                         int64_t &zero, int64_t &devices) {
   parser.value("--dp", countAtLeast("--dp", p.dataParallel, 1), "--dp needs a number");
+  parser.value("--compress-gradients", [&](const std::string &v) -> std::string {
+    p.compressGradients = v;
+    return v == "bf16" || v == "f16" ? "" : "--compress-gradients takes bf16 or f16, got '" + v + "'";
+  });
   parser.value("--tp", countAtLeast("--tp", p.tensorParallel, 1), "--tp needs a number");
   // --pp 0 (as an unset --pp with --devices and --train): searched.
   parser.value("--pp", countAtLeast("--pp", p.pipelineStages, 0), "--pp needs a number");

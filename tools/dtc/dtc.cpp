@@ -65,6 +65,9 @@ commands:
               rest of --devices or --mesh, if any, is still searched)
           --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
               over dp (default: searched)
+          --compress-gradients bf16|f16   weight gradients' reductions
+              travel in bf16 (or f16) between casts: half the bytes,
+              losses within about 1e-3 (default: f32)
           --pp N   pipeline stages: the step cut between layers into N
               stages (their forward FLOPs evened), each on its own copy of
               the rest of the mesh: ranks = N x dp x tp; use with
