@@ -70,11 +70,11 @@ def rank_processes(root):
         except OSError:
             continue
         children.setdefault(ppid, []).append(int(pid))
-    found, todo = {}, [root]
-    while todo:
-        pid = todo.pop()
+    found, pending = {}, [root]
+    while pending:
+        pid = pending.pop()
         for child in children.get(pid, []):
-            todo.append(child)
+            pending.append(child)
             try:
                 with open(f"/proc/{child}/environ", "rb") as f:
                     env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
