@@ -12,6 +12,7 @@
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
+#include "plan/FormatBytes.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
@@ -68,8 +69,8 @@ struct CompressGradients : impl::CompressGradientsBase<CompressGradients> {
     if (!reductions.empty())
       addNote(func, "gradient compression: " + std::to_string(reductions.size()) +
                         " gradient reductions sent in " + precision.getValue() + " (" +
-                        std::to_string(int64_t(bytes / 1024)) +
-                        " KiB a step instead of twice that in f32)");
+                        plan::formatBytes(int64_t(bytes)) + " instead of " +
+                        plan::formatBytes(int64_t(2 * bytes)) + " in f32)");
   }
 };
 

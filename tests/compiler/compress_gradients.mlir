@@ -16,7 +16,7 @@ module {
     return %0, %1, %2, %3 : tensor<4x8xf32>, tensor<4xf32>, tensor<2x8xf32>, tensor<4xbf16>
   }
 }
-// CHECK: "gradient compression: 2 gradient reductions sent in bf16 (0 KiB a step instead of twice that in f32)"
+// CHECK: "gradient compression: 2 gradient reductions sent in bf16 (128 B instead of 256 B in f32)"
 // CHECK: %[[C:.*]] = graph.cast %arg0 {dtc.once_per_step} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
 // CHECK-NEXT: %[[R:.*]] = mesh.all_reduce %[[C]] on @mesh mesh_axes = [0] {dtc.gradient_reduction, dtc.once_per_step} : tensor<4x8xbf16> -> tensor<4x8xbf16>
 // CHECK-NEXT: %[[B:.*]] = graph.cast %[[R]] {dtc.once_per_step} : (tensor<4x8xbf16>) -> tensor<4x8xf32>
