@@ -1,7 +1,19 @@
 //===- SearchStrategies.cpp - each node's splits ----------------------------===//
 #include "compiler/SearchGraph.h"
 
+#include "dialects/graph/AttrNames.h"
+
 namespace dtc::search {
+
+namespace {
+/// A gradient accumulator (a micro-batched step's): ZeRO-1 keeps it whole,
+/// as DeepSpeed's stage 1 does (only the optimizer's state is split), so
+/// that the gradient is reduced once a step on the accumulated sum, not
+/// reduce-scattered every micro-batch; stage 2 splits it.
+bool isAccumulatorNode(const Node &node) {
+  return node.parameter && node.op && node.op->hasAttr(attr::kAccumulator);
+}
+} // namespace
 
 bool Search::allowed(const Node &node, size_t axis, int f) const {
   switch (options_.mesh[axis].role) {
@@ -16,6 +28,8 @@ bool Search::allowed(const Node &node, size_t axis, int f) const {
     // optimizer's state and updates (stage 1-2) or the weights (stage 3).
     if (node.hasBatch() || node.dataInput)
       return false;
+    if (isAccumulatorNode(node))
+      return options_.zero != 0 && options_.zero != 1;
     return node.forward ? (options_.zero == 3 || options_.zero < 0) : options_.zero != 0;
   }
   return false;
@@ -100,7 +114,8 @@ bool Search::meetsPins(const Node &node, ArrayRef<MeshAxes> split) const {
       used = used || (llvm::is_contained(axes, int16_t(a)) &&
                       (node.batchFactor[f] || !node.hasBatch()));
     bool demanded = node.hasBatch() ||
-                    (node.parameter && !node.forward && options_.zero >= 1) ||
+                    (node.parameter && !node.forward && options_.zero >= 1 &&
+                     !(isAccumulatorNode(node) && options_.zero == 1)) ||
                     (node.parameter && node.forward && options_.zero == 3);
     if (demanded && !used)
       return false;

@@ -1,6 +1,7 @@
 // RUN: %dtc-opt %s --pass-pipeline="builtin.module(dtc-build-training-step{micro-batches=2 optimizer=sgd momentum=0},func.func(canonicalize,cse),dtc-sharding-search{dp=2 zero=0},dtc-spmd-partition,func.func(dtc-accumulate-gradients))" | FileCheck %s
 // RUN: %dtc-opt %s --pass-pipeline="builtin.module(dtc-build-training-step{micro-batches=2 optimizer=sgd momentum=0},func.func(canonicalize,cse),dtc-sharding-search{dp=2 zero=2},dtc-spmd-partition,func.func(dtc-accumulate-gradients))" | FileCheck %s --check-prefix=ZERO
 // RUN: %dtc-opt %s --pass-pipeline="builtin.module(dtc-build-training-step{micro-batches=2 optimizer=sgd momentum=0},func.func(canonicalize,cse,dtc-accumulate-gradients))" | FileCheck %s --check-prefix=ONE
+// RUN: %dtc-opt %s --pass-pipeline="builtin.module(dtc-build-training-step{micro-batches=2 optimizer=adamw},func.func(canonicalize,cse),dtc-sharding-search{dp=2 zero=1},dtc-spmd-partition,func.func(dtc-accumulate-gradients))" | FileCheck %s --check-prefix=ZERO1
 // RUN: %dtc-opt %s --dtc-accumulate-gradients | FileCheck %s --check-prefix=NONE
 
 // A step over two micro-batches of a data-parallel pair: the gradient is
@@ -27,6 +28,17 @@
 // ZERO: %[[RS:.*]] = mesh.reduce_scatter
 // ZERO-NEXT: graph.add %{{.*}}, %[[RS]]
 // ZERO-NOT: mesh.all_reduce {{.*}}once_per_step
+
+// ZeRO-1 splits the optimizer's state only (DeepSpeed's stage 1): the
+// accumulator stays whole and the gradient is all-reduced once a step (not
+// fused into a reduce-scatter: a ring reduce-scatter of a small gradient
+// costs more latency than a tree all-reduce).
+// ZERO1: "gradient accumulation: {{.*}}; 1 gradient all-reduces run once per step on the accumulated sums"
+// ZERO1-DAG: graph.parameter "w.grad_accumulator" {dtc.accumulator, dtc.zeros} : tensor<8x3xf32>
+// ZERO1-DAG: graph.parameter "w.adam_m" {dtc.sharding = #graph.sharding<[0], []>, dtc.zeros} : tensor<4x3xf32>
+// ZERO1-NOT: mesh.reduce_scatter
+// ZERO1: %[[SUM1:.*]] = graph.add %{{.*}}, %{{.*}} : (tensor<8x3xf32>, tensor<8x3xf32>) -> tensor<8x3xf32>
+// ZERO1-NEXT: mesh.all_reduce %[[SUM1]] on @mesh mesh_axes = [0] {dtc.gradient_reduction, dtc.once_per_step} : tensor<8x3xf32>
 
 // One device: only the split into the two parts.
 // ONE: "gradient accumulation: 16 ops run once per micro-batch, 3 once per step"
