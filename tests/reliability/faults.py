@@ -133,6 +133,23 @@ def kills(dtc, plan, data, reference, tmp, rng):
     return len(killed), recovery
 
 
+def stopped_by_user(dtc, plan, data, tmp):
+    """SIGTERM to dtc (a batch system ending the job) under --max-restarts:
+    the ranks stop and the job is not started again."""
+    cmd = [dtc, "run", plan, "--data", data, "--steps", str(STEPS), "--threads", "1",
+           "--checkpoint", os.path.join(tmp, "ck-term"), "--checkpoint-every", str(EVERY),
+           "--max-restarts", "3"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    for line in proc.stdout:
+        if line.startswith("step ") and int(line.split()[1]) >= 20:
+            os.kill(proc.pid, signal.SIGTERM)
+            break
+    out, err = proc.communicate(timeout=60)
+    check(proc.returncode != 0 and "not restarting it" in err and "restart 1" not in err
+          and not rank_processes(proc.pid),
+          "SIGTERM to dtc under --max-restarts stops the job for good")
+
+
 def kill_one_rank(dtc, plan1, data, tmp, rng):
     """One rank (no MPI: dtc runs it as its child) killed once under --max-restarts."""
     ref, ck = os.path.join(tmp, "ref-1"), os.path.join(tmp, "ck-kill-1")
@@ -400,6 +417,7 @@ def main():
 
         survived, recovery = kills(dtc, plan, data, reference, tmp, rng)
         kill_one_rank(dtc, plan1, data, tmp, rng)
+        stopped_by_user(dtc, plan, data, tmp)
         nonfinite(dtc, tmp)
         nonfinite_pipelined(dtc, model, data, tmp)
         noticed, hung = hang(dtc, plan, data, tmp, rng)

@@ -30,6 +30,10 @@ constexpr const char *kStartedByDtc = "DTC_STARTED_RANKS";
 /// The mpirun this process waits for (runUnderMpirun), for its signal handlers.
 volatile pid_t mpirunPid = 0;
 
+/// Set when the user (Ctrl-C) or a batch system (SIGTERM, SIGHUP) stopped
+/// the job: --max-restarts does not start it again.
+volatile sig_atomic_t stopRequested = 0;
+
 /// The executable `name` in a folder of $PATH, or "".
 std::string findOnPath(const std::string &name) {
   const char *path = std::getenv("PATH");
@@ -118,10 +122,14 @@ bool runChild(std::vector<std::string> command, int &status, std::string &error)
   // reaches this process, which waits for it; a SIGTERM or SIGHUP sent to
   // this process alone (a batch system's) is passed on to it.
   mpirunPid = child;
-  struct sigaction forward = {}, ignore = {}, oldInt = {}, oldTerm = {}, oldHup = {};
-  forward.sa_handler = [](int signal) { ::kill(mpirunPid, signal); };
-  ignore.sa_handler = SIG_IGN;
-  ::sigaction(SIGINT, &ignore, &oldInt);
+  struct sigaction forward = {}, note = {}, oldInt = {}, oldTerm = {}, oldHup = {};
+  forward.sa_handler = [](int signal) {
+    stopRequested = 1;
+    ::kill(mpirunPid, signal);
+  };
+  // Ctrl-C reaches the child from the terminal already: only noted here.
+  note.sa_handler = [](int) { stopRequested = 1; };
+  ::sigaction(SIGINT, &note, &oldInt);
   ::sigaction(SIGTERM, &forward, &oldTerm);
   ::sigaction(SIGHUP, &forward, &oldHup);
   int waited;
@@ -258,6 +266,10 @@ int runWithRestarts(int64_t ranks, const Args &args, int maxRestarts,
     }
     if (end.agreed) // bad input, a non-finite loss: it would fail again
       return end.status;
+    if (stopRequested) {
+      fmt::print(stderr, "run: stopped by a signal; not restarting it\n");
+      return end.status;
+    }
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (restarts == maxRestarts)
