@@ -24,6 +24,7 @@
 
 #include "checkpoint.pb.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -64,10 +65,13 @@ std::string folderContents(const std::string &dir) {
   bool single = false;
   std::error_code ec;
   for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
-    std::string name = entry.path().filename().string();
-    single = single || name == kCheckpointFileName;
-    rankFiles += name.rfind("checkpoint.rank-", 0) == 0 && name.size() > 5 &&
-                 name.compare(name.size() - 5, 5, ".dtck") == 0;
+    int64_t rank;
+    bool previous, perRank;
+    if (!parseCheckpointFileName(entry.path().filename().string(), rank, previous, perRank) ||
+        previous)
+      continue;
+    single = single || !perRank;
+    rankFiles += perRank;
   }
   if (single)
     return "; the folder holds a single-rank checkpoint (" + std::string(kCheckpointFileName) +
@@ -173,6 +177,32 @@ bool makeFolders(const std::filesystem::path &dir, std::string &error) {
 std::string checkpointFileName(int64_t rank, int64_t ranks) {
   return ranks <= 1 ? std::string(kCheckpointFileName)
                     : "checkpoint.rank-" + std::to_string(rank) + ".dtck";
+}
+
+bool parseCheckpointFileName(const std::string &name, int64_t &rank, bool &previous,
+                             bool &perRank) {
+  std::string base = name;
+  const std::string suffix = kPreviousSuffix;
+  previous = base.size() > suffix.size() &&
+             base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0;
+  if (previous)
+    base.resize(base.size() - suffix.size());
+  if (base == kCheckpointFileName) {
+    rank = 0;
+    perRank = false;
+    return true;
+  }
+  const std::string prefix = "checkpoint.rank-", ext = ".dtck"; // checkpointFileName's
+  if (base.size() <= prefix.size() + ext.size() || base.rfind(prefix, 0) != 0 ||
+      base.compare(base.size() - ext.size(), ext.size(), ext) != 0)
+    return false;
+  std::string digits = base.substr(prefix.size(), base.size() - prefix.size() - ext.size());
+  if (digits.empty() || digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  rank = std::stoll(digits);
+  perRank = true;
+  return true;
 }
 
 int64_t CheckpointState::ranks() const {

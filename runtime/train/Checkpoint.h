@@ -32,6 +32,13 @@ constexpr const char *kCheckpointFileName = "checkpoint.dtck";
 /// kCheckpointFileName for one rank, checkpoint.rank-R.dtck for several.
 std::string checkpointFileName(int64_t rank, int64_t ranks);
 
+/// What a file name in a checkpoint folder is: a checkpoint file
+/// (checkpointFileName's, or FILE.previous), whose rank, whether it is a
+/// previous one and whether it is one of several ranks' files; false for
+/// any other name (a write's leftover .tmp, a set-aside .damaged).
+bool parseCheckpointFileName(const std::string &name, int64_t &rank, bool &previous,
+                             bool &perRank);
+
 /// Where a rank's part of a tensor lies in the whole tensor.
 struct TensorPart {
   std::vector<int64_t> wholeShape; // empty: the tensor is whole

@@ -15,33 +15,6 @@
 namespace dtc::runtime::train {
 namespace {
 
-/// A checkpoint file's rank and whether it is a previous one, from its
-/// name; false for other files (a write's leftover .tmp, anything else).
-bool parseName(const std::string &name, int64_t &rank, bool &previous, bool &perRank) {
-  std::string base = name;
-  const std::string suffix = ".previous";
-  previous = base.size() > suffix.size() &&
-             base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0;
-  if (previous)
-    base.resize(base.size() - suffix.size());
-  if (base == kCheckpointFileName) {
-    rank = 0;
-    perRank = false;
-    return true;
-  }
-  const std::string prefix = "checkpoint.rank-", ext = ".dtck";
-  if (base.size() <= prefix.size() + ext.size() || base.rfind(prefix, 0) != 0 ||
-      base.compare(base.size() - ext.size(), ext.size(), ext) != 0)
-    return false;
-  std::string digits = base.substr(prefix.size(), base.size() - prefix.size() - ext.size());
-  if (digits.empty() || digits.size() > 9 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  rank = std::stoll(digits);
-  perRank = true;
-  return true;
-}
-
 } // namespace
 
 bool CheckpointFolder::allValid() const {
@@ -63,7 +36,7 @@ bool inspectCheckpointFolder(const std::string &dir, CheckpointFolder &folder,
     CheckpointFile file;
     file.name = entry.path().filename().string();
     bool perRank = false;
-    if (!entry.is_regular_file(ec) || !parseName(file.name, file.rank, file.previous, perRank))
+    if (!entry.is_regular_file(ec) || !parseCheckpointFileName(file.name, file.rank, file.previous, perRank))
       continue;
     kinds.insert(perRank);
     file.bytes = int64_t(entry.file_size(ec));

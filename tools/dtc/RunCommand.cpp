@@ -587,11 +587,10 @@ int runRun(const Args &args) {
   if (!job)
     return error.empty() ? 1 : failure(planPath + ": " + error);
   job->quietOtherRanks();
-  if (timeout > 0)
-    runtime::watchdog::start(job->rank(), job->size(), timeout,
-                             getenv(runtime::watchdog::kHeartbeatDir)
-                                 ? getenv(runtime::watchdog::kHeartbeatDir)
-                                 : "");
+  if (timeout > 0) {
+    const char *heartbeats = getenv(runtime::watchdog::kHeartbeatDir);
+    runtime::watchdog::start(job->rank(), job->size(), timeout, heartbeats ? heartbeats : "");
+  }
   if (threads == 0)
     threads = job->defaultThreads();
   std::string placement = job->bindToCores(threads);
