@@ -94,6 +94,8 @@ public:
   void fuseReduceScatters(Block &block) {
     SmallVector<mesh::AllReduceOp> reduces;
     block.walk([&](mesh::AllReduceOp op) { reduces.push_back(op); });
+    for (mesh::AllReduceOp &reduce : reduces)
+      reduce = commuteTowardSlices(reduce);
     for (mesh::AllReduceOp reduce : reduces) {
       auto slices = llvm::to_vector(reduce->getUsers());
       auto first = slices.empty() ? nullptr : dyn_cast<mesh::AllSliceOp>(slices.front());
@@ -130,6 +132,65 @@ public:
           if (gather->use_empty())
             gather.erase();
         }
+  }
+
+  /// A sum all-reduce read only through reshapes and a cast on the way to
+  /// slices (a bias's gradient summed to 1x1xN and reshaped to N; a bf16
+  /// gradient cast to f32 for its f32 accumulator shard) brought next to
+  /// the slices so that the pair fuses: a reshape moves before the
+  /// all-reduce (a sum of equal shapes commutes with it) and the slices
+  /// before the cast (slicing commutes with it, and the cast then converts
+  /// only the block kept). The all-reduce in its new place is returned.
+  mesh::AllReduceOp commuteTowardSlices(mesh::AllReduceOp reduce) {
+    if (reduce.getReduction() != mesh::ReductionKind::Sum)
+      return reduce;
+    while (reduce->hasOneUse()) {
+      Operation *user = *reduce->getUsers().begin();
+      if (auto reshape = dyn_cast<graph::ReshapeOp>(user)) {
+        b_.setInsertionPoint(reduce);
+        Operation *early = b_.clone(*reshape);
+        early->setOperand(0, reduce.getInput());
+        auto moved = b_.create<mesh::AllReduceOp>(reduce.getLoc(), early->getResult(0),
+                                                  reduce.getMesh(), reduce.getMeshAxes(),
+                                                  reduce.getReduction());
+        moved->setAttrs(reduce->getAttrs());
+        reshape.getResult().replaceAllUsesWith(moved.getResult());
+        reshape.erase();
+        reduce.erase();
+        reduce = moved;
+        continue;
+      }
+      auto convert = dyn_cast<graph::CastOp>(user);
+      if (!convert || convert->use_empty())
+        return reduce;
+      auto first = dyn_cast<mesh::AllSliceOp>(*convert->getUsers().begin());
+      bool slicesOnly = first && llvm::all_of(convert->getUsers(), [&](Operation *u) {
+        auto slice = dyn_cast<mesh::AllSliceOp>(u);
+        return slice && slice.getMeshAxes() == first.getMeshAxes() &&
+               slice.getSliceAxis() == first.getSliceAxis();
+      });
+      if (!slicesOnly)
+        return reduce;
+      b_.setInsertionPoint(convert);
+      auto blockType = cast<RankedTensorType>(first.getType());
+      Value block = b_.create<mesh::AllSliceOp>(
+          first.getLoc(), blockType.clone(getElementTypeOrSelf(reduce.getType())),
+          first.getMesh(), first.getMeshAxes(), reduce.getResult(), first.getSliceAxis());
+      Operation *late = b_.clone(*convert);
+      late->setOperand(0, block);
+      late->getResult(0).setType(blockType);
+      if (Attribute sharding = first->getAttr(attr::kSharding)) {
+        block.getDefiningOp()->setAttr(attr::kSharding, sharding);
+        late->setAttr(attr::kSharding, sharding);
+      }
+      for (Operation *slice : llvm::to_vector(convert->getUsers())) {
+        slice->getResult(0).replaceAllUsesWith(late->getResult(0));
+        slice->erase();
+      }
+      convert.erase();
+      return reduce;
+    }
+    return reduce;
   }
 
 private:

@@ -97,6 +97,33 @@ module {
 
 // -----
 
+// A bf16 bias gradient (summed over batch and sequence to 1x1xN, reshaped
+// to N, cast to f32) added to its accumulator's shard (ZeRO-2): the
+// reshape moves before the reduction and the cast after the slice, so the
+// all-reduce and the slice fuse into one reduce-scatter in bf16 and only
+// the kept block is cast.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[ACC:.*]] = graph.parameter "b.acc" {dtc.sharding = #graph.sharding<[0]>} : tensor<4xf32>
+// CHECK: %[[S:.*]] = graph.reduce_sum %arg0
+// CHECK: %[[R:.*]] = graph.reshape %[[S]] : (tensor<1x1x16xbf16>) -> tensor<16xbf16>
+// CHECK: %[[RS:.*]] = mesh.reduce_scatter %[[R]] on @mesh mesh_axes = [0] scatter_axis = 0 {dtc.gradient_reduction, dtc.sharding = #graph.sharding<[0]>} : tensor<16xbf16> -> tensor<4xbf16>
+// CHECK: %[[C:.*]] = graph.cast %[[RS]] {dtc.sharding = #graph.sharding<[0]>, dtc.weight_gradient} : (tensor<4xbf16>) -> tensor<4xf32>
+// CHECK-NEXT: %[[N:.*]] = graph.add %[[ACC]], %[[C]]
+// CHECK-NEXT: return %[[N]]
+module {
+  mesh.mesh @mesh(shape = 4)
+  func.func @main(%x: tensor<8x2x16xbf16> {dtc.sharding = #graph.sharding<[0], [], []>}) -> (tensor<16xf32> {dtc.updates = "b.acc"}) {
+    %acc = graph.parameter "b.acc" {dtc.split = #graph.split<[0]>} : tensor<16xf32>
+    %s = graph.reduce_sum %x {axes = array<i64: 0, 1>, dtc.weight_gradient} : (tensor<8x2x16xbf16>) -> tensor<1x1x16xbf16>
+    %r = graph.reshape %s {dtc.weight_gradient} : (tensor<1x1x16xbf16>) -> tensor<16xbf16>
+    %c = graph.cast %r {dtc.weight_gradient} : (tensor<16xbf16>) -> tensor<16xf32>
+    %n = graph.add %acc, %c {dtc.split = #graph.split<[0]>} : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+    return %n : tensor<16xf32>
+  }
+}
+
+// -----
+
 module {
   mesh.mesh @mesh(shape = 4)
   func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
