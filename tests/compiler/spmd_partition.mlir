@@ -105,7 +105,7 @@ module {
 // CHECK-LABEL: func.func @main
 // CHECK: %[[ACC:.*]] = graph.parameter "b.acc" {dtc.sharding = #graph.sharding<[0]>} : tensor<4xf32>
 // CHECK: %[[S:.*]] = graph.reduce_sum %arg0
-// CHECK: %[[R:.*]] = graph.reshape %[[S]] : (tensor<1x1x16xbf16>) -> tensor<16xbf16>
+// CHECK: %[[R:.*]] = graph.reshape %[[S]] {dtc.weight_gradient} : (tensor<1x1x16xbf16>) -> tensor<16xbf16>
 // CHECK: %[[RS:.*]] = mesh.reduce_scatter %[[R]] on @mesh mesh_axes = [0] scatter_axis = 0 {dtc.gradient_reduction, dtc.sharding = #graph.sharding<[0]>} : tensor<16xbf16> -> tensor<4xbf16>
 // CHECK: %[[C:.*]] = graph.cast %[[RS]] {dtc.sharding = #graph.sharding<[0]>, dtc.weight_gradient} : (tensor<4xbf16>) -> tensor<4xf32>
 // CHECK-NEXT: %[[N:.*]] = graph.add %[[ACC]], %[[C]]
