@@ -7,11 +7,16 @@
 #include "compiler/PlanEmitter.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
+#include "cost/Simulator.h"
 #include "plan/FormatBytes.h"
+#include "plan/Ranks.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+
+#include <future>
+#include <thread>
 
 using namespace mlir;
 
@@ -423,6 +428,95 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
   }
 }
 
+/// Diagnostics of compiles that may run on two threads at once: each
+/// thread's go to the list its Sink names (held until it is known whose
+/// are shown); a thread without one passes them on.
+class ThreadDiagnostics {
+public:
+  explicit ThreadDiagnostics(MLIRContext *context)
+      : handler_(context, [](Diagnostic &diagnostic) -> LogicalResult {
+          if (!sink_)
+            return failure();
+          sink_->push_back(std::move(diagnostic));
+          return success();
+        }) {}
+  struct Sink {
+    explicit Sink(std::vector<Diagnostic> &held) { sink_ = &held; }
+    ~Sink() { sink_ = nullptr; }
+  };
+
+private:
+  static thread_local std::vector<Diagnostic> *sink_;
+  ScopedDiagnosticHandler handler_;
+};
+thread_local std::vector<Diagnostic> *ThreadDiagnostics::sink_ = nullptr;
+
+/// One --recompute mode's compile: the module, or failure with the
+/// diagnostics it held.
+struct Attempt {
+  FailureOr<OwningOpRef<ModuleOp>> work = failure();
+  bool outOfMemory = false;
+  std::vector<Diagnostic> held;
+};
+
+/// A plan that fills more than this share of the device's memory was
+/// bound by it: --recompute auto then also tries the next mode.
+constexpr double kTightMemory = 0.95;
+
+/// One compiled --recompute mode, its plan and what the simulator says of it.
+struct Candidate {
+  OwningOpRef<ModuleOp> module;
+  std::string mode;
+  plan::Plan plan;
+  double step = 0;      // seconds; 0 when it cannot be simulated
+  int64_t peak = 0;     // bytes, the largest rank's
+  std::string note;     // why this mode, "" when nothing to say
+};
+
+/// Simulates `candidate`'s plan on the cluster it was compiled for (with
+/// as many nodes as its ranks need).
+void predict(Candidate &candidate, cost::Cluster cluster) {
+  int64_t ranks = plan::planRanks(candidate.plan);
+  if (cluster.devicesPerNode > 0)
+    cluster.nodes =
+        std::max(cluster.nodes, (ranks + cluster.devicesPerNode - 1) / cluster.devicesPerNode);
+  cost::Simulation sim = cost::simulate(candidate.plan, cluster, /*keepEvents=*/false);
+  if (!sim.error.empty())
+    return;
+  candidate.step = sim.stepSeconds;
+  for (const cost::RankTime &rank : sim.ranks)
+    candidate.peak = std::max(candidate.peak, rank.memoryPeakBytes);
+}
+
+/// `candidate` becomes `module` and its plan `plan`, with `note` (if any)
+/// among the first program's notes in both: in the plan after the
+/// recomputation's own note, or before the first program's summary lines.
+LogicalResult keep(ModuleOp module, Candidate &candidate, plan::Plan &plan,
+                   const std::string &note) {
+  if (!note.empty())
+    addNote(programFunctions(*candidate.module).front(), note);
+  module.getBodyRegion().takeBody(candidate.module->getBodyRegion());
+  module->setAttrs(candidate.module.get()->getAttrDictionary());
+  if (candidate.plan.ranks_size() == 0)
+    return emitPlan(module, plan);
+  plan = std::move(candidate.plan);
+  if (note.empty())
+    return success();
+  auto &notes = *plan.mutable_decisions()->mutable_notes();
+  int at = notes.size();
+  for (int i = 0; i < notes.size(); ++i) {
+    llvm::StringRef line = notes.Get(i);
+    if (line.starts_with("recompute: "))
+      at = i + 1;
+    else if (at == notes.size() && (line.starts_with("prologue: ") ||
+                                    line.starts_with("instructions: ")))
+      at = i;
+  }
+  *notes.Add() = note;
+  std::rotate(notes.begin() + at, notes.end() - 1, notes.end());
+  return success();
+}
+
 } // namespace
 
 LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
@@ -435,48 +529,99 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
   double limit = options.parallel.memoryLimitOn(*cluster);
 
   // --recompute auto: the cheapest recomputation whose plan fits, none
-  // first. What did not fit is said only if nothing does.
+  // first. A plan that fills the device's memory (its search gave up speed
+  // to fit) is compared with the next mode's: recomputing a little can free
+  // memory for a faster split, and the faster of the two predicted steps
+  // is kept. With several devices the search dominates the compile, so
+  // selective recomputation compiles beside none on a second thread
+  // (docs/recompute-auto.md). What did not fit is said only if nothing does.
   std::vector<std::string> modes{"none"};
   if (options.training && options.training->recompute != "auto")
     modes = {options.training->recompute};
   else if (options.training)
     modes = {"none", "selective", "full"};
   MLIRContext *context = module.getContext();
+  ThreadDiagnostics diagnostics(context);
+  auto compileMode = [&](const std::string &mode) {
+    Attempt attempt;
+    CompileOptions o = options;
+    if (o.training)
+      o.training->recompute = mode;
+    ThreadDiagnostics::Sink sink(attempt.held);
+    attempt.work = compileFitting(module, o, *cluster, limit, attempt.outOfMemory);
+    return attempt;
+  };
+  std::future<Attempt> ahead;
+  if (modes.size() > 1 && options.parallel.devices() > 1 && context->isMultithreadingEnabled() &&
+      std::thread::hardware_concurrency() > 1) {
+    // Loading a dialect is not thread-safe: every dialect the passes
+    // need is loaded here first.
+    PassManager pm(context);
+    buildCompilePipeline(pm, options);
+    DialectRegistry registry;
+    pm.getDependentDialects(registry);
+    context->appendDialectRegistry(registry);
+    context->loadAllAvailableDialects();
+    ahead = std::async(std::launch::async, compileMode, modes[1]);
+  }
+  // `module` is read by the other thread until it ends.
+  auto finish = [&](Candidate &chosen, const std::string &note) {
+    if (ahead.valid())
+      ahead.wait();
+    return keep(module, chosen, plan, note);
+  };
+  std::optional<Candidate> kept; // the first that fits, when tight
   for (auto [i, mode] : llvm::enumerate(modes)) {
-    CompileOptions attempt = options;
-    if (attempt.training)
-      attempt.training->recompute = mode;
-    bool last = i + 1 == modes.size(), outOfMemory = false;
-    std::vector<Diagnostic> held;
-    FailureOr<OwningOpRef<ModuleOp>> work = failure();
-    {
-      std::optional<ScopedDiagnosticHandler> hold;
-      if (!last)
-        hold.emplace(context, [&](Diagnostic &diagnostic) {
-          held.push_back(std::move(diagnostic));
-          return success();
-        });
-      work = compileFitting(module, attempt, *cluster, limit, outOfMemory);
-    }
-    if (failed(work)) {
-      if (last || !outOfMemory) {
-        for (Diagnostic &diagnostic : held)
+    bool last = i + 1 == modes.size();
+    Attempt attempt = i == 1 && ahead.valid() ? ahead.get() : compileMode(mode);
+    if (failed(attempt.work) && kept)
+      return finish(*kept, kept->note);
+    if (failed(attempt.work)) {
+      if (last || !attempt.outOfMemory) {
+        if (ahead.valid())
+          ahead.wait();
+        for (Diagnostic &diagnostic : attempt.held)
           context->getDiagEngine().emit(std::move(diagnostic));
-        if (last && modes.size() > 1 && outOfMemory)
+        if (last && modes.size() > 1 && attempt.outOfMemory)
           module.emitError("(--recompute auto tried none, selective and full: none fits)");
         return failure();
       }
       continue;
     }
-    func::FuncOp main = programFunctions(**work).front();
-    if (i > 0)
-      addNote(main, "recompute: " + mode + " chosen by --recompute auto: without recomputation" +
-                        (i > 1 ? " or with selective recomputation" : "") +
-                        " the plan does not fit " + plan::formatBytes(int64_t(limit)) +
-                        " per device");
-    module.getBodyRegion().takeBody((**work).getBodyRegion());
-    module->setAttrs((**work)->getAttrDictionary());
-    return emitPlan(module, plan);
+    Candidate candidate{std::move(*attempt.work), mode, {}, 0, 0, {}};
+    if (i > 0 && !kept)
+      candidate.note = "recompute: " + mode + " chosen by --recompute auto: without recomputation" +
+                       (i > 1 ? " or with selective recomputation" : "") +
+                       " the plan does not fit " + plan::formatBytes(int64_t(limit)) +
+                       " per device";
+    if (modes.size() == 1)
+      return finish(candidate, candidate.note);
+    if (failed(emitPlan(*candidate.module, candidate.plan)))
+      return failure();
+    predict(candidate, *cluster);
+    if (kept) {
+      bool faster = candidate.step > 0 && candidate.step < kept->step;
+      Candidate &chosen = faster ? candidate : *kept;
+      auto with = [](const std::string &m) {
+        return m == "none" ? std::string("without recomputation") : "with " + m + " recomputation";
+      };
+      std::string note = (!faster && !kept->note.empty() ? kept->note + "; "
+                                                          : "recompute: " + chosen.mode +
+                                                                " chosen by --recompute auto: ") +
+                         "predicted step " + plan::formatSeconds(chosen.step) + ", " +
+                         (faster ? "faster than " + plan::formatSeconds(kept->step) + " " +
+                                       with(kept->mode) + ", whose plan fills " +
+                                       plan::formatBytes(kept->peak) + " of " +
+                                       plan::formatBytes(int64_t(limit))
+                                 : "against " + plan::formatSeconds(candidate.step) + " " +
+                                       with(mode) + " (the plan " + with(chosen.mode) +
+                                       " fills " + plan::formatBytes(kept->peak) + " of " +
+                                       plan::formatBytes(int64_t(limit)) + ")");
+      return finish(chosen, note);
+    }
+    if (last || double(candidate.peak) < kTightMemory * limit)
+      return finish(candidate, candidate.note);
+    kept = std::move(candidate);
   }
   return failure();
 }

@@ -51,7 +51,9 @@ commands:
           --recompute none|selective|full|auto   recompute activations in
               the backward instead of keeping them: selective = attention's
               scores and softmax, full = all but each layer's input; auto
-              (default) = the first of none, selective, full whose plan fits
+              (default) = the first of none, selective, full whose plan fits,
+              or the next one's if that predicts a faster step when the
+              first fills the device
         MODEL may also be a generated GPT without weights:
           gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,batch=B
         Splitting the work over several devices (searched with COIN-OR CBC
