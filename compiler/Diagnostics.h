@@ -13,6 +13,7 @@
 #include "mlir/IR/Diagnostics.h"
 
 #include <string>
+#include <thread>
 
 namespace dtc {
 
@@ -25,6 +26,25 @@ std::string diagnosticText(mlir::Diagnostic &diagnostic);
 class DiagnosticPrinter {
 public:
   explicit DiagnosticPrinter(mlir::MLIRContext *context);
+
+private:
+  mlir::ScopedDiagnosticHandler handler_;
+};
+
+/// A ScopedDiagnosticHandler for the diagnostics of the thread that makes
+/// it: another thread's (compileToPlan compiles two --recompute modes at
+/// once) pass on to the handlers made before it, down to that thread's own.
+class ThreadDiagnosticHandler {
+public:
+  template <typename Handler>
+  ThreadDiagnosticHandler(mlir::MLIRContext *context, Handler handler)
+      : handler_(context,
+                 [owner = std::this_thread::get_id(),
+                  handler = std::move(handler)](mlir::Diagnostic &d) mutable -> mlir::LogicalResult {
+                   if (std::this_thread::get_id() != owner)
+                     return mlir::failure();
+                   return handler(d);
+                 }) {}
 
 private:
   mlir::ScopedDiagnosticHandler handler_;

@@ -184,6 +184,33 @@ def AccumulateGradients : Pass<"dtc-accumulate-gradients", "mlir::func::FuncOp">
   let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
 }
 
+def LocalSgd : Pass<"dtc-local-sgd", "mlir::func::FuncOp"> {
+  let summary = "Local SGD: each data-parallel rank updates its own replica";
+  let description = [{
+    Local SGD (Stich 2019; Lin et al. 2020, "Don't use large mini-batches,
+    use local SGD"): the data-parallel ranks do not reduce their weights'
+    gradients each step; each applies its own micro-batch's gradient to
+    its own replica, and the runtime averages the replicas every
+    `average-every` steps (Training.average_every) and at the end. On the
+    partitioned step, each weight gradient's reduction (`mesh.all_reduce`
+    marked `dtc.gradient_reduction`) loses the mesh axis named `axis`: the
+    other axes' part of it stays (a tensor-parallel partial sum is still
+    one rank's gradient), and the gradient is scaled by that axis's size,
+    since the step's loss divides each rank's mean by it. The reported loss
+    is still the mean over all ranks. Weights must be whole on every rank
+    of the axis (ZeRO stage 0): a gradient's reduce-scatter over the axis is
+    an error. Records sync = "local", average_every and data_axes in
+    `dtc.training`. Runs right after dtc-spmd-partition.
+  }];
+  let options = [
+    Option<"averageEvery", "average-every", "int64_t", "4",
+           "Steps between averages of the replicas">,
+    Option<"axis", "axis", "std::string", "\"dp\"",
+           "The mesh axis (by name) whose ranks keep replicas">,
+  ];
+  let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
+}
+
 def CompressGradients : Pass<"dtc-compress-gradients", "mlir::func::FuncOp"> {
   let summary = "Send weight gradients' reductions in bf16 or f16";
   let description = [{

@@ -2,6 +2,7 @@
 #include "compiler/Pipeline.h"
 
 #include "compiler/CompileNotes.h"
+#include "compiler/Diagnostics.h"
 #include "compiler/MicroBatches.h"
 #include "compiler/Passes.h"
 #include "compiler/PlanEmitter.h"
@@ -50,6 +51,11 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.parallel.devices() > 1)
     pm.addPass(createShardingSearchPass(options.parallel));
   pm.addPass(createSpmdPartition());
+  if (options.training && options.parallel.sync == "local") {
+    LocalSgdOptions local;
+    local.averageEvery = options.parallel.averageEvery;
+    pm.nest<func::FuncOp>().addPass(createLocalSgd(local));
+  }
   if (options.training && options.parallel.devices() > 1)
     pm.nest<func::FuncOp>().addPass(createRegatherWeights());
   if (options.training) // micro-batched steps (a searched count's too)
@@ -146,6 +152,13 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                              llvm::cl::init("cpu-local")};
   Option<std::string> cluster{*this, "cluster", llvm::cl::desc("Cluster file (JSON)"),
                               llvm::cl::init("")};
+  Option<std::string> sync{*this, "sync",
+                           llvm::cl::desc("local: data-parallel replicas averaged every "
+                                          "average-every steps (empty: all-reduce)"),
+                           llvm::cl::init("")};
+  Option<int64_t> averageEvery{*this, "average-every",
+                               llvm::cl::desc("local SGD: steps between averages"),
+                               llvm::cl::init(4)};
   Option<std::string> compressGradients{
       *this, "compress-gradients",
       llvm::cl::desc("Weight gradients' reductions in bf16 or f16 (empty: f32)"),
@@ -181,6 +194,8 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     p.preset = preset;
     p.clusterFile = cluster;
     p.compressGradients = compressGradients;
+    p.sync = sync;
+    p.averageEvery = averageEvery;
     // A size that does not parse reaches the search as a negative limit,
     // which it refuses with a message.
     if (!memoryLimit.empty())
@@ -428,29 +443,6 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
   }
 }
 
-/// Diagnostics of compiles that may run on two threads at once: each
-/// thread's go to the list its Sink names (held until it is known whose
-/// are shown); a thread without one passes them on.
-class ThreadDiagnostics {
-public:
-  explicit ThreadDiagnostics(MLIRContext *context)
-      : handler_(context, [](Diagnostic &diagnostic) -> LogicalResult {
-          if (!sink_)
-            return failure();
-          sink_->push_back(std::move(diagnostic));
-          return success();
-        }) {}
-  struct Sink {
-    explicit Sink(std::vector<Diagnostic> &held) { sink_ = &held; }
-    ~Sink() { sink_ = nullptr; }
-  };
-
-private:
-  static thread_local std::vector<Diagnostic> *sink_;
-  ScopedDiagnosticHandler handler_;
-};
-thread_local std::vector<Diagnostic> *ThreadDiagnostics::sink_ = nullptr;
-
 /// One --recompute mode's compile: the module, or failure with the
 /// diagnostics it held.
 struct Attempt {
@@ -471,6 +463,7 @@ struct Candidate {
   double step = 0;      // seconds; 0 when it cannot be simulated
   int64_t peak = 0;     // bytes, the largest rank's
   std::string note;     // why this mode, "" when nothing to say
+  std::vector<Diagnostic> held; // what its compile said (warnings), shown if chosen
 };
 
 /// Simulates `candidate`'s plan on the cluster it was compiled for (with
@@ -541,13 +534,16 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
   else if (options.training)
     modes = {"none", "selective", "full"};
   MLIRContext *context = module.getContext();
-  ThreadDiagnostics diagnostics(context);
+  // Each mode's diagnostics are held until it is known whose are shown.
   auto compileMode = [&](const std::string &mode) {
     Attempt attempt;
     CompileOptions o = options;
     if (o.training)
       o.training->recompute = mode;
-    ThreadDiagnostics::Sink sink(attempt.held);
+    ThreadDiagnosticHandler hold(context, [&](Diagnostic &diagnostic) {
+      attempt.held.push_back(std::move(diagnostic));
+      return success();
+    });
     attempt.work = compileFitting(module, o, *cluster, limit, attempt.outOfMemory);
     return attempt;
   };
@@ -568,6 +564,8 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
   auto finish = [&](Candidate &chosen, const std::string &note) {
     if (ahead.valid())
       ahead.wait();
+    for (Diagnostic &diagnostic : chosen.held)
+      context->getDiagEngine().emit(std::move(diagnostic));
     return keep(module, chosen, plan, note);
   };
   std::optional<Candidate> kept; // the first that fits, when tight
@@ -588,7 +586,7 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
       }
       continue;
     }
-    Candidate candidate{std::move(*attempt.work), mode, {}, 0, 0, {}};
+    Candidate candidate{std::move(*attempt.work), mode, {}, 0, 0, {}, std::move(attempt.held)};
     if (i > 0 && !kept)
       candidate.note = "recompute: " + mode + " chosen by --recompute auto: without recomputation" +
                        (i > 1 ? " or with selective recomputation" : "") +

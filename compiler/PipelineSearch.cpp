@@ -12,6 +12,7 @@
 // rules out early. docs/pipeline.md explains.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Diagnostics.h"
 #include "compiler/MicroBatches.h"
 #include "compiler/ShardingSearch.h"
 #include "compiler/TrainingStepParts.h"
@@ -202,7 +203,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     std::vector<Diagnostic> held;
     FailureOr<SearchResult> searched = failure();
     {
-      ScopedDiagnosticHandler hold(context, [&](Diagnostic &d) {
+      ThreadDiagnosticHandler hold(context, [&](Diagnostic &d) {
         held.push_back(std::move(d));
         return success();
       });

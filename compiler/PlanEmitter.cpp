@@ -122,6 +122,15 @@ LogicalResult emitTraining(func::FuncOp func, DictionaryAttr options, plan::Trai
   out.set_clip_norm(real("clip_norm"));
   if (auto skip = options.getAs<BoolAttr>("skip_nonfinite"))
     out.set_skip_nonfinite(skip.getValue());
+  if (auto sync = options.getAs<StringAttr>("sync")) {
+    out.set_sync(sync.str());
+    out.set_average_every(integer("average_every"));
+    auto axes = options.getAs<DenseI64ArrayAttr>("data_axes");
+    ok = ok && axes;
+    if (axes)
+      for (int64_t a : axes.asArrayRef())
+        out.add_data_axes(uint32_t(a));
+  }
   out.set_precision(text("precision"));
   out.set_running_statistics(integer("running_statistics"));
   out.set_classes(integer("classes", /*required=*/false));

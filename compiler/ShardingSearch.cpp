@@ -1,6 +1,8 @@
 //===- ShardingSearch.cpp - one split per op, by integer programming ------===//
 #include "compiler/ShardingSearch.h"
 
+#include "compiler/Diagnostics.h"
+
 #include "compiler/SearchGraph.h"
 #include "dialects/graph/AttrNames.h"
 
@@ -218,7 +220,7 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     freeAxisTried |= freeAxis;
     // A role assignment that cannot work (or win) is no error, just no
     // candidate: what it said is kept as why.
-    ScopedDiagnosticHandler quiet(module.getContext(), [&](Diagnostic &d) {
+    ThreadDiagnosticHandler quiet(module.getContext(), [&](Diagnostic &d) {
       if (tried[index].why.empty() || roundingOnly)
         tried[index].why = d.str();
       if (freeAxis && roundingOnly)

@@ -123,6 +123,11 @@ struct ParallelOptions {
   /// --compress-gradients: weight gradients' reductions travel in this type
   /// ("bf16", "f16"; empty: f32, as computed).
   std::string compressGradients;
+  /// --sync local: the data-parallel ranks ("dp" axis) keep replicas that
+  /// the runtime averages every `averageEvery` steps (dtc-local-sgd);
+  /// empty: one all-reduce of the gradients a step.
+  std::string sync;
+  int64_t averageEvery = 4;
   bool searchMeshShape = false; // --devices: `mesh` is {N}, whose shape is searched too
   double memoryLimit = 0;    // --memory-limit bytes per device; 0: the cluster's capacity
   /// --pp: stages, each a copy of the mesh above (1: none; 0 with --devices

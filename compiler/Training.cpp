@@ -125,13 +125,22 @@ public:
       return func_.emitError("the loss depends on no f32 parameter: nothing to train")
              << (untrained.empty() ? "" : " (" + describeUntrained(untrained) + ")");
     // Where each gradient is made (through the views of it: a bias's
-    // gradient is a reshaped sum), for dtc-compress-gradients.
-    for (auto &[param, grad] : trained)
+    // gradient is a reshaped sum), for dtc-compress-gradients and
+    // dtc-local-sgd. An embedding's scatter-add marks what it scatters too:
+    // a position table read at 0..n-1 scatters at 0..n-1, which the
+    // canonicalizer folds away, leaving the reshaped sum as the gradient.
+    for (auto &[param, grad] : trained) {
+      bool scattered = false; // what a scatter-add scatters: only a sum, or views of one
       for (Operation *def = grad.getDefiningOp(); def; def = def->getOperand(0).getDefiningOp()) {
+        bool view = isa<graph::ReshapeOp, graph::SqueezeOp, graph::UnsqueezeOp, graph::CastOp>(def);
+        if (scattered && !view && !isa<graph::ReduceSumOp>(def))
+          break;
         def->setAttr(attr::kWeightGradient, b_.getUnitAttr());
-        if (!isa<graph::ReshapeOp, graph::SqueezeOp, graph::UnsqueezeOp, graph::CastOp>(def))
+        scattered = scattered || isa<graph::ScatterAddOp>(def);
+        if (!view && !isa<graph::ScatterAddOp>(def))
           break;
       }
+    }
     b_.setInsertionPoint(terminator);
     if (options_.microBatches > 1)
       accumulateGradients(trained, updates);

@@ -27,8 +27,10 @@ namespace dtc::plan {
 /// pipelines (virtual stages, RankProgram.part_ends, Transfer.channel), which
 /// an older runtime would run in the wrong order. Version 6: the stash in
 /// parts, each with its own copies (RankProgram.stashes, Buffer.stash),
-/// which an older runtime would overlap.
-constexpr uint32_t kPlanFormatVersion = 6;
+/// which an older runtime would overlap. Version 7: local SGD
+/// (Training.sync, average_every, data_axes), whose replicas an older
+/// runtime would never average.
+constexpr uint32_t kPlanFormatVersion = 7;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -119,6 +119,8 @@ public:
   /// stage computes some).
   bool hasOutput(int index) const;
 
+  /// The mesh's communicators (null when this process runs alone).
+  MeshGroups *meshGroups() const { return groups_; }
   /// The program this rank runs.
   const plan::RankProgram &program() const { return *program_; }
 

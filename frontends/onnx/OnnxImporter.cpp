@@ -16,11 +16,12 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <sys/stat.h>
 #include <sstream>
 
@@ -566,7 +567,11 @@ LogicalResult OnnxImporter::importGraph(const ::onnx::GraphProto &graph,
 
 OwningOpRef<ModuleOp> OnnxImporter::run(const void *data, size_t size,
                                         std::string &error) {
-  ScopedDiagnosticHandler handler(&context_, [&](Diagnostic &diag) {
+  // This thread's only: compileToPlan may import on two threads at once.
+  ScopedDiagnosticHandler handler(&context_, [&, owner = std::this_thread::get_id()](
+                                                 Diagnostic &diag) -> LogicalResult {
+    if (std::this_thread::get_id() != owner)
+      return failure();
     if (diag.getSeverity() == DiagnosticSeverity::Error && diagnostic_.empty())
       diagnostic_ = diagnosticText(diag);
     return success();

@@ -8,6 +8,7 @@
 #include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/LocalSgd.h"
 #include "runtime/comm/Watchdog.h"
 #include "runtime/train/DataSet.h"
 #include "runtime/train/ModelExport.h"
@@ -377,6 +378,9 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       parameters.push_back(uint32_t(b));
   std::string digest = planDigest(plan_, program);
 
+  ReplicaAverage replicas; // local SGD
+  if (!replicas.prepare(plan_, executor_, error))
+    return false;
   int64_t start = 0;
   uint64_t dataSeed = options.seed; // a resumed run's is the checkpoint's
   if (options.resume) {
@@ -429,6 +433,11 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
                             : "",
                         data->batchesPerEpoch(), options.steps, training.loss(),
                         training.optimizer()));
+  if (replicas.enabled())
+    progress_(fmt::format("training: local SGD: each data-parallel rank trains its own replica "
+                          "on its part of the batch; the {} weights averaged every {} steps",
+                          countText(double(replicas.weightCount())),
+                          training.average_every()));
   // Each rank reads only its rows of every batch (all of them unless the
   // plan splits the batch).
   std::vector<void *> buffers(fields.size());
@@ -557,6 +566,11 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       return false;
     }
     executor_.applyUpdates();
+    if (replicas.due(step + 1)) {
+      watchdog::setActivity(fmt::format("step {}, averaging the replicas", step + 1));
+      if (!replicas.average(executor_, error))
+        return false;
+    }
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
             .count();
@@ -610,6 +624,10 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
                           skippedSteps, options.steps - start));
   if (options.exportPath.empty())
     return true;
+  // One model: local SGD's replicas averaged (the checkpoints keep them
+  // apart, as an uninterrupted run would have them).
+  if (replicas.enabled() && !replicas.due(options.steps) && !replicas.average(executor_, error))
+    return false;
   int replaced = 0;
   if (!exportTrainedModel(plan_, executor_,
                           options.modelPath.empty() ? plan_.model() : options.modelPath,

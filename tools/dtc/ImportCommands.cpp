@@ -182,6 +182,16 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
     p.compressGradients = v;
     return v == "bf16" || v == "f16" ? "" : "--compress-gradients takes bf16 or f16, got '" + v + "'";
   });
+  parser.value("--sync", [&](const std::string &v) -> std::string {
+    if (v == "ps")
+      return "--sync ps (parameter servers) is not built yet: --sync allreduce or local";
+    if (v != "allreduce" && v != "local")
+      return "--sync takes allreduce or local, got '" + v + "'";
+    p.sync = v == "local" ? v : "";
+    return "";
+  });
+  parser.value("--average-every", countAtLeast("--average-every", p.averageEvery, 1),
+               "--average-every needs a number of steps");
   parser.value("--tp", countAtLeast("--tp", p.tensorParallel, 1), "--tp needs a number");
   // --pp 0 (as an unset --pp with --devices and --train): searched.
   parser.value("--pp", countAtLeast("--pp", p.pipelineStages, 0), "--pp needs a number");
@@ -269,6 +279,21 @@ int finishParallelOptions(ParallelOptions &p, const ClusterChoice &choice) {
   if (!p.mesh.empty() && devices % pinned != 0)
     return usageError(fmt::format("--dp and --tp pin {} devices, which do not divide the mesh's {}",
                                   pinned, devices));
+  if (p.sync == "local") {
+    if (p.dataParallel <= 1)
+      return usageError("--sync local keeps a replica on each data-parallel rank: give --dp N "
+                        "(N > 1) as well");
+    if (p.zero > 0)
+      return usageError(fmt::format("--sync local averages whole replicas; --zero {} splits "
+                                    "them over the data-parallel ranks: use --zero 0",
+                                    p.zero));
+    p.zero = 0;
+    if (p.pipelineStages > 1 || p.pipelineStages == 0)
+      return usageError("--sync local with pipeline stages is not built yet: use --pp 1");
+    if (!p.compressGradients.empty())
+      return usageError("--compress-gradients compresses the gradients' all-reduce, which "
+                        "--sync local leaves out");
+  }
   if (p.zero > 0 && p.dataParallel <= 1)
     return usageError(fmt::format("--zero {} shards optimizer state over data-parallel ranks: "
                                   "give --dp N (N > 1) as well",
@@ -335,6 +360,9 @@ int runCompile(const Args &args) {
   if (parallel.pipelineSchedule == "interleaved" && parallel.pipelineStages == 1)
     return usageError("--schedule interleaved runs pipeline stages: it needs --pp N (2 or "
                       "more) or --devices N");
+  if (!parallel.sync.empty() && !train)
+    return usageError("--sync " + parallel.sync + " is how training ranks combine their "
+                      "work: it needs --train");
   if (train) {
     if (std::string problem = checkTrainingOptions(training); !problem.empty())
       return usageError(problem);

@@ -67,6 +67,12 @@ commands:
               rest of --devices or --mesh, if any, is still searched)
           --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
               over dp (default: searched)
+          --sync allreduce|local   how data-parallel ranks combine their
+              work: allreduce (default) sums the gradients every step;
+              local (local SGD) lets each rank train its own replica on its
+              part of the batch and averages the weights every
+              --average-every H steps (default 4) and at the end; needs
+              --dp N, whole weights (--zero 0) and no pipeline
           --compress-gradients bf16|f16   weight gradients' reductions
               travel in bf16 (or f16) between casts: half the bytes,
               losses within about 1e-3 (default: f32)
