@@ -313,6 +313,30 @@ std::string summaryText(const PlanSummary &summary) {
     line(fmt::format("  {}: {}", who,
                      parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, ", "))));
   }
+  // Local SGD: the runtime's average of the replicas, outside the step.
+  if (const Training &training = plan.training(); training.sync() == "local" &&
+                                                  training.average_every() > 0) {
+    // What ReplicaAverage sends: the updated parameters loaded from the
+    // model (no pipeline: Training.updates are every program's).
+    int64_t weights = 0;
+    if (plan.ranks_size() > 0)
+      for (const ParameterUpdate &u : training.updates()) {
+        const RankProgram &program = plan.ranks(0);
+        if (int(u.buffer()) >= program.buffers_size())
+          continue;
+        const Buffer &b = program.buffers(int(u.buffer()));
+        if (b.has_parameter() && !b.parameter().zeros() && !b.parameter().frozen())
+          weights += elementCount(b.type()) * dtypeBytes(b.type().dtype());
+      }
+    std::vector<std::string> axes;
+    for (uint32_t a : training.data_axes())
+      if (int(a) < plan.mesh().axes_size())
+        axes.push_back(plan.mesh().axes(int(a)).name());
+    line(fmt::format("  local SGD: the weights all-reduced over {} every {} steps ({}, {} a "
+                     "step)",
+                     fmt::join(axes, ","), training.average_every(), formatBytes(weights),
+                     formatBytes(weights / training.average_every())));
+  }
 
   // Memory: the compiler's figures, the largest rank's.
   line("");

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Synchronous data parallelism against local SGD, side by side.
+
+Usage:
+    python3 bench/sync_modes.py [--dtc build/bin/dtc] [--ranks 4] [--steps 400]
+                                [--every 2,4,8,16] [--keep DIR]
+
+Needs scikit-learn (its digits data set: 1797 8x8 images, 10 classes). Not
+run in CI: it measures convergence, which is a figure, not a test.
+
+Trains the test MLP (tests/models/generate.py: 64 -> 128 -> 64 -> 10) on
+the digits, standardised, the first 1437 images for training and the last
+360 held out, on RANKS data-parallel ranks (batch 64, AdamW lr 1e-3, the
+same data order for every mode), once with the gradients all-reduced every
+step (`--sync allreduce`, the reference) and once for each H with local SGD
+(`--sync local --average-every H`). For each it prints the training loss at
+a quarter, half, three quarters and the end of the run (each the mean over
+the 20 steps before), the held-out accuracy of the exported model (run in
+onnxruntime), the bytes a rank moves per step (dtc plan: for local SGD the
+loss's all-reduce plus the weights' average over H steps) and the time per
+step. The last column is the final loss over the reference's. Exit status
+1 if a run fails.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnxruntime as ort
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "models"))
+import generate  # noqa: E402
+
+WINDOW = 20
+
+
+def digits(folder):
+    from sklearn.datasets import load_digits
+    x, y = load_digits(return_X_y=True)
+    x = x.astype(np.float32)
+    x = (x - x[:1437].mean(0)) / (x[:1437].std(0) + 1e-6)
+    os.makedirs(folder, exist_ok=True)
+    np.save(os.path.join(folder, "x.npy"), x[:1437])
+    np.save(os.path.join(folder, "labels.npy"), y[:1437].astype(np.int64))
+    return x[1437:], y[1437:]
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def bytes_per_step(dtc, plan):
+    text = run([dtc, "plan", plan])
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    line = next((l for l in text.splitlines() if "every rank:" in l), "")
+    total = sum(float(n) * units[u] for n, u in re.findall(r"\(([0-9.]+) (B|KiB|MiB|GiB)\)", line))
+    # Local SGD's average of the weights every H steps, a step's share.
+    for n, u in re.findall(r"local SGD: .*, ([0-9.]+) (B|KiB|MiB|GiB) a step\)", text):
+        total += float(n) * units[u]
+    return total
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dtc", default="build/bin/dtc")
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--every", default="2,4,8,16")
+    parser.add_argument("--keep")
+    args = parser.parse_args()
+    work = args.keep or tempfile.mkdtemp(prefix="dtc-sync-")
+    os.makedirs(work, exist_ok=True)
+    import onnx
+    onnx.save(generate.build_mlp(), os.path.join(work, "mlp.onnx"))
+    test_x, test_y = digits(os.path.join(work, "digits"))
+    modes = [("allreduce", [])] + [(f"local H={h}", ["--sync", "local", "--average-every", h])
+                                   for h in args.every.split(",")]
+    print(f"MLP on digits, {args.ranks} data-parallel ranks, batch 64, AdamW lr 1e-3, "
+          f"{args.steps} steps")
+    marks = [args.steps // 4, args.steps // 2, 3 * args.steps // 4, args.steps]
+    print(f"{'mode':<14}" + "".join(f"{'loss@' + str(m):>11}" for m in marks) +
+          f"{'held-out':>10}{'bytes/step':>12}{'ms/step':>9}{'final/ref':>11}")
+    reference = None
+    for name, flags in modes:
+        tag = name.replace(" ", "").replace("=", "")
+        plan = os.path.join(work, f"{tag}.dtcp")
+        run([args.dtc, "compile", os.path.join(work, "mlp.onnx"), "--train", "--shape", "batch=64",
+             "--dp", str(args.ranks), "--zero", "0", *flags, "-o", plan])
+        exported = os.path.join(work, f"{tag}.onnx")
+        out = run([args.dtc, "run", plan, "--data", os.path.join(work, "digits"), "--steps",
+                   str(args.steps), "--threads", "1", "--seed", "1", "--export", exported])
+        losses = [float(x) for x in re.findall(r"^step \d+ loss (\S+)", out, re.M)]
+        times = [float(x) for x in re.findall(r"^step \d+ loss \S+ lr \S+ time (\S+) ms", out, re.M)]
+        at = [float(np.mean(losses[m - WINDOW:m])) for m in marks]
+        session = ort.InferenceSession(exported, providers=["CPUExecutionProvider"])
+        logits = session.run(None, {session.get_inputs()[0].name: test_x})[0]
+        accuracy = float((logits.argmax(1) == test_y).mean())
+        reference = reference or at[-1]
+        print(f"{name:<14}" + "".join(f"{x:>11.4f}" for x in at) + f"{accuracy:>10.3f}"
+              f"{bytes_per_step(args.dtc, plan):>12.0f}{np.median(times):>9.3f}"
+              f"{at[-1] / reference:>11.3f}")
+
+
+if __name__ == "__main__":
+    main()
