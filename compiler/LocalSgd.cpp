@@ -102,6 +102,38 @@ struct LocalSgd : impl::LocalSgdBase<LocalSgd> {
     });
     if (walk.wasInterrupted())
       return signalPassFailure();
+    // Federated clients share nothing within a round: the loss (a scalar
+    // all-reduced sum of each rank's mean over the ranks) becomes this
+    // rank's mean; any other collective over the axis cannot stay.
+    if (federated) {
+      WalkResult shared = func.walk([&](Operation *op) -> WalkResult {
+        if (op->getDialect() != meshOp->getDialect() || isa<mesh::MeshOp>(op) ||
+            op->hasAttr(attr::kGradientReduction))
+          return WalkResult::advance();
+        auto axesOf = op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
+        if (!axesOf || !llvm::is_contained(axesOf.asArrayRef(), data))
+          return WalkResult::advance();
+        auto reduce = dyn_cast<mesh::AllReduceOp>(op);
+        auto type = cast<RankedTensorType>(op->getResult(0).getType());
+        if (!reduce || type.getRank() != 0 || reduce.getMeshAxes().size() != 1 ||
+            reduce.getReduction() != mesh::ReductionKind::Sum) {
+          op->emitError("--sync federated: clients share nothing during a round, but the step ")
+              << op->getName() << "s over '" << axis.getValue()
+              << "' (batch-norm statistics over the batch?)";
+          return WalkResult::interrupt();
+        }
+        b.setInsertionPoint(reduce);
+        Value scale = b.create<graph::ConstantOp>(
+            reduce.getLoc(), DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(),
+                                                                         double(replicas))));
+        Value own = b.create<graph::MulOp>(reduce.getLoc(), reduce.getInput(), scale);
+        reduce.getResult().replaceAllUsesWith(own);
+        reduce.erase();
+        return WalkResult::advance();
+      });
+      if (shared.wasInterrupted())
+        return signalPassFailure();
+    }
     // Ops the walk left behind are erased after it.
     SmallVector<Operation *> dead;
     func.walk([&](mesh::AllReduceOp op) {
@@ -111,10 +143,19 @@ struct LocalSgd : impl::LocalSgdBase<LocalSgd> {
     for (Operation *op : dead)
       op->erase();
     NamedAttrList options(training);
-    options.set("sync", b.getStringAttr("local"));
+    options.set("sync", b.getStringAttr(federated ? "federated" : "local"));
     options.set("average_every", b.getI64IntegerAttr(averageEvery));
     options.set("data_axes", b.getDenseI64ArrayAttr({int64_t(data)}));
     func->setAttr(attr::kTraining, options.getDictionary(&getContext()));
+    if (federated) {
+      addNote(func, "sync: federated averaging: each of the " + std::to_string(replicas) + " '" +
+                        axis.getValue() + "' ranks is a client training on its own data (" +
+                        std::to_string(changed) +
+                        " gradient all-reduces and the loss's left out); dtc run --rounds "
+                        "averages the clients' weights after each round, weighted by their "
+                        "samples");
+      return;
+    }
     addNote(func, "sync: local SGD: each of the " + std::to_string(replicas) + " '" +
                       axis.getValue() + "' ranks trains its own replica (" +
                       std::to_string(changed) +

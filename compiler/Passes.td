@@ -200,13 +200,20 @@ def LocalSgd : Pass<"dtc-local-sgd", "mlir::func::FuncOp"> {
     is still the mean over all ranks. Weights must be whole on every rank
     of the axis (ZeRO stage 0): a gradient's reduce-scatter over the axis is
     an error. Records sync = "local", average_every and data_axes in
-    `dtc.training`. Runs right after dtc-spmd-partition.
+    `dtc.training`. With `federated`, the step shares nothing over the axis
+    (the loss's all-reduce becomes the rank's own mean; any other
+    collective over it is an error) and sync is "federated": the runtime
+    runs rounds of local epochs on each client's own data (dtc run
+    --rounds). Runs right after dtc-spmd-partition.
   }];
   let options = [
     Option<"averageEvery", "average-every", "int64_t", "4",
            "Steps between averages of the replicas">,
     Option<"axis", "axis", "std::string", "\"dp\"",
            "The mesh axis (by name) whose ranks keep replicas">,
+    Option<"federated", "federated", "bool", "false",
+           "Federated averaging: the loss's all-reduce over the axis goes too (each "
+           "client reports its own), so that clients may take different step counts">,
   ];
   let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
 }

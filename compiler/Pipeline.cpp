@@ -51,9 +51,10 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.parallel.devices() > 1)
     pm.addPass(createShardingSearchPass(options.parallel));
   pm.addPass(createSpmdPartition());
-  if (options.training && options.parallel.sync == "local") {
+  if (options.training && !options.parallel.sync.empty()) {
     LocalSgdOptions local;
     local.averageEvery = options.parallel.averageEvery;
+    local.federated = options.parallel.sync == "federated";
     pm.nest<func::FuncOp>().addPass(createLocalSgd(local));
   }
   if (options.training && options.parallel.devices() > 1)

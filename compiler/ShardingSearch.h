@@ -125,6 +125,7 @@ struct ParallelOptions {
   std::string compressGradients;
   /// --sync local: the data-parallel ranks ("dp" axis) keep replicas that
   /// the runtime averages every `averageEvery` steps (dtc-local-sgd);
+  /// "federated": clients that share nothing within a round (FedAvg);
   /// empty: one all-reduce of the gradients a step.
   std::string sync;
   int64_t averageEvery = 4;

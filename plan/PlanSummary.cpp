@@ -313,9 +313,9 @@ std::string summaryText(const PlanSummary &summary) {
     line(fmt::format("  {}: {}", who,
                      parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, ", "))));
   }
-  // Local SGD: the runtime's average of the replicas, outside the step.
-  if (const Training &training = plan.training(); training.sync() == "local" &&
-                                                  training.average_every() > 0) {
+  // Local SGD and federated averaging: the runtime's average of the
+  // replicas, outside the step.
+  if (const Training &training = plan.training(); !training.sync().empty()) {
     // What ReplicaAverage sends: the updated parameters loaded from the
     // model (no pipeline: Training.updates are every program's).
     int64_t weights = 0;
@@ -332,10 +332,15 @@ std::string summaryText(const PlanSummary &summary) {
     for (uint32_t a : training.data_axes())
       if (int(a) < plan.mesh().axes_size())
         axes.push_back(plan.mesh().axes(int(a)).name());
-    line(fmt::format("  local SGD: the weights all-reduced over {} every {} steps ({}, {} a "
-                     "step)",
-                     fmt::join(axes, ","), training.average_every(), formatBytes(weights),
-                     formatBytes(weights / training.average_every())));
+    if (training.sync() == "federated")
+      line(fmt::format("  federated averaging: the weights all-reduced over {} after each round "
+                       "({})",
+                       fmt::join(axes, ","), formatBytes(weights)));
+    else
+      line(fmt::format("  local SGD: the weights all-reduced over {} every {} steps ({}, {} a "
+                       "step)",
+                       fmt::join(axes, ","), training.average_every(), formatBytes(weights),
+                       formatBytes(weights / std::max<int64_t>(1, training.average_every()))));
   }
 
   // Memory: the compiler's figures, the largest rank's.

@@ -23,7 +23,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
+#include <utility>
 
 namespace dtc::runtime::train {
 
@@ -40,6 +42,12 @@ struct TrainOptions {
   std::string modelPath;       // where the plan's parameters came from; empty: the plan's
   std::string logJson;         // one JSON record per step, appended (rank 0); empty: none
   double peakFlops = 0;        // a device's peak FLOP/s, for the step's share of it; 0: not shown
+  // Federated averaging (a plan compiled with --sync federated; Federated.h):
+  int64_t rounds = 0;
+  int64_t localEpochs = 1;
+  int64_t clientsPerRound = 0; // 0: all
+  bool secureAggregation = false;
+  std::set<std::pair<int64_t, int64_t>> lostUpdates; // (client, round)
 };
 
 /// The learning rate at 0-based `step`: constant, or a linear warm-up to

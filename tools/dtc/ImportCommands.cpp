@@ -184,10 +184,11 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
   });
   parser.value("--sync", [&](const std::string &v) -> std::string {
     if (v == "ps")
-      return "--sync ps (parameter servers) is not built yet: --sync allreduce or local";
-    if (v != "allreduce" && v != "local")
-      return "--sync takes allreduce or local, got '" + v + "'";
-    p.sync = v == "local" ? v : "";
+      return "--sync ps (parameter servers) is not built yet: --sync allreduce, local or "
+             "federated";
+    if (v != "allreduce" && v != "local" && v != "federated")
+      return "--sync takes allreduce, local or federated, got '" + v + "'";
+    p.sync = v == "allreduce" ? "" : v;
     return "";
   });
   parser.value("--average-every", countAtLeast("--average-every", p.averageEvery, 1),
@@ -279,20 +280,21 @@ int finishParallelOptions(ParallelOptions &p, const ClusterChoice &choice) {
   if (!p.mesh.empty() && devices % pinned != 0)
     return usageError(fmt::format("--dp and --tp pin {} devices, which do not divide the mesh's {}",
                                   pinned, devices));
-  if (p.sync == "local") {
+  if (!p.sync.empty()) {
+    std::string sync = "--sync " + p.sync;
     if (p.dataParallel <= 1)
-      return usageError("--sync local keeps a replica on each data-parallel rank: give --dp N "
-                        "(N > 1) as well");
+      return usageError(sync + " keeps a replica on each data-parallel rank: give --dp N "
+                               "(N > 1) as well");
     if (p.zero > 0)
-      return usageError(fmt::format("--sync local averages whole replicas; --zero {} splits "
-                                    "them over the data-parallel ranks: use --zero 0",
-                                    p.zero));
+      return usageError(fmt::format("{} averages whole replicas; --zero {} splits them over "
+                                    "the data-parallel ranks: use --zero 0",
+                                    sync, p.zero));
     p.zero = 0;
     if (p.pipelineStages > 1 || p.pipelineStages == 0)
-      return usageError("--sync local with pipeline stages is not built yet: use --pp 1");
+      return usageError(sync + " with pipeline stages is not built yet: use --pp 1");
     if (!p.compressGradients.empty())
-      return usageError("--compress-gradients compresses the gradients' all-reduce, which "
-                        "--sync local leaves out");
+      return usageError("--compress-gradients compresses the gradients' all-reduce, which " +
+                        sync + " leaves out");
   }
   if (p.zero > 0 && p.dataParallel <= 1)
     return usageError(fmt::format("--zero {} shards optimizer state over data-parallel ranks: "

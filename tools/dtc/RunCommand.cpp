@@ -498,6 +498,25 @@ int runRun(const Args &args) {
                : "--timeout needs seconds (0: wait forever), got '" + v + "'";
   });
   parser.flag("--no-shuffle", [&] { train.shuffle = false; });
+  // Federated averaging (a plan compiled with --sync federated).
+  parser.value("--rounds", countAtLeast("--rounds", train.rounds, 1), "--rounds needs a number");
+  parser.value("--local-epochs", countAtLeast("--local-epochs", train.localEpochs, 1),
+               "--local-epochs needs a number");
+  parser.value("--clients-per-round", countAtLeast("--clients-per-round", train.clientsPerRound, 1),
+               "--clients-per-round needs a number");
+  parser.flag("--secure-aggregation", train.secureAggregation);
+  parser.value("--lose-update", [&](const std::string &v) -> std::string {
+    // CLIENT@ROUND: that client's update of that round is lost (testing a
+    // client that drops out).
+    size_t at = v.find('@');
+    char *end = nullptr;
+    long long c = at == std::string::npos ? -1 : std::strtoll(v.c_str(), &end, 10);
+    long long r = at == std::string::npos ? -1 : std::strtoll(v.c_str() + at + 1, nullptr, 10);
+    if (at == std::string::npos || end != v.c_str() + at || c < 0 || r < 1)
+      return "--lose-update takes CLIENT@ROUND (like 2@3), got '" + v + "'";
+    train.lostUpdates.insert({c, r});
+    return "";
+  });
   if (int rc = parser.parse(args))
     return rc;
   // The arguments for the ranks dtc starts: all but -n (and

@@ -3,6 +3,8 @@
 
 #include "tools/dtc/Commands.h"
 
+#include "runtime/train/Federated.h"
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -15,7 +17,17 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
   if (options.data.empty())
     return usageError("a training plan needs --data DIR (one .npy per input + labels.npy) "
                       "or --data TOKENS.bin");
-  if (options.steps <= 0)
+  bool federated = plan.training().sync() == "federated";
+  if (federated && options.rounds <= 0)
+    return usageError("a federated plan (--sync federated) trains in rounds: give --rounds N");
+  if (!federated && (options.rounds > 0 || options.clientsPerRound > 0 ||
+                     options.secureAggregation || !options.lostUpdates.empty()))
+    return usageError("--rounds, --clients-per-round, --secure-aggregation and --lose-update "
+                      "are for a plan compiled with --sync federated");
+  if (federated && (options.steps > 0 || !options.checkpoint.empty() || options.resume))
+    return usageError("a federated plan runs --rounds N, not --steps; --checkpoint is not "
+                      "supported for it yet");
+  if (options.steps <= 0 && !federated)
     return usageError("a training plan needs --steps N (N > 0)");
   if (options.resume && options.checkpoint.empty())
     return usageError("--resume needs --checkpoint DIR");
@@ -24,8 +36,8 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
   // to a pseudo-terminal whatever mpirun's own output is: a line per step.
   bool terminal = !world && isatty(fileno(stdout));
   bool open = false; // a step's line waits for its newline
-  runtime::train::Trainer trainer(plan, executor, world, [&](const std::string &line) {
-    bool step = line.rfind("step ", 0) == 0;
+  auto say = [&](const std::string &line) {
+    bool step = line.rfind("step ", 0) == 0 || line.rfind("round ", 0) == 0;
     if (line.rfind("warning: ", 0) == 0) { // stderr: every rank's shows
       fmt::print(stderr, "{}{}\n", open ? "\n" : "", line);
       open = false;
@@ -37,9 +49,26 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
       fmt::print("{}{}\n", open ? "\n" : "", line);
     open = terminal && step;
     std::fflush(stdout);
-  });
+  };
+  runtime::train::Trainer trainer(plan, executor, world, say);
   std::string error;
-  bool ran = trainer.run(options, error);
+  bool ran = false;
+  if (federated) {
+    runtime::train::FederatedOptions f;
+    f.data = options.data;
+    f.rounds = options.rounds;
+    f.localEpochs = options.localEpochs;
+    f.clientsPerRound = options.clientsPerRound;
+    f.seed = options.seed;
+    f.shuffle = options.shuffle;
+    f.secureAggregation = options.secureAggregation;
+    f.exportPath = options.exportPath;
+    f.modelPath = options.modelPath;
+    f.lost = options.lostUpdates;
+    ran = runtime::train::runFederated(plan, executor, world, f, say, error);
+  } else {
+    ran = trainer.run(options, error);
+  }
   if (open)
     fmt::print("\n");
   if (!ran)

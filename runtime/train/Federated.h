@@ -1,0 +1,67 @@
+//===- Federated.h - federated averaging over client ranks ------*- C++ -*-===//
+//
+// Runs a plan compiled with --sync federated (compiler/LocalSgd.cpp): each
+// rank along the plan's data axis is a client with a data set of its own
+// (DIR/0, DIR/1, ...: the same layout as dtc run --data, one folder per
+// client, of any sizes and label mixes) and a replica of the weights. A
+// round: the clients chosen for it (all, or --clients-per-round K drawn
+// from the seed and the round, the same on every rank) train
+// --local-epochs E over their own data from the global model, each at its
+// own step count (the step shares nothing between clients); then the
+// weights become the mean of the chosen clients' weights weighted by their
+// sample counts (McMahan et al. 2017, FedAvg), on every client. A client
+// whose update is lost (it dropped out) weighs 0 that round; if every
+// chosen client is lost, the global model stays as it was.
+//
+// With secure aggregation's masking (--secure-aggregation) each client's
+// weighted weights travel as 64-bit fixed point plus pairwise masks that
+// cancel in the sum (Bonawitz et al. 2017, without its key agreement and
+// secret sharing: the masks come from a seed every client knows, so this
+// shows the protocol's arithmetic, not its privacy): no single client's
+// values are in the clear on the wire. The server is the all-reduce: every
+// client learns only the sum.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_TRAIN_FEDERATED_H
+#define DTC_RUNTIME_TRAIN_FEDERATED_H
+
+#include "runtime/Executor.h"
+#include "runtime/comm/Communicator.h"
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace dtc::runtime::train {
+
+struct FederatedOptions {
+  std::string data;             // DIR: DIR/<client> for each client
+  int64_t rounds = 0;
+  int64_t localEpochs = 1;
+  int64_t clientsPerRound = 0;  // 0: every client, every round
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool secureAggregation = false;
+  std::string exportPath;       // the trained global model as ONNX (rank 0 writes)
+  std::string modelPath;        // where the plan's parameters came from; empty: the plan's
+  // (client, round) pairs whose update is lost, as if the client had
+  // dropped out after training (fault injection for tests).
+  std::set<std::pair<int64_t, int64_t>> lost;
+};
+
+/// Trains; false with `error` saying why it stopped. `progress` gets a
+/// line per round ("round 3 loss 0.41 ...").
+bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *world,
+                  const FederatedOptions &options,
+                  const std::function<void(const std::string &)> &progress, std::string &error);
+
+/// The clients chosen for 1-based `round`: `perRound` of `clients` (all when
+/// 0 or more), drawn from (seed, round), in increasing order.
+std::vector<int64_t> clientsOfRound(int64_t clients, int64_t perRound, uint64_t seed,
+                                    int64_t round);
+
+} // namespace dtc::runtime::train
+
+#endif // DTC_RUNTIME_TRAIN_FEDERATED_H
