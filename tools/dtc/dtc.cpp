@@ -67,11 +67,13 @@ commands:
               rest of --devices or --mesh, if any, is still searched)
           --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
               over dp (default: searched)
-          --sync allreduce|local   how data-parallel ranks combine their
+          --sync allreduce|local|federated   how data-parallel ranks combine their
               work: allreduce (default) sums the gradients every step;
               local (local SGD) lets each rank train its own replica on its
               part of the batch and averages the weights every
-              --average-every H steps (default 4) and at the end; needs
+              --average-every H steps (default 4) and at the end;
+              federated: each data-parallel rank a client with its own data,
+              averaged after each round (dtc run --rounds); both need
               --dp N, whole weights (--zero 0) and no pipeline
           --compress-gradients bf16|f16   weight gradients' reductions
               travel in bf16 (or f16) between casts: half the bytes,
@@ -160,6 +162,18 @@ commands:
         the ranks are gathered first; frozen ones as they were); a model
         with external data gets OUT.onnx.data beside OUT.onnx, so it loads
         from any folder.
+
+  run FED.dtcp --data DIR --rounds R [--local-epochs E] [--clients-per-round K]
+               [--secure-aggregation] [--lose-update CLIENT@ROUND] [--seed S]
+               [--export OUT.onnx] [--threads N]
+        Federated averaging with a plan compiled with --sync federated:
+        client c (its data-parallel rank) trains on DIR/c, E local epochs a
+        round (default 1) from the global model; after each round the
+        weights become the clients' mean weighted by their samples. K
+        clients drawn a round from the seed (default all);
+        --secure-aggregation sends masked fixed-point sums whose pairwise
+        masks cancel; --lose-update drops that client's update of that
+        round (testing a client that drops out). A line per round.
 
   simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
                      [--nodes N] [--trace TRACE.json] [--every-rank]
