@@ -238,6 +238,27 @@ def CompressGradients : Pass<"dtc-compress-gradients", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
 }
 
+def PowerSgd : Pass<"dtc-power-sgd", "mlir::func::FuncOp"> {
+  let summary = "Send weight gradients' all-reduces as rank-r factors (PowerSGD)";
+  let description = [{
+    PowerSGD (Vogels et al. 2019; PyTorch DDP's powerSGD_hook): each f32
+    all-reduce of a weight's gradient (`dtc.gradient_reduction`, a sum)
+    whose tensor, as an n x m matrix (its last dim m), moves at least twice
+    the bytes of its factors, becomes P = all_reduce((M + E) Q), P's
+    columns made orthonormal (Gram-Schmidt), Q' = all_reduce((M + E)^T P)
+    and M^ = P Q'^T, with error feedback E' = M + E - M^ / ranks. E and Q
+    are new zero-initialised parameters ("powersgd.K.error", "powersgd.K.q")
+    the step updates (checkpointed like optimizer state); a zero Q (before
+    the first step) is replaced by a fixed full-rank one. Runs after
+    dtc-accumulate-gradients, so that a micro-batched step's deferred
+    reduction is the one compressed.
+  }];
+  let options = [
+    Option<"rank", "rank", "int64_t", "2", "The factors' rank r">,
+  ];
+  let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
+}
+
 def PipelineSplit : Pass<"dtc-pipeline-split", "mlir::ModuleOp"> {
   let summary = "Cut a training step into pipeline stages, one function each";
   let description = [{

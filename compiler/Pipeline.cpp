@@ -61,7 +61,13 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
     pm.nest<func::FuncOp>().addPass(createRegatherWeights());
   if (options.training) // micro-batched steps (a searched count's too)
     pm.nest<func::FuncOp>().addPass(createAccumulateGradients());
-  if (options.training && !options.parallel.compressGradients.empty()) {
+  if (options.training && llvm::StringRef(options.parallel.compressGradients).starts_with("powersgd")) {
+    PowerSgdOptions power; // "powersgd" or "powersgd:R"
+    llvm::StringRef r = llvm::StringRef(options.parallel.compressGradients).drop_front(8);
+    if (r.consume_front(":"))
+      r.getAsInteger(10, power.rank);
+    pm.nest<func::FuncOp>().addPass(createPowerSgd(power));
+  } else if (options.training && !options.parallel.compressGradients.empty()) {
     CompressGradientsOptions compress;
     compress.precision = options.parallel.compressGradients;
     pm.nest<func::FuncOp>().addPass(createCompressGradients(compress));

@@ -121,7 +121,8 @@ struct ParallelOptions {
   int64_t tensorParallel = 0; // --tp: a mesh axis that splits anything but the batch
   int zero = -1;             // --zero 0..3; -1: searched
   /// --compress-gradients: weight gradients' reductions travel in this type
-  /// ("bf16", "f16"; empty: f32, as computed).
+  /// ("bf16", "f16"), or as PowerSGD's factors ("powersgd", "powersgd:R");
+  /// empty: f32, as computed.
   std::string compressGradients;
   /// --sync local: the data-parallel ranks ("dp" axis) keep replicas that
   /// the runtime averages every `averageEvery` steps (dtc-local-sgd);

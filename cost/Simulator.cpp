@@ -5,6 +5,7 @@
 #include "plan/DType.h"
 #include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
+#include "plan/Replicas.h"
 #include "plan/Sharding.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -605,6 +606,25 @@ Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEve
     sim.ranks.assign(size_t(devices), rank.time);
     sim.flops = rank.flops * double(devices);
     sim.stepSeconds = rank.time.end;
+  }
+  // Local SGD: the runtime's average of the replicas every H steps, its
+  // share of a step (after the step, on the link its group crosses).
+  if (const plan::Training &training = plan.training();
+      sim.error.empty() && training.sync() == "local" && training.average_every() > 0 &&
+      plan.ranks_size() > 0) {
+    plan::Instruction average;
+    average.mutable_collective()->set_kind(plan::ALL_REDUCE);
+    for (uint32_t a : training.data_axes())
+      average.mutable_collective()->add_mesh_axes(a);
+    average.mutable_cost()->set_bytes(
+        double(plan::averagedWeightBytes(plan, plan.ranks(0))));
+    sim.averageSeconds = collectiveInstructionSeconds(plan.mesh(), average, cluster);
+    double share = sim.averageSeconds / double(training.average_every());
+    sim.stepSeconds += share;
+    for (RankTime &t : sim.ranks) {
+      t.communication += share;
+      t.end += share;
+    }
   }
   // A rank that finishes early waits for the step's end.
   for (RankTime &t : sim.ranks)

@@ -45,6 +45,9 @@ struct Simulation {
   double stepSeconds = 0;
   double flops = 0; // all ranks' instructions
   std::vector<RankTime> ranks;
+  // Local SGD (Training.sync "local"): one average of the replicas, whose
+  // 1/average_every share stepSeconds and each rank's communication hold.
+  double averageSeconds = 0;
   std::vector<Event> events; // when asked for
   // Why the plan cannot be simulated (a rank without a program, a
   // collective some rank of its group never reaches); "" when it can.

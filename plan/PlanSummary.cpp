@@ -2,6 +2,7 @@
 #include "plan/PlanSummary.h"
 
 #include "plan/DType.h"
+#include "plan/Replicas.h"
 #include "plan/FormatBytes.h"
 #include "plan/PipelineSchedule.h"
 #include "plan/PlanPrinter.h"
@@ -316,18 +317,7 @@ std::string summaryText(const PlanSummary &summary) {
   // Local SGD and federated averaging: the runtime's average of the
   // replicas, outside the step.
   if (const Training &training = plan.training(); !training.sync().empty()) {
-    // What ReplicaAverage sends: the updated parameters loaded from the
-    // model (no pipeline: Training.updates are every program's).
-    int64_t weights = 0;
-    if (plan.ranks_size() > 0)
-      for (const ParameterUpdate &u : training.updates()) {
-        const RankProgram &program = plan.ranks(0);
-        if (int(u.buffer()) >= program.buffers_size())
-          continue;
-        const Buffer &b = program.buffers(int(u.buffer()));
-        if (b.has_parameter() && !b.parameter().zeros() && !b.parameter().frozen())
-          weights += elementCount(b.type()) * dtypeBytes(b.type().dtype());
-      }
+    int64_t weights = plan.ranks_size() > 0 ? averagedWeightBytes(plan, plan.ranks(0)) : 0;
     std::vector<std::string> axes;
     for (uint32_t a : training.data_axes())
       if (int(a) < plan.mesh().axes_size())

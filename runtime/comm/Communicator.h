@@ -16,6 +16,7 @@
 #include "plan/DType.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -79,8 +80,27 @@ public:
   /// `key` (ties broken by rank in this group), as MPI_Comm_split.
   virtual std::unique_ptr<Communicator> split(int color, int key, std::string &error) = 0;
 
+  /// What this rank sent through this group so far, by operation
+  /// ("all_reduce", "send", ...): calls and bytes on the wire as the ring
+  /// algorithms move them (an all-reduce of B bytes over p ranks sends
+  /// 2 (p - 1) / p B; a reduce-scatter, all-gather or all-to-all of B a rank
+  /// (p - 1) B; a broadcast B; a send its bytes), for dtc run --profile.
+  struct Traffic {
+    int64_t calls = 0;
+    double bytes = 0;
+  };
+  const std::map<std::string, Traffic> &traffic() const { return traffic_; }
+
+protected:
+  void tally(const char *operation, double bytes) {
+    Traffic &t = traffic_[operation];
+    ++t.calls;
+    t.bytes += bytes;
+  }
+
 private:
   std::string name_;
+  std::map<std::string, Traffic> traffic_;
 };
 
 } // namespace dtc::runtime

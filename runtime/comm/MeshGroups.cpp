@@ -105,4 +105,15 @@ Communicator *MeshGroups::group(std::vector<int> axes, std::string &error) {
   return (groups_[axes] = std::move(communicator)).get();
 }
 
+std::map<std::string, Communicator::Traffic> MeshGroups::traffic() const {
+  std::map<std::string, Communicator::Traffic> all = world_.traffic();
+  for (const auto &[axes, group] : groups_)
+    if (group.get() != &world_)
+      for (const auto &[operation, t] : group->traffic()) {
+        all[operation].calls += t.calls;
+        all[operation].bytes += t.bytes;
+      }
+  return all;
+}
+
 } // namespace dtc::runtime

@@ -48,6 +48,10 @@ public:
   /// on bad axes or a failed split.
   Communicator *group(std::vector<int> axes, std::string &error);
 
+  /// What this rank sent so far over the world and every group, by
+  /// operation (Communicator::traffic).
+  std::map<std::string, Communicator::Traffic> traffic() const;
+
 private:
   MeshGroups(Communicator &world, std::vector<int64_t> axisSizes);
 

@@ -198,6 +198,7 @@ public:
       return false;
     char *bytes = static_cast<char *>(data);
     int64_t width = dtypeBytes(dtype);
+    tally("all_reduce", 2.0 * (size_ - 1) / size_ * double(count * width));
     return check(what, error, inPieces(count, [&](int64_t offset, int n) {
       return MPI_Allreduce(MPI_IN_PLACE, bytes + offset * width, n, type, op, comm_);
     }));
@@ -213,6 +214,7 @@ public:
     char *out = static_cast<char *>(recv);
     MPI_Datatype type = storageType(dtype);
     int64_t width = dtypeBytes(dtype);
+    tally("all_gather", double(size_ - 1) * double(countPerRank * width));
     return check(what, error, inPieces(countPerRank, [&](int64_t offset, int n) {
       if (n == countPerRank)
         return MPI_Allgather(in, n, type, out, n, type, comm_);
@@ -239,6 +241,7 @@ public:
     const char *in = static_cast<const char *>(send);
     char *out = static_cast<char *>(recv);
     int64_t width = dtypeBytes(dtype);
+    tally("reduce_scatter", double(size_ - 1) * double(countPerRank * width));
     if (size_ == 1) {
       std::memcpy(recv, send, size_t(countPerRank * width));
       return true;
@@ -290,6 +293,7 @@ public:
     char *out = static_cast<char *>(recv);
     MPI_Datatype type = storageType(dtype);
     int64_t width = dtypeBytes(dtype);
+    tally("all_to_all", double(size_ - 1) * double(countPerRank * width));
     return check(what, error, inPieces(countPerRank, [&](int64_t offset, int n) {
       if (n == countPerRank)
         return MPI_Alltoall(in, n, type, out, n, type, comm_);
@@ -312,6 +316,8 @@ public:
     char *bytes = static_cast<char *>(data);
     MPI_Datatype type = storageType(dtype);
     int64_t width = dtypeBytes(dtype);
+    if (size_ > 1)
+      tally("broadcast", double(count * width));
     return check(what, error, inPieces(count, [&](int64_t offset, int n) {
       return MPI_Bcast(bytes + offset * width, n, type, root, comm_);
     }));
@@ -326,6 +332,7 @@ public:
       return false;
     if (!reapSends(error))
       return false;
+    tally("send", double(bytes));
     // The bytes are ours until the receive has them.
     pending_.push_back({std::vector<char>(static_cast<const char *>(data),
                                           static_cast<const char *>(data) + bytes),

@@ -2,6 +2,7 @@
 #include "runtime/train/Federated.h"
 
 #include "plan/DType.h"
+#include "plan/Replicas.h"
 #include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/comm/Watchdog.h"
@@ -127,15 +128,13 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
   const plan::RankProgram &program = executor.program();
   std::vector<uint32_t> weights;
   int64_t count = 0;
-  for (const plan::ParameterUpdate &u : Executor::updatesOf(plan, program)) {
-    const plan::Buffer &buffer = program.buffers(int(u.buffer()));
-    if (!buffer.has_parameter() || buffer.parameter().zeros() || buffer.parameter().frozen())
-      continue;
+  for (uint32_t id : plan::averagedWeights(plan, program)) {
+    const plan::Buffer &buffer = program.buffers(int(id));
     if (buffer.type().dtype() != plan::F32) {
       error = "federated averaging: weight '" + buffer.parameter().initializer() + "' is not f32";
       return false;
     }
-    weights.push_back(u.buffer());
+    weights.push_back(id);
     count += plan::elementCount(buffer.type());
   }
   auto scalar = [&](int input, float value) {

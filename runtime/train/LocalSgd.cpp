@@ -2,13 +2,13 @@
 #include "runtime/train/LocalSgd.h"
 
 #include "plan/DType.h"
+#include "plan/Replicas.h"
 #include "runtime/comm/MeshGroups.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 namespace dtc::runtime::train {
 
@@ -23,14 +23,9 @@ bool ReplicaAverage::prepare(const plan::Plan &plan, Executor &executor, std::st
   every_ = training.average_every();
   axes_.assign(training.data_axes().begin(), training.data_axes().end());
   const plan::RankProgram &program = executor.program();
-  std::set<uint32_t> updated;
-  for (const plan::ParameterUpdate &u : Executor::updatesOf(plan, program))
-    updated.insert(u.buffer());
-  for (uint32_t id : updated) {
+  for (uint32_t id : plan::averagedWeights(plan, program)) {
     const plan::Buffer &buffer = program.buffers(int(id));
     const plan::ParameterSource &source = buffer.parameter();
-    if (!buffer.has_parameter() || source.zeros() || source.accumulator() || source.frozen())
-      continue;
     for (const plan::DimSharding &dim : buffer.sharding())
       for (uint32_t axis : dim.mesh_axes())
         if (std::find(axes_.begin(), axes_.end(), int(axis)) != axes_.end()) {

@@ -180,7 +180,16 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
   parser.value("--dp", countAtLeast("--dp", p.dataParallel, 1), "--dp needs a number");
   parser.value("--compress-gradients", [&](const std::string &v) -> std::string {
     p.compressGradients = v;
-    return v == "bf16" || v == "f16" ? "" : "--compress-gradients takes bf16 or f16, got '" + v + "'";
+    if (v == "bf16" || v == "f16" || v == "powersgd")
+      return "";
+    if (v.rfind("powersgd:", 0) == 0) {
+      char *end = nullptr;
+      long r = std::strtol(v.c_str() + 9, &end, 10);
+      if (end != v.c_str() + 9 && !*end && r >= 1 && r <= 64)
+        return "";
+      return "--compress-gradients powersgd:R takes a rank R from 1 to 64, got '" + v + "'";
+    }
+    return "--compress-gradients takes bf16, f16, powersgd or powersgd:R, got '" + v + "'";
   });
   parser.value("--sync", [&](const std::string &v) -> std::string {
     if (v == "ps")

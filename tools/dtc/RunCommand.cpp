@@ -4,6 +4,7 @@
 #include "tools/dtc/RankLauncher.h"
 #include "tools/dtc/TrainCommand.h"
 
+#include "plan/FormatBytes.h"
 #include "plan/PlanLoader.h"
 #include "plan/PlanPrinter.h"
 #include "plan/Ranks.h"
@@ -11,6 +12,7 @@
 #include "runtime/Executor.h"
 #include "runtime/TensorCompare.h"
 #include "runtime/TensorIO.h"
+#include "runtime/comm/MeshGroups.h"
 #include "runtime/comm/RankJob.h"
 #include "runtime/comm/Watchdog.h"
 
@@ -188,6 +190,22 @@ bool printProfile(const plan::Plan &plan, const runtime::Executor &executor,
   for (const auto &[op, entry] : ops)
     fmt::print(" {} {:.1f}% ({}x);", op, 100 * entry.first / total, entry.second);
   fmt::print("\n");
+  // Bytes on the wire, counted at each communicator call (the whole run:
+  // the steps, and the runtime's own reductions such as local SGD's
+  // averages), per profiled run.
+  if (const runtime::MeshGroups *groups = executor.meshGroups()) {
+    double bytes = 0;
+    std::vector<std::string> parts;
+    for (const auto &[operation, t] : groups->traffic()) {
+      bytes += t.bytes;
+      parts.push_back(fmt::format("{} {} ({:.1f} calls)", operation,
+                                  plan::formatBytes(int64_t(t.bytes / runs)),
+                                  double(t.calls) / runs));
+    }
+    fmt::print("  sent by rank {} a run (ring algorithms' bytes): {}{}{}\n",
+               world ? world->rank() : 0, plan::formatBytes(int64_t(bytes / runs)),
+               parts.empty() ? "" : ": ", fmt::join(parts, ", "));
+  }
   return true;
 }
 

@@ -138,6 +138,11 @@ int runSimulate(const Args &args) {
   fmt::print("  step time     {} (per rank on average: compute {}, communication {}, idle {})\n",
              seconds(sim.stepSeconds), seconds(compute / ranks), seconds(comm / ranks),
              seconds(idle / ranks));
+  if (sim.averageSeconds > 0)
+    fmt::print("  local SGD     the replicas' average takes {} every {} steps: {} a step, in "
+               "the step time\n",
+               seconds(sim.averageSeconds), plan.training().average_every(),
+               seconds(sim.averageSeconds / double(plan.training().average_every())));
   if (plan.ranks_size() > 1 && !sim.ranks.empty()) {
     // Ranks with programs of their own (pipeline stages) wait unequally:
     // the least and the most idle rank.

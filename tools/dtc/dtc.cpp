@@ -75,9 +75,10 @@ commands:
               federated: each data-parallel rank a client with its own data,
               averaged after each round (dtc run --rounds); both need
               --dp N, whole weights (--zero 0) and no pipeline
-          --compress-gradients bf16|f16   weight gradients' reductions
-              travel in bf16 (or f16) between casts: half the bytes,
-              losses within about 1e-3 (default: f32)
+          --compress-gradients bf16|f16|powersgd[:R]   weight gradients'
+              reductions travel in bf16 (or f16) between casts: half the
+              bytes, losses within about 1e-3; or as PowerSGD's two rank-R
+              factors (default R 2) with error feedback (default: f32)
           --pp N   pipeline stages: the step cut between layers into N
               stages (their forward FLOPs evened), each on its own copy of
               the rest of the mesh: ranks = N x dp x tp; use with
