@@ -84,7 +84,9 @@ struct LocalSgd : impl::LocalSgdBase<LocalSgd> {
       if (!rest.empty()) {
         auto kept = b.create<mesh::AllReduceOp>(reduce.getLoc(), gradient, reduce.getMesh(), rest,
                                                 reduce.getReduction());
-        kept->setAttrs(reduce->getAttrs());
+        for (StringRef name : {attr::kGradientReduction, attr::kSharding, attr::kOncePerStep})
+          if (Attribute a = reduce->getAttr(name))
+            kept->setAttr(name, a);
         gradient = kept;
       }
       auto type = cast<RankedTensorType>(gradient.getType());
