@@ -175,6 +175,7 @@ def simulated(args, work):
             "--micro-batches", "8", "--recompute", "full"]
     options = [("all-reduce f32", []),
                ("all-reduce bf16 (--compress-gradients)", ["--compress-gradients", "bf16"]),
+               ("PowerSGD rank 4", ["--compress-gradients", "powersgd:4"]),
                ("local SGD H=4", ["--sync", "local", "--average-every", "4"]),
                ("local SGD H=16", ["--sync", "local", "--average-every", "16"])]
     print(f"\n1.3B GPT ({gpt}) on 64 A100s (a100-80g: 8 nodes of 8), data parallel, "
@@ -185,7 +186,7 @@ def simulated(args, work):
         run([args.dtc, "compile", gpt, *base, *flags, "-o", plan])
         out = run([args.dtc, "simulate", plan])
         step = re.search(r"step time +([0-9.]+) (ms|s) \(per rank on average: compute ([0-9.]+ \S+), "
-                         r"communication ([0-9.]+ \S+)", out)
+                         r"communication ([0-9.]+ [a-z]+)", out)
         seconds = float(step.group(1)) * (1e-3 if step.group(2) == "ms" else 1)
         steps.append((seconds, name))
         print(f"  {name:<40} step {step.group(1)} {step.group(2)}  (compute {step.group(3)}, "
