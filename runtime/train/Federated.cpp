@@ -263,15 +263,8 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
   }
   if (options.exportPath.empty())
     return true;
-  int replaced = 0;
-  if (!exportTrainedModel(plan, executor,
-                          options.modelPath.empty() ? plan.model() : options.modelPath,
-                          options.exportPath, world, replaced, error))
-    return false;
-  if (!world || world->rank() == 0)
-    progress(fmt::format("exported {} with {} trained initializers", options.exportPath,
-                         replaced));
-  return true;
+  return exportTrainedModel(plan, executor, options.modelPath, options.exportPath, world,
+                            progress, error);
 }
 
 } // namespace dtc::runtime::train

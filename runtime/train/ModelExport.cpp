@@ -11,6 +11,8 @@
 
 #include "onnx.pb.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -252,6 +254,19 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
   if (!pieces.empty() && !writeFileAtomically(dataPath, dataPath + ".tmp", pieces, error))
     return false;
   return writeFileAtomically(out, out + ".tmp", {serialized}, error);
+}
+
+bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::string &modelPath,
+                        const std::string &out, Communicator *world,
+                        const std::function<void(const std::string &)> &say,
+                        std::string &error) {
+  int replaced = 0;
+  if (!exportTrainedModel(plan, executor, modelPath.empty() ? plan.model() : modelPath, out,
+                          world, replaced, error))
+    return false;
+  if (!world || world->rank() == 0)
+    say(fmt::format("exported {} with {} trained initializers", out, replaced));
+  return true;
 }
 
 } // namespace dtc::runtime::train

@@ -7,6 +7,7 @@
 
 #include "plan.pb.h"
 
+#include <functional>
 #include <string>
 
 namespace dtc::runtime::train {
@@ -23,6 +24,13 @@ namespace dtc::runtime::train {
 /// trained initializers written (rank 0). False with `error` otherwise.
 bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::string &modelPath,
                         const std::string &out, Communicator *world, int &replaced,
+                        std::string &error);
+
+/// exportTrainedModel from the model `modelPath` (the plan's own when
+/// empty), then rank 0 says "exported OUT with N trained initializers".
+bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::string &modelPath,
+                        const std::string &out, Communicator *world,
+                        const std::function<void(const std::string &)> &say,
                         std::string &error);
 
 } // namespace dtc::runtime::train

@@ -628,15 +628,8 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   // apart, as an uninterrupted run would have them).
   if (replicas.enabled() && !replicas.due(options.steps) && !replicas.average(executor_, error))
     return false;
-  int replaced = 0;
-  if (!exportTrainedModel(plan_, executor_,
-                          options.modelPath.empty() ? plan_.model() : options.modelPath,
-                          options.exportPath, world_, replaced, error))
-    return false;
-  if (!world_ || world_->rank() == 0)
-    progress_(fmt::format("exported {} with {} trained initializers", options.exportPath,
-                          replaced));
-  return true;
+  return exportTrainedModel(plan_, executor_, options.modelPath, options.exportPath, world_,
+                            progress_, error);
 }
 
 } // namespace dtc::runtime::train
