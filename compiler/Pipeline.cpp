@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <future>
 #include <thread>
@@ -519,7 +520,9 @@ LogicalResult keep(ModuleOp module, Candidate &candidate, plan::Plan &plan,
 
 } // namespace
 
-LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
+/// compileToPlan for one choice of gradient compression.
+LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
+                                     const CompileOptions &options) {
   if (!module.lookupSymbol<func::FuncOp>("main"))
     return module.emitError("no function 'main' to compile");
   std::string error;
@@ -629,6 +632,56 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
     kept = std::move(candidate);
   }
   return failure();
+}
+
+LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
+  if (options.parallel.compressGradients != "auto")
+    return compileWithCompression(module, plan, options);
+  // --compress-gradients auto: each choice compiled (none, bf16, PowerSGD
+  // rank 4), simulated on the plan's cluster, the fastest kept. Lossy
+  // compression is the user's to allow; which pays is the cost model's to
+  // say (docs/gradient-compression.md).
+  std::string error;
+  std::optional<cost::Cluster> cluster = options.parallel.loadCluster(error);
+  if (!cluster)
+    return module.emitError(error);
+  std::optional<Candidate> best;
+  std::vector<std::string> figures;
+  std::vector<Diagnostic> firstFailure;
+  for (const char *choice : {"", "bf16", "powersgd:4"}) {
+    CompileOptions o = options;
+    o.parallel.compressGradients = choice;
+    Candidate candidate{module.clone(), *choice ? choice : "f32", {}, 0, 0, {}, {}};
+    LogicalResult compiled = failure();
+    {
+      ThreadDiagnosticHandler hold(module.getContext(), [&](Diagnostic &d) {
+        candidate.held.push_back(std::move(d));
+        return success();
+      });
+      compiled = compileWithCompression(*candidate.module, candidate.plan, o);
+    }
+    if (failed(compiled)) {
+      if (firstFailure.empty())
+        firstFailure = std::move(candidate.held);
+      figures.push_back(candidate.mode + " failed");
+      continue;
+    }
+    predict(candidate, *cluster);
+    figures.push_back(candidate.mode + " " + plan::formatSeconds(candidate.step));
+    if (!best || (candidate.step > 0 && candidate.step < best->step))
+      best = std::move(candidate);
+  }
+  if (!best) {
+    for (Diagnostic &d : firstFailure)
+      module.getContext()->getDiagEngine().emit(std::move(d));
+    return failure();
+  }
+  for (Diagnostic &d : best->held)
+    module.getContext()->getDiagEngine().emit(std::move(d));
+  std::string note = "gradient compression: " + best->mode +
+                     " chosen by --compress-gradients auto (predicted step: " +
+                     llvm::join(figures, ", ") + ")";
+  return keep(module, *best, plan, note);
 }
 
 } // namespace dtc

@@ -70,7 +70,8 @@ struct PowerSgd : impl::PowerSgdBase<PowerSgd> {
     SmallVector<Value> newResults;
     SmallVector<std::string> newNames;
     double before = 0, after = 0;
-    for (auto [index, reduce] : llvm::enumerate(reductions)) {
+    for (size_t index = 0; index < reductions.size(); ++index) {
+      mesh::AllReduceOp reduce = reductions[index];
       Location loc = reduce.getLoc();
       auto type = cast<RankedTensorType>(reduce.getType());
       int64_t m = type.getShape().back(), n = type.getNumElements() / m, r = rank;

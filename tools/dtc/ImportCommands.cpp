@@ -180,7 +180,7 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
   parser.value("--dp", countAtLeast("--dp", p.dataParallel, 1), "--dp needs a number");
   parser.value("--compress-gradients", [&](const std::string &v) -> std::string {
     p.compressGradients = v;
-    if (v == "bf16" || v == "f16" || v == "powersgd")
+    if (v == "bf16" || v == "f16" || v == "powersgd" || v == "auto")
       return "";
     if (v.rfind("powersgd:", 0) == 0) {
       char *end = nullptr;
@@ -189,7 +189,8 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
         return "";
       return "--compress-gradients powersgd:R takes a rank R from 1 to 64, got '" + v + "'";
     }
-    return "--compress-gradients takes bf16, f16, powersgd or powersgd:R, got '" + v + "'";
+    return "--compress-gradients takes bf16, f16, powersgd, powersgd:R or auto, got '" + v +
+           "'";
   });
   parser.value("--sync", [&](const std::string &v) -> std::string {
     if (v == "ps")

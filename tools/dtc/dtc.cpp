@@ -78,7 +78,9 @@ commands:
           --compress-gradients bf16|f16|powersgd[:R]   weight gradients'
               reductions travel in bf16 (or f16) between casts: half the
               bytes, losses within about 1e-3; or as PowerSGD's two rank-R
-              factors (default R 2) with error feedback (default: f32)
+              factors (default R 2) with error feedback (default: f32);
+              auto: whichever of f32, bf16 and powersgd:4 predicts the
+              fastest step (each compiled and simulated)
           --pp N   pipeline stages: the step cut between layers into N
               stages (their forward FLOPs evened), each on its own copy of
               the rest of the mesh: ranks = N x dp x tp; use with
