@@ -193,6 +193,28 @@ def simulated(args, work):
               f"communication {step.group(4)})")
     best = min(steps)
     print(f"  fastest: {best[1]}")
+    # What --compress-gradients auto picks, here and where the network is
+    # the limit: the same A100 nodes joined by 10 Gb/s Ethernet (1.25 GB/s
+    # a GPU), one sample a GPU.
+    import json
+    ethernet = os.path.join(work, "a100-ethernet.json")
+    cluster = json.loads(open(os.path.join(os.path.dirname(__file__), "..", "tests", "tools-cli",
+                                           "Inputs", "cluster.json")).read())
+    cluster["name"] = "a100-10GbE"
+    cluster["links"]["inter_node"] = {"latency": 30e-6, "bandwidth": 1.25e9}
+    json.dump(cluster, open(ethernet, "w"))
+    small = "gpt:layers=24,hidden=2048,heads=16,seq=2048,vocab=51200,batch=64"
+    for title, model, cluster_flags, extra in [
+            ("a100-80g, batch 512 in 8 micro-batches", gpt, ["--preset", "a100-80g"],
+             ["--micro-batches", "8"]),
+            ("A100 nodes over 10 Gb/s Ethernet, batch 64", small, ["--cluster", ethernet], [])]:
+        plan = os.path.join(work, "auto.dtcp")
+        out = run([args.dtc, "compile", model, "--train", "--dp", "64", "--zero", "0",
+                   "--recompute", "full", *cluster_flags, *extra, "--compress-gradients", "auto",
+                   "-o", plan])
+        note = re.search(r"gradient compression: (\S+) chosen by --compress-gradients auto "
+                         r"\(predicted step: ([^)]*)\)", out)
+        print(f"  --compress-gradients auto on {title}: {note.group(1)} ({note.group(2)})")
 
 
 if __name__ == "__main__":
