@@ -226,6 +226,7 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
   CheckpointMessage message;
   message.set_format_version(kCheckpointFormatVersion);
   message.set_step(state.step);
+  message.set_skipped_steps(state.skippedSteps);
   message.set_seed(state.seed);
   message.set_plan_digest(state.planDigest);
   for (int64_t size : state.mesh)
@@ -406,6 +407,7 @@ bool readCheckpointFile(const std::string &path, CheckpointState &state, std::st
   }
   CheckpointState read;
   read.step = message.step();
+  read.skippedSteps = message.skipped_steps();
   read.seed = message.seed();
   read.planDigest = message.plan_digest();
   read.mesh.assign(message.mesh().begin(), message.mesh().end());

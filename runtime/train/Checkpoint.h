@@ -47,6 +47,7 @@ struct TensorPart {
 
 struct CheckpointState {
   int64_t step = 0;          // steps completed
+  int64_t skippedSteps = 0;  // of them, skipped for non-finite gradients
   uint64_t seed = 0;         // data shuffling seed
   std::string planDigest;    // identifies the plan it belongs to (caller computes it)
   std::vector<std::pair<std::string, plan::TensorType>> tensorTypes; // names + types, in order

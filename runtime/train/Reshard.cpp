@@ -62,6 +62,7 @@ bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resh
       return false;
     }
     read.seed = state.seed;
+    read.skippedSteps = state.skippedSteps;
     read.mesh = state.mesh;
     for (size_t t = 0; t < state.tensorTypes.size(); ++t) {
       const auto &[name, type] = state.tensorTypes[t];

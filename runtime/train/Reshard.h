@@ -29,6 +29,7 @@ struct WantedPart {
 struct Resharded {
   int64_t step = 0;
   uint64_t seed = 0;
+  int64_t skippedSteps = 0;     // of `step`, skipped for non-finite gradients
   int64_t files = 0;            // the checkpoint's ranks
   std::vector<int64_t> mesh;    // the mesh that wrote it
 };

@@ -199,6 +199,7 @@ bool Trainer::resume(const TrainOptions &options, const std::string &digest,
                 state.tensorBytes[k].size());
   }
   start = state.step;
+  skippedBefore_ = state.skippedSteps;
   if (state.seed != options.seed)
     progress_(fmt::format("resume: the checkpoint's data seed {} replaces --seed {}",
                           state.seed, options.seed));
@@ -243,6 +244,7 @@ bool Trainer::resumeConverted(const TrainOptions &options,
                         plan::rankCount(read.files), plan::meshString(mesh),
                         plan::rankCount(ranks)));
   start = read.step;
+  skippedBefore_ = read.skippedSteps;
   if (read.seed != options.seed)
     progress_(fmt::format("resume: the checkpoint's data seed {} replaces --seed {}", read.seed,
                           options.seed));
@@ -406,6 +408,7 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     CheckpointState state;
     state.step = completed;
     state.seed = dataSeed;
+    state.skippedSteps = skippedBefore_ + skippedSteps;
     state.planDigest = digest;
     state.mesh = plan::meshAxisSizes(plan_.mesh());
     state.rank = world_ ? world_->rank() : 0;
@@ -476,7 +479,9 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     auto begin = std::chrono::steady_clock::now();
     double lr = scheduledLearningRate(training, step);
     setScalar(executor_, lrInput, float(lr));
-    double t = double(step + 1);
+    // The optimizer's step: a skipped step did not count (as PyTorch's
+    // GradScaler skips optimizer.step()).
+    double t = double(step + 1 - skippedBefore_ - skippedSteps);
     if (bc1Input >= 0)
       setScalar(executor_, bc1Input, float(1.0 / (1.0 - std::pow(training.beta1(), t))));
     if (bc2Input >= 0)

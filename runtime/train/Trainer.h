@@ -90,6 +90,9 @@ private:
 
   const plan::Plan &plan_;
   Executor &executor_;
+  // Steps a resumed run's checkpoint had skipped (--skip-nonfinite): not
+  // counted in the optimizer's step count.
+  int64_t skippedBefore_ = 0;
   Communicator *world_;
   Progress progress_;
 };
