@@ -72,7 +72,7 @@ std::string Search::leastMemoryText(const search::StrategySolution &solution) co
   // Changes that would fit, with what each would need (estimates from the
   // parts above): ZeRO-3 where --zero pinned less (weights, state and
   // accumulators split over the data axes), or smaller micro-batches
-  // (the kept activations shrink with them).
+  // (the kept activations shrink with them), or more devices.
   double state = kinds["weights"] + kinds["optimizer state"] + kinds["gradient accumulators"];
   double rest = solution.minimumUse[row] - state, activations = kinds["activations kept for backward"];
   int64_t data = 1;
@@ -94,6 +94,28 @@ std::string Search::leastMemoryText(const search::StrategySolution &solution) co
             ")");
         break;
       }
+  // More devices, as more data-parallel ranks with ZeRO-3: the state split
+  // over all of them and each one's share of the batch (its activations)
+  // smaller alike. The fewest doublings that fit, while each rank keeps a
+  // sample.
+  int64_t devices = 1, samples = 0; // the batch: a data input's dim 0
+  for (const MeshAxisSpec &axis : options_.mesh)
+    devices *= axis.size;
+  for (const Node &node : nodes_)
+    if (node.dataInput && node.argument)
+      if (auto type = dyn_cast<ShapedType>(node.argument.getType()); type && type.getRank() > 0)
+        samples = std::max(samples, type.getDimSize(0));
+  for (int64_t k = 2; k <= 1024 && data * k <= samples; k *= 2) {
+    double need = state / double(data * k) + (rest - activations) + activations / double(k);
+    if (need <= options_.memoryLimit) {
+      changes.push_back("--devices " + std::to_string(devices * k) +
+                        (options_.zero == 3 ? "" : " with --zero 3") + " (" +
+                        std::to_string(k) + " times the data-parallel ranks, each with 1/" +
+                        std::to_string(k) + " of its samples: about " +
+                        plan::formatBytes(int64_t(need)) + ")");
+      break;
+    }
+  }
   if (!changes.empty())
     text += "; would fit: " + llvm::join(changes, ", or ");
   return text;
