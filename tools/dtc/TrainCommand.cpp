@@ -7,7 +7,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 namespace dtc::cli {
@@ -43,10 +46,29 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
       open = false;
       return;
     }
-    if (terminal && step)
-      fmt::print("\r\033[K{}", line);
-    else
+    if (terminal && step) {
+      // A bar of the run done so far (its step or round of all), then the line.
+      int64_t done = std::strtoll(line.c_str() + line.find(' ') + 1, nullptr, 10);
+      int64_t all = std::max<int64_t>(1, federated ? options.rounds : options.steps);
+      constexpr int kWidth = 24;
+      int filled = int(std::clamp<int64_t>(done * kWidth / all, 0, kWidth));
+      // The time spent and left (the line's last part) first: a narrow
+      // terminal cuts the end.
+      size_t last = line.rfind("; ");
+      std::string shown =
+          last == std::string::npos ? line : line.substr(last + 2) + " | " + line.substr(0, last);
+      std::string text = fmt::format("[{}{}] {:3d}% {}", std::string(size_t(filled), '#'),
+                                     std::string(size_t(kWidth - filled), '.'),
+                                     int(std::clamp<int64_t>(done * 100 / all, 0, 100)), shown);
+      // Cut to the terminal's width: a wrapped line would not be replaced.
+      struct winsize size {};
+      if (ioctl(fileno(stdout), TIOCGWINSZ, &size) == 0 && size.ws_col > 1 &&
+          text.size() >= size.ws_col)
+        text.resize(size_t(size.ws_col) - 1);
+      fmt::print("\r\033[K{}", text);
+    } else {
       fmt::print("{}{}\n", open ? "\n" : "", line);
+    }
     open = terminal && step;
     std::fflush(stdout);
   };
