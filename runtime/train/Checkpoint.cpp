@@ -227,6 +227,7 @@ bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
   message.set_format_version(kCheckpointFormatVersion);
   message.set_step(state.step);
   message.set_skipped_steps(state.skippedSteps);
+  message.set_local_steps(state.localSteps);
   message.set_seed(state.seed);
   message.set_plan_digest(state.planDigest);
   for (int64_t size : state.mesh)
@@ -408,6 +409,7 @@ bool readCheckpointFile(const std::string &path, CheckpointState &state, std::st
   CheckpointState read;
   read.step = message.step();
   read.skippedSteps = message.skipped_steps();
+  read.localSteps = message.local_steps();
   read.seed = message.seed();
   read.planDigest = message.plan_digest();
   read.mesh.assign(message.mesh().begin(), message.mesh().end());
@@ -438,6 +440,17 @@ bool readCheckpointFile(const std::string &path, CheckpointState &state, std::st
   }
   state = std::move(read);
   return true;
+}
+
+std::string planDigest(const plan::Plan &plan, const plan::RankProgram &program) {
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string &part :
+       {program.SerializeAsString(), plan.training().SerializeAsString()})
+    for (unsigned char c : part)
+      h = (h ^ c) * 1099511628211ull;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+  return text;
 }
 
 } // namespace dtc::runtime::train

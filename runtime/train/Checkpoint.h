@@ -48,6 +48,7 @@ struct TensorPart {
 struct CheckpointState {
   int64_t step = 0;          // steps completed
   int64_t skippedSteps = 0;  // of them, skipped for non-finite gradients
+  int64_t localSteps = 0;    // federated: `step` counts rounds, this the client's steps
   uint64_t seed = 0;         // data shuffling seed
   std::string planDigest;    // identifies the plan it belongs to (caller computes it)
   std::vector<std::pair<std::string, plan::TensorType>> tensorTypes; // names + types, in order
@@ -70,6 +71,10 @@ struct CheckpointState {
 /// bytes not its type's size) or too large for one file (2 GiB for now).
 bool writeCheckpoint(const std::string &dir, const CheckpointState &state,
                      std::string &error);
+
+/// FNV-1a over the rank's program and the plan's training section, in hex:
+/// a checkpoint belongs to the plan it was written by.
+std::string planDigest(const plan::Plan &plan, const plan::RankProgram &program);
 
 /// Reads DIR/checkpoint.dtck into `state` and validates it (framing and
 /// length, the file's checksum, format version, every tensor's checksum and

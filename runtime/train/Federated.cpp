@@ -6,6 +6,7 @@
 #include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/comm/Watchdog.h"
+#include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSet.h"
 #include "runtime/train/ModelExport.h"
 #include "runtime/train/Trainer.h"
@@ -163,8 +164,52 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
                        data->samples(), data->batch()));
   std::vector<void *> buffers(fields.size());
   int64_t step = 0; // this client's steps so far (schedule, bias corrections, data order)
+  // Checkpoints at round ends: the global weights and this client's
+  // optimizer state, the rounds done and the client's own steps, a file a
+  // rank (the same format and checks as dtc run's steps).
+  std::vector<uint32_t> parameters;
+  for (int b = 0; b < program.buffers_size(); ++b)
+    if (program.buffers(b).has_parameter() && !program.buffers(b).parameter().accumulator())
+      parameters.push_back(uint32_t(b));
+  std::string digest = planDigest(plan, program);
+  int64_t rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
+  int64_t firstRound = 1;
+  if (options.resume) {
+    CheckpointState state;
+    if (!readCheckpoint(options.checkpoint, rank, ranks, state, error))
+      return false;
+    if (state.planDigest != digest || state.tensorTypes.size() != parameters.size()) {
+      error = options.checkpoint + ": a checkpoint of another plan (federated runs resume "
+                                   "only under the plan that wrote them)";
+      return false;
+    }
+    for (size_t k = 0; k < parameters.size(); ++k)
+      std::memcpy(executor.bufferData(parameters[k]), state.tensorBytes[k].data(),
+                  state.tensorBytes[k].size());
+    firstRound = state.step + 1;
+    step = state.localSteps;
+    progress(fmt::format("resumed from {} after round {}", options.checkpoint, state.step));
+  }
+  auto save = [&](int64_t round) {
+    CheckpointState state;
+    state.step = round;
+    state.localSteps = step;
+    state.seed = options.seed;
+    state.planDigest = digest;
+    state.mesh = sizes;
+    state.rank = rank;
+    for (uint32_t id : parameters) {
+      const plan::Buffer &buffer = program.buffers(int(id));
+      state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
+      state.tensorParts.push_back({});
+      const char *at = executor.bufferData(id);
+      state.tensorBytes.emplace_back(
+          at, at + plan::elementCount(buffer.type()) * plan::dtypeBytes(buffer.type().dtype()));
+    }
+    return writeCheckpoint(options.checkpoint, state, error);
+  };
   std::vector<double> packed(size_t(count) + 2);
-  for (int64_t round = 1; round <= options.rounds; ++round) {
+  for (int64_t round = firstRound; round <= options.rounds; ++round) {
     auto begin = std::chrono::steady_clock::now();
     watchdog::setActivity(fmt::format("round {}", round));
     std::vector<int64_t> chosen =
@@ -260,6 +305,22 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
                                      round, packed[1] / total, who, int64_t(total), ms)
                        : fmt::format("round {}: no client reported; the model stays as it was",
                                      round));
+    bool last = round == options.rounds;
+    if (!options.checkpoint.empty() &&
+        (last || (options.checkpointEvery > 0 && round % options.checkpointEvery == 0))) {
+      // Every client learns whether each saved (as dtc run's steps do).
+      int64_t failed = save(round) ? ranks : rank;
+      std::string commError;
+      if (world && !world->allReduce(&failed, 1, plan::I64, Reduction::Min, commError)) {
+        error = commError;
+        return false;
+      }
+      if (failed < ranks) {
+        error = fmt::format("{}rank {} could not write its checkpoint file for round {}",
+                            error.empty() ? "" : error + "; ", failed, round);
+        return false;
+      }
+    }
   }
   if (options.exportPath.empty())
     return true;

@@ -44,6 +44,9 @@ struct FederatedOptions {
   uint64_t seed = 0;
   bool shuffle = true;
   bool secureAggregation = false;
+  std::string checkpoint;       // directory; empty: none
+  int64_t checkpointEvery = 0;  // rounds; 0: only at the end (with a directory)
+  bool resume = false;          // go on from the checkpoint's round
   std::string exportPath;       // the trained global model as ONNX (rank 0 writes)
   std::string modelPath;        // where the plan's parameters came from; empty: the plan's
   // (client, round) pairs whose update is lost, as if the client had

@@ -31,17 +31,6 @@ namespace {
 /// file's next tokens).
 constexpr const char *kLabels = "labels";
 
-/// FNV-1a over the rank's program and the plan's training section: a
-/// checkpoint belongs to the plan it was written by.
-std::string planDigest(const plan::Plan &plan, const plan::RankProgram &program) {
-  uint64_t h = 1469598103934665603ull;
-  for (const std::string &part :
-       {program.SerializeAsString(), plan.training().SerializeAsString()})
-    for (unsigned char c : part)
-      h = (h ^ c) * 1099511628211ull;
-  return fmt::format("{:016x}", h);
-}
-
 /// The output a --skip-nonfinite step reports its gradients' squares in.
 constexpr const char *kGradientSquaresOutput = "gradient_squares";
 

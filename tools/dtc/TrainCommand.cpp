@@ -27,9 +27,8 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
                      options.secureAggregation || !options.lostUpdates.empty()))
     return usageError("--rounds, --clients-per-round, --secure-aggregation and --lose-update "
                       "are for a plan compiled with --sync federated");
-  if (federated && (options.steps > 0 || !options.checkpoint.empty() || options.resume))
-    return usageError("a federated plan runs --rounds N, not --steps; --checkpoint is not "
-                      "supported for it yet");
+  if (federated && options.steps > 0)
+    return usageError("a federated plan runs --rounds N, not --steps");
   if (options.steps <= 0 && !federated)
     return usageError("a training plan needs --steps N (N > 0)");
   if (options.resume && options.checkpoint.empty())
@@ -84,6 +83,9 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
     f.seed = options.seed;
     f.shuffle = options.shuffle;
     f.secureAggregation = options.secureAggregation;
+    f.checkpoint = options.checkpoint;
+    f.checkpointEvery = options.checkpointEvery;
+    f.resume = options.resume;
     f.exportPath = options.exportPath;
     f.modelPath = options.modelPath;
     f.lost = options.lostUpdates;

@@ -168,6 +168,7 @@ commands:
 
   run FED.dtcp --data DIR --rounds R [--local-epochs E] [--clients-per-round K]
                [--secure-aggregation] [--lose-update CLIENT@ROUND] [--seed S]
+               [--checkpoint DIR [--checkpoint-every K] [--resume]]
                [--export OUT.onnx] [--threads N]
         Federated averaging with a plan compiled with --sync federated:
         client c (its data-parallel rank) trains on DIR/c, E local epochs a
@@ -177,6 +178,8 @@ commands:
         --secure-aggregation sends masked fixed-point sums whose pairwise
         masks cancel; --lose-update drops that client's update of that
         round (testing a client that drops out). A line per round.
+        --checkpoint writes every K rounds and at the end; --resume goes on
+        after the checkpoint's round.
 
   simulate PLAN.dtcp [--preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json]
                      [--nodes N] [--trace TRACE.json] [--every-rank]
