@@ -1,6 +1,7 @@
 //===- Pipeline.cpp -------------------------------------------------------===//
 #include "compiler/Pipeline.h"
 
+#include "compiler/Cancel.h"
 #include "compiler/CompileNotes.h"
 #include "compiler/Diagnostics.h"
 #include "compiler/MicroBatches.h"
@@ -23,6 +24,14 @@
 using namespace mlir;
 
 namespace dtc {
+
+namespace {
+thread_local const std::atomic<bool> *cancelFlag = nullptr;
+} // namespace
+
+void setCompileCancelFlag(const std::atomic<bool> *flag) { cancelFlag = flag; }
+
+bool compileCancelled() { return cancelFlag && cancelFlag->load(std::memory_order_relaxed); }
 
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   buildStepPipeline(pm, options);
@@ -335,6 +344,8 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
     return failure();
   OwningOpRef<ModuleOp> step = std::move(*built), searchedStep;
   for (int tries = 1;; ++tries) {
+    if (compileCancelled())
+      return failure();
     OwningOpRef<ModuleOp> work = step->clone();
     PassManager pm(module.getContext());
 #ifdef NDEBUG
@@ -545,8 +556,10 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
     modes = {"none", "selective", "full"};
   MLIRContext *context = module.getContext();
   // Each mode's diagnostics are held until it is known whose are shown.
-  auto compileMode = [&](const std::string &mode) {
+  std::atomic<bool> notNeeded{false}; // the speculative compile's
+  auto compileMode = [&](const std::string &mode, bool speculative) {
     Attempt attempt;
+    setCompileCancelFlag(speculative ? &notNeeded : nullptr);
     CompileOptions o = options;
     if (o.training)
       o.training->recompute = mode;
@@ -555,6 +568,7 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
       return success();
     });
     attempt.work = compileFitting(module, o, *cluster, limit, attempt.outOfMemory);
+    setCompileCancelFlag(nullptr);
     return attempt;
   };
   std::future<Attempt> ahead;
@@ -568,10 +582,11 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
     pm.getDependentDialects(registry);
     context->appendDialectRegistry(registry);
     context->loadAllAvailableDialects();
-    ahead = std::async(std::launch::async, compileMode, modes[1]);
+    ahead = std::async(std::launch::async, compileMode, modes[1], true);
   }
   // `module` is read by the other thread until it ends.
   auto finish = [&](Candidate &chosen, const std::string &note) {
+    notNeeded = true; // a speculative compile still running stops at its next search
     if (ahead.valid())
       ahead.wait();
     for (Diagnostic &diagnostic : chosen.held)
@@ -581,11 +596,12 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
   std::optional<Candidate> kept; // the first that fits, when tight
   for (auto [i, mode] : llvm::enumerate(modes)) {
     bool last = i + 1 == modes.size();
-    Attempt attempt = i == 1 && ahead.valid() ? ahead.get() : compileMode(mode);
+    Attempt attempt = i == 1 && ahead.valid() ? ahead.get() : compileMode(mode, false);
     if (failed(attempt.work) && kept)
       return finish(*kept, kept->note);
     if (failed(attempt.work)) {
       if (last || !attempt.outOfMemory) {
+        notNeeded = true;
         if (ahead.valid())
           ahead.wait();
         for (Diagnostic &diagnostic : attempt.held)

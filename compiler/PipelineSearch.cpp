@@ -12,6 +12,7 @@
 // rules out early. docs/pipeline.md explains.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Cancel.h"
 #include "compiler/Diagnostics.h"
 #include "compiler/MicroBatches.h"
 #include "compiler/ShardingSearch.h"
@@ -168,6 +169,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // `refine`: the chosen count again, CBC closing what rounding left.
   auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals, int64_t m,
                       bool refine = false) -> Outcome {
+    if (compileCancelled())
+      return kUnbuilt;
     auto began = std::chrono::steady_clock::now();
     Step *step = stepWith(m);
     if (!step)

@@ -1,6 +1,7 @@
 //===- ShardingSearch.cpp - one split per op, by integer programming ------===//
 #include "compiler/ShardingSearch.h"
 
+#include "compiler/Cancel.h"
 #include "compiler/Diagnostics.h"
 
 #include "compiler/SearchGraph.h"
@@ -214,6 +215,8 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     tried[i].seconds = std::numeric_limits<double>::quiet_NaN();
   }
   auto tryCandidate = [&](size_t index, bool roundingOnly, double seconds) {
+    if (compileCancelled()) // another thread's compile made this one moot
+      return;
     const SearchOptions &candidate = candidates[index];
     auto search = std::make_unique<search::Search>(graph, candidate);
     bool freeAxis = candidate.mesh.size() == 1 && candidate.mesh[0].role == AxisRole::Free;
