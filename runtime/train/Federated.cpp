@@ -58,7 +58,7 @@ std::vector<int64_t> clientsOfRound(int64_t clients, int64_t perRound, uint64_t 
 }
 
 bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *world,
-                  const FederatedOptions &options,
+                  const TrainOptions &options,
                   const std::function<void(const std::string &)> &progress, std::string &error) {
   const plan::Training &training = plan.training();
   if (training.sync() != "federated") {
@@ -238,7 +238,7 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
       lossSum += loss;
       executor.applyUpdates();
     }
-    bool lost = options.lost.count({client, round}) > 0;
+    bool lost = options.lostUpdates.count({client, round}) > 0;
     double weight = training_ && !lost ? double(data->samples()) : 0;
     // This client's part of the sum: [n, n * mean loss, n * each weight].
     packed[0] = weight;

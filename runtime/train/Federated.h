@@ -27,37 +27,23 @@
 
 #include "runtime/Executor.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/train/Trainer.h"
 
 #include <cstdint>
 #include <functional>
-#include <set>
 #include <string>
-#include <utility>
 
 namespace dtc::runtime::train {
 
-struct FederatedOptions {
-  std::string data;             // DIR: DIR/<client> for each client
-  int64_t rounds = 0;
-  int64_t localEpochs = 1;
-  int64_t clientsPerRound = 0;  // 0: every client, every round
-  uint64_t seed = 0;
-  bool shuffle = true;
-  bool secureAggregation = false;
-  std::string checkpoint;       // directory; empty: none
-  int64_t checkpointEvery = 0;  // rounds; 0: only at the end (with a directory)
-  bool resume = false;          // go on from the checkpoint's round
-  std::string exportPath;       // the trained global model as ONNX (rank 0 writes)
-  std::string modelPath;        // where the plan's parameters came from; empty: the plan's
-  // (client, round) pairs whose update is lost, as if the client had
-  // dropped out after training (fault injection for tests).
-  std::set<std::pair<int64_t, int64_t>> lost;
-};
-
 /// Trains; false with `error` saying why it stopped. `progress` gets a
-/// line per round ("round 3 loss 0.41 ...").
+/// line per round ("round 3 loss 0.41 ..."). `options`: data (DIR, DIR/<client> for each client), rounds,
+/// localEpochs, clientsPerRound (0: all), seed, shuffle,
+/// secureAggregation, checkpoint / checkpointEvery (rounds) / resume,
+/// exportPath, modelPath, and lostUpdates: (client, round) pairs whose
+/// update is lost, as if the client had dropped out after training
+/// (fault injection for tests); steps is unused.
 bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *world,
-                  const FederatedOptions &options,
+                  const TrainOptions &options,
                   const std::function<void(const std::string &)> &progress, std::string &error);
 
 /// The clients chosen for 1-based `round`: `perRound` of `clients` (all when

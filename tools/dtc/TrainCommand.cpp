@@ -75,21 +75,7 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
   std::string error;
   bool ran = false;
   if (federated) {
-    runtime::train::FederatedOptions f;
-    f.data = options.data;
-    f.rounds = options.rounds;
-    f.localEpochs = options.localEpochs;
-    f.clientsPerRound = options.clientsPerRound;
-    f.seed = options.seed;
-    f.shuffle = options.shuffle;
-    f.secureAggregation = options.secureAggregation;
-    f.checkpoint = options.checkpoint;
-    f.checkpointEvery = options.checkpointEvery;
-    f.resume = options.resume;
-    f.exportPath = options.exportPath;
-    f.modelPath = options.modelPath;
-    f.lost = options.lostUpdates;
-    ran = runtime::train::runFederated(plan, executor, world, f, say, error);
+    ran = runtime::train::runFederated(plan, executor, world, options, say, error);
   } else {
     ran = trainer.run(options, error);
   }
