@@ -71,10 +71,10 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
     pm.nest<func::FuncOp>().addPass(createRegatherWeights());
   if (options.training) // micro-batched steps (a searched count's too)
     pm.nest<func::FuncOp>().addPass(createAccumulateGradients());
-  if (options.training && llvm::StringRef(options.parallel.compressGradients).starts_with("powersgd")) {
+  llvm::StringRef compress = options.parallel.compressGradients;
+  if (options.training && compress.starts_with("powersgd")) {
     PowerSgdOptions power; // "powersgd" or "powersgd:R"
-    llvm::StringRef r = llvm::StringRef(options.parallel.compressGradients).drop_front(8);
-    if (r.consume_front(":"))
+    if (llvm::StringRef r = compress.drop_front(8); r.consume_front(":"))
       r.getAsInteger(10, power.rank);
     pm.nest<func::FuncOp>().addPass(createPowerSgd(power));
   } else if (options.training && !options.parallel.compressGradients.empty()) {
@@ -171,7 +171,8 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                               llvm::cl::init("")};
   Option<std::string> sync{*this, "sync",
                            llvm::cl::desc("local: data-parallel replicas averaged every "
-                                          "average-every steps (empty: all-reduce)"),
+                                          "average-every steps; federated: FedAvg clients "
+                                          "(empty: all-reduce)"),
                            llvm::cl::init("")};
   Option<int64_t> averageEvery{*this, "average-every",
                                llvm::cl::desc("local SGD: steps between averages"),
