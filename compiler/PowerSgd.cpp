@@ -109,10 +109,11 @@ struct PowerSgd : impl::PowerSgdBase<PowerSgd> {
         rows.push_back(float(i));
       for (int64_t j = 0; j < r; ++j)
         cols.push_back(float(7 * j + 1));
+      auto table = [&](ArrayRef<int64_t> shape, ArrayRef<float> values) {
+        return b.create<graph::ConstantOp>(loc, DenseElementsAttr::get(tensor(shape), values));
+      };
       Value start = b.create<graph::SinOp>(
-          loc, b.create<graph::AddOp>(
-                   loc, b.create<graph::ConstantOp>(loc, DenseElementsAttr::get(tensor({m, 1}), ArrayRef(rows))),
-                   b.create<graph::ConstantOp>(loc, DenseElementsAttr::get(tensor({1, r}), ArrayRef(cols)))));
+          loc, b.create<graph::AddOp>(loc, table({m, 1}, rows), table({1, r}, cols)));
       Value squares = b.create<graph::ReduceSumOp>(loc, b.create<graph::MulOp>(loc, q, q),
                                                    ArrayRef<int64_t>{0, 1}, false);
       Value unset = b.create<graph::EqualOp>(loc, squares, scalar(0));
@@ -135,7 +136,8 @@ struct PowerSgd : impl::PowerSgdBase<PowerSgd> {
         for (Value previous : columns) {
           Value dot = mark(b.create<graph::ReduceSumOp>(
               loc, mark(b.create<graph::MulOp>(loc, previous, c)), ArrayRef<int64_t>{0}, true));
-          c = mark(b.create<graph::SubOp>(loc, c, mark(b.create<graph::MulOp>(loc, dot, previous))));
+          Value along = mark(b.create<graph::MulOp>(loc, dot, previous));
+          c = mark(b.create<graph::SubOp>(loc, c, along));
         }
         Value norm = mark(b.create<graph::SqrtOp>(
             loc, mark(b.create<graph::AddOp>(
