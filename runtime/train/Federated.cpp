@@ -109,8 +109,23 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
   }
   std::string folder = options.data + "/" + std::to_string(client);
   std::unique_ptr<DataSet> data = DataSet::openNpyDir(folder, fields, error);
-  if (!data) {
+  if (!data)
     error = fmt::format("client {}: {}", client, error);
+  else if (data->batchesPerEpoch() == 0)
+    error = fmt::format("client {}: {} samples, fewer than its batch of {}", client,
+                        data->samples(), data->batch());
+  // Every client learns whether each can start (a missing folder on one
+  // machine): all stop together, the client at fault saying why, rather
+  // than the others waiting at the first round's end.
+  int64_t unready = error.empty() ? clients : client;
+  std::string commError;
+  if (world && !world->allReduce(&unready, 1, plan::I64, Reduction::Min, commError)) {
+    error = commError;
+    return false;
+  }
+  if (unready < clients) {
+    if (error.empty())
+      error = fmt::format("client {} cannot start (its message says why)", unready);
     return false;
   }
   data->setShuffle(options.shuffle, options.seed + uint64_t(client));
@@ -119,11 +134,6 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
                         training.has_ignore_index()
                             ? std::optional<int64_t>(training.ignore_index())
                             : std::nullopt);
-  if (data->batchesPerEpoch() == 0) {
-    error = fmt::format("client {}: {} samples, fewer than its batch of {}", client,
-                        data->samples(), data->batch());
-    return false;
-  }
 
   // The weights averaged: the updated parameters loaded from the model.
   const plan::RankProgram &program = executor.program();
