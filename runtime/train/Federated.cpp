@@ -9,6 +9,7 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSet.h"
 #include "runtime/train/ModelExport.h"
+#include "runtime/train/Reshard.h"
 #include "runtime/train/Trainer.h"
 
 #include <fmt/format.h>
@@ -73,10 +74,10 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
   // clients (null alone).
   std::vector<int> axes(training.data_axes().begin(), training.data_axes().end());
   std::vector<int64_t> sizes = plan::meshAxisSizes(plan.mesh());
-  std::vector<int64_t> at = meshCoordinates(world ? world->rank() : 0, sizes);
+  std::vector<int64_t> coordinates = meshCoordinates(world ? world->rank() : 0, sizes);
   int64_t client = 0, clients = 1;
   for (int a : axes) {
-    client = client * sizes[size_t(a)] + at[size_t(a)];
+    client = client * sizes[size_t(a)] + coordinates[size_t(a)];
     clients *= sizes[size_t(a)];
   }
   Communicator *group = nullptr;
@@ -114,26 +115,14 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
   else if (data->batchesPerEpoch() == 0)
     error = fmt::format("client {}: {} samples, fewer than its batch of {}", client,
                         data->samples(), data->batch());
-  // Every client learns whether each can start (a missing folder on one
-  // machine): all stop together, the client at fault saying why, rather
-  // than the others waiting at the first round's end.
-  int64_t unready = error.empty() ? clients : client;
-  std::string commError;
-  if (world && !world->allReduce(&unready, 1, plan::I64, Reduction::Min, commError)) {
-    error = commError;
-    return false;
+  if (data) {
+    data->setShuffle(options.shuffle, options.seed + uint64_t(client));
+    if (training.loss() == "cross_entropy")
+      data->setLabelRange(fields.size() - 1, training.classes(),
+                          training.has_ignore_index()
+                              ? std::optional<int64_t>(training.ignore_index())
+                              : std::nullopt);
   }
-  if (unready < clients) {
-    if (error.empty())
-      error = fmt::format("client {} cannot start (its message says why)", unready);
-    return false;
-  }
-  data->setShuffle(options.shuffle, options.seed + uint64_t(client));
-  if (training.loss() == "cross_entropy")
-    data->setLabelRange(fields.size() - 1, training.classes(),
-                        training.has_ignore_index()
-                            ? std::optional<int64_t>(training.ignore_index())
-                            : std::nullopt);
 
   // The weights averaged: the updated parameters loaded from the model.
   const plan::RankProgram &program = executor.program();
@@ -163,15 +152,6 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
     }
   };
 
-  progress(fmt::format("training: federated averaging over {} clients, {} rounds of {} local "
-                       "epoch{}, {} clients a round{}; client {}: {} samples in batches of {}",
-                       clients, options.rounds, options.localEpochs,
-                       options.localEpochs == 1 ? "" : "s",
-                       options.clientsPerRound > 0 && options.clientsPerRound < clients
-                           ? std::to_string(options.clientsPerRound)
-                           : "all",
-                       options.secureAggregation ? ", masked aggregation" : "", client,
-                       data->samples(), data->batch()));
   std::vector<void *> buffers(fields.size());
   int64_t step = 0; // this client's steps so far (schedule, bias corrections, data order)
   // Checkpoints at round ends: the global weights and this client's
@@ -184,21 +164,43 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
   std::string digest = planDigest(plan, program);
   int64_t rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
   int64_t firstRound = 1;
+  CheckpointState resumed;
+  if (error.empty() && options.resume &&
+      readCheckpoint(options.checkpoint, rank, ranks, resumed, error) &&
+      (resumed.planDigest != digest || resumed.tensorTypes.size() != parameters.size()))
+    error = options.checkpoint + ": a checkpoint of another plan (federated runs resume only "
+                                 "under the plan that wrote them)";
+  // Every client learns whether each can start (a missing folder or
+  // checkpoint file on one machine): all stop together, the client at
+  // fault saying why, rather than the others waiting at the first round's
+  // end.
+  int64_t unready = error.empty() ? clients : client;
+  std::string commError;
+  if (world && !world->allReduce(&unready, 1, plan::I64, Reduction::Min, commError)) {
+    error = commError;
+    return false;
+  }
+  if (unready < clients) {
+    if (error.empty())
+      error = fmt::format("client {} cannot start (its message says why)", unready);
+    return false;
+  }
+  progress(fmt::format("training: federated averaging over {} clients, {} rounds of {} local "
+                       "epoch{}, {} clients a round{}; client {}: {} samples in batches of {}",
+                       clients, options.rounds, options.localEpochs,
+                       options.localEpochs == 1 ? "" : "s",
+                       options.clientsPerRound > 0 && options.clientsPerRound < clients
+                           ? std::to_string(options.clientsPerRound)
+                           : "all",
+                       options.secureAggregation ? ", masked aggregation" : "", client,
+                       data->samples(), data->batch()));
   if (options.resume) {
-    CheckpointState state;
-    if (!readCheckpoint(options.checkpoint, rank, ranks, state, error))
-      return false;
-    if (state.planDigest != digest || state.tensorTypes.size() != parameters.size()) {
-      error = options.checkpoint + ": a checkpoint of another plan (federated runs resume "
-                                   "only under the plan that wrote them)";
-      return false;
-    }
     for (size_t k = 0; k < parameters.size(); ++k)
-      std::memcpy(executor.bufferData(parameters[k]), state.tensorBytes[k].data(),
-                  state.tensorBytes[k].size());
-    firstRound = state.step + 1;
-    step = state.localSteps;
-    progress(fmt::format("resumed from {} after round {}", options.checkpoint, state.step));
+      std::memcpy(executor.bufferData(parameters[k]), resumed.tensorBytes[k].data(),
+                  resumed.tensorBytes[k].size());
+    firstRound = resumed.step + 1;
+    step = resumed.localSteps;
+    progress(fmt::format("resumed from {} after round {}", options.checkpoint, resumed.step));
   }
   auto save = [&](int64_t round) {
     CheckpointState state;
@@ -211,7 +213,7 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
     for (uint32_t id : parameters) {
       const plan::Buffer &buffer = program.buffers(int(id));
       state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
-      state.tensorParts.push_back({});
+      state.tensorParts.push_back(partOfBuffer(buffer, sizes, coordinates));
       const char *at = executor.bufferData(id);
       state.tensorBytes.emplace_back(
           at, at + plan::elementCount(buffer.type()) * plan::dtypeBytes(buffer.type().dtype()));
@@ -224,10 +226,10 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
     watchdog::setActivity(fmt::format("round {}", round));
     std::vector<int64_t> chosen =
         clientsOfRound(clients, options.clientsPerRound, options.seed, round);
-    bool training_ = std::binary_search(chosen.begin(), chosen.end(), client);
+    bool chosenNow = std::binary_search(chosen.begin(), chosen.end(), client);
     copyWeights(/*out=*/true);
     double lossSum = 0;
-    int64_t steps = training_ ? options.localEpochs * data->batchesPerEpoch() : 0;
+    int64_t steps = chosenNow ? options.localEpochs * data->batchesPerEpoch() : 0;
     for (int64_t s = 0; s < steps; ++s, ++step) {
       scalar(lrInput, float(scheduledLearningRate(training, step)));
       double t = double(step + 1);
@@ -249,7 +251,7 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
       executor.applyUpdates();
     }
     bool lost = options.lostUpdates.count({client, round}) > 0;
-    double weight = training_ && !lost ? double(data->samples()) : 0;
+    double weight = chosenNow && !lost ? double(data->samples()) : 0;
     // This client's part of the sum: [n, n * mean loss, n * each weight].
     packed[0] = weight;
     packed[1] = steps ? weight * lossSum / double(steps) : 0;

@@ -5,6 +5,7 @@
 #include "runtime/train/CheckpointFolder.h"
 #include "plan/DType.h"
 #include "plan/Ranks.h"
+#include "plan/Sharding.h"
 
 #include <fmt/format.h>
 
@@ -120,5 +121,18 @@ bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resh
   }
   return true;
 }
+
+TensorPart partOfBuffer(const plan::Buffer &buffer, const std::vector<int64_t> &axisSizes,
+                        const std::vector<int64_t> &coordinates) {
+  TensorPart part;
+  if (buffer.sharding_size() == 0)
+    return part;
+  std::vector<int64_t> parts = plan::shardParts(buffer, axisSizes);
+  for (int d = 0; d < buffer.type().shape_size(); ++d)
+    part.wholeShape.push_back(buffer.type().shape(d) * parts[size_t(d)]);
+  part.start = plan::shardStarts(buffer, axisSizes, coordinates);
+  return part;
+}
+
 
 } // namespace dtc::runtime::train

@@ -18,6 +18,11 @@
 namespace dtc::runtime::train {
 
 /// A tensor part this rank needs, and where its bytes go.
+/// Where the rank at `coordinates` holds its part of `buffer` in the whole
+/// tensor (empty for a whole one).
+TensorPart partOfBuffer(const plan::Buffer &buffer, const std::vector<int64_t> &axisSizes,
+                        const std::vector<int64_t> &coordinates);
+
 struct WantedPart {
   std::string name;
   plan::TensorType type; // the part's

@@ -34,20 +34,6 @@ constexpr const char *kLabels = "labels";
 /// The output a --skip-nonfinite step reports its gradients' squares in.
 constexpr const char *kGradientSquaresOutput = "gradient_squares";
 
-/// Where the rank at `coordinates` holds its part of `buffer` in the whole
-/// tensor (empty for a whole one).
-TensorPart partOfBuffer(const plan::Buffer &buffer, const std::vector<int64_t> &axisSizes,
-                        const std::vector<int64_t> &coordinates) {
-  TensorPart part;
-  if (buffer.sharding_size() == 0)
-    return part;
-  std::vector<int64_t> parts = plan::shardParts(buffer, axisSizes);
-  for (int d = 0; d < buffer.type().shape_size(); ++d)
-    part.wholeShape.push_back(buffer.type().shape(d) * parts[size_t(d)]);
-  part.start = plan::shardStarts(buffer, axisSizes, coordinates);
-  return part;
-}
-
 void setScalar(Executor &executor, int input, float value) {
   std::vector<char> &bytes = executor.inputBytes(input);
   std::memcpy(bytes.data(), &value, sizeof value);
