@@ -218,6 +218,40 @@ def LocalSgd : Pass<"dtc-local-sgd", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
 }
 
+def ParameterServer : Pass<"dtc-parameter-server", "mlir::ModuleOp"> {
+  let summary = "Parameter servers: workers push gradients, servers update the weights";
+  let description = [{
+    TensorFlow's ParameterServerStrategy and MXNet's kvstore (Li et al.
+    2014): the data-parallel ranks of @main become workers that compute
+    gradients only; `servers` server ranks hold the weights and their
+    optimizer state, each a share of the weights (whole tensors, the
+    largest first to the least loaded server). On the partitioned step,
+    every weight gradient's all-reduce over `axis` goes (each worker pushes
+    its own part, the runtime sums them on the server), the optimizer's
+    ops move into a function per server (@server_K, marked `dtc.server`),
+    whose parameters are its weights, their optimizer state and one buffer
+    per weight for the pushed gradient sum (an accumulator named
+    `<weight>.gradient`), and @main returns those gradients instead of the
+    updates. The module's `dtc.parameter_servers` says which tensor goes to
+    which server and which outputs carry it. With `staleness` S > 0 the
+    servers apply each push as it comes (asynchronous, a worker at most S
+    steps ahead of the slowest), so workers share nothing else: the loss's
+    all-reduce becomes each worker's own mean, and any other collective over
+    the axis is an error. The mesh may have no axis but `axis`; gradient
+    clipping and --skip-nonfinite (which read every gradient) are refused.
+    Runs after dtc-accumulate-gradients.
+  }];
+  let options = [
+    Option<"servers", "servers", "int64_t", "1", "Server ranks">,
+    Option<"staleness", "staleness", "int64_t", "0",
+           "0: synchronous; S > 0: asynchronous, a worker at most S steps ahead">,
+    Option<"axis", "axis", "std::string", "\"dp\"",
+           "The mesh axis (by name) whose ranks are the workers">,
+  ];
+  let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect",
+                           "mlir::func::FuncDialect"];
+}
+
 def CompressGradients : Pass<"dtc-compress-gradients", "mlir::func::FuncOp"> {
   let summary = "Send weight gradients' reductions in bf16 or f16";
   let description = [{

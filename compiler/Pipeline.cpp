@@ -61,7 +61,7 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.parallel.devices() > 1)
     pm.addPass(createShardingSearchPass(options.parallel));
   pm.addPass(createSpmdPartition());
-  if (options.training && !options.parallel.sync.empty()) {
+  if (options.training && !options.parallel.sync.empty() && options.parallel.sync != "ps") {
     LocalSgdOptions local;
     local.averageEvery = options.parallel.averageEvery;
     local.federated = options.parallel.sync == "federated";
@@ -71,6 +71,12 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
     pm.nest<func::FuncOp>().addPass(createRegatherWeights());
   if (options.training) // micro-batched steps (a searched count's too)
     pm.nest<func::FuncOp>().addPass(createAccumulateGradients());
+  if (options.training && options.parallel.sync == "ps") {
+    ParameterServerOptions ps;
+    ps.servers = options.parallel.servers;
+    ps.staleness = options.parallel.staleness;
+    pm.addPass(createParameterServer(ps));
+  }
   llvm::StringRef compress = options.parallel.compressGradients;
   if (options.training && compress.starts_with("powersgd")) {
     PowerSgdOptions power; // "powersgd" or "powersgd:R"
@@ -177,6 +183,11 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
   Option<int64_t> averageEvery{*this, "average-every",
                                llvm::cl::desc("local SGD: steps between averages"),
                                llvm::cl::init(4)};
+  Option<int64_t> servers{*this, "servers", llvm::cl::desc("ps: server ranks"),
+                          llvm::cl::init(1)};
+  Option<int64_t> staleness{*this, "staleness",
+                            llvm::cl::desc("ps: 0 synchronous, S > 0 asynchronous"),
+                            llvm::cl::init(0)};
   Option<std::string> compressGradients{
       *this, "compress-gradients",
       llvm::cl::desc("Weight gradients' reductions in bf16 or f16 (empty: f32)"),
@@ -214,6 +225,8 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     p.compressGradients = compressGradients;
     p.sync = sync;
     p.averageEvery = averageEvery;
+    p.servers = servers;
+    p.staleness = staleness;
     // A size that does not parse reaches the search as a negative limit,
     // which it refuses with a message.
     if (!memoryLimit.empty())

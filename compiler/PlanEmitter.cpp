@@ -124,7 +124,7 @@ LogicalResult emitTraining(func::FuncOp func, DictionaryAttr options, plan::Trai
     out.set_skip_nonfinite(skip.getValue());
   if (auto sync = options.getAs<StringAttr>("sync")) {
     out.set_sync(sync.str());
-    out.set_average_every(integer("average_every"));
+    out.set_average_every(integer("average_every", /*required=*/false));
     auto axes = options.getAs<DenseI64ArrayAttr>("data_axes");
     ok = ok && axes;
     if (axes)
@@ -160,6 +160,10 @@ public:
     bool first = plan_.ranks_size() == 1;
     auto outputIndices = func_->getAttrOfType<DenseI64ArrayAttr>(attr::kOutputs);
     bool pipelined = bool(func_->getAttrOfType<IntegerAttr>(attr::kStage));
+    // A pipeline stage's and a parameter-server plan's programs list their
+    // own updates.
+    bool ownUpdates =
+        pipelined || func_->getParentOfType<ModuleOp>()->hasAttr(attr::kParameterServers);
     int64_t virtuals = virtualStagesOf(func_);
     std::vector<uint32_t> partEnds; // an interleaved stage's (RankProgram.part_ends)
     for (BlockArgument arg : block.getArguments()) {
@@ -211,7 +215,7 @@ public:
             auto parameter = parameters_.find(updates.getValue());
             if (parameter == parameters_.end())
               return func_.emitError("result ") << i << " updates unknown parameter " << updates;
-            plan::ParameterUpdate *update = pipelined ? rank_.add_updates()
+            plan::ParameterUpdate *update = ownUpdates ? rank_.add_updates()
                                                       : plan_.mutable_training()->add_updates();
             update->set_output(uint32_t(index));
             update->set_buffer(parameter->second);
@@ -800,6 +804,14 @@ SmallVector<func::FuncOp> programFunctions(ModuleOp module) {
   if (functions.empty())
     if (auto main = module.lookupSymbol<func::FuncOp>("main"))
       functions.push_back(main);
+  // Parameter servers' programs follow the workers'.
+  SmallVector<std::pair<int64_t, func::FuncOp>> servers;
+  for (func::FuncOp f : module.getOps<func::FuncOp>())
+    if (auto server = f->getAttrOfType<IntegerAttr>(attr::kServer))
+      servers.push_back({server.getInt(), f});
+  llvm::sort(servers, [](auto &a, auto &b) { return a.first < b.first; });
+  for (auto &[server, f] : servers)
+    functions.push_back(f);
   return functions;
 }
 
@@ -854,10 +866,32 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   int64_t devices = 1;
   for (int64_t size : meshShape)
     devices *= size;
-  // SPMD: every rank runs program 0; a pipeline's rank runs its stage's.
-  if (pipeline || module.lookupSymbol<mesh::MeshOp>("mesh"))
+  // SPMD: every rank runs program 0; a pipeline's rank runs its stage's;
+  // parameter servers, past the mesh, their own.
+  auto servers = module->getAttrOfType<DictionaryAttr>(attr::kParameterServers);
+  int64_t serverCount = 0;
+  if (servers) {
+    serverCount = int64_t(programs.size()) - 1;
+    plan::ParameterServers *ps = out.mutable_training()->mutable_parameter_servers();
+    ps->set_servers(uint32_t(serverCount));
+    auto staleness = servers.getAs<IntegerAttr>("staleness");
+    auto tensors = servers.getAs<ArrayAttr>("tensors");
+    if (!staleness || !tensors)
+      return module.emitError("malformed ") << attr::kParameterServers;
+    ps->set_staleness(staleness.getInt());
+    for (auto entry : tensors.getAsRange<DictionaryAttr>()) {
+      plan::ServerTensor *t = ps->add_tensors();
+      t->set_weight(entry.getAs<StringAttr>("weight").str());
+      t->set_server(uint32_t(entry.getAs<IntegerAttr>("server").getInt()));
+      t->set_gradient(uint32_t(entry.getAs<IntegerAttr>("gradient").getInt()));
+      t->set_weight_output(uint32_t(entry.getAs<IntegerAttr>("weight_output").getInt()));
+    }
+    for (int64_t r = 0; r < devices + serverCount; ++r)
+      out.add_program_of_rank(uint32_t(r < devices ? 0 : r - devices + 1));
+  } else if (pipeline || module.lookupSymbol<mesh::MeshOp>("mesh")) {
     for (int64_t r = 0; r < devices; ++r)
       out.add_program_of_rank(uint32_t(r / (devices / int64_t(programs.size()))));
+  }
   if (auto source = module->getAttrOfType<StringAttr>(attr::kSource))
     out.set_model(source.str());
   for (func::FuncOp program : programs) {
@@ -880,7 +914,11 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
       return a ? a.getInt() : 0;
     };
     plan::RankSummary *summary = out.mutable_decisions()->add_ranks();
-    summary->set_rank(pipeline ? int64_t(r) * (devices / int64_t(programs.size())) : 0);
+    summary->set_rank(servers ? (r == 0 ? 0 : devices + int64_t(r) - 1)
+                      : pipeline ? int64_t(r) * (devices / int64_t(programs.size()))
+                                 : 0);
+    std::string who = servers ? "server " + std::to_string(r - 1) + ": "
+                              : "stage " + std::to_string(r) + ": ";
     summary->set_peak_memory_bytes(intAttr(attr::kArenaBytes));
     summary->set_parameter_bytes(intAttr(attr::kParameterBytes));
     summary->set_weight_bytes(intAttr(attr::kWeightBytes));
@@ -890,10 +928,12 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
     // they differ), then what emission made of it.
     for (std::string &note : notesOf(program))
       if (noted.insert(note).second)
-        *notes.Add() = (r > 0 ? "stage " + std::to_string(r) + ": " : std::string()) + note;
+        *notes.Add() = (r > 0 ? who : std::string()) + note;
   }
   for (auto [r, program] : llvm::enumerate(out.ranks())) {
-    std::string stage = pipeline ? "stage " + std::to_string(r) + ": " : std::string();
+    std::string stage = pipeline  ? "stage " + std::to_string(r) + ": "
+                        : servers && r > 0 ? "server " + std::to_string(r - 1) + ": "
+                                         : std::string();
     if (int prologue = program.prologue_size())
       *notes.Add() = stage + "prologue: " + std::to_string(prologue) +
                      " instructions depend only on parameters and constants; they run once, "

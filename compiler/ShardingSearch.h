@@ -127,9 +127,13 @@ struct ParallelOptions {
   /// --sync local: the data-parallel ranks ("dp" axis) keep replicas that
   /// the runtime averages every `averageEvery` steps (dtc-local-sgd);
   /// "federated": clients that share nothing within a round (FedAvg);
+  /// "ps": the data-parallel ranks are workers and `servers` more ranks
+  /// hold the weights (dtc-parameter-server; `staleness` > 0: asynchronous);
   /// empty: one all-reduce of the gradients a step.
   std::string sync;
   int64_t averageEvery = 4;
+  int64_t servers = 1;
+  int64_t staleness = 0;
   bool searchMeshShape = false; // --devices: `mesh` is {N}, whose shape is searched too
   double memoryLimit = 0;    // --memory-limit bytes per device; 0: the cluster's capacity
   /// --pp: stages, each a copy of the mesh above (1: none; 0 with --devices

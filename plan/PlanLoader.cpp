@@ -387,12 +387,14 @@ private:
   /// copied into that parameter.
   bool checkUpdates(int r) {
     const plan::RankProgram &program = plan_.ranks(r);
-    bool pipelined = plan_.training().pipeline().stages() > 1;
+    bool pipelined = plan_.training().pipeline().stages() > 1 ||
+                     plan_.training().has_parameter_servers();
     if (pipelined && plan_.training().updates_size() > 0)
-      return fail("training: a pipelined plan lists its updates per program, not in training");
+      return fail("training: a pipelined or parameter-server plan lists its updates per "
+                  "program, not in training");
     if (!pipelined && program.updates_size() > 0)
       return fail("rank " + std::to_string(r) + ": updates of its own, but the plan has no "
-                  "pipeline stages");
+                  "pipeline stages or parameter servers");
     for (const plan::ParameterUpdate &u :
          pipelined ? program.updates() : plan_.training().updates()) {
       std::string where = "training update of output " + std::to_string(u.output());
@@ -437,10 +439,42 @@ private:
                     std::to_string(plan_.ranks_size()) + " rank programs");
       return true;
     }
-    if (plan_.program_of_rank_size() != devices)
+    // Parameter servers: ranks past the mesh's, each its own program.
+    int64_t servers = 0;
+    if (plan_.training().has_parameter_servers()) {
+      const plan::ParameterServers &ps = plan_.training().parameter_servers();
+      servers = ps.servers();
+      if (servers < 1 || servers > (1 << 16) || plan_.ranks_size() != servers + 1)
+        return fail("parameter servers: " + std::to_string(servers) + " servers but " +
+                    std::to_string(plan_.ranks_size()) + " programs (one for the workers, one "
+                    "per server)");
+      if (ps.staleness() < 0)
+        return fail("parameter servers: staleness " + std::to_string(ps.staleness()));
+      for (const plan::ServerTensor &t : ps.tensors()) {
+        std::string what = "parameter servers: tensor '" + t.weight() + "'";
+        if (t.server() >= uint32_t(servers))
+          return fail(what + " on server " + std::to_string(t.server()));
+        if (t.gradient() >= uint32_t(plan_.outputs_size()) ||
+            t.weight_output() >= uint32_t(plan_.outputs_size()))
+          return fail(what + ": no such output");
+        const plan::RankProgram &worker = plan_.ranks(0);
+        const plan::RankProgram &server = plan_.ranks(int(t.server()) + 1);
+        if (int(t.gradient()) >= worker.outputs_size() ||
+            worker.outputs(int(t.gradient())) == kNoBuffer ||
+            int(t.weight_output()) >= server.outputs_size() ||
+            server.outputs(int(t.weight_output())) == kNoBuffer)
+          return fail(what + ": the worker does not compute its gradient or the server its "
+                      "weight");
+        if (!sameType(plan_.outputs(int(t.gradient())).type(),
+                      plan_.outputs(int(t.weight_output())).type()))
+          return fail(what + ": its gradient's type differs from the weight's");
+      }
+    }
+    if (plan_.program_of_rank_size() != devices + servers)
       return fail("program_of_rank names the programs of " +
                   std::to_string(plan_.program_of_rank_size()) + " ranks but the mesh has " +
-                  std::to_string(devices) + " devices");
+                  std::to_string(devices) + " devices" +
+                  (servers ? " and the plan " + std::to_string(servers) + " servers" : ""));
     for (int r = 0; r < plan_.program_of_rank_size(); ++r)
       if (plan_.program_of_rank(r) >= uint32_t(plan_.ranks_size()))
         return fail("program_of_rank: rank " + std::to_string(r) + " runs program " +
@@ -534,12 +568,13 @@ private:
     }
     for (int o = 0; o < rank.outputs_size(); ++o) {
       uint32_t id = rank.outputs(o);
-      if (id == kNoBuffer && pipeline.stages() > 1)
-        continue; // another stage's
+      if (id == kNoBuffer &&
+          (pipeline.stages() > 1 || plan_.training().has_parameter_servers()))
+        continue; // another stage's or server's
       if (id == kNoBuffer)
         return fail(where + ": output " + std::to_string(o) + " ('" + plan_.outputs(o).name() +
-                    "') is left to another program, but only a pipeline stage may leave an "
-                    "output to another stage and the plan has none");
+                    "') is left to another program, but only a pipeline stage or a parameter "
+                    "server may leave an output to another and the plan has neither");
       if (id >= (uint32_t)rank.buffers_size())
         return fail(where + ": output " + std::to_string(o) + " names buffer " +
                     std::to_string(id) + " of " + std::to_string(rank.buffers_size()));

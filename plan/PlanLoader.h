@@ -29,8 +29,10 @@ namespace dtc::plan {
 /// parts, each with its own copies (RankProgram.stashes, Buffer.stash),
 /// which an older runtime would overlap. Version 7: local SGD
 /// (Training.sync, average_every, data_axes), whose replicas an older
-/// runtime would never average.
-constexpr uint32_t kPlanFormatVersion = 7;
+/// runtime would never average. Version 8: parameter servers
+/// (Training.parameter_servers; ranks past the mesh), which an older
+/// runtime would not start.
+constexpr uint32_t kPlanFormatVersion = 8;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

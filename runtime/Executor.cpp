@@ -56,6 +56,19 @@ std::vector<bool> constantBuffers(const plan::Plan &plan, const plan::RankProgra
   // A training step writes new weights into its parameters.
   for (const plan::ParameterUpdate &update : Executor::updatesOf(plan, program))
     written.push_back(range(update.buffer()));
+  // Parameter servers: the runtime writes a worker's pulled weights and a
+  // server's pushed gradients.
+  if (plan.training().has_parameter_servers()) {
+    std::set<std::string> pushedOrPulled;
+    for (const plan::ServerTensor &t : plan.training().parameter_servers().tensors()) {
+      pushedOrPulled.insert(t.weight());
+      pushedOrPulled.insert(t.weight() + ".gradient");
+    }
+    for (int b = 0; b < program.buffers_size(); ++b)
+      if (program.buffers(b).has_parameter() &&
+          pushedOrPulled.count(program.buffers(b).parameter().initializer()))
+        written.push_back(range(uint32_t(b)));
+  }
   std::vector<bool> constant(program.buffers_size(), false);
   for (int b = 0; b < program.buffers_size(); ++b) {
     Range r = range(b);
@@ -114,11 +127,17 @@ Executor::~Executor() {
 std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
                                            const std::string &modelPath, int threads,
                                            std::string &error, MeshGroups *groups) {
+  // Parameter servers' ranks follow the mesh's (plan.proto: ParameterServers).
   int64_t devices = plan::meshDevices(plan.mesh());
-  int program = rank >= 0 && rank < devices ? programIndexOfRank(plan, rank) : rank;
-  if (rank < 0 || rank >= devices || program >= plan.ranks_size()) {
+  int64_t ranks = devices + plan.training().parameter_servers().servers();
+  int program = rank >= 0 && rank < ranks ? programIndexOfRank(plan, rank) : rank;
+  if (rank < 0 || rank >= ranks || program >= plan.ranks_size()) {
     error = "rank " + std::to_string(rank) + " is not in the plan (" +
-            std::to_string(devices) + " ranks)";
+            std::to_string(ranks) + " ranks)";
+    return nullptr;
+  }
+  if (rank >= devices && groups) {
+    error = "rank " + std::to_string(rank) + " is a parameter server, outside the mesh";
     return nullptr;
   }
   std::unique_ptr<Executor> ex(new Executor);
@@ -126,7 +145,7 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
   ex->program_ = &plan.ranks(program);
   ex->groups_ = groups;
   ex->axisSizes_ = plan::meshAxisSizes(plan.mesh());
-  ex->coordinates_ = meshCoordinates(rank, ex->axisSizes_);
+  ex->coordinates_ = meshCoordinates(rank < devices ? rank : 0, ex->axisSizes_);
   ex->rank_ = rank;
   if (groups) {
     if (groups->axisSizes() != ex->axisSizes_ || groups->coordinates() != ex->coordinates_) {
@@ -480,7 +499,9 @@ bool Executor::runBackward(int64_t microBatch, std::string &error, int64_t chunk
 
 const google::protobuf::RepeatedPtrField<plan::ParameterUpdate> &
 Executor::updatesOf(const plan::Plan &plan, const plan::RankProgram &program) {
-  return plan.training().pipeline().stages() > 1 ? program.updates() : plan.training().updates();
+  return plan.training().pipeline().stages() > 1 || plan.training().has_parameter_servers()
+             ? program.updates()
+             : plan.training().updates();
 }
 
 bool Executor::hasOutput(int index) const {

@@ -101,6 +101,12 @@ constexpr llvm::StringLiteral kPipelineVirtualStages = "dtc.pipeline_virtual_sta
 constexpr llvm::StringLiteral kPipeline = "dtc.pipeline";
 /// A stage's function: its stage number.
 constexpr llvm::StringLiteral kStage = "dtc.stage";
+/// Module: {servers, staleness, tensors} of a parameter-server step
+/// (dtc-parameter-server): each tensor {weight, server, gradient (the
+/// worker's output index), weight_output (the server's)}.
+constexpr llvm::StringLiteral kParameterServers = "dtc.parameter_servers";
+/// A parameter server's function (dtc-parameter-server): its number.
+constexpr llvm::StringLiteral kServer = "dtc.server";
 /// A stage's function: the indices in @main's results of its results.
 constexpr llvm::StringLiteral kOutputs = "dtc.outputs";
 /// An op of a stage's forward part (unit): run per micro-batch before the

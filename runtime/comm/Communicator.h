@@ -73,6 +73,9 @@ public:
   virtual bool send(const void *data, int64_t bytes, int peer, int tag, std::string &error) = 0;
   virtual bool recv(void *data, int64_t bytes, int peer, int tag, std::string &error) = 0;
   virtual bool completeSends(std::string &error) = 0;
+  /// A recv from whichever rank's message with `tag` comes first; `source`
+  /// says whose (a parameter server takes asynchronous pushes so).
+  virtual bool recvAny(void *data, int64_t bytes, int tag, int &source, std::string &error) = 0;
   static constexpr int kReservedTag = 32767;
   virtual bool barrier(std::string &error) = 0;
 

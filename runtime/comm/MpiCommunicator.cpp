@@ -388,6 +388,20 @@ public:
     return check(what, error, code);
   }
 
+  bool recvAny(void *data, int64_t bytes, int tag, int &source, std::string &error) override {
+    MPI_Status status;
+    {
+      watchdog::Wait waiting([&] {
+        return waitText("a message with tag " + std::to_string(tag) + " from any rank");
+      });
+      if (!check([&] { return "probe for tag " + std::to_string(tag); }, error,
+                 MPI_Probe(MPI_ANY_SOURCE, tag, comm_, &status)))
+        return false;
+    }
+    source = status.MPI_SOURCE;
+    return recv(data, bytes, source, tag, error);
+  }
+
   /// Frees the buffers of sends already received.
   bool reapSends(std::string &error) {
     while (!pending_.empty()) {

@@ -46,17 +46,34 @@ std::unique_ptr<RankJob> RankJob::join(const plan::Plan &plan, std::string &erro
     return nullptr;
   std::vector<int64_t> mesh = plan::meshAxisSizes(plan.mesh());
   int64_t devices = plan::meshDevices(plan.mesh());
-  if (devices != job->size()) {
+  int64_t servers = plan.training().parameter_servers().servers();
+  if (devices + servers != job->size()) {
     // Every rank finds this; one message is enough.
+    std::string servedBy = servers ? fmt::format(" and {} parameter server{}", servers,
+                                                 servers == 1 ? "" : "s")
+                                   : "";
     error = job->rank() != 0 ? ""
-                             : fmt::format("the plan is for {} (mesh {}), but the job has {}: "
+                             : fmt::format("the plan is for {} (mesh {}{}), but the job has {}: "
                                            "start it with mpirun -n {} (or let dtc run start it)",
-                                           plan::rankCount(devices), plan::meshString(mesh),
-                                           job->size(), devices);
+                                           plan::rankCount(devices + servers),
+                                           plan::meshString(mesh), servedBy, job->size(),
+                                           devices + servers);
     return nullptr;
   }
-  job->groups_ = MeshGroups::create(*job->world_, mesh, error);
-  if (!job->groups_ || !MpiSession::placeOnNode(job->nodeRank_, job->nodeSize_, error))
+  // Parameter servers: the mesh's collectives among its own ranks.
+  Communicator *meshRanks = job->world_.get();
+  if (servers) {
+    job->meshWorld_ = job->world_->split(job->rank() < devices ? 0 : 1, job->rank(), error);
+    if (!job->meshWorld_)
+      return nullptr;
+    meshRanks = job->meshWorld_.get();
+  }
+  if (job->rank() < devices) {
+    job->groups_ = MeshGroups::create(*meshRanks, mesh, error);
+    if (!job->groups_)
+      return nullptr;
+  }
+  if (!MpiSession::placeOnNode(job->nodeRank_, job->nodeSize_, error))
     return nullptr;
   return job;
 }

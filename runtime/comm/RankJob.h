@@ -37,8 +37,13 @@ public:
 
   int rank() const { return world_->rank(); }
   int size() const { return world_->size(); }
+  /// Every rank of the job.
   Communicator &world() { return *world_; }
-  MeshGroups &groups() { return *groups_; }
+  /// The mesh's ranks: the world, or without a plan's parameter servers
+  /// (ranks past the mesh) the workers alone.
+  Communicator &meshWorld() { return meshWorld_ ? *meshWorld_ : *world_; }
+  /// This rank's mesh communicators; null on a parameter server.
+  MeshGroups *groups() { return groups_.get(); }
   /// Threads per rank when none are asked for: the machine's cores shared
   /// by the job's ranks on it.
   int defaultThreads() const;
@@ -70,6 +75,7 @@ private:
   RankJob() = default;
   std::unique_ptr<MpiSession> session_;
   std::unique_ptr<Communicator> world_;
+  std::unique_ptr<Communicator> meshWorld_; // with parameter servers
   std::unique_ptr<MeshGroups> groups_;
   int nodeRank_ = 0, nodeSize_ = 1; // this rank among the job's ranks on its machine
 };

@@ -90,9 +90,10 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
                         std::string &error) {
   // The programs whose parameters are gathered: with several ranks, every
   // program (a pipeline's stages hold different parameters), else the one
-  // this process runs.
+  // this process runs. Parameter servers' workers hold every weight.
   std::vector<int> programs = {plan::programIndexOfRank(plan, 0)};
-  for (int p = 0; world && p < plan.ranks_size(); ++p)
+  bool servers = plan.training().has_parameter_servers();
+  for (int p = 0; world && !servers && p < plan.ranks_size(); ++p)
     if (p != programs[0])
       programs.push_back(p);
   std::map<std::string, std::string> trained;

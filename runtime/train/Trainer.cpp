@@ -9,6 +9,7 @@
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/LocalSgd.h"
+#include "runtime/train/ParameterServer.h"
 #include "runtime/comm/Watchdog.h"
 #include "runtime/train/DataSet.h"
 #include "runtime/train/ModelExport.h"
@@ -358,6 +359,9 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   ReplicaAverage replicas; // local SGD
   if (!replicas.prepare(plan_, executor_, error))
     return false;
+  ServerClient servers; // parameter servers
+  if (!servers.prepare(plan_, executor_, everyone_, error))
+    return false;
   int64_t start = 0;
   uint64_t dataSeed = options.seed; // a resumed run's is the checkpoint's
   if (options.resume) {
@@ -416,6 +420,16 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
                           "on its part of the batch; the {} weights averaged every {} steps",
                           countText(double(replicas.weightCount())),
                           training.average_every()));
+  if (servers.enabled())
+    progress_(fmt::format(
+        "training: parameter servers: each of {} workers pushes its gradients ({} a step) to "
+        "{} and pulls the weights; {}",
+        plan::meshDevices(plan_.mesh()), plan::formatBytes(servers.bytesPerStep()),
+        servers.servers() == 1 ? "1 server" : fmt::format("{} servers", servers.servers()),
+        training.parameter_servers().staleness() == 0
+            ? std::string("synchronous")
+            : fmt::format("asynchronous, a worker at most {} steps ahead of the slowest",
+                          training.parameter_servers().staleness())));
   // Each rank reads only its rows of every batch (all of them unless the
   // plan splits the batch).
   std::vector<void *> buffers(fields.size());
@@ -546,6 +560,10 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       return false;
     }
     executor_.applyUpdates();
+    if (servers.enabled() && !servers.exchange(executor_, step, error)) {
+      error = fmt::format("step {}: {}", step + 1, error);
+      return false;
+    }
     if (replicas.due(step + 1)) {
       watchdog::setActivity(fmt::format("step {}, averaging the replicas", step + 1));
       if (!replicas.average(executor_, error))

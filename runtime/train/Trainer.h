@@ -62,10 +62,13 @@ public:
   /// own): the caller shows it whichever rank says it.
   using Progress = std::function<void(const std::string &line)>;
 
-  /// `world`: the job's ranks when several run the plan, null for one
-  /// process.
-  Trainer(const plan::Plan &plan, Executor &executor, Communicator *world, Progress progress)
-      : plan_(plan), executor_(executor), world_(world), progress_(std::move(progress)) {}
+  /// `world`: the mesh's ranks when several run the plan, null for one
+  /// process; `everyone`: the job's ranks, parameter servers too (the
+  /// world when null).
+  Trainer(const plan::Plan &plan, Executor &executor, Communicator *world, Progress progress,
+          Communicator *everyone = nullptr)
+      : plan_(plan), executor_(executor), world_(world), everyone_(everyone ? everyone : world),
+        progress_(std::move(progress)) {}
 
   /// Trains; false with `error` saying why it stopped (bad data, a
   /// checkpoint of another plan, a non-finite loss, ...). What was saved
@@ -94,6 +97,7 @@ private:
   // counted in the optimizer's step count.
   int64_t skippedBefore_ = 0;
   Communicator *world_;
+  Communicator *everyone_;
   Progress progress_;
 };
 

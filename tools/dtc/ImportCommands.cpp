@@ -193,16 +193,17 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
            "'";
   });
   parser.value("--sync", [&](const std::string &v) -> std::string {
-    if (v == "ps")
-      return "--sync ps (parameter servers) is not built yet: --sync allreduce, local or "
-             "federated";
-    if (v != "allreduce" && v != "local" && v != "federated")
-      return "--sync takes allreduce, local or federated, got '" + v + "'";
+    if (v != "allreduce" && v != "local" && v != "federated" && v != "ps")
+      return "--sync takes allreduce, local, federated or ps, got '" + v + "'";
     p.sync = v == "allreduce" ? "" : v;
     return "";
   });
   parser.value("--average-every", countAtLeast("--average-every", p.averageEvery, 1),
                "--average-every needs a number of steps");
+  parser.value("--servers", countAtLeast("--servers", p.servers, 1),
+               "--servers needs a number of server ranks");
+  parser.value("--staleness", countAtLeast("--staleness", p.staleness, 0),
+               "--staleness needs a number of steps");
   parser.value("--tp", countAtLeast("--tp", p.tensorParallel, 1), "--tp needs a number");
   // --pp 0 (as an unset --pp with --devices and --train): searched.
   parser.value("--pp", countAtLeast("--pp", p.pipelineStages, 0), "--pp needs a number");
@@ -293,12 +294,19 @@ int finishParallelOptions(ParallelOptions &p, const ClusterChoice &choice) {
   if (!p.sync.empty()) {
     std::string sync = "--sync " + p.sync;
     if (p.dataParallel <= 1)
-      return usageError(sync + " keeps a replica on each data-parallel rank: give --dp N "
-                               "(N > 1) as well");
+      return usageError(sync + (p.sync == "ps" ? " makes each data-parallel rank a worker"
+                                               : " keeps a replica on each data-parallel rank") +
+                        ": give --dp N (N > 1) as well");
+    if (p.sync == "ps" && p.tensorParallel > 1)
+      return usageError("--sync ps with --tp is not built yet: a worker splits only the batch");
     if (p.zero > 0)
-      return usageError(fmt::format("{} averages whole replicas; --zero {} splits them over "
-                                    "the data-parallel ranks: use --zero 0",
-                                    sync, p.zero));
+      return usageError(fmt::format("{} {}; --zero {} splits them over the data-parallel "
+                                    "ranks: use --zero 0",
+                                    sync,
+                                    p.sync == "ps" ? "keeps whole weights on the workers and "
+                                                     "the optimizer state on the servers"
+                                                   : "averages whole replicas",
+                                    p.zero));
     p.zero = 0;
     if (p.pipelineStages > 1 || p.pipelineStages == 0)
       return usageError(sync + " with pipeline stages is not built yet: use --pp 1");
@@ -306,6 +314,8 @@ int finishParallelOptions(ParallelOptions &p, const ClusterChoice &choice) {
       return usageError("--compress-gradients compresses the gradients' all-reduce, which " +
                         sync + " leaves out");
   }
+  if (p.sync != "ps" && (p.servers != 1 || p.staleness != 0))
+    return usageError("--servers and --staleness are for parameter servers: give --sync ps");
   if (p.zero > 0 && p.dataParallel <= 1)
     return usageError(fmt::format("--zero {} shards optimizer state over data-parallel ranks: "
                                   "give --dp N (N > 1) as well",

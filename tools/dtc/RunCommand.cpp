@@ -344,11 +344,12 @@ int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob 
   std::string error;
   auto executor = runtime::Executor::create(plan, job ? job->rank() : 0, options.model,
                                             options.threads, error,
-                                            job ? &job->groups() : nullptr);
+                                            job ? job->groups() : nullptr);
   if (!executor)
     return failure(options.planPath + ": " + error);
   bool primary = !job || job->rank() == 0; // writes what the job gives
-  runtime::Communicator *world = job ? &job->world() : nullptr;
+  // The mesh's ranks (a parameter-server plan's servers run apart).
+  runtime::Communicator *world = job ? &job->meshWorld() : nullptr;
   bool measure = options.profile || !options.trace.empty();
   auto report = [&] {
     return (!options.profile || printProfile(plan, *executor, world)) &&
@@ -370,8 +371,9 @@ int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob 
                                                                                   : plan::F32);
     if (measure)
       executor->enableProfile();
-    int status = runTraining(plan, *executor, train, world);
-    if (status == 0 && !report())
+    int status = runTraining(plan, *executor, train, world, job ? &job->world() : nullptr);
+    bool server = job && job->rank() >= plan::meshDevices(plan.mesh());
+    if (status == 0 && !server && !report())
       return 1;
     return status;
   }
@@ -565,7 +567,8 @@ int runRun(const Args &args) {
     return usageError("--export writes the trained weights into the ONNX model the plan was "
                       "compiled from; '" + plan.model() + "' is generated and has none");
 
-  int64_t devices = plan::meshDevices(plan.mesh());
+  // A parameter-server plan's servers are ranks past the mesh's.
+  int64_t devices = plan::meshDevices(plan.mesh()) + plan.training().parameter_servers().servers();
   if (ranks != 0 && ranks != devices)
     return usageError(fmt::format("-n {}, but {} is a plan for {} (mesh {}): give -n {} "
                                   "or leave -n out",

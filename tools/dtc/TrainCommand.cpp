@@ -4,6 +4,8 @@
 #include "tools/dtc/Commands.h"
 
 #include "runtime/train/Federated.h"
+#include "runtime/train/ParameterServer.h"
+#include "plan/Sharding.h"
 
 #include <fmt/format.h>
 
@@ -16,7 +18,8 @@
 namespace dtc::cli {
 
 int runTraining(const plan::Plan &plan, runtime::Executor &executor,
-                const TrainRunOptions &options, runtime::Communicator *world) {
+                const TrainRunOptions &options, runtime::Communicator *world,
+                runtime::Communicator *everyone) {
   if (options.data.empty())
     return usageError("a training plan needs --data DIR (one .npy per input + labels.npy) "
                       "or --data TOKENS.bin");
@@ -33,6 +36,10 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
     return usageError("a training plan needs --steps N (N > 0)");
   if (options.resume && options.checkpoint.empty())
     return usageError("--resume needs --checkpoint DIR");
+  bool servers = plan.training().has_parameter_servers();
+  if (servers && !options.checkpoint.empty())
+    return usageError("--checkpoint with a parameter-server plan (--sync ps) is not built yet: "
+                      "the servers hold the optimizer state");
   // On a terminal each step's line replaces the last one (other lines stay);
   // piped or in a file (CI logs), a line per step. Ranks under mpirun write
   // to a pseudo-terminal whatever mpirun's own output is: a line per step.
@@ -71,10 +78,12 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
     open = terminal && step;
     std::fflush(stdout);
   };
-  runtime::train::Trainer trainer(plan, executor, world, say);
+  runtime::train::Trainer trainer(plan, executor, world, say, everyone);
   std::string error;
   bool ran = false;
-  if (federated) {
+  if (servers && everyone && everyone->rank() >= plan::meshDevices(plan.mesh())) {
+    ran = runtime::train::runServer(plan, executor, *everyone, options, say, error);
+  } else if (federated) {
     ran = runtime::train::runFederated(plan, executor, world, options, say, error);
   } else {
     ran = trainer.run(options, error);

@@ -12,9 +12,11 @@ using TrainRunOptions = runtime::train::TrainOptions;
 
 /// Trains with `plan` (a training plan) on `executor` (runtime/train/
 /// Trainer.h), printing one line per step; a usage error for a missing
-/// --data or --steps. Returns the exit status.
+/// --data or --steps. Returns the exit status. `world`: the mesh's ranks;
+/// `everyone`: the job's (a parameter-server plan's servers too).
 int runTraining(const plan::Plan &plan, runtime::Executor &executor,
-                const TrainRunOptions &options, runtime::Communicator *world = nullptr);
+                const TrainRunOptions &options, runtime::Communicator *world = nullptr,
+                runtime::Communicator *everyone = nullptr);
 
 } // namespace dtc::cli
 

@@ -1,0 +1,379 @@
+//===- ParameterServer.cpp - workers push gradients, servers update -------===//
+//
+// Passes description: compiler/Passes.td. The step is cut after
+// partitioning, as a pipeline is: the data-parallel program loses its
+// weight gradients' all-reduces and its optimizer, which goes, op for op,
+// into one function per server. Why whole tensors per server rather than a
+// slice of each (MXNet splits large arrays): a server then runs the
+// optimizer exactly as the single-device step does, with no slicing of
+// weight decay or state, and a tensor's push is one contiguous block; the
+// cost is balance (a server holds at least the largest tensor), which the
+// note states. docs/parameter-servers.md explains the runtime side.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/CompileNotes.h"
+#include "compiler/Passes.h"
+#include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
+#include "plan/FormatBytes.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace dtc {
+#define GEN_PASS_DEF_PARAMETERSERVER
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+int64_t tensorBytes(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return tensor.getNumElements() * int64_t(tensor.getElementTypeBitWidth() / 8);
+}
+
+/// A weight's share of the step: its gradient (as each worker has it) and
+/// the updates that read it (the weight and its optimizer state).
+struct Tensor {
+  Value gradient;                // the worker's, before the all-reduce that went
+  Value reduced;                 // what the optimizer read
+  SmallVector<unsigned> results; // of @main: the updates it feeds
+  std::string weight;            // the parameter the updates train
+  int64_t bytes = 0;
+  int64_t server = 0;
+};
+
+struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
+  using ParameterServerBase::ParameterServerBase;
+
+  void runOnOperation() override {
+    if (failed(split()))
+      signalPassFailure();
+  }
+
+  LogicalResult split() {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    auto training = main ? main->getAttrOfType<DictionaryAttr>(attr::kTraining) : DictionaryAttr();
+    if (!training)
+      return module.emitError("--sync ps splits a training step: compile with --train");
+    if (servers < 1)
+      return main.emitError("--servers needs at least 1 server rank, got ") << int64_t(servers);
+    if (staleness < 0)
+      return main.emitError("--staleness needs 0 (synchronous) or a step count, got ")
+             << int64_t(staleness);
+    if (auto clip = training.getAs<FloatAttr>("clip_norm"); clip && clip.getValueAsDouble() > 0)
+      return main.emitError("--sync ps with --clip-norm is not built yet: clipping reads every "
+                            "weight's gradient, which the servers hold apart");
+    if (auto skip = training.getAs<BoolAttr>("skip_nonfinite"); skip && skip.getValue())
+      return main.emitError("--sync ps with --skip-nonfinite is not built yet: the check reads "
+                            "every weight's gradient, which the servers hold apart");
+    auto names = module->getAttrOfType<ArrayAttr>(attr::kMeshAxisNames);
+    mesh::MeshOp meshOp;
+    module.walk([&](mesh::MeshOp m) { meshOp = m; });
+    int16_t data = -1;
+    if (names && meshOp)
+      for (auto [i, name] : llvm::enumerate(names.getAsValueRange<StringAttr>())) {
+        if (name == axis.getValue())
+          data = int16_t(i);
+        else if (meshOp.getShape()[i] > 1)
+          return main.emitError("--sync ps: workers split only the batch, over '")
+                 << axis.getValue() << "', but the mesh has axis '" << name
+                 << "' too: leave out --tp (and --mesh)";
+      }
+    if (data < 0)
+      return main.emitError("--sync ps makes the ranks along the data-parallel axis '")
+             << axis.getValue() << "' workers, which the mesh does not have: give --dp N";
+    int64_t workers = meshOp.getShape()[size_t(data)];
+    bool async = staleness > 0;
+
+    // The gradients, each worker's own from here on.
+    Block &body = main.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    SmallVector<Tensor> tensors;
+    DenseMap<Value, unsigned> tensorOf; // a reduced gradient -> its tensor
+    for (Operation &op : body) {
+      if (!op.hasAttr(attr::kGradientReduction))
+        continue;
+      auto reduce = dyn_cast<mesh::AllReduceOp>(&op);
+      if (!reduce)
+        return op.emitError("--sync ps needs every weight whole on each worker (ZeRO stage "
+                            "0), but this gradient is ")
+               << op.getName() << "d: use --zero 0";
+      auto type = cast<RankedTensorType>(reduce.getType());
+      if (!type.getElementType().isF32())
+        return op.emitError("--sync ps pushes f32 gradients, this one is ") << type;
+      tensorOf[reduce.getResult()] = unsigned(tensors.size());
+      tensors.push_back({reduce.getInput(), reduce.getResult(), {}, "", tensorBytes(type), 0});
+    }
+    if (tensors.empty())
+      return main.emitError("--sync ps: the step reduces no weight gradient over '")
+             << axis.getValue() << "' (nothing to train?)";
+
+    // Each update's tensor: the gradient its ops read (the slice back from
+    // the result stops at parameters, arguments and reduced gradients).
+    DenseMap<unsigned, unsigned> tensorOfResult;
+    llvm::StringMap<graph::ParameterOp> parameters;
+    for (auto p : body.getOps<graph::ParameterOp>())
+      parameters[p.getName()] = p;
+    for (auto [i, operand] : llvm::enumerate(ret.getOperands())) {
+      auto updates = main.getResultAttrOfType<StringAttr>(unsigned(i), attr::kUpdates);
+      if (!updates)
+        continue;
+      std::optional<unsigned> found;
+      SmallVector<Value> work{operand};
+      DenseSet<Value> seen;
+      while (!work.empty()) {
+        Value v = work.pop_back_val();
+        if (!seen.insert(v).second)
+          continue;
+        if (auto t = tensorOf.find(v); t != tensorOf.end()) {
+          if (found && *found != t->second)
+            return main.emitError("--sync ps: the update of '")
+                   << updates.getValue() << "' reads the gradients of two weights, which "
+                   << "may sit on different servers";
+          found = t->second;
+          continue;
+        }
+        Operation *def = v.getDefiningOp();
+        if (!def || isa<graph::ParameterOp>(def))
+          continue;
+        for (Value in : def->getOperands())
+          work.push_back(in);
+      }
+      if (!found)
+        continue; // the worker's own (accumulators, batch norms' statistics)
+      tensorOfResult[unsigned(i)] = *found;
+      Tensor &t = tensors[*found];
+      t.results.push_back(unsigned(i));
+      // The weight, not its state: the updated parameter that is loaded.
+      if (graph::ParameterOp param = parameters.lookup(updates.getValue());
+          param && !param->hasAttr(attr::kZeros))
+        t.weight = updates.str();
+      else if (t.weight.empty() && t.results.size() == 1)
+        t.weight = updates.str();
+    }
+    for (Tensor &t : tensors)
+      if (t.results.empty())
+        return main.emitError("--sync ps: a weight gradient no update reads");
+    if (int64_t(tensors.size()) < servers)
+      return main.emitError("--servers ")
+             << int64_t(servers) << ": the model has only " << tensors.size()
+             << " trained tensors, and each server holds whole ones";
+
+    // Largest first, each to the least loaded server.
+    SmallVector<unsigned> order(tensors.size());
+    std::iota(order.begin(), order.end(), 0u);
+    llvm::stable_sort(order,
+                      [&](unsigned a, unsigned b) { return tensors[a].bytes > tensors[b].bytes; });
+    size_t count = size_t(servers.getValue());
+    SmallVector<int64_t> load(count, 0);
+    SmallVector<SmallVector<unsigned>> held(count);
+    for (unsigned t : order) {
+      size_t k = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+      tensors[t].server = int64_t(k);
+      load[k] += tensors[t].bytes;
+      held[k].push_back(t);
+    }
+    for (auto &list : held)
+      llvm::sort(list);
+
+    OpBuilder b(&getContext());
+    // The servers' functions: the optimizer's ops of their tensors.
+    SmallVector<Attribute> entries;
+    SmallVector<unsigned> workerResults;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+      if (!tensorOfResult.count(i))
+        workerResults.push_back(i);
+    // @main's outputs come first (its own, then the gradients), then each
+    // server's.
+    int64_t nextOutput = int64_t(workerResults.size() + tensors.size());
+    SmallVector<int64_t> weightOutput(ret.getNumOperands(), -1);
+    b.setInsertionPointAfter(main);
+    for (int64_t k = 0; k < servers; ++k) {
+      SmallVector<Value> roots;
+      SmallVector<unsigned> results;
+      for (unsigned t : held[size_t(k)])
+        for (unsigned r : tensors[t].results) {
+          roots.push_back(ret.getOperand(r));
+          results.push_back(r);
+        }
+      // The slice: what the roots read, back to the gradients.
+      llvm::SetVector<Operation *> slice;
+      SmallVector<Value> work(roots.begin(), roots.end());
+      while (!work.empty()) {
+        Value v = work.pop_back_val();
+        Operation *def = v.getDefiningOp();
+        if (!def || tensorOf.count(v) || !slice.insert(def))
+          continue;
+        for (Value in : def->getOperands())
+          work.push_back(in);
+      }
+      SmallVector<Type> resultTypes;
+      for (Value v : roots)
+        resultTypes.push_back(v.getType());
+      auto type = b.getFunctionType(main.getArgumentTypes(), resultTypes);
+      auto server = b.create<func::FuncOp>(main.getLoc(), ("server_" + Twine(k)).str(), type);
+      server.setAllArgAttrs(main.getAllArgAttrs());
+      Block *entry = server.addEntryBlock();
+      OpBuilder inner = OpBuilder::atBlockBegin(entry);
+      IRMapping map;
+      for (auto [from, to] : llvm::zip(main.getArguments(), server.getArguments()))
+        map.map(from, to);
+      // The pushed gradients' sum: a buffer the runtime fills each step.
+      for (unsigned t : held[size_t(k)]) {
+        auto gradient = inner.create<graph::ParameterOp>(
+            main.getLoc(), tensors[t].reduced.getType(),
+            inner.getStringAttr(tensors[t].weight + ".gradient"));
+        gradient->setAttr(attr::kZeros, inner.getUnitAttr());
+        gradient->setAttr(attr::kAccumulator, inner.getUnitAttr());
+        map.map(tensors[t].reduced, gradient.getResult());
+      }
+      for (Operation &op : body)
+        if (slice.contains(&op)) {
+          Operation *copy = inner.clone(op, map);
+          for (StringRef name : {attr::kSharding, attr::kOncePerStep})
+            copy->removeAttr(name);
+        }
+      SmallVector<Value> mapped;
+      for (Value v : roots)
+        mapped.push_back(map.lookup(v));
+      inner.create<func::ReturnOp>(main.getLoc(), mapped);
+      SmallVector<int64_t> outputs;
+      for (auto [j, r] : llvm::enumerate(results)) {
+        server.setResultAttrs(unsigned(j), main.getResultAttrDict(r));
+        weightOutput[r] = nextOutput;
+        outputs.push_back(nextOutput++);
+      }
+      server->setAttr(attr::kServer, b.getI64IntegerAttr(k));
+      server->setAttr(attr::kOutputs, b.getDenseI64ArrayAttr(outputs));
+      NamedAttrList options(training);
+      options.set("micro_batches", b.getI64IntegerAttr(1));
+      server->setAttr(attr::kTraining, options.getDictionary(&getContext()));
+      b.setInsertionPointAfter(server);
+    }
+
+    // @main: the worker's results, then the gradients it pushes.
+    SmallVector<Value> operands;
+    SmallVector<DictionaryAttr> resultAttrs;
+    for (unsigned r : workerResults) {
+      operands.push_back(ret.getOperand(r));
+      resultAttrs.push_back(main.getResultAttrDict(r));
+    }
+    for (auto [index, t] : llvm::enumerate(tensors)) {
+      operands.push_back(t.gradient);
+      resultAttrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr(attr::kName, b.getStringAttr(t.weight + ".gradient"))}));
+      int64_t weight = -1;
+      for (unsigned r : t.results)
+        if (main.getResultAttrOfType<StringAttr>(r, attr::kUpdates).getValue() == t.weight)
+          weight = weightOutput[r];
+      entries.push_back(b.getDictionaryAttr({
+          b.getNamedAttr("weight", b.getStringAttr(t.weight)),
+          b.getNamedAttr("server", b.getI64IntegerAttr(t.server)),
+          b.getNamedAttr("gradient", b.getI64IntegerAttr(int64_t(workerResults.size() + index))),
+          b.getNamedAttr("weight_output", b.getI64IntegerAttr(weight)),
+      }));
+    }
+    b.setInsertionPoint(ret);
+    b.create<func::ReturnOp>(ret.getLoc(), operands);
+    ret.erase();
+    SmallVector<Type> types;
+    for (Value v : operands)
+      types.push_back(v.getType());
+    main.setType(b.getFunctionType(main.getArgumentTypes(), types));
+    main.setAllResultAttrs(resultAttrs);
+    SmallVector<int64_t> mainOutputs(operands.size());
+    std::iota(mainOutputs.begin(), mainOutputs.end(), int64_t(0));
+    main->setAttr(attr::kOutputs, b.getDenseI64ArrayAttr(mainOutputs));
+
+    // Asynchronous workers share nothing: the loss is each one's own mean.
+    if (async) {
+      WalkResult shared = main.walk([&](Operation *op) -> WalkResult {
+        if (op->getDialect() != meshOp->getDialect() || isa<mesh::MeshOp>(op) ||
+            op->hasAttr(attr::kGradientReduction))
+          return WalkResult::advance();
+        auto axesOf = op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
+        if (!axesOf || !llvm::is_contained(axesOf.asArrayRef(), data))
+          return WalkResult::advance();
+        auto reduce = dyn_cast<mesh::AllReduceOp>(op);
+        auto type = cast<RankedTensorType>(op->getResult(0).getType());
+        if (!reduce || type.getRank() != 0 || reduce.getReduction() != mesh::ReductionKind::Sum) {
+          op->emitError("--sync ps --staleness: asynchronous workers share nothing but "
+                        "their pushes, but the step ")
+              << op->getName() << "s over '" << axis.getValue()
+              << "' (batch-norm statistics over the batch?): use --staleness 0";
+          return WalkResult::interrupt();
+        }
+        OpBuilder at(reduce);
+        Value scale = at.create<graph::ConstantOp>(
+            reduce.getLoc(),
+            DenseElementsAttr::get(type, at.getFloatAttr(type.getElementType(), double(workers))));
+        Value own = at.create<graph::MulOp>(reduce.getLoc(), reduce.getInput(), scale);
+        reduce.getResult().replaceAllUsesWith(own);
+        reduce.erase();
+        return WalkResult::advance();
+      });
+      if (shared.wasInterrupted())
+        return failure();
+    }
+
+    // What the worker no longer runs: the optimizer, the reductions, the
+    // optimizer state.
+    bool erased = true;
+    while (erased) {
+      erased = false;
+      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+        if (!op.hasTrait<OpTrait::IsTerminator>() && op.use_empty() &&
+            op.getNumResults() > 0) {
+          op.erase();
+          erased = true;
+        }
+    }
+
+    NamedAttrList options(training);
+    options.set("sync", b.getStringAttr("ps"));
+    options.set("data_axes", b.getDenseI64ArrayAttr({int64_t(data)}));
+    main->setAttr(attr::kTraining, options.getDictionary(&getContext()));
+    module->setAttr(attr::kParameterServers,
+                    b.getDictionaryAttr({
+                        b.getNamedAttr("servers", b.getI64IntegerAttr(servers)),
+                        b.getNamedAttr("staleness", b.getI64IntegerAttr(staleness)),
+                        b.getNamedAttr("tensors", b.getArrayAttr(entries)),
+                    }));
+    int64_t all = std::accumulate(load.begin(), load.end(), int64_t(0));
+    std::string shares;
+    for (int64_t k = 0; k < servers; ++k)
+      shares += (k ? ", " : "") + std::to_string(held[size_t(k)].size()) + " (" +
+                plan::formatBytes(load[size_t(k)]) + ")";
+    addNote(main, "sync: parameter servers: the " + std::to_string(workers) + " '" +
+                      axis.getValue() + "' ranks are workers that push their gradients (" +
+                      plan::formatBytes(all) + " a step) and pull the weights; " +
+                      std::to_string(int64_t(servers)) +
+                      (servers == 1 ? " server rank holds" : " server ranks hold") +
+                      " the weights and their optimizer state, tensors (bytes) " + shares +
+                      "; " +
+                      (async ? "asynchronous: each push is applied as it comes, a worker at "
+                               "most " +
+                                   std::to_string(int64_t(staleness)) +
+                                   (staleness == 1 ? " step" : " steps") +
+                                   " ahead of the slowest"
+                             : std::string("synchronous: the servers sum every worker's push, "
+                                           "then update")));
+    return success();
+  }
+};
+
+} // namespace
+} // namespace dtc

@@ -1,0 +1,265 @@
+//===- ParameterServer.cpp - workers and servers of a --sync ps plan ------===//
+#include "runtime/train/ParameterServer.h"
+
+#include "plan/DType.h"
+#include "plan/Sharding.h"
+#include "runtime/comm/Watchdog.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+namespace dtc::runtime::train {
+namespace {
+
+/// The buffer of parameter `name` in `program`, or -1.
+int64_t parameterBuffer(const plan::RankProgram &program, const std::string &name) {
+  for (int b = 0; b < program.buffers_size(); ++b)
+    if (program.buffers(b).has_parameter() &&
+        program.buffers(b).parameter().initializer() == name)
+      return b;
+  return -1;
+}
+
+int64_t bufferBytes(const plan::RankProgram &program, uint32_t id) {
+  const plan::TensorType &type = program.buffers(int(id)).type();
+  return plan::elementCount(type) * plan::dtypeBytes(type.dtype());
+}
+
+/// A push: the worker's 0-based step, then the gradients.
+constexpr int64_t kHeaderBytes = sizeof(int64_t);
+
+} // namespace
+
+bool ServerClient::prepare(const plan::Plan &plan, Executor &executor, Communicator *world,
+                           std::string &error) {
+  if (!plan.training().has_parameter_servers())
+    return true;
+  const plan::ParameterServers &ps = plan.training().parameter_servers();
+  if (!world) {
+    error = "a parameter-server plan runs on several ranks: let dtc run start them";
+    return false;
+  }
+  world_ = world;
+  int64_t devices = plan::meshDevices(plan.mesh());
+  const plan::RankProgram &program = executor.program();
+  servers_.resize(ps.servers());
+  for (uint32_t k = 0; k < ps.servers(); ++k)
+    servers_[k].rank = int(devices + k);
+  for (const plan::ServerTensor &t : ps.tensors()) {
+    Server &server = servers_[t.server()];
+    uint32_t gradient = program.outputs(int(t.gradient()));
+    int64_t weight = parameterBuffer(program, t.weight());
+    if (weight < 0) {
+      error = fmt::format("parameter servers: the worker has no parameter '{}'", t.weight());
+      return false;
+    }
+    server.gradients.push_back({gradient, bufferBytes(program, gradient)});
+    server.weights.push_back({uint32_t(weight), bufferBytes(program, uint32_t(weight))});
+    bytes_ += server.gradients.back().bytes;
+  }
+  for (Server &server : servers_) {
+    int64_t push = kHeaderBytes, pull = 0;
+    for (const Piece &p : server.gradients)
+      push += p.bytes;
+    for (const Piece &p : server.weights)
+      pull += p.bytes;
+    server.push.resize(size_t(push));
+    server.pull.resize(size_t(pull));
+  }
+  return true;
+}
+
+bool ServerClient::exchange(Executor &executor, int64_t step, std::string &error) {
+  watchdog::setActivity(fmt::format("step {}, pushing gradients to the servers", step + 1));
+  for (Server &server : servers_) {
+    char *at = server.push.data();
+    std::memcpy(at, &step, sizeof step);
+    at += kHeaderBytes;
+    for (const Piece &p : server.gradients) {
+      std::memcpy(at, executor.bufferData(p.buffer), size_t(p.bytes));
+      at += p.bytes;
+    }
+    if (!world_->send(server.push.data(), int64_t(server.push.size()), server.rank, kPushTag,
+                      error))
+      return false;
+  }
+  watchdog::setActivity(fmt::format("step {}, pulling weights from the servers", step + 1));
+  for (Server &server : servers_) {
+    if (!world_->recv(server.pull.data(), int64_t(server.pull.size()), server.rank, kPullTag,
+                      error))
+      return false;
+    const char *at = server.pull.data();
+    for (const Piece &p : server.weights) {
+      std::memcpy(executor.bufferData(p.buffer), at, size_t(p.bytes));
+      at += p.bytes;
+    }
+  }
+  return world_->completeSends(error);
+}
+
+bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
+               const TrainOptions &options, const Trainer::Progress &progress,
+               std::string &error) {
+  const plan::Training &training = plan.training();
+  const plan::ParameterServers &ps = training.parameter_servers();
+  int64_t workers = plan::meshDevices(plan.mesh());
+  int64_t self = world.rank() - workers;
+  const plan::RankProgram &program = executor.program();
+  // This server's tensors, in plan order (the workers pack them so).
+  struct Held {
+    uint32_t gradient, weight; // parameter buffer ids
+    int64_t bytes;
+  };
+  std::vector<Held> held;
+  int64_t pushBytes = kHeaderBytes, pullBytes = 0;
+  for (const plan::ServerTensor &t : ps.tensors()) {
+    if (int64_t(t.server()) != self)
+      continue;
+    int64_t gradient = parameterBuffer(program, t.weight() + ".gradient");
+    int64_t weight = parameterBuffer(program, t.weight());
+    if (gradient < 0 || weight < 0) {
+      error = fmt::format("parameter server {}: its program has no buffers for '{}'", self,
+                          t.weight());
+      return false;
+    }
+    if (program.buffers(int(gradient)).type().dtype() != plan::F32) {
+      error = fmt::format("parameter server {}: '{}''s gradient is not f32", self, t.weight());
+      return false;
+    }
+    held.push_back({uint32_t(gradient), uint32_t(weight), bufferBytes(program, uint32_t(weight))});
+    pushBytes += held.back().bytes;
+    pullBytes += held.back().bytes;
+  }
+  // The optimizer's scalars are the server's inputs; the data's are unused.
+  int lrInput = -1, bc1Input = -1, bc2Input = -1;
+  for (int i = 0; i < plan.inputs_size(); ++i) {
+    switch (plan.inputs(i).role()) {
+    case plan::LEARNING_RATE: lrInput = i; break;
+    case plan::BIAS_CORRECTION1: bc1Input = i; break;
+    case plan::BIAS_CORRECTION2: bc2Input = i; break;
+    default: break;
+    }
+    std::vector<char> &bytes = executor.inputBytes(i);
+    std::fill(bytes.begin(), bytes.end(), 0);
+  }
+  auto setScalar = [&](int input, double value) {
+    if (input < 0)
+      return;
+    float v = float(value);
+    std::memcpy(executor.inputBytes(input).data(), &v, sizeof v);
+  };
+  int64_t updates = 0;
+  // One update on the gradients now in the buffers, for worker step `step`.
+  auto update = [&](int64_t step) {
+    ++updates;
+    setScalar(lrInput, scheduledLearningRate(training, step));
+    setScalar(bc1Input, 1.0 / (1.0 - std::pow(training.beta1(), double(updates))));
+    setScalar(bc2Input, 1.0 / (1.0 - std::pow(training.beta2(), double(updates))));
+    if (!executor.run(error)) {
+      error = fmt::format("parameter server {}, update {}: {}", self, updates, error);
+      return false;
+    }
+    executor.applyUpdates();
+    return true;
+  };
+  std::vector<char> push(static_cast<size_t>(pushBytes)), pull(static_cast<size_t>(pullBytes));
+  // Adds (or, first, copies) a push's gradients, times `scale`.
+  auto take = [&](bool first, float scale) {
+    const char *at = push.data() + kHeaderBytes;
+    for (const Held &h : held) {
+      auto *sum = reinterpret_cast<float *>(executor.bufferData(h.gradient));
+      const auto *g = reinterpret_cast<const float *>(at);
+      int64_t n = h.bytes / int64_t(sizeof(float));
+      for (int64_t i = 0; i < n; ++i)
+        sum[i] = first ? g[i] * scale : sum[i] + g[i] * scale;
+      at += h.bytes;
+    }
+  };
+  auto packWeights = [&] {
+    char *at = pull.data();
+    for (const Held &h : held) {
+      std::memcpy(at, executor.bufferData(h.weight), size_t(h.bytes));
+      at += h.bytes;
+    }
+  };
+  auto stepOfPush = [&] {
+    int64_t step;
+    std::memcpy(&step, push.data(), sizeof step);
+    return step;
+  };
+
+  if (ps.staleness() == 0) {
+    // Synchronous: every worker's push, summed in rank order, then one update.
+    for (int64_t step = 0; step < options.steps; ++step) {
+      watchdog::setActivity(fmt::format("parameter server {}, step {}", self, step + 1));
+      for (int64_t w = 0; w < workers; ++w) {
+        if (!world.recv(push.data(), pushBytes, int(w), kPushTag, error))
+          return false;
+        if (stepOfPush() != step) {
+          error = fmt::format("parameter server {}: worker {} pushed step {} during step {}",
+                              self, w, stepOfPush() + 1, step + 1);
+          return false;
+        }
+        take(w == 0, 1.0f);
+      }
+      if (!update(step))
+        return false;
+      packWeights();
+      for (int64_t w = 0; w < workers; ++w)
+        if (!world.send(pull.data(), pullBytes, int(w), kPullTag, error))
+          return false;
+    }
+    return world.completeSends(error);
+  }
+
+  // Asynchronous: each push applied as it comes; a worker's reply waits
+  // while it is more than `staleness` steps ahead of the slowest.
+  std::vector<int64_t> pushed(size_t(workers), 0);
+  std::vector<bool> waiting(size_t(workers), false);
+  int64_t heldBack = 0;
+  for (int64_t done = 0; done < workers * options.steps; ++done) {
+    watchdog::setActivity(fmt::format("parameter server {}, push {} of {}", self, done + 1,
+                                      workers * options.steps));
+    int source = -1;
+    if (!world.recvAny(push.data(), pushBytes, kPushTag, source, error))
+      return false;
+    if (source < 0 || source >= workers) {
+      error = fmt::format("parameter server {}: a push from rank {}, not a worker", self, source);
+      return false;
+    }
+    take(true, float(workers));
+    if (!update(stepOfPush()))
+      return false;
+    pushed[size_t(source)] = stepOfPush() + 1;
+    waiting[size_t(source)] = true;
+    int64_t slowest = *std::min_element(pushed.begin(), pushed.end());
+    bool packed = false;
+    for (int64_t w = 0; w < workers; ++w) {
+      if (!waiting[size_t(w)])
+        continue;
+      if (pushed[size_t(w)] - slowest > ps.staleness()) {
+        if (w == source)
+          ++heldBack;
+        continue;
+      }
+      if (!packed)
+        packWeights();
+      packed = true;
+      if (!world.send(pull.data(), pullBytes, int(w), kPullTag, error))
+        return false;
+      waiting[size_t(w)] = false;
+    }
+  }
+  if (!world.completeSends(error))
+    return false;
+  progress(fmt::format("parameter server {}: {} updates, {} replies held for the slowest "
+                       "worker (staleness {})",
+                       self, updates, heldBack, ps.staleness()));
+  return true;
+}
+
+} // namespace dtc::runtime::train

@@ -1,0 +1,76 @@
+//===- ParameterServer.h - workers and servers of a --sync ps plan -*- C++ -*-===//
+//
+// A plan compiled with --sync ps (compiler/ParameterServer.cpp) runs on the
+// mesh's ranks, the workers, and on Training.parameter_servers.servers more
+// ranks, the servers. A worker's step computes its gradients only; it then
+// pushes each server the gradients of that server's tensors (one message)
+// and pulls their new weights back into its parameters (one message). A
+// server holds its tensors' weights and optimizer state: synchronous
+// (staleness 0), it sums every worker's push in rank order and runs its
+// update once a step, so the step equals the all-reduce plan's; with
+// staleness S > 0 it updates with each push as it comes (scaled by the
+// worker count: the worker's gradient is its part of the batch's mean) and
+// holds the reply to a worker that is more than S steps ahead of the
+// slowest (stale synchronous parallel, Ho et al. 2013). Messages go over
+// the job's world Communicator, so another backend's takes them over.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_TRAIN_PARAMETERSERVER_H
+#define DTC_RUNTIME_TRAIN_PARAMETERSERVER_H
+
+#include "runtime/Executor.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/train/Trainer.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtc::runtime::train {
+
+/// Message tags of pushes and pulls (below the Communicator's reserved one,
+/// above any pipeline transfer's).
+constexpr int kPushTag = 32000;
+constexpr int kPullTag = 32001;
+
+/// A worker's side.
+class ServerClient {
+public:
+  /// The tensors `executor`'s program pushes and pulls (nothing for a plan
+  /// without parameter servers); `world` holds every rank of the job.
+  bool prepare(const plan::Plan &plan, Executor &executor, Communicator *world,
+               std::string &error);
+  bool enabled() const { return !servers_.empty(); }
+  /// After 0-based `step`'s program ran: pushes its gradients, pulls the
+  /// weights (waiting for the servers' update, or under staleness for the
+  /// slowest worker).
+  bool exchange(Executor &executor, int64_t step, std::string &error);
+  /// Bytes a step pushes (and pulls).
+  int64_t bytesPerStep() const { return bytes_; }
+  int64_t servers() const { return int64_t(servers_.size()); }
+
+private:
+  struct Piece {
+    uint32_t buffer; // the worker's buffer id
+    int64_t bytes;
+  };
+  struct Server {
+    int rank;
+    std::vector<Piece> gradients, weights; // in one message each, in plan order
+    std::vector<char> push, pull;
+  };
+  Communicator *world_ = nullptr;
+  std::vector<Server> servers_;
+  int64_t bytes_ = 0;
+};
+
+/// A server rank's run: updates until every worker has pushed
+/// `options.steps` steps (from a resumed run's step, 0 here: resuming is
+/// not built for parameter servers yet).
+bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
+               const TrainOptions &options, const Trainer::Progress &progress,
+               std::string &error);
+
+} // namespace dtc::runtime::train
+
+#endif // DTC_RUNTIME_TRAIN_PARAMETERSERVER_H
