@@ -46,8 +46,8 @@ int64_t tensorBytes(Type type) {
 /// A weight's share of the step: its gradient (as each worker has it) and
 /// the updates that read it (the weight and its optimizer state).
 struct Tensor {
-  Value gradient;                // the worker's, before the all-reduce that went
-  Value reduced;                 // what the optimizer read
+  Value gradient;                // what the worker pushes (its own part)
+  Value reduced;                 // what the optimizer read (the sum, on the server)
   SmallVector<unsigned> results; // of @main: the updates it feeds
   std::string weight;            // the parameter the updates train
   int64_t bytes = 0;
@@ -98,11 +98,16 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
     int64_t workers = meshOp.getShape()[size_t(data)];
     bool async = staleness > 0;
 
-    // The gradients, each worker's own from here on.
+    // What a server receives: a weight gradient's reduction (each worker
+    // pushes its own part, the reduction's input), or, in a micro-batched
+    // step, a value of the per-micro-batch part (an accumulated gradient)
+    // that the once-per-step part reads.
     Block &body = main.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    SmallVector<Tensor> tensors;
-    DenseMap<Value, unsigned> tensorOf; // a reduced gradient -> its tensor
+    auto microBatches = training.getAs<IntegerAttr>("micro_batches");
+    bool micro = microBatches && microBatches.getInt() > 1;
+    DenseMap<Value, Value> ownOf; // a gradient's reduction -> the worker's part
+    SmallVector<Operation *> reductions;
     for (Operation &op : body) {
       if (!op.hasAttr(attr::kGradientReduction))
         continue;
@@ -111,18 +116,24 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
         return op.emitError("--sync ps needs every weight whole on each worker (ZeRO stage "
                             "0), but this gradient is ")
                << op.getName() << "d: use --zero 0";
-      auto type = cast<RankedTensorType>(reduce.getType());
-      if (!type.getElementType().isF32())
-        return op.emitError("--sync ps pushes f32 gradients, this one is ") << type;
-      tensorOf[reduce.getResult()] = unsigned(tensors.size());
-      tensors.push_back({reduce.getInput(), reduce.getResult(), {}, "", tensorBytes(type), 0});
+      ownOf[reduce.getResult()] = reduce.getInput();
+      reductions.push_back(reduce);
     }
-    if (tensors.empty())
+    if (reductions.empty())
       return main.emitError("--sync ps: the step reduces no weight gradient over '")
              << axis.getValue() << "' (nothing to train?)";
+    auto received = [&](Value v) {
+      if (ownOf.count(v))
+        return true;
+      Operation *def = v.getDefiningOp();
+      return micro && def && !def->hasAttr(attr::kOncePerStep) &&
+             !isa<graph::ParameterOp, graph::ConstantOp>(def);
+    };
 
-    // Each update's tensor: the gradient its ops read (the slice back from
-    // the result stops at parameters, arguments and reduced gradients).
+    // Each update's tensor: the received value its ops read (the slice back
+    // from the result stops at parameters, arguments and received values).
+    SmallVector<Tensor> tensors;
+    DenseMap<Value, unsigned> tensorOf; // a received value -> its tensor
     DenseMap<unsigned, unsigned> tensorOfResult;
     llvm::StringMap<graph::ParameterOp> parameters;
     for (auto p : body.getOps<graph::ParameterOp>())
@@ -131,19 +142,24 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
       auto updates = main.getResultAttrOfType<StringAttr>(unsigned(i), attr::kUpdates);
       if (!updates)
         continue;
-      std::optional<unsigned> found;
+      // A micro-batched step's per-micro-batch updates (accumulations, batch
+      // norms' statistics) are the worker's.
+      Operation *made = operand.getDefiningOp();
+      if (micro && (!made || !made->hasAttr(attr::kOncePerStep)))
+        continue;
+      std::optional<Value> found;
       SmallVector<Value> work{operand};
       DenseSet<Value> seen;
       while (!work.empty()) {
         Value v = work.pop_back_val();
         if (!seen.insert(v).second)
           continue;
-        if (auto t = tensorOf.find(v); t != tensorOf.end()) {
-          if (found && *found != t->second)
+        if (received(v) && v != operand) {
+          if (found && *found != v)
             return main.emitError("--sync ps: the update of '")
                    << updates.getValue() << "' reads the gradients of two weights, which "
                    << "may sit on different servers";
-          found = t->second;
+          found = v;
           continue;
         }
         Operation *def = v.getDefiningOp();
@@ -153,9 +169,18 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
           work.push_back(in);
       }
       if (!found)
-        continue; // the worker's own (accumulators, batch norms' statistics)
-      tensorOfResult[unsigned(i)] = *found;
-      Tensor &t = tensors[*found];
+        continue; // the worker's own (batch norms' statistics)
+      auto [entry, added] = tensorOf.try_emplace(*found, unsigned(tensors.size()));
+      if (added) {
+        auto type = cast<RankedTensorType>(found->getType());
+        if (!type.getElementType().isF32())
+          return main.emitError("--sync ps pushes f32 gradients; the update of '")
+                 << updates.getValue() << "' reads one of " << type;
+        Value pushed = ownOf.count(*found) ? ownOf.lookup(*found) : *found;
+        tensors.push_back({pushed, *found, {}, "", tensorBytes(type), 0});
+      }
+      tensorOfResult[unsigned(i)] = entry->second;
+      Tensor &t = tensors[entry->second];
       t.results.push_back(unsigned(i));
       // The weight, not its state: the updated parameter that is loaded.
       if (graph::ParameterOp param = parameters.lookup(updates.getValue());
@@ -215,7 +240,7 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
       while (!work.empty()) {
         Value v = work.pop_back_val();
         Operation *def = v.getDefiningOp();
-        if (!def || tensorOf.count(v) || !slice.insert(def))
+        if (!def || received(v) || !slice.insert(def))
           continue;
         for (Value in : def->getOperands())
           work.push_back(in);
@@ -262,6 +287,12 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
       options.set("micro_batches", b.getI64IntegerAttr(1));
       server->setAttr(attr::kTraining, options.getDictionary(&getContext()));
       b.setInsertionPointAfter(server);
+    }
+
+    // The workers reduce nothing: each keeps its own part.
+    for (Operation *op : reductions) {
+      op->getResult(0).replaceAllUsesWith(op->getOperand(0));
+      op->erase();
     }
 
     // @main: the worker's results, then the gradients it pushes.

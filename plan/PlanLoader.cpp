@@ -465,9 +465,10 @@ private:
             server.outputs(int(t.weight_output())) == kNoBuffer)
           return fail(what + ": the worker does not compute its gradient or the server its "
                       "weight");
-        if (!sameType(plan_.outputs(int(t.gradient())).type(),
-                      plan_.outputs(int(t.weight_output())).type()))
-          return fail(what + ": its gradient's type differs from the weight's");
+        // A position table's gradient may cover only the rows the step
+        // reads (the server pads it).
+        if (plan_.outputs(int(t.gradient())).type().dtype() != F32)
+          return fail(what + ": its gradient is not f32");
       }
     }
     if (plan_.program_of_rank_size() != devices + servers)

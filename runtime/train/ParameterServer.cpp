@@ -112,7 +112,7 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
   // This server's tensors, in plan order (the workers pack them so).
   struct Held {
     uint32_t gradient, weight; // parameter buffer ids
-    int64_t bytes;
+    int64_t gradientBytes, weightBytes;
   };
   std::vector<Held> held;
   int64_t pushBytes = kHeaderBytes, pullBytes = 0;
@@ -130,9 +130,11 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
       error = fmt::format("parameter server {}: '{}''s gradient is not f32", self, t.weight());
       return false;
     }
-    held.push_back({uint32_t(gradient), uint32_t(weight), bufferBytes(program, uint32_t(weight))});
-    pushBytes += held.back().bytes;
-    pullBytes += held.back().bytes;
+    held.push_back({uint32_t(gradient), uint32_t(weight),
+                    bufferBytes(program, uint32_t(gradient)),
+                    bufferBytes(program, uint32_t(weight))});
+    pushBytes += held.back().gradientBytes;
+    pullBytes += held.back().weightBytes;
   }
   // The optimizer's scalars are the server's inputs; the data's are unused.
   int lrInput = -1, bc1Input = -1, bc2Input = -1;
@@ -173,17 +175,17 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
     for (const Held &h : held) {
       auto *sum = reinterpret_cast<float *>(executor.bufferData(h.gradient));
       const auto *g = reinterpret_cast<const float *>(at);
-      int64_t n = h.bytes / int64_t(sizeof(float));
+      int64_t n = h.gradientBytes / int64_t(sizeof(float));
       for (int64_t i = 0; i < n; ++i)
         sum[i] = first ? g[i] * scale : sum[i] + g[i] * scale;
-      at += h.bytes;
+      at += h.gradientBytes;
     }
   };
   auto packWeights = [&] {
     char *at = pull.data();
     for (const Held &h : held) {
-      std::memcpy(at, executor.bufferData(h.weight), size_t(h.bytes));
-      at += h.bytes;
+      std::memcpy(at, executor.bufferData(h.weight), size_t(h.weightBytes));
+      at += h.weightBytes;
     }
   };
   auto stepOfPush = [&] {
