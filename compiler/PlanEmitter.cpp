@@ -248,7 +248,10 @@ public:
       if (!once && accumulateEnd_ && emitted)
         return op.emitError("a per-micro-batch op after the once-per-step part (run dtc-schedule)");
     }
-    rank_.set_accumulate_end(uint32_t(accumulateEnd_.value_or(rank_.instructions_size())));
+    // A parameter server's update runs once per step, all of it.
+    bool server = bool(func_->getAttrOfType<IntegerAttr>(attr::kServer));
+    rank_.set_accumulate_end(
+        server ? 0u : uint32_t(accumulateEnd_.value_or(rank_.instructions_size())));
     if (pipelined) {
       rank_.set_forward_end(
           uint32_t(std::min(forwardEnd_.value_or(rank_.instructions_size()),

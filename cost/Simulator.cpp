@@ -2,6 +2,7 @@
 #include "cost/Simulator.h"
 
 #include "cost/CostModel.h"
+#include "cost/ServerExchange.h"
 #include "plan/DType.h"
 #include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
@@ -548,8 +549,72 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
 
 } // namespace
 
+namespace {
+
+/// One program's timeline alone, as rank `rank` (no other rank's
+/// transfers: a worker's or a parameter server's program).
+RankState runAlone(const plan::Plan &plan, int program, const Cluster &cluster, int rank,
+                   std::vector<Event> *events) {
+  RankState state(plan, plan.ranks(program), cluster, rank);
+  while (!state.done()) {
+    state.advance(events);
+    if (!state.done())
+      state.run(state.earliestStart(), events);
+  }
+  state.finish();
+  return state;
+}
+
+/// A parameter-server plan: the workers' step (one timeline for all),
+/// then the pushes, the servers' updates and the pulls (synchronous); or,
+/// asynchronous, the slower of a worker's own round trip and a server's
+/// share of every worker's.
+Simulation simulateServers(const plan::Plan &plan, const Cluster &cluster, bool keepEvents) {
+  Simulation sim;
+  sim.parameterServers = true;
+  ServerExchange x = serverExchange(plan, cluster);
+  RankState worker = runAlone(plan, 0, cluster, 0, keepEvents ? &sim.events : nullptr);
+  std::vector<RankState> servers;
+  for (int64_t k = 0; k < x.servers; ++k) {
+    servers.push_back(runAlone(plan, int(k + 1), cluster, int(x.workers + k), nullptr));
+    sim.updateSeconds = std::max(sim.updateSeconds, servers.back().time.end);
+  }
+  bool async = plan.training().parameter_servers().staleness() > 0;
+  sim.workerSeconds = worker.time.end;
+  sim.pushSeconds = x.pushSeconds;
+  sim.pullSeconds = x.pullSeconds;
+  sim.allReduceSeconds = x.allReduceSeconds;
+  sim.serverBottleneck = x.bottleneck;
+  double exchange = x.pushSeconds + x.pullSeconds;
+  sim.stepSeconds =
+      async ? std::max(worker.time.end + x.workerSeconds + sim.updateSeconds,
+                       x.serverSeconds + double(x.workers) * sim.updateSeconds)
+            : worker.time.end + exchange + sim.updateSeconds;
+  RankTime w = worker.time;
+  w.communication += async ? x.workerSeconds : exchange;
+  w.end = sim.stepSeconds;
+  sim.ranks.assign(size_t(x.workers), w);
+  sim.flops = worker.flops * double(x.workers);
+  for (RankState &s : servers) {
+    RankTime t = s.time;
+    double updates = async ? double(x.workers) : 1.0;
+    t.compute *= updates;
+    t.communication += async ? x.serverSeconds : exchange;
+    t.end = sim.stepSeconds;
+    sim.ranks.push_back(t);
+    sim.flops += s.flops * updates;
+  }
+  for (RankTime &t : sim.ranks)
+    t.idle = std::max(0.0, sim.stepSeconds - t.compute - t.communication);
+  return sim;
+}
+
+} // namespace
+
 Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEvents,
                     bool everyRank) {
+  if (plan.training().has_parameter_servers())
+    return simulateServers(plan, cluster, keepEvents);
   int64_t devices = plan::planRanks(plan);
   Simulation sim;
   std::set<int> programs;

@@ -48,6 +48,13 @@ struct Simulation {
   // Local SGD (Training.sync "local"): one average of the replicas, whose
   // 1/average_every share stepSeconds and each rank's communication hold.
   double averageSeconds = 0;
+  // Parameter servers (Training.parameter_servers): a worker's own step,
+  // the exchange (ServerExchange.h), the slowest server's update; and what
+  // an all-reduce of the same gradients over the workers would take.
+  bool parameterServers = false;
+  double workerSeconds = 0, pushSeconds = 0, pullSeconds = 0, updateSeconds = 0;
+  double allReduceSeconds = 0;
+  std::string serverBottleneck;
   std::vector<Event> events; // when asked for
   // Why the plan cannot be simulated (a rank without a program, a
   // collective some rank of its group never reaches); "" when it can.

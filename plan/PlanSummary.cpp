@@ -7,11 +7,13 @@
 #include "plan/PipelineSchedule.h"
 #include "plan/PlanPrinter.h"
 #include "plan/Ranks.h"
+#include "plan/Sharding.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cstring>
 #include <map>
 #include <set>
@@ -307,8 +309,18 @@ std::string summaryText(const PlanSummary &summary) {
   }
   const char *what = pipeline.stages() > 1 ? "stage" : "program";
   for (const auto &[programs, parts] : lines) {
-    std::string who = plan.ranks_size() == 1 ? "every rank"
-                      : programs.size() == 1
+    bool servers = plan.training().has_parameter_servers();
+    auto server = [](int program) { return program - 1; };
+    std::string who =
+        plan.ranks_size() == 1 ? "every rank"
+        : servers && programs.front() == 0
+            ? (programs.size() == 1 ? std::string("workers")
+                                    : fmt::format("workers and servers 0-{}",
+                                                  server(programs.back())))
+        : servers ? (programs.size() == 1 ? fmt::format("server {}", server(programs.front()))
+                                          : fmt::format("servers {}-{}", server(programs.front()),
+                                                        server(programs.back())))
+        : programs.size() == 1
                           ? fmt::format("{} {}", what, programs.front())
                           : fmt::format("{}s {}-{}", what, programs.front(), programs.back());
     line(fmt::format("  {}: {}", who,
@@ -316,7 +328,31 @@ std::string summaryText(const PlanSummary &summary) {
   }
   // Local SGD and federated averaging: the runtime's average of the
   // replicas, outside the step.
-  if (const Training &training = plan.training(); !training.sync().empty()) {
+  if (const Training &training = plan.training(); training.has_parameter_servers()) {
+    // Parameter servers: the pushes and pulls, outside the programs.
+    const ParameterServers &ps = training.parameter_servers();
+    std::vector<int64_t> push(ps.servers(), 0), pull(ps.servers(), 0);
+    auto bytesOf = [&](uint32_t output) {
+      const TensorType &type = plan.outputs(int(output)).type();
+      return elementCount(type) * dtypeBytes(type.dtype());
+    };
+    for (const ServerTensor &t : ps.tensors()) {
+      push[t.server()] += bytesOf(t.gradient());
+      pull[t.server()] += bytesOf(t.weight_output());
+    }
+    int64_t workers = meshDevices(plan.mesh());
+    size_t busiest = size_t(std::max_element(push.begin(), push.end()) - push.begin());
+    int64_t pushed = std::accumulate(push.begin(), push.end(), int64_t(0));
+    int64_t pulled = std::accumulate(pull.begin(), pull.end(), int64_t(0));
+    line(fmt::format("  parameter servers: each of {} workers pushes its gradients ({}) to {} "
+                     "server{} and pulls the weights ({}); the busiest, server {}, receives {} "
+                     "x {} a step; {}",
+                     workers, formatBytes(pushed), ps.servers(), ps.servers() == 1 ? "" : "s",
+                     formatBytes(pulled), busiest, workers, formatBytes(push[busiest]),
+                     ps.staleness() == 0
+                         ? std::string("synchronous")
+                         : fmt::format("asynchronous, staleness {}", ps.staleness())));
+  } else if (const Training &training = plan.training(); !training.sync().empty()) {
     int64_t weights = plan.ranks_size() > 0 ? averagedWeightBytes(plan, plan.ranks(0)) : 0;
     std::vector<std::string> axes;
     for (uint32_t a : training.data_axes())

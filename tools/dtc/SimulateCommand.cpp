@@ -143,6 +143,25 @@ int runSimulate(const Args &args) {
                "the step time\n",
                seconds(sim.averageSeconds), plan.training().average_every(),
                seconds(sim.averageSeconds / double(plan.training().average_every())));
+  if (sim.parameterServers) {
+    bool async = plan.training().parameter_servers().staleness() > 0;
+    double exchange = sim.pushSeconds + sim.pullSeconds;
+    double synchronous = sim.workerSeconds + exchange + sim.updateSeconds;
+    double allReduce = sim.workerSeconds + sim.allReduceSeconds + sim.updateSeconds;
+    fmt::print("  parameter servers  a worker's step {}, pushes {}, the servers' update {}, "
+               "pulls {}{} (the busiest: {})\n",
+               seconds(sim.workerSeconds), seconds(sim.pushSeconds), seconds(sim.updateSeconds),
+               seconds(sim.pullSeconds),
+               async ? fmt::format("; asynchronous: {} a step", seconds(sim.stepSeconds)) : "",
+               sim.serverBottleneck);
+    fmt::print("  against all-reduce  the same gradients all-reduced over the workers take {} "
+               "instead of {}: a step of {}, parameter servers {} ({})\n",
+               seconds(sim.allReduceSeconds), seconds(exchange), seconds(allReduce),
+               seconds(async ? sim.stepSeconds : synchronous),
+               (async ? sim.stepSeconds : synchronous) < allReduce
+                   ? "parameter servers faster"
+                   : "all-reduce faster");
+  }
   if (plan.ranks_size() > 1 && !sim.ranks.empty()) {
     // Ranks with programs of their own (pipeline stages) wait unequally:
     // the least and the most idle rank.
