@@ -13,7 +13,9 @@ the digits, standardised, the first 1437 images for training and the last
 360 held out, on RANKS data-parallel ranks (batch 64, AdamW lr 1e-3, the
 same data order for every mode), once with the gradients all-reduced every
 step (`--sync allreduce`, the reference) and once for each H with local SGD
-(`--sync local --average-every H`). For each it prints the training loss at
+(`--sync local --average-every H`) and with parameter servers (2 servers,
+synchronous and asynchronous with staleness S; an asynchronous run's loss
+is rank 0's own part of the batch). For each it prints the training loss at
 a quarter, half, three quarters and the end of the run (each the mean over
 the 20 steps before), the held-out accuracy of the exported model (run in
 onnxruntime), the bytes a rank moves per step (dtc plan: for local SGD the
@@ -25,8 +27,9 @@ over the ranks as clients: the held-out accuracy after 5 to 60 rounds and
 the rounds needed for 0.85, for one and two local epochs and for half the
 clients a round, beside synchronous training on the same images pooled
 for as many epochs. Last, dtc simulate's predicted step for a 1.3B GPT on
-64 A100s with the gradients all-reduced in f32 or bf16 and with local SGD,
-and which is fastest. Exit status 1 if a run fails.
+64 A100s with the gradients all-reduced in f32 or bf16, with local SGD and
+with parameter servers (16 to 128 servers on nodes of their own), and which
+is fastest. Exit status 1 if a run fails.
 """
 import argparse
 import os
@@ -65,11 +68,15 @@ def run(cmd):
 def bytes_per_step(dtc, plan):
     text = run([dtc, "plan", plan])
     units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-    line = next((l for l in text.splitlines() if "every rank:" in l), "")
+    line = next((l for l in text.splitlines() if "every rank:" in l or "workers:" in l), "")
     total = sum(float(n) * units[u] for n, u in re.findall(r"\(([0-9.]+) (B|KiB|MiB|GiB)\)", line))
     # Local SGD's average of the weights every H steps, a step's share.
     for n, u in re.findall(r"local SGD: .*, ([0-9.]+) (B|KiB|MiB|GiB) a step\)", text):
         total += float(n) * units[u]
+    # Parameter servers: a worker's push and pull.
+    for m in re.finditer(r"parameter servers: .*?pushes its gradients \(([0-9.]+) (B|KiB|MiB|GiB)\)"
+                         r".*?pulls the weights \(([0-9.]+) (B|KiB|MiB|GiB)\)", text):
+        total += float(m.group(1)) * units[m.group(2)] + float(m.group(3)) * units[m.group(4)]
     return total
 
 
@@ -79,6 +86,7 @@ def main():
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--every", default="2,4,8,16")
+    parser.add_argument("--staleness", default="1,4")
     parser.add_argument("--keep")
     args = parser.parse_args()
     work = args.keep or tempfile.mkdtemp(prefix="dtc-sync-")
@@ -86,8 +94,12 @@ def main():
     import onnx
     onnx.save(generate.build_mlp(), os.path.join(work, "mlp.onnx"))
     test_x, test_y = digits(os.path.join(work, "digits"))
-    modes = [("allreduce", [])] + [(f"local H={h}", ["--sync", "local", "--average-every", h])
-                                   for h in args.every.split(",")]
+    modes = ([("allreduce", [])] +
+             [(f"local H={h}", ["--sync", "local", "--average-every", h])
+              for h in args.every.split(",")] +
+             [("ps sync K=2", ["--sync", "ps", "--servers", "2"])] +
+             [(f"ps async S={s}", ["--sync", "ps", "--servers", "2", "--staleness", s])
+              for s in args.staleness.split(",")])
     print(f"MLP on digits, {args.ranks} data-parallel ranks, batch 64, AdamW lr 1e-3, "
           f"{args.steps} steps")
     marks = [args.steps // 4, args.steps // 2, 3 * args.steps // 4, args.steps]
@@ -177,7 +189,12 @@ def simulated(args, work):
                ("all-reduce bf16 (--compress-gradients)", ["--compress-gradients", "bf16"]),
                ("PowerSGD rank 4", ["--compress-gradients", "powersgd:4"]),
                ("local SGD H=4", ["--sync", "local", "--average-every", "4"]),
-               ("local SGD H=16", ["--sync", "local", "--average-every", "16"])]
+               ("local SGD H=16", ["--sync", "local", "--average-every", "16"]),
+               ("parameter servers K=16", ["--sync", "ps", "--servers", "16"]),
+               ("parameter servers K=64", ["--sync", "ps", "--servers", "64"]),
+               ("parameter servers K=128", ["--sync", "ps", "--servers", "128"]),
+               ("parameter servers K=64 async S=4",
+                ["--sync", "ps", "--servers", "64", "--staleness", "4"])]
     print(f"\n1.3B GPT ({gpt}) on 64 A100s (a100-80g: 8 nodes of 8), data parallel, "
           f"8 micro-batches, full recomputation, fp32: dtc simulate")
     steps = []

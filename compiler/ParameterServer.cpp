@@ -384,16 +384,37 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
                         b.getNamedAttr("tensors", b.getArrayAttr(entries)),
                     }));
     int64_t all = std::accumulate(load.begin(), load.end(), int64_t(0));
+    // Each server's share; past eight, the range.
     std::string shares;
-    for (int64_t k = 0; k < servers; ++k)
-      shares += (k ? ", " : "") + std::to_string(held[size_t(k)].size()) + " (" +
-                plan::formatBytes(load[size_t(k)]) + ")";
+    if (servers <= 8) {
+      shares = "tensors (bytes) ";
+      for (int64_t k = 0; k < servers; ++k)
+        shares += (k ? ", " : "") + std::to_string(held[size_t(k)].size()) + " (" +
+                  plan::formatBytes(load[size_t(k)]) + ")";
+    } else {
+      auto [few, many] = std::minmax_element(held.begin(), held.end(), [](auto &a, auto &b) {
+        return a.size() < b.size();
+      });
+      auto [least, most] = std::minmax_element(load.begin(), load.end());
+      shares = std::to_string(few->size()) + " to " + std::to_string(many->size()) +
+               " tensors (" + plan::formatBytes(*least) + " to " + plan::formatBytes(*most) +
+               ") each";
+    }
+    // Whole tensors: the largest bounds the busiest server's share.
+    int64_t busiest = *std::max_element(load.begin(), load.end());
+    if (servers > 1 && double(busiest) > 1.5 * double(all) / double(servers.getValue())) {
+      const Tensor &largest = tensors[order.front()];
+      shares += " (the largest tensor, '" + largest.weight + "' (" +
+                plan::formatBytes(largest.bytes) +
+                "), bounds the busiest server's share: a server holds whole tensors, so more "
+                "servers do not even it out)";
+    }
     addNote(main, "sync: parameter servers: the " + std::to_string(workers) + " '" +
                       axis.getValue() + "' ranks are workers that push their gradients (" +
                       plan::formatBytes(all) + " a step) and pull the weights; " +
                       std::to_string(int64_t(servers)) +
                       (servers == 1 ? " server rank holds" : " server ranks hold") +
-                      " the weights and their optimizer state, tensors (bytes) " + shares +
+                      " the weights and their optimizer state, " + shares +
                       "; " +
                       (async ? "asynchronous: each push is applied as it comes, a worker at "
                                "most " +

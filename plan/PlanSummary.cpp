@@ -397,6 +397,14 @@ std::string summaryText(const PlanSummary &summary) {
                      "dtc simulate for throughput and the timeline)",
                      formatSeconds(p->stepSeconds), p->cluster, formatSeconds(p->computeSeconds),
                      formatSeconds(p->communicationSeconds), formatSeconds(p->idleSeconds)));
+  if (const std::optional<Prediction> &p = summary.predicted; p && p->allReduceStepSeconds > 0)
+    line(fmt::format("  with parameter servers; the same gradients all-reduced over the workers "
+                     "would take {} a step: {}",
+                     formatSeconds(p->allReduceStepSeconds),
+                     p->stepSeconds < p->allReduceStepSeconds
+                         ? "parameter servers are faster here"
+                         : "all-reduce is faster here (parameter servers need more servers' "
+                           "links than workers' to win)"));
 
   line("");
   line("decisions:");

@@ -46,6 +46,9 @@ struct CommunicationSummary {
 struct Prediction {
   std::string cluster;
   double stepSeconds = 0, computeSeconds = 0, communicationSeconds = 0, idleSeconds = 0;
+  /// Parameter servers: the step were the same gradients all-reduced over
+  /// the workers instead (0: not a parameter-server plan).
+  double allReduceStepSeconds = 0;
 };
 
 struct PlanSummary {

@@ -10,7 +10,7 @@
 // CHECK: dtc.parameter_servers = {servers = 2 : i64, staleness = 0 : i64, tensors = [{gradient = 1 : i64, server = 0 : i64, weight = "w", weight_output = 3 : i64}, {gradient = 2 : i64, server = 1 : i64, weight = "b", weight_output = 5 : i64}]}
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: -> (tensor<f32> {graph.name = "loss"}, tensor<4x8xf32> {graph.name = "w.gradient"}, tensor<8xf32> {graph.name = "b.gradient"})
-// CHECK-SAME: 2 server ranks hold the weights and their optimizer state, tensors (bytes) 1 (128 B), 1 (32 B); synchronous
+// CHECK-SAME: 2 server ranks hold the weights and their optimizer state, tensors (bytes) 1 (128 B), 1 (32 B) (the largest tensor, 'w' (128 B), bounds the busiest server's share: a server holds whole tensors, so more servers do not even it out); synchronous
 // CHECK-SAME: dtc.outputs = array<i64: 0, 1, 2>, dtc.training = {data_axes = array<i64: 0>, micro_batches = 1 : i64, sync = "ps"}
 // CHECK-NEXT: %[[L:.*]] = mesh.all_reduce %arg3 on @mesh mesh_axes = [0] :
 // CHECK-NEXT: return %[[L]], %arg1, %arg2

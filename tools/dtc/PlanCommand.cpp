@@ -114,6 +114,8 @@ int runPlan(const Args &args) {
         p.communicationSeconds += t.communication / double(sim.ranks.size());
         p.idleSeconds += t.idle / double(sim.ranks.size());
       }
+      if (sim.parameterServers)
+        p.allReduceStepSeconds = sim.workerSeconds + sim.allReduceSeconds + sim.updateSeconds;
       summary.predicted = p;
     }
     if (!html.empty()) // a plan without costs (one written by hand): no timeline

@@ -67,14 +67,19 @@ commands:
               rest of --devices or --mesh, if any, is still searched)
           --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
               over dp (default: searched)
-          --sync allreduce|local|federated   how data-parallel ranks combine their
-              work: allreduce (default) sums the gradients every step;
+          --sync allreduce|local|federated|ps   how data-parallel ranks combine
+              their work: allreduce (default) sums the gradients every step;
               local (local SGD) lets each rank train its own replica on its
               part of the batch and averages the weights every
               --average-every H steps (default 4) and at the end;
               federated: each data-parallel rank a client with its own data,
-              averaged after each round (dtc run --rounds); both need
-              --dp N, whole weights (--zero 0) and no pipeline
+              averaged after each round (dtc run --rounds); ps: parameter
+              servers, --servers K ranks past the mesh (default 1) hold the
+              weights and optimizer state, the data-parallel ranks push
+              gradients and pull weights; --staleness S > 0 makes it
+              asynchronous, a worker at most S steps ahead of the slowest
+              (default 0: synchronous, the all-reduce step's result); all
+              need --dp N, whole weights (--zero 0) and no pipeline
           --compress-gradients bf16|f16|powersgd[:R]   weight gradients'
               reductions travel in bf16 (or f16) between casts: half the
               bytes, losses within about 1e-3; or as PowerSGD's two rank-R
