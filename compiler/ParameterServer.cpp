@@ -26,6 +26,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace dtc {
@@ -51,8 +52,41 @@ struct Tensor {
   SmallVector<unsigned> results; // of @main: the updates it feeds
   std::string weight;            // the parameter the updates train
   int64_t bytes = 0;
-  int64_t server = 0;
+  llvm::SetVector<Operation *> ops; // the optimizer's, from `reduced` to the updates
 };
+
+/// `type` cut to a row block's rows when it has the weight's rows (a row
+/// block's values), else as it is (scalars).
+template <typename Piece> Type blockType(Type type, const Piece &piece) {
+  auto tensor = cast<RankedTensorType>(type);
+  if (!piece.rows || tensor.getRank() == 0)
+    return type;
+  SmallVector<int64_t> shape(tensor.getShape());
+  shape[0] = piece.rows;
+  return RankedTensorType::get(shape, tensor.getElementType());
+}
+
+/// Whether a tensor's optimizer may run on row blocks: every op elementwise
+/// on values of the weight's shape or scalars, constants scalars.
+bool sliceable(const Tensor &t, RankedTensorType weight) {
+  if (weight.getRank() == 0)
+    return false;
+  auto fits = [&](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && (tensor.getRank() == 0 || tensor == weight);
+  };
+  for (Operation *op : t.ops) {
+    bool kind = isa<graph::ParameterOp>(op) || isa<graph::ConstantOp>(op)
+                    ? true
+                    : op->hasTrait<graph::GraphElementwise>() && !isa<graph::BroadcastOp>(op);
+    if (!kind || !llvm::all_of(op->getResultTypes(), fits) ||
+        !llvm::all_of(op->getOperandTypes(), fits))
+      return false;
+    if (isa<graph::ConstantOp>(op) && cast<RankedTensorType>(op->getResult(0).getType()).getRank())
+      return false;
+  }
+  return true;
+}
 
 struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
   using ParameterServerBase::ParameterServerBase;
@@ -177,7 +211,7 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
           return main.emitError("--sync ps pushes f32 gradients; the update of '")
                  << updates.getValue() << "' reads one of " << type;
         Value pushed = ownOf.count(*found) ? ownOf.lookup(*found) : *found;
-        tensors.push_back({pushed, *found, {}, "", tensorBytes(type), 0});
+        tensors.push_back({pushed, *found, {}, "", tensorBytes(type), {}});
       }
       tensorOfResult[unsigned(i)] = entry->second;
       Tensor &t = tensors[entry->second];
@@ -192,24 +226,74 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
     for (Tensor &t : tensors)
       if (t.results.empty())
         return main.emitError("--sync ps: a weight gradient no update reads");
-    if (int64_t(tensors.size()) < servers)
+    // Each tensor's optimizer ops: what its updates read, back to what the
+    // server receives.
+    for (Tensor &t : tensors) {
+      SmallVector<Value> work;
+      for (unsigned r : t.results)
+        work.push_back(ret.getOperand(r));
+      while (!work.empty()) {
+        Value v = work.pop_back_val();
+        Operation *def = v.getDefiningOp();
+        if (!def || received(v) || !t.ops.insert(def))
+          continue;
+        for (Value in : def->getOperands())
+          work.push_back(in);
+      }
+    }
+    // A tensor larger than a server's fair share is cut into row blocks
+    // over several servers, where its optimizer is elementwise over the
+    // weight's shape (AdamW, SGD): each block's update is the same ops on
+    // its rows.
+    int64_t all = 0;
+    for (const Tensor &t : tensors)
+      all += t.bytes;
+    double fair = double(all) / double(servers.getValue());
+    struct Piece {
+      unsigned tensor;
+      int64_t first = 0, rows = 0; // rows 0: the whole tensor
+      int64_t bytes = 0, server = 0;
+    };
+    SmallVector<Piece> pieces;
+    for (auto [i, t] : llvm::enumerate(tensors)) {
+      auto type = cast<RankedTensorType>(t.reduced.getType());
+      int64_t count = std::min<int64_t>(int64_t(std::ceil(double(t.bytes) / fair)), servers);
+      if (count > 1 && sliceable(t, type))
+        count = std::min<int64_t>(count, type.getDimSize(0));
+      else
+        count = 1;
+      int64_t rows = count > 1 ? type.getDimSize(0) : 0;
+      for (int64_t p = 0; p < count; ++p) {
+        int64_t first = rows * p / count, next = rows * (p + 1) / count;
+        pieces.push_back({unsigned(i), first, next - first,
+                          count > 1 ? t.bytes / rows * (next - first) : t.bytes, 0});
+      }
+    }
+    if (int64_t(pieces.size()) < servers)
       return main.emitError("--servers ")
              << int64_t(servers) << ": the model has only " << tensors.size()
-             << " trained tensors, and each server holds whole ones";
+             << " trained tensors, in " << pieces.size() << " parts a server could hold";
 
-    // Largest first, each to the least loaded server.
-    SmallVector<unsigned> order(tensors.size());
+    // Largest first, each to the least loaded server that holds no other
+    // block of its tensor.
+    SmallVector<unsigned> order(pieces.size());
     std::iota(order.begin(), order.end(), 0u);
     llvm::stable_sort(order,
-                      [&](unsigned a, unsigned b) { return tensors[a].bytes > tensors[b].bytes; });
+                      [&](unsigned a, unsigned b) { return pieces[a].bytes > pieces[b].bytes; });
     size_t count = size_t(servers.getValue());
     SmallVector<int64_t> load(count, 0);
     SmallVector<SmallVector<unsigned>> held(count);
-    for (unsigned t : order) {
-      size_t k = size_t(std::min_element(load.begin(), load.end()) - load.begin());
-      tensors[t].server = int64_t(k);
-      load[k] += tensors[t].bytes;
-      held[k].push_back(t);
+    for (unsigned p : order) {
+      size_t best = count;
+      for (size_t k = 0; k < count; ++k) {
+        bool holds = llvm::any_of(
+            held[k], [&](unsigned q) { return pieces[q].tensor == pieces[p].tensor; });
+        if (!holds && (best == count || load[k] < load[best]))
+          best = k;
+      }
+      pieces[p].server = int64_t(best);
+      load[best] += pieces[p].bytes;
+      held[best].push_back(p);
     }
     for (auto &list : held)
       llvm::sort(list);
@@ -224,63 +308,62 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
     // @main's outputs come first (its own, then the gradients), then each
     // server's.
     int64_t nextOutput = int64_t(workerResults.size() + tensors.size());
-    SmallVector<int64_t> weightOutput(ret.getNumOperands(), -1);
+    SmallVector<int64_t> weightOutput(pieces.size(), -1);
     b.setInsertionPointAfter(main);
     for (int64_t k = 0; k < servers; ++k) {
-      SmallVector<Value> roots;
       SmallVector<unsigned> results;
-      for (unsigned t : held[size_t(k)])
-        for (unsigned r : tensors[t].results) {
-          roots.push_back(ret.getOperand(r));
-          results.push_back(r);
-        }
-      // The slice: what the roots read, back to the gradients.
-      llvm::SetVector<Operation *> slice;
-      SmallVector<Value> work(roots.begin(), roots.end());
-      while (!work.empty()) {
-        Value v = work.pop_back_val();
-        Operation *def = v.getDefiningOp();
-        if (!def || received(v) || !slice.insert(def))
-          continue;
-        for (Value in : def->getOperands())
-          work.push_back(in);
-      }
       SmallVector<Type> resultTypes;
-      for (Value v : roots)
-        resultTypes.push_back(v.getType());
+      for (unsigned p : held[size_t(k)])
+        for (unsigned r : tensors[pieces[p].tensor].results) {
+          results.push_back(r);
+          resultTypes.push_back(blockType(ret.getOperand(r).getType(), pieces[p]));
+        }
       auto type = b.getFunctionType(main.getArgumentTypes(), resultTypes);
       auto server = b.create<func::FuncOp>(main.getLoc(), ("server_" + Twine(k)).str(), type);
       server.setAllArgAttrs(main.getAllArgAttrs());
       Block *entry = server.addEntryBlock();
       OpBuilder inner = OpBuilder::atBlockBegin(entry);
-      IRMapping map;
-      for (auto [from, to] : llvm::zip(main.getArguments(), server.getArguments()))
-        map.map(from, to);
-      // The pushed gradients' sum: a buffer the runtime fills each step.
-      for (unsigned t : held[size_t(k)]) {
+      SmallVector<Value> mapped;
+      SmallVector<int64_t> outputs;
+      for (unsigned p : held[size_t(k)]) {
+        const Piece &piece = pieces[p];
+        const Tensor &t = tensors[piece.tensor];
+        IRMapping map;
+        for (auto [from, to] : llvm::zip(main.getArguments(), server.getArguments()))
+          map.map(from, to);
+        // The pushed gradients' sum: a buffer the runtime fills each step.
         auto gradient = inner.create<graph::ParameterOp>(
-            main.getLoc(), tensors[t].reduced.getType(),
-            inner.getStringAttr(tensors[t].weight + ".gradient"));
+            main.getLoc(), blockType(t.reduced.getType(), piece),
+            inner.getStringAttr(t.weight + ".gradient"));
         gradient->setAttr(attr::kZeros, inner.getUnitAttr());
         gradient->setAttr(attr::kAccumulator, inner.getUnitAttr());
-        map.map(tensors[t].reduced, gradient.getResult());
-      }
-      for (Operation &op : body)
-        if (slice.contains(&op)) {
+        map.map(t.reduced, gradient.getResult());
+        for (Operation &op : body) {
+          if (!t.ops.contains(&op))
+            continue;
           Operation *copy = inner.clone(op, map);
           for (StringRef name : {attr::kSharding, attr::kOncePerStep})
             copy->removeAttr(name);
+          if (!piece.rows)
+            continue;
+          // A row block: the weight-shaped values become the block's.
+          for (Value v : copy->getResults())
+            v.setType(blockType(v.getType(), piece));
+          if (isa<graph::ParameterOp>(copy) && !copy->hasAttr(attr::kZeros))
+            copy->setAttr(attr::kRows,
+                          inner.getDenseI64ArrayAttr(
+                              {piece.first, cast<RankedTensorType>(t.reduced.getType())
+                                                .getDimSize(0)}));
         }
-      SmallVector<Value> mapped;
-      for (Value v : roots)
-        mapped.push_back(map.lookup(v));
-      inner.create<func::ReturnOp>(main.getLoc(), mapped);
-      SmallVector<int64_t> outputs;
-      for (auto [j, r] : llvm::enumerate(results)) {
-        server.setResultAttrs(unsigned(j), main.getResultAttrDict(r));
-        weightOutput[r] = nextOutput;
-        outputs.push_back(nextOutput++);
+        for (unsigned r : t.results) {
+          mapped.push_back(map.lookup(ret.getOperand(r)));
+          server.setResultAttrs(unsigned(outputs.size()), main.getResultAttrDict(r));
+          if (main.getResultAttrOfType<StringAttr>(r, attr::kUpdates).getValue() == t.weight)
+            weightOutput[p] = nextOutput;
+          outputs.push_back(nextOutput++);
+        }
       }
+      inner.create<func::ReturnOp>(main.getLoc(), mapped);
       server->setAttr(attr::kServer, b.getI64IntegerAttr(k));
       server->setAttr(attr::kOutputs, b.getDenseI64ArrayAttr(outputs));
       NamedAttrList options(training);
@@ -288,6 +371,16 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
       server->setAttr(attr::kTraining, options.getDictionary(&getContext()));
       b.setInsertionPointAfter(server);
     }
+    for (auto [p, piece] : llvm::enumerate(pieces))
+      entries.push_back(b.getDictionaryAttr({
+          b.getNamedAttr("weight", b.getStringAttr(tensors[piece.tensor].weight)),
+          b.getNamedAttr("server", b.getI64IntegerAttr(piece.server)),
+          b.getNamedAttr("gradient",
+                         b.getI64IntegerAttr(int64_t(workerResults.size() + piece.tensor))),
+          b.getNamedAttr("weight_output", b.getI64IntegerAttr(weightOutput[p])),
+          b.getNamedAttr("first_row", b.getI64IntegerAttr(piece.first)),
+          b.getNamedAttr("rows", b.getI64IntegerAttr(piece.rows)),
+      }));
 
     // The workers reduce nothing: each keeps its own part.
     for (Operation *op : reductions) {
@@ -302,20 +395,10 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
       operands.push_back(ret.getOperand(r));
       resultAttrs.push_back(main.getResultAttrDict(r));
     }
-    for (auto [index, t] : llvm::enumerate(tensors)) {
+    for (const Tensor &t : tensors) {
       operands.push_back(t.gradient);
       resultAttrs.push_back(b.getDictionaryAttr(
           {b.getNamedAttr(attr::kName, b.getStringAttr(t.weight + ".gradient"))}));
-      int64_t weight = -1;
-      for (unsigned r : t.results)
-        if (main.getResultAttrOfType<StringAttr>(r, attr::kUpdates).getValue() == t.weight)
-          weight = weightOutput[r];
-      entries.push_back(b.getDictionaryAttr({
-          b.getNamedAttr("weight", b.getStringAttr(t.weight)),
-          b.getNamedAttr("server", b.getI64IntegerAttr(t.server)),
-          b.getNamedAttr("gradient", b.getI64IntegerAttr(int64_t(workerResults.size() + index))),
-          b.getNamedAttr("weight_output", b.getI64IntegerAttr(weight)),
-      }));
     }
     b.setInsertionPoint(ret);
     b.create<func::ReturnOp>(ret.getLoc(), operands);
@@ -383,11 +466,10 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
                         b.getNamedAttr("staleness", b.getI64IntegerAttr(staleness)),
                         b.getNamedAttr("tensors", b.getArrayAttr(entries)),
                     }));
-    int64_t all = std::accumulate(load.begin(), load.end(), int64_t(0));
     // Each server's share; past eight, the range.
     std::string shares;
     if (servers <= 8) {
-      shares = "tensors (bytes) ";
+      shares = "tensors or row blocks (bytes) ";
       for (int64_t k = 0; k < servers; ++k)
         shares += (k ? ", " : "") + std::to_string(held[size_t(k)].size()) + " (" +
                   plan::formatBytes(load[size_t(k)]) + ")";
@@ -397,17 +479,24 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
       });
       auto [least, most] = std::minmax_element(load.begin(), load.end());
       shares = std::to_string(few->size()) + " to " + std::to_string(many->size()) +
-               " tensors (" + plan::formatBytes(*least) + " to " + plan::formatBytes(*most) +
-               ") each";
+               " tensors or row blocks (" + plan::formatBytes(*least) + " to " +
+               plan::formatBytes(*most) + ") each";
     }
-    // Whole tensors: the largest bounds the busiest server's share.
+    int64_t cut = 0;
+    for (auto [p, piece] : llvm::enumerate(pieces))
+      cut += piece.rows && piece.first == 0;
+    if (cut)
+      shares += ", " + std::to_string(cut) + (cut == 1 ? " tensor" : " tensors") +
+                " cut into row blocks";
+    // A tensor whose optimizer is not elementwise stays whole: the largest
+    // may bound the busiest server's share.
     int64_t busiest = *std::max_element(load.begin(), load.end());
-    if (servers > 1 && double(busiest) > 1.5 * double(all) / double(servers.getValue())) {
-      const Tensor &largest = tensors[order.front()];
-      shares += " (the largest tensor, '" + largest.weight + "' (" +
+    if (servers > 1 && double(busiest) > 1.5 * fair) {
+      const Piece &largest = pieces[order.front()];
+      shares += " (the largest, '" + tensors[largest.tensor].weight + "' (" +
                 plan::formatBytes(largest.bytes) +
-                "), bounds the busiest server's share: a server holds whole tensors, so more "
-                "servers do not even it out)";
+                "), bounds the busiest server's share: its optimizer is not elementwise, so "
+                "it is not cut into row blocks)";
     }
     addNote(main, "sync: parameter servers: the " + std::to_string(workers) + " '" +
                       axis.getValue() + "' ranks are workers that push their gradients (" +

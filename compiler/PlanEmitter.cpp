@@ -434,6 +434,17 @@ private:
             for (int64_t d : cast<ShapedType>(p.getType()).getShape())
               seeded->add_shape(d);
           }
+          // A parameter server's row block of the initializer.
+          if (auto rows = p->getAttrOfType<DenseI64ArrayAttr>(attr::kRows)) {
+            auto local = cast<ShapedType>(p.getType()).getShape();
+            for (auto [d, size] : llvm::enumerate(local)) {
+              plan::DimSlice *slice = source->add_slice();
+              slice->set_start(d == 0 ? rows[0] : 0);
+              slice->set_size(size);
+            }
+            if (source->has_seeded())
+              source->mutable_seeded()->set_shape(0, rows[1]);
+          }
           parameters_[p.getName()] = ids_[p.getResult()];
           if (auto sharding = p->getAttrOfType<graph::ShardingAttr>(attr::kSharding)) {
             setSharding(*rank_.mutable_buffers(ids_[p.getResult()]), sharding);
@@ -888,6 +899,10 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
       t->set_server(uint32_t(entry.getAs<IntegerAttr>("server").getInt()));
       t->set_gradient(uint32_t(entry.getAs<IntegerAttr>("gradient").getInt()));
       t->set_weight_output(uint32_t(entry.getAs<IntegerAttr>("weight_output").getInt()));
+      if (auto first = entry.getAs<IntegerAttr>("first_row"))
+        t->set_first_row(first.getInt());
+      if (auto rows = entry.getAs<IntegerAttr>("rows"))
+        t->set_rows(rows.getInt());
     }
     for (int64_t r = 0; r < devices + serverCount; ++r)
       out.add_program_of_rank(uint32_t(r < devices ? 0 : r - devices + 1));

@@ -3,16 +3,13 @@
 
 #include "cost/CostModel.h"
 #include "plan/DType.h"
+#include "plan/ServerTensors.h"
 #include "plan/Sharding.h"
 
 #include <algorithm>
 
 namespace dtc::cost {
 namespace {
-
-double tensorBytes(const plan::TensorType &type) {
-  return double(plan::elementCount(type)) * double(plan::dtypeBytes(type.dtype()));
-}
 
 /// One message of `bytes` over `link`: its fastest way for one transfer.
 double messageSeconds(const Link &link, double bytes) {
@@ -35,8 +32,8 @@ ServerExchange serverExchange(const plan::Plan &plan, const Cluster &cluster) {
   x.serverBytes.assign(size_t(x.servers), 0);
   std::vector<double> pullShare(size_t(x.servers), 0);
   for (const plan::ServerTensor &t : ps.tensors()) {
-    double push = tensorBytes(plan.outputs(int(t.gradient())).type());
-    double pull = tensorBytes(plan.outputs(int(t.weight_output())).type());
+    double push = double(plan::pushedBytes(plan, t));
+    double pull = double(plan::pulledBytes(plan, t));
     x.serverBytes[t.server()] += push;
     pullShare[t.server()] += pull;
     x.pushBytes += push;

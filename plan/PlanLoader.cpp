@@ -4,6 +4,7 @@
 #include "plan/Overlap.h"
 #include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
+#include "plan/ServerTensors.h"
 #include "plan/Sharding.h"
 
 #include <algorithm>
@@ -466,9 +467,19 @@ private:
           return fail(what + ": the worker does not compute its gradient or the server its "
                       "weight");
         // A position table's gradient may cover only the rows the step
-        // reads (the server pads it).
-        if (plan_.outputs(int(t.gradient())).type().dtype() != F32)
+        // reads (the server pads it); a row block, the block's rows.
+        const TensorType &gradient = plan_.outputs(int(t.gradient())).type();
+        const TensorType &weight = plan_.outputs(int(t.weight_output())).type();
+        if (gradient.dtype() != F32)
           return fail(what + ": its gradient is not f32");
+        if (t.rows() < 0 || t.first_row() < 0 ||
+            (t.rows() > 0 &&
+             (gradient.shape_size() == 0 || weight.shape_size() == 0 ||
+              t.first_row() + t.rows() > gradient.shape(0) || weight.shape(0) != t.rows() ||
+              rowBytes(gradient) != rowBytes(weight))))
+          return fail(what + ": rows [" + std::to_string(t.first_row()) + ", " +
+                      std::to_string(t.first_row() + t.rows()) + ") do not fit its gradient and "
+                      "weight");
       }
     }
     if (plan_.program_of_rank_size() != devices + servers)

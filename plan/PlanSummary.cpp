@@ -7,6 +7,7 @@
 #include "plan/PipelineSchedule.h"
 #include "plan/PlanPrinter.h"
 #include "plan/Ranks.h"
+#include "plan/ServerTensors.h"
 #include "plan/Sharding.h"
 
 #include <fmt/format.h>
@@ -332,13 +333,9 @@ std::string summaryText(const PlanSummary &summary) {
     // Parameter servers: the pushes and pulls, outside the programs.
     const ParameterServers &ps = training.parameter_servers();
     std::vector<int64_t> push(ps.servers(), 0), pull(ps.servers(), 0);
-    auto bytesOf = [&](uint32_t output) {
-      const TensorType &type = plan.outputs(int(output)).type();
-      return elementCount(type) * dtypeBytes(type.dtype());
-    };
     for (const ServerTensor &t : ps.tensors()) {
-      push[t.server()] += bytesOf(t.gradient());
-      pull[t.server()] += bytesOf(t.weight_output());
+      push[t.server()] += pushedBytes(plan, t);
+      pull[t.server()] += pulledBytes(plan, t);
     }
     int64_t workers = meshDevices(plan.mesh());
     size_t busiest = size_t(std::max_element(push.begin(), push.end()) - push.begin());

@@ -105,6 +105,9 @@ constexpr llvm::StringLiteral kStage = "dtc.stage";
 /// (dtc-parameter-server): each tensor {weight, server, gradient (the
 /// worker's output index), weight_output (the server's)}.
 constexpr llvm::StringLiteral kParameterServers = "dtc.parameter_servers";
+/// A parameter server's parameter that is a row block of the initializer:
+/// [first row, the whole tensor's rows] (dtc-parameter-server).
+constexpr llvm::StringLiteral kRows = "dtc.rows";
 /// A parameter server's function (dtc-parameter-server): its number.
 constexpr llvm::StringLiteral kServer = "dtc.server";
 /// A stage's function: the indices in @main's results of its results.

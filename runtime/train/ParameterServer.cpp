@@ -2,6 +2,7 @@
 #include "runtime/train/ParameterServer.h"
 
 #include "plan/DType.h"
+#include "plan/ServerTensors.h"
 #include "plan/Sharding.h"
 #include "runtime/comm/Watchdog.h"
 
@@ -57,8 +58,16 @@ bool ServerClient::prepare(const plan::Plan &plan, Executor &executor, Communica
       error = fmt::format("parameter servers: the worker has no parameter '{}'", t.weight());
       return false;
     }
-    server.gradients.push_back({gradient, bufferBytes(program, gradient)});
-    server.weights.push_back({uint32_t(weight), bufferBytes(program, uint32_t(weight))});
+    server.gradients.push_back({gradient, plan::pushedOffset(plan, t), plan::pushedBytes(plan, t)});
+    server.weights.push_back(
+        {uint32_t(weight), plan::pulledOffset(plan, t), plan::pulledBytes(plan, t)});
+    if (plan::pushedOffset(plan, t) + plan::pushedBytes(plan, t) > bufferBytes(program, gradient) ||
+        plan::pulledOffset(plan, t) + plan::pulledBytes(plan, t) >
+            bufferBytes(program, uint32_t(weight))) {
+      error = fmt::format("parameter servers: '{}''s block lies outside the worker's buffers",
+                          t.weight());
+      return false;
+    }
     bytes_ += server.gradients.back().bytes;
   }
   for (Server &server : servers_) {
@@ -80,7 +89,7 @@ bool ServerClient::exchange(Executor &executor, int64_t step, std::string &error
     std::memcpy(at, &step, sizeof step);
     at += kHeaderBytes;
     for (const Piece &p : server.gradients) {
-      std::memcpy(at, executor.bufferData(p.buffer), size_t(p.bytes));
+      std::memcpy(at, executor.bufferData(p.buffer) + p.offset, size_t(p.bytes));
       at += p.bytes;
     }
     if (!world_->send(server.push.data(), int64_t(server.push.size()), server.rank, kPushTag,
@@ -94,7 +103,7 @@ bool ServerClient::exchange(Executor &executor, int64_t step, std::string &error
       return false;
     const char *at = server.pull.data();
     for (const Piece &p : server.weights) {
-      std::memcpy(executor.bufferData(p.buffer), at, size_t(p.bytes));
+      std::memcpy(executor.bufferData(p.buffer) + p.offset, at, size_t(p.bytes));
       at += p.bytes;
     }
   }

@@ -52,6 +52,7 @@ public:
 private:
   struct Piece {
     uint32_t buffer; // the worker's buffer id
+    int64_t offset;  // in it (a row block of a tensor cut over servers)
     int64_t bytes;
   };
   struct Server {
