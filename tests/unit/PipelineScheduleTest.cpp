@@ -438,8 +438,8 @@ TEST(PipelinedPlan, RejectsAnOutputLeftToAnotherStageWithoutStages) {
     rank.mutable_buffers(1)->set_stash(0);
   }
   EXPECT_TRUE(contains(errorOf(p), "rank 0: output 0 ('y') is left to another program, but only "
-                                   "a pipeline stage may leave an output to another stage and "
-                                   "the plan has none"));
+                                   "a pipeline stage or a parameter server may leave an output "
+                                   "to another and the plan has neither"));
 }
 
 TEST(PipelinedPlan, AcceptsTwoStages) {
