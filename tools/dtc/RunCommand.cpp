@@ -129,9 +129,11 @@ bool readInputs(const plan::Plan &plan, const std::string &dir, runtime::Executo
 
 /// The instructions that took the most time, then time by op. On several
 /// ranks running one program, each instruction's time is the slowest
-/// rank's (a collective waits for it); a collective call of every rank.
+/// rank's (a collective waits for it); a collective call of every rank of
+/// `world` (the mesh's). `everyone`: the job's ranks where they are more (a
+/// parameter-server plan's), whose pushes count too.
 bool printProfile(const plan::Plan &plan, const runtime::Executor &executor,
-                  runtime::Communicator *world) {
+                  runtime::Communicator *world, runtime::Communicator *everyone = nullptr) {
   const plan::RankProgram &program = executor.program();
   std::vector<double> seconds = executor.profileSeconds();
   int runs = std::max(1, executor.profiledRuns());
@@ -202,6 +204,13 @@ bool printProfile(const plan::Plan &plan, const runtime::Executor &executor,
                                   plan::formatBytes(int64_t(t.bytes / runs)),
                                   double(t.calls) / runs));
     }
+    if (everyone && everyone != world)
+      for (const auto &[operation, t] : everyone->traffic()) {
+        bytes += t.bytes;
+        parts.push_back(fmt::format("to the parameter servers: {} {} ({:.1f} calls)", operation,
+                                    plan::formatBytes(int64_t(t.bytes / runs)),
+                                    double(t.calls) / runs));
+      }
     fmt::print("  sent by rank {} a run (ring algorithms' bytes): {}{}{}\n",
                world ? world->rank() : 0, plan::formatBytes(int64_t(bytes / runs)),
                parts.empty() ? "" : ": ", fmt::join(parts, ", "));
@@ -352,7 +361,8 @@ int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob 
   runtime::Communicator *world = job ? &job->meshWorld() : nullptr;
   bool measure = options.profile || !options.trace.empty();
   auto report = [&] {
-    return (!options.profile || printProfile(plan, *executor, world)) &&
+    return (!options.profile ||
+            printProfile(plan, *executor, world, job ? &job->world() : nullptr)) &&
            (options.trace.empty() || writeMeasuredTrace(plan, *executor, world, options.trace));
   };
   if (plan.has_training()) {
