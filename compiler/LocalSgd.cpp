@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/OwnLoss.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -107,35 +108,10 @@ struct LocalSgd : impl::LocalSgdBase<LocalSgd> {
     // Federated clients share nothing within a round: the loss (a scalar
     // all-reduced sum of each rank's mean over the ranks) becomes this
     // rank's mean; any other collective over the axis cannot stay.
-    if (federated) {
-      WalkResult shared = func.walk([&](Operation *op) -> WalkResult {
-        if (op->getDialect() != meshOp->getDialect() || isa<mesh::MeshOp>(op) ||
-            op->hasAttr(attr::kGradientReduction))
-          return WalkResult::advance();
-        auto axesOf = op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
-        if (!axesOf || !llvm::is_contained(axesOf.asArrayRef(), data))
-          return WalkResult::advance();
-        auto reduce = dyn_cast<mesh::AllReduceOp>(op);
-        auto type = cast<RankedTensorType>(op->getResult(0).getType());
-        if (!reduce || type.getRank() != 0 || reduce.getMeshAxes().size() != 1 ||
-            reduce.getReduction() != mesh::ReductionKind::Sum) {
-          op->emitError("--sync federated: clients share nothing during a round, but the step ")
-              << op->getName() << "s over '" << axis.getValue()
-              << "' (batch-norm statistics over the batch?)";
-          return WalkResult::interrupt();
-        }
-        b.setInsertionPoint(reduce);
-        Value scale = b.create<graph::ConstantOp>(
-            reduce.getLoc(), DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(),
-                                                                         double(replicas))));
-        Value own = b.create<graph::MulOp>(reduce.getLoc(), reduce.getInput(), scale);
-        reduce.getResult().replaceAllUsesWith(own);
-        reduce.erase();
-        return WalkResult::advance();
-      });
-      if (shared.wasInterrupted())
-        return signalPassFailure();
-    }
+    if (federated &&
+        failed(keepOwnLoss(func, data, replicas, axis.getValue(),
+                           "--sync federated: clients share nothing during a round", "")))
+      return signalPassFailure();
     // Ops the walk left behind are erased after it.
     SmallVector<Operation *> dead;
     func.walk([&](mesh::AllReduceOp op) {

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/OwnLoss.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -413,35 +414,11 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
     main->setAttr(attr::kOutputs, b.getDenseI64ArrayAttr(mainOutputs));
 
     // Asynchronous workers share nothing: the loss is each one's own mean.
-    if (async) {
-      WalkResult shared = main.walk([&](Operation *op) -> WalkResult {
-        if (op->getDialect() != meshOp->getDialect() || isa<mesh::MeshOp>(op) ||
-            op->hasAttr(attr::kGradientReduction))
-          return WalkResult::advance();
-        auto axesOf = op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
-        if (!axesOf || !llvm::is_contained(axesOf.asArrayRef(), data))
-          return WalkResult::advance();
-        auto reduce = dyn_cast<mesh::AllReduceOp>(op);
-        auto type = cast<RankedTensorType>(op->getResult(0).getType());
-        if (!reduce || type.getRank() != 0 || reduce.getReduction() != mesh::ReductionKind::Sum) {
-          op->emitError("--sync ps --staleness: asynchronous workers share nothing but "
-                        "their pushes, but the step ")
-              << op->getName() << "s over '" << axis.getValue()
-              << "' (batch-norm statistics over the batch?): use --staleness 0";
-          return WalkResult::interrupt();
-        }
-        OpBuilder at(reduce);
-        Value scale = at.create<graph::ConstantOp>(
-            reduce.getLoc(),
-            DenseElementsAttr::get(type, at.getFloatAttr(type.getElementType(), double(workers))));
-        Value own = at.create<graph::MulOp>(reduce.getLoc(), reduce.getInput(), scale);
-        reduce.getResult().replaceAllUsesWith(own);
-        reduce.erase();
-        return WalkResult::advance();
-      });
-      if (shared.wasInterrupted())
-        return failure();
-    }
+    if (async && failed(keepOwnLoss(main, data, workers, axis.getValue(),
+                                    "--sync ps --staleness: asynchronous workers share nothing "
+                                    "but their pushes",
+                                    ": use --staleness 0")))
+      return failure();
 
     // What the worker no longer runs: the optimizer, the reductions, the
     // optimizer state.
