@@ -35,6 +35,18 @@ constexpr int64_t kHeaderBytes = sizeof(int64_t);
 
 } // namespace
 
+bool agreeToStart(Communicator &everyone, bool ready, std::string &error) {
+  int64_t unready = ready ? everyone.size() : everyone.rank();
+  std::string commError;
+  if (!everyone.allReduce(&unready, 1, plan::I64, Reduction::Min, commError)) {
+    error = commError;
+    return false;
+  }
+  if (unready < everyone.size() && ready)
+    error = fmt::format("rank {} cannot start (its message says why)", unready);
+  return unready == everyone.size();
+}
+
 bool ServerClient::prepare(const plan::Plan &plan, Executor &executor, Communicator *world,
                            std::string &error) {
   if (!plan.training().has_parameter_servers())
@@ -117,6 +129,8 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
   const plan::ParameterServers &ps = training.parameter_servers();
   int64_t workers = plan::meshDevices(plan.mesh());
   int64_t self = world.rank() - workers;
+  if (!agreeToStart(world, true, error))
+    return false;
   const plan::RankProgram &program = executor.program();
   // This server's tensors, in plan order (the workers pack them so).
   struct Held {

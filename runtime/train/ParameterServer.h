@@ -65,6 +65,12 @@ private:
   int64_t bytes_ = 0;
 };
 
+/// Every rank of a parameter-server job learns whether each can start (a
+/// worker's missing data): all stop together, the rank at fault saying why,
+/// rather than the servers waiting for pushes that never come. `ready`:
+/// this rank's; false with `error` (the rank at fault's own, or naming it).
+bool agreeToStart(Communicator &everyone, bool ready, std::string &error);
+
 /// A server rank's run: updates until every worker has pushed
 /// `options.steps` steps (from a resumed run's step, 0 here: resuming is
 /// not built for parameter servers yet).

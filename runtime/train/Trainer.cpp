@@ -287,9 +287,19 @@ bool Trainer::runPipelinedStep(int64_t step, int64_t microBatches,
 
 bool Trainer::run(const TrainOptions &options, std::string &error) {
   const plan::Training &training = plan_.training();
+  // A parameter-server job's servers wait for the workers: every rank
+  // learns whether each could start (ParameterServer.h).
+  bool served = training.has_parameter_servers() && everyone_;
+  auto stop = [&] {
+    if (served) {
+      std::string ignored;
+      agreeToStart(*everyone_, false, ignored);
+    }
+    return false;
+  };
   if (options.data.empty() || options.steps <= 0) {
     error = "training needs a data set and a step count";
-    return false;
+    return stop();
   }
   // The data set's fields: the model's inputs, then the labels; the
   // optimizer's scalars are ours. The plan says which input is which.
@@ -311,7 +321,7 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   if (labelsInput < 0 || lrInput < 0) {
     error = "the plan's training step has no labels or learning-rate input: recompile it "
             "with this dtc";
-    return false;
+    return stop();
   }
   fields.push_back({kLabels, plan_.inputs(labelsInput).type()});
   fieldInputs.push_back(labelsInput);
@@ -328,13 +338,13 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   struct stat st;
   if (stat(options.data.c_str(), &st) != 0) {
     error = "--data '" + options.data + "': no such file or directory";
-    return false;
+    return stop();
   }
   std::unique_ptr<DataSet> data =
       S_ISDIR(st.st_mode) ? DataSet::openNpyDir(options.data, fields, error)
                           : DataSet::openTokens(options.data, options.tokenBytes, fields, error);
   if (!data)
-    return false;
+    return stop();
   data->setShuffle(options.shuffle, options.seed);
   if (training.loss() == "cross_entropy")
     data->setLabelRange(fields.size() - 1, training.classes(),
@@ -358,9 +368,11 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
 
   ReplicaAverage replicas; // local SGD
   if (!replicas.prepare(plan_, executor_, error))
-    return false;
+    return stop();
   ServerClient servers; // parameter servers
   if (!servers.prepare(plan_, executor_, everyone_, error))
+    return stop();
+  if (served && !agreeToStart(*everyone_, true, error))
     return false;
   int64_t start = 0;
   uint64_t dataSeed = options.seed; // a resumed run's is the checkpoint's
