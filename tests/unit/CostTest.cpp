@@ -1,5 +1,6 @@
 //===- CostTest.cpp - cluster files, cost formulas, the step simulator ----===//
 #include "cost/CostModel.h"
+#include "cost/ServerExchange.h"
 #include "cost/Simulator.h"
 
 #include "llvm/Support/JSON.h"
@@ -832,3 +833,57 @@ TEST(Simulator, AStagesRanksAreSimulatedOnceAsAllOfThem) {
 }
 
 } // namespace
+
+// A parameter-server plan's exchange: 4 workers (2 a node) and 2 servers
+// (on a node of their own); server 0 holds a 1000-byte tensor, server 1
+// rows 4..8 of a 16-row one (124 bytes a row: 496 bytes). Every worker-server pair crosses nodes: server 0 receives 4 x 1000
+// bytes, one message after another, the slowest link.
+TEST(ServerExchange, PushesTakeTheBusiestLink) {
+  plan::Plan p;
+  auto *axis = p.mutable_mesh()->add_axes();
+  axis->set_name("dp");
+  axis->set_size(4);
+  auto addOutput = [&](std::vector<int64_t> shape) {
+    plan::TensorType *type = p.add_outputs()->mutable_type();
+    type->set_dtype(plan::F32);
+    for (int64_t d : shape)
+      type->add_shape(d);
+  };
+  addOutput({250});   // 0: tensor a's gradient (1000 bytes)
+  addOutput({16, 31}); // 1: tensor b's gradient, 16 rows of 124 bytes
+  addOutput({250});   // 2: a's new weight (server 0)
+  addOutput({4, 31});  // 3: b's rows 4..8 (server 1)
+  plan::ParameterServers *ps = p.mutable_training()->mutable_parameter_servers();
+  ps->set_servers(2);
+  plan::ServerTensor *a = ps->add_tensors();
+  a->set_weight("a");
+  a->set_server(0);
+  a->set_gradient(0);
+  a->set_weight_output(2);
+  plan::ServerTensor *b = ps->add_tensors();
+  b->set_weight("b");
+  b->set_server(1);
+  b->set_gradient(1);
+  b->set_weight_output(3);
+  b->set_first_row(4);
+  b->set_rows(4);
+  Cluster cluster;
+  cluster.devicesPerNode = 2;
+  cluster.nodes = 3;
+  cluster.intraNode = Link{1e-6, 1e10};
+  cluster.interNode = Link{1e-5, 1e9};
+  ServerExchange x = serverExchange(p, cluster);
+  EXPECT_EQ(x.workers, 4);
+  EXPECT_EQ(x.servers, 2);
+  EXPECT_DOUBLE_EQ(x.pushBytes, 1000 + 4 * 31 * 4);
+  EXPECT_DOUBLE_EQ(x.pullBytes, 1000 + 4 * 31 * 4);
+  // Server 0: four messages of 1000 bytes over the inter-node link.
+  EXPECT_NEAR(x.pushSeconds, 4 * (1e-5 + 1000 / 1e9), 1e-12);
+  EXPECT_EQ(x.bottleneck, "server 0's link");
+  // A worker sends its two messages; an asynchronous worker waits for its
+  // own push and pull only.
+  EXPECT_NEAR(x.workerSeconds, 2 * (2 * 1e-5 + (1000 + 496) / 1e9), 1e-12);
+  EXPECT_NEAR(x.serverSeconds, 2 * 4 * (1e-5 + 1000 / 1e9), 1e-12);
+  // The ring all-reduce of the same 1496 bytes over the 4 workers (two nodes).
+  EXPECT_NEAR(x.allReduceSeconds, allReduceSeconds(4, 1496, cluster.interNode), 1e-15);
+}
