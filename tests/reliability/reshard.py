@@ -5,8 +5,8 @@ The example GPT trains 4 steps under one plan with a checkpoint, then
 resumes to step 8 under another plan of the same model on another split
 (data parallel, tensor parallel, ZeRO-3, pipelined, one device): `dtc run
 --resume` converts the layout as it reads, and the losses of steps 5-8 equal
-the uninterrupted run's within 1e-5 relative. A checkpoint of another model
-is refused by name.
+the uninterrupted run's within 1e-5 relative; `dtc checkpoint convert`
+does the same offline. A checkpoint of another model is refused by name.
 
     python3 tests/reliability/reshard.py --dtc build/bin/dtc
 """
@@ -74,6 +74,30 @@ def main():
                   "uninterrupted losses (1e-5 relative)")
             if not close or resumed.returncode != 0:
                 print(full[STOP:], got, resumed.stdout[-1500:], resumed.stderr[-1500:])
+
+        # Converted offline (dtc checkpoint convert): the new plan's ranks
+        # each read one file of their own, with no conversion at resume, and
+        # go on with the uninterrupted losses; the source folder unchanged.
+        source, target = "dp=2 x tp=2", "pp=2 x dp=2"
+        full = losses(train(plans[source], END).stdout)
+        ck = os.path.join(tmp, "ck-convert")
+        out = os.path.join(tmp, "ck-converted")
+        train(plans[source], STOP, "--checkpoint", ck)
+        before = sorted(os.listdir(ck))
+        converted = run([dtc, "checkpoint", "convert", ck, "--plan", plans[target], "-o", out])
+        resumed = train(plans[target], END, "--checkpoint", out, "--resume")
+        got = losses(resumed.stdout)
+        check(converted.returncode == 0 and sorted(os.listdir(ck)) == before
+              and resumed.returncode == 0 and "converted to this plan's" not in resumed.stdout
+              and [s for s, _ in got] == list(range(STOP + 1, END + 1))
+              and all(abs(float(a) - float(b)) <= 1e-5 * abs(float(b))
+                      for (_, a), (_, b) in zip(got, full[STOP:])),
+              f"dtc checkpoint convert {source} -> {target}: resumed directly at step "
+              f"{STOP + 1} with the uninterrupted losses")
+        bad = run([dtc, "checkpoint", "convert", ck, "--plan", plans[target], "-o", ck],
+                  expect_ok=False)
+        check(bad.returncode == 1 and "is the checkpoint folder itself" in bad.stderr,
+              "converting into the source folder is refused: " + bad.stderr.strip()[-120:])
 
         # Another model's checkpoint: refused, naming the tensor.
         mlp = os.path.join(tmp, "mlp.onnx")

@@ -224,6 +224,12 @@ commands:
         checksums of the file and of every tensor); and the step a resume
         starts from. Exit status 1 when a file is damaged.
 
+  checkpoint convert DIR --plan PLAN.dtcp -o OUT
+        Rewrite the checkpoint in DIR, written under one split of a model,
+        as PLAN's ranks would have written it at the same step (a file per
+        rank, each written atomically): dtc run PLAN --checkpoint OUT
+        --resume then starts with no conversion. DIR is left as it was.
+
   import MODEL.onnx [-o OUT.mlir] [--shape NAME=DIMS]... [--freeze NAME=FILE.pb]...
         Import an ONNX model into dtc's graph dialect and print it as MLIR.
         --shape NAME=DIMS binds a graph input's shape (input_ids=2x128) or a
