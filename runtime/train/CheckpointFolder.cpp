@@ -131,11 +131,13 @@ std::string checkpointFolderText(const CheckpointFolder &folder) {
                           "-", plan::formatBytes(f.bytes), f.problem);
     }
   }
-  // A pipeline's stages run programs of their own; files of two plans
+  // A pipeline's stages and parameter servers run programs of their own;
+  // files of two plans
   // differ alike (without the plan, the folder cannot tell which).
   if (digests.size() > 1)
-    text += fmt::format("  the files hold {} different programs: a pipeline's stages, or files "
-                        "of different plans (which do not resume together)\n",
+    text += fmt::format("  the files hold {} different programs: a pipeline's stages or "
+                        "parameter servers, or files of different plans (which do not resume "
+                        "together)\n",
                         digests.size());
   int64_t damaged = std::count_if(folder.files.begin(), folder.files.end(),
                                   [](const CheckpointFile &f) { return !f.valid; });

@@ -3,6 +3,7 @@
 
 #include "plan/DType.h"
 #include "plan/ServerTensors.h"
+#include "runtime/train/Checkpoint.h"
 #include "plan/Sharding.h"
 #include "runtime/comm/Watchdog.h"
 
@@ -45,6 +46,20 @@ bool agreeToStart(Communicator &everyone, bool ready, std::string &error) {
   if (unready < everyone.size() && ready)
     error = fmt::format("rank {} cannot start (its message says why)", unready);
   return unready == everyone.size();
+}
+
+bool agreeOnResumedStep(Communicator &everyone, int64_t step, int64_t &agreed,
+                        std::string &error) {
+  int64_t lowest = step;
+  std::string commError;
+  if (!everyone.allReduce(&lowest, 1, plan::I64, Reduction::Min, commError)) {
+    error = commError;
+    return false;
+  }
+  agreed = lowest;
+  if (lowest < 0 && step >= 0)
+    error = "another rank could not resume (its message says why)";
+  return lowest >= 0;
 }
 
 bool ServerClient::prepare(const plan::Plan &plan, Executor &executor, Communicator *world,
@@ -132,6 +147,60 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
   if (!agreeToStart(world, true, error))
     return false;
   const plan::RankProgram &program = executor.program();
+  // Checkpoints: the server's weights (or row blocks) and optimizer state,
+  // a file of its own beside the workers'.
+  std::vector<uint32_t> parameters;
+  for (int b = 0; b < program.buffers_size(); ++b)
+    if (program.buffers(b).has_parameter() && !program.buffers(b).parameter().accumulator())
+      parameters.push_back(uint32_t(b));
+  std::string digest = planDigest(plan, program);
+  int64_t rank = world.rank(), ranks = world.size();
+  std::vector<int64_t> mesh = plan::meshAxisSizes(plan.mesh());
+  int64_t start = 0;
+  if (options.resume) {
+    CheckpointState state;
+    bool read = readCheckpoint(options.checkpoint, rank, ranks, state, error);
+    if (read && (state.planDigest != digest || state.tensorTypes.size() != parameters.size())) {
+      read = false;
+      error = options.checkpoint + ": server " + std::to_string(self) +
+              "'s file is of another plan (a parameter-server run resumes only under the plan "
+              "that wrote it)";
+    }
+    int64_t agreed = 0;
+    if (!agreeOnResumedStep(world, read ? state.step : -1, agreed, error))
+      return false;
+    // The workers resume from the oldest step they all hold: this server's
+    // previous file when it got further.
+    if (state.step != agreed &&
+        (!readCheckpoint(options.checkpoint, rank, ranks, state, error, true) ||
+         state.step != agreed)) {
+      error = fmt::format("{}: server {} holds no file of step {}, where the workers resume",
+                          options.checkpoint, self, agreed);
+      read = false;
+    }
+    if (!agreeToStart(world, read, error))
+      return false;
+    for (size_t k = 0; k < parameters.size(); ++k)
+      std::memcpy(executor.bufferData(parameters[k]), state.tensorBytes[k].data(),
+                  state.tensorBytes[k].size());
+    start = agreed;
+  }
+  auto save = [&](int64_t completed) {
+    CheckpointState state;
+    state.step = completed;
+    state.seed = options.seed;
+    state.planDigest = digest;
+    state.mesh = mesh;
+    state.rank = rank;
+    for (uint32_t id : parameters) {
+      const plan::Buffer &buffer = program.buffers(int(id));
+      state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
+      state.tensorParts.push_back({});
+      const char *at = executor.bufferData(id);
+      state.tensorBytes.emplace_back(at, at + bufferBytes(program, id));
+    }
+    return writeCheckpoint(options.checkpoint, state, error);
+  };
   // This server's tensors, in plan order (the workers pack them so).
   struct Held {
     uint32_t gradient, weight; // parameter buffer ids
@@ -177,7 +246,7 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
     float v = float(value);
     std::memcpy(executor.inputBytes(input).data(), &v, sizeof v);
   };
-  int64_t updates = 0;
+  int64_t updates = start; // synchronous: one a step
   // One update on the gradients now in the buffers, for worker step `step`.
   auto update = [&](int64_t step) {
     ++updates;
@@ -219,7 +288,7 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
 
   if (ps.staleness() == 0) {
     // Synchronous: every worker's push, summed in rank order, then one update.
-    for (int64_t step = 0; step < options.steps; ++step) {
+    for (int64_t step = start; step < options.steps; ++step) {
       watchdog::setActivity(fmt::format("parameter server {}, step {}", self, step + 1));
       for (int64_t w = 0; w < workers; ++w) {
         if (!world.recv(push.data(), pushBytes, int(w), kPushTag, error))
@@ -237,6 +306,26 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
       for (int64_t w = 0; w < workers; ++w)
         if (!world.send(pull.data(), pullBytes, int(w), kPullTag, error))
           return false;
+      // With the workers' (Trainer.cpp): every rank learns whether each
+      // wrote its file.
+      bool last = step + 1 == options.steps;
+      if (!options.checkpoint.empty() && options.checkpointEvery > 0 &&
+          ((step + 1) % options.checkpointEvery == 0 || last)) {
+        bool saved = save(step + 1);
+        int64_t failed = saved ? world.size() : world.rank();
+        std::string commError;
+        if (!world.allReduce(&failed, 1, plan::I64, Reduction::Min, commError)) {
+          error = commError;
+          return false;
+        }
+        if (!saved)
+          return false;
+        if (failed < world.size()) {
+          error = fmt::format("rank {} could not write its checkpoint file for step {}", failed,
+                              step + 1);
+          return false;
+        }
+      }
     }
     return world.completeSends(error);
   }

@@ -71,9 +71,16 @@ private:
 /// this rank's; false with `error` (the rank at fault's own, or naming it).
 bool agreeToStart(Communicator &everyone, bool ready, std::string &error);
 
+/// After a resume, every rank's step (-1: this rank could not resume):
+/// `agreed` the lowest (the step every rank has a file of, a server falling
+/// back to its previous one); false with `error` when a rank could not.
+bool agreeOnResumedStep(Communicator &everyone, int64_t step, int64_t &agreed,
+                        std::string &error);
+
 /// A server rank's run: updates until every worker has pushed
-/// `options.steps` steps (from a resumed run's step, 0 here: resuming is
-/// not built for parameter servers yet).
+/// `options.steps` steps. Synchronous servers checkpoint with the workers
+/// (their weights and optimizer state, a file a server) and resume from
+/// them.
 bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
                const TrainOptions &options, const Trainer::Progress &progress,
                std::string &error);

@@ -381,7 +381,17 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       error = "resuming needs a checkpoint directory";
       return false;
     }
-    if (!resume(options, digest, parameters, dataSeed, start, error))
+    bool resumed = resume(options, digest, parameters, dataSeed, start, error);
+    // Parameter servers resume from the step the workers do (ParameterServer.h).
+    int64_t agreed = 0;
+    if (served && !agreeOnResumedStep(*everyone_, resumed ? start : -1, agreed, error))
+      return false;
+    if (!resumed)
+      return false;
+    if (served && agreed != start)
+      error = fmt::format("rank {}: resumed at step {}, but another rank can only from step {}",
+                          everyone_->rank(), start, agreed);
+    if (served && !agreeToStart(*everyone_, agreed == start, error))
       return false;
     data->setShuffle(options.shuffle, dataSeed);
   }
@@ -608,9 +618,12 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       // machine), and all stop together; what was saved before stays.
       watchdog::setActivity(fmt::format("step {}, writing its checkpoint", step + 1));
       bool saved = saveCheckpoint(step + 1);
-      int64_t failed = saved ? plan::meshDevices(plan_.mesh()) : (world_ ? world_->rank() : 0);
+      // A parameter-server job's servers write theirs at the same step.
+      Communicator *agree = served ? everyone_ : world_;
+      int64_t all = agree ? agree->size() : 1;
+      int64_t failed = saved ? all : (agree ? agree->rank() : 0);
       std::string commError;
-      if (world_ && !world_->allReduce(&failed, 1, plan::I64, Reduction::Min, commError)) {
+      if (agree && !agree->allReduce(&failed, 1, plan::I64, Reduction::Min, commError)) {
         error = commError;
         return false;
       }
@@ -621,7 +634,7 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
         error += "; " + kept;
         return false;
       }
-      if (failed < plan::meshDevices(plan_.mesh())) {
+      if (failed < all) {
         error = fmt::format("rank {} could not write its checkpoint file for step {}; {}",
                             failed, step + 1, kept);
         return false;

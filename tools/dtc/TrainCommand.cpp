@@ -37,9 +37,9 @@ int runTraining(const plan::Plan &plan, runtime::Executor &executor,
   if (options.resume && options.checkpoint.empty())
     return usageError("--resume needs --checkpoint DIR");
   bool servers = plan.training().has_parameter_servers();
-  if (servers && !options.checkpoint.empty())
-    return usageError("--checkpoint with a parameter-server plan (--sync ps) is not built yet: "
-                      "the servers hold the optimizer state");
+  if (servers && !options.checkpoint.empty() && plan.training().parameter_servers().staleness() > 0)
+    return usageError("--checkpoint with asynchronous parameter servers (--staleness) is not "
+                      "built yet: the servers' states are of no one step");
   // On a terminal each step's line replaces the last one (other lines stay);
   // piped or in a file (CI logs), a line per step. Ranks under mpirun write
   // to a pseudo-terminal whatever mpirun's own output is: a line per step.
