@@ -7,6 +7,7 @@
 #include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/CheckpointParameters.h"
 #include "runtime/train/Reshard.h"
 
 #include <fmt/format.h>
@@ -43,10 +44,9 @@ bool convertCheckpoint(const std::string &dir, const plan::Plan &plan, const std
     std::vector<int64_t> coordinates = meshCoordinates(rank, mesh);
     CheckpointState state;
     std::vector<WantedPart> wanted;
-    // The parameters dtc run checkpoints (accumulators are zero between steps).
-    for (const plan::Buffer &buffer : program.buffers()) {
-      if (!buffer.has_parameter() || buffer.parameter().accumulator())
-        continue;
+    // The parameters dtc run checkpoints.
+    for (uint32_t id : checkpointedParameters(program)) {
+      const plan::Buffer &buffer = program.buffers(int(id));
       state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
       state.tensorParts.push_back(partOfBuffer(buffer, mesh, coordinates));
       state.tensorBytes.emplace_back(

@@ -1,6 +1,8 @@
 //===- Federated.cpp - federated averaging over client ranks --------------===//
 #include "runtime/train/Federated.h"
 
+#include "runtime/train/CheckpointParameters.h"
+
 #include "plan/DType.h"
 #include "plan/Replicas.h"
 #include "plan/Sharding.h"
@@ -157,10 +159,7 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
   // Checkpoints at round ends: the global weights and this client's
   // optimizer state, the rounds done and the client's own steps, a file a
   // rank (the same format and checks as dtc run's steps).
-  std::vector<uint32_t> parameters;
-  for (int b = 0; b < program.buffers_size(); ++b)
-    if (program.buffers(b).has_parameter() && !program.buffers(b).parameter().accumulator())
-      parameters.push_back(uint32_t(b));
+  std::vector<uint32_t> parameters = checkpointedParameters(program);
   std::string digest = planDigest(plan, program);
   int64_t rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
   int64_t firstRound = 1;
@@ -210,14 +209,7 @@ bool runFederated(const plan::Plan &plan, Executor &executor, Communicator *worl
     state.planDigest = digest;
     state.mesh = sizes;
     state.rank = rank;
-    for (uint32_t id : parameters) {
-      const plan::Buffer &buffer = program.buffers(int(id));
-      state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
-      state.tensorParts.push_back(partOfBuffer(buffer, sizes, coordinates));
-      const char *at = executor.bufferData(id);
-      state.tensorBytes.emplace_back(
-          at, at + plan::elementCount(buffer.type()) * plan::dtypeBytes(buffer.type().dtype()));
-    }
+    addParameters(state, program, parameters, executor, sizes, coordinates);
     return writeCheckpoint(options.checkpoint, state, error);
   };
   std::vector<double> packed(size_t(count) + 2);

@@ -4,6 +4,7 @@
 #include "plan/DType.h"
 #include "plan/ServerTensors.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/CheckpointParameters.h"
 #include "plan/Sharding.h"
 #include "runtime/comm/Watchdog.h"
 
@@ -149,10 +150,7 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
   const plan::RankProgram &program = executor.program();
   // Checkpoints: the server's weights (or row blocks) and optimizer state,
   // a file of its own beside the workers'.
-  std::vector<uint32_t> parameters;
-  for (int b = 0; b < program.buffers_size(); ++b)
-    if (program.buffers(b).has_parameter() && !program.buffers(b).parameter().accumulator())
-      parameters.push_back(uint32_t(b));
+  std::vector<uint32_t> parameters = checkpointedParameters(program);
   std::string digest = planDigest(plan, program);
   int64_t rank = world.rank(), ranks = world.size();
   std::vector<int64_t> mesh = plan::meshAxisSizes(plan.mesh());
@@ -192,13 +190,9 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
     state.planDigest = digest;
     state.mesh = mesh;
     state.rank = rank;
-    for (uint32_t id : parameters) {
-      const plan::Buffer &buffer = program.buffers(int(id));
-      state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
-      state.tensorParts.push_back({});
-      const char *at = executor.bufferData(id);
-      state.tensorBytes.emplace_back(at, at + bufferBytes(program, id));
-    }
+    // A server's buffers are whole (its row blocks are named by the plan).
+    addParameters(state, program, parameters, executor, mesh,
+                  std::vector<int64_t>(mesh.size(), 0));
     return writeCheckpoint(options.checkpoint, state, error);
   };
   // This server's tensors, in plan order (the workers pack them so).

@@ -8,6 +8,7 @@
 #include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/train/Checkpoint.h"
+#include "runtime/train/CheckpointParameters.h"
 #include "runtime/train/LocalSgd.h"
 #include "runtime/train/ParameterServer.h"
 #include "runtime/comm/Watchdog.h"
@@ -356,14 +357,8 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   // this rank's parts of them, with where each lies in the whole tensor.
   std::vector<int64_t> axisSizes = plan::meshAxisSizes(plan_.mesh());
   std::vector<int64_t> coordinates = meshCoordinates(world_ ? world_->rank() : 0, axisSizes);
-  auto partOf = [&](const plan::Buffer &buffer) {
-    return partOfBuffer(buffer, axisSizes, coordinates);
-  };
   const plan::RankProgram &program = executor_.program();
-  std::vector<uint32_t> parameters;
-  for (int b = 0; b < program.buffers_size(); ++b) // accumulators are zero between steps
-    if (program.buffers(b).has_parameter() && !program.buffers(b).parameter().accumulator())
-      parameters.push_back(uint32_t(b));
+  std::vector<uint32_t> parameters = checkpointedParameters(program);
   std::string digest = planDigest(plan_, program);
 
   ReplicaAverage replicas; // local SGD
@@ -413,14 +408,7 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     state.planDigest = digest;
     state.mesh = plan::meshAxisSizes(plan_.mesh());
     state.rank = world_ ? world_->rank() : 0;
-    for (uint32_t id : parameters) {
-      const plan::Buffer &buffer = program.buffers(int(id));
-      state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
-      state.tensorParts.push_back(partOf(buffer));
-      const char *at = executor_.bufferData(id);
-      state.tensorBytes.emplace_back(
-          at, at + plan::elementCount(buffer.type()) * plan::dtypeBytes(buffer.type().dtype()));
-    }
+    addParameters(state, program, parameters, executor_, axisSizes, coordinates);
     return writeCheckpoint(options.checkpoint, state, error);
   };
 
