@@ -75,7 +75,8 @@ template <typename Int> std::string indexRanges(std::vector<Int> values) {
 }
 
 bool training(const Plan &plan) {
-  return plan.training().updates_size() > 0 || plan.training().pipeline().stages() > 1;
+  return plan.training().updates_size() > 0 || plan.training().pipeline().stages() > 1 ||
+         plan.training().has_parameter_servers();
 }
 
 /// The rank whose arena is the largest (the compiler's figures).
