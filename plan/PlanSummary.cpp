@@ -476,12 +476,23 @@ std::string summaryJson(const PlanSummary &summary) {
       pipeline = fmt::format("{{\"stages\": {}, \"schedule\": {}, \"virtual_stages\": {}}}",
                              t.pipeline().stages(), jsonString(scheduleName(t.pipeline().schedule())),
                              std::max<uint32_t>(1, t.pipeline().virtual_stages()));
+    // Parameter servers: ranks past the mesh's, and what a worker pushes.
+    std::string servers = "null";
+    if (t.has_parameter_servers()) {
+      int64_t pushed = 0;
+      for (const ServerTensor &s : t.parameter_servers().tensors())
+        pushed += pushedBytes(plan, s);
+      servers = fmt::format("{{\"servers\": {}, \"staleness\": {}, \"push_bytes\": {}}}",
+                            t.parameter_servers().servers(), t.parameter_servers().staleness(),
+                            pushed);
+    }
     field("training",
           fmt::format("{{\"optimizer\": {}, \"learning_rate\": {:.9g}, \"loss\": {}, "
-                      "\"precision\": {}, \"micro_batches\": {}, \"pipeline\": {}}}",
+                      "\"precision\": {}, \"micro_batches\": {}, \"pipeline\": {}, "
+                      "\"parameter_servers\": {}}}",
                       jsonString(t.optimizer()), t.learning_rate(), jsonString(t.loss()),
                       jsonString(t.precision().empty() ? "fp32" : t.precision()),
-                      std::max<int64_t>(1, t.micro_batches()), pipeline));
+                      std::max<int64_t>(1, t.micro_batches()), pipeline, servers));
   } else {
     field("training", "null");
   }

@@ -9,6 +9,7 @@ ap.add_argument("summary")
 ap.add_argument("--parameters", type=int, required=True)
 ap.add_argument("--ranks", type=int, required=True)
 ap.add_argument("--stages", type=int, default=1)
+ap.add_argument("--servers", type=int, default=0, help="parameter servers past the mesh")
 ap.add_argument("--split", action="store_true", help="some parameter is split")
 args = ap.parse_args()
 
@@ -23,7 +24,10 @@ assert s["ranks"] == args.ranks, s["ranks"]
 size = 1
 for axis in s["mesh"]:
     size *= axis["size"]
-assert size == args.ranks, s["mesh"]
+assert size + args.servers == args.ranks, s["mesh"]
+servers = s["training"]["parameter_servers"] if s["training"] else None
+assert (servers["servers"] if servers else 0) == args.servers, servers
+assert not servers or servers["push_bytes"] > 0, servers
 axes = {axis["name"] for axis in s["mesh"]}
 params = s["parameters"]
 assert len(params) == args.parameters, len(params)
