@@ -210,6 +210,22 @@ def simulated(args, work):
               f"communication {step.group(4)})")
     best = min(steps)
     print(f"  fastest: {best[1]}")
+    # Where parameter servers win: an embedding's sparse gradient (a
+    # 512,000-token vocabulary at batch 64: a worker's 128 tokens touch 128
+    # rows), which an all-reduce moves whole.
+    sparse = "gpt:layers=2,hidden=512,heads=8,seq=128,vocab=512000,batch=64"
+    print(f"\n{sparse} on 64 A100s (8 nodes), data parallel: dtc simulate")
+    for name, flags in [("all-reduce", []),
+                        ("parameter servers K=64", ["--sync", "ps", "--servers", "64"]),
+                        ("parameter servers K=128", ["--sync", "ps", "--servers", "128"])]:
+        plan = os.path.join(work, "sparse.dtcp")
+        run([args.dtc, "compile", sparse, "--train", "--preset", "a100-80g", "--dp", "64",
+             "--zero", "0", *flags, "-o", plan])
+        out = run([args.dtc, "simulate", plan])
+        step = re.search(r"step time +([0-9.]+ m?s)", out).group(1)
+        versus = re.search(r"a step of ([0-9.]+ m?s), parameter servers ([0-9.]+ m?s)", out)
+        print(f"  {name:<40} step {step}" +
+              (f"  (the same with all-reduce: {versus.group(1)})" if versus else ""))
     # What --compress-gradients auto picks, here and where the network is
     # the limit: the same A100 nodes joined by 10 Gb/s Ethernet (1.25 GB/s
     # a GPU), one sample a GPU.

@@ -54,7 +54,33 @@ struct Tensor {
   std::string weight;            // the parameter the updates train
   int64_t bytes = 0;
   llvm::SetVector<Operation *> ops; // the optimizer's, from `reduced` to the updates
+  int64_t sparseRows = 0;            // an embedding's gradient: at most these rows nonzero
 };
+
+/// The rows of an embedding's gradient a step can touch: the lookups'
+/// count (times the micro-batches accumulated), when `pushed` is a
+/// scatter-add along dim 0 (or an accumulator plus one); 0 otherwise.
+int64_t sparseRowsOf(Value pushed, int64_t microBatches) {
+  Value v = pushed;
+  while (auto add = v.getDefiningOp<graph::AddOp>()) {
+    auto accumulator = [](Value x) {
+      auto p = x.getDefiningOp<graph::ParameterOp>();
+      return p && p->hasAttr(attr::kAccumulator);
+    };
+    if (accumulator(add.getOperand(0)))
+      v = add.getOperand(1);
+    else if (accumulator(add.getOperand(1)))
+      v = add.getOperand(0);
+    else
+      return 0;
+  }
+  auto scatter = v.getDefiningOp<graph::ScatterAddOp>();
+  if (!scatter || scatter.getAxis() != 0)
+    return 0;
+  auto rows = cast<RankedTensorType>(pushed.getType()).getDimSize(0);
+  int64_t lookups = cast<RankedTensorType>(scatter.getIndices().getType()).getNumElements();
+  return std::min<int64_t>(rows, lookups * std::max<int64_t>(1, microBatches));
+}
 
 /// `type` cut to a row block's rows when it has the weight's rows (a row
 /// block's values), else as it is (scalars).
@@ -212,7 +238,8 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
           return main.emitError("--sync ps pushes f32 gradients; the update of '")
                  << updates.getValue() << "' reads one of " << type;
         Value pushed = ownOf.count(*found) ? ownOf.lookup(*found) : *found;
-        tensors.push_back({pushed, *found, {}, "", tensorBytes(type), {}});
+        tensors.push_back({pushed, *found, {}, "", tensorBytes(type), {},
+                           sparseRowsOf(pushed, micro ? microBatches.getInt() : 1)});
       }
       tensorOfResult[unsigned(i)] = entry->second;
       Tensor &t = tensors[entry->second];
@@ -381,6 +408,10 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
           b.getNamedAttr("weight_output", b.getI64IntegerAttr(weightOutput[p])),
           b.getNamedAttr("first_row", b.getI64IntegerAttr(piece.first)),
           b.getNamedAttr("rows", b.getI64IntegerAttr(piece.rows)),
+          b.getNamedAttr("sparse_rows",
+                         b.getI64IntegerAttr(piece.rows ? std::min(piece.rows,
+                                                                   tensors[piece.tensor].sparseRows)
+                                                        : tensors[piece.tensor].sparseRows)),
       }));
 
     // The workers reduce nothing: each keeps its own part.

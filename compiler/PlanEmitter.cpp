@@ -903,6 +903,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
         t->set_first_row(first.getInt());
       if (auto rows = entry.getAs<IntegerAttr>("rows"))
         t->set_rows(rows.getInt());
+      if (auto sparse = entry.getAs<IntegerAttr>("sparse_rows"))
+        t->set_sparse_rows(sparse.getInt());
     }
     for (int64_t r = 0; r < devices + serverCount; ++r)
       out.add_program_of_rank(uint32_t(r < devices ? 0 : r - devices + 1));

@@ -31,8 +31,10 @@ ServerExchange serverExchange(const plan::Plan &plan, const Cluster &cluster) {
     return x;
   x.serverBytes.assign(size_t(x.servers), 0);
   std::vector<double> pullShare(size_t(x.servers), 0);
+  double dense = 0; // what an all-reduce moves: every gradient whole
   for (const plan::ServerTensor &t : ps.tensors()) {
-    double push = double(plan::pushedBytes(plan, t));
+    dense += double(plan::pushedBytes(plan, t));
+    double push = double(plan::expectedPushBytes(plan, t));
     double pull = double(plan::pulledBytes(plan, t));
     x.serverBytes[t.server()] += push;
     pullShare[t.server()] += pull;
@@ -83,7 +85,7 @@ ServerExchange serverExchange(const plan::Plan &plan, const Cluster &cluster) {
   x.bottleneck = x.pushSeconds >= x.pullSeconds ? push.who : pull.who;
   bool crossesNodes = node(0) != node(x.workers - 1);
   x.allReduceSeconds =
-      allReduceSeconds(x.workers, x.pushBytes, crossesNodes ? cluster.interNode : cluster.intraNode);
+      allReduceSeconds(x.workers, dense, crossesNodes ? cluster.interNode : cluster.intraNode);
   return x;
 }
 

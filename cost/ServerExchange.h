@@ -25,7 +25,7 @@ namespace dtc::cost {
 
 struct ServerExchange {
   int64_t workers = 0, servers = 0;
-  double pushBytes = 0, pullBytes = 0; // one worker's, a step
+  double pushBytes = 0, pullBytes = 0; // one worker's, a step (embeddings' rows alone)
   std::vector<double> serverBytes;     // each server's push share (one worker's bytes)
   double pushSeconds = 0, pullSeconds = 0;
   /// The slowest worker's link and the slowest server's, push and pull

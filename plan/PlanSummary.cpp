@@ -335,7 +335,7 @@ std::string summaryText(const PlanSummary &summary) {
     const ParameterServers &ps = training.parameter_servers();
     std::vector<int64_t> push(ps.servers(), 0), pull(ps.servers(), 0);
     for (const ServerTensor &t : ps.tensors()) {
-      push[t.server()] += pushedBytes(plan, t);
+      push[t.server()] += expectedPushBytes(plan, t);
       pull[t.server()] += pulledBytes(plan, t);
     }
     int64_t workers = meshDevices(plan.mesh());
@@ -481,7 +481,7 @@ std::string summaryJson(const PlanSummary &summary) {
     if (t.has_parameter_servers()) {
       int64_t pushed = 0;
       for (const ServerTensor &s : t.parameter_servers().tensors())
-        pushed += pushedBytes(plan, s);
+        pushed += expectedPushBytes(plan, s);
       servers = fmt::format("{{\"servers\": {}, \"staleness\": {}, \"push_bytes\": {}}}",
                             t.parameter_servers().servers(), t.parameter_servers().staleness(),
                             pushed);

@@ -28,6 +28,12 @@ int64_t pushedBytes(const Plan &plan, const ServerTensor &t) {
   return t.rows() ? t.rows() * rowBytes(type) : elementCount(type) * dtypeBytes(type.dtype());
 }
 
+int64_t expectedPushBytes(const Plan &plan, const ServerTensor &t) {
+  int64_t whole = pushedBytes(plan, t);
+  int64_t rows = t.sparse_rows() * (rowBytes(gradientType(plan, t)) + int64_t(sizeof(int64_t)));
+  return t.sparse_rows() > 0 && 2 * rows < whole ? rows : whole;
+}
+
 int64_t pulledOffset(const Plan &plan, const ServerTensor &t) {
   return t.rows() ? t.first_row() * rowBytes(weightType(plan, t)) : 0;
 }

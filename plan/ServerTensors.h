@@ -22,6 +22,10 @@ int64_t rowBytes(const TensorType &type);
 /// whole tensor: 0 and all of them).
 int64_t pushedOffset(const Plan &plan, const ServerTensor &t);
 int64_t pushedBytes(const Plan &plan, const ServerTensor &t);
+/// What a push of it can take at most: its rows that a step may touch
+/// (ServerTensor.sparse_rows) with their indices, sent by rows where that
+/// is less than half the bytes (as the runtime does), else pushedBytes.
+int64_t expectedPushBytes(const Plan &plan, const ServerTensor &t);
 /// Likewise in the worker's weight (the server's new weight, whole or the
 /// block).
 int64_t pulledOffset(const Plan &plan, const ServerTensor &t);

@@ -32,8 +32,26 @@ int64_t bufferBytes(const plan::RankProgram &program, uint32_t id) {
   return plan::elementCount(type) * plan::dtypeBytes(type.dtype());
 }
 
-/// A push: the worker's 0-based step, then the gradients.
-constexpr int64_t kHeaderBytes = sizeof(int64_t);
+/// Rows of `bytes` (each `rowBytes`) that hold a nonzero byte: an exact
+/// test, so a row sent or not changes nothing in the sum.
+std::vector<int64_t> nonzeroRows(const char *data, int64_t bytes, int64_t rowBytes) {
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r * rowBytes < bytes; ++r) {
+    const char *row = data + r * rowBytes;
+    for (int64_t i = 0; i < rowBytes; ++i)
+      if (row[i]) {
+        rows.push_back(r);
+        break;
+      }
+  }
+  return rows;
+}
+
+/// A row block's or whole tensor's rows where it may go by rows: a matrix
+/// or more (an embedding table); 0 for vectors and scalars.
+int64_t sparseRowBytes(const plan::TensorType &type) {
+  return type.shape_size() >= 2 && type.shape(0) > 1 ? plan::rowBytes(type) : 0;
+}
 
 } // namespace
 
@@ -86,7 +104,8 @@ bool ServerClient::prepare(const plan::Plan &plan, Executor &executor, Communica
       error = fmt::format("parameter servers: the worker has no parameter '{}'", t.weight());
       return false;
     }
-    server.gradients.push_back({gradient, plan::pushedOffset(plan, t), plan::pushedBytes(plan, t)});
+    server.gradients.push_back({gradient, plan::pushedOffset(plan, t), plan::pushedBytes(plan, t),
+                                sparseRowBytes(plan.outputs(int(t.gradient())).type())});
     server.weights.push_back(
         {uint32_t(weight), plan::pulledOffset(plan, t), plan::pulledBytes(plan, t)});
     if (plan::pushedOffset(plan, t) + plan::pushedBytes(plan, t) > bufferBytes(program, gradient) ||
@@ -99,9 +118,10 @@ bool ServerClient::prepare(const plan::Plan &plan, Executor &executor, Communica
     bytes_ += server.gradients.back().bytes;
   }
   for (Server &server : servers_) {
-    int64_t push = kHeaderBytes, pull = 0;
+    int64_t push = 0, pull = 0;
     for (const Piece &p : server.gradients)
       push += p.bytes;
+    server.header.resize(1 + server.gradients.size());
     for (const Piece &p : server.weights)
       pull += p.bytes;
     server.push.resize(size_t(push));
@@ -113,15 +133,35 @@ bool ServerClient::prepare(const plan::Plan &plan, Executor &executor, Communica
 bool ServerClient::exchange(Executor &executor, int64_t step, std::string &error) {
   watchdog::setActivity(fmt::format("step {}, pushing gradients to the servers", step + 1));
   for (Server &server : servers_) {
+    server.header[0] = step;
     char *at = server.push.data();
-    std::memcpy(at, &step, sizeof step);
-    at += kHeaderBytes;
-    for (const Piece &p : server.gradients) {
-      std::memcpy(at, executor.bufferData(p.buffer) + p.offset, size_t(p.bytes));
-      at += p.bytes;
+    for (size_t i = 0; i < server.gradients.size(); ++i) {
+      const Piece &p = server.gradients[i];
+      const char *from = executor.bufferData(p.buffer) + p.offset;
+      std::vector<int64_t> rows;
+      if (p.rowBytes)
+        rows = nonzeroRows(from, p.bytes, p.rowBytes);
+      int64_t sparse = int64_t(rows.size()) * (p.rowBytes + int64_t(sizeof(int64_t)));
+      if (p.rowBytes && 2 * sparse < p.bytes) {
+        server.header[i + 1] = int64_t(rows.size());
+        std::memcpy(at, rows.data(), rows.size() * sizeof(int64_t));
+        at += rows.size() * sizeof(int64_t);
+        for (int64_t r : rows) {
+          std::memcpy(at, from + r * p.rowBytes, size_t(p.rowBytes));
+          at += p.rowBytes;
+        }
+      } else {
+        server.header[i + 1] = -1;
+        std::memcpy(at, from, size_t(p.bytes));
+        at += p.bytes;
+      }
+      whole_ += p.bytes;
     }
-    if (!world_->send(server.push.data(), int64_t(server.push.size()), server.rank, kPushTag,
-                      error))
+    int64_t payload = at - server.push.data();
+    pushed_ += payload;
+    if (!world_->send(server.header.data(), int64_t(server.header.size() * sizeof(int64_t)),
+                      server.rank, kPushTag, error) ||
+        !world_->send(server.push.data(), payload, server.rank, kPushRowsTag, error))
       return false;
   }
   watchdog::setActivity(fmt::format("step {}, pulling weights from the servers", step + 1));
@@ -198,10 +238,10 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
   // This server's tensors, in plan order (the workers pack them so).
   struct Held {
     uint32_t gradient, weight; // parameter buffer ids
-    int64_t gradientBytes, weightBytes;
+    int64_t gradientBytes, weightBytes, rowBytes; // rowBytes: as the workers send rows
   };
   std::vector<Held> held;
-  int64_t pushBytes = kHeaderBytes, pullBytes = 0;
+  int64_t pushBytes = 0, pullBytes = 0;
   for (const plan::ServerTensor &t : ps.tensors()) {
     if (int64_t(t.server()) != self)
       continue;
@@ -218,7 +258,8 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
     }
     held.push_back({uint32_t(gradient), uint32_t(weight),
                     bufferBytes(program, uint32_t(gradient)),
-                    bufferBytes(program, uint32_t(weight))});
+                    bufferBytes(program, uint32_t(weight)),
+                    sparseRowBytes(plan.outputs(int(t.gradient())).type())});
     pushBytes += held.back().gradientBytes;
     pullBytes += held.back().weightBytes;
   }
@@ -255,17 +296,59 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
     return true;
   };
   std::vector<char> push(static_cast<size_t>(pushBytes)), pull(static_cast<size_t>(pullBytes));
-  // Adds (or, first, copies) a push's gradients, times `scale`.
-  auto take = [&](bool first, float scale) {
-    const char *at = push.data() + kHeaderBytes;
-    for (const Held &h : held) {
-      auto *sum = reinterpret_cast<float *>(executor.bufferData(h.gradient));
-      const auto *g = reinterpret_cast<const float *>(at);
-      int64_t n = h.gradientBytes / int64_t(sizeof(float));
-      for (int64_t i = 0; i < n; ++i)
-        sum[i] = first ? g[i] * scale : sum[i] + g[i] * scale;
-      at += h.gradientBytes;
+  std::vector<int64_t> header(1 + held.size());
+  // A push from `worker`: its header, then the tensors (whole or by rows).
+  auto receive = [&](int worker) {
+    int64_t bytes = 0;
+    for (size_t i = 0; i < held.size(); ++i) {
+      int64_t rows = header[i + 1];
+      if (rows >= 0 && (!held[i].rowBytes || rows * held[i].rowBytes > held[i].gradientBytes)) {
+        error = fmt::format("parameter server {}: worker {} pushed {} rows of a tensor of {} "
+                            "bytes",
+                            self, worker, rows, held[i].gradientBytes);
+        return false;
+      }
+      bytes += rows < 0 ? held[i].gradientBytes
+                        : rows * (held[i].rowBytes + int64_t(sizeof(int64_t)));
     }
+    return world.recv(push.data(), bytes, worker, kPushRowsTag, error);
+  };
+  // Adds (or, first, copies) a push's gradients, times `scale`.
+  auto take = [&](bool first, float scale) -> bool {
+    const char *at = push.data();
+    for (size_t i = 0; i < held.size(); ++i) {
+      const Held &h = held[i];
+      auto *sum = reinterpret_cast<float *>(executor.bufferData(h.gradient));
+      int64_t rows = header[i + 1];
+      if (rows < 0) {
+        const auto *g = reinterpret_cast<const float *>(at);
+        int64_t n = h.gradientBytes / int64_t(sizeof(float));
+        for (int64_t e = 0; e < n; ++e)
+          sum[e] = first ? g[e] * scale : sum[e] + g[e] * scale;
+        at += h.gradientBytes;
+        continue;
+      }
+      // By rows: the rows not sent are zero.
+      if (first)
+        std::memset(sum, 0, size_t(h.gradientBytes));
+      std::vector<int64_t> index(static_cast<size_t>(rows));
+      std::memcpy(index.data(), at, size_t(rows) * sizeof(int64_t));
+      at += rows * int64_t(sizeof(int64_t));
+      int64_t width = h.rowBytes / int64_t(sizeof(float));
+      for (int64_t r : index) {
+        if (r < 0 || (r + 1) * h.rowBytes > h.gradientBytes) {
+          error = fmt::format("parameter server {}: a push names row {} of a tensor of {} rows",
+                              self, r, h.gradientBytes / h.rowBytes);
+          return false;
+        }
+        const auto *g = reinterpret_cast<const float *>(at);
+        float *row = sum + r * width;
+        for (int64_t e = 0; e < width; ++e)
+          row[e] += g[e] * scale;
+        at += h.rowBytes;
+      }
+    }
+    return true;
   };
   auto packWeights = [&] {
     char *at = pull.data();
@@ -274,25 +357,23 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
       at += h.weightBytes;
     }
   };
-  auto stepOfPush = [&] {
-    int64_t step;
-    std::memcpy(&step, push.data(), sizeof step);
-    return step;
-  };
+  auto stepOfPush = [&] { return header[0]; };
+  int64_t headerBytes = int64_t(header.size() * sizeof(int64_t));
 
   if (ps.staleness() == 0) {
     // Synchronous: every worker's push, summed in rank order, then one update.
     for (int64_t step = start; step < options.steps; ++step) {
       watchdog::setActivity(fmt::format("parameter server {}, step {}", self, step + 1));
       for (int64_t w = 0; w < workers; ++w) {
-        if (!world.recv(push.data(), pushBytes, int(w), kPushTag, error))
+        if (!world.recv(header.data(), headerBytes, int(w), kPushTag, error) || !receive(int(w)))
           return false;
         if (stepOfPush() != step) {
           error = fmt::format("parameter server {}: worker {} pushed step {} during step {}",
                               self, w, stepOfPush() + 1, step + 1);
           return false;
         }
-        take(w == 0, 1.0f);
+        if (!take(w == 0, 1.0f))
+          return false;
       }
       if (!update(step))
         return false;
@@ -333,13 +414,16 @@ bool runServer(const plan::Plan &plan, Executor &executor, Communicator &world,
     watchdog::setActivity(fmt::format("parameter server {}, push {} of {}", self, done + 1,
                                       workers * options.steps));
     int source = -1;
-    if (!world.recvAny(push.data(), pushBytes, kPushTag, source, error))
+    if (!world.recvAny(header.data(), headerBytes, kPushTag, source, error))
       return false;
     if (source < 0 || source >= workers) {
       error = fmt::format("parameter server {}: a push from rank {}, not a worker", self, source);
       return false;
     }
-    take(true, float(workers));
+    if (!receive(source))
+      return false;
+    if (!take(true, float(workers)))
+      return false;
     if (!update(stepOfPush()))
       return false;
     pushed[size_t(source)] = stepOfPush() + 1;

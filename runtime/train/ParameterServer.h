@@ -32,6 +32,13 @@ namespace dtc::runtime::train {
 /// above any pipeline transfer's).
 constexpr int kPushTag = 32000;
 constexpr int kPullTag = 32001;
+constexpr int kPushRowsTag = 32002;
+
+// A push is two messages: a header (the worker's 0-based step, then per
+// tensor the rows sent, -1 for all of it) and the tensors: each whole, or,
+// where fewer than half its bytes are in nonzero rows (an embedding's
+// gradient: the rows of the tokens seen), those rows' indices (int64) and
+// then the rows. The server adds them into its zeroed buffer: the same sum.
 
 /// A worker's side.
 class ServerClient {
@@ -45,8 +52,11 @@ public:
   /// weights (waiting for the servers' update, or under staleness for the
   /// slowest worker).
   bool exchange(Executor &executor, int64_t step, std::string &error);
-  /// Bytes a step pushes (and pulls).
+  /// Bytes a step pushes (and pulls), whole.
   int64_t bytesPerStep() const { return bytes_; }
+  /// Bytes pushed so far, and what whole pushes would have been.
+  int64_t bytesPushed() const { return pushed_; }
+  int64_t bytesWhole() const { return whole_; }
   int64_t servers() const { return int64_t(servers_.size()); }
 
 private:
@@ -54,15 +64,17 @@ private:
     uint32_t buffer; // the worker's buffer id
     int64_t offset;  // in it (a row block of a tensor cut over servers)
     int64_t bytes;
+    int64_t rowBytes = 0; // a gradient sent by rows where sparse; 0: always whole
   };
   struct Server {
     int rank;
-    std::vector<Piece> gradients, weights; // in one message each, in plan order
+    std::vector<Piece> gradients, weights; // in plan order
+    std::vector<int64_t> header;
     std::vector<char> push, pull;
   };
   Communicator *world_ = nullptr;
   std::vector<Server> servers_;
-  int64_t bytes_ = 0;
+  int64_t bytes_ = 0, pushed_ = 0, whole_ = 0;
 };
 
 /// Every rank of a parameter-server job learns whether each can start (a

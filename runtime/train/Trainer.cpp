@@ -630,6 +630,12 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       lastSaved = step + 1;
     }
   }
+  if (servers.enabled() && servers.bytesWhole() > 0)
+    progress_(fmt::format("training: pushed {} to the parameter servers ({:.0f}% of the whole "
+                          "gradients' {}: a gradient of untouched rows goes by rows)",
+                          plan::formatBytes(servers.bytesPushed()),
+                          100.0 * double(servers.bytesPushed()) / double(servers.bytesWhole()),
+                          plan::formatBytes(servers.bytesWhole())));
   if (skippedSteps > 0)
     progress_(fmt::format("training: {} of {} steps skipped for non-finite gradients",
                           skippedSteps, options.steps - start));

@@ -8,7 +8,7 @@
 // the less loaded. Each worker returns its own gradients (the reductions
 // go) and keeps the loss's all-reduce; each server reads the pushed sum
 // from an accumulator parameter and runs the optimizer's ops on its rows.
-// CHECK: dtc.parameter_servers = {servers = 2 : i64, staleness = 0 : i64, tensors = [{first_row = 0 : i64, gradient = 1 : i64, rows = 2 : i64, server = 0 : i64, weight = "w", weight_output = 3 : i64}, {first_row = 2 : i64, gradient = 1 : i64, rows = 2 : i64, server = 1 : i64, weight = "w", weight_output = 6 : i64}, {first_row = 0 : i64, gradient = 2 : i64, rows = 0 : i64, server = 0 : i64, weight = "b", weight_output = 5 : i64}]}
+// CHECK: dtc.parameter_servers = {servers = 2 : i64, staleness = 0 : i64, tensors = [{first_row = 0 : i64, gradient = 1 : i64, rows = 2 : i64, server = 0 : i64, sparse_rows = 0 : i64, weight = "w", weight_output = 3 : i64}, {first_row = 2 : i64, gradient = 1 : i64, rows = 2 : i64, server = 1 : i64, sparse_rows = 0 : i64, weight = "w", weight_output = 6 : i64}, {first_row = 0 : i64, gradient = 2 : i64, rows = 0 : i64, server = 0 : i64, sparse_rows = 0 : i64, weight = "b", weight_output = 5 : i64}]}
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: -> (tensor<f32> {graph.name = "loss"}, tensor<4x8xf32> {graph.name = "w.gradient"}, tensor<8xf32> {graph.name = "b.gradient"})
 // CHECK-SAME: 2 server ranks hold the weights and their optimizer state, tensors or row blocks (bytes) 2 (96 B), 1 (64 B), 1 tensor cut into row blocks; synchronous
