@@ -103,9 +103,8 @@ bool sliceable(const Tensor &t, RankedTensorType weight) {
     return tensor && (tensor.getRank() == 0 || tensor == weight);
   };
   for (Operation *op : t.ops) {
-    bool kind = isa<graph::ParameterOp>(op) || isa<graph::ConstantOp>(op)
-                    ? true
-                    : op->hasTrait<graph::GraphElementwise>() && !isa<graph::BroadcastOp>(op);
+    bool kind = isa<graph::ParameterOp, graph::ConstantOp>(op) ||
+                (op->hasTrait<graph::GraphElementwise>() && !isa<graph::BroadcastOp>(op));
     if (!kind || !llvm::all_of(op->getResultTypes(), fits) ||
         !llvm::all_of(op->getOperandTypes(), fits))
       return false;
