@@ -639,45 +639,138 @@ LogicalResult convertGlobalPool(NodeContext &ctx) {
                                      trailingAxes(2, type->getRank()), true));
 }
 
-/// ReduceX: `axesInputSince` is the opset from which axes is an input
-/// rather than an attribute.
-template <typename OpTy, int axesInputSince>
-LogicalResult convertReduce(NodeContext &ctx) {
+/// A ReduceX node's axes (normalised, sorted) and keepdims; no axes with
+/// noop_with_empty_axes set means none: the op's elementwise parts alone.
+/// `axesInputSince` is the opset from which axes is an input rather than an
+/// attribute.
+struct ReduceArgs {
+  SmallVector<int64_t> axes;
+  bool keepdims = true;
+  bool none = false;
+};
+
+FailureOr<ReduceArgs> reduceArgs(NodeContext &ctx, int axesInputSince) {
   auto type = ctx.inputType(0);
   if (failed(type))
     return failure();
-  SmallVector<int64_t> axes;
+  ReduceArgs args;
   if (ctx.opset() >= axesInputSince) {
     if (ctx.hasInput(1)) {
       auto given = ctx.constantInts(1, "axes");
       if (failed(given))
         return failure();
-      axes = *given;
+      args.axes.assign(given->begin(), given->end());
     }
   } else if (auto given = ctx.attrInts("axes")) {
-    axes = *given;
+    args.axes.assign(given->begin(), given->end());
   }
   int64_t rank = type->getRank();
   bool noopWithEmptyAxes = ctx.attrInt("noop_with_empty_axes", 0) != 0;
-  bool keepdims = ctx.attrInt("keepdims", 1) != 0;
-  if (axes.empty()) {
-    if (noopWithEmptyAxes) {
-      ctx.setOutput(0, *ctx.input(0));
-      return success();
-    }
-    axes = trailingAxes(0, rank);
+  args.keepdims = ctx.attrInt("keepdims", 1) != 0;
+  if (args.axes.empty()) {
+    args.none = noopWithEmptyAxes;
+    if (!args.none)
+      args.axes = trailingAxes(0, rank);
+    return args;
   }
-  for (int64_t &a : axes) {
+  for (int64_t &a : args.axes) {
     auto n = normalizeAxis(a, rank);
     if (!n)
-      return ctx.fail("reduction axis " + std::to_string(a) +
-                      " out of range for rank-" + std::to_string(rank) + " input");
+      return ctx.fail("reduction axis " + std::to_string(a) + " out of range for rank-" +
+                      std::to_string(rank) + " input");
     a = *n;
   }
-  llvm::sort(axes);
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+  llvm::sort(args.axes);
+  if (std::adjacent_find(args.axes.begin(), args.axes.end()) != args.axes.end())
     return ctx.fail("reduction axes repeat");
-  return ctx.result(reduce<OpTy>(ctx, *ctx.input(0), axes, keepdims));
+  return args;
+}
+
+template <typename OpTy, int axesInputSince>
+LogicalResult convertReduce(NodeContext &ctx) {
+  auto args = reduceArgs(ctx, axesInputSince);
+  if (failed(args))
+    return failure();
+  if (args->none) {
+    ctx.setOutput(0, *ctx.input(0));
+    return success();
+  }
+  return ctx.result(reduce<OpTy>(ctx, *ctx.input(0), args->axes, args->keepdims));
+}
+
+/// The reductions ONNX defines as a sum between elementwise steps:
+/// ReduceL1 sum(|x|), ReduceL2 sqrt(sum(x^2)), ReduceSumSquare sum(x^2),
+/// ReduceLogSum log(sum(x)), and ReduceLogSumExp log(sum(exp(x - m))) + m
+/// with m the maximum (as onnx's reference computes it: no overflow). With
+/// no axes and noop_with_empty_axes, the steps without the sum (numpy's
+/// sum over no axes, which the reference uses).
+enum class SumKind { L1, L2, SumSquare, LogSum, LogSumExp };
+
+template <SumKind kind>
+LogicalResult convertSumReduction(NodeContext &ctx) {
+  auto args = reduceArgs(ctx, 18);
+  if (failed(args))
+    return failure();
+  auto x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  auto sum = [&](Value v, bool keep) -> FailureOr<Value> {
+    if (args->none)
+      return v;
+    return reduce<ReduceSumOp>(ctx, v, args->axes, keep);
+  };
+  FailureOr<Value> result = failure();
+  switch (kind) {
+  case SumKind::L1: {
+    auto magnitude = ctx.create<AbsOp>(ValueRange{*x});
+    if (failed(magnitude))
+      return failure();
+    result = sum(*magnitude, args->keepdims);
+    break;
+  }
+  case SumKind::L2:
+  case SumKind::SumSquare: {
+    auto squared = ctx.create<MulOp>(ValueRange{*x, *x});
+    if (failed(squared))
+      return failure();
+    result = sum(*squared, args->keepdims);
+    if (succeeded(result) && kind == SumKind::L2)
+      result = ctx.create<SqrtOp>(ValueRange{*result});
+    break;
+  }
+  case SumKind::LogSum:
+    result = sum(*x, args->keepdims);
+    if (succeeded(result))
+      result = ctx.create<LogOp>(ValueRange{*result});
+    break;
+  case SumKind::LogSumExp: {
+    if (args->none) {
+      result = *x; // log(exp(x))
+      break;
+    }
+    auto peak = reduce<ReduceMaxOp>(ctx, *x, args->axes, true);
+    if (failed(peak))
+      return failure();
+    auto shifted = ctx.create<SubOp>(ValueRange{*x, *peak});
+    if (failed(shifted))
+      return failure();
+    auto exps = ctx.create<ExpOp>(ValueRange{*shifted});
+    if (failed(exps))
+      return failure();
+    auto total = sum(*exps, args->keepdims);
+    if (failed(total))
+      return failure();
+    auto logs = ctx.create<LogOp>(ValueRange{*total});
+    if (failed(logs))
+      return failure();
+    auto kept = args->keepdims ? peak : reduce<ReduceMaxOp>(ctx, *x, args->axes, false);
+    if (failed(kept))
+      return failure();
+    result = ctx.create<AddOp>(ValueRange{*logs, *kept});
+    break;
+  }
+  }
+  return ctx.result(result);
 }
 
 /// NegativeLogLikelihoodLoss of log-probabilities `input` [N, C, d...] at
@@ -970,6 +1063,11 @@ const OpConverter kConverters[] = {
     {"ReduceMean", 13, convertReduce<ReduceMeanOp, 18>},
     {"ReduceMax", 13, convertReduce<ReduceMaxOp, 18>},
     {"ReduceMin", 13, convertReduce<ReduceMinOp, 18>},
+    {"ReduceL1", 13, convertSumReduction<SumKind::L1>},
+    {"ReduceL2", 13, convertSumReduction<SumKind::L2>},
+    {"ReduceSumSquare", 13, convertSumReduction<SumKind::SumSquare>},
+    {"ReduceLogSum", 13, convertSumReduction<SumKind::LogSum>},
+    {"ReduceLogSumExp", 13, convertSumReduction<SumKind::LogSumExp>},
     {"NegativeLogLikelihoodLoss", 13, convertNegativeLogLikelihoodLoss},
     {"SoftmaxCrossEntropyLoss", 13, convertSoftmaxCrossEntropyLoss},
     {"ArgMax", 11, convertArgExtreme<ReduceMaxOp>},

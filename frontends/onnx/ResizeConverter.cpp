@@ -301,6 +301,11 @@ LogicalResult convertResize(NodeContext &ctx) {
     }
   }
   bool antialias = ctx.attrInt("antialias", 0) != 0;
+  // Read here too, for a Resize that changes no axis (a ViT's position
+  // table resized to the size it has): tapsOf reads them per axis.
+  (void)ctx.attrString("nearest_mode", "round_prefer_floor");
+  (void)ctx.attrFloat("cubic_coeff_a", -0.75f);
+  (void)ctx.attrInt("exclude_outside", 0);
   // tf_crop_and_resize: the region of interest (input 1), starts then ends,
   // one of each per axis resized, in the input's normalised coordinates.
   SmallVector<double> roi;

@@ -217,8 +217,8 @@ std::unique_ptr<Kernel> makeReduceKernel(const plan::Instruction &inst,
   if (kind < plan::REDUCE_SUM || kind > plan::REDUCE_MIN)
     return fail(error, "unknown kind " + std::to_string(int(kind)));
   plan::DType dtype = types.output.dtype();
-  if (kind == plan::REDUCE_MEAN ? !checkDType(dtype, {plan::F32}, error)
-                                : !checkDType(dtype, {plan::F32, plan::I64}, error))
+  if (kind == plan::REDUCE_MEAN ? !checkDType(dtype, {plan::F32, plan::F64}, error)
+                                : !checkDType(dtype, {plan::F32, plan::F64, plan::I64}, error))
     return nullptr;
   if (!checkSameDType(types, error))
     return nullptr;
@@ -245,6 +245,8 @@ std::unique_ptr<Kernel> makeReduceKernel(const plan::Instruction &inst,
   loops.mean = kind == plan::REDUCE_MEAN;
   if (dtype == plan::I64)
     return reduceKernel<int64_t, int64_t>(kind, std::move(loops));
+  if (dtype == plan::F64)
+    return reduceKernel<double, double>(kind, std::move(loops));
   return reduceKernel<float, double>(kind, std::move(loops));
 }
 

@@ -3,14 +3,19 @@
 
     python3 tests/models/export_hf.py tests/models/exported
 
-Writes gpt2.onnx, llama.onnx, bert.onnx, vit.onnx and resnet.onnx (each with
+Writes gpt2.onnx, llama.onnx, bert.onnx, vit.onnx, resnet.onnx, minilm.onnx
+and vit_packaged.onnx (each with
 its .onnx.data, external weights as the exporter writes them): transformers'
 GPT2LMHeadModel, LlamaForCausalLM, BertModel, ViTModel and ResNetModel with
 their default settings but tiny sizes and random weights (seed 0), exported
 by `torch.onnx.export(..., dynamo=True)` (the default exporter of current
 torch) with a dynamic batch axis (Llama: static, batch 2 and 16 tokens, and
 llama_dynamic.onnx with dynamic batch and sequence), and vit_legacy.onnx by
-the older exporter (dynamo=False).
+the older exporter (dynamo=False). minilm.onnx is a sentence-embedding model
+as sentence-transformers packages one (mean pooling, L2 normalisation;
+dynamic batch and sequence), vit_packaged.onnx (and vit_packaged_legacy.onnx
+by the older exporter) a ViT classifier called with
+interpolate_pos_encoding=True.
 For GPT-2 and Llama, <name>_train/ holds three batches of token ids and the
 losses PyTorch's AdamW reaches on them, which CI replays with dtc. These are the committed fixtures
 of tests/models/exported_models.py; CI does not need torch to use them.
@@ -35,6 +40,37 @@ def export(model, args, names, path):
     shapes = {name: {0: batch} for name in names}
     torch.onnx.export(model, args, path, input_names=names, dynamo=True,
                       dynamic_shapes=shapes if len(names) > 1 else ({0: batch},))
+
+
+class SentenceEmbedding(torch.nn.Module):
+    """A sentence-embedding MiniLM as sentence-transformers packages one
+    (all-MiniLM-L6-v2's modules): BERT, mean pooling over the attention
+    mask, L2 normalisation (ReduceL2). Outputs the token embeddings first,
+    then the sentence embedding."""
+
+    def __init__(self, bert):
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        tokens = self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                           token_type_ids=token_type_ids).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
+        pooled = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return tokens, torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+
+class PackagedVit(torch.nn.Module):
+    """A ViT classifier packaged for any image size, as pipelines call it:
+    interpolate_pos_encoding=True, so the position table goes through a
+    bicubic Resize whose size is computed from constants (Pow(n, 0.5))."""
+
+    def __init__(self, vit):
+        super().__init__()
+        self.vit = vit
+
+    def forward(self, pixel_values):
+        return self.vit(pixel_values=pixel_values, interpolate_pos_encoding=True).logits
 
 
 def settle(model):
@@ -131,6 +167,28 @@ def main():
         num_channels=3)).eval()
     export(resnet, (torch.randn(2, 3, 32, 32),), ["pixel_values"],
            os.path.join(out, "resnet.onnx"))
+    torch.manual_seed(0)  # each model's weights whatever is exported before it
+    minilm = SentenceEmbedding(transformers.BertModel(transformers.BertConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64,
+        vocab_size=64, max_position_embeddings=16), add_pooling_layer=False)).eval()
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    tokens = (torch.randint(0, 64, (2, 8)), torch.ones(2, 8, dtype=torch.long),
+              torch.zeros(2, 8, dtype=torch.long))
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", min=2, max=16)
+    torch.onnx.export(minilm, tokens, os.path.join(out, "minilm.onnx"), input_names=names,
+                      output_names=["token_embeddings", "sentence_embedding"], dynamo=True,
+                      dynamic_shapes=tuple({0: batch, 1: seq} for _ in names))
+    torch.manual_seed(0)  # each model's weights whatever is exported before it
+    packaged = PackagedVit(transformers.ViTForImageClassification(transformers.ViTConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        image_size=32, patch_size=8, num_channels=3, num_labels=5))).eval()
+    export(packaged, (torch.randn(2, 3, 32, 32),), ["pixel_values"],
+           os.path.join(out, "vit_packaged.onnx"))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(packaged, (torch.randn(2, 3, 32, 32),),
+                          os.path.join(out, "vit_packaged_legacy.onnx"), dynamo=False,
+                          opset_version=17, input_names=["pixel_values"],
+                          output_names=["logits"], dynamic_axes={"pixel_values": {0: "batch"}})
     print("torch", torch.__version__, "transformers", transformers.__version__)
 
 

@@ -5,7 +5,7 @@ Usage:
     python3 tests/numerics/compare_models.py --dtc build/bin/dtc [--keep DIR]
 
 Generates mlp, gpt and cnn (tests/models/generate.py) into a temporary
-directory, takes GPT-2, BERT, ViT and ResNet as PyTorch exports them (committed in
+directory, takes GPT-2, Llama, BERT, ViT, ResNet, a MiniLM and a packaged ViT as PyTorch exports them (committed in
 tests/models/exported/), and for two shapes of each: draws inputs (fixed seed), compiles the
 model with `dtc compile`, runs the plan with `dtc run` at --threads 1 and 2,
 once with inputs and outputs as ONNX TensorProto files (input_<i>.pb) and
@@ -73,6 +73,18 @@ def cases(rng):
         # Shape/Gather, GELU in Erf form.
         "vit_legacy": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
         "resnet": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
+        # A sentence-embedding MiniLM as sentence-transformers packages one
+        # (mean pooling, ReduceL2), dynamic batch and sequence.
+        "minilm": [("batch=3 seq=8", ["batch=3", "seq=8"],
+                    {"input_ids": rng.randint(0, 64, (3, 8)), "attention_mask": padded(3, 8),
+                     "token_type_ids": np.zeros((3, 8), np.int64)}),
+                   ("batch=1 seq=5", ["batch=1", "seq=5"],
+                    {"input_ids": rng.randint(0, 64, (1, 5)), "attention_mask": padded(1, 5),
+                     "token_type_ids": np.zeros((1, 5), np.int64)})],
+        # A ViT classifier called with interpolate_pos_encoding=True, by
+        # both exporters (the older one: Pow and a bicubic Resize).
+        "vit_packaged": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
+        "vit_packaged_legacy": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
     }
 
 
