@@ -2,6 +2,7 @@
 #include "compiler/CompileNotes.h"
 #include "compiler/MicroBatches.h"
 #include "compiler/SearchGraph.h"
+#include "compiler/TrainingStepParts.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 #include "plan/FormatBytes.h"
@@ -94,6 +95,42 @@ std::string Search::leastMemoryText(const search::StrategySolution &solution) co
             ")");
         break;
       }
+  // Full recomputation, where the step has none: the activations kept are
+  // each layer's input (the forward's checkpoints), and the backward makes
+  // one layer's again at a time, holding them and their gradients: the
+  // largest layer's activations twice more.
+  bool recomputed = false;
+  func::FuncOp func = func_;
+  func.walk([&](Operation *op) { recomputed |= op->hasAttr(attr::kRecompute); });
+  if (options_.training && activations > 0 && !recomputed) {
+    Block &block = func.getBody().front();
+    llvm::SetVector<Operation *> forward = forwardOps(block);
+    llvm::SmallVector<size_t> checkpoints = checkpointPositions(forward, Activations(block));
+    double kept = 0, layer = 0, largestLayer = 0;
+    size_t next = 0; // the next checkpoint
+    for (size_t position = 0; position < forward.size(); ++position) {
+      auto it = nodeOfOp_.find(forward[position]);
+      double least = std::numeric_limits<double>::infinity();
+      if (it != nodeOfOp_.end())
+        for (const Strategy &s : *nodes_[size_t(it->second)].strategies)
+          least = std::min(least, s.memory);
+      if (!std::isfinite(least))
+        least = 0;
+      if (next < checkpoints.size() && checkpoints[next] == position) {
+        kept += least;
+        largestLayer = std::max(largestLayer, layer);
+        layer = 0;
+        ++next;
+      } else {
+        layer += least;
+      }
+    }
+    largestLayer = std::max(largestLayer, layer);
+    double need = solution.minimumUse[row] - activations +
+                  std::min(kept + 2 * largestLayer, activations);
+    if (need <= options_.memoryLimit)
+      changes.push_back("--recompute full (about " + plan::formatBytes(int64_t(need)) + ")");
+  }
   // More devices, as more data-parallel ranks with ZeRO-3: the state split
   // over all of them and each one's share of the batch (its activations)
   // smaller alike. The fewest doublings that fit, while each rank keeps a
