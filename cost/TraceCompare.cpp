@@ -98,11 +98,18 @@ std::string compareTraces(const plan::Plan &plan, const Simulation &simulation,
     int64_t rank, instruction;
   };
   std::vector<Apart> apart;
+  int repeated = 0; // instructions a step runs more than once
   for (const auto &[key, m] : measured) {
     auto s = simulated.find(key);
     if (s == simulated.end())
       continue;
-    double mine = m.first / m.second, model = s->second.first / s->second.second;
+    // Per step: a micro-batched step runs its per-micro-batch
+    // instructions once a micro-batch (the simulation's runs of it); the
+    // measured trace gives each instruction's time once.
+    double runsPerStep = s->second.second;
+    double mine = m.first / m.second * runsPerStep, model = s->second.first;
+    if (runsPerStep > 1)
+      ++repeated;
     int program = plan::programIndexOfRank(plan, key.first);
     const plan::Instruction &inst = plan.ranks(program).instructions(int(key.second));
     Sums &c = classes[opClassName(inst.cost().op_class())];
@@ -120,10 +127,14 @@ std::string compareTraces(const plan::Plan &plan, const Simulation &simulation,
   std::set<int64_t> ranks;
   for (const auto &[key, m] : measured)
     ranks.insert(key.first);
-  std::string out = llvm::formatv("compared with the measured trace ({0} instructions, each once, on {1} "
-                      "rank{2}):\n",
-                      all.instructions, ranks.size(), ranks.size() == 1 ? "" : "s")
-            .str();
+  std::string out =
+      llvm::formatv("compared with the measured trace ({0} instructions, {1}on {2} rank{3}; "
+                    "times per step):\n",
+                    all.instructions,
+                    repeated ? llvm::formatv("{0} of them once per micro-batch, ", repeated).str()
+                             : std::string(),
+                    ranks.size(), ranks.size() == 1 ? "" : "s")
+          .str();
   out += llvm::formatv("  {0,-16} {1,12} {2,12} {3,20}\n", "op class", "measured", "simulated",
                        "simulated/measured")
              .str();
