@@ -77,12 +77,19 @@ public:
       });
       return true;
     }
-    int64_t blocks = (p_.inner + kReduceColumns - 1) / kReduceColumns;
-    pool.parallelFor(outer * blocks, grainFor(runs * kReduceColumns), [&](int64_t b, int64_t e) {
+    // Narrower blocks of columns when there are too few to share out: a
+    // bias's gradient sums thousands of rows into one row of a few hundred
+    // columns, which one block of kReduceColumns would leave to one thread.
+    // Each column is folded in the same order whatever the width.
+    int64_t columns = kReduceColumns;
+    while (columns > 32 && outer * ((p_.inner + columns - 1) / columns) < 2 * pool.threads())
+      columns /= 2;
+    int64_t blocks = (p_.inner + columns - 1) / columns;
+    pool.parallelFor(outer * blocks, grainFor(runs * columns), [&](int64_t b, int64_t e) {
       Acc acc[kReduceColumns];
       for (int64_t item = b; item < e; ++item) {
-        int64_t o = item / blocks, c0 = item % blocks * kReduceColumns;
-        int64_t width = std::min(kReduceColumns, p_.inner - c0);
+        int64_t o = item / blocks, c0 = item % blocks * columns;
+        int64_t width = std::min(columns, p_.inner - c0);
         const T *base = x + keptOffset(o) + c0;
         std::fill(acc, acc + width, Fold::init());
         for (int64_t offset : p_.reducedOffsets)

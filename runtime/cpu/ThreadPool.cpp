@@ -17,6 +17,8 @@
 extern "C" {
 void GOMP_parallel(void (*fn)(void *), void *data, unsigned numThreads, unsigned flags);
 void omp_set_num_threads(int);
+int omp_get_thread_num();
+int omp_get_num_threads();
 void openblas_set_num_threads(int);
 }
 
@@ -39,22 +41,23 @@ void flushSubnormals() {
 #endif
 }
 
-/// One loop: chunks are claimed with an atomic counter, so uneven chunks
-/// balance themselves.
+/// One loop over [0, n), cut into as many contiguous ranges as threads run
+/// it: thread t takes the t-th. Fixed ranges rather than chunks claimed as
+/// threads come free: consecutive instructions over the same rows then give
+/// each thread the rows it made itself, still in its core's cache (claimed
+/// chunks moved them between cores and cost a tenth of the elementwise time
+/// at 2 threads); the kernels' items are alike in cost.
 struct Loop {
   const std::function<void(int64_t, int64_t)> *body;
-  int64_t n, chunk;
-  std::atomic<int64_t> next{0};
+  int64_t n;
 
   static void work(void *data) {
     flushSubnormals();
     Loop &loop = *static_cast<Loop *>(data);
-    for (;;) {
-      int64_t begin = loop.next.fetch_add(loop.chunk);
-      if (begin >= loop.n)
-        return;
-      (*loop.body)(begin, std::min(loop.n, begin + loop.chunk));
-    }
+    int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+    int64_t begin = loop.n * t / threads, end = loop.n * (t + 1) / threads;
+    if (begin < end)
+      (*loop.body)(begin, end);
   }
 };
 
@@ -81,7 +84,7 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain,
     body(0, n);
     return;
   }
-  Loop loop{&body, n, (n + chunks - 1) / chunks};
+  Loop loop{&body, n};
   GOMP_parallel(&Loop::work, &loop, unsigned(std::min<int64_t>(threads_, chunks)), 0);
 }
 

@@ -920,6 +920,10 @@ TEST(ReduceKernel, Big) {
   // rows of 9 (a tail past the lanes) and of 32.
   checkReduce({40, 7, 50, 9}, {1, 3});
   checkReduce({2048, 32}, {1});
+  // One row of kept columns (a bias's gradient): narrower blocks of
+  // columns for two threads, the last one partial.
+  checkReduce({512, 200}, {0});
+  checkReduce({8, 64, 100}, {0, 1});
 }
 
 TEST(ReduceKernel, EmptyReduction) {
