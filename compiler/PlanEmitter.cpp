@@ -607,6 +607,13 @@ private:
                                 c.getSplitAxis().getSExtValue(),
                                 c.getConcatAxis().getSExtValue());
         })
+        .Case([&](graph::TopKOp t) -> LogicalResult {
+          auto *top = addInstruction(op, op->getOperands()).mutable_top_k();
+          top->set_axis(t.getAxis());
+          top->set_k(t.getK());
+          top->set_largest(t.getLargest());
+          return success();
+        })
         .Case([&](graph::TriluOp t) -> LogicalResult {
           auto *tr = addInstruction(op, op->getOperands()).mutable_trilu();
           tr->set_upper(t.getUpper());

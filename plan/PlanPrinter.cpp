@@ -165,6 +165,9 @@ std::string describeInstruction(const plan::Instruction &inst) {
                        ints(inst.slice().strides()));
   case plan::Instruction::kCopy:
     return "copy";
+  case plan::Instruction::kTopK:
+    return fmt::format("top_k axis={} k={}{}", inst.top_k().axis(), inst.top_k().k(),
+                       inst.top_k().largest() ? "" : " smallest");
   case plan::Instruction::kTrilu:
     return fmt::format("trilu {} k={}", inst.trilu().upper() ? "upper" : "lower",
                        inst.trilu().k());

@@ -69,6 +69,11 @@ double flopsPerElement(GeluOp op, double flops) {
 #include "dialects/graph/ElementwiseOps.def"
 
 OpCost TriluOp::cost() { return dataMovement(*this); }
+// A sort of each row: n log2 n comparisons.
+OpCost TopKOp::cost() {
+  double n = double(cast<RankedTensorType>(getInput().getType()).getDimSize(getAxis()));
+  return make(*this, elements(getInput()) * std::max(1.0, std::log2(n)), OpCost::Reduce);
+}
 
 // A reduction does one operation per input element.
 OpCost ReduceSumOp::cost() { return make(*this, elements(getInput()), OpCost::Reduce); }

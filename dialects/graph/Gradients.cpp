@@ -380,6 +380,11 @@ LogicalResult BroadcastOp::buildGradients(OpBuilder &b, ValueRange rg,
   return success();
 }
 
+// Indices: nothing flows back (the values' gradient is their gather's).
+LogicalResult TopKOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &g) {
+  return noGradient(*this, g);
+}
+
 LogicalResult TriluOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
   // the same triangle of g
   g.assign({b.create<TriluOp>(getLoc(), rg[0], b.getBoolAttr(getUpper()),

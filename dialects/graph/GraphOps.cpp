@@ -200,6 +200,23 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
                             x->getElementType(), types);
 }
 
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto type = staticTensor(loc, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  int64_t rank = type->getRank(), axis = adaptor.getAxis(), k = adaptor.getK();
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, "top_k axis ", axis, " is out of range for rank ", rank);
+  if (k < 1 || k > type->getDimSize(axis))
+    return emitOptionalError(loc, "top_k k = ", k, " must be in [1, ",
+                             type->getDimSize(axis), "]");
+  SmallVector<int64_t> shape(type->getShape());
+  shape[size_t(axis)] = k;
+  types.push_back(RankedTensorType::get(shape, IntegerType::get(context, 64)));
+  return success();
+}
+
 LogicalResult TriluOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor,
                                         SmallVectorImpl<Type> &types) {

@@ -216,6 +216,19 @@ def Graph_WhereOp : Graph_InferredOp<"where", [Graph_Elementwise]> {
   let hasFolder = 1;
 }
 
+def Graph_TopKOp : Graph_InferredOp<"top_k"> {
+  let summary = "Indices of the k largest (or smallest) elements along an axis, in order";
+  let description = [{
+    The result has the input's shape with `k` along `axis` and holds i64
+    indices into that axis: those of the k largest elements (the smallest
+    when `largest` is false), the extreme first; equal values by the lower
+    index, NaN above every number. ONNX TopK is this and a gather of the
+    values at the indices, whose gradient is the gather's.
+  }];
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis, I64Attr:$k, BoolAttr:$largest);
+  let results = (outs Graph_Tensor:$output);
+}
+
 def Graph_TriluOp : Graph_InferredOp<"trilu"> {
   let summary = "Keeps the upper (or lower) triangle of the last two dims; zeros the rest";
   let arguments = (ins Graph_Tensor:$input, BoolAttr:$upper,

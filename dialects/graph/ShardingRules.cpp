@@ -143,6 +143,27 @@ ShardingRule ConstantOp::shardingRule() { return source(*this); }
 #include "dialects/graph/ElementwiseOps.def"
 ShardingRule FusedOp::shardingRule() { return elementwise(*this); }
 
+// The axis is whole (its k results come from all n); the other dims map
+// one to one.
+ShardingRule TopKOp::shardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  Dims operand, result;
+  for (int64_t d = 0; d < int64_t(in.size()); ++d) {
+    if (d == getAxis()) {
+      operand.push_back({rule.add(in[size_t(d)], false, true)});
+      result.push_back({rule.add(getK(), false, true)});
+    } else {
+      int id = rule.add(in[size_t(d)]);
+      operand.push_back({id});
+      result.push_back({id});
+    }
+  }
+  rule.operands.push_back(operand);
+  rule.results.push_back(result);
+  return rule;
+}
+
 ShardingRule TriluOp::shardingRule() {
   int64_t rank = int64_t(shapeOf(getInput()).size());
   return sameShape(*this, {rank - 2, rank - 1});

@@ -936,13 +936,10 @@ LogicalResult convertArgExtreme(NodeContext &ctx) {
                          : ctx.create<ReduceMinOp>(*candidates, {axes, keep}));
 }
 
-/// TopK as k rounds of arg max (arg min for the smallest): each round takes
-/// the first extreme among the elements not yet taken (ONNX's order: equal
-/// values by lower index), then the values are gathered at the indices, so
-/// that their gradient is GatherElements'. k rounds of a few elementwise
-/// ops and two reductions: meant for the small k of routing and sampling.
+/// TopK: graph.top_k's indices (a sort of each line), then the values
+/// gathered at them, so that their gradient is GatherElements'. K = 0
+/// gives empty outputs.
 LogicalResult convertTopK(NodeContext &ctx) {
-  constexpr int64_t kMostRounds = 64;
   auto type = ctx.inputType(0);
   auto x = ctx.input(0);
   auto kGiven = ctx.constantInts(1, "K");
@@ -956,88 +953,19 @@ LogicalResult convertTopK(NodeContext &ctx) {
   if (kGiven->size() != 1 || (*kGiven)[0] < 0 || (*kGiven)[0] > n)
     return ctx.fail("K must be one number in [0, " + std::to_string(n) + "]");
   int64_t k = (*kGiven)[0];
-  if (k == 0 || k > kMostRounds)
-    return ctx.fail("K = " + std::to_string(k) + " is not supported (1 to " +
-                    std::to_string(kMostRounds) + ": TopK is built as K rounds of arg max)");
+  if (k == 0)
+    return ctx.fail("K = 0 (empty outputs) is not supported");
   bool largest = ctx.attrInt("largest", 1) != 0;
   OpBuilder &b = ctx.builder();
-  Type element = type->getElementType(), i64 = b.getI64Type();
-  // What a taken element becomes: never the extreme again.
-  Attribute sentinel;
-  if (auto f = dyn_cast<FloatType>(element))
-    sentinel = b.getFloatAttr(f, largest ? -INFINITY : INFINITY);
-  else if (element.isUnsignedInteger())
-    sentinel = b.getIntegerAttr(element, largest ? APInt::getMinValue(element.getIntOrFloatBitWidth())
-                                                 : APInt::getMaxValue(element.getIntOrFloatBitWidth()));
-  else
-    sentinel = b.getIntegerAttr(element, largest ? APInt::getSignedMinValue(element.getIntOrFloatBitWidth())
-                                                 : APInt::getSignedMaxValue(element.getIntOrFloatBitWidth()));
-  Value beyond = ctx.constant(DenseElementsAttr::get(RankedTensorType::get({}, element), sentinel));
-  SmallVector<int64_t> positionShape(size_t(rank), 1);
-  positionShape[size_t(*axis)] = n;
-  SmallVector<APInt> positions;
-  for (int64_t i = 0; i < n; ++i)
-    positions.push_back(APInt(64, uint64_t(i), true));
-  Value position =
-      ctx.constant(DenseElementsAttr::get(RankedTensorType::get(positionShape, i64), positions));
-  Value past = ctx.constant(
-      DenseElementsAttr::get(RankedTensorType::get({}, i64), APInt(64, uint64_t(n), true)));
-  NamedAttribute axes = ctx.namedI64s("axes", {*axis});
-  NamedAttribute keep = ctx.named("keepdims", b.getBoolAttr(true));
-  SmallVector<Value> indices;
-  Value taken;
-  for (int64_t round = 0; round < k; ++round) {
-    Value masked = *x;
-    if (taken) {
-      auto m = ctx.create<WhereOp>(ValueRange{taken, beyond, *x});
-      if (failed(m))
-        return failure();
-      masked = *m;
-    }
-    auto extreme = largest ? ctx.create<ReduceMaxOp>(masked, {axes, keep})
-                           : ctx.create<ReduceMinOp>(masked, {axes, keep});
-    auto at = failed(extreme) ? extreme : ctx.create<EqualOp>(ValueRange{masked, *extreme});
-    if (failed(at))
-      return failure();
-    Value candidate = *at;
-    if (taken) {
-      auto free = ctx.create<NotOp>(ValueRange{taken});
-      auto both = failed(free) ? free : ctx.create<AndOp>(ValueRange{candidate, *free});
-      if (failed(both))
-        return failure();
-      candidate = *both;
-    }
-    auto where = ctx.create<WhereOp>(ValueRange{candidate, position, past});
-    auto index = failed(where) ? where : ctx.create<ReduceMinOp>(*where, {axes, keep});
-    if (failed(index))
-      return failure();
-    indices.push_back(*index);
-    if (round + 1 == k)
-      break;
-    auto now = ctx.create<EqualOp>(ValueRange{position, *index});
-    if (failed(now))
-      return failure();
-    if (taken) {
-      auto either = ctx.create<OrOp>(ValueRange{taken, *now});
-      if (failed(either))
-        return failure();
-      taken = *either;
-    } else {
-      taken = *now;
-    }
-  }
-  Value all = indices.front();
-  if (indices.size() > 1) {
-    auto joined = ctx.create<ConcatOp>(indices, {ctx.namedI64("axis", *axis)});
-    if (failed(joined))
-      return failure();
-    all = *joined;
-  }
-  auto values = gatherElements(ctx, *x, all, *axis);
+  auto indices = ctx.create<TopKOp>(*x, {ctx.namedI64("axis", *axis), ctx.namedI64("k", k),
+                                         ctx.named("largest", b.getBoolAttr(largest))});
+  if (failed(indices))
+    return failure();
+  auto values = gatherElements(ctx, *x, *indices, *axis);
   if (failed(values))
     return failure();
   ctx.setOutput(0, *values);
-  ctx.setOutput(1, all);
+  ctx.setOutput(1, *indices);
   return success();
 }
 

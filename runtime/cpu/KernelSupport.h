@@ -115,6 +115,8 @@ std::unique_ptr<Kernel> makeSliceKernel(const plan::Instruction &, const KernelT
                                         std::string &);
 std::unique_ptr<Kernel> makeCopyKernel(const plan::Instruction &, const KernelTypes &,
                                        std::string &);
+std::unique_ptr<Kernel> makeTopKKernel(const plan::Instruction &, const KernelTypes &,
+                                       std::string &);
 std::unique_ptr<Kernel> makeTriluKernel(const plan::Instruction &, const KernelTypes &,
                                         std::string &);
 

@@ -109,6 +109,7 @@ const OpInfo kOps[] = {
     {plan::Instruction::kSlice, "slice", 1, 1, makeSliceKernel},
     {plan::Instruction::kCopy, "copy", 1, 1, makeCopyKernel},
     {plan::Instruction::kTrilu, "trilu", 1, 1, makeTriluKernel},
+    {plan::Instruction::kTopK, "top_k", 1, 1, makeTopKKernel},
     {plan::Instruction::kConv2DBackwardInput, "conv2d_backward_input", 2, 2,
      makeConv2DBackwardInputKernel},
     {plan::Instruction::kConv2DBackwardWeight, "conv2d_backward_weight", 2, 2,

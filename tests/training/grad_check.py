@@ -303,7 +303,7 @@ def make_cases(seed=0):
     add(Case("pad edge and wrap crop", [N("Pad", ["A", "p"], "E", mode="edge"),
                                         N("Pad", ["E", "q"], mode="wrap")], {"A": rand(3, 4)},
              consts={"p": np.array([1, 2, 0, 1], np.int64), "q": np.array([-1, 3, 2, 0], np.int64)}))
-    # TopK: k rounds of arg max, the values gathered (GatherElements' gradient).
+    # TopK: graph.top_k's indices, the values gathered (GatherElements' gradient).
     add(Case("top_k 3 of 6 along axis 1",
              [N("TopK", ["A", "k"], ["Y", "I"], axis=1)],
              {"A": distinct(2, 6, 3)}, consts={"k": np.array([3], np.int64)}))

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 
 using namespace dtc;
@@ -924,6 +925,60 @@ TEST(ReduceKernel, Big) {
   // columns for two threads, the last one partial.
   checkReduce({512, 200}, {0});
   checkReduce({8, 64, 100}, {0, 1});
+}
+
+/// TopK's indices by a stable sort of each line written here (NaN above
+/// every number, equal values by the lower index).
+std::vector<int64_t> refTopK(const std::vector<float> &x, const Shape &shape, int64_t axis,
+                             int64_t k, bool largest) {
+  int64_t n = shape[size_t(axis)], outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  std::vector<int64_t> out(size_t(outer * k * inner));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      std::vector<int64_t> order(static_cast<size_t>(n));
+      std::iota(order.begin(), order.end(), 0);
+      // (is NaN, value): NaN above every number, infinities included.
+      auto key = [&](int64_t j) {
+        float v = x[size_t((o * n + j) * inner + i)];
+        return std::make_pair(std::isnan(v) ? 1 : 0, std::isnan(v) ? 0.0f : v);
+      };
+      std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        if (key(a) != key(b))
+          return largest ? key(a) > key(b) : key(a) < key(b);
+        return a < b;
+      });
+      for (int64_t j = 0; j < k; ++j)
+        out[size_t((o * k + j) * inner + i)] = order[size_t(j)];
+    }
+  return out;
+}
+
+TEST(TopKKernel, LinesAlongAnyAxisWithTiesAndNaN) {
+  // Few distinct values (ties everywhere), a NaN and infinities.
+  Shape shape{3, 70, 5};
+  std::vector<float> x(size_t(3 * 70 * 5));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(int64_t(i * 7919 % 13) - 6);
+  x[17] = NAN;
+  x[40] = INFINITY;
+  x[41] = -INFINITY;
+  for (int64_t axis : {0, 1, 2})
+    for (bool largest : {true, false}) {
+      int64_t k = axis == 1 ? 67 : 2;
+      SCOPED_TRACE("axis " + std::to_string(axis) + (largest ? " largest" : " smallest"));
+      plan::Instruction inst;
+      inst.mutable_top_k()->set_axis(axis);
+      inst.mutable_top_k()->set_k(k);
+      inst.mutable_top_k()->set_largest(largest);
+      Shape out = shape;
+      out[size_t(axis)] = k;
+      expectExact(inst, {tensor(plan::F32, shape, x)},
+                  tensor(plan::I64, out, refTopK(x, shape, axis, k, largest)));
+    }
 }
 
 TEST(ReduceKernel, EmptyReduction) {

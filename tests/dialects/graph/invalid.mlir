@@ -365,3 +365,12 @@ func.func @f(%a: tensor<2x3xf32>) {
   %0 = "graph.softmax"(%a) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  // expected-error @below {{top_k k = 4 must be in [1, 3]}}
+  // expected-error @below {{'graph.top_k' op failed to infer returned types}}
+  %0 = graph.top_k %a {axis = 1 : i64, k = 4 : i64, largest = true} : (tensor<2x3xf32>) -> tensor<2x4xi64>
+  return
+}

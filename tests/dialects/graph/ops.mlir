@@ -101,6 +101,8 @@ func.func @select_and_triangle(%c: tensor<2x1xi1>, %x: tensor<2x3xf32>, %y: tens
   %1 = graph.trilu %m {upper = true} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   // CHECK: graph.trilu %arg3 {k = -1 : i64, upper = false} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   %2 = graph.trilu %m {upper = false, k = -1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  // CHECK: graph.top_k %arg1 {axis = 1 : i64, k = 2 : i64, largest = false} : (tensor<2x3xf32>) -> tensor<2x2xi64>
+  %3 = graph.top_k %x {axis = 1 : i64, k = 2 : i64, largest = false} : (tensor<2x3xf32>) -> tensor<2x2xi64>
   return
 }
 
