@@ -600,8 +600,14 @@ LogicalResult AvgPool2DBackwardOp::buildGradients(OpBuilder &, ValueRange,
                                                   SmallVectorImpl<Value> &) {
   return notDefined(*this);
 }
-LogicalResult ScatterAddOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return notDefined(*this);
+// dupdates: g read back at the indices (a gather: every update added into
+// a position gets that position's gradient). Indices get no gradient.
+LogicalResult ScatterAddOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                           SmallVectorImpl<Value> &g) {
+  g.assign({b.create<GatherOp>(getLoc(), getUpdates().getType(), rg[0], getIndices(),
+                               getAxisAttr()),
+            Value()});
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

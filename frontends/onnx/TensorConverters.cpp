@@ -610,6 +610,166 @@ FailureOr<Value> gatherElements(NodeContext &ctx, Value data, Value indices, int
 
 namespace {
 
+/// ScatterND and ScatterElements with indices known at compile time (shape
+/// arithmetic's, as exporters write `x[:, 1:] = y`): `targets` holds, per
+/// element of `updates` (row-major), the flat position in `data` it goes
+/// to. "add" sums the updates in at their positions (scatter_add). The
+/// others go in layers: layer k takes each position's k-th update (a gather
+/// of the updates by a constant map) where it has one (a where by a
+/// constant mask), replacing what is there ("none": only the last layer,
+/// the last write winning) or combining with it (mul, max, min). Gradients
+/// flow to data and updates through those ops.
+LogicalResult scatterAt(NodeContext &ctx, ArrayRef<int64_t> targets) {
+  auto dataType = ctx.inputType(0);
+  auto data = ctx.input(0), updates = ctx.input(2);
+  if (failed(dataType) || failed(data) || failed(updates))
+    return failure();
+  std::string reduction = ctx.attrString("reduction", "none");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
+      reduction != "min")
+    return ctx.fail("unknown reduction '" + reduction + "'");
+  int64_t size = dataType->getNumElements();
+  auto updatesType = cast<RankedTensorType>(updates->getType());
+  if (updatesType.getElementType() != dataType->getElementType())
+    return ctx.fail("updates' element type differs from data's");
+  if (int64_t(targets.size()) != updatesType.getNumElements())
+    return ctx.fail("indices and updates do not match in size");
+  OpBuilder &b = ctx.builder();
+  Type i64 = b.getI64Type();
+  auto flatUpdates = ctx.createTyped<ReshapeOp>(
+      RankedTensorType::get({updatesType.getNumElements()}, updatesType.getElementType()),
+      *updates);
+  if (failed(flatUpdates))
+    return failure();
+  if (reduction == "add") {
+    if (!isa<FloatType>(dataType->getElementType()))
+      return ctx.fail("reduction 'add' needs float data");
+    SmallVector<APInt> at;
+    for (int64_t t : targets)
+      at.push_back(APInt(64, uint64_t(t), true));
+    Value positions = ctx.constant(DenseElementsAttr::get(
+        RankedTensorType::get({int64_t(targets.size())}, i64), at));
+    auto added = ctx.createTyped<ScatterAddOp>(
+        RankedTensorType::get({size}, dataType->getElementType()),
+        ValueRange{*flatUpdates, positions}, {ctx.namedI64("axis", 0)});
+    auto shaped = failed(added) ? added : ctx.createTyped<ReshapeOp>(*dataType, *added);
+    if (failed(shaped))
+      return failure();
+    return ctx.result(ctx.create<AddOp>(ValueRange{*data, *shaped}));
+  }
+  // Each position's updates, in order.
+  std::vector<SmallVector<int64_t, 1>> writes(static_cast<size_t>(size));
+  for (auto [u, t] : llvm::enumerate(targets))
+    writes[size_t(t)].push_back(int64_t(u));
+  size_t layers = 0;
+  for (const auto &w : writes)
+    layers = std::max(layers, w.size());
+  bool replace = reduction == "none";
+  Value result = *data;
+  for (size_t k = replace && layers ? layers - 1 : 0; k < layers; ++k) {
+    SmallVector<APInt> source(size_t(size), APInt(64, 0));
+    SmallVector<bool> written(size_t(size), false);
+    for (int64_t t = 0; t < size; ++t) {
+      const auto &w = writes[size_t(t)];
+      // Replacing: each position's last write, whichever layer it is in.
+      if (replace ? !w.empty() : k < w.size()) {
+        source[size_t(t)] = APInt(64, uint64_t(replace ? w.back() : w[k]), true);
+        written[size_t(t)] = true;
+      }
+    }
+    Value map =
+        ctx.constant(DenseElementsAttr::get(RankedTensorType::get({size}, i64), source));
+    Value mask = ctx.constant(DenseElementsAttr::get(
+        RankedTensorType::get(dataType->getShape(), b.getI1Type()), ArrayRef<bool>(written)));
+    auto gathered =
+        ctx.create<GatherOp>(ValueRange{*flatUpdates, map}, {ctx.namedI64("axis", 0)});
+    auto value = failed(gathered) ? gathered : ctx.createTyped<ReshapeOp>(*dataType, *gathered);
+    if (succeeded(value) && !replace)
+      value = reduction == "mul"   ? ctx.create<MulOp>(ValueRange{result, *value})
+              : reduction == "max" ? ctx.create<MaxOp>(ValueRange{result, *value})
+                                   : ctx.create<MinOp>(ValueRange{result, *value});
+    auto merged = failed(value) ? value : ctx.create<WhereOp>(ValueRange{mask, *value, result});
+    if (failed(merged))
+      return failure();
+    result = *merged;
+  }
+  return ctx.result(result);
+}
+
+/// Row-major strides of `shape`.
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+/// ScatterND: indices [..., q] name data's first q coordinates; each
+/// names a slice data.shape[q:] that the matching updates slice fills.
+LogicalResult convertScatterND(NodeContext &ctx) {
+  auto dataType = ctx.inputType(0);
+  auto given = ctx.constantInput(1, "indices (computed at run time: not supported)");
+  if (failed(dataType) || failed(given))
+    return failure();
+  ArrayRef<int64_t> shape = dataType->getShape();
+  ArrayRef<int64_t> at = given->getType().getShape();
+  if (at.empty() || at.back() < 1 || at.back() > int64_t(shape.size()))
+    return ctx.fail("indices' last dim must be in [1, " + std::to_string(shape.size()) + "]");
+  int64_t q = at.back(), inner = 1;
+  for (size_t d = size_t(q); d < shape.size(); ++d)
+    inner *= shape[d];
+  SmallVector<int64_t> strides = stridesOf(shape), values;
+  for (const APInt &v : given->getValues<APInt>())
+    values.push_back(v.getSExtValue());
+  SmallVector<int64_t> targets;
+  for (size_t row = 0; row * size_t(q) < values.size(); ++row) {
+    int64_t base = 0;
+    for (int64_t d = 0; d < q; ++d) {
+      int64_t i = values[row * size_t(q) + size_t(d)], n = shape[size_t(d)];
+      if (i < -n || i >= n)
+        return ctx.fail("index " + std::to_string(i) + " is out of range for dim " +
+                        std::to_string(d) + " of size " + std::to_string(n));
+      base += (i < 0 ? i + n : i) * strides[size_t(d)];
+    }
+    for (int64_t o = 0; o < inner; ++o)
+      targets.push_back(base + o);
+  }
+  return scatterAt(ctx, targets);
+}
+
+/// ScatterElements: updates[u] goes to data at u with its `axis`
+/// coordinate replaced by indices[u].
+LogicalResult convertScatterElements(NodeContext &ctx) {
+  auto dataType = ctx.inputType(0);
+  auto given = ctx.constantInput(1, "indices (computed at run time: not supported)");
+  if (failed(dataType) || failed(given))
+    return failure();
+  int64_t rank = dataType->getRank();
+  auto axis = ctx.axisAttr("axis", 0, rank);
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> shape = dataType->getShape(), at = given->getType().getShape();
+  if (int64_t(at.size()) != rank)
+    return ctx.fail("indices must have data's rank");
+  SmallVector<int64_t> strides = stridesOf(shape), atStrides = stridesOf(at), targets;
+  int64_t u = 0;
+  for (const APInt &v : given->getValues<APInt>()) {
+    int64_t i = v.getSExtValue(), n = shape[size_t(*axis)], target = 0;
+    if (i < -n || i >= n)
+      return ctx.fail("index " + std::to_string(i) + " is out of range for axis " +
+                      std::to_string(*axis) + " of size " + std::to_string(n));
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t c = u / atStrides[size_t(d)] % at[size_t(d)];
+      if (d != *axis && c >= shape[size_t(d)])
+        return ctx.fail("indices' dim " + std::to_string(d) + " is larger than data's");
+      target += (d == *axis ? (i < 0 ? i + n : i) : c) * strides[size_t(d)];
+    }
+    targets.push_back(target);
+    ++u;
+  }
+  return scatterAt(ctx, targets);
+}
+
 LogicalResult convertGatherElements(NodeContext &ctx) {
   auto type = ctx.inputType(0);
   auto data = ctx.input(0), indices = ctx.input(1);
@@ -807,6 +967,8 @@ const OpConverter kConverters[] = {
     {"CumSum", 11, convertCumSum},
     {"GatherND", 12, convertGatherND},
     {"GatherElements", 11, convertGatherElements},
+    {"ScatterND", 11, convertScatterND},
+    {"ScatterElements", 11, convertScatterElements},
     {"Constant", 13, convertConstant},
     {"ConstantOfShape", 13, convertConstantOfShape},
     {"Shape", 13, convertShape},

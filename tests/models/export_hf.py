@@ -15,7 +15,9 @@ the older exporter (dynamo=False). minilm.onnx is a sentence-embedding model
 as sentence-transformers packages one (mean pooling, L2 normalisation;
 dynamic batch and sequence), vit_packaged.onnx (and vit_packaged_legacy.onnx
 by the older exporter) a ViT classifier called with
-interpolate_pos_encoding=True.
+interpolate_pos_encoding=True. bart.onnx (BartModel), whisper_audio.onnx
+(WhisperForAudioClassification on 8 mel bins) and mistral.onnx
+(MistralForCausalLM, sliding window 4) have a dynamic batch too.
 For GPT-2 and Llama, <name>_train/ holds three batches of token ids and the
 losses PyTorch's AdamW reaches on them, which CI replays with dtc. These are the committed fixtures
 of tests/models/exported_models.py; CI does not need torch to use them.
@@ -189,6 +191,30 @@ def main():
                           os.path.join(out, "vit_packaged_legacy.onnx"), dynamo=False,
                           opset_version=17, input_names=["pixel_values"],
                           output_names=["logits"], dynamic_axes={"pixel_values": {0: "batch"}})
+    # Encoder-decoder, audio and sliding-window models: BART's decoder
+    # inputs are its input ids shifted right (ScatterND, ScatterElements),
+    # Whisper's encoder convolves log-mel frames, Mistral's attention keeps
+    # a sliding window.
+    torch.manual_seed(0)  # each model's weights whatever is exported before it
+    bart = transformers.BartModel(transformers.BartConfig(
+        vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_position_embeddings=16, use_cache=False)).eval()
+    export(bart, (torch.randint(0, 64, (2, 8)),), ["input_ids"], os.path.join(out, "bart.onnx"))
+    torch.manual_seed(0)  # each model's weights whatever is exported before it
+    whisper = transformers.WhisperForAudioClassification(transformers.WhisperConfig(
+        vocab_size=64, d_model=32, encoder_layers=2, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8,
+        max_source_positions=16, num_labels=3)).eval()
+    export(whisper, (torch.randn(2, 8, 32),), ["input_features"],
+           os.path.join(out, "whisper_audio.onnx"))
+    torch.manual_seed(0)  # each model's weights whatever is exported before it
+    mistral = transformers.MistralForCausalLM(transformers.MistralConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+        sliding_window=4, use_cache=False)).eval()
+    export(mistral, (torch.randint(0, 64, (2, 8)),), ["input_ids"],
+           os.path.join(out, "mistral.onnx"))
     print("torch", torch.__version__, "transformers", transformers.__version__)
 
 

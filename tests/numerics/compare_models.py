@@ -5,7 +5,7 @@ Usage:
     python3 tests/numerics/compare_models.py --dtc build/bin/dtc [--keep DIR]
 
 Generates mlp, gpt and cnn (tests/models/generate.py) into a temporary
-directory, takes GPT-2, Llama, BERT, ViT, ResNet, a MiniLM and a packaged ViT as PyTorch exports them (committed in
+directory, takes GPT-2, Llama, BERT, ViT, ResNet, a MiniLM, a packaged ViT, BART, Whisper's encoder and Mistral as PyTorch exports them (committed in
 tests/models/exported/), and for two shapes of each: draws inputs (fixed seed), compiles the
 model with `dtc compile`, runs the plan with `dtc run` at --threads 1 and 2,
 once with inputs and outputs as ONNX TensorProto files (input_<i>.pb) and
@@ -85,6 +85,12 @@ def cases(rng):
         # both exporters (the older one: Pow and a bicubic Resize).
         "vit_packaged": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
         "vit_packaged_legacy": [("batch=3", ["batch=3"], {"pixel_values": image(3)})],
+        # BART (decoder inputs shifted right: ScatterND, ScatterElements),
+        # Whisper's audio encoder, Mistral's sliding-window attention.
+        "bart": [("batch=3", ["batch=3"], {"input_ids": rng.randint(0, 64, (3, 8))})],
+        "whisper_audio": [("batch=3", ["batch=3"],
+                           {"input_features": rng.standard_normal((3, 8, 32)).astype(np.float32)})],
+        "mistral": [("batch=3", ["batch=3"], {"input_ids": rng.randint(0, 64, (3, 8))})],
     }
 
 

@@ -307,6 +307,20 @@ def make_cases(seed=0):
     add(Case("top_k 3 of 6 along axis 1",
              [N("TopK", ["A", "k"], ["Y", "I"], axis=1)],
              {"A": distinct(2, 6, 3)}, consts={"k": np.array([3], np.int64)}))
+    # ScatterND / ScatterElements with constant indices: a gather of the
+    # updates where written (data's gradient masked), scatter_add for add,
+    # layers of max for a position written twice.
+    add(Case("scatter_nd rows of a parameter by updates",
+             [N("ScatterND", ["A", "i", "U"])], {"A": rand(4, 3), "U": rand(2, 3)},
+             consts={"i": np.array([[3], [1]], np.int64)}))
+    add(Case("scatter_elements add along axis 1",
+             [N("ScatterElements", ["A", "i", "U"], axis=1, reduction="add")],
+             {"A": rand(2, 4), "U": rand(2, 3)},
+             consts={"i": np.array([[0, 2, 2], [3, 1, 0]], np.int64)}))
+    add(Case("scatter_elements max, a position written twice",
+             [N("ScatterElements", ["A", "i", "U"], axis=0, reduction="max")],
+             {"A": distinct(3, 2), "U": distinct(2, 2) + 0.05},
+             consts={"i": np.array([[1, 0], [1, 2]], np.int64)}))
     # Attention (opset 23): matmuls, softmax, the mask and the causal triangle.
     add(Case("attention 4-D grouped-query causal softcap",
              [N("Attention", ["Q", "K", "V"], is_causal=1, softcap=2.0)],
