@@ -226,6 +226,20 @@ def simulated(args, work):
         versus = re.search(r"a step of ([0-9.]+ m?s), parameter servers ([0-9.]+ m?s)", out)
         print(f"  {name:<40} step {step}" +
               (f"  (the same with all-reduce: {versus.group(1)})" if versus else ""))
+    # What --sync auto picks given 128 server ranks and local SGD every 4
+    # steps allowed: parameter servers here, the all-reduce on the dense
+    # 1.3B GPT above.
+    for title, model, extra in [("the sparse embedding", sparse, []),
+                                ("the 1.3B GPT, 8 micro-batches", gpt,
+                                 ["--micro-batches", "8", "--recompute", "full"])]:
+        plan = os.path.join(work, "sync-auto.dtcp")
+        out = run([args.dtc, "compile", model, "--train", "--preset", "a100-80g", "--dp", "64",
+                   "--zero", "0", *extra, "--sync", "auto", "--servers", "128",
+                   "--average-every", "4", "-o", plan])
+        note = re.search(r"synchronisation: (.*) chosen by --sync auto \(predicted step: (.*)\)",
+                         out)
+        print(f"  --sync auto --servers 128 --average-every 4 on {title}: {note.group(1)} "
+              f"({note.group(2)})")
     # What --compress-gradients auto picks, here and where the network is
     # the limit: the same A100 nodes joined by 10 Gb/s Ethernet (1.25 GB/s
     # a GPU), one sample a GPU.

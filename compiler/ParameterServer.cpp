@@ -174,8 +174,8 @@ struct ParameterServer : impl::ParameterServerBase<ParameterServer> {
       auto reduce = dyn_cast<mesh::AllReduceOp>(&op);
       if (!reduce)
         return op.emitError("--sync ps needs every weight whole on each worker (ZeRO stage "
-                            "0), but this gradient is ")
-               << op.getName() << "d: use --zero 0";
+                            "0), but this gradient is reduced by ")
+               << op.getName() << ": use --zero 0";
       ownOf[reduce.getResult()] = reduce.getInput();
       reductions.push_back(reduce);
     }

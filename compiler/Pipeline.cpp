@@ -664,7 +664,9 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
   return failure();
 }
 
-LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
+/// One --sync mode's compile: --compress-gradients auto's choice among
+/// compressions, or the one given.
+LogicalResult compileWithSync(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
   if (options.parallel.compressGradients != "auto")
     return compileWithCompression(module, plan, options);
   // --compress-gradients auto: each choice compiled (none, bf16, PowerSGD
@@ -711,6 +713,83 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
   std::string note = "gradient compression: " + best->mode +
                      " chosen by --compress-gradients auto (predicted step: " +
                      llvm::join(figures, ", ") + ")";
+  return keep(module, *best, plan, note);
+}
+
+LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
+  if (!options.training || options.parallel.sync != "auto")
+    return compileWithSync(module, plan, options);
+  // --sync auto: the all-reduce and each mode the user has allowed
+  // resources or terms for, compiled and simulated on the plan's cluster,
+  // the fastest kept. Synchronous parameter servers (the same updates as
+  // the all-reduce) need --servers K, the ranks they run on; local SGD
+  // (another trajectory) needs --average-every H, the drift the user
+  // accepts; asynchronous servers need --staleness. Which pays is the cost
+  // model's to say (docs/parameter-servers.md).
+  std::string error;
+  std::optional<cost::Cluster> cluster = options.parallel.loadCluster(error);
+  if (!cluster)
+    return module.emitError(error);
+  struct Choice {
+    std::string sync, label;
+  };
+  std::vector<Choice> choices{{"", "all-reduce"}};
+  if (options.parallel.servers > 0)
+    choices.push_back({"ps", std::to_string(options.parallel.servers) +
+                                 (options.parallel.servers == 1 ? " parameter server"
+                                                                : " parameter servers") +
+                                 (options.parallel.staleness > 0
+                                      ? " (staleness " + std::to_string(options.parallel.staleness) +
+                                            ")"
+                                      : "")});
+  if (options.parallel.averageEvery > 0)
+    choices.push_back({"local", "local SGD averaging every " +
+                                    std::to_string(options.parallel.averageEvery) + " steps"});
+  std::optional<Candidate> best;
+  std::vector<std::string> figures;
+  std::vector<Diagnostic> firstFailure;
+  for (const Choice &choice : choices) {
+    CompileOptions o = options;
+    o.parallel.sync = choice.sync;
+    // Parameter servers and local SGD keep whole weights on each worker:
+    // ZeRO, unless pinned, is not searched for them.
+    if (!choice.sync.empty() && o.parallel.zero < 0)
+      o.parallel.zero = 0;
+    Candidate candidate{module.clone(), choice.label, {}, 0, 0, {}, {}};
+    LogicalResult compiled = failure();
+    std::string why;
+    {
+      ThreadDiagnosticHandler hold(module.getContext(), [&](Diagnostic &d) {
+        if (why.empty() && d.getSeverity() == DiagnosticSeverity::Error)
+          why = d.str();
+        candidate.held.push_back(std::move(d));
+        return success();
+      });
+      compiled = compileWithSync(*candidate.module, candidate.plan, o);
+    }
+    if (failed(compiled)) {
+      if (firstFailure.empty())
+        firstFailure = std::move(candidate.held);
+      figures.push_back(candidate.mode + " failed: " + why);
+      continue;
+    }
+    predict(candidate, *cluster);
+    figures.push_back(candidate.mode + " " + plan::formatSeconds(candidate.step));
+    if (!best || (candidate.step > 0 && candidate.step < best->step))
+      best = std::move(candidate);
+  }
+  if (!best) {
+    for (Diagnostic &d : firstFailure)
+      module.getContext()->getDiagEngine().emit(std::move(d));
+    return failure();
+  }
+  for (Diagnostic &d : best->held)
+    module.getContext()->getDiagEngine().emit(std::move(d));
+  std::string note = "synchronisation: " + best->mode + " chosen by --sync auto (predicted step: " +
+                     llvm::join(figures, ", ") + ")";
+  if (choices.size() == 1)
+    note += "; give --servers K to compare K parameter servers, --average-every H to compare "
+            "local SGD";
   return keep(module, *best, plan, note);
 }
 

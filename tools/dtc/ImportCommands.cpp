@@ -169,9 +169,11 @@ void addTrainingOptions(OptionParser &parser, bool &train, TrainingOptions &t) {
       "--ignore-index needs a number");
 }
 
-/// --preset / --cluster as given to compile.
+/// --preset / --cluster as given to compile, and whether --servers and
+/// --average-every were (--sync auto compares only what the user allowed).
 struct ClusterChoice {
   std::string preset, file;
+  bool serversGiven = false, averageEveryGiven = false;
 };
 
 /// compile's options of how to split the work.
@@ -193,15 +195,25 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
            "'";
   });
   parser.value("--sync", [&](const std::string &v) -> std::string {
-    if (v != "allreduce" && v != "local" && v != "federated" && v != "ps")
-      return "--sync takes allreduce, local, federated or ps, got '" + v + "'";
+    if (v != "allreduce" && v != "local" && v != "federated" && v != "ps" && v != "auto")
+      return "--sync takes allreduce, local, federated, ps or auto, got '" + v + "'";
     p.sync = v == "allreduce" ? "" : v;
     return "";
   });
-  parser.value("--average-every", countAtLeast("--average-every", p.averageEvery, 1),
-               "--average-every needs a number of steps");
-  parser.value("--servers", countAtLeast("--servers", p.servers, 1),
-               "--servers needs a number of server ranks");
+  parser.value(
+      "--average-every",
+      [&](const std::string &v) {
+        cluster.averageEveryGiven = true;
+        return countAtLeast("--average-every", p.averageEvery, 1)(v);
+      },
+      "--average-every needs a number of steps");
+  parser.value(
+      "--servers",
+      [&](const std::string &v) {
+        cluster.serversGiven = true;
+        return countAtLeast("--servers", p.servers, 1)(v);
+      },
+      "--servers needs a number of server ranks");
   parser.value("--staleness", countAtLeast("--staleness", p.staleness, 0),
                "--staleness needs a number of steps");
   parser.value("--tp", countAtLeast("--tp", p.tensorParallel, 1), "--tp needs a number");
@@ -291,7 +303,17 @@ int finishParallelOptions(ParallelOptions &p, const ClusterChoice &choice) {
   if (!p.mesh.empty() && devices % pinned != 0)
     return usageError(fmt::format("--dp and --tp pin {} devices, which do not divide the mesh's {}",
                                   pinned, devices));
-  if (!p.sync.empty()) {
+  if (p.sync == "auto") {
+    // The all-reduce and what the user allowed (compileToPlan): a mode
+    // that cannot take the other flags fails there and is left out.
+    if (p.dataParallel <= 1)
+      return usageError("--sync auto compares ways of synchronising data-parallel ranks: give "
+                        "--dp N (N > 1) as well");
+    if (!choice.serversGiven)
+      p.servers = 0;
+    if (!choice.averageEveryGiven)
+      p.averageEvery = 0;
+  } else if (!p.sync.empty()) {
     std::string sync = "--sync " + p.sync;
     if (p.dataParallel <= 1)
       return usageError(sync + (p.sync == "ps" ? " makes each data-parallel rank a worker"
@@ -314,7 +336,7 @@ int finishParallelOptions(ParallelOptions &p, const ClusterChoice &choice) {
       return usageError("--compress-gradients compresses the gradients' all-reduce, which " +
                         sync + " leaves out");
   }
-  if (p.sync != "ps" && (p.servers != 1 || p.staleness != 0))
+  if (p.sync != "ps" && p.sync != "auto" && (p.servers != 1 || p.staleness != 0))
     return usageError("--servers and --staleness are for parameter servers: give --sync ps");
   if (p.zero > 0 && p.dataParallel <= 1)
     return usageError(fmt::format("--zero {} shards optimizer state over data-parallel ranks: "

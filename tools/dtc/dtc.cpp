@@ -67,7 +67,7 @@ commands:
               rest of --devices or --mesh, if any, is still searched)
           --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
               over dp (default: searched)
-          --sync allreduce|local|federated|ps   how data-parallel ranks combine
+          --sync allreduce|local|federated|ps|auto   how data-parallel ranks combine
               their work: allreduce (default) sums the gradients every step;
               local (local SGD) lets each rank train its own replica on its
               part of the batch and averages the weights every
@@ -79,7 +79,10 @@ commands:
               gradients and pull weights; --staleness S > 0 makes it
               asynchronous, a worker at most S steps ahead of the slowest
               (default 0: synchronous, the all-reduce step's result); all
-              need --dp N, whole weights (--zero 0) and no pipeline
+              need --dp N, whole weights (--zero 0) and no pipeline; auto
+              compiles the all-reduce and what --servers K / --average-every
+              H allow (parameter servers / local SGD), simulates each on the
+              cluster and keeps the fastest
           --compress-gradients bf16|f16|powersgd[:R]   weight gradients'
               reductions travel in bf16 (or f16) between casts: half the
               bytes, losses within about 1e-3; or as PowerSGD's two rank-R
