@@ -355,6 +355,39 @@ def FuseElementwise : Pass<"dtc-fuse-elementwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def OutlineKernels : Pass<"dtc-outline-kernels", "mlir::ModuleOp"> {
+  let summary = "Each graph.fused body as a linalg kernel function in @dtc_kernels";
+  let description = [{
+    A kernel function per graph.fused op, in the nested module
+    @dtc_kernels: (inputs..., result) as memrefs, one linalg.generic over
+    the result's elements whose indexing maps broadcast the inputs (NumPy
+    rules) and whose body is the fused ops as scalar arith and math ops.
+    The fused op names it (`dtc.kernel`). A body with an op or element type
+    the generator does not cover gets no kernel; a note on @main counts
+    them and says what was missing. Before any device mapping: it lowers
+    for GPUs (dtc-kernels-to-ptx) and for the host alike.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect", "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect", "mlir::memref::MemRefDialect",
+                           "mlir::func::FuncDialect"];
+}
+
+def KernelsToPtx : Pass<"dtc-kernels-to-ptx", "mlir::ModuleOp"> {
+  let summary = "Lower dtc-outline-kernels' functions to PTX for NVIDIA GPUs";
+  let description = [{
+    On a copy of @dtc_kernels per chip: the loop over a kernel's elements
+    tiled by 256 and mapped onto blocks and threads, outlined into a
+    gpu.module and lowered through NVVM to PTX by LLVM's NVPTX back end
+    (bare-pointer parameters). Each kernel function gets `dtc.ptx`, a
+    dictionary from chip to PTX text. Needs no GPU.
+  }];
+  let options = [
+    Option<"chips", "chips", "std::string", "\"sm_80,sm_90\"",
+           "Target chips, comma-separated">,
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect"];
+}
+
 def HoistConstants : Pass<"dtc-hoist-constants", "mlir::func::FuncOp"> {
   let summary = "Mark what depends only on parameters and constants for the load-time prologue";
   let description = [{

@@ -26,3 +26,9 @@ config.substitutions.append(("%gen-models", f"{py} {src}/tests/models/generate.p
 config.substitutions.append(("%dtc-opt", os.path.join(bin_dir, "dtc-opt")))
 config.substitutions.append(("%dtc-translate", os.path.join(bin_dir, "dtc-translate")))
 config.substitutions.append(("%dtc", os.path.join(bin_dir, "dtc")))
+# The CUDA toolkit's assembler, for the PTX dtc generates (no GPU needed).
+import shutil
+ptxas = shutil.which("ptxas") or shutil.which("ptxas", path="/usr/local/cuda/bin")
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", f"{py} {src}/tests/tools/ptx_assemble.py --ptxas {ptxas}"))

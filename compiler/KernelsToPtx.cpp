@@ -1,0 +1,207 @@
+//===- KernelsToPtx.cpp - the kernel functions as PTX for NVIDIA GPUs -----===//
+//
+// dtc-outline-kernels' functions (@dtc_kernels), lowered on a copy for each
+// target chip: math functions expanded into arithmetic (KernelMath.h: no
+// device library needed), the linalg loop over the result's elements becomes a
+// parallel loop, tiled by 256 (a block of threads) and mapped onto blocks
+// and threads, outlined into a gpu.module and lowered through NVVM to PTX
+// by LLVM's NVPTX back end (bare pointers: a kernel's parameters are its
+// buffers' device addresses; what NVVM lowers to calls, like sqrt, comes
+// from the CUDA toolkit's libdevice). Each
+// kernel function gets its PTX per chip (`dtc.ptx`: chip -> text), which
+// the plan carries and the CUDA runtime loads (cuModuleLoadData). No GPU
+// or CUDA toolkit is needed here. Why: docs/gpu-kernels.md.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/KernelMath.h"
+#include "compiler/Passes.h"
+
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+
+#include <cstdlib>
+
+#include <mutex>
+
+namespace dtc {
+#define GEN_PASS_DEF_KERNELSTOPTX
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+extern "C" {
+void LLVMInitializeNVPTXTargetInfo();
+void LLVMInitializeNVPTXTarget();
+void LLVMInitializeNVPTXTargetMC();
+void LLVMInitializeNVPTXAsmPrinter();
+}
+
+namespace dtc {
+namespace {
+
+/// Threads a block: a loop's tile.
+constexpr int64_t kThreadsPerBlock = 256;
+
+/// The CUDA toolkit: $CUDA_HOME, $CUDA_PATH, the folder above nvcc's, or
+/// /usr/local/cuda; "" when none has libdevice.
+std::string cudaToolkit() {
+  for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char *path = std::getenv(var); path && *path)
+      return path;
+  if (auto nvcc = llvm::sys::findProgramByName("nvcc"))
+    return llvm::sys::path::parent_path(llvm::sys::path::parent_path(*nvcc)).str();
+  return llvm::sys::fs::exists("/usr/local/cuda") ? "/usr/local/cuda" : "";
+}
+
+/// The PTX ISA version a chip's kernels declare: 7.0 (CUDA 11.0) for
+/// sm_80, 7.8 (CUDA 11.8) for sm_90.
+int ptxVersion(const std::string &chip) { return chip >= "sm_90" ? 78 : 70; }
+
+struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
+  using KernelsToPtxBase::KernelsToPtxBase;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    KernelsToPtxBase::getDependentDialects(registry);
+    NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+    registerBuiltinDialectTranslation(registry);
+    registerGPUDialectTranslation(registry);
+    registerLLVMDialectTranslation(registry);
+    registerNVVMDialectTranslation(registry);
+  }
+
+  void runOnOperation() override {
+    static std::once_flag targets;
+    std::call_once(targets, [] {
+      LLVMInitializeNVPTXTargetInfo();
+      LLVMInitializeNVPTXTarget();
+      LLVMInitializeNVPTXTargetMC();
+      LLVMInitializeNVPTXAsmPrinter();
+    });
+    ModuleOp module = getOperation();
+    auto kernels = module.lookupSymbol<ModuleOp>("dtc_kernels");
+    if (!kernels)
+      return;
+    MLIRContext *context = &getContext();
+    std::string toolkit = cudaToolkit();
+    std::string libdevice = toolkit + "/nvvm/libdevice/libdevice.10.bc";
+    if (toolkit.empty() || !llvm::sys::fs::exists(libdevice)) {
+      kernels.emitError("generating GPU kernels needs the CUDA toolkit's libdevice "
+                        "(nvvm/libdevice/libdevice.10.bc): set CUDA_HOME to the toolkit");
+      return signalPassFailure();
+    }
+    // chip -> kernel -> PTX
+    std::map<std::string, std::map<std::string, std::string>> ptx;
+    SmallVector<std::string> chipList;
+    for (llvm::StringRef chip : llvm::split(llvm::StringRef(chips), ','))
+      if (!chip.trim().empty())
+        chipList.push_back(chip.trim().str());
+    for (const std::string &chip : chipList) {
+      OwningOpRef<ModuleOp> copy = cast<ModuleOp>(kernels->clone());
+      (*copy)->removeAttr(SymbolTable::getSymbolAttrName()); // a top-level module
+      PassManager pm(context);
+      OpPassManager &funcs = pm.nest<func::FuncOp>();
+      funcs.addPass(createConvertLinalgToParallelLoopsPass());
+      funcs.addPass(createParallelLoopTilingPass({kThreadsPerBlock}));
+      funcs.addPass(createGpuMapParallelLoopsPass());
+      pm.addPass(createLowerAffinePass());
+      pm.addPass(createParallelLoopToGpuPass());
+      pm.addPass(createLowerAffinePass());
+      pm.addPass(createCanonicalizerPass());
+      // Constants and index arithmetic into the kernel: its parameters are
+      // its buffers alone.
+      pm.addPass(createGpuLauchSinkIndexComputationsPass());
+      pm.addPass(createGpuKernelOutliningPass());
+      if (failed(pm.run(*copy))) {
+        kernels.emitError() << "mapping the kernels onto GPU threads failed";
+        return signalPassFailure();
+      }
+      // Math functions expanded inside each kernel (their constants stay
+      // there too).
+      bool expanded = true;
+      copy->walk([&](gpu::GPUModuleOp kernel) { expanded &= succeeded(expandKernelMath(kernel)); });
+      if (!expanded) {
+        kernels.emitError("expanding the kernels' math functions failed");
+        return signalPassFailure();
+      }
+      pm.clear();
+      // Each gpu.module through NVVM to PTX: sqrt, fabs and what else NVVM
+      // lowers to calls come from the CUDA toolkit's libdevice, linked in.
+      GpuNVVMAttachTargetOptions target;
+      target.chip = chip;
+      target.features = "+ptx" + std::to_string(ptxVersion(chip));
+      target.optLevel = 3;
+      std::vector<std::string> libs{libdevice};
+      target.linkLibs = libs;
+      pm.addPass(createGpuNVVMAttachTarget(target));
+      pm.addPass(createConvertSCFToCFPass());
+      pm.addPass(memref::createExpandStridedMetadataPass());
+      pm.addPass(createLowerAffinePass());
+      OpPassManager &gpu = pm.nest<gpu::GPUModuleOp>();
+      gpu.addPass(createStripDebugInfoPass());
+      ConvertGpuOpsToNVVMOpsOptions nvvm;
+      nvvm.useBarePtrCallConv = true;
+      nvvm.indexBitwidth = 64;
+      gpu.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+      gpu.addPass(createCanonicalizerPass());
+      gpu.addPass(createCSEPass());
+      gpu.addPass(createReconcileUnrealizedCastsPass());
+      GpuModuleToBinaryPassOptions binary;
+      binary.toolkitPath = toolkit;
+      binary.compilationTarget = "isa"; // PTX text
+      pm.addPass(createGpuModuleToBinaryPass(binary));
+      if (failed(pm.run(*copy))) {
+        kernels.emitError() << "lowering the kernels to PTX for " << chip << " failed";
+        return signalPassFailure();
+      }
+      // Each outlined gpu.module is named after its function: @kernel_N_kernel.
+      copy->walk([&](gpu::BinaryOp binary) {
+        std::string name = binary.getSymName().str();
+        if (llvm::StringRef(name).ends_with("_kernel"))
+          name.resize(name.size() - 7);
+        for (Attribute object : binary.getObjects())
+          if (auto o = dyn_cast<gpu::ObjectAttr>(object))
+            ptx[chip][name] = o.getObject().getValue().rtrim('\0').str();
+      });
+    }
+    for (auto func : kernels.getOps<func::FuncOp>()) {
+      SmallVector<NamedAttribute> perChip;
+      for (const std::string &chip : chipList) {
+        auto it = ptx[chip].find(func.getName().str());
+        if (it == ptx[chip].end()) {
+          func.emitError() << "no PTX for " << chip;
+          return signalPassFailure();
+        }
+        perChip.push_back(NamedAttribute(StringAttr::get(context, chip),
+                                         StringAttr::get(context, it->second)));
+      }
+      func->setAttr("dtc.ptx", DictionaryAttr::get(context, perChip));
+      // The launch: a block of threads per tile of the result's elements.
+      int64_t elements = cast<MemRefType>(func.getArgumentTypes().back()).getNumElements();
+      func->setAttr("dtc.launch",
+                    DenseI64ArrayAttr::get(context, {(elements + kThreadsPerBlock - 1) /
+                                                         kThreadsPerBlock,
+                                                     kThreadsPerBlock}));
+    }
+  }
+};
+
+} // namespace
+} // namespace dtc

@@ -1,0 +1,59 @@
+// RUN: %dtc-opt %s --pass-pipeline='builtin.module(func.func(dtc-fuse-elementwise),dtc-outline-kernels)' | FileCheck %s --check-prefix=KERNEL
+// RUN: %dtc-opt %s --pass-pipeline='builtin.module(func.func(dtc-fuse-elementwise),dtc-outline-kernels,dtc-kernels-to-ptx)' > %t.mlir
+// RUN: FileCheck %s --check-prefix=PTX < %t.mlir
+// RUN: %ptxas %t.mlir | FileCheck %s --check-prefix=ASSEMBLED
+// REQUIRES: ptxas
+
+// A bias add, GELU (erf form) and a residual add: one fused group, one
+// kernel over the result's 32 elements, the bias read at d0 mod 8; the
+// kernel reads and writes flat buffers.
+// KERNEL-DAG: #[[FLAT:.*]] = affine_map<(d0) -> (d0)>
+// KERNEL-DAG: #[[BIAS:.*]] = affine_map<(d0) -> (d0 mod 8)>
+// KERNEL-DAG: #[[MASK:.*]] = affine_map<(d0) -> (d0 mod 4 + ((d0 floordiv 4) mod 3) * 4)>
+// KERNEL-LABEL: func.func @gelu_chain
+// KERNEL: graph.fused %arg0, %arg1, %arg2 {dtc.kernel = @dtc_kernels::@kernel_0}
+// KERNEL-LABEL: func.func @masked
+// KERNEL: graph.fused {{.*}}{dtc.kernel = @dtc_kernels::@kernel_1}
+// KERNEL: module @dtc_kernels
+// KERNEL: func.func @kernel_0(%arg0: memref<32xf32>, %arg1: memref<8xf32>, %arg2: memref<32xf32>, %arg3: memref<32xf32>)
+// KERNEL: linalg.generic {indexing_maps = [#[[FLAT]], #[[BIAS]], #[[FLAT]], #[[FLAT]]], iterator_types = ["parallel"]}
+// KERNEL: arith.addf
+// KERNEL: math.erf
+// KERNEL: linalg.yield
+// A mask read by a where, a bf16 cast and a tanh-form GELU: a bool input,
+// its row broadcast over [2, 3, 4] ((d0 floordiv 4) mod 3 * 4 + d0 mod 4
+// for a [3, 4] mask), casts in the body.
+// KERNEL: func.func @kernel_1(%arg0: memref<24xf32>, %arg1: memref<12xi1>, %arg2: memref<24xbf16>)
+// KERNEL: linalg.generic {indexing_maps = [#[[FLAT]], #[[MASK]], #[[FLAT]]]
+// KERNEL: math.tanh
+// KERNEL: arith.select
+// KERNEL: arith.truncf {{.*}} : f32 to bf16
+
+// Each kernel gets PTX for both chips (LLVM's NVPTX back end) whose
+// parameters are its buffers alone (constants and index arithmetic sunk
+// into the kernel; no calls left: math expanded, libdevice linked), which
+// ptxas assembles, and its launch: a block of 256 threads per 256 elements.
+// PTX: func.func @kernel_0({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.ptx = {sm_80 = "{{.*}}.target sm_80{{.*}}.entry kernel_0_kernel(\0A\09.param .u64 kernel_0_kernel_param_0,\0A\09.param .u64 kernel_0_kernel_param_1,\0A\09.param .u64 kernel_0_kernel_param_2,\0A\09.param .u64 kernel_0_kernel_param_3\0A){{.*}}", sm_90 = "{{.*}}.target sm_90
+// PTX: func.func @kernel_1({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.ptx = {sm_80 =
+// PTX-NOT: call
+// ASSEMBLED: assembled 4 kernels: sm_80 2, sm_90 2
+
+func.func @gelu_chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %r: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %half = graph.constant dense<0.5> : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %h = graph.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %s = graph.mul %h, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %e = graph.erf %s : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %p = graph.add %e, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %g = graph.mul %h, %p : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %o = graph.add %g, %r : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %o : tensor<4x8xf32>
+}
+
+func.func @masked(%m: tensor<3x4xi1>, %x: tensor<2x3x4xf32>) -> tensor<2x3x4xbf16> {
+  %zero = graph.constant dense<0.0> : tensor<f32>
+  %g = graph.gelu %x {approximate = "tanh"} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %w = graph.where %m, %g, %zero : (tensor<3x4xi1>, tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  %c = graph.cast %w : (tensor<2x3x4xf32>) -> tensor<2x3x4xbf16>
+  return %c : tensor<2x3x4xbf16>
+}
