@@ -88,6 +88,10 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
   }
 
   void runOnOperation() override {
+    // One lowering at a time in the process (a second --recompute mode
+    // compiles on another thread): LLVM's code generators share state.
+    static std::mutex oneAtATime;
+    std::lock_guard<std::mutex> lock(oneAtATime);
     static std::once_flag targets;
     std::call_once(targets, [] {
       LLVMInitializeNVPTXTargetInfo();

@@ -385,7 +385,14 @@ def KernelsToPtx : Pass<"dtc-kernels-to-ptx", "mlir::ModuleOp"> {
     Option<"chips", "chips", "std::string", "\"sm_80,sm_90\"",
            "Target chips, comma-separated">,
   ];
-  let dependentDialects = ["mlir::gpu::GPUDialect"];
+  // Every dialect the lowering meets: loading one while another thread
+  // compiles (--recompute auto) would race, so they load up front.
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
+                           "mlir::LLVM::LLVMDialect", "mlir::scf::SCFDialect",
+                           "mlir::cf::ControlFlowDialect", "mlir::affine::AffineDialect",
+                           "mlir::index::IndexDialect", "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect", "mlir::math::MathDialect",
+                           "mlir::linalg::LinalgDialect", "mlir::func::FuncDialect"];
 }
 
 def HoistConstants : Pass<"dtc-hoist-constants", "mlir::func::FuncOp"> {

@@ -106,6 +106,10 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   fpm.addPass(createHoistConstants(hoist));
   fpm.addPass(createScheduleForMemory());
   fpm.addPass(createAssignBuffers());
+  if (options.parallel.backend == "cuda") {
+    pm.addPass(createOutlineKernels());
+    pm.addPass(createKernelsToPtx());
+  }
 }
 
 namespace {
@@ -175,6 +179,9 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                              llvm::cl::init("cpu-local")};
   Option<std::string> cluster{*this, "cluster", llvm::cl::desc("Cluster file (JSON)"),
                               llvm::cl::init("")};
+  Option<std::string> backend{*this, "backend",
+                              llvm::cl::desc("cuda: elementwise groups as GPU kernels too"),
+                              llvm::cl::init("")};
   Option<std::string> sync{*this, "sync",
                            llvm::cl::desc("local: data-parallel replicas averaged every "
                                           "average-every steps; federated: FedAvg clients "
@@ -224,6 +231,7 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     p.clusterFile = cluster;
     p.compressGradients = compressGradients;
     p.sync = sync;
+    p.backend = backend;
     p.averageEvery = averageEvery;
     p.servers = servers;
     p.staleness = staleness;

@@ -747,8 +747,32 @@ private:
     return success();
   }
 
+  /// The GPU kernel dtc-kernels-to-ptx made of `fused`, if any.
+  void setGpuKernel(graph::FusedOp fused, plan::Instruction &inst) {
+    auto name = fused->getAttrOfType<SymbolRefAttr>("dtc.kernel");
+    auto module = fused->getParentOfType<ModuleOp>();
+    auto kernel = name && module ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(module, name)
+                                 : func::FuncOp();
+    auto ptx = kernel ? kernel->getAttrOfType<DictionaryAttr>("dtc.ptx") : DictionaryAttr();
+    auto launch = kernel ? kernel->getAttrOfType<DenseI64ArrayAttr>("dtc.launch")
+                         : DenseI64ArrayAttr();
+    if (!ptx || !launch || launch.size() != 2)
+      return;
+    plan::GpuKernel &gpu = *inst.mutable_gpu();
+    gpu.set_entry((kernel.getName() + "_kernel").str());
+    for (NamedAttribute chip : ptx) {
+      plan::ChipCode &code = *gpu.add_code();
+      code.set_chip(chip.getName().str());
+      code.set_ptx(cast<StringAttr>(chip.getValue()).getValue().str());
+    }
+    gpu.set_grid(launch[0]);
+    gpu.set_block(launch[1]);
+  }
+
   LogicalResult emitFused(graph::FusedOp fused) {
-    plan::Elementwise *expr = addInstruction(fused, fused.getInputs()).mutable_elementwise();
+    plan::Instruction &inst = addInstruction(fused, fused.getInputs());
+    setGpuKernel(fused, inst);
+    plan::Elementwise *expr = inst.mutable_elementwise();
     Block &body = fused.getBody().front();
     llvm::DenseMap<Value, uint32_t> node;
     auto add = [&](plan::ExprOp kind, Type type) -> plan::ExprNode & {

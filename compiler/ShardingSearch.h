@@ -116,6 +116,9 @@ struct SearchResult {
 /// The devices, and what the user pinned of how work is split over them;
 /// the rest the search decides. dtc-sharding-search's options.
 struct ParallelOptions {
+  /// --backend cuda: elementwise groups also as GPU kernels (PTX) in the
+  /// plan; "" or "cpu": the CPU backend's instructions alone.
+  std::string backend;
   std::vector<int64_t> mesh; // --mesh AxB / --devices N: free axes; empty: the pins'
   int64_t dataParallel = 0;  // --dp: a mesh axis that splits the batch (0: none)
   int64_t tensorParallel = 0; // --tp: a mesh axis that splits anything but the batch

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Assembles every PTX text in an MLIR file (dtc-kernels-to-ptx's `dtc.ptx`
-attributes: `sm_80 = "..."`) with ptxas for its chip.
+attributes: `sm_80 = "..."`), or every NAME.<chip>.ptx file of a folder
+(`dtc plan PLAN --ptx DIR`), with ptxas for its chip.
 
-    python3 tests/tools/ptx_assemble.py --ptxas PTXAS FILE.mlir
+    python3 tests/tools/ptx_assemble.py --ptxas PTXAS FILE.mlir|DIR
 
 Prints `assembled N kernels: sm_80 N, sm_90 N` and exits 0, or names the
 kernel ptxas refused (its message) and exits 1. No file: exit 1 too.
@@ -21,12 +22,18 @@ def main():
     ap.add_argument("--ptxas", required=True)
     ap.add_argument("mlir")
     args = ap.parse_args()
-    text = open(args.mlir).read()
+    if os.path.isdir(args.mlir):
+        texts = [(re.search(r"\.(sm_[0-9]+)\.ptx$", name).group(1),
+                  open(os.path.join(args.mlir, name)).read())
+                 for name in sorted(os.listdir(args.mlir)) if name.endswith(".ptx")]
+    else:
+        text = open(args.mlir).read()
+        texts = [(m.group(1), re.sub(r"\\([0-9A-Fa-f]{2})", lambda e: chr(int(e.group(1), 16)),
+                                     m.group(2)))
+                 for m in re.finditer(r'(sm_[0-9]+) = "((?:[^"\\]|\\.)*)"', text)]
     found = collections.Counter()
     with tempfile.TemporaryDirectory() as tmp:
-        for i, m in enumerate(re.finditer(r'(sm_[0-9]+) = "((?:[^"\\]|\\.)*)"', text)):
-            chip = m.group(1)
-            ptx = re.sub(r"\\([0-9A-Fa-f]{2})", lambda e: chr(int(e.group(1), 16)), m.group(2))
+        for i, (chip, ptx) in enumerate(texts):
             path = os.path.join(tmp, f"k{i}.ptx")
             open(path, "w").write(ptx.rstrip("\0") + "\n")
             run = subprocess.run([args.ptxas, f"-arch={chip}", path, "-o", path + ".cubin"],

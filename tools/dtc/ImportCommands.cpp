@@ -194,6 +194,12 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
     return "--compress-gradients takes bf16, f16, powersgd, powersgd:R or auto, got '" + v +
            "'";
   });
+  parser.value("--backend", [&](const std::string &v) -> std::string {
+    if (v != "cpu" && v != "cuda")
+      return "--backend takes cpu or cuda, got '" + v + "'";
+    p.backend = v;
+    return "";
+  });
   parser.value("--sync", [&](const std::string &v) -> std::string {
     if (v != "allreduce" && v != "local" && v != "federated" && v != "ps" && v != "auto")
       return "--sync takes allreduce, local, federated, ps or auto, got '" + v + "'";

@@ -9,6 +9,8 @@
 #include "plan/PlanReport.h"
 #include "plan/PlanSummary.h"
 
+#include "llvm/Support/FileSystem.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -63,16 +65,47 @@ plan::Timeline timelineOf(const plan::Plan &plan, const cost::Simulation &sim) {
   return timeline;
 }
 
+/// --ptx DIR: every GPU kernel of the plan (dtc compile --backend cuda) as
+/// DIR/program<P>-<part><I>-<entry>.<chip>.ptx, for ptxas or reading.
+int writePtx(const plan::Plan &plan, const std::string &dir) {
+  std::error_code ec = llvm::sys::fs::create_directories(dir);
+  if (ec)
+    return failure(dir + ": " + ec.message());
+  int files = 0, kernels = 0;
+  for (int p = 0; p < plan.ranks_size(); ++p)
+    for (const auto &[part, list] :
+         {std::pair("prologue", &plan.ranks(p).prologue()),
+          std::pair("instruction", &plan.ranks(p).instructions())})
+      for (int i = 0; i < list->size(); ++i) {
+        const plan::Instruction &inst = list->Get(i);
+        if (!inst.has_gpu())
+          continue;
+        ++kernels;
+        for (const plan::ChipCode &code : inst.gpu().code()) {
+          std::string file = fmt::format("{}/program{}-{}{}-{}.{}.ptx", dir, p, part, i,
+                                         inst.gpu().entry(), code.chip());
+          if (int rc = writeOutput(file, code.ptx()))
+            return rc;
+          ++files;
+        }
+      }
+  if (kernels == 0)
+    return failure("the plan has no GPU kernels: compile it with --backend cuda");
+  fmt::print("wrote {} PTX files of {} kernels to {}\n", files, kernels, dir);
+  return 0;
+}
+
 } // namespace
 
 int runPlan(const Args &args) {
   std::string path, output = "-", format = "text";
-  std::string html;
+  std::string html, ptx;
   bool full = false, json = false, explain = false;
   OptionParser parser("plan", "plan file", path);
   parser.text("-o", output);
   parser.text("--format", format);
   parser.text("--html", html);
+  parser.text("--ptx", ptx);
   parser.flag("--full", full);
   parser.flag("--json", json);
   parser.flag("--explain", explain);
@@ -82,14 +115,16 @@ int runPlan(const Args &args) {
     return usageError("plan needs a plan file: dtc plan PLAN.dtcp");
   if (format != "text")
     return usageError("plan: --format " + format + " is not supported (text is)");
-  if (int(full) + int(json) + int(explain) + int(!html.empty()) > 1)
-    return usageError("plan takes one of --full, --json, --explain and --html FILE");
+  if (int(full) + int(json) + int(explain) + int(!html.empty()) + int(!ptx.empty()) > 1)
+    return usageError("plan takes one of --full, --json, --explain, --html FILE and --ptx DIR");
   plan::Plan plan;
   std::string error;
   if (!plan::loadPlan(path, plan, error))
     return failure(error);
   if (full)
     return writeOutput(output, printPlan(plan));
+  if (!ptx.empty())
+    return writePtx(plan, ptx);
   if (explain)
     return writeOutput(output, plan::explainText(plan));
   plan::PlanSummary summary = plan::summarizePlan(plan);
