@@ -1,5 +1,6 @@
 //===- RunCommand.cpp - dtc run -------------------------------------------===//
 #include "tools/dtc/Commands.h"
+#include "runtime/cuda/CudaDriver.h"
 #include "tools/dtc/OptionParser.h"
 #include "tools/dtc/RankLauncher.h"
 #include "tools/dtc/TrainCommand.h"
@@ -458,7 +459,12 @@ int runRun(const Args &args) {
   bool &profile = options.profile;
   TrainRunOptions &train = options.train;
   int ranks = 0; // -n; 0: not given
+  std::string backend = "cpu";
   OptionParser parser("run", "plan", planPath);
+  parser.value("--backend", [&](const std::string &v) -> std::string {
+    backend = v;
+    return v == "cpu" || v == "cuda" ? "" : "--backend takes cpu or cuda, got '" + v + "'";
+  });
   parser.value(
       "-n",
       [&](const std::string &v) -> std::string {
@@ -569,6 +575,21 @@ int runRun(const Args &args) {
   std::string error;
   if (!plan::loadPlan(planPath, plan, error))
     return failure(error);
+  if (backend == "cuda") {
+    // The plan must carry GPU kernels, and the machine a usable GPU; the
+    // executor that launches them is the next step of the CUDA backend.
+    bool kernels = false;
+    for (const plan::RankProgram &program : plan.ranks())
+      for (const plan::Instruction &inst : program.instructions())
+        kernels |= inst.has_gpu();
+    if (!kernels)
+      return failure(planPath + " has no GPU kernels: compile it with --backend cuda");
+    std::string why;
+    if (runtime::cuda::usableGpus(why) == 0)
+      return failure("--backend cuda: no usable NVIDIA GPU: " + why);
+    return failure("--backend cuda: this dtc cannot launch GPU kernels yet (the CUDA "
+                   "executor is not built); run the plan on the CPU with --backend cpu");
+  }
   bool generated = plan.model().rfind("gpt:", 0) == 0; // parameters are drawn, not read
   if (model.empty() && !generated && readsModel(plan) && !isFile(plan.model()))
     return failure(planPath + ": the model it was compiled from, '" + plan.model() +

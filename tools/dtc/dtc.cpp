@@ -67,6 +67,9 @@ commands:
               rest of --devices or --mesh, if any, is still searched)
           --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
               over dp (default: searched)
+          --backend cpu|cuda   cuda: every elementwise group also as a GPU
+              kernel generated through MLIR (PTX for sm_80 and sm_90, in the
+              plan; dtc plan --ptx DIR writes them)
           --sync allreduce|local|federated|ps|auto   how data-parallel ranks combine
               their work: allreduce (default) sums the gradients every step;
               local (local SGD) lets each rank train its own replica on its
@@ -105,7 +108,7 @@ commands:
           --preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json
               the cluster the plan is costed on (default cpu-local)
 
-  plan PLAN.dtcp [-o FILE] [--full | --json | --explain | --html PAGE.html]
+  plan PLAN.dtcp [-o FILE] [--full | --json | --explain | --html PAGE.html | --ptx DIR]
         Show a plan on a screen or two: mesh, pipeline, training, the
         parameters with repeated layers collapsed ("h.*.attn.q.weight ...
         * = 0-95") and how each is split, communication per step by kind,
@@ -113,6 +116,8 @@ commands:
         decision the compiler made. --full adds inputs, outputs and each
         rank's instructions and buffers; --json writes the summary, every
         parameter listed, as JSON (docs/plan-summary.md: the schema);
+        --ptx DIR writes the GPU kernels of a plan compiled with --backend
+        cuda, one NAME.<chip>.ptx per kernel and chip;
         --explain what the search compared and why this plan won (mesh
         shapes and roles with their predicted steps, pipeline stage counts,
         micro-batches, recomputation, memory);
@@ -122,8 +127,10 @@ commands:
 
   run PLAN.dtcp [-n RANKS] [--inputs DIR] [--outputs DIR] [--threads N]
                 [--model MODEL.onnx] [--output-format pb|npy] [--repeat N] [--profile]
-                [--trace FILE.json] [--check [--rtol X] [--atol X]]
-        Run a plan on this machine's CPU. Inputs are read from DIR as
+                [--trace FILE.json] [--check [--rtol X] [--atol X]] [--backend cpu|cuda]
+        Run a plan on this machine's CPU (--backend cuda: on NVIDIA GPUs, not
+        built yet: it checks for a plan with GPU kernels and a usable GPU,
+        and says which is missing). Inputs are read from DIR as
         input_<i>.pb / input_<i>.npy (ONNX test-suite layout) or
         <name>.pb / <name>.npy; outputs are written as output_<i>.pb (or
         .npy). In an ONNX test-data folder, output_<i>.pb beside the inputs
