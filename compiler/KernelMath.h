@@ -16,7 +16,8 @@
 namespace dtc {
 
 /// Expands the math ops under `root` (in place) into arith and polynomial
-/// approximations (fused multiply-adds as a multiply and an add).
+/// approximations (fused multiply-adds as a multiply and an add), bf16 and
+/// f16 ones computed in f32.
 mlir::LogicalResult expandKernelMath(mlir::Operation *root);
 
 } // namespace dtc

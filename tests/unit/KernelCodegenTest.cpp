@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/KernelMath.h"
 #include "compiler/PlanEmitter.h"
+#include "compiler/Pipeline.h"
+#include "frontends/gpt/GptGenerator.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "tools/Registration.h"
@@ -75,6 +77,19 @@ std::vector<char> randomOf(const dtc::plan::TensorType &t, std::mt19937 &rng, bo
     case dtc::plan::BOOL:
       bytes[size_t(i)] = char(rng() % 2);
       break;
+    case dtc::plan::BF16: { // a float's upper half
+      float v = real(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      uint16_t half = uint16_t(bits >> 16);
+      std::memcpy(&bytes[size_t(i * 2)], &half, 2);
+      break;
+    }
+    case dtc::plan::I32: {
+      int32_t v = int32_t(rng() % 11) - 5;
+      std::memcpy(&bytes[size_t(i * 4)], &v, 4);
+      break;
+    }
     default:
       ADD_FAILURE() << "no random inputs of dtype " << int(t.dtype());
     }
@@ -88,71 +103,61 @@ struct Case {
   std::vector<int> positive; // inputs that must be > 0
 };
 
-void checkCase(const Case &c) {
-  SCOPED_TRACE(c.name);
-  DialectRegistry registry;
-  dtc::registerAllDialects(registry);
-  dtc::registerAllPasses();
-  static bool upstream = (mlir::registerAllPasses(), true); // the host lowering's
-  (void)upstream;
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  MLIRContext context(registry);
-  std::string text = "func.func @main" + c.signature + " {\n" + c.body + "\n}";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << text;
-  PassManager pm(&context);
-  ASSERT_TRUE(succeeded(parsePassPipeline(
-      "func.func(dtc-fuse-elementwise,dtc-assign-buffers),dtc-outline-kernels",
-      pm)));
-  ASSERT_TRUE(succeeded(pm.run(*module)));
-  // The CPU backend's side: the plan's elementwise instruction.
-  dtc::plan::Plan plan;
-  ASSERT_TRUE(succeeded(dtc::emitPlan(*module, plan)));
-  const dtc::plan::RankProgram &program = plan.ranks(0);
-  const dtc::plan::Instruction *inst = nullptr;
-  for (const dtc::plan::Instruction &i : program.instructions())
-    if (i.has_elementwise())
-      inst = &i;
-  ASSERT_NE(inst, nullptr) << "no elementwise instruction";
+/// The host-lowered kernels of `module`'s @dtc_kernels, JIT-compiled.
+std::unique_ptr<ExecutionEngine> hostKernels(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  auto kernels = module.lookupSymbol<ModuleOp>("dtc_kernels");
+  EXPECT_TRUE(kernels);
+  if (!kernels)
+    return nullptr;
+  OwningOpRef<ModuleOp> host = cast<ModuleOp>(kernels->clone());
+  (*host)->removeAttr(SymbolTable::getSymbolAttrName());
+  for (auto func : host->getOps<func::FuncOp>()) {
+    func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(context));
+    func->removeAttr("dtc.ptx");
+    func->removeAttr("dtc.launch");
+  }
+  EXPECT_TRUE(succeeded(dtc::expandKernelMath(*host)));
+  PassManager lower(context);
+  EXPECT_TRUE(succeeded(parsePassPipeline(
+      "func.func(convert-linalg-to-loops),lower-affine,convert-scf-to-cf,"
+      "convert-math-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,"
+      "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,"
+      "reconcile-unrealized-casts",
+      lower)));
+  EXPECT_TRUE(succeeded(lower.run(*host)));
+  auto engine = ExecutionEngine::create(*host);
+  EXPECT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  return engine ? std::move(*engine) : nullptr;
+}
+
+/// Runs instruction `inst` of `program` both ways on random inputs (those
+/// in `positive` above 0) and compares: the worst relative error of fp32
+/// results; of bf16 results, scaled so that one bf16 rounding step (2^-7
+/// relative) counts as 1e-4; 0, or -1 when integer or bool results differ.
+double compareKernel(ExecutionEngine &engine, const std::string &kernel,
+                     const dtc::plan::RankProgram &program, const dtc::plan::Instruction &inst,
+                     const std::vector<int> &positive, std::mt19937 &rng) {
   std::vector<dtc::plan::TensorType> inTypes, outTypes;
-  for (uint32_t b : inst->inputs())
+  for (uint32_t b : inst.inputs())
     inTypes.push_back(program.buffers(int(b)).type());
-  outTypes.push_back(program.buffers(int(inst->outputs(0))).type());
+  outTypes.push_back(program.buffers(int(inst.outputs(0))).type());
   std::string error;
-  auto cpu = dtc::runtime::cpu::makeKernel(*inst, inTypes, outTypes, error);
-  ASSERT_TRUE(cpu) << error;
-  std::mt19937 rng(7);
+  auto cpu = dtc::runtime::cpu::makeKernel(inst, inTypes, outTypes, error);
+  EXPECT_TRUE(cpu) << error;
+  if (!cpu)
+    return -1;
   std::vector<std::vector<char>> inputs;
   for (size_t i = 0; i < inTypes.size(); ++i)
     inputs.push_back(randomOf(inTypes[i], rng,
-                              std::count(c.positive.begin(), c.positive.end(), int(i)) > 0));
+                              std::count(positive.begin(), positive.end(), int(i)) > 0));
   std::vector<char> expected(size_t(count(outTypes[0]) * bytesOf(outTypes[0].dtype())));
   std::vector<const void *> in;
   for (auto &v : inputs)
     in.push_back(v.data());
   void *out[] = {expected.data()};
   dtc::runtime::cpu::ThreadPool pool(1);
-  ASSERT_TRUE(cpu->run(in.data(), out, pool, error)) << error;
-
-  // The generated kernel's side, lowered for the host.
-  auto kernels = module->lookupSymbol<ModuleOp>("dtc_kernels");
-  ASSERT_TRUE(kernels);
-  OwningOpRef<ModuleOp> host = cast<ModuleOp>(kernels->clone());
-  (*host)->removeAttr(SymbolTable::getSymbolAttrName());
-  for (auto func : host->getOps<func::FuncOp>())
-    func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(&context));
-  ASSERT_TRUE(succeeded(dtc::expandKernelMath(*host)));
-  PassManager lower(&context);
-  ASSERT_TRUE(succeeded(parsePassPipeline(
-      "func.func(convert-linalg-to-loops),lower-affine,convert-scf-to-cf,"
-      "convert-math-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,"
-      "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,"
-      "reconcile-unrealized-casts",
-      lower)));
-  ASSERT_TRUE(succeeded(lower.run(*host)));
-  auto engine = ExecutionEngine::create(*host);
-  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  EXPECT_TRUE(cpu->run(in.data(), out, pool, error)) << error;
   std::vector<char> actual(expected.size(), 0);
   // Each buffer as a 1-D strided memref descriptor (the C interface).
   std::vector<StridedMemRefType<char, 1>> descriptors;
@@ -172,28 +177,73 @@ void checkCase(const Case &c) {
     pointers.push_back(&d);
   for (auto &p : pointers)
     args.push_back(&p);
-  llvm::Error run = (*engine)->invokePacked("_mlir_ciface_kernel_0", args);
-  ASSERT_FALSE(bool(run)) << llvm::toString(std::move(run));
-
+  llvm::Error run = engine.invokePacked("_mlir_ciface_" + kernel, args);
+  EXPECT_FALSE(bool(run)) << llvm::toString(std::move(run));
   int64_t n = count(outTypes[0]);
-  if (outTypes[0].dtype() != dtc::plan::F32) {
-    EXPECT_EQ(actual, expected);
-    std::printf("%-22s %5lld elements, %s\n", c.name.c_str(), static_cast<long long>(n),
-                actual == expected ? "equal" : "differ");
-    return;
-  }
+  dtc::plan::DType type = outTypes[0].dtype();
+  if (type != dtc::plan::F32 && type != dtc::plan::BF16)
+    return actual == expected ? 0 : -1;
+  // bf16: the f32 before the rounding may differ in its last bits, which
+  // can move the result by one bf16 step.
+  auto element = [&](const std::vector<char> &v, int64_t i) {
+    float f = 0;
+    if (type == dtc::plan::F32) {
+      std::memcpy(&f, &v[size_t(i * 4)], 4);
+    } else {
+      uint16_t half;
+      std::memcpy(&half, &v[size_t(i * 2)], 2);
+      uint32_t bits = uint32_t(half) << 16;
+      std::memcpy(&f, &bits, 4);
+    }
+    return f;
+  };
+  double scale = type == dtc::plan::BF16 ? 1e-4 / 0.0078125 : 1.0;
   double worst = 0;
   for (int64_t i = 0; i < n; ++i) {
-    float a, e;
-    std::memcpy(&a, &actual[size_t(i * 4)], 4);
-    std::memcpy(&e, &expected[size_t(i * 4)], 4);
-    double err = std::abs(double(a) - double(e)) / std::max(std::abs(double(e)), 0.5);
-    worst = std::max(worst, err);
-    ASSERT_TRUE(std::isfinite(a) == std::isfinite(e)) << "element " << i << ": " << a << " vs " << e;
+    float a = element(actual, i), e = element(expected, i);
+    if (std::isnan(a) && std::isnan(e))
+      continue; // both undefined alike (a square root of a random negative)
+    if (std::isfinite(a) != std::isfinite(e))
+      return INFINITY;
+    if (std::isfinite(e))
+      worst = std::max(worst, scale * std::abs(double(a) - double(e)) /
+                                  std::max(std::abs(double(e)), 0.5));
   }
-  EXPECT_LE(worst, 1e-4) << "worst relative error over " << n << " elements";
-  std::printf("%-22s %5lld elements, worst relative error %.2e\n", c.name.c_str(),
-              static_cast<long long>(n), worst);
+  return worst;
+}
+
+void checkCase(const Case &c) {
+  SCOPED_TRACE(c.name);
+  DialectRegistry registry;
+  dtc::registerAllDialects(registry);
+  dtc::registerAllPasses();
+  static bool upstream = (mlir::registerAllPasses(), true); // the host lowering's
+  (void)upstream;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  std::string text = "func.func @main" + c.signature + " {\n" + c.body + "\n}";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << text;
+  PassManager pm(&context);
+  ASSERT_TRUE(succeeded(parsePassPipeline(
+      "func.func(dtc-fuse-elementwise,dtc-assign-buffers),dtc-outline-kernels", pm)));
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+  // The CPU backend's side: the plan's elementwise instruction.
+  dtc::plan::Plan plan;
+  ASSERT_TRUE(succeeded(dtc::emitPlan(*module, plan)));
+  const dtc::plan::Instruction *inst = nullptr;
+  for (const dtc::plan::Instruction &i : plan.ranks(0).instructions())
+    if (i.has_elementwise())
+      inst = &i;
+  ASSERT_NE(inst, nullptr) << "no elementwise instruction";
+  auto engine = hostKernels(*module);
+  ASSERT_TRUE(engine);
+  std::mt19937 rng(7);
+  double worst = compareKernel(*engine, "kernel_0", plan.ranks(0), *inst, c.positive, rng);
+  EXPECT_GE(worst, 0) << "the integer or bool results differ";
+  EXPECT_LE(worst, 1e-4) << "worst relative error";
+  std::printf("%-22s worst relative error %.2e\n", c.name.c_str(), worst);
 }
 
 TEST(KernelCodegen, EveryElementwiseOpAgainstTheCpuBackend) {
@@ -253,6 +303,60 @@ TEST(KernelCodegen, EveryElementwiseOpAgainstTheCpuBackend) {
                    "return %d : tensor<5x7xi64>", {}});
   for (const Case &c : cases)
     checkCase(c);
+}
+
+
+/// Every kernel of a GPT training step (AdamW, bf16 compute, dp x tp) as
+/// dtc compile --backend cuda makes it, each on random inputs against the
+/// CPU backend's run of its instruction.
+TEST(KernelCodegen, EveryKernelOfAGptTrainingStep) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  DialectRegistry registry;
+  dtc::registerAllDialects(registry);
+  dtc::registerAllPasses();
+  static bool upstream = (mlir::registerAllPasses(), true);
+  (void)upstream;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  context.disableMultithreading();
+  std::string error;
+  auto config = dtc::gpt::parseGptSpec("gpt:layers=1,hidden=64,heads=4,seq=16,vocab=96,batch=4", error);
+  ASSERT_TRUE(config) << error;
+  OwningOpRef<ModuleOp> module = dtc::gpt::buildGpt(context, *config);
+  ASSERT_TRUE(module);
+  dtc::CompileOptions options;
+  options.training = dtc::TrainingOptions{};
+  options.training->precision = "bf16";
+  options.training->recompute = "none";
+  options.parallel.backend = "cuda";
+  options.parallel.dataParallel = 2;
+  options.parallel.tensorParallel = 2;
+  options.parallel.zero = 0;
+  dtc::plan::Plan plan;
+  ASSERT_TRUE(succeeded(dtc::compileToPlan(*module, plan, options)));
+  auto engine = hostKernels(*module);
+  ASSERT_TRUE(engine);
+  std::mt19937 rng(11);
+  int kernels = 0;
+  double worst = 0;
+  for (const dtc::plan::RankProgram &program : plan.ranks())
+    for (const auto *list : {&program.prologue(), &program.instructions()})
+      for (const dtc::plan::Instruction &inst : *list) {
+        if (!inst.has_gpu())
+          continue;
+        std::string entry = inst.gpu().entry();
+        std::string kernel = entry.substr(0, entry.size() - std::string("_kernel").size());
+        SCOPED_TRACE(kernel);
+        double w = compareKernel(*engine, kernel, program, inst, {}, rng);
+        EXPECT_GE(w, 0) << kernel << ": the integer or bool results differ";
+        EXPECT_LE(w, 1e-4) << kernel;
+        worst = std::max(worst, w);
+        ++kernels;
+      }
+  EXPECT_GT(kernels, 20);
+  std::printf("%d kernels of the GPT training step, worst relative error %.2e\n", kernels, worst);
 }
 
 } // namespace
