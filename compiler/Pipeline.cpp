@@ -672,97 +672,31 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
   return failure();
 }
 
-/// One --sync mode's compile: --compress-gradients auto's choice among
-/// compressions, or the one given.
-LogicalResult compileWithSync(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
-  if (options.parallel.compressGradients != "auto")
-    return compileWithCompression(module, plan, options);
-  // --compress-gradients auto: each choice compiled (none, bf16, PowerSGD
-  // rank 4), simulated on the plan's cluster, the fastest kept. Lossy
-  // compression is the user's to allow; which pays is the cost model's to
-  // say (docs/gradient-compression.md).
-  std::string error;
-  std::optional<cost::Cluster> cluster = options.parallel.loadCluster(error);
-  if (!cluster)
-    return module.emitError(error);
-  std::optional<Candidate> best;
-  std::vector<std::string> figures;
-  std::vector<Diagnostic> firstFailure;
-  for (const char *choice : {"", "bf16", "powersgd:4"}) {
-    CompileOptions o = options;
-    o.parallel.compressGradients = choice;
-    Candidate candidate{module.clone(), *choice ? choice : "f32", {}, 0, 0, {}, {}};
-    LogicalResult compiled = failure();
-    {
-      ThreadDiagnosticHandler hold(module.getContext(), [&](Diagnostic &d) {
-        candidate.held.push_back(std::move(d));
-        return success();
-      });
-      compiled = compileWithCompression(*candidate.module, candidate.plan, o);
-    }
-    if (failed(compiled)) {
-      if (firstFailure.empty())
-        firstFailure = std::move(candidate.held);
-      figures.push_back(candidate.mode + " failed");
-      continue;
-    }
-    predict(candidate, *cluster);
-    figures.push_back(candidate.mode + " " + plan::formatSeconds(candidate.step));
-    if (!best || (candidate.step > 0 && candidate.step < best->step))
-      best = std::move(candidate);
-  }
-  if (!best) {
-    for (Diagnostic &d : firstFailure)
-      module.getContext()->getDiagEngine().emit(std::move(d));
-    return failure();
-  }
-  for (Diagnostic &d : best->held)
-    module.getContext()->getDiagEngine().emit(std::move(d));
-  std::string note = "gradient compression: " + best->mode +
-                     " chosen by --compress-gradients auto (predicted step: " +
-                     llvm::join(figures, ", ") + ")";
-  return keep(module, *best, plan, note);
-}
+/// A labelled compile to compare (--compress-gradients auto, --sync auto).
+struct Choice {
+  std::string label;
+  CompileOptions options;
+};
 
-LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
-  if (!options.training || options.parallel.sync != "auto")
-    return compileWithSync(module, plan, options);
-  // --sync auto: the all-reduce and each mode the user has allowed
-  // resources or terms for, compiled and simulated on the plan's cluster,
-  // the fastest kept. Synchronous parameter servers (the same updates as
-  // the all-reduce) need --servers K, the ranks they run on; local SGD
-  // (another trajectory) needs --average-every H, the drift the user
-  // accepts; asynchronous servers need --staleness. Which pays is the cost
-  // model's to say (docs/parameter-servers.md).
+/// Each choice compiled on a copy of `module` by `compile`, simulated on
+/// the plan's cluster, the fastest kept in `module` and `plan`, with the
+/// note "<what>: <label> chosen by <flag> (predicted step: <each, or why
+/// it failed>)<suffix>". When every choice fails, the first's errors.
+LogicalResult keepFastest(ModuleOp module, plan::Plan &plan, const CompileOptions &options,
+                          const std::vector<Choice> &choices,
+                          function_ref<LogicalResult(ModuleOp, plan::Plan &,
+                                                     const CompileOptions &)>
+                              compile,
+                          const std::string &what, const std::string &flag,
+                          const std::string &suffix = "") {
   std::string error;
   std::optional<cost::Cluster> cluster = options.parallel.loadCluster(error);
   if (!cluster)
     return module.emitError(error);
-  struct Choice {
-    std::string sync, label;
-  };
-  std::vector<Choice> choices{{"", "all-reduce"}};
-  if (options.parallel.servers > 0)
-    choices.push_back({"ps", std::to_string(options.parallel.servers) +
-                                 (options.parallel.servers == 1 ? " parameter server"
-                                                                : " parameter servers") +
-                                 (options.parallel.staleness > 0
-                                      ? " (staleness " + std::to_string(options.parallel.staleness) +
-                                            ")"
-                                      : "")});
-  if (options.parallel.averageEvery > 0)
-    choices.push_back({"local", "local SGD averaging every " +
-                                    std::to_string(options.parallel.averageEvery) + " steps"});
   std::optional<Candidate> best;
   std::vector<std::string> figures;
   std::vector<Diagnostic> firstFailure;
   for (const Choice &choice : choices) {
-    CompileOptions o = options;
-    o.parallel.sync = choice.sync;
-    // Parameter servers and local SGD keep whole weights on each worker:
-    // ZeRO, unless pinned, is not searched for them.
-    if (!choice.sync.empty() && o.parallel.zero < 0)
-      o.parallel.zero = 0;
     Candidate candidate{module.clone(), choice.label, {}, 0, 0, {}, {}};
     LogicalResult compiled = failure();
     std::string why;
@@ -773,7 +707,7 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
         candidate.held.push_back(std::move(d));
         return success();
       });
-      compiled = compileWithSync(*candidate.module, candidate.plan, o);
+      compiled = compile(*candidate.module, candidate.plan, choice.options);
     }
     if (failed(compiled)) {
       if (firstFailure.empty())
@@ -793,12 +727,62 @@ LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOpti
   }
   for (Diagnostic &d : best->held)
     module.getContext()->getDiagEngine().emit(std::move(d));
-  std::string note = "synchronisation: " + best->mode + " chosen by --sync auto (predicted step: " +
-                     llvm::join(figures, ", ") + ")";
-  if (choices.size() == 1)
-    note += "; give --servers K to compare K parameter servers, --average-every H to compare "
-            "local SGD";
+  std::string note = what + ": " + best->mode + " chosen by " + flag +
+                     " (predicted step: " + llvm::join(figures, ", ") + ")" + suffix;
   return keep(module, *best, plan, note);
+}
+
+/// One --sync mode's compile: --compress-gradients auto's choice among
+/// compressions, or the one given.
+LogicalResult compileWithSync(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
+  if (options.parallel.compressGradients != "auto")
+    return compileWithCompression(module, plan, options);
+  // --compress-gradients auto: each choice compiled (none, bf16, PowerSGD
+  // rank 4), simulated on the plan's cluster, the fastest kept. Lossy
+  // compression is the user's to allow; which pays is the cost model's to
+  // say (docs/gradient-compression.md).
+  std::vector<Choice> choices;
+  for (const char *choice : {"", "bf16", "powersgd:4"}) {
+    choices.push_back({*choice ? choice : "f32", options});
+    choices.back().options.parallel.compressGradients = choice;
+  }
+  return keepFastest(module, plan, options, choices, compileWithCompression,
+                     "gradient compression", "--compress-gradients auto");
+}
+
+LogicalResult compileToPlan(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
+  if (!options.training || options.parallel.sync != "auto")
+    return compileWithSync(module, plan, options);
+  // --sync auto: the all-reduce and each mode the user has allowed
+  // resources or terms for, compiled and simulated on the plan's cluster,
+  // the fastest kept. Synchronous parameter servers (the same updates as
+  // the all-reduce) need --servers K, the ranks they run on; local SGD
+  // (another trajectory) needs --average-every H, the drift the user
+  // accepts; asynchronous servers need --staleness. Which pays is the cost
+  // model's to say (docs/parameter-servers.md). Those two keep whole
+  // weights on each worker: ZeRO, unless pinned, is not searched for them.
+  std::vector<Choice> choices{{"all-reduce", options}};
+  choices.back().options.parallel.sync = "";
+  auto wholeWeights = [](CompileOptions o, const std::string &sync) {
+    o.parallel.sync = sync;
+    if (o.parallel.zero < 0)
+      o.parallel.zero = 0;
+    return o;
+  };
+  const ParallelOptions &p = options.parallel;
+  if (p.servers > 0)
+    choices.push_back(
+        {std::to_string(p.servers) + (p.servers == 1 ? " parameter server" : " parameter servers") +
+             (p.staleness > 0 ? " (staleness " + std::to_string(p.staleness) + ")" : ""),
+         wholeWeights(options, "ps")});
+  if (p.averageEvery > 0)
+    choices.push_back({"local SGD averaging every " + std::to_string(p.averageEvery) + " steps",
+                       wholeWeights(options, "local")});
+  return keepFastest(module, plan, options, choices, compileWithSync, "synchronisation",
+                     "--sync auto",
+                     choices.size() == 1 ? "; give --servers K to compare K parameter servers, "
+                                           "--average-every H to compare local SGD"
+                                         : "");
 }
 
 } // namespace dtc
