@@ -13,8 +13,11 @@
 // or CUDA toolkit is needed here. Why: docs/gpu-kernels.md.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/CompileNotes.h"
 #include "compiler/KernelMath.h"
 #include "compiler/Passes.h"
+
+#include "plan/FormatBytes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/Passes.h"
@@ -32,6 +35,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -185,7 +189,11 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
             ptx[chip][name] = o.getObject().getValue().rtrim('\0').str();
       });
     }
+    int64_t count = 0, ptxBytes = 0;
     for (auto func : kernels.getOps<func::FuncOp>()) {
+      ++count;
+      for (const std::string &chip : chipList)
+        ptxBytes += int64_t(ptx[chip][func.getName().str()].size());
       SmallVector<NamedAttribute> perChip;
       for (const std::string &chip : chipList) {
         auto it = ptx[chip].find(func.getName().str());
@@ -203,6 +211,15 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
                     DenseI64ArrayAttr::get(context, {(elements + kThreadsPerBlock - 1) /
                                                          kThreadsPerBlock,
                                                      kThreadsPerBlock}));
+    }
+    // Said once, on the first program (@main, or a pipeline's first stage).
+    for (auto program : module.getOps<func::FuncOp>()) {
+      addNote(program, "gpu kernels: " + std::to_string(count) +
+                           " fused groups generated for " + llvm::join(chipList, ", ") +
+                           " (PTX " + plan::formatBytes(ptxBytes) +
+                           "; a block of 256 threads per 256 elements; dtc plan --ptx DIR "
+                           "writes them)");
+      break;
     }
   }
 };
