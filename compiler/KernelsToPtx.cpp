@@ -16,6 +16,7 @@
 #include "compiler/CompileNotes.h"
 #include "compiler/KernelMath.h"
 #include "compiler/Passes.h"
+#include "dialects/graph/AttrNames.h"
 
 #include "plan/FormatBytes.h"
 
@@ -75,9 +76,19 @@ std::string cudaToolkit() {
   return llvm::sys::fs::exists("/usr/local/cuda") ? "/usr/local/cuda" : "";
 }
 
-/// The PTX ISA version a chip's kernels declare: 7.0 (CUDA 11.0) for
-/// sm_80, 7.8 (CUDA 11.8) for sm_90.
-int ptxVersion(const std::string &chip) { return chip >= "sm_90" ? 78 : 70; }
+/// What gpu-kernel-outlining appends to a function's name for its kernel.
+constexpr llvm::StringLiteral kOutlinedSuffix = "_kernel";
+
+/// The PTX ISA version a chip's kernels declare: 7.0 (CUDA 11.0) for sm_80
+/// to sm_89, 7.8 (CUDA 11.8) for sm_90; 0 for a chip that is not sm_80 or
+/// later (LLVM 19's NVPTX back end goes to sm_90).
+int ptxVersion(llvm::StringRef chip) {
+  unsigned arch = 0;
+  if (!chip.consume_front("sm_") || chip.consumeInteger(10, arch) ||
+      (!chip.empty() && chip != "a") || arch < 80 || arch > 90)
+    return 0;
+  return arch >= 90 ? 78 : 70;
+}
 
 struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
   using KernelsToPtxBase::KernelsToPtxBase;
@@ -104,7 +115,7 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
       LLVMInitializeNVPTXAsmPrinter();
     });
     ModuleOp module = getOperation();
-    auto kernels = module.lookupSymbol<ModuleOp>("dtc_kernels");
+    auto kernels = module.lookupSymbol<ModuleOp>(attr::kKernelModule);
     if (!kernels)
       return;
     MLIRContext *context = &getContext();
@@ -121,6 +132,12 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
     for (llvm::StringRef chip : llvm::split(llvm::StringRef(chips), ','))
       if (!chip.trim().empty())
         chipList.push_back(chip.trim().str());
+    for (const std::string &chip : chipList)
+      if (ptxVersion(chip) == 0) {
+        kernels.emitError() << "chips=" << chips << ": '" << chip
+                            << "' is not a chip the kernels can target (sm_80 to sm_90)";
+        return signalPassFailure();
+      }
     for (const std::string &chip : chipList) {
       OwningOpRef<ModuleOp> copy = cast<ModuleOp>(kernels->clone());
       (*copy)->removeAttr(SymbolTable::getSymbolAttrName()); // a top-level module
@@ -179,11 +196,12 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
         kernels.emitError() << "lowering the kernels to PTX for " << chip << " failed";
         return signalPassFailure();
       }
-      // Each outlined gpu.module is named after its function: @kernel_N_kernel.
+      // Each outlined gpu.module is named after its function (@kernel_N
+      // -> @kernel_N_kernel, entry point kernel_N_kernel).
       copy->walk([&](gpu::BinaryOp binary) {
         std::string name = binary.getSymName().str();
-        if (llvm::StringRef(name).ends_with("_kernel"))
-          name.resize(name.size() - 7);
+        if (llvm::StringRef(name).ends_with(kOutlinedSuffix))
+          name.resize(name.size() - kOutlinedSuffix.size());
         for (Attribute object : binary.getObjects())
           if (auto o = dyn_cast<gpu::ObjectAttr>(object))
             ptx[chip][name] = o.getObject().getValue().rtrim('\0').str();
@@ -204,10 +222,11 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
         perChip.push_back(NamedAttribute(StringAttr::get(context, chip),
                                          StringAttr::get(context, it->second)));
       }
-      func->setAttr("dtc.ptx", DictionaryAttr::get(context, perChip));
+      func->setAttr(attr::kPtx, DictionaryAttr::get(context, perChip));
+      func->setAttr(attr::kPtxEntry, StringAttr::get(context, func.getName() + kOutlinedSuffix));
       // The launch: a block of threads per tile of the result's elements.
       int64_t elements = cast<MemRefType>(func.getArgumentTypes().back()).getNumElements();
-      func->setAttr("dtc.launch",
+      func->setAttr(attr::kLaunch,
                     DenseI64ArrayAttr::get(context, {(elements + kThreadsPerBlock - 1) /
                                                          kThreadsPerBlock,
                                                      kThreadsPerBlock}));

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
+#include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -40,9 +41,6 @@ using namespace mlir;
 
 namespace dtc {
 namespace {
-
-constexpr llvm::StringLiteral kKernelModule = "dtc_kernels";
-constexpr llvm::StringLiteral kKernelAttr = "dtc.kernel";
 
 /// The scalar of a splat constant, or null.
 TypedAttr splatOf(graph::ConstantOp c) {
@@ -283,7 +281,7 @@ struct OutlineKernels : impl::OutlineKernelsBase<OutlineKernels> {
       }
       if (!kernels) {
         b.setInsertionPointToEnd(module.getBody());
-        kernels = b.create<ModuleOp>(module.getLoc(), StringRef(kKernelModule));
+        kernels = b.create<ModuleOp>(module.getLoc(), StringRef(attr::kKernelModule));
       }
       // The kernel: (inputs..., result) as flat buffers, one loop over the
       // result's elements (the runtime's buffers are flat; one loop maps
@@ -326,7 +324,7 @@ struct OutlineKernels : impl::OutlineKernelsBase<OutlineKernels> {
         ++missing[why];
         return;
       }
-      fused->setAttr(kKernelAttr, SymbolRefAttr::get(b.getStringAttr(kKernelModule),
+      fused->setAttr(attr::kKernel, SymbolRefAttr::get(b.getStringAttr(attr::kKernelModule),
                                                      {FlatSymbolRefAttr::get(func)}));
       ++count;
     });

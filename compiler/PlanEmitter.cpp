@@ -749,17 +749,18 @@ private:
 
   /// The GPU kernel dtc-kernels-to-ptx made of `fused`, if any.
   void setGpuKernel(graph::FusedOp fused, plan::Instruction &inst) {
-    auto name = fused->getAttrOfType<SymbolRefAttr>("dtc.kernel");
+    auto name = fused->getAttrOfType<SymbolRefAttr>(attr::kKernel);
     auto module = fused->getParentOfType<ModuleOp>();
     auto kernel = name && module ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(module, name)
                                  : func::FuncOp();
-    auto ptx = kernel ? kernel->getAttrOfType<DictionaryAttr>("dtc.ptx") : DictionaryAttr();
-    auto launch = kernel ? kernel->getAttrOfType<DenseI64ArrayAttr>("dtc.launch")
+    auto ptx = kernel ? kernel->getAttrOfType<DictionaryAttr>(attr::kPtx) : DictionaryAttr();
+    auto entry = kernel ? kernel->getAttrOfType<StringAttr>(attr::kPtxEntry) : StringAttr();
+    auto launch = kernel ? kernel->getAttrOfType<DenseI64ArrayAttr>(attr::kLaunch)
                          : DenseI64ArrayAttr();
-    if (!ptx || !launch || launch.size() != 2)
+    if (!ptx || !entry || !launch || launch.size() != 2)
       return;
     plan::GpuKernel &gpu = *inst.mutable_gpu();
-    gpu.set_entry((kernel.getName() + "_kernel").str());
+    gpu.set_entry(entry.str());
     for (NamedAttribute chip : ptx) {
       plan::ChipCode &code = *gpu.add_code();
       code.set_chip(chip.getName().str());

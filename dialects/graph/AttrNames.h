@@ -144,6 +144,18 @@ constexpr llvm::StringLiteral kActivationBytes = "dtc.activation_bytes";
 /// @main: how many updates are written over their parameter (no copy).
 constexpr llvm::StringLiteral kUpdatesInPlace = "dtc.updates_in_place";
 
+// GPU kernels (dtc-outline-kernels, dtc-kernels-to-ptx; docs/gpu-kernels.md).
+/// The nested module holding the generated kernel functions.
+constexpr llvm::StringLiteral kKernelModule = "dtc_kernels";
+/// graph.fused: its kernel function (@dtc_kernels::@kernel_N).
+constexpr llvm::StringLiteral kKernel = "dtc.kernel";
+/// A kernel function: chip -> PTX text.
+constexpr llvm::StringLiteral kPtx = "dtc.ptx";
+/// A kernel function: its PTX entry point's name.
+constexpr llvm::StringLiteral kPtxEntry = "dtc.ptx_entry";
+/// A kernel function: [grid, block], blocks and threads a block.
+constexpr llvm::StringLiteral kLaunch = "dtc.launch";
+
 // Every pass that decides something.
 /// @main: one line per decision, in the order the passes made them; plan
 /// emission copies them into the plan's decisions (compiler/CompileNotes.h).

@@ -2,7 +2,11 @@
 // RUN: %dtc-opt %s --pass-pipeline='builtin.module(func.func(dtc-fuse-elementwise),dtc-outline-kernels,dtc-kernels-to-ptx)' > %t.mlir
 // RUN: FileCheck %s --check-prefix=PTX < %t.mlir
 // RUN: %ptxas %t.mlir | FileCheck %s --check-prefix=ASSEMBLED
+// RUN: not %dtc-opt %s --pass-pipeline='builtin.module(func.func(dtc-fuse-elementwise),dtc-outline-kernels,dtc-kernels-to-ptx{chips=sm_80,sm_75})' 2>&1 | FileCheck %s --check-prefix=CHIP
 // REQUIRES: ptxas
+
+// A chip the kernels cannot target is named.
+// CHIP: error: chips=sm_80,sm_75: 'sm_75' is not a chip the kernels can target (sm_80 to sm_90)
 
 // A bias add, GELU (erf form) and a residual add: one fused group, one
 // kernel over the result's 32 elements, the bias read at d0 mod 8; the
@@ -34,6 +38,7 @@
 // into the kernel; no calls left: math expanded, libdevice linked), which
 // ptxas assembles, and its launch: a block of 256 threads per 256 elements.
 // PTX: func.func @kernel_0({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.ptx = {sm_80 = "{{.*}}.target sm_80{{.*}}.entry kernel_0_kernel(\0A\09.param .u64 kernel_0_kernel_param_0,\0A\09.param .u64 kernel_0_kernel_param_1,\0A\09.param .u64 kernel_0_kernel_param_2,\0A\09.param .u64 kernel_0_kernel_param_3\0A){{.*}}", sm_90 = "{{.*}}.target sm_90
+// PTX-SAME: dtc.ptx_entry = "kernel_0_kernel"
 // PTX: func.func @kernel_1({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.ptx = {sm_80 =
 // PTX-NOT: call
 // ASSEMBLED: assembled 4 kernels: sm_80 2, sm_90 2

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/KernelMath.h"
 #include "compiler/PlanEmitter.h"
+#include "dialects/graph/AttrNames.h"
 #include "compiler/Pipeline.h"
 #include "frontends/gpt/GptGenerator.h"
 #include "runtime/cpu/Kernels.h"
@@ -106,7 +107,7 @@ struct Case {
 /// The host-lowered kernels of `module`'s @dtc_kernels, JIT-compiled.
 std::unique_ptr<ExecutionEngine> hostKernels(ModuleOp module) {
   MLIRContext *context = module.getContext();
-  auto kernels = module.lookupSymbol<ModuleOp>("dtc_kernels");
+  auto kernels = module.lookupSymbol<ModuleOp>(dtc::attr::kKernelModule);
   EXPECT_TRUE(kernels);
   if (!kernels)
     return nullptr;
@@ -114,8 +115,9 @@ std::unique_ptr<ExecutionEngine> hostKernels(ModuleOp module) {
   (*host)->removeAttr(SymbolTable::getSymbolAttrName());
   for (auto func : host->getOps<func::FuncOp>()) {
     func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(context));
-    func->removeAttr("dtc.ptx");
-    func->removeAttr("dtc.launch");
+    func->removeAttr(dtc::attr::kPtx);
+    func->removeAttr(dtc::attr::kPtxEntry);
+    func->removeAttr(dtc::attr::kLaunch);
   }
   EXPECT_TRUE(succeeded(dtc::expandKernelMath(*host)));
   PassManager lower(context);

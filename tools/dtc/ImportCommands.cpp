@@ -169,15 +169,16 @@ void addTrainingOptions(OptionParser &parser, bool &train, TrainingOptions &t) {
       "--ignore-index needs a number");
 }
 
-/// --preset / --cluster as given to compile, and whether --servers and
-/// --average-every were (--sync auto compares only what the user allowed).
-struct ClusterChoice {
+/// What compile's parallel flags say beyond ParallelOptions: --preset /
+/// --cluster as given, and whether --servers and --average-every were
+/// (--sync auto compares only what the user allowed).
+struct ParallelFlags {
   std::string preset, file;
   bool serversGiven = false, averageEveryGiven = false;
 };
 
 /// compile's options of how to split the work.
-void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice &cluster,
+void addParallelOptions(OptionParser &parser, ParallelOptions &p, ParallelFlags &flags,
                         int64_t &zero, int64_t &devices) {
   parser.value("--dp", countAtLeast("--dp", p.dataParallel, 1), "--dp needs a number");
   parser.value("--compress-gradients", [&](const std::string &v) -> std::string {
@@ -209,14 +210,14 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
   parser.value(
       "--average-every",
       [&](const std::string &v) {
-        cluster.averageEveryGiven = true;
+        flags.averageEveryGiven = true;
         return countAtLeast("--average-every", p.averageEvery, 1)(v);
       },
       "--average-every needs a number of steps");
   parser.value(
       "--servers",
       [&](const std::string &v) {
-        cluster.serversGiven = true;
+        flags.serversGiven = true;
         return countAtLeast("--servers", p.servers, 1)(v);
       },
       "--servers needs a number of server ranks");
@@ -268,21 +269,21 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ClusterChoice 
     p.memoryLimit = *bytes;
     return "";
   });
-  parser.text("--preset", cluster.preset);
-  parser.text("--cluster", cluster.file);
+  parser.text("--preset", flags.preset);
+  parser.text("--cluster", flags.file);
 }
 
 /// Checks the pins against the mesh and loads the cluster the search
 /// costs plans on; 0 or an exit code.
-int finishParallelOptions(ParallelOptions &p, const ClusterChoice &choice) {
-  if (!choice.file.empty() && !choice.preset.empty())
+int finishParallelOptions(ParallelOptions &p, const ParallelFlags &flags) {
+  if (!flags.file.empty() && !flags.preset.empty())
     return usageError("compile takes --cluster or --preset, not both");
   std::string error;
   std::optional<cost::Cluster> cluster =
-      choice.file.empty() ? cost::preset(choice.preset.empty() ? "cpu-local" : choice.preset, error)
-                          : cost::loadCluster(choice.file, error);
+      flags.file.empty() ? cost::preset(flags.preset.empty() ? "cpu-local" : flags.preset, error)
+                          : cost::loadCluster(flags.file, error);
   if (!cluster)
-    return choice.file.empty() ? usageError(error) : failure(error);
+    return flags.file.empty() ? usageError(error) : failure(error);
   p.cluster = *cluster;
   // --devices and --mesh count every device; a pipeline's stages each get
   // the same share of them.
@@ -315,9 +316,9 @@ int finishParallelOptions(ParallelOptions &p, const ClusterChoice &choice) {
     if (p.dataParallel <= 1)
       return usageError("--sync auto compares ways of synchronising data-parallel ranks: give "
                         "--dp N (N > 1) as well");
-    if (!choice.serversGiven)
+    if (!flags.serversGiven)
       p.servers = 0;
-    if (!choice.averageEveryGiven)
+    if (!flags.averageEveryGiven)
       p.averageEvery = 0;
   } else if (!p.sync.empty()) {
     std::string sync = "--sync " + p.sync;
@@ -360,11 +361,11 @@ int runCompile(const Args &args) {
   parallel.virtualStages = 0;   // not given
   constexpr int64_t kNotGiven = std::numeric_limits<int64_t>::min();
   training.microBatches = kNotGiven;
-  ClusterChoice cluster;
+  ParallelFlags flags;
   bool scheduleGiven = false;
   int64_t zero = 0, devices = 0;
   OptionParser parser("compile", "model", options.model);
-  addParallelOptions(parser, parallel, cluster, zero, devices);
+  addParallelOptions(parser, parallel, flags, zero, devices);
   addTrainingOptions(parser, train, training);
   // --schedule names a pipeline schedule or (as --lr-schedule) the learning
   // rate's: their names differ.
@@ -426,7 +427,7 @@ int runCompile(const Args &args) {
   }
   if (options.model.empty())
     return usageError("compile needs a model: dtc compile MODEL.onnx -o PLAN.dtcp");
-  if (int rc = finishParallelOptions(parallel, cluster))
+  if (int rc = finishParallelOptions(parallel, flags))
     return rc;
   if (options.output.empty())
     return usageError("compile needs an output: -o PLAN.dtcp");

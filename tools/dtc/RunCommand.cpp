@@ -580,8 +580,9 @@ int runRun(const Args &args) {
     // executor that launches them is the next step of the CUDA backend.
     bool kernels = false;
     for (const plan::RankProgram &program : plan.ranks())
-      for (const plan::Instruction &inst : program.instructions())
-        kernels |= inst.has_gpu();
+      for (const auto *list : {&program.prologue(), &program.instructions()})
+        for (const plan::Instruction &inst : *list)
+          kernels |= inst.has_gpu();
     if (!kernels)
       return failure(planPath + " has no GPU kernels: compile it with --backend cuda");
     std::string why;
