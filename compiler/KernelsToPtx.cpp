@@ -9,8 +9,11 @@
 // buffers' device addresses; what NVVM lowers to calls, like sqrt, comes
 // from the CUDA toolkit's libdevice). Each
 // kernel function gets its PTX per chip (`dtc.ptx`: chip -> text), which
-// the plan carries and the CUDA runtime loads (cuModuleLoadData). No GPU
-// or CUDA toolkit is needed here. Why: docs/gpu-kernels.md.
+// the plan carries and the CUDA runtime loads (cuModuleLoadData), its
+// launch (`dtc.launch`: grid, block, from `dtc.threads`) and its
+// parameters' buffers (`dtc.params`: outlining orders a kernel's parameters
+// by first use, not as the function lists them). No GPU is needed here.
+// Why: docs/gpu-kernels.md.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
@@ -128,6 +131,7 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
     }
     // chip -> kernel -> PTX
     std::map<std::string, std::map<std::string, std::string>> ptx;
+    std::map<std::string, SmallVector<int64_t>> params; // kernel -> its parameters' buffers
     SmallVector<std::string> chipList;
     for (llvm::StringRef chip : llvm::split(llvm::StringRef(chips), ','))
       if (!chip.trim().empty())
@@ -157,6 +161,27 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
       if (failed(pm.run(*copy))) {
         kernels.emitError() << "mapping the kernels onto GPU threads failed";
         return signalPassFailure();
+      }
+      // Each function launches one kernel, whose parameters are the
+      // function's buffers in the order outlining found them used.
+      for (auto func : copy->getOps<func::FuncOp>()) {
+        SmallVector<gpu::LaunchFuncOp> launches;
+        func.walk([&](gpu::LaunchFuncOp launch) { launches.push_back(launch); });
+        if (launches.size() != 1) {
+          func.emitError() << "a kernel function should launch one kernel, not "
+                           << launches.size();
+          return signalPassFailure();
+        }
+        SmallVector<int64_t> order;
+        for (Value operand : launches[0].getKernelOperands()) {
+          auto arg = dyn_cast<BlockArgument>(operand);
+          if (!arg || arg.getOwner()->getParentOp() != func) {
+            func.emitError() << "a kernel parameter is not one of the function's buffers";
+            return signalPassFailure();
+          }
+          order.push_back(arg.getArgNumber());
+        }
+        params[func.getName().str()] = order;
       }
       // Math functions expanded inside each kernel (their constants stay
       // there too).
@@ -224,20 +249,21 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
       }
       func->setAttr(attr::kPtx, DictionaryAttr::get(context, perChip));
       func->setAttr(attr::kPtxEntry, StringAttr::get(context, func.getName() + kOutlinedSuffix));
-      // The launch: a block of threads per tile of the result's elements.
-      int64_t elements = cast<MemRefType>(func.getArgumentTypes().back()).getNumElements();
+      func->setAttr(attr::kParams, DenseI64ArrayAttr::get(context, params[func.getName().str()]));
+      // The launch: a block of threads per tile of the parallel loop (the
+      // result's elements when the function does not say).
+      auto threads = func->getAttrOfType<IntegerAttr>(attr::kThreads);
+      int64_t n = threads ? threads.getInt()
+                          : cast<MemRefType>(func.getArgumentTypes().back()).getNumElements();
       func->setAttr(attr::kLaunch,
-                    DenseI64ArrayAttr::get(context, {(elements + kThreadsPerBlock - 1) /
-                                                         kThreadsPerBlock,
+                    DenseI64ArrayAttr::get(context, {(n + kThreadsPerBlock - 1) / kThreadsPerBlock,
                                                      kThreadsPerBlock}));
     }
     // Said once, on the first program (@main, or a pipeline's first stage).
     for (auto program : module.getOps<func::FuncOp>()) {
-      addNote(program, "gpu kernels: " + std::to_string(count) +
-                           " fused groups generated for " + llvm::join(chipList, ", ") +
-                           " (PTX " + plan::formatBytes(ptxBytes) +
-                           "; a block of 256 threads per 256 elements; dtc plan --ptx DIR "
-                           "writes them)");
+      addNote(program, "gpu kernels: " + std::to_string(count) + " lowered for " +
+                           llvm::join(chipList, ", ") + " (PTX " + plan::formatBytes(ptxBytes) +
+                           "; blocks of 256 threads; dtc plan --ptx DIR writes them)");
       break;
     }
   }

@@ -1,4 +1,4 @@
-//===- OutlineKernels.cpp - graph.fused bodies as linalg kernels ----------===//
+//===- OutlineKernels.cpp - graph ops as kernel functions ------------------===//
 //
 // Each graph.fused op becomes a kernel function in the nested module
 // @dtc_kernels: one linalg.generic over the result's elements, the inputs
@@ -9,12 +9,16 @@
 // runtime holds them. This is the kernel IR before
 // any mapping to a device: dtc-kernels-to-ptx lowers it for NVIDIA GPUs,
 // and the same functions lower for the host, so the code generator's
-// numerics are checked on any machine. The fused op names its kernel
-// (`dtc.kernel`); one whose body has an op or type the generator does not
-// cover keeps none, and says which in a note. Why: docs/gpu-kernels.md.
+// numerics are checked on any machine. The other ops with a kernel
+// (reductions, softmax and layer norm rows, data movement, gather and
+// scatter-add) get theirs from LoopKernels.h: one parallel loop over their
+// threads. An op names its kernel (`dtc.kernel`); one with an op or type
+// the generator does not cover keeps none, and a note counts them and
+// says what was missing. Why: docs/gpu-kernels.md.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/LoopKernels.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -261,83 +265,130 @@ MemRefType flatMemRef(RankedTensorType type) {
   return MemRefType::get({type.getNumElements()}, type.getElementType());
 }
 
+/// What a kernel was made of, for the note.
+std::string kindOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::string>(op)
+      .Case([](graph::FusedOp) { return "elementwise"; })
+      .Case<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp, graph::ReduceMinOp>(
+          [](Operation *) { return "reduce"; })
+      .Case<graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp>(
+          [](Operation *) { return "row"; })
+      .Default([](Operation *) { return "data movement"; });
+}
+
 struct OutlineKernels : impl::OutlineKernelsBase<OutlineKernels> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MLIRContext *context = &getContext();
-    OpBuilder b(context);
+    OpBuilder b(&getContext());
     ModuleOp kernels;
     int64_t count = 0, missed = 0;
-    std::map<std::string, int64_t> missing; // what kept fused ops from a kernel
-    module.walk([&](graph::FusedOp fused) {
-      auto result = cast<RankedTensorType>(fused.getResult().getType());
-      if (!ScalarBody::supported(result.getElementType())) {
-        ++missed;
-        std::string type;
-        llvm::raw_string_ostream os(type);
-        os << result.getElementType() << " results";
-        ++missing[type];
-        return;
-      }
+    std::map<std::string, int64_t> kinds;   // kernels made, by kind
+    std::map<std::string, int64_t> missing; // what kept ops from a kernel
+    SmallVector<Operation *> ops;
+    for (auto program : module.getOps<func::FuncOp>())
+      program.walk([&](Operation *op) {
+        if (isa<graph::FusedOp>(op) || hasLoopKernel(op))
+          ops.push_back(op);
+      });
+    for (Operation *op : ops) {
       if (!kernels) {
         b.setInsertionPointToEnd(module.getBody());
         kernels = b.create<ModuleOp>(module.getLoc(), StringRef(attr::kKernelModule));
       }
-      // The kernel: (inputs..., result) as flat buffers, one loop over the
-      // result's elements (the runtime's buffers are flat; one loop maps
-      // onto blocks of threads whatever the rank).
-      SmallVector<Type> args;
-      for (Value in : fused.getInputs())
-        args.push_back(flatMemRef(cast<RankedTensorType>(in.getType())));
-      args.push_back(flatMemRef(result));
-      std::string name = "kernel_" + std::to_string(count);
-      b.setInsertionPointToEnd(kernels.getBody());
-      auto func = b.create<func::FuncOp>(fused.getLoc(), name, b.getFunctionType(args, {}));
-      Block *entry = func.addEntryBlock();
-      b.setInsertionPointToStart(entry);
-      SmallVector<AffineMap> maps;
-      for (Value in : fused.getInputs())
-        maps.push_back(broadcastMap(context, cast<RankedTensorType>(in.getType()), result));
-      maps.push_back(b.getMultiDimIdentityMap(1));
-      SmallVector<utils::IteratorType> iterators{utils::IteratorType::parallel};
       std::string why;
-      bool ok = true;
-      b.create<linalg::GenericOp>(
-          fused.getLoc(), ValueRange(entry->getArguments()).drop_back(),
-          ValueRange{entry->getArguments().back()}, maps, iterators,
-          [&](OpBuilder &nested, Location loc, ValueRange scalars) {
-            ScalarBody body(nested, loc, why);
-            Block &fusedBody = fused.getBody().front();
-            for (auto [arg, scalar] : llvm::zip(fusedBody.getArguments(), scalars.drop_back()))
-              body.map.map(arg, scalar);
-            for (Operation &op : fusedBody.without_terminator())
-              if (ok && failed(body.emit(&op)))
-                ok = false;
-            Value out = ok ? body.map.lookupOrNull(fusedBody.getTerminator()->getOperand(0))
-                           : Value();
-            nested.create<linalg::YieldOp>(loc, out ? out : scalars.back());
-          });
-      b.create<func::ReturnOp>(fused.getLoc());
-      if (!ok) {
-        func.erase();
+      b.setInsertionPointToEnd(kernels.getBody());
+      auto nextName = [&] { return "kernel_" + std::to_string(count++); };
+      SmallVector<func::FuncOp> funcs;
+      if (auto fused = dyn_cast<graph::FusedOp>(op)) {
+        if (func::FuncOp func = elementwiseKernel(b, fused, nextName(), why))
+          funcs.push_back(func);
+      } else {
+        funcs = buildLoopKernels(b, op, nextName, why);
+      }
+      if (funcs.empty()) {
         ++missed;
         ++missing[why];
-        return;
+        continue;
       }
-      fused->setAttr(attr::kKernel, SymbolRefAttr::get(b.getStringAttr(attr::kKernelModule),
-                                                     {FlatSymbolRefAttr::get(func)}));
-      ++count;
-    });
+      // One kernel per instruction the op becomes: a split's pieces' as a list.
+      SmallVector<Attribute> names;
+      for (func::FuncOp func : funcs)
+        names.push_back(SymbolRefAttr::get(b.getStringAttr(attr::kKernelModule),
+                                           {FlatSymbolRefAttr::get(func)}));
+      op->setAttr(attr::kKernel, names.size() == 1 ? names[0] : b.getArrayAttr(names));
+      kinds[kindOf(op)] += int64_t(funcs.size());
+    }
     if (kernels && kernels.getBody()->empty())
       kernels.erase();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main)
+      return;
+    std::string made;
+    int64_t generated = 0;
+    for (const auto &[kind, n] : kinds) {
+      made += (made.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+      generated += n;
+    }
+    if (generated)
+      addNote(main, "kernels: " + std::to_string(generated) + " generated (" + made + ")");
     if (missed == 0)
       return;
     std::string text;
     for (const auto &[what, n] : missing)
       text += (text.empty() ? "" : ", ") + what + " (" + std::to_string(n) + ")";
-    if (auto main = module.lookupSymbol<func::FuncOp>("main"))
-      addNote(main, "kernels: " + std::to_string(count) + " fused groups generated, " +
-                        std::to_string(missed) + " not: " + text);
+    addNote(main, "kernels: " + std::to_string(missed) + " ops get none: " + text);
+  }
+
+  /// `fused`'s kernel: one linalg.generic over its result's elements; null
+  /// (with `why`) when its body has an op or type the generator does not cover.
+  static func::FuncOp elementwiseKernel(OpBuilder &b, graph::FusedOp fused, StringRef name,
+                                        std::string &why) {
+    MLIRContext *context = b.getContext();
+    auto result = cast<RankedTensorType>(fused.getResult().getType());
+    if (!ScalarBody::supported(result.getElementType())) {
+      llvm::raw_string_ostream os(why);
+      os << result.getElementType() << " results";
+      return {};
+    }
+    // The kernel: (inputs..., result) as flat buffers, one loop over the
+    // result's elements (the runtime's buffers are flat; one loop maps
+    // onto blocks of threads whatever the rank).
+    SmallVector<Type> args;
+    for (Value in : fused.getInputs())
+      args.push_back(flatMemRef(cast<RankedTensorType>(in.getType())));
+    args.push_back(flatMemRef(result));
+    auto func = b.create<func::FuncOp>(fused.getLoc(), name, b.getFunctionType(args, {}));
+    func->setAttr(attr::kThreads, b.getI64IntegerAttr(result.getNumElements()));
+    Block *entry = func.addEntryBlock();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(entry);
+    SmallVector<AffineMap> maps;
+    for (Value in : fused.getInputs())
+      maps.push_back(broadcastMap(context, cast<RankedTensorType>(in.getType()), result));
+    maps.push_back(b.getMultiDimIdentityMap(1));
+    SmallVector<utils::IteratorType> iterators{utils::IteratorType::parallel};
+    bool ok = true;
+    b.create<linalg::GenericOp>(
+        fused.getLoc(), ValueRange(entry->getArguments()).drop_back(),
+        ValueRange{entry->getArguments().back()}, maps, iterators,
+        [&](OpBuilder &nested, Location loc, ValueRange scalars) {
+          ScalarBody body(nested, loc, why);
+          Block &fusedBody = fused.getBody().front();
+          for (auto [arg, scalar] : llvm::zip(fusedBody.getArguments(), scalars.drop_back()))
+            body.map.map(arg, scalar);
+          for (Operation &op : fusedBody.without_terminator())
+            if (ok && failed(body.emit(&op)))
+              ok = false;
+          Value out = ok ? body.map.lookupOrNull(fusedBody.getTerminator()->getOperand(0))
+                         : Value();
+          nested.create<linalg::YieldOp>(loc, out ? out : scalars.back());
+        });
+    b.create<func::ReturnOp>(fused.getLoc());
+    if (!ok) {
+      func.erase();
+      return {};
+    }
+    return func;
   }
 };
 

@@ -356,18 +356,22 @@ def FuseElementwise : Pass<"dtc-fuse-elementwise", "mlir::func::FuncOp"> {
 }
 
 def OutlineKernels : Pass<"dtc-outline-kernels", "mlir::ModuleOp"> {
-  let summary = "Each graph.fused body as a linalg kernel function in @dtc_kernels";
+  let summary = "Graph ops as kernel functions in @dtc_kernels";
   let description = [{
     A kernel function per graph.fused op, in the nested module
     @dtc_kernels: (inputs..., result) as memrefs, one linalg.generic over
     the result's elements whose indexing maps broadcast the inputs (NumPy
     rules) and whose body is the fused ops as scalar arith and math ops.
-    The fused op names it (`dtc.kernel`). A body with an op or element type
-    the generator does not cover gets no kernel; a note on @main counts
-    them and says what was missing. Before any device mapping: it lowers
+    Reductions, softmax, log-softmax, layer norm, transpose, slice, copy,
+    concat, gather and scatter-add get one scf.parallel over their threads
+    (an output element, a row or an update each), `dtc.threads` saying how
+    many. The op names its kernel (`dtc.kernel`). An op or element type the
+    generator does not cover gets no kernel; a note on @main counts them
+    and says what was missing. Before any device mapping: the kernels lower
     for GPUs (dtc-kernels-to-ptx) and for the host alike.
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect", "mlir::arith::ArithDialect",
+                           "mlir::scf::SCFDialect",
                            "mlir::math::MathDialect", "mlir::memref::MemRefDialect",
                            "mlir::func::FuncDialect"];
 }

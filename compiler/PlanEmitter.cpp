@@ -382,6 +382,7 @@ private:
       inst.add_outputs(ids_.lookup(v));
     if (auto costed = dyn_cast<graph::CostOp>(op))
       setCost(inst, costed.cost(), op->getResult(0));
+    setGpuKernel(op, inst);
     return inst;
   }
 
@@ -743,14 +744,18 @@ private:
         slice->add_strides(1);
       }
       start += cast<RankedTensorType>(piece.getType()).getDimSize(axis);
+      setGpuKernel(op, inst, cast<OpResult>(piece).getResultNumber());
     }
     return success();
   }
 
-  /// The GPU kernel dtc-kernels-to-ptx made of `fused`, if any.
-  void setGpuKernel(graph::FusedOp fused, plan::Instruction &inst) {
-    auto name = fused->getAttrOfType<SymbolRefAttr>(attr::kKernel);
-    auto module = fused->getParentOfType<ModuleOp>();
+  /// The GPU kernel dtc-kernels-to-ptx made of `op` (of a split, for its
+  /// `piece`), if any.
+  static void setGpuKernel(Operation *op, plan::Instruction &inst, unsigned piece = 0) {
+    auto name = op->getAttrOfType<SymbolRefAttr>(attr::kKernel);
+    if (auto list = op->getAttrOfType<ArrayAttr>(attr::kKernel); list && piece < list.size())
+      name = dyn_cast<SymbolRefAttr>(list[piece]);
+    auto module = op->getParentOfType<ModuleOp>();
     auto kernel = name && module ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(module, name)
                                  : func::FuncOp();
     auto ptx = kernel ? kernel->getAttrOfType<DictionaryAttr>(attr::kPtx) : DictionaryAttr();
@@ -768,11 +773,14 @@ private:
     }
     gpu.set_grid(launch[0]);
     gpu.set_block(launch[1]);
+    if (auto params = kernel->getAttrOfType<DenseI64ArrayAttr>(attr::kParams))
+      for (int64_t p : params.asArrayRef())
+        gpu.add_params(uint32_t(p));
+    gpu.set_zero_outputs(kernel->hasAttr(attr::kZeroOutputs));
   }
 
   LogicalResult emitFused(graph::FusedOp fused) {
     plan::Instruction &inst = addInstruction(fused, fused.getInputs());
-    setGpuKernel(fused, inst);
     plan::Elementwise *expr = inst.mutable_elementwise();
     Block &body = fused.getBody().front();
     llvm::DenseMap<Value, uint32_t> node;

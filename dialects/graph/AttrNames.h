@@ -147,7 +147,8 @@ constexpr llvm::StringLiteral kUpdatesInPlace = "dtc.updates_in_place";
 // GPU kernels (dtc-outline-kernels, dtc-kernels-to-ptx; docs/gpu-kernels.md).
 /// The nested module holding the generated kernel functions.
 constexpr llvm::StringLiteral kKernelModule = "dtc_kernels";
-/// graph.fused: its kernel function (@dtc_kernels::@kernel_N).
+/// graph.fused (and the other ops with a kernel): its kernel function
+/// (@dtc_kernels::@kernel_N).
 constexpr llvm::StringLiteral kKernel = "dtc.kernel";
 /// A kernel function: chip -> PTX text.
 constexpr llvm::StringLiteral kPtx = "dtc.ptx";
@@ -155,6 +156,13 @@ constexpr llvm::StringLiteral kPtx = "dtc.ptx";
 constexpr llvm::StringLiteral kPtxEntry = "dtc.ptx_entry";
 /// A kernel function: [grid, block], blocks and threads a block.
 constexpr llvm::StringLiteral kLaunch = "dtc.launch";
+/// A kernel function: the threads it runs (its parallel loop's extent).
+constexpr llvm::StringLiteral kThreads = "dtc.threads";
+/// A kernel function: its outputs must be zeros before it runs.
+constexpr llvm::StringLiteral kZeroOutputs = "dtc.zero_outputs";
+/// A kernel function: per PTX entry parameter, the function argument
+/// (the instruction's buffer: inputs, then outputs) it is.
+constexpr llvm::StringLiteral kParams = "dtc.params";
 
 // Every pass that decides something.
 /// @main: one line per decision, in the order the passes made them; plan

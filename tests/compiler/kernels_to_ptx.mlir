@@ -37,11 +37,36 @@
 // parameters are its buffers alone (constants and index arithmetic sunk
 // into the kernel; no calls left: math expanded, libdevice linked), which
 // ptxas assembles, and its launch: a block of 256 threads per 256 elements.
-// PTX: func.func @kernel_0({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.ptx = {sm_80 = "{{.*}}.target sm_80{{.*}}.entry kernel_0_kernel(\0A\09.param .u64 kernel_0_kernel_param_0,\0A\09.param .u64 kernel_0_kernel_param_1,\0A\09.param .u64 kernel_0_kernel_param_2,\0A\09.param .u64 kernel_0_kernel_param_3\0A){{.*}}", sm_90 = "{{.*}}.target sm_90
+// PTX: func.func @kernel_0({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.params = array<i64: 0, 1, 2, 3>, dtc.ptx = {sm_80 = "{{.*}}.target sm_80{{.*}}.entry kernel_0_kernel(\0A\09.param .u64 kernel_0_kernel_param_0,\0A\09.param .u64 kernel_0_kernel_param_1,\0A\09.param .u64 kernel_0_kernel_param_2,\0A\09.param .u64 kernel_0_kernel_param_3\0A){{.*}}", sm_90 = "{{.*}}.target sm_90
 // PTX-SAME: dtc.ptx_entry = "kernel_0_kernel"
-// PTX: func.func @kernel_1({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.ptx = {sm_80 =
+// PTX: func.func @kernel_1({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.params = array<i64: 0, 1, 2>, dtc.ptx = {sm_80 =
 // PTX-NOT: call
-// ASSEMBLED: assembled 4 kernels: sm_80 2, sm_90 2
+// The other kernels launch one thread per row or output: 600 rows of the
+// softmax in 3 blocks; the gather's and the scatter-add's parameters are
+// in the order the kernel first uses its buffers (indices, then the
+// table or updates, then the output), which dtc.params records; the
+// scatter-add wants zeroed outputs.
+// PTX: func.func @kernel_2({{.*}}) attributes {dtc.launch = array<i64: 3, 256>, dtc.params = array<i64: 0, 1>
+// PTX: func.func @kernel_3({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.params = array<i64: 0, 1>
+// PTX: func.func @kernel_4({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 0, 2>
+// PTX: func.func @kernel_5({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 0, 2>
+// PTX-SAME: dtc.zero_outputs
+// ASSEMBLED: assembled 12 kernels: sm_80 6, sm_90 6
+
+// Softmax over the last axis: a thread per row (scf.parallel over the 600
+// rows), a loop for the max, blocks of 64 for the sum of exps, a loop
+// for the outputs. A sum over the leading axes (a bias's gradient): a
+// thread per output column, the 600 rows summed in blocks.
+// KERNEL-LABEL: func.func @kernel_2(%arg0: memref<60000xf32>, %arg1: memref<60000xf32>) attributes {dtc.threads = 600 : i64}
+// KERNEL: scf.parallel ({{.*}}) = ({{.*}}) to ({{.*}}) step
+// KERNEL: arith.maximumf
+// KERNEL: scf.for {{.*}} step %c64
+// KERNEL: math.exp
+// KERNEL: memref.store
+// KERNEL-LABEL: func.func @kernel_3(%arg0: memref<60000xf32>, %arg1: memref<100xf32>) attributes {dtc.threads = 100 : i64}
+// KERNEL-LABEL: func.func @kernel_4(%arg0: memref<3200xf32>, %arg1: memref<48xi64>, %arg2: memref<1536xf32>) attributes {dtc.threads = 1536 : i64}
+// KERNEL-LABEL: func.func @kernel_5(%arg0: memref<1536xf32>, %arg1: memref<48xi64>, %arg2: memref<3200xf32>) attributes {dtc.threads = 1536 : i64, dtc.zero_outputs}
+// KERNEL: memref.atomic_rmw addf
 
 func.func @gelu_chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %r: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %half = graph.constant dense<0.5> : tensor<f32>
@@ -61,4 +86,16 @@ func.func @masked(%m: tensor<3x4xi1>, %x: tensor<2x3x4xf32>) -> tensor<2x3x4xbf1
   %w = graph.where %m, %g, %zero : (tensor<3x4xi1>, tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
   %c = graph.cast %w : (tensor<2x3x4xf32>) -> tensor<2x3x4xbf16>
   return %c : tensor<2x3x4xbf16>
+}
+
+func.func @rows(%x: tensor<12x50x100xf32>) -> (tensor<12x50x100xf32>, tensor<1x1x100xf32>) {
+  %s = graph.softmax %x {axis = 2 : i64} : (tensor<12x50x100xf32>) -> tensor<12x50x100xf32>
+  %b = graph.reduce_sum %x {axes = array<i64: 0, 1>} : (tensor<12x50x100xf32>) -> tensor<1x1x100xf32>
+  return %s, %b : tensor<12x50x100xf32>, tensor<1x1x100xf32>
+}
+
+func.func @embedding(%e: tensor<100x32xf32>, %ids: tensor<48xi64>) -> (tensor<48x32xf32>, tensor<100x32xf32>) {
+  %g = graph.gather %e, %ids {axis = 0 : i64} : (tensor<100x32xf32>, tensor<48xi64>) -> tensor<48x32xf32>
+  %d = graph.scatter_add %g, %ids {axis = 0 : i64} : (tensor<48x32xf32>, tensor<48xi64>) -> tensor<100x32xf32>
+  return %g, %d : tensor<48x32xf32>, tensor<100x32xf32>
 }

@@ -1,12 +1,12 @@
 //===- KernelCodegenTest.cpp - generated kernels against the CPU backend --===//
 //
 // The GPU code generator's numerics, checked on any machine: the kernel IR
-// dtc-outline-kernels makes of each fused group (what dtc-kernels-to-ptx
+// dtc-outline-kernels makes of each op (what dtc-kernels-to-ptx
 // lowers for GPUs, with its math expanded the same way: KernelMath.h) is
 // lowered for the host, JIT-compiled by MLIR's ExecutionEngine and run on
-// random inputs; the CPU backend runs the same group as the plan states it
-// (its elementwise kernel). fp32 results agree within 1e-4 relative (5e-5
-// absolute near zero), and the other dtypes exactly.
+// random inputs; the CPU backend runs the same instruction as the plan
+// states it. fp32 results agree within 1e-4 relative (5e-5 absolute near
+// zero), bf16 within one rounding step, moves and the other dtypes exactly.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/KernelMath.h"
@@ -98,6 +98,35 @@ std::vector<char> randomOf(const dtc::plan::TensorType &t, std::mt19937 &rng, bo
   return bytes;
 }
 
+/// Random indices of `t` into an axis of `dim` rows, negative ones (from
+/// the end) included.
+std::vector<char> randomIndices(const dtc::plan::TensorType &t, int64_t dim, std::mt19937 &rng) {
+  int64_t n = count(t);
+  std::vector<char> bytes(size_t(n * bytesOf(t.dtype())));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = int64_t(rng() % uint64_t(2 * dim)) - dim;
+    if (t.dtype() == dtc::plan::I64) {
+      std::memcpy(&bytes[size_t(i * 8)], &v, 8);
+    } else {
+      int32_t w = int32_t(v);
+      std::memcpy(&bytes[size_t(i * 4)], &w, 4);
+    }
+  }
+  return bytes;
+}
+
+/// The rows of the axis an instruction's index input (operand 1) indexes,
+/// or 0 when it has none.
+int64_t indexedRows(const dtc::plan::Instruction &inst,
+                    const std::vector<dtc::plan::TensorType> &inTypes,
+                    const dtc::plan::TensorType &outType) {
+  if (inst.has_gather())
+    return inTypes[0].shape(int(inst.gather().axis()));
+  if (inst.has_scatter_add())
+    return outType.shape(int(inst.scatter_add().axis()));
+  return 0;
+}
+
 /// One fused group: the module's @main of `signature` and `body`.
 struct Case {
   std::string name, signature, body;
@@ -118,6 +147,9 @@ std::unique_ptr<ExecutionEngine> hostKernels(ModuleOp module) {
     func->removeAttr(dtc::attr::kPtx);
     func->removeAttr(dtc::attr::kPtxEntry);
     func->removeAttr(dtc::attr::kLaunch);
+    func->removeAttr(dtc::attr::kParams);
+    func->removeAttr(dtc::attr::kThreads);
+    func->removeAttr(dtc::attr::kZeroOutputs);
   }
   EXPECT_TRUE(succeeded(dtc::expandKernelMath(*host)));
   PassManager lower(context);
@@ -150,9 +182,12 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
   if (!cpu)
     return -1;
   std::vector<std::vector<char>> inputs;
+  int64_t rows = indexedRows(inst, inTypes, outTypes[0]);
   for (size_t i = 0; i < inTypes.size(); ++i)
-    inputs.push_back(randomOf(inTypes[i], rng,
-                              std::count(positive.begin(), positive.end(), int(i)) > 0));
+    inputs.push_back(rows && i == 1 ? randomIndices(inTypes[i], rows, rng)
+                                    : randomOf(inTypes[i], rng,
+                                               std::count(positive.begin(), positive.end(),
+                                                          int(i)) > 0));
   std::vector<char> expected(size_t(count(outTypes[0]) * bytesOf(outTypes[0].dtype())));
   std::vector<const void *> in;
   for (auto &v : inputs)
@@ -160,7 +195,7 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
   void *out[] = {expected.data()};
   dtc::runtime::cpu::ThreadPool pool(1);
   EXPECT_TRUE(cpu->run(in.data(), out, pool, error)) << error;
-  std::vector<char> actual(expected.size(), 0);
+  std::vector<char> actual(expected.size(), 0); // zeros, as a kernel with zero_outputs needs
   // Each buffer as a 1-D strided memref descriptor (the C interface).
   std::vector<StridedMemRefType<char, 1>> descriptors;
   auto describe = [&](void *data, int64_t n) {
@@ -185,6 +220,9 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
   dtc::plan::DType type = outTypes[0].dtype();
   if (type != dtc::plan::F32 && type != dtc::plan::BF16)
     return actual == expected ? 0 : -1;
+  if (inst.has_transpose() || inst.has_slice() || inst.has_concat() || inst.has_copy() ||
+      inst.has_gather())
+    return actual == expected ? 0 : -1; // moves: the same bytes
   // bf16: the f32 before the rounding may differ in its last bits, which
   // can move the result by one bf16 step.
   auto element = [&](const std::vector<char> &v, int64_t i) {
@@ -214,7 +252,16 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
   return worst;
 }
 
-void checkCase(const Case &c) {
+/// The kernel function an instruction's PTX entry point was made of.
+std::string kernelOf(const dtc::plan::Instruction &inst) {
+  std::string entry = inst.gpu().entry();
+  return entry.substr(0, entry.size() - std::string("_kernel").size());
+}
+
+/// Compiles `c` as dtc compile --backend cuda would (fused groups, buffers,
+/// kernels, PTX for sm_90) and compares each of its kernels on the host
+/// with the CPU backend's run of its instruction; returns how many.
+int checkCase(const Case &c) {
   SCOPED_TRACE(c.name);
   DialectRegistry registry;
   dtc::registerAllDialects(registry);
@@ -226,26 +273,37 @@ void checkCase(const Case &c) {
   MLIRContext context(registry);
   std::string text = "func.func @main" + c.signature + " {\n" + c.body + "\n}";
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << text;
+  EXPECT_TRUE(module) << text;
+  if (!module)
+    return 0;
   PassManager pm(&context);
-  ASSERT_TRUE(succeeded(parsePassPipeline(
-      "func.func(dtc-fuse-elementwise,dtc-assign-buffers),dtc-outline-kernels", pm)));
-  ASSERT_TRUE(succeeded(pm.run(*module)));
-  // The CPU backend's side: the plan's elementwise instruction.
+  EXPECT_TRUE(succeeded(parsePassPipeline(
+      "func.func(dtc-fuse-elementwise,dtc-assign-buffers),dtc-outline-kernels,"
+      "dtc-kernels-to-ptx{chips=sm_90}",
+      pm)));
+  EXPECT_TRUE(succeeded(pm.run(*module)));
   dtc::plan::Plan plan;
-  ASSERT_TRUE(succeeded(dtc::emitPlan(*module, plan)));
-  const dtc::plan::Instruction *inst = nullptr;
-  for (const dtc::plan::Instruction &i : plan.ranks(0).instructions())
-    if (i.has_elementwise())
-      inst = &i;
-  ASSERT_NE(inst, nullptr) << "no elementwise instruction";
+  EXPECT_TRUE(succeeded(dtc::emitPlan(*module, plan)));
   auto engine = hostKernels(*module);
-  ASSERT_TRUE(engine);
+  EXPECT_TRUE(engine);
+  if (!engine)
+    return 0;
   std::mt19937 rng(7);
-  double worst = compareKernel(*engine, "kernel_0", plan.ranks(0), *inst, c.positive, rng);
-  EXPECT_GE(worst, 0) << "the integer or bool results differ";
-  EXPECT_LE(worst, 1e-4) << "worst relative error";
-  std::printf("%-22s worst relative error %.2e\n", c.name.c_str(), worst);
+  int kernels = 0;
+  double worst = 0;
+  for (const dtc::plan::Instruction &inst : plan.ranks(0).instructions()) {
+    if (!inst.has_gpu())
+      continue;
+    double w = compareKernel(*engine, kernelOf(inst), plan.ranks(0), inst, c.positive, rng);
+    EXPECT_GE(w, 0) << "the integer, bool or moved results differ";
+    EXPECT_LE(w, 1e-4) << "worst relative error";
+    worst = std::max(worst, w);
+    ++kernels;
+  }
+  EXPECT_GT(kernels, 0) << "no instruction has a kernel";
+  std::printf("%-28s %d kernel%s, worst relative error %.2e\n", c.name.c_str(), kernels,
+              kernels == 1 ? "" : "s", worst);
+  return kernels;
 }
 
 TEST(KernelCodegen, EveryElementwiseOpAgainstTheCpuBackend) {
@@ -308,6 +366,110 @@ TEST(KernelCodegen, EveryElementwiseOpAgainstTheCpuBackend) {
 }
 
 
+/// The kernels that are not elementwise (LoopKernels.h): reductions over
+/// every kind of axis set, softmax rows along the last and a middle axis,
+/// layer norm with and without bias, moves, concatenation, split, gather
+/// and scatter-add, in f32, bf16 and integers.
+TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  auto op = [](const std::string &in, const std::string &line, const std::string &out) {
+    return Case{"", "(" + in + ") -> " + out, line + "\nreturn %y : " + out, {}};
+  };
+  std::vector<Case> cases;
+  auto add = [&](const std::string &name, Case c) {
+    c.name = name;
+    cases.push_back(c);
+  };
+  const std::string x3 = "%x: tensor<6x20x70xf32>";
+  for (std::string kind : {"sum", "mean", "max", "min"})
+    add("reduce_" + kind + " last axis",
+        op(x3, "%y = graph.reduce_" + kind + " %x {axes = array<i64: 2>} : (tensor<6x20x70xf32>) -> tensor<6x20x1xf32>",
+           "tensor<6x20x1xf32>"));
+  add("reduce_sum leading axes (a bias)",
+      op(x3, "%y = graph.reduce_sum %x {axes = array<i64: 0, 1>} : (tensor<6x20x70xf32>) -> tensor<1x1x70xf32>",
+         "tensor<1x1x70xf32>"));
+  add("reduce_mean middle, no keepdims",
+      op(x3, "%y = graph.reduce_mean %x {axes = array<i64: 1>, keepdims = false} : (tensor<6x20x70xf32>) -> tensor<6x70xf32>",
+         "tensor<6x70xf32>"));
+  add("reduce_max outer and inner",
+      op(x3, "%y = graph.reduce_max %x {axes = array<i64: 0, 2>} : (tensor<6x20x70xf32>) -> tensor<1x20x1xf32>",
+         "tensor<1x20x1xf32>"));
+  add("reduce_sum long row",
+      op("%x: tensor<3x5000xf32>", "%y = graph.reduce_sum %x {axes = array<i64: 1>} : (tensor<3x5000xf32>) -> tensor<3x1xf32>",
+         "tensor<3x1xf32>"));
+  add("reduce_sum bf16",
+      op("%x: tensor<8x300xbf16>", "%y = graph.reduce_sum %x {axes = array<i64: 1>} : (tensor<8x300xbf16>) -> tensor<8x1xbf16>",
+         "tensor<8x1xbf16>"));
+  add("reduce_sum i64",
+      op("%x: tensor<4x9x5xi64>", "%y = graph.reduce_sum %x {axes = array<i64: 1>} : (tensor<4x9x5xi64>) -> tensor<4x1x5xi64>",
+         "tensor<4x1x5xi64>"));
+  add("reduce_min i64",
+      op("%x: tensor<4x9xi64>", "%y = graph.reduce_min %x {axes = array<i64: 0>} : (tensor<4x9xi64>) -> tensor<1x9xi64>",
+         "tensor<1x9xi64>"));
+  add("softmax last axis",
+      op(x3, "%y = graph.softmax %x {axis = 2 : i64} : (tensor<6x20x70xf32>) -> tensor<6x20x70xf32>",
+         "tensor<6x20x70xf32>"));
+  add("softmax middle axis",
+      op(x3, "%y = graph.softmax %x {axis = 1 : i64} : (tensor<6x20x70xf32>) -> tensor<6x20x70xf32>",
+         "tensor<6x20x70xf32>"));
+  add("log_softmax long row",
+      op("%x: tensor<4x3000xf32>", "%y = graph.log_softmax %x {axis = 1 : i64} : (tensor<4x3000xf32>) -> tensor<4x3000xf32>",
+         "tensor<4x3000xf32>"));
+  add("softmax bf16",
+      op("%x: tensor<4x2x64xbf16>", "%y = graph.softmax %x {axis = 2 : i64} : (tensor<4x2x64xbf16>) -> tensor<4x2x64xbf16>",
+         "tensor<4x2x64xbf16>"));
+  add("layer_norm with bias",
+      op(x3 + ", %s: tensor<70xf32>, %b: tensor<70xf32>",
+         "%y = graph.layer_norm %x, %s, %b {axis = 2 : i64} : (tensor<6x20x70xf32>, tensor<70xf32>, tensor<70xf32>) -> tensor<6x20x70xf32>",
+         "tensor<6x20x70xf32>"));
+  add("layer_norm two axes, no bias",
+      op(x3 + ", %s: tensor<20x70xf32>",
+         "%y = graph.layer_norm %x, %s {axis = 1 : i64, epsilon = 1.0e-3 : f64} : (tensor<6x20x70xf32>, tensor<20x70xf32>) -> tensor<6x20x70xf32>",
+         "tensor<6x20x70xf32>"));
+  add("layer_norm bf16",
+      op("%x: tensor<8x96xbf16>, %s: tensor<96xbf16>, %b: tensor<96xbf16>",
+         "%y = graph.layer_norm %x, %s, %b {axis = 1 : i64} : (tensor<8x96xbf16>, tensor<96xbf16>, tensor<96xbf16>) -> tensor<8x96xbf16>",
+         "tensor<8x96xbf16>"));
+  add("transpose 4-D",
+      op("%x: tensor<2x5x3x7xf32>", "%y = graph.transpose %x {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x7xf32>) -> tensor<2x3x7x5xf32>",
+         "tensor<2x3x7x5xf32>"));
+  add("transpose bf16",
+      op("%x: tensor<9x17xbf16>", "%y = graph.transpose %x {perm = array<i64: 1, 0>} : (tensor<9x17xbf16>) -> tensor<17x9xbf16>",
+         "tensor<17x9xbf16>"));
+  add("slice strided and reversed",
+      op("%x: tensor<6x20xf32>", "%y = graph.slice %x {offsets = array<i64: 1, 19>, sizes = array<i64: 2, 7>, strides = array<i64: 2, -3>} : (tensor<6x20xf32>) -> tensor<2x7xf32>",
+         "tensor<2x7xf32>"));
+  add("concat three along axis 1",
+      op("%a: tensor<3x2x5xf32>, %b: tensor<3x4x5xf32>, %c: tensor<3x1x5xf32>",
+         "%y = graph.concat %a, %b, %c {axis = 1 : i64} : (tensor<3x2x5xf32>, tensor<3x4x5xf32>, tensor<3x1x5xf32>) -> tensor<3x7x5xf32>",
+         "tensor<3x7x5xf32>"));
+  add("concat i64",
+      op("%a: tensor<4xi64>, %b: tensor<3xi64>",
+         "%y = graph.concat %a, %b {axis = 0 : i64} : (tensor<4xi64>, tensor<3xi64>) -> tensor<7xi64>",
+         "tensor<7xi64>"));
+  add("split in three",
+      Case{"", "(%x: tensor<2x16x192xf32>) -> (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>)",
+           "%y:3 = graph.split %x {axis = 2 : i64, sizes = array<i64: 64, 64, 64>} : (tensor<2x16x192xf32>) -> (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>)\n"
+           "return %y#0, %y#1, %y#2 : tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>", {}});
+  add("gather rows (embedding)",
+      op("%e: tensor<50x24xf32>, %i: tensor<4x6xi64>",
+         "%y = graph.gather %e, %i {axis = 0 : i64} : (tensor<50x24xf32>, tensor<4x6xi64>) -> tensor<4x6x24xf32>",
+         "tensor<4x6x24xf32>"));
+  add("gather middle axis, i32",
+      op("%e: tensor<3x10x4xf32>, %i: tensor<5xi32>",
+         "%y = graph.gather %e, %i {axis = 1 : i64} : (tensor<3x10x4xf32>, tensor<5xi32>) -> tensor<3x5x4xf32>",
+         "tensor<3x5x4xf32>"));
+  add("scatter_add (embedding gradient)",
+      op("%u: tensor<4x6x24xf32>, %i: tensor<4x6xi64>",
+         "%y = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<4x6x24xf32>, tensor<4x6xi64>) -> tensor<10x24xf32>",
+         "tensor<10x24xf32>"));
+  int kernels = 0;
+  for (const Case &c : cases)
+    kernels += checkCase(c);
+  EXPECT_EQ(kernels, int(cases.size()) + 2); // the split's three pieces
+}
+
 /// Every kernel of a GPT training step (AdamW, bf16 compute, dp x tp) as
 /// dtc compile --backend cuda makes it, each on random inputs against the
 /// CPU backend's run of its instruction.
@@ -348,8 +510,7 @@ TEST(KernelCodegen, EveryKernelOfAGptTrainingStep) {
       for (const dtc::plan::Instruction &inst : *list) {
         if (!inst.has_gpu())
           continue;
-        std::string entry = inst.gpu().entry();
-        std::string kernel = entry.substr(0, entry.size() - std::string("_kernel").size());
+        std::string kernel = kernelOf(inst);
         SCOPED_TRACE(kernel);
         double w = compareKernel(*engine, kernel, program, inst, {}, rng);
         EXPECT_GE(w, 0) << kernel << ": the integer or bool results differ";

@@ -1,0 +1,544 @@
+//===- LoopKernels.cpp - kernels for reductions, rows and data movement ---===//
+//
+// One scf.parallel over the kernel's threads; each thread's body indexes
+// the flat buffers itself. bf16 and f16 values are computed in f32, sums
+// of floats are taken in blocks of kSumBlock terms (a block's sum added to
+// the running one) so long rows keep their digits. Why one thread per
+// output or row, and what that costs: docs/gpu-kernels.md.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/LoopKernels.h"
+#include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace dtc {
+
+using namespace mlir;
+
+namespace {
+
+/// Float terms summed per block before the block's sum joins the total.
+constexpr int64_t kSumBlock = 64;
+
+bool supportedElement(Type t) {
+  return t.isF32() || t.isF64() || t.isBF16() || t.isF16() || t.isInteger(1) ||
+         t.isInteger(32) || t.isInteger(64);
+}
+
+RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// The kernel's buffers: the op's operands, then its results.
+SmallVector<Value> buffersOf(Operation *op) {
+  SmallVector<Value> buffers(op->getOperands());
+  buffers.append(op->result_begin(), op->result_end());
+  return buffers;
+}
+
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+    strides[size_t(d)] = strides[size_t(d) + 1] * shape[size_t(d) + 1];
+  return strides;
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+/// A thread's body: index arithmetic, loads widened to the compute type,
+/// stores narrowed back, loops.
+class Body {
+public:
+  Body(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  OpBuilder &b;
+  Location loc;
+
+  Value index(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
+  Value add(Value x, Value y) { return b.create<arith::AddIOp>(loc, x, y); }
+  Value mul(Value x, int64_t y) { return y == 1 ? x : b.create<arith::MulIOp>(loc, x, index(y)).getResult(); }
+  Value div(Value x, int64_t y) { return y == 1 ? x : b.create<arith::DivUIOp>(loc, x, index(y)).getResult(); }
+  Value rem(Value x, int64_t y) { return b.create<arith::RemUIOp>(loc, x, index(y)); }
+
+  /// Coordinate k of flat index `flat` over `sizes` (row-major).
+  SmallVector<Value> coordinates(Value flat, ArrayRef<int64_t> sizes) {
+    SmallVector<int64_t> strides = stridesOf(sizes);
+    SmallVector<Value> coords;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      Value c = div(flat, strides[k]);
+      coords.push_back(k == 0 ? c : rem(c, sizes[k]));
+    }
+    return coords;
+  }
+
+  /// Sum of coords[k] * strides[k] (+ `base`).
+  Value linear(ArrayRef<Value> coords, ArrayRef<int64_t> strides, Value base = {}) {
+    Value at = base;
+    for (auto [c, s] : llvm::zip(coords, strides))
+      at = at ? add(at, mul(c, s)) : mul(c, s);
+    return at ? at : index(0);
+  }
+
+  static Type computeType(Type element) {
+    return element.isBF16() || element.isF16() ? Float32Type::get(element.getContext())
+                                               : element;
+  }
+  Value load(Value memref, Value at) {
+    Value v = b.create<memref::LoadOp>(loc, memref, ValueRange{at});
+    Type t = computeType(v.getType());
+    return t == v.getType() ? v : b.create<arith::ExtFOp>(loc, t, v).getResult();
+  }
+  void store(Value v, Value memref, Value at) {
+    Type element = cast<MemRefType>(memref.getType()).getElementType();
+    if (v.getType() != element)
+      v = b.create<arith::TruncFOp>(loc, element, v);
+    b.create<memref::StoreOp>(loc, v, memref, ValueRange{at});
+  }
+  /// A move: the element as it is, whatever its type.
+  void copy(Value from, Value fromAt, Value to, Value toAt) {
+    Value v = b.create<memref::LoadOp>(loc, from, ValueRange{fromAt});
+    b.create<memref::StoreOp>(loc, v, to, ValueRange{toAt});
+  }
+
+  Value constant(Type t, double v) {
+    if (isa<FloatType>(t))
+      return b.create<arith::ConstantOp>(loc, b.getFloatAttr(t, v));
+    return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(t, int64_t(v)));
+  }
+  Value infinity(Type t, bool negative) {
+    if (auto f = dyn_cast<FloatType>(t))
+      return b.create<arith::ConstantOp>(
+          loc, b.getFloatAttr(t, APFloat::getInf(f.getFloatSemantics(), negative)));
+    unsigned width = t.getIntOrFloatBitWidth();
+    return b.create<arith::ConstantOp>(
+        loc, b.getIntegerAttr(t, negative ? APInt::getSignedMinValue(width)
+                                          : APInt::getSignedMaxValue(width)));
+  }
+
+  using Fold = function_ref<Value(Body &, Value acc, Value k)>;
+  /// fold(acc, k) over k in [begin, end), from `init`.
+  Value loop(Value begin, Value end, Value init, Fold fold) {
+    auto forOp = b.create<scf::ForOp>(
+        loc, begin, end, index(1), ValueRange{init},
+        [&](OpBuilder &nested, Location l, Value k, ValueRange acc) {
+          Body inner(nested, l);
+          nested.create<scf::YieldOp>(l, fold(inner, acc[0], k));
+        });
+    return forOp.getResult(0);
+  }
+  Value loop(int64_t n, Value init, Fold fold) { return loop(index(0), index(n), init, fold); }
+
+  /// Sum of term(k) for k in [0, n) in type `t`: a float sum in blocks of
+  /// kSumBlock terms.
+  Value sum(int64_t n, Type t, function_ref<Value(Body &, Value k)> term) {
+    auto addTerm = [&](Body &inner, Value acc, Value k) -> Value {
+      Value v = term(inner, k);
+      return isa<FloatType>(t) ? inner.b.create<arith::AddFOp>(inner.loc, acc, v).getResult()
+                               : inner.b.create<arith::AddIOp>(inner.loc, acc, v).getResult();
+    };
+    Value zero = constant(t, 0);
+    if (!isa<FloatType>(t) || n <= kSumBlock)
+      return loop(n, zero, addTerm);
+    auto blocks = b.create<scf::ForOp>(
+        loc, index(0), index(n), index(kSumBlock), ValueRange{zero},
+        [&](OpBuilder &nested, Location l, Value start, ValueRange total) {
+          Body outer(nested, l);
+          Value end = nested.create<arith::MinUIOp>(l, outer.add(start, outer.index(kSumBlock)),
+                                                    outer.index(n));
+          Value block = outer.loop(start, end, outer.constant(t, 0), addTerm);
+          nested.create<scf::YieldOp>(
+              l, ValueRange{nested.create<arith::AddFOp>(l, total[0], block).getResult()});
+        });
+    return blocks.getResult(0);
+  }
+};
+
+/// The kernel function: `buffers` as flat memrefs, one parallel loop over
+/// `threads`, `body` building each thread's work.
+using ThreadBody = function_ref<void(Body &, Value thread, ArrayRef<Value> buffers)>;
+
+func::FuncOp makeKernel(OpBuilder &b, Location loc, ArrayRef<Value> values, StringRef name,
+                        int64_t threads, ThreadBody body) {
+  SmallVector<Type> args;
+  for (Value v : values) {
+    auto t = tensorOf(v);
+    args.push_back(MemRefType::get({t.getNumElements()}, t.getElementType()));
+  }
+  auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, {}));
+  func->setAttr(attr::kThreads, b.getI64IntegerAttr(threads));
+  Block *entry = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  SmallVector<Value> buffers(entry->getArguments());
+  b.create<scf::ParallelOp>(loc, ValueRange{b.create<arith::ConstantIndexOp>(loc, 0)},
+                            ValueRange{b.create<arith::ConstantIndexOp>(loc, threads)},
+                            ValueRange{b.create<arith::ConstantIndexOp>(loc, 1)},
+                            [&](OpBuilder &nested, Location l, ValueRange ivs) {
+                              Body thread(nested, l);
+                              body(thread, ivs[0], buffers);
+                            });
+  b.create<func::ReturnOp>(loc);
+  return func;
+}
+
+/// `op`'s kernel: its operands' and results' buffers.
+func::FuncOp makeKernel(OpBuilder &b, Operation *op, StringRef name, int64_t threads,
+                        ThreadBody body) {
+  return makeKernel(b, op->getLoc(), buffersOf(op), name, threads, body);
+}
+
+/// Reductions: a thread per output element. The input's dims are
+/// simplified as the CPU backend's (size-1 dims dropped, neighbours of the
+/// same kind merged); the output's flat index gives the kept coordinates,
+/// the loop's the reduced ones.
+func::FuncOp reduceKernel(OpBuilder &b, Operation *op, StringRef name) {
+  auto input = tensorOf(op->getOperand(0));
+  auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+  SmallVector<int64_t> strides = stridesOf(input.getShape());
+  SmallVector<int64_t> keptSizes, keptStrides, reducedSizes, reducedStrides;
+  std::optional<bool> lastReduced;
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    int64_t size = input.getDimSize(d);
+    if (size == 1)
+      continue;
+    bool reduced = llvm::is_contained(axes, d);
+    auto &sizes = reduced ? reducedSizes : keptSizes;
+    auto &dimStrides = reduced ? reducedStrides : keptStrides;
+    if (lastReduced == reduced) { // merged with its neighbour
+      sizes.back() *= size;
+      dimStrides.back() = strides[size_t(d)];
+    } else {
+      sizes.push_back(size);
+      dimStrides.push_back(strides[size_t(d)]);
+    }
+    lastReduced = reduced;
+  }
+  int64_t outputs = product(keptSizes), count = product(reducedSizes);
+  bool sum = isa<graph::ReduceSumOp, graph::ReduceMeanOp>(op);
+  bool mean = isa<graph::ReduceMeanOp>(op), max = isa<graph::ReduceMaxOp>(op);
+  return makeKernel(b, op, name, outputs, [&](Body &t, Value o, ArrayRef<Value> buf) {
+    Value base = t.linear(t.coordinates(o, keptSizes), keptStrides);
+    Type type = Body::computeType(input.getElementType());
+    bool fl = isa<FloatType>(type);
+    auto at = [&](Body &in, Value r) {
+      return in.load(buf[0], in.linear(in.coordinates(r, reducedSizes), reducedStrides, base));
+    };
+    Value result;
+    if (sum) {
+      result = t.sum(count, type, at);
+      if (mean)
+        result = fl ? t.b.create<arith::DivFOp>(t.loc, result, t.constant(type, double(count)))
+                          .getResult()
+                    : t.b.create<arith::DivSIOp>(t.loc, result, t.constant(type, double(count)))
+                          .getResult();
+    } else {
+      result = t.loop(count, t.infinity(type, max), [&](Body &in, Value acc, Value r) -> Value {
+        Value v = at(in, r);
+        if (fl)
+          return max ? in.b.create<arith::MaximumFOp>(in.loc, acc, v).getResult()
+                     : in.b.create<arith::MinimumFOp>(in.loc, acc, v).getResult();
+        return max ? in.b.create<arith::MaxSIOp>(in.loc, acc, v).getResult()
+                   : in.b.create<arith::MinSIOp>(in.loc, acc, v).getResult();
+      });
+    }
+    t.store(result, buf[1], o);
+  });
+}
+
+/// Softmax and log-softmax: a thread per row (the axis's elements, `inner`
+/// apart); three passes: the max, the sum of exps, the outputs.
+func::FuncOp softmaxKernel(OpBuilder &b, Operation *op, StringRef name, int64_t axis, bool log) {
+  auto input = tensorOf(op->getOperand(0));
+  ArrayRef<int64_t> shape = input.getShape();
+  int64_t n = shape[size_t(axis)], inner = product(shape.drop_front(axis + 1));
+  int64_t rows = product(shape.take_front(axis)) * inner;
+  return makeKernel(b, op, name, rows, [&](Body &t, Value row, ArrayRef<Value> buf) {
+    Value base = t.add(t.mul(t.div(row, inner), n * inner), t.rem(row, inner));
+    auto at = [&](Body &in, Value k) { return in.add(base, in.mul(k, inner)); };
+    Type type = Body::computeType(input.getElementType());
+    Value max = t.loop(n, t.infinity(type, true), [&](Body &in, Value acc, Value k) -> Value {
+      return in.b.create<arith::MaximumFOp>(in.loc, acc, in.load(buf[0], at(in, k)));
+    });
+    Value sum = t.sum(n, type, [&](Body &in, Value k) -> Value {
+      Value x = in.b.create<arith::SubFOp>(in.loc, in.load(buf[0], at(in, k)), max);
+      return in.b.create<math::ExpOp>(in.loc, x);
+    });
+    // As the CPU backend: (x - max) - log(sum), or exp(x - max) / sum as a
+    // multiply by 1 / sum.
+    Value post = log ? t.b.create<math::LogOp>(t.loc, sum).getResult()
+                     : t.b.create<arith::DivFOp>(t.loc, t.constant(type, 1), sum).getResult();
+    auto forOp = t.b.create<scf::ForOp>(t.loc, t.index(0), t.index(n), t.index(1));
+    OpBuilder::InsertionGuard guard(t.b);
+    t.b.setInsertionPointToStart(forOp.getBody());
+    Body in(t.b, t.loc);
+    Value k = forOp.getInductionVar();
+    Value x = in.b.create<arith::SubFOp>(in.loc, in.load(buf[0], at(in, k)), max);
+    Value y = log ? in.b.create<arith::SubFOp>(in.loc, x, post).getResult()
+                  : in.b.create<arith::MulFOp>(in.loc, in.b.create<math::ExpOp>(in.loc, x), post)
+                        .getResult();
+    in.store(y, buf[1], at(in, k));
+  });
+}
+
+/// Layer norm: a thread per row of the normalized dims; the mean, then the
+/// centred squares, then (x - mean) / sqrt(variance + eps) * scale + bias.
+func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name) {
+  auto input = tensorOf(op.getInput());
+  int64_t axis = op.getAxis() < 0 ? op.getAxis() + input.getRank() : op.getAxis();
+  int64_t n = product(input.getShape().drop_front(axis));
+  int64_t rows = input.getNumElements() / n;
+  bool bias = bool(op.getBias());
+  double epsilon = op.getEpsilon().convertToDouble();
+  return makeKernel(b, op, name, rows, [&](Body &t, Value row, ArrayRef<Value> buf) {
+    Value base = t.mul(row, n);
+    Type type = Body::computeType(input.getElementType());
+    auto x = [&](Body &in, Value k) { return in.load(buf[0], in.add(base, k)); };
+    Value count = t.constant(type, double(n));
+    Value mean = t.b.create<arith::DivFOp>(t.loc, t.sum(n, type, x), count);
+    Value squares = t.sum(n, type, [&](Body &in, Value k) -> Value {
+      Value d = in.b.create<arith::SubFOp>(in.loc, x(in, k), mean);
+      return in.b.create<arith::MulFOp>(in.loc, d, d);
+    });
+    Value variance = t.b.create<arith::DivFOp>(t.loc, squares, count);
+    Value inverse = t.b.create<arith::DivFOp>(
+        t.loc, t.constant(type, 1),
+        t.b.create<math::SqrtOp>(
+            t.loc, t.b.create<arith::AddFOp>(t.loc, variance, t.constant(type, epsilon))));
+    auto forOp = t.b.create<scf::ForOp>(t.loc, t.index(0), t.index(n), t.index(1));
+    OpBuilder::InsertionGuard guard(t.b);
+    t.b.setInsertionPointToStart(forOp.getBody());
+    Body in(t.b, t.loc);
+    Value k = forOp.getInductionVar();
+    Value centred = in.b.create<arith::SubFOp>(in.loc, x(in, k), mean);
+    Value y = in.b.create<arith::MulFOp>(
+        in.loc, in.b.create<arith::MulFOp>(in.loc, centred, inverse), in.load(buf[1], k));
+    if (bias)
+      y = in.b.create<arith::AddFOp>(in.loc, y, in.load(buf[2], k));
+    in.store(y, buf[bias ? 3 : 2], in.add(base, k));
+  });
+}
+
+/// Moves: a thread per output element, reading the input element whose
+/// flat index is an affine function of the output's coordinates
+/// (transpose, strided slice, copy).
+func::FuncOp moveKernel(OpBuilder &b, Location loc, Value input, Value output, StringRef name,
+                        function_ref<Value(Body &, Value output)> source) {
+  return makeKernel(b, loc, {input, output}, name, tensorOf(output).getNumElements(),
+                    [&](Body &t, Value o, ArrayRef<Value> buf) {
+                      t.copy(buf[0], source(t, o), buf[1], o);
+                    });
+}
+
+/// A strided slice of `input` into `output` (a graph.slice, a piece of a
+/// graph.split).
+func::FuncOp sliceKernel(OpBuilder &b, Location loc, Value input, Value output, StringRef name,
+                         ArrayRef<int64_t> offsets, ArrayRef<int64_t> steps) {
+  SmallVector<int64_t> in = stridesOf(tensorOf(input).getShape()), strides;
+  int64_t offset = 0;
+  for (auto [d, stride] : llvm::enumerate(in)) {
+    offset += offsets[d] * stride;
+    strides.push_back(steps[d] * stride);
+  }
+  auto shape = tensorOf(output).getShape();
+  return moveKernel(b, loc, input, output, name, [&](Body &body, Value o) {
+    return body.linear(body.coordinates(o, shape), strides, body.index(offset));
+  });
+}
+
+/// Concatenation: a thread per output element; its coordinate along the
+/// axis picks the input (a chain of scf.if yielding the element).
+func::FuncOp concatKernel(OpBuilder &b, graph::ConcatOp op, StringRef name) {
+  auto output = tensorOf(op.getResult());
+  int64_t axis = op.getAxis() < 0 ? op.getAxis() + output.getRank() : op.getAxis();
+  int64_t size = output.getDimSize(axis), inner = product(output.getShape().drop_front(axis + 1));
+  SmallVector<int64_t> sizes, starts;
+  int64_t start = 0;
+  for (Value in : op.getInputs()) {
+    starts.push_back(start);
+    sizes.push_back(tensorOf(in).getDimSize(axis));
+    start += sizes.back();
+  }
+  size_t inputs = sizes.size();
+  return makeKernel(b, op, name, output.getNumElements(),
+                    [&](Body &t, Value o, ArrayRef<Value> buf) {
+    Value outer = t.div(o, size * inner), c = t.rem(t.div(o, inner), size), i = t.rem(o, inner);
+    // The element of input k (at its own coordinate c - start_k).
+    auto elementOf = [&](Body &in, size_t k) -> Value {
+      Value local = in.b.create<arith::SubIOp>(in.loc, c, in.index(starts[k]));
+      Value at = in.add(in.add(in.mul(outer, sizes[k] * inner), in.mul(local, inner)), i);
+      return in.b.create<memref::LoadOp>(in.loc, buf[k], ValueRange{at});
+    };
+    std::function<Value(Body &, size_t)> pick = [&](Body &in, size_t k) -> Value {
+      if (k + 1 == inputs)
+        return elementOf(in, k);
+      Value before = in.b.create<arith::CmpIOp>(in.loc, arith::CmpIPredicate::ult, c,
+                                                in.index(starts[k + 1]));
+      auto ifOp = in.b.create<scf::IfOp>(
+          in.loc, before,
+          [&](OpBuilder &nested, Location l) {
+            Body branch(nested, l);
+            nested.create<scf::YieldOp>(l, elementOf(branch, k));
+          },
+          [&](OpBuilder &nested, Location l) {
+            Body branch(nested, l);
+            nested.create<scf::YieldOp>(l, pick(branch, k + 1));
+          });
+      return ifOp.getResult(0);
+    };
+    Value v = pick(t, 0);
+    t.b.create<memref::StoreOp>(t.loc, v, buf[inputs], ValueRange{o});
+  });
+}
+
+/// Row `index` of an axis of `dim` rows: negative indices count from the
+/// end; out-of-range ones are clamped (the CPU backend stops with a
+/// message instead; a kernel has no way to say so).
+Value rowOf(Body &t, Value index, int64_t dim) {
+  Value i = t.b.create<arith::IndexCastOp>(t.loc, t.b.getIndexType(), index);
+  Value negative = t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(0));
+  i = t.b.create<arith::SelectOp>(t.loc, negative, t.add(i, t.index(dim)), i);
+  i = t.b.create<arith::MaxSIOp>(t.loc, i, t.index(0));
+  return t.b.create<arith::MinSIOp>(t.loc, i, t.index(dim - 1));
+}
+
+/// Gather: a thread per output element ([outer, count, inner]), reading
+/// its index and then its element of data ([outer, dim, inner]).
+func::FuncOp gatherKernel(OpBuilder &b, graph::GatherOp op, StringRef name) {
+  auto data = tensorOf(op.getData());
+  int64_t axis = op.getAxis() < 0 ? op.getAxis() + data.getRank() : op.getAxis();
+  int64_t dim = data.getDimSize(axis), inner = product(data.getShape().drop_front(axis + 1));
+  int64_t count = tensorOf(op.getIndices()).getNumElements();
+  return makeKernel(b, op, name, tensorOf(op.getResult()).getNumElements(),
+                    [&](Body &t, Value o, ArrayRef<Value> buf) {
+    Value outer = t.div(o, count * inner), j = t.rem(t.div(o, inner), count), i = t.rem(o, inner);
+    Value row = rowOf(t, t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{j}), dim);
+    Value at = t.add(t.add(t.mul(outer, dim * inner), t.mul(row, inner)), i);
+    t.copy(buf[0], at, buf[2], o);
+  });
+}
+
+/// Scatter-add (gather's gradient): a thread per update element, added
+/// atomically into the output, which the runtime zeroes first
+/// (`dtc.zero_outputs`). f32 and f64 only (atomic adds of those).
+func::FuncOp scatterAddKernel(OpBuilder &b, graph::ScatterAddOp op, StringRef name,
+                              std::string &missing) {
+  auto output = tensorOf(op.getOutput());
+  if (!output.getElementType().isF32() && !output.getElementType().isF64()) {
+    missing = "scatter_add of " + std::string(output.getElementType().isBF16() ? "bf16" : "f16");
+    return {};
+  }
+  int64_t axis = op.getAxis() < 0 ? op.getAxis() + output.getRank() : op.getAxis();
+  int64_t dim = output.getDimSize(axis), inner = product(output.getShape().drop_front(axis + 1));
+  int64_t count = tensorOf(op.getIndices()).getNumElements();
+  auto func = makeKernel(b, op, name, tensorOf(op.getUpdates()).getNumElements(),
+                         [&](Body &t, Value u, ArrayRef<Value> buf) {
+    Value outer = t.div(u, count * inner), j = t.rem(t.div(u, inner), count), i = t.rem(u, inner);
+    Value row = rowOf(t, t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{j}), dim);
+    Value at = t.add(t.add(t.mul(outer, dim * inner), t.mul(row, inner)), i);
+    Value v = t.b.create<memref::LoadOp>(t.loc, buf[0], ValueRange{u});
+    t.b.create<memref::AtomicRMWOp>(t.loc, arith::AtomicRMWKind::addf, v, buf[2],
+                                    ValueRange{at});
+  });
+  func->setAttr(attr::kZeroOutputs, b.getUnitAttr());
+  return func;
+}
+
+} // namespace
+
+bool hasLoopKernel(Operation *op) {
+  return isa<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp, graph::ReduceMinOp,
+             graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp, graph::TransposeOp,
+             graph::SliceOp, graph::SplitOp, graph::CopyOp, graph::ConcatOp, graph::GatherOp,
+             graph::ScatterAddOp>(op);
+}
+
+namespace {
+
+func::FuncOp buildOne(OpBuilder &b, Operation *op, StringRef name, std::string &missing) {
+  for (Value v : buffersOf(op)) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || !supportedElement(t.getElementType())) {
+      llvm::raw_string_ostream os(missing);
+      os << op->getName().stripDialect() << " of " << v.getType();
+      return {};
+    }
+  }
+  return llvm::TypeSwitch<Operation *, func::FuncOp>(op)
+      .Case<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp, graph::ReduceMinOp>(
+          [&](Operation *r) { return reduceKernel(b, r, name); })
+      .Case([&](graph::SoftmaxOp s) {
+        int64_t rank = tensorOf(s.getInput()).getRank();
+        return softmaxKernel(b, s, name, s.getAxis() < 0 ? s.getAxis() + rank : s.getAxis(),
+                             false);
+      })
+      .Case([&](graph::LogSoftmaxOp s) {
+        int64_t rank = tensorOf(s.getInput()).getRank();
+        return softmaxKernel(b, s, name, s.getAxis() < 0 ? s.getAxis() + rank : s.getAxis(),
+                             true);
+      })
+      .Case([&](graph::LayerNormOp l) { return layerNormKernel(b, l, name); })
+      .Case([&](graph::TransposeOp t) {
+        SmallVector<int64_t> in = stridesOf(tensorOf(t.getInput()).getShape()), strides;
+        for (int64_t p : t.getPerm())
+          strides.push_back(in[size_t(p)]);
+        auto shape = tensorOf(t.getResult()).getShape();
+        return moveKernel(b, t.getLoc(), t.getInput(), t.getResult(), name,
+                          [&](Body &body, Value o) {
+                            return body.linear(body.coordinates(o, shape), strides);
+                          });
+      })
+      .Case([&](graph::SliceOp s) {
+        return sliceKernel(b, s.getLoc(), s.getInput(), s.getResult(), name, s.getOffsets(),
+                           s.getStrides());
+      })
+      .Case([&](graph::CopyOp c) {
+        return moveKernel(b, c.getLoc(), c.getInput(), c.getResult(), name,
+                          [](Body &, Value o) { return o; });
+      })
+      .Case([&](graph::ConcatOp c) { return concatKernel(b, c, name); })
+      .Case([&](graph::GatherOp g) { return gatherKernel(b, g, name); })
+      .Case([&](graph::ScatterAddOp s) { return scatterAddKernel(b, s, name, missing); })
+      .Default([&](Operation *o) {
+        missing = o->getName().getStringRef().str();
+        return func::FuncOp();
+      });
+}
+
+} // namespace
+
+SmallVector<func::FuncOp> buildLoopKernels(OpBuilder &b, Operation *op,
+                                           function_ref<std::string()> nextName,
+                                           std::string &missing) {
+  auto split = dyn_cast<graph::SplitOp>(op);
+  if (!split) {
+    func::FuncOp func = buildOne(b, op, nextName(), missing);
+    return func ? SmallVector<func::FuncOp>{func} : SmallVector<func::FuncOp>{};
+  }
+  // A split is a slice per piece, as the plan states it.
+  auto input = tensorOf(split.getInput());
+  if (!supportedElement(input.getElementType())) {
+    llvm::raw_string_ostream os(missing);
+    os << "split of " << input.getElementType();
+    return {};
+  }
+  int64_t axis = split.getAxis() < 0 ? split.getAxis() + input.getRank() : split.getAxis();
+  SmallVector<int64_t> offsets(size_t(input.getRank()), 0), steps(size_t(input.getRank()), 1);
+  SmallVector<func::FuncOp> pieces;
+  for (Value piece : split.getResults()) {
+    pieces.push_back(sliceKernel(b, split.getLoc(), split.getInput(), piece, nextName(),
+                                 offsets, steps));
+    offsets[size_t(axis)] += tensorOf(piece).getDimSize(axis);
+  }
+  return pieces;
+}
+
+} // namespace dtc
