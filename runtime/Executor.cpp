@@ -120,13 +120,15 @@ bool makeGroups(const plan::Plan &plan, MeshGroups &groups, std::string &error) 
 } // namespace
 
 Executor::~Executor() {
-  steps_.clear();
+  steps_.clear(); // before the device their kernels run on
+  device_.reset();
   std::free(arena_);
 }
 
 std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
                                            const std::string &modelPath, int threads,
-                                           std::string &error, MeshGroups *groups) {
+                                           std::string &error, MeshGroups *groups,
+                                           std::unique_ptr<Device> device) {
   // Parameter servers' ranks follow the mesh's (plan.proto: ParameterServers).
   int64_t devices = plan::meshDevices(plan.mesh());
   int64_t ranks = devices + plan.training().parameter_servers().servers();
@@ -144,6 +146,7 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
   ex->plan_ = &plan;
   ex->program_ = &plan.ranks(program);
   ex->groups_ = groups;
+  ex->device_ = std::move(device);
   ex->axisSizes_ = plan::meshAxisSizes(plan.mesh());
   ex->coordinates_ = meshCoordinates(rank < devices ? rank : 0, ex->axisSizes_);
   ex->rank_ = rank;
@@ -204,6 +207,7 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
             " (" + std::to_string(arenaBytes) + " bytes)";
     return false;
   }
+  arenaBytes_ = arenaBytes;
   // Bytes no buffer source fills start as zeros, not as whatever was there.
   std::memset(arena_, 0, arenaBytes);
   if (!readParameters(modelPath, error))
@@ -248,11 +252,19 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   std::vector<bool> constant = constantBuffers(*plan_, program, /*afterPrologue=*/false);
   for (int i = 0; i < program.prologue_size(); ++i) {
     Step step;
-    if (!prepare(program.prologue(i), StepPart::Prologue, constant, step, error) ||
+    if (!prepare(program.prologue(i), StepPart::Prologue, constant, step, error,
+                 /*onHost=*/true) ||
         !step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error)) {
       error = "prologue instruction " + std::to_string(i) + ": " + error;
       return false;
     }
+  }
+  // The arena as loaded (parameters, constants, the prologue's values) to
+  // the device, whose copy the program then runs on.
+  if (device_) {
+    deviceArena_ = device_->allocate(arenaBytes, error);
+    if (!deviceArena_ || !device_->upload(deviceArena_, arena_, arenaBytes, error))
+      return false;
   }
   constant = constantBuffers(*plan_, program, /*afterPrologue=*/true);
   for (int i = 0; i < program.instructions_size(); ++i) {
@@ -287,7 +299,8 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
     if (!buffer.has_input())
       continue;
     const plan::TensorType &whole = plan_->inputs(int(buffer.input())).type();
-    InputCopy copy{buffer.input(), arena_ + buffer.offset(), {}, {}, {}, 0, 0};
+    InputCopy copy{buffer.input(), arena_ + buffer.offset(), size_t(buffer.offset()),
+                   size_t(byteSize(buffer.type())), {}, {}, {}, 0, 0};
     copy.rows = whole.shape_size() ? whole.shape(0) : 1;
     if (buffer.sharding_size() != 0) {
       copy.wholeDims.assign(whole.shape().begin(), whole.shape().end());
@@ -389,17 +402,19 @@ StepPart Executor::partOfSegment(int64_t segment) const {
 }
 
 bool Executor::prepare(const plan::Instruction &inst, StepPart part,
-                       const std::vector<bool> &constant, Step &step, std::string &error) {
+                       const std::vector<bool> &constant, Step &step, std::string &error,
+                       bool onHost) {
   std::vector<plan::TensorType> inTypes, outTypes;
-  std::vector<const void *> constants;
+  std::vector<const void *> constants; // host addresses: a CPU kernel may read them now
+  char *base = onHost ? arena_ : kernelArena();
   for (uint32_t id : inst.inputs()) {
     inTypes.push_back(program_->buffers(id).type());
-    step.inputs.push_back(arena_ + program_->buffers(id).offset());
-    constants.push_back(constant[id] ? step.inputs.back() : nullptr);
+    step.inputs.push_back(base + program_->buffers(id).offset());
+    constants.push_back(constant[id] ? arena_ + program_->buffers(id).offset() : nullptr);
   }
   for (uint32_t id : inst.outputs()) {
     outTypes.push_back(program_->buffers(id).type());
-    step.outputs.push_back(arena_ + program_->buffers(id).offset());
+    step.outputs.push_back(base + program_->buffers(id).offset());
   }
   if (inst.has_collective()) {
     Communicator *group = nullptr;
@@ -420,6 +435,8 @@ bool Executor::prepare(const plan::Instruction &inst, StepPart part,
   } else {
     step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
   }
+  if (step.kernel && device_ && !onHost)
+    step.kernel = device_->kernelFor(inst, inTypes, outTypes, std::move(step.kernel), error);
   return step.kernel != nullptr;
 }
 
@@ -471,9 +488,15 @@ void Executor::applyMicroBatchUpdates(int64_t chunk) { applyUpdatesOf(virtuals_ 
 void Executor::applyForwardUpdates(int64_t chunk) { applyUpdatesOf(chunk); }
 
 void Executor::zeroAccumulators() {
+  std::string error;
   for (const plan::Buffer &buffer : program_->buffers())
-    if (buffer.has_parameter() && buffer.parameter().accumulator())
-      std::memset(arena_ + buffer.offset(), 0, size_t(byteSize(buffer.type())));
+    if (buffer.has_parameter() && buffer.parameter().accumulator()) {
+      if (!device_)
+        std::memset(arena_ + buffer.offset(), 0, size_t(byteSize(buffer.type())));
+      else if (!device_->zero(deviceArena_ + buffer.offset(), size_t(byteSize(buffer.type())),
+                              error))
+        deviceError_ = error;
+    }
 }
 
 bool Executor::runMicroBatch(std::string &error, bool last) {
@@ -515,22 +538,40 @@ void Executor::applyUpdatesOf(int64_t segment) {
     const plan::ParameterUpdate &update = updates[u];
     if (updateSegment_[size_t(u)] != segment)
       continue;
-    const char *from = bufferBytes(program_->outputs(int(update.output())));
+    char *base = kernelArena();
+    const char *from = bufferBytes(base, program_->outputs(int(update.output())));
     const plan::Buffer &to = program_->buffers(int(update.buffer()));
-    if (from != arena_ + to.offset()) // else written in place by the step
-      std::memmove(arena_ + to.offset(), from, size_t(byteSize(to.type())));
+    if (from == base + to.offset()) // written in place by the step
+      continue;
+    std::string error;
+    if (!device_)
+      std::memmove(base + to.offset(), from, size_t(byteSize(to.type())));
+    else if (!device_->copy(base + to.offset(), from, size_t(byteSize(to.type())), error))
+      deviceError_ = error;
   }
 }
 
-const char *Executor::bufferBytes(uint32_t id) const {
+const char *Executor::bufferBytes(const char *base, uint32_t id) const {
   const plan::Buffer &buffer = program_->buffers(int(id));
-  return arena_ + buffer.offset() + (buffer.stash() ? slotShifts_[buffer.stash() - 1] : 0);
+  return base + buffer.offset() + (buffer.stash() ? slotShifts_[buffer.stash() - 1] : 0);
+}
+
+bool Executor::syncToHost(std::string &error) {
+  return !device_ || device_->download(arena_, deviceArena_, arenaBytes_, error);
+}
+
+bool Executor::syncToDevice(std::string &error) {
+  return !device_ || device_->upload(deviceArena_, arena_, arenaBytes_, error);
 }
 
 bool Executor::run(std::string &error) { return runRange(0, steps_.size(), true, error); }
 
 bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &error,
                         int64_t slot, bool lastMicroBatch) {
+  if (!deviceError_.empty()) { // a copy between steps failed
+    error = deviceError_;
+    return false;
+  }
   for (int i = 0; i < plan_->inputs_size(); ++i)
     if (!inputSet_[i]) {
       error = "input '" + plan_->inputs(i).name() + "' was not given";
@@ -553,6 +594,8 @@ bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &
       copySlice(t.bytes.data(), copy.wholeDims, copy.starts, copy.sizes,
                 dtypeBytes(t.type.dtype()), copy.to);
     }
+    if (device_ && !device_->upload(deviceArena_ + copy.offset, copy.to, copy.bytes, error))
+      return false;
   }
   using Clock = std::chrono::steady_clock;
   bool profiling = !profileSeconds_.empty();
@@ -571,7 +614,8 @@ bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &
       step.inputs[s.operand] = s.base + slotShifts_[s.group];
     for (const Step::Stashed &s : step.stashedOutputs)
       step.outputs[s.operand] = s.base + slotShifts_[s.group];
-    if (!step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error)) {
+    if (!step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_, error) ||
+        (device_ && profiling && !device_->synchronize(error))) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return false;
     }
@@ -598,7 +642,8 @@ bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &
       }
   }
   profiledRuns_ += profiling && end == steps_.size(); // a micro-batched step's last part
-  return true;
+  // A device's kernels may still run: the part ends when they have.
+  return !device_ || device_->synchronize(error);
 }
 
 std::vector<double> Executor::profileMedianSeconds() const {
@@ -621,8 +666,18 @@ HostTensor Executor::output(int index) const {
     return t;
   const plan::Buffer &buffer = program_->buffers(program_->outputs(index));
   t.type = buffer.type();
-  const char *at = bufferBytes(program_->outputs(index));
-  t.bytes.assign(at, at + byteSize(buffer.type()));
+  const char *at = bufferBytes(kernelArena(), program_->outputs(index));
+  if (!device_) {
+    t.bytes.assign(at, at + byteSize(buffer.type()));
+    return t;
+  }
+  t.bytes.resize(size_t(byteSize(buffer.type())));
+  std::string error;
+  if (!device_->download(t.bytes.data(), at, t.bytes.size(), error)) {
+    std::fill(t.bytes.begin(), t.bytes.end(), 0);
+    if (deviceError_.empty())
+      deviceError_ = "output '" + t.name + "': " + error;
+  }
   return t;
 }
 

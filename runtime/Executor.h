@@ -10,6 +10,7 @@
 #ifndef DTC_RUNTIME_EXECUTOR_H
 #define DTC_RUNTIME_EXECUTOR_H
 
+#include "runtime/Device.h"
 #include "runtime/TensorIO.h"
 #include "plan/DType.h"
 
@@ -51,9 +52,11 @@ public:
   /// other rank runs, where a collective among more than this rank is an
   /// error. With groups, every rank of the mesh must call create (it makes
   /// the groups its collectives use, a collective call of its own).
+  /// `device`: run the instructions there (Device.h), the CPU otherwise.
   static std::unique_ptr<Executor> create(const plan::Plan &plan, int rank,
                                           const std::string &modelPath, int threads,
-                                          std::string &error, MeshGroups *groups = nullptr);
+                                          std::string &error, MeshGroups *groups = nullptr,
+                                          std::unique_ptr<Device> device = nullptr);
 
   /// Sets graph input `index` to the whole tensor (of the plan's input
   /// type), of which the rank takes its part when the program shards it;
@@ -125,8 +128,18 @@ public:
   const plan::RankProgram &program() const { return *program_; }
 
   /// The bytes of buffer `id` of the rank's program (parameters, for
-  /// checkpoints).
+  /// checkpoints), in the host arena: with a device, call syncToHost first
+  /// to read them and syncToDevice after writing them.
   char *bufferData(uint32_t id) { return arena_ + program_->buffers(int(id)).offset(); }
+  /// The device's arena copied into the host's (a no-op without a device).
+  bool syncToHost(std::string &error);
+  /// The host's arena copied to the device (a no-op without a device).
+  bool syncToDevice(std::string &error);
+  /// The device the program runs on; null on the CPU.
+  Device *device() const { return device_.get(); }
+  /// The first failure of a copy to or from the device outside run()
+  /// (output(), the updates, the accumulators); empty when none.
+  const std::string &deviceError() const { return deviceError_; }
 
   /// Measure each instruction's time on later runs (adds two clock reads per
   /// instruction).
@@ -166,8 +179,10 @@ private:
     };
     std::vector<Stashed> stashedInputs, stashedOutputs;
   };
+  /// `onHost`: a CPU kernel on the host arena even with a device (the
+  /// prologue, run once at load before the arena goes to the device).
   bool prepare(const plan::Instruction &inst, StepPart part, const std::vector<bool> &constant,
-               Step &step, std::string &error);
+               Step &step, std::string &error, bool onHost = false);
   /// An instruction's segment of the step: virtual stage k's forward part
   /// is k, its backward (or the per-micro-batch) part V + k, the
   /// once-per-step part 2V; and the kind of part a segment is.
@@ -181,15 +196,18 @@ private:
                 int64_t slot = -1, bool last = false);
   /// Copies the updates made in `segment` into their parameters.
   void applyUpdatesOf(int64_t segment);
-  /// Where buffer `id`'s bytes are now: a stashed one's in the slot of the
-  /// micro-batch last run.
-  const char *bufferBytes(uint32_t id) const;
+  /// Where buffer `id`'s bytes are now in the arena at `base` (the host's
+  /// or the device's): a stashed one's in the slot of the micro-batch last run.
+  const char *bufferBytes(const char *base, uint32_t id) const;
+  /// The arena the kernels run on: the device's, or the host's.
+  char *kernelArena() const { return deviceArena_ ? deviceArena_ : arena_; }
 
   /// Where a graph input goes: one of its buffers, which takes all of it or
   /// (sharded) the rank's part of `sizes` at `starts`.
   struct InputCopy {
     uint32_t input;
     char *to;
+    size_t offset, bytes; // the buffer's place in the arena (for the device's copy)
     std::vector<int64_t> wholeDims, starts, sizes; // empty: all of it
     int64_t firstRow = 0, rows = 0;                // the rank's rows of dim 0
   };
@@ -201,6 +219,12 @@ private:
   std::vector<int64_t> coordinates_; // this rank's on the mesh
   std::unique_ptr<cpu::ThreadPool> pool_;
   char *arena_ = nullptr;
+  size_t arenaBytes_ = 0;
+  std::unique_ptr<Device> device_;
+  char *deviceArena_ = nullptr; // owned by device_
+  // A device copy's failure outside a run (updates, outputs), said by the
+  // next run and by deviceError().
+  mutable std::string deviceError_;
   std::vector<Step> steps_;
   std::vector<HostTensor> inputs_;   // whole
   std::vector<InputCopy> inputCopies_;

@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 namespace dtc::runtime::cuda {
 namespace {
 
@@ -48,6 +50,21 @@ int usableGpus(std::string &why) {
   if (count == 0)
     why = "the NVIDIA driver sees no GPU";
   return count;
+}
+
+std::string chipFor(int major, int minor, const std::vector<std::string> &chips) {
+  int own = major * 10 + minor, best = -1;
+  std::string chosen;
+  for (const std::string &chip : chips) {
+    if (chip.rfind("sm_", 0) != 0)
+      continue;
+    int arch = std::atoi(chip.c_str() + 3);
+    if (arch <= own && arch > best) {
+      best = arch;
+      chosen = chip;
+    }
+  }
+  return chosen;
 }
 
 } // namespace dtc::runtime::cuda

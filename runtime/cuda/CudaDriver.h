@@ -10,12 +10,18 @@
 #define DTC_RUNTIME_CUDA_CUDADRIVER_H
 
 #include <string>
+#include <vector>
 
 namespace dtc::runtime::cuda {
 
 /// The usable GPUs: their count (>= 1), or 0 with `why` saying what is
 /// missing (no driver library, cuInit's error, no device).
 int usableGpus(std::string &why);
+
+/// The PTX chip ("sm_90") to load on a GPU of compute capability
+/// `major`.`minor` among `chips`: its own or the newest older one (the
+/// driver compiles PTX forward); "" when all are newer.
+std::string chipFor(int major, int minor, const std::vector<std::string> &chips);
 
 } // namespace dtc::runtime::cuda
 

@@ -376,7 +376,10 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       error = "resuming needs a checkpoint directory";
       return false;
     }
-    bool resumed = resume(options, digest, parameters, dataSeed, start, error);
+    // The parameters are read into the host's arena (and then to the
+    // device's, where the program runs on one).
+    bool resumed = resume(options, digest, parameters, dataSeed, start, error) &&
+                   executor_.syncToDevice(error);
     // Parameter servers resume from the step the workers do (ParameterServer.h).
     int64_t agreed = 0;
     if (served && !agreeOnResumedStep(*everyone_, resumed ? start : -1, agreed, error))
@@ -408,6 +411,8 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
     state.planDigest = digest;
     state.mesh = plan::meshAxisSizes(plan_.mesh());
     state.rank = world_ ? world_->rank() : 0;
+    if (!executor_.syncToHost(error)) // a device's parameters, read from the host's arena
+      return false;
     addParameters(state, program, parameters, executor_, axisSizes, coordinates);
     return writeCheckpoint(options.checkpoint, state, error);
   };
@@ -644,6 +649,8 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
   // One model: local SGD's replicas averaged (the checkpoints keep them
   // apart, as an uninterrupted run would have them).
   if (replicas.enabled() && !replicas.due(options.steps) && !replicas.average(executor_, error))
+    return false;
+  if (!executor_.syncToHost(error))
     return false;
   return exportTrainedModel(plan_, executor_, options.modelPath, options.exportPath, world_,
                             progress_, error);

@@ -1,5 +1,6 @@
 //===- RunCommand.cpp - dtc run -------------------------------------------===//
 #include "tools/dtc/Commands.h"
+#include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "tools/dtc/OptionParser.h"
 #include "tools/dtc/RankLauncher.h"
@@ -304,6 +305,7 @@ struct RunOptions {
   bool profile = false;
   std::string trace; // --trace FILE: the measured step as a Chrome trace
   bool check = false; // --check: outputs against --inputs' output_N files
+  bool cuda = false;  // --backend cuda: the instructions run on this process's GPU
   runtime::Tolerance tolerance;
   TrainRunOptions train;
 };
@@ -352,11 +354,29 @@ bool checkOutputs(const plan::Plan &plan, const runtime::Executor &executor,
 /// Runs this process's rank of `plan`: rank 0 alone, or the job's rank.
 int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob *job) {
   std::string error;
+  std::unique_ptr<runtime::Device> device;
+  if (options.cuda) {
+    std::string why;
+    int gpus = runtime::cuda::usableGpus(why);
+    if (gpus == 0)
+      return failure("--backend cuda: no usable NVIDIA GPU: " + why);
+    int rank = job ? job->rank() : 0;
+    device = runtime::cuda::openCudaDevice(runtime::cuda::localGpu(gpus, rank), error);
+    if (!device)
+      return failure("--backend cuda: " + error);
+  }
+  runtime::Device *gpu = device.get();
   auto executor = runtime::Executor::create(plan, job ? job->rank() : 0, options.model,
                                             options.threads, error,
-                                            job ? job->groups() : nullptr);
+                                            job ? job->groups() : nullptr, std::move(device));
   if (!executor)
     return failure(options.planPath + ": " + error);
+  if (gpu && (!job || job->rank() == 0)) {
+    std::string staged = gpu->hostStagedSummary();
+    fmt::print("run: on {}{}\n", gpu->name(),
+               staged.empty() ? std::string()
+                              : "; on the host for want of a GPU kernel: " + staged);
+  }
   bool primary = !job || job->rank() == 0; // writes what the job gives
   // The mesh's ranks (a parameter-server plan's servers run apart).
   runtime::Communicator *world = job ? &job->meshWorld() : nullptr;
@@ -445,6 +465,8 @@ int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob 
         return failure(error);
     }
   }
+  if (!executor->deviceError().empty())
+    return failure(executor->deviceError());
   return 0;
 }
 
@@ -576,8 +598,8 @@ int runRun(const Args &args) {
   if (!plan::loadPlan(planPath, plan, error))
     return failure(error);
   if (backend == "cuda") {
-    // The plan must carry GPU kernels, and the machine a usable GPU; the
-    // executor that launches them is the next step of the CUDA backend.
+    // The plan must carry GPU kernels, and the machine a usable GPU (each
+    // rank opens its own: runRank).
     bool kernels = false;
     for (const plan::RankProgram &program : plan.ranks())
       for (const auto *list : {&program.prologue(), &program.instructions()})
@@ -585,11 +607,16 @@ int runRun(const Args &args) {
           kernels |= inst.has_gpu();
     if (!kernels)
       return failure(planPath + " has no GPU kernels: compile it with --backend cuda");
+    const plan::Training &training = plan.training();
+    if (!training.sync().empty() || training.has_parameter_servers())
+      return failure("--backend cuda runs data-, tensor- and pipeline-parallel plans; " +
+                     planPath + " synchronizes with --sync " +
+                     (training.has_parameter_servers() ? std::string("ps") : training.sync()) +
+                     ", which runs on the CPU only (--backend cpu)");
     std::string why;
     if (runtime::cuda::usableGpus(why) == 0)
       return failure("--backend cuda: no usable NVIDIA GPU: " + why);
-    return failure("--backend cuda: this dtc cannot launch GPU kernels yet (the CUDA "
-                   "executor is not built); run the plan on the CPU with --backend cpu");
+    options.cuda = true;
   }
   bool generated = plan.model().rfind("gpt:", 0) == 0; // parameters are drawn, not read
   if (model.empty() && !generated && readsModel(plan) && !isFile(plan.model()))

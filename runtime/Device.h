@@ -1,0 +1,63 @@
+//===- Device.h - where a rank's arena and kernels live ---------*- C++ -*-===//
+//
+// The Executor runs a rank's program on the CPU by itself; given a Device
+// (the CUDA backend's: runtime/cuda/CudaDevice.h) it keeps a second copy of
+// the arena there and runs the instructions' kernels on it. The host arena
+// stays the place where parameters are read, the load-time prologue runs
+// and inputs are assembled; the Executor moves bytes between the two
+// through this interface. A device kernel is a cpu::Kernel whose run()
+// gets device addresses (and may return before the work is done: the
+// Executor synchronizes at the end of each part of a step).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_DEVICE_H
+#define DTC_RUNTIME_DEVICE_H
+
+#include "plan.pb.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtc::runtime {
+
+namespace cpu {
+class Kernel;
+} // namespace cpu
+
+class Device {
+public:
+  virtual ~Device() = default;
+
+  /// What the device is, for messages ("NVIDIA H100 80GB HBM3 (sm_90)").
+  virtual std::string name() const = 0;
+
+  /// The rank's arena of `bytes` on the device; null with a message giving
+  /// the bytes needed and the device's free memory when it has too little.
+  virtual char *allocate(size_t bytes, std::string &error) = 0;
+  virtual bool upload(char *to, const void *from, size_t bytes, std::string &error) = 0;
+  virtual bool download(void *to, const char *from, size_t bytes, std::string &error) = 0;
+  /// Device to device (regions may overlap).
+  virtual bool copy(char *to, const char *from, size_t bytes, std::string &error) = 0;
+  virtual bool zero(char *at, size_t bytes, std::string &error) = 0;
+  /// Waits for the work queued so far; false with the first error a kernel hit.
+  virtual bool synchronize(std::string &error) = 0;
+
+  /// The kernel running `inst` on the device: its own (a generated kernel,
+  /// a library call) or, where it has none, `host` (the CPU backend's
+  /// kernel of `inst`) run on copies of its operands brought to the host
+  /// and back. Null with a message when neither can run.
+  virtual std::unique_ptr<cpu::Kernel>
+  kernelFor(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
+            const std::vector<plan::TensorType> &outputs, std::unique_ptr<cpu::Kernel> host,
+            std::string &error) = 0;
+
+  /// How many instructions run on the host for want of a device kernel, by
+  /// kind ("conv2d 3, top_k 1"); empty when none.
+  virtual std::string hostStagedSummary() const = 0;
+};
+
+} // namespace dtc::runtime
+
+#endif // DTC_RUNTIME_DEVICE_H

@@ -1,0 +1,261 @@
+//===- CudaDevice.cpp - a rank's NVIDIA GPU -------------------------------===//
+#include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaKernels.h"
+
+#include "plan/FormatBytes.h"
+#include "plan/PlanPrinter.h"
+
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+namespace dtc::runtime::cuda {
+namespace {
+
+/// cuBLASLt's workspace: what its fastest algorithms for large GEMMs ask.
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+/// The kind of an instruction, for the host-staged summary.
+std::string kindOf(const plan::Instruction &inst) {
+  std::string text = plan::describeInstruction(inst);
+  return text.substr(0, text.find_first_of(" ("));
+}
+
+class CudaDevice final : public Device {
+public:
+  ~CudaDevice() override {
+    const DriverApi &api = *context_.driver;
+    modules_.clear();
+    for (CUmodule module : loaded_)
+      api.cuModuleUnload(module);
+    if (context_.cublasLtHandle)
+      context_.cublasLt->cublasLtDestroy(context_.cublasLtHandle);
+    for (CUdeviceptr p : allocations_)
+      api.cuMemFree(p);
+    if (context_.stream)
+      api.cuStreamDestroy(context_.stream);
+    if (primary_)
+      api.cuDevicePrimaryCtxRelease(device_);
+  }
+
+  bool open(int ordinal, std::string &error) {
+    std::string why;
+    const DriverApi *api = driverApi(why);
+    if (!api) {
+      error = "no usable NVIDIA GPU: " + why;
+      return false;
+    }
+    context_.driver = api;
+    int count = 0;
+    if (!check(*api, api->cuInit(0), "cuInit", error) ||
+        !check(*api, api->cuDeviceGetCount(&count), "cuDeviceGetCount", error))
+      return false;
+    if (ordinal < 0 || ordinal >= count) {
+      error = "GPU " + std::to_string(ordinal) + " is not there (the driver sees " +
+              std::to_string(count) + ")";
+      return false;
+    }
+    char name[256] = {};
+    CUcontext context = nullptr;
+    if (!check(*api, api->cuDeviceGet(&device_, ordinal), "cuDeviceGet", error) ||
+        !check(*api, api->cuDeviceGetName(name, sizeof name - 1, device_), "cuDeviceGetName",
+               error) ||
+        !check(*api,
+               api->cuDeviceGetAttribute(&major_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                         device_),
+               "compute capability", error) ||
+        !check(*api,
+               api->cuDeviceGetAttribute(&minor_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                         device_),
+               "compute capability", error) ||
+        !check(*api, api->cuDevicePrimaryCtxRetain(&context, device_), "cuDevicePrimaryCtxRetain",
+               error))
+      return false;
+    primary_ = true;
+    name_ = std::string(name) + " (sm_" + std::to_string(major_ * 10 + minor_) + ", GPU " +
+            std::to_string(ordinal) + ")";
+    if (!check(*api, api->cuCtxSetCurrent(context), "cuCtxSetCurrent", error) ||
+        !check(*api, api->cuStreamCreate(&context_.stream, CU_STREAM_NON_BLOCKING),
+               "cuStreamCreate", error))
+      return false;
+    // cuBLASLt is optional: without it matrix products run on the host.
+    if ((context_.cublasLt = cublasLtApi(cublasLtWhy_)) &&
+        !check(*context_.cublasLt, context_.cublasLt->cublasLtCreate(&context_.cublasLtHandle),
+               "cublasLtCreate", cublasLtWhy_))
+      context_.cublasLt = nullptr;
+    return true;
+  }
+
+  std::string name() const override { return name_; }
+
+  char *allocate(size_t bytes, std::string &error) override {
+    const DriverApi &api = *context_.driver;
+    size_t free = 0, total = 0;
+    if (!check(api, api.cuMemGetInfo(&free, &total), "cuMemGetInfo", error))
+      return nullptr;
+    size_t workspace = context_.cublasLt ? kWorkspaceBytes : 0;
+    if (bytes + workspace > free) {
+      error = "the rank needs " + plan::formatBytes(int64_t(bytes + workspace)) +
+              " of GPU memory (its arena " + plan::formatBytes(int64_t(bytes)) +
+              ": weights, optimizer state, activations; cuBLASLt's workspace " +
+              plan::formatBytes(int64_t(workspace)) + "), but " + name_ + " has " +
+              plan::formatBytes(int64_t(free)) + " free of " + plan::formatBytes(int64_t(total)) +
+              ": compile the plan for this GPU (--memory-limit, or more devices)";
+      return nullptr;
+    }
+    CUdeviceptr arena = 0;
+    if (!check(api, api.cuMemAlloc(&arena, bytes), "cuMemAlloc (the arena)", error))
+      return nullptr;
+    allocations_.push_back(arena);
+    if (workspace && !context_.workspace) {
+      if (!check(api, api.cuMemAlloc(&context_.workspace, workspace),
+                 "cuMemAlloc (cuBLASLt's workspace)", error))
+        return nullptr;
+      allocations_.push_back(context_.workspace);
+      context_.workspaceBytes = workspace;
+    }
+    return reinterpret_cast<char *>(uintptr_t(arena));
+  }
+
+  bool upload(char *to, const void *from, size_t bytes, std::string &error) override {
+    const DriverApi &api = *context_.driver;
+    return check(api, api.cuMemcpyHtoDAsync(address(to), from, bytes, context_.stream),
+                 "copying to the GPU", error) &&
+           synchronize(error);
+  }
+
+  bool download(void *to, const char *from, size_t bytes, std::string &error) override {
+    const DriverApi &api = *context_.driver;
+    return check(api, api.cuMemcpyDtoHAsync(to, address(from), bytes, context_.stream),
+                 "copying from the GPU", error) &&
+           synchronize(error);
+  }
+
+  bool copy(char *to, const char *from, size_t bytes, std::string &error) override {
+    const DriverApi &api = *context_.driver;
+    // Overlapping regions (a value moved within its own bytes) go through
+    // the host: the driver's copies assume disjoint ones.
+    if (to < from + bytes && from < to + bytes) {
+      std::vector<char> staged(bytes);
+      return download(staged.data(), from, bytes, error) &&
+             upload(to, staged.data(), bytes, error);
+    }
+    return check(api, api.cuMemcpyDtoDAsync(address(to), address(from), bytes, context_.stream),
+                 "copying within the GPU", error);
+  }
+
+  bool zero(char *at, size_t bytes, std::string &error) override {
+    const DriverApi &api = *context_.driver;
+    return check(api, api.cuMemsetD8Async(address(at), 0, bytes, context_.stream),
+                 "zeroing GPU memory", error);
+  }
+
+  bool synchronize(std::string &error) override {
+    const DriverApi &api = *context_.driver;
+    return check(api, api.cuStreamSynchronize(context_.stream), "running the GPU's kernels",
+                 error);
+  }
+
+  std::unique_ptr<cpu::Kernel> kernelFor(const plan::Instruction &inst,
+                                         const std::vector<plan::TensorType> &inputs,
+                                         const std::vector<plan::TensorType> &outputs,
+                                         std::unique_ptr<cpu::Kernel> host,
+                                         std::string &error) override {
+    if (inst.has_gpu()) {
+      CUfunction function = functionOf(inst.gpu(), error);
+      return function ? makeGeneratedKernel(context_, function, inst.gpu(), inputs, outputs, error)
+                      : nullptr;
+    }
+    std::string why;
+    if (inst.has_matmul())
+      if (auto gemm = makeGemmKernel(context_, inst.matmul(), inputs, outputs[0], why))
+        return gemm;
+    ++hostStaged_[kindOf(inst)];
+    return makeHostStagedKernel(context_, std::move(host), inputs, outputs);
+  }
+
+  std::string hostStagedSummary() const override {
+    std::string summary;
+    for (const auto &[kind, n] : hostStaged_)
+      summary += (summary.empty() ? "" : ", ") + kind + " " + std::to_string(n);
+    if (!summary.empty() && !cublasLtWhy_.empty())
+      summary += " (cuBLASLt: " + cublasLtWhy_ + ")";
+    return summary;
+  }
+
+private:
+  static CUdeviceptr address(const void *p) { return CUdeviceptr(reinterpret_cast<uintptr_t>(p)); }
+
+  /// The kernel's function, its module loaded from the PTX for this GPU
+  /// (once per entry point).
+  CUfunction functionOf(const plan::GpuKernel &gpu, std::string &error) {
+    if (auto it = modules_.find(gpu.entry()); it != modules_.end())
+      return it->second;
+    std::vector<std::string> chips;
+    for (const plan::ChipCode &code : gpu.code())
+      chips.push_back(code.chip());
+    std::string chip = chipFor(major_, minor_, chips);
+    const plan::ChipCode *code = nullptr;
+    for (const plan::ChipCode &c : gpu.code())
+      if (c.chip() == chip)
+        code = &c;
+    if (!code) {
+      std::string list;
+      for (const std::string &c : chips)
+        list += (list.empty() ? "" : ", ") + c;
+      error = "kernel " + gpu.entry() + " is compiled for " + list + ", not for " + name_ +
+              " or an older chip";
+      return nullptr;
+    }
+    const DriverApi &api = *context_.driver;
+    char log[4096] = {};
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof log - 1))};
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    if (!check(api, api.cuModuleLoadDataEx(&module, code->ptx().c_str(), 2, options, values),
+               ("loading kernel " + gpu.entry() + "'s PTX for " + chip).c_str(), error)) {
+      if (log[0])
+        error += ": " + std::string(log);
+      return nullptr;
+    }
+    loaded_.push_back(module);
+    if (!check(api, api.cuModuleGetFunction(&function, module, gpu.entry().c_str()),
+               ("kernel " + gpu.entry()).c_str(), error))
+      return nullptr;
+    modules_[gpu.entry()] = function;
+    return function;
+  }
+
+  CudaContext context_;
+  CUdevice device_ = 0;
+  bool primary_ = false;
+  int major_ = 0, minor_ = 0;
+  std::string name_, cublasLtWhy_;
+  std::vector<CUdeviceptr> allocations_;
+  std::vector<CUmodule> loaded_;
+  std::map<std::string, CUfunction> modules_; // by entry point
+  std::map<std::string, int> hostStaged_;     // instruction kind -> count
+};
+
+} // namespace
+
+int localGpu(int gpus, int fallback) {
+  int local = fallback;
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+    if (const char *v = std::getenv(var); v && *v) {
+      local = std::atoi(v);
+      break;
+    }
+  return gpus > 0 ? local % gpus : 0;
+}
+
+std::unique_ptr<Device> openCudaDevice(int ordinal, std::string &error) {
+  auto device = std::make_unique<CudaDevice>();
+  if (!device->open(ordinal, error))
+    return nullptr;
+  return device;
+}
+
+} // namespace dtc::runtime::cuda

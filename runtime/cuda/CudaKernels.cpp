@@ -1,0 +1,259 @@
+//===- CudaKernels.cpp - a plan instruction's kernel on an NVIDIA GPU -----===//
+#include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/GemmShape.h"
+
+#include "plan/DType.h"
+
+namespace dtc::runtime::cuda {
+namespace {
+
+std::vector<size_t> bytesOf(const std::vector<plan::TensorType> &types) {
+  std::vector<size_t> bytes;
+  for (const plan::TensorType &t : types)
+    bytes.push_back(size_t(byteSize(t)));
+  return bytes;
+}
+
+CUdeviceptr address(const void *p) { return CUdeviceptr(reinterpret_cast<uintptr_t>(p)); }
+
+class GeneratedKernel final : public cpu::Kernel {
+public:
+  GeneratedKernel(const CudaContext &context, CUfunction function, const plan::GpuKernel &gpu,
+                  size_t inputs, std::vector<size_t> outputBytes)
+      : context_(context), function_(function), grid_(unsigned(gpu.grid())),
+        block_(unsigned(gpu.block())), params_(gpu.params().begin(), gpu.params().end()),
+        inputs_(inputs), outputBytes_(std::move(outputBytes)), zero_(gpu.zero_outputs()) {}
+
+  bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
+           std::string &error) override {
+    const DriverApi &api = *context_.driver;
+    if (zero_)
+      for (size_t o = 0; o < outputBytes_.size(); ++o)
+        if (!check(api, api.cuMemsetD8Async(address(outputs[o]), 0, outputBytes_[o],
+                                            context_.stream),
+                   "zeroing a kernel's output", error))
+          return false;
+    // Each parameter is a buffer's device address, in the kernel's order.
+    std::vector<CUdeviceptr> pointers(params_.size());
+    std::vector<void *> args(params_.size());
+    for (size_t p = 0; p < params_.size(); ++p) {
+      uint32_t b = params_[p];
+      pointers[p] = address(b < inputs_ ? inputs[b] : outputs[b - inputs_]);
+      args[p] = &pointers[p];
+    }
+    return check(api,
+                 api.cuLaunchKernel(function_, grid_, 1, 1, block_, 1, 1, 0, context_.stream,
+                                    args.data(), nullptr),
+                 "cuLaunchKernel", error);
+  }
+
+private:
+  const CudaContext &context_;
+  CUfunction function_;
+  unsigned grid_, block_;
+  std::vector<uint32_t> params_;
+  size_t inputs_;
+  std::vector<size_t> outputBytes_;
+  bool zero_;
+};
+
+/// cuBLASLt's descriptors of one GEMM, made once.
+class GemmKernel final : public cpu::Kernel {
+public:
+  explicit GemmKernel(const CudaContext &context) : context_(context) {}
+  ~GemmKernel() override {
+    const CublasLtApi &lt = *context_.cublasLt;
+    for (cublasLtMatrixLayout_t layout : {a_, b_, c_})
+      if (layout)
+        lt.cublasLtMatrixLayoutDestroy(layout);
+    if (desc_)
+      lt.cublasLtMatmulDescDestroy(desc_);
+  }
+
+  bool prepare(const GemmShape &g, cudaDataType type, std::string &why) {
+    const CublasLtApi &lt = *context_.cublasLt;
+    cublasOperation_t transA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t transB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (!check(lt, lt.cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+               "cublasLtMatmulDescCreate", why) ||
+        !check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &transA,
+                                                     sizeof transA),
+               "TRANSA", why) ||
+        !check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &transB,
+                                                     sizeof transB),
+               "TRANSB", why))
+      return false;
+    // Stored shapes, column-major: op(A) is m x k, op(B) k x n.
+    auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols, int64_t ld,
+                      int64_t stride) {
+      int32_t batch = int32_t(g.batch);
+      return check(lt, lt.cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld),
+                   "cublasLtMatrixLayoutCreate", why) &&
+             (g.batch == 1 ||
+              (check(lt, lt.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                             &batch, sizeof batch),
+                     "BATCH_COUNT", why) &&
+               check(lt, lt.cublasLtMatrixLayoutSetAttribute(
+                             l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+                     "STRIDED_BATCH_OFFSET", why)));
+    };
+    if (!layout(a_, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda, g.strideA) ||
+        !layout(b_, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb, g.strideB) ||
+        !layout(c_, g.m, g.n, g.ldc, g.strideC))
+      return false;
+    cublasLtMatmulPreference_t preference = nullptr;
+    uint64_t workspace = context_.workspaceBytes;
+    int found = 0;
+    bool ok = check(lt, lt.cublasLtMatmulPreferenceCreate(&preference),
+                    "cublasLtMatmulPreferenceCreate", why) &&
+              check(lt, lt.cublasLtMatmulPreferenceSetAttribute(
+                            preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                            sizeof workspace),
+                    "MAX_WORKSPACE_BYTES", why) &&
+              check(lt, lt.cublasLtMatmulAlgoGetHeuristic(context_.cublasLtHandle, desc_, a_, b_,
+                                                           c_, c_, preference, 1, &heuristic_,
+                                                           &found),
+                    "cublasLtMatmulAlgoGetHeuristic", why);
+    if (preference)
+      lt.cublasLtMatmulPreferenceDestroy(preference);
+    if (ok && found == 0) {
+      why = "cuBLASLt has no algorithm for this GEMM";
+      ok = false;
+    }
+    return ok;
+  }
+
+  bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
+           std::string &error) override {
+    const CublasLtApi &lt = *context_.cublasLt;
+    float alpha = 1, beta = 0;
+    // A is the plan's right operand, B its left (GemmShape.h).
+    return check(lt,
+                 lt.cublasLtMatmul(context_.cublasLtHandle, desc_, &alpha, inputs[1], a_,
+                                   inputs[0], b_, &beta, outputs[0], c_, outputs[0], c_,
+                                   &heuristic_.algo,
+                                   reinterpret_cast<void *>(uintptr_t(context_.workspace)),
+                                   context_.workspaceBytes, context_.stream),
+                 "cublasLtMatmul", error);
+  }
+
+private:
+  const CudaContext &context_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulHeuristicResult_t heuristic_{};
+};
+
+class HostStagedKernel final : public cpu::Kernel {
+public:
+  HostStagedKernel(const CudaContext &context, std::unique_ptr<cpu::Kernel> host,
+                   std::vector<size_t> inputBytes, std::vector<size_t> outputBytes)
+      : context_(context), host_(std::move(host)), inputBytes_(std::move(inputBytes)),
+        outputBytes_(std::move(outputBytes)) {
+    for (size_t n : inputBytes_)
+      inputs_.emplace_back(n);
+    for (size_t n : outputBytes_)
+      outputs_.emplace_back(n);
+  }
+
+  bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &pool,
+           std::string &error) override {
+    const DriverApi &api = *context_.driver;
+    std::vector<const void *> in;
+    std::vector<void *> out;
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (!check(api, api.cuMemcpyDtoHAsync(inputs_[i].data(), address(inputs[i]),
+                                            inputBytes_[i], context_.stream),
+                 "copying an input to the host", error))
+        return false;
+      in.push_back(inputs_[i].data());
+    }
+    for (size_t o = 0; o < outputs_.size(); ++o) {
+      if (!check(api, api.cuMemcpyDtoHAsync(outputs_[o].data(), address(outputs[o]),
+                                            outputBytes_[o], context_.stream),
+                 "copying an output to the host", error))
+        return false;
+      out.push_back(outputs_[o].data());
+    }
+    if (!check(api, api.cuStreamSynchronize(context_.stream), "cuStreamSynchronize", error) ||
+        !host_->run(in.data(), out.data(), pool, error))
+      return false;
+    for (size_t o = 0; o < outputs_.size(); ++o)
+      if (!check(api, api.cuMemcpyHtoDAsync(address(outputs[o]), outputs_[o].data(),
+                                            outputBytes_[o], context_.stream),
+                 "copying an output to the device", error))
+        return false;
+    return true;
+  }
+
+private:
+  const CudaContext &context_;
+  std::unique_ptr<cpu::Kernel> host_;
+  std::vector<size_t> inputBytes_, outputBytes_;
+  std::vector<std::vector<char>> inputs_, outputs_;
+};
+
+} // namespace
+
+std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUfunction function,
+                                                 const plan::GpuKernel &gpu,
+                                                 const std::vector<plan::TensorType> &inputs,
+                                                 const std::vector<plan::TensorType> &outputs,
+                                                 std::string &error) {
+  size_t buffers = inputs.size() + outputs.size();
+  if (size_t(gpu.params_size()) != buffers) {
+    error = "kernel " + gpu.entry() + " takes " + std::to_string(gpu.params_size()) +
+            " buffers, the instruction has " + std::to_string(buffers);
+    return nullptr;
+  }
+  for (uint32_t p : gpu.params())
+    if (p >= buffers) {
+      error = "kernel " + gpu.entry() + ": parameter buffer " + std::to_string(p) +
+              " is not one of the instruction's " + std::to_string(buffers);
+      return nullptr;
+    }
+  if (gpu.grid() < 1 || gpu.block() < 1 || gpu.block() > 1024 || gpu.grid() > 0x7fffffff) {
+    error = "kernel " + gpu.entry() + ": a launch of " + std::to_string(gpu.grid()) +
+            " blocks of " + std::to_string(gpu.block()) + " threads is not one a GPU runs";
+    return nullptr;
+  }
+  return std::make_unique<GeneratedKernel>(context, function, gpu, inputs.size(),
+                                           bytesOf(outputs));
+}
+
+std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
+                                            const plan::MatMul &matmul,
+                                            const std::vector<plan::TensorType> &inputs,
+                                            const plan::TensorType &output, std::string &why) {
+  if (!context.cublasLt) {
+    why = "cuBLASLt is not loaded";
+    return nullptr;
+  }
+  plan::DType dtype = output.dtype();
+  if (inputs.size() != 2 || inputs[0].dtype() != dtype || inputs[1].dtype() != dtype ||
+      (dtype != plan::F32 && dtype != plan::BF16)) {
+    why = "cuBLASLt runs fp32 and bf16 products here, not " + plan::DType_Name(dtype);
+    return nullptr;
+  }
+  auto shape = [](const plan::TensorType &t) {
+    return std::vector<int64_t>(t.shape().begin(), t.shape().end());
+  };
+  GemmShape g;
+  if (!gemmShapeOf(shape(inputs[0]), shape(inputs[1]), shape(output), matmul.transpose_lhs(),
+                   matmul.transpose_rhs(), g, why))
+    return nullptr;
+  auto kernel = std::make_unique<GemmKernel>(context);
+  if (!kernel->prepare(g, dtype == plan::F32 ? CUDA_R_32F : CUDA_R_16BF, why))
+    return nullptr;
+  return kernel;
+}
+
+std::unique_ptr<cpu::Kernel> makeHostStagedKernel(const CudaContext &context,
+                                                  std::unique_ptr<cpu::Kernel> host,
+                                                  const std::vector<plan::TensorType> &inputs,
+                                                  const std::vector<plan::TensorType> &outputs) {
+  return std::make_unique<HostStagedKernel>(context, std::move(host), bytesOf(inputs),
+                                            bytesOf(outputs));
+}
+
+} // namespace dtc::runtime::cuda

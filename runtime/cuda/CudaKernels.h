@@ -1,0 +1,60 @@
+//===- CudaKernels.h - a plan instruction's kernel on an NVIDIA GPU -*- C++ -*-===//
+//
+// Three kinds, each a cpu::Kernel whose run() gets device addresses and
+// queues its work on the device's stream: a kernel the compiler generated
+// (its PTX loaded by the device, launched with cuLaunchKernel), a matrix
+// product through cuBLASLt, and the CPU backend's kernel run on host
+// copies of the operands (the instructions no GPU kernel covers yet).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_CUDA_CUDAKERNELS_H
+#define DTC_RUNTIME_CUDA_CUDAKERNELS_H
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/CublasLtApi.h"
+#include "runtime/cuda/DriverApi.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtc::runtime::cuda {
+
+/// What a kernel needs of its device: the driver, the stream its work
+/// goes on, cuBLASLt and its workspace.
+struct CudaContext {
+  const DriverApi *driver = nullptr;
+  CUstream stream = nullptr;
+  const CublasLtApi *cublasLt = nullptr; // null: matrix products run on the host
+  cublasLtHandle_t cublasLtHandle = nullptr;
+  CUdeviceptr workspace = 0;
+  size_t workspaceBytes = 0;
+};
+
+/// `function` launched as `gpu` says (grid, block, its parameters' order,
+/// zeroed outputs first) on buffers of `inputs` and `outputs`' types.
+std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUfunction function,
+                                                 const plan::GpuKernel &gpu,
+                                                 const std::vector<plan::TensorType> &inputs,
+                                                 const std::vector<plan::TensorType> &outputs,
+                                                 std::string &error);
+
+/// The matrix product through cuBLASLt (fp32, or bf16 with fp32
+/// accumulation); null with `why` when cuBLASLt does not cover it (another
+/// dtype, a partial batch broadcast, no algorithm).
+std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
+                                            const plan::MatMul &matmul,
+                                            const std::vector<plan::TensorType> &inputs,
+                                            const plan::TensorType &output, std::string &why);
+
+/// `host` (a CPU kernel) run on host copies: the inputs (and outputs, which
+/// a kernel may read) brought over when the stream is idle, the outputs
+/// taken back.
+std::unique_ptr<cpu::Kernel> makeHostStagedKernel(const CudaContext &context,
+                                                  std::unique_ptr<cpu::Kernel> host,
+                                                  const std::vector<plan::TensorType> &inputs,
+                                                  const std::vector<plan::TensorType> &outputs);
+
+} // namespace dtc::runtime::cuda
+
+#endif // DTC_RUNTIME_CUDA_CUDAKERNELS_H
