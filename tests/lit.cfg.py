@@ -32,3 +32,19 @@ ptxas = shutil.which("ptxas") or shutil.which("ptxas", path="/usr/local/cuda/bin
 if ptxas:
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", f"{py} {src}/tests/tools/ptx_assemble.py --ptxas {ptxas}"))
+
+# A usable NVIDIA GPU (the driver loads and sees one): tests/gpu's
+# end-to-end tests need it and are reported unsupported without one.
+def usable_gpu():
+    import ctypes
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        count = ctypes.c_int(0)
+        return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 \
+            and count.value > 0
+    except OSError:
+        return False
+
+
+if usable_gpu():
+    config.available_features.add("gpu")

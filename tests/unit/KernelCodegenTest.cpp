@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/KernelMath.h"
+#include "tests/unit/KernelCheck.h"
 #include "compiler/PlanEmitter.h"
 #include "dialects/graph/AttrNames.h"
 #include "compiler/Pipeline.h"
@@ -40,92 +41,6 @@
 using namespace mlir;
 
 namespace {
-
-int64_t bytesOf(dtc::plan::DType t) {
-  switch (t) {
-  case dtc::plan::F64: case dtc::plan::I64: return 8;
-  case dtc::plan::BF16: case dtc::plan::F16: return 2;
-  case dtc::plan::BOOL: return 1;
-  default: return 4;
-  }
-}
-
-int64_t count(const dtc::plan::TensorType &t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape())
-    n *= d;
-  return n;
-}
-
-/// Random bytes of `t`: floats in [-3, 3] (and above 0 for inputs named in
-/// `positive`, for log and sqrt), integers in [-5, 5], bools either.
-std::vector<char> randomOf(const dtc::plan::TensorType &t, std::mt19937 &rng, bool positive) {
-  int64_t n = count(t);
-  std::vector<char> bytes(size_t(n * bytesOf(t.dtype())));
-  std::uniform_real_distribution<float> real(positive ? 0.1f : -3.0f, 3.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    switch (t.dtype()) {
-    case dtc::plan::F32: {
-      float v = real(rng);
-      std::memcpy(&bytes[size_t(i * 4)], &v, 4);
-      break;
-    }
-    case dtc::plan::I64: {
-      int64_t v = int64_t(rng() % 11) - 5;
-      std::memcpy(&bytes[size_t(i * 8)], &v, 8);
-      break;
-    }
-    case dtc::plan::BOOL:
-      bytes[size_t(i)] = char(rng() % 2);
-      break;
-    case dtc::plan::BF16: { // a float's upper half
-      float v = real(rng);
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      uint16_t half = uint16_t(bits >> 16);
-      std::memcpy(&bytes[size_t(i * 2)], &half, 2);
-      break;
-    }
-    case dtc::plan::I32: {
-      int32_t v = int32_t(rng() % 11) - 5;
-      std::memcpy(&bytes[size_t(i * 4)], &v, 4);
-      break;
-    }
-    default:
-      ADD_FAILURE() << "no random inputs of dtype " << int(t.dtype());
-    }
-  }
-  return bytes;
-}
-
-/// Random indices of `t` into an axis of `dim` rows, negative ones (from
-/// the end) included.
-std::vector<char> randomIndices(const dtc::plan::TensorType &t, int64_t dim, std::mt19937 &rng) {
-  int64_t n = count(t);
-  std::vector<char> bytes(size_t(n * bytesOf(t.dtype())));
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t v = int64_t(rng() % uint64_t(2 * dim)) - dim;
-    if (t.dtype() == dtc::plan::I64) {
-      std::memcpy(&bytes[size_t(i * 8)], &v, 8);
-    } else {
-      int32_t w = int32_t(v);
-      std::memcpy(&bytes[size_t(i * 4)], &w, 4);
-    }
-  }
-  return bytes;
-}
-
-/// The rows of the axis an instruction's index input (operand 1) indexes,
-/// or 0 when it has none.
-int64_t indexedRows(const dtc::plan::Instruction &inst,
-                    const std::vector<dtc::plan::TensorType> &inTypes,
-                    const dtc::plan::TensorType &outType) {
-  if (inst.has_gather())
-    return inTypes[0].shape(int(inst.gather().axis()));
-  if (inst.has_scatter_add())
-    return outType.shape(int(inst.scatter_add().axis()));
-  return 0;
-}
 
 /// One fused group: the module's @main of `signature` and `body`.
 struct Case {
@@ -166,36 +81,14 @@ std::unique_ptr<ExecutionEngine> hostKernels(ModuleOp module) {
 }
 
 /// Runs instruction `inst` of `program` both ways on random inputs (those
-/// in `positive` above 0) and compares: the worst relative error of fp32
-/// results; of bf16 results, scaled so that one bf16 rounding step (2^-7
-/// relative) counts as 1e-4; 0, or -1 when integer or bool results differ.
+/// in `positive` above 0) and compares (KernelCheck.h: compareOutput).
 double compareKernel(ExecutionEngine &engine, const std::string &kernel,
                      const dtc::plan::RankProgram &program, const dtc::plan::Instruction &inst,
                      const std::vector<int> &positive, std::mt19937 &rng) {
-  std::vector<dtc::plan::TensorType> inTypes, outTypes;
-  for (uint32_t b : inst.inputs())
-    inTypes.push_back(program.buffers(int(b)).type());
-  outTypes.push_back(program.buffers(int(inst.outputs(0))).type());
-  std::string error;
-  auto cpu = dtc::runtime::cpu::makeKernel(inst, inTypes, outTypes, error);
-  EXPECT_TRUE(cpu) << error;
-  if (!cpu)
+  dtc::test::KernelRun run;
+  if (!dtc::test::runOnCpu(program, inst, positive, rng, run))
     return -1;
-  std::vector<std::vector<char>> inputs;
-  int64_t rows = indexedRows(inst, inTypes, outTypes[0]);
-  for (size_t i = 0; i < inTypes.size(); ++i)
-    inputs.push_back(rows && i == 1 ? randomIndices(inTypes[i], rows, rng)
-                                    : randomOf(inTypes[i], rng,
-                                               std::count(positive.begin(), positive.end(),
-                                                          int(i)) > 0));
-  std::vector<char> expected(size_t(count(outTypes[0]) * bytesOf(outTypes[0].dtype())));
-  std::vector<const void *> in;
-  for (auto &v : inputs)
-    in.push_back(v.data());
-  void *out[] = {expected.data()};
-  dtc::runtime::cpu::ThreadPool pool(1);
-  EXPECT_TRUE(cpu->run(in.data(), out, pool, error)) << error;
-  std::vector<char> actual(expected.size(), 0); // zeros, as a kernel with zero_outputs needs
+  std::vector<char> actual(run.expected.size(), 0); // zeros, as a kernel with zero_outputs needs
   // Each buffer as a 1-D strided memref descriptor (the C interface).
   std::vector<StridedMemRefType<char, 1>> descriptors;
   auto describe = [&](void *data, int64_t n) {
@@ -206,50 +99,17 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
     d.strides[0] = 1;
     descriptors.push_back(d);
   };
-  for (size_t i = 0; i < inputs.size(); ++i)
-    describe(inputs[i].data(), count(inTypes[i]));
-  describe(actual.data(), count(outTypes[0]));
+  for (size_t i = 0; i < run.inputs.size(); ++i)
+    describe(run.inputs[i].data(), dtc::test::count(run.inTypes[i]));
+  describe(actual.data(), dtc::test::count(run.outTypes[0]));
   std::vector<void *> pointers, args;
   for (auto &d : descriptors)
     pointers.push_back(&d);
   for (auto &p : pointers)
     args.push_back(&p);
-  llvm::Error run = engine.invokePacked("_mlir_ciface_" + kernel, args);
-  EXPECT_FALSE(bool(run)) << llvm::toString(std::move(run));
-  int64_t n = count(outTypes[0]);
-  dtc::plan::DType type = outTypes[0].dtype();
-  if (type != dtc::plan::F32 && type != dtc::plan::BF16)
-    return actual == expected ? 0 : -1;
-  if (inst.has_transpose() || inst.has_slice() || inst.has_concat() || inst.has_copy() ||
-      inst.has_gather())
-    return actual == expected ? 0 : -1; // moves: the same bytes
-  // bf16: the f32 before the rounding may differ in its last bits, which
-  // can move the result by one bf16 step.
-  auto element = [&](const std::vector<char> &v, int64_t i) {
-    float f = 0;
-    if (type == dtc::plan::F32) {
-      std::memcpy(&f, &v[size_t(i * 4)], 4);
-    } else {
-      uint16_t half;
-      std::memcpy(&half, &v[size_t(i * 2)], 2);
-      uint32_t bits = uint32_t(half) << 16;
-      std::memcpy(&f, &bits, 4);
-    }
-    return f;
-  };
-  double scale = type == dtc::plan::BF16 ? 1e-4 / 0.0078125 : 1.0;
-  double worst = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    float a = element(actual, i), e = element(expected, i);
-    if (std::isnan(a) && std::isnan(e))
-      continue; // both undefined alike (a square root of a random negative)
-    if (std::isfinite(a) != std::isfinite(e))
-      return INFINITY;
-    if (std::isfinite(e))
-      worst = std::max(worst, scale * std::abs(double(a) - double(e)) /
-                                  std::max(std::abs(double(e)), 0.5));
-  }
-  return worst;
+  llvm::Error error = engine.invokePacked("_mlir_ciface_" + kernel, args);
+  EXPECT_FALSE(bool(error)) << llvm::toString(std::move(error));
+  return dtc::test::compareOutput(inst, run, actual);
 }
 
 /// The kernel function an instruction's PTX entry point was made of.
