@@ -26,6 +26,11 @@ namespace {
 /// Float terms summed per block before the block's sum joins the total.
 constexpr int64_t kSumBlock = 64;
 
+/// A reduction with fewer outputs than this many threads splits its
+/// folds (float sums), each part at least kMinChunk terms.
+constexpr int64_t kBusyThreads = 65536;
+constexpr int64_t kMinChunk = 256;
+
 bool supportedElement(Type t) {
   return t.isF32() || t.isF64() || t.isBF16() || t.isF16() || t.isInteger(1) ||
          t.isInteger(32) || t.isInteger(64);
@@ -196,10 +201,10 @@ func::FuncOp makeKernel(OpBuilder &b, Operation *op, StringRef name, int64_t thr
   return makeKernel(b, op->getLoc(), buffersOf(op), name, threads, body);
 }
 
-/// Reductions: a thread per output element. The input's dims are
-/// simplified as the CPU backend's (size-1 dims dropped, neighbours of the
-/// same kind merged); the output's flat index gives the kept coordinates,
-/// the loop's the reduced ones.
+/// Reductions: a thread per output element (or per part of its fold). The
+/// input's dims are simplified as the CPU backend's (size-1 dims dropped,
+/// neighbours of the same kind merged); the output's flat index gives the
+/// kept coordinates, the loop's the reduced ones.
 func::FuncOp reduceKernel(OpBuilder &b, Operation *op, StringRef name) {
   auto input = tensorOf(op->getOperand(0));
   auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
@@ -225,6 +230,38 @@ func::FuncOp reduceKernel(OpBuilder &b, Operation *op, StringRef name) {
   int64_t outputs = product(keptSizes), count = product(reducedSizes);
   bool sum = isa<graph::ReduceSumOp, graph::ReduceMeanOp>(op);
   bool mean = isa<graph::ReduceMeanOp>(op), max = isa<graph::ReduceMaxOp>(op);
+  Type element = input.getElementType();
+  // Few outputs over long folds (a bias's gradient: a few hundred sums of
+  // thousands of rows) would leave most of a GPU idle: a float sum is then
+  // split into chunks of at least kMinChunk terms, a thread each, whose
+  // partial sums are added atomically into zeroed outputs.
+  int64_t chunks = std::min(count / kMinChunk, std::max<int64_t>(1, kBusyThreads / outputs));
+  if (sum && chunks > 1 && (element.isF32() || element.isF64())) {
+    int64_t chunk = (count + chunks - 1) / chunks;
+    chunks = (count + chunk - 1) / chunk;
+    auto func = makeKernel(b, op, name, outputs * chunks, [&](Body &t, Value thread,
+                                                               ArrayRef<Value> buf) {
+      // Adjacent threads take adjacent outputs: their reads are adjacent
+      // when the kept dims are the inner ones.
+      Value o = t.rem(thread, outputs), part = t.div(thread, outputs);
+      Value base = t.linear(t.coordinates(o, keptSizes), keptStrides);
+      Value begin = t.mul(part, chunk);
+      Value end = t.b.create<arith::MinUIOp>(t.loc, t.add(begin, t.index(chunk)), t.index(count));
+      Value partial = t.loop(begin, end, t.constant(element, 0),
+                             [&](Body &in, Value acc, Value r) -> Value {
+                               Value at = in.linear(in.coordinates(r, reducedSizes),
+                                                    reducedStrides, base);
+                               return in.b.create<arith::AddFOp>(in.loc, acc,
+                                                                 in.load(buf[0], at));
+                             });
+      if (mean)
+        partial = t.b.create<arith::DivFOp>(t.loc, partial, t.constant(element, double(count)));
+      t.b.create<memref::AtomicRMWOp>(t.loc, arith::AtomicRMWKind::addf, partial, buf[1],
+                                      ValueRange{o});
+    });
+    func->setAttr(attr::kZeroOutputs, b.getUnitAttr());
+    return func;
+  }
   return makeKernel(b, op, name, outputs, [&](Body &t, Value o, ArrayRef<Value> buf) {
     Value base = t.linear(t.coordinates(o, keptSizes), keptStrides);
     Type type = Body::computeType(input.getElementType());

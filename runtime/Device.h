@@ -26,6 +26,8 @@ namespace cpu {
 class Kernel;
 } // namespace cpu
 
+class MeshGroups;
+
 class Device {
 public:
   virtual ~Device() = default;
@@ -43,6 +45,12 @@ public:
   virtual bool zero(char *at, size_t bytes, std::string &error) = 0;
   /// Waits for the work queued so far; false with the first error a kernel hit.
   virtual bool synchronize(std::string &error) = 0;
+
+  /// Connects the device to the mesh's other ranks' for the collectives
+  /// over `groups` (each a sorted list of mesh axes, the same list in the
+  /// same order on every rank: a collective call of them all).
+  virtual bool connect(MeshGroups &mesh, const std::vector<std::vector<int>> &groups,
+                       std::string &error) = 0;
 
   /// The kernel running `inst` on the device: its own (a generated kernel,
   /// a library call) or, where it has none, `host` (the CPU backend's

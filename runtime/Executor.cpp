@@ -100,7 +100,8 @@ std::vector<int> axesOf(const plan::Collective &collective) {
 /// collective on (beyond a rank alone). Making one is a collective call of
 /// all ranks, so every rank makes them all, in one order: sorted, from the
 /// whole plan.
-bool makeGroups(const plan::Plan &plan, MeshGroups &groups, std::string &error) {
+bool makeGroups(const plan::Plan &plan, MeshGroups &groups, std::string &error,
+                std::vector<std::vector<int>> *made = nullptr) {
   std::set<std::vector<int>> needed;
   for (const plan::RankProgram &program : plan.ranks())
     for (const auto *list : {&program.prologue(), &program.instructions()})
@@ -114,6 +115,8 @@ bool makeGroups(const plan::Plan &plan, MeshGroups &groups, std::string &error) 
   for (const std::vector<int> &axes : needed)
     if (!groups.group(axes, error))
       return false;
+  if (made)
+    made->assign(needed.begin(), needed.end());
   return true;
 }
 
@@ -158,8 +161,11 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
               " of the plan's mesh " + shapeToString(ex->axisSizes_);
       return nullptr;
     }
-    // First, before anything that may fail on one rank alone.
-    if (!makeGroups(plan, *groups, error))
+    // First, before anything that may fail on one rank alone; then the
+    // device's own connections over the same groups.
+    std::vector<std::vector<int>> made;
+    if (!makeGroups(plan, *groups, error, &made) ||
+        (ex->device_ && !ex->device_->connect(*groups, made, error)))
       return nullptr;
   }
   if (!ex->load(modelPath, threads, error))

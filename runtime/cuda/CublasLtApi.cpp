@@ -1,10 +1,8 @@
 //===- CublasLtApi.cpp - cuBLASLt's entry points, found at run time -------===//
 #include "runtime/cuda/CublasLtApi.h"
+#include "runtime/cuda/OpenLibrary.h"
 
 #include <dlfcn.h>
-
-#include <cstdlib>
-#include <vector>
 
 #include <mutex>
 
@@ -18,23 +16,12 @@ struct Loaded {
 
 Loaded load() {
   Loaded loaded;
-  // The loader's paths first, then the toolkit's own folder (its
-  // installer does not always register it).
-  std::vector<std::string> folders = {""};
-  for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char *home = std::getenv(var); home && *home)
-      folders.push_back(std::string(home) + "/lib64/");
-  folders.push_back("/usr/local/cuda/lib64/");
-  void *library = nullptr;
-  for (const std::string &folder : folders)
-    for (const char *name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"})
-      if (!library)
-        library = dlopen((folder + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string error;
+  void *library = openToolkitLibrary({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"},
+                                     error);
   if (!library) {
-    const char *error = dlerror();
-    loaded.why = "cuBLASLt (libcublasLt.so.13) cannot be loaded (" +
-                 std::string(error ? error : "not found") +
-                 "): install the CUDA toolkit's libraries or put them on LD_LIBRARY_PATH";
+    loaded.why = "cuBLASLt (libcublasLt.so.13) cannot be loaded (" + error +
+                 "): install the CUDA toolkit's libraries";
     return loaded;
   }
   std::string missing;

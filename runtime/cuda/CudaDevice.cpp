@@ -2,6 +2,12 @@
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/comm/MeshGroups.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
 
 #include "plan/FormatBytes.h"
 #include "plan/PlanPrinter.h"
@@ -29,6 +35,8 @@ public:
     modules_.clear();
     for (CUmodule module : loaded_)
       api.cuModuleUnload(module);
+    for (const auto &[axes, comm] : comms_)
+      nccl_->ncclCommDestroy(comm);
     if (context_.cublasLtHandle)
       context_.cublasLt->cublasLtDestroy(context_.cublasLtHandle);
     for (CUdeviceptr p : allocations_)
@@ -73,6 +81,7 @@ public:
                error))
       return false;
     primary_ = true;
+    ordinal_ = ordinal;
     name_ = std::string(name) + " (sm_" + std::to_string(major_ * 10 + minor_) + ", GPU " +
             std::to_string(ordinal) + ")";
     if (!check(*api, api->cuCtxSetCurrent(context), "cuCtxSetCurrent", error) ||
@@ -157,6 +166,51 @@ public:
                  error);
   }
 
+  bool connect(MeshGroups &mesh, const std::vector<std::vector<int>> &groups,
+               std::string &error) override {
+    if (groups.empty())
+      return true;
+    // NCCL refuses two ranks on one GPU: each rank says which it has (its
+    // host's name and the GPU's ordinal); ranks that share one keep to MPI.
+    Communicator &world = mesh.world();
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    int64_t mine[2] = {int64_t(std::hash<std::string>()(host) & 0x7fffffffffffffff), ordinal_};
+    std::vector<int64_t> all(size_t(2 * world.size()));
+    if (!world.allGather(mine, all.data(), 2, plan::I64, error))
+      return false;
+    for (size_t a = 0; a < all.size(); a += 2)
+      for (size_t b = a + 2; b < all.size(); b += 2)
+        if (all[a] == all[b] && all[a + 1] == all[b + 1])
+          ncclWhy_ = "ranks share a GPU";
+    if (ncclWhy_.empty())
+      nccl_ = ncclApi(ncclWhy_);
+    if (!nccl_)
+      return true; // every rank saw the same sharing; a missing library on one is its own
+    for (const std::vector<int> &axes : groups) {
+      Communicator *group = mesh.group(axes, error);
+      if (!group)
+        return false;
+      // Group rank 0's id to the others, then every rank joins. A failure
+      // to make the id reaches every rank (a zero id), so none waits alone.
+      ncclUniqueId id{};
+      std::string why;
+      int64_t ok = group->rank() != 0 || check(*nccl_, nccl_->ncclGetUniqueId(&id),
+                                               "ncclGetUniqueId", why);
+      if (!group->broadcast(&id, int64_t(sizeof id), plan::U8, 0, error) ||
+          !group->allReduce(&ok, 1, plan::I64, Reduction::Min, error))
+        return false;
+      ncclComm_t comm = nullptr;
+      if (!ok || !check(*nccl_, nccl_->ncclCommInitRank(&comm, group->size(), id, group->rank()),
+                        "ncclCommInitRank", error)) {
+        error = "NCCL over " + group->name() + ": " + (ok ? error : why);
+        return false;
+      }
+      comms_[axes] = comm;
+    }
+    return true;
+  }
+
   std::unique_ptr<cpu::Kernel> kernelFor(const plan::Instruction &inst,
                                          const std::vector<plan::TensorType> &inputs,
                                          const std::vector<plan::TensorType> &outputs,
@@ -171,6 +225,15 @@ public:
     if (inst.has_matmul())
       if (auto gemm = makeGemmKernel(context_, inst.matmul(), inputs, outputs[0], why))
         return gemm;
+    if (inst.has_collective() && nccl_) {
+      std::vector<int> axes(inst.collective().mesh_axes().begin(),
+                            inst.collective().mesh_axes().end());
+      std::sort(axes.begin(), axes.end());
+      if (auto it = comms_.find(axes); it != comms_.end())
+        if (auto kernel = makeNcclKernel(context_, *nccl_, it->second, inst.collective(),
+                                         inputs[0], outputs[0], why))
+          return kernel;
+    }
     ++hostStaged_[kindOf(inst)];
     return makeHostStagedKernel(context_, std::move(host), inputs, outputs);
   }
@@ -181,6 +244,8 @@ public:
       summary += (summary.empty() ? "" : ", ") + kind + " " + std::to_string(n);
     if (!summary.empty() && !cublasLtWhy_.empty())
       summary += " (cuBLASLt: " + cublasLtWhy_ + ")";
+    if (hostStaged_.count("collective") && !ncclWhy_.empty())
+      summary += " (NCCL: " + ncclWhy_ + ")";
     return summary;
   }
 
@@ -237,6 +302,10 @@ private:
   std::vector<CUmodule> loaded_;
   std::map<std::string, CUfunction> modules_; // by entry point
   std::map<std::string, int> hostStaged_;     // instruction kind -> count
+  int ordinal_ = 0;
+  const NcclApi *nccl_ = nullptr;                // null: collectives through MPI
+  std::string ncclWhy_;
+  std::map<std::vector<int>, ncclComm_t> comms_; // by sorted mesh axes
 };
 
 } // namespace

@@ -4,6 +4,8 @@
 
 #include "plan/DType.h"
 
+#include <algorithm>
+
 namespace dtc::runtime::cuda {
 namespace {
 
@@ -144,6 +146,61 @@ private:
   cublasLtMatmulHeuristicResult_t heuristic_{};
 };
 
+class NcclKernel final : public cpu::Kernel {
+public:
+  NcclKernel(const CudaContext &context, const NcclApi &nccl, ncclComm_t comm,
+             plan::CollectiveKind kind, ncclRedOp_t op, ncclDataType_t type, size_t inCount,
+             size_t outCount, size_t elementBytes)
+      : context_(context), nccl_(nccl), comm_(comm), kind_(kind), op_(op), type_(type),
+        inCount_(inCount), outCount_(outCount), elementBytes_(elementBytes) {}
+  ~NcclKernel() override {
+    if (scratch_)
+      context_.driver->cuMemFree(scratch_);
+  }
+
+  bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
+           std::string &error) override {
+    const void *in = inputs[0];
+    void *out = outputs[0];
+    const char *a = static_cast<const char *>(in), *b = static_cast<const char *>(out);
+    size_t inBytes = inCount_ * elementBytes_, outBytes = outCount_ * elementBytes_;
+    // NCCL takes an all-gather's or reduce-scatter's buffers apart, or
+    // exactly in place; other overlaps go through a copy of the input.
+    if (kind_ != plan::ALL_REDUCE && a < b + outBytes && b < a + inBytes) {
+      const DriverApi &api = *context_.driver;
+      if (!scratch_ && !check(api, api.cuMemAlloc(&scratch_, inBytes), "cuMemAlloc", error))
+        return false;
+      if (!check(api, api.cuMemcpyDtoDAsync(scratch_, address(in), inBytes, context_.stream),
+                 "copying a collective's input", error))
+        return false;
+      in = reinterpret_cast<const void *>(uintptr_t(scratch_));
+    }
+    cudaStream_t stream = context_.stream;
+    switch (kind_) {
+    case plan::ALL_REDUCE:
+      return check(nccl_, nccl_.ncclAllReduce(in, out, inCount_, type_, op_, comm_, stream),
+                   "ncclAllReduce", error);
+    case plan::ALL_GATHER:
+      return check(nccl_, nccl_.ncclAllGather(in, out, inCount_, type_, comm_, stream),
+                   "ncclAllGather", error);
+    default:
+      return check(nccl_,
+                   nccl_.ncclReduceScatter(in, out, outCount_, type_, op_, comm_, stream),
+                   "ncclReduceScatter", error);
+    }
+  }
+
+private:
+  const CudaContext &context_;
+  const NcclApi &nccl_;
+  ncclComm_t comm_;
+  plan::CollectiveKind kind_;
+  ncclRedOp_t op_;
+  ncclDataType_t type_;
+  size_t inCount_, outCount_, elementBytes_;
+  CUdeviceptr scratch_ = 0;
+};
+
 class HostStagedKernel final : public cpu::Kernel {
 public:
   HostStagedKernel(const CudaContext &context, std::unique_ptr<cpu::Kernel> host,
@@ -246,6 +303,48 @@ std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
   if (!kernel->prepare(g, dtype == plan::F32 ? CUDA_R_32F : CUDA_R_16BF, why))
     return nullptr;
   return kernel;
+}
+
+std::unique_ptr<cpu::Kernel> makeNcclKernel(const CudaContext &context, const NcclApi &nccl,
+                                            ncclComm_t comm, const plan::Collective &collective,
+                                            const plan::TensorType &input,
+                                            const plan::TensorType &output, std::string &why) {
+  plan::CollectiveKind kind = collective.kind();
+  if (kind != plan::ALL_REDUCE && kind != plan::ALL_GATHER && kind != plan::REDUCE_SCATTER) {
+    why = plan::CollectiveKind_Name(kind) + " goes through MPI";
+    return nullptr;
+  }
+  if (kind != plan::ALL_REDUCE) {
+    // NCCL's blocks in group-rank order are the plan's parts when the axes
+    // are listed sorted and no dim comes before the split one.
+    bool sorted = std::is_sorted(collective.mesh_axes().begin(), collective.mesh_axes().end());
+    int64_t outer = 1;
+    for (int64_t d = 0; d < collective.axis(); ++d)
+      outer *= input.shape(int(d));
+    if (!sorted || outer != 1) {
+      why = plan::CollectiveKind_Name(kind) + " along an inner dim goes through MPI";
+      return nullptr;
+    }
+  }
+  ncclDataType_t type;
+  switch (input.dtype()) {
+  case plan::F32: type = ncclFloat32; break;
+  case plan::F64: type = ncclFloat64; break;
+  case plan::F16: type = ncclFloat16; break;
+  case plan::BF16: type = ncclBfloat16; break;
+  case plan::I32: type = ncclInt32; break;
+  case plan::I64: type = ncclInt64; break;
+  case plan::U8: case plan::BOOL: type = ncclUint8; break;
+  default:
+    why = "NCCL has no " + plan::DType_Name(input.dtype());
+    return nullptr;
+  }
+  ncclRedOp_t op = collective.reduction() == plan::REDUCE_MAX   ? ncclMax
+                   : collective.reduction() == plan::REDUCE_MIN ? ncclMin
+                                                                : ncclSum;
+  return std::make_unique<NcclKernel>(context, nccl, comm, kind, op, type,
+                                      size_t(elementCount(input)), size_t(elementCount(output)),
+                                      size_t(dtypeBytes(input.dtype())));
 }
 
 std::unique_ptr<cpu::Kernel> makeHostStagedKernel(const CudaContext &context,

@@ -1,10 +1,11 @@
 //===- CudaKernels.h - a plan instruction's kernel on an NVIDIA GPU -*- C++ -*-===//
 //
-// Three kinds, each a cpu::Kernel whose run() gets device addresses and
-// queues its work on the device's stream: a kernel the compiler generated
-// (its PTX loaded by the device, launched with cuLaunchKernel), a matrix
-// product through cuBLASLt, and the CPU backend's kernel run on host
-// copies of the operands (the instructions no GPU kernel covers yet).
+// Each a cpu::Kernel whose run() gets device addresses and queues its
+// work on the device's stream: a kernel the compiler generated (its PTX
+// loaded by the device, launched with cuLaunchKernel), a matrix product
+// through cuBLASLt, a collective through NCCL, and the CPU backend's kernel
+// run on host copies of the operands (the instructions no GPU kernel
+// covers yet).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_RUNTIME_CUDA_CUDAKERNELS_H
@@ -13,6 +14,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CublasLtApi.h"
 #include "runtime/cuda/DriverApi.h"
+#include "runtime/cuda/NcclApi.h"
 
 #include <memory>
 #include <string>
@@ -45,6 +47,16 @@ std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUf
 std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
                                             const plan::MatMul &matmul,
                                             const std::vector<plan::TensorType> &inputs,
+                                            const plan::TensorType &output, std::string &why);
+
+/// A collective through NCCL on `comm` (this rank `rank` of the group's
+/// `size`, ranked row-major over the group's mesh axes sorted): all-reduces,
+/// and all-gathers and reduce-scatters along a leading dim over axes
+/// listed in order (NCCL's blocks are then the plan's parts); null with
+/// `why` otherwise (the MPI kernel on host copies takes those).
+std::unique_ptr<cpu::Kernel> makeNcclKernel(const CudaContext &context, const NcclApi &nccl,
+                                            ncclComm_t comm, const plan::Collective &collective,
+                                            const plan::TensorType &input,
                                             const plan::TensorType &output, std::string &why);
 
 /// `host` (a CPU kernel) run on host copies: the inputs (and outputs, which

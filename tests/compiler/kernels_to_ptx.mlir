@@ -48,6 +48,7 @@
 // scatter-add wants zeroed outputs.
 // PTX: func.func @kernel_2({{.*}}) attributes {dtc.launch = array<i64: 3, 256>, dtc.params = array<i64: 0, 1>
 // PTX: func.func @kernel_3({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.params = array<i64: 0, 1>
+// PTX-SAME: dtc.zero_outputs
 // PTX: func.func @kernel_4({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 0, 2>
 // PTX: func.func @kernel_5({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 0, 2>
 // PTX-SAME: dtc.zero_outputs
@@ -55,15 +56,18 @@
 
 // Softmax over the last axis: a thread per row (scf.parallel over the 600
 // rows), a loop for the max, blocks of 64 for the sum of exps, a loop
-// for the outputs. A sum over the leading axes (a bias's gradient): a
-// thread per output column, the 600 rows summed in blocks.
+// for the outputs. A sum over the leading axes (a bias's gradient): 100
+// sums of 600 rows would leave a GPU idle, so each is split in 2 parts of
+// 300 rows, a thread each, added atomically into zeroed outputs.
 // KERNEL-LABEL: func.func @kernel_2(%arg0: memref<60000xf32>, %arg1: memref<60000xf32>) attributes {dtc.threads = 600 : i64}
 // KERNEL: scf.parallel ({{.*}}) = ({{.*}}) to ({{.*}}) step
 // KERNEL: arith.maximumf
 // KERNEL: scf.for {{.*}} step %c64
 // KERNEL: math.exp
 // KERNEL: memref.store
-// KERNEL-LABEL: func.func @kernel_3(%arg0: memref<60000xf32>, %arg1: memref<100xf32>) attributes {dtc.threads = 100 : i64}
+// KERNEL-LABEL: func.func @kernel_3(%arg0: memref<60000xf32>, %arg1: memref<100xf32>) attributes {dtc.threads = 200 : i64, dtc.zero_outputs}
+// KERNEL: arith.remui
+// KERNEL: memref.atomic_rmw addf
 // KERNEL-LABEL: func.func @kernel_4(%arg0: memref<3200xf32>, %arg1: memref<48xi64>, %arg2: memref<1536xf32>) attributes {dtc.threads = 1536 : i64}
 // KERNEL-LABEL: func.func @kernel_5(%arg0: memref<1536xf32>, %arg1: memref<48xi64>, %arg2: memref<3200xf32>) attributes {dtc.threads = 1536 : i64, dtc.zero_outputs}
 // KERNEL: memref.atomic_rmw addf

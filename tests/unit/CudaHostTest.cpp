@@ -4,8 +4,9 @@
 // matrix product's GEMM (GemmShape.h) run by a plain column-major GEMM
 // loop against the row-major product it stands for, over transposes,
 // batches, folded batches and broadcasts; which PTX a GPU loads; which
-// GPU a process takes; and that every driver and cuBLASLt entry point the
-// backend calls exists in the toolkit's libraries (its libcuda stub).
+// GPU a process takes; and that every driver, cuBLASLt and NCCL entry
+// point the backend calls exists in the toolkit's libraries (its libcuda
+// stub).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaDevice.h"
@@ -13,6 +14,7 @@
 #include "runtime/cuda/CublasLtApi.h"
 #include "runtime/cuda/DriverApi.h"
 #include "runtime/cuda/GemmShape.h"
+#include "runtime/cuda/NcclApi.h"
 
 #include <gtest/gtest.h>
 
@@ -187,6 +189,15 @@ TEST(CudaHost, CublasLtLoadsWithEveryEntryPoint) {
   const CublasLtApi *api = cublasLtApi(why);
   ASSERT_NE(api, nullptr) << why;
   EXPECT_STREQ(api->cublasLtGetStatusString(CUBLAS_STATUS_SUCCESS), "success");
+}
+
+TEST(CudaHost, NcclLoadsWithEveryEntryPoint) {
+  std::string why;
+  const NcclApi *api = ncclApi(why);
+  ASSERT_NE(api, nullptr) << why;
+  std::string error;
+  EXPECT_FALSE(check(*api, ncclInvalidArgument, "ncclAllReduce", error));
+  EXPECT_EQ(error.rfind("ncclAllReduce: ", 0), 0u) << error;
 }
 
 } // namespace

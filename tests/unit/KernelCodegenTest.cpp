@@ -255,6 +255,12 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
   add("reduce_max outer and inner",
       op(x3, "%y = graph.reduce_max %x {axes = array<i64: 0, 2>} : (tensor<6x20x70xf32>) -> tensor<1x20x1xf32>",
          "tensor<1x20x1xf32>"));
+  add("reduce_sum split over threads",
+      op("%x: tensor<3000x40xf32>", "%y = graph.reduce_sum %x {axes = array<i64: 0>} : (tensor<3000x40xf32>) -> tensor<1x40xf32>",
+         "tensor<1x40xf32>"));
+  add("reduce_mean split over threads",
+      op("%x: tensor<2x1500x24xf32>", "%y = graph.reduce_mean %x {axes = array<i64: 0, 1>} : (tensor<2x1500x24xf32>) -> tensor<1x1x24xf32>",
+         "tensor<1x1x24xf32>"));
   add("reduce_sum long row",
       op("%x: tensor<3x5000xf32>", "%y = graph.reduce_sum %x {axes = array<i64: 1>} : (tensor<3x5000xf32>) -> tensor<3x1xf32>",
          "tensor<3x1xf32>"));
