@@ -284,6 +284,7 @@ struct OutlineKernels : impl::OutlineKernelsBase<OutlineKernels> {
     int64_t count = 0, missed = 0;
     std::map<std::string, int64_t> kinds;   // kernels made, by kind
     std::map<std::string, int64_t> missing; // what kept ops from a kernel
+    std::map<std::string, func::FuncOp> distinct; // a kernel's text after its name -> it
     SmallVector<Operation *> ops;
     for (auto program : module.getOps<func::FuncOp>())
       program.walk([&](Operation *op) {
@@ -310,11 +311,21 @@ struct OutlineKernels : impl::OutlineKernelsBase<OutlineKernels> {
         ++missing[why];
         continue;
       }
-      // One kernel per instruction the op becomes: a split's pieces' as a list.
+      // One kernel per instruction the op becomes: a split's pieces' as a
+      // list. A kernel the same as one made before (a repeated layer's) is
+      // that one: lowered once, loaded once.
       SmallVector<Attribute> names;
-      for (func::FuncOp func : funcs)
+      for (func::FuncOp func : funcs) {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        func.print(os);
+        std::string key = text.substr(text.find('('));
+        auto [it, fresh] = distinct.try_emplace(key, func);
+        if (!fresh)
+          func.erase();
         names.push_back(SymbolRefAttr::get(b.getStringAttr(attr::kKernelModule),
-                                           {FlatSymbolRefAttr::get(func)}));
+                                           {FlatSymbolRefAttr::get(it->second)}));
+      }
       op->setAttr(attr::kKernel, names.size() == 1 ? names[0] : b.getArrayAttr(names));
       kinds[kindOf(op)] += int64_t(funcs.size());
     }
@@ -330,7 +341,8 @@ struct OutlineKernels : impl::OutlineKernelsBase<OutlineKernels> {
       generated += n;
     }
     if (generated)
-      addNote(main, "kernels: " + std::to_string(generated) + " generated (" + made + ")");
+      addNote(main, "kernels: " + std::to_string(generated) + " generated (" + made + "), " +
+                        std::to_string(distinct.size()) + " distinct");
     if (missed == 0)
       return;
     std::string text;

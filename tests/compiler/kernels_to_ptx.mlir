@@ -18,6 +18,10 @@
 // KERNEL: graph.fused %arg0, %arg1, %arg2 {dtc.kernel = @dtc_kernels::@kernel_0}
 // KERNEL-LABEL: func.func @masked
 // KERNEL: graph.fused {{.*}}{dtc.kernel = @dtc_kernels::@kernel_1}
+// A kernel the same as one made before (a repeated layer's) is that one:
+// @again's softmax runs @rows's kernel, and no seventh kernel is made.
+// KERNEL-LABEL: func.func @again
+// KERNEL: graph.softmax {{.*}}dtc.kernel = @dtc_kernels::@kernel_2
 // KERNEL: module @dtc_kernels
 // KERNEL: func.func @kernel_0(%arg0: memref<32xf32>, %arg1: memref<8xf32>, %arg2: memref<32xf32>, %arg3: memref<32xf32>)
 // KERNEL: linalg.generic {indexing_maps = [#[[FLAT]], #[[BIAS]], #[[FLAT]], #[[FLAT]]], iterator_types = ["parallel"]}
@@ -71,6 +75,7 @@
 // KERNEL-LABEL: func.func @kernel_4(%arg0: memref<3200xf32>, %arg1: memref<48xi64>, %arg2: memref<1536xf32>) attributes {dtc.threads = 1536 : i64}
 // KERNEL-LABEL: func.func @kernel_5(%arg0: memref<1536xf32>, %arg1: memref<48xi64>, %arg2: memref<3200xf32>) attributes {dtc.threads = 1536 : i64, dtc.zero_outputs}
 // KERNEL: memref.atomic_rmw addf
+// KERNEL-NOT: func.func @kernel_6
 
 func.func @gelu_chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %r: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %half = graph.constant dense<0.5> : tensor<f32>
@@ -102,4 +107,9 @@ func.func @embedding(%e: tensor<100x32xf32>, %ids: tensor<48xi64>) -> (tensor<48
   %g = graph.gather %e, %ids {axis = 0 : i64} : (tensor<100x32xf32>, tensor<48xi64>) -> tensor<48x32xf32>
   %d = graph.scatter_add %g, %ids {axis = 0 : i64} : (tensor<48x32xf32>, tensor<48xi64>) -> tensor<100x32xf32>
   return %g, %d : tensor<48x32xf32>, tensor<100x32xf32>
+}
+
+func.func @again(%x: tensor<12x50x100xf32>) -> tensor<12x50x100xf32> {
+  %s = graph.softmax %x {axis = 2 : i64} : (tensor<12x50x100xf32>) -> tensor<12x50x100xf32>
+  return %s : tensor<12x50x100xf32>
 }

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -71,27 +73,32 @@ int writePtx(const plan::Plan &plan, const std::string &dir) {
   std::error_code ec = llvm::sys::fs::create_directories(dir);
   if (ec)
     return failure(dir + ": " + ec.message());
-  int files = 0, kernels = 0;
-  for (int p = 0; p < plan.ranks_size(); ++p)
-    for (const auto &[part, list] :
-         {std::pair("prologue", &plan.ranks(p).prologue()),
-          std::pair("instruction", &plan.ranks(p).instructions())})
-      for (int i = 0; i < list->size(); ++i) {
-        const plan::Instruction &inst = list->Get(i);
+  // One file per kernel and chip: instructions that share a kernel (a
+  // repeated layer's) share its file.
+  int files = 0, kernels = 0, instructions = 0;
+  for (int p = 0; p < plan.ranks_size(); ++p) {
+    std::set<std::string> written;
+    for (const auto *list : {&plan.ranks(p).prologue(), &plan.ranks(p).instructions()})
+      for (const plan::Instruction &inst : *list) {
         if (!inst.has_gpu())
+          continue;
+        ++instructions;
+        if (!written.insert(inst.gpu().entry()).second)
           continue;
         ++kernels;
         for (const plan::ChipCode &code : inst.gpu().code()) {
-          std::string file = fmt::format("{}/program{}-{}{}-{}.{}.ptx", dir, p, part, i,
-                                         inst.gpu().entry(), code.chip());
+          std::string file = fmt::format("{}/program{}-{}.{}.ptx", dir, p, inst.gpu().entry(),
+                                         code.chip());
           if (int rc = writeOutput(file, code.ptx()))
             return rc;
           ++files;
         }
       }
+  }
   if (kernels == 0)
     return failure("the plan has no GPU kernels: compile it with --backend cuda");
-  fmt::print("wrote {} PTX files of {} kernels to {}\n", files, kernels, dir);
+  fmt::print("wrote {} PTX files of {} kernels ({} instructions run them) to {}\n", files,
+             kernels, instructions, dir);
   return 0;
 }
 
