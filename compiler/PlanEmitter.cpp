@@ -750,8 +750,8 @@ private:
   }
 
   /// The GPU kernel dtc-kernels-to-ptx made of `op` (of a split, for its
-  /// `piece`), if any.
-  static void setGpuKernel(Operation *op, plan::Instruction &inst, unsigned piece = 0) {
+  /// `piece`), if any; its PTX goes into the plan's modules once.
+  void setGpuKernel(Operation *op, plan::Instruction &inst, unsigned piece = 0) {
     auto name = op->getAttrOfType<SymbolRefAttr>(attr::kKernel);
     if (auto list = op->getAttrOfType<ArrayAttr>(attr::kKernel); list && piece < list.size())
       name = dyn_cast<SymbolRefAttr>(list[piece]);
@@ -766,10 +766,17 @@ private:
       return;
     plan::GpuKernel &gpu = *inst.mutable_gpu();
     gpu.set_entry(entry.str());
-    for (NamedAttribute chip : ptx) {
-      plan::ChipCode &code = *gpu.add_code();
-      code.set_chip(chip.getName().str());
-      code.set_ptx(cast<StringAttr>(chip.getValue()).getValue().str());
+    bool held = llvm::any_of(plan_.gpu_modules(), [&](const plan::GpuModule &m) {
+      return m.entry() == gpu.entry();
+    });
+    if (!held) {
+      plan::GpuModule &module = *plan_.add_gpu_modules();
+      module.set_entry(gpu.entry());
+      for (NamedAttribute chip : ptx) {
+        plan::ChipCode &code = *module.add_code();
+        code.set_chip(chip.getName().str());
+        code.set_ptx(cast<StringAttr>(chip.getValue()).getValue().str());
+      }
     }
     gpu.set_grid(launch[0]);
     gpu.set_block(launch[1]);

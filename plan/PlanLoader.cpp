@@ -934,6 +934,11 @@ private:
                         const std::string &where) {
     if (inst.op_case() == Instruction::OP_NOT_SET)
       return fail(where + ": unknown operation (a plan from a newer dtc?)");
+    if (inst.has_gpu() &&
+        std::none_of(plan_.gpu_modules().begin(), plan_.gpu_modules().end(),
+                     [&](const GpuModule &m) { return m.entry() == inst.gpu().entry(); }))
+      return fail(where + ": GPU kernel '" + inst.gpu().entry() +
+                  "' is not among the plan's GPU modules");
     Arity arity = arityOf(inst);
     if (inst.inputs_size() < arity.minInputs || inst.inputs_size() > arity.maxInputs ||
         inst.outputs_size() != arity.outputs)

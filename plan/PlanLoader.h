@@ -31,8 +31,9 @@ namespace dtc::plan {
 /// (Training.sync, average_every, data_axes), whose replicas an older
 /// runtime would never average. Version 8: parameter servers
 /// (Training.parameter_servers; ranks past the mesh), which an older
-/// runtime would not start.
-constexpr uint32_t kPlanFormatVersion = 8;
+/// runtime would not start. Version 9: GPU kernels' PTX held once
+/// (Plan.gpu_modules), instructions naming theirs.
+constexpr uint32_t kPlanFormatVersion = 9;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

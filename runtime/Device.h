@@ -46,6 +46,10 @@ public:
   /// Waits for the work queued so far; false with the first error a kernel hit.
   virtual bool synchronize(std::string &error) = 0;
 
+  /// The plan the device runs instructions of (its GPU modules), before
+  /// any kernelFor; false with a message when it cannot load them.
+  virtual bool load(const plan::Plan &plan, std::string &error) = 0;
+
   /// Connects the device to the mesh's other ranks' for the collectives
   /// over `groups` (each a sorted list of mesh axes, the same list in the
   /// same order on every rank: a collective call of them all).

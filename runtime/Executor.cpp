@@ -268,6 +268,8 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   // The arena as loaded (parameters, constants, the prologue's values) to
   // the device, whose copy the program then runs on.
   if (device_) {
+    if (!device_->load(*plan_, error))
+      return false;
     deviceArena_ = device_->allocate(arenaBytes, error);
     if (!deviceArena_ || !device_->upload(deviceArena_, arena_, arenaBytes, error))
       return false;

@@ -98,6 +98,12 @@ public:
 
   std::string name() const override { return name_; }
 
+  bool load(const plan::Plan &plan, std::string &) override {
+    for (const plan::GpuModule &module : plan.gpu_modules())
+      code_[module.entry()] = &module;
+    return true;
+  }
+
   char *allocate(size_t bytes, std::string &error) override {
     const DriverApi &api = *context_.driver;
     size_t free = 0, total = 0;
@@ -257,12 +263,17 @@ private:
   CUfunction functionOf(const plan::GpuKernel &gpu, std::string &error) {
     if (auto it = modules_.find(gpu.entry()); it != modules_.end())
       return it->second;
+    auto held = code_.find(gpu.entry());
+    if (held == code_.end()) {
+      error = "kernel " + gpu.entry() + " is not among the plan's GPU modules";
+      return nullptr;
+    }
     std::vector<std::string> chips;
-    for (const plan::ChipCode &code : gpu.code())
+    for (const plan::ChipCode &code : held->second->code())
       chips.push_back(code.chip());
     std::string chip = chipFor(major_, minor_, chips);
     const plan::ChipCode *code = nullptr;
-    for (const plan::ChipCode &c : gpu.code())
+    for (const plan::ChipCode &c : held->second->code())
       if (c.chip() == chip)
         code = &c;
     if (!code) {
@@ -301,6 +312,7 @@ private:
   std::vector<CUdeviceptr> allocations_;
   std::vector<CUmodule> loaded_;
   std::map<std::string, CUfunction> modules_; // by entry point
+  std::map<std::string, const plan::GpuModule *> code_; // the plan's, by entry point
   std::map<std::string, int> hostStaged_;     // instruction kind -> count
   int ordinal_ = 0;
   const NcclApi *nccl_ = nullptr;                // null: collectives through MPI

@@ -62,6 +62,7 @@ void checkEveryInstruction(const std::string &precision, int64_t dp, int64_t tp,
   std::string error;
   auto device = runtime::cuda::openCudaDevice(0, error);
   ASSERT_TRUE(device) << error;
+  ASSERT_TRUE(device->load(plan, error)) << error;
   runtime::cpu::ThreadPool pool(1);
   std::mt19937 rng(5);
   const plan::RankProgram &program = plan.ranks(0);

@@ -13,8 +13,6 @@
 
 #include <fmt/format.h>
 
-#include <set>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -73,28 +71,20 @@ int writePtx(const plan::Plan &plan, const std::string &dir) {
   std::error_code ec = llvm::sys::fs::create_directories(dir);
   if (ec)
     return failure(dir + ": " + ec.message());
-  // One file per kernel and chip: instructions that share a kernel (a
-  // repeated layer's) share its file.
-  int files = 0, kernels = 0, instructions = 0;
-  for (int p = 0; p < plan.ranks_size(); ++p) {
-    std::set<std::string> written;
-    for (const auto *list : {&plan.ranks(p).prologue(), &plan.ranks(p).instructions()})
-      for (const plan::Instruction &inst : *list) {
-        if (!inst.has_gpu())
-          continue;
-        ++instructions;
-        if (!written.insert(inst.gpu().entry()).second)
-          continue;
-        ++kernels;
-        for (const plan::ChipCode &code : inst.gpu().code()) {
-          std::string file = fmt::format("{}/program{}-{}.{}.ptx", dir, p, inst.gpu().entry(),
-                                         code.chip());
-          if (int rc = writeOutput(file, code.ptx()))
-            return rc;
-          ++files;
-        }
-      }
-  }
+  // One file per kernel and chip (the plan holds each kernel once,
+  // however many instructions run it).
+  int files = 0, kernels = plan.gpu_modules_size(), instructions = 0;
+  for (const plan::RankProgram &program : plan.ranks())
+    for (const auto *list : {&program.prologue(), &program.instructions()})
+      for (const plan::Instruction &inst : *list)
+        instructions += inst.has_gpu();
+  for (const plan::GpuModule &module : plan.gpu_modules())
+    for (const plan::ChipCode &code : module.code()) {
+      if (int rc = writeOutput(fmt::format("{}/{}.{}.ptx", dir, module.entry(), code.chip()),
+                               code.ptx()))
+        return rc;
+      ++files;
+    }
   if (kernels == 0)
     return failure("the plan has no GPU kernels: compile it with --backend cuda");
   fmt::print("wrote {} PTX files of {} kernels ({} instructions run them) to {}\n", files,
