@@ -171,15 +171,21 @@ public:
 /// `threads`, `body` building each thread's work.
 using ThreadBody = function_ref<void(Body &, Value thread, ArrayRef<Value> buffers)>;
 
+/// `status`: a last argument, a status word (memref<1xi32>) the kernel
+/// sets to 1 when its data is out of range (`dtc.status`).
 func::FuncOp makeKernel(OpBuilder &b, Location loc, ArrayRef<Value> values, StringRef name,
-                        int64_t threads, ThreadBody body) {
+                        int64_t threads, ThreadBody body, bool status = false) {
   SmallVector<Type> args;
   for (Value v : values) {
     auto t = tensorOf(v);
     args.push_back(MemRefType::get({t.getNumElements()}, t.getElementType()));
   }
+  if (status)
+    args.push_back(MemRefType::get({1}, b.getI32Type()));
   auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, {}));
   func->setAttr(attr::kThreads, b.getI64IntegerAttr(threads));
+  if (status)
+    func->setAttr(attr::kStatus, b.getUnitAttr());
   Block *entry = func.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
@@ -195,10 +201,10 @@ func::FuncOp makeKernel(OpBuilder &b, Location loc, ArrayRef<Value> values, Stri
   return func;
 }
 
-/// `op`'s kernel: its operands' and results' buffers.
+/// `op`'s kernel: its operands' and results' buffers (and a status word).
 func::FuncOp makeKernel(OpBuilder &b, Operation *op, StringRef name, int64_t threads,
-                        ThreadBody body) {
-  return makeKernel(b, op->getLoc(), buffersOf(op), name, threads, body);
+                        ThreadBody body, bool status = false) {
+  return makeKernel(b, op->getLoc(), buffersOf(op), name, threads, body, status);
 }
 
 /// Reductions: a thread per output element (or per part of its fold). The
@@ -437,12 +443,22 @@ func::FuncOp concatKernel(OpBuilder &b, graph::ConcatOp op, StringRef name) {
 }
 
 /// Row `index` of an axis of `dim` rows: negative indices count from the
-/// end; out-of-range ones are clamped (the CPU backend stops with a
-/// message instead; a kernel has no way to say so).
-Value rowOf(Body &t, Value index, int64_t dim) {
+/// end; an out-of-range one sets the status word `status` to 1 (the
+/// runtime stops the run with a message, as the CPU backend does) and
+/// reads a row in range meanwhile.
+Value rowOf(Body &t, Value index, int64_t dim, Value status) {
   Value i = t.b.create<arith::IndexCastOp>(t.loc, t.b.getIndexType(), index);
   Value negative = t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(0));
   i = t.b.create<arith::SelectOp>(t.loc, negative, t.add(i, t.index(dim)), i);
+  Value outside = t.b.create<arith::OrIOp>(
+      t.loc, t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(0)),
+      t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sge, i, t.index(dim)));
+  t.b.create<scf::IfOp>(t.loc, outside, [&](OpBuilder &nested, Location l) {
+    Value one = nested.create<arith::ConstantOp>(l, nested.getI32IntegerAttr(1));
+    nested.create<memref::StoreOp>(l, one, status,
+                                   ValueRange{nested.create<arith::ConstantIndexOp>(l, 0)});
+    nested.create<scf::YieldOp>(l);
+  });
   i = t.b.create<arith::MaxSIOp>(t.loc, i, t.index(0));
   return t.b.create<arith::MinSIOp>(t.loc, i, t.index(dim - 1));
 }
@@ -457,10 +473,10 @@ func::FuncOp gatherKernel(OpBuilder &b, graph::GatherOp op, StringRef name) {
   return makeKernel(b, op, name, tensorOf(op.getResult()).getNumElements(),
                     [&](Body &t, Value o, ArrayRef<Value> buf) {
     Value outer = t.div(o, count * inner), j = t.rem(t.div(o, inner), count), i = t.rem(o, inner);
-    Value row = rowOf(t, t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{j}), dim);
+    Value row = rowOf(t, t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{j}), dim, buf[3]);
     Value at = t.add(t.add(t.mul(outer, dim * inner), t.mul(row, inner)), i);
     t.copy(buf[0], at, buf[2], o);
-  });
+  }, /*status=*/true);
 }
 
 /// Scatter-add (gather's gradient): a thread per update element, added
@@ -479,12 +495,12 @@ func::FuncOp scatterAddKernel(OpBuilder &b, graph::ScatterAddOp op, StringRef na
   auto func = makeKernel(b, op, name, tensorOf(op.getUpdates()).getNumElements(),
                          [&](Body &t, Value u, ArrayRef<Value> buf) {
     Value outer = t.div(u, count * inner), j = t.rem(t.div(u, inner), count), i = t.rem(u, inner);
-    Value row = rowOf(t, t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{j}), dim);
+    Value row = rowOf(t, t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{j}), dim, buf[3]);
     Value at = t.add(t.add(t.mul(outer, dim * inner), t.mul(row, inner)), i);
     Value v = t.b.create<memref::LoadOp>(t.loc, buf[0], ValueRange{u});
     t.b.create<memref::AtomicRMWOp>(t.loc, arith::AtomicRMWKind::addf, v, buf[2],
                                     ValueRange{at});
-  });
+  }, /*status=*/true);
   func->setAttr(attr::kZeroOutputs, b.getUnitAttr());
   return func;
 }

@@ -28,8 +28,9 @@ bool hasLoopKernel(mlir::Operation *op);
 /// plan makes of it (a split's pieces are a slice each), named by
 /// `nextName`: a kernel's arguments are its instruction's buffers (flat
 /// memrefs), inputs then outputs; `dtc.threads` says how many threads it
-/// runs, and `dtc.zero_outputs` that its outputs must be zeros before it
-/// runs. None, with `missing` saying what, when an element type or a case
+/// runs, `dtc.zero_outputs` that its outputs must be zeros before it
+/// runs, and `dtc.status` that a last argument is a status word (a gather's
+/// out-of-range index sets it). None, with `missing` saying what, when an element type or a case
 /// is not covered.
 llvm::SmallVector<mlir::func::FuncOp>
 buildLoopKernels(mlir::OpBuilder &b, mlir::Operation *op,

@@ -784,6 +784,7 @@ private:
       for (int64_t p : params.asArrayRef())
         gpu.add_params(uint32_t(p));
     gpu.set_zero_outputs(kernel->hasAttr(attr::kZeroOutputs));
+    gpu.set_status(kernel->hasAttr(attr::kStatus));
   }
 
   LogicalResult emitFused(graph::FusedOp fused) {

@@ -160,6 +160,9 @@ constexpr llvm::StringLiteral kLaunch = "dtc.launch";
 constexpr llvm::StringLiteral kThreads = "dtc.threads";
 /// A kernel function: its outputs must be zeros before it runs.
 constexpr llvm::StringLiteral kZeroOutputs = "dtc.zero_outputs";
+/// A kernel function: its last argument is a status word it sets to 1
+/// when its data is out of range (a gather's index).
+constexpr llvm::StringLiteral kStatus = "dtc.status";
 /// A kernel function: per PTX entry parameter, the function argument
 /// (the instruction's buffer: inputs, then outputs) it is.
 constexpr llvm::StringLiteral kParams = "dtc.params";

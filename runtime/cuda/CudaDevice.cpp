@@ -168,8 +168,23 @@ public:
 
   bool synchronize(std::string &error) override {
     const DriverApi &api = *context_.driver;
-    return check(api, api.cuStreamSynchronize(context_.stream), "running the GPU's kernels",
-                 error);
+    if (!check(api, api.cuStreamSynchronize(context_.stream), "running the GPU's kernels", error))
+      return false;
+    if (!context_.status)
+      return true;
+    // A kernel found its data out of range: said once, then cleared.
+    int32_t status = 0;
+    if (!check(api, api.cuMemcpyDtoHAsync(&status, context_.status, sizeof status, context_.stream),
+               "reading the kernels' status", error) ||
+        !check(api, api.cuStreamSynchronize(context_.stream), "reading the kernels' status",
+               error))
+      return false;
+    if (status == 0)
+      return true;
+    api.cuMemsetD8Async(context_.status, 0, sizeof status, context_.stream);
+    error = "an index of a gather or scatter-add is out of range for its axis (dtc run "
+            "--backend cpu names the index and the instruction)";
+    return false;
   }
 
   bool connect(MeshGroups &mesh, const std::vector<std::vector<int>> &groups,
@@ -223,6 +238,15 @@ public:
                                          std::unique_ptr<cpu::Kernel> host,
                                          std::string &error) override {
     if (inst.has_gpu()) {
+      if (inst.gpu().status() && !context_.status) {
+        const DriverApi &api = *context_.driver;
+        if (!check(api, api.cuMemAlloc(&context_.status, sizeof(int32_t)),
+                   "cuMemAlloc (the status word)", error) ||
+            !check(api, api.cuMemsetD8Async(context_.status, 0, sizeof(int32_t), context_.stream),
+                   "zeroing the status word", error))
+          return nullptr;
+        allocations_.push_back(context_.status);
+      }
       CUfunction function = functionOf(inst.gpu(), error);
       return function ? makeGeneratedKernel(context_, function, inst.gpu(), inputs, outputs, error)
                       : nullptr;

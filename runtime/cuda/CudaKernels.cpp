@@ -39,8 +39,10 @@ public:
     std::vector<CUdeviceptr> pointers(params_.size());
     std::vector<void *> args(params_.size());
     for (size_t p = 0; p < params_.size(); ++p) {
-      uint32_t b = params_[p];
-      pointers[p] = address(b < inputs_ ? inputs[b] : outputs[b - inputs_]);
+      size_t b = params_[p];
+      pointers[p] = b < inputs_                       ? address(inputs[b])
+                    : b < inputs_ + outputBytes_.size() ? address(outputs[b - inputs_])
+                                                        : context_.status;
       args[p] = &pointers[p];
     }
     return check(api,
@@ -257,7 +259,7 @@ std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUf
                                                  const std::vector<plan::TensorType> &inputs,
                                                  const std::vector<plan::TensorType> &outputs,
                                                  std::string &error) {
-  size_t buffers = inputs.size() + outputs.size();
+  size_t buffers = inputs.size() + outputs.size() + (gpu.status() ? 1 : 0);
   if (size_t(gpu.params_size()) != buffers) {
     error = "kernel " + gpu.entry() + " takes " + std::to_string(gpu.params_size()) +
             " buffers, the instruction has " + std::to_string(buffers);

@@ -31,10 +31,12 @@ struct CudaContext {
   cublasLtHandle_t cublasLtHandle = nullptr;
   CUdeviceptr workspace = 0;
   size_t workspaceBytes = 0;
+  CUdeviceptr status = 0; // the status word kernels set when their data is out of range
 };
 
 /// `function` launched as `gpu` says (grid, block, its parameters' order,
-/// zeroed outputs first) on buffers of `inputs` and `outputs`' types.
+/// zeroed outputs first, the context's status word) on buffers of
+/// `inputs` and `outputs`' types.
 std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUfunction function,
                                                  const plan::GpuKernel &gpu,
                                                  const std::vector<plan::TensorType> &inputs,

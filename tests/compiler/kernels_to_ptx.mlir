@@ -48,13 +48,14 @@
 // The other kernels launch one thread per row or output: 600 rows of the
 // softmax in 3 blocks; the gather's and the scatter-add's parameters are
 // in the order the kernel first uses its buffers (indices, then the
-// table or updates, then the output), which dtc.params records; the
-// scatter-add wants zeroed outputs.
+// status word an index out of range sets, then the table or updates, then
+// the output), which dtc.params records; the scatter-add wants zeroed
+// outputs.
 // PTX: func.func @kernel_2({{.*}}) attributes {dtc.launch = array<i64: 3, 256>, dtc.params = array<i64: 0, 1>
 // PTX: func.func @kernel_3({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.params = array<i64: 0, 1>
 // PTX-SAME: dtc.zero_outputs
-// PTX: func.func @kernel_4({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 0, 2>
-// PTX: func.func @kernel_5({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 0, 2>
+// PTX: func.func @kernel_4({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 3, 0, 2>
+// PTX: func.func @kernel_5({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 3, 0, 2>
 // PTX-SAME: dtc.zero_outputs
 // ASSEMBLED: assembled 12 kernels: sm_80 6, sm_90 6
 
@@ -72,8 +73,8 @@
 // KERNEL-LABEL: func.func @kernel_3(%arg0: memref<60000xf32>, %arg1: memref<100xf32>) attributes {dtc.threads = 200 : i64, dtc.zero_outputs}
 // KERNEL: arith.remui
 // KERNEL: memref.atomic_rmw addf
-// KERNEL-LABEL: func.func @kernel_4(%arg0: memref<3200xf32>, %arg1: memref<48xi64>, %arg2: memref<1536xf32>) attributes {dtc.threads = 1536 : i64}
-// KERNEL-LABEL: func.func @kernel_5(%arg0: memref<1536xf32>, %arg1: memref<48xi64>, %arg2: memref<3200xf32>) attributes {dtc.threads = 1536 : i64, dtc.zero_outputs}
+// KERNEL-LABEL: func.func @kernel_4(%arg0: memref<3200xf32>, %arg1: memref<48xi64>, %arg2: memref<1536xf32>, %arg3: memref<1xi32>) attributes {dtc.status, dtc.threads = 1536 : i64}
+// KERNEL-LABEL: func.func @kernel_5(%arg0: memref<1536xf32>, %arg1: memref<48xi64>, %arg2: memref<3200xf32>, %arg3: memref<1xi32>) attributes {dtc.status, dtc.threads = 1536 : i64, dtc.zero_outputs}
 // KERNEL: memref.atomic_rmw addf
 // KERNEL-NOT: func.func @kernel_6
 

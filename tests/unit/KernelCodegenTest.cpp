@@ -102,6 +102,9 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
   for (size_t i = 0; i < run.inputs.size(); ++i)
     describe(run.inputs[i].data(), dtc::test::count(run.inTypes[i]));
   describe(actual.data(), dtc::test::count(run.outTypes[0]));
+  int32_t status = 0; // a gather's: set when an index is out of range
+  if (inst.gpu().status())
+    describe(&status, 1);
   std::vector<void *> pointers, args;
   for (auto &d : descriptors)
     pointers.push_back(&d);
@@ -109,6 +112,7 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
     args.push_back(&p);
   llvm::Error error = engine.invokePacked("_mlir_ciface_" + kernel, args);
   EXPECT_FALSE(bool(error)) << llvm::toString(std::move(error));
+  EXPECT_EQ(status, 0) << "indices in range set the status word";
   return dtc::test::compareOutput(inst, run, actual);
 }
 
@@ -334,6 +338,57 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
   for (const Case &c : cases)
     kernels += checkCase(c);
   EXPECT_EQ(kernels, int(cases.size()) + 2); // the split's three pieces
+}
+
+/// An index out of range does not read outside the table: it sets the
+/// kernel's status word, by which the runtime stops the run with a message.
+TEST(KernelCodegen, AGatherIndexOutOfRangeSetsTheStatusWord) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  DialectRegistry registry;
+  dtc::registerAllDialects(registry);
+  dtc::registerAllPasses();
+  static bool upstream = (mlir::registerAllPasses(), true);
+  (void)upstream;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+      "func.func @main(%e: tensor<5x2xf32>, %i: tensor<3xi64>) -> tensor<3x2xf32> {\n"
+      "%y = graph.gather %e, %i {axis = 0 : i64} : (tensor<5x2xf32>, tensor<3xi64>) -> tensor<3x2xf32>\n"
+      "return %y : tensor<3x2xf32>\n}",
+      &context);
+  ASSERT_TRUE(module);
+  PassManager pm(&context);
+  ASSERT_TRUE(succeeded(parsePassPipeline("func.func(dtc-assign-buffers),dtc-outline-kernels", pm)));
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+  auto engine = hostKernels(*module);
+  ASSERT_TRUE(engine);
+  float table[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, out[6] = {};
+  auto gather = [&](std::vector<int64_t> indices) {
+    int32_t status = 0;
+    void *data[] = {table, indices.data(), out, &status};
+    int64_t sizes[] = {10, 3, 6, 1};
+    std::vector<StridedMemRefType<char, 1>> d(4);
+    std::vector<void *> pointers, args;
+    for (int k = 0; k < 4; ++k) {
+      d[k].basePtr = d[k].data = static_cast<char *>(data[k]);
+      d[k].offset = 0;
+      d[k].sizes[0] = sizes[k];
+      d[k].strides[0] = 1;
+      pointers.push_back(&d[k]);
+    }
+    for (auto &p : pointers)
+      args.push_back(&p);
+    llvm::Error error = engine->invokePacked("_mlir_ciface_kernel_0", args);
+    EXPECT_FALSE(bool(error)) << llvm::toString(std::move(error));
+    return status;
+  };
+  EXPECT_EQ(gather({4, -5, 0}), 0);
+  EXPECT_EQ(out[0], 8); // row 4
+  EXPECT_EQ(out[2], 0); // row -5 = 0
+  EXPECT_EQ(gather({1, 5, 0}), 1);
+  EXPECT_EQ(gather({-6, 0, 0}), 1);
 }
 
 /// Every kernel of a GPT training step (AdamW, bf16 compute, dp x tp) as
