@@ -140,7 +140,10 @@ def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
     `mesh` gives free axes (with pins: the devices left over form one free
     axis); `zero` pins the ZeRO stage. A training step (@main carries
     `dtc.training`) counts gradients, optimizer state and kept activations.
-    A mesh of one device leaves the module as it is.
+    A mesh of one device leaves the module as it is. With pipeline stages
+    (`pp`), the stages' ends are chosen by the search's figures
+    (compiler/StageCuts.h) and marked `dtc.stage_end` for
+    dtc-pipeline-split; `stage-cuts=flops` keeps the FLOP-even cut.
   }];
   let options = [
     ListOption<"mesh", "mesh", "int64_t", "Free mesh axes' sizes, e.g. 2,2">,
@@ -161,6 +164,9 @@ def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
            "A cluster file (JSON) instead of the preset">,
     Option<"memoryLimit", "memory-limit", "std::string", "\"\"",
            "Bytes per device, e.g. 40GiB (default: the cluster's device memory)">,
+    Option<"stageCuts", "stage-cuts", "std::string", "\"costs\"",
+           "Where pipeline stages end: costs (the cost model's shortest step within "
+           "memory) or flops (forward FLOPs evened out)">,
   ];
   let dependentDialects = ["dtc::graph::GraphDialect", "mlir::mesh::MeshDialect"];
 }

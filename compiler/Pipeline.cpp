@@ -58,7 +58,8 @@ void buildStepPipeline(OpPassManager &pm, const CompileOptions &options) {
 
 void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   int64_t stages = options.parallel.pipelineStages;
-  if (options.parallel.devices() > 1)
+  // Stages of one device search too: for the figures their cuts go by.
+  if (options.parallel.devices() > 1 || (stages > 1 && options.training))
     pm.addPass(createShardingSearchPass(options.parallel));
   pm.addPass(createSpmdPartition());
   if (options.training && !options.parallel.sync.empty() && options.parallel.sync != "ps") {

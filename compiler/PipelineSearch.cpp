@@ -231,8 +231,15 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       result.tried.push_back(tried);
       return memory ? kUnfit : kSlower;
     }
+    // The stages' ends by the search's own figures (StageCuts.h): the
+    // costliest stage's step, bubble included.
+    std::optional<StageCut> cut;
+    if (p > 1)
+      cut = cutStages(work->lookupSymbol<func::FuncOp>("main"), searched->opFigures,
+                      {p, virtuals, kind, m, base.memoryLimit, options.stageCutsByFlops});
     tried.stepSeconds =
-        (searched->computeSeconds + searched->communicationSeconds) * share * bubble +
+        (cut ? cut->stepSeconds
+             : (searched->computeSeconds + searched->communicationSeconds) * share * bubble) +
         transferSeconds(*step, p, virtuals);
     if (refine) {
       for (StageCandidate &c : result.tried)
@@ -247,6 +254,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
         best = devices / p > 1 ? std::move(work) : step->module.clone();
         result.search = *searched;
         result.mesh = devices / p > 1 ? searched->mesh : std::vector<MeshAxisSpec>{};
+        result.cut = cut;
       }
       return kChosen;
     }
@@ -262,6 +270,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       result.microBatches = m;
       result.search = *searched;
       result.mesh = devices / p > 1 ? searched->mesh : std::vector<MeshAxisSpec>{};
+      result.cut = cut;
       return kChosen;
     }
     return kSlower;
@@ -376,6 +385,10 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   module->setAttrs(attributes.getDictionary(context));
   module->setAttr(attr::kPipelineStages,
                   Builder(context).getI64IntegerAttr(result.stages));
+  // Positions in the forward: the same in the module searched and in the
+  // step it was copied from.
+  if (result.cut)
+    markStageEnds(module.lookupSymbol<func::FuncOp>("main"), result.cut->lasts);
   if (result.virtualStages > 1)
     module->setAttr(attr::kPipelineVirtualStages,
                     Builder(context).getI64IntegerAttr(result.virtualStages));

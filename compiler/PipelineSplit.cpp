@@ -109,7 +109,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                               << checkpoints.size() + 1 << " or fewer";
     }
     SmallVector<double> costs = forwardCosts(forward);
-    SmallVector<size_t> lasts = balancedCuts(costs, checkpoints, chunks);
+    SmallVector<size_t> lasts = chunkEnds(forward, checkpoints, chunks);
     llvm::DenseMap<Operation *, int> stageOf = chunkOfOps(block, forward, activations, lasts,
                                                           chunks);
     Operation *terminator = block.getTerminator();

@@ -173,6 +173,18 @@ Operation *terminator = block.getTerminator();
   return stageOf;
 }
 
+SmallVector<size_t> chunkEnds(const llvm::SetVector<Operation *> &forward,
+                              ArrayRef<size_t> checkpoints, int64_t chunks) {
+  SmallVector<size_t> marked;
+  for (size_t i : checkpoints)
+    if (forward[i]->hasAttr(attr::kStageEnd))
+      marked.push_back(i);
+  if (int64_t(marked.size()) + 1 != chunks)
+    return balancedCuts(forwardCosts(forward), checkpoints, chunks);
+  marked.push_back(forward.size() - 1);
+  return marked;
+}
+
 std::shared_ptr<const StageMemory> StageMemory::of(func::FuncOp main, int64_t stages,
                                                    int64_t virtuals,
                                                    plan::PipelineSchedule schedule,
@@ -187,7 +199,7 @@ std::shared_ptr<const StageMemory> StageMemory::of(func::FuncOp main, int64_t st
   auto memory = std::make_shared<StageMemory>();
   memory->stages = stages;
   memory->chunkOf = chunkOfOps(block, forward, activations,
-                               balancedCuts(forwardCosts(forward), checkpoints, chunks), chunks);
+                               chunkEnds(forward, checkpoints, chunks), chunks);
   // Chunk c is virtual stage c / stages of stage c mod stages: its
   // forward part c / stages, its backward part virtuals + c / stages.
   for (int64_t c = 0; c < chunks; ++c)

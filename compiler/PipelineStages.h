@@ -32,11 +32,18 @@ inline constexpr int kAnyStage = -1;
 
 /// Each op of `block` (a training step whose forward is `forward`) and
 /// the chunk of `chunks` it runs in, the forward cut after the positions
-/// `lasts` (balancedCuts'); kAnyStage for constants and ops on them only.
+/// `lasts` (chunkEnds'); kAnyStage for constants and ops on them only.
 llvm::DenseMap<mlir::Operation *, int> chunkOfOps(mlir::Block &block,
                                                   const llvm::SetVector<mlir::Operation *> &forward,
                                                   const Activations &activations,
                                                   llvm::ArrayRef<size_t> lasts, int64_t chunks);
+
+/// Each of `chunks` chunks' last position in `forward`: the checkpoints
+/// marked `dtc.stage_end` (where dtc-sharding-search cut by its costs,
+/// compiler/StageCuts.h) when `chunks` - 1 of them are, else the cuts
+/// that even out forward FLOPs (balancedCuts).
+llvm::SmallVector<size_t> chunkEnds(const llvm::SetVector<mlir::Operation *> &forward,
+                                    llvm::ArrayRef<size_t> checkpoints, int64_t chunks);
 
 /// Which pipeline stage each op of a training step runs on, and what each
 /// stage keeps: what the sharding search limits stage by stage.

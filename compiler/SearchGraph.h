@@ -201,6 +201,13 @@ private:
 
   /// The reduce-scatter half of combining partial sums over `partial`.
   double partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> partial) const;
+  /// A step's seconds to bring `v`, result `resultIdx` of a node split by
+  /// `su`, to `want` for a reader that runs `runs` times a step (once when
+  /// it only accumulates `v` and keeps its split: `accumulated`).
+  double edgeSeconds(Value v, bool accumulated, const Strategy &su, int resultIdx,
+                     const Sharding &want, double runs) const;
+  /// result_.opFigures under choice_.
+  void figureOps();
 
   /// An accumulation's per-micro-batch reductions that its edges priced as
   /// deferred (a ZeRO-split accumulator behind a cast).

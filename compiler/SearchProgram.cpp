@@ -395,14 +395,9 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     // the accumulation cannot defer).
     bool accumulated = feedsOnlyAccumulations(v);
     for (auto [s, su] : llvm::enumerate(*u.strategies))
-      for (auto [t, sv] : llvm::enumerate(*w.strategies)) {
-        const Sharding &have = su.results[size_t(resultIdx)];
-        double seconds = reshardSeconds(v, have, want(sv), su.partial);
-        if (accumulated && !su.partial.empty())
-          seconds += partialSeconds(v, have, su.partial);
-        double runs = accumulated && want(sv) == have ? 1.0 : w.runs;
-        m[s * w.strategies->size() + t] = runs * seconds;
-      }
+      for (auto [t, sv] : llvm::enumerate(*w.strategies))
+        m[s * w.strategies->size() + t] =
+            edgeSeconds(v, accumulated, su, resultIdx, want(sv), w.runs);
   };
   Block &block = func_.getBody().front();
   for (auto [n, node] : llvm::enumerate(nodes_)) {
@@ -490,6 +485,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     result_.memoryBytes += s.memory;
   }
   result_.splitAlternatives = splitAlternativesText(problem, solution);
+  figureOps();
   double memorySum = result_.memoryBytes; // what the objective's tie-break counted
   if (stages) { // the fullest stage's
     result_.memoryBytes = 0;
@@ -503,6 +499,58 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   result_.communicationSeconds = std::max(
       0.0, solution.cost - result_.computeSeconds - memorySum * kSecondsPerByteKept);
   return solution;
+}
+
+double Search::edgeSeconds(Value v, bool accumulated, const Strategy &su, int resultIdx,
+                           const Sharding &want, double runs) const {
+  const Sharding &have = su.results[size_t(resultIdx)];
+  double seconds = reshardSeconds(v, have, want, su.partial);
+  if (accumulated && !su.partial.empty())
+    seconds += partialSeconds(v, have, su.partial);
+  return (accumulated && want == have ? 1.0 : runs) * seconds;
+}
+
+void Search::figureOps() {
+  // Each node's own compute and communication, and the resharding of what
+  // it reads (an update's into its parameter's split counts on the
+  // parameter): the objective op by op, as a pipeline stage runs it.
+  result_.opFigures.clear();
+  for (auto [n, node] : llvm::enumerate(nodes_)) {
+    const Strategy &s = (*node.strategies)[size_t(choice_[n])];
+    // A device's own bytes, not the average stage's share of them
+    // (costStrategies without stageMemory).
+    double share = options_.stageMemory || !node.op ? 1.0
+                   : node.parameter                  ? options_.parameterShare
+                                                     : options_.keptShare;
+    OpFigures f{node.op, s.compute + s.communication, node.runs > 1, s.memory / share,
+                s.keptMemory / share};
+    if (node.op)
+      for (auto [i, v] : llvm::enumerate(node.op->getOperands()))
+        if (i < node.rule.operands.size()) {
+          int u = nodeOf(v);
+          const Strategy &su = (*nodes_[size_t(u)].strategies)[size_t(choice_[size_t(u)])];
+          f.seconds += edgeSeconds(v, feedsOnlyAccumulations(v), su, resultIndex(v),
+                                   s.operands[i], node.runs);
+        }
+    result_.opFigures.push_back(f);
+  }
+  llvm::StringMap<size_t> parameterNode;
+  for (auto [n, node] : llvm::enumerate(nodes_))
+    if (node.parameter)
+      parameterNode[cast<graph::ParameterOp>(node.op).getName()] = n;
+  Operation *terminator = func_.getBody().front().getTerminator();
+  for (auto [i, v] : llvm::enumerate(terminator->getOperands())) {
+    auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), attr::kUpdates);
+    auto it = name ? parameterNode.find(name.getValue()) : parameterNode.end();
+    if (it == parameterNode.end())
+      continue;
+    int u = nodeOf(v);
+    const Strategy &su = (*nodes_[size_t(u)].strategies)[size_t(choice_[size_t(u)])];
+    const Strategy &sp = (*nodes_[it->second].strategies)[size_t(choice_[it->second])];
+    result_.opFigures[it->second].seconds +=
+        edgeSeconds(v, feedsOnlyAccumulations(v), su, resultIndex(v), sp.results[0],
+                     nodes_[it->second].runs);
+  }
 }
 
 } // namespace dtc::search

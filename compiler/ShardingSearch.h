@@ -18,6 +18,7 @@
 #define DTC_COMPILER_SHARDINGSEARCH_H
 
 #include "compiler/PipelineStages.h"
+#include "compiler/StageCuts.h"
 #include "cost/Cluster.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -111,6 +112,9 @@ struct SearchResult {
   /// The largest ops' other splits, each costed with the rest of the plan
   /// held (a note's text; empty on one device).
   std::string splitAlternatives;
+  /// Each op's (and argument's) figures under the choice, for cutting
+  /// pipeline stages by them (StageCuts.h); ops of the module searched.
+  std::vector<OpFigures> opFigures;
 };
 
 /// The devices, and what the user pinned of how work is split over them;
@@ -146,6 +150,9 @@ struct ParallelOptions {
   /// under a lower memory limit skips the counts that did not fit.
   int64_t pipelineStagesBelow = 0;
   std::string pipelineSchedule = "1f1b"; // --schedule gpipe|1f1b|interleaved
+  /// --stage-cuts flops: stages even out forward FLOPs rather than the
+  /// cost model's step (StageCuts.h).
+  bool stageCutsByFlops = false;
   int64_t virtualStages = 1; // --virtual-stages: model chunks per stage (interleaved)
   /// Searched stages without --schedule: the chosen count is also tried
   /// interleaved (2 virtual stages), and kept so when that is faster.
@@ -225,6 +232,9 @@ struct PipelineSearchResult {
   /// count's; else the step's as given.
   int64_t microBatches = 1;
   bool microBatchesSearched = false;
+  /// Where the chosen stages end, by the search's figures (marked on the
+  /// module's forward); none with one stage.
+  std::optional<StageCut> cut;
 };
 
 /// --devices N for a training step with no --pp: each stage count P that

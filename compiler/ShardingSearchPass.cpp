@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/Diagnostics.h"
 #include "compiler/MicroBatches.h"
 #include "plan/PipelineSchedule.h"
 #include "compiler/Passes.h"
@@ -254,10 +255,15 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
     FailureOr<ParallelOptions> options = parallelOptions(main);
     if (failed(options))
       return signalPassFailure();
-    if (options->devices() <= 1)
-      return;
     module->setAttr(attr::kCluster,
                     StringAttr::get(&getContext(), cost::toJson(*options->cluster)));
+    if (options->devices() <= 1) {
+      // Stages of one device each: the search runs for its figures alone,
+      // to cut the stages by them.
+      if (options->pipelineStages > 1 && main->hasAttr(attr::kTraining))
+        cutOneDeviceStages(module, *options);
+      return;
+    }
     SearchOptions search;
     search.mesh = meshAxes(*options);
     search.training = main->hasAttr(attr::kTraining);
@@ -278,6 +284,8 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
         addNote(main, alternativesNote(chosen->search));
       if (!chosen->search.splitAlternatives.empty())
         addNote(main, chosen->search.splitAlternatives);
+      if (chosen->cut)
+        addNote(main, stageCutNote(*chosen->cut));
       main->setAttr(attr::kSearchedBytes, Builder(&getContext()).getI64IntegerAttr(
                                               int64_t(chosen->search.memoryBytes)));
       return;
@@ -295,7 +303,9 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
             main, stages, *kind == plan::INTERLEAVED ? options->virtualStages : 1, *kind,
             microBatches);
     }
-    FailureOr<SearchResult> result = searchShardings(module, main, search);
+    FailureOr<SearchResult> result = search.stageMemory
+                                          ? searchStages(module, main, search, *options)
+                                          : searchShardings(module, main, search);
     if (failed(result))
       return signalPassFailure();
     addNote(main, meshNote(search.mesh, *options, *result));
@@ -304,11 +314,115 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
       addNote(main, alternativesNote(*result));
     if (!result->splitAlternatives.empty())
       addNote(main, result->splitAlternatives);
+    if (options->pipelineStages > 1)
+      cutStagesBy(main, main, result->opFigures, *options, search.memoryLimit);
     main->setAttr(attr::kSearchedBytes,
                   Builder(&getContext()).getI64IntegerAttr(int64_t(result->memoryBytes)));
   }
 
 private:
+  /// A pinned --pp: the stages' ends by `figures`, the search's of
+  /// `searched` (`main` or a copy of it), marked on `main`'s forward (the
+  /// same positions in both), with a note.
+  static void cutStagesBy(func::FuncOp main, func::FuncOp searched,
+                          const std::vector<OpFigures> &figures, const ParallelOptions &options,
+                          double memoryLimit) {
+    std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(options.pipelineSchedule);
+    if (!kind) // dtc-pipeline-split names the schedule it does not know
+      return;
+    int64_t virtuals = *kind == plan::INTERLEAVED ? options.virtualStages : 1;
+    std::optional<StageCut> cut =
+        cutStages(searched, figures,
+                  {options.pipelineStages, virtuals, *kind, microBatchesOf(main), memoryLimit,
+                   options.stageCutsByFlops});
+    if (!cut) // too few places to cut: dtc-pipeline-split says so
+      return;
+    markStageEnds(main, cut->lasts);
+    addNote(main, stageCutNote(*cut));
+  }
+
+  /// A pinned --pp: the search with each stage's memory as the FLOP-even
+  /// cut leaves it. When no split fits so (1F1B's first stage keeps P
+  /// micro-batches), the search for the average stage on a copy, the
+  /// stages cut by its figures within memory, and the search again on
+  /// those stages; its diagnostics are the first search's when that fails
+  /// too.
+  FailureOr<SearchResult> searchStages(ModuleOp module, func::FuncOp main, SearchOptions search,
+                                       const ParallelOptions &options) {
+    std::vector<Diagnostic> held;
+    auto searchHeld = [&](ModuleOp m, func::FuncOp f, const SearchOptions &o, bool keep) {
+      ThreadDiagnosticHandler hold(&getContext(), [&](Diagnostic &d) {
+        if (keep)
+          held.push_back(std::move(d));
+        return success();
+      });
+      return searchShardings(m, f, o);
+    };
+    auto given = [&](FailureOr<SearchResult> result) {
+      for (Diagnostic &d : held)
+        getContext().getDiagEngine().emit(std::move(d));
+      return result;
+    };
+    FailureOr<SearchResult> result = searchHeld(module, main, search, true);
+    if (succeeded(result) || !module->hasAttr(attr::kOutOfMemory) || options.stageCutsByFlops)
+      return given(result);
+    std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(options.pipelineSchedule);
+    int64_t virtuals = *kind == plan::INTERLEAVED ? options.virtualStages : 1;
+    // The average stage of a cut that evens out memory: a P-th of the
+    // weights, and of the activations the stages keep in flight together.
+    OwningOpRef<ModuleOp> copy = module.clone();
+    auto average = copy->lookupSymbol<func::FuncOp>("main");
+    SearchOptions shares = search;
+    shares.stageMemory = nullptr;
+    int64_t stages = options.pipelineStages;
+    double inFlight = 0;
+    for (int64_t s = 0; s < stages; ++s)
+      inFlight += plan::stashedMicroBatches(*kind, stages, s, microBatchesOf(main), virtuals);
+    shares.keptShare = inFlight / double(stages * stages);
+    FailureOr<SearchResult> figured = searchHeld(*copy, average, shares, false);
+    if (failed(figured))
+      return given(failure());
+    std::optional<StageCut> cut =
+        cutStages(average, figured->opFigures,
+                  {options.pipelineStages, virtuals, *kind, microBatchesOf(main),
+                   search.memoryLimit});
+    if (!cut || !cut->fits || !cut->byCosts)
+      return given(failure());
+    markStageEnds(main, cut->lasts);
+    search.stageMemory =
+        StageMemory::of(main, options.pipelineStages, virtuals, *kind, microBatchesOf(main));
+    module->removeAttr(attr::kOutOfMemory);
+    result = searchHeld(module, main, search, false);
+    if (failed(result)) {
+      module->setAttr(attr::kOutOfMemory, UnitAttr::get(&getContext()));
+      return given(failure());
+    }
+    return result;
+  }
+
+  /// --pp P over one device a stage: no split to search, but the search's
+  /// figures on a copy (an axis of one, no memory limit: nothing to
+  /// choose) cut the stages, each within memory.
+  void cutOneDeviceStages(ModuleOp module, const ParallelOptions &options) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    auto searched = copy->lookupSymbol<func::FuncOp>("main");
+    SearchOptions search;
+    search.mesh = {{"x", 1, AxisRole::Free}};
+    search.training = true;
+    search.zero = options.zero;
+    search.cluster = *options.cluster;
+    search.memoryLimit = std::numeric_limits<double>::max();
+    FailureOr<SearchResult> result = failure();
+    {
+      ThreadDiagnosticHandler quiet(&getContext(), [](Diagnostic &) { return success(); });
+      result = searchShardings(*copy, searched, search);
+    }
+    if (succeeded(result))
+      cutStagesBy(main, searched, result->opFigures, options,
+                  options.memoryLimitOn(*options.cluster));
+  }
+
   /// The options as given from C++, or read from the pass's textual ones.
   FailureOr<ParallelOptions> parallelOptions(func::FuncOp main) {
     ParallelOptions p = given_.value_or(ParallelOptions{});
@@ -327,6 +441,9 @@ private:
       if (p.pipelineSchedule == "interleaved")
         p.virtualStages = 2;
       p.zero = int(zero);
+      if (stageCuts != "costs" && stageCuts != "flops")
+        return main.emitError("stage-cuts takes costs or flops, got '") << stageCuts << "'";
+      p.stageCutsByFlops = stageCuts == "flops";
       p.preset = preset;
       p.clusterFile = clusterFile;
       if (!memoryLimit.empty()) {

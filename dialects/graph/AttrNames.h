@@ -83,6 +83,11 @@ constexpr llvm::StringLiteral kSearchedBytes = "dtc.searched_bytes";
 /// limit (compileToPlan then tries recomputation).
 constexpr llvm::StringLiteral kOutOfMemory = "dtc.out_of_memory";
 
+/// A forward op after which a pipeline stage (or chunk) ends (unit): where
+/// dtc-sharding-search cut the step by its costs (compiler/StageCuts.h),
+/// for dtc-pipeline-split; unmarked, the stages even out forward FLOPs.
+constexpr llvm::StringLiteral kStageEnd = "dtc.stage_end";
+
 /// Module: the pipeline stages dtc-sharding-search chose for `devices`
 /// (pp=0), for dtc-pipeline-split (stages=0).
 constexpr llvm::StringLiteral kPipelineStages = "dtc.pipeline_stages";

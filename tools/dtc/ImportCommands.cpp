@@ -226,6 +226,15 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ParallelFlags 
   parser.value("--tp", countAtLeast("--tp", p.tensorParallel, 1), "--tp needs a number");
   // --pp 0 (as an unset --pp with --devices and --train): searched.
   parser.value("--pp", countAtLeast("--pp", p.pipelineStages, 0), "--pp needs a number");
+  parser.value(
+      "--stage-cuts",
+      [&](const std::string &v) -> std::string {
+        if (v != "costs" && v != "flops")
+          return "--stage-cuts takes costs or flops, got '" + v + "'";
+        p.stageCutsByFlops = v == "flops";
+        return "";
+      },
+      "--stage-cuts needs costs or flops");
   parser.value("--virtual-stages", countAtLeast("--virtual-stages", p.virtualStages, 2),
                "--virtual-stages needs a number");
   parser.value(

@@ -93,7 +93,7 @@ commands:
               auto: whichever of f32, bf16 and powersgd:4 predicts the
               fastest step (each compiled and simulated)
           --pp N   pipeline stages: the step cut between layers into N
-              stages (their forward FLOPs evened), each on its own copy of
+              stages, each on its own copy of
               the rest of the mesh: ranks = N x dp x tp; use with
               --micro-batches M (M >= N keeps the bubble small); --pp 0
               with --devices: searched (the default with --train)
@@ -103,6 +103,9 @@ commands:
               chunks of layers, a smaller bubble for more transfers;
               needs M a multiple of N)
           --virtual-stages V   interleaved: V chunks per stage (default 2)
+          --stage-cuts costs|flops   where stages end: where the cost
+              model predicts the shortest step, each stage's memory within
+              the device (default), or where forward FLOPs even out
           --memory-limit SIZE   per device, like 40GiB (default: the
               cluster's device memory)
           --preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json

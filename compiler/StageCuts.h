@@ -1,0 +1,89 @@
+//===- StageCuts.h - where pipeline stages end, by the cost model -*- C++ -*-===//
+//
+// The inter-op half of Alpa's search, over layer boundaries: once the
+// intra-op search has chosen how each op is split, a dynamic program over
+// the places a training step can be cut picks the stages' ends so that the
+// costliest stage (its micro-batches' work stretched by the schedule's
+// bubble, plus its once-a-step work: optimizer, gradient reductions) is
+// cheapest, with every stage's weights, optimizer state and kept
+// activations (times its micro-batches in flight: 1F1B's first stage keeps
+// P) within the device. The figures are the search's own, op by op, so a
+// head whose loss is memory-bound, an embedding's optimizer state or a
+// first stage short of memory move the cuts where evening out FLOPs would
+// not. docs/pipeline.md explains.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_COMPILER_STAGECUTS_H
+#define DTC_COMPILER_STAGECUTS_H
+
+#include "plan/PipelineSchedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtc {
+
+/// What one op of a training step (or an argument, `op` null) costs a
+/// device under the sharding search's choice: its compute and
+/// communication with the resharding of its operands (seconds a step), and
+/// its memory (bytes; `kept` of them the activations kept for the backward,
+/// one micro-batch's).
+struct OpFigures {
+  mlir::Operation *op = nullptr;
+  double seconds = 0;
+  bool perMicroBatch = false; // runs once per micro-batch (else once a step)
+  double memory = 0, kept = 0;
+};
+
+struct StageCutOptions {
+  int64_t stages = 1;
+  int64_t virtualStages = 1; // chunks a stage (the interleaved schedule)
+  plan::PipelineSchedule schedule = plan::ONE_F_ONE_B;
+  int64_t microBatches = 1;
+  double memoryLimit = 0; // bytes a device
+  bool evenFlops = false;  // --stage-cuts flops: the FLOP-even cut, costed
+};
+
+/// A pipeline's cuts and what the cost model predicts of them.
+struct StageCut {
+  /// Each chunk's last position in the step's forward (forwardOps), the
+  /// last one the forward's end.
+  llvm::SmallVector<size_t> lasts;
+  std::vector<double> seconds; // per stage: a step's time on it, bubble included
+  std::vector<double> memory;  // per stage: bytes a device
+  double stepSeconds = 0;      // the costliest stage's
+  /// The cut that evens out forward FLOPs, by the same figures.
+  double evenFlopsSeconds = 0;
+  bool evenFlopsFits = true;
+  /// The cost model's cut differs from (and beats) the FLOP-even one.
+  bool byCosts = false;
+  /// Every stage within the memory limit, by these figures.
+  bool fits = true;
+};
+
+/// Where `main` (before partitioning) is best cut under `options`, given
+/// each op's `figures`; the FLOP-even cut unless another is predicted
+/// faster by a margin, or fits where it does not (always the FLOP-even
+/// one with `evenFlops`). Interleaved schedules
+/// keep the FLOP-even cut (a stage's memory is then the sum of chunks
+/// apart in the step, which the program over contiguous runs cannot
+/// bound). None when the step cannot be cut into that many chunks.
+std::optional<StageCut> cutStages(mlir::func::FuncOp main, llvm::ArrayRef<OpFigures> figures,
+                                  const StageCutOptions &options);
+
+/// Marks the forward ops at `lasts` (but the last) as stage ends
+/// (`dtc.stage_end`), for dtc-pipeline-split, clearing earlier marks.
+void markStageEnds(mlir::func::FuncOp main, llvm::ArrayRef<size_t> lasts);
+
+/// The compile note on `cut`: each stage's predicted time and memory, and
+/// how the FLOP-even cut compares.
+std::string stageCutNote(const StageCut &cut);
+
+} // namespace dtc
+
+#endif // DTC_COMPILER_STAGECUTS_H
