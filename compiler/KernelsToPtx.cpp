@@ -93,11 +93,65 @@ int ptxVersion(llvm::StringRef chip) {
   return arch >= 90 ? 78 : 70;
 }
 
+/// The first half of the lowering: each kernel's loops tiled onto blocks
+/// of threads and outlined as a gpu.module.
+void mapOntoThreads(OpPassManager &pm) {
+  OpPassManager &funcs = pm.nest<func::FuncOp>();
+  funcs.addPass(createConvertLinalgToParallelLoopsPass());
+  funcs.addPass(createParallelLoopTilingPass({kThreadsPerBlock}));
+  funcs.addPass(createGpuMapParallelLoopsPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createParallelLoopToGpuPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createCanonicalizerPass());
+  // Constants and index arithmetic into the kernel: its parameters are
+  // its buffers alone.
+  pm.addPass(createGpuLauchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+}
+
+/// The second half: each gpu.module through NVVM to PTX for `chip`. sqrt,
+/// fabs and what else NVVM lowers to calls come from the CUDA toolkit's
+/// libdevice, linked in.
+void lowerToPtx(OpPassManager &pm, const std::string &chip, const std::string &toolkit,
+                const std::string &libdevice) {
+  GpuNVVMAttachTargetOptions target;
+  target.chip = chip;
+  target.features = "+ptx" + std::to_string(ptxVersion(chip));
+  target.optLevel = 3;
+  std::vector<std::string> libs{libdevice};
+  target.linkLibs = libs;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  pm.addPass(createConvertSCFToCFPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  OpPassManager &gpu = pm.nest<gpu::GPUModuleOp>();
+  gpu.addPass(createStripDebugInfoPass());
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.useBarePtrCallConv = true;
+  nvvm.indexBitwidth = 64;
+  gpu.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  gpu.addPass(createCanonicalizerPass());
+  gpu.addPass(createCSEPass());
+  gpu.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.toolkitPath = toolkit;
+  binary.compilationTarget = "isa"; // PTX text
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
 struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
   using KernelsToPtxBase::KernelsToPtxBase;
 
   void getDependentDialects(DialectRegistry &registry) const override {
     KernelsToPtxBase::getDependentDialects(registry);
+    // And every dialect the two halves' passes load (vector for
+    // lower-affine, DLTI for outlining, ...): loaded up front, none while
+    // another thread compiles (--recompute auto).
+    OpPassManager lowering("builtin.module");
+    mapOntoThreads(lowering);
+    lowerToPtx(lowering, "sm_90", "", "");
+    lowering.getDependentDialects(registry);
     NVVM::registerNVVMTargetInterfaceExternalModels(registry);
     registerBuiltinDialectTranslation(registry);
     registerGPUDialectTranslation(registry);
@@ -146,18 +200,7 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
       OwningOpRef<ModuleOp> copy = cast<ModuleOp>(kernels->clone());
       (*copy)->removeAttr(SymbolTable::getSymbolAttrName()); // a top-level module
       PassManager pm(context);
-      OpPassManager &funcs = pm.nest<func::FuncOp>();
-      funcs.addPass(createConvertLinalgToParallelLoopsPass());
-      funcs.addPass(createParallelLoopTilingPass({kThreadsPerBlock}));
-      funcs.addPass(createGpuMapParallelLoopsPass());
-      pm.addPass(createLowerAffinePass());
-      pm.addPass(createParallelLoopToGpuPass());
-      pm.addPass(createLowerAffinePass());
-      pm.addPass(createCanonicalizerPass());
-      // Constants and index arithmetic into the kernel: its parameters are
-      // its buffers alone.
-      pm.addPass(createGpuLauchSinkIndexComputationsPass());
-      pm.addPass(createGpuKernelOutliningPass());
+      mapOntoThreads(pm);
       if (failed(pm.run(*copy))) {
         kernels.emitError() << "mapping the kernels onto GPU threads failed";
         return signalPassFailure();
@@ -192,31 +235,7 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
         return signalPassFailure();
       }
       pm.clear();
-      // Each gpu.module through NVVM to PTX: sqrt, fabs and what else NVVM
-      // lowers to calls come from the CUDA toolkit's libdevice, linked in.
-      GpuNVVMAttachTargetOptions target;
-      target.chip = chip;
-      target.features = "+ptx" + std::to_string(ptxVersion(chip));
-      target.optLevel = 3;
-      std::vector<std::string> libs{libdevice};
-      target.linkLibs = libs;
-      pm.addPass(createGpuNVVMAttachTarget(target));
-      pm.addPass(createConvertSCFToCFPass());
-      pm.addPass(memref::createExpandStridedMetadataPass());
-      pm.addPass(createLowerAffinePass());
-      OpPassManager &gpu = pm.nest<gpu::GPUModuleOp>();
-      gpu.addPass(createStripDebugInfoPass());
-      ConvertGpuOpsToNVVMOpsOptions nvvm;
-      nvvm.useBarePtrCallConv = true;
-      nvvm.indexBitwidth = 64;
-      gpu.addPass(createConvertGpuOpsToNVVMOps(nvvm));
-      gpu.addPass(createCanonicalizerPass());
-      gpu.addPass(createCSEPass());
-      gpu.addPass(createReconcileUnrealizedCastsPass());
-      GpuModuleToBinaryPassOptions binary;
-      binary.toolkitPath = toolkit;
-      binary.compilationTarget = "isa"; // PTX text
-      pm.addPass(createGpuModuleToBinaryPass(binary));
+      lowerToPtx(pm, chip, toolkit, libdevice);
       if (failed(pm.run(*copy))) {
         kernels.emitError() << "lowering the kernels to PTX for " << chip << " failed";
         return signalPassFailure();
