@@ -379,12 +379,34 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
     pm.enableVerifier(false);
 #endif
     buildSplitPipeline(pm, attempt);
-    LogicalResult ran = pm.run(*work);
+    // A kept stage count's errors are said only when there is nothing to
+    // fall back to.
+    std::vector<Diagnostic> held;
+    LogicalResult ran = failure();
+    {
+      std::optional<ThreadDiagnosticHandler> hold;
+      if (unpinned)
+        hold.emplace(module.getContext(), [&](Diagnostic &d) {
+          held.push_back(std::move(d));
+          return success();
+        });
+      ran = pm.run(*work);
+    }
     if (failed(ran) && unpinned) {
-      // The kept count does not fit the lower limit: search them all.
+      // The kept count does not fit the lower limit: search the others
+      // again. Fewer stages are searched under the limit the count was
+      // chosen under (the lowered one answers that count's overflow, not
+      // theirs); from one stage, all of them under the lowered limit.
+      int64_t kept = attempt.parallel.pipelineStages;
       double lowered = attempt.parallel.memoryLimit;
       attempt = *unpinned;
-      attempt.parallel.memoryLimit = lowered;
+      if (kept > 1)
+        attempt.parallel.pipelineStagesBelow =
+            attempt.parallel.pipelineStagesBelow > 0
+                ? std::min(attempt.parallel.pipelineStagesBelow, kept)
+                : kept;
+      else
+        attempt.parallel.memoryLimit = lowered;
       unpinned.reset();
       stagesNote.clear();
       if (searchedStep)
@@ -392,6 +414,8 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
       --tries;
       continue;
     }
+    for (Diagnostic &d : held)
+      module.getContext()->getDiagEngine().emit(std::move(d));
     if (failed(ran)) {
       outOfMemory = (*work)->hasAttr(attr::kOutOfMemory) || tries > 1;
       if (tries > 1)
@@ -458,6 +482,7 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
              << (recomputed || !options.training ? "" : "--recompute full, ")
              << "--zero 3 (split weights) or a larger --memory-limit";
     }
+    double chosenUnder = attempt.parallel.memoryLimit;
     attempt.parallel.memoryLimit = lowered;
     if (auto below = (*work)->getAttrOfType<IntegerAttr>(attr::kPipelineStagesBelow))
       attempt.parallel.pipelineStagesBelow = below.getInt();
@@ -465,6 +490,7 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
       // Keep the count (and schedule, and micro-batches) the search chose,
       // with its note.
       unpinned = attempt;
+      unpinned->parallel.memoryLimit = chosenUnder;
       attempt = withStagesOf(*work, attempt);
       auto pipeline = (*work)->getAttrOfType<DictionaryAttr>(attr::kPipeline);
       auto chosen = pipeline ? pipeline.getAs<IntegerAttr>("micro_batches") : IntegerAttr();

@@ -9,7 +9,9 @@
 // forward's FLOPs out), and the schedule's bubble stretches it by
 // (M + P - 1) / M for M micro-batches. Fewer stages are tried first; a
 // later count only has to beat the best so far, which CBC's bound often
-// rules out early. docs/pipeline.md explains.
+// rules out early. searchStagedStep, the search of one count, cuts the
+// stages by the cost model where the FLOP-even cut's do not fit.
+// docs/pipeline.md explains.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Cancel.h"
@@ -59,6 +61,56 @@ struct Step {
 };
 
 } // namespace
+
+FailureOr<SearchResult> searchStagedStep(ModuleOp module, func::FuncOp main,
+                                         SearchOptions search, const StageCutOptions &cuts) {
+  MLIRContext *context = module.getContext();
+  std::vector<Diagnostic> held;
+  auto searchHeld = [&](ModuleOp m, func::FuncOp f, const SearchOptions &o, bool keep) {
+    ThreadDiagnosticHandler hold(context, [&](Diagnostic &d) {
+      if (keep)
+        held.push_back(std::move(d));
+      return success();
+    });
+    return searchShardings(m, f, o);
+  };
+  auto given = [&](FailureOr<SearchResult> result) {
+    for (Diagnostic &d : held)
+      context->getDiagEngine().emit(std::move(d));
+    return result;
+  };
+  FailureOr<SearchResult> result = searchHeld(module, main, search, true);
+  if (succeeded(result) || !module->hasAttr(attr::kOutOfMemory) || cuts.evenFlops)
+    return given(result);
+  // The average stage of a cut that evens out memory: a P-th of the
+  // weights, and of the activations the stages keep in flight together.
+  OwningOpRef<ModuleOp> copy = module.clone();
+  auto average = copy->lookupSymbol<func::FuncOp>("main");
+  SearchOptions shares = search;
+  shares.stageMemory = nullptr;
+  double inFlight = 0;
+  for (int64_t s = 0; s < cuts.stages; ++s)
+    inFlight += plan::stashedMicroBatches(cuts.schedule, cuts.stages, s, cuts.microBatches,
+                                          cuts.virtualStages);
+  shares.parameterShare = 1.0 / double(cuts.stages);
+  shares.keptShare = inFlight / double(cuts.stages * cuts.stages);
+  FailureOr<SearchResult> figured = searchHeld(*copy, average, shares, false);
+  if (failed(figured))
+    return given(failure());
+  std::optional<StageCut> cut = cutStages(average, figured->opFigures, cuts);
+  if (!cut || !cut->fits || !cut->byCosts)
+    return given(failure());
+  markStageEnds(main, *cut);
+  search.stageMemory = StageMemory::of(main, cuts.stages, cuts.virtualStages, cuts.schedule,
+                                       cuts.microBatches);
+  module->removeAttr(attr::kOutOfMemory);
+  result = searchHeld(module, main, search, false);
+  if (failed(result)) {
+    module->setAttr(attr::kOutOfMemory, UnitAttr::get(context));
+    return given(failure());
+  }
+  return result;
+}
 
 FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
                                                      const ParallelOptions &options,
@@ -132,26 +184,26 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       }
 
   // What crosses a cut: the main activation forward, its gradient back,
-  // once per micro-batch each, a rank's share of it over the link between
-  // nodes (or inside one, when a node holds several stages); and a weight
-  // read on both sides of a cut (tied embeddings), sent each micro-batch
-  // from its stage to the other, its gradient back.
-  auto transferSeconds = [&](const Step &step, int64_t p, int64_t virtuals) {
+  // once per micro-batch each, a rank's share of it (StageCuts.h's
+  // stageTransfer; the stage cut counts these itself: `tiedOnly`); and a
+  // weight read on both sides of a cut (tied embeddings), sent each
+  // micro-batch from its stage to the other, its gradient back.
+  auto transferSeconds = [&](const Step &step, int64_t p, int64_t virtuals,
+                             bool tiedOnly = false) {
     if (p == 1)
       return 0.0;
     SmallVector<size_t> cuts = step.cuts(p * virtuals);
     auto type = cast<ShapedType>(step.forward[cuts.front()]->getResult(0).getType());
-    double bytes = (double(type.getNumElements()) *
-                        double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8) +
-                    double(weightBytesAcrossCheckpoints(step.forward, step.activations, cuts))) /
-                   double(devices / p);
-    const cost::Link &link = devices / p < perNode ? base.cluster.intraNode
-                                                   : base.cluster.interNode;
-    double seconds = link.latency + bytes / link.bandwidth;
-    for (const cost::Protocol &protocol : link.transfers)
-      seconds = std::min(seconds, protocol.latency + bytes / protocol.bandwidth);
+    double bytes =
+        double(weightBytesAcrossCheckpoints(step.forward, step.activations, cuts)) +
+        (tiedOnly ? 0.0
+                  : double(type.getNumElements()) *
+                        double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8));
+    if (bytes == 0)
+      return 0.0;
     // Interleaved, a micro-batch crosses each stage `virtuals` times.
-    return 2.0 * double(step.microBatches * virtuals) * seconds;
+    return 2.0 * double(step.microBatches * virtuals) *
+           stageTransfer(base.cluster, devices / p)(bytes);
   };
 
   MLIRContext *context = module.getContext();
@@ -203,6 +255,13 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     if (p > 1)
       o.stageMemory =
           StageMemory::of(work->lookupSymbol<func::FuncOp>("main"), p, virtuals, kind, m);
+    StageCutOptions cuts{p,
+                         virtuals,
+                         kind,
+                         m,
+                         base.memoryLimit,
+                         options.stageCutsByFlops,
+                         stageTransfer(base.cluster, devices / p)};
     std::vector<Diagnostic> held;
     FailureOr<SearchResult> searched = failure();
     {
@@ -210,7 +269,9 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
         held.push_back(std::move(d));
         return success();
       });
-      searched = searchShardings(*work, work->lookupSymbol<func::FuncOp>("main"), o);
+      auto workMain = work->lookupSymbol<func::FuncOp>("main");
+      searched = p > 1 ? searchStagedStep(*work, workMain, o, cuts)
+                       : searchShardings(*work, workMain, o);
     }
     StageCandidate tried{p, virtuals, 0, ""};
     tried.microBatches = m;
@@ -235,12 +296,11 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     // costliest stage's step, bubble included.
     std::optional<StageCut> cut;
     if (p > 1)
-      cut = cutStages(work->lookupSymbol<func::FuncOp>("main"), searched->opFigures,
-                      {p, virtuals, kind, m, base.memoryLimit, options.stageCutsByFlops});
+      cut = cutStages(work->lookupSymbol<func::FuncOp>("main"), searched->opFigures, cuts);
     tried.stepSeconds =
-        (cut ? cut->stepSeconds
-             : (searched->computeSeconds + searched->communicationSeconds) * share * bubble) +
-        transferSeconds(*step, p, virtuals);
+        cut ? cut->stepSeconds + transferSeconds(*step, p, virtuals, /*tiedOnly=*/true)
+            : (searched->computeSeconds + searched->communicationSeconds) * share * bubble +
+                  transferSeconds(*step, p, virtuals);
     if (refine) {
       for (StageCandidate &c : result.tried)
         if (c.stages == p && c.virtualStages == virtuals && c.microBatches == m &&
@@ -388,7 +448,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // Positions in the forward: the same in the module searched and in the
   // step it was copied from.
   if (result.cut)
-    markStageEnds(module.lookupSymbol<func::FuncOp>("main"), result.cut->lasts);
+    markStageEnds(module.lookupSymbol<func::FuncOp>("main"), *result.cut);
   if (result.virtualStages > 1)
     module->setAttr(attr::kPipelineVirtualStages,
                     Builder(context).getI64IntegerAttr(result.virtualStages));

@@ -109,7 +109,13 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                               << checkpoints.size() + 1 << " or fewer";
     }
     SmallVector<double> costs = forwardCosts(forward);
-    SmallVector<size_t> lasts = chunkEnds(forward, checkpoints, chunks);
+    SmallVector<size_t> lasts = chunkEnds(forward, activations, checkpoints, chunks);
+    // Cut where dtc-sharding-search's cost model said (its own note says
+    // why), among more places than evening out FLOPs takes.
+    bool byCosts =
+        llvm::any_of(lasts, [&](size_t i) { return forward[i]->hasAttr(attr::kStageEnd); });
+    size_t places = byCosts ? stageCutCandidates(forward, activations, chunks).size()
+                            : checkpoints.size();
     llvm::DenseMap<Operation *, int> stageOf = chunkOfOps(block, forward, activations, lasts,
                                                           chunks);
     Operation *terminator = block.getTerminator();
@@ -331,8 +337,9 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       largest = std::max(largest, share / total);
     }
     // A stage with half as much again as an even share: the others wait on
-    // it for a third of each step or more, which should not go unsaid.
-    if (largest >= 1.5 / double(chunks))
+    // it for a third of each step or more, which should not go unsaid
+    // (unless the cost model chose it so).
+    if (largest >= 1.5 / double(chunks) && !byCosts)
       layout += std::string("; warning: one ") + (virtuals > 1 ? "chunk" : "stage") + " does " +
                 std::to_string(int(std::lround(100 * largest))) + "% of the forward's FLOPs (" +
                 std::to_string(int(std::lround(100.0 / double(chunks)))) +
@@ -363,7 +370,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                                               " virtual stages (model chunks) each"
                                         : std::string()) +
                           ", cut at " + std::to_string(chunks - 1) + " of " +
-                          std::to_string(checkpoints.size()) + " places between layers; " +
+                          std::to_string(places) + " places between layers; " +
                           std::to_string(transfers) +
                           " tensors sent between stages per micro-batch" + layout + few);
     main.erase();

@@ -174,9 +174,10 @@ Operation *terminator = block.getTerminator();
 }
 
 SmallVector<size_t> chunkEnds(const llvm::SetVector<Operation *> &forward,
-                              ArrayRef<size_t> checkpoints, int64_t chunks) {
+                              const Activations &activations, ArrayRef<size_t> checkpoints,
+                              int64_t chunks) {
   SmallVector<size_t> marked;
-  for (size_t i : checkpoints)
+  for (size_t i : stageCutCandidates(forward, activations, chunks))
     if (forward[i]->hasAttr(attr::kStageEnd))
       marked.push_back(i);
   if (int64_t(marked.size()) + 1 != chunks)
@@ -199,7 +200,7 @@ std::shared_ptr<const StageMemory> StageMemory::of(func::FuncOp main, int64_t st
   auto memory = std::make_shared<StageMemory>();
   memory->stages = stages;
   memory->chunkOf = chunkOfOps(block, forward, activations,
-                               chunkEnds(forward, checkpoints, chunks), chunks);
+                               chunkEnds(forward, activations, checkpoints, chunks), chunks);
   // Chunk c is virtual stage c / stages of stage c mod stages: its
   // forward part c / stages, its backward part virtuals + c / stages.
   for (int64_t c = 0; c < chunks; ++c)

@@ -38,11 +38,13 @@ llvm::DenseMap<mlir::Operation *, int> chunkOfOps(mlir::Block &block,
                                                   const Activations &activations,
                                                   llvm::ArrayRef<size_t> lasts, int64_t chunks);
 
-/// Each of `chunks` chunks' last position in `forward`: the checkpoints
-/// marked `dtc.stage_end` (where dtc-sharding-search cut by its costs,
-/// compiler/StageCuts.h) when `chunks` - 1 of them are, else the cuts
-/// that even out forward FLOPs (balancedCuts).
+/// Each of `chunks` chunks' last position in `forward`: the places to
+/// cut (stageCutCandidates) marked `dtc.stage_end` (where
+/// dtc-sharding-search cut by its costs, compiler/StageCuts.h) when
+/// `chunks` - 1 of them are, else the cuts among `checkpoints`
+/// (pipelineCheckpoints) that even out forward FLOPs (balancedCuts).
 llvm::SmallVector<size_t> chunkEnds(const llvm::SetVector<mlir::Operation *> &forward,
+                                    const Activations &activations,
                                     llvm::ArrayRef<size_t> checkpoints, int64_t chunks);
 
 /// Which pipeline stage each op of a training step runs on, and what each

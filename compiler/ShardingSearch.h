@@ -189,6 +189,18 @@ std::unique_ptr<mlir::Pass> createShardingSearchPass(const ParallelOptions &opti
 mlir::FailureOr<SearchResult> searchShardings(mlir::ModuleOp module, mlir::func::FuncOp func,
                                               const SearchOptions &options);
 
+/// searchShardings for a step cut into pipeline stages (`search`'s
+/// stageMemory: the FLOP-even cut's). When no split fits those stages
+/// (1F1B's first stage keeps P micro-batches), and `cuts` is not
+/// evenFlops: the search for the average stage of a memory-even cut (a
+/// P-th of the weights and of all stages' kept activations) on a copy,
+/// the stages cut by its figures within memory (StageCuts.h, marked on
+/// `main`), and the search again on those stages. Its diagnostics are the
+/// first search's when that fails too.
+mlir::FailureOr<SearchResult> searchStagedStep(mlir::ModuleOp module, mlir::func::FuncOp main,
+                                               SearchOptions search,
+                                               const StageCutOptions &cuts);
+
 /// One pipeline stage count tried for --devices N.
 struct StageCandidate {
   int64_t stages = 1;

@@ -136,7 +136,7 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
             plural(p.cluster->devicesPerNode, "device");
   if (p.pipelineStagesBelow > 0)
     text += "; " + std::to_string(p.pipelineStagesBelow) +
-            " or more not tried: they did not fit under the first search's higher limit";
+            " or more not tried: an earlier search's plan with them did not fit";
   if (!more.empty())
     text += "; " + more + " not tried: more stages than a count that does not fit keep more "
                           "activations";
@@ -303,9 +303,11 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
             main, stages, *kind == plan::INTERLEAVED ? options->virtualStages : 1, *kind,
             microBatches);
     }
-    FailureOr<SearchResult> result = search.stageMemory
-                                          ? searchStages(module, main, search, *options)
-                                          : searchShardings(module, main, search);
+    FailureOr<SearchResult> result =
+        search.stageMemory
+            ? searchStagedStep(module, main, search,
+                               *pinnedCuts(main, *options, search.memoryLimit))
+            : searchShardings(module, main, search);
     if (failed(result))
       return signalPassFailure();
     addNote(main, meshNote(search.mesh, *options, *result));
@@ -321,83 +323,37 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
   }
 
 private:
+  /// How a pinned --pp cuts its stages (each of `options.devices()`);
+  /// none when the schedule is unknown.
+  static std::optional<StageCutOptions> pinnedCuts(func::FuncOp main,
+                                                   const ParallelOptions &options,
+                                                   double memoryLimit) {
+    std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(options.pipelineSchedule);
+    if (!kind)
+      return std::nullopt;
+    return StageCutOptions{options.pipelineStages,
+                           *kind == plan::INTERLEAVED ? options.virtualStages : 1,
+                           *kind,
+                           microBatchesOf(main),
+                           memoryLimit,
+                           options.stageCutsByFlops,
+                           stageTransfer(*options.cluster, options.devices())};
+  }
+
   /// A pinned --pp: the stages' ends by `figures`, the search's of
   /// `searched` (`main` or a copy of it), marked on `main`'s forward (the
   /// same positions in both), with a note.
   static void cutStagesBy(func::FuncOp main, func::FuncOp searched,
                           const std::vector<OpFigures> &figures, const ParallelOptions &options,
                           double memoryLimit) {
-    std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(options.pipelineSchedule);
-    if (!kind) // dtc-pipeline-split names the schedule it does not know
+    std::optional<StageCutOptions> cuts = pinnedCuts(main, options, memoryLimit);
+    if (!cuts) // dtc-pipeline-split names the schedule it does not know
       return;
-    int64_t virtuals = *kind == plan::INTERLEAVED ? options.virtualStages : 1;
-    std::optional<StageCut> cut =
-        cutStages(searched, figures,
-                  {options.pipelineStages, virtuals, *kind, microBatchesOf(main), memoryLimit,
-                   options.stageCutsByFlops});
+    std::optional<StageCut> cut = cutStages(searched, figures, *cuts);
     if (!cut) // too few places to cut: dtc-pipeline-split says so
       return;
-    markStageEnds(main, cut->lasts);
+    markStageEnds(main, *cut);
     addNote(main, stageCutNote(*cut));
-  }
-
-  /// A pinned --pp: the search with each stage's memory as the FLOP-even
-  /// cut leaves it. When no split fits so (1F1B's first stage keeps P
-  /// micro-batches), the search for the average stage on a copy, the
-  /// stages cut by its figures within memory, and the search again on
-  /// those stages; its diagnostics are the first search's when that fails
-  /// too.
-  FailureOr<SearchResult> searchStages(ModuleOp module, func::FuncOp main, SearchOptions search,
-                                       const ParallelOptions &options) {
-    std::vector<Diagnostic> held;
-    auto searchHeld = [&](ModuleOp m, func::FuncOp f, const SearchOptions &o, bool keep) {
-      ThreadDiagnosticHandler hold(&getContext(), [&](Diagnostic &d) {
-        if (keep)
-          held.push_back(std::move(d));
-        return success();
-      });
-      return searchShardings(m, f, o);
-    };
-    auto given = [&](FailureOr<SearchResult> result) {
-      for (Diagnostic &d : held)
-        getContext().getDiagEngine().emit(std::move(d));
-      return result;
-    };
-    FailureOr<SearchResult> result = searchHeld(module, main, search, true);
-    if (succeeded(result) || !module->hasAttr(attr::kOutOfMemory) || options.stageCutsByFlops)
-      return given(result);
-    std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(options.pipelineSchedule);
-    int64_t virtuals = *kind == plan::INTERLEAVED ? options.virtualStages : 1;
-    // The average stage of a cut that evens out memory: a P-th of the
-    // weights, and of the activations the stages keep in flight together.
-    OwningOpRef<ModuleOp> copy = module.clone();
-    auto average = copy->lookupSymbol<func::FuncOp>("main");
-    SearchOptions shares = search;
-    shares.stageMemory = nullptr;
-    int64_t stages = options.pipelineStages;
-    double inFlight = 0;
-    for (int64_t s = 0; s < stages; ++s)
-      inFlight += plan::stashedMicroBatches(*kind, stages, s, microBatchesOf(main), virtuals);
-    shares.keptShare = inFlight / double(stages * stages);
-    FailureOr<SearchResult> figured = searchHeld(*copy, average, shares, false);
-    if (failed(figured))
-      return given(failure());
-    std::optional<StageCut> cut =
-        cutStages(average, figured->opFigures,
-                  {options.pipelineStages, virtuals, *kind, microBatchesOf(main),
-                   search.memoryLimit});
-    if (!cut || !cut->fits || !cut->byCosts)
-      return given(failure());
-    markStageEnds(main, cut->lasts);
-    search.stageMemory =
-        StageMemory::of(main, options.pipelineStages, virtuals, *kind, microBatchesOf(main));
-    module->removeAttr(attr::kOutOfMemory);
-    result = searchHeld(module, main, search, false);
-    if (failed(result)) {
-      module->setAttr(attr::kOutOfMemory, UnitAttr::get(&getContext()));
-      return given(failure());
-    }
-    return result;
   }
 
   /// --pp P over one device a stage: no split to search, but the search's

@@ -4,12 +4,14 @@
 #include "compiler/CompileNotes.h"
 #include "compiler/PipelineStages.h"
 #include "compiler/TrainingStepParts.h"
+#include "cost/CostModel.h"
 #include "dialects/graph/AttrNames.h"
 #include "plan/FormatBytes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <algorithm>
 #include <limits>
 
 using namespace mlir;
@@ -22,6 +24,11 @@ namespace {
 /// this much faster: below it the two are within the estimates' noise,
 /// and the FLOP-even cut is the one a person expects.
 constexpr double kCutMargin = 0.01;
+
+/// The interleaved schedule's descent stops after this many rounds over
+/// the chunk ends a segment: each round that moves one makes the cut
+/// strictly better, so this only bounds a long creep.
+constexpr size_t kRoundsPerSegment = 4;
 
 /// What a run of the forward between two places to cut, with the
 /// backward and optimizer ops that go with it, costs its stage.
@@ -47,6 +54,15 @@ struct Segment {
   double bytes(double copies) const { return memory + kept * (copies - 1); }
 };
 
+double bytesOf(Operation *op) {
+  double bytes = 0;
+  for (Value result : op->getResults())
+    if (auto type = dyn_cast<ShapedType>(result.getType()); type && type.hasStaticShape())
+      bytes += double(type.getNumElements()) *
+               double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8);
+  return bytes;
+}
+
 } // namespace
 
 std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures,
@@ -59,16 +75,24 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
   if (p < 2 || int64_t(checkpoints.size()) + 1 < chunks || forward.empty())
     return std::nullopt;
 
-  // The step in segments, one between each two places to cut, each op in
-  // the segment it would run with were every place cut (the placement
-  // rules are the same at any cut: docs/pipeline.md); constants, their
-  // ops and the step's inputs on every stage.
-  SmallVector<size_t> ends(checkpoints.begin(), checkpoints.end());
-  ends.push_back(forward.size() - 1);
+  // The step in segments, one between each two places to cut (a CNN's
+  // block outputs at every resolution, not only those FLOP-even cuts take),
+  // each op in the segment it would run with were every place cut (the
+  // placement rules are the same at any cut: docs/pipeline.md);
+  // constants, their ops and the step's inputs on every stage.
+  SmallVector<size_t> ends = stageCutCandidates(forward, activations, chunks);
+  if (ends.empty() || ends.back() != forward.size() - 1)
+    ends.push_back(forward.size() - 1);
   size_t k = ends.size();
   llvm::DenseMap<Operation *, int> segmentOf =
       chunkOfOps(block, forward, activations, ends, int64_t(k));
   std::vector<Segment> segments(k);
+  // A chunk ending at segment j sends the activation there forward and
+  // receives its gradient back, each micro-batch.
+  std::vector<double> crossing(k, 0);
+  if (o.transfer)
+    for (size_t j = 0; j + 1 < k; ++j)
+      crossing[j] = 2 * o.transfer(bytesOf(forward[ends[j]]));
   Segment every;
   for (const OpFigures &f : figures) {
     auto it = f.op ? segmentOf.find(f.op) : segmentOf.end();
@@ -84,6 +108,10 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
 
   // A cut as each chunk's last segment: each stage's figures.
   StageCut cut;
+  auto overLimit = [&](const StageCut &c) { // bytes the fullest device is over
+    double most = *std::max_element(c.memory.begin(), c.memory.end());
+    return o.memoryLimit > 0 ? std::max(0.0, most - o.memoryLimit) : 0.0;
+  };
   auto evaluate = [&](ArrayRef<size_t> lastSegments, StageCut &into) {
     std::vector<Segment> stage(static_cast<size_t>(p));
     std::vector<double> bytes(size_t(p), 0);
@@ -92,6 +120,7 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
       Segment chunk;
       for (size_t s = first; s <= lastSegments[size_t(c)]; ++s)
         chunk += segments[s];
+      chunk.microBatch += crossing[lastSegments[size_t(c)]];
       first = lastSegments[size_t(c)] + 1;
       stage[size_t(c % p)] += chunk;
       bytes[size_t(c % p)] += chunk.bytes(copiesOf(c));
@@ -106,10 +135,92 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
     for (size_t last : lastSegments)
       into.lasts.push_back(ends[last]);
     into.stepSeconds = *std::max_element(into.seconds.begin(), into.seconds.end());
+    into.fits = overLimit(into) == 0;
   };
-  auto fits = [&](const StageCut &c) {
-    return o.memoryLimit <= 0 ||
-           *std::max_element(c.memory.begin(), c.memory.end()) <= o.memoryLimit;
+
+  // One chunk a stage, the dynamic program: best[s][j], the cheapest
+  // costliest stage of stages 0..s with stage s ending at segment j, each
+  // within memory.
+  auto program = [&]() -> std::optional<SmallVector<size_t>> {
+    std::vector<Segment> prefix(k + 1);
+    for (size_t j = 0; j < k; ++j) {
+      prefix[j + 1] = prefix[j];
+      prefix[j + 1] += segments[j];
+    }
+    auto run = [&](size_t from, size_t to) { // segments from..to
+      Segment s = prefix[to + 1];
+      s.microBatch -= prefix[from].microBatch;
+      s.once -= prefix[from].once;
+      s.memory -= prefix[from].memory;
+      s.kept -= prefix[from].kept;
+      s.microBatch += crossing[to];
+      return s;
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    auto stageCost = [&](int64_t s, size_t from, size_t to) {
+      Segment r = run(from, to);
+      double copies = copiesOf(s);
+      if (o.memoryLimit > 0 && r.bytes(copies) + every.bytes(copies) > o.memoryLimit)
+        return inf;
+      return r.seconds(bubble) + every.seconds(bubble);
+    };
+    std::vector<std::vector<double>> best(size_t(p), std::vector<double>(k, inf));
+    std::vector<std::vector<size_t>> from(size_t(p), std::vector<size_t>(k, 0));
+    for (size_t j = 0; j < k; ++j)
+      best[0][j] = stageCost(0, 0, j);
+    for (int64_t s = 1; s < p; ++s)
+      for (size_t j = size_t(s); j < k; ++j)
+        for (size_t i = size_t(s) - 1; i < j; ++i) {
+          if (best[size_t(s - 1)][i] >= best[size_t(s)][j])
+            continue;
+          double worst = std::max(best[size_t(s - 1)][i], stageCost(s, i + 1, j));
+          if (worst < best[size_t(s)][j]) {
+            best[size_t(s)][j] = worst;
+            from[size_t(s)][j] = i;
+          }
+        }
+    if (best[size_t(p - 1)][k - 1] == inf)
+      return std::nullopt;
+    SmallVector<size_t> lasts(static_cast<size_t>(p));
+    for (size_t s = size_t(p), j = k - 1; s-- > 0;) {
+      lasts[s] = j;
+      j = from[s][j];
+    }
+    return lasts;
+  };
+
+  // Interleaved, a stage's chunks lie apart in the step: from `start`,
+  // each chunk end moved a segment either way while that brings the
+  // fullest device under the limit, or (within it) the costliest stage
+  // down. Nothing when the cut it ends at does not fit.
+  auto descend = [&](ArrayRef<size_t> start) -> std::optional<SmallVector<size_t>> {
+    SmallVector<size_t> lasts(start.begin(), start.end());
+    StageCut at;
+    evaluate(lasts, at);
+    auto score = [&](const StageCut &c) { return std::pair(overLimit(c), c.stepSeconds); };
+    for (size_t round = 0; round < kRoundsPerSegment * k; ++round) {
+      bool moved = false;
+      for (size_t c = 0; c + 1 < lasts.size(); ++c)
+        for (bool later : {false, true}) {
+          size_t low = c ? lasts[c - 1] + 1 : 0, high = lasts[c + 1] - 1;
+          if (later ? lasts[c] >= high : lasts[c] <= low)
+            continue;
+          SmallVector<size_t> tried = lasts;
+          tried[c] = later ? lasts[c] + 1 : lasts[c] - 1;
+          StageCut then;
+          evaluate(tried, then);
+          if (score(then) < score(at)) {
+            lasts = std::move(tried);
+            at = std::move(then);
+            moved = true;
+          }
+        }
+      if (!moved)
+        break;
+    }
+    if (!at.fits)
+      return std::nullopt;
+    return lasts;
   };
 
   // The FLOP-even cut, as dtc-pipeline-split makes it unmarked.
@@ -121,70 +232,41 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
     even.push_back(segmentEndingAt.lookup(last));
   evaluate(even, cut);
   cut.evenFlopsSeconds = cut.stepSeconds;
-  cut.evenFlopsFits = cut.fits = fits(cut);
-  if (v > 1 || o.evenFlops)
+  cut.evenFlopsFits = cut.fits;
+  if (o.evenFlops)
     return cut;
-
-  // The dynamic program: best[s][j], the cheapest costliest stage of
-  // stages 0..s with stage s ending at segment j, each within memory.
-  std::vector<Segment> prefix(k + 1);
-  for (size_t j = 0; j < k; ++j) {
-    prefix[j + 1] = prefix[j];
-    prefix[j + 1] += segments[j];
-  }
-  auto run = [&](size_t from, size_t to) { // segments from..to
-    Segment s = prefix[to + 1];
-    s.microBatch -= prefix[from].microBatch;
-    s.once -= prefix[from].once;
-    s.memory -= prefix[from].memory;
-    s.kept -= prefix[from].kept;
-    return s;
-  };
-  const double inf = std::numeric_limits<double>::infinity();
-  auto stageCost = [&](int64_t s, size_t from, size_t to) {
-    Segment r = run(from, to);
-    double copies = copiesOf(s);
-    if (o.memoryLimit > 0 && r.bytes(copies) + every.bytes(copies) > o.memoryLimit)
-      return inf;
-    return r.seconds(bubble) + every.seconds(bubble);
-  };
-  std::vector<std::vector<double>> best(size_t(p), std::vector<double>(k, inf));
-  std::vector<std::vector<size_t>> from(size_t(p), std::vector<size_t>(k, 0));
-  for (size_t j = 0; j < k; ++j)
-    best[0][j] = stageCost(0, 0, j);
-  for (int64_t s = 1; s < p; ++s)
-    for (size_t j = size_t(s); j < k; ++j)
-      for (size_t i = size_t(s) - 1; i < j; ++i) {
-        if (best[size_t(s - 1)][i] >= best[size_t(s)][j])
-          continue;
-        double worst = std::max(best[size_t(s - 1)][i], stageCost(s, i + 1, j));
-        if (worst < best[size_t(s)][j]) {
-          best[size_t(s)][j] = worst;
-          from[size_t(s)][j] = i;
-        }
-      }
-  if (best[size_t(p - 1)][k - 1] == inf)
+  std::optional<SmallVector<size_t>> better = v > 1 ? descend(even) : program();
+  if (!better)
     return cut; // nothing fits by these figures: the memory check says so later
-  SmallVector<size_t> dp(static_cast<size_t>(p));
-  for (size_t s = size_t(p), j = k - 1; s-- > 0;) {
-    dp[s] = j;
-    j = from[s][j];
-  }
   StageCut byCosts;
-  evaluate(dp, byCosts);
-  if (byCosts.stepSeconds < cut.evenFlopsSeconds * (1 - kCutMargin) || !cut.evenFlopsFits) {
+  evaluate(*better, byCosts);
+  if (byCosts.fits &&
+      (byCosts.stepSeconds < cut.evenFlopsSeconds * (1 - kCutMargin) || !cut.evenFlopsFits)) {
     byCosts.evenFlopsSeconds = cut.evenFlopsSeconds;
     byCosts.evenFlopsFits = cut.evenFlopsFits;
-    byCosts.byCosts = dp != even;
+    byCosts.byCosts = *better != even;
     return byCosts;
   }
   return cut;
 }
 
-void markStageEnds(func::FuncOp main, ArrayRef<size_t> lasts) {
+std::function<double(double)> stageTransfer(const cost::Cluster &cluster, int64_t stageDevices) {
+  int64_t perNode = std::max<int64_t>(1, cluster.devicesPerNode);
+  cost::Link link = stageDevices < perNode ? cluster.intraNode : cluster.interNode;
+  double devices = double(std::max<int64_t>(1, stageDevices));
+  return [link, devices](double bytes) {
+    return cost::collectiveSeconds(cost::Collective::SendRecv, cost::Algorithm::Ring, 2,
+                                   bytes / devices, link);
+  };
+}
+
+void markStageEnds(func::FuncOp main, const StageCut &cut) {
   Block &block = main.getBody().front();
   for (Operation &op : block)
     op.removeAttr(attr::kStageEnd);
+  if (!cut.byCosts)
+    return;
+  ArrayRef<size_t> lasts = cut.lasts;
   llvm::SetVector<Operation *> forward = forwardOps(block);
   UnitAttr unit = UnitAttr::get(main.getContext());
   for (size_t c = 0; c + 1 < lasts.size(); ++c)
@@ -192,11 +274,22 @@ void markStageEnds(func::FuncOp main, ArrayRef<size_t> lasts) {
 }
 
 std::string stageCutNote(const StageCut &cut) {
-  std::string stages;
-  for (size_t s = 0; s < cut.seconds.size(); ++s)
-    stages += (s ? ", " : "") + formatSeconds(cut.seconds[s]) + " (" +
+  std::string text = "pipeline stages predicted at ";
+  if (cut.seconds.size() <= 4) { // each stage's
+    for (size_t s = 0; s < cut.seconds.size(); ++s)
+      text += (s ? ", " : "") + formatSeconds(cut.seconds[s]) + " (" +
               plan::formatBytes(int64_t(cut.memory[s])) + ")";
-  std::string text = "pipeline stages predicted at " + stages + " a step";
+    text += " a step";
+  } else { // the range, and which stage sets its top
+    auto range = [](const std::vector<double> &v, auto format) {
+      auto [low, high] = std::minmax_element(v.begin(), v.end());
+      return format(*low) + " to " + format(*high) + " (stage " +
+             std::to_string(high - v.begin()) + ")";
+    };
+    text += range(cut.seconds, [](double x) { return formatSeconds(x); }) + " a step, " +
+            range(cut.memory, [](double x) { return plan::formatBytes(int64_t(x)); }) +
+            " a device";
+  }
   if (!cut.byCosts)
     return text + ": cut to even out forward FLOPs";
   return text + ": cut by the cost model, where the FLOP-even cut's costliest stage " +

@@ -7,7 +7,8 @@
 // bubble, plus its once-a-step work: optimizer, gradient reductions) is
 // cheapest, with every stage's weights, optimizer state and kept
 // activations (times its micro-batches in flight: 1F1B's first stage keeps
-// P) within the device. The figures are the search's own, op by op, so a
+// P) within the device, and each cut's activation sent forward and its
+// gradient back. The figures are the search's own, op by op, so a
 // head whose loss is memory-bound, an embedding's optimizer state or a
 // first stage short of memory move the cuts where evening out FLOPs would
 // not. docs/pipeline.md explains.
@@ -16,12 +17,14 @@
 #ifndef DTC_COMPILER_STAGECUTS_H
 #define DTC_COMPILER_STAGECUTS_H
 
+#include "cost/Cluster.h"
 #include "plan/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,7 +50,16 @@ struct StageCutOptions {
   int64_t microBatches = 1;
   double memoryLimit = 0; // bytes a device
   bool evenFlops = false;  // --stage-cuts flops: the FLOP-even cut, costed
+  /// Seconds to send one micro-batch's `bytes` across a cut (the whole
+  /// tensor: the caller shares it over a stage's devices) one way; empty:
+  /// free. A chunk pays its cut's each micro-batch, forward and back.
+  std::function<double(double bytes)> transfer;
 };
+
+/// StageCutOptions::transfer between stages of `stageDevices` devices
+/// each on `cluster`: a device sends its share over the link between
+/// nodes, or inside one when a node holds several stages.
+std::function<double(double)> stageTransfer(const cost::Cluster &cluster, int64_t stageDevices);
 
 /// A pipeline's cuts and what the cost model predicts of them.
 struct StageCut {
@@ -69,16 +81,18 @@ struct StageCut {
 /// Where `main` (before partitioning) is best cut under `options`, given
 /// each op's `figures`; the FLOP-even cut unless another is predicted
 /// faster by a margin, or fits where it does not (always the FLOP-even
-/// one with `evenFlops`). Interleaved schedules
-/// keep the FLOP-even cut (a stage's memory is then the sum of chunks
-/// apart in the step, which the program over contiguous runs cannot
-/// bound). None when the step cannot be cut into that many chunks.
+/// one with `evenFlops`). One chunk a stage, a dynamic program finds the
+/// best cut; interleaved, where a stage is several chunks apart in the
+/// step, a descent from the FLOP-even cut moves one chunk end at a time
+/// while that helps. None when the step cannot be cut into that many
+/// chunks.
 std::optional<StageCut> cutStages(mlir::func::FuncOp main, llvm::ArrayRef<OpFigures> figures,
                                   const StageCutOptions &options);
 
-/// Marks the forward ops at `lasts` (but the last) as stage ends
-/// (`dtc.stage_end`), for dtc-pipeline-split, clearing earlier marks.
-void markStageEnds(mlir::func::FuncOp main, llvm::ArrayRef<size_t> lasts);
+/// Marks the forward ops at `cut`'s ends (but the last) as stage ends
+/// (`dtc.stage_end`) for dtc-pipeline-split when it is cut by costs,
+/// clearing earlier marks (unmarked, dtc-pipeline-split evens out FLOPs).
+void markStageEnds(mlir::func::FuncOp main, const StageCut &cut);
 
 /// The compile note on `cut`: each stage's predicted time and memory, and
 /// how the FLOP-even cut compares.

@@ -137,8 +137,22 @@ double largestStageShare(ArrayRef<double> costs, ArrayRef<size_t> checkpoints, i
   return total > 0 ? largest / total : 1.0;
 }
 
-SmallVector<size_t> pipelineCheckpoints(const llvm::SetVector<Operation *> &forward,
-                                        const Activations &activations, int64_t stages) {
+namespace {
+
+/// Whether two forward ops read the checkpoint at `i` (a layer and its
+/// skip connection: a layer boundary).
+bool branches(const llvm::SetVector<Operation *> &forward, size_t i) {
+  llvm::SmallPtrSet<Operation *, 4> readers;
+  for (Operation *user : forward[i]->getResult(0).getUsers())
+    if (forward.contains(user))
+      readers.insert(user);
+  return readers.size() > 1;
+}
+
+/// pipelineCheckpoints, and whether it kept only the branching ones.
+std::pair<SmallVector<size_t>, bool> mainCheckpoints(const llvm::SetVector<Operation *> &forward,
+                                                     const Activations &activations,
+                                                     int64_t stages) {
   SmallVector<size_t> checkpoints = checkpointPositions(forward, activations);
   llvm::DenseMap<Type, int> typeCounts;
   for (size_t i : checkpoints)
@@ -152,17 +166,41 @@ SmallVector<size_t> pipelineCheckpoints(const llvm::SetVector<Operation *> &forw
   llvm::erase_if(checkpoints,
                  [&](size_t i) { return forward[i]->getResult(0).getType() != mainType; });
   SmallVector<size_t> branching;
-  for (size_t i : checkpoints) {
-    llvm::SmallPtrSet<Operation *, 4> readers;
-    for (Operation *user : forward[i]->getResult(0).getUsers())
-      if (forward.contains(user))
-        readers.insert(user);
-    if (readers.size() > 1)
+  for (size_t i : checkpoints)
+    if (branches(forward, i))
       branching.push_back(i);
-  }
   if (int64_t(branching.size()) + 1 >= stages)
-    return branching;
-  return checkpoints;
+    return {branching, true};
+  return {checkpoints, false};
+}
+
+} // namespace
+
+SmallVector<size_t> pipelineCheckpoints(const llvm::SetVector<Operation *> &forward,
+                                        const Activations &activations, int64_t stages) {
+  return mainCheckpoints(forward, activations, stages).first;
+}
+
+SmallVector<size_t> stageCutCandidates(const llvm::SetVector<Operation *> &forward,
+                                       const Activations &activations, int64_t stages) {
+  auto [main, branchingOnly] = mainCheckpoints(forward, activations, stages);
+  SmallVector<size_t> all = checkpointPositions(forward, activations);
+  llvm::DenseMap<Type, int> typeCounts;
+  for (size_t i : all)
+    ++typeCounts[forward[i]->getResult(0).getType()];
+  // The body ends at the last checkpoint of a type that repeats (a block's
+  // output); what follows is the head.
+  size_t bodyEnd = main.empty() ? 0 : main.back();
+  for (size_t i : all)
+    if (typeCounts[forward[i]->getResult(0).getType()] > 1)
+      bodyEnd = std::max(bodyEnd, i);
+  llvm::SmallDenseSet<size_t> chosen(main.begin(), main.end());
+  for (size_t i : all)
+    if (i <= bodyEnd && (!branchingOnly || branches(forward, i)))
+      chosen.insert(i);
+  SmallVector<size_t> candidates(chosen.begin(), chosen.end());
+  llvm::sort(candidates);
+  return candidates;
 }
 
 int64_t weightBytesAcrossCheckpoints(const llvm::SetVector<Operation *> &forward,

@@ -62,6 +62,14 @@ double largestStageShare(llvm::ArrayRef<double> costs, llvm::ArrayRef<size_t> ch
 llvm::SmallVector<size_t> pipelineCheckpoints(const llvm::SetVector<mlir::Operation *> &forward,
                                               const Activations &activations, int64_t stages);
 
+/// Where the cost model may cut (StageCuts.h): pipelineCheckpoints and the
+/// other checkpoints of the model's body (up to the last one of a type
+/// seen more than once: a block's output), branching ones only when
+/// pipelineCheckpoints keeps only those. A CNN's block outputs at every
+/// resolution, where pipelineCheckpoints keeps the most common one's.
+llvm::SmallVector<size_t> stageCutCandidates(const llvm::SetVector<mlir::Operation *> &forward,
+                                             const Activations &activations, int64_t stages);
+
 /// The bytes of the weights that forward ops read on both sides of a
 /// checkpoint (directly or through what is made of weights alone, like a
 /// transpose), as tied embeddings are: a pipeline cut there sends them from
