@@ -300,6 +300,7 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
         step.stashedOutputs.push_back(
             {size_t(k), static_cast<char *>(step.outputs[size_t(k)]), size_t(g - 1)});
   }
+  findWavesOfProgram();
   inputs_.resize(plan_->inputs_size());
   inputSet_.assign(plan_->inputs_size(), false);
   inputRowsOnly_.assign(plan_->inputs_size(), false);
@@ -322,6 +323,54 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
     inputCopies_.push_back(std::move(copy));
   }
   return true;
+}
+
+void Executor::findWavesOfProgram() {
+  size_t size = steps_.size();
+  waveAt_.assign(size, -1);
+  if (device_ || pool_->threads() < 2)
+    return;
+  // Never a stashed buffer (its bytes move with the micro-batch) nor a
+  // reduction the last micro-batch runs early, or what it follows.
+  const plan::RankProgram &program = *program_;
+  std::vector<bool> overlapped(size, false);
+  for (const plan::OverlappedInstruction &o : program.overlapped())
+    overlapped[o.instruction()] = overlapped[o.after()] = true;
+  auto range = [&](uint32_t id) {
+    const plan::Buffer &b = program.buffers(int(id));
+    return ByteRange{b.offset(), b.offset() + byteSize(b.type())};
+  };
+  std::vector<InstructionAccess> access(size);
+  for (size_t i = 0; i < size; ++i) {
+    const Step &step = steps_[i];
+    access[i].alongside = step.kernel->runsAlongsideOthers() && step.stashedInputs.empty() &&
+                          step.stashedOutputs.empty() && !overlapped[i];
+    for (uint32_t id : program.instructions(int(i)).inputs())
+      access[i].reads.push_back(range(id));
+    int64_t written = 0;
+    for (uint32_t id : program.instructions(int(i)).outputs()) {
+      access[i].writes.push_back(range(id));
+      written += access[i].writes.back().end - access[i].writes.back().begin;
+    }
+    access[i].alongside &= written <= kSmallInstructionBytes;
+  }
+  std::vector<size_t> boundaries(partEnds_.begin(), partEnds_.end());
+  boundaries.push_back(accumulateEnd_);
+  waves_ = findWaves(access, boundaries);
+  size_t widest = 0;
+  for (size_t w = 0; w < waves_.size(); ++w) {
+    waveAt_[waves_[w].begin] = int(w);
+    for (const std::vector<size_t> &level : waves_[w].levels)
+      widest = std::max(widest, level.size());
+  }
+  taskErrors_.assign(widest, "");
+}
+
+size_t Executor::instructionsSideBySide() const {
+  size_t count = 0;
+  for (const Wave &wave : waves_)
+    count += wave.end - wave.begin;
+  return count;
 }
 
 bool Executor::readParameters(const std::string &modelPath, std::string &error) {
@@ -636,10 +685,41 @@ bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &
     }
     return true;
   };
+  // A wave's levels in turn, each level's instructions at once (each
+  // claimed by the next thread free, the largest first).
+  auto runWave = [&](const Wave &wave) {
+    for (const std::vector<size_t> &level : wave.levels) {
+      if (level.size() == 1) {
+        if (!runOne(level[0]))
+          return false;
+        continue;
+      }
+      bool failed = false;
+      pool_->runTasks(int64_t(level.size()), [&](int64_t t) {
+        Step &step = steps_[level[size_t(t)]];
+        if (!step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_,
+                              taskErrors_[size_t(t)]))
+          __atomic_store_n(&failed, true, __ATOMIC_RELAXED);
+      });
+      for (size_t t = 0; failed && t < level.size(); ++t)
+        if (!taskErrors_[t].empty()) {
+          error = "instruction " + std::to_string(level[t]) + ": " + taskErrors_[t];
+          taskErrors_[t].clear();
+          return false;
+        }
+    }
+    return true;
+  };
   // Each instruction, followed in the last micro-batch by the
   // once-per-step reductions it lets start (RankProgram.overlapped); the
-  // once-per-step part skips those that have run.
+  // once-per-step part skips those that have run. Profiled, each alone.
   for (size_t i = begin; i < end; ++i) {
+    if (int w = waveAt_[i]; w >= 0 && !profiling && waves_[size_t(w)].end <= end) {
+      if (!runWave(waves_[size_t(w)]))
+        return false;
+      i = waves_[size_t(w)].end - 1;
+      continue;
+    }
     if (!overlappedRan_[i] && !runOne(i))
       return false;
     if (lastMicroBatch)

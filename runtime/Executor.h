@@ -11,6 +11,7 @@
 #define DTC_RUNTIME_EXECUTOR_H
 
 #include "runtime/Device.h"
+#include "runtime/InstructionWaves.h"
 #include "runtime/TensorIO.h"
 #include "plan/DType.h"
 
@@ -150,6 +151,9 @@ public:
   /// Each instruction's median time over the last kProfileHistory profiled
   /// runs (robust to a slow first run or a preempted one).
   std::vector<double> profileMedianSeconds() const;
+  /// How many instructions run side by side with others when not profiled
+  /// (InstructionWaves.h); profiled, each runs alone.
+  size_t instructionsSideBySide() const;
   static constexpr int kProfileHistory = 64;
 
   /// Graph output `index` of the last run (of a pipeline stage: of the
@@ -240,6 +244,14 @@ private:
   // right after it in the last micro-batch; and which of those have run
   // this step (the once-per-step part skips them).
   std::vector<std::vector<size_t>> overlappedAfter_;
+  /// Small independent instructions run side by side (InstructionWaves.h),
+  /// on the CPU with threads: the wave starting at each instruction (-1:
+  /// none), and each task's error.
+  std::vector<Wave> waves_;
+  std::vector<int> waveAt_;
+  std::vector<std::string> taskErrors_;
+  /// Finds the waves of the prepared program.
+  void findWavesOfProgram();
   std::vector<bool> overlappedRan_;
   int64_t microBatches_ = 1;
   std::vector<double> profileSeconds_; // empty unless profiling

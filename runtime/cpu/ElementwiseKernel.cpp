@@ -35,6 +35,7 @@ public:
 
   bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
            std::string &error) override;
+  bool runsAlongsideOthers() const override { return true; } // scratch is thread_local
 
 private:
   void runBlocks(const void *const *inputs, char *output, bool inPlace, int64_t begin,

@@ -184,10 +184,12 @@ bool readAttribute(const google::protobuf::RepeatedField<int64_t> &values, const
                    int count, int64_t min, std::vector<int64_t> &out, std::string &error);
 
 /// A kernel whose run is `Run`: either (inputs, outputs, pool), which cannot
-/// fail, or (inputs, outputs, pool, error) -> bool.
+/// fail, or (inputs, outputs, pool, error) -> bool; `alongside`: it may run
+/// beside other kernels (Kernel::runsAlongsideOthers).
 template <class Run> class FunctionKernel final : public Kernel {
 public:
-  explicit FunctionKernel(Run run) : run_(std::move(run)) {}
+  FunctionKernel(Run run, bool alongside) : run_(std::move(run)), alongside_(alongside) {}
+  bool runsAlongsideOthers() const override { return alongside_; }
   bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
            std::string &error) override {
     if constexpr (std::is_invocable_v<Run &, const void *const *, void *const *,
@@ -201,10 +203,12 @@ public:
 
 private:
   Run run_;
+  bool alongside_;
 };
 
-template <class Run> std::unique_ptr<Kernel> makeFunctionKernel(Run run) {
-  return std::make_unique<FunctionKernel<Run>>(std::move(run));
+template <class Run>
+std::unique_ptr<Kernel> makeFunctionKernel(Run run, bool alongside = false) {
+  return std::make_unique<FunctionKernel<Run>>(std::move(run), alongside);
 }
 
 } // namespace dtc::runtime::cpu

@@ -187,6 +187,7 @@ public:
     }
     return true;
   }
+  bool runsAlongsideOthers() const override { return inner_->runsAlongsideOthers(); }
 
 private:
   std::unique_ptr<Kernel> inner_;

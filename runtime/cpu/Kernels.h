@@ -28,6 +28,12 @@ public:
   /// out-of-range gather index); everything else was checked in makeKernel.
   virtual bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
                    std::string &error) = 0;
+  /// Whether run() may go on while another kernel's runs on another
+  /// thread: its state its own (its members, thread_local scratch), no
+  /// library's shared state (a oneDNN stream, OpenBLAS's threads), no other
+  /// rank waited for. The executor then runs it beside instructions it
+  /// does not depend on (runtime/InstructionWaves.h).
+  virtual bool runsAlongsideOthers() const { return false; }
 };
 
 /// Prepares the kernel for `inst` over buffers of the given types; on an

@@ -286,7 +286,7 @@ std::unique_ptr<Kernel> softmaxKernel(int64_t outer, int64_t n, int64_t inner, b
                        std::min(kSoftmaxColumns, inner - c0), log);
       }
     });
-  });
+  }, /*alongside=*/true); // rows apart, no state
 }
 
 //===----------------------------------------------------------------------===//
@@ -478,7 +478,7 @@ std::unique_ptr<Kernel> makeLayerNormKernel(const plan::Instruction &inst,
     pool.parallelFor(rows, grainFor(n), [&](int64_t b, int64_t e) {
       layerNormRows(x + b * n, scale, bias, y + b * n, e - b, n, epsilon);
     });
-  });
+  }, /*alongside=*/true); // rows apart, no state
 }
 
 std::unique_ptr<Kernel> makeBatchNormKernel(const plan::Instruction &inst,
@@ -520,7 +520,7 @@ std::unique_ptr<Kernel> makeBatchNormKernel(const plan::Instruction &inst,
           y[i] = (x[i] - m) * f + shift;
       }
     });
-  });
+  }, /*alongside=*/true); // rows apart, no state
 }
 
 } // namespace dtc::runtime::cpu

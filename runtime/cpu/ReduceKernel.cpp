@@ -59,6 +59,7 @@ constexpr int64_t kSumLanes = 16;
 template <class T, class Acc, class Fold> class ReduceKernel final : public Kernel {
 public:
   explicit ReduceKernel(ReducePlan loops) : p_(std::move(loops)) {}
+  bool runsAlongsideOthers() const override { return true; } // no state but its plan
 
   bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
            std::string &) override {

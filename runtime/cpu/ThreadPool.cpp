@@ -19,6 +19,7 @@ void GOMP_parallel(void (*fn)(void *), void *data, unsigned numThreads, unsigned
 void omp_set_num_threads(int);
 int omp_get_thread_num();
 int omp_get_num_threads();
+int omp_in_parallel();
 void openblas_set_num_threads(int);
 }
 
@@ -61,6 +62,20 @@ struct Loop {
   }
 };
 
+/// Tasks claimed one at a time from a shared counter.
+struct Tasks {
+  const std::function<void(int64_t)> *task;
+  int64_t n;
+  std::atomic<int64_t> next{0};
+
+  static void work(void *data) {
+    flushSubnormals();
+    Tasks &tasks = *static_cast<Tasks *>(data);
+    for (int64_t i = tasks.next.fetch_add(1); i < tasks.n; i = tasks.next.fetch_add(1))
+      (*tasks.task)(i);
+  }
+};
+
 } // namespace
 
 ThreadPool::ThreadPool(int threads)
@@ -80,12 +95,25 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain,
   flushSubnormals();
   grain = std::max<int64_t>(grain, 1);
   int64_t chunks = std::min<int64_t>(n / grain, int64_t(threads_) * 4);
-  if (threads_ == 1 || chunks <= 1) {
+  if (threads_ == 1 || chunks <= 1 || omp_in_parallel()) { // a task's loop: on its thread
     body(0, n);
     return;
   }
   Loop loop{&body, n};
   GOMP_parallel(&Loop::work, &loop, unsigned(std::min<int64_t>(threads_, chunks)), 0);
+}
+
+void ThreadPool::runTasks(int64_t n, const std::function<void(int64_t)> &task) {
+  if (n <= 0)
+    return;
+  flushSubnormals();
+  if (threads_ == 1 || n == 1 || omp_in_parallel()) {
+    for (int64_t i = 0; i < n; ++i)
+      task(i);
+    return;
+  }
+  Tasks tasks{&task, n};
+  GOMP_parallel(&Tasks::work, &tasks, unsigned(std::min<int64_t>(threads_, n)), 0);
 }
 
 } // namespace dtc::runtime::cpu

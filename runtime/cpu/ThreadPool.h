@@ -25,6 +25,12 @@ public:
   void parallelFor(int64_t n, int64_t grain,
                    const std::function<void(int64_t, int64_t)> &body);
 
+  /// Calls `task(i)` for each i in [0, n), each on one thread, the
+  /// threads taking the next one as they come free (so put the longest
+  /// first); returns when all are done. Inside a task, parallelFor runs its
+  /// loop on the task's thread alone.
+  void runTasks(int64_t n, const std::function<void(int64_t)> &task);
+
 private:
   int threads_;
 };

@@ -161,8 +161,13 @@ bool printProfile(const plan::Plan &plan, const runtime::Executor &executor,
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return seconds[a] != seconds[b] ? seconds[a] > seconds[b] : a < b;
   });
-  fmt::print("profile{}: {} runs, {:.3f} ms per run in {} instructions\n", who, runs,
-             total / runs * 1e3, seconds.size());
+  size_t sideBySide = executor.instructionsSideBySide();
+  fmt::print("profile{}: {} runs, {:.3f} ms per run in {} instructions{}\n", who, runs,
+             total / runs * 1e3, seconds.size(),
+             sideBySide ? fmt::format(" (each timed alone; unprofiled, {} small ones run side "
+                                      "by side on the threads)",
+                                      sideBySide)
+                        : "");
   fmt::print("  {:>5}  {:>9}  {:>6}  {:<18}  {}\n", "inst", "ms/run", "share", "output",
              "op");
   auto shorten = [](std::string text, size_t width) {
