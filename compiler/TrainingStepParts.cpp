@@ -169,7 +169,11 @@ std::pair<SmallVector<size_t>, bool> mainCheckpoints(const llvm::SetVector<Opera
   for (size_t i : checkpoints)
     if (branches(forward, i))
       branching.push_back(i);
-  if (int64_t(branching.size()) + 1 >= stages)
+  // A model with skip connections is cut only between its layers (and
+  // their halves): more stages than that would hold an embedding or a
+  // piece of the head alone. One without (an MLP) anywhere its activation
+  // goes on alone.
+  if (!branching.empty())
     return {branching, true};
   return {checkpoints, false};
 }

@@ -57,8 +57,9 @@ double largestStageShare(llvm::ArrayRef<double> costs, llvm::ArrayRef<size_t> ch
 /// The checkpoints a pipeline may be cut at into `stages` stages: those
 /// the model's main activation crosses (a transformer's residual stream,
 /// the checkpoints' most common type), not inside its head or loss; and of
-/// those, when there are enough, the ones two forward ops read (a layer and
-/// its skip connection: a layer boundary). Positions in `forward`.
+/// those, when any are, the ones two forward ops read (a layer and its skip
+/// connection: a layer boundary, or between a layer's halves), so no stage
+/// holds an embedding or a piece of the head alone. Positions in `forward`.
 llvm::SmallVector<size_t> pipelineCheckpoints(const llvm::SetVector<mlir::Operation *> &forward,
                                               const Activations &activations, int64_t stages);
 

@@ -473,12 +473,18 @@ int runCompile(const Args &args) {
       ModelOptions withCount = options;
       withCount.import.microBatches = microBatches;
       std::string error;
-      auto module = load(withCount, error);
-      if (!module) {
+      auto rebuilt = load(withCount, error);
+      if (!rebuilt) {
         mlir::emitError(mlir::UnknownLoc::get(&context), error);
         return mlir::failure();
       }
-      return module;
+      // Messages name the model as the user gave it (a generated GPT's
+      // spec with its whole batch, not the micro-batch's).
+      auto main = rebuilt->lookupSymbol<mlir::func::FuncOp>("main");
+      auto given = module->lookupSymbol<mlir::func::FuncOp>("main");
+      if (main && given)
+        main->setLoc(given->getLoc());
+      return rebuilt;
     };
   plan::Plan plan;
   if (mlir::failed(compileToPlan(*module, plan, compile)))
