@@ -14,6 +14,7 @@
 // docs/pipeline.md explains.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/BufferLiveness.h"
 #include "compiler/Cancel.h"
 #include "compiler/Diagnostics.h"
 #include "compiler/MicroBatches.h"
@@ -193,12 +194,9 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     if (p == 1)
       return 0.0;
     SmallVector<size_t> cuts = step.cuts(p * virtuals);
-    auto type = cast<ShapedType>(step.forward[cuts.front()]->getResult(0).getType());
     double bytes =
         double(weightBytesAcrossCheckpoints(step.forward, step.activations, cuts)) +
-        (tiedOnly ? 0.0
-                  : double(type.getNumElements()) *
-                        double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8));
+        (tiedOnly ? 0.0 : double(tensorBytes(step.forward[cuts.front()]->getResult(0))));
     if (bytes == 0)
       return 0.0;
     // Interleaved, a micro-batch crosses each stage `virtuals` times.

@@ -1,6 +1,7 @@
 //===- StageCuts.cpp - where pipeline stages end, by the cost model -------===//
 #include "compiler/StageCuts.h"
 
+#include "compiler/BufferLiveness.h"
 #include "compiler/CompileNotes.h"
 #include "compiler/PipelineStages.h"
 #include "compiler/TrainingStepParts.h"
@@ -54,15 +55,6 @@ struct Segment {
   double bytes(double copies) const { return memory + kept * (copies - 1); }
 };
 
-double bytesOf(Operation *op) {
-  double bytes = 0;
-  for (Value result : op->getResults())
-    if (auto type = dyn_cast<ShapedType>(result.getType()); type && type.hasStaticShape())
-      bytes += double(type.getNumElements()) *
-               double(std::max<unsigned>(8, type.getElementTypeBitWidth()) / 8);
-  return bytes;
-}
-
 } // namespace
 
 std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures,
@@ -92,7 +84,7 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
   std::vector<double> crossing(k, 0);
   if (o.transfer)
     for (size_t j = 0; j + 1 < k; ++j)
-      crossing[j] = 2 * o.transfer(bytesOf(forward[ends[j]]));
+      crossing[j] = 2 * o.transfer(double(tensorBytes(forward[ends[j]]->getResult(0))));
   Segment every;
   for (const OpFigures &f : figures) {
     auto it = f.op ? segmentOf.find(f.op) : segmentOf.end();

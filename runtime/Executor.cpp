@@ -13,6 +13,7 @@
 #include "plan/Ranks.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -694,19 +695,22 @@ bool Executor::runRange(size_t begin, size_t end, bool copyInputs, std::string &
           return false;
         continue;
       }
-      bool failed = false;
+      std::atomic<bool> failed{false};
       pool_->runTasks(int64_t(level.size()), [&](int64_t t) {
         Step &step = steps_[level[size_t(t)]];
         if (!step.kernel->run(step.inputs.data(), step.outputs.data(), *pool_,
                               taskErrors_[size_t(t)]))
-          __atomic_store_n(&failed, true, __ATOMIC_RELAXED);
+          failed = true;
       });
-      for (size_t t = 0; failed && t < level.size(); ++t)
-        if (!taskErrors_[t].empty()) {
-          error = "instruction " + std::to_string(level[t]) + ": " + taskErrors_[t];
-          taskErrors_[t].clear();
-          return false;
-        }
+      if (failed) { // the first task that said why
+        size_t t = 0;
+        while (t + 1 < level.size() && taskErrors_[t].empty())
+          ++t;
+        error = "instruction " + std::to_string(level[t]) + ": " + taskErrors_[t];
+        for (std::string &e : taskErrors_)
+          e.clear();
+        return false;
+      }
     }
     return true;
   };
