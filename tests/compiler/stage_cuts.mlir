@@ -3,9 +3,10 @@
 // RUN: not %dtc-opt %s --pass-pipeline="builtin.module(dtc-build-training-step{loss=mse optimizer=sgd momentum=0 model-outputs=false micro-batches=2},dtc-sharding-search{pp=2 stage-cuts=layers})" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Where two pipeline stages end (compiler/StageCuts.h). Four layers whose
-// third ends in three more tanhs: few FLOPs, but on the cost model each
-// is a pass over memory that takes about as long as a matmul. Evening
-// out FLOPs cuts after the second layer, leaving stage 1 the tanh chain
+// third ends in three softmaxes: no FLOPs, but on the cost model each
+// is a pass over memory that takes about as long as a matmul (unlike a
+// chain of elementwise ops, which would be fused into one pass). Evening
+// out FLOPs cuts after the second layer, leaving stage 1 the softmaxes
 // and two layers; the cost model's dynamic program cuts inside the
 // chain, where the two stages' predicted times are closest, and
 // dtc-pipeline-split cuts there (the op marked dtc.stage_end), where its
@@ -15,12 +16,12 @@
 // CHECK-SAME: pipeline stages predicted at {{.*}} a step: cut by the cost model, where the FLOP-even cut's costliest stage takes
 // CHECK-COUNT-3: graph.matmul {{.*}}dtc.pipeline_forward
 // CHECK: graph.tanh
-// CHECK: %[[END:.*]] = graph.tanh {{.*}}dtc.stage_end
+// CHECK: %[[END:.*]] = graph.softmax {{.*}}dtc.stage_end
 // CHECK-NEXT: graph.send %[[END]] to stage 1
 // CHECK: func.func @stage1(
 // CHECK: graph.recv from stage 0
-// CHECK-NEXT: graph.tanh
-// CHECK-NEXT: graph.tanh
+// CHECK-NEXT: graph.softmax
+// CHECK-NEXT: graph.softmax
 // CHECK-NEXT: graph.parameter "w4"
 
 // FLOPS: func.func @stage0(
@@ -44,9 +45,9 @@ func.func @main(%x: tensor<64x64xf32> {graph.name = "x"}) -> (tensor<64x64xf32> 
   %w3 = graph.parameter "w3" : tensor<64x64xf32>
   %a3 = graph.matmul %b2, %w3 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
   %b3 = graph.tanh %a3 : (tensor<64x64xf32>) -> tensor<64x64xf32>
-  %c3 = graph.tanh %b3 : (tensor<64x64xf32>) -> tensor<64x64xf32>
-  %d3 = graph.tanh %c3 : (tensor<64x64xf32>) -> tensor<64x64xf32>
-  %e3 = graph.tanh %d3 : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %c3 = graph.softmax %b3 {axis = 1 : i64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %d3 = graph.softmax %c3 {axis = 1 : i64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %e3 = graph.softmax %d3 {axis = 1 : i64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
   %w4 = graph.parameter "w4" : tensor<64x64xf32>
   %a4 = graph.matmul %e3, %w4 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
   %b4 = graph.tanh %a4 : (tensor<64x64xf32>) -> tensor<64x64xf32>
