@@ -125,9 +125,10 @@ llvm::DenseSet<Value> updatesInPlace(func::FuncOp func, llvm::DenseMap<Value, in
 struct StageSchedule {
   plan::PipelineSchedule schedule;
   int64_t stages, stage, microBatches, virtuals;
+  int64_t replicas = 1; // the stage's (--stage-replicas)
 
   int64_t slots(int64_t from, int64_t to) const {
-    return plan::stashSlots(schedule, stages, stage, microBatches, virtuals, from, to);
+    return plan::stashSlots(schedule, stages, stage, microBatches, virtuals, from, to, replicas);
   }
   /// Where part `part` of a micro-batch runs among its parts: the
   /// forwards in order, then the backwards from the last virtual stage.
@@ -145,9 +146,13 @@ std::optional<StageSchedule> pipelineStageOf(func::FuncOp func) {
     return a ? a.getInt() : 1;
   };
   auto name = pipeline.getAs<StringAttr>("schedule");
-  return StageSchedule{plan::scheduleNamed(name ? name.str() : "").value_or(plan::ONE_F_ONE_B),
-                       integer("stages"), stage.getInt(), integer("micro_batches"),
-                       std::max<int64_t>(1, integer("virtual_stages"))};
+  StageSchedule schedule{plan::scheduleNamed(name ? name.str() : "").value_or(plan::ONE_F_ONE_B),
+                         integer("stages"), stage.getInt(), integer("micro_batches"),
+                         std::max<int64_t>(1, integer("virtual_stages"))};
+  if (auto replicas = pipeline.getAs<DenseI64ArrayAttr>("replicas");
+      replicas && stage.getInt() < int64_t(replicas.size()))
+    schedule.replicas = replicas[size_t(stage.getInt())];
+  return schedule;
 }
 
 struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {

@@ -333,6 +333,8 @@ def PipelineSplit : Pass<"dtc-pipeline-split", "mlir::ModuleOp"> {
     Option<"schedule", "schedule", "std::string", "\"1f1b\"", "gpipe, 1f1b or interleaved">,
     Option<"virtualStages", "virtual-stages", "int64_t", "1",
            "Model chunks per stage (the interleaved schedule: 2 or more)">,
+    ListOption<"replicas", "replicas", "int64_t",
+               "Copies of each stage's mesh, one count per stage (empty: one each)">,
   ];
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }

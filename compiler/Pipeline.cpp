@@ -95,6 +95,7 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
     pipeline.stages = stages;
     pipeline.schedule = options.parallel.pipelineSchedule;
     pipeline.virtualStages = options.parallel.virtualStages;
+    pipeline.replicas = options.parallel.stageReplicas;
     pm.addPass(createPipelineSplit(pipeline));
   }
   OpPassManager &fpm = pm.nest<func::FuncOp>();
@@ -174,6 +175,8 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
   Option<int64_t> virtualStages{*this, "virtual-stages",
                                 llvm::cl::desc("Model chunks per stage (interleaved)"),
                                 llvm::cl::init(1)};
+  ListOption<int64_t> stageReplicas{*this, "stage-replicas",
+                                    llvm::cl::desc("Copies of each stage's mesh, e.g. 1,2")};
   Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage (-1: searched)"),
                        llvm::cl::init(-1)};
   Option<std::string> preset{*this, "preset", llvm::cl::desc("Cluster preset"),
@@ -227,6 +230,7 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     p.pipelineStages = pp;
     p.pipelineSchedule = pipelineSchedule;
     p.virtualStages = virtualStages;
+    p.stageReplicas.assign(stageReplicas.begin(), stageReplicas.end());
     p.zero = int(zero);
     p.preset = preset;
     p.clusterFile = cluster;

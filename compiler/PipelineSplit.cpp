@@ -20,6 +20,7 @@
 #include "dialects/graph/GraphOps.h"
 #include "plan/PipelineSchedule.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -82,6 +83,14 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                                       ? "; use --micro-batches " +
                                             std::to_string((microBatches / stages + 1) * stages)
                                       : std::string());
+    SmallVector<int64_t> copies(replicas.begin(), replicas.end());
+    if (!copies.empty() && int64_t(copies.size()) != stages)
+      return main.emitError() << "--stage-replicas gives " << copies.size() << " counts for "
+                              << int64_t(stages) << " stages: give one per stage";
+    if (std::string problem = plan::replicaProblem(
+            *kind, microBatches, std::vector<int64_t>(copies.begin(), copies.end()));
+        !problem.empty())
+      return main.emitError() << "--stage-replicas: " << problem;
     Block &block = main.getBody().front();
     // The model's pieces: a stage each, or (interleaved) `virtualStages`
     // a stage, chunk c on stage c mod stages.
@@ -297,9 +306,15 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
         return main.emitError() << "--pp: result " << i
                                 << " is a step input or a constant, which no stage computes";
 
+    bool replicated = llvm::any_of(copies, [](int64_t r) { return r > 1; });
+    if (replicated && failed(replicateStages(module, copies)))
+      return failure();
     module->setAttr(attr::kPipeline,
                     b.getDictionaryAttr({
                         b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
+                        b.getNamedAttr("replicas", b.getDenseI64ArrayAttr(
+                                                       replicated ? copies
+                                                                  : SmallVector<int64_t>())),
                         b.getNamedAttr("schedule", b.getStringAttr(schedule)),
                         b.getNamedAttr("micro_batches",
                                        training.getAs<IntegerAttr>("micro_batches")
@@ -374,6 +389,73 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                           std::to_string(transfers) +
                           " tensors sent between stages per micro-batch" + layout + few);
     main.erase();
+    return success();
+  }
+
+  /// Stage s on copies[s] replicas of its mesh (PipeDream's stage
+  /// replication): each replica accumulates the gradients of its own
+  /// micro-batches, so each accumulated sum is summed over the stage's
+  /// replicas, once a step, before anything reads it (a collective on the
+  /// mesh @stages of every stage's replicas, its group the stage's own:
+  /// dtc.replicas = [first, count]).
+  LogicalResult replicateStages(ModuleOp module, ArrayRef<int64_t> copies) {
+    OpBuilder b(module.getBodyRegion());
+    int64_t coordinates = 0;
+    for (int64_t r : copies)
+      coordinates += r;
+    auto stagesMesh = module.lookupSymbol<mesh::MeshOp>(attr::kStagesMesh);
+    if (!stagesMesh) {
+      b.setInsertionPointToStart(module.getBody());
+      b.create<mesh::MeshOp>(module.getLoc(), attr::kStagesMesh, ArrayRef<int64_t>{coordinates});
+    }
+    int64_t first = 0;
+    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+      auto stage = func->getAttrOfType<IntegerAttr>(attr::kStage);
+      if (!stage)
+        continue;
+      int64_t s = stage.getInt(), count = copies[size_t(s)];
+      first = 0;
+      for (int64_t t = 0; t < s; ++t)
+        first += copies[size_t(t)];
+      if (count <= 1)
+        continue;
+      Block &block = func.getBody().front();
+      SmallVector<Operation *> sums = accumulations(block);
+      llvm::DenseSet<Operation *> summed(sums.begin(), sums.end());
+      // What a replica's once-per-step part reads of its micro-batches:
+      // the accumulated sums, and nothing else it could combine.
+      for (Operation &op : block.without_terminator()) {
+        if (!op.hasAttr(attr::kOncePerStep))
+          continue;
+        for (Value operand : op.getOperands()) {
+          Operation *def = operand.getDefiningOp();
+          if (!def || summed.contains(def) || def->hasAttr(attr::kOncePerStep) ||
+              isa<graph::ParameterOp, graph::ConstantOp>(def))
+            continue;
+          return op.emitError() << "--stage-replicas: stage " << s
+                                << " cannot be replicated: its once-a-step part reads a value "
+                                   "of one micro-batch that is not a summed gradient";
+        }
+      }
+      for (Operation *sum : sums) {
+        b.setInsertionPointAfter(sum);
+        Value result = sum->getResult(0);
+        auto reduce = b.create<mesh::AllReduceOp>(sum->getLoc(), result, attr::kStagesMesh,
+                                                  ArrayRef<int16_t>{0}, mesh::ReductionKind::Sum);
+        reduce->setAttr(attr::kOncePerStep, b.getUnitAttr());
+        reduce->setAttr(attr::kGradientReduction, b.getUnitAttr());
+        reduce->setAttr(attr::kReplicas, b.getDenseI64ArrayAttr({first, count}));
+        if (Attribute sharding = sum->getAttr(attr::kSharding))
+          reduce->setAttr(attr::kSharding, sharding);
+        result.replaceUsesWithIf(reduce.getResult(), [&](OpOperand &use) {
+          return use.getOwner() != reduce && !isa<func::ReturnOp>(use.getOwner());
+        });
+      }
+      addNote(func, "pipeline: stage " + std::to_string(s) + " runs on " + std::to_string(count) +
+                        " replicas of its mesh, each running 1 micro-batch in " +
+                        std::to_string(count) + "; " + std::to_string(sums.size()) +
+                        " accumulated gradients summed over them once a step");
+    }
     return success();
   }
 

@@ -331,6 +331,16 @@ private:
     plan::Instruction &inst = addInstruction(op, op->getOperands());
     plan::Collective *c = inst.mutable_collective();
     c->set_kind(kind);
+    // A replicated stage's replicas (dtc-pipeline-split): the pipeline's
+    // axis, only their coordinates.
+    if (auto range = op->getAttrOfType<DenseI64ArrayAttr>(attr::kReplicas)) {
+      if (range.size() != 2 || axisOffset_ == 0)
+        return op->emitError("malformed ") << attr::kReplicas;
+      c->add_mesh_axes(0);
+      c->mutable_coordinates()->set_first(range[0]);
+      c->mutable_coordinates()->set_count(range[1]);
+      axes = {};
+    }
     for (int16_t a : axes)
       c->add_mesh_axes(uint32_t(a) + axisOffset_);
     c->set_axis(axis);
@@ -361,6 +371,15 @@ private:
     setType(input.getType(), type);
     cost->set_dtype(type.dtype());
     return success();
+  }
+
+  /// The rank of stage `stage` at this rank's place on the other axes: on
+  /// a replicated stage, the replica that runs the micro-batch.
+  void setStagePeer(plan::AxisPeer &peer, int64_t stage) const {
+    const plan::Pipeline &pipeline = plan_.training().pipeline();
+    peer.set_coordinate(plan::firstStageCoordinate(pipeline, stage));
+    if (int64_t replicas = plan::stageReplicas(pipeline, stage); replicas > 1)
+      peer.set_replicas(uint32_t(replicas));
   }
 
   static void setTransferCost(plan::Instruction &inst, Value sent) {
@@ -472,7 +491,7 @@ private:
         // the other stage at this rank's place on the other axes.
         .Case([&](graph::SendOp send) -> LogicalResult {
           plan::Instruction &inst = addInstruction(op, op->getOperands());
-          inst.mutable_send()->mutable_along()->set_coordinate(send.getStage());
+          setStagePeer(*inst.mutable_send()->mutable_along(), send.getStage());
           if (auto channel = op->getAttrOfType<IntegerAttr>(attr::kChannel))
             inst.mutable_send()->set_channel(uint32_t(channel.getInt()));
           setTransferCost(inst, send.getInput());
@@ -480,7 +499,7 @@ private:
         })
         .Case([&](graph::RecvOp recv) -> LogicalResult {
           plan::Instruction &inst = addInstruction(op, {});
-          inst.mutable_recv()->mutable_along()->set_coordinate(recv.getStage());
+          setStagePeer(*inst.mutable_recv()->mutable_along(), recv.getStage());
           if (auto channel = op->getAttrOfType<IntegerAttr>(attr::kChannel))
             inst.mutable_recv()->set_channel(uint32_t(channel.getInt()));
           setTransferCost(inst, recv.getOutput());
@@ -906,9 +925,12 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
     meshShape.push_back(size);
   };
   if (pipeline) {
-    addAxis("pp", int64_t(programs.size()));
     plan::Pipeline *p = out.mutable_training()->mutable_pipeline();
     p->set_stages(uint32_t(programs.size()));
+    if (auto replicas = pipeline.getAs<DenseI64ArrayAttr>("replicas"); replicas && !replicas.empty())
+      for (int64_t r : replicas.asArrayRef())
+        p->add_replicas(uint32_t(r));
+    addAxis("pp", plan::stageCoordinates(*p));
     auto schedule = pipeline.getAs<StringAttr>("schedule");
     p->set_schedule(plan::scheduleNamed(schedule ? schedule.str() : "").value_or(plan::ONE_F_ONE_B));
     p->set_axis(0);
@@ -956,9 +978,13 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
     }
     for (int64_t r = 0; r < devices + serverCount; ++r)
       out.add_program_of_rank(uint32_t(r < devices ? 0 : r - devices + 1));
-  } else if (pipeline || module.lookupSymbol<mesh::MeshOp>("mesh")) {
+  } else if (pipeline) { // a stage's ranks, or its replicas', one after another
     for (int64_t r = 0; r < devices; ++r)
-      out.add_program_of_rank(uint32_t(r / (devices / int64_t(programs.size()))));
+      out.add_program_of_rank(uint32_t(
+          plan::stageAtCoordinate(out.training().pipeline(), r / (devices / meshShape[0])).stage));
+  } else if (module.lookupSymbol<mesh::MeshOp>("mesh")) {
+    for (int64_t r = 0; r < devices; ++r)
+      out.add_program_of_rank(0);
   }
   if (auto source = module->getAttrOfType<StringAttr>(attr::kSource))
     out.set_model(source.str());
@@ -982,8 +1008,10 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
       return a ? a.getInt() : 0;
     };
     plan::RankSummary *summary = out.mutable_decisions()->add_ranks();
-    summary->set_rank(servers ? (r == 0 ? 0 : devices + int64_t(r) - 1)
-                      : pipeline ? int64_t(r) * (devices / int64_t(programs.size()))
+    summary->set_rank(servers    ? (r == 0 ? 0 : devices + int64_t(r) - 1)
+                      : pipeline ? plan::firstStageCoordinate(out.training().pipeline(),
+                                                              int64_t(r)) *
+                                       (devices / meshShape[0])
                                  : 0);
     std::string who = servers ? "server " + std::to_string(r - 1) + ": "
                               : "stage " + std::to_string(r) + ": ";

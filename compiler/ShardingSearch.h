@@ -154,6 +154,9 @@ struct ParallelOptions {
   /// cost model's step (StageCuts.h).
   bool stageCutsByFlops = false;
   int64_t virtualStages = 1; // --virtual-stages: model chunks per stage (interleaved)
+  /// --stage-replicas: copies of each stage's mesh (PipeDream's stage
+  /// replication; docs/pipeline.md); empty: one each.
+  std::vector<int64_t> stageReplicas;
   /// Searched stages without --schedule: the chosen count is also tried
   /// interleaved (2 virtual stages), and kept so when that is faster.
   bool searchSchedule = false;

@@ -56,23 +56,66 @@ std::vector<PipelineTask> pipelineOrder(PipelineSchedule schedule, int64_t stage
   return order;
 }
 
+std::vector<PipelineTask> replicaOrder(const std::vector<PipelineTask> &stageOrder,
+                                       int64_t replicas, int64_t replica) {
+  if (replicas <= 1)
+    return stageOrder;
+  std::vector<PipelineTask> order;
+  for (const PipelineTask &task : stageOrder)
+    if (task.microBatch % replicas == replica)
+      order.push_back(task);
+  return order;
+}
+
 std::vector<PipelineTask> pipelineOrder(const Pipeline &pipeline, int64_t stage,
-                                        int64_t microBatches) {
-  return pipelineOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches,
-                       pipeline.virtual_stages());
+                                        int64_t microBatches, int64_t replica) {
+  return replicaOrder(pipelineOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches,
+                                    pipeline.virtual_stages()),
+                      stageReplicas(pipeline, stage), replica);
+}
+
+int64_t stageReplicas(const Pipeline &pipeline, int64_t stage) {
+  return stage < pipeline.replicas_size() ? std::max<int64_t>(1, pipeline.replicas(int(stage)))
+                                          : 1;
+}
+
+int64_t firstStageCoordinate(const Pipeline &pipeline, int64_t stage) {
+  int64_t first = 0;
+  for (int64_t s = 0; s < stage; ++s)
+    first += stageReplicas(pipeline, s);
+  return first;
+}
+
+int64_t stageCoordinates(const Pipeline &pipeline) {
+  return firstStageCoordinate(pipeline, pipeline.stages());
+}
+
+StageReplica stageAtCoordinate(const Pipeline &pipeline, int64_t coordinate) {
+  for (int64_t s = 0; s < int64_t(pipeline.stages()); ++s) {
+    int64_t replicas = stageReplicas(pipeline, s);
+    if (coordinate < replicas)
+      return {s, coordinate};
+    coordinate -= replicas;
+  }
+  return {-1, -1};
 }
 
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                   int64_t microBatches, int64_t virtualStages, int64_t from, int64_t to) {
+                   int64_t microBatches, int64_t virtualStages, int64_t from, int64_t to,
+                   int64_t replicas) {
   virtualStages = std::max<int64_t>(virtualStages, 1);
-  int64_t inFlight = 0, most = 0;
-  for (const PipelineTask &task :
-       pipelineOrder(schedule, stages, stage, microBatches, virtualStages)) {
-    int64_t part = task.forward ? task.chunk : virtualStages + task.chunk;
-    if (part == from)
-      most = std::max(most, ++inFlight);
-    else if (part == to)
-      --inFlight;
+  std::vector<PipelineTask> stageOrder =
+      pipelineOrder(schedule, stages, stage, microBatches, virtualStages);
+  int64_t most = 0;
+  for (int64_t replica = 0; replica < std::max<int64_t>(replicas, 1); ++replica) {
+    int64_t inFlight = 0;
+    for (const PipelineTask &task : replicaOrder(stageOrder, replicas, replica)) {
+      int64_t part = task.forward ? task.chunk : virtualStages + task.chunk;
+      if (part == from)
+        most = std::max(most, ++inFlight);
+      else if (part == to)
+        --inFlight;
+    }
   }
   return most;
 }
@@ -81,28 +124,29 @@ namespace {
 
 /// Each virtual stage's forward-to-backward stash copies on `stage`.
 std::vector<int64_t> virtualStageSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                                       int64_t microBatches, int64_t virtualStages) {
+                                       int64_t microBatches, int64_t virtualStages,
+                                       int64_t replicas) {
   virtualStages = std::max<int64_t>(virtualStages, 1);
   std::vector<int64_t> slots;
   for (int64_t c = 0; c < virtualStages; ++c)
-    slots.push_back(
-        stashSlots(schedule, stages, stage, microBatches, virtualStages, c, virtualStages + c));
+    slots.push_back(stashSlots(schedule, stages, stage, microBatches, virtualStages, c,
+                               virtualStages + c, replicas));
   return slots;
 }
 
 } // namespace
 
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                   int64_t microBatches, int64_t virtualStages) {
+                   int64_t microBatches, int64_t virtualStages, int64_t replicas) {
   std::vector<int64_t> slots =
-      virtualStageSlots(schedule, stages, stage, microBatches, virtualStages);
+      virtualStageSlots(schedule, stages, stage, microBatches, virtualStages, replicas);
   return *std::max_element(slots.begin(), slots.end());
 }
 
 double stashedMicroBatches(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                           int64_t microBatches, int64_t virtualStages) {
+                           int64_t microBatches, int64_t virtualStages, int64_t replicas) {
   std::vector<int64_t> slots =
-      virtualStageSlots(schedule, stages, stage, microBatches, virtualStages);
+      virtualStageSlots(schedule, stages, stage, microBatches, virtualStages, replicas);
   return double(std::accumulate(slots.begin(), slots.end(), int64_t(0))) / double(slots.size());
 }
 
@@ -116,6 +160,21 @@ std::string scheduleProblem(PipelineSchedule schedule, int64_t stages, int64_t m
     return "the interleaved schedule runs micro-batches in groups of the stage count: " +
            std::to_string(microBatches) + " micro-batch" + (microBatches == 1 ? "" : "es") +
            " is not a multiple of " + std::to_string(stages) + " stages";
+  return "";
+}
+
+std::string replicaProblem(PipelineSchedule schedule, int64_t microBatches,
+                           const std::vector<int64_t> &replicas) {
+  bool replicated = std::any_of(replicas.begin(), replicas.end(), [](int64_t r) { return r > 1; });
+  if (!replicated)
+    return "";
+  if (schedule == INTERLEAVED)
+    return "replicated stages run the gpipe or 1f1b schedule, not interleaved";
+  for (int64_t r : replicas)
+    if (r < 1 || microBatches % r != 0)
+      return "a stage of " + std::to_string(r) + " replicas runs every " + std::to_string(r) +
+             "th micro-batch each: " + std::to_string(microBatches) + " micro-batch" +
+             (microBatches == 1 ? " is" : "es are") + " not a multiple of " + std::to_string(r);
   return "";
 }
 

@@ -53,8 +53,30 @@ struct PipelineTask {
 /// `virtualStages` is INTERLEAVED's chunks per stage (1 for the others).
 std::vector<PipelineTask> pipelineOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
                                         int64_t microBatches, int64_t virtualStages = 1);
+/// Replica `replica` of the stage (Pipeline.replicas): its micro-batches
+/// of the stage's order.
 std::vector<PipelineTask> pipelineOrder(const Pipeline &pipeline, int64_t stage,
-                                        int64_t microBatches);
+                                        int64_t microBatches, int64_t replica = 0);
+
+/// The tasks of a stage's order that replica `replica` of `replicas` runs:
+/// micro-batches m with m mod replicas == replica, in the stage's order.
+/// Each replica keeps the stage's lead over the next stage in micro-batches
+/// of the whole step, so that the next stage's replicas, taking turns,
+/// never wait on one that waits on them (docs/pipeline.md).
+std::vector<PipelineTask> replicaOrder(const std::vector<PipelineTask> &stageOrder,
+                                       int64_t replicas, int64_t replica);
+
+/// Replicated stages (Pipeline.replicas): stage s's replica count (1 when
+/// not given); the first coordinate on the pipeline's axis of its
+/// replicas; the axis' size; and the stage and replica at a coordinate
+/// ({-1, -1} past the last).
+struct StageReplica {
+  int64_t stage = 0, replica = 0;
+};
+int64_t stageReplicas(const Pipeline &pipeline, int64_t stage);
+int64_t firstStageCoordinate(const Pipeline &pipeline, int64_t stage);
+int64_t stageCoordinates(const Pipeline &pipeline);
+StageReplica stageAtCoordinate(const Pipeline &pipeline, int64_t coordinate);
 
 /// A micro-batch's parts on a stage, numbered as RankProgram.part_ends
 /// numbers them: virtual stage c's forward is part c, its backward part
@@ -64,20 +86,30 @@ std::vector<PipelineTask> pipelineOrder(const Pipeline &pipeline, int64_t stage,
 /// part `from` has run and part `to` has not: the stash copies a value
 /// that part `from` makes and part `to` reads last needs (micro-batch m in
 /// copy m mod that).
+/// A stage of `replicas` replicas: the most any replica has (a replica's
+/// micro-batch m in copy m / replicas mod that).
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                   int64_t microBatches, int64_t virtualStages, int64_t from, int64_t to);
+                   int64_t microBatches, int64_t virtualStages, int64_t from, int64_t to,
+                   int64_t replicas = 1);
 
 /// The most micro-batches whose forward has run and backward has not, on
 /// any one virtual stage, at any point of stage `stage`'s order.
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                   int64_t microBatches, int64_t virtualStages = 1);
+                   int64_t microBatches, int64_t virtualStages = 1, int64_t replicas = 1);
 
 /// The micro-batches' activations stage `stage` keeps at most, in whole
 /// micro-batches of the stage: the mean over its virtual stages of each
 /// one's forward-to-backward copies (a virtual stage keeping about 1/V of
 /// the stage's activations). stashSlots without virtual stages.
 double stashedMicroBatches(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                           int64_t microBatches, int64_t virtualStages = 1);
+                           int64_t microBatches, int64_t virtualStages = 1,
+                           int64_t replicas = 1);
+
+/// What is wrong with replicating stages `replicas` times (one count per
+/// stage) under this schedule, or "": every replica runs as many
+/// micro-batches, and not interleaved.
+std::string replicaProblem(PipelineSchedule schedule, int64_t microBatches,
+                           const std::vector<int64_t> &replicas);
 
 /// What is wrong with running `microBatches` through this pipeline, or ""
 /// (INTERLEAVED needs a multiple of the stages).

@@ -178,14 +178,27 @@ private:
     }
   }
 
-  /// The stage of `rank` on the pipeline's axis (0 without stages).
-  int64_t stageOf(int64_t rank) const {
+  /// The stage of `rank` on the pipeline's axis and its replica there
+  /// ({0, 0} without stages).
+  StageReplica replicaOf(int64_t rank) const {
     if (!pipelined())
-      return 0;
+      return {};
     int64_t stride = 1;
     for (size_t a = plan_.training().pipeline().axis() + 1; a < axisSizes_.size(); ++a)
       stride *= axisSizes_[a];
-    return rank / stride % int64_t(plan_.training().pipeline().stages());
+    return stageAtCoordinate(plan_.training().pipeline(),
+                             rank / stride % axisSizes_[plan_.training().pipeline().axis()]);
+  }
+  int64_t stageOf(int64_t rank) const { return replicaOf(rank).stage; }
+
+  /// The micro-batches `rank` runs: a replicated stage's replica, its own.
+  std::vector<int64_t> microBatchesOf(int64_t rank) const {
+    StageReplica at = replicaOf(rank);
+    int64_t replicas = pipelined() ? stageReplicas(plan_.training().pipeline(), at.stage) : 1;
+    std::vector<int64_t> runs;
+    for (int64_t m = at.replica; m < microBatches(); m += replicas)
+      runs.push_back(m);
+    return runs;
   }
 
   /// Sends and receives pair up: within each part, the n-th tensor rank a
@@ -217,14 +230,19 @@ private:
       return part == kPrologue ? program.prologue(i) : program.instructions(i);
     };
     int64_t devices = meshDevices(plan_.mesh());
-    // (from, to, kind of part, channel) -> the types sent, and the types
-    // received: a message's tag (transferTag).
-    using Stream = std::tuple<int64_t, int64_t, int, uint32_t>;
+    // (from, to, kind of part, channel, micro-batch) -> the types sent, and
+    // the types received: a message's tag (transferTag), per micro-batch
+    // where a replicated stage's peer depends on it (-1: any).
+    using Stream = std::tuple<int64_t, int64_t, int, uint32_t, int64_t>;
     std::map<Stream, std::vector<const TensorType *>> sent, received;
+    bool replicated = pipelined() && stageCoordinates(plan_.training().pipeline()) >
+                                         int64_t(plan_.training().pipeline().stages());
     for (int64_t r = 0; r < devices; ++r) {
       int p = programIndexOfRank(plan_, r);
       const plan::RankProgram &program = plan_.ranks(p);
+      std::vector<int64_t> own = replicated ? microBatchesOf(r) : std::vector<int64_t>{-1};
       for (int part = 0; part < segments(); ++part)
+        for (int64_t m : part == kPrologue || part == segments() - 1 ? std::vector<int64_t>{-1} : own)
         for (int i : transfers[size_t(p)][size_t(part)]) {
           const Instruction &inst = instruction(program, part, i);
           const Transfer &transfer = inst.has_send() ? inst.send() : inst.recv();
@@ -232,19 +250,16 @@ private:
             return fail("rank " + std::to_string(r) + ", instruction " + std::to_string(i) +
                         ": transfer channel " + std::to_string(transfer.channel()) +
                         " (there are " + std::to_string(virtuals() * virtuals()) + ")");
-          if (inst.has_send()) {
-            int64_t peer = transferPeer(inst.send(), axisSizes_, r);
-            if (peer == r)
-              return fail("rank " + std::to_string(r) + " sends to itself");
-            sent[{r, peer, kindOf(part), transfer.channel()}].push_back(
+          int64_t peer = transferPeer(transfer, axisSizes_, r, std::max<int64_t>(m, 0));
+          if (peer == r)
+            return fail("rank " + std::to_string(r) + (inst.has_send() ? " sends to" : " receives from") +
+                        " itself");
+          if (inst.has_send())
+            sent[{r, peer, kindOf(part), transfer.channel(), m}].push_back(
                 &program.buffers(int(inst.inputs(0))).type());
-          } else {
-            int64_t peer = transferPeer(inst.recv(), axisSizes_, r);
-            if (peer == r)
-              return fail("rank " + std::to_string(r) + " receives from itself");
-            received[{peer, r, kindOf(part), transfer.channel()}].push_back(
+          else
+            received[{peer, r, kindOf(part), transfer.channel(), m}].push_back(
                 &program.buffers(int(inst.outputs(0))).type());
-          }
         }
     }
     std::set<Stream> streams;
@@ -256,7 +271,10 @@ private:
       std::string a = std::to_string(std::get<0>(stream)), b = std::to_string(std::get<1>(stream));
       std::string in = inPart(std::get<2>(stream)) +
                        (virtuals() > 1 ? " on channel " + std::to_string(std::get<3>(stream))
-                                       : std::string());
+                                       : std::string()) +
+                       (std::get<4>(stream) >= 0
+                            ? " of micro-batch " + std::to_string(std::get<4>(stream))
+                            : std::string());
       if (sends.size() != receives.size())
         return fail("rank " + a + " sends " + std::to_string(sends.size()) + " tensors to rank " +
                     b + in + ", which receives " + std::to_string(receives.size()) +
@@ -280,16 +298,17 @@ private:
       int part; // a segment
       int64_t microBatch; // -1: once
     };
-    // Each stage's runs of its parts in one step (one "stage" without a
-    // pipeline).
-    int64_t stages = pipelined() ? int64_t(plan_.training().pipeline().stages()) : 1;
-    std::vector<std::vector<Run>> runs(static_cast<size_t>(stages));
-    for (int64_t stage = 0; stage < stages; ++stage) {
-      std::vector<Run> &order = runs[size_t(stage)];
+    // Each stage's (replica's) runs of its parts in one step (one "stage"
+    // without a pipeline), by the coordinate on the pipeline's axis.
+    int64_t coordinates = pipelined() ? stageCoordinates(plan_.training().pipeline()) : 1;
+    std::vector<std::vector<Run>> runs(static_cast<size_t>(coordinates));
+    for (int64_t coordinate = 0; coordinate < coordinates; ++coordinate) {
+      std::vector<Run> &order = runs[size_t(coordinate)];
       order.push_back({kPrologue, -1});
       if (pipelined()) {
-        for (const PipelineTask &task :
-             pipelineOrder(plan_.training().pipeline(), stage, microBatches()))
+        StageReplica at = stageAtCoordinate(plan_.training().pipeline(), coordinate);
+        for (const PipelineTask &task : pipelineOrder(plan_.training().pipeline(), at.stage,
+                                                      microBatches(), at.replica))
           order.push_back({int(1 + (task.forward ? 0 : virtuals()) + task.chunk), task.microBatch});
       } else {
         for (int64_t m = 0; m < microBatches(); ++m)
@@ -298,11 +317,20 @@ private:
       order.push_back({segments() - 1, -1});
     }
     int64_t devices = meshDevices(plan_.mesh());
+    auto runsOf = [&](int64_t r) -> const std::vector<Run> & {
+      int64_t stride = 1;
+      if (pipelined())
+        for (size_t a = plan_.training().pipeline().axis() + 1; a < axisSizes_.size(); ++a)
+          stride *= axisSizes_[a];
+      return runs[pipelined() ? size_t(r / stride %
+                                       axisSizes_[plan_.training().pipeline().axis()])
+                              : 0];
+    };
     struct Cursor {
       size_t run = 0, transfer = 0;
     };
     std::vector<Cursor> cursors(static_cast<size_t>(devices));
-    using Stream = std::tuple<int64_t, int64_t, int, uint32_t>; // as in checkTransfers
+    using Stream = std::tuple<int64_t, int64_t, int, uint32_t>; // (from, to, part kind, channel)
     std::map<Stream, int64_t> inFlight; // sent, not yet received
     std::map<Stream, int64_t> waiting;  // the receiver blocked on the stream
     std::vector<int64_t> ready;
@@ -311,7 +339,7 @@ private:
     auto current = [&](int64_t r) -> const Instruction * {
       Cursor &c = cursors[size_t(r)];
       int p = programIndexOfRank(plan_, r);
-      const std::vector<Run> &order = runs[size_t(stageOf(r))];
+      const std::vector<Run> &order = runsOf(r);
       for (; c.run < order.size(); ++c.run, c.transfer = 0) {
         int part = order[c.run].part;
         const std::vector<int> &list = transfers[size_t(p)][size_t(part)];
@@ -325,9 +353,11 @@ private:
       int64_t r = ready.back();
       ready.pop_back();
       for (const Instruction *inst; (inst = current(r));) {
-        int part = runs[size_t(stageOf(r))][cursors[size_t(r)].run].part;
+        const Run &run = runsOf(r)[cursors[size_t(r)].run];
+        int part = run.part;
+        int64_t m = std::max<int64_t>(run.microBatch, 0);
         if (inst->has_send()) {
-          Stream stream{r, transferPeer(inst->send(), axisSizes_, r), kindOf(part),
+          Stream stream{r, transferPeer(inst->send(), axisSizes_, r, m), kindOf(part),
                         inst->send().channel()};
           ++inFlight[stream];
           if (auto it = waiting.find(stream); it != waiting.end()) {
@@ -335,7 +365,7 @@ private:
             waiting.erase(it);
           }
         } else {
-          Stream stream{transferPeer(inst->recv(), axisSizes_, r), r, kindOf(part),
+          Stream stream{transferPeer(inst->recv(), axisSizes_, r, m), r, kindOf(part),
                         inst->recv().channel()};
           if (inFlight[stream] == 0) {
             waiting[stream] = r;
@@ -351,7 +381,7 @@ private:
     // Where a waiting rank is, for the message.
     auto where = [&](int64_t r) {
       const Cursor &c = cursors[size_t(r)];
-      const Run &run = runs[size_t(stageOf(r))][c.run];
+      const Run &run = runsOf(r)[c.run];
       int p = programIndexOfRank(plan_, r);
       int i = transfers[size_t(p)][run.part][c.transfer];
       std::string at = run.part == kPrologue ? "prologue instruction " + std::to_string(i)
@@ -363,7 +393,8 @@ private:
           run.part == kPrologue ? plan_.ranks(p).prologue(i) : plan_.ranks(p).instructions(i);
       std::string stage = pipelined() ? " (stage " + std::to_string(stageOf(r)) + ")" : "";
       return "rank " + std::to_string(r) + stage + " waits" + partText + " (" + at +
-             ") for a tensor from rank " + std::to_string(transferPeer(inst.recv(), axisSizes_, r));
+             ") for a tensor from rank " +
+             std::to_string(transferPeer(inst.recv(), axisSizes_, r, std::max<int64_t>(run.microBatch, 0)));
     };
     int64_t first = devices;
     for (const auto &entry : waiting)
@@ -375,7 +406,9 @@ private:
     std::string message = "the ranks' sends and receives cannot all meet" + schedule + ": " +
                           where(first);
     const Instruction *blocked = current(first);
-    int64_t peer = transferPeer(blocked->recv(), axisSizes_, first);
+    int64_t peer = transferPeer(
+        blocked->recv(), axisSizes_, first,
+        std::max<int64_t>(runsOf(first)[cursors[size_t(first)].run].microBatch, 0));
     for (const auto &entry : waiting)
       if (entry.second == peer) {
         message += ", and " + where(peer);
@@ -537,11 +570,22 @@ private:
                   " graph outputs");
     const plan::Pipeline &pipeline = plan_.training().pipeline();
     if (pipeline.stages() > 1) {
+      if (pipeline.replicas_size() > 0 && pipeline.replicas_size() != int(pipeline.stages()))
+        return fail("training: " + std::to_string(pipeline.stages()) + " pipeline stages, but " +
+                    std::to_string(pipeline.replicas_size()) + " replica counts");
       if (pipeline.axis() >= axisSizes_.size() ||
-          axisSizes_[pipeline.axis()] != int64_t(pipeline.stages()))
+          axisSizes_[pipeline.axis()] != stageCoordinates(pipeline))
         return fail("training: " + std::to_string(pipeline.stages()) +
-                    " pipeline stages, but mesh axis " + std::to_string(pipeline.axis()) +
+                    " pipeline stages" +
+                    (stageCoordinates(pipeline) > int64_t(pipeline.stages())
+                         ? " on " + std::to_string(stageCoordinates(pipeline)) + " replicas"
+                         : std::string()) +
+                    ", but mesh axis " + std::to_string(pipeline.axis()) +
                     " is not of that size");
+      std::vector<int64_t> copies(pipeline.replicas().begin(), pipeline.replicas().end());
+      if (std::string problem = replicaProblem(pipeline.schedule(), microBatches(), copies);
+          !problem.empty())
+        return fail("training: " + problem);
       if (pipeline.schedule() != plan::GPIPE && pipeline.schedule() != plan::ONE_F_ONE_B &&
           pipeline.schedule() != plan::INTERLEAVED)
         return fail("training: unknown pipeline schedule " +
@@ -683,7 +727,7 @@ private:
     int64_t most = 0;
     for (auto [f, t] : pairs)
       most = std::max(most, stashSlots(pipeline.schedule(), pipeline.stages(), stage,
-                                       microBatches(), v, f, t));
+                                       microBatches(), v, f, t, stageReplicas(pipeline, stage)));
     return most;
   }
 
@@ -873,7 +917,16 @@ private:
         return fail(what + ": axis " + std::to_string(axis) + " is named twice");
       used[axis] = true;
     }
-    int64_t group = groupSize(axisSizes_, c.mesh_axes());
+    if (c.has_coordinates()) {
+      const plan::CoordinateRange &range = c.coordinates();
+      if (c.mesh_axes_size() != 1 || c.kind() != plan::ALL_REDUCE)
+        return fail(what + ": only an all-reduce along one axis may name coordinates");
+      if (range.first() < 0 || range.count() < 1 ||
+          range.first() + range.count() > axisSizes_[c.mesh_axes(0)])
+        return fail(what + ": coordinates [" + std::to_string(range.first()) + ", " +
+                    std::to_string(range.first() + range.count()) + ") are not on the axis");
+    }
+    int64_t group = groupSize(axisSizes_, c);
     what += " (" + std::to_string(group) + " ranks)";
     const TensorType &in = rank.buffers(int(inst.inputs(0))).type();
     const TensorType &out = rank.buffers(int(inst.outputs(0))).type();

@@ -11,6 +11,7 @@
 
 #include "plan.pb.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,21 +32,24 @@ inline int programIndexOfRank(const plan::Plan &plan, int64_t rank) {
 
 /// "1 rank", "4 ranks": for messages.
 /// The rank a send or receive of rank `rank` goes to: the absolute peer,
-/// or `rank` with its coordinate on one axis changed (AxisPeer). -1 when
-/// the axis or coordinate is off the mesh.
+/// or `rank` with its coordinate on one axis changed (AxisPeer; to a
+/// replicated stage, the replica that runs micro-batch `microBatch`). -1
+/// when the axis or coordinate is off the mesh.
 inline int64_t transferPeer(const plan::Transfer &transfer, const std::vector<int64_t> &axisSizes,
-                            int64_t rank) {
+                            int64_t rank, int64_t microBatch = 0) {
   if (!transfer.has_along())
     return transfer.peer();
   const plan::AxisPeer &along = transfer.along();
+  int64_t coordinate =
+      along.coordinate() + (along.replicas() > 1 ? microBatch % int64_t(along.replicas()) : 0);
   if (along.axis() >= axisSizes.size() || along.coordinate() < 0 ||
-      along.coordinate() >= axisSizes[along.axis()])
+      along.coordinate() + std::max<int64_t>(1, along.replicas()) > axisSizes[along.axis()])
     return -1;
   int64_t stride = 1;
   for (size_t a = along.axis() + 1; a < axisSizes.size(); ++a)
     stride *= axisSizes[a];
   int64_t own = rank / stride % axisSizes[along.axis()];
-  return rank + (along.coordinate() - own) * stride;
+  return rank + (coordinate - own) * stride;
 }
 
 /// How a transfer names its peer, for people: "rank 3" or "pp=2".
@@ -55,6 +59,10 @@ inline std::string transferPeerText(const plan::Transfer &transfer, const plan::
   const plan::AxisPeer &along = transfer.along();
   std::string axis = along.axis() < uint32_t(mesh.axes_size()) ? mesh.axes(int(along.axis())).name()
                                                                : "axis" + std::to_string(along.axis());
+  if (along.replicas() > 1)
+    return "the rank at " + axis + "=" + std::to_string(along.coordinate()) + ".." +
+           std::to_string(along.coordinate() + int64_t(along.replicas()) - 1) +
+           " that runs the micro-batch";
   return "the rank at " + axis + "=" + std::to_string(along.coordinate());
 }
 

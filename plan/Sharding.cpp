@@ -24,6 +24,12 @@ int64_t groupSize(const std::vector<int64_t> &axisSizes, const MeshAxes &axes) {
   return size;
 }
 
+int64_t groupSize(const std::vector<int64_t> &axisSizes, const plan::Collective &collective) {
+  if (collective.has_coordinates())
+    return collective.coordinates().count();
+  return groupSize(axisSizes, collective.mesh_axes());
+}
+
 int64_t indexAlong(const std::vector<int64_t> &coordinates,
                    const std::vector<int64_t> &axisSizes, const MeshAxes &axes) {
   int64_t index = 0;

@@ -29,6 +29,10 @@ int64_t meshDevices(const plan::Mesh &mesh);
 /// How many ranks lie along `axes` (the product of their sizes).
 int64_t groupSize(const std::vector<int64_t> &axisSizes, const MeshAxes &axes);
 
+/// How many ranks a collective's group has: along its axes, or the
+/// coordinates it names (Collective.coordinates).
+int64_t groupSize(const std::vector<int64_t> &axisSizes, const plan::Collective &collective);
+
 /// The row-major index of `coordinates` restricted to `axes`, in the order
 /// listed: a rank's part along a sharded dim, or its rank in a plan's group.
 int64_t indexAlong(const std::vector<int64_t> &coordinates,

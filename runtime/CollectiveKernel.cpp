@@ -157,46 +157,59 @@ private:
   std::vector<char> send_, recv_;
 };
 
-/// A tensor to or from one other rank.
+/// A tensor to or from one other rank: peers[m mod peers] for micro-batch
+/// m (a replicated stage's replicas take turns), or peers[0].
 class TransferKernel : public cpu::Kernel {
 public:
-  TransferKernel(bool send, int64_t bytes, int peer, int tag, Communicator &world)
-      : send_(send), bytes_(bytes), peer_(peer), tag_(tag), world_(world) {}
+  TransferKernel(bool send, int64_t bytes, std::vector<int64_t> peers, int tag,
+                 Communicator &world, const int64_t *microBatch)
+      : send_(send), bytes_(bytes), peers_(std::move(peers)), tag_(tag), world_(world),
+        microBatch_(microBatch) {}
 
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
-    return send_ ? world_.send(inputs[0], bytes_, peer_, tag_, error)
-                 : world_.recv(outputs[0], bytes_, peer_, tag_, error);
+    int64_t turn = peers_.size() > 1 && microBatch_ ? *microBatch_ % int64_t(peers_.size()) : 0;
+    int peer = int(peers_[size_t(turn)]);
+    return send_ ? world_.send(inputs[0], bytes_, peer, tag_, error)
+                 : world_.recv(outputs[0], bytes_, peer, tag_, error);
   }
 
 private:
   bool send_;
   int64_t bytes_;
-  int peer_;
+  std::vector<int64_t> peers_;
   int tag_;
   Communicator &world_;
+  const int64_t *microBatch_;
 };
 
 } // namespace
 
 std::unique_ptr<cpu::Kernel> makeTransferKernel(bool send, const plan::TensorType &type,
-                                                int64_t peer, int64_t self, int stream,
-                                                Communicator *world, std::string &error) {
-  std::string what = std::string(send ? "send to" : "receive from") + " rank " +
-                     std::to_string(peer);
-  if (!world) {
-    error = what + ": this rank runs alone (run the plan's ranks with dtc run -n N)";
-    return nullptr;
+                                                std::vector<int64_t> peers, int64_t self,
+                                                int stream, Communicator *world,
+                                                std::string &error, const int64_t *microBatch) {
+  for (int64_t peer : peers) {
+    std::string what = std::string(send ? "send to" : "receive from") + " rank " +
+                       std::to_string(peer);
+    if (!world) {
+      error = what + ": this rank runs alone (run the plan's ranks with dtc run -n N)";
+      return nullptr;
+    }
+    if (peer == self || peer < 0 || peer >= world->size()) {
+      error = what + ": rank " + std::to_string(self) + " of " + std::to_string(world->size()) +
+              (peer == self ? " cannot send to itself" : " has no such peer");
+      return nullptr;
+    }
   }
-  if (peer == self || peer < 0 || peer >= world->size()) {
-    error = what + ": rank " + std::to_string(self) + " of " + std::to_string(world->size()) +
-            (peer == self ? " cannot send to itself" : " has no such peer");
+  if (peers.empty()) {
+    error = "a transfer with no peer";
     return nullptr;
   }
   // One tag per stream: a pair's messages meet in order within each.
   constexpr int kFirstTag = 7;
-  return std::make_unique<TransferKernel>(send, byteSize(type), int(peer), kFirstTag + stream,
-                                          *world);
+  return std::make_unique<TransferKernel>(send, byteSize(type), std::move(peers),
+                                          kFirstTag + stream, *world, microBatch);
 }
 
 bool communicates(const plan::Collective &collective) {
@@ -210,8 +223,23 @@ std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collec
                                                   const std::vector<int64_t> &coordinates,
                                                   Communicator *group, std::string &error) {
   const plan::MeshAxes &axes = collective.mesh_axes();
-  int64_t size = plan::groupSize(axisSizes, axes);
+  int64_t size = plan::groupSize(axisSizes, collective);
   int64_t part = plan::indexAlong(coordinates, axisSizes, axes);
+  // A range of one axis' coordinates (a replicated stage's replicas): the
+  // group ranks them in order from the first.
+  if (collective.has_coordinates()) {
+    part = coordinates[collective.mesh_axes(0)] - collective.coordinates().first();
+    if (!group && size != 1) {
+      error = "a collective over a stage's replicas needs their communicator";
+      return nullptr;
+    }
+    std::vector<int64_t> planRank(static_cast<size_t>(size));
+    for (int64_t k = 0; k < size; ++k)
+      planRank[size_t(k)] = k;
+    return std::make_unique<CollectiveKernel>(collective, input, output, size,
+                                              std::move(planRank), part,
+                                              size == 1 ? nullptr : group);
+  }
   if (!communicates(collective))
     return std::make_unique<CollectiveKernel>(collective, input, output, size,
                                               std::vector<int64_t>(), part, nullptr);

@@ -50,9 +50,13 @@ std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collec
 /// since stages interleave their micro-batches' parts differently. Null
 /// with `error` when there is no world (one process) or the peer is this
 /// rank (`self`).
+/// With several `peers` (a replicated stage's replicas), micro-batch m's
+/// goes to or comes from peers[m mod peers], m read from `microBatch`.
 std::unique_ptr<cpu::Kernel> makeTransferKernel(bool send, const plan::TensorType &type,
-                                                int64_t peer, int64_t self, int stream,
-                                                Communicator *world, std::string &error);
+                                                std::vector<int64_t> peers, int64_t self,
+                                                int stream, Communicator *world,
+                                                std::string &error,
+                                                const int64_t *microBatch = nullptr);
 
 } // namespace dtc::runtime
 

@@ -104,17 +104,27 @@ std::vector<int> axesOf(const plan::Collective &collective) {
 bool makeGroups(const plan::Plan &plan, MeshGroups &groups, std::string &error,
                 std::vector<std::vector<int>> *made = nullptr) {
   std::set<std::vector<int>> needed;
+  std::set<std::vector<int64_t>> ranges; // {axis, first, count}
   for (const plan::RankProgram &program : plan.ranks())
     for (const auto *list : {&program.prologue(), &program.instructions()})
       for (const plan::Instruction &inst : *list)
         if (inst.has_collective() && communicates(inst.collective()) &&
-            plan::groupSize(groups.axisSizes(), inst.collective().mesh_axes()) > 1) {
-          std::vector<int> axes = axesOf(inst.collective());
+            plan::groupSize(groups.axisSizes(), inst.collective()) > 1) {
+          const plan::Collective &c = inst.collective();
+          if (c.has_coordinates()) {
+            ranges.insert({int64_t(c.mesh_axes(0)), c.coordinates().first(),
+                           c.coordinates().count()});
+            continue;
+          }
+          std::vector<int> axes = axesOf(c);
           std::sort(axes.begin(), axes.end());
           needed.insert(axes);
         }
   for (const std::vector<int> &axes : needed)
     if (!groups.group(axes, error))
+      return false;
+  for (const std::vector<int64_t> &range : ranges)
+    if (!groups.rangeGroup(int(range[0]), range[1], range[2], error))
       return false;
   if (made)
     made->assign(needed.begin(), needed.end());
@@ -226,6 +236,10 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   size_t size = size_t(program.instructions_size());
   accumulateEnd_ = micro ? size_t(program.accumulate_end()) : size;
   virtuals_ = pipelined_ ? std::max<int64_t>(1, plan_->training().pipeline().virtual_stages()) : 1;
+  if (const plan::Pipeline &pipeline = plan_->training().pipeline();
+      pipelined_ && pipeline.axis() < coordinates_.size())
+    replicas_ = plan::stageReplicas(
+        pipeline, plan::stageAtCoordinate(pipeline, coordinates_[pipeline.axis()]).stage);
   if (virtuals_ > 1)
     for (uint32_t end : program.part_ends())
       partEnds_.push_back(std::min(size_t(end), accumulateEnd_));
@@ -476,20 +490,26 @@ bool Executor::prepare(const plan::Instruction &inst, StepPart part,
   }
   if (inst.has_collective()) {
     Communicator *group = nullptr;
-    if (groups_ && communicates(inst.collective()) &&
-        plan::groupSize(axisSizes_, inst.collective().mesh_axes()) > 1 &&
-        !(group = groups_->group(axesOf(inst.collective()), error)))
+    const plan::Collective &c = inst.collective();
+    if (groups_ && communicates(c) && plan::groupSize(axisSizes_, c) > 1 &&
+        !(group = c.has_coordinates() ? groups_->rangeGroup(int(c.mesh_axes(0)),
+                                                            c.coordinates().first(),
+                                                            c.coordinates().count(), error)
+                                      : groups_->group(axesOf(c), error)))
       return false;
     step.kernel = makeCollectiveKernel(inst.collective(), inTypes[0], outTypes[0], axisSizes_,
                                        coordinates_, group, error);
   } else if (inst.has_send() || inst.has_recv()) {
     bool send = inst.has_send();
-    step.kernel = makeTransferKernel(send, send ? inTypes[0] : outTypes[0],
-                                     plan::transferPeer(send ? inst.send() : inst.recv(),
-                                                        axisSizes_, rank_),
-                                     rank_, plan::transferTag(int(part), send ? inst.send() : inst.recv()),
-                                     groups_ ? &groups_->world() : nullptr,
-                                     error);
+    const plan::Transfer &transfer = send ? inst.send() : inst.recv();
+    // To a replicated stage: micro-batch m's peer is replica m mod its count.
+    std::vector<int64_t> peers;
+    int64_t turns = transfer.has_along() ? std::max<uint32_t>(1, transfer.along().replicas()) : 1;
+    for (int64_t m = 0; m < turns; ++m)
+      peers.push_back(plan::transferPeer(transfer, axisSizes_, rank_, m));
+    step.kernel = makeTransferKernel(send, send ? inTypes[0] : outTypes[0], std::move(peers),
+                                     rank_, plan::transferTag(int(part), transfer),
+                                     groups_ ? &groups_->world() : nullptr, error, &microBatch_);
   } else {
     step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
   }
@@ -568,14 +588,18 @@ bool Executor::runStepEnd(std::string &error) {
 }
 
 bool Executor::runForward(int64_t microBatch, std::string &error, int64_t chunk) {
+  microBatch_ = microBatch;
+  int64_t own = microBatch / replicas_; // a replica's micro-batches, counted from 0
   return runRange(chunk ? partEnds_[size_t(chunk) - 1] : 0, partEnds_[size_t(chunk)], true, error,
-                  microBatch, microBatch + 1 == microBatches_);
+                  own, own + 1 == microBatches_ / replicas_);
 }
 
 bool Executor::runBackward(int64_t microBatch, std::string &error, int64_t chunk) {
+  microBatch_ = microBatch;
+  int64_t own = microBatch / replicas_;
   size_t part = size_t(virtuals_ + chunk);
-  return runRange(partEnds_[part - 1], partEnds_[part], false, error, microBatch,
-                  microBatch + 1 == microBatches_);
+  return runRange(partEnds_[part - 1], partEnds_[part], false, error, own,
+                  own + 1 == microBatches_ / replicas_);
 }
 
 const google::protobuf::RepeatedPtrField<plan::ParameterUpdate> &

@@ -254,6 +254,13 @@ private:
   void findWavesOfProgram();
   std::vector<bool> overlappedRan_;
   int64_t microBatches_ = 1;
+  /// A replicated pipeline stage's replica count (Pipeline.replicas): it
+  /// runs every replicas_-th micro-batch, its own counted from 0 for the
+  /// stash and for "the last".
+  int64_t replicas_ = 1;
+  /// The micro-batch (of the step) running now: a replicated stage's peer
+  /// is the replica that runs it.
+  int64_t microBatch_ = 0;
   std::vector<double> profileSeconds_; // empty unless profiling
   std::vector<float> profileHistory_;  // kProfileHistory runs of every instruction, a ring
   int profiledRuns_ = 0;

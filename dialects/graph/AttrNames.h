@@ -102,8 +102,15 @@ constexpr llvm::StringLiteral kCluster = "dtc.cluster";
 constexpr llvm::StringLiteral kPipelineVirtualStages = "dtc.pipeline_virtual_stages";
 
 // dtc-pipeline-split.
-/// Module: {stages, schedule, micro_batches} of a pipelined step.
+/// Module: {stages, schedule, micro_batches, virtual_stages, replicas} of
+/// a pipelined step (replicas: per stage, empty when each has one).
 constexpr llvm::StringLiteral kPipeline = "dtc.pipeline";
+/// Module: the mesh of a replicated pipeline's stage replicas, one
+/// coordinate each (dtc-pipeline-split's --stage-replicas).
+constexpr llvm::StringLiteral kStagesMesh = "stages";
+/// A collective on kStagesMesh: [first coordinate, count], the replicas of
+/// its stage, which alone make its group.
+constexpr llvm::StringLiteral kReplicas = "dtc.replicas";
 /// A stage's function: its stage number.
 constexpr llvm::StringLiteral kStage = "dtc.stage";
 /// Module: {servers, staleness, tensors} of a parameter-server step

@@ -105,14 +105,47 @@ Communicator *MeshGroups::group(std::vector<int> axes, std::string &error) {
   return (groups_[axes] = std::move(communicator)).get();
 }
 
+Communicator *MeshGroups::rangeGroup(int axis, int64_t first, int64_t count,
+                                     std::string &error) {
+  std::vector<int64_t> key{axis, first, count};
+  if (auto found = rangeGroups_.find(key); found != rangeGroups_.end())
+    return found->second.get();
+  std::string name = "mesh " + meshName(axisSizes_) + " axis " + std::to_string(axis) + " [" +
+                     std::to_string(first) + ", " + std::to_string(first + count) + ")";
+  if (axis < 0 || size_t(axis) >= axisSizes_.size() || first < 0 || count < 1 ||
+      first + count > axisSizes_[size_t(axis)]) {
+    error = name + ": not on the mesh";
+    return nullptr;
+  }
+  std::vector<bool> outside(axisSizes_.size(), true);
+  outside[size_t(axis)] = false;
+  int64_t own = coordinates_[size_t(axis)];
+  bool in = own >= first && own < first + count;
+  // Ranks outside the range each make a group of their own (colors past
+  // every in-range one).
+  int color = in ? int(linearIndex(coordinates_, axisSizes_, outside))
+                 : world_.size() + world_.rank();
+  std::unique_ptr<Communicator> communicator =
+      world_.split(color, in ? int(own - first) : 0, error);
+  if (!communicator)
+    return nullptr;
+  communicator->setName(std::move(name));
+  return (rangeGroups_[key] = std::move(communicator)).get();
+}
+
 std::map<std::string, Communicator::Traffic> MeshGroups::traffic() const {
   std::map<std::string, Communicator::Traffic> all = world_.traffic();
-  for (const auto &[axes, group] : groups_)
-    if (group.get() != &world_)
-      for (const auto &[operation, t] : group->traffic()) {
+  auto add = [&](const Communicator &group) {
+    if (&group != &world_)
+      for (const auto &[operation, t] : group.traffic()) {
         all[operation].calls += t.calls;
         all[operation].bytes += t.bytes;
       }
+  };
+  for (const auto &[axes, group] : groups_)
+    add(*group);
+  for (const auto &[range, group] : rangeGroups_)
+    add(*group);
   return all;
 }
 

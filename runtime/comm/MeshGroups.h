@@ -48,6 +48,12 @@ public:
   /// on bad axes or a failed split.
   Communicator *group(std::vector<int> axes, std::string &error);
 
+  /// The group along one axis of the ranks at coordinates [first, first +
+  /// count) on it (a replicated pipeline stage's replicas): this rank's,
+  /// when its coordinate is in the range (its group rank: coordinate -
+  /// first), else this rank alone. Made by every rank, like group().
+  Communicator *rangeGroup(int axis, int64_t first, int64_t count, std::string &error);
+
   /// What this rank sent so far over the world and every group, by
   /// operation (Communicator::traffic).
   std::map<std::string, Communicator::Traffic> traffic() const;
@@ -59,6 +65,7 @@ private:
   std::vector<int64_t> axisSizes_;
   std::vector<int64_t> coordinates_;
   std::map<std::vector<int>, std::unique_ptr<Communicator>> groups_;
+  std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> rangeGroups_;
 };
 
 } // namespace dtc::runtime

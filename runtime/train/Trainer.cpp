@@ -239,12 +239,15 @@ bool Trainer::runPipelinedStep(int64_t step, int64_t microBatches,
             std::to_string(plan::meshDevices(plan_.mesh()));
     return false;
   }
-  // This rank's stage: its coordinate on the pipeline's axis.
+  // This rank's stage (and replica of it): its coordinate on the
+  // pipeline's axis.
   std::vector<int64_t> sizes = plan::meshAxisSizes(plan_.mesh());
-  int64_t stage = meshCoordinates(world_->rank(), sizes)[pipeline.axis()];
+  std::vector<int64_t> coordinates = meshCoordinates(world_->rank(), sizes);
+  plan::StageReplica at = plan::stageAtCoordinate(pipeline, coordinates[pipeline.axis()]);
   lossSum = 0;
   int64_t virtuals = std::max<int64_t>(1, pipeline.virtual_stages());
-  for (const plan::PipelineTask &task : plan::pipelineOrder(pipeline, stage, microBatches)) {
+  for (const plan::PipelineTask &task :
+       plan::pipelineOrder(pipeline, at.stage, microBatches, at.replica)) {
     std::string what = fmt::format(
         "step {}, micro-batch {} ({}{})", step + 1, task.microBatch + 1,
         task.forward ? "forward" : "backward",
@@ -275,11 +278,26 @@ bool Trainer::runPipelinedStep(int64_t step, int64_t microBatches,
     error = fmt::format("step {}: {}", step + 1, error);
     return false;
   }
-  // The last stage's ranks hold the loss (the same on each); the one with
-  // every other coordinate 0 tells every rank, which all check it alike.
-  std::vector<int64_t> last(sizes.size(), 0);
-  last[pipeline.axis()] = int64_t(pipeline.stages()) - 1;
-  if (!world_->broadcast(&lossSum, 1, plan::F64, int(meshRank(last, sizes)), error)) {
+  // The last stage's ranks hold the loss (the same on each; replicas each
+  // their micro-batches' part): those with every other coordinate 0 tell
+  // every rank the sum, which all check alike.
+  int64_t lastStage = int64_t(pipeline.stages()) - 1;
+  int64_t replicas = plan::stageReplicas(pipeline, lastStage);
+  if (replicas == 1) {
+    std::vector<int64_t> last(sizes.size(), 0);
+    last[pipeline.axis()] = plan::firstStageCoordinate(pipeline, lastStage);
+    if (!world_->broadcast(&lossSum, 1, plan::F64, int(meshRank(last, sizes)), error)) {
+      error = fmt::format("step {}: {}", step + 1, error);
+      return false;
+    }
+    return true;
+  }
+  bool counts = at.stage == lastStage;
+  for (size_t a = 0; a < coordinates.size(); ++a)
+    counts = counts && (a == pipeline.axis() || coordinates[a] == 0);
+  if (!counts)
+    lossSum = 0;
+  if (!world_->allReduce(&lossSum, 1, plan::F64, Reduction::Sum, error)) {
     error = fmt::format("step {}: {}", step + 1, error);
     return false;
   }

@@ -238,6 +238,21 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ParallelFlags 
   parser.value("--virtual-stages", countAtLeast("--virtual-stages", p.virtualStages, 2),
                "--virtual-stages needs a number");
   parser.value(
+      "--stage-replicas",
+      [&p](const std::string &v) -> std::string {
+        p.stageReplicas.clear();
+        llvm::SmallVector<llvm::StringRef> counts;
+        llvm::StringRef(v).split(counts, ',');
+        for (llvm::StringRef count : counts) {
+          int64_t n = 0;
+          if (count.getAsInteger(10, n) || n < 1)
+            return "--stage-replicas needs a count per stage like 1,2, got '" + v + "'";
+          p.stageReplicas.push_back(n);
+        }
+        return "";
+      },
+      "--stage-replicas needs a count per stage");
+  parser.value(
       "--zero",
       [&](const std::string &v) -> std::string {
         if (std::string problem = countAtLeast("--zero", zero, 0)(v); !problem.empty())
@@ -296,10 +311,24 @@ int finishParallelOptions(ParallelOptions &p, const ParallelFlags &flags) {
   p.cluster = *cluster;
   // --devices and --mesh count every device; a pipeline's stages each get
   // the same share of them.
+  if (!p.stageReplicas.empty() && int64_t(p.stageReplicas.size()) != p.pipelineStages)
+    return usageError(fmt::format("--stage-replicas gives {} counts: it needs --pp {} (one "
+                                  "count per stage)",
+                                  p.stageReplicas.size(), p.stageReplicas.size()));
   if (int64_t stages = p.pipelineStages; stages > 1 && !p.mesh.empty()) {
     int64_t all = 1;
     for (int64_t n : p.mesh)
       all *= n;
+    // Replicated stages: each replica a copy of the stage mesh.
+    int64_t copies = 0;
+    for (int64_t r : p.stageReplicas)
+      copies += r;
+    if (copies > 0 && all % copies != 0)
+      return usageError(fmt::format("--stage-replicas {}: {} copies of the stage mesh do not "
+                                    "divide the {} devices",
+                                    fmt::join(p.stageReplicas, ","), copies, all));
+    if (copies > 0)
+      stages = copies;
     if (all % stages != 0)
       return usageError(fmt::format("--pp {} stages do not divide the {} devices", stages, all));
     if (p.searchMeshShape)

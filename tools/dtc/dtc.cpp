@@ -103,6 +103,9 @@ commands:
               chunks of layers, a smaller bubble for more transfers;
               needs M a multiple of N)
           --virtual-stages V   interleaved: V chunks per stage (default 2)
+          --stage-replicas R0,R1,...   stage s on Rs copies of the stage
+              mesh, each running every Rs-th micro-batch (a costlier
+              stage on more devices); ranks = (R0 + R1 + ...) x dp x tp
           --stage-cuts costs|flops   where stages end: where the cost
               model predicts the shortest step, each stage's memory within
               the device (default), or where forward FLOPs even out
