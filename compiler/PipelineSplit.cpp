@@ -309,12 +309,12 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
     bool replicated = llvm::any_of(copies, [](int64_t r) { return r > 1; });
     if (replicated && failed(replicateStages(module, copies)))
       return failure();
+    SmallVector<NamedAttribute> replicaCounts;
+    if (replicated)
+      replicaCounts.push_back(b.getNamedAttr("replicas", b.getDenseI64ArrayAttr(copies)));
     module->setAttr(attr::kPipeline,
                     b.getDictionaryAttr({
                         b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
-                        b.getNamedAttr("replicas", b.getDenseI64ArrayAttr(
-                                                       replicated ? copies
-                                                                  : SmallVector<int64_t>())),
                         b.getNamedAttr("schedule", b.getStringAttr(schedule)),
                         b.getNamedAttr("micro_batches",
                                        training.getAs<IntegerAttr>("micro_batches")
@@ -322,6 +322,11 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                                            : b.getI64IntegerAttr(1)),
                         b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtuals)),
                     }));
+    if (replicated) {
+      NamedAttrList entries(module->getAttrOfType<DictionaryAttr>(attr::kPipeline));
+      entries.append(replicaCounts.front());
+      module->setAttr(attr::kPipeline, entries.getDictionary(&getContext()));
+    }
     // What each stage holds, by the model's own names (first to last) and
     // its share of the forward FLOPs.
     std::string layout, stepName = locationName(main.getLoc());

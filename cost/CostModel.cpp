@@ -160,6 +160,21 @@ CollectiveGroup collectiveGroup(const plan::Mesh &mesh, const plan::Collective &
   // rank decides whether it leaves the first node.
   CollectiveGroup group;
   int64_t highest = 0;
+  // A range of one axis' coordinates (a replicated stage's replicas).
+  if (collective.has_coordinates() && collective.mesh_axes_size() == 1 &&
+      collective.mesh_axes(0) < uint32_t(mesh.axes_size())) {
+    int64_t stride = 1;
+    for (int a = mesh.axes_size() - 1; a > int(collective.mesh_axes(0)); --a)
+      stride *= mesh.axes(a).size();
+    group.ranks = collective.coordinates().count();
+    // Its ranks span (count - 1) strides: within a node when that is less
+    // than one node's devices, wherever the range starts on the node.
+    group.withinNode = (group.ranks - 1) * stride < devicesPerNode &&
+                       collective.coordinates().first() * stride / devicesPerNode ==
+                           (collective.coordinates().first() + group.ranks - 1) * stride /
+                               devicesPerNode;
+    return group;
+  }
   for (uint32_t axis : collective.mesh_axes()) {
     if (axis >= uint32_t(mesh.axes_size()))
       continue;

@@ -50,6 +50,21 @@ std::vector<int64_t> groupOf(const plan::Mesh &mesh, int64_t rank,
   return members;
 }
 
+/// The ranks of `rank`'s group for a collective over a range of one
+/// axis' coordinates (Collective.coordinates): the same place off the
+/// axis, each coordinate of the range.
+std::vector<int64_t> rangeGroupOf(const plan::Mesh &mesh, int64_t rank, uint32_t axis,
+                                  const plan::CoordinateRange &range) {
+  int64_t stride = 1;
+  for (int a = mesh.axes_size() - 1; a > int(axis); --a)
+    stride *= mesh.axes(a).size();
+  int64_t own = rank / stride % mesh.axes(int(axis)).size();
+  std::vector<int64_t> members;
+  for (int64_t c = range.first(); c < range.first() + range.count(); ++c)
+    members.push_back(rank + (c - own) * stride);
+  return members;
+}
+
 /// One rank's step: kernels on the compute stream, collectives and
 /// transfers on the communication stream (or inline on the compute stream
 /// where the device has none), each starting when its stream is free and
@@ -103,7 +118,8 @@ public:
       int64_t stride = 1;
       for (size_t a = pipeline.axis() + 1; a < sizes.size(); ++a)
         stride *= sizes[a];
-      int64_t stage = rank / stride % int64_t(pipeline.stages());
+      plan::StageReplica at = plan::stageAtCoordinate(pipeline, rank / stride % sizes[pipeline.axis()]);
+      int64_t replicas = plan::stageReplicas(pipeline, at.stage);
       int64_t end = std::min<int64_t>(program.accumulate_end(), count);
       // Where each part ends: an interleaved stage's forward and backward
       // per virtual stage, or one forward and one backward.
@@ -113,9 +129,13 @@ public:
         ends.push_back(std::min<int64_t>(e, end));
       if (virtuals == 1)
         ends = {std::min<int64_t>(program.forward_end(), end), end};
-      for (const plan::PipelineTask &task : plan::pipelineOrder(pipeline, stage, microBatches_)) {
+      for (const plan::PipelineTask &task :
+           plan::pipelineOrder(pipeline, at.stage, microBatches_, at.replica)) {
         size_t part = size_t((task.forward ? 0 : virtuals) + task.chunk);
-        runPart(part ? ends[part - 1] : 0, ends[part], task.microBatch + 1 == microBatches_);
+        size_t from = sequence_.size();
+        runPart(part ? ends[part - 1] : 0, ends[part], task.microBatch + replicas >= microBatches_);
+        microBatchOf_.resize(sequence_.size(), 0);
+        std::fill(microBatchOf_.begin() + int64_t(from), microBatchOf_.end(), task.microBatch);
       }
       runPart(end, count, false);
       length_ = int64_t(sequence_.size());
@@ -149,7 +169,8 @@ public:
   const plan::Instruction &current() const { return program_.instructions(pc()); }
   /// The rank a send or receive of this rank goes to.
   int64_t peerOf(const plan::Transfer &transfer) const {
-    return plan::transferPeer(transfer, plan::meshAxisSizes(plan_.mesh()), rank_);
+    int64_t m = size_t(pc_) < microBatchOf_.size() ? microBatchOf_[size_t(pc_)] : 0;
+    return plan::transferPeer(transfer, plan::meshAxisSizes(plan_.mesh()), rank_, m);
   }
   /// Whether the current instruction needs the other ranks of its group.
   bool atCollective() const { return onCommunicationStream(current()); }
@@ -161,6 +182,9 @@ public:
       return {rank_, peerOf(inst.send())};
     if (inst.has_recv())
       return {peerOf(inst.recv()), rank_};
+    if (inst.collective().has_coordinates())
+      return rangeGroupOf(plan_.mesh(), rank_, inst.collective().mesh_axes(0),
+                          inst.collective().coordinates());
     return groupOf(plan_.mesh(), rank_, inst.collective().mesh_axes());
   }
   /// Names the current instruction's meeting, the same on every rank that
@@ -175,6 +199,11 @@ public:
     if (inst.has_recv())
       return {-1, peerOf(inst.recv()), rank_};
     const plan::Mesh &mesh = plan_.mesh();
+    if (inst.collective().has_coordinates()) { // a replicated stage's replicas
+      std::vector<int64_t> group = partners();
+      size = int64_t(group.size());
+      return {int64_t(1) << 40, group.front(), 1};
+    }
     int64_t bits = 0, base = rank_, stride = 1;
     size = 1;
     for (int a = mesh.axes_size() - 1; a >= 0; --a) {
@@ -378,6 +407,7 @@ private:
   int64_t pc_ = 0;
   int64_t microBatches_ = 1, accumulateEnd_ = 0, length_ = 0;
   std::vector<int> sequence_; // a pipeline stage's instructions, in its schedule's order
+  std::vector<int64_t> microBatchOf_; // the micro-batch of each of sequence_'s (a stage's)
   std::vector<double> ready_; // when each buffer's value is ready; inputs at 0
   double streamFree_[4] = {0, 0, 0, 0};
   std::vector<bool> overlapped_; // per instruction: in RankProgram.overlapped

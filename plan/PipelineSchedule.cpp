@@ -172,9 +172,10 @@ std::string replicaProblem(PipelineSchedule schedule, int64_t microBatches,
     return "replicated stages run the gpipe or 1f1b schedule, not interleaved";
   for (int64_t r : replicas)
     if (r < 1 || microBatches % r != 0)
-      return "a stage of " + std::to_string(r) + " replicas runs every " + std::to_string(r) +
-             "th micro-batch each: " + std::to_string(microBatches) + " micro-batch" +
-             (microBatches == 1 ? " is" : "es are") + " not a multiple of " + std::to_string(r);
+      return "each of a stage's " + std::to_string(r) + " replicas runs 1 micro-batch in " +
+             std::to_string(r) + ", and " + std::to_string(microBatches) + " micro-batch" +
+             (microBatches == 1 ? " is" : "es are") + " not a multiple of " + std::to_string(r) +
+             "; use --micro-batches " + std::to_string((microBatches / r + 1) * r);
   return "";
 }
 

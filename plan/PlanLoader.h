@@ -33,7 +33,7 @@ namespace dtc::plan {
 /// (Training.parameter_servers; ranks past the mesh), which an older
 /// runtime would not start. Version 9: GPU kernels' PTX held once
 /// (Plan.gpu_modules), instructions naming theirs.
-constexpr uint32_t kPlanFormatVersion = 9;
+constexpr uint32_t kPlanFormatVersion = 10;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

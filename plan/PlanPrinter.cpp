@@ -101,7 +101,7 @@ std::string formatExpr(const plan::Elementwise &expr) {
 
 } // namespace
 
-std::string describeInstruction(const plan::Instruction &inst) {
+std::string describeInstruction(const plan::Instruction &inst, const plan::Pipeline *pipeline) {
   switch (inst.op_case()) {
   case plan::Instruction::kMatmul: {
     std::string s = "matmul";
@@ -178,6 +178,9 @@ std::string describeInstruction(const plan::Instruction &inst) {
     static const char *reductions[] = {"?", "sum", "mean", "max", "min"};
     int kind = c.kind() >= 0 && c.kind() <= 5 ? c.kind() : 0;
     std::string s = fmt::format("{} mesh_axes=[{}]", kinds[kind], fmt::join(c.mesh_axes(), ","));
+    if (c.has_coordinates()) // a replicated stage's replicas
+      s += fmt::format(" coordinates {}-{}", c.coordinates().first(),
+                       c.coordinates().first() + c.coordinates().count() - 1);
     if (c.kind() == plan::ALL_REDUCE || c.kind() == plan::REDUCE_SCATTER)
       s += fmt::format(" {}",
                        reductions[c.reduction() >= 0 && c.reduction() <= 4 ? c.reduction() : 0]);
@@ -195,9 +198,22 @@ std::string describeInstruction(const plan::Instruction &inst) {
     std::string verb = inst.has_send() ? "send to" : "receive from";
     std::string channel =
         t.channel() ? fmt::format(", channel {}", t.channel()) : std::string();
-    if (t.has_along()) // a pipeline stage: the next or previous one
-      return fmt::format("{} stage {} (mesh axis {}{})", verb, t.along().coordinate(),
-                         t.along().axis(), channel);
+    if (t.has_along() && t.along().replicas() > 1) { // a replicated stage: whose micro-batch
+      int64_t stage = pipeline ? plan::stageAtCoordinate(*pipeline, t.along().coordinate()).stage
+                               : -1;
+      return fmt::format("{} {}the replica that runs the micro-batch (mesh axis {} at {}-{}{})",
+                         verb, stage >= 0 ? fmt::format("stage {}: ", stage) : std::string(),
+                         t.along().axis(), t.along().coordinate(),
+                         t.along().coordinate() + t.along().replicas() - 1, channel);
+    }
+    if (t.has_along()) { // a pipeline stage: the next or previous one
+      int64_t stage = pipeline ? plan::stageAtCoordinate(*pipeline, t.along().coordinate()).stage
+                               : t.along().coordinate();
+      if (pipeline && stage != t.along().coordinate())
+        return fmt::format("{} stage {} (mesh axis {} at {}{})", verb, stage, t.along().axis(),
+                           t.along().coordinate(), channel);
+      return fmt::format("{} stage {} (mesh axis {}{})", verb, stage, t.along().axis(), channel);
+    }
     return fmt::format("{} rank {}", verb, t.peer());
   }
   default:
@@ -368,7 +384,26 @@ std::string planHeader(const plan::Plan &plan) {
                      microBatches));
   const plan::Pipeline &pipeline = plan.training().pipeline();
   bool pipelined = pipeline.stages() > 1;
-  if (pipelined) {
+  if (pipelined && plan::stageCoordinates(pipeline) > int64_t(pipeline.stages())) {
+    // Replicated stages: each stage's ranks, and which micro-batches each
+    // replica runs.
+    int64_t perCopy = ranks / plan::stageCoordinates(pipeline);
+    std::vector<std::string> stages;
+    for (int64_t s = 0; s < int64_t(pipeline.stages()); ++s) {
+      int64_t first = plan::firstStageCoordinate(pipeline, s) * perCopy;
+      int64_t replicas = plan::stageReplicas(pipeline, s);
+      int64_t last = first + replicas * perCopy - 1;
+      stages.push_back(fmt::format(
+          "stage {} on {}{}", s,
+          first == last ? fmt::format("rank {}", first) : fmt::format("ranks {}-{}", first, last),
+          replicas > 1 ? fmt::format(" ({} replicas of {} rank{}, each 1 micro-batch in {})",
+                                     replicas, perCopy, perCopy == 1 ? "" : "s", replicas)
+                       : std::string()));
+    }
+    line(fmt::format("pipeline: {} stages, {} schedule (mesh axis {}); {}", pipeline.stages(),
+                     plan::scheduleName(pipeline.schedule()), pipeline.axis(),
+                     fmt::join(stages, "; ")));
+  } else if (pipelined) {
     int64_t perStage = ranks / int64_t(pipeline.stages());
     int64_t v = pipeline.virtual_stages();
     line(fmt::format("pipeline: {} stages, {} schedule{} (mesh axis {}); {}", pipeline.stages(),
@@ -421,7 +456,7 @@ std::string printPlan(const plan::Plan &plan) {
       std::string type =
           inst.outputs_size() ? bufferType(plan, rank.buffers(int(inst.outputs(0)))) : "";
       // "matmul transpose_rhs" -> "matmul(%0, %1) transpose_rhs".
-      std::string what = describeInstruction(inst);
+      std::string what = describeInstruction(inst, &plan.training().pipeline());
       size_t space = what.find(' ');
       std::string name = what.substr(0, space);
       std::string attrs = space == std::string::npos ? "" : what.substr(space);

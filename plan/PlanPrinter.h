@@ -29,7 +29,10 @@ std::string axisName(const plan::Plan &plan, uint32_t axis);
 int64_t partsOf(const plan::Plan &plan, const plan::DimSharding &dim);
 
 /// An instruction's op and attributes, e.g. "matmul transpose_rhs".
-std::string describeInstruction(const plan::Instruction &inst);
+/// `pipeline`: a transfer's peer named by its stage (a replicated stage's
+/// coordinates are not stage numbers).
+std::string describeInstruction(const plan::Instruction &inst,
+                                const plan::Pipeline *pipeline = nullptr);
 
 } // namespace dtc::plan
 

@@ -82,6 +82,12 @@ SPLITS = {
                                 "interleaved schedule of 2 virtual stages"),
     "pp=2 x dp=2, full recompute": (["--pp", "2", "--dp", "2", "--zero", "0", "--micro-batches",
                                      "4", "--recompute", "full"], "recompute: full"),
+    # Replicated stages: the last stage on two copies, each running every
+    # other micro-batch; and every stage on two.
+    "pp=3, stage replicas 1,1,2": (["--pp", "3", "--stage-replicas", "1,1,2", "--micro-batches",
+                                    "4"], "stage 2 runs on 2 replicas of its mesh"),
+    "pp=2, stage replicas 2,2": (["--pp", "2", "--stage-replicas", "2,2", "--micro-batches", "4",
+                                  "--schedule", "gpipe"], "stage 1 runs on 2 replicas of its mesh"),
 }
 RECOMPUTED = tuple(s for s in SPLITS if "recompute" in s)
 # Pipelines cut a model between layers: the example GPT's (the MLP and CNN
@@ -157,7 +163,7 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
         check(worst <= 1e-5, f"{name}, {split}: losses equal one device's within 1e-5")
         # Each rank's stage checkpointed, resumed exactly (interleaved too:
         # a stage's virtual stages and its overlapped reductions).
-        if split in ("pp=2 x dp=2", "pp=2 x tp=2 interleaved"):
+        if split in ("pp=2 x dp=2", "pp=2 x tp=2 interleaved", "pp=3, stage replicas 1,1,2"):
             check_resume(dtc, plan, data, tmp, 2, 4)
         if exports:
             # Weights split over the ranks are gathered into the exported

@@ -276,7 +276,7 @@ bool writeMeasuredTrace(const plan::Plan &plan, const runtime::Executor &executo
     }
     measured.stepSeconds = std::max(measured.stepSeconds, at);
   }
-  if (writeOutput(path, cost::chromeTrace(plan, measured, plan::describeInstruction)) != 0)
+  if (writeOutput(path, cost::chromeTrace(plan, measured, [&plan](const plan::Instruction &inst) { return plan::describeInstruction(inst, &plan.training().pipeline()); })) != 0)
     return false;
   fmt::print("trace of the measured step (each instruction's median over {} runs) written "
              "to {}\n",
