@@ -165,13 +165,17 @@ PlanSummary summarizePlan(const Plan &plan) {
         kind = describeInstruction(inst);
         kind = kind.substr(0, kind.find(' '));
         for (uint32_t a : inst.collective().mesh_axes())
-          axes.push_back(axisName(plan, a));
+          axes.push_back(inst.collective().has_coordinates() ? std::string("the stage's replicas")
+                                                             : axisName(plan, a));
       } else if (inst.has_send() || inst.has_recv()) {
         kind = inst.has_send() ? "send" : "receive";
       } else {
         continue;
       }
-      int64_t runs = (micro > 1 || pipelined) && uint32_t(i) < rank.accumulate_end() ? micro : 1;
+      // A replicated stage's copies each run their share of the micro-batches.
+      int64_t runs = (micro > 1 || pipelined) && uint32_t(i) < rank.accumulate_end()
+                         ? micro / (pipelined ? stageReplicas(plan.training().pipeline(), r) : 1)
+                         : 1;
       auto &[count, bytes] = kinds[{kind, axes}];
       count += runs;
       bytes += runs * int64_t(inst.cost().bytes());
@@ -473,9 +477,15 @@ std::string summaryJson(const PlanSummary &summary) {
   if (training(plan)) {
     std::string pipeline = "null";
     if (t.pipeline().stages() > 1)
-      pipeline = fmt::format("{{\"stages\": {}, \"schedule\": {}, \"virtual_stages\": {}}}",
-                             t.pipeline().stages(), jsonString(scheduleName(t.pipeline().schedule())),
-                             std::max<uint32_t>(1, t.pipeline().virtual_stages()));
+      pipeline = fmt::format(
+          "{{\"stages\": {}, \"schedule\": {}, \"virtual_stages\": {}, \"replicas\": [{}]}}",
+          t.pipeline().stages(), jsonString(scheduleName(t.pipeline().schedule())),
+          std::max<uint32_t>(1, t.pipeline().virtual_stages()), [&] {
+            std::vector<int64_t> replicas;
+            for (int64_t s = 0; s < int64_t(t.pipeline().stages()); ++s)
+              replicas.push_back(stageReplicas(t.pipeline(), s));
+            return fmt::format("{}", fmt::join(replicas, ", "));
+          }());
     // Parameter servers: ranks past the mesh's, and what a worker pushes.
     std::string servers = "null";
     if (t.has_parameter_servers()) {
