@@ -279,8 +279,16 @@ CompileOptions withStagesOf(ModuleOp compiled, CompileOptions options) {
   };
   ParallelOptions &parallel = options.parallel;
   parallel.pipelineStages = integer("stages");
-  if (int64_t p = parallel.pipelineStages; p > 1 && parallel.mesh.size() == 1)
-    parallel.mesh = {parallel.mesh.front() / p};
+  // Replicated stages: the stage mesh is one copy's.
+  int64_t copies = parallel.pipelineStages;
+  if (auto replicas = pipeline ? pipeline.getAs<DenseI64ArrayAttr>("replicas") : nullptr) {
+    parallel.stageReplicas.assign(replicas.asArrayRef().begin(), replicas.asArrayRef().end());
+    copies = 0;
+    for (int64_t n : parallel.stageReplicas)
+      copies += n;
+  }
+  if (copies > 1 && parallel.mesh.size() == 1)
+    parallel.mesh = {parallel.mesh.front() / copies};
   if (integer("virtual_stages") > 1) {
     parallel.pipelineSchedule = "interleaved";
     parallel.virtualStages = integer("virtual_stages");
@@ -553,6 +561,46 @@ void predict(Candidate &candidate, cost::Cluster cluster) {
     candidate.peak = std::max(candidate.peak, rank.memoryPeakBytes);
 }
 
+/// compileFitting, and when the stage search chose replicated stages
+/// (predicted by its own figures, whose bubble formula is rougher for
+/// replicas), the same compile without them: the one the simulator says is
+/// faster, with a note on both.
+FailureOr<OwningOpRef<ModuleOp>> compileFittingChecked(ModuleOp module,
+                                                       const CompileOptions &options,
+                                                       const cost::Cluster &cluster,
+                                                       double limit, bool &outOfMemory) {
+  FailureOr<OwningOpRef<ModuleOp>> first =
+      compileFitting(module, options, cluster, limit, outOfMemory);
+  auto replicated = [](ModuleOp m) {
+    auto pipeline = m->getAttrOfType<DictionaryAttr>(attr::kPipeline);
+    return pipeline && pipeline.get("replicas");
+  };
+  if (failed(first) || !replicated(**first) || options.parallel.pipelineStages != 0)
+    return first;
+  CompileOptions plain = options;
+  plain.parallel.searchStageReplicas = false;
+  bool unfit = false;
+  FailureOr<OwningOpRef<ModuleOp>> second = failure();
+  {
+    ThreadDiagnosticHandler quiet(module.getContext(), [](Diagnostic &) { return success(); });
+    second = compileFitting(module, plain, cluster, limit, unfit);
+  }
+  if (failed(second))
+    return first;
+  Candidate a{std::move(*first), "replicas", {}, 0, 0, {}, {}};
+  Candidate b{std::move(*second), "none", {}, 0, 0, {}, {}};
+  for (Candidate *c : {&a, &b})
+    if (succeeded(emitPlan(*c->module, c->plan)))
+      predict(*c, cluster);
+  bool keepReplicas = a.step > 0 && (b.step <= 0 || a.step < b.step);
+  Candidate &kept = keepReplicas ? a : b;
+  addNote(programFunctions(*kept.module).front(),
+          "pipeline: stage replicas " + std::string(keepReplicas ? "kept" : "not kept") +
+              ": simulated " + plan::formatSeconds(a.step) + " a step with them, " +
+              plan::formatSeconds(b.step) + " without");
+  return std::move(kept.module);
+}
+
 /// `candidate` becomes `module` and its plan `plan`, with `note` (if any)
 /// among the first program's notes in both: in the plan after the
 /// recomputation's own note, or before the first program's summary lines.
@@ -620,7 +668,7 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
       attempt.held.push_back(std::move(diagnostic));
       return success();
     });
-    attempt.work = compileFitting(module, o, *cluster, limit, attempt.outOfMemory);
+    attempt.work = compileFittingChecked(module, o, *cluster, limit, attempt.outOfMemory);
     setCompileCancelFlag(nullptr);
     return attempt;
   };

@@ -273,6 +273,9 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     }
     StageCandidate tried{p, virtuals, 0, ""};
     tried.microBatches = m;
+    auto replicasOf = [](const std::optional<StageCut> &c) {
+      return c ? c->replicas : std::vector<int64_t>();
+    };
     tried.searchSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     if (failed(searched) && refine)
@@ -295,10 +298,29 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     std::optional<StageCut> cut;
     if (p > 1)
       cut = cutStages(work->lookupSymbol<func::FuncOp>("main"), searched->opFigures, cuts);
+    // Fewer stages on the same P copies of the stage mesh, a costlier
+    // stage on more of them (PipeDream's stage replication: each replica
+    // runs 1 micro-batch in its count): where the layers do not divide
+    // into P even stages, as a GPT whose head outweighs a layer.
+    if (cut && p > 2 && virtuals == 1 && kind != plan::INTERLEAVED && m > 1 &&
+        !options.stageCutsByFlops && options.searchStageReplicas) {
+      StageCutOptions fewer = cuts;
+      fewer.copies = p;
+      fewer.replicaReduce = replicaReduce(base.cluster, devices / p);
+      for (int64_t q = p - 1; q >= 2; --q) {
+        fewer.stages = q;
+        std::optional<StageCut> replicated =
+            cutStages(work->lookupSymbol<func::FuncOp>("main"), searched->opFigures, fewer);
+        if (replicated && replicated->fits &&
+            replicated->stepSeconds < cut->stepSeconds * (1 - kMargin))
+          cut = replicated;
+      }
+    }
     tried.stepSeconds =
         cut ? cut->stepSeconds + transferSeconds(*step, p, virtuals, /*tiedOnly=*/true)
             : (searched->computeSeconds + searched->communicationSeconds) * share * bubble +
                   transferSeconds(*step, p, virtuals);
+    tried.replicas = replicasOf(cut);
     if (refine) {
       for (StageCandidate &c : result.tried)
         if (c.stages == p && c.virtualStages == virtuals && c.microBatches == m &&
@@ -313,6 +335,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
         result.search = *searched;
         result.mesh = devices / p > 1 ? searched->mesh : std::vector<MeshAxisSpec>{};
         result.cut = cut;
+        result.replicas = replicasOf(cut);
+        result.stages = cut && !cut->replicas.empty() ? int64_t(cut->replicas.size()) : p;
       }
       return kChosen;
     }
@@ -323,7 +347,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       bestSeconds = tried.stepSeconds;
       best = devices / p > 1 ? std::move(work) : step->module.clone();
       bestStep = step;
-      result.stages = p;
+      result.replicas = replicasOf(cut);
+      result.stages = cut && !cut->replicas.empty() ? int64_t(cut->replicas.size()) : p;
       result.virtualStages = virtuals;
       result.microBatches = m;
       result.search = *searched;
@@ -410,7 +435,16 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
         (bestSeconds - transfers) * (1 - ratio) - (transferSeconds(step, p, 2) - transfers);
     return saved > kMargin * bestSeconds;
   };
+  // The copies of the stage mesh the chosen plan runs on (its stages, or
+  // their replicas).
+  auto chosenCopies = [&] {
+    int64_t copies = 0;
+    for (int64_t r : result.replicas)
+      copies += r;
+    return result.replicas.empty() ? result.stages : copies;
+  };
   if (options.searchSchedule && kind == plan::ONE_F_ONE_B && best && result.stages > 1 &&
+      result.replicas.empty() &&
       plan::scheduleProblem(plan::INTERLEAVED, result.stages, bestStep->microBatches, 2)
           .empty() &&
       int64_t(bestStep->cuts(2 * result.stages).size()) + 1 >= 2 * result.stages) {
@@ -420,7 +454,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       return failure();
   }
   if (best && result.search.unsettled &&
-      tryCount(result.stages, result.virtualStages > 1 ? plan::INTERLEAVED : kind,
+      tryCount(chosenCopies(), result.virtualStages > 1 ? plan::INTERLEAVED : kind,
                result.virtualStages, result.microBatches, /*refine=*/true) == kUnbuilt)
     return failure();
   if (!best) {
@@ -443,6 +477,9 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   module->setAttrs(attributes.getDictionary(context));
   module->setAttr(attr::kPipelineStages,
                   Builder(context).getI64IntegerAttr(result.stages));
+  if (!result.replicas.empty())
+    module->setAttr(attr::kPipelineReplicas,
+                    Builder(context).getDenseI64ArrayAttr(result.replicas));
   // Positions in the forward: the same in the module searched and in the
   // step it was copied from.
   if (result.cut)

@@ -50,6 +50,10 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       stages = chosen ? chosen.getInt() : 1;
       module->removeAttr(attr::kPipelineStages); // dtc.pipeline says it from here on
       // And the schedule, when the search found interleaving faster.
+      if (auto counts = module->getAttrOfType<DenseI64ArrayAttr>(attr::kPipelineReplicas)) {
+        replicas = llvm::to_vector(counts.asArrayRef());
+        module->removeAttr(attr::kPipelineReplicas);
+      }
       if (auto virtuals = module->getAttrOfType<IntegerAttr>(attr::kPipelineVirtualStages)) {
         schedule = "interleaved";
         virtualStages = virtuals.getInt();

@@ -157,6 +157,9 @@ struct ParallelOptions {
   /// --stage-replicas: copies of each stage's mesh (PipeDream's stage
   /// replication; docs/pipeline.md); empty: one each.
   std::vector<int64_t> stageReplicas;
+  /// Searched stages (--devices): fewer stages with replicas may be
+  /// chosen (off for the plan they are checked against).
+  bool searchStageReplicas = true;
   /// Searched stages without --schedule: the chosen count is also tried
   /// interleaved (2 virtual stages), and kept so when that is faster.
   bool searchSchedule = false;
@@ -212,6 +215,9 @@ struct StageCandidate {
   std::string outcome;    // "" when it was searched and fit; else why not
   double searchSeconds = 0; // wall time of its search
   int64_t microBatches = 1; // the step's, chosen per count when not given
+  /// Fewer stages than `stages` copies of the stage mesh, some replicated
+  /// (StageCutOptions::copies): each stage's count; empty: one each.
+  std::vector<int64_t> replicas;
 };
 
 /// A StageCandidate's outcome when interleaving was not searched: the
@@ -238,6 +244,9 @@ inline constexpr const char *kFewerUnfit = "fewer unfit";
 
 struct PipelineSearchResult {
   int64_t stages = 1;
+  /// Each stage's copies of the stage mesh when some stage is replicated
+  /// (their sum the copies); empty: one each.
+  std::vector<int64_t> replicas;
   int64_t virtualStages = 1; // more: interleaved was faster (searchSchedule)
   SearchResult search; // the chosen stage count's sharding
   std::vector<MeshAxisSpec> mesh;

@@ -95,8 +95,23 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
   auto plural = [](int64_t n, const char *what) {
     return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
   };
-  std::string text = "pipeline: " + plural(r.stages, "stage") + " of " +
-                     plural(p.devices() / r.stages, "device") + ", searched from --devices " +
+  int64_t copies = 0;
+  for (int64_t n : r.replicas)
+    copies += n;
+  auto replicasText = [](const std::vector<int64_t> &replicas) {
+    std::string text;
+    for (int64_t n : replicas)
+      text += (text.empty() ? "" : ",") + std::to_string(n);
+    return text;
+  };
+  std::string text =
+      "pipeline: " + plural(r.stages, "stage") +
+      (r.replicas.empty()
+           ? " of " + plural(p.devices() / r.stages, "device")
+           : " on " + std::to_string(copies) + " copies of " +
+                 plural(p.devices() / copies, "device") + " (stage replicas " +
+                 replicasText(r.replicas) + ": a costlier stage on more copies)") +
+      ", searched from --devices " +
                      std::to_string(p.devices()) + " (predicted step with the " +
                      p.pipelineSchedule + " bubble and transfers:";
   std::string idle, more, past, fewer;
@@ -119,6 +134,9 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
               (c.virtualStages > 1 ? " interleaved (" + std::to_string(c.virtualStages) +
                                          " virtual stages each) "
                                    : " ") +
+              (c.replicas.empty() ? std::string()
+                                  : "as " + plural(int64_t(c.replicas.size()), "stage") +
+                                        " replicated " + replicasText(c.replicas) + " ") +
               (r.microBatchesSearched && c.outcome != kBubbleTooSmall
                    ? "(" + std::to_string(c.microBatches) +
                          (c.microBatches == 1 ? " micro-batch) " : " micro-batches) ")
@@ -331,13 +349,19 @@ private:
     std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(options.pipelineSchedule);
     if (!kind)
       return std::nullopt;
-    return StageCutOptions{options.pipelineStages,
-                           *kind == plan::INTERLEAVED ? options.virtualStages : 1,
-                           *kind,
-                           microBatchesOf(main),
-                           memoryLimit,
-                           options.stageCutsByFlops,
-                           stageTransfer(*options.cluster, options.devices())};
+    StageCutOptions cuts{options.pipelineStages,
+                         *kind == plan::INTERLEAVED ? options.virtualStages : 1,
+                         *kind,
+                         microBatchesOf(main),
+                         memoryLimit,
+                         options.stageCutsByFlops,
+                         stageTransfer(*options.cluster, options.devices())};
+    // Replicated stages (--stage-replicas): their counts held.
+    if (int64_t(options.stageReplicas.size()) == options.pipelineStages) {
+      cuts.replicas = options.stageReplicas;
+      cuts.replicaReduce = replicaReduce(*options.cluster, options.devices());
+    }
+    return cuts;
   }
 
   /// A pinned --pp: the stages' ends by `figures`, the search's of

@@ -31,27 +31,49 @@ constexpr double kCutMargin = 0.01;
 /// strictly better, so this only bounds a long creep.
 constexpr size_t kRoundsPerSegment = 4;
 
+/// Replicated stages: up to this many ways to share the copies among the
+/// stages are each tried with their best cut; more, and the counts are
+/// grown greedily from a cut instead.
+constexpr size_t kReplicaWays = 64;
+
 /// What a run of the forward between two places to cut, with the
 /// backward and optimizer ops that go with it, costs its stage.
 struct Segment {
   double microBatch = 0, once = 0; // seconds a step
   double memory = 0, kept = 0;     // bytes; `kept` a micro-batch's in flight
+  double gradients = 0;            // bytes of its gradient accumulators
 
   void add(const OpFigures &f) {
     (f.perMicroBatch ? microBatch : once) += f.seconds;
     memory += f.memory;
     kept += f.kept;
+    if (f.op && f.op->hasAttr(attr::kAccumulator))
+      gradients += f.memory;
   }
   Segment &operator+=(const Segment &s) {
     microBatch += s.microBatch;
     once += s.once;
     memory += s.memory;
     kept += s.kept;
+    gradients += s.gradients;
     return *this;
   }
+  Segment operator-(const Segment &s) const {
+    Segment d = *this;
+    d.microBatch -= s.microBatch;
+    d.once -= s.once;
+    d.memory -= s.memory;
+    d.kept -= s.kept;
+    d.gradients -= s.gradients;
+    return d;
+  }
   /// On a stage whose schedule keeps `copies` micro-batches in flight and
-  /// stretches its micro-batches' work by `bubble`.
-  double seconds(double bubble) const { return microBatch * bubble + once; }
+  /// stretches its micro-batches' work by `bubble`; replicated, each
+  /// replica runs 1 micro-batch in `replicas` and sums its gradients with
+  /// the others' in `reduce` seconds.
+  double seconds(double bubble, int64_t replicas = 1, double reduce = 0) const {
+    return microBatch / double(replicas) * bubble + once + reduce;
+  }
   double bytes(double copies) const { return memory + kept * (copies - 1); }
 };
 
@@ -92,10 +114,22 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
         .add(f);
   }
   double bubble = (double(o.microBatches) + double(p - 1) / double(v)) / double(o.microBatches);
+  // Replicated stages (cutReplicatedStages): each stage's count, held.
+  std::vector<int64_t> replicas(size_t(p), 1);
+  if (int64_t(o.replicas.size()) == p && v == 1)
+    replicas = o.replicas;
+  bool replicate = o.copies > p;
+  if (replicate && (v > 1 || o.schedule == plan::INTERLEAVED))
+    return std::nullopt;
+  auto reduceOf = [&](int64_t stage, const Segment &r) {
+    int64_t n = replicas[size_t(stage)];
+    return n > 1 && o.replicaReduce ? o.replicaReduce(r.gradients + every.gradients, n) : 0.0;
+  };
   // Chunk c (virtual stage c / p of stage c mod p) keeps this many
   // micro-batches' activations; what is on every stage, its first chunk's.
   auto copiesOf = [&](int64_t c) {
-    return double(plan::stashSlots(o.schedule, p, c % p, o.microBatches, v, c / p, v + c / p));
+    return double(plan::stashSlots(o.schedule, p, c % p, o.microBatches, v, c / p, v + c / p,
+                                   replicas[size_t(c % p)]));
   };
 
   // A cut as each chunk's last segment: each stage's figures.
@@ -121,9 +155,13 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
     into.memory.clear();
     into.lasts.clear();
     for (int64_t s = 0; s < p; ++s) {
-      into.seconds.push_back(stage[size_t(s)].seconds(bubble) + every.seconds(bubble));
+      int64_t n = replicas[size_t(s)];
+      into.seconds.push_back(stage[size_t(s)].seconds(bubble, n, reduceOf(s, stage[size_t(s)])) +
+                             every.seconds(bubble, n));
       into.memory.push_back(bytes[size_t(s)] + every.bytes(copiesOf(s)));
     }
+    if (llvm::any_of(replicas, [](int64_t n) { return n > 1; }))
+      into.replicas = replicas;
     for (size_t last : lastSegments)
       into.lasts.push_back(ends[last]);
     into.stepSeconds = *std::max_element(into.seconds.begin(), into.seconds.end());
@@ -140,11 +178,7 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
       prefix[j + 1] += segments[j];
     }
     auto run = [&](size_t from, size_t to) { // segments from..to
-      Segment s = prefix[to + 1];
-      s.microBatch -= prefix[from].microBatch;
-      s.once -= prefix[from].once;
-      s.memory -= prefix[from].memory;
-      s.kept -= prefix[from].kept;
+      Segment s = prefix[to + 1] - prefix[from];
       s.microBatch += crossing[to];
       return s;
     };
@@ -154,7 +188,8 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
       double copies = copiesOf(s);
       if (o.memoryLimit > 0 && r.bytes(copies) + every.bytes(copies) > o.memoryLimit)
         return inf;
-      return r.seconds(bubble) + every.seconds(bubble);
+      int64_t n = replicas[size_t(s)];
+      return r.seconds(bubble, n, reduceOf(s, r)) + every.seconds(bubble, n);
     };
     std::vector<std::vector<double>> best(size_t(p), std::vector<double>(k, inf));
     std::vector<std::vector<size_t>> from(size_t(p), std::vector<size_t>(k, 0));
@@ -215,6 +250,98 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
     return lasts;
   };
 
+  // Replicated stages: from a cut, each stage's replica count (every
+  // stage one, then each spare copy to the costliest stage whose next
+  // count divides the micro-batches), then the best cut with those
+  // counts, and again while the cut moves.
+  auto replicatedCut = [&](ArrayRef<size_t> from) -> std::optional<StageCut> {
+    SmallVector<size_t> lasts(from.begin(), from.end());
+    std::optional<StageCut> best;
+    auto consider = [&](const SmallVector<size_t> &cutAt) {
+      StageCut c, even;
+      evaluate(cutAt, c);
+      evaluate(from, even); // with the same replicas
+      c.evenFlopsSeconds = even.stepSeconds;
+      c.evenFlopsFits = even.fits;
+      c.byCosts = cutAt != SmallVector<size_t>(from.begin(), from.end());
+      if (c.fits && (!best || c.stepSeconds < best->stepSeconds))
+        best = c;
+    };
+    // Few ways to share the copies (every count dividing the
+    // micro-batches): each, with its best cut.
+    std::vector<std::vector<int64_t>> ways;
+    std::vector<int64_t> way;
+    std::function<void(int64_t)> share = [&](int64_t left) {
+      if (ways.size() > kReplicaWays)
+        return;
+      if (int64_t(way.size()) == p) {
+        if (left == 0)
+          ways.push_back(way);
+        return;
+      }
+      for (int64_t n = 1; n <= left - (p - int64_t(way.size()) - 1); ++n)
+        if (o.microBatches % n == 0) {
+          way.push_back(n);
+          share(left - n);
+          way.pop_back();
+        }
+    };
+    share(o.copies);
+    if (ways.size() <= kReplicaWays) {
+      for (const std::vector<int64_t> &counts : ways) {
+        replicas = counts;
+        if (std::optional<SmallVector<size_t>> at = program())
+          consider(*at);
+      }
+      return best;
+    }
+    for (int round = 0; round < 3; ++round) {
+      std::vector<Segment> stage(static_cast<size_t>(p));
+      for (size_t s = 0, first = 0; s < size_t(p); first = lasts[s] + 1, ++s) {
+        for (size_t j = first; j <= lasts[s]; ++j)
+          stage[s] += segments[j];
+        stage[s].microBatch += crossing[lasts[s]];
+      }
+      std::vector<int64_t> counts(size_t(p), 1);
+      auto secondsAt = [&](size_t s, int64_t n) {
+        replicas[s] = n;
+        return stage[s].seconds(bubble, n, reduceOf(int64_t(s), stage[s])) +
+               every.seconds(bubble, n);
+      };
+      int64_t spare = o.copies - p;
+      while (spare > 0) {
+        int64_t grow = -1, to = 0;
+        double worst = -1;
+        for (size_t s = 0; s < size_t(p); ++s) {
+          int64_t n = counts[s] + 1;
+          while (n - counts[s] <= spare && o.microBatches % n != 0)
+            ++n;
+          if (n - counts[s] > spare)
+            continue;
+          replicas = counts;
+          if (double t = secondsAt(s, counts[s]); t > worst) {
+            worst = t;
+            grow = int64_t(s);
+            to = n;
+          }
+        }
+        if (grow < 0)
+          return best; // the copies left fit no stage's count
+        spare -= to - counts[size_t(grow)];
+        counts[size_t(grow)] = to;
+      }
+      replicas = counts;
+      std::optional<SmallVector<size_t>> again = program();
+      if (!again)
+        return best;
+      consider(*again);
+      if (*again == lasts)
+        break;
+      lasts = *again;
+    }
+    return best;
+  };
+
   // The FLOP-even cut, as dtc-pipeline-split makes it unmarked.
   llvm::DenseMap<size_t, size_t> segmentEndingAt;
   for (auto [i, end] : llvm::enumerate(ends))
@@ -222,6 +349,8 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
   SmallVector<size_t> even;
   for (size_t last : balancedCuts(forwardCosts(forward), checkpoints, chunks))
     even.push_back(segmentEndingAt.lookup(last));
+  if (replicate)
+    return replicatedCut(even);
   evaluate(even, cut);
   cut.evenFlopsSeconds = cut.stepSeconds;
   cut.evenFlopsFits = cut.fits;
@@ -252,6 +381,18 @@ std::function<double(double)> stageTransfer(const cost::Cluster &cluster, int64_
   };
 }
 
+std::function<double(double, int64_t)> replicaReduce(const cost::Cluster &cluster,
+                                                     int64_t stageDevices) {
+  int64_t perNode = std::max<int64_t>(1, cluster.devicesPerNode);
+  cost::Cluster copy = cluster;
+  return [copy, perNode, stageDevices](double bytes, int64_t replicas) {
+    const cost::Link &link =
+        stageDevices * replicas <= perNode ? copy.intraNode : copy.interNode;
+    return cost::collectiveSeconds(cost::Collective::AllReduce, cost::Algorithm::Ring, replicas,
+                                   bytes, link);
+  };
+}
+
 void markStageEnds(func::FuncOp main, const StageCut &cut) {
   Block &block = main.getBody().front();
   for (Operation &op : block)
@@ -267,6 +408,12 @@ void markStageEnds(func::FuncOp main, const StageCut &cut) {
 
 std::string stageCutNote(const StageCut &cut) {
   std::string text = "pipeline stages predicted at ";
+  if (!cut.replicas.empty()) {
+    std::string counts;
+    for (int64_t n : cut.replicas)
+      counts += (counts.empty() ? "" : ",") + std::to_string(n);
+    text = "pipeline stages (replicated " + counts + ") predicted at ";
+  }
   if (cut.seconds.size() <= 4) { // each stage's
     for (size_t s = 0; s < cut.seconds.size(); ++s)
       text += (s ? ", " : "") + formatSeconds(cut.seconds[s]) + " (" +

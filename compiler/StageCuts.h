@@ -54,7 +54,22 @@ struct StageCutOptions {
   /// tensor: the caller shares it over a stage's devices) one way; empty:
   /// free. A chunk pays its cut's each micro-batch, forward and back.
   std::function<double(double bytes)> transfer;
+  /// Copies of the stage mesh to share among the stages (more than
+  /// `stages`: some stages replicated, each replica running 1 micro-batch in
+  /// its count; docs/pipeline.md); 0: one each.
+  int64_t copies = 0;
+  /// Or each stage's replica count, held (a pinned --stage-replicas).
+  std::vector<int64_t> replicas;
+  /// Seconds to sum a stage's `bytes` of gradients over its `replicas`
+  /// (once a step); needed with either.
+  std::function<double(double bytes, int64_t replicas)> replicaReduce;
 };
+
+/// StageCutOptions::replicaReduce for stages of `stageDevices` devices on
+/// `cluster`: a ring all-reduce among the replicas, inside a node when
+/// they all fit on one.
+std::function<double(double, int64_t)> replicaReduce(const cost::Cluster &cluster,
+                                                     int64_t stageDevices);
 
 /// StageCutOptions::transfer between stages of `stageDevices` devices
 /// each on `cluster`: a device sends its share over the link between
@@ -76,6 +91,9 @@ struct StageCut {
   bool byCosts = false;
   /// Every stage within the memory limit, by these figures.
   bool fits = true;
+  /// Per stage, the copies of its mesh (StageCutOptions::copies); empty:
+  /// one each.
+  std::vector<int64_t> replicas;
 };
 
 /// Where `main` (before partitioning) is best cut under `options`, given
@@ -86,6 +104,13 @@ struct StageCut {
 /// step, a descent from the FLOP-even cut moves one chunk end at a time
 /// while that helps. None when the step cannot be cut into that many
 /// chunks.
+///
+/// With `options.copies` copies of the stage mesh for fewer stages (one
+/// chunk each): the cut and each stage's replica count, found alternately
+/// (each spare copy to the costliest stage that can take it, every count
+/// dividing the micro-batches; then the dynamic program with the counts
+/// held), a few rounds; none when the copies cannot all be used or
+/// nothing fits.
 std::optional<StageCut> cutStages(mlir::func::FuncOp main, llvm::ArrayRef<OpFigures> figures,
                                   const StageCutOptions &options);
 

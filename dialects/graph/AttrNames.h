@@ -100,6 +100,9 @@ constexpr llvm::StringLiteral kCluster = "dtc.cluster";
 /// Module: the virtual stages a searched schedule chose (the interleaved
 /// schedule was faster), for dtc-pipeline-split (stages=0).
 constexpr llvm::StringLiteral kPipelineVirtualStages = "dtc.pipeline_virtual_stages";
+/// Module: each stage's copies of the stage mesh when the search chose to
+/// replicate some (their sum the copies), for dtc-pipeline-split (stages=0).
+constexpr llvm::StringLiteral kPipelineReplicas = "dtc.pipeline_replicas";
 
 // dtc-pipeline-split.
 /// Module: {stages, schedule, micro_batches, virtual_stages, replicas} of
