@@ -200,6 +200,87 @@ TEST(PipelineSchedule, EverySchedulesStagesRunToTheEnd) {
   }
 }
 
+/// Replicated stages (Pipeline.replicas): each replica a sequencer running
+/// its share of its stage's order; true when every one runs to its end
+/// with each part waiting for the parts it depends on, whichever replica
+/// ran those.
+bool replicasRunToTheEnd(plan::PipelineSchedule schedule, const std::vector<int64_t> &replicas,
+                         int64_t m) {
+  int64_t stages = int64_t(replicas.size());
+  auto none = std::vector<std::vector<bool>>(size_t(stages), std::vector<bool>(size_t(m), false));
+  std::vector<std::vector<bool>> forwarded = none, backwarded = none;
+  struct Sequencer {
+    int64_t stage;
+    std::vector<plan::PipelineTask> order;
+    size_t next = 0;
+  };
+  std::vector<Sequencer> sequencers;
+  for (int64_t s = 0; s < stages; ++s)
+    for (int64_t k = 0; k < replicas[size_t(s)]; ++k)
+      sequencers.push_back(
+          {s, plan::replicaOrder(plan::pipelineOrder(schedule, stages, s, m), replicas[size_t(s)], k)});
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (Sequencer &q : sequencers)
+      while (q.next < q.order.size()) {
+        const plan::PipelineTask &t = q.order[q.next];
+        size_t g = size_t(q.stage), b = size_t(t.microBatch);
+        bool ready = t.forward ? g == 0 || forwarded[g - 1][b]
+                               : forwarded[g][b] && (g + 1 == size_t(stages) || backwarded[g + 1][b]);
+        if (!ready)
+          break;
+        (t.forward ? forwarded : backwarded)[g][b] = true;
+        ++q.next;
+        progress = true;
+      }
+  }
+  for (const Sequencer &q : sequencers)
+    if (q.next != q.order.size())
+      return false;
+  return true;
+}
+
+TEST(PipelineSchedule, ReplicatedStagesTakeTurnsAndRunToTheEnd) {
+  std::vector<std::vector<int64_t>> ways = {{1, 2}, {2, 1}, {2, 2}, {1, 1, 2}, {2, 1, 1},
+                                            {1, 3, 1}, {3, 1, 2}, {1, 2, 1, 4}, {4, 2, 1, 1}};
+  for (const std::vector<int64_t> &replicas : ways)
+    for (int64_t m : {12, 24}) {
+      for (auto schedule : {plan::GPIPE, plan::ONE_F_ONE_B})
+        EXPECT_TRUE(replicasRunToTheEnd(schedule, replicas, m))
+            << plan::scheduleName(schedule) << ", " << m << " micro-batches, replicas "
+            << ::testing::PrintToString(replicas);
+      int64_t stages = int64_t(replicas.size());
+      for (int64_t s = 0; s < stages; ++s) {
+        int64_t r = replicas[size_t(s)];
+        // Replica k runs micro-batches k, k + r, ..., each forward and
+        // backward once.
+        for (int64_t k = 0; k < r; ++k) {
+          std::vector<int64_t> forwards;
+          for (const plan::PipelineTask &t :
+               plan::replicaOrder(plan::pipelineOrder(plan::ONE_F_ONE_B, stages, s, m), r, k)) {
+            EXPECT_EQ(t.microBatch % r, k);
+            if (t.forward)
+              forwards.push_back(t.microBatch);
+          }
+          EXPECT_EQ(int64_t(forwards.size()), m / r);
+        }
+        // A replica keeps no more micro-batches in flight than the stage
+        // would alone, and fewer once it has more than one replica and
+        // the stage kept several.
+        int64_t alone = plan::stashSlots(plan::ONE_F_ONE_B, stages, s, m, 1, 1);
+        int64_t shared = plan::stashSlots(plan::ONE_F_ONE_B, stages, s, m, 1, r);
+        EXPECT_LE(shared, alone);
+        if (r > 1 && alone > 1)
+          EXPECT_LT(shared, alone);
+      }
+    }
+  EXPECT_EQ(plan::replicaProblem(plan::ONE_F_ONE_B, 4, {1, 3}),
+            "each of a stage's 3 replicas runs 1 micro-batch in 3, and 4 micro-batches are not "
+            "a multiple of 3; use --micro-batches 6");
+  EXPECT_NE(plan::replicaProblem(plan::INTERLEAVED, 4, {1, 2}), "");
+  EXPECT_EQ(plan::replicaProblem(plan::ONE_F_ONE_B, 4, {1, 1}), "");
+}
+
 TEST(PipelineSchedule, NamesRoundTrip) {
   for (auto schedule : {plan::GPIPE, plan::ONE_F_ONE_B, plan::INTERLEAVED})
     EXPECT_EQ(plan::scheduleNamed(plan::scheduleName(schedule)), schedule);
