@@ -37,6 +37,10 @@ namespace {
 
 constexpr double kMargin = kStageMargin;
 
+/// Fewer stages with replicas are weighed only when the costliest of P
+/// stages takes this much more than their mean.
+constexpr double kUnevenStages = 1.1;
+
 /// The training step at one micro-batch count, and what the stage search
 /// reads of it: its forward, the forward's per-op costs, where it can be
 /// cut.
@@ -302,8 +306,16 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     // stage on more of them (PipeDream's stage replication: each replica
     // runs 1 micro-batch in its count): where the layers do not divide
     // into P even stages, as a GPT whose head outweighs a layer.
+    // Only where the P stages are uneven: replicas share a costlier
+    // stage's micro-batches, which even stages have none of.
+    auto uneven = [](const StageCut &c) {
+      double total = 0;
+      for (double t : c.seconds)
+        total += t;
+      return c.stepSeconds > kUnevenStages * total / double(c.seconds.size());
+    };
     if (cut && p > 2 && virtuals == 1 && kind != plan::INTERLEAVED && m > 1 &&
-        !options.stageCutsByFlops && options.searchStageReplicas) {
+        !options.stageCutsByFlops && options.searchStageReplicas && uneven(*cut)) {
       StageCutOptions fewer = cuts;
       fewer.copies = p;
       fewer.replicaReduce = replicaReduce(base.cluster, devices / p);

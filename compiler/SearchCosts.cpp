@@ -147,30 +147,6 @@ double Search::undeferredSeconds(const Node &node, const Strategy &s) const {
   return 0;
 }
 
-namespace {
-
-bool isElementwise(Operation *op) { return op && op->hasTrait<graph::GraphElementwise>(); }
-
-/// An elementwise op's result that its one reader, elementwise too, takes
-/// into the same fused kernel (compiler/FuseElementwise.cpp groups a
-/// producer with its consumer once all its readers are in the group).
-bool fusedInto(Value v) {
-  Operation *def = v.getDefiningOp();
-  if (!isElementwise(def) || v.use_empty())
-    return false;
-  Operation *reader = *v.getUsers().begin();
-  return isElementwise(reader) &&
-         llvm::all_of(v.getUsers(), [&](Operation *user) { return user == reader; });
-}
-
-bool isSplat(Value v) {
-  auto constant = v.getDefiningOp<graph::ConstantOp>();
-  auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
-  return dense && dense.isSplat();
-}
-
-} // namespace
-
 void Search::markCostFacts() {
   // A micro-batched step: what runs per micro-batch costs N times over.
   double microBatches = double(microBatchesOf(func_));
@@ -189,21 +165,9 @@ void Search::markCostFacts() {
                           }));
       node.accumulated.push_back(node.op && feedsOnlyAccumulations(r));
     }
-    // What fusion keeps out of memory: an elementwise op's operands made
-    // by the ops fused into it, and its result when its reader takes it.
-    if (isElementwise(node.op)) {
-      for (Value operand : node.op->getOperands())
-        node.fusedOperands.push_back(fusedInto(operand) || isSplat(operand));
-      for (Value r : node.op->getResults())
-        node.fusedResults.push_back(fusedInto(r));
-    }
     llvm::hash_code key = llvm::hash_combine(node.label, int64_t(node.runs));
     for (auto [kept, accumulated] : llvm::zip(node.kept, node.accumulated))
       key = llvm::hash_combine(key, kept, accumulated);
-    for (bool fused : node.fusedOperands)
-      key = llvm::hash_combine(key, fused);
-    for (bool fused : node.fusedResults)
-      key = llvm::hash_combine(key, fused);
     node.costKey = size_t(key);
   }
 }
@@ -235,13 +199,10 @@ void Search::costStrategies(const Node &node, std::vector<Strategy> &strategies)
       double parts = 1, bytes = 0;
       for (const MeshAxes &axes : s.split)
         parts *= double(axesSize(axes));
-      auto fused = [](ArrayRef<bool> facts, size_t i) { return i < facts.size() && facts[i]; };
       for (auto [i, operand] : llvm::enumerate(node.op->getOperands()))
-        if (i < s.operands.size() && !fused(node.fusedOperands, i))
-          bytes += localBytes(operand, s.operands[i]);
+        bytes += i < s.operands.size() ? localBytes(operand, s.operands[i]) : 0;
       for (auto [j, r] : llvm::enumerate(node.op->getResults()))
-        if (!fused(node.fusedResults, j))
-          bytes += localBytes(r, s.results[j]);
+        bytes += localBytes(r, s.results[j]);
       plan::Cost c = planCost(opCost, node.op->getResult(0));
       c.set_flops(opCost.flops / parts);
       c.set_bytes(bytes);

@@ -64,10 +64,6 @@ struct Node {
   /// Per result: kept from the forward for the backward (counted as
   /// memory); summed only into gradient accumulators (reduced once a step).
   SmallVector<bool, 2> kept, accumulated;
-  /// Per operand and result of an elementwise op: the tensor stays inside
-  /// the fused kernel dtc-fuse-elementwise will make of it and its
-  /// neighbours (or is a splat constant), so no memory traffic is costed.
-  SmallVector<bool, 3> fusedOperands, fusedResults;
   /// Its splits, shared with every node of the same `costKey`: those are
   /// enumerated and costed once.
   std::shared_ptr<std::vector<Strategy>> strategies;
