@@ -3,7 +3,8 @@
 
 The example GPT trains 4 steps under one plan with a checkpoint, then
 resumes to step 8 under another plan of the same model on another split
-(data parallel, tensor parallel, ZeRO-3, pipelined, one device): `dtc run
+(data parallel, tensor parallel, ZeRO-3, pipelined, replicated pipeline
+stages, one device): `dtc run
 --resume` converts the layout as it reads, and the losses of steps 5-8 equal
 the uninterrupted run's within 1e-5 relative; `dtc checkpoint convert`
 does the same offline. A checkpoint of another model is refused by name.
@@ -32,11 +33,14 @@ SPLITS = {
     "pp=2 x dp=2": ["--pp", "2", "--dp", "2", "--zero", "0", "--micro-batches", "2"],
     "1 device": [],
     "tp=4": ["--tp", "4"],
+    # Each stage on two copies of a one-device mesh, taking turns.
+    "pp=2, stage replicas 2,2": ["--pp", "2", "--stage-replicas", "2,2", "--micro-batches", "2"],
 }
 # (from, to): every split is read by another, pipelined and sharded both ways.
 PAIRS = [("dp=4", "dp=2 x tp=2"), ("dp=2 x tp=2", "ZeRO-3 over dp=4"),
          ("ZeRO-3 over dp=4", "pp=2 x dp=2"), ("pp=2 x dp=2", "1 device"),
-         ("1 device", "tp=4"), ("tp=4", "dp=4")]
+         ("1 device", "tp=4"), ("tp=4", "dp=4"), ("tp=4", "pp=2, stage replicas 2,2"),
+         ("pp=2, stage replicas 2,2", "dp=2 x tp=2")]
 STOP, END = 4, 8
 
 
@@ -52,7 +56,7 @@ def main():
         data = next_token_data(os.path.join(tmp, "data"))
         plans = {}
         for name, flags in SPLITS.items():
-            plans[name] = os.path.join(tmp, name.replace(" ", "").replace("=", "") + ".dtcp")
+            plans[name] = os.path.join(tmp, name.replace(" ", "").replace("=", "").replace(",", "") + ".dtcp")
             run([dtc, "compile", model, "--train", "--shape", "batch=8", "--shape", "seq=32",
                  "-o", plans[name]] + flags)
 
