@@ -26,6 +26,21 @@
 namespace dtc::cli {
 namespace {
 
+/// Positive counts separated by `separator` ("2x4", "1,2") into `out`;
+/// false on anything else.
+bool parseCounts(const std::string &text, char separator, std::vector<int64_t> &out) {
+  out.clear();
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(text).split(parts, separator);
+  for (llvm::StringRef part : parts) {
+    int64_t n = 0;
+    if (part.getAsInteger(10, n) || n < 1)
+      return false;
+    out.push_back(n);
+  }
+  return true;
+}
+
 /// The options import and compile share.
 struct ModelOptions {
   std::string model, output;
@@ -240,16 +255,9 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ParallelFlags 
   parser.value(
       "--stage-replicas",
       [&p](const std::string &v) -> std::string {
-        p.stageReplicas.clear();
-        llvm::SmallVector<llvm::StringRef> counts;
-        llvm::StringRef(v).split(counts, ',');
-        for (llvm::StringRef count : counts) {
-          int64_t n = 0;
-          if (count.getAsInteger(10, n) || n < 1)
-            return "--stage-replicas needs a count per stage like 1,2, got '" + v + "'";
-          p.stageReplicas.push_back(n);
-        }
-        return "";
+        return parseCounts(v, ',', p.stageReplicas)
+                   ? ""
+                   : "--stage-replicas needs a count per stage like 1,2, got '" + v + "'";
       },
       "--stage-replicas needs a count per stage");
   parser.value(
@@ -274,17 +282,8 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ParallelFlags 
       },
       "--devices needs a number");
   parser.value("--mesh", [&p](const std::string &v) -> std::string {
-    p.mesh.clear();
     p.searchMeshShape = false;
-    llvm::SmallVector<llvm::StringRef> sizes;
-    llvm::StringRef(v).split(sizes, 'x');
-    for (llvm::StringRef size : sizes) {
-      int64_t n = 0;
-      if (size.getAsInteger(10, n) || n < 1)
-        return "--mesh needs sizes like 2x4, got '" + v + "'";
-      p.mesh.push_back(n);
-    }
-    return "";
+    return parseCounts(v, 'x', p.mesh) ? "" : "--mesh needs sizes like 2x4, got '" + v + "'";
   });
   parser.value("--memory-limit", [&p](const std::string &v) -> std::string {
     std::optional<double> bytes = plan::parseByteSize(v);
