@@ -311,8 +311,6 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                                 << " is a step input or a constant, which no stage computes";
 
     bool replicated = llvm::any_of(copies, [](int64_t r) { return r > 1; });
-    if (replicated && failed(replicateStages(module, copies)))
-      return failure();
     SmallVector<NamedAttribute> replicaCounts;
     if (replicated)
       replicaCounts.push_back(b.getNamedAttr("replicas", b.getDenseI64ArrayAttr(copies)));
@@ -397,6 +395,8 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                           std::to_string(places) + " places between layers; " +
                           std::to_string(transfers) +
                           " tensors sent between stages per micro-batch" + layout + few);
+    if (replicated && failed(replicateStages(module, copies)))
+      return failure();
     main.erase();
     return success();
   }
@@ -418,6 +418,7 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       b.create<mesh::MeshOp>(module.getLoc(), attr::kStagesMesh, ArrayRef<int64_t>{coordinates});
     }
     int64_t first = 0;
+    std::string summary;
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
       auto stage = func->getAttrOfType<IntegerAttr>(attr::kStage);
       if (!stage)
@@ -460,11 +461,16 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
           return use.getOwner() != reduce && !isa<func::ReturnOp>(use.getOwner());
         });
       }
-      addNote(func, "pipeline: stage " + std::to_string(s) + " runs on " + std::to_string(count) +
-                        " replicas of its mesh, each running 1 micro-batch in " +
-                        std::to_string(count) + "; " + std::to_string(sums.size()) +
-                        " accumulated gradients summed over them once a step");
+      summary += (summary.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) +
+                 " runs on " + std::to_string(count) +
+                 " replicas of its mesh, each running 1 micro-batch in " +
+                 std::to_string(count) + ", " + std::to_string(sums.size()) +
+                 " accumulated gradients summed over them once a step";
     }
+    // On every stage, as the pipeline's own note (dtc plan --explain).
+    for (func::FuncOp func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(attr::kStage))
+        addNote(func, "pipeline: " + summary);
     return success();
   }
 

@@ -13,7 +13,7 @@
 // CHECK-LABEL: func.func @stage0(
 // CHECK-NOT: @stages
 // CHECK-LABEL: func.func @stage1(
-// CHECK: pipeline: stage 1 runs on 2 replicas of its mesh, each running 1 micro-batch in 2; 1 accumulated gradients summed over them once a step
+// CHECK: pipeline: stage 1 runs on 2 replicas of its mesh, each running 1 micro-batch in 2, 1 accumulated gradients summed over them once a step
 // CHECK: %[[ALL:.*]] = mesh.all_reduce %[[SUM:[0-9]+]] on @stages mesh_axes = [0] {dtc.gradient_reduction, dtc.once_per_step, dtc.replicas = array<i64: 1, 2>}
 // CHECK: graph.mul %[[ALL]]
 // CHECK: return {{.*}}%[[SUM]],
