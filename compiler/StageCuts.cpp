@@ -216,6 +216,41 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
     return lasts;
   };
 
+  // The chunk ends that make the costliest chunk cheapest, each chunk on
+  // its own (the minimax partition of the segments into `chunks` runs).
+  auto evenChunks = [&]() {
+    std::vector<double> cost(k);
+    for (size_t j = 0; j < k; ++j)
+      cost[j] = segments[j].seconds(bubble);
+    const double inf = std::numeric_limits<double>::infinity();
+    // best[c][j]: chunks 0..c, chunk c ending at segment j.
+    std::vector<std::vector<double>> best(size_t(chunks), std::vector<double>(k, inf));
+    std::vector<std::vector<size_t>> from(size_t(chunks), std::vector<size_t>(k, 0));
+    double run = 0;
+    for (size_t j = 0; j < k; ++j)
+      best[0][j] = (run += cost[j]) + crossing[j];
+    for (size_t c = 1; c < size_t(chunks); ++c)
+      for (size_t j = c; j < k; ++j) {
+        double piece = crossing[j];
+        for (size_t i = j; i-- > c - 1;) { // chunk c is segments i + 1 .. j
+          piece += cost[i + 1];
+          if (piece >= best[c][j])
+            break;
+          double worst = std::max(best[c - 1][i], piece);
+          if (worst < best[c][j]) {
+            best[c][j] = worst;
+            from[c][j] = i;
+          }
+        }
+      }
+    SmallVector<size_t> lasts(static_cast<size_t>(chunks));
+    for (size_t c = size_t(chunks), j = k - 1; c-- > 0;) {
+      lasts[c] = j;
+      j = from[c][j];
+    }
+    return lasts;
+  };
+
   // Interleaved, a stage's chunks lie apart in the step: from `start`,
   // each chunk end moved a segment either way while that brings the
   // fullest device under the limit, or (within it) the costliest stage
@@ -357,6 +392,19 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
   if (o.evenFlops)
     return cut;
   std::optional<SmallVector<size_t>> better = v > 1 ? descend(even) : program();
+  // Interleaved, the descent is local: it also starts from the chunks
+  // whose own costs are most even (a chunk's micro-batch work, its cut's
+  // transfers and its once-a-step work; the minimax of contiguous pieces),
+  // and the better end is kept.
+  if (v > 1) {
+    if (std::optional<SmallVector<size_t>> other = descend(evenChunks())) {
+      StageCut a, b;
+      evaluate(*other, b);
+      if (!better || (evaluate(*better, a), std::pair(overLimit(b), b.stepSeconds) <
+                                                std::pair(overLimit(a), a.stepSeconds)))
+        better = other;
+    }
+  }
   if (!better)
     return cut; // nothing fits by these figures: the memory check says so later
   StageCut byCosts;
