@@ -12,7 +12,9 @@ training step (batch 24 in 6 micro-batches, 1F1B) as
   dp=3           --dp 3 (data parallelism: the model fits a device here)
 and prints each plan's simulated step (`dtc simulate`) and its ratio to
 pp=3's. Then the search (--devices 3 under a 300 MiB limit, where one
-stage does not fit) and what its simulator check kept.
+stage does not fit; and with 6 micro-batches under 500 MiB, where one
+stage fits but cannot split its micro-batch of 4 over 3 devices) and what
+its simulator check kept.
 
     python3 bench/stage_replicas.py --dtc build/bin/dtc
 """
@@ -54,15 +56,19 @@ def main():
         print(f"{MODEL} on 3 A100s, simulated step (ratio to pp=3):")
         for label, _ in PLANS:
             print(f"  {label:14s} {steps[label] * 1e3:7.2f} ms  {steps[label] / steps['pp=3']:.2f}")
-        plan = os.path.join(tmp, "searched.dtcp")
-        out = subprocess.run([dtc, "compile", MODEL, "--train", "--preset", "a100-80g",
-                              "--devices", "3", "--memory-limit", "300MiB", "-o", plan],
-                             capture_output=True, text=True, check=True).stdout
-        chosen = re.search(r"pipeline: ([0-9]+ stages? (of|on) [^,]*)", out)
-        check = re.search(r"stage replicas (kept|not kept): [^\n]*", out)
-        print(f"searched (--devices 3 --memory-limit 300MiB): {chosen.group(1) if chosen else '?'};"
-              f" simulated {step_seconds(dtc, plan) * 1e3:.2f} ms"
-              + (f"; {check.group(0)}" if check else "; no replicated plan predicted faster"))
+        for flags in (["--memory-limit", "300MiB"],
+                      ["--micro-batches", "6", "--memory-limit", "500MiB"]):
+            plan = os.path.join(tmp, "searched.dtcp")
+            out = subprocess.run([dtc, "compile", MODEL, "--train", "--preset", "a100-80g",
+                                  "--devices", "3", *flags, "-o", plan],
+                                 capture_output=True, text=True, check=True).stdout
+            chosen = re.search(r"pipeline: ([0-9]+ stages? (of|on) [0-9]+ (copies of )?[0-9]+ "
+                               r"devices?)", out)
+            check = re.search(r"stage replicas (kept|not kept): [^\n]*", out)
+            print(f"searched (--devices 3 {' '.join(flags)}): "
+                  f"{chosen.group(1) if chosen else '?'}; simulated "
+                  f"{step_seconds(dtc, plan) * 1e3:.2f} ms"
+                  + (f"; {check.group(0)}" if check else "; no replicated plan predicted faster"))
     ok = steps["replicas 1,2"] < min(steps["pp=3"], steps["pp=2 (2 GPUs)"])
     print("replicating the costlier stage beats the uneven pipelines" if ok else
           "replicating the costlier stage does NOT beat the uneven pipelines")

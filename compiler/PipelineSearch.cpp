@@ -251,8 +251,13 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     o.parameterShare = 1.0 / double(p);
     o.keptShare = p > 1 ? plan::stashedMicroBatches(kind, p, 0, m, virtuals) / double(p) : 1.0;
     // The search's objective is the whole step on one stage's devices.
+    // Fewer stages with replicas (below) can even out what P stages
+    // cannot: then the costliest copy's share may be as low as 1/P.
+    bool replicable = p > 2 && virtuals == 1 && kind != plan::INTERLEAVED && m > 1 &&
+                      !options.stageCutsByFlops && options.searchStageReplicas;
+    double boundShare = replicable ? std::min(share, 1.0 / double(p)) : share;
     o.costBelow = refine ? std::numeric_limits<double>::infinity()
-                         : bestSeconds * (1 - kMargin) / (share * bubble);
+                         : bestSeconds * (1 - kMargin) / (boundShare * bubble);
     OwningOpRef<ModuleOp> work = step->module.clone();
     if (p > 1)
       o.stageMemory =
@@ -314,8 +319,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
         total += t;
       return c.stepSeconds > kUnevenStages * total / double(c.seconds.size());
     };
-    if (cut && p > 2 && virtuals == 1 && kind != plan::INTERLEAVED && m > 1 &&
-        !options.stageCutsByFlops && options.searchStageReplicas && uneven(*cut)) {
+    if (cut && replicable && uneven(*cut)) {
       StageCutOptions fewer = cuts;
       fewer.copies = p;
       fewer.replicaReduce = replicaReduce(base.cluster, devices / p);

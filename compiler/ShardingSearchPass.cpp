@@ -130,20 +130,23 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
     else if (c.outcome == kFewerUnfit)
       list(fewer, c.stages);
     else
-      text += " " + plural(c.stages, "stage") +
+      text += " " +
+              (c.replicas.empty() ? plural(c.stages, "stage")
+                                  : std::to_string(c.stages) + " copies as " +
+                                        plural(int64_t(c.replicas.size()), "stage") +
+                                        " replicated " + replicasText(c.replicas)) +
               (c.virtualStages > 1 ? " interleaved (" + std::to_string(c.virtualStages) +
                                          " virtual stages each) "
                                    : " ") +
-              (c.replicas.empty() ? std::string()
-                                  : "as " + plural(int64_t(c.replicas.size()), "stage") +
-                                        " replicated " + replicasText(c.replicas) + " ") +
               (r.microBatchesSearched && c.outcome != kBubbleTooSmall
                    ? "(" + std::to_string(c.microBatches) +
                          (c.microBatches == 1 ? " micro-batch) " : " micro-batches) ")
                    : std::string()) +
               (c.outcome.empty() ? formatSeconds(c.stepSeconds) : c.outcome) +
-              (c.stages == r.stages && c.virtualStages == r.virtualStages &&
-                       c.microBatches == r.microBatches && c.outcome.empty()
+              ((r.replicas.empty() ? c.stages == r.stages && c.replicas.empty()
+                                   : c.replicas == r.replicas) &&
+                       c.virtualStages == r.virtualStages && c.microBatches == r.microBatches &&
+                       c.outcome.empty()
                    ? " (chosen),"
                    : ",");
   }
