@@ -68,12 +68,64 @@ bool deferReduction(Operation *sum) {
   return true;
 }
 
+/// `add(all_slice(accumulator), gradient)` whose sum is gathered back
+/// whole into the accumulator (a ZeRO-1 split: the accumulator whole, the
+/// gradient and the optimizer's shard split): the accumulation is the
+/// gathered gradient added to the whole accumulator, and what else read
+/// the split sum reads a slice of it. The accumulation is then one
+/// accumulations() finds, so the optimizer behind it runs once a step, not
+/// once per micro-batch; each micro-batch still gathers a gradient's worth
+/// of bytes. True when rewritten.
+bool accumulateWhole(Operation *sum) {
+  if (!isa<graph::AddOp>(sum))
+    return false;
+  unsigned slot = 0;
+  mesh::AllSliceOp slice;
+  for (unsigned i = 0; i < 2 && !slice; ++i)
+    if (auto s = sum->getOperand(i).getDefiningOp<mesh::AllSliceOp>();
+        s && isAccumulator(s.getInput())) {
+      slice = s;
+      slot = i;
+    }
+  if (!slice)
+    return false;
+  mesh::AllGatherOp back;
+  for (Operation *user : sum->getUsers())
+    if (auto g = dyn_cast<mesh::AllGatherOp>(user);
+        g && g.getMesh() == slice.getMesh() && g.getMeshAxes() == slice.getMeshAxes() &&
+        g.getGatherAxis() == slice.getSliceAxis() && g.getType() == slice.getInput().getType())
+      back = g;
+  if (!back)
+    return false;
+  OpBuilder b(sum);
+  Value accumulator = slice.getInput();
+  Value gradient = b.create<mesh::AllGatherOp>(sum->getLoc(), accumulator.getType(),
+                                               slice.getMesh(), slice.getMeshAxes(),
+                                               sum->getOperand(1 - slot), slice.getSliceAxis());
+  Value whole = b.create<graph::AddOp>(sum->getLoc(), accumulator.getType(), accumulator,
+                                       gradient);
+  Value part = b.create<mesh::AllSliceOp>(sum->getLoc(), sum->getResult(0).getType(),
+                                          slice.getMesh(), slice.getMeshAxes(), whole,
+                                          slice.getSliceAxis());
+  back.getResult().replaceAllUsesWith(whole);
+  back.erase();
+  sum->getResult(0).replaceAllUsesWith(part);
+  sum->erase();
+  if (slice->use_empty())
+    slice.erase();
+  return true;
+}
+
 struct AccumulateGradients : impl::AccumulateGradientsBase<AccumulateGradients> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
     Block &block = func.getBody().front();
+    SmallVector<Operation *> adds;
+    block.walk([&](graph::AddOp add) { adds.push_back(add); });
+    for (Operation *add : adds)
+      accumulateWhole(add);
     SmallVector<Operation *> sums = accumulations(block);
     if (sums.empty())
       return;

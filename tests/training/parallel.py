@@ -60,6 +60,11 @@ SPLITS = {
                               "gradient all-reduces run once per step"),
     "dp=2 x tp=2, 2 micro-batches": (["--dp", "2", "--tp", "2", "--micro-batches", "2"],
                                      "gradients accumulated over 2 micro-batches"),
+    # ZeRO-1 with micro-batches: an accumulator the search leaves whole
+    # while its gradient and optimizer shard are split still updates once
+    # a step (compiler/AccumulateGradients.cpp).
+    "dp=4, ZeRO-1, 2 micro-batches": (["--dp", "4", "--zero", "1", "--micro-batches", "2"],
+                                      "ZeRO stage 1"),
     # Recomputation: forward values recomputed in the backward are the same
     # values, so the losses are too.
     "1 device, full recompute": (["--recompute", "full"], "recompute: full"),
