@@ -417,6 +417,30 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       b.setInsertionPointToStart(module.getBody());
       b.create<mesh::MeshOp>(module.getLoc(), attr::kStagesMesh, ArrayRef<int64_t>{coordinates});
     }
+    // A once-a-step transfer (--clip-norm's gradient norm) has no
+    // micro-batch to choose a replica by.
+    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+      auto stage = func->getAttrOfType<IntegerAttr>(attr::kStage);
+      if (!stage)
+        continue;
+      WalkResult walk = func.walk([&](Operation *op) {
+        std::optional<int64_t> peer;
+        if (auto send = dyn_cast<graph::SendOp>(op))
+          peer = send.getStage();
+        else if (auto recv = dyn_cast<graph::RecvOp>(op))
+          peer = recv.getStage();
+        if (!peer || !op->hasAttr(attr::kOncePerStep) ||
+            (copies[size_t(stage.getInt())] == 1 && copies[size_t(*peer)] == 1))
+          return WalkResult::advance();
+        op->emitError() << "--stage-replicas: stages " << stage.getInt() << " and " << *peer
+                        << " exchange values once a step (as --clip-norm's gradient norm), "
+                           "which replicated stages do not yet do: leave out --clip-norm or "
+                           "--stage-replicas";
+        return WalkResult::interrupt();
+      });
+      if (walk.wasInterrupted())
+        return failure();
+    }
     int64_t first = 0;
     std::string summary;
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
