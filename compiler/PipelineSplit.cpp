@@ -311,24 +311,16 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                                 << " is a step input or a constant, which no stage computes";
 
     bool replicated = llvm::any_of(copies, [](int64_t r) { return r > 1; });
-    SmallVector<NamedAttribute> replicaCounts;
-    if (replicated)
-      replicaCounts.push_back(b.getNamedAttr("replicas", b.getDenseI64ArrayAttr(copies)));
-    module->setAttr(attr::kPipeline,
-                    b.getDictionaryAttr({
-                        b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
-                        b.getNamedAttr("schedule", b.getStringAttr(schedule)),
-                        b.getNamedAttr("micro_batches",
-                                       training.getAs<IntegerAttr>("micro_batches")
-                                           ? training.getAs<IntegerAttr>("micro_batches")
-                                           : b.getI64IntegerAttr(1)),
-                        b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtuals)),
-                    }));
-    if (replicated) {
-      NamedAttrList entries(module->getAttrOfType<DictionaryAttr>(attr::kPipeline));
-      entries.append(replicaCounts.front());
-      module->setAttr(attr::kPipeline, entries.getDictionary(&getContext()));
-    }
+    NamedAttrList pipeline;
+    pipeline.append("stages", b.getI64IntegerAttr(stages));
+    pipeline.append("schedule", b.getStringAttr(schedule));
+    pipeline.append("micro_batches", training.getAs<IntegerAttr>("micro_batches")
+                                         ? training.getAs<IntegerAttr>("micro_batches")
+                                         : b.getI64IntegerAttr(1));
+    pipeline.append("virtual_stages", b.getI64IntegerAttr(virtuals));
+    if (replicated) // a stage's copies of its mesh (--stage-replicas)
+      pipeline.append("replicas", b.getDenseI64ArrayAttr(copies));
+    module->setAttr(attr::kPipeline, pipeline.getDictionary(&getContext()));
     // What each stage holds, by the model's own names (first to last) and
     // its share of the forward FLOPs.
     std::string layout, stepName = locationName(main.getLoc());

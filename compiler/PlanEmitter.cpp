@@ -927,7 +927,7 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   if (pipeline) {
     plan::Pipeline *p = out.mutable_training()->mutable_pipeline();
     p->set_stages(uint32_t(programs.size()));
-    if (auto replicas = pipeline.getAs<DenseI64ArrayAttr>("replicas"); replicas && !replicas.empty())
+    if (auto replicas = pipeline.getAs<DenseI64ArrayAttr>("replicas"))
       for (int64_t r : replicas.asArrayRef())
         p->add_replicas(uint32_t(r));
     addAxis("pp", plan::stageCoordinates(*p));

@@ -118,7 +118,8 @@ public:
       int64_t stride = 1;
       for (size_t a = pipeline.axis() + 1; a < sizes.size(); ++a)
         stride *= sizes[a];
-      plan::StageReplica at = plan::stageAtCoordinate(pipeline, rank / stride % sizes[pipeline.axis()]);
+      plan::StageReplica at =
+          plan::stageAtCoordinate(pipeline, rank / stride % sizes[pipeline.axis()]);
       int64_t replicas = plan::stageReplicas(pipeline, at.stage);
       int64_t end = std::min<int64_t>(program.accumulate_end(), count);
       // Where each part ends: an interleaved stage's forward and backward

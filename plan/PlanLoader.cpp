@@ -240,27 +240,30 @@ private:
     for (int64_t r = 0; r < devices; ++r) {
       int p = programIndexOfRank(plan_, r);
       const plan::RankProgram &program = plan_.ranks(p);
-      std::vector<int64_t> own = replicated ? microBatchesOf(r) : std::vector<int64_t>{-1};
-      for (int part = 0; part < segments(); ++part)
-        for (int64_t m : part == kPrologue || part == segments() - 1 ? std::vector<int64_t>{-1} : own)
-        for (int i : transfers[size_t(p)][size_t(part)]) {
-          const Instruction &inst = instruction(program, part, i);
-          const Transfer &transfer = inst.has_send() ? inst.send() : inst.recv();
-          if (int64_t(transfer.channel()) >= virtuals() * virtuals())
-            return fail("rank " + std::to_string(r) + ", instruction " + std::to_string(i) +
-                        ": transfer channel " + std::to_string(transfer.channel()) +
-                        " (there are " + std::to_string(virtuals() * virtuals()) + ")");
-          int64_t peer = transferPeer(transfer, axisSizes_, r, std::max<int64_t>(m, 0));
-          if (peer == r)
-            return fail("rank " + std::to_string(r) + (inst.has_send() ? " sends to" : " receives from") +
-                        " itself");
-          if (inst.has_send())
-            sent[{r, peer, kindOf(part), transfer.channel(), m}].push_back(
-                &program.buffers(int(inst.inputs(0))).type());
-          else
-            received[{peer, r, kindOf(part), transfer.channel(), m}].push_back(
-                &program.buffers(int(inst.outputs(0))).type());
-        }
+      const std::vector<int64_t> once{-1};
+      std::vector<int64_t> own = replicated ? microBatchesOf(r) : once;
+      for (int part = 0; part < segments(); ++part) {
+        bool perMicroBatch = part != kPrologue && part != segments() - 1;
+        for (int64_t m : perMicroBatch ? own : once)
+          for (int i : transfers[size_t(p)][size_t(part)]) {
+            const Instruction &inst = instruction(program, part, i);
+            const Transfer &transfer = inst.has_send() ? inst.send() : inst.recv();
+            if (int64_t(transfer.channel()) >= virtuals() * virtuals())
+              return fail("rank " + std::to_string(r) + ", instruction " + std::to_string(i) +
+                          ": transfer channel " + std::to_string(transfer.channel()) +
+                          " (there are " + std::to_string(virtuals() * virtuals()) + ")");
+            int64_t peer = transferPeer(transfer, axisSizes_, r, std::max<int64_t>(m, 0));
+            if (peer == r)
+              return fail("rank " + std::to_string(r) +
+                          (inst.has_send() ? " sends to" : " receives from") + " itself");
+            if (inst.has_send())
+              sent[{r, peer, kindOf(part), transfer.channel(), m}].push_back(
+                  &program.buffers(int(inst.inputs(0))).type());
+            else
+              received[{peer, r, kindOf(part), transfer.channel(), m}].push_back(
+                  &program.buffers(int(inst.outputs(0))).type());
+          }
+      }
     }
     std::set<Stream> streams;
     for (const auto *side : {&sent, &received})
@@ -394,7 +397,8 @@ private:
       std::string stage = pipelined() ? " (stage " + std::to_string(stageOf(r)) + ")" : "";
       return "rank " + std::to_string(r) + stage + " waits" + partText + " (" + at +
              ") for a tensor from rank " +
-             std::to_string(transferPeer(inst.recv(), axisSizes_, r, std::max<int64_t>(run.microBatch, 0)));
+             std::to_string(
+                 transferPeer(inst.recv(), axisSizes_, r, std::max<int64_t>(run.microBatch, 0)));
     };
     int64_t first = devices;
     for (const auto &entry : waiting)

@@ -68,9 +68,11 @@ constexpr const char *kScript = R"js(
       header.appendChild(el('p', 'pipeline: ' + tr.pipeline.stages + ' stages, ' +
                                  tr.pipeline.schedule + ' schedule' +
                                  (tr.pipeline.virtual_stages > 1
-                                      ? ' of ' + tr.pipeline.virtual_stages + ' virtual stages' : '') +
+                                      ? ' of ' + tr.pipeline.virtual_stages + ' virtual stages'
+                                      : '') +
                                  (tr.pipeline.replicas.some(r => r > 1)
-                                      ? ', stage replicas ' + tr.pipeline.replicas.join(',') : '')));
+                                      ? ', stage replicas ' + tr.pipeline.replicas.join(',')
+                                      : '')));
   }
   if (s.predicted)
     header.appendChild(el('p', 'predicted step: ' + secs(s.predicted.step_seconds) + ' on ' +

@@ -56,7 +56,8 @@ def main():
         data = next_token_data(os.path.join(tmp, "data"))
         plans = {}
         for name, flags in SPLITS.items():
-            plans[name] = os.path.join(tmp, name.replace(" ", "").replace("=", "").replace(",", "") + ".dtcp")
+            file = "".join(c for c in name if c not in " =,") + ".dtcp"
+            plans[name] = os.path.join(tmp, file)
             run([dtc, "compile", model, "--train", "--shape", "batch=8", "--shape", "seq=32",
                  "-o", plans[name]] + flags)
 

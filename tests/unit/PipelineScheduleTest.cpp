@@ -217,16 +217,17 @@ bool replicasRunToTheEnd(plan::PipelineSchedule schedule, const std::vector<int6
   std::vector<Sequencer> sequencers;
   for (int64_t s = 0; s < stages; ++s)
     for (int64_t k = 0; k < replicas[size_t(s)]; ++k)
-      sequencers.push_back(
-          {s, plan::replicaOrder(plan::pipelineOrder(schedule, stages, s, m), replicas[size_t(s)], k)});
+      sequencers.push_back({s, plan::replicaOrder(plan::pipelineOrder(schedule, stages, s, m),
+                                                  replicas[size_t(s)], k)});
   for (bool progress = true; progress;) {
     progress = false;
     for (Sequencer &q : sequencers)
       while (q.next < q.order.size()) {
         const plan::PipelineTask &t = q.order[q.next];
         size_t g = size_t(q.stage), b = size_t(t.microBatch);
+        bool last = g + 1 == size_t(stages);
         bool ready = t.forward ? g == 0 || forwarded[g - 1][b]
-                               : forwarded[g][b] && (g + 1 == size_t(stages) || backwarded[g + 1][b]);
+                               : forwarded[g][b] && (last || backwarded[g + 1][b]);
         if (!ready)
           break;
         (t.forward ? forwarded : backwarded)[g][b] = true;

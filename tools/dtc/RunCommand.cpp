@@ -276,7 +276,10 @@ bool writeMeasuredTrace(const plan::Plan &plan, const runtime::Executor &executo
     }
     measured.stepSeconds = std::max(measured.stepSeconds, at);
   }
-  if (writeOutput(path, cost::chromeTrace(plan, measured, [&plan](const plan::Instruction &inst) { return plan::describeInstruction(inst, &plan.training().pipeline()); })) != 0)
+  auto name = [&plan](const plan::Instruction &inst) {
+    return plan::describeInstruction(inst, &plan.training().pipeline());
+  };
+  if (writeOutput(path, cost::chromeTrace(plan, measured, name)) != 0)
     return false;
   fmt::print("trace of the measured step (each instruction's median over {} runs) written "
              "to {}\n",
