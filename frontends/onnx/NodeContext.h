@@ -196,6 +196,7 @@ llvm::ArrayRef<OpConverter> tensorConverters();
 llvm::ArrayRef<OpConverter> resizeConverters();
 llvm::ArrayRef<OpConverter> einsumConverters();
 llvm::ArrayRef<OpConverter> attentionConverters();
+llvm::ArrayRef<OpConverter> rotaryConverters();
 
 } // namespace dtc::onnx
 

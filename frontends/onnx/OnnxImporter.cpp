@@ -36,7 +36,7 @@ const llvm::StringMap<const OpConverter *> &converterTable() {
     llvm::StringMap<const OpConverter *> t;
     for (auto group : {elementwiseConverters(), nnConverters(), tensorConverters(),
                        resizeConverters(), einsumConverters(),
-                       attentionConverters()})
+                       attentionConverters(), rotaryConverters()})
       for (const OpConverter &c : group)
         t[c.opType] = &c;
     return t;

@@ -329,6 +329,20 @@ def make_cases(seed=0):
              [N("Attention", ["Q", "K", "V", "m"], q_num_heads=2, kv_num_heads=2, scale=0.3)],
              {"Q": rand(2, 3, 4), "K": rand(2, 4, 4), "V": rand(2, 4, 6)},
              consts={"m": np.array([[True, True, False, True]] * 3)}, opset=23))
+    # RotaryEmbedding (opset 23): slices, a gather and elementwise ops; the
+    # input's gradient rotated back (a partial rotation, interleaved pairs).
+    add(Case("rotary embedding 4-D interleaved, partial, position ids",
+             [N("RotaryEmbedding", ["A", "c", "s", "p"], interleaved=1, rotary_embedding_dim=4)],
+             {"A": rand(1, 2, 3, 6)},
+             consts={"c": np.cos(np.arange(10)[:, None] * np.array([0.3, 0.7])).astype(np.float32),
+                     "s": np.sin(np.arange(10)[:, None] * np.array([0.3, 0.7])).astype(np.float32),
+                     "p": np.array([[4, 1, 7]], np.int64)}, opset=23))
+    add(Case("rotary embedding 3-D halves",
+             [N("RotaryEmbedding", ["A", "c", "s"], num_heads=2)],
+             {"A": rand(2, 3, 8)},
+             consts={"c": np.cos(np.arange(6).reshape(2, 3, 1) * np.ones(2)).astype(np.float32),
+                     "s": np.sin(np.arange(6).reshape(2, 3, 1) * np.ones(2)).astype(np.float32)},
+             opset=23))
     # Einsum: sums, transposes and batched matmuls.
     for equation, shapes in [("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
                              ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
