@@ -211,10 +211,15 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   MLIRContext *context = module.getContext();
   // Replicated stages do not exchange once-a-step values (the global
   // gradient norm of --clip-norm): not weighed then.
-  bool clipsNorm = false;
-  if (auto training = given.main->getAttrOfType<DictionaryAttr>(attr::kTraining))
+  // Nor do they keep running statistics (batch norms') over the whole
+  // step's micro-batches.
+  bool noReplicas = false;
+  if (auto training = given.main->getAttrOfType<DictionaryAttr>(attr::kTraining)) {
     if (auto clip = training.getAs<FloatAttr>("clip_norm"))
-      clipsNorm = clip.getValueAsDouble() > 0;
+      noReplicas = clip.getValueAsDouble() > 0;
+    if (auto running = training.getAs<IntegerAttr>("running_statistics"))
+      noReplicas |= running.getInt() > 0;
+  }
   OwningOpRef<ModuleOp> best;
   Step *bestStep = nullptr;
   double bestSeconds = std::numeric_limits<double>::infinity();
@@ -261,7 +266,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     // cannot: then the costliest copy's share may be as low as 1/P.
     bool replicable = p > 2 && virtuals == 1 && kind != plan::INTERLEAVED && m > 1 &&
                       !options.stageCutsByFlops && options.searchStageReplicas &&
-                      !clipsNorm;
+                      !noReplicas;
     double boundShare = replicable ? std::min(share, 1.0 / double(p)) : share;
     o.costBelow = refine ? std::numeric_limits<double>::infinity()
                          : bestSeconds * (1 - kMargin) / (boundShare * bubble);

@@ -463,6 +463,22 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
                                    "of one micro-batch that is not a summed gradient";
         }
       }
+      // And what it writes each micro-batch besides its accumulators
+      // (batch norms' running statistics): replicas would each keep their
+      // own, over their own micro-batches.
+      Operation *ret = block.getTerminator();
+      for (auto [i, v] : llvm::enumerate(ret->getOperands())) {
+        Operation *def = v.getDefiningOp();
+        if (!def || summed.contains(def) || def->hasAttr(attr::kOncePerStep) ||
+            isa<graph::ParameterOp, graph::ConstantOp>(def) ||
+            !func.getResultAttr(unsigned(i), attr::kUpdates))
+          continue;
+        return def->emitError()
+               << "--stage-replicas: stage " << s << " updates '"
+               << cast<StringAttr>(func.getResultAttr(unsigned(i), attr::kUpdates)).getValue()
+               << "' every micro-batch (a batch norm's running statistics), which each replica "
+                  "would keep over its own micro-batches: replicate other stages, or none";
+      }
       for (Operation *sum : sums) {
         b.setInsertionPointAfter(sum);
         Value result = sum->getResult(0);
