@@ -27,6 +27,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
 
 namespace dtc {
 #define GEN_PASS_DEF_PIPELINESPLIT
@@ -401,12 +402,9 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
   /// dtc.replicas = [first, count]).
   LogicalResult replicateStages(ModuleOp module, ArrayRef<int64_t> copies) {
     OpBuilder b(module.getBodyRegion());
-    int64_t coordinates = 0;
-    for (int64_t r : copies)
-      coordinates += r;
-    auto stagesMesh = module.lookupSymbol<mesh::MeshOp>(attr::kStagesMesh);
-    if (!stagesMesh) {
+    if (!module.lookupSymbol<mesh::MeshOp>(attr::kStagesMesh)) {
       b.setInsertionPointToStart(module.getBody());
+      int64_t coordinates = std::accumulate(copies.begin(), copies.end(), int64_t(0));
       b.create<mesh::MeshOp>(module.getLoc(), attr::kStagesMesh, ArrayRef<int64_t>{coordinates});
     }
     // A once-a-step transfer (--clip-norm's gradient norm) has no
@@ -433,18 +431,15 @@ struct PipelineSplit : impl::PipelineSplitBase<PipelineSplit> {
       if (walk.wasInterrupted())
         return failure();
     }
-    int64_t first = 0;
     std::string summary;
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
       auto stage = func->getAttrOfType<IntegerAttr>(attr::kStage);
       if (!stage)
         continue;
       int64_t s = stage.getInt(), count = copies[size_t(s)];
-      first = 0;
-      for (int64_t t = 0; t < s; ++t)
-        first += copies[size_t(t)];
       if (count <= 1)
         continue;
+      int64_t first = std::accumulate(copies.begin(), copies.begin() + s, int64_t(0));
       Block &block = func.getBody().front();
       SmallVector<Operation *> sums = accumulations(block);
       llvm::DenseSet<Operation *> summed(sums.begin(), sums.end());
