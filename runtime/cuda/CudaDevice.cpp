@@ -255,7 +255,9 @@ public:
     if (inst.has_matmul())
       if (auto gemm = makeGemmKernel(context_, inst.matmul(), inputs, outputs[0], why))
         return gemm;
-    if (inst.has_collective() && nccl_) {
+    // A replicated stage's replicas (Collective.coordinates) have no NCCL
+    // communicator of their own: their sum runs host-staged over MPI.
+    if (inst.has_collective() && nccl_ && !inst.collective().has_coordinates()) {
       std::vector<int> axes(inst.collective().mesh_axes().begin(),
                             inst.collective().mesh_axes().end());
       std::sort(axes.begin(), axes.end());
