@@ -8,6 +8,7 @@
 #include "plan/Ranks.h"
 #include "plan/Replicas.h"
 #include "plan/Sharding.h"
+#include "plan/Streams.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -157,7 +158,7 @@ public:
     if (cluster.device.jitter > 0)
       for (int i = program.instructions_size(); i-- > 0;) {
         const plan::Instruction &inst = program.instructions(i);
-        if (onCommunicationStream(inst))
+        if (plan::communicates(inst))
           break;
         sinceMeeting_ += instructionSeconds(inst.cost(), cluster.device);
       }
@@ -174,7 +175,7 @@ public:
     return plan::transferPeer(transfer, plan::meshAxisSizes(plan_.mesh()), rank_, m);
   }
   /// Whether the current instruction needs the other ranks of its group.
-  bool atCollective() const { return onCommunicationStream(current()); }
+  bool atCollective() const { return plan::communicates(current()); }
   /// The ranks the current instruction waits for: its collective's group,
   /// or the sender and the receiver of a transfer (for messages).
   std::vector<int64_t> partners() const {
@@ -375,22 +376,12 @@ private:
     return collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, bytes, link);
   }
 
-  /// The stream an instruction runs on: communication has its own where
-  /// the device gives it one.
-  /// Where an instruction runs: compute (0); with a communication stream,
-  /// collectives on one (1), a pipeline's sends and receives on another
-  /// (2), and the gradient reductions that overlap the last backward
-  /// (RankProgram.overlapped) on a third (3), as a GPU runtime gives each
-  /// its own communicator and stream (Megatron-LM's), so that a long
-  /// gradient reduction holds up neither the backward's tensor-parallel
-  /// collectives nor the next stage's activations.
+  /// Where an instruction runs: on the compute stream (0), or, where the
+  /// device has communication streams, on the one plan/Streams.h gives it.
   int streamOf(int instruction) const {
-    const plan::Instruction &inst = program_.instructions(instruction);
-    if (!cluster_.device.communicationStream || !onCommunicationStream(inst))
+    if (!cluster_.device.communicationStream)
       return 0;
-    if (inst.has_send() || inst.has_recv())
-      return 2;
-    return overlapped_[size_t(instruction)] ? 3 : 1;
+    return int(plan::streamOf(program_.instructions(instruction), overlapped_[size_t(instruction)]));
   }
 
   const plan::Plan &plan_;
@@ -410,7 +401,7 @@ private:
   std::vector<int> sequence_; // a pipeline stage's instructions, in its schedule's order
   std::vector<int64_t> microBatchOf_; // the micro-batch of each of sequence_'s (a stage's)
   std::vector<double> ready_; // when each buffer's value is ready; inputs at 0
-  double streamFree_[4] = {0, 0, 0, 0};
+  double streamFree_[plan::kStreams] = {0, 0, 0, 0};
   std::vector<bool> overlapped_; // per instruction: in RankProgram.overlapped
   double sinceMeeting_ = 0; // compute seconds since this rank last met others
   // Cache levels: bytes moved so far this step, when (in those bytes) each
@@ -420,15 +411,6 @@ private:
   static constexpr double kSentAway = -1;
   std::unordered_map<uint64_t, double> lastTouch_;
 };
-
-} // namespace
-
-bool onCommunicationStream(const plan::Instruction &inst) {
-  return (inst.has_collective() && inst.collective().kind() != plan::ALL_SLICE) ||
-         inst.has_send() || inst.has_recv();
-}
-
-namespace {
 
 /// A rank's program; null when the plan lists none for it.
 const plan::RankProgram *programOf(const plan::Plan &plan, int64_t rank) {

@@ -61,11 +61,6 @@ struct Simulation {
   std::string error;
 };
 
-/// Whether an instruction communicates, on the communication stream where
-/// the device has one: a collective that moves data between ranks (an
-/// all-slice is a local copy) or a transfer. It waits for the other ranks
-/// it joins.
-bool onCommunicationStream(const plan::Instruction &inst);
 
 /// Simulates one step of `plan` (its prologue runs once at load and is not
 /// counted). The plan must have no more ranks than the cluster has devices

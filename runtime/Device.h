@@ -14,6 +14,7 @@
 #define DTC_RUNTIME_DEVICE_H
 
 #include "plan.pb.h"
+#include "plan/Streams.h"
 
 #include <cstddef>
 #include <memory>
@@ -59,11 +60,19 @@ public:
   /// The kernel running `inst` on the device: its own (a generated kernel,
   /// a library call) or, where it has none, `host` (the CPU backend's
   /// kernel of `inst`) run on copies of its operands brought to the host
-  /// and back. Null with a message when neither can run.
+  /// and back. `stream`: where plan/Streams.h puts it (the device's
+  /// communication runs on that stream where it has one, ordered against
+  /// the rest by the bytes each touches). Null with a message when
+  /// neither can run.
   virtual std::unique_ptr<cpu::Kernel>
   kernelFor(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
             const std::vector<plan::TensorType> &outputs, std::unique_ptr<cpu::Kernel> host,
-            std::string &error) = 0;
+            plan::Stream stream, std::string &error) = 0;
+
+  /// Whether the device runs collectives on streams of their own, beside
+  /// the compute (after connect): then the once-per-step reductions that
+  /// can overlap the last backward do, in a pipeline stage too.
+  virtual bool communicationStreams() const = 0;
 
   /// How many instructions run on the host for want of a device kernel, by
   /// kind ("conv2d 3, top_k 1"); empty when none.

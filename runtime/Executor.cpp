@@ -263,10 +263,14 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   // nothing here, only move. A pipeline stage keeps them in the
   // once-per-step part: in its last backward they would hold up the sends
   // the stages before it wait for (cost/Simulator.cpp, devices without a
-  // communication stream, the same).
+  // communication stream, the same). A device with communication streams
+  // runs them there, beside the backward, in a stage too.
+  std::vector<bool> overlapped(size, false);
   for (const plan::OverlappedInstruction &o : program.overlapped())
-    if (!pipelined_)
+    if (!pipelined_ || (device_ && device_->communicationStreams())) {
       overlappedAfter_[o.after()].push_back(o.instruction());
+      overlapped[o.instruction()] = true;
+    }
 
   pool_ = std::make_unique<cpu::ThreadPool>(threads);
   // The prologue, once: its kernels are used a single time.
@@ -293,7 +297,7 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   for (int i = 0; i < program.instructions_size(); ++i) {
     Step step;
     if (!prepare(program.instructions(i), partOfSegment(segmentOf(size_t(i))), constant, step,
-                 error)) {
+                 error, /*onHost=*/false, overlapped[size_t(i)])) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return false;
     }
@@ -475,7 +479,7 @@ StepPart Executor::partOfSegment(int64_t segment) const {
 
 bool Executor::prepare(const plan::Instruction &inst, StepPart part,
                        const std::vector<bool> &constant, Step &step, std::string &error,
-                       bool onHost) {
+                       bool onHost, bool overlapped) {
   std::vector<plan::TensorType> inTypes, outTypes;
   std::vector<const void *> constants; // host addresses: a CPU kernel may read them now
   char *base = onHost ? arena_ : kernelArena();
@@ -514,7 +518,8 @@ bool Executor::prepare(const plan::Instruction &inst, StepPart part,
     step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
   }
   if (step.kernel && device_ && !onHost)
-    step.kernel = device_->kernelFor(inst, inTypes, outTypes, std::move(step.kernel), error);
+    step.kernel = device_->kernelFor(inst, inTypes, outTypes, std::move(step.kernel),
+                                     plan::streamOf(inst, overlapped), error);
   return step.kernel != nullptr;
 }
 

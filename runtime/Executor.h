@@ -185,8 +185,9 @@ private:
   };
   /// `onHost`: a CPU kernel on the host arena even with a device (the
   /// prologue, run once at load before the arena goes to the device).
+  /// `overlapped`: one of RankProgram.overlapped, run early where it can.
   bool prepare(const plan::Instruction &inst, StepPart part, const std::vector<bool> &constant,
-               Step &step, std::string &error, bool onHost = false);
+               Step &step, std::string &error, bool onHost = false, bool overlapped = false);
   /// An instruction's segment of the step: virtual stage k's forward part
   /// is k, its backward (or the per-micro-batch) part V + k, the
   /// once-per-step part 2V; and the kind of part a segment is.

@@ -3,12 +3,15 @@
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/comm/MeshGroups.h"
+#include "runtime/StreamOrder.h"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 
+#include "plan/DType.h"
 #include "plan/FormatBytes.h"
 #include "plan/PlanPrinter.h"
 
@@ -41,8 +44,14 @@ public:
       context_.cublasLt->cublasLtDestroy(context_.cublasLtHandle);
     for (CUdeviceptr p : allocations_)
       api.cuMemFree(p);
-    if (context_.stream)
-      api.cuStreamDestroy(context_.stream);
+    for (std::vector<CUevent> &events : events_)
+      for (CUevent event : events)
+        api.cuEventDestroy(event);
+    if (computeEvent_)
+      api.cuEventDestroy(computeEvent_);
+    for (CudaContext &context : contexts_)
+      if (context.stream)
+        api.cuStreamDestroy(context.stream);
     if (primary_)
       api.cuDevicePrimaryCtxRelease(device_);
   }
@@ -86,7 +95,9 @@ public:
             std::to_string(ordinal) + ")";
     if (!check(*api, api->cuCtxSetCurrent(context), "cuCtxSetCurrent", error) ||
         !check(*api, api->cuStreamCreate(&context_.stream, CU_STREAM_NON_BLOCKING),
-               "cuStreamCreate", error))
+               "cuStreamCreate", error) ||
+        !check(*api, api->cuEventCreate(&computeEvent_, CU_EVENT_DISABLE_TIMING),
+               "cuEventCreate", error))
       return false;
     // cuBLASLt is optional: without it matrix products run on the host.
     if ((context_.cublasLt = cublasLtApi(cublasLtWhy_)) &&
@@ -135,16 +146,18 @@ public:
 
   bool upload(char *to, const void *from, size_t bytes, std::string &error) override {
     const DriverApi &api = *context_.driver;
-    return check(api, api.cuMemcpyHtoDAsync(address(to), from, bytes, context_.stream),
+    return order(kCompute, {}, {range(to, bytes)}, error) &&
+           check(api, api.cuMemcpyHtoDAsync(address(to), from, bytes, context_.stream),
                  "copying to the GPU", error) &&
-           synchronize(error);
+           queued(kCompute, {}, {range(to, bytes)}, error) && synchronize(error);
   }
 
   bool download(void *to, const char *from, size_t bytes, std::string &error) override {
     const DriverApi &api = *context_.driver;
-    return check(api, api.cuMemcpyDtoHAsync(to, address(from), bytes, context_.stream),
+    return order(kCompute, {range(from, bytes)}, {}, error) &&
+           check(api, api.cuMemcpyDtoHAsync(to, address(from), bytes, context_.stream),
                  "copying from the GPU", error) &&
-           synchronize(error);
+           queued(kCompute, {range(from, bytes)}, {}, error) && synchronize(error);
   }
 
   bool copy(char *to, const char *from, size_t bytes, std::string &error) override {
@@ -156,20 +169,30 @@ public:
       return download(staged.data(), from, bytes, error) &&
              upload(to, staged.data(), bytes, error);
     }
-    return check(api, api.cuMemcpyDtoDAsync(address(to), address(from), bytes, context_.stream),
-                 "copying within the GPU", error);
+    std::vector<ByteRange> reads{range(from, bytes)}, writes{range(to, bytes)};
+    return order(kCompute, reads, writes, error) &&
+           check(api, api.cuMemcpyDtoDAsync(address(to), address(from), bytes, context_.stream),
+                 "copying within the GPU", error) &&
+           queued(kCompute, std::move(reads), std::move(writes), error);
   }
 
   bool zero(char *at, size_t bytes, std::string &error) override {
     const DriverApi &api = *context_.driver;
-    return check(api, api.cuMemsetD8Async(address(at), 0, bytes, context_.stream),
-                 "zeroing GPU memory", error);
+    return order(kCompute, {}, {range(at, bytes)}, error) &&
+           check(api, api.cuMemsetD8Async(address(at), 0, bytes, context_.stream),
+                 "zeroing GPU memory", error) &&
+           queued(kCompute, {}, {range(at, bytes)}, error);
   }
 
   bool synchronize(std::string &error) override {
     const DriverApi &api = *context_.driver;
-    if (!check(api, api.cuStreamSynchronize(context_.stream), "running the GPU's kernels", error))
-      return false;
+    for (int s = plan::kStreams; s-- > 0;)
+      if (contexts_[size_t(s)].stream &&
+          !check(api, api.cuStreamSynchronize(contexts_[size_t(s)].stream),
+                 s ? "running the GPU's communication" : "running the GPU's kernels", error))
+        return false;
+    order_.clear(); // every stream idle: nothing left to order
+    computeRecorded_ = 0;
     if (!context_.status)
       return true;
     // A kernel found its data out of range: said once, then cleared.
@@ -236,7 +259,25 @@ public:
                                          const std::vector<plan::TensorType> &inputs,
                                          const std::vector<plan::TensorType> &outputs,
                                          std::unique_ptr<cpu::Kernel> host,
-                                         std::string &error) override {
+                                         plan::Stream stream, std::string &error) override {
+    std::unique_ptr<cpu::Kernel> kernel =
+        deviceKernel(inst, inputs, outputs, std::move(host), stream, error);
+    return kernel ? std::make_unique<OrderedKernel>(*this, std::move(kernel), stream, inputs,
+                                                    outputs)
+                  : nullptr;
+  }
+
+  bool communicationStreams() const override { return nccl_ != nullptr; }
+
+  /// The kernel itself, its work queued on the stream it runs on (the
+  /// compute stream but for NCCL's collectives).
+  std::unique_ptr<cpu::Kernel> deviceKernel(const plan::Instruction &inst,
+                                            const std::vector<plan::TensorType> &inputs,
+                                            const std::vector<plan::TensorType> &outputs,
+                                            std::unique_ptr<cpu::Kernel> host,
+                                            plan::Stream &stream, std::string &error) {
+    plan::Stream wanted = stream;
+    stream = plan::Stream::Compute;
     if (inst.has_gpu()) {
       if (inst.gpu().status() && !context_.status) {
         const DriverApi &api = *context_.driver;
@@ -261,10 +302,16 @@ public:
       std::vector<int> axes(inst.collective().mesh_axes().begin(),
                             inst.collective().mesh_axes().end());
       std::sort(axes.begin(), axes.end());
-      if (auto it = comms_.find(axes); it != comms_.end())
-        if (auto kernel = makeNcclKernel(context_, *nccl_, it->second, inst.collective(),
-                                         inputs[0], outputs[0], why))
+      if (auto it = comms_.find(axes); it != comms_.end()) {
+        const CudaContext *on = contextOf(wanted, error);
+        if (!on)
+          return nullptr;
+        if (auto kernel = makeNcclKernel(*on, *nccl_, it->second, inst.collective(), inputs[0],
+                                         outputs[0], why)) {
+          stream = wanted;
           return kernel;
+        }
+      }
     }
     ++hostStaged_[kindOf(inst)];
     return makeHostStagedKernel(context_, std::move(host), inputs, outputs);
@@ -281,8 +328,112 @@ public:
     return summary;
   }
 
+  /// Makes `stream` wait for the work on other streams that work touching
+  /// `reads` and `writes` depends on (StreamOrder): a communication
+  /// stream's piece by the event recorded after it, the compute stream's by
+  /// an event recorded now (after its latest kernel: queued in order, the
+  /// piece's consumer is rarely far behind).
+  bool order(int stream, const std::vector<ByteRange> &reads,
+             const std::vector<ByteRange> &writes, std::string &error) {
+    const DriverApi &api = *context_.driver;
+    CUstream waiting = contexts_[size_t(stream)].stream;
+    for (StreamOrder::Piece piece : order_.dependencies(stream, reads, writes)) {
+      if (order_.follows(stream, piece)) // implied by an earlier wait of these
+        continue;
+      CUevent event = nullptr;
+      if (piece.stream == kCompute) {
+        piece.ticket = order_.latest(kCompute);
+        if (computeRecorded_ < piece.ticket &&
+            !check(api, api.cuEventRecord(computeEvent_, context_.stream), "cuEventRecord",
+                   error))
+          return false;
+        computeRecorded_ = piece.ticket;
+        event = computeEvent_;
+      } else {
+        event = events_[size_t(piece.stream)][piece.ticket - 1];
+      }
+      if (!check(api, api.cuStreamWaitEvent(waiting, event, 0), "cuStreamWaitEvent", error))
+        return false;
+      order_.follow(stream, piece);
+    }
+    return true;
+  }
+
+  /// Notes work queued on `stream`; after a communication stream's, an
+  /// event others can wait for.
+  bool queued(int stream, std::vector<ByteRange> reads, std::vector<ByteRange> writes,
+              std::string &error) {
+    uint64_t ticket = order_.add(stream, std::move(reads), std::move(writes));
+    if (stream == kCompute)
+      return true;
+    const DriverApi &api = *context_.driver;
+    std::vector<CUevent> &events = events_[size_t(stream)];
+    if (events.size() < ticket) {
+      CUevent event = nullptr;
+      if (!check(api, api.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate",
+                 error))
+        return false;
+      events.push_back(event);
+    }
+    return check(api, api.cuEventRecord(events[ticket - 1], contexts_[size_t(stream)].stream),
+                 "cuEventRecord", error);
+  }
+
 private:
+  static constexpr int kCompute = int(plan::Stream::Compute);
+
   static CUdeviceptr address(const void *p) { return CUdeviceptr(reinterpret_cast<uintptr_t>(p)); }
+  static ByteRange range(const void *at, size_t bytes) {
+    auto begin = int64_t(reinterpret_cast<uintptr_t>(at));
+    return {begin, begin + int64_t(bytes)};
+  }
+
+  /// The context of `stream`'s kernels: the compute stream's, or a
+  /// communication stream's, made when first used.
+  const CudaContext *contextOf(plan::Stream stream, std::string &error) {
+    CudaContext &context = contexts_[size_t(stream)];
+    if (!context.stream) {
+      const DriverApi &api = *context_.driver;
+      context.driver = &api;
+      if (!check(api, api.cuStreamCreate(&context.stream, CU_STREAM_NON_BLOCKING),
+                 "cuStreamCreate (a communication stream)", error))
+        return nullptr;
+    }
+    return &context;
+  }
+
+  /// A kernel whose work is ordered against the other streams' by the
+  /// bytes it reads (its inputs) and writes (its outputs).
+  class OrderedKernel final : public cpu::Kernel {
+  public:
+    OrderedKernel(CudaDevice &device, std::unique_ptr<cpu::Kernel> kernel, plan::Stream stream,
+                  const std::vector<plan::TensorType> &inputs,
+                  const std::vector<plan::TensorType> &outputs)
+        : device_(device), kernel_(std::move(kernel)), stream_(int(stream)) {
+      for (const plan::TensorType &t : inputs)
+        inputBytes_.push_back(size_t(byteSize(t)));
+      for (const plan::TensorType &t : outputs)
+        outputBytes_.push_back(size_t(byteSize(t)));
+    }
+
+    bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &pool,
+             std::string &error) override {
+      std::vector<ByteRange> reads, writes;
+      for (size_t i = 0; i < inputBytes_.size(); ++i)
+        reads.push_back(range(inputs[i], inputBytes_[i]));
+      for (size_t o = 0; o < outputBytes_.size(); ++o)
+        writes.push_back(range(outputs[o], outputBytes_[o]));
+      return device_.order(stream_, reads, writes, error) &&
+             kernel_->run(inputs, outputs, pool, error) &&
+             device_.queued(stream_, std::move(reads), std::move(writes), error);
+    }
+
+  private:
+    CudaDevice &device_;
+    std::unique_ptr<cpu::Kernel> kernel_;
+    int stream_;
+    std::vector<size_t> inputBytes_, outputBytes_;
+  };
 
   /// The kernel's function, its module loaded from the PTX for this GPU
   /// (once per entry point).
@@ -330,7 +481,14 @@ private:
     return function;
   }
 
-  CudaContext context_;
+  // Per stream (plan/Streams.h), the context its kernels run in; the
+  // compute stream's is the device's own.
+  std::array<CudaContext, plan::kStreams> contexts_;
+  CudaContext &context_ = contexts_[0];
+  StreamOrder order_{plan::kStreams};
+  std::array<std::vector<CUevent>, plan::kStreams> events_; // after each piece, by ticket - 1
+  CUevent computeEvent_ = nullptr; // recorded when another stream waits on compute
+  uint64_t computeRecorded_ = 0;   // the compute stream's ticket it was last recorded at
   CUdevice device_ = 0;
   bool primary_ = false;
   int major_ = 0, minor_ = 0;

@@ -92,7 +92,8 @@ void checkEveryInstruction(const std::string &precision, int64_t dp, int64_t tp,
     auto host = runtime::cpu::makeKernel(inst, run.inTypes, run.outTypes, error);
     ASSERT_TRUE(host) << error;
     std::string before = device->hostStagedSummary();
-    auto kernel = device->kernelFor(inst, run.inTypes, run.outTypes, std::move(host), error);
+    auto kernel = device->kernelFor(inst, run.inTypes, run.outTypes, std::move(host),
+                                     dtc::plan::Stream::Compute, error);
     ASSERT_TRUE(kernel) << error;
     bool onHost = device->hostStagedSummary() != before;
     ASSERT_TRUE(kernel->run(in.data(), out.data(), pool, error) && device->synchronize(error))

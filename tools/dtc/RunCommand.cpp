@@ -11,6 +11,7 @@
 #include "plan/PlanPrinter.h"
 #include "plan/Ranks.h"
 #include "plan/Sharding.h"
+#include "plan/Streams.h"
 #include "runtime/Executor.h"
 #include "runtime/TensorCompare.h"
 #include "runtime/TensorIO.h"
@@ -269,7 +270,7 @@ bool writeMeasuredTrace(const plan::Plan &plan, const runtime::Executor &executo
       cost::Event e;
       e.rank = r;
       e.instruction = int(i);
-      e.communication = cost::onCommunicationStream(inst);
+      e.communication = plan::communicates(inst);
       e.start = at;
       e.end = at += seconds[i];
       measured.events.push_back(e);
