@@ -97,6 +97,7 @@ int ptxVersion(llvm::StringRef chip) {
 /// of threads and outlined as a gpu.module.
 void mapOntoThreads(OpPassManager &pm) {
   OpPassManager &funcs = pm.nest<func::FuncOp>();
+  funcs.addPass(createRowsToGpu()); // a block per row where rows are long
   funcs.addPass(createConvertLinalgToParallelLoopsPass());
   funcs.addPass(createParallelLoopTilingPass({kThreadsPerBlock}));
   funcs.addPass(createGpuMapParallelLoopsPass());
@@ -270,13 +271,18 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
       func->setAttr(attr::kPtxEntry, StringAttr::get(context, func.getName() + kOutlinedSuffix));
       func->setAttr(attr::kParams, DenseI64ArrayAttr::get(context, params[func.getName().str()]));
       // The launch: a block of threads per tile of the parallel loop (the
-      // result's elements when the function does not say).
+      // result's elements when the function does not say), or a block of
+      // its lanes per row (dtc-rows-to-gpu).
       auto threads = func->getAttrOfType<IntegerAttr>(attr::kThreads);
       int64_t n = threads ? threads.getInt()
                           : cast<MemRefType>(func.getArgumentTypes().back()).getNumElements();
+      auto lanes = func->getAttrOfType<IntegerAttr>(attr::kLanes);
       func->setAttr(attr::kLaunch,
-                    DenseI64ArrayAttr::get(context, {(n + kThreadsPerBlock - 1) / kThreadsPerBlock,
-                                                     kThreadsPerBlock}));
+                    DenseI64ArrayAttr::get(
+                        context, lanes ? ArrayRef<int64_t>{n, lanes.getInt()}
+                                       : ArrayRef<int64_t>{(n + kThreadsPerBlock - 1) /
+                                                               kThreadsPerBlock,
+                                                           kThreadsPerBlock}));
     }
     // Said once, on the first program (@main, or a pipeline's first stage).
     for (auto program : module.getOps<func::FuncOp>()) {

@@ -31,6 +31,18 @@ constexpr int64_t kSumBlock = 64;
 constexpr int64_t kBusyThreads = 65536;
 constexpr int64_t kMinChunk = 256;
 
+/// Rows at least this long (softmax, layer norm) are a block's work each,
+/// its threads (lanes) taking every lanes-th element: a thread per row
+/// would read a row of 1024 alone, uncoalesced.
+constexpr int64_t kMinLaneRow = 64;
+constexpr int64_t kMaxLanes = 256;
+
+/// The lanes a row of `n` takes: whole warps, at most kMaxLanes; 0 for a
+/// row short enough to be one thread's.
+int64_t lanesFor(int64_t n) {
+  return n < kMinLaneRow ? 0 : std::min(kMaxLanes, (n + 31) / 32 * 32);
+}
+
 bool supportedElement(Type t) {
   return t.isF32() || t.isF64() || t.isBF16() || t.isF16() || t.isInteger(1) ||
          t.isInteger(32) || t.isInteger(64);
@@ -142,6 +154,52 @@ public:
   }
   Value loop(int64_t n, Value init, Fold fold) { return loop(index(0), index(n), init, fold); }
 
+  using Combine = function_ref<Value(Body &, Value, Value)>;
+  /// A row kernel's fold (dtc.lanes): each of `lanes` threads folds the
+  /// k in [0, n) from its own lane, lanes apart, from `identity`; their
+  /// parts are combined by `combine` (associative, `identity` its
+  /// identity). A parallel loop over the lanes with a reduction: on a GPU
+  /// the block's threads and a block-wide reduction (compiler/RowsToGpu.cpp).
+  Value laneFold(int64_t n, int64_t lanes, Value identity, Fold fold, Combine combine) {
+    auto lanesLoop = b.create<scf::ParallelOp>(
+        loc, ValueRange{index(0)}, ValueRange{index(lanes)}, ValueRange{index(1)},
+        ValueRange{identity}, [&](OpBuilder &nested, Location l, ValueRange lane, ValueRange) {
+          Body in(nested, l);
+          auto forOp = nested.create<scf::ForOp>(
+              l, lane[0], in.index(n), in.index(lanes), ValueRange{identity},
+              [&](OpBuilder &inner, Location il, Value k, ValueRange acc) {
+                Body each(inner, il);
+                inner.create<scf::YieldOp>(il, fold(each, acc[0], k));
+              });
+          auto reduce = nested.create<scf::ReduceOp>(l, forOp.getResults());
+          Block &combineBlock = reduce.getReductions()[0].front();
+          OpBuilder::InsertionGuard guard(nested);
+          nested.setInsertionPointToEnd(&combineBlock);
+          Body c(nested, l);
+          nested.create<scf::ReduceReturnOp>(
+              l, combine(c, combineBlock.getArgument(0), combineBlock.getArgument(1)));
+        });
+    return lanesLoop.getResult(0);
+  }
+
+  /// A row kernel's pass over k in [0, n), each lane taking every
+  /// lanes-th k from its own.
+  void laneEach(int64_t n, int64_t lanes, function_ref<void(Body &, Value k)> each) {
+    b.create<scf::ParallelOp>(
+        loc, ValueRange{index(0)}, ValueRange{index(lanes)}, ValueRange{index(1)},
+        [&](OpBuilder &nested, Location l, ValueRange lane) {
+          Body in(nested, l);
+          auto forOp = nested.create<scf::ForOp>(l, lane[0], in.index(n), in.index(lanes));
+          OpBuilder::InsertionGuard guard(nested);
+          nested.setInsertionPointToStart(forOp.getBody());
+          Body inner(nested, l);
+          each(inner, forOp.getInductionVar());
+        });
+  }
+
+  Value addf(Value x, Value y) { return b.create<arith::AddFOp>(loc, x, y); }
+  Value maxf(Value x, Value y) { return b.create<arith::MaximumFOp>(loc, x, y); }
+
   /// Sum of term(k) for k in [0, n) in type `t`: a float sum in blocks of
   /// kSumBlock terms.
   Value sum(int64_t n, Type t, function_ref<Value(Body &, Value k)> term) {
@@ -205,6 +263,15 @@ func::FuncOp makeKernel(OpBuilder &b, Location loc, ArrayRef<Value> values, Stri
 func::FuncOp makeKernel(OpBuilder &b, Operation *op, StringRef name, int64_t threads,
                         ThreadBody body, bool status = false) {
   return makeKernel(b, op->getLoc(), buffersOf(op), name, threads, body, status);
+}
+
+/// A row kernel: `rows` rows, each spread over `lanes` threads (dtc.lanes),
+/// `body` building a row's work from Body::laneFold and Body::laneEach.
+func::FuncOp makeRowKernel(OpBuilder &b, Operation *op, StringRef name, int64_t rows,
+                           int64_t lanes, ThreadBody body) {
+  func::FuncOp func = makeKernel(b, op, name, rows, body);
+  func->setAttr(attr::kLanes, b.getI64IntegerAttr(lanes));
+  return func;
 }
 
 /// Reductions: a thread per output element (or per part of its fold). The
@@ -304,10 +371,44 @@ func::FuncOp softmaxKernel(OpBuilder &b, Operation *op, StringRef name, int64_t 
   ArrayRef<int64_t> shape = input.getShape();
   int64_t n = shape[size_t(axis)], inner = product(shape.drop_front(axis + 1));
   int64_t rows = product(shape.take_front(axis)) * inner;
+  Type type = Body::computeType(input.getElementType());
+  // (x - max) - log(sum), or exp(x - max) / sum as a multiply by 1 / sum, as
+  // the CPU backend.
+  auto output = [&](Body &in, Value x, Value max, Value post) -> Value {
+    Value centred = in.b.create<arith::SubFOp>(in.loc, x, max);
+    return log ? in.b.create<arith::SubFOp>(in.loc, centred, post).getResult()
+               : in.b.create<arith::MulFOp>(in.loc, in.b.create<math::ExpOp>(in.loc, centred),
+                                            post)
+                     .getResult();
+  };
+  auto postOf = [&](Body &t, Value sum) -> Value {
+    return log ? t.b.create<math::LogOp>(t.loc, sum).getResult()
+               : t.b.create<arith::DivFOp>(t.loc, t.constant(type, 1), sum).getResult();
+  };
+  if (int64_t lanes = lanesFor(n))
+    return makeRowKernel(b, op, name, rows, lanes, [&](Body &t, Value row, ArrayRef<Value> buf) {
+      Value base = t.add(t.mul(t.div(row, inner), n * inner), t.rem(row, inner));
+      auto x = [&](Body &in, Value k) { return in.load(buf[0], in.add(base, in.mul(k, inner))); };
+      Value max = t.laneFold(
+          n, lanes, t.infinity(type, true),
+          [&](Body &in, Value acc, Value k) { return in.maxf(acc, x(in, k)); },
+          [](Body &c, Value l, Value r) { return c.maxf(l, r); });
+      Value sum = t.laneFold(
+          n, lanes, t.constant(type, 0),
+          [&](Body &in, Value acc, Value k) {
+            Value e = in.b.create<math::ExpOp>(
+                in.loc, in.b.create<arith::SubFOp>(in.loc, x(in, k), max));
+            return in.addf(acc, e);
+          },
+          [](Body &c, Value l, Value r) { return c.addf(l, r); });
+      Value post = postOf(t, sum);
+      t.laneEach(n, lanes, [&](Body &in, Value k) {
+        in.store(output(in, x(in, k), max, post), buf[1], in.add(base, in.mul(k, inner)));
+      });
+    });
   return makeKernel(b, op, name, rows, [&](Body &t, Value row, ArrayRef<Value> buf) {
     Value base = t.add(t.mul(t.div(row, inner), n * inner), t.rem(row, inner));
     auto at = [&](Body &in, Value k) { return in.add(base, in.mul(k, inner)); };
-    Type type = Body::computeType(input.getElementType());
     Value max = t.loop(n, t.infinity(type, true), [&](Body &in, Value acc, Value k) -> Value {
       return in.b.create<arith::MaximumFOp>(in.loc, acc, in.load(buf[0], at(in, k)));
     });
@@ -315,39 +416,43 @@ func::FuncOp softmaxKernel(OpBuilder &b, Operation *op, StringRef name, int64_t 
       Value x = in.b.create<arith::SubFOp>(in.loc, in.load(buf[0], at(in, k)), max);
       return in.b.create<math::ExpOp>(in.loc, x);
     });
-    // As the CPU backend: (x - max) - log(sum), or exp(x - max) / sum as a
-    // multiply by 1 / sum.
-    Value post = log ? t.b.create<math::LogOp>(t.loc, sum).getResult()
-                     : t.b.create<arith::DivFOp>(t.loc, t.constant(type, 1), sum).getResult();
+    Value post = postOf(t, sum);
     auto forOp = t.b.create<scf::ForOp>(t.loc, t.index(0), t.index(n), t.index(1));
     OpBuilder::InsertionGuard guard(t.b);
     t.b.setInsertionPointToStart(forOp.getBody());
     Body in(t.b, t.loc);
     Value k = forOp.getInductionVar();
-    Value x = in.b.create<arith::SubFOp>(in.loc, in.load(buf[0], at(in, k)), max);
-    Value y = log ? in.b.create<arith::SubFOp>(in.loc, x, post).getResult()
-                  : in.b.create<arith::MulFOp>(in.loc, in.b.create<math::ExpOp>(in.loc, x), post)
-                        .getResult();
-    in.store(y, buf[1], at(in, k));
+    in.store(output(in, in.load(buf[0], at(in, k)), max, post), buf[1], at(in, k));
   });
 }
 
-/// Layer norm: a thread per row of the normalized dims; the mean, then the
-/// centred squares, then (x - mean) / sqrt(variance + eps) * scale + bias.
+/// Layer norm: a row of the normalized dims each (a thread's, or a
+/// block's lanes' where rows are long); the mean, then the centred
+/// squares, then (x - mean) / sqrt(variance + eps) * scale + bias.
 func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name) {
   auto input = tensorOf(op.getInput());
   int64_t axis = op.getAxis() < 0 ? op.getAxis() + input.getRank() : op.getAxis();
   int64_t n = product(input.getShape().drop_front(axis));
   int64_t rows = input.getNumElements() / n;
+  int64_t lanes = lanesFor(n);
   bool bias = bool(op.getBias());
   double epsilon = op.getEpsilon().convertToDouble();
-  return makeKernel(b, op, name, rows, [&](Body &t, Value row, ArrayRef<Value> buf) {
+  Type type = Body::computeType(input.getElementType());
+  auto body = [&](Body &t, Value row, ArrayRef<Value> buf) {
     Value base = t.mul(row, n);
-    Type type = Body::computeType(input.getElementType());
     auto x = [&](Body &in, Value k) { return in.load(buf[0], in.add(base, k)); };
+    // A sum over the row: the lanes' parts, or the thread's in blocks.
+    auto sum = [&](function_ref<Value(Body &, Value k)> term) -> Value {
+      if (!lanes)
+        return t.sum(n, type, term);
+      return t.laneFold(
+          n, lanes, t.constant(type, 0),
+          [&](Body &in, Value acc, Value k) { return in.addf(acc, term(in, k)); },
+          [](Body &c, Value l, Value r) { return c.addf(l, r); });
+    };
     Value count = t.constant(type, double(n));
-    Value mean = t.b.create<arith::DivFOp>(t.loc, t.sum(n, type, x), count);
-    Value squares = t.sum(n, type, [&](Body &in, Value k) -> Value {
+    Value mean = t.b.create<arith::DivFOp>(t.loc, sum(x), count);
+    Value squares = sum([&](Body &in, Value k) -> Value {
       Value d = in.b.create<arith::SubFOp>(in.loc, x(in, k), mean);
       return in.b.create<arith::MulFOp>(in.loc, d, d);
     });
@@ -356,18 +461,26 @@ func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name
         t.loc, t.constant(type, 1),
         t.b.create<math::SqrtOp>(
             t.loc, t.b.create<arith::AddFOp>(t.loc, variance, t.constant(type, epsilon))));
+    auto write = [&](Body &in, Value k) {
+      Value centred = in.b.create<arith::SubFOp>(in.loc, x(in, k), mean);
+      Value y = in.b.create<arith::MulFOp>(
+          in.loc, in.b.create<arith::MulFOp>(in.loc, centred, inverse), in.load(buf[1], k));
+      if (bias)
+        y = in.b.create<arith::AddFOp>(in.loc, y, in.load(buf[2], k));
+      in.store(y, buf[bias ? 3 : 2], in.add(base, k));
+    };
+    if (lanes) {
+      t.laneEach(n, lanes, write);
+      return;
+    }
     auto forOp = t.b.create<scf::ForOp>(t.loc, t.index(0), t.index(n), t.index(1));
     OpBuilder::InsertionGuard guard(t.b);
     t.b.setInsertionPointToStart(forOp.getBody());
     Body in(t.b, t.loc);
-    Value k = forOp.getInductionVar();
-    Value centred = in.b.create<arith::SubFOp>(in.loc, x(in, k), mean);
-    Value y = in.b.create<arith::MulFOp>(
-        in.loc, in.b.create<arith::MulFOp>(in.loc, centred, inverse), in.load(buf[1], k));
-    if (bias)
-      y = in.b.create<arith::AddFOp>(in.loc, y, in.load(buf[2], k));
-    in.store(y, buf[bias ? 3 : 2], in.add(base, k));
-  });
+    write(in, forOp.getInductionVar());
+  };
+  return lanes ? makeRowKernel(b, op, name, rows, lanes, body)
+               : makeKernel(b, op, name, rows, body);
 }
 
 /// Moves: a thread per output element, reading the input element whose

@@ -384,6 +384,23 @@ def OutlineKernels : Pass<"dtc-outline-kernels", "mlir::ModuleOp"> {
                            "mlir::func::FuncDialect"];
 }
 
+def RowsToGpu : Pass<"dtc-rows-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "A row kernel's rows onto blocks, its lanes onto a block's threads";
+  let description = [{
+    A kernel function with `dtc.lanes` (softmax and layer norm rows, from
+    dtc-outline-kernels) is one scf.parallel over its rows whose body holds
+    scf.parallel loops over the lanes. It becomes one gpu.launch: a block
+    per row (the row index is the block's), `dtc.lanes` threads a block
+    (each lane loop's index is the thread's); a lane loop's reduction
+    becomes a gpu.all_reduce over the block (its combining region kept), a
+    lane loop without results is followed by a gpu.barrier. What lies
+    between the lane loops runs in every thread alike. Other functions are
+    left for the parallel-loop mapping. The first step of
+    dtc-kernels-to-ptx's lowering.
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::arith::ArithDialect"];
+}
+
 def KernelsToPtx : Pass<"dtc-kernels-to-ptx", "mlir::ModuleOp"> {
   let summary = "Lower dtc-outline-kernels' functions to PTX for NVIDIA GPUs";
   let description = [{

@@ -173,6 +173,10 @@ constexpr llvm::StringLiteral kPtxEntry = "dtc.ptx_entry";
 constexpr llvm::StringLiteral kLaunch = "dtc.launch";
 /// A kernel function: the threads it runs (its parallel loop's extent).
 constexpr llvm::StringLiteral kThreads = "dtc.threads";
+/// A kernel function over rows: its parallel loop runs `dtc.threads` rows,
+/// each row's work spread over this many threads of a block (nested
+/// parallel loops over the lanes; compiler/RowsToGpu.cpp).
+constexpr llvm::StringLiteral kLanes = "dtc.lanes";
 /// A kernel function: its outputs must be zeros before it runs.
 constexpr llvm::StringLiteral kZeroOutputs = "dtc.zero_outputs";
 /// A kernel function: its last argument is a status word it sets to 1

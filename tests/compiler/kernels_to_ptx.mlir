@@ -45,13 +45,15 @@
 // PTX-SAME: dtc.ptx_entry = "kernel_0_kernel"
 // PTX: func.func @kernel_1({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.params = array<i64: 0, 1, 2>, dtc.ptx = {sm_80 =
 // PTX-NOT: call
-// The other kernels launch one thread per row or output: 600 rows of the
-// softmax in 3 blocks; the gather's and the scatter-add's parameters are
+// The softmax launches a block of 128 threads per row; the others one
+// thread per output; the gather's and the scatter-add's parameters are
 // in the order the kernel first uses its buffers (indices, then the
 // status word an index out of range sets, then the table or updates, then
 // the output), which dtc.params records; the scatter-add wants zeroed
 // outputs.
-// PTX: func.func @kernel_2({{.*}}) attributes {dtc.launch = array<i64: 3, 256>, dtc.params = array<i64: 0, 1>
+// PTX: func.func @kernel_2({{.*}}) attributes {dtc.lanes = 128 : i64, dtc.launch = array<i64: 600, 128>, dtc.params = array<i64: 0, 1>
+// The block-wide reductions: shuffles within a warp, then shared memory.
+// PTX-SAME: shfl.sync.bfly{{.*}}bar.sync
 // PTX: func.func @kernel_3({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.params = array<i64: 0, 1>
 // PTX-SAME: dtc.zero_outputs
 // PTX: func.func @kernel_4({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 3, 0, 2>
@@ -59,16 +61,25 @@
 // PTX-SAME: dtc.zero_outputs
 // ASSEMBLED: assembled 12 kernels: sm_80 6, sm_90 6
 
-// Softmax over the last axis: a thread per row (scf.parallel over the 600
-// rows), a loop for the max, blocks of 64 for the sum of exps, a loop
-// for the outputs. A sum over the leading axes (a bias's gradient): 100
-// sums of 600 rows would leave a GPU idle, so each is split in 2 parts of
-// 300 rows, a thread each, added atomically into zeroed outputs.
-// KERNEL-LABEL: func.func @kernel_2(%arg0: memref<60000xf32>, %arg1: memref<60000xf32>) attributes {dtc.threads = 600 : i64}
-// KERNEL: scf.parallel ({{.*}}) = ({{.*}}) to ({{.*}}) step
+// Softmax over the last axis, rows of 100: a row kernel (dtc.lanes), the
+// 600 rows (scf.parallel) each spread over 128 lanes (nested scf.parallel
+// loops): each lane folds every 128th element, the lanes' maxima and sums
+// combined by scf.reduce, then each lane writes its outputs. A sum over
+// the leading axes (a bias's gradient): 100 sums of 600 rows would leave a
+// GPU idle, so each is split in 2 parts of 300 rows, a thread each, added
+// atomically into zeroed outputs.
+// KERNEL-LABEL: func.func @kernel_2(%arg0: memref<60000xf32>, %arg1: memref<60000xf32>) attributes {dtc.lanes = 128 : i64, dtc.threads = 600 : i64}
+// KERNEL: scf.parallel ({{.*}}) = ({{.*}}) to (%c600) step
+// KERNEL: scf.parallel ({{.*}}) = ({{.*}}) to (%c128{{.*}}) step ({{.*}}) init
+// KERNEL: scf.for {{.*}} step %c128
 // KERNEL: arith.maximumf
-// KERNEL: scf.for {{.*}} step %c64
+// KERNEL: scf.reduce
+// KERNEL: arith.maximumf
+// KERNEL: scf.parallel
 // KERNEL: math.exp
+// KERNEL: scf.reduce
+// KERNEL: arith.addf
+// KERNEL: scf.parallel
 // KERNEL: memref.store
 // KERNEL-LABEL: func.func @kernel_3(%arg0: memref<60000xf32>, %arg1: memref<100xf32>) attributes {dtc.threads = 200 : i64, dtc.zero_outputs}
 // KERNEL: arith.remui
