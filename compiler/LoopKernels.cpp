@@ -335,10 +335,30 @@ func::FuncOp reduceKernel(OpBuilder &b, Operation *op, StringRef name) {
     func->setAttr(attr::kZeroOutputs, b.getUnitAttr());
     return func;
   }
+  Type type = Body::computeType(element);
+  bool fl = isa<FloatType>(type);
+  // Long float folds (a row's sum over a vocabulary) are a block's work
+  // each, its lanes taking every lanes-th term.
+  if (int64_t lanes = fl ? lanesFor(count) : 0)
+    return makeRowKernel(b, op, name, outputs, lanes, [&](Body &t, Value o, ArrayRef<Value> buf) {
+      Value base = t.linear(t.coordinates(o, keptSizes), keptStrides);
+      auto at = [&](Body &in, Value r) {
+        return in.load(buf[0], in.linear(in.coordinates(r, reducedSizes), reducedStrides, base));
+      };
+      auto combine = [&](Body &c, Value l, Value r) -> Value {
+        if (sum)
+          return c.addf(l, r);
+        return max ? c.maxf(l, r) : c.b.create<arith::MinimumFOp>(c.loc, l, r).getResult();
+      };
+      Value result = t.laneFold(
+          count, lanes, sum ? t.constant(type, 0) : t.infinity(type, max),
+          [&](Body &in, Value acc, Value r) { return combine(in, acc, at(in, r)); }, combine);
+      if (mean)
+        result = t.b.create<arith::DivFOp>(t.loc, result, t.constant(type, double(count)));
+      t.store(result, buf[1], o);
+    });
   return makeKernel(b, op, name, outputs, [&](Body &t, Value o, ArrayRef<Value> buf) {
     Value base = t.linear(t.coordinates(o, keptSizes), keptStrides);
-    Type type = Body::computeType(input.getElementType());
-    bool fl = isa<FloatType>(type);
     auto at = [&](Body &in, Value r) {
       return in.load(buf[0], in.linear(in.coordinates(r, reducedSizes), reducedStrides, base));
     };

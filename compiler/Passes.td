@@ -373,7 +373,9 @@ def OutlineKernels : Pass<"dtc-outline-kernels", "mlir::ModuleOp"> {
     Reductions, softmax, log-softmax, layer norm, transpose, slice, copy,
     concat, gather and scatter-add get one scf.parallel over their threads
     (an output element, a row or an update each), `dtc.threads` saying how
-    many. The op names its kernel (`dtc.kernel`). An op or element type the
+    many; long rows and folds (64 and up) are row kernels (`dtc.lanes`):
+    each row's work spread over nested parallel loops over lanes, their
+    parts combined by scf.reduce. The op names its kernel (`dtc.kernel`). An op or element type the
     generator does not cover gets no kernel; a note on @main counts them
     and says what was missing. Before any device mapping: the kernels lower
     for GPUs (dtc-kernels-to-ptx) and for the host alike.
@@ -404,7 +406,8 @@ def RowsToGpu : Pass<"dtc-rows-to-gpu", "mlir::func::FuncOp"> {
 def KernelsToPtx : Pass<"dtc-kernels-to-ptx", "mlir::ModuleOp"> {
   let summary = "Lower dtc-outline-kernels' functions to PTX for NVIDIA GPUs";
   let description = [{
-    On a copy of @dtc_kernels per chip: the loop over a kernel's elements
+    On a copy of @dtc_kernels per chip: row kernels a block per row
+    (dtc-rows-to-gpu), the loop over another kernel's elements
     tiled by 256 and mapped onto blocks and threads, outlined into a
     gpu.module and lowered through NVVM to PTX by LLVM's NVPTX back end
     (bare-pointer parameters). Each kernel function gets `dtc.ptx`, a

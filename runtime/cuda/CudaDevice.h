@@ -1,7 +1,9 @@
 //===- CudaDevice.h - a rank's NVIDIA GPU -----------------------*- C++ -*-===//
 //
 // The Device (runtime/Device.h) of the CUDA backend: the GPU's primary
-// context, one stream for the rank's work, the arena in one allocation
+// context, a compute stream and, for NCCL's collectives, communication
+// streams beside it (plan/Streams.h), ordered by events where their work
+// shares bytes (runtime/StreamOrder.h); the arena in one allocation
 // (checked against the GPU's free memory first), the plan's generated
 // kernels loaded from their PTX (the chip's own, or the newest older one:
 // the driver compiles PTX for the GPU it finds), cuBLASLt for matrix
