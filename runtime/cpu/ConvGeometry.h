@@ -1,9 +1,10 @@
 //===- ConvGeometry.h - what conv2d's kernels share --------------*- C++ -*-===//
 //
-// Internal to runtime/cpu: a convolution's geometry, read from its
-// attributes and checked, and the im2col matrix our own kernels build from
-// it, which the forward (ConvKernel.cpp) multiplies by the weights and the
-// gradients (ConvBackwardKernels.cpp) by the output's gradient.
+// A convolution's geometry, read from its attributes and checked (the CUDA
+// backend's cuDNN descriptors read it here too: runtime/cuda/ConvShape.cpp),
+// and the im2col matrix our own kernels build from it, which the forward
+// (ConvKernel.cpp) multiplies by the weights and the gradients
+// (ConvBackwardKernels.cpp) by the output's gradient.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_RUNTIME_CPU_CONVGEOMETRY_H

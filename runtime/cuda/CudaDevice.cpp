@@ -42,6 +42,8 @@ public:
       nccl_->ncclCommDestroy(comm);
     if (context_.cublasLtHandle)
       context_.cublasLt->cublasLtDestroy(context_.cublasLtHandle);
+    if (context_.cudnnHandle)
+      context_.cudnn->cudnnDestroy(context_.cudnnHandle);
     for (CUdeviceptr p : allocations_)
       api.cuMemFree(p);
     for (std::vector<CUevent> &events : events_)
@@ -104,6 +106,11 @@ public:
         !check(*context_.cublasLt, context_.cublasLt->cublasLtCreate(&context_.cublasLtHandle),
                "cublasLtCreate", cublasLtWhy_))
       context_.cublasLt = nullptr;
+    // So is cuDNN: without it convolutions run on the host.
+    if ((context_.cudnn = cudnnApi(cudnnWhy_)) &&
+        !check(*context_.cudnn, context_.cudnn->cudnnCreate(&context_.cudnnHandle), "cudnnCreate",
+               cudnnWhy_))
+      context_.cudnn = nullptr;
     return true;
   }
 
@@ -296,6 +303,12 @@ public:
     if (inst.has_matmul())
       if (auto gemm = makeGemmKernel(context_, inst.matmul(), inputs, outputs[0], why))
         return gemm;
+    if (inst.has_conv2d() || inst.has_conv2d_backward_input() ||
+        inst.has_conv2d_backward_weight()) {
+      if (auto conv = makeConvKernel(context_, inst, inputs, outputs[0], why))
+        return conv;
+      convWhy_ = why;
+    }
     // A replicated stage's replicas (Collective.coordinates) have no NCCL
     // communicator of their own: their sum runs host-staged over MPI.
     if (inst.has_collective() && nccl_ && !inst.collective().has_coordinates()) {
@@ -323,6 +336,12 @@ public:
       summary += (summary.empty() ? "" : ", ") + kind + " " + std::to_string(n);
     if (!summary.empty() && !cublasLtWhy_.empty())
       summary += " (cuBLASLt: " + cublasLtWhy_ + ")";
+    if (!convWhy_.empty() || !cudnnWhy_.empty())
+      for (const char *kind : {"conv2d", "conv2d_backward_input", "conv2d_backward_weight"})
+        if (hostStaged_.count(kind)) {
+          summary += " (cuDNN: " + (cudnnWhy_.empty() ? convWhy_ : cudnnWhy_) + ")";
+          break;
+        }
     if (hostStaged_.count("collective") && !ncclWhy_.empty())
       summary += " (NCCL: " + ncclWhy_ + ")";
     return summary;
@@ -492,7 +511,8 @@ private:
   CUdevice device_ = 0;
   bool primary_ = false;
   int major_ = 0, minor_ = 0;
-  std::string name_, cublasLtWhy_;
+  std::string name_, cublasLtWhy_, cudnnWhy_;
+  std::string convWhy_; // why the last convolution cuDNN did not take runs on the host
   std::vector<CUdeviceptr> allocations_;
   std::vector<CUmodule> loaded_;
   std::map<std::string, CUfunction> modules_; // by entry point

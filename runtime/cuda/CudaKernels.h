@@ -13,6 +13,7 @@
 
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CublasLtApi.h"
+#include "runtime/cuda/CudnnApi.h"
 #include "runtime/cuda/DriverApi.h"
 #include "runtime/cuda/NcclApi.h"
 
@@ -32,6 +33,8 @@ struct CudaContext {
   CUdeviceptr workspace = 0;
   size_t workspaceBytes = 0;
   CUdeviceptr status = 0; // the status word kernels set when their data is out of range
+  const CudnnApi *cudnn = nullptr; // null: convolutions run on the host
+  cudnnHandle_t cudnnHandle = nullptr;
 };
 
 /// `function` launched as `gpu` says (grid, block, its parameters' order,
@@ -48,6 +51,15 @@ std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUf
 /// dtype, a partial batch broadcast, no algorithm).
 std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
                                             const plan::MatMul &matmul,
+                                            const std::vector<plan::TensorType> &inputs,
+                                            const plan::TensorType &output, std::string &why);
+
+/// A convolution or one of its gradients through cuDNN (fp32, or bf16
+/// with fp32 accumulation; the forward's bias and relu after it); null
+/// with `why` when cuDNN does not cover it (pads that differ between the
+/// two sides of a dim, another dtype, no algorithm within the workspace).
+std::unique_ptr<cpu::Kernel> makeConvKernel(const CudaContext &context,
+                                            const plan::Instruction &inst,
                                             const std::vector<plan::TensorType> &inputs,
                                             const plan::TensorType &output, std::string &why);
 
