@@ -252,9 +252,10 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
             ptx[chip][name] = o.getObject().getValue().rtrim('\0').str();
       });
     }
-    int64_t count = 0, ptxBytes = 0;
+    int64_t count = 0, ptxBytes = 0, rowKernels = 0;
     for (auto func : kernels.getOps<func::FuncOp>()) {
       ++count;
+      rowKernels += func->hasAttr(attr::kLanes);
       for (const std::string &chip : chipList)
         ptxBytes += int64_t(ptx[chip][func.getName().str()].size());
       SmallVector<NamedAttribute> perChip;
@@ -288,7 +289,11 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
     for (auto program : module.getOps<func::FuncOp>()) {
       addNote(program, "gpu kernels: " + std::to_string(count) + " lowered for " +
                            llvm::join(chipList, ", ") + " (PTX " + plan::formatBytes(ptxBytes) +
-                           "; blocks of 256 threads; dtc plan --ptx DIR writes them)");
+                           "; blocks of 256 threads" +
+                           (rowKernels ? ", " + std::to_string(rowKernels) +
+                                             " of them a block per row"
+                                       : std::string()) +
+                           "; dtc plan --ptx DIR writes them)");
       break;
     }
   }

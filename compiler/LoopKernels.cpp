@@ -17,6 +17,9 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <array>
+#include <limits>
+
 namespace dtc {
 
 using namespace mlir;
@@ -638,13 +641,279 @@ func::FuncOp scatterAddKernel(OpBuilder &b, graph::ScatterAddOp op, StringRef na
   return func;
 }
 
+/// A 2-D pooling window's geometry, and its taps walked in the CPU
+/// backend's order (row-major over the window).
+struct PoolWindow {
+  int64_t H, W, kH, kW, strideH, strideW, dilationH, dilationW;
+  int64_t padTop, padLeft, padBottom, padRight;
+  bool channelsLast;
+
+  PoolWindow(ArrayRef<int64_t> input, ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+             ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, bool channelsLast)
+      : H(channelsLast ? input[1] : input[2]), W(channelsLast ? input[2] : input[3]),
+        kH(kernel[0]), kW(kernel[1]), strideH(strides[0]), strideW(strides[1]),
+        dilationH(dilations[0]), dilationW(dilations[1]), padTop(pads[0]), padLeft(pads[1]),
+        padBottom(pads[2]), padRight(pads[3]), channelsLast(channelsLast) {}
+
+  /// The output's flat index `o` over `outShape` as (n, c, oh, ow).
+  std::array<Value, 4> outputAt(Body &t, Value o, ArrayRef<int64_t> outShape) const {
+    SmallVector<Value> k = t.coordinates(o, outShape);
+    return channelsLast ? std::array<Value, 4>{k[0], k[3], k[1], k[2]}
+                        : std::array<Value, 4>{k[0], k[1], k[2], k[3]};
+  }
+  /// The input's flat index of (n, c, h, w), `channels` channels.
+  Value inputAt(Body &t, Value n, Value c, Value h, Value w, int64_t channels) const {
+    if (channelsLast)
+      return t.add(t.mul(t.add(t.mul(t.add(t.mul(n, H), h), W), w), channels), c);
+    return t.add(t.mul(t.add(t.mul(t.add(t.mul(n, channels), c), H), h), W), w);
+  }
+
+  using Tap = function_ref<SmallVector<Value>(Body &, Value h, Value w, Value inside,
+                                               Value padded, ValueRange acc)>;
+  /// Folds `tap` over the window of output (oh, ow), from `init`: h and w
+  /// the tap's input coordinates (maybe outside), `inside` whether it is
+  /// in the input, `padded` whether in the input and its pads.
+  SmallVector<Value> fold(Body &t, Value oh, Value ow, ValueRange init, Tap tap) const {
+    auto cmp = [](Body &in, arith::CmpIPredicate p, Value a, Value b) {
+      return in.b.create<arith::CmpIOp>(in.loc, p, a, b).getResult();
+    };
+    auto both = [](Body &in, Value a, Value b) {
+      return in.b.create<arith::AndIOp>(in.loc, a, b).getResult();
+    };
+    auto sub = [](Body &in, Value a, int64_t v) {
+      return in.b.create<arith::SubIOp>(in.loc, a, in.index(v)).getResult();
+    };
+    Value top = sub(t, t.mul(oh, strideH), padTop), left = sub(t, t.mul(ow, strideW), padLeft);
+    auto rows = t.b.create<scf::ForOp>(
+        t.loc, t.index(0), t.index(kH), t.index(1), init,
+        [&](OpBuilder &rb, Location rl, Value i, ValueRange racc) {
+          Body r(rb, rl);
+          Value h = r.add(top, r.mul(i, dilationH));
+          auto cols = rb.create<scf::ForOp>(
+              rl, r.index(0), r.index(kW), r.index(1), racc,
+              [&](OpBuilder &cb, Location cl, Value j, ValueRange cacc) {
+                Body c(cb, cl);
+                Value w = c.add(left, c.mul(j, dilationW));
+                using P = arith::CmpIPredicate;
+                Value inside = both(c, both(c, cmp(c, P::sge, h, c.index(0)),
+                                            cmp(c, P::slt, h, c.index(H))),
+                                    both(c, cmp(c, P::sge, w, c.index(0)),
+                                         cmp(c, P::slt, w, c.index(W))));
+                Value padded = both(c, both(c, cmp(c, P::sge, h, c.index(-padTop)),
+                                            cmp(c, P::slt, h, c.index(H + padBottom))),
+                                    both(c, cmp(c, P::sge, w, c.index(-padLeft)),
+                                         cmp(c, P::slt, w, c.index(W + padRight))));
+                cb.create<scf::YieldOp>(cl, tap(c, h, w, inside, padded, cacc));
+              });
+          rb.create<scf::YieldOp>(rl, cols.getResults());
+        });
+    return rows.getResults();
+  }
+};
+
+/// The element at (n, c, h, w) of `input`, or at 0 where the tap is
+/// outside (its value then unused).
+Value loadTap(Body &t, const PoolWindow &g, Value input, std::array<Value, 4> at, Value h,
+              Value w, Value inside, int64_t channels) {
+  Value zero = t.index(0);
+  h = t.b.create<arith::SelectOp>(t.loc, inside, h, zero);
+  w = t.b.create<arith::SelectOp>(t.loc, inside, w, zero);
+  return t.load(input, g.inputAt(t, at[0], at[1], h, w, channels));
+}
+
+/// How many taps an average divides by: those inside the input, or with
+/// count_include_pad those inside input and pads (the CPU backend's rule).
+Value countTap(Body &t, Value count, Value inside, Value padded, bool includePad) {
+  Value one = t.b.create<arith::ExtUIOp>(t.loc, t.b.getI64Type(), includePad ? padded : inside);
+  return t.b.create<arith::AddIOp>(t.loc, count, one);
+}
+
+/// Max and average pooling: a thread per output, its window's taps in the
+/// CPU backend's order; padding never wins a max (nor does NaN: a tap
+/// replaces the running max only when greater), an average divides by the
+/// count countTap gives. f32, as the CPU backend.
+func::FuncOp poolKernel(OpBuilder &b, Operation *op, StringRef name, bool max,
+                        bool countIncludePad) {
+  auto input = tensorOf(op->getOperand(0)), output = tensorOf(op->getResult(0));
+  auto attr = [&](StringRef n) { return op->getAttrOfType<DenseI64ArrayAttr>(n).asArrayRef(); };
+  bool channelsLast = op->hasAttr("channels_last");
+  PoolWindow g(input.getShape(), attr("kernel"), attr("strides"), attr("pads"),
+               attr("dilations"), channelsLast);
+  int64_t channels = channelsLast ? input.getDimSize(3) : input.getDimSize(1);
+  ArrayRef<int64_t> outShape = output.getShape();
+  return makeKernel(b, op, name, output.getNumElements(),
+                    [&](Body &t, Value o, ArrayRef<Value> buf) {
+    std::array<Value, 4> at = g.outputAt(t, o, outShape);
+    Type f32 = t.b.getF32Type();
+    Value lowest = t.constant(f32, -double(std::numeric_limits<float>::max()));
+    SmallVector<Value> init{max ? lowest : t.constant(f32, 0),
+                            t.b.create<arith::ConstantOp>(t.loc, t.b.getI64IntegerAttr(0))};
+    SmallVector<Value> result = g.fold(
+        t, at[2], at[3], init,
+        [&](Body &in, Value h, Value w, Value inside, Value padded, ValueRange acc) {
+          Value v = loadTap(in, g, buf[0], at, h, w, inside, channels);
+          Value take = inside;
+          if (max)
+            take = in.b.create<arith::AndIOp>(
+                in.loc, inside,
+                in.b.create<arith::CmpFOp>(in.loc, arith::CmpFPredicate::OLT, acc[0], v));
+          Value next = max ? v : in.addf(acc[0], v);
+          return SmallVector<Value>{in.b.create<arith::SelectOp>(in.loc, take, next, acc[0]),
+                                    countTap(in, acc[1], inside, padded, countIncludePad)};
+        });
+    Value y = result[0];
+    if (!max) {
+      Value count = result[1];
+      Value some = t.b.create<arith::CmpIOp>(
+          t.loc, arith::CmpIPredicate::sgt, count,
+          t.b.create<arith::ConstantOp>(t.loc, t.b.getI64IntegerAttr(0)));
+      Value mean = t.b.create<arith::DivFOp>(
+          t.loc, y, t.b.create<arith::SIToFPOp>(t.loc, f32, count));
+      y = t.b.create<arith::SelectOp>(t.loc, some, mean, t.constant(f32, 0));
+    }
+    t.store(y, buf[1], o);
+  });
+}
+
+/// A pooling's gradient: a thread per output gradient, added atomically
+/// into the zeroed input gradient: a max pool's to the first of its
+/// window's maxima (NaN never one), an average's share to every tap inside
+/// the input. NCHW, as the CPU backend's.
+func::FuncOp poolBackwardKernel(OpBuilder &b, Operation *op, StringRef name, bool max,
+                                bool countIncludePad) {
+  Value gradOutput = op->getOperand(max ? 1 : 0);
+  auto dx = tensorOf(op->getResult(0)), dy = tensorOf(gradOutput);
+  auto attr = [&](StringRef n) { return op->getAttrOfType<DenseI64ArrayAttr>(n).asArrayRef(); };
+  PoolWindow g(dx.getShape(), attr("kernel"), attr("strides"), attr("pads"), attr("dilations"),
+               false);
+  int64_t channels = dx.getDimSize(1);
+  ArrayRef<int64_t> outShape = dy.getShape();
+  auto func = makeKernel(b, op, name, dy.getNumElements(),
+                         [&](Body &t, Value o, ArrayRef<Value> buf) {
+    std::array<Value, 4> at = g.outputAt(t, o, outShape);
+    Value grad = t.load(buf[max ? 1 : 0], o);
+    Value result = buf[max ? 2 : 1];
+    Type i64 = t.b.getI64Type();
+    auto i64Constant = [&](Body &in, int64_t v) {
+      return in.b.create<arith::ConstantOp>(in.loc, in.b.getI64IntegerAttr(v)).getResult();
+    };
+    auto addAt = [&](Body &in, Value v, Value flat) {
+      in.b.create<memref::AtomicRMWOp>(in.loc, arith::AtomicRMWKind::addf, v, result,
+                                       ValueRange{flat});
+    };
+    if (max) {
+      Type f32 = t.b.getF32Type();
+      SmallVector<Value> best = g.fold(
+          t, at[2], at[3], {i64Constant(t, -1), t.constant(f32, 0)},
+          [&](Body &in, Value h, Value w, Value inside, Value, ValueRange acc) {
+            Value v = loadTap(in, g, buf[0], at, h, w, inside, channels);
+            Value none = in.b.create<arith::CmpIOp>(in.loc, arith::CmpIPredicate::slt, acc[0],
+                                                    i64Constant(in, 0));
+            Value greater =
+                in.b.create<arith::CmpFOp>(in.loc, arith::CmpFPredicate::OGT, v, acc[1]);
+            Value number = in.b.create<arith::CmpFOp>(in.loc, arith::CmpFPredicate::ORD, v, v);
+            Value take = in.b.create<arith::AndIOp>(
+                in.loc, in.b.create<arith::AndIOp>(in.loc, inside, number),
+                in.b.create<arith::OrIOp>(in.loc, none, greater));
+            Value flat = in.b.create<arith::IndexCastOp>(
+                in.loc, i64, g.inputAt(in, at[0], at[1], h, w, channels));
+            return SmallVector<Value>{in.b.create<arith::SelectOp>(in.loc, take, flat, acc[0]),
+                                      in.b.create<arith::SelectOp>(in.loc, take, v, acc[1])};
+          });
+      Value found = t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sge, best[0],
+                                              i64Constant(t, 0));
+      t.b.create<scf::IfOp>(t.loc, found, [&](OpBuilder &nb, Location nl) {
+        Body in(nb, nl);
+        addAt(in, grad, nb.create<arith::IndexCastOp>(nl, nb.getIndexType(), best[0]));
+        nb.create<scf::YieldOp>(nl);
+      });
+      return;
+    }
+    Value count = g.fold(t, at[2], at[3], {i64Constant(t, 0)},
+                         [&](Body &in, Value, Value, Value inside, Value padded,
+                             ValueRange acc) {
+                           return SmallVector<Value>{
+                               countTap(in, acc[0], inside, padded, countIncludePad)};
+                         })[0];
+    Value some =
+        t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sgt, count, i64Constant(t, 0));
+    t.b.create<scf::IfOp>(t.loc, some, [&](OpBuilder &nb, Location nl) {
+      Body in(nb, nl);
+      Value share = nb.create<arith::DivFOp>(
+          nl, grad, nb.create<arith::SIToFPOp>(nl, nb.getF32Type(), count));
+      g.fold(in, at[2], at[3], {},
+             [&](Body &tap, Value h, Value w, Value inside, Value, ValueRange) {
+               tap.b.create<scf::IfOp>(tap.loc, inside, [&](OpBuilder &ib, Location il) {
+                 Body inner(ib, il);
+                 addAt(inner, share, g.inputAt(inner, at[0], at[1], h, w, channels));
+                 ib.create<scf::YieldOp>(il);
+               });
+               return SmallVector<Value>{};
+             });
+      nb.create<scf::YieldOp>(nl);
+    });
+  });
+  func->setAttr(attr::kZeroOutputs, b.getUnitAttr());
+  return func;
+}
+
+/// Inference batch norm over dim 1: a thread per element, (x - mean) *
+/// (scale / sqrt(var + eps)) + bias, the factor in f64 as the CPU backend's.
+func::FuncOp batchNormKernel(OpBuilder &b, graph::BatchNormOp op, StringRef name) {
+  auto input = tensorOf(op.getInput());
+  int64_t channels = input.getDimSize(1), plane = product(input.getShape().drop_front(2));
+  double epsilon = op.getEpsilon().convertToDouble();
+  return makeKernel(b, op, name, input.getNumElements(),
+                    [&](Body &t, Value i, ArrayRef<Value> buf) {
+    Value c = t.rem(t.div(i, plane), channels);
+    Type f64 = t.b.getF64Type();
+    auto wide = [&](Value v) { return t.b.create<arith::ExtFOp>(t.loc, f64, v).getResult(); };
+    Value factor = t.b.create<arith::DivFOp>(
+        t.loc, wide(t.load(buf[1], c)),
+        t.b.create<math::SqrtOp>(
+            t.loc, t.b.create<arith::AddFOp>(t.loc, wide(t.load(buf[4], c)),
+                                             t.constant(f64, epsilon))));
+    Type type = Body::computeType(input.getElementType());
+    Value f = t.b.create<arith::TruncFOp>(t.loc, type, factor);
+    Value centred = t.b.create<arith::SubFOp>(t.loc, t.load(buf[0], i), t.load(buf[3], c));
+    t.store(t.addf(t.b.create<arith::MulFOp>(t.loc, centred, f), t.load(buf[2], c)), buf[5], i);
+  });
+}
+
+/// Trilu: a thread per element, kept where its column j and row i (of the
+/// last two dims) have j - i >= k (upper) or <= k (lower), else zero.
+func::FuncOp triluKernel(OpBuilder &b, graph::TriluOp op, StringRef name) {
+  auto input = tensorOf(op.getInput());
+  ArrayRef<int64_t> shape = input.getShape();
+  int64_t cols = shape.back(), rows = shape[shape.size() - 2], k = op.getK();
+  bool upper = op.getUpper();
+  return makeKernel(b, op, name, input.getNumElements(),
+                    [&](Body &t, Value e, ArrayRef<Value> buf) {
+    Value i = t.rem(t.div(e, cols), rows), j = t.rem(e, cols);
+    Value diff = t.b.create<arith::SubIOp>(t.loc, j, i);
+    Value keep = t.b.create<arith::CmpIOp>(
+        t.loc, upper ? arith::CmpIPredicate::sge : arith::CmpIPredicate::sle, diff, t.index(k));
+    Value v = t.b.create<memref::LoadOp>(t.loc, buf[0], ValueRange{e});
+    Type element = v.getType();
+    Value zero = isa<FloatType>(element)
+                     ? t.b.create<arith::ConstantOp>(t.loc, t.b.getFloatAttr(element, 0))
+                           .getResult()
+                     : t.b.create<arith::ConstantOp>(t.loc, t.b.getIntegerAttr(element, 0))
+                           .getResult();
+    t.b.create<memref::StoreOp>(t.loc, t.b.create<arith::SelectOp>(t.loc, keep, v, zero), buf[1],
+                                ValueRange{e});
+  });
+}
+
 } // namespace
 
 bool hasLoopKernel(Operation *op) {
   return isa<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp, graph::ReduceMinOp,
              graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp, graph::TransposeOp,
              graph::SliceOp, graph::SplitOp, graph::CopyOp, graph::ConcatOp, graph::GatherOp,
-             graph::ScatterAddOp>(op);
+             graph::ScatterAddOp, graph::MaxPool2DOp, graph::AvgPool2DOp,
+             graph::MaxPool2DBackwardOp, graph::AvgPool2DBackwardOp, graph::BatchNormOp,
+             graph::TriluOp>(op);
 }
 
 namespace {
@@ -693,6 +962,22 @@ func::FuncOp buildOne(OpBuilder &b, Operation *op, StringRef name, std::string &
       .Case([&](graph::ConcatOp c) { return concatKernel(b, c, name); })
       .Case([&](graph::GatherOp g) { return gatherKernel(b, g, name); })
       .Case([&](graph::ScatterAddOp s) { return scatterAddKernel(b, s, name, missing); })
+      .Case<graph::MaxPool2DOp, graph::AvgPool2DOp>([&](Operation *p) -> func::FuncOp {
+        if (!tensorOf(p->getResult(0)).getElementType().isF32()) {
+          missing = p->getName().stripDialect().str() + " other than f32";
+          return {};
+        }
+        auto avg = dyn_cast<graph::AvgPool2DOp>(p);
+        return poolKernel(b, p, name, !avg, avg && avg.getCountIncludePad());
+      })
+      .Case([&](graph::MaxPool2DBackwardOp p) {
+        return poolBackwardKernel(b, p, name, true, false);
+      })
+      .Case([&](graph::AvgPool2DBackwardOp p) {
+        return poolBackwardKernel(b, p, name, false, p.getCountIncludePad());
+      })
+      .Case([&](graph::BatchNormOp n) { return batchNormKernel(b, n, name); })
+      .Case([&](graph::TriluOp t) { return triluKernel(b, t, name); })
       .Default([&](Operation *o) {
         missing = o->getName().getStringRef().str();
         return func::FuncOp();

@@ -273,6 +273,9 @@ std::string kindOf(Operation *op) {
           [](Operation *) { return "reduce"; })
       .Case<graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp>(
           [](Operation *) { return "row"; })
+      .Case<graph::MaxPool2DOp, graph::AvgPool2DOp, graph::MaxPool2DBackwardOp,
+            graph::AvgPool2DBackwardOp>([](Operation *) { return "pool"; })
+      .Case([](graph::BatchNormOp) { return "batch norm"; })
       .Default([](Operation *) { return "data movement"; });
 }
 

@@ -234,7 +234,8 @@ TEST(KernelCodegen, EveryElementwiseOpAgainstTheCpuBackend) {
 /// The kernels that are not elementwise (LoopKernels.h): reductions over
 /// every kind of axis set, softmax rows along the last and a middle axis,
 /// layer norm with and without bias, moves, concatenation, split, gather
-/// and scatter-add, in f32, bf16 and integers.
+/// and scatter-add, pooling and its gradients, batch norm, trilu, in f32,
+/// bf16 and integers.
 TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -335,6 +336,44 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
       op("%u: tensor<4x6x24xf32>, %i: tensor<4x6xi64>",
          "%y = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<4x6x24xf32>, tensor<4x6xi64>) -> tensor<10x24xf32>",
          "tensor<10x24xf32>"));
+  // Pooling (padding never wins a max, an average counts what its
+  // attributes say, ceil_mode's windows past the padded input), its
+  // gradients (overlapping windows: added atomically), batch norm, trilu.
+  const std::string pool = "kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, "
+                           "pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>";
+  add("max_pool2d 3x3 stride 2 padded",
+      op("%x: tensor<2x3x9x9xf32>", "%y = graph.max_pool2d %x {" + pool + "} : (tensor<2x3x9x9xf32>) -> tensor<2x3x5x5xf32>",
+         "tensor<2x3x5x5xf32>"));
+  add("avg_pool2d padded, pads not counted",
+      op("%x: tensor<2x3x9x9xf32>", "%y = graph.avg_pool2d %x {" + pool + "} : (tensor<2x3x9x9xf32>) -> tensor<2x3x5x5xf32>",
+         "tensor<2x3x5x5xf32>"));
+  add("avg_pool2d ceil_mode, pads counted",
+      op("%x: tensor<1x2x8x8xf32>", "%y = graph.avg_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 0, 1, 0>, dilations = array<i64: 1, 1>, ceil_mode = true, count_include_pad = true} : (tensor<1x2x8x8xf32>) -> tensor<1x2x5x4xf32>",
+         "tensor<1x2x5x4xf32>"));
+  add("max_pool2d channels-last",
+      op("%x: tensor<2x9x9x3xf32>", "%y = graph.max_pool2d %x {" + pool + ", channels_last} : (tensor<2x9x9x3xf32>) -> tensor<2x5x5x3xf32>",
+         "tensor<2x5x5x3xf32>"));
+  add("max_pool2d dilated",
+      op("%x: tensor<1x2x10x10xf32>", "%y = graph.max_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 2, 2, 2, 2>, dilations = array<i64: 2, 2>} : (tensor<1x2x10x10xf32>) -> tensor<1x2x10x10xf32>",
+         "tensor<1x2x10x10xf32>"));
+  add("max_pool2d_backward overlapping windows",
+      op("%x: tensor<2x3x9x9xf32>, %d: tensor<2x3x5x5xf32>",
+         "%y = graph.max_pool2d_backward %x, %d {" + pool + "} : (tensor<2x3x9x9xf32>, tensor<2x3x5x5xf32>) -> tensor<2x3x9x9xf32>",
+         "tensor<2x3x9x9xf32>"));
+  add("avg_pool2d_backward, pads counted",
+      op("%d: tensor<2x3x5x5xf32>",
+         "%y = graph.avg_pool2d_backward %d {" + pool + ", count_include_pad = true} : (tensor<2x3x5x5xf32>) -> tensor<2x3x9x9xf32>",
+         "tensor<2x3x9x9xf32>"));
+  add("batch_norm (inference)",
+      Case{"", "(%x: tensor<4x6x5x5xf32>, %s: tensor<6xf32>, %b: tensor<6xf32>, %m: tensor<6xf32>, %v: tensor<6xf32>) -> tensor<4x6x5x5xf32>",
+           "%y = graph.batch_norm %x, %s, %b, %m, %v {epsilon = 1.0e-3 : f64} : (tensor<4x6x5x5xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<4x6x5x5xf32>\n"
+           "return %y : tensor<4x6x5x5xf32>", {4}});
+  add("trilu upper, k = 1",
+      op("%x: tensor<2x5x7xf32>", "%y = graph.trilu %x {upper = true, k = 1 : i64} : (tensor<2x5x7xf32>) -> tensor<2x5x7xf32>",
+         "tensor<2x5x7xf32>"));
+  add("trilu lower, k = -1, i64",
+      op("%x: tensor<6x4xi64>", "%y = graph.trilu %x {upper = false, k = -1 : i64} : (tensor<6x4xi64>) -> tensor<6x4xi64>",
+         "tensor<6x4xi64>"));
   int kernels = 0;
   for (const Case &c : cases)
     kernels += checkCase(c);
