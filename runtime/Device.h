@@ -17,6 +17,7 @@
 #include "plan/Streams.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,21 @@ public:
   kernelFor(const plan::Instruction &inst, const std::vector<plan::TensorType> &inputs,
             const std::vector<plan::TensorType> &outputs, std::unique_ptr<cpu::Kernel> host,
             plan::Stream stream, std::string &error) = 0;
+
+  /// A pipeline transfer: a send of a `type` tensor (its input) or a
+  /// receive of one (its output), micro-batch m's peer peers[m mod size]
+  /// (m read from `microBatch`), meeting the peer's on `tag` as MPI's
+  /// messages of one tag do (plan::transferTag). Through the device's own
+  /// transport where it has one, else `host` (MPI) on host copies. Null
+  /// with a message when neither can run.
+  virtual std::unique_ptr<cpu::Kernel>
+  transferKernel(bool send, const plan::TensorType &type, std::vector<int64_t> peers, int tag,
+                 const int64_t *microBatch, std::unique_ptr<cpu::Kernel> host,
+                 std::string &error) = 0;
+
+  /// Connects the transfers transferKernel made to their peers', once the
+  /// rank's every kernel is made (each rank with transfers calls it).
+  virtual bool connectTransfers(std::string &error) = 0;
 
   /// Whether the device runs collectives on streams of their own, beside
   /// the compute (after connect): then the once-per-step reductions that

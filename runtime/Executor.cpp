@@ -303,6 +303,10 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
     }
     steps_.push_back(std::move(step));
   }
+  // Transfers over the device's own transport meet their peers' now that
+  // every kernel is made.
+  if (device_ && !device_->connectTransfers(error))
+    return false;
   // A pipeline stage's stashed buffers move by the micro-batch's copy of
   // their group.
   slotShifts_.assign(size_t(program.stashes_size()), 0);
@@ -511,9 +515,14 @@ bool Executor::prepare(const plan::Instruction &inst, StepPart part,
     int64_t turns = transfer.has_along() ? std::max<uint32_t>(1, transfer.along().replicas()) : 1;
     for (int64_t m = 0; m < turns; ++m)
       peers.push_back(plan::transferPeer(transfer, axisSizes_, rank_, m));
-    step.kernel = makeTransferKernel(send, send ? inTypes[0] : outTypes[0], std::move(peers),
-                                     rank_, plan::transferTag(int(part), transfer),
+    int tag = plan::transferTag(int(part), transfer);
+    const plan::TensorType &type = send ? inTypes[0] : outTypes[0];
+    step.kernel = makeTransferKernel(send, type, peers, rank_, tag,
                                      groups_ ? &groups_->world() : nullptr, error, &microBatch_);
+    if (step.kernel && device_ && !onHost)
+      step.kernel = device_->transferKernel(send, type, std::move(peers), tag, &microBatch_,
+                                            std::move(step.kernel), error);
+    return step.kernel != nullptr;
   } else {
     step.kernel = cpu::makeKernel(inst, inTypes, outTypes, error, constants);
   }

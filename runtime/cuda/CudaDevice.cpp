@@ -2,6 +2,7 @@
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/NcclTransfers.h"
 #include "runtime/comm/MeshGroups.h"
 #include "runtime/StreamOrder.h"
 
@@ -35,6 +36,7 @@ class CudaDevice final : public Device {
 public:
   ~CudaDevice() override {
     const DriverApi &api = *context_.driver;
+    transfers_.reset(); // its sends finish first
     modules_.clear();
     for (CUmodule module : loaded_)
       api.cuModuleUnload(module);
@@ -219,11 +221,12 @@ public:
 
   bool connect(MeshGroups &mesh, const std::vector<std::vector<int>> &groups,
                std::string &error) override {
-    if (groups.empty())
+    Communicator &world = mesh.world();
+    if (world.size() <= 1)
       return true;
+    world_ = &world;
     // NCCL refuses two ranks on one GPU: each rank says which it has (its
     // host's name and the GPU's ordinal); ranks that share one keep to MPI.
-    Communicator &world = mesh.world();
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     int64_t mine[2] = {int64_t(std::hash<std::string>()(host) & 0x7fffffffffffffff), ordinal_};
@@ -238,6 +241,10 @@ public:
       nccl_ = ncclApi(ncclWhy_);
     if (!nccl_)
       return true; // every rank saw the same sharing; a missing library on one is its own
+    const CudaContext *transfers = contextOf(plan::Stream::Transfers, error);
+    if (!transfers)
+      return false;
+    transfers_ = std::make_unique<NcclTransfers>(*transfers, *nccl_, world.rank());
     for (const std::vector<int> &axes : groups) {
       Communicator *group = mesh.group(axes, error);
       if (!group)
@@ -275,6 +282,28 @@ public:
   }
 
   bool communicationStreams() const override { return nccl_ != nullptr; }
+
+  std::unique_ptr<cpu::Kernel> transferKernel(bool send, const plan::TensorType &type,
+                                              std::vector<int64_t> peers, int tag,
+                                              const int64_t *microBatch,
+                                              std::unique_ptr<cpu::Kernel> host,
+                                              std::string &) override {
+    std::vector<plan::TensorType> operand{type}, none;
+    if (transfers_) // on the transfers stream, ordered by the bytes it touches
+      return std::make_unique<OrderedKernel>(
+          *this, transfers_->kernel(send, size_t(byteSize(type)), std::move(peers), tag,
+                                    microBatch),
+          plan::Stream::Transfers, send ? operand : none, send ? none : operand);
+    ++hostStaged_[send ? "send" : "recv"];
+    return std::make_unique<OrderedKernel>(
+        *this, makeHostStagedKernel(context_, std::move(host), send ? operand : none,
+                                    send ? none : operand),
+        plan::Stream::Compute, send ? operand : none, send ? none : operand);
+  }
+
+  bool connectTransfers(std::string &error) override {
+    return !transfers_ || transfers_->empty() || transfers_->connect(*world_, error);
+  }
 
   /// The kernel itself, its work queued on the stream it runs on (the
   /// compute stream but for NCCL's collectives).
@@ -342,7 +371,9 @@ public:
           summary += " (cuDNN: " + (cudnnWhy_.empty() ? convWhy_ : cudnnWhy_) + ")";
           break;
         }
-    if (hostStaged_.count("collective") && !ncclWhy_.empty())
+    if ((hostStaged_.count("collective") || hostStaged_.count("send") ||
+         hostStaged_.count("recv")) &&
+        !ncclWhy_.empty())
       summary += " (NCCL: " + ncclWhy_ + ")";
     return summary;
   }
@@ -520,6 +551,8 @@ private:
   std::map<std::string, int> hostStaged_;     // instruction kind -> count
   int ordinal_ = 0;
   const NcclApi *nccl_ = nullptr;                // null: collectives through MPI
+  Communicator *world_ = nullptr;                // all ranks (MPI), when there are others
+  std::unique_ptr<NcclTransfers> transfers_;     // null: pipeline transfers through MPI
   std::string ncclWhy_;
   std::map<std::vector<int>, ncclComm_t> comms_; // by sorted mesh axes
 };
