@@ -8,19 +8,9 @@ namespace dtc::runtime {
 
 namespace {
 
-bool anyOverlap(const std::vector<ByteRange> &a, const std::vector<ByteRange> &b) {
-  for (const ByteRange &x : a)
-    for (const ByteRange &y : b)
-      if (x.overlaps(y))
-        return true;
-  return false;
-}
-
-/// Whether `later` must run after `earlier`: it reads what `earlier`
-/// writes, or writes what `earlier` reads or writes.
+/// Whether `later` must run after `earlier`.
 bool dependsOn(const InstructionAccess &later, const InstructionAccess &earlier) {
-  return anyOverlap(later.reads, earlier.writes) || anyOverlap(later.writes, earlier.reads) ||
-         anyOverlap(later.writes, earlier.writes);
+  return conflicts(later.reads, later.writes, earlier.reads, earlier.writes);
 }
 
 /// Instructions [begin, end) in levels: each one level past the highest

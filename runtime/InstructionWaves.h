@@ -29,6 +29,25 @@ struct ByteRange {
   bool overlaps(const ByteRange &o) const { return begin < o.end && o.begin < end; }
 };
 
+/// Whether any range of `a` overlaps any of `b`.
+inline bool anyOverlap(const std::vector<ByteRange> &a, const std::vector<ByteRange> &b) {
+  for (const ByteRange &x : a)
+    for (const ByteRange &y : b)
+      if (x.overlaps(y))
+        return true;
+  return false;
+}
+
+/// Whether work reading `reads` and writing `writes` must come after work
+/// that read `earlierReads` and wrote `earlierWrites`: it reads what that
+/// wrote, or writes what that read or wrote.
+inline bool conflicts(const std::vector<ByteRange> &reads, const std::vector<ByteRange> &writes,
+                      const std::vector<ByteRange> &earlierReads,
+                      const std::vector<ByteRange> &earlierWrites) {
+  return anyOverlap(reads, earlierWrites) || anyOverlap(writes, earlierReads) ||
+         anyOverlap(writes, earlierWrites);
+}
+
 /// An instruction writing more than this is split over the threads by its
 /// kernel (cpu::kSerialWork f32 values and up: 32768 x 4 bytes); run
 /// beside another on one thread it would leave a thread idle when the two

@@ -5,18 +5,6 @@
 
 namespace dtc::runtime {
 
-namespace {
-
-bool anyOverlap(const std::vector<ByteRange> &a, const std::vector<ByteRange> &b) {
-  for (const ByteRange &x : a)
-    for (const ByteRange &y : b)
-      if (x.overlaps(y))
-        return true;
-  return false;
-}
-
-} // namespace
-
 StreamOrder::StreamOrder(int streams)
     : streams_(streams), clocks_(size_t(streams), std::vector<uint64_t>(size_t(streams), 0)),
       queued_(size_t(streams)) {}
@@ -34,8 +22,7 @@ StreamOrder::dependencies(int stream, const std::vector<ByteRange> &reads,
     const std::vector<Entry> &queued = queued_[size_t(other)];
     for (uint64_t ticket = queued.size(); ticket > known[size_t(other)]; --ticket) {
       const Entry &e = queued[ticket - 1];
-      if (anyOverlap(writes, e.reads) || anyOverlap(writes, e.writes) ||
-          anyOverlap(reads, e.writes)) {
+      if (conflicts(reads, writes, e.reads, e.writes)) {
         pieces.push_back({other, ticket});
         break;
       }
