@@ -905,6 +905,88 @@ func::FuncOp triluKernel(OpBuilder &b, graph::TriluOp op, StringRef name) {
   });
 }
 
+/// TopK: a thread per line along the axis, k passes over it, each taking
+/// the element that comes first among those after the last one taken, in
+/// the CPU backend's order: the extreme first (NaN above every number),
+/// equal values by the lower index. O(k n) a line: for the few k TopK is
+/// used with (a generation step's choice).
+func::FuncOp topKKernel(OpBuilder &b, graph::TopKOp op, StringRef name) {
+  auto input = tensorOf(op.getInput());
+  ArrayRef<int64_t> shape = input.getShape();
+  int64_t axis = op.getAxis() < 0 ? op.getAxis() + input.getRank() : op.getAxis();
+  int64_t n = shape[size_t(axis)], inner = product(shape.drop_front(axis + 1));
+  int64_t lines = product(shape.take_front(axis)) * inner, k = op.getK();
+  bool largest = op.getLargest();
+  Type element = input.getElementType();
+  bool fl = isa<FloatType>(element);
+  return makeKernel(b, op, name, lines, [&](Body &t, Value line, ArrayRef<Value> buf) {
+    Value outer = t.div(line, inner), i = t.rem(line, inner);
+    Value base = t.add(t.mul(outer, n * inner), i), outBase = t.add(t.mul(outer, k * inner), i);
+    Type i64 = t.b.getI64Type();
+    auto constant = [](Body &in, int64_t v) {
+      return in.b.create<arith::ConstantOp>(in.loc, in.b.getI64IntegerAttr(v)).getResult();
+    };
+    auto valueAt = [&](Body &in, Value p) { // p: an i64 index along the axis
+      Value at = in.b.create<arith::IndexCastOp>(in.loc, in.b.getIndexType(), p);
+      return in.b.create<memref::LoadOp>(in.loc, buf[0], ValueRange{in.add(base, in.mul(at, inner))})
+          .getResult();
+    };
+    // a above c: NaN above every number.
+    auto above = [&](Body &in, Value a, Value c) -> Value {
+      if (!fl)
+        return in.b.create<arith::CmpIOp>(in.loc, arith::CmpIPredicate::sgt, a, c);
+      Value aNan = in.b.create<arith::CmpFOp>(in.loc, arith::CmpFPredicate::UNO, a, a);
+      Value cNan = in.b.create<arith::CmpFOp>(in.loc, arith::CmpFPredicate::UNO, c, c);
+      Value greater = in.b.create<arith::CmpFOp>(in.loc, arith::CmpFPredicate::OGT, a, c);
+      Value cNumber = in.b.create<arith::XOrIOp>(
+          in.loc, cNan, in.b.create<arith::ConstantOp>(in.loc, in.b.getBoolAttr(true)));
+      return in.b.create<arith::SelectOp>(in.loc, aNan, cNumber, greater);
+    };
+    // Whether element p (value a) comes before q (value c).
+    auto first = [&](Body &in, Value p, Value a, Value q, Value c) -> Value {
+      Value ahead = largest ? above(in, a, c) : above(in, c, a);
+      Value behind = largest ? above(in, c, a) : above(in, a, c);
+      Value tie = in.b.create<arith::AndIOp>(
+          in.loc,
+          in.b.create<arith::XOrIOp>(
+              in.loc, behind, in.b.create<arith::ConstantOp>(in.loc, in.b.getBoolAttr(true))),
+          in.b.create<arith::CmpIOp>(in.loc, arith::CmpIPredicate::slt, p, q));
+      return in.b.create<arith::OrIOp>(in.loc, ahead, tie);
+    };
+    t.loop(k, constant(t, -1), [&](Body &pass, Value last, Value j) -> Value {
+      Value none = constant(pass, -1);
+      Value lastValue = valueAt(pass, pass.b.create<arith::MaxSIOp>(pass.loc, last,
+                                                                    constant(pass, 0)));
+      Value taken = pass.b.create<arith::CmpIOp>(pass.loc, arith::CmpIPredicate::sge, last,
+                                                 constant(pass, 0));
+      Value best = pass.loop(n, none, [&](Body &in, Value acc, Value q) -> Value {
+        Value qi = in.b.create<arith::IndexCastOp>(in.loc, i64, q);
+        Value c = valueAt(in, qi);
+        // After the last taken (or none taken yet) ...
+        Value after = in.b.create<arith::OrIOp>(
+            in.loc,
+            in.b.create<arith::XOrIOp>(
+                in.loc, taken, in.b.create<arith::ConstantOp>(in.loc, in.b.getBoolAttr(true))),
+            first(in, last, lastValue, qi, c));
+        // ... and before the best so far (or the first such).
+        Value some = in.b.create<arith::CmpIOp>(in.loc, arith::CmpIPredicate::sge, acc,
+                                                constant(in, 0));
+        Value accValue = valueAt(in, in.b.create<arith::MaxSIOp>(in.loc, acc, constant(in, 0)));
+        Value better = in.b.create<arith::OrIOp>(
+            in.loc,
+            in.b.create<arith::XOrIOp>(
+                in.loc, some, in.b.create<arith::ConstantOp>(in.loc, in.b.getBoolAttr(true))),
+            first(in, qi, c, acc, accValue));
+        return in.b.create<arith::SelectOp>(
+            in.loc, in.b.create<arith::AndIOp>(in.loc, after, better), qi, acc);
+      });
+      pass.b.create<memref::StoreOp>(pass.loc, best, buf[1],
+                                     ValueRange{pass.add(outBase, pass.mul(j, inner))});
+      return best;
+    });
+  });
+}
+
 } // namespace
 
 bool hasLoopKernel(Operation *op) {
@@ -913,7 +995,7 @@ bool hasLoopKernel(Operation *op) {
              graph::SliceOp, graph::SplitOp, graph::CopyOp, graph::ConcatOp, graph::GatherOp,
              graph::ScatterAddOp, graph::MaxPool2DOp, graph::AvgPool2DOp,
              graph::MaxPool2DBackwardOp, graph::AvgPool2DBackwardOp, graph::BatchNormOp,
-             graph::TriluOp>(op);
+             graph::TriluOp, graph::TopKOp>(op);
 }
 
 namespace {
@@ -978,6 +1060,14 @@ func::FuncOp buildOne(OpBuilder &b, Operation *op, StringRef name, std::string &
       })
       .Case([&](graph::BatchNormOp n) { return batchNormKernel(b, n, name); })
       .Case([&](graph::TriluOp t) { return triluKernel(b, t, name); })
+      .Case([&](graph::TopKOp t) -> func::FuncOp {
+        Type e = tensorOf(t.getInput()).getElementType();
+        if (!e.isF32() && !e.isF64() && !e.isInteger(32) && !e.isInteger(64)) {
+          missing = "top_k of a type the CPU backend does not order";
+          return {};
+        }
+        return topKKernel(b, t, name);
+      })
       .Default([&](Operation *o) {
         missing = o->getName().getStringRef().str();
         return func::FuncOp();

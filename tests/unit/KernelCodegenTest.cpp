@@ -234,8 +234,8 @@ TEST(KernelCodegen, EveryElementwiseOpAgainstTheCpuBackend) {
 /// The kernels that are not elementwise (LoopKernels.h): reductions over
 /// every kind of axis set, softmax rows along the last and a middle axis,
 /// layer norm with and without bias, moves, concatenation, split, gather
-/// and scatter-add, pooling and its gradients, batch norm, trilu, in f32,
-/// bf16 and integers.
+/// and scatter-add, pooling and its gradients, batch norm, trilu, top-k,
+/// in f32, bf16 and integers.
 TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -374,6 +374,12 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
   add("trilu lower, k = -1, i64",
       op("%x: tensor<6x4xi64>", "%y = graph.trilu %x {upper = false, k = -1 : i64} : (tensor<6x4xi64>) -> tensor<6x4xi64>",
          "tensor<6x4xi64>"));
+  add("top_k largest 3 along the last axis",
+      op("%x: tensor<4x50xf32>", "%y = graph.top_k %x {axis = 1 : i64, k = 3 : i64, largest = true} : (tensor<4x50xf32>) -> tensor<4x3xi64>",
+         "tensor<4x3xi64>"));
+  add("top_k smallest 4 along a middle axis, i64 with ties",
+      op("%x: tensor<3x9x2xi64>", "%y = graph.top_k %x {axis = 1 : i64, k = 4 : i64, largest = false} : (tensor<3x9x2xi64>) -> tensor<3x4x2xi64>",
+         "tensor<3x4x2xi64>"));
   int kernels = 0;
   for (const Case &c : cases)
     kernels += checkCase(c);
