@@ -25,6 +25,7 @@ config.substitutions.append(("%onnx-text", f"{py} {src}/tests/tools/onnx_text.py
 config.substitutions.append(("%gen-models", f"{py} {src}/tests/models/generate.py"))
 config.substitutions.append(("%dtc-opt", os.path.join(bin_dir, "dtc-opt")))
 config.substitutions.append(("%dtc-translate", os.path.join(bin_dir, "dtc-translate")))
+config.substitutions.append(("%dtc-run", os.path.join(bin_dir, "dtc-run")))
 config.substitutions.append(("%dtc", os.path.join(bin_dir, "dtc")))
 # The CUDA toolkit's assembler, for the PTX dtc generates (no GPU needed).
 import shutil

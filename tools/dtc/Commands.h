@@ -19,6 +19,9 @@ int runCalibrate(const Args &args); // CalibrateCommand.cpp
 int runReport(const Args &args);   // ReportCommand.cpp
 int runCheckpoint(const Args &args); // CheckpointCommand.cpp
 
+/// The command usage errors point to ("dtc run --help").
+void setHelpCommand(const std::string &command);
+
 /// Prints "dtc: MESSAGE" and a pointer to --help; returns 1.
 int usageError(const std::string &message);
 

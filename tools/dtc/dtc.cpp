@@ -265,8 +265,6 @@ commands:
   dtc --help | --version
 )";
 
-std::string helpCommand = "dtc --help"; // where usage errors point
-std::vector<std::string> *heldErrors = nullptr;
 
 /// The usage's sections for `command` (run has two: inference and
 /// training), each from its "  command ..." line (as "usage: dtc
@@ -296,50 +294,6 @@ std::string commandUsage(const std::string &command) {
 
 } // namespace
 
-void holdErrors(std::vector<std::string> *into) { heldErrors = into; }
-
-namespace {
-/// Prints `head` + `rest`, or holds it.
-int report(const std::string &head, const std::string &rest) {
-  if (heldErrors) {
-    heldErrors->push_back(head + rest);
-    return 1;
-  }
-  // After what was printed before it, when both go to one place.
-  std::fflush(stdout);
-  llvm::outs().flush();
-  llvm::errs() << head << rest << "\n";
-  return 1;
-}
-} // namespace
-
-int usageError(const std::string &message) {
-  return report("dtc: ", message + "\n(run '" + helpCommand + "' for usage)");
-}
-
-int failure(const std::string &message) { return report("error: ", message); }
-
-int writeOutput(const std::string &path, const std::string &bytes) {
-  if (path == "-") {
-    llvm::outs() << bytes;
-    return 0;
-  }
-  std::string temp = path + ".tmp";
-  std::error_code ec;
-  {
-    llvm::raw_fd_ostream os(temp, ec);
-    if (ec)
-      return failure("cannot write '" + path + "': " + ec.message());
-    os << bytes;
-    os.close();
-    if (os.has_error())
-      return failure("cannot write '" + path + "': " + os.error().message());
-  }
-  if ((ec = llvm::sys::fs::rename(temp, path)))
-    return failure("cannot write '" + path + "': " + ec.message());
-  return 0;
-}
-
 } // namespace dtc::cli
 
 int main(int argc, char **argv) {
@@ -359,7 +313,7 @@ int main(int argc, char **argv) {
   }
   // COMMAND --help (anywhere among its options): that command's usage.
   if (std::string usage = commandUsage(command); !usage.empty()) {
-    helpCommand = "dtc " + command + " --help";
+    setHelpCommand("dtc " + command + " --help");
     for (const std::string &arg : args)
       if (arg == "--help" || arg == "-h") {
         llvm::outs() << usage;

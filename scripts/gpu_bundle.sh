@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Packs what a bare GPU machine needs to run dtc's GPU checks, built here:
+# dtc-run (`dtc run` without the compiler) and the libraries it links that
+# such a machine may lack (not glibc or libstdc++, which it has newer, nor
+# the CUDA libraries, which dtc opens from the machine's own), the CUDA
+# plans of the checks compiled here with their inputs and the CPU's
+# results, and check.sh, which runs them there:
+#
+#   scripts/gpu_bundle.sh [DIR]           # here (default DIR: gpu-bundle)
+#   bash DIR/check.sh                     # there: checks, then the benchmark
+#
+# DIR holds dtc.tar.xz (its size is printed) and check.sh; check.sh unpacks
+# the archive under /tmp and says what passed. The checks are those of
+# tests/gpu/models.test that run one rank (two ranks need mpirun, which a
+# bare machine lacks): inference outputs against the CPU's, training
+# losses against the CPU's (GPT fp32 and bf16, an exported ResNet), then
+# GPT-2 small's bf16 training step timed against PyTorch eager (and
+# torch.compile) on the same shapes.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${BUILD_DIR:-$root/build}"
+out="$(realpath -m "${1:-$root/gpu-bundle}")"
+dtc="$build/bin/dtc"
+run="$build/bin/dtc-run"
+for tool in "$dtc" "$run"; do
+  [[ -x "$tool" ]] || { echo "gpu_bundle: $tool is missing: build first (scripts/setup.sh)" >&2; exit 1; }
+done
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/dtc/bin" "$stage/dtc/lib" "$stage/dtc/checks"
+cp "$run" "$stage/dtc/bin/"
+# Every library dtc-run loads but the C and C++ runtimes and the loader.
+ldd "$run" | awk '/=> \//{print $3}' | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
+    *) cp -L "$lib" "$stage/dtc/lib/" ;;
+  esac
+done
+# OpenBLAS finds its kernels by itself; oneDNN too. Nothing else to carry.
+
+checks="$stage/dtc/checks"
+python3 "$root/tests/models/generate.py" "$checks/models" > /dev/null
+python3 - "$checks" <<'PY'
+import numpy as np, os, sys
+d = sys.argv[1]
+r = np.random.RandomState(0)
+os.makedirs(f"{d}/mlp-in", exist_ok=True)
+np.save(f"{d}/mlp-in/x.npy", r.randn(8, 64).astype(np.float32))
+g = np.random.default_rng(0)
+os.makedirs(f"{d}/gpt-data", exist_ok=True)
+np.save(f"{d}/gpt-data/input_ids.npy", g.integers(0, 128, (32, 32)))
+np.save(f"{d}/gpt-data/labels.npy", g.integers(0, 128, (32, 32)))
+os.makedirs(f"{d}/cnn-data", exist_ok=True)
+r = np.random.RandomState(0)
+np.save(f"{d}/cnn-data/pixel_values.npy", r.randn(16, 3, 32, 32).astype(np.float32))
+np.save(f"{d}/cnn-data/labels.npy", r.randint(0, 4, (16, 32, 4)))
+PY
+small="gpt:layers=2,hidden=64,heads=4,seq=32,vocab=128,batch=8"
+"$dtc" compile "$checks/models/mlp.onnx" --shape batch=8 --backend cuda -o "$checks/mlp.dtcp" > /dev/null
+"$dtc" run "$checks/mlp.dtcp" --inputs "$checks/mlp-in" --outputs "$checks/mlp-in" > /dev/null
+"$dtc" compile "$small" --train --backend cuda -o "$checks/gpt.dtcp" > /dev/null
+"$dtc" run "$checks/gpt.dtcp" --data "$checks/gpt-data" --steps 4 --log-json "$checks/gpt-cpu.jsonl" > /dev/null
+"$dtc" compile "$small" --train --precision bf16 --backend cuda -o "$checks/bf16.dtcp" > /dev/null
+"$dtc" run "$checks/bf16.dtcp" --data "$checks/gpt-data" --steps 4 --log-json "$checks/bf16-cpu.jsonl" > /dev/null
+"$dtc" compile "$root/tests/models/exported/resnet.onnx" --shape batch=8 --train --backend cuda \
+  -o "$checks/cnn.dtcp" > /dev/null
+cp "$root/tests/models/exported/resnet.onnx" "$checks/"
+"$dtc" run "$checks/cnn.dtcp" --data "$checks/cnn-data" --steps 4 --log-json "$checks/cnn-cpu.jsonl" > /dev/null
+# The benchmark: GPT-2 small's shape, dtc's own generated model (seeded
+# weights: nothing to carry), bf16 training.
+"$dtc" compile "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,batch=8" --train \
+  --precision bf16 --backend cuda -o "$checks/gpt2.dtcp" > /dev/null
+cp "$root/tests/tools/same_losses.py" "$root/bench/gpu_torch_step.py" "$checks/"
+cp "$checks/models/mlp.onnx" "$checks/"
+rm -rf "$checks/models"
+mkdir -p "$out"
+# A plan names its model by path: check.sh gives the carried ones (--model).
+tar -C "$stage" -cJf "$out/dtc.tar.xz" dtc
+cp "$root/scripts/gpu_check.sh" "$out/check.sh"
+echo "gpu_bundle: $out/dtc.tar.xz ($(du -h "$out/dtc.tar.xz" | cut -f1)) and $out/check.sh"

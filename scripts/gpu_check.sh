@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# dtc's GPU checks on a machine with an NVIDIA GPU and no dtc build (the
+# bundle's check.sh; scripts/gpu_bundle.sh makes it and dtc.tar.xz beside
+# it): unpacks dtc-run and its libraries under $DTC_GPU_WORK (/tmp/dtc-gpu),
+# finds the CUDA libraries (the toolkit's, and the pip wheels' beside
+# PyTorch), then runs each check with its output kept in the work folder,
+# printing PASS or FAIL (with the end of its output) per check, and the
+# benchmark's figures. Exit status: the number of failed checks.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+work="${DTC_GPU_WORK:-/tmp/dtc-gpu}"
+rm -rf "$work" && mkdir -p "$work"
+python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+  "$here/dtc.tar.xz" "$work" || exit 1
+d="$work/dtc"
+cuda_libs="$(python3 - <<'PY'
+import glob, os
+dirs = [p for p in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
+        if os.path.isdir(p)]
+try:
+    import nvidia
+    for root in nvidia.__path__:
+        dirs += sorted(glob.glob(os.path.join(root, "*", "lib")))
+except ImportError:
+    pass
+print(":".join(dirs))
+PY
+)"
+export LD_LIBRARY_PATH="$d/lib${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+run="$d/bin/dtc-run"
+c="$d/checks"
+if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; then
+  echo "check.sh: no NVIDIA GPU here (nvidia-smi failed): nothing checked"
+  exit 2
+fi
+failed=0
+check() {
+  local name="$1"
+  shift
+  if "$@" > "$work/$name.log" 2>&1; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name"
+    tail -n 25 "$work/$name.log"
+    failed=$((failed + 1))
+  fi
+}
+losses() { # NAME PLAN DATA RTOL [dtc-run options]
+  local name="$1" plan="$2" data="$3" rtol="$4"
+  shift 4
+  "$run" "$plan" --data "$data" --steps 4 --backend cuda --log-json "$work/$name-gpu.jsonl" "$@" &&
+    python3 "$c/same_losses.py" "$c/$name-cpu.jsonl" "$work/$name-gpu.jsonl" --rtol "$rtol"
+}
+check mlp-inference "$run" "$c/mlp.dtcp" --model "$c/mlp.onnx" --inputs "$c/mlp-in" --backend cuda --check
+check gpt-fp32-training losses gpt "$c/gpt.dtcp" "$c/gpt-data" 1e-4
+check gpt-bf16-training losses bf16 "$c/bf16.dtcp" "$c/gpt-data" 2e-2
+check resnet-training losses cnn "$c/cnn.dtcp" "$c/cnn-data" 1e-3 --model "$c/resnet.onnx"
+# The benchmark: GPT-2 small's shape, bf16 training, dtc then PyTorch.
+python3 - "$work/gpt2-data" <<'PY'
+import numpy as np, os, sys
+os.makedirs(sys.argv[1], exist_ok=True)
+r = np.random.RandomState(1)
+t = r.randint(0, 50257, (8 * 13, 1025)).astype(np.int64)
+np.save(os.path.join(sys.argv[1], "input_ids.npy"), t[:, :-1].copy())
+np.save(os.path.join(sys.argv[1], "labels.npy"), t[:, 1:].copy())
+PY
+check gpt2-small-dtc "$run" "$c/gpt2.dtcp" --data "$work/gpt2-data" --steps 13 --backend cuda \
+  --log-json "$work/gpt2.jsonl"
+[[ -s "$work/gpt2.jsonl" ]] && python3 "$c/gpu_torch_step.py" "$work/gpt2.jsonl"
+echo "$failed check(s) failed; logs in $work"
+exit "$failed"
