@@ -26,6 +26,10 @@ except ImportError:
 print(":".join(dirs))
 PY
 )"
+# The driver's libcuda where the loader does not look by itself.
+for driver in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+  [[ -e "$driver/libcuda.so.1" ]] && cuda_libs="$cuda_libs:$driver"
+done
 export LD_LIBRARY_PATH="$d/lib${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 run="$d/bin/dtc-run"
 c="$d/checks"
