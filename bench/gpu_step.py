@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from training_step import build  # noqa: E402
+from gpu_torch_step import train_steps  # noqa: E402
 
 LAYERS, HIDDEN, HEADS, VOCAB, SEQ = 12, 768, 12, 50257, 1024
 WARMUP = 3
@@ -53,27 +54,10 @@ def model_flops(params, tokens):
 
 def torch_training(model, ids, labels, batch, steps, compiled):
     import torch
-    model = model.to("cuda").train()
-    step_model = torch.compile(model) if compiled else model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
-    losses, ms = [], []
-    for step in range(steps):
-        rows = slice(step * batch, (step + 1) * batch)
-        x = torch.from_numpy(ids[rows]).cuda()
-        y = torch.from_numpy(labels[rows]).cuda()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = step_model(x).logits
-            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, VOCAB),
-                                                     y.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        ms.append((time.perf_counter() - start) * 1e3)
-        losses.append(loss.item())
-    return losses, ms
+    batches = [(torch.from_numpy(ids[s * batch:(s + 1) * batch]).cuda(),
+                torch.from_numpy(labels[s * batch:(s + 1) * batch]).cuda())
+               for s in range(steps)]
+    return train_steps(model, batches, steps, compiled)
 
 
 def torch_inference(model, ids, batch, steps):

@@ -25,13 +25,16 @@ LAYERS, HIDDEN, HEADS, VOCAB, SEQ = 12, 768, 12, 50257, 1024
 WARMUP = 3
 
 
-def torch_ms(model, ids, labels, batch, steps, compiled):
+def train_steps(model, batches, steps, compiled):
+    """PyTorch's bf16 training steps (autocast, AdamW) over `batches` ((ids,
+    labels) pairs on the GPU, in turn): each step's loss and milliseconds."""
     import torch
+    model = model.cuda().train()
     step_model = torch.compile(model) if compiled else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
-    ms = []
+    losses, ms = [], []
     for step in range(steps):
-        x, y = ids[step % len(ids)], labels[step % len(labels)]
+        x, y = batches[step % len(batches)]
         torch.cuda.synchronize()
         start = time.perf_counter()
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -43,7 +46,8 @@ def torch_ms(model, ids, labels, batch, steps, compiled):
         optimizer.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         ms.append((time.perf_counter() - start) * 1e3)
-    return ms
+        losses.append(loss.item())
+    return losses, ms
 
 
 def main():
@@ -65,10 +69,8 @@ def main():
     tokens = args.batch * SEQ
     flops = 6 * params * tokens + 12 * LAYERS * HIDDEN * SEQ * tokens
     g = torch.Generator(device="cuda").manual_seed(1)
-    ids = [torch.randint(0, VOCAB, (args.batch, SEQ), device="cuda", generator=g)
-           for _ in range(4)]
-    labels = [torch.randint(0, VOCAB, (args.batch, SEQ), device="cuda", generator=g)
-              for _ in range(4)]
+    batches = [tuple(torch.randint(0, VOCAB, (args.batch, SEQ), device="cuda", generator=g)
+                     for _ in range(2)) for _ in range(4)]
     print(f"GPT-2 small shape ({params / 1e6:.1f} M parameters), batch {args.batch} x {SEQ} "
           f"tokens, bf16 training, on {torch.cuda.get_device_name()} (torch "
           f"{torch.__version__}); medians after {WARMUP} warm-up steps")
@@ -84,9 +86,9 @@ def main():
     if len(dtc) <= WARMUP:
         raise SystemExit(f"{args.dtc_log}: {len(dtc)} steps, need more than {WARMUP}")
     dtc_ms = line("dtc (CUDA backend)", dtc)
-    eager = line("PyTorch eager", torch_ms(model, ids, labels, args.batch, args.steps, False))
+    eager = line("PyTorch eager", train_steps(model, batches, args.steps, False)[1])
     try:
-        line("PyTorch torch.compile", torch_ms(model, ids, labels, args.batch, args.steps, True))
+        line("PyTorch torch.compile", train_steps(model, batches, args.steps, True)[1])
     except Exception as e:  # noqa: BLE001 - compile failures are reported, not fatal
         print(f"  torch.compile did not run: {type(e).__name__}: {str(e)[:200]}")
     print(f"dtc's throughput over PyTorch eager's: {eager / dtc_ms:.2f}x "
