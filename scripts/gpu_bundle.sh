@@ -2,16 +2,19 @@
 # Packs what a bare GPU machine needs to run dtc's GPU checks, built here:
 # dtc-run (`dtc run` without the compiler) and the libraries it links that
 # such a machine may lack (not glibc or libstdc++, which it has newer, nor
-# the CUDA libraries, which dtc opens from the machine's own), the CUDA
-# plans of the checks compiled here with their inputs and the CPU's
-# results, and check.sh, which runs them there:
+# the CUDA libraries, which dtc opens from the machine's own),
+# dtc-gpu-plan-tests (each instruction of a plan on the GPU against the CPU
+# backend), the CUDA plans of the checks compiled here with their inputs
+# and the CPU's results, and check.sh, which runs them there:
 #
 #   scripts/gpu_bundle.sh [DIR]           # here (default DIR: gpu-bundle)
 #   bash DIR/check.sh                     # there: checks, then the benchmark
 #
 # DIR holds dtc.tar.xz (its size is printed) and check.sh; check.sh unpacks
-# the archive under /tmp and says what passed. The checks are those of
-# tests/gpu/models.test that run one rank (two ranks need mpirun, which a
+# the archive under /tmp and says what passed. The checks are every
+# instruction of GPT (fp32; bf16 over dp 2 x tp 2) and ResNet training
+# steps against the CPU backend, then those of tests/gpu/models.test that
+# run one rank (two ranks need mpirun, which a
 # bare machine lacks): inference outputs against the CPU's, training
 # losses against the CPU's (GPT fp32 and bf16, an exported ResNet), then
 # GPT-2 small's bf16 training step timed against PyTorch eager (and
@@ -22,15 +25,16 @@ build="${BUILD_DIR:-$root/build}"
 out="$(realpath -m "${1:-$root/gpu-bundle}")"
 dtc="$build/bin/dtc"
 run="$build/bin/dtc-run"
-for tool in "$dtc" "$run"; do
+kernels="$build/bin/dtc-gpu-plan-tests"
+for tool in "$dtc" "$run" "$kernels"; do
   [[ -x "$tool" ]] || { echo "gpu_bundle: $tool is missing: build first (scripts/setup.sh)" >&2; exit 1; }
 done
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/dtc/bin" "$stage/dtc/lib" "$stage/dtc/checks"
-cp "$run" "$stage/dtc/bin/"
-# Every library dtc-run loads but the C and C++ runtimes and the loader.
-ldd "$run" | awk '/=> \//{print $3}' | while read -r lib; do
+cp "$run" "$kernels" "$stage/dtc/bin/"
+# Every library they load but the C and C++ runtimes and the loader.
+ldd "$run" "$kernels" | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
     *) cp -L "$lib" "$stage/dtc/lib/" ;;
@@ -61,10 +65,15 @@ small="gpt:layers=2,hidden=64,heads=4,seq=32,vocab=128,batch=8"
 "$dtc" compile "$small" --train --backend cuda -o "$checks/gpt.dtcp" > /dev/null
 "$dtc" run "$checks/gpt.dtcp" --data "$checks/gpt-data" --steps 4 --log-json "$checks/gpt-cpu.jsonl" > /dev/null
 "$dtc" compile "$small" --train --precision bf16 --backend cuda -o "$checks/bf16.dtcp" > /dev/null
+# Each instruction against the CPU backend (dtc-gpu-plan-tests), of a bf16
+# step split over dp 2 x tp 2 too.
+"$dtc" compile "$small" --train --precision bf16 --dp 2 --tp 2 --backend cuda \
+  -o "$checks/bf16-dp2-tp2.dtcp" > /dev/null
 "$dtc" run "$checks/bf16.dtcp" --data "$checks/gpt-data" --steps 4 --log-json "$checks/bf16-cpu.jsonl" > /dev/null
 "$dtc" compile "$root/tests/models/exported/resnet.onnx" --shape batch=8 --train --backend cuda \
   -o "$checks/cnn.dtcp" > /dev/null
-cp "$root/tests/models/exported/resnet.onnx" "$checks/"
+cp "$root/tests/models/exported/resnet.onnx" "$root/tests/models/exported/resnet.onnx.data" \
+  "$checks/"
 "$dtc" run "$checks/cnn.dtcp" --data "$checks/cnn-data" --steps 4 --log-json "$checks/cnn-cpu.jsonl" > /dev/null
 # The benchmark: GPT-2 small's shape, dtc's own generated model (seeded
 # weights: nothing to carry), bf16 training.

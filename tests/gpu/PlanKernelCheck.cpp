@@ -1,0 +1,77 @@
+//===- PlanKernelCheck.cpp -------------------------------------------------===//
+#include "tests/gpu/PlanKernelCheck.h"
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ThreadPool.h"
+#include "runtime/cuda/CudaDevice.h"
+#include "tests/unit/KernelCheck.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace dtc::test {
+
+void checkPlanKernels(const plan::Plan &plan, const char *what, int minGenerated) {
+  std::string error;
+  auto device = runtime::cuda::openCudaDevice(0, error);
+  ASSERT_TRUE(device) << error;
+  ASSERT_TRUE(device->load(plan, error)) << error;
+  runtime::cpu::ThreadPool pool(1);
+  std::mt19937 rng(5);
+  const plan::RankProgram &program = plan.ranks(0);
+  int generated = 0, library = 0, staged = 0;
+  double worst = 0;
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (inst.has_collective() || inst.has_send() || inst.has_recv())
+      continue; // they need the other ranks (tests/gpu/models.test runs them)
+    SCOPED_TRACE(inst.DebugString().substr(0, 200));
+    KernelRun run;
+    ASSERT_TRUE(runOnCpu(program, inst, {}, rng, run));
+    // The operands on the device, one allocation each.
+    std::vector<const void *> in;
+    std::vector<void *> out;
+    for (size_t i = 0; i < run.inputs.size(); ++i) {
+      char *at = device->allocate(std::max<size_t>(run.inputs[i].size(), 1), error);
+      ASSERT_TRUE(at && device->upload(at, run.inputs[i].data(), run.inputs[i].size(), error))
+          << error;
+      in.push_back(at);
+    }
+    for (const plan::TensorType &t : run.outTypes) {
+      size_t bytes = size_t(count(t) * bytesOf(t.dtype()));
+      char *at = device->allocate(std::max<size_t>(bytes, 1), error);
+      ASSERT_TRUE(at && device->zero(at, bytes, error)) << error;
+      out.push_back(at);
+    }
+    auto host = runtime::cpu::makeKernel(inst, run.inTypes, run.outTypes, error);
+    ASSERT_TRUE(host) << error;
+    std::string before = device->hostStagedSummary();
+    auto kernel = device->kernelFor(inst, run.inTypes, run.outTypes, std::move(host),
+                                     plan::Stream::Compute, error);
+    ASSERT_TRUE(kernel) << error;
+    bool onHost = device->hostStagedSummary() != before;
+    ASSERT_TRUE(kernel->run(in.data(), out.data(), pool, error) && device->synchronize(error))
+        << error;
+    std::vector<char> actual(run.expected.size());
+    ASSERT_TRUE(device->download(actual.data(), static_cast<char *>(out[0]), actual.size(), error))
+        << error;
+    double w = compareOutput(inst, run, actual);
+    bool libraryKernel = (inst.has_matmul() || inst.has_conv2d() ||
+                          inst.has_conv2d_backward_input() || inst.has_conv2d_backward_weight()) &&
+                         !onHost;
+    EXPECT_GE(w, 0) << "the integer, bool or moved results differ";
+    EXPECT_LE(w, libraryKernel ? 2e-4 : 1e-4);
+    worst = std::max(worst, w);
+    generated += inst.has_gpu();
+    library += libraryKernel;
+    staged += onHost;
+  }
+  std::printf("%s on %s: %d generated kernels, %d cuBLASLt products and cuDNN convolutions, "
+              "%d on the host (%s); worst relative error %.2e\n",
+              what, device->name().c_str(), generated, library, staged,
+              device->hostStagedSummary().c_str(), worst);
+  EXPECT_GE(generated, minGenerated);
+}
+
+} // namespace dtc::test
