@@ -928,8 +928,8 @@ func::FuncOp topKKernel(OpBuilder &b, graph::TopKOp op, StringRef name) {
     };
     auto valueAt = [&](Body &in, Value p) { // p: an i64 index along the axis
       Value at = in.b.create<arith::IndexCastOp>(in.loc, in.b.getIndexType(), p);
-      return in.b.create<memref::LoadOp>(in.loc, buf[0], ValueRange{in.add(base, in.mul(at, inner))})
-          .getResult();
+      Value flat = in.add(base, in.mul(at, inner));
+      return in.b.create<memref::LoadOp>(in.loc, buf[0], ValueRange{flat}).getResult();
     };
     // a above c: NaN above every number.
     auto above = [&](Body &in, Value a, Value c) -> Value {

@@ -381,7 +381,8 @@ private:
   int streamOf(int instruction) const {
     if (!cluster_.device.communicationStream)
       return 0;
-    return int(plan::streamOf(program_.instructions(instruction), overlapped_[size_t(instruction)]));
+    const plan::Instruction &inst = program_.instructions(instruction);
+    return int(plan::streamOf(inst, overlapped_[size_t(instruction)]));
   }
 
   const plan::Plan &plan_;

@@ -27,7 +27,10 @@ dtc="$build/bin/dtc"
 run="$build/bin/dtc-run"
 kernels="$build/bin/dtc-gpu-plan-tests"
 for tool in "$dtc" "$run" "$kernels"; do
-  [[ -x "$tool" ]] || { echo "gpu_bundle: $tool is missing: build first (scripts/setup.sh)" >&2; exit 1; }
+  if [[ ! -x "$tool" ]]; then
+    echo "gpu_bundle: $tool is missing: build first (scripts/setup.sh)" >&2
+    exit 1
+  fi
 done
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
@@ -60,7 +63,8 @@ np.save(f"{d}/cnn-data/pixel_values.npy", r.randn(16, 3, 32, 32).astype(np.float
 np.save(f"{d}/cnn-data/labels.npy", r.randint(0, 4, (16, 32, 4)))
 PY
 small="gpt:layers=2,hidden=64,heads=4,seq=32,vocab=128,batch=8"
-"$dtc" compile "$checks/models/mlp.onnx" --shape batch=8 --backend cuda -o "$checks/mlp.dtcp" > /dev/null
+"$dtc" compile "$checks/models/mlp.onnx" --shape batch=8 --backend cuda \
+  -o "$checks/mlp.dtcp" > /dev/null
 "$dtc" run "$checks/mlp.dtcp" --inputs "$checks/mlp-in" --outputs "$checks/mlp-in" > /dev/null
 "$dtc" compile "$small" --train --backend cuda -o "$checks/gpt.dtcp" > /dev/null
 "$dtc" run "$checks/gpt.dtcp" --data "$checks/gpt-data" --steps 4 --log-json "$checks/gpt-cpu.jsonl" > /dev/null
