@@ -4,7 +4,8 @@
 # such a machine may lack (not glibc or libstdc++, which it has newer, nor
 # the CUDA libraries, which dtc opens from the machine's own),
 # dtc-gpu-plan-tests (each instruction of a plan on the GPU against the CPU
-# backend), the CUDA plans of the checks compiled here with their inputs
+# backend), dtc-gpu-gemm-bench (dtc's cuBLASLt GEMMs against cuBLAS), the
+# CUDA plans of the checks compiled here with their inputs
 # and the CPU's results, and check.sh, which runs them there:
 #
 #   scripts/gpu_bundle.sh [DIR]           # here (default DIR: gpu-bundle)
@@ -17,8 +18,8 @@
 # run one rank (two ranks need mpirun, which a
 # bare machine lacks): inference outputs against the CPU's, training
 # losses against the CPU's (GPT fp32 and bf16, an exported ResNet), then
-# GPT-2 small's bf16 training step timed against PyTorch eager (and
-# torch.compile) on the same shapes.
+# the benchmarks: GPT-2 small's bf16 GEMMs against cuBLAS, and its bf16
+# training step against PyTorch eager (and torch.compile).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -26,7 +27,8 @@ out="$(realpath -m "${1:-$root/gpu-bundle}")"
 dtc="$build/bin/dtc"
 run="$build/bin/dtc-run"
 kernels="$build/bin/dtc-gpu-plan-tests"
-for tool in "$dtc" "$run" "$kernels"; do
+gemms="$build/bin/dtc-gpu-gemm-bench"
+for tool in "$dtc" "$run" "$kernels" "$gemms"; do
   if [[ ! -x "$tool" ]]; then
     echo "gpu_bundle: $tool is missing: build first (scripts/setup.sh)" >&2
     exit 1
@@ -35,9 +37,9 @@ done
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/dtc/bin" "$stage/dtc/lib" "$stage/dtc/checks"
-cp "$run" "$kernels" "$stage/dtc/bin/"
+cp "$run" "$kernels" "$gemms" "$stage/dtc/bin/"
 # Every library they load but the C and C++ runtimes and the loader.
-ldd "$run" "$kernels" | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+ldd "$run" "$kernels" "$gemms" | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
     *) cp -L "$lib" "$stage/dtc/lib/" ;;

@@ -61,7 +61,10 @@ check mlp-inference "$run" "$c/mlp.dtcp" --model "$c/mlp.onnx" --inputs "$c/mlp-
 check gpt-fp32-training losses gpt "$c/gpt.dtcp" "$c/gpt-data" 1e-4
 check gpt-bf16-training losses bf16 "$c/bf16.dtcp" "$c/gpt-data" 2e-2
 check resnet-training losses cnn "$c/cnn.dtcp" "$c/cnn-data" 1e-3 --model "$c/resnet.onnx"
-# The benchmark: GPT-2 small's shape, bf16 training, dtc then PyTorch.
+# The benchmarks: GPT-2 small's GEMMs, dtc's cuBLASLt against cuBLAS;
+# then its bf16 training step, dtc then PyTorch.
+check gemms-vs-cublas "$d/bin/dtc-gpu-gemm-bench"
+cat "$work/gemms-vs-cublas.log"
 python3 - "$work/gpt2-data" <<'PY'
 import numpy as np, os, sys
 os.makedirs(sys.argv[1], exist_ok=True)
