@@ -368,10 +368,18 @@ private:
   }
 
   /// A send or receive: its tensor over the link between the two ranks.
+  /// Where the device has communication streams a send is staged, as the
+  /// CUDA runtime's are (runtime/cuda/NcclTransfers.cpp): its stream holds
+  /// only the copy into the staging buffer, and the link's time is the
+  /// receive's.
   double transferSeconds(const plan::Instruction &inst) const {
     bool send = inst.has_send();
     int64_t peer = send ? peerOf(inst.send()) : peerOf(inst.recv());
     double bytes = bufferBytes(send ? inst.inputs(0) : inst.outputs(0));
+    const Device &device = cluster_.device;
+    if (send && device.communicationStream && device.memoryBandwidth > 0)
+      return 2 * bytes /
+             (device.memoryBandwidth * (device.memoryEfficiency > 0 ? device.memoryEfficiency : 1));
     const Link &link = onThisNode(peer) ? cluster_.intraNode : cluster_.interNode;
     return collectiveSeconds(Collective::SendRecv, Algorithm::Ring, 2, bytes, link);
   }
