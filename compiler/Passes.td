@@ -31,6 +31,20 @@ def FuseGelu : Pass<"dtc-fuse-gelu", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def FuseAttention : Pass<"dtc-fuse-attention", "mlir::func::FuncOp"> {
+  let summary = "Recognise attention spelled out in ops as one graph.attention";
+  let description = [{
+    matmul(softmax(mask(scale * matmul(q, k^T))), v), the scale a multiply
+    or divide by a number, the mask none or causal (a where filling with
+    -1e4 or less, or the add of a bias of 0 and such numbers, computed from
+    constants), becomes graph.attention: flash style, no scores tensor, and
+    in training no probabilities kept for the backward. Every op inside
+    must be read by the expression alone; a mask from inputs (padding)
+    leaves the attention as it is.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def Autodiff : Pass<"dtc-autodiff", "mlir::func::FuncOp"> {
   let summary = "Reverse-mode gradients of the first result with respect to the parameters";
   let description = [{

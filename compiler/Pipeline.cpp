@@ -43,6 +43,8 @@ void buildStepPipeline(OpPassManager &pm, const CompileOptions &options) {
   // Before the training step is built: its backward then differentiates
   // one gelu.
   pm.nest<func::FuncOp>().addPass(createFuseGelu());
+  if (options.fuseAttention)
+    pm.nest<func::FuncOp>().addPass(createFuseAttention());
   if (options.training) {
     TrainingOptions training = *options.training;
     training.modelOutputs = training.modelOutputs && !split;
@@ -183,6 +185,9 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                              llvm::cl::init("cpu-local")};
   Option<std::string> cluster{*this, "cluster", llvm::cl::desc("Cluster file (JSON)"),
                               llvm::cl::init("")};
+  Option<std::string> attention{*this, "attention",
+                                llvm::cl::desc("fused (default) or unfused"),
+                                llvm::cl::init("fused")};
   Option<std::string> backend{*this, "backend",
                               llvm::cl::desc("cuda: elementwise groups as GPU kernels too"),
                               llvm::cl::init("")};
@@ -209,6 +214,7 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
 
   CompileOptions toCompileOptions() const {
     CompileOptions o;
+    o.fuseAttention = attention != "unfused";
     if (train) {
       TrainingOptions t;
 #define DTC_COPY(field) t.field = field;

@@ -24,6 +24,7 @@ namespace dtc {
 struct CompileOptions {
   std::optional<TrainingOptions> training; // set: compile one training step
   ParallelOptions parallel;                // the devices and what is pinned
+  bool fuseAttention = true;               // dtc-fuse-attention (--attention fused)
   /// The model imported for M micro-batches (each batch / M samples), set
   /// by dtc compile when --train is given without --micro-batches: a
   /// pipeline's micro-batch count is then chosen (microBatchesFor), per

@@ -627,6 +627,18 @@ private:
                                 c.getSplitAxis().getSExtValue(),
                                 c.getConcatAxis().getSExtValue());
         })
+        .Case([&](graph::AttentionOp a) -> LogicalResult {
+          auto *at = addInstruction(op, op->getOperands()).mutable_attention();
+          at->set_scale(a.getScale().convertToDouble());
+          at->set_causal(a.getCausal());
+          return success();
+        })
+        .Case([&](graph::AttentionBackwardOp a) -> LogicalResult {
+          auto *at = addInstruction(op, op->getOperands()).mutable_attention_backward();
+          at->set_scale(a.getScale().convertToDouble());
+          at->set_causal(a.getCausal());
+          return success();
+        })
         .Case([&](graph::TopKOp t) -> LogicalResult {
           auto *top = addInstruction(op, op->getOperands()).mutable_top_k();
           top->set_axis(t.getAxis());

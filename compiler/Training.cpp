@@ -495,7 +495,9 @@ private:
         continue;
       }
       for (Value result : op->getResults()) {
-        if (!isF32(result))
+        // Attention's log-sum-exp stays f32: the backward's probabilities
+        // are exp(s - lse), which bf16's 8 bits of mantissa would skew.
+        if (!isF32(result) || (isa<graph::AttentionOp>(op) && cast<OpResult>(result).getResultNumber() == 1))
           continue;
         auto type = typeOf(result);
         result.setType(type.clone(bf16));

@@ -32,8 +32,9 @@ namespace dtc::plan {
 /// runtime would never average. Version 8: parameter servers
 /// (Training.parameter_servers; ranks past the mesh), which an older
 /// runtime would not start. Version 9: GPU kernels' PTX held once
-/// (Plan.gpu_modules), instructions naming theirs.
-constexpr uint32_t kPlanFormatVersion = 10;
+/// (Plan.gpu_modules), instructions naming theirs. Version 11: fused
+/// attention (Instruction.attention, attention_backward).
+constexpr uint32_t kPlanFormatVersion = 11;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -165,6 +165,13 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
                        ints(inst.slice().strides()));
   case plan::Instruction::kCopy:
     return "copy";
+  case plan::Instruction::kAttention:
+  case plan::Instruction::kAttentionBackward: {
+    bool forward = inst.op_case() == plan::Instruction::kAttention;
+    const auto &a = forward ? inst.attention() : inst.attention_backward();
+    return fmt::format("{} scale={:.6g}{}", forward ? "attention" : "attention_backward",
+                       a.scale(), a.causal() ? " causal" : "");
+  }
   case plan::Instruction::kTopK:
     return fmt::format("top_k axis={} k={}{}", inst.top_k().axis(), inst.top_k().k(),
                        inst.top_k().largest() ? "" : " smallest");

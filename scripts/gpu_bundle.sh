@@ -4,7 +4,7 @@
 # such a machine may lack (not glibc or libstdc++, which it has newer, nor
 # the CUDA libraries, which dtc opens from the machine's own),
 # dtc-gpu-plan-tests (each instruction of a plan on the GPU against the CPU
-# backend), dtc-gpu-gemm-bench (dtc's cuBLASLt GEMMs against cuBLAS), the
+# backend; the attention kernels against a reference), dtc-gpu-gemm-bench (dtc's cuBLASLt GEMMs against cuBLAS), the
 # CUDA plans of the checks compiled here with their inputs
 # and the CPU's results, and check.sh, which runs them there:
 #

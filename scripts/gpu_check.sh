@@ -56,7 +56,10 @@ losses() { # NAME PLAN DATA RTOL [dtc-run options]
     python3 "$c/same_losses.py" "$c/$name-cpu.jsonl" "$work/$name-gpu.jsonl" --rtol "$rtol"
 }
 check kernels env DTC_GPU_PLANS="$c/gpt.dtcp,$c/bf16-dp2-tp2.dtcp,$c/cnn.dtcp" \
-  "$d/bin/dtc-gpu-plan-tests"
+  "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuPlans.*'
+# The hand-written attention kernels against a double-precision reference.
+check attention "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuAttention.*'
+grep '^attention ' "$work/attention.log"
 check mlp-inference "$run" "$c/mlp.dtcp" --model "$c/mlp.onnx" --inputs "$c/mlp-in" --backend cuda --check
 check gpt-fp32-training losses gpt "$c/gpt.dtcp" "$c/gpt-data" 1e-4
 check gpt-bf16-training losses bf16 "$c/bf16.dtcp" "$c/gpt-data" 2e-2

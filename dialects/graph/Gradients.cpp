@@ -570,6 +570,28 @@ LogicalResult AvgPool2DOp::buildGradients(OpBuilder &b, ValueRange rg,
 }
 
 // Backward ops are not differentiated again (no second derivatives).
+// One op for all three: flash attention's backward recomputes each tile's
+// probabilities from lse rather than reading them.
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                          SmallVectorImpl<Value> &g) {
+  if (rg[1])
+    return emitOpError("has no gradient through its log-sum-exp result");
+  if (!rg[0]) {
+    g.assign({Value(), Value(), Value()});
+    return success();
+  }
+  auto grads = b.create<AttentionBackwardOp>(
+      getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()}, getQ(), getK(),
+      getV(), getOutput(), getLse(), rg[0], getScaleAttr(), getCausalAttr());
+  g.assign({grads.getGradQ(), grads.getGradK(), grads.getGradV()});
+  return success();
+}
+
+LogicalResult AttentionBackwardOp::buildGradients(OpBuilder &, ValueRange,
+                                                  SmallVectorImpl<Value> &) {
+  return notDefined(*this);
+}
+
 // y = conv2d_backward_input(x, w) is the adjoint of conv2d(., w): for any
 // z, <z, y> = <conv2d(z, w), x>. So dx = conv2d(g, w) and
 // dw = conv2d_backward_weight(g, x) (g the input, x the output gradient).

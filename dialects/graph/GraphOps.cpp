@@ -349,6 +349,64 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return push(types, *batch, lhs->getElementType());
 }
 
+namespace {
+/// Attention's operands: q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv],
+/// one element type, the same leading dims; the output's type and lse's.
+LogicalResult attentionTypes(std::optional<Location> loc, Value qv, Value kv, Value vv,
+                             SmallVectorImpl<Type> &types) {
+  auto q = staticTensor(loc, qv, "q"), k = staticTensor(loc, kv, "k"),
+       v = staticTensor(loc, vv, "v");
+  if (failed(q) || failed(k) || failed(v))
+    return failure();
+  int64_t rank = q->getRank();
+  if (rank < 2 || k->getRank() != rank || v->getRank() != rank)
+    return emitOptionalError(loc, "attention's q, k and v need one rank >= 2, got ",
+                             shapeToString(q->getShape()), ", ", shapeToString(k->getShape()),
+                             ", ", shapeToString(v->getShape()));
+  if (k->getElementType() != q->getElementType() || v->getElementType() != q->getElementType())
+    return emitOptionalError(loc, "attention's q, k and v element types differ");
+  ArrayRef<int64_t> lead = q->getShape().drop_back(2);
+  if (k->getShape().drop_back(2) != lead || v->getShape().drop_back(2) != lead ||
+      k->getShape().back() != q->getShape().back() ||
+      v->getDimSize(rank - 2) != k->getDimSize(rank - 2))
+    return emitOptionalError(loc, "attention's shapes do not fit q [..., Sq, D], k [..., Sk, D], "
+                             "v [..., Sk, Dv]: ", shapeToString(q->getShape()), ", ",
+                             shapeToString(k->getShape()), ", ", shapeToString(v->getShape()));
+  SmallVector<int64_t> shape(q->getShape());
+  shape.back() = v->getShape().back();
+  types.push_back(RankedTensorType::get(shape, q->getElementType()));
+  shape.pop_back();
+  types.push_back(RankedTensorType::get(shape, Float32Type::get(q->getContext())));
+  return success();
+}
+} // namespace
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return attentionTypes(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), types);
+}
+
+LogicalResult AttentionOp::verify() {
+  double scale = getScale().convertToDouble();
+  if (!(scale > 0) || !std::isfinite(scale))
+    return emitOpError("scale must be positive and finite, got ") << scale;
+  return success();
+}
+
+LogicalResult AttentionBackwardOp::verify() {
+  SmallVector<Type> forward;
+  if (failed(attentionTypes(getLoc(), getQ(), getK(), getV(), forward)))
+    return failure();
+  if (getOutput().getType() != forward[0] || getGradOutput().getType() != forward[0])
+    return emitOpError("output and grad_output must be ") << forward[0];
+  if (getLse().getType() != forward[1])
+    return emitOpError("lse must be ") << forward[1];
+  if (getGradQ().getType() != getQ().getType() || getGradK().getType() != getK().getType() ||
+      getGradV().getType() != getV().getType())
+    return emitOpError("the gradients must have q's, k's and v's types");
+  return success();
+}
+
 LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &types) {

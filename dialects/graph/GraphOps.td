@@ -312,6 +312,33 @@ def Graph_Conv2DOp : Graph_InferredOp<"conv2d"> {
   let results = (outs Graph_FloatTensor:$output);
 }
 
+def Graph_AttentionOp : Graph_InferredOp<"attention"> {
+  let summary = "Scaled dot-product attention, fused: no scores tensor";
+  let description = [{
+    softmax(scale q k^T, masked) v over the last two dims: q [..., Sq, D],
+    k [..., Sk, D], v [..., Sk, Dv], the leading dims the same on all three.
+    `causal`: query i sees key j iff j <= i + Sk - Sq. `lse` [..., Sq] (f32
+    whatever q's type) is each row's log-sum-exp of its scaled scores, which
+    the backward reads instead of the probabilities. Formed by
+    dtc-fuse-attention from the ops that spell it out.
+  }];
+  let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k, Graph_FloatTensor:$v,
+                       F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Graph_FloatTensor:$output, Graph_FloatTensor:$lse);
+  let hasVerifier = 1;
+}
+
+def Graph_AttentionBackwardOp : Graph_Op<"attention_backward"> {
+  let summary = "Gradients of attention's q, k and v, recomputing the probabilities from lse";
+  let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k, Graph_FloatTensor:$v,
+                       Graph_FloatTensor:$output, Graph_FloatTensor:$lse,
+                       Graph_FloatTensor:$grad_output,
+                       F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Graph_FloatTensor:$grad_q, Graph_FloatTensor:$grad_k,
+                      Graph_FloatTensor:$grad_v);
+  let hasVerifier = 1;
+}
+
 /// 2-D pooling over an NCHW input, or NHWC with `channels_last`.
 class Graph_Pool2DOp<string mnemonic, Type tensorType, dag extraArgs>
     : Graph_InferredOp<mnemonic> {

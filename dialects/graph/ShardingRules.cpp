@@ -221,6 +221,47 @@ ShardingRule MatmulOp::shardingRule() {
   return rule;
 }
 
+namespace {
+/// Attention's rule: each leading dim (batch, heads) a parallel factor of
+/// every operand and result; the sequences and head dims whole (a row's
+/// softmax needs all its keys; the backward sums over queries). The
+/// forward's queries are independent but for a causal mask's offset, so
+/// without one they split too.
+ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, bool splitQueries) {
+  ShardingRule rule;
+  ArrayRef<int64_t> qs = shapeOf(q);
+  size_t lead = qs.size() - 2;
+  SmallVector<int> ids = parallelFactors(rule, qs.drop_back(2));
+  int sq = rule.add(qs[lead], false, !splitQueries);
+  int sk = rule.add(shapeOf(k)[lead], false, true);
+  int d = rule.add(qs.back(), false, true);
+  int dv = rule.add(shapeOf(v).back(), false, true);
+  auto dims = [&](std::initializer_list<int> last) {
+    Dims result = single(ids);
+    for (int f : last)
+      result.push_back({f});
+    return result;
+  };
+  Dims qDims = dims({sq, d}), kDims = dims({sk, d}), vDims = dims({sk, dv}),
+       outDims = dims({sq, dv}), lseDims = dims({sq});
+  rule.operands = {qDims, kDims, vDims};
+  if (op->getNumOperands() == 6) { // the backward: output, lse, grad_output
+    rule.operands.append({outDims, lseDims, outDims});
+    rule.results = {qDims, kDims, vDims};
+  } else {
+    rule.results = {outDims, lseDims};
+  }
+  return rule;
+}
+} // namespace
+
+ShardingRule AttentionOp::shardingRule() {
+  return attentionRule(*this, getQ(), getK(), getV(), !getCausal());
+}
+ShardingRule AttentionBackwardOp::shardingRule() {
+  return attentionRule(*this, getQ(), getK(), getV(), false);
+}
+
 ShardingRule Conv2DOp::shardingRule() {
   ShardingRule rule;
   bool last = getChannelsLast();

@@ -57,14 +57,15 @@ private:
   int64_t offset_ = 0;
 };
 
-/// The buffer types an instruction is prepared with; kernels here have one
-/// output.
+/// The buffer types an instruction is prepared with; most kernels have one
+/// output (`output`), attention's have more (`outputs`, `output` the first).
 struct KernelTypes {
   const std::vector<plan::TensorType> &inputs;
   const plan::TensorType &output;
   /// Per input, its bytes when they never change (parameters, constants),
   /// else null; kernels may transform such inputs once (weight reorders).
   const std::vector<const void *> &constants;
+  const std::vector<plan::TensorType> &outputs;
 
   const void *constant(size_t input) const {
     return input < constants.size() ? constants[input] : nullptr;
@@ -83,6 +84,10 @@ std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &, const Kernel
 std::unique_ptr<Kernel> makeConv2DKernel(const plan::Instruction &, const KernelTypes &,
                                          std::string &);
 // ConvBackwardKernels.cpp: the gradients, im2col's transposed GEMMs.
+std::unique_ptr<Kernel> makeAttentionKernel(const plan::Instruction &, const KernelTypes &,
+                                            std::string &);
+std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &,
+                                                    const KernelTypes &, std::string &);
 std::unique_ptr<Kernel> makeConv2DBackwardInputKernel(const plan::Instruction &,
                                                       const KernelTypes &, std::string &);
 std::unique_ptr<Kernel> makeConv2DBackwardWeightKernel(const plan::Instruction &,

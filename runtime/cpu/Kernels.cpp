@@ -84,12 +84,13 @@ std::unique_ptr<Kernel> makeElementwise(const plan::Instruction &inst,
 }
 
 /// What makeKernel knows of each instruction kind: the name messages use,
-/// how many inputs it takes, and its factory.
+/// how many inputs it takes, its factory, and how many outputs it makes.
 struct OpInfo {
   plan::Instruction::OpCase op;
   const char *name;
   int minInputs, maxInputs;
   KernelFactory make;
+  int outputs = 1;
 };
 
 constexpr int kManyInputs = 1 << 16;
@@ -116,6 +117,9 @@ const OpInfo kOps[] = {
      makeConv2DBackwardWeightKernel},
     {plan::Instruction::kPool2DBackward, "pool2d_backward", 1, 2, makePool2DBackwardKernel},
     {plan::Instruction::kScatterAdd, "scatter_add", 2, 2, makeScatterAddKernel},
+    {plan::Instruction::kAttention, "attention", 3, 3, makeAttentionKernel, 2},
+    {plan::Instruction::kAttentionBackward, "attention_backward", 6, 6,
+     makeAttentionBackwardKernel, 3},
 };
 
 bool isHalf(plan::DType dtype) { return dtype == plan::F16 || dtype == plan::BF16; }
@@ -127,6 +131,8 @@ bool movesBytes(plan::Instruction::OpCase op) {
   case plan::Instruction::kGather: case plan::Instruction::kTranspose:
   case plan::Instruction::kConcat: case plan::Instruction::kSlice:
   case plan::Instruction::kCopy: case plan::Instruction::kTrilu:
+  // Attention's kernels widen 16-bit floats themselves, a tile at a time.
+  case plan::Instruction::kAttention: case plan::Instruction::kAttentionBackward:
     return true;
   default:
     return false;
@@ -220,10 +226,12 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
     return fail(error, "the instruction has no operation this runtime knows (was the plan "
                        "written by a newer dtc?)");
   int inputs = int(inputTypes.size()), outputs = int(outputTypes.size());
-  if (inputs < info->minInputs || inputs > info->maxInputs || outputs != 1)
+  if (inputs < info->minInputs || inputs > info->maxInputs || outputs != info->outputs)
     return fail(error, std::string(info->name) + ": expected " + arityString(*info) +
-                           " inputs and 1 output, got " + std::to_string(inputs) +
-                           " inputs and " + std::to_string(outputs) + " outputs");
+                           " inputs and " + std::to_string(info->outputs) +
+                           (info->outputs == 1 ? " output" : " outputs") + ", got " +
+                           std::to_string(inputs) + " inputs and " + std::to_string(outputs) +
+                           " outputs");
   for (const std::vector<plan::TensorType> *types : {&inputTypes, &outputTypes})
     for (const plan::TensorType &type : *types)
       for (int64_t d : type.shape())
@@ -249,12 +257,13 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
     plan::TensorType floatOutput = outputTypes[0];
     if (isHalf(floatOutput.dtype()))
       floatOutput.set_dtype(plan::F32);
-    KernelTypes types{floatInputs, floatOutput, constants};
+    std::vector<plan::TensorType> floatOutputs{floatOutput};
+    KernelTypes types{floatInputs, floatOutput, constants, floatOutputs};
     kernel = info->make(inst, types, error);
     if (kernel)
       kernel = std::make_unique<InFloat>(std::move(kernel), inputTypes, outputTypes[0]);
   } else {
-    KernelTypes types{inputTypes, outputTypes[0], constantInputs};
+    KernelTypes types{inputTypes, outputTypes[0], constantInputs, outputTypes};
     kernel = info->make(inst, types, error);
   }
   // The elementwise kernel's messages name their own op and node.

@@ -332,6 +332,11 @@ public:
     if (inst.has_matmul())
       if (auto gemm = makeGemmKernel(context_, inst.matmul(), inputs, outputs[0], why))
         return gemm;
+    if (inst.has_attention() || inst.has_attention_backward()) {
+      if (auto attention = makeAttentionKernel(context_, inst, inputs, outputs, why))
+        return attention;
+      attentionWhy_ = why;
+    }
     if (inst.has_conv2d() || inst.has_conv2d_backward_input() ||
         inst.has_conv2d_backward_weight()) {
       if (auto conv = makeConvKernel(context_, inst, inputs, outputs[0], why))
@@ -371,6 +376,9 @@ public:
           summary += " (cuDNN: " + (cudnnWhy_.empty() ? convWhy_ : cudnnWhy_) + ")";
           break;
         }
+    if (!attentionWhy_.empty() &&
+        (hostStaged_.count("attention") || hostStaged_.count("attention_backward")))
+      summary += " (attention: " + attentionWhy_ + ")";
     if ((hostStaged_.count("collective") || hostStaged_.count("send") ||
          hostStaged_.count("recv")) &&
         !ncclWhy_.empty())
@@ -544,6 +552,7 @@ private:
   int major_ = 0, minor_ = 0;
   std::string name_, cublasLtWhy_, cudnnWhy_;
   std::string convWhy_; // why the last convolution cuDNN did not take runs on the host
+  std::string attentionWhy_; // why the last attention the flash kernels did not take does
   std::vector<CUdeviceptr> allocations_;
   std::vector<CUmodule> loaded_;
   std::map<std::string, CUfunction> modules_; // by entry point

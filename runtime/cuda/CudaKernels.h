@@ -2,7 +2,8 @@
 //
 // Each a cpu::Kernel whose run() gets device addresses and queues its
 // work on the device's stream: a kernel the compiler generated (its PTX
-// loaded by the device, launched with cuLaunchKernel), a matrix product
+// loaded by the device, launched with cuLaunchKernel), fused attention
+// (hand-written kernels whose PTX the runtime embeds), a matrix product
 // through cuBLASLt, a collective through NCCL, and the CPU backend's kernel
 // run on host copies of the operands (the instructions no GPU kernel
 // covers yet).
@@ -62,6 +63,17 @@ std::unique_ptr<cpu::Kernel> makeConvKernel(const CudaContext &context,
                                             const plan::Instruction &inst,
                                             const std::vector<plan::TensorType> &inputs,
                                             const plan::TensorType &output, std::string &why);
+
+/// attention or attention_backward through the hand-written flash-attention
+/// kernels (kernels/FlashAttention.cu: f32 by FMA, bf16 on tensor cores);
+/// the backward's Delta goes in the context's workspace. Null with `why`
+/// when they do not cover it (another dtype, a head dim over 128,
+/// mismatched shapes, too little shared memory or workspace).
+std::unique_ptr<cpu::Kernel> makeAttentionKernel(const CudaContext &context,
+                                                 const plan::Instruction &inst,
+                                                 const std::vector<plan::TensorType> &inputs,
+                                                 const std::vector<plan::TensorType> &outputs,
+                                                 std::string &why);
 
 /// A collective through NCCL on `comm` (this rank `rank` of the group's
 /// `size`, ranked row-major over the group's mesh axes sorted): all-reduces,

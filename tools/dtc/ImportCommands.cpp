@@ -399,7 +399,7 @@ int runCompile(const Args &args) {
   constexpr int64_t kNotGiven = std::numeric_limits<int64_t>::min();
   training.microBatches = kNotGiven;
   ParallelFlags flags;
-  bool scheduleGiven = false;
+  bool scheduleGiven = false, fuseAttention = true;
   int64_t zero = 0, devices = 0;
   OptionParser parser("compile", "model", options.model);
   addParallelOptions(parser, parallel, flags, zero, devices);
@@ -414,6 +414,12 @@ int runCompile(const Args &args) {
         return "";
       },
       "--schedule needs a name");
+  parser.value("--attention", [&](const std::string &v) -> std::string {
+    if (v != "fused" && v != "unfused")
+      return "--attention takes fused or unfused, got '" + v + "'";
+    fuseAttention = v == "fused";
+    return "";
+  });
   addModelOptions(parser, options);
   if (int rc = parser.parse(args))
     return rc;
@@ -493,6 +499,7 @@ int runCompile(const Args &args) {
   if (train)
     compile.training = training;
   compile.parallel = parallel;
+  compile.fuseAttention = fuseAttention;
   // No --micro-batches for a pipeline: its count is chosen, the model
   // imported again for it (each micro-batch's samples its input shapes).
   if (train && !microBatchesGiven && parallel.pipelineStages != 1)

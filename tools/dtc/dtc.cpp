@@ -54,6 +54,9 @@ commands:
               (default) = the first of none, selective, full whose plan fits,
               or the next one's if that predicts a faster step when the
               first fills the device
+        --attention fused|unfused   fused (default): attention written out
+            in ops (scores, scale, a causal or no mask, softmax, values) is
+            one op, flash style, that keeps no scores; unfused leaves the ops
         MODEL may also be a generated GPT without weights:
           gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,batch=B
         Splitting the work over several devices (searched with COIN-OR CBC

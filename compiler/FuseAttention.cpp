@@ -1,0 +1,366 @@
+//===- FuseAttention.cpp - attention spelled out as one graph.attention ---===//
+//
+// Models write attention as ops: scores = q k^T (a matmul, k transposed
+// by the matmul or before it), scaled (a multiply or divide by a number),
+// masked (a where that fills with a large negative number, or the add of a
+// bias of 0 and large negatives), a softmax over the keys, and a matmul by
+// the values. Training then keeps the probabilities, batch x heads x Sq x
+// Sk of them, for the backward: at GPT-2's sequence of 1024 that is most
+// of a layer's activations. graph.attention computes the same without the
+// scores tensor (flash attention: a tile of scores at a time, each row's
+// log-sum-exp kept for the backward, which recomputes its tiles).
+//
+// The mask must be known at compile time and be none or causal (query i
+// sees key j iff j <= i + Sk - Sq); it is evaluated from the ops that
+// make it (constants, trilu, comparisons, where, casts, reshapes and
+// broadcasts of them), as the generated GPT and ONNX's Attention write it.
+// A mask that depends on inputs (padding) leaves the attention unfused.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/CompileNotes.h"
+#include "compiler/Passes.h"
+
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+namespace dtc {
+#define GEN_PASS_DEF_FUSEATTENTION
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// A fill at or below this hides a key: exp(fill - max) is 0 in f32 (and
+/// bf16) for any score a model makes.
+constexpr double kMasked = -1e4;
+
+/// The largest mask evaluated (elements), to keep compile memory bounded.
+constexpr int64_t kMaxMaskElements = int64_t(1) << 25;
+
+/// A matrix of numbers that a mask is made of: [rows, cols] (a scalar is
+/// 1 x 1), read with broadcasting.
+struct Matrix {
+  int64_t rows = 1, cols = 1;
+  std::vector<float> values;
+  float at(int64_t i, int64_t j) const {
+    return values[size_t((rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j))];
+  }
+};
+
+/// The last two dims of `type` when every dim before them is 1.
+std::optional<std::pair<int64_t, int64_t>> matrixDims(RankedTensorType type) {
+  ArrayRef<int64_t> shape = type.getShape();
+  for (size_t d = 0; d + 2 < shape.size(); ++d)
+    if (shape[d] != 1)
+      return std::nullopt;
+  int64_t rank = int64_t(shape.size());
+  int64_t rows = rank >= 2 ? shape[size_t(rank - 2)] : 1, cols = rank >= 1 ? shape.back() : 1;
+  if (rows * cols > kMaxMaskElements)
+    return std::nullopt;
+  return std::pair{rows, cols};
+}
+
+/// `v`'s value as a matrix, when it is computed from constants by ops
+/// this evaluator knows; nullopt otherwise.
+std::optional<Matrix> evaluate(Value v, int depth = 0) {
+  auto dims = matrixDims(typeOf(v));
+  if (!dims || depth > 16)
+    return std::nullopt;
+  Matrix m{dims->first, dims->second, {}};
+  size_t n = size_t(m.rows * m.cols);
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return std::nullopt;
+  // Whether `x` broadcasts onto m.
+  auto fits = [&](const Matrix &x) {
+    return (x.rows == m.rows || x.rows == 1) && (x.cols == m.cols || x.cols == 1);
+  };
+  auto binary = [&](Value a, Value b, auto f) -> std::optional<Matrix> {
+    auto x = evaluate(a, depth + 1), y = evaluate(b, depth + 1);
+    if (!x || !y || !fits(*x) || !fits(*y))
+      return std::nullopt;
+    m.values.resize(n);
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j)
+        m.values[size_t(i * m.cols + j)] = f(x->at(i, j), y->at(i, j));
+    return m;
+  };
+  if (auto c = dyn_cast<graph::ConstantOp>(op)) {
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!dense)
+      return std::nullopt;
+    Type e = dense.getElementType();
+    m.values.reserve(n);
+    if (dense.isSplat()) {
+      float x = isa<FloatType>(e) ? float(dense.getSplatValue<APFloat>().convertToDouble())
+                                  : float(dense.getSplatValue<APInt>().getSExtValue());
+      if (e.isInteger(1))
+        x = dense.getSplatValue<bool>();
+      m.values.assign(n, x);
+    } else if (isa<FloatType>(e)) {
+      for (const APFloat &x : dense.getValues<APFloat>())
+        m.values.push_back(float(x.convertToDouble()));
+    } else if (e.isInteger(1)) {
+      for (bool x : dense.getValues<bool>())
+        m.values.push_back(x);
+    } else {
+      for (const APInt &x : dense.getValues<APInt>())
+        m.values.push_back(float(x.getSExtValue()));
+    }
+    return m;
+  }
+  if (isa<graph::ReshapeOp, graph::BroadcastOp, graph::CastOp>(op)) {
+    auto x = evaluate(op->getOperand(0), depth + 1);
+    if (!x || !fits(*x))
+      return std::nullopt;
+    if (isa<graph::CastOp>(op) && typeOf(v).getElementType().isInteger(1))
+      for (float &f : x->values)
+        f = f != 0;
+    m.values.resize(n);
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j)
+        m.values[size_t(i * m.cols + j)] = x->at(i, j);
+    return m;
+  }
+  if (auto t = dyn_cast<graph::TriluOp>(op)) {
+    auto x = evaluate(t.getInput(), depth + 1);
+    if (!x || x->rows != m.rows || x->cols != m.cols)
+      return std::nullopt;
+    int64_t k = int64_t(t.getK()); // I64Attr reads as unsigned
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j)
+        if (t.getUpper() ? j - i < k : j - i > k)
+          x->values[size_t(i * m.cols + j)] = 0;
+    return x;
+  }
+  if (auto nt = dyn_cast<graph::NotOp>(op)) {
+    auto x = evaluate(nt.getInput(), depth + 1);
+    if (x)
+      for (float &f : x->values)
+        f = f == 0;
+    return x;
+  }
+  if (auto w = dyn_cast<graph::WhereOp>(op)) {
+    auto c = evaluate(w.getCond(), depth + 1), x = evaluate(w.getX(), depth + 1),
+         y = evaluate(w.getY(), depth + 1);
+    if (!c || !x || !y || !fits(*c) || !fits(*x) || !fits(*y))
+      return std::nullopt;
+    m.values.resize(n);
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j)
+        m.values[size_t(i * m.cols + j)] = c->at(i, j) != 0 ? x->at(i, j) : y->at(i, j);
+    return m;
+  }
+  if (auto eq = dyn_cast<graph::EqualOp>(op))
+    return binary(eq.getLhs(), eq.getRhs(), [](float a, float b) { return float(a == b); });
+  if (auto lt = dyn_cast<graph::LessOp>(op))
+    return binary(lt.getLhs(), lt.getRhs(), [](float a, float b) { return float(a < b); });
+  if (auto gt = dyn_cast<graph::GreaterOp>(op))
+    return binary(gt.getLhs(), gt.getRhs(), [](float a, float b) { return float(a > b); });
+  if (auto add = dyn_cast<graph::AddOp>(op))
+    return binary(add.getLhs(), add.getRhs(), [](float a, float b) { return a + b; });
+  return std::nullopt;
+}
+
+/// `v`'s value when it is a constant holding one number.
+std::optional<double> scalarConstant(Value v) {
+  auto constant = v.getDefiningOp<graph::ConstantOp>();
+  auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()) ||
+      dense.getType().getNumElements() != 1)
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
+/// What a mask hides: none, the causal triangle, or something else.
+enum class Mask { None, Causal, Other };
+
+/// Classifies `hidden` (1 where a key is hidden from a query) over
+/// [sq, sk] scores.
+Mask classify(const Matrix &hidden, int64_t sq, int64_t sk) {
+  if ((hidden.rows != 1 && hidden.rows != sq) || (hidden.cols != 1 && hidden.cols != sk))
+    return Mask::Other;
+  bool none = true, causal = sq <= sk; // a causal row with no key would differ
+  for (int64_t i = 0; i < sq && (none || causal); ++i)
+    for (int64_t j = 0; j < sk; ++j) {
+      bool h = hidden.at(i, j) != 0;
+      none = none && !h;
+      causal = causal && h == (j > i + sk - sq);
+    }
+  return none ? Mask::None : causal ? Mask::Causal : Mask::Other;
+}
+
+/// The ops of one attention, matched from its last matmul back.
+struct Match {
+  Value q, k, v; // k as [..., Sk, D], v as [..., Sk, Dv], after any transposes made
+  Value kTransposed, vTransposed; // the values to transpose first, if they need it
+  double scale = 1;
+  bool causal = false;
+  SmallVector<Operation *> interior; // read by nothing else, erased after
+};
+
+/// The interior op defining `v`, read by nothing else, or null.
+template <class Op> Op interior(Value v, Match &m) {
+  auto op = v.getDefiningOp<Op>();
+  if (!op || !op->hasOneUse())
+    return Op();
+  m.interior.push_back(op);
+  return op;
+}
+
+/// Scores masked by `x` (a where or an add): the scores; `hidden` says
+/// what the mask hides, null when there is no mask.
+Value peelMask(Value x, Match &m, std::optional<Matrix> &hidden) {
+  if (auto w = x.getDefiningOp<graph::WhereOp>(); w && w->hasOneUse()) {
+    // where(hide, fill, scores) or where(keep, scores, fill)
+    for (bool fillFirst : {true, false}) {
+      auto fill = scalarConstant(fillFirst ? w.getX() : w.getY());
+      if (!fill || *fill > kMasked)
+        continue;
+      auto condition = evaluate(w.getCond());
+      if (!condition)
+        return {};
+      if (!fillFirst)
+        for (float &f : condition->values)
+          f = f == 0;
+      hidden = condition;
+      m.interior.push_back(w);
+      return fillFirst ? w.getY() : w.getX();
+    }
+    return {};
+  }
+  if (auto add = x.getDefiningOp<graph::AddOp>(); add && add->hasOneUse()) {
+    for (bool biasFirst : {true, false}) {
+      auto bias = evaluate(biasFirst ? add.getLhs() : add.getRhs());
+      if (!bias)
+        continue;
+      for (float &f : bias->values) {
+        if (f != 0 && f > kMasked)
+          return {}; // a bias that shifts scores, not a mask
+        f = f != 0;
+      }
+      hidden = bias;
+      m.interior.push_back(add);
+      return biasFirst ? add.getRhs() : add.getLhs();
+    }
+    return {};
+  }
+  return x;
+}
+
+/// Scores times or divided by numbers: the product q k^T, the scale in `m`.
+Value peelScale(Value s, Match &m) {
+  while (true) {
+    if (auto mul = s.getDefiningOp<graph::MulOp>(); mul && mul->hasOneUse()) {
+      auto l = scalarConstant(mul.getLhs()), r = scalarConstant(mul.getRhs());
+      if (r || l) {
+        m.scale *= r ? *r : *l;
+        m.interior.push_back(mul);
+        s = r ? mul.getLhs() : mul.getRhs();
+        continue;
+      }
+    }
+    if (auto div = s.getDefiningOp<graph::DivOp>(); div && div->hasOneUse())
+      if (auto r = scalarConstant(div.getRhs()); r && *r != 0) {
+        m.scale /= *r;
+        m.interior.push_back(div);
+        s = div.getLhs();
+        continue;
+      }
+    return s;
+  }
+}
+
+/// Matches the attention whose last matmul (probabilities x values) is `pv`.
+std::optional<Match> matchAttention(graph::MatmulOp pv) {
+  Match m;
+  if (pv.getTransposeLhs() || !isa<FloatType>(typeOf(pv.getOutput()).getElementType()))
+    return std::nullopt;
+  auto softmax = interior<graph::SoftmaxOp>(pv.getLhs(), m);
+  int64_t rank = typeOf(pv.getOutput()).getRank();
+  if (!softmax || (int64_t(softmax.getAxis()) != rank - 1 && int64_t(softmax.getAxis()) != -1))
+    return std::nullopt;
+  std::optional<Matrix> hidden;
+  Value scores = peelMask(softmax.getInput(), m, hidden);
+  if (!scores)
+    return std::nullopt;
+  auto qk = interior<graph::MatmulOp>(peelScale(scores, m), m);
+  if (!qk || qk.getTransposeLhs() || !(m.scale > 0) || !std::isfinite(m.scale))
+    return std::nullopt;
+  m.q = qk.getLhs();
+  (qk.getTransposeRhs() ? m.k : m.kTransposed) = qk.getRhs();
+  (pv.getTransposeRhs() ? m.vTransposed : m.v) = pv.getRhs();
+  // q [..., Sq, D], k^T [..., D, Sk], v [..., Sk, Dv]; no batch broadcasting.
+  auto q = typeOf(m.q), kt = typeOf(qk.getRhs()), v = typeOf(pv.getRhs());
+  if (kt.getRank() != rank || v.getRank() != rank || q.getRank() != rank ||
+      kt.getElementType() != q.getElementType() || v.getElementType() != q.getElementType())
+    return std::nullopt;
+  auto lead = q.getShape().drop_back(2);
+  if (kt.getShape().drop_back(2) != lead || v.getShape().drop_back(2) != lead)
+    return std::nullopt;
+  auto scoreType = typeOf(qk.getOutput());
+  int64_t sq = scoreType.getDimSize(rank - 2), sk = scoreType.getDimSize(rank - 1);
+  if (hidden) {
+    Mask mask = classify(*hidden, sq, sk);
+    if (mask == Mask::Other)
+      return std::nullopt;
+    m.causal = mask == Mask::Causal;
+  }
+  return m;
+}
+
+/// `v` with its last two dims swapped.
+Value transposeLast(OpBuilder &b, Location loc, Value v) {
+  SmallVector<int64_t> perm(size_t(typeOf(v).getRank()));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return b.create<graph::TransposeOp>(loc, v, b.getDenseI64ArrayAttr(perm));
+}
+
+struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    SmallVector<graph::MatmulOp> roots;
+    func.walk([&](graph::MatmulOp op) { roots.push_back(op); });
+    int fused = 0, causal = 0;
+    for (graph::MatmulOp pv : roots) {
+      if (!pv->getBlock()) // consumed by an earlier match
+        continue;
+      auto m = matchAttention(pv);
+      if (!m)
+        continue;
+      OpBuilder b(pv);
+      Location loc = pv.getLoc();
+      Value k = m->k ? m->k : transposeLast(b, loc, m->kTransposed);
+      Value v = m->v ? m->v : transposeLast(b, loc, m->vTransposed);
+      auto attention = b.create<graph::AttentionOp>(loc, m->q, k, v,
+                                                    b.getF64FloatAttr(m->scale),
+                                                    b.getBoolAttr(m->causal));
+      pv.getOutput().replaceAllUsesWith(attention.getOutput());
+      pv.erase();
+      for (Operation *dead : m->interior) // users first; masks are left to cleanup
+        dead->erase();
+      ++fused;
+      causal += m->causal;
+    }
+    if (fused)
+      addNote(func, "fusion: " + std::to_string(fused) + " attentions (" +
+                        std::to_string(causal) +
+                        " causal) computed as one op each, flash style: no scores tensor, the "
+                        "backward recomputes them");
+  }
+};
+
+} // namespace
+} // namespace dtc

@@ -1,0 +1,288 @@
+//===- AttentionKernel.cpp - fused scaled dot-product attention -----------===//
+//
+// softmax(scale q k^T, masked) v without the scores of the whole batch in
+// memory: per (leading index, block of query rows) the block's scores are
+// one sgemm into a scratch tile of rows x Sk, softmaxed in place (its
+// log-sum-exp kept per row), and multiplied into the output by another.
+// The backward recomputes each block's probabilities from lse, as flash
+// attention's does, and sums the key and value gradients over the blocks.
+// 16-bit inputs are widened a matrix at a time and results rounded once.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/BFloat16.h"
+#include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace dtc::runtime::cpu {
+namespace {
+
+/// Query rows per scratch tile: bounds the scratch at kRows x Sk floats.
+constexpr int64_t kRows = 128;
+
+/// The shapes of one attention: `batch` leading indices of [Sq, D] queries,
+/// [Sk, D] keys and [Sk, Dv] values.
+struct Dims {
+  int64_t batch = 1, sq = 0, sk = 0, d = 0, dv = 0;
+  double scale = 1;
+  bool causal = false;
+
+  /// Keys query row i sees: the first visible(i) of them.
+  int64_t visible(int64_t i) const {
+    return causal ? std::clamp<int64_t>(i + sk - sq + 1, 0, sk) : sk;
+  }
+};
+
+bool refuse(std::string &error, std::string message) {
+  error = std::move(message);
+  return false;
+}
+
+bool sameLead(const plan::TensorType &a, const plan::TensorType &b) {
+  return a.shape_size() == b.shape_size() &&
+         std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin());
+}
+
+/// Reads q, k, v's shapes (and checks the rest against them).
+bool readDims(const plan::Attention &attr, const KernelTypes &types, Dims &dims,
+              std::string &error) {
+  const auto &q = types.inputs[0], &k = types.inputs[1], &v = types.inputs[2];
+  for (const plan::TensorType *t : {&q, &k, &v})
+    if (!checkDType(t->dtype(), {plan::F32, plan::BF16, plan::F16}, error))
+      return false;
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
+    return refuse(error, "q, k and v must share one dtype");
+  int r = q.shape_size();
+  if (r < 2 || !sameLead(q, k) || !sameLead(q, v) || k.shape(r - 1) != q.shape(r - 1) ||
+      v.shape(r - 2) != k.shape(r - 2))
+    return refuse(error, "shapes " + shapeString(q) + ", " + shapeString(k) + ", " +
+                             shapeString(v) + " are not q [..., Sq, D], k [..., Sk, D], "
+                             "v [..., Sk, Dv]");
+  Shape shape = shapeOf(q);
+  dims.batch = product(shape, 0, size_t(r - 2));
+  dims.sq = q.shape(r - 2), dims.d = q.shape(r - 1), dims.sk = k.shape(r - 2);
+  dims.dv = v.shape(r - 1);
+  dims.scale = attr.scale(), dims.causal = attr.causal();
+  if (!(dims.scale > 0) || !std::isfinite(dims.scale))
+    return refuse(error, "scale must be positive and finite");
+  if (!fitsBlas({dims.sq, dims.sk, dims.d, dims.dv}))
+    return refuse(error, "dims past 2^31");
+  return true;
+}
+
+/// Whether `type` is `shape` in `dtype`.
+bool isType(const plan::TensorType &type, const Shape &shape, plan::DType dtype) {
+  return type.dtype() == dtype && shapeOf(type) == shape;
+}
+
+Shape withLast(const plan::TensorType &type, std::initializer_list<int64_t> last) {
+  Shape shape = shapeOf(type);
+  shape.resize(shape.size() - 2);
+  shape.insert(shape.end(), last);
+  return shape;
+}
+
+/// `n` elements of a `dtype` buffer from element `at`, as floats: the
+/// buffer itself when f32, else widened into `scratch`.
+const float *asFloat(plan::DType dtype, const void *data, int64_t at, int64_t n,
+                     std::vector<float> &scratch) {
+  if (dtype == plan::F32)
+    return static_cast<const float *>(data) + at;
+  scratch.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i)
+    scratch[size_t(i)] = dtype == plan::BF16
+                             ? float(static_cast<const BFloat16 *>(data)[at + i])
+                             : float(static_cast<const _Float16 *>(data)[at + i]);
+  return scratch.data();
+}
+
+/// Writes `n` floats to a `dtype` buffer from element `at`.
+void store(plan::DType dtype, const float *from, void *data, int64_t at, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == plan::F32)
+      static_cast<float *>(data)[at + i] = from[i];
+    else if (dtype == plan::BF16)
+      static_cast<BFloat16 *>(data)[at + i] = BFloat16(from[i]);
+    else
+      static_cast<_Float16 *>(data)[at + i] = _Float16(from[i]);
+  }
+}
+
+/// The scores of query rows [i0, i0 + rows) against the first `keys` keys,
+/// scaled: s = scale q k^T, into `s` (rows x keys).
+void scores(const Dims &m, const float *q, const float *k, int64_t i0, int64_t rows,
+            int64_t keys, float *s) {
+  Gemm g;
+  g.transB = true, g.M = rows, g.N = keys, g.K = m.d, g.lda = m.d, g.ldb = m.d;
+  g.run(q + i0 * m.d, k, s);
+  float scale = float(m.scale);
+  for (int64_t e = 0; e < rows * keys; ++e)
+    s[e] *= scale;
+}
+
+/// The forward on one leading index: out [Sq, Dv] and lse [Sq].
+void forward(const Dims &m, const float *q, const float *k, const float *v, float *out,
+             float *lse, std::vector<float> &tile) {
+  for (int64_t i0 = 0; i0 < m.sq; i0 += kRows) {
+    int64_t rows = std::min(kRows, m.sq - i0);
+    int64_t keys = m.visible(i0 + rows - 1); // the block's last row sees the most
+    tile.assign(size_t(rows * std::max<int64_t>(keys, 1)), 0.0f);
+    float *s = tile.data();
+    if (keys > 0)
+      scores(m, q, k, i0, rows, keys, s);
+    for (int64_t r = 0; r < rows; ++r) {
+      float *row = s + r * keys;
+      int64_t n = m.visible(i0 + r);
+      if (n == 0) {
+        std::fill(row, row + keys, 0.0f);
+        lse[i0 + r] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      float top = *std::max_element(row, row + n);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += row[j] = std::exp(row[j] - top);
+      float inv = float(1.0 / sum);
+      for (int64_t j = 0; j < n; ++j)
+        row[j] *= inv;
+      std::fill(row + n, row + keys, 0.0f);
+      lse[i0 + r] = top + float(std::log(sum));
+    }
+    float *o = out + i0 * m.dv;
+    if (keys == 0) {
+      std::fill(o, o + rows * m.dv, 0.0f);
+      continue;
+    }
+    Gemm pv;
+    pv.M = rows, pv.N = m.dv, pv.K = keys, pv.lda = keys, pv.ldb = m.dv;
+    pv.run(s, v, o);
+  }
+}
+
+/// The backward on one leading index: dq [Sq, D], dk [Sk, D], dv [Sk, Dv]
+/// (dk and dv summed over the blocks, so zeroed first).
+void backward(const Dims &m, const float *q, const float *k, const float *v, const float *out,
+              const float *lse, const float *dout, float *dq, float *dk, float *dv,
+              std::vector<float> &p, std::vector<float> &dp) {
+  std::fill(dk, dk + m.sk * m.d, 0.0f);
+  std::fill(dv, dv + m.sk * m.dv, 0.0f);
+  float scale = float(m.scale);
+  for (int64_t i0 = 0; i0 < m.sq; i0 += kRows) {
+    int64_t rows = std::min(kRows, m.sq - i0);
+    int64_t keys = m.visible(i0 + rows - 1);
+    if (keys == 0) {
+      std::fill(dq + i0 * m.d, dq + (i0 + rows) * m.d, 0.0f);
+      continue;
+    }
+    p.resize(size_t(rows * keys));
+    dp.resize(size_t(rows * keys));
+    scores(m, q, k, i0, rows, keys, p.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      float *row = p.data() + r * keys;
+      int64_t n = m.visible(i0 + r);
+      float l = lse[i0 + r];
+      for (int64_t j = 0; j < keys; ++j)
+        row[j] = j < n && std::isfinite(l) ? std::exp(row[j] - l) : 0.0f;
+    }
+    const float *g = dout + i0 * m.dv;
+    Gemm dV; // dv += p^T dout
+    dV.transA = true, dV.M = keys, dV.N = m.dv, dV.K = rows, dV.lda = keys, dV.ldb = m.dv;
+    dV.run(p.data(), g, dv, 1.0f);
+    Gemm dP; // dp = dout v^T
+    dP.transB = true, dP.M = rows, dP.N = keys, dP.K = m.dv, dP.lda = m.dv, dP.ldb = m.dv;
+    dP.run(g, v, dp.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *o = out + (i0 + r) * m.dv, *go = g + r * m.dv;
+      double delta = 0;
+      for (int64_t c = 0; c < m.dv; ++c)
+        delta += double(o[c]) * double(go[c]);
+      float *ds = dp.data() + r * keys;
+      const float *pr = p.data() + r * keys;
+      for (int64_t j = 0; j < keys; ++j)
+        ds[j] = scale * pr[j] * (ds[j] - float(delta));
+    }
+    Gemm dQ; // dq = ds k
+    dQ.M = rows, dQ.N = m.d, dQ.K = keys, dQ.lda = keys, dQ.ldb = m.d;
+    dQ.run(dp.data(), k, dq + i0 * m.d);
+    Gemm dK; // dk += ds^T q
+    dK.transA = true, dK.M = keys, dK.N = m.d, dK.K = rows, dK.lda = keys, dK.ldb = m.d;
+    dK.run(dp.data(), q + i0 * m.d, dk, 1.0f);
+  }
+}
+
+} // namespace
+
+std::unique_ptr<Kernel> makeAttentionKernel(const plan::Instruction &inst,
+                                            const KernelTypes &types, std::string &error) {
+  Dims m;
+  if (!readDims(inst.attention(), types, m, error))
+    return nullptr;
+  plan::DType dtype = types.inputs[0].dtype();
+  if (!isType(types.outputs[0], withLast(types.inputs[0], {m.sq, m.dv}), dtype) ||
+      !isType(types.outputs[1], withLast(types.inputs[0], {m.sq}), plan::F32))
+    return fail(error, "outputs must be out [..., Sq, Dv] in q's dtype and lse [..., Sq] f32");
+  return makeFunctionKernel([m, dtype](const void *const *in, void *const *outs,
+                                       ThreadPool &pool) {
+    SingleThreadedBlas single(pool);
+    pool.parallelFor(m.batch, 1, [&](int64_t b0, int64_t b1) {
+      std::vector<float> sq, sk, sv, so, tile;
+      for (int64_t b = b0; b < b1; ++b) {
+        const float *q = asFloat(dtype, in[0], b * m.sq * m.d, m.sq * m.d, sq);
+        const float *k = asFloat(dtype, in[1], b * m.sk * m.d, m.sk * m.d, sk);
+        const float *v = asFloat(dtype, in[2], b * m.sk * m.dv, m.sk * m.dv, sv);
+        float *out = dtype == plan::F32 ? static_cast<float *>(outs[0]) + b * m.sq * m.dv
+                                        : (so.resize(size_t(m.sq * m.dv)), so.data());
+        forward(m, q, k, v, out, static_cast<float *>(outs[1]) + b * m.sq, tile);
+        if (dtype != plan::F32)
+          store(dtype, out, outs[0], b * m.sq * m.dv, m.sq * m.dv);
+      }
+    });
+  });
+}
+
+std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &inst,
+                                                    const KernelTypes &types,
+                                                    std::string &error) {
+  Dims m;
+  if (!readDims(inst.attention_backward(), types, m, error))
+    return nullptr;
+  plan::DType dtype = types.inputs[0].dtype();
+  Shape out = withLast(types.inputs[0], {m.sq, m.dv});
+  if (!isType(types.inputs[3], out, dtype) || !isType(types.inputs[5], out, dtype) ||
+      !isType(types.inputs[4], withLast(types.inputs[0], {m.sq}), plan::F32))
+    return fail(error, "output and grad_output must be [..., Sq, Dv] in q's dtype, lse "
+                       "[..., Sq] f32");
+  for (int i = 0; i < 3; ++i)
+    if (!isType(types.outputs[size_t(i)], shapeOf(types.inputs[size_t(i)]), dtype))
+      return fail(error, "the gradients must have q's, k's and v's types");
+  return makeFunctionKernel([m, dtype](const void *const *in, void *const *outs,
+                                       ThreadPool &pool) {
+    SingleThreadedBlas single(pool);
+    pool.parallelFor(m.batch, 1, [&](int64_t b0, int64_t b1) {
+      std::vector<float> s[6], grads[3], p, dp;
+      int64_t sizes[3] = {m.sq * m.d, m.sk * m.d, m.sk * m.dv};
+      for (int64_t b = b0; b < b1; ++b) {
+        const float *q = asFloat(dtype, in[0], b * sizes[0], sizes[0], s[0]);
+        const float *k = asFloat(dtype, in[1], b * sizes[1], sizes[1], s[1]);
+        const float *v = asFloat(dtype, in[2], b * sizes[2], sizes[2], s[2]);
+        const float *o = asFloat(dtype, in[3], b * m.sq * m.dv, m.sq * m.dv, s[3]);
+        const float *g = asFloat(dtype, in[5], b * m.sq * m.dv, m.sq * m.dv, s[5]);
+        const float *lse = static_cast<const float *>(in[4]) + b * m.sq;
+        float *d[3];
+        for (int i = 0; i < 3; ++i)
+          d[i] = dtype == plan::F32 ? static_cast<float *>(outs[i]) + b * sizes[i]
+                                    : (grads[i].resize(size_t(sizes[i])), grads[i].data());
+        backward(m, q, k, v, o, lse, g, d[0], d[1], d[2], p, dp);
+        if (dtype != plan::F32)
+          for (int i = 0; i < 3; ++i)
+            store(dtype, d[i], outs[i], b * sizes[i], sizes[i]);
+      }
+    });
+  });
+}
+
+} // namespace dtc::runtime::cpu

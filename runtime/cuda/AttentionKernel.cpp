@@ -1,0 +1,209 @@
+//===- AttentionKernel.cpp - fused attention on an NVIDIA GPU ------------===//
+//
+// attention and attention_backward through the hand-written kernels of
+// kernels/FlashAttention.cu, whose PTX is embedded in the runtime. The
+// module is loaded once per CUDA context, by the first attention kernel
+// made there, and unloaded when the last one is gone.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/AttentionLaunch.h"
+#include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/kernels/FlashAttentionPtx.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace dtc::runtime::cuda {
+namespace {
+
+/// A block's dynamic shared memory without opting in.
+constexpr unsigned kDefaultSharedBytes = 48 << 10;
+
+class AttentionModule {
+public:
+  AttentionModule(const AttentionModule &) = delete;
+  AttentionModule &operator=(const AttentionModule &) = delete;
+  ~AttentionModule() {
+    if (module_)
+      api_.cuModuleUnload(module_);
+  }
+
+  /// The module in the calling thread's current context, loaded if no
+  /// kernel holds it yet.
+  static std::shared_ptr<AttentionModule> current(const DriverApi &api, std::string &why) {
+    static std::mutex mutex;
+    static std::map<CUcontext, std::weak_ptr<AttentionModule>> loaded;
+    CUcontext context = nullptr;
+    if (!check(api, api.cuCtxGetCurrent(&context), "cuCtxGetCurrent", why))
+      return nullptr;
+    if (!context) {
+      why = "no CUDA context is current";
+      return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    if (std::shared_ptr<AttentionModule> held = loaded[context].lock())
+      return held;
+    std::shared_ptr<AttentionModule> module(new AttentionModule(api));
+    if (!module->load(why))
+      return nullptr;
+    loaded[context] = module;
+    return module;
+  }
+
+  /// The kernel `launch` names, allowed its dynamic shared memory (opting
+  /// in past 48 KiB); null with why when the GPU has less.
+  CUfunction function(const AttentionLaunch &launch, std::string &why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    CUfunction function = nullptr;
+    if (!check(api_, api_.cuModuleGetFunction(&function, module_, launch.entry.c_str()),
+               ("attention kernel " + launch.entry).c_str(), why))
+      return nullptr;
+    if (launch.sharedBytes > maxSharedBytes_) {
+      why = launch.entry + " needs " + std::to_string(launch.sharedBytes) +
+            " bytes of shared memory per block; this GPU gives at most " +
+            std::to_string(maxSharedBytes_);
+      return nullptr;
+    }
+    // The attribute is the function's, shared by every kernel made of it:
+    // only ever raised.
+    unsigned &allowed = allowed_.try_emplace(function, kDefaultSharedBytes).first->second;
+    if (launch.sharedBytes > allowed) {
+      if (!check(api_,
+                 api_.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         int(launch.sharedBytes)),
+                 ("allowing " + launch.entry + " its shared memory").c_str(), why))
+        return nullptr;
+      allowed = launch.sharedBytes;
+    }
+    return function;
+  }
+
+private:
+  explicit AttentionModule(const DriverApi &api) : api_(api) {}
+
+  bool load(std::string &why) {
+    char log[4096] = {};
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof log - 1))};
+    if (!check(api_, api_.cuModuleLoadDataEx(&module_, flashAttentionPtx(), 2, options, values),
+               "loading the attention kernels' PTX", why)) {
+      module_ = nullptr;
+      if (log[0])
+        why += ": " + std::string(log);
+      return false;
+    }
+    CUdevice device = 0;
+    int optIn = 0;
+    if (!check(api_, api_.cuCtxGetDevice(&device), "cuCtxGetDevice", why) ||
+        !check(api_,
+               api_.cuDeviceGetAttribute(
+                   &optIn, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device),
+               "the GPU's shared memory per block", why))
+      return false;
+    maxSharedBytes_ = unsigned(optIn);
+    return true;
+  }
+
+  const DriverApi &api_;
+  CUmodule module_ = nullptr;
+  unsigned maxSharedBytes_ = 0;
+  std::mutex mutex_;
+  std::map<CUfunction, unsigned> allowed_; // each function's dynamic shared memory limit
+};
+
+CUdeviceptr address(const void *p) { return CUdeviceptr(reinterpret_cast<uintptr_t>(p)); }
+
+class AttentionKernel final : public cpu::Kernel {
+public:
+  struct Step {
+    CUfunction function;
+    AttentionLaunch launch;
+  };
+
+  AttentionKernel(const CudaContext &context, std::shared_ptr<AttentionModule> module,
+                  const AttentionDims &dims, std::vector<Step> steps)
+      : context_(context), module_(std::move(module)), dims_(dims), steps_(std::move(steps)) {}
+
+  bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
+           std::string &error) override {
+    int sq = int(dims_.sq), sk = int(dims_.sk), d = int(dims_.d), dv = int(dims_.dv);
+    int causal = dims_.causal ? 1 : 0;
+    float scale = dims_.scale;
+    CUdeviceptr q = address(inputs[0]), k = address(inputs[1]), v = address(inputs[2]);
+    if (steps_.size() == 1) { // outputs: out, lse
+      CUdeviceptr out = address(outputs[0]), lse = address(outputs[1]);
+      void *args[] = {&q, &k, &v, &out, &lse, &sq, &sk, &d, &dv, &scale, &causal};
+      return launch(steps_[0], args, error);
+    }
+    // Inputs q, k, v, out, lse, grad_out; outputs grad_q, grad_k, grad_v.
+    // grad_q's kernel writes Delta into the workspace, grad_kv's reads it.
+    CUdeviceptr out = address(inputs[3]), lse = address(inputs[4]), dout = address(inputs[5]);
+    CUdeviceptr dq = address(outputs[0]), dk = address(outputs[1]), dvOut = address(outputs[2]);
+    CUdeviceptr delta = context_.workspace;
+    void *gradQ[] = {&q, &k, &v, &out, &dout, &lse, &delta, &dq, &sq, &sk, &d, &dv, &scale,
+                     &causal};
+    void *gradKV[] = {&q, &k, &v, &dout, &lse, &delta, &dk, &dvOut, &sq, &sk, &d, &dv, &scale,
+                      &causal};
+    return launch(steps_[0], gradQ, error) && launch(steps_[1], gradKV, error);
+  }
+
+private:
+  bool launch(const Step &step, void **args, std::string &error) {
+    const AttentionLaunch &l = step.launch;
+    if (l.gridX == 0 || l.gridY == 0) // no rows: nothing to write
+      return true;
+    const DriverApi &api = *context_.driver;
+    return check(api,
+                 api.cuLaunchKernel(step.function, l.gridX, l.gridY, 1, l.threads, 1, 1,
+                                    l.sharedBytes, context_.stream, args, nullptr),
+                 ("launching " + l.entry).c_str(), error);
+  }
+
+  const CudaContext &context_;
+  std::shared_ptr<AttentionModule> module_; // keeps the functions loaded
+  AttentionDims dims_;
+  std::vector<Step> steps_;
+};
+
+} // namespace
+
+std::unique_ptr<cpu::Kernel> makeAttentionKernel(const CudaContext &context,
+                                                 const plan::Instruction &inst,
+                                                 const std::vector<plan::TensorType> &inputs,
+                                                 const std::vector<plan::TensorType> &outputs,
+                                                 std::string &why) {
+  bool backward = inst.has_attention_backward();
+  if (!backward && !inst.has_attention()) {
+    why = "not an attention instruction";
+    return nullptr;
+  }
+  AttentionDims dims;
+  if (!attentionDimsOf(backward, backward ? inst.attention_backward() : inst.attention(), inputs,
+                       outputs, dims, why))
+    return nullptr;
+  if (backward && attentionScratchBytes(dims) > context.workspaceBytes) {
+    why = "attention_backward's Delta needs " + std::to_string(attentionScratchBytes(dims)) +
+          " bytes of scratch; the device's workspace has " +
+          std::to_string(context.workspaceBytes);
+    return nullptr;
+  }
+  std::shared_ptr<AttentionModule> module = AttentionModule::current(*context.driver, why);
+  if (!module)
+    return nullptr;
+  std::vector<AttentionKernel::Step> steps;
+  std::vector<AttentionLaunch> launches;
+  if (backward)
+    launches = {gradQLaunch(dims), gradKVLaunch(dims)};
+  else
+    launches = {forwardLaunch(dims)};
+  for (AttentionLaunch &launch : launches) {
+    CUfunction function = module->function(launch, why);
+    if (!function)
+      return nullptr;
+    steps.push_back({function, std::move(launch)});
+  }
+  return std::make_unique<AttentionKernel>(context, std::move(module), dims, std::move(steps));
+}
+
+} // namespace dtc::runtime::cuda

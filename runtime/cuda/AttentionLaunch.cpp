@@ -1,0 +1,148 @@
+//===- AttentionLaunch.cpp - the attention kernels' launches --------------===//
+#include "runtime/cuda/AttentionLaunch.h"
+#include "runtime/cuda/kernels/AttentionTiles.h"
+
+#include "plan/DType.h"
+
+namespace dtc::runtime::cuda {
+namespace {
+
+using namespace attention;
+
+/// Whether `t` is `dtype` of `shape`; else false with why naming `what`.
+bool expect(const plan::TensorType &t, plan::DType dtype, const std::vector<int64_t> &shape,
+            const char *what, std::string &why) {
+  if (t.dtype() == dtype && std::vector<int64_t>(t.shape().begin(), t.shape().end()) == shape)
+    return true;
+  plan::TensorType want;
+  want.set_dtype(dtype);
+  for (int64_t n : shape)
+    want.add_shape(n);
+  why = std::string(what) + " is " + plan::typeToString(t) + ", expected " +
+        plan::typeToString(want);
+  return false;
+}
+
+AttentionLaunch launchOf(const AttentionDims &dims, const char *kernel, int64_t rows,
+                         int sharedBytes) {
+  AttentionLaunch launch;
+  launch.entry = std::string("dtc_attention_") + kernel + (dims.bf16 ? "_bf16" : "_f32");
+  launch.rowsPerBlock = blockRows(dims.bf16);
+  launch.gridX = unsigned((rows + launch.rowsPerBlock - 1) / launch.rowsPerBlock);
+  launch.gridY = unsigned(dims.bh);
+  launch.threads = unsigned(threadsPerBlock(dims.bf16));
+  launch.sharedBytes = unsigned(sharedBytes);
+  return launch;
+}
+
+} // namespace
+
+bool attentionDimsOf(bool backward, const plan::Attention &attention,
+                     const std::vector<plan::TensorType> &inputs,
+                     const std::vector<plan::TensorType> &outputs, AttentionDims &dims,
+                     std::string &why) {
+  const char *name = backward ? "attention_backward" : "attention";
+  size_t wantIn = backward ? 6 : 3, wantOut = backward ? 3 : 2;
+  if (inputs.size() != wantIn || outputs.size() != wantOut) {
+    why = std::string(name) + " takes " + std::to_string(wantIn) + " inputs and gives " +
+          std::to_string(wantOut) + " outputs, not " + std::to_string(inputs.size()) + " and " +
+          std::to_string(outputs.size());
+    return false;
+  }
+  const plan::TensorType &q = inputs[0];
+  plan::DType dtype = q.dtype();
+  if (dtype != plan::F32 && dtype != plan::BF16) {
+    why = std::string("the attention kernels run f32 and bf16, not ") + plan::dtypeName(dtype);
+    return false;
+  }
+  int rank = q.shape_size();
+  if (rank < 2) {
+    why = "q " + plan::typeToString(q) + " has no [sq, d] dims";
+    return false;
+  }
+  std::vector<int64_t> lead(q.shape().begin(), q.shape().end() - 2);
+  int64_t sq = q.shape(rank - 2), d = q.shape(rank - 1);
+  const plan::TensorType &k = inputs[1], &v = inputs[2];
+  if (k.shape_size() != rank || v.shape_size() != rank) {
+    why = "q " + plan::typeToString(q) + ", k " + plan::typeToString(k) + " and v " +
+          plan::typeToString(v) + " differ in rank";
+    return false;
+  }
+  int64_t sk = k.shape(rank - 2), dv = v.shape(rank - 1);
+  auto with = [&](int64_t rows, int64_t cols) {
+    std::vector<int64_t> shape = lead;
+    shape.push_back(rows);
+    shape.push_back(cols);
+    return shape;
+  };
+  std::vector<int64_t> lseShape = lead;
+  lseShape.push_back(sq);
+  if (!expect(k, dtype, with(sk, d), "k", why) || !expect(v, dtype, with(sk, dv), "v", why))
+    return false;
+  if (!backward) {
+    if (!expect(outputs[0], dtype, with(sq, dv), "out", why) ||
+        !expect(outputs[1], plan::F32, lseShape, "lse", why))
+      return false;
+  } else if (!expect(inputs[3], dtype, with(sq, dv), "out", why) ||
+             !expect(inputs[4], plan::F32, lseShape, "lse", why) ||
+             !expect(inputs[5], dtype, with(sq, dv), "grad_out", why) ||
+             !expect(outputs[0], dtype, with(sq, d), "grad_q", why) ||
+             !expect(outputs[1], dtype, with(sk, d), "grad_k", why) ||
+             !expect(outputs[2], dtype, with(sk, dv), "grad_v", why)) {
+    return false;
+  }
+  if (d > kMaxHeadDim || dv > kMaxHeadDim) {
+    why = "head dims " + std::to_string(d) + " (q, k) and " + std::to_string(dv) +
+          " (v): the attention kernels take at most " + std::to_string(kMaxHeadDim);
+    return false;
+  }
+  int64_t bh = 1;
+  for (int64_t n : lead)
+    bh *= n;
+  if (bh > 65535 || sq > (int64_t(1) << 30) || sk > (int64_t(1) << 30)) {
+    why = std::to_string(bh) + " heads of " + std::to_string(sq) + " queries and " +
+          std::to_string(sk) + " keys: the attention kernels take at most 65535 heads and 2^30 "
+          "rows";
+    return false;
+  }
+  dims.bh = bh;
+  dims.sq = sq;
+  dims.sk = sk;
+  dims.d = d;
+  dims.dv = dv;
+  dims.bf16 = dtype == plan::BF16;
+  dims.causal = attention.causal();
+  dims.scale = float(attention.scale());
+  return true;
+}
+
+AttentionLaunch forwardLaunch(const AttentionDims &dims) {
+  return launchOf(dims, "forward", dims.sq,
+                  forwardSmem(dims.bf16, int(dims.d), int(dims.dv)).bytes);
+}
+
+AttentionLaunch gradQLaunch(const AttentionDims &dims) {
+  return launchOf(dims, "grad_q", dims.sq, gradQSmem(dims.bf16, int(dims.d), int(dims.dv)).bytes);
+}
+
+AttentionLaunch gradKVLaunch(const AttentionDims &dims) {
+  return launchOf(dims, "grad_kv", dims.sk,
+                  gradKVSmem(dims.bf16, int(dims.d), int(dims.dv)).bytes);
+}
+
+size_t attentionScratchBytes(const AttentionDims &dims) {
+  return size_t(dims.bh) * size_t(dims.sq) * sizeof(float);
+}
+
+int keyTilesVisited(const AttentionDims &dims, int64_t q0) {
+  TileRange r = keyTilesOf(int(q0), blockRows(dims.bf16), int(dims.sq), int(dims.sk), dims.causal);
+  return r.end - r.begin;
+}
+
+int queryTilesVisited(const AttentionDims &dims, int64_t k0) {
+  TileRange r =
+      queryTilesOf(int(k0), blockRows(dims.bf16), int(dims.sq), int(dims.sk), dims.causal);
+  return r.end - r.begin;
+}
+
+} // namespace dtc::runtime::cuda

@@ -1,0 +1,66 @@
+//===- AttentionLaunch.h - the attention kernels' launches -------*- C++ -*-===//
+//
+// Host-side arithmetic for FlashAttention.cu, with no CUDA types so that it
+// is checked without a GPU (dtc-cuda-host-tests): an instruction's dims read
+// from its operands (refused, with why, where the kernels do not cover
+// them), and each kernel's entry point, grid, block and dynamic shared
+// memory, from the tiles of kernels/AttentionTiles.h that the kernels use.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_CUDA_ATTENTIONLAUNCH_H
+#define DTC_RUNTIME_CUDA_ATTENTIONLAUNCH_H
+
+#include "plan.pb.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtc::runtime::cuda {
+
+/// An attention instruction's problem: bh (the leading dims flattened)
+/// heads of sq queries and sk keys, head dims d (q, k) and dv (v, out).
+struct AttentionDims {
+  int64_t bh = 0, sq = 0, sk = 0, d = 0, dv = 0;
+  bool bf16 = false, causal = false;
+  float scale = 1.f;
+};
+
+/// One kernel launch: grid x over row tiles, y over bh.
+struct AttentionLaunch {
+  std::string entry; // the kernel's name in the PTX
+  unsigned gridX = 0, gridY = 0, threads = 0;
+  unsigned sharedBytes = 0; // dynamic
+  int rowsPerBlock = 0;     // queries (forward, grad_q) or keys (grad_kv) per block
+};
+
+/// The dims of attention (`backward` false: inputs q, k, v; outputs out,
+/// lse) or attention_backward (inputs q, k, v, out, lse, grad_out; outputs
+/// grad_q, grad_k, grad_v); false with `why` for what the kernels do not
+/// cover: dtypes other than f32 and bf16, head dims over 128, shapes that
+/// disagree, more than 65535 heads.
+bool attentionDimsOf(bool backward, const plan::Attention &attention,
+                     const std::vector<plan::TensorType> &inputs,
+                     const std::vector<plan::TensorType> &outputs, AttentionDims &dims,
+                     std::string &why);
+
+/// The forward kernel's launch.
+AttentionLaunch forwardLaunch(const AttentionDims &dims);
+/// The backward's first kernel: grad_q, and Delta into scratch.
+AttentionLaunch gradQLaunch(const AttentionDims &dims);
+/// The backward's second: grad_k and grad_v, reading Delta.
+AttentionLaunch gradKVLaunch(const AttentionDims &dims);
+
+/// The backward's scratch: Delta, a float per query row.
+size_t attentionScratchBytes(const AttentionDims &dims);
+
+/// The key tiles a forward or grad_q block starting at query q0 visits
+/// (causal masking skips those no row of it sees).
+int keyTilesVisited(const AttentionDims &dims, int64_t q0);
+/// The query tiles a grad_kv block starting at key k0 visits.
+int queryTilesVisited(const AttentionDims &dims, int64_t k0);
+
+} // namespace dtc::runtime::cuda
+
+#endif // DTC_RUNTIME_CUDA_ATTENTIONLAUNCH_H

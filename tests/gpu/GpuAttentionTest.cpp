@@ -1,0 +1,425 @@
+//===- GpuAttentionTest.cpp - the attention kernels against a reference ---===//
+//
+// On a machine with an NVIDIA GPU: attention and attention_backward
+// through makeAttentionKernel (kernels/FlashAttention.cu) on random
+// inputs, against a plain double-precision reference written here from the
+// plan's definition. Shapes cover f32 and bf16, causal and not, Sq == Sk
+// and Sq != Sk (with rows that see no key), head dims 32 to 128 and odd
+// ones, lengths that are not multiples of the tiles.
+//
+// Bounds, relative to each output's largest magnitude: f32 1e-4 (the
+// kernels use FMA and the accurate expf/logf, no TF32). bf16 2e-2: the
+// inputs are the same bf16 values in both, but the kernels round P and dS
+// to bf16 (8 significant bits, a relative 2^-9 = 2e-3 each) before their
+// tensor-core products and round each output to bf16 (another 2e-3);
+// summed over a row these errors partly cancel, so a few times 2e-3 is
+// expected and 2e-2 leaves room without hiding a wrong mask or tile (which
+// is off by O(1)). lse is f32 in both: its scores are f32 sums of exact
+// bf16 products, so 1e-4 (f32) and 1e-3 (bf16) of max(1, |lse|).
+//
+// Links no MLIR (in dtc-gpu-plan-tests, which the GPU bundle carries).
+// Without a GPU every test reports itself skipped, with the reason.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/BFloat16.h"
+#include "runtime/cpu/ThreadPool.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaKernels.h"
+
+#include "plan/DType.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <limits>
+#include <random>
+
+namespace {
+
+using namespace dtc;
+using namespace dtc::runtime::cuda;
+using Values = std::vector<float>;
+
+/// GPU 0's primary context, a stream and a workspace, as CudaDevice
+/// gives its kernels.
+class TestGpu {
+public:
+  ~TestGpu() {
+    if (!api_)
+      return;
+    for (CUdeviceptr p : allocations_)
+      api_->cuMemFree(p);
+    if (context.stream)
+      api_->cuStreamDestroy(context.stream);
+    if (retained_)
+      api_->cuDevicePrimaryCtxRelease(device_);
+  }
+
+  bool open(std::string &error) {
+    if (!(api_ = driverApi(error)))
+      return false;
+    context.driver = api_;
+    CUcontext primary = nullptr;
+    if (!check(*api_, api_->cuInit(0), "cuInit", error) ||
+        !check(*api_, api_->cuDeviceGet(&device_, 0), "cuDeviceGet", error) ||
+        !check(*api_, api_->cuDevicePrimaryCtxRetain(&primary, device_), "retain", error))
+      return false;
+    retained_ = true;
+    context.workspaceBytes = size_t(32) << 20;
+    return check(*api_, api_->cuCtxSetCurrent(primary), "cuCtxSetCurrent", error) &&
+           check(*api_, api_->cuStreamCreate(&context.stream, CU_STREAM_NON_BLOCKING),
+                 "cuStreamCreate", error) &&
+           (context.workspace = allocate(context.workspaceBytes, error)) != 0;
+  }
+
+  CUdeviceptr allocate(size_t bytes, std::string &error) {
+    CUdeviceptr p = 0;
+    if (!check(*api_, api_->cuMemAlloc(&p, bytes ? bytes : 1), "cuMemAlloc", error))
+      return 0;
+    allocations_.push_back(p);
+    return p;
+  }
+
+  bool upload(CUdeviceptr to, const std::vector<char> &bytes, std::string &error) {
+    return check(*api_, api_->cuMemcpyHtoDAsync(to, bytes.data(), bytes.size(), context.stream),
+                 "upload", error) &&
+           check(*api_, api_->cuStreamSynchronize(context.stream), "upload", error);
+  }
+
+  bool download(std::vector<char> &bytes, CUdeviceptr from, std::string &error) {
+    return check(*api_,
+                 api_->cuMemcpyDtoHAsync(bytes.data(), from, bytes.size(), context.stream),
+                 "download", error) &&
+           check(*api_, api_->cuStreamSynchronize(context.stream), "running the kernel", error);
+  }
+
+  CudaContext context;
+
+private:
+  const DriverApi *api_ = nullptr;
+  CUdevice device_ = 0;
+  bool retained_ = false;
+  std::vector<CUdeviceptr> allocations_;
+};
+
+struct Case {
+  std::vector<int64_t> lead;
+  int64_t sq, sk, d, dv;
+  bool causal;
+  plan::DType dtype;
+
+  int64_t bh() const {
+    int64_t n = 1;
+    for (int64_t x : lead)
+      n *= x;
+    return n;
+  }
+  plan::TensorType type(std::vector<int64_t> last, plan::DType of) const {
+    plan::TensorType t;
+    t.set_dtype(of);
+    for (int64_t x : lead)
+      t.add_shape(x);
+    for (int64_t x : last)
+      t.add_shape(x);
+    return t;
+  }
+  std::string name() const {
+    return std::string(plan::dtypeName(dtype)) + " bh " + std::to_string(bh()) + " sq " +
+           std::to_string(sq) + " sk " + std::to_string(sk) + " d " + std::to_string(d) +
+           " dv " + std::to_string(dv) + (causal ? " causal" : "");
+  }
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (plan::DType dtype : {plan::F32, plan::BF16}) {
+    all.push_back({{1}, 1, 1, 64, 64, false, dtype});
+    all.push_back({{2, 3}, 17, 17, 64, 64, true, dtype});
+    all.push_back({{2}, 129, 129, 128, 128, true, dtype});
+    all.push_back({{2}, 65, 129, 128, 128, false, dtype});
+    all.push_back({{2}, 100, 37, 40, 40, true, dtype});  // rows 0..62 see no key
+    all.push_back({{2}, 37, 100, 64, 40, true, dtype});  // Sq < Sk
+    all.push_back({{1}, 200, 200, 80, 80, false, dtype});
+    all.push_back({{1}, 130, 130, 96, 96, true, dtype});
+    all.push_back({{3}, 64, 64, 32, 32, true, dtype});
+    all.push_back({{1}, 33, 70, 17, 9, false, dtype});    // odd head dims
+    all.push_back({{1}, 1024, 1024, 64, 64, true, dtype}); // GPT-2's
+  }
+  return all;
+}
+
+float rounded(float x, plan::DType dtype) {
+  return dtype == plan::BF16 ? float(runtime::cpu::BFloat16(x)) : x;
+}
+
+Values random(size_t n, float range, plan::DType dtype, std::mt19937 &rng) {
+  std::uniform_real_distribution<float> u(-range, range);
+  Values v(n);
+  for (float &x : v)
+    x = rounded(u(rng), dtype);
+  return v;
+}
+
+std::vector<char> bytesOf(const Values &v, plan::DType dtype) {
+  std::vector<char> bytes(v.size() * size_t(plan::dtypeBytes(dtype)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == plan::BF16) {
+      runtime::cpu::BFloat16 b(v[i]);
+      std::memcpy(bytes.data() + 2 * i, &b.bits, 2);
+    } else {
+      std::memcpy(bytes.data() + 4 * i, &v[i], 4);
+    }
+  }
+  return bytes;
+}
+
+Values valuesOf(const std::vector<char> &bytes, plan::DType dtype) {
+  size_t n = bytes.size() / size_t(plan::dtypeBytes(dtype));
+  Values v(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (dtype == plan::BF16) {
+      runtime::cpu::BFloat16 b;
+      std::memcpy(&b.bits, bytes.data() + 2 * i, 2);
+      v[i] = float(b);
+    } else {
+      std::memcpy(&v[i], bytes.data() + 4 * i, 4);
+    }
+  }
+  return v;
+}
+
+/// The plan's definition in double: out, lse of each row.
+struct Reference {
+  std::vector<double> out, lse;
+  std::vector<double> dq, dk, dv;
+};
+
+bool visible(const Case &c, int64_t i, int64_t j) { return !c.causal || j <= i + c.sk - c.sq; }
+
+Reference forwardReference(const Case &c, double scale, const Values &q, const Values &k,
+                           const Values &v) {
+  Reference r;
+  r.out.assign(size_t(c.bh() * c.sq * c.dv), 0.0);
+  r.lse.assign(size_t(c.bh() * c.sq), -std::numeric_limits<double>::infinity());
+  std::vector<double> s(size_t(c.sk));
+  for (int64_t b = 0; b < c.bh(); ++b)
+    for (int64_t i = 0; i < c.sq; ++i) {
+      const float *qi = &q[size_t((b * c.sq + i) * c.d)];
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < c.sk; ++j) {
+        if (!visible(c, i, j))
+          continue;
+        const float *kj = &k[size_t((b * c.sk + j) * c.d)];
+        double dot = 0;
+        for (int64_t e = 0; e < c.d; ++e)
+          dot += double(qi[e]) * double(kj[e]);
+        s[size_t(j)] = scale * dot;
+        m = std::max(m, s[size_t(j)]);
+      }
+      if (m == -std::numeric_limits<double>::infinity())
+        continue; // no key: out 0, lse -inf
+      double l = 0;
+      for (int64_t j = 0; j < c.sk; ++j)
+        if (visible(c, i, j))
+          l += std::exp(s[size_t(j)] - m);
+      double lse = m + std::log(l);
+      r.lse[size_t(b * c.sq + i)] = lse;
+      double *oi = &r.out[size_t((b * c.sq + i) * c.dv)];
+      for (int64_t j = 0; j < c.sk; ++j)
+        if (visible(c, i, j)) {
+          double p = std::exp(s[size_t(j)] - lse);
+          for (int64_t e = 0; e < c.dv; ++e)
+            oi[e] += p * double(v[size_t((b * c.sk + j) * c.dv + e)]);
+        }
+    }
+  return r;
+}
+
+void backwardReference(const Case &c, double scale, const Values &q, const Values &k,
+                       const Values &v, const Values &out, const Values &lse, const Values &dout,
+                       Reference &r) {
+  r.dq.assign(q.size(), 0.0);
+  r.dk.assign(k.size(), 0.0);
+  r.dv.assign(v.size(), 0.0);
+  for (int64_t b = 0; b < c.bh(); ++b)
+    for (int64_t i = 0; i < c.sq; ++i) {
+      double rowLse = lse[size_t(b * c.sq + i)];
+      if (std::isinf(rowLse))
+        continue;
+      const float *qi = &q[size_t((b * c.sq + i) * c.d)];
+      const float *gi = &dout[size_t((b * c.sq + i) * c.dv)];
+      const float *oi = &out[size_t((b * c.sq + i) * c.dv)];
+      double delta = 0;
+      for (int64_t e = 0; e < c.dv; ++e)
+        delta += double(gi[e]) * double(oi[e]);
+      for (int64_t j = 0; j < c.sk; ++j) {
+        if (!visible(c, i, j))
+          continue;
+        const float *kj = &k[size_t((b * c.sk + j) * c.d)];
+        const float *vj = &v[size_t((b * c.sk + j) * c.dv)];
+        double dot = 0, dp = 0;
+        for (int64_t e = 0; e < c.d; ++e)
+          dot += double(qi[e]) * double(kj[e]);
+        for (int64_t e = 0; e < c.dv; ++e)
+          dp += double(gi[e]) * double(vj[e]);
+        double p = std::exp(scale * dot - rowLse), ds = p * (dp - delta);
+        for (int64_t e = 0; e < c.dv; ++e)
+          r.dv[size_t((b * c.sk + j) * c.dv + e)] += p * double(gi[e]);
+        for (int64_t e = 0; e < c.d; ++e) {
+          r.dq[size_t((b * c.sq + i) * c.d + e)] += scale * ds * double(kj[e]);
+          r.dk[size_t((b * c.sk + j) * c.d + e)] += scale * ds * double(qi[e]);
+        }
+      }
+    }
+}
+
+/// The worst error of `got` against `want`, relative to want's largest
+/// magnitude (at least `floor`); -inf must match -inf exactly.
+double worstError(const Values &got, const std::vector<double> &want, double floor,
+                  std::string &where) {
+  double largest = floor, worst = 0;
+  for (double w : want)
+    if (!std::isinf(w))
+      largest = std::max(largest, std::fabs(w));
+  for (size_t i = 0; i < want.size(); ++i) {
+    double error = std::isinf(want[i]) ? (got[i] == float(want[i]) ? 0.0 : HUGE_VAL)
+                                       : std::fabs(double(got[i]) - want[i]) / largest;
+    if (!(error <= worst)) { // NaN counts as worst
+      worst = std::isnan(error) ? HUGE_VAL : error;
+      where = "element " + std::to_string(i) + ": " + std::to_string(got[i]) + ", want " +
+              std::to_string(want[i]);
+    }
+  }
+  return worst;
+}
+
+/// Runs `inst` on the GPU over `inputs`; the outputs' values.
+std::vector<Values> runOnGpu(TestGpu &gpu, const plan::Instruction &inst,
+                             const std::vector<plan::TensorType> &inTypes,
+                             const std::vector<Values> &inputs,
+                             const std::vector<plan::TensorType> &outTypes) {
+  std::string error;
+  std::unique_ptr<runtime::cpu::Kernel> kernel =
+      makeAttentionKernel(gpu.context, inst, inTypes, outTypes, error);
+  EXPECT_NE(kernel, nullptr) << error;
+  if (!kernel)
+    return {};
+  std::vector<const void *> in;
+  std::vector<void *> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    CUdeviceptr p = gpu.allocate(size_t(plan::byteSize(inTypes[i])), error);
+    EXPECT_TRUE(p && gpu.upload(p, bytesOf(inputs[i], inTypes[i].dtype()), error)) << error;
+    in.push_back(reinterpret_cast<const void *>(uintptr_t(p)));
+  }
+  std::vector<CUdeviceptr> outPointers;
+  for (const plan::TensorType &t : outTypes) {
+    // Outputs start as NaN bytes, so a row the kernel misses shows.
+    CUdeviceptr p = gpu.allocate(size_t(plan::byteSize(t)), error);
+    EXPECT_TRUE(p && gpu.upload(p, std::vector<char>(size_t(plan::byteSize(t)), char(0xff)),
+                                error))
+        << error;
+    outPointers.push_back(p);
+    out.push_back(reinterpret_cast<void *>(uintptr_t(p)));
+  }
+  runtime::cpu::ThreadPool pool(1);
+  EXPECT_TRUE(kernel->run(in.data(), out.data(), pool, error)) << error;
+  std::vector<Values> results;
+  for (size_t o = 0; o < outTypes.size(); ++o) {
+    std::vector<char> bytes(size_t(plan::byteSize(outTypes[o])));
+    EXPECT_TRUE(gpu.download(bytes, outPointers[o], error)) << error;
+    results.push_back(valuesOf(bytes, outTypes[o].dtype()));
+  }
+  return results;
+}
+
+class GpuAttention : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    if (usableGpus(why) == 0)
+      GTEST_SKIP() << "no usable NVIDIA GPU: " << why;
+    ASSERT_TRUE(gpu_.open(why)) << why;
+  }
+  TestGpu gpu_;
+};
+
+TEST_F(GpuAttention, ForwardAndBackwardAgainstADoubleReference) {
+  std::mt19937 rng(7);
+  for (const Case &c : cases()) {
+    SCOPED_TRACE(c.name());
+    bool bf16 = c.dtype == plan::BF16;
+    double bound = bf16 ? 2e-2 : 1e-4, lseBound = bf16 ? 1e-3 : 1e-4;
+    double scale = 1.0 / std::sqrt(double(c.d));
+    size_t bh = size_t(c.bh());
+    Values q = random(bh * size_t(c.sq * c.d), 2.f, c.dtype, rng);
+    Values k = random(bh * size_t(c.sk * c.d), 2.f, c.dtype, rng);
+    Values v = random(bh * size_t(c.sk * c.dv), 1.f, c.dtype, rng);
+    Values dout = random(bh * size_t(c.sq * c.dv), 1.f, c.dtype, rng);
+
+    plan::Instruction forward;
+    forward.mutable_attention()->set_scale(scale);
+    forward.mutable_attention()->set_causal(c.causal);
+    std::vector<plan::TensorType> qkv = {c.type({c.sq, c.d}, c.dtype),
+                                         c.type({c.sk, c.d}, c.dtype),
+                                         c.type({c.sk, c.dv}, c.dtype)};
+    plan::TensorType outType = c.type({c.sq, c.dv}, c.dtype), lseType = c.type({c.sq}, plan::F32);
+    std::vector<Values> got = runOnGpu(gpu_, forward, qkv, {q, k, v}, {outType, lseType});
+    ASSERT_EQ(got.size(), 2u);
+    Reference r = forwardReference(c, scale, q, k, v);
+    std::string where;
+    double outError = worstError(got[0], r.out, 0.0, where);
+    EXPECT_LE(outError, bound) << "out, " << where;
+    double lseError = worstError(got[1], r.lse, 1.0, where);
+    EXPECT_LE(lseError, lseBound) << "lse, " << where;
+
+    // The backward from the forward's out and lse as the reference has
+    // them, stored in the operands' dtypes.
+    Values out(r.out.size()), lse(r.lse.size());
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = rounded(float(r.out[i]), c.dtype);
+    for (size_t i = 0; i < lse.size(); ++i)
+      lse[i] = float(r.lse[i]);
+    plan::Instruction backward;
+    *backward.mutable_attention_backward() = forward.attention();
+    std::vector<plan::TensorType> inTypes = {qkv[0], qkv[1], qkv[2], outType, lseType, outType};
+    std::vector<Values> grads = runOnGpu(gpu_, backward, inTypes, {q, k, v, out, lse, dout}, qkv);
+    ASSERT_EQ(grads.size(), 3u);
+    backwardReference(c, scale, q, k, v, out, lse, dout, r);
+    double dqError = worstError(grads[0], r.dq, 0.0, where);
+    EXPECT_LE(dqError, bound) << "grad_q, " << where;
+    std::string whereK, whereV;
+    double dkError = worstError(grads[1], r.dk, 0.0, whereK);
+    EXPECT_LE(dkError, bound) << "grad_k, " << whereK;
+    double dvError = worstError(grads[2], r.dv, 0.0, whereV);
+    EXPECT_LE(dvError, bound) << "grad_v, " << whereV;
+    std::printf("attention %s: worst relative error out %.2g lse %.2g grad_q %.2g grad_k %.2g "
+                "grad_v %.2g\n",
+                c.name().c_str(), outError, lseError, dqError, dkError, dvError);
+  }
+}
+
+TEST_F(GpuAttention, WhatTheKernelsDoNotCoverIsRefusedWithWhy) {
+  plan::Instruction inst;
+  inst.mutable_attention()->set_scale(0.1);
+  Case c{{2}, 16, 16, 160, 64, false, plan::F32};
+  std::string why;
+  EXPECT_EQ(makeAttentionKernel(gpu_.context, inst,
+                                {c.type({16, 160}, plan::F32), c.type({16, 160}, plan::F32),
+                                 c.type({16, 64}, plan::F32)},
+                                {c.type({16, 64}, plan::F32), c.type({16}, plan::F32)}, why),
+            nullptr);
+  EXPECT_NE(why.find("at most 128"), std::string::npos) << why;
+  // The backward's Delta must fit the workspace.
+  plan::Instruction backward;
+  backward.mutable_attention_backward()->set_scale(0.1);
+  CudaContext small = gpu_.context;
+  small.workspaceBytes = 1024;
+  Case b{{4}, 512, 512, 64, 64, false, plan::F32};
+  plan::TensorType t = b.type({512, 64}, plan::F32), l = b.type({512}, plan::F32);
+  EXPECT_EQ(makeAttentionKernel(small, backward, {t, t, t, t, l, t}, {t, t, t}, why), nullptr);
+  EXPECT_NE(why.find("scratch"), std::string::npos) << why;
+}
+
+} // namespace

@@ -1,0 +1,226 @@
+//===- AttentionLaunchTest.cpp - the attention kernels' launches ----------===//
+//
+// AttentionLaunch.h checked without a GPU (in dtc-cuda-host-tests): the
+// grids cover every query and key row once, causal masking skips exactly
+// the tiles where no (query, key) pair is visible (against a brute-force
+// count), shared memory fits the GPUs the PTX targets, and what the
+// kernels do not cover is refused with a reason.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/AttentionLaunch.h"
+#include "runtime/cuda/kernels/AttentionTiles.h"
+#include "runtime/cuda/kernels/FlashAttentionPtx.h"
+
+#include <gtest/gtest.h>
+
+using namespace dtc;
+using namespace dtc::runtime::cuda;
+
+namespace {
+
+namespace tiles = runtime::cuda::attention;
+
+plan::TensorType tensor(plan::DType dtype, std::vector<int64_t> shape) {
+  plan::TensorType t;
+  t.set_dtype(dtype);
+  for (int64_t n : shape)
+    t.add_shape(n);
+  return t;
+}
+
+AttentionDims dimsOf(int64_t sq, int64_t sk, bool causal, bool bf16, int64_t d = 64,
+                     int64_t dv = 64) {
+  AttentionDims dims;
+  dims.bh = 3;
+  dims.sq = sq;
+  dims.sk = sk;
+  dims.d = d;
+  dims.dv = dv;
+  dims.causal = causal;
+  dims.bf16 = bf16;
+  return dims;
+}
+
+bool visible(int64_t i, int64_t j, const AttentionDims &dims) {
+  return !dims.causal || j <= i + dims.sk - dims.sq;
+}
+
+const std::vector<int64_t> kLengths = {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127,
+                                       128, 129, 200, 256, 257, 1000, 1024};
+
+TEST(AttentionLaunch, GridsCoverEveryRowOnce) {
+  for (bool bf16 : {false, true})
+    for (int64_t sq : kLengths)
+      for (int64_t sk : {int64_t(1), int64_t(65), int64_t(1024)}) {
+        AttentionDims dims = dimsOf(sq, sk, false, bf16);
+        SCOPED_TRACE("sq " + std::to_string(sq) + " sk " + std::to_string(sk));
+        for (const AttentionLaunch &launch :
+             {forwardLaunch(dims), gradQLaunch(dims), gradKVLaunch(dims)}) {
+          int64_t rows = launch.entry.find("grad_kv") == std::string::npos ? sq : sk;
+          std::vector<int> covered(static_cast<size_t>(rows));
+          for (unsigned x = 0; x < launch.gridX; ++x)
+            for (int r = 0; r < launch.rowsPerBlock; ++r)
+              if (int64_t row = int64_t(x) * launch.rowsPerBlock + r; row < rows)
+                ++covered[size_t(row)];
+          for (int64_t row = 0; row < rows; ++row)
+            ASSERT_EQ(covered[size_t(row)], 1) << launch.entry << " row " << row;
+          // No block without a row of its own.
+          EXPECT_LT(int64_t(launch.gridX - 1) * launch.rowsPerBlock, rows) << launch.entry;
+          EXPECT_EQ(launch.gridY, 3u);
+          EXPECT_EQ(launch.threads % 32, 0u);
+          EXPECT_EQ(launch.threads / 32 * tiles::kRowsPerWarp, unsigned(launch.rowsPerBlock));
+          EXPECT_NE(launch.entry.find(bf16 ? "_bf16" : "_f32"), std::string::npos);
+        }
+      }
+}
+
+/// Per block of rows, the tiles of the other side holding at least one
+/// visible pair, counted pair by pair.
+int tilesWithVisiblePairs(const AttentionDims &dims, int64_t first, int64_t rows, bool queries,
+                          int tile) {
+  int64_t others = queries ? dims.sk : dims.sq;
+  int count = 0;
+  for (int64_t t0 = 0; t0 < others; t0 += tile) {
+    bool any = false;
+    for (int64_t a = first; a < std::min(first + rows, queries ? dims.sq : dims.sk) && !any; ++a)
+      for (int64_t b = t0; b < std::min(t0 + tile, others) && !any; ++b)
+        any = queries ? visible(a, b, dims) : visible(b, a, dims);
+    count += any;
+  }
+  return count;
+}
+
+TEST(AttentionLaunch, CausalTilesVisitedAreThoseWithAVisiblePair) {
+  int checked = 0, skipped = 0;
+  for (bool bf16 : {false, true})
+    for (bool causal : {false, true})
+      for (int64_t sq : kLengths)
+        for (int64_t sk : kLengths) {
+          if (sq * sk > 300000)
+            continue;
+          AttentionDims dims = dimsOf(sq, sk, causal, bf16);
+          SCOPED_TRACE("sq " + std::to_string(sq) + " sk " + std::to_string(sk) +
+                       (causal ? " causal" : "") + (bf16 ? " bf16" : " f32"));
+          int rows = tiles::blockRows(bf16);
+          for (int64_t q0 = 0; q0 < sq; q0 += rows) {
+            int want = tilesWithVisiblePairs(dims, q0, rows, true, tiles::kKeyTile);
+            ASSERT_EQ(keyTilesVisited(dims, q0), want) << "queries from " << q0;
+            tiles::TileRange range =
+                tiles::keyTilesOf(int(q0), rows, int(sq), int(sk), causal);
+            // Visited tiles are a prefix: the kernel's loop starts at 0.
+            EXPECT_EQ(range.begin, 0);
+            skipped += int(tiles::ceilDiv(int(sk), tiles::kKeyTile)) - want;
+            ++checked;
+          }
+          for (int64_t k0 = 0; k0 < sk; k0 += rows) {
+            int want = tilesWithVisiblePairs(dims, k0, rows, false, tiles::kQueryTile);
+            ASSERT_EQ(queryTilesVisited(dims, k0), want) << "keys from " << k0;
+            tiles::TileRange range =
+                tiles::queryTilesOf(int(k0), rows, int(sq), int(sk), causal);
+            // The visited tiles are contiguous and end with the last.
+            if (want > 0)
+              EXPECT_EQ(range.end, tiles::ceilDiv(int(sq), tiles::kQueryTile));
+            ++checked;
+          }
+        }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(skipped, 100); // causal masking does skip tiles
+}
+
+TEST(AttentionLaunch, SharedMemoryFitsAnA100AndOptsInPast48KiB) {
+  constexpr unsigned kA100 = 163 << 10; // sm_80's opt-in limit per block
+  for (bool bf16 : {false, true})
+    for (int64_t d = 1; d <= tiles::kMaxHeadDim; ++d) {
+      AttentionDims dims = dimsOf(100, 100, true, bf16, d, d);
+      for (const AttentionLaunch &launch :
+           {forwardLaunch(dims), gradQLaunch(dims), gradKVLaunch(dims)}) {
+        EXPECT_LE(launch.sharedBytes, kA100) << launch.entry << " d " << d;
+        EXPECT_EQ(launch.sharedBytes % 128, 0u);
+      }
+    }
+  // Head dim 64 bf16 (GPT-2) forward stays small enough for 3 blocks on an
+  // H100 SM (228 KiB); at 128 every kernel opts in past the default 48 KiB
+  // (AttentionKernel.cpp sets the attribute).
+  EXPECT_LE(forwardLaunch(dimsOf(1024, 1024, true, true)).sharedBytes, 76u << 10);
+  EXPECT_GT(gradKVLaunch(dimsOf(1024, 1024, true, true, 128, 128)).sharedBytes, 48u << 10);
+  // The layout holds each buffer whole: later ones start after earlier ones end.
+  tiles::ForwardSmem f = tiles::forwardSmem(true, 128, 128);
+  EXPECT_GE(f.k - f.q, 64 * (128 + 8) * 2);
+  EXPECT_GE(f.o - f.s, 64 * (64 + 4) * 4);
+  EXPECT_GE(f.bytes - f.rowScale, 64 * 4);
+  tiles::GradKVSmem g = tiles::gradKVSmem(false, 40, 72);
+  EXPECT_GE(g.dv - g.dk, 32 * (48 + 4) * 4);
+  EXPECT_GE(g.lse - g.dv, 32 * (80 + 4) * 4);
+}
+
+TEST(AttentionLaunch, DimsComeFromTheOperandsAndWhatIsNotCoveredIsRefused) {
+  plan::Attention attention;
+  attention.set_scale(0.125);
+  attention.set_causal(true);
+  auto f32 = [](std::vector<int64_t> s) { return tensor(plan::F32, std::move(s)); };
+  std::vector<plan::TensorType> in = {f32({2, 12, 100, 64}), f32({2, 12, 80, 64}),
+                                      f32({2, 12, 80, 40})};
+  std::vector<plan::TensorType> out = {f32({2, 12, 100, 40}), f32({2, 12, 100})};
+  AttentionDims dims;
+  std::string why;
+  ASSERT_TRUE(attentionDimsOf(false, attention, in, out, dims, why)) << why;
+  EXPECT_EQ(dims.bh, 24);
+  EXPECT_EQ(dims.sq, 100);
+  EXPECT_EQ(dims.sk, 80);
+  EXPECT_EQ(dims.d, 64);
+  EXPECT_EQ(dims.dv, 40);
+  EXPECT_TRUE(dims.causal);
+  EXPECT_FALSE(dims.bf16);
+  EXPECT_FLOAT_EQ(dims.scale, 0.125f);
+  EXPECT_EQ(attentionScratchBytes(dims), size_t(24 * 100 * 4));
+
+  std::vector<plan::TensorType> backIn = {in[0], in[1], in[2], out[0], out[1], out[0]};
+  std::vector<plan::TensorType> backOut = {in[0], in[1], in[2]};
+  ASSERT_TRUE(attentionDimsOf(true, attention, backIn, backOut, dims, why)) << why;
+
+  auto refused = [&](bool backward, std::vector<plan::TensorType> i,
+                     std::vector<plan::TensorType> o, const char *expected) {
+    std::string reason;
+    AttentionDims unused;
+    EXPECT_FALSE(attentionDimsOf(backward, attention, i, o, unused, reason)) << expected;
+    EXPECT_NE(reason.find(expected), std::string::npos) << reason;
+  };
+  refused(false, {f32({4, 100, 160}), f32({4, 80, 160}), f32({4, 80, 64})},
+          {f32({4, 100, 64}), f32({4, 100})}, "at most 128");
+  refused(false, {f32({4, 100, 64}), f32({4, 80, 64}), f32({4, 80, 129})},
+          {f32({4, 100, 129}), f32({4, 100})}, "at most 128");
+  refused(false, {tensor(plan::F16, {4, 8, 8}), tensor(plan::F16, {4, 8, 8}),
+                  tensor(plan::F16, {4, 8, 8})},
+          {tensor(plan::F16, {4, 8, 8}), f32({4, 8})}, "not f16");
+  refused(false, {f32({4, 100, 64}), f32({3, 80, 64}), f32({4, 80, 64})},
+          {f32({4, 100, 64}), f32({4, 100})}, "k is f32[3,80,64], expected f32[4,80,64]");
+  refused(false, {f32({4, 100, 64}), f32({4, 80, 64}), f32({4, 80, 64})},
+          {f32({4, 100, 64}), tensor(plan::BF16, {4, 100})}, "lse is bf16[4,100]");
+  refused(false, {in[0], in[1], in[2]}, {out[0]}, "gives 2 outputs");
+  refused(true, backIn, {in[0], in[1], f32({2, 12, 80, 64})},
+          "grad_v is f32[2,12,80,64], expected f32[2,12,80,40]");
+  refused(false, {f32({70000, 4, 8}), f32({70000, 4, 8}), f32({70000, 4, 8})},
+          {f32({70000, 4, 8}), f32({70000, 4})}, "at most 65535 heads");
+  // bf16 throughout but lse.
+  auto bf = [](std::vector<int64_t> s) { return tensor(plan::BF16, std::move(s)); };
+  ASSERT_TRUE(attentionDimsOf(false, attention, {bf({1, 7, 40}), bf({1, 9, 40}), bf({1, 9, 40})},
+                              {bf({1, 7, 40}), f32({1, 7})}, dims, why))
+      << why;
+  EXPECT_TRUE(dims.bf16);
+  EXPECT_EQ(forwardLaunch(dims).entry, "dtc_attention_forward_bf16");
+  EXPECT_EQ(gradQLaunch(dims).entry, "dtc_attention_grad_q_bf16");
+  EXPECT_EQ(gradKVLaunch(dims).entry, "dtc_attention_grad_kv_bf16");
+}
+
+TEST(AttentionLaunch, EveryLaunchNamesAnEntryOfTheEmbeddedPtx) {
+  std::string ptx = flashAttentionPtx();
+  EXPECT_NE(ptx.find(".target sm_80"), std::string::npos);
+  for (bool bf16 : {false, true}) {
+    AttentionDims dims = dimsOf(100, 100, true, bf16);
+    for (const AttentionLaunch &launch :
+         {forwardLaunch(dims), gradQLaunch(dims), gradKVLaunch(dims)})
+      EXPECT_NE(ptx.find(".entry " + launch.entry + "("), std::string::npos) << launch.entry;
+  }
+}
+
+} // namespace
