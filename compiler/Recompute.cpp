@@ -163,6 +163,15 @@ struct Recompute : impl::RecomputeBase<Recompute> {
         mode == "full" ? fullSet(forward, activations) : selectiveSet(forward, activations);
 
     BackwardCopies made = copyIntoBackward(block, forward, chosen);
+    if (made.copied == 0 && mode == "selective") {
+      bool fused = llvm::any_of(forward, [](Operation *op) { return isa<graph::AttentionOp>(op); });
+      addNote(func, std::string("recompute: selective, nothing to recompute: no matmul of two "
+                                "activations") +
+                        (fused ? " (fused attention keeps no scores; its backward recomputes "
+                                 "them anyway)"
+                               : ""));
+      return;
+    }
     // A chosen value the step returns (a model output) stays as it is.
     addNote(func, "recompute: " + std::string(mode) + ", " + std::to_string(made.copied) +
                       " ops recomputed in the backward instead of keeping " +

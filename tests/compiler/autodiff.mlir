@@ -59,3 +59,17 @@ func.func @cnn(%x: tensor<2x3x8x8xf32>, %ids: tensor<2xi64>) -> tensor<f32> {
   // CHECK: return %{{.*}}, %[[GW]], %[[GB]], %[[GE]]
   return %l : tensor<f32>
 }
+
+// Attention's gradient is one op for q, k and v, reading the output and
+// the log-sum-exp (the probabilities are recomputed, not kept).
+// CHECK-LABEL: func.func @attention
+func.func @attention(%x: tensor<2x4x8xf32>) -> tensor<f32> {
+  %w = graph.parameter "w" : tensor<2x4x8xf32>
+  %k = graph.mul %x, %w : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: %[[O:.*]], %[[LSE:.*]] = graph.attention %arg0, %[[K:.*]], %arg0 {causal = true, scale = 5.000000e-01 : f64}
+  %o, %lse = graph.attention %x, %k, %x {causal = true, scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  %l = graph.reduce_sum %o {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x4x8xf32>) -> tensor<f32>
+  // CHECK: %{{.*}}, %[[DK:.*]], %{{.*}} = graph.attention_backward %arg0, %[[K]], %arg0, %[[O]], %[[LSE]], %{{.*}} {causal = true, scale = 5.000000e-01 : f64}
+  // CHECK: graph.mul %[[DK]], %arg0
+  return %l : tensor<f32>
+}

@@ -17,3 +17,15 @@ func.func @frozen_norm(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>, %b: tensor<3x
   %l = graph.reduce_sum %n {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<2x3x4x4xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A loss that reads attention's log-sum-exp: its gradient is not defined.
+// CHECK: 'graph.attention' op has no gradient through its log-sum-exp result
+func.func @lse_in_loss(%x: tensor<2x4x8xf32>) -> tensor<f32> {
+  %w = graph.parameter "w" : tensor<2x4x8xf32>
+  %k = graph.mul %x, %w : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %o, %lse = graph.attention %x, %k, %x {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  %l = graph.reduce_sum %lse {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -21,10 +21,10 @@
 // Without a GPU every test reports itself skipped, with the reason.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/BFloat16.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaKernels.h"
+#include "tests/unit/AttentionReference.h"
 
 #include "plan/DType.h"
 
@@ -40,7 +40,7 @@ namespace {
 
 using namespace dtc;
 using namespace dtc::runtime::cuda;
-using Values = std::vector<float>;
+using namespace dtc::attentiontest;
 
 /// GPU 0's primary context, a stream and a workspace, as CudaDevice
 /// gives its kernels.
@@ -103,197 +103,6 @@ private:
   bool retained_ = false;
   std::vector<CUdeviceptr> allocations_;
 };
-
-struct Case {
-  std::vector<int64_t> lead;
-  int64_t sq, sk, d, dv;
-  bool causal;
-  plan::DType dtype;
-
-  int64_t bh() const {
-    int64_t n = 1;
-    for (int64_t x : lead)
-      n *= x;
-    return n;
-  }
-  plan::TensorType type(std::vector<int64_t> last, plan::DType of) const {
-    plan::TensorType t;
-    t.set_dtype(of);
-    for (int64_t x : lead)
-      t.add_shape(x);
-    for (int64_t x : last)
-      t.add_shape(x);
-    return t;
-  }
-  std::string name() const {
-    return std::string(plan::dtypeName(dtype)) + " bh " + std::to_string(bh()) + " sq " +
-           std::to_string(sq) + " sk " + std::to_string(sk) + " d " + std::to_string(d) +
-           " dv " + std::to_string(dv) + (causal ? " causal" : "");
-  }
-};
-
-std::vector<Case> cases() {
-  std::vector<Case> all;
-  for (plan::DType dtype : {plan::F32, plan::BF16}) {
-    all.push_back({{1}, 1, 1, 64, 64, false, dtype});
-    all.push_back({{2, 3}, 17, 17, 64, 64, true, dtype});
-    all.push_back({{2}, 129, 129, 128, 128, true, dtype});
-    all.push_back({{2}, 65, 129, 128, 128, false, dtype});
-    all.push_back({{2}, 100, 37, 40, 40, true, dtype});  // rows 0..62 see no key
-    all.push_back({{2}, 37, 100, 64, 40, true, dtype});  // Sq < Sk
-    all.push_back({{1}, 200, 200, 80, 80, false, dtype});
-    all.push_back({{1}, 130, 130, 96, 96, true, dtype});
-    all.push_back({{3}, 64, 64, 32, 32, true, dtype});
-    all.push_back({{1}, 33, 70, 17, 9, false, dtype});    // odd head dims
-    all.push_back({{1}, 1024, 1024, 64, 64, true, dtype}); // GPT-2's
-  }
-  return all;
-}
-
-float rounded(float x, plan::DType dtype) {
-  return dtype == plan::BF16 ? float(runtime::cpu::BFloat16(x)) : x;
-}
-
-Values random(size_t n, float range, plan::DType dtype, std::mt19937 &rng) {
-  std::uniform_real_distribution<float> u(-range, range);
-  Values v(n);
-  for (float &x : v)
-    x = rounded(u(rng), dtype);
-  return v;
-}
-
-std::vector<char> bytesOf(const Values &v, plan::DType dtype) {
-  std::vector<char> bytes(v.size() * size_t(plan::dtypeBytes(dtype)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dtype == plan::BF16) {
-      runtime::cpu::BFloat16 b(v[i]);
-      std::memcpy(bytes.data() + 2 * i, &b.bits, 2);
-    } else {
-      std::memcpy(bytes.data() + 4 * i, &v[i], 4);
-    }
-  }
-  return bytes;
-}
-
-Values valuesOf(const std::vector<char> &bytes, plan::DType dtype) {
-  size_t n = bytes.size() / size_t(plan::dtypeBytes(dtype));
-  Values v(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (dtype == plan::BF16) {
-      runtime::cpu::BFloat16 b;
-      std::memcpy(&b.bits, bytes.data() + 2 * i, 2);
-      v[i] = float(b);
-    } else {
-      std::memcpy(&v[i], bytes.data() + 4 * i, 4);
-    }
-  }
-  return v;
-}
-
-/// The plan's definition in double: out, lse of each row.
-struct Reference {
-  std::vector<double> out, lse;
-  std::vector<double> dq, dk, dv;
-};
-
-bool visible(const Case &c, int64_t i, int64_t j) { return !c.causal || j <= i + c.sk - c.sq; }
-
-Reference forwardReference(const Case &c, double scale, const Values &q, const Values &k,
-                           const Values &v) {
-  Reference r;
-  r.out.assign(size_t(c.bh() * c.sq * c.dv), 0.0);
-  r.lse.assign(size_t(c.bh() * c.sq), -std::numeric_limits<double>::infinity());
-  std::vector<double> s(size_t(c.sk));
-  for (int64_t b = 0; b < c.bh(); ++b)
-    for (int64_t i = 0; i < c.sq; ++i) {
-      const float *qi = &q[size_t((b * c.sq + i) * c.d)];
-      double m = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < c.sk; ++j) {
-        if (!visible(c, i, j))
-          continue;
-        const float *kj = &k[size_t((b * c.sk + j) * c.d)];
-        double dot = 0;
-        for (int64_t e = 0; e < c.d; ++e)
-          dot += double(qi[e]) * double(kj[e]);
-        s[size_t(j)] = scale * dot;
-        m = std::max(m, s[size_t(j)]);
-      }
-      if (m == -std::numeric_limits<double>::infinity())
-        continue; // no key: out 0, lse -inf
-      double l = 0;
-      for (int64_t j = 0; j < c.sk; ++j)
-        if (visible(c, i, j))
-          l += std::exp(s[size_t(j)] - m);
-      double lse = m + std::log(l);
-      r.lse[size_t(b * c.sq + i)] = lse;
-      double *oi = &r.out[size_t((b * c.sq + i) * c.dv)];
-      for (int64_t j = 0; j < c.sk; ++j)
-        if (visible(c, i, j)) {
-          double p = std::exp(s[size_t(j)] - lse);
-          for (int64_t e = 0; e < c.dv; ++e)
-            oi[e] += p * double(v[size_t((b * c.sk + j) * c.dv + e)]);
-        }
-    }
-  return r;
-}
-
-void backwardReference(const Case &c, double scale, const Values &q, const Values &k,
-                       const Values &v, const Values &out, const Values &lse, const Values &dout,
-                       Reference &r) {
-  r.dq.assign(q.size(), 0.0);
-  r.dk.assign(k.size(), 0.0);
-  r.dv.assign(v.size(), 0.0);
-  for (int64_t b = 0; b < c.bh(); ++b)
-    for (int64_t i = 0; i < c.sq; ++i) {
-      double rowLse = lse[size_t(b * c.sq + i)];
-      if (std::isinf(rowLse))
-        continue;
-      const float *qi = &q[size_t((b * c.sq + i) * c.d)];
-      const float *gi = &dout[size_t((b * c.sq + i) * c.dv)];
-      const float *oi = &out[size_t((b * c.sq + i) * c.dv)];
-      double delta = 0;
-      for (int64_t e = 0; e < c.dv; ++e)
-        delta += double(gi[e]) * double(oi[e]);
-      for (int64_t j = 0; j < c.sk; ++j) {
-        if (!visible(c, i, j))
-          continue;
-        const float *kj = &k[size_t((b * c.sk + j) * c.d)];
-        const float *vj = &v[size_t((b * c.sk + j) * c.dv)];
-        double dot = 0, dp = 0;
-        for (int64_t e = 0; e < c.d; ++e)
-          dot += double(qi[e]) * double(kj[e]);
-        for (int64_t e = 0; e < c.dv; ++e)
-          dp += double(gi[e]) * double(vj[e]);
-        double p = std::exp(scale * dot - rowLse), ds = p * (dp - delta);
-        for (int64_t e = 0; e < c.dv; ++e)
-          r.dv[size_t((b * c.sk + j) * c.dv + e)] += p * double(gi[e]);
-        for (int64_t e = 0; e < c.d; ++e) {
-          r.dq[size_t((b * c.sq + i) * c.d + e)] += scale * ds * double(kj[e]);
-          r.dk[size_t((b * c.sk + j) * c.d + e)] += scale * ds * double(qi[e]);
-        }
-      }
-    }
-}
-
-/// The worst error of `got` against `want`, relative to want's largest
-/// magnitude (at least `floor`); -inf must match -inf exactly.
-double worstError(const Values &got, const std::vector<double> &want, double floor,
-                  std::string &where) {
-  double largest = floor, worst = 0;
-  for (double w : want)
-    if (!std::isinf(w))
-      largest = std::max(largest, std::fabs(w));
-  for (size_t i = 0; i < want.size(); ++i) {
-    double error = std::isinf(want[i]) ? (got[i] == float(want[i]) ? 0.0 : HUGE_VAL)
-                                       : std::fabs(double(got[i]) - want[i]) / largest;
-    if (!(error <= worst)) { // NaN counts as worst
-      worst = std::isnan(error) ? HUGE_VAL : error;
-      where = "element " + std::to_string(i) + ": " + std::to_string(got[i]) + ", want " +
-              std::to_string(want[i]);
-    }
-  }
-  return worst;
-}
 
 /// Runs `inst` on the GPU over `inputs`; the outputs' values.
 std::vector<Values> runOnGpu(TestGpu &gpu, const plan::Instruction &inst,

@@ -374,3 +374,38 @@ func.func @f(%a: tensor<2x3xf32>) {
   %0 = graph.top_k %a {axis = 1 : i64, k = 4 : i64, largest = true} : (tensor<2x3xf32>) -> tensor<2x4xi64>
   return
 }
+
+// -----
+
+func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x6xf32>, %v: tensor<2x5x8xf32>) {
+  // expected-error @below {{attention's shapes do not fit q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]: 2x4x8, 2x5x6, 2x5x8}}
+  // expected-error @below {{'graph.attention' op failed to infer returned types}}
+  %o, %l = graph.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8xf32>, tensor<2x5x6xf32>, tensor<2x5x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>) {
+  // expected-error @below {{'graph.attention' op scale must be positive and finite, got 0}}
+  %o, %l = graph.attention %q, %k, %v {scale = 0.0 : f64} : (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+// The log-sum-exp is f32 whatever q's type.
+func.func @f(%q: tensor<2x4x8xbf16>, %k: tensor<2x5x8xbf16>, %v: tensor<2x5x8xbf16>) {
+  // expected-error @below {{'graph.attention' op inferred type(s) 'tensor<2x4x8xbf16>', 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x4x8xbf16>', 'tensor<2x4xbf16>'}}
+  // expected-error @below {{'graph.attention' op failed to infer returned types}}
+  %o, %l = graph.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8xbf16>, tensor<2x5x8xbf16>, tensor<2x5x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4xbf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>, %o: tensor<2x4x8xf32>, %l: tensor<2x4xbf16>) {
+  // expected-error @below {{'graph.attention_backward' op lse must be 'tensor<2x4xf32>'}}
+  %a, %b, %c = graph.attention_backward %q, %k, %v, %o, %l, %o {scale = 1.0 : f64} : (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x4x8xf32>, tensor<2x4xbf16>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
+  return
+}

@@ -1,0 +1,100 @@
+// RUN: %dtc-opt %s --pass-pipeline='builtin.module(func.func(dtc-fuse-attention))' | FileCheck %s
+
+// The generated GPT's form: k transposed before the matmul, the scores
+// divided by sqrt(D), a causal mask made from a triangle (where fills the
+// hidden keys with -1e9). One causal attention; k transposed back.
+// CHECK-LABEL: func.func @generated_gpt
+// CHECK-SAME: dtc.notes = ["fusion: 1 attentions (1 causal) computed as one op each, flash style: no scores tensor, the backward recomputes them"]
+// CHECK: %[[K:.*]] = graph.transpose %arg1 {perm = array<i64: 0, 2, 1>}
+// CHECK: %[[O:.*]], %{{.*}} = graph.attention %arg0, %[[K]], %arg2 {causal = true, scale = 2.500000e-01 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+// CHECK-NOT: graph.softmax
+// CHECK-NOT: graph.where
+// CHECK: return %[[O]]
+func.func @generated_gpt(%q: tensor<2x16x8xf32>, %kt: tensor<2x8x16xf32>, %v: tensor<2x16x8xf32>) -> tensor<2x16x8xf32> {
+  %ones = graph.constant dense<1.000000e+00> : tensor<16x16xf32>
+  %lower = graph.trilu %ones {upper = false} : (tensor<16x16xf32>) -> tensor<16x16xf32>
+  %zero = graph.constant dense<0.000000e+00> : tensor<f32>
+  %hidden = graph.equal %lower, %zero : (tensor<16x16xf32>, tensor<f32>) -> tensor<16x16xi1>
+  %s = graph.matmul %q, %kt : (tensor<2x16x8xf32>, tensor<2x8x16xf32>) -> tensor<2x16x16xf32>
+  %root = graph.constant dense<4.000000e+00> : tensor<f32>
+  %scaled = graph.div %s, %root : (tensor<2x16x16xf32>, tensor<f32>) -> tensor<2x16x16xf32>
+  %fill = graph.constant dense<-1.000000e+09> : tensor<f32>
+  %masked = graph.where %hidden, %fill, %scaled : (tensor<16x16xi1>, tensor<f32>, tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  %p = graph.softmax %masked {axis = 2 : i64} : (tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  %o = graph.matmul %p, %v : (tensor<2x16x16xf32>, tensor<2x16x8xf32>) -> tensor<2x16x8xf32>
+  return %o : tensor<2x16x8xf32>
+}
+
+// ONNX Attention's form: the matmul transposes k, a multiply scales, the
+// causal triangle is a bias of 0 and -inf with a past (Sq 2 < Sk 4: the
+// last query sees every key).
+// CHECK-LABEL: func.func @onnx_attention_with_past
+// CHECK: graph.attention %arg0, %arg1, %arg2 {causal = true, scale = 5.000000e-01 : f64} : (tensor<1x2x2x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x2x4xf32>, tensor<1x2x2xf32>)
+func.func @onnx_attention_with_past(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x4x4xf32>, %v: tensor<1x2x4x4xf32>) -> tensor<1x2x2x4xf32> {
+  %s = graph.matmul %q, %k {transpose_rhs = true} : (tensor<1x2x2x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x2x4xf32>
+  %half = graph.constant dense<5.000000e-01> : tensor<f32>
+  %scaled = graph.mul %s, %half : (tensor<1x2x2x4xf32>, tensor<f32>) -> tensor<1x2x2x4xf32>
+  %bias = graph.constant dense<[[0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]> : tensor<2x4xf32>
+  %biased = graph.add %scaled, %bias : (tensor<1x2x2x4xf32>, tensor<2x4xf32>) -> tensor<1x2x2x4xf32>
+  %p = graph.softmax %biased {axis = -1 : i64} : (tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x2x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}
+
+// No mask and no scale; v given transposed (the matmul transposes it back).
+// CHECK-LABEL: func.func @plain
+// CHECK: %[[V:.*]] = graph.transpose %arg2 {perm = array<i64: 0, 2, 1>}
+// CHECK: graph.attention %arg0, %arg1, %[[V]] {scale = 1.000000e+00 : f64}
+func.func @plain(%q: tensor<2x16x8xf32>, %k: tensor<2x16x8xf32>, %vt: tensor<2x4x16xf32>) -> tensor<2x16x4xf32> {
+  %s = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> tensor<2x16x16xf32>
+  %p = graph.softmax %s {axis = 2 : i64} : (tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  %o = graph.matmul %p, %vt {transpose_rhs = true} : (tensor<2x16x16xf32>, tensor<2x4x16xf32>) -> tensor<2x16x4xf32>
+  return %o : tensor<2x16x4xf32>
+}
+
+// Not fused: a mask from an input (padding), a bias that shifts scores
+// rather than hiding keys, a mask that is neither none nor causal, scores
+// read elsewhere, a causal mask with more queries than keys (a row would
+// see nothing), and a softmax over another axis.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: graph.attention
+// CHECK: return
+func.func @left_alone(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>,
+                      %pad: tensor<4x4xi1>, %q6: tensor<2x6x8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>) {
+  %fill = graph.constant dense<-1.000000e+09> : tensor<f32>
+  %s1 = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %m1 = graph.where %pad, %fill, %s1 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p1 = graph.softmax %m1 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %o1 = graph.matmul %p1, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+
+  %shift = graph.constant dense<[[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %s2 = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %m2 = graph.add %s2, %shift : (tensor<2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x4xf32>
+  %p2 = graph.softmax %m2 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %o2 = graph.matmul %p2, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+
+  %odd = graph.constant dense<[[false, true, false, false], [false, false, false, false], [false, false, false, false], [false, false, false, false]]> : tensor<4x4xi1>
+  %s3 = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %m3 = graph.where %odd, %fill, %s3 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p3 = graph.softmax %m3 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %o3 = graph.matmul %p3, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+
+  %s4 = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %p4 = graph.softmax %s4 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %o4 = graph.matmul %p4, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+
+  %ones = graph.constant dense<1.000000e+00> : tensor<6x4xf32>
+  %lower = graph.trilu %ones {upper = false, k = -2 : i64} : (tensor<6x4xf32>) -> tensor<6x4xf32>
+  %zero = graph.constant dense<0.000000e+00> : tensor<f32>
+  %hidden = graph.equal %lower, %zero : (tensor<6x4xf32>, tensor<f32>) -> tensor<6x4xi1>
+  %s5 = graph.matmul %q6, %k {transpose_rhs = true} : (tensor<2x6x8xf32>, tensor<2x4x8xf32>) -> tensor<2x6x4xf32>
+  %m5 = graph.where %hidden, %fill, %s5 : (tensor<6x4xi1>, tensor<f32>, tensor<2x6x4xf32>) -> tensor<2x6x4xf32>
+  %p5 = graph.softmax %m5 {axis = 2 : i64} : (tensor<2x6x4xf32>) -> tensor<2x6x4xf32>
+  %o5 = graph.matmul %p5, %v : (tensor<2x6x4xf32>, tensor<2x4x8xf32>) -> tensor<2x6x8xf32>
+
+  %s6 = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %p6 = graph.softmax %s6 {axis = 1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %o6 = graph.matmul %p6, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o1, %o2, %o3, %o4, %s4, %o5, %o6 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>
+}

@@ -1,0 +1,132 @@
+//===- AttentionKernelTest.cpp - the CPU attention kernels against a reference -===//
+//
+// attention and attention_backward through the CPU backend's makeKernel on
+// the shapes the GPU test runs (AttentionReference.h: f32 and bf16, causal
+// and not, Sq != Sk with rows that see no key, odd head dims, lengths past
+// the kernel's 128-row tiles), on one and two threads, against the plan's
+// definition in double. Bounds, relative to each output's largest
+// magnitude: f32 1e-5 (sgemm sums in f32, the softmax's sum in double);
+// bf16 1e-2 (computed in f32 from the same bf16 inputs, each result rounded
+// once to bf16: 2^-9 relative). And what the kernels refuse, with why.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ThreadPool.h"
+#include "tests/unit/AttentionReference.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace dtc;
+using namespace dtc::attentiontest;
+
+/// Runs `inst` over `inputs` on `threads` threads; the outputs' values.
+std::vector<Values> runOnCpu(const plan::Instruction &inst,
+                             const std::vector<plan::TensorType> &inTypes,
+                             const std::vector<Values> &inputs,
+                             const std::vector<plan::TensorType> &outTypes, int threads) {
+  std::string error;
+  auto kernel = runtime::cpu::makeKernel(inst, inTypes, outTypes, error);
+  EXPECT_NE(kernel, nullptr) << error;
+  if (!kernel)
+    return {};
+  std::vector<std::vector<char>> in, out;
+  std::vector<const void *> inPointers;
+  std::vector<void *> outPointers;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in.push_back(bytesOf(inputs[i], inTypes[i].dtype()));
+    inPointers.push_back(in.back().data());
+  }
+  for (const plan::TensorType &t : outTypes) // NaN bytes: a skipped element shows
+    out.emplace_back(size_t(plan::byteSize(t)), char(0xff));
+  for (auto &bytes : out)
+    outPointers.push_back(bytes.data());
+  runtime::cpu::ThreadPool pool(threads);
+  EXPECT_TRUE(kernel->run(inPointers.data(), outPointers.data(), pool, error)) << error;
+  std::vector<Values> results;
+  for (size_t o = 0; o < outTypes.size(); ++o)
+    results.push_back(valuesOf(out[o], outTypes[o].dtype()));
+  return results;
+}
+
+TEST(AttentionKernel, ForwardAndBackwardAgainstADoubleReference) {
+  std::mt19937 rng(11);
+  for (const Case &c : cases())
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(c.name() + ", " + std::to_string(threads) + " threads");
+      bool bf16 = c.dtype == plan::BF16;
+      double bound = bf16 ? 1e-2 : 1e-5;
+      double scale = 1.0 / std::sqrt(double(c.d));
+      size_t bh = size_t(c.bh());
+      Values q = random(bh * size_t(c.sq * c.d), 2.f, c.dtype, rng);
+      Values k = random(bh * size_t(c.sk * c.d), 2.f, c.dtype, rng);
+      Values v = random(bh * size_t(c.sk * c.dv), 1.f, c.dtype, rng);
+      Values dout = random(bh * size_t(c.sq * c.dv), 1.f, c.dtype, rng);
+
+      plan::Instruction forward;
+      forward.mutable_attention()->set_scale(scale);
+      forward.mutable_attention()->set_causal(c.causal);
+      std::vector<plan::TensorType> qkv = {c.type({c.sq, c.d}, c.dtype),
+                                           c.type({c.sk, c.d}, c.dtype),
+                                           c.type({c.sk, c.dv}, c.dtype)};
+      plan::TensorType outType = c.type({c.sq, c.dv}, c.dtype),
+                       lseType = c.type({c.sq}, plan::F32);
+      std::vector<Values> got = runOnCpu(forward, qkv, {q, k, v}, {outType, lseType}, threads);
+      ASSERT_EQ(got.size(), 2u);
+      Reference r = forwardReference(c, scale, q, k, v);
+      std::string where;
+      EXPECT_LE(worstError(got[0], r.out, 0.0, where), bound) << "out, " << where;
+      EXPECT_LE(worstError(got[1], r.lse, 1.0, where), 1e-5) << "lse, " << where;
+
+      Values out(r.out.size()), lse(r.lse.size());
+      for (size_t i = 0; i < out.size(); ++i)
+        out[i] = rounded(float(r.out[i]), c.dtype);
+      for (size_t i = 0; i < lse.size(); ++i)
+        lse[i] = float(r.lse[i]);
+      plan::Instruction backward;
+      *backward.mutable_attention_backward() = forward.attention();
+      std::vector<plan::TensorType> inTypes = {qkv[0], qkv[1], qkv[2], outType, lseType, outType};
+      std::vector<Values> grads =
+          runOnCpu(backward, inTypes, {q, k, v, out, lse, dout}, qkv, threads);
+      ASSERT_EQ(grads.size(), 3u);
+      backwardReference(c, scale, q, k, v, out, lse, dout, r);
+      EXPECT_LE(worstError(grads[0], r.dq, 0.0, where), bound) << "grad_q, " << where;
+      EXPECT_LE(worstError(grads[1], r.dk, 0.0, where), bound) << "grad_k, " << where;
+      EXPECT_LE(worstError(grads[2], r.dv, 0.0, where), bound) << "grad_v, " << where;
+    }
+}
+
+TEST(AttentionKernel, RefusesWhatDoesNotFitWithWhy) {
+  Case c{{2}, 4, 5, 8, 6, false, plan::F32};
+  plan::Instruction inst;
+  inst.mutable_attention()->set_scale(0.5);
+  auto q = c.type({4, 8}, plan::F32), k = c.type({5, 8}, plan::F32),
+       v = c.type({5, 6}, plan::F32), out = c.type({4, 6}, plan::F32),
+       lse = c.type({4}, plan::F32);
+  std::string error;
+  EXPECT_NE(runtime::cpu::makeKernel(inst, {q, k, v}, {out, lse}, error), nullptr) << error;
+  auto refused = [&](const plan::Instruction &i, std::vector<plan::TensorType> in,
+                     std::vector<plan::TensorType> outs) {
+    error.clear();
+    EXPECT_EQ(runtime::cpu::makeKernel(i, in, outs, error), nullptr);
+    return error;
+  };
+  EXPECT_EQ(refused(inst, {q, v, v}, {out, lse}),
+            "attention: shapes [2,4,8], [2,5,6], [2,5,6] are not q [..., Sq, D], k [..., Sk, "
+            "D], v [..., Sk, Dv]");
+  EXPECT_EQ(refused(inst, {q, k, v}, {out, c.type({4}, plan::BF16)}),
+            "attention: outputs must be out [..., Sq, Dv] in q's dtype and lse [..., Sq] f32");
+  EXPECT_EQ(refused(inst, {q, k, v}, {out}),
+            "attention: expected 3 inputs and 2 outputs, got 3 inputs and 1 outputs");
+  plan::Instruction zero;
+  zero.mutable_attention()->set_scale(0);
+  EXPECT_EQ(refused(zero, {q, k, v}, {out, lse}), "attention: scale must be positive and finite");
+  plan::Instruction backward;
+  backward.mutable_attention_backward()->set_scale(0.5);
+  EXPECT_EQ(refused(backward, {q, k, v, out, out, out}, {q, k, v}),
+            "attention_backward: output and grad_output must be [..., Sq, Dv] in q's dtype, lse "
+            "[..., Sq] f32");
+}
+
+} // namespace
