@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/ConstantValues.h"
 #include "compiler/Passes.h"
 
 #include "dialects/graph/GraphOps.h"
@@ -48,131 +49,6 @@ constexpr double kMasked = -1e4;
 /// The largest mask evaluated (elements), to keep compile memory bounded.
 constexpr int64_t kMaxMaskElements = int64_t(1) << 25;
 
-/// A matrix of numbers that a mask is made of: [rows, cols] (a scalar is
-/// 1 x 1), read with broadcasting.
-struct Matrix {
-  int64_t rows = 1, cols = 1;
-  std::vector<float> values;
-  float at(int64_t i, int64_t j) const {
-    return values[size_t((rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j))];
-  }
-};
-
-/// The last two dims of `type` when every dim before them is 1.
-std::optional<std::pair<int64_t, int64_t>> matrixDims(RankedTensorType type) {
-  ArrayRef<int64_t> shape = type.getShape();
-  for (size_t d = 0; d + 2 < shape.size(); ++d)
-    if (shape[d] != 1)
-      return std::nullopt;
-  int64_t rank = int64_t(shape.size());
-  int64_t rows = rank >= 2 ? shape[size_t(rank - 2)] : 1, cols = rank >= 1 ? shape.back() : 1;
-  if (rows * cols > kMaxMaskElements)
-    return std::nullopt;
-  return std::pair{rows, cols};
-}
-
-/// `v`'s value as a matrix, when it is computed from constants by ops
-/// this evaluator knows; nullopt otherwise.
-std::optional<Matrix> evaluate(Value v, int depth = 0) {
-  auto dims = matrixDims(typeOf(v));
-  if (!dims || depth > 16)
-    return std::nullopt;
-  Matrix m{dims->first, dims->second, {}};
-  size_t n = size_t(m.rows * m.cols);
-  Operation *op = v.getDefiningOp();
-  if (!op)
-    return std::nullopt;
-  // Whether `x` broadcasts onto m.
-  auto fits = [&](const Matrix &x) {
-    return (x.rows == m.rows || x.rows == 1) && (x.cols == m.cols || x.cols == 1);
-  };
-  auto binary = [&](Value a, Value b, auto f) -> std::optional<Matrix> {
-    auto x = evaluate(a, depth + 1), y = evaluate(b, depth + 1);
-    if (!x || !y || !fits(*x) || !fits(*y))
-      return std::nullopt;
-    m.values.resize(n);
-    for (int64_t i = 0; i < m.rows; ++i)
-      for (int64_t j = 0; j < m.cols; ++j)
-        m.values[size_t(i * m.cols + j)] = f(x->at(i, j), y->at(i, j));
-    return m;
-  };
-  if (auto c = dyn_cast<graph::ConstantOp>(op)) {
-    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-    if (!dense)
-      return std::nullopt;
-    Type e = dense.getElementType();
-    m.values.reserve(n);
-    if (dense.isSplat()) {
-      float x = isa<FloatType>(e) ? float(dense.getSplatValue<APFloat>().convertToDouble())
-                                  : float(dense.getSplatValue<APInt>().getSExtValue());
-      if (e.isInteger(1))
-        x = dense.getSplatValue<bool>();
-      m.values.assign(n, x);
-    } else if (isa<FloatType>(e)) {
-      for (const APFloat &x : dense.getValues<APFloat>())
-        m.values.push_back(float(x.convertToDouble()));
-    } else if (e.isInteger(1)) {
-      for (bool x : dense.getValues<bool>())
-        m.values.push_back(x);
-    } else {
-      for (const APInt &x : dense.getValues<APInt>())
-        m.values.push_back(float(x.getSExtValue()));
-    }
-    return m;
-  }
-  if (isa<graph::ReshapeOp, graph::BroadcastOp, graph::CastOp>(op)) {
-    auto x = evaluate(op->getOperand(0), depth + 1);
-    if (!x || !fits(*x))
-      return std::nullopt;
-    if (isa<graph::CastOp>(op) && typeOf(v).getElementType().isInteger(1))
-      for (float &f : x->values)
-        f = f != 0;
-    m.values.resize(n);
-    for (int64_t i = 0; i < m.rows; ++i)
-      for (int64_t j = 0; j < m.cols; ++j)
-        m.values[size_t(i * m.cols + j)] = x->at(i, j);
-    return m;
-  }
-  if (auto t = dyn_cast<graph::TriluOp>(op)) {
-    auto x = evaluate(t.getInput(), depth + 1);
-    if (!x || x->rows != m.rows || x->cols != m.cols)
-      return std::nullopt;
-    int64_t k = int64_t(t.getK()); // I64Attr reads as unsigned
-    for (int64_t i = 0; i < m.rows; ++i)
-      for (int64_t j = 0; j < m.cols; ++j)
-        if (t.getUpper() ? j - i < k : j - i > k)
-          x->values[size_t(i * m.cols + j)] = 0;
-    return x;
-  }
-  if (auto nt = dyn_cast<graph::NotOp>(op)) {
-    auto x = evaluate(nt.getInput(), depth + 1);
-    if (x)
-      for (float &f : x->values)
-        f = f == 0;
-    return x;
-  }
-  if (auto w = dyn_cast<graph::WhereOp>(op)) {
-    auto c = evaluate(w.getCond(), depth + 1), x = evaluate(w.getX(), depth + 1),
-         y = evaluate(w.getY(), depth + 1);
-    if (!c || !x || !y || !fits(*c) || !fits(*x) || !fits(*y))
-      return std::nullopt;
-    m.values.resize(n);
-    for (int64_t i = 0; i < m.rows; ++i)
-      for (int64_t j = 0; j < m.cols; ++j)
-        m.values[size_t(i * m.cols + j)] = c->at(i, j) != 0 ? x->at(i, j) : y->at(i, j);
-    return m;
-  }
-  if (auto eq = dyn_cast<graph::EqualOp>(op))
-    return binary(eq.getLhs(), eq.getRhs(), [](float a, float b) { return float(a == b); });
-  if (auto lt = dyn_cast<graph::LessOp>(op))
-    return binary(lt.getLhs(), lt.getRhs(), [](float a, float b) { return float(a < b); });
-  if (auto gt = dyn_cast<graph::GreaterOp>(op))
-    return binary(gt.getLhs(), gt.getRhs(), [](float a, float b) { return float(a > b); });
-  if (auto add = dyn_cast<graph::AddOp>(op))
-    return binary(add.getLhs(), add.getRhs(), [](float a, float b) { return a + b; });
-  return std::nullopt;
-}
-
 /// `v`'s value when it is a constant holding one number.
 std::optional<double> scalarConstant(Value v) {
   auto constant = v.getDefiningOp<graph::ConstantOp>();
@@ -186,18 +62,22 @@ std::optional<double> scalarConstant(Value v) {
 /// What a mask hides: none, the causal triangle, or something else.
 enum class Mask { None, Causal, Other };
 
-/// Classifies `hidden` (1 where a key is hidden from a query) over
-/// [sq, sk] scores.
-Mask classify(const Matrix &hidden, int64_t sq, int64_t sk) {
-  if ((hidden.rows != 1 && hidden.rows != sq) || (hidden.cols != 1 && hidden.cols != sk))
+/// Classifies `hidden` (nonzero where a key is hidden from a query),
+/// which broadcasts onto [..., sq, sk] scores: every [sq, sk] slice of it
+/// must hide the same.
+Mask classify(const ConstantValues &hidden, int64_t sq, int64_t sk) {
+  size_t rank = hidden.shape.size();
+  int64_t rows = rank >= 2 ? hidden.shape[rank - 2] : 1, cols = rank >= 1 ? hidden.shape.back() : 1;
+  if ((rows != 1 && rows != sq) || (cols != 1 && cols != sk))
     return Mask::Other;
   bool none = true, causal = sq <= sk; // a causal row with no key would differ
-  for (int64_t i = 0; i < sq && (none || causal); ++i)
-    for (int64_t j = 0; j < sk; ++j) {
-      bool h = hidden.at(i, j) != 0;
-      none = none && !h;
-      causal = causal && h == (j > i + sk - sq);
-    }
+  for (size_t slice = 0; slice < hidden.values.size(); slice += size_t(rows * cols))
+    for (int64_t i = 0; i < sq && (none || causal); ++i)
+      for (int64_t j = 0; j < sk; ++j) {
+        bool h = hidden.values[slice + size_t((rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j))];
+        none = none && !h;
+        causal = causal && h == (j > i + sk - sq);
+      }
   return none ? Mask::None : causal ? Mask::Causal : Mask::Other;
 }
 
@@ -221,14 +101,14 @@ template <class Op> Op interior(Value v, Match &m) {
 
 /// Scores masked by `x` (a where or an add): the scores; `hidden` says
 /// what the mask hides, null when there is no mask.
-Value peelMask(Value x, Match &m, std::optional<Matrix> &hidden) {
+Value peelMask(Value x, Match &m, std::optional<ConstantValues> &hidden) {
   if (auto w = x.getDefiningOp<graph::WhereOp>(); w && w->hasOneUse()) {
     // where(hide, fill, scores) or where(keep, scores, fill)
     for (bool fillFirst : {true, false}) {
       auto fill = scalarConstant(fillFirst ? w.getX() : w.getY());
       if (!fill || *fill > kMasked)
         continue;
-      auto condition = evaluate(w.getCond());
+      auto condition = evaluateConstant(w.getCond(), kMaxMaskElements);
       if (!condition)
         return {};
       if (!fillFirst)
@@ -242,7 +122,7 @@ Value peelMask(Value x, Match &m, std::optional<Matrix> &hidden) {
   }
   if (auto add = x.getDefiningOp<graph::AddOp>(); add && add->hasOneUse()) {
     for (bool biasFirst : {true, false}) {
-      auto bias = evaluate(biasFirst ? add.getLhs() : add.getRhs());
+      auto bias = evaluateConstant(biasFirst ? add.getLhs() : add.getRhs(), kMaxMaskElements);
       if (!bias)
         continue;
       for (float &f : bias->values) {
@@ -282,16 +162,43 @@ Value peelScale(Value s, Match &m) {
   }
 }
 
+/// The probabilities under a NaN guard, as PyTorch's exporter writes
+/// scaled_dot_product_attention: where(not(p == p), 0, p) zeroes the rows
+/// a mask hid entirely (softmax's NaN there), as fused attention does
+/// (out 0). The guard is consumed; `x` itself when there is none.
+Value peelNanGuard(Value x, Match &m) {
+  auto guard = x.getDefiningOp<graph::WhereOp>();
+  auto zero = guard ? scalarConstant(guard.getX()) : std::nullopt;
+  if (!guard || !guard->hasOneUse() || !zero || *zero != 0)
+    return x;
+  Value p = guard.getY();
+  auto notNan = guard.getCond().getDefiningOp<graph::NotOp>();
+  auto same = notNan ? notNan.getInput().getDefiningOp<graph::EqualOp>() : graph::EqualOp();
+  if (!same || !notNan->hasOneUse() || !same->hasOneUse() || same.getLhs() != p ||
+      same.getRhs() != p)
+    return x;
+  // p is read by the comparison (twice) and the where, nothing else.
+  if (llvm::any_of(p.getUsers(), [&](Operation *user) { return user != same && user != guard; }))
+    return x;
+  m.interior.append({guard, notNan, same});
+  return p;
+}
+
 /// Matches the attention whose last matmul (probabilities x values) is `pv`.
 std::optional<Match> matchAttention(graph::MatmulOp pv) {
   Match m;
   if (pv.getTransposeLhs() || !isa<FloatType>(typeOf(pv.getOutput()).getElementType()))
     return std::nullopt;
-  auto softmax = interior<graph::SoftmaxOp>(pv.getLhs(), m);
+  Value probabilities = peelNanGuard(pv.getLhs(), m);
+  auto softmax = probabilities == pv.getLhs()
+                     ? interior<graph::SoftmaxOp>(probabilities, m)
+                     : probabilities.getDefiningOp<graph::SoftmaxOp>();
+  if (softmax && probabilities != pv.getLhs())
+    m.interior.push_back(softmax);
   int64_t rank = typeOf(pv.getOutput()).getRank();
   if (!softmax || (int64_t(softmax.getAxis()) != rank - 1 && int64_t(softmax.getAxis()) != -1))
     return std::nullopt;
-  std::optional<Matrix> hidden;
+  std::optional<ConstantValues> hidden;
   Value scores = peelMask(softmax.getInput(), m, hidden);
   if (!scores)
     return std::nullopt;

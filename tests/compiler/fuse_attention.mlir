@@ -41,6 +41,43 @@ func.func @onnx_attention_with_past(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x4x4x
   return %o : tensor<1x2x2x4xf32>
 }
 
+// PyTorch's export of scaled_dot_product_attention (transformers' GPT-2):
+// the scale split over q and k, the causal mask from positions compared
+// (gathered, summed, and-ed: evaluated at compile time), added as a bias of
+// 0 and the lowest float, and a guard that zeroes NaN rows after the
+// softmax. One causal attention on the scaled q and k.
+// CHECK-LABEL: func.func @pytorch_sdpa
+// CHECK: %[[Q:.*]] = graph.mul %arg0
+// CHECK: %[[K:.*]] = graph.mul %arg1
+// CHECK: %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %arg2 {causal = true, scale = 1.000000e+00 : f64}
+// CHECK-NOT: graph.not
+// CHECK: return %[[O]]
+func.func @pytorch_sdpa(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %pairs = graph.constant dense<[[0, 0], [0, 1], [0, 2], [0, 3]]> : tensor<4x2xi64>
+  %idx = graph.reduce_sum %pairs {axes = array<i64: 1>, keepdims = false} : (tensor<4x2xi64>) -> tensor<4xi64>
+  %pos = graph.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %cols = graph.gather %pos, %idx {axis = 0 : i64} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  %rows = graph.reshape %cols : (tensor<4xi64>) -> tensor<4x1xi64>
+  %seen = graph.less_equal %cols, %rows : (tensor<4xi64>, tensor<4x1xi64>) -> tensor<4x4xi1>
+  %true = graph.constant dense<true> : tensor<i1>
+  %keep = graph.and %true, %seen : (tensor<i1>, tensor<4x4xi1>) -> tensor<4x4xi1>
+  %keep4 = graph.broadcast %keep {shape = array<i64: 2, 1, 4, 4>} : (tensor<4x4xi1>) -> tensor<2x1x4x4xi1>
+  %zero = graph.constant dense<0.000000e+00> : tensor<f32>
+  %lowest = graph.constant dense<-3.40282347E+38> : tensor<f32>
+  %bias = graph.where %keep4, %zero, %lowest : (tensor<2x1x4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x4x4xf32>
+  %root = graph.constant dense<0.594603539> : tensor<f32>
+  %qs = graph.mul %q, %root : (tensor<2x2x4x8xf32>, tensor<f32>) -> tensor<2x2x4x8xf32>
+  %ks = graph.mul %k, %root : (tensor<2x2x4x8xf32>, tensor<f32>) -> tensor<2x2x4x8xf32>
+  %s = graph.matmul %qs, %ks {transpose_rhs = true} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %biased = graph.add %s, %bias : (tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = graph.softmax %biased {axis = 3 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %same = graph.equal %p, %p : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xi1>
+  %nan = graph.not %same : (tensor<2x2x4x4xi1>) -> tensor<2x2x4x4xi1>
+  %guarded = graph.where %nan, %zero, %p : (tensor<2x2x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = graph.matmul %guarded, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}
+
 // No mask and no scale; v given transposed (the matmul transposes it back).
 // CHECK-LABEL: func.func @plain
 // CHECK: %[[V:.*]] = graph.transpose %arg2 {perm = array<i64: 0, 2, 1>}
