@@ -365,6 +365,17 @@ def ChannelsLast : Pass<"dtc-channels-last", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def FuseMatmulBias : Pass<"dtc-fuse-matmul-bias", "mlir::func::FuncOp"> {
+  let summary = "A matmul's bias add (and a ReLU or tanh GELU after it) as its GEMM's epilogue";
+  let description = [{
+    add(matmul(x, w), b), b a vector along the product's columns (or of
+    leading 1s), with the matmul read by the add alone, becomes
+    graph.matmul_bias; a relu or tanh gelu reading the sum alone joins it.
+    Runs after the step is built and split, before elementwise fusion.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def FuseElementwise : Pass<"dtc-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Merge chains of elementwise and broadcast ops into graph.fused kernels";
   let description = [{

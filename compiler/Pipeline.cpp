@@ -104,6 +104,7 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   if (!options.training) // folds inference batch norms into the weights
     fpm.addPass(createFuseConv());
   fpm.addPass(createChannelsLast());
+  fpm.addPass(createFuseMatmulBias());
   fpm.addPass(createFuseElementwise());
   HoistConstantsOptions hoist;
   hoist.parameters = !options.training; // trained parameters change every step

@@ -518,6 +518,16 @@ private:
           mm->set_transpose_rhs(m.getTransposeRhs());
           return success();
         })
+        .Case([&](graph::MatmulBiasOp m) -> LogicalResult {
+          auto *mm = addInstruction(op, op->getOperands()).mutable_matmul();
+          mm->set_transpose_lhs(m.getTransposeLhs());
+          mm->set_transpose_rhs(m.getTransposeRhs());
+          mm->set_bias(true);
+          mm->set_activation(m.getActivation() == "relu"        ? plan::ACTIVATION_RELU
+                             : m.getActivation() == "gelu_tanh" ? plan::ACTIVATION_GELU_TANH
+                                                                : plan::ACTIVATION_NONE);
+          return success();
+        })
         .Case([&](graph::SoftmaxOp s) -> LogicalResult {
           addInstruction(op, op->getOperands()).mutable_softmax()->set_axis(
               normalizedAxis(s.getInput(), s.getAxis()));

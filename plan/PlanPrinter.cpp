@@ -107,6 +107,9 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
     std::string s = "matmul";
     if (inst.matmul().transpose_lhs()) s += " transpose_lhs";
     if (inst.matmul().transpose_rhs()) s += " transpose_rhs";
+    if (inst.matmul().bias()) s += " +bias";
+    if (inst.matmul().activation() == plan::ACTIVATION_RELU) s += " relu";
+    if (inst.matmul().activation() == plan::ACTIVATION_GELU_TANH) s += " gelu_tanh";
     return s;
   }
   case plan::Instruction::kElementwise:

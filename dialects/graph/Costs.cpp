@@ -121,6 +121,14 @@ OpCost AttentionBackwardOp::cost() {
   return make(*this, perPair * attentionPairs(getQ(), getK(), getCausal()), OpCost::Matmul);
 }
 
+// The product's, then per output element the bias (1) and the activation.
+OpCost MatmulBiasOp::cost() {
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  int64_t k = lhs.getDimSize(getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1);
+  double perElement = 1 + (getActivation() == "gelu_tanh" ? 13 : getActivation() == "relu");
+  return make(*this, (2.0 * double(k) + perElement) * elements(getOutput()), OpCost::Matmul);
+}
+
 OpCost Conv2DOp::cost() {
   OpCost c = make(*this, convFlops(getOutput(), getWeight()), OpCost::Conv);
   if (getBias())

@@ -587,6 +587,10 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
   return success();
 }
 
+LogicalResult MatmulBiasOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
+  return notDefined(*this); // formed after autodiff
+}
+
 LogicalResult AttentionBackwardOp::buildGradients(OpBuilder &, ValueRange,
                                                   SmallVectorImpl<Value> &) {
   return notDefined(*this);

@@ -349,6 +349,26 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return push(types, *batch, lhs->getElementType());
 }
 
+LogicalResult MatmulBiasOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  MatmulOp::Adaptor matmul(ValueRange{adaptor.getLhs(), adaptor.getRhs()},
+                           adaptor.getAttributes());
+  return MatmulOp::inferReturnTypes(context, loc, matmul, types);
+}
+
+LogicalResult MatmulBiasOp::verify() {
+  auto out = cast<RankedTensorType>(getOutput().getType());
+  auto bias = cast<RankedTensorType>(getBias().getType());
+  if (bias.getRank() != 1 || bias.getDimSize(0) != out.getShape().back() ||
+      bias.getElementType() != out.getElementType())
+    return emitOpError("bias must be [") << out.getShape().back() << "] of "
+                                          << out.getElementType() << ", got " << bias;
+  StringRef a = getActivation();
+  if (a != "none" && a != "relu" && a != "gelu_tanh")
+    return emitOpError("activation must be none, relu or gelu_tanh, got '") << a << "'";
+  return success();
+}
+
 namespace {
 /// Attention's operands: q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv],
 /// one element type, the same leading dims; the output's type and lse's.

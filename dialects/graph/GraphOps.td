@@ -293,6 +293,28 @@ def Graph_MatmulOp : Graph_InferredOp<"matmul"> {
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
   let results = (outs Graph_Tensor:$output);
+  let extraClassDeclaration = [{
+    /// The rule of a product of these operands (matmul_bias shares it).
+    static ::dtc::graph::ShardingRule shardingRuleOf(::mlir::Value output, ::mlir::Value lhs,
+        ::mlir::Value rhs, bool transposeLhs, bool transposeRhs);
+  }];
+}
+
+def Graph_MatmulBiasOp : Graph_InferredOp<"matmul_bias"> {
+  let summary = "matmul, then a bias [N] added to every row, then an activation";
+  let description = [{
+    What a linear layer computes, as one op for the GEMM's epilogue
+    (cuBLASLt's, oneDNN's): `activation` is "none", "relu" or "gelu_tanh".
+    Formed by dtc-fuse-matmul-bias after the training step is built, so it
+    has no gradient of its own.
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
+                       Graph_FloatTensor:$bias,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
+                       DefaultValuedStrAttr<StrAttr, "none">:$activation);
+  let results = (outs Graph_FloatTensor:$output);
+  let hasVerifier = 1;
 }
 
 def Graph_Conv2DOp : Graph_InferredOp<"conv2d"> {

@@ -203,11 +203,16 @@ ShardingRule ReduceMinOp::shardingRule() {
 // [batch..., M, K] x [batch..., K, N] -> [batch..., M, N]; batch dims
 // broadcast; K is a sum.
 ShardingRule MatmulOp::shardingRule() {
+  return shardingRuleOf(getOutput(), getLhs(), getRhs(), getTransposeLhs(), getTransposeRhs());
+}
+
+ShardingRule MatmulOp::shardingRuleOf(Value output, Value lhsValue, Value rhsValue,
+                                      bool transposeLhs, bool transposeRhs) {
   ShardingRule rule;
-  ArrayRef<int64_t> out = shapeOf(getOutput()), lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
+  ArrayRef<int64_t> out = shapeOf(output), lhs = shapeOf(lhsValue), rhs = shapeOf(rhsValue);
   size_t batch = out.size() - 2;
   SmallVector<int> ids = parallelFactors(rule, out);
-  int k = rule.add(lhs[getTransposeLhs() ? lhs.size() - 2 : lhs.size() - 1], true);
+  int k = rule.add(lhs[transposeLhs ? lhs.size() - 2 : lhs.size() - 1], true);
   auto side = [&](ArrayRef<int64_t> shape, int inner, int outer, bool transpose) {
     SmallVector<int> batchIds(ids.begin(), ids.begin() + long(batch));
     Dims dims = broadcastDims(rule, shape.drop_back(2), batchIds);
@@ -215,9 +220,20 @@ ShardingRule MatmulOp::shardingRule() {
     dims.push_back({transpose ? outer : inner});
     return dims;
   };
-  rule.operands.push_back(side(lhs, k, ids[batch], getTransposeLhs()));
-  rule.operands.push_back(side(rhs, ids[batch + 1], k, getTransposeRhs()));
+  rule.operands.push_back(side(lhs, k, ids[batch], transposeLhs));
+  rule.operands.push_back(side(rhs, ids[batch + 1], k, transposeRhs));
   rule.results.push_back(single(ids));
+  return rule;
+}
+
+// The product's rule; the bias lies along the output's columns, and the
+// contraction stays whole (the bias and activation apply to the whole sum).
+ShardingRule MatmulBiasOp::shardingRule() {
+  ShardingRule rule = MatmulOp::shardingRuleOf(getOutput(), getLhs(), getRhs(),
+                                               getTransposeLhs(), getTransposeRhs());
+  for (ShardingRule::Factor &f : rule.factors)
+    f.whole = f.whole || f.reduction;
+  rule.operands.push_back({rule.results[0].back()});
   return rule;
 }
 

@@ -10,6 +10,10 @@
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/ThreadPool.h"
 
+#include <cmath>
+#include <optional>
+#include <unordered_map>
+
 namespace dtc::runtime::cpu {
 namespace {
 
@@ -21,10 +25,26 @@ namespace {
 /// FAQ prescribes exactly this for callers that thread themselves.
 constexpr int64_t kSmallGemmWork = int64_t(1) << 22;
 
+/// A linear layer's epilogue on rows of `n`: the bias added, then the
+/// activation (as graph.relu and graph.gelu's tanh form compute them).
+void applyEpilogue(float *out, int64_t rows, int64_t n, const float *bias,
+                   plan::Activation activation) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      float x = out[r * n + c] + bias[c];
+      if (activation == plan::ACTIVATION_RELU)
+        x = x > 0 ? x : 0.0f;
+      else if (activation == plan::ACTIVATION_GELU_TANH)
+        x = 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+      out[r * n + c] = x;
+    }
+}
+
 class MatMulKernel final : public Kernel {
 public:
-  MatMulKernel(Gemm gemm, std::vector<std::pair<int64_t, int64_t>> batches)
-      : gemm_(gemm), batches_(std::move(batches)) {}
+  MatMulKernel(Gemm gemm, std::vector<std::pair<int64_t, int64_t>> batches, bool bias,
+               plan::Activation activation)
+      : gemm_(gemm), batches_(std::move(batches)), bias_(bias), activation_(activation) {}
 
   bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
            std::string &) override {
@@ -33,10 +53,14 @@ public:
     float *out = static_cast<float *>(outputs[0]);
     int64_t lhsSize = gemm_.M * gemm_.K, rhsSize = gemm_.K * gemm_.N,
             outSize = gemm_.M * gemm_.N;
+    const float *bias = bias_ ? static_cast<const float *>(inputs[2]) : nullptr;
     auto runBatches = [&](int64_t begin, int64_t end) {
-      for (int64_t b = begin; b < end; ++b)
+      for (int64_t b = begin; b < end; ++b) {
         gemm_.run(lhs + batches_[b].first * lhsSize, rhs + batches_[b].second * rhsSize,
                   out + b * outSize);
+        if (bias)
+          applyEpilogue(out + b * outSize, gemm_.M, gemm_.N, bias, activation_);
+      }
     };
     int64_t count = int64_t(batches_.size());
     if (pool.threads() > 1 && count >= pool.threads() && gemm_.work() < kSmallGemmWork) {
@@ -52,15 +76,17 @@ private:
   Gemm gemm_;
   /// Per output matrix, the lhs and rhs matrices it multiplies.
   std::vector<std::pair<int64_t, int64_t>> batches_;
+  bool bias_;
+  plan::Activation activation_;
 };
 
 /// A matmul as one oneDNN primitive over strided views of the buffers.
 class DnnlMatMulKernel final : public Kernel {
 public:
   DnnlMatMulKernel(dnnl::matmul::primitive_desc pd, dnnl::memory src, dnnl::memory weights,
-                   dnnl::memory dst, bool constantWeights)
+                   dnnl::memory dst, bool constantWeights, std::optional<dnnl::memory> bias)
       : primitive_(pd), src_(std::move(src)), weights_(std::move(weights)),
-        dst_(std::move(dst)), constantWeights_(constantWeights) {}
+        dst_(std::move(dst)), constantWeights_(constantWeights), bias_(std::move(bias)) {}
 
   bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
            std::string &) override {
@@ -68,9 +94,13 @@ public:
     if (!constantWeights_)
       weights_.set_data_handle(const_cast<void *>(inputs[1]));
     dst_.set_data_handle(outputs[0]);
-    executeDnnl(primitive_,
-                {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}},
-                pool);
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}};
+    if (bias_) {
+      bias_->set_data_handle(const_cast<void *>(inputs[2]));
+      args.emplace(DNNL_ARG_BIAS, *bias_);
+    }
+    executeDnnl(primitive_, args, pool);
     return true;
   }
 
@@ -78,6 +108,7 @@ private:
   dnnl::matmul primitive_;
   dnnl::memory src_, weights_, dst_;
   bool constantWeights_;
+  std::optional<dnnl::memory> bias_; // the epilogue's, [1.., N]
 };
 
 /// Dense row-major strides of `shape`.
@@ -105,7 +136,7 @@ dnnl::memory::desc operandDesc(Shape stored, size_t rank, bool transposed) {
 /// when oneDNN declines it. `collapsed`: the lhs batch is folded into M.
 std::unique_ptr<Kernel> makeDnnlMatMul(const Gemm &gemm, const Shape &lhs, const Shape &rhs,
                                        const Shape &out, bool collapsed,
-                                       const void *constantRhs) {
+                                       const void *constantRhs, const plan::MatMul &op) {
   if (!dnnlAllowed() || gemm.M == 0 || gemm.N == 0 || gemm.K == 0)
     return nullptr;
   dnnl::memory::desc src, weights, dst;
@@ -121,12 +152,32 @@ std::unique_ptr<Kernel> makeDnnlMatMul(const Gemm &gemm, const Shape &lhs, const
     dst = operandDesc(out, rank, false);
   }
   try {
-    dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(src, weightsRequest(weights, constantRhs), dst), dnnlEngine());
+    // The epilogue: the bias as [1.., N] broadcast over the rows, the
+    // activation a post-op.
+    dnnl::primitive_attr attr;
+    std::optional<dnnl::memory::desc> bias;
+    if (op.bias()) {
+      dnnl::memory::dims dims(collapsed ? 2 : out.size(), 1);
+      dims.back() = gemm.N;
+      bias = plainF32(dims, denseStrides(Shape(dims.begin(), dims.end())));
+      dnnl::post_ops ops;
+      if (op.activation() == plan::ACTIVATION_RELU)
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      if (op.activation() == plan::ACTIVATION_GELU_TANH)
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    auto desc = bias ? dnnl::matmul::desc(src, weightsRequest(weights, constantRhs), *bias, dst)
+                     : dnnl::matmul::desc(src, weightsRequest(weights, constantRhs), dst);
+    dnnl::matmul::primitive_desc pd(desc, attr, dnnlEngine());
+    std::optional<dnnl::memory> biasMemory;
+    if (bias)
+      biasMemory = dnnl::memory(*bias, dnnlEngine(), DNNL_MEMORY_NONE);
     return std::make_unique<DnnlMatMulKernel>(
         pd, dnnl::memory(src, dnnlEngine(), DNNL_MEMORY_NONE),
         weightsMemory(weights, constantRhs, pd.weights_desc()),
-        dnnl::memory(dst, dnnlEngine(), DNNL_MEMORY_NONE), constantRhs != nullptr);
+        dnnl::memory(dst, dnnlEngine(), DNNL_MEMORY_NONE), constantRhs != nullptr,
+        std::move(biasMemory));
   } catch (const dnnl::error &) {
     return nullptr;
   }
@@ -140,6 +191,9 @@ std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &inst,
   if (!checkDType(types.output.dtype(), {plan::F32}, error) ||
       !checkSameDType(types, error))
     return nullptr;
+  if (int64_t(types.inputs.size()) != (op.bias() ? 3 : 2))
+    return fail(error, op.bias() ? "a matmul with a bias takes 3 inputs"
+                                 : "a matmul without a bias takes 2 inputs");
   Shape lhs = shapeOf(types.inputs[0]), rhs = shapeOf(types.inputs[1]),
         out = shapeOf(types.output);
   auto operands = [&] { return "lhs " + shapeString(lhs) + ", rhs " + shapeString(rhs); };
@@ -205,11 +259,14 @@ std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &inst,
       }
     }
   }
-  if (auto kernel = makeDnnlMatMul(gemm, lhs, rhs, out, collapsed, types.constant(1)))
+  if (op.bias() && shapeOf(types.inputs[2]) != Shape{gemm.N})
+    return fail(error, "the bias is " + shapeString(types.inputs[2]) + ", not [" +
+                           std::to_string(gemm.N) + "] (the product's columns)");
+  if (auto kernel = makeDnnlMatMul(gemm, lhs, rhs, out, collapsed, types.constant(1), op))
     return kernel;
   if (!fitsBlas({gemm.M, gemm.N, gemm.K, gemm.lda, gemm.ldb}))
     return fail(error, "a matrix dim exceeds OpenBLAS's 32-bit sizes: " + operands());
-  return std::make_unique<MatMulKernel>(gemm, std::move(batches));
+  return std::make_unique<MatMulKernel>(gemm, std::move(batches), op.bias(), op.activation());
 }
 
 } // namespace dtc::runtime::cpu

@@ -74,10 +74,20 @@ public:
       lt.cublasLtMatmulDescDestroy(desc_);
   }
 
-  bool prepare(const GemmShape &g, cudaDataType type, std::string &why) {
+  bool prepare(const GemmShape &g, cudaDataType type, const plan::MatMul &matmul,
+               std::string &why) {
     const CublasLtApi &lt = *context_.cublasLt;
     cublasOperation_t transA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t transB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    // A linear layer's bias (and activation) in the epilogue: the bias runs
+    // along the row-major product's columns, which are the column-major
+    // product's rows (GemmShape.h), as cuBLASLt's bias vector is.
+    bias_ = matmul.bias();
+    cublasLtEpilogue_t epilogue =
+        !bias_                                                 ? CUBLASLT_EPILOGUE_DEFAULT
+        : matmul.activation() == plan::ACTIVATION_RELU         ? CUBLASLT_EPILOGUE_RELU_BIAS
+        : matmul.activation() == plan::ACTIVATION_GELU_TANH    ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                               : CUBLASLT_EPILOGUE_BIAS;
     if (!check(lt, lt.cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                "cublasLtMatmulDescCreate", why) ||
         !check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &transA,
@@ -85,7 +95,10 @@ public:
                "TRANSA", why) ||
         !check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &transB,
                                                      sizeof transB),
-               "TRANSB", why))
+               "TRANSB", why) ||
+        !check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                     &epilogue, sizeof epilogue),
+               "EPILOGUE", why))
       return false;
     // Stored shapes, column-major: op(A) is m x k, op(B) k x n.
     auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols, int64_t ld,
@@ -131,6 +144,12 @@ public:
            std::string &error) override {
     const CublasLtApi &lt = *context_.cublasLt;
     float alpha = 1, beta = 0;
+    if (bias_ && !check(lt,
+                        lt.cublasLtMatmulDescSetAttribute(desc_,
+                                                          CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                          &inputs[2], sizeof inputs[2]),
+                        "BIAS_POINTER", error))
+      return false;
     // A is the plan's right operand, B its left (GemmShape.h).
     return check(lt,
                  lt.cublasLtMatmul(context_.cublasLtHandle, desc_, &alpha, inputs[1], a_,
@@ -146,6 +165,7 @@ private:
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulHeuristicResult_t heuristic_{};
+  bool bias_ = false; // inputs[2], the epilogue's
 };
 
 class NcclKernel final : public cpu::Kernel {
@@ -289,7 +309,9 @@ std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
     return nullptr;
   }
   plan::DType dtype = output.dtype();
-  if (inputs.size() != 2 || inputs[0].dtype() != dtype || inputs[1].dtype() != dtype ||
+  if (inputs.size() != (matmul.bias() ? 3u : 2u) ||
+      !std::all_of(inputs.begin(), inputs.end(),
+                   [&](const plan::TensorType &t) { return t.dtype() == dtype; }) ||
       (dtype != plan::F32 && dtype != plan::BF16)) {
     why = "cuBLASLt runs fp32 and bf16 products here, not " + plan::DType_Name(dtype);
     return nullptr;
@@ -302,7 +324,7 @@ std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
                    matmul.transpose_rhs(), g, why))
     return nullptr;
   auto kernel = std::make_unique<GemmKernel>(context);
-  if (!kernel->prepare(g, dtype == plan::F32 ? CUDA_R_32F : CUDA_R_16BF, why))
+  if (!kernel->prepare(g, dtype == plan::F32 ? CUDA_R_32F : CUDA_R_16BF, matmul, why))
     return nullptr;
   return kernel;
 }

@@ -267,6 +267,51 @@ TEST(MatMulKernel, AttentionBatchesSplitOverThePool) {
   checkMatMul({2, 4, 32, 32}, {2, 4, 32, 16});              // p v
 }
 
+// A linear layer's epilogue (MatMul.bias, .activation): the bias along the
+// columns, then ReLU or tanh GELU, on oneDNN's post-ops and on the loop
+// after sgemm; a folded batch and a batch of GEMMs.
+TEST(MatMulKernel, BiasAndActivationEpilogues) {
+  struct Case {
+    Shape lhs, rhs;
+    bool tb;
+  };
+  for (const Case &c : {Case{{2, 3, 4}, {4, 5}, false}, Case{{2, 3, 4}, {2, 5, 4}, true}})
+    for (plan::Activation activation :
+         {plan::ACTIVATION_NONE, plan::ACTIVATION_RELU, plan::ACTIVATION_GELU_TANH}) {
+      SCOPED_TRACE(plan::Activation_Name(activation) + " " +
+                   ::testing::PrintToString(c.lhs) + " x " + ::testing::PrintToString(c.rhs));
+      Tensor lhs = randomF32(c.lhs, 1, -2.0f, 2.0f), rhs = randomF32(c.rhs, 2);
+      int64_t n = c.tb ? c.rhs[c.rhs.size() - 2] : c.rhs.back();
+      Tensor bias = randomF32({n}, 3);
+      Shape outShape;
+      std::vector<double> expected = refMatMul(lhs, rhs, false, c.tb, outShape);
+      std::vector<float> b = values<float>(bias);
+      for (size_t i = 0; i < expected.size(); ++i) {
+        double x = expected[i] + b[i % size_t(n)];
+        if (activation == plan::ACTIVATION_RELU)
+          x = std::max(x, 0.0);
+        if (activation == plan::ACTIVATION_GELU_TANH)
+          x = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        expected[i] = x;
+      }
+      plan::Instruction inst = matmulInst(false, c.tb);
+      inst.mutable_matmul()->set_bias(true);
+      inst.mutable_matmul()->set_activation(activation);
+      expectClose(inst, {lhs, rhs, bias}, outShape, expected);
+      expectClose(inst, {lhs, rhs, bias}, outShape, expected, {false, true, true});
+    }
+  // The bias must be [N], and be given exactly when MatMul.bias says so.
+  plan::Instruction inst = matmulInst();
+  inst.mutable_matmul()->set_bias(true);
+  EXPECT_EQ(prepareError(inst, {typeOf(plan::F32, {3, 4}), typeOf(plan::F32, {4, 5}),
+                                typeOf(plan::F32, {4})},
+                         typeOf(plan::F32, {3, 5})),
+            "matmul: the bias is [4], not [5] (the product's columns)");
+  EXPECT_EQ(prepareError(inst, {typeOf(plan::F32, {3, 4}), typeOf(plan::F32, {4, 5})},
+                         typeOf(plan::F32, {3, 5})),
+            "matmul: a matmul with a bias takes 3 inputs");
+}
+
 TEST(MatMulKernel, EmptyContractionIsZero) { checkMatMul({3, 0}, {0, 4}); }
 
 TEST(MatMulKernel, Big) { checkMatMul({256, 512}, {512, 384}); }

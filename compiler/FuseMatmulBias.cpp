@@ -1,0 +1,102 @@
+//===- FuseMatmulBias.cpp - a linear layer's bias into its GEMM's epilogue -===//
+//
+// A linear layer is a matmul and then its bias added to every row (and,
+// in inference, often an activation). As written, the add is a pass of its
+// own over the product, or a term of the elementwise kernel after it.
+// GEMM libraries add a bias and apply ReLU or tanh-GELU as the product is
+// written (cuBLASLt's epilogues, oneDNN's bias and post-ops), so the
+// product and the bias become one graph.matmul_bias. The activation joins
+// when the biased value is read by it alone (in training the GELU's input
+// is also its gradient's, so there it stays apart).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/CompileNotes.h"
+#include "compiler/Passes.h"
+
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace dtc {
+#define GEN_PASS_DEF_FUSEMATMULBIAS
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// `bias` as the [N] vector a product `out` of N columns takes: itself,
+/// or reshaped from leading 1s; null when it is not such a bias.
+Value biasVector(OpBuilder &b, Location loc, Value bias, RankedTensorType out) {
+  auto type = typeOf(bias);
+  int64_t n = out.getShape().back();
+  if (type.getElementType() != out.getElementType() || type.getRank() == 0 ||
+      type.getShape().back() != n || type.getNumElements() != n)
+    return {};
+  if (type.getRank() == 1)
+    return bias;
+  return b.create<graph::ReshapeOp>(loc, RankedTensorType::get({n}, out.getElementType()), bias);
+}
+
+struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    SmallVector<graph::AddOp> adds;
+    func.walk([&](graph::AddOp add) { adds.push_back(add); });
+    int fused = 0, relu = 0, gelu = 0;
+    for (graph::AddOp add : adds) {
+      for (bool matmulFirst : {true, false}) {
+        Value product = matmulFirst ? add.getLhs() : add.getRhs();
+        Value bias = matmulFirst ? add.getRhs() : add.getLhs();
+        auto matmul = product.getDefiningOp<graph::MatmulOp>();
+        if (!matmul || !matmul->hasOneUse() || typeOf(add.getOutput()) != typeOf(product))
+          continue;
+        auto out = typeOf(product);
+        if (!isa<FloatType>(out.getElementType()) || out.getRank() < 2)
+          continue;
+        OpBuilder b(add);
+        Value vector = biasVector(b, add.getLoc(), bias, out);
+        if (!vector)
+          continue;
+        // The activation, when the biased value is read by it alone.
+        Operation *last = add;
+        StringRef activation = "none";
+        if (add->hasOneUse()) {
+          Operation *user = *add->getUsers().begin();
+          if (isa<graph::ReluOp>(user)) {
+            last = user, activation = "relu";
+          } else if (auto g = dyn_cast<graph::GeluOp>(user); g && g.getApproximate() == "tanh") {
+            last = user, activation = "gelu_tanh";
+          }
+        }
+        b.setInsertionPoint(last);
+        auto fusedOp = b.create<graph::MatmulBiasOp>(
+            matmul.getLoc(), out, matmul.getLhs(), matmul.getRhs(), vector,
+            matmul.getTransposeLhsAttr(), matmul.getTransposeRhsAttr(),
+            b.getStringAttr(activation));
+        for (NamedAttribute a : matmul->getDiscardableAttrs()) // a stage, a recompute mark
+          fusedOp->setAttr(a.getName(), a.getValue());
+        last->getResult(0).replaceAllUsesWith(fusedOp.getOutput());
+        if (last != add)
+          last->erase();
+        add.erase();
+        matmul.erase();
+        ++fused;
+        relu += activation == "relu";
+        gelu += activation == "gelu_tanh";
+        break;
+      }
+    }
+    if (fused)
+      addNote(func, "fusion: " + std::to_string(fused) + " matmuls add their bias as they write (" +
+                        std::to_string(relu) + " then ReLU, " + std::to_string(gelu) +
+                        " then tanh GELU): the GEMM's epilogue, no pass of their own");
+  }
+};
+
+} // namespace
+} // namespace dtc

@@ -1,0 +1,56 @@
+// RUN: %dtc-opt %s --pass-pipeline='builtin.module(func.func(dtc-fuse-matmul-bias))' | FileCheck %s
+
+// A linear layer and a tanh GELU read by nothing else: one matmul_bias;
+// the bias of leading 1s made a vector; a ReLU after the second.
+// CHECK-LABEL: func.func @linear_layers
+// CHECK-SAME: dtc.notes = ["fusion: 2 matmuls add their bias as they write (1 then ReLU, 1 then tanh GELU): the GEMM's epilogue, no pass of their own"]
+// CHECK: %[[H:.*]] = graph.matmul_bias %arg0, %arg1, %arg2 {activation = "gelu_tanh"} : (tensor<2x4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+// CHECK: %[[B:.*]] = graph.reshape %arg4 : (tensor<1x8xf32>) -> tensor<8xf32>
+// CHECK: %[[Y:.*]] = graph.matmul_bias %[[H]], %arg3, %[[B]] {activation = "relu", transpose_rhs = true}
+// CHECK-NOT: graph.add
+// CHECK: return %[[Y]]
+func.func @linear_layers(%x: tensor<2x4x8xf32>, %w1: tensor<8x16xf32>, %b1: tensor<16xf32>,
+                         %w2: tensor<8x16xf32>, %b2: tensor<1x8xf32>) -> tensor<2x4x8xf32> {
+  %m1 = graph.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %a1 = graph.add %m1, %b1 : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %g = graph.gelu %a1 {approximate = "tanh"} : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %m2 = graph.matmul %g, %w2 {transpose_rhs = true} : (tensor<2x4x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8xf32>
+  %a2 = graph.add %b2, %m2 : (tensor<1x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %r = graph.relu %a2 : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %r : tensor<2x4x8xf32>
+}
+
+// In training the GELU's input is also its gradient's: the bias joins the
+// product, the GELU stays apart. An erf GELU (no cuBLASLt epilogue) too.
+// CHECK-LABEL: func.func @activation_read_elsewhere
+// CHECK: %[[P:.*]] = graph.matmul_bias %arg0, %arg1, %arg2 : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+// CHECK: graph.gelu %[[P]] {approximate = "tanh"}
+// CHECK: %[[Q:.*]] = graph.matmul_bias %arg0, %arg1, %arg2 : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+// CHECK: graph.gelu %[[Q]] :
+func.func @activation_read_elsewhere(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+  %m = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %a = graph.add %m, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %g = graph.gelu %a {approximate = "tanh"} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %m2 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %a2 = graph.add %m2, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %e = graph.gelu %a2 : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %g, %a, %e : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// Left alone: a product read elsewhere, a bias that is not along the
+// columns, a product plus another product.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: graph.matmul_bias
+// CHECK: return
+func.func @left_alone(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>,
+                      %rows: tensor<4x1xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+  %m = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %a = graph.add %m, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %m2 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %a2 = graph.add %m2, %rows : (tensor<4x16xf32>, tensor<4x1xf32>) -> tensor<4x16xf32>
+  %m3 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %m4 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %a3 = graph.add %m3, %m4 : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %a, %m, %a2, %a3 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+}
