@@ -127,9 +127,10 @@ struct FuseElementwise : impl::FuseElementwiseBase<FuseElementwise> {
         elementwiseOps += op->hasTrait<graph::GraphElementwise>();
       });
     });
-    addNote(getOperation(), "fusion: " + std::to_string(elementwiseOps) +
-                                " elementwise ops in " + std::to_string(fused) +
-                                " fused kernels (no intermediate tensors inside a kernel)");
+    if (fused)
+      addNote(getOperation(), "fusion: " + std::to_string(elementwiseOps) +
+                                  " elementwise ops in " + std::to_string(fused) +
+                                  " fused kernels (no intermediate tensors inside a kernel)");
   }
 };
 

@@ -283,6 +283,7 @@ struct OutlineKernels : impl::OutlineKernelsBase<OutlineKernels> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     OpBuilder b(&getContext());
+    module->setAttr(attr::kBackend, b.getStringAttr("cuda"));
     ModuleOp kernels;
     int64_t count = 0, missed = 0;
     std::map<std::string, int64_t> kinds;   // kernels made, by kind

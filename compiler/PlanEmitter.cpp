@@ -928,6 +928,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   out.set_producer(std::string("dtc ") + kDtcVersion);
   if (auto cluster = module->getAttrOfType<StringAttr>(attr::kCluster))
     out.set_cluster(cluster.str()); // what the search costed it on
+  if (auto backend = module->getAttrOfType<StringAttr>(attr::kBackend))
+    out.set_backend(backend.str());
   if (auto training = func->getAttrOfType<DictionaryAttr>(attr::kTraining)) {
     if (failed(emitTraining(func, training, *out.mutable_training())))
       return failure();

@@ -97,6 +97,9 @@ constexpr llvm::StringLiteral kPipelineStagesBelow = "dtc.pipeline_stages_below"
 /// Module: the cluster a split plan was searched on (cluster-file JSON),
 /// for the plan (Plan.cluster: dtc simulate's default).
 constexpr llvm::StringLiteral kCluster = "dtc.cluster";
+/// Module: "cuda" when compiled for NVIDIA GPUs (dtc-outline-kernels ran),
+/// for the plan (Plan.backend), whether or not any kernel was generated.
+constexpr llvm::StringLiteral kBackend = "dtc.backend";
 /// Module: the virtual stages a searched schedule chose (the interleaved
 /// schedule was faster), for dtc-pipeline-split (stages=0).
 constexpr llvm::StringLiteral kPipelineVirtualStages = "dtc.pipeline_virtual_stages";

@@ -160,42 +160,22 @@ TEST_F(GpuAttention, ForwardAndBackwardAgainstADoubleReference) {
     SCOPED_TRACE(c.name());
     bool bf16 = c.dtype == plan::BF16;
     double bound = bf16 ? 2e-2 : 1e-4, lseBound = bf16 ? 1e-3 : 1e-4;
-    double scale = 1.0 / std::sqrt(double(c.d));
-    size_t bh = size_t(c.bh());
-    Values q = random(bh * size_t(c.sq * c.d), 2.f, c.dtype, rng);
-    Values k = random(bh * size_t(c.sk * c.d), 2.f, c.dtype, rng);
-    Values v = random(bh * size_t(c.sk * c.dv), 1.f, c.dtype, rng);
-    Values dout = random(bh * size_t(c.sq * c.dv), 1.f, c.dtype, rng);
-
-    plan::Instruction forward;
-    forward.mutable_attention()->set_scale(scale);
-    forward.mutable_attention()->set_causal(c.causal);
-    std::vector<plan::TensorType> qkv = {c.type({c.sq, c.d}, c.dtype),
-                                         c.type({c.sk, c.d}, c.dtype),
-                                         c.type({c.sk, c.dv}, c.dtype)};
-    plan::TensorType outType = c.type({c.sq, c.dv}, c.dtype), lseType = c.type({c.sq}, plan::F32);
-    std::vector<Values> got = runOnGpu(gpu_, forward, qkv, {q, k, v}, {outType, lseType});
+    Problem p(c, rng);
+    std::vector<Values> got =
+        runOnGpu(gpu_, p.forward, p.qkv, {p.q, p.k, p.v}, {p.outType, p.lseType});
     ASSERT_EQ(got.size(), 2u);
-    Reference r = forwardReference(c, scale, q, k, v);
+    Reference r = forwardReference(c, p.scale, p.q, p.k, p.v);
     std::string where;
     double outError = worstError(got[0], r.out, 0.0, where);
     EXPECT_LE(outError, bound) << "out, " << where;
     double lseError = worstError(got[1], r.lse, 1.0, where);
     EXPECT_LE(lseError, lseBound) << "lse, " << where;
 
-    // The backward from the forward's out and lse as the reference has
-    // them, stored in the operands' dtypes.
-    Values out(r.out.size()), lse(r.lse.size());
-    for (size_t i = 0; i < out.size(); ++i)
-      out[i] = rounded(float(r.out[i]), c.dtype);
-    for (size_t i = 0; i < lse.size(); ++i)
-      lse[i] = float(r.lse[i]);
-    plan::Instruction backward;
-    *backward.mutable_attention_backward() = forward.attention();
-    std::vector<plan::TensorType> inTypes = {qkv[0], qkv[1], qkv[2], outType, lseType, outType};
-    std::vector<Values> grads = runOnGpu(gpu_, backward, inTypes, {q, k, v, out, lse, dout}, qkv);
+    p.fromReference(c, r);
+    std::vector<Values> grads = runOnGpu(gpu_, p.backward, p.backwardInputs(),
+                                         {p.q, p.k, p.v, p.out, p.lse, p.dout}, p.qkv);
     ASSERT_EQ(grads.size(), 3u);
-    backwardReference(c, scale, q, k, v, out, lse, dout, r);
+    backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r);
     double dqError = worstError(grads[0], r.dq, 0.0, where);
     EXPECT_LE(dqError, bound) << "grad_q, " << where;
     std::string whereK, whereV;

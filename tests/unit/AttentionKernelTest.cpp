@@ -57,40 +57,20 @@ TEST(AttentionKernel, ForwardAndBackwardAgainstADoubleReference) {
       SCOPED_TRACE(c.name() + ", " + std::to_string(threads) + " threads");
       bool bf16 = c.dtype == plan::BF16;
       double bound = bf16 ? 1e-2 : 1e-5;
-      double scale = 1.0 / std::sqrt(double(c.d));
-      size_t bh = size_t(c.bh());
-      Values q = random(bh * size_t(c.sq * c.d), 2.f, c.dtype, rng);
-      Values k = random(bh * size_t(c.sk * c.d), 2.f, c.dtype, rng);
-      Values v = random(bh * size_t(c.sk * c.dv), 1.f, c.dtype, rng);
-      Values dout = random(bh * size_t(c.sq * c.dv), 1.f, c.dtype, rng);
-
-      plan::Instruction forward;
-      forward.mutable_attention()->set_scale(scale);
-      forward.mutable_attention()->set_causal(c.causal);
-      std::vector<plan::TensorType> qkv = {c.type({c.sq, c.d}, c.dtype),
-                                           c.type({c.sk, c.d}, c.dtype),
-                                           c.type({c.sk, c.dv}, c.dtype)};
-      plan::TensorType outType = c.type({c.sq, c.dv}, c.dtype),
-                       lseType = c.type({c.sq}, plan::F32);
-      std::vector<Values> got = runOnCpu(forward, qkv, {q, k, v}, {outType, lseType}, threads);
+      Problem p(c, rng);
+      std::vector<Values> got =
+          runOnCpu(p.forward, p.qkv, {p.q, p.k, p.v}, {p.outType, p.lseType}, threads);
       ASSERT_EQ(got.size(), 2u);
-      Reference r = forwardReference(c, scale, q, k, v);
+      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v);
       std::string where;
       EXPECT_LE(worstError(got[0], r.out, 0.0, where), bound) << "out, " << where;
       EXPECT_LE(worstError(got[1], r.lse, 1.0, where), 1e-5) << "lse, " << where;
 
-      Values out(r.out.size()), lse(r.lse.size());
-      for (size_t i = 0; i < out.size(); ++i)
-        out[i] = rounded(float(r.out[i]), c.dtype);
-      for (size_t i = 0; i < lse.size(); ++i)
-        lse[i] = float(r.lse[i]);
-      plan::Instruction backward;
-      *backward.mutable_attention_backward() = forward.attention();
-      std::vector<plan::TensorType> inTypes = {qkv[0], qkv[1], qkv[2], outType, lseType, outType};
-      std::vector<Values> grads =
-          runOnCpu(backward, inTypes, {q, k, v, out, lse, dout}, qkv, threads);
+      p.fromReference(c, r);
+      std::vector<Values> grads = runOnCpu(p.backward, p.backwardInputs(),
+                                           {p.q, p.k, p.v, p.out, p.lse, p.dout}, p.qkv, threads);
       ASSERT_EQ(grads.size(), 3u);
-      backwardReference(c, scale, q, k, v, out, lse, dout, r);
+      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r);
       EXPECT_LE(worstError(grads[0], r.dq, 0.0, where), bound) << "grad_q, " << where;
       EXPECT_LE(worstError(grads[1], r.dk, 0.0, where), bound) << "grad_k, " << where;
       EXPECT_LE(worstError(grads[2], r.dv, 0.0, where), bound) << "grad_v, " << where;

@@ -218,6 +218,47 @@ inline double worstError(const Values &got, const std::vector<double> &want, dou
   return worst;
 }
 
+/// One case as both tests run it: random inputs (in the case's dtype), the
+/// two instructions and their buffers' types. The backward's out and lse
+/// are the reference forward's (set by `fromReference`), so its check does
+/// not depend on the forward kernel's rounding.
+struct Problem {
+  double scale;
+  Values q, k, v, dout, out, lse;
+  plan::Instruction forward, backward;
+  std::vector<plan::TensorType> qkv;
+  plan::TensorType outType, lseType;
+
+  Problem(const Case &c, std::mt19937 &rng) : scale(1.0 / std::sqrt(double(c.d))) {
+    size_t bh = size_t(c.bh());
+    q = random(bh * size_t(c.sq * c.d), 2.f, c.dtype, rng);
+    k = random(bh * size_t(c.sk * c.d), 2.f, c.dtype, rng);
+    v = random(bh * size_t(c.sk * c.dv), 1.f, c.dtype, rng);
+    dout = random(bh * size_t(c.sq * c.dv), 1.f, c.dtype, rng);
+    forward.mutable_attention()->set_scale(scale);
+    forward.mutable_attention()->set_causal(c.causal);
+    *backward.mutable_attention_backward() = forward.attention();
+    qkv = {c.type({c.sq, c.d}, c.dtype), c.type({c.sk, c.d}, c.dtype),
+           c.type({c.sk, c.dv}, c.dtype)};
+    outType = c.type({c.sq, c.dv}, c.dtype);
+    lseType = c.type({c.sq}, plan::F32);
+  }
+
+  /// out (rounded to the dtype) and lse from the reference forward.
+  void fromReference(const Case &c, const Reference &r) {
+    out.resize(r.out.size());
+    lse.resize(r.lse.size());
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = rounded(float(r.out[i]), c.dtype);
+    for (size_t i = 0; i < lse.size(); ++i)
+      lse[i] = float(r.lse[i]);
+  }
+
+  std::vector<plan::TensorType> backwardInputs() const {
+    return {qkv[0], qkv[1], qkv[2], outType, lseType, outType};
+  }
+};
+
 } // namespace dtc::attentiontest
 
 #endif // DTC_TESTS_UNIT_ATTENTIONREFERENCE_H

@@ -58,29 +58,10 @@ TEST_F(ConstantValuesTest, ComparisonsLogicAndWhereBroadcast) {
 }
 
 TEST_F(ConstantValuesTest, TriluTransposeGatherAndReductions) {
+  // upper k=1: [[0,2,3],[0,0,6]]; transposed [[0,0],[2,0],[3,6]]; rows 2,
+  // 0 (as -3), 1 gathered: [[3,6],[0,0],[2,0]]; row sums [9,0,2] less
+  // column maxima [3,6]: [[6,3],[-3,-6],[-1,-4]].
   auto v = evaluate(R"(
-    %a = graph.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
-    %u = graph.trilu %a {upper = true, k = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
-    %t = graph.transpose %u {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
-    %i = graph.constant dense<[2, -3, 1]> : tensor<3xi64>
-    %g = graph.gather %t, %i {axis = 0 : i64} : (tensor<3x2xf32>, tensor<3xi64>) -> tensor<3x2xf32>
-    %s = graph.reduce_sum %g {axes = array<i64: 1>, keepdims = true} : (tensor<3x2xf32>) -> tensor<3x1xf32>
-    %x = graph.reduce_max %g {axes = array<i64: 0>, keepdims = false} : (tensor<3x2xf32>) -> tensor<2xf32>
-    %n = graph.reduce_min %g {axes = array<i64: 0, 1>, keepdims = false} : (tensor<3x2xf32>) -> tensor<f32>
-    %sx = graph.sub %s, %x : (tensor<3x1xf32>, tensor<2xf32>) -> tensor<3x2xf32>
-    %r = graph.mul %sx, %n : (tensor<3x2xf32>, tensor<f32>) -> tensor<3x2xf32>
-    %c = graph.cast %r : (tensor<3x2xf32>) -> tensor<3x2xi1>
-    %f = graph.cast %c : (tensor<3x2xi1>) -> tensor<3x2xf32>
-    %b = graph.broadcast %f {shape = array<i64: 2, 3, 2>} : (tensor<3x2xf32>) -> tensor<2x3x2xf32>
-    %o = graph.add %b, %r : (tensor<2x3x2xf32>, tensor<3x2xf32>) -> tensor<2x3x2xf32>
-    return %o : tensor<2x3x2xf32>)",
-                    "tensor<2x3x2xf32>");
-  // upper k=1: [[0,2,3],[0,0,6]]; transposed [[0,0],[2,0],[3,6]]; gathered
-  // rows 2, 0, 1: [[3,6],[0,0],[2,0]]; sums [9,0,2]; maxima [3,6]; min 0:
-  // r = 0 everywhere, cast to i1 and back 0, so o = 0.
-  ASSERT_TRUE(v);
-  EXPECT_EQ(v->values, Floats(12, 0.0f));
-  auto sums = evaluate(R"(
     %a = graph.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
     %u = graph.trilu %a {upper = true, k = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
     %t = graph.transpose %u {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
@@ -90,9 +71,21 @@ TEST_F(ConstantValuesTest, TriluTransposeGatherAndReductions) {
     %x = graph.reduce_max %g {axes = array<i64: 0>, keepdims = false} : (tensor<3x2xf32>) -> tensor<2xf32>
     %sx = graph.sub %s, %x : (tensor<3x1xf32>, tensor<2xf32>) -> tensor<3x2xf32>
     return %sx : tensor<3x2xf32>)",
-                       "tensor<3x2xf32>");
-  ASSERT_TRUE(sums);
-  EXPECT_EQ(sums->values, (Floats{6, 3, -3, -6, -1, -4}));
+                    "tensor<3x2xf32>");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->values, (Floats{6, 3, -3, -6, -1, -4}));
+  // The minimum over all, casts to i1 and back, a broadcast, a product.
+  auto w = evaluate(R"(
+    %a = graph.constant dense<[[2.0, 0.0], [-1.0, 3.0]]> : tensor<2x2xf32>
+    %n = graph.reduce_min %a {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x2xf32>) -> tensor<f32>
+    %c = graph.cast %a : (tensor<2x2xf32>) -> tensor<2x2xi1>
+    %f = graph.cast %c : (tensor<2x2xi1>) -> tensor<2x2xf32>
+    %b = graph.broadcast %f {shape = array<i64: 2, 2, 2>} : (tensor<2x2xf32>) -> tensor<2x2x2xf32>
+    %m = graph.mul %b, %n : (tensor<2x2x2xf32>, tensor<f32>) -> tensor<2x2x2xf32>
+    return %m : tensor<2x2x2xf32>)",
+                    "tensor<2x2x2xf32>");
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->values, (Floats{-1, 0, -1, -1, -1, 0, -1, -1}));
 }
 
 TEST_F(ConstantValuesTest, RefusesArgumentsUnknownOpsAndLargeTensors) {

@@ -1358,7 +1358,7 @@ TEST(MakeKernel, UnsupportedDType) {
 
 TEST(MakeKernel, ArityAndUnknownOp) {
   expectMentions(prepareError(matmulInst(), {typeOf(plan::F32, {3, 4})}, typeOf(plan::F32, {3, 4})),
-                 {"matmul: expected 2 inputs and 1 output, got 1 inputs"});
+                 {"matmul: expected 2 to 3 inputs and 1 output, got 1 inputs"});
   expectMentions(prepareError(plan::Instruction(), {typeOf(plan::F32, {3})}, typeOf(plan::F32, {3})),
                  {"no operation this runtime knows"});
 }

@@ -85,8 +85,9 @@ int writePtx(const plan::Plan &plan, const std::string &dir) {
         return rc;
       ++files;
     }
-  if (kernels == 0)
-    return failure("the plan has no GPU kernels: compile it with --backend cuda");
+  if (plan.backend() != "cuda")
+    return failure("the plan was compiled for the CPU, so it has no GPU kernels: compile it "
+                   "with --backend cuda");
   fmt::print("wrote {} PTX files of {} kernels ({} instructions run them) to {}\n", files,
              kernels, instructions, dir);
   return 0;

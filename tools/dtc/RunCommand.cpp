@@ -607,15 +607,11 @@ int runRun(const Args &args) {
   if (!plan::loadPlan(planPath, plan, error))
     return failure(error);
   if (backend == "cuda") {
-    // The plan must carry GPU kernels, and the machine a usable GPU (each
-    // rank opens its own: runRank).
-    bool kernels = false;
-    for (const plan::RankProgram &program : plan.ranks())
-      for (const auto *list : {&program.prologue(), &program.instructions()})
-        for (const plan::Instruction &inst : *list)
-          kernels |= inst.has_gpu();
-    if (!kernels)
-      return failure(planPath + " has no GPU kernels: compile it with --backend cuda");
+    // The plan must be compiled for GPUs (its kernels generated), and the
+    // machine have a usable GPU (each rank opens its own: runRank).
+    if (plan.backend() != "cuda")
+      return failure(planPath + " was compiled for the CPU, so it has no GPU kernels: compile "
+                                "it with --backend cuda");
     const plan::Training &training = plan.training();
     if (!training.sync().empty() || training.has_parameter_servers())
       return failure("--backend cuda runs data-, tensor- and pipeline-parallel plans; " +
