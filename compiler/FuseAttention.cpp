@@ -21,6 +21,7 @@
 #include "compiler/ConstantValues.h"
 #include "compiler/Passes.h"
 
+#include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -99,6 +100,17 @@ template <class Op> Op interior(Value v, Match &m) {
   return op;
 }
 
+/// The hidden pairs of a causal mask of `shape` (one [rows, cols] slice:
+/// every slice is alike), as a frozen mask the importer read says it is.
+ConstantValues causalPattern(ArrayRef<int64_t> shape) {
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  ConstantValues hidden{{rows, cols}, std::vector<float>(size_t(rows * cols))};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      hidden.values[size_t(i * cols + j)] = j > i + cols - rows;
+  return hidden;
+}
+
 /// Scores masked by `x` (a where or an add): the scores; `hidden` says
 /// what the mask hides, null when there is no mask.
 Value peelMask(Value x, Match &m, std::optional<ConstantValues> &hidden) {
@@ -122,7 +134,14 @@ Value peelMask(Value x, Match &m, std::optional<ConstantValues> &hidden) {
   }
   if (auto add = x.getDefiningOp<graph::AddOp>(); add && add->hasOneUse()) {
     for (bool biasFirst : {true, false}) {
-      auto bias = evaluateConstant(biasFirst ? add.getLhs() : add.getRhs(), kMaxMaskElements);
+      Value term = biasFirst ? add.getLhs() : add.getRhs();
+      if (auto frozen = term.getDefiningOp<graph::ParameterOp>();
+          frozen && frozen->hasAttr(attr::kCausalMask)) {
+        hidden = causalPattern(typeOf(term).getShape());
+        m.interior.push_back(add);
+        return biasFirst ? add.getRhs() : add.getLhs();
+      }
+      auto bias = evaluateConstant(term, kMaxMaskElements);
       if (!bias)
         continue;
       for (float &f : bias->values) {

@@ -97,6 +97,11 @@ constexpr llvm::StringLiteral kPipelineStagesBelow = "dtc.pipeline_stages_below"
 /// Module: the cluster a split plan was searched on (cluster-file JSON),
 /// for the plan (Plan.cluster: dtc simulate's default).
 constexpr llvm::StringLiteral kCluster = "dtc.cluster";
+/// graph.parameter (unit): a frozen attention mask whose values are 0
+/// where query i may see key j, j <= i + cols - rows over its last two
+/// dims, and a large negative number elsewhere: causal. Set by the ONNX
+/// importer, which reads the values; dtc-fuse-attention cannot.
+constexpr llvm::StringLiteral kCausalMask = "dtc.causal_mask";
 /// Module: "cuda" when compiled for NVIDIA GPUs (dtc-outline-kernels ran),
 /// for the plan (Plan.backend), whether or not any kernel was generated.
 constexpr llvm::StringLiteral kBackend = "dtc.backend";

@@ -181,6 +181,8 @@ FailureOr<Value> OnnxImporter::lookup(const std::string &name, NodeContext &node
     }
     if (auto why = weights_.frozen.find(name); why != weights_.frozen.end())
       parameter.setFrozenAttr(builder_.getStringAttr(why->second));
+    if (weights_.causalMasks.count(name))
+      parameter->setAttr(attr::kCausalMask, builder_.getUnitAttr());
     value = parameter;
     if (untied) {
       copies_[{name, &node.node()}] = value;

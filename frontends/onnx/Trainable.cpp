@@ -158,6 +158,24 @@ std::string maskReason(const std::vector<double> &values) {
   return "";
 }
 
+/// Whether a mask of 0s and a large negative number (maskReason) hides
+/// causally in every [rows, cols] slice of its last two dims.
+bool isCausalMask(const std::vector<double> &values, const ::onnx::TensorProto &tensor) {
+  int rank = tensor.dims_size();
+  if (rank < 2 || values.empty())
+    return false;
+  int64_t rows = tensor.dims(rank - 2), cols = tensor.dims(rank - 1);
+  if (rows <= 0 || cols < rows)
+    return false; // a row seeing no key
+  for (size_t e = 0; e < values.size(); ++e) {
+    int64_t i = int64_t(e) / cols % rows, j = int64_t(e) % cols;
+    bool hidden = values[e] <= -1e4;
+    if (hidden != (j > i + cols - rows) || (!hidden && values[e] != 0))
+      return false;
+  }
+  return true;
+}
+
 /// Whether `values` has two different numbers, all within [-1, 1].
 bool unitRanged(const std::vector<double> &values) {
   bool varies = false;
@@ -363,6 +381,8 @@ mlir::LogicalResult chooseWeights(mlir::MLIRContext &context, const ::onnx::Grap
       continue;
     int64_t last = tensor->dims_size() ? tensor->dims(tensor->dims_size() - 1) : 0;
     std::string why = maskReason(*values);
+    if (!why.empty() && isCausalMask(*values, *tensor))
+      choices.causalMasks.insert(name);
     if (why.empty())
       why = tableReason(*values, last);
     if (!why.empty())

@@ -39,6 +39,10 @@ struct WeightChoices {
   /// Parameters training leaves as they are, each with why ("--frozen
   /// 'mask*'", "a mask: its values are 0 and -inf", ...).
   std::map<std::string, std::string> frozen;
+  /// Frozen masks that hide causally (0 where j <= i + cols - rows over the
+  /// last two dims, a large negative number elsewhere): attention's
+  /// causal mask as an exporter folded it (attr::kCausalMask).
+  std::set<std::string> causalMasks;
   /// Parameters read by several nodes whose values are all one number: the
   /// exporter merged weights initialised alike (every norm's scale of ones,
   /// every zero bias) into one initializer. Each reader gets a copy of its

@@ -78,6 +78,19 @@ func.func @pytorch_sdpa(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: te
   return %o : tensor<2x2x4x8xf32>
 }
 
+// A causal mask the exporter folded into an initializer: frozen, its
+// values read by the importer, which marks it causal.
+// CHECK-LABEL: func.func @folded_mask
+// CHECK: graph.attention %arg0, %arg1, %arg2 {causal = true, scale = 1.000000e+00 : f64}
+func.func @folded_mask(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %mask = graph.parameter "val_161" {dtc.causal_mask, frozen = "a mask: its values are 0 and -3.40282e+38"} : tensor<2x1x4x4xf32>
+  %s = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %biased = graph.add %s, %mask : (tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = graph.softmax %biased {axis = 3 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}
+
 // No mask and no scale; v given transposed (the matmul transposes it back).
 // CHECK-LABEL: func.func @plain
 // CHECK: %[[V:.*]] = graph.transpose %arg2 {perm = array<i64: 0, 2, 1>}
