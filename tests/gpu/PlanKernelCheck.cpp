@@ -60,8 +60,11 @@ void checkPlanKernels(const plan::Plan &plan, const char *what, int minGenerated
     bool libraryKernel = (inst.has_matmul() || inst.has_conv2d() ||
                           inst.has_conv2d_backward_input() || inst.has_conv2d_backward_weight()) &&
                          !onHost;
+    // The flash attention kernels round P and dS to bf16 for the tensor
+    // cores, where the CPU's keep them f32: a few rounding steps more.
+    bool attention = (inst.has_attention() || inst.has_attention_backward()) && !onHost;
     EXPECT_GE(w, 0) << "the integer, bool or moved results differ";
-    EXPECT_LE(w, libraryKernel ? 2e-4 : 1e-4);
+    EXPECT_LE(w, libraryKernel ? 2e-4 : attention ? 4e-4 : 1e-4);
     worst = std::max(worst, w);
     generated += inst.has_gpu();
     library += libraryKernel;
