@@ -28,8 +28,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 namespace dtc {
 #define GEN_PASS_DEF_FUSEATTENTION
@@ -63,25 +65,6 @@ std::optional<double> scalarConstant(Value v) {
 /// What a mask hides: none, the causal triangle, or something else.
 enum class Mask { None, Causal, Other };
 
-/// Classifies `hidden` (nonzero where a key is hidden from a query),
-/// which broadcasts onto [..., sq, sk] scores: every [sq, sk] slice of it
-/// must hide the same.
-Mask classify(const ConstantValues &hidden, int64_t sq, int64_t sk) {
-  size_t rank = hidden.shape.size();
-  int64_t rows = rank >= 2 ? hidden.shape[rank - 2] : 1, cols = rank >= 1 ? hidden.shape.back() : 1;
-  if ((rows != 1 && rows != sq) || (cols != 1 && cols != sk))
-    return Mask::Other;
-  bool none = true, causal = sq <= sk; // a causal row with no key would differ
-  for (size_t slice = 0; slice < hidden.values.size(); slice += size_t(rows * cols))
-    for (int64_t i = 0; i < sq && (none || causal); ++i)
-      for (int64_t j = 0; j < sk; ++j) {
-        bool h = hidden.values[slice + size_t((rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j))];
-        none = none && !h;
-        causal = causal && h == (j > i + sk - sq);
-      }
-  return none ? Mask::None : causal ? Mask::Causal : Mask::Other;
-}
-
 /// The ops of one attention, matched from its last matmul back.
 struct Match {
   Value q, k, v; // k as [..., Sk, D], v as [..., Sk, Dv], after any transposes made
@@ -100,33 +83,79 @@ template <class Op> Op interior(Value v, Match &m) {
   return op;
 }
 
-/// The hidden pairs of a causal mask of `shape` (one [rows, cols] slice:
-/// every slice is alike), as a frozen mask the importer read says it is.
-ConstantValues causalPattern(ArrayRef<int64_t> shape) {
-  int64_t rows = shape[shape.size() - 2], cols = shape.back();
-  ConstantValues hidden{{rows, cols}, std::vector<float>(size_t(rows * cols))};
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      hidden.values[size_t(i * cols + j)] = j > i + cols - rows;
-  return hidden;
-}
+/// Where a mask comes from: a where's condition that hides (or keeps)
+/// keys, a bias of 0s and large negatives, or a frozen parameter the
+/// importer marked causal.
+struct MaskSource {
+  enum Kind { Hides, Keeps, Bias, CausalParameter };
+  Value value;
+  Kind kind;
+};
 
-/// Scores masked by `x` (a where or an add): the scores; `hidden` says
-/// what the mask hides, null when there is no mask.
-Value peelMask(Value x, Match &m, std::optional<ConstantValues> &hidden) {
+/// Masks' values and what they hide, each worked out once: every layer of
+/// a model reads the same mask, and at a sequence of 2048 it has 4M values.
+class MaskReader {
+public:
+  /// `v`'s values, when computed from constants.
+  const std::optional<ConstantValues> &values(Value v) {
+    auto [it, added] = values_.try_emplace(v);
+    if (added)
+      it->second = evaluateConstant(v, kMaxMaskElements);
+    return it->second;
+  }
+
+  /// What `source` hides from [sq, sk] scores; every [sq, sk] slice of it
+  /// must hide the same.
+  Mask classify(const MaskSource &source, int64_t sq, int64_t sk) {
+    auto key = std::make_tuple(source.value.getAsOpaquePointer(), int(source.kind), sq, sk);
+    auto [it, added] = classes_.try_emplace(key, Mask::Other);
+    if (added)
+      it->second = classifyOnce(source, sq, sk);
+    return it->second;
+  }
+
+private:
+  Mask classifyOnce(const MaskSource &source, int64_t sq, int64_t sk) {
+    ArrayRef<int64_t> shape = typeOf(source.value).getShape();
+    size_t rank = shape.size();
+    int64_t rows = rank >= 2 ? shape[rank - 2] : 1, cols = rank >= 1 ? shape.back() : 1;
+    // A row that sees no key would differ: the written ops spread it evenly.
+    bool causalFits = sq <= sk;
+    if (source.kind == MaskSource::CausalParameter)
+      return rows == sq && cols == sk && causalFits ? Mask::Causal : Mask::Other;
+    const std::optional<ConstantValues> &v = values(source.value);
+    if (!v || (rows != 1 && rows != sq) || (cols != 1 && cols != sk))
+      return Mask::Other;
+    bool none = true, causal = causalFits;
+    for (size_t slice = 0; slice < v->values.size(); slice += size_t(rows * cols))
+      for (int64_t i = 0; i < sq && (none || causal); ++i)
+        for (int64_t j = 0; j < sk; ++j) {
+          float x = v->values[slice + size_t((rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j))];
+          if (source.kind == MaskSource::Bias && x != 0 && x > kMasked)
+            return Mask::Other; // a bias that shifts scores, not a mask
+          bool hidden = source.kind == MaskSource::Keeps ? x == 0 : x != 0;
+          none = none && !hidden;
+          causal = causal && hidden == (j > i + sk - sq);
+        }
+    return none ? Mask::None : causal ? Mask::Causal : Mask::Other;
+  }
+
+  llvm::DenseMap<Value, std::optional<ConstantValues>> values_;
+  std::map<std::tuple<const void *, int, int64_t, int64_t>, Mask> classes_;
+};
+
+/// Scores masked by `x` (a where or an add): the scores, and in `mask`
+/// where the mask comes from (none when there is no mask).
+Value peelMask(Value x, Match &m, MaskReader &masks, std::optional<MaskSource> &mask) {
   if (auto w = x.getDefiningOp<graph::WhereOp>(); w && w->hasOneUse()) {
     // where(hide, fill, scores) or where(keep, scores, fill)
     for (bool fillFirst : {true, false}) {
       auto fill = scalarConstant(fillFirst ? w.getX() : w.getY());
       if (!fill || *fill > kMasked)
         continue;
-      auto condition = evaluateConstant(w.getCond(), kMaxMaskElements);
-      if (!condition)
+      if (!masks.values(w.getCond()))
         return {};
-      if (!fillFirst)
-        for (float &f : condition->values)
-          f = f == 0;
-      hidden = condition;
+      mask = MaskSource{w.getCond(), fillFirst ? MaskSource::Hides : MaskSource::Keeps};
       m.interior.push_back(w);
       return fillFirst ? w.getY() : w.getX();
     }
@@ -135,21 +164,13 @@ Value peelMask(Value x, Match &m, std::optional<ConstantValues> &hidden) {
   if (auto add = x.getDefiningOp<graph::AddOp>(); add && add->hasOneUse()) {
     for (bool biasFirst : {true, false}) {
       Value term = biasFirst ? add.getLhs() : add.getRhs();
-      if (auto frozen = term.getDefiningOp<graph::ParameterOp>();
-          frozen && frozen->hasAttr(attr::kCausalMask)) {
-        hidden = causalPattern(typeOf(term).getShape());
-        m.interior.push_back(add);
-        return biasFirst ? add.getRhs() : add.getLhs();
-      }
-      auto bias = evaluateConstant(term, kMaxMaskElements);
-      if (!bias)
+      auto frozen = term.getDefiningOp<graph::ParameterOp>();
+      if (frozen && frozen->hasAttr(attr::kCausalMask))
+        mask = MaskSource{term, MaskSource::CausalParameter};
+      else if (masks.values(term))
+        mask = MaskSource{term, MaskSource::Bias};
+      else
         continue;
-      for (float &f : bias->values) {
-        if (f != 0 && f > kMasked)
-          return {}; // a bias that shifts scores, not a mask
-        f = f != 0;
-      }
-      hidden = bias;
       m.interior.push_back(add);
       return biasFirst ? add.getRhs() : add.getLhs();
     }
@@ -204,7 +225,7 @@ Value peelNanGuard(Value x, Match &m) {
 }
 
 /// Matches the attention whose last matmul (probabilities x values) is `pv`.
-std::optional<Match> matchAttention(graph::MatmulOp pv) {
+std::optional<Match> matchAttention(graph::MatmulOp pv, MaskReader &masks) {
   Match m;
   if (pv.getTransposeLhs() || !isa<FloatType>(typeOf(pv.getOutput()).getElementType()))
     return std::nullopt;
@@ -217,8 +238,8 @@ std::optional<Match> matchAttention(graph::MatmulOp pv) {
   int64_t rank = typeOf(pv.getOutput()).getRank();
   if (!softmax || (int64_t(softmax.getAxis()) != rank - 1 && int64_t(softmax.getAxis()) != -1))
     return std::nullopt;
-  std::optional<ConstantValues> hidden;
-  Value scores = peelMask(softmax.getInput(), m, hidden);
+  std::optional<MaskSource> mask;
+  Value scores = peelMask(softmax.getInput(), m, masks, mask);
   if (!scores)
     return std::nullopt;
   auto qk = interior<graph::MatmulOp>(peelScale(scores, m), m);
@@ -237,11 +258,11 @@ std::optional<Match> matchAttention(graph::MatmulOp pv) {
     return std::nullopt;
   auto scoreType = typeOf(qk.getOutput());
   int64_t sq = scoreType.getDimSize(rank - 2), sk = scoreType.getDimSize(rank - 1);
-  if (hidden) {
-    Mask mask = classify(*hidden, sq, sk);
-    if (mask == Mask::Other)
+  if (mask) {
+    Mask hides = masks.classify(*mask, sq, sk);
+    if (hides == Mask::Other)
       return std::nullopt;
-    m.causal = mask == Mask::Causal;
+    m.causal = hides == Mask::Causal;
   }
   return m;
 }
@@ -260,10 +281,11 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
     SmallVector<graph::MatmulOp> roots;
     func.walk([&](graph::MatmulOp op) { roots.push_back(op); });
     int fused = 0, causal = 0;
+    MaskReader masks;
     for (graph::MatmulOp pv : roots) {
       if (!pv->getBlock()) // consumed by an earlier match
         continue;
-      auto m = matchAttention(pv);
+      auto m = matchAttention(pv, masks);
       if (!m)
         continue;
       OpBuilder b(pv);
