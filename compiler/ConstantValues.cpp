@@ -224,6 +224,15 @@ private:
 
 } // namespace
 
+std::optional<double> scalarConstant(Value v) {
+  auto constant = v.getDefiningOp<graph::ConstantOp>();
+  auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()) ||
+      dense.getType().getNumElements() != 1)
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
 std::optional<ConstantValues> evaluateConstant(Value v, int64_t maxElements) {
   return Evaluator(maxElements).evaluate(v);
 }

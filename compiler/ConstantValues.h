@@ -25,6 +25,10 @@ struct ConstantValues {
   std::vector<float> values;
 };
 
+/// `v`'s value when it is a float constant holding one number (of any
+/// shape that broadcasts as a scalar does: every dim 1).
+std::optional<double> scalarConstant(mlir::Value v);
+
 /// `v`'s elements when it is computed from constants by ops this knows
 /// (constants; elementwise arithmetic, comparisons, logic and where with
 /// broadcasting; casts, reshapes, broadcasts, transposes; trilu; gather;

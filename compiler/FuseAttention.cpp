@@ -52,16 +52,6 @@ constexpr double kMasked = -1e4;
 /// The largest mask evaluated (elements), to keep compile memory bounded.
 constexpr int64_t kMaxMaskElements = int64_t(1) << 25;
 
-/// `v`'s value when it is a constant holding one number.
-std::optional<double> scalarConstant(Value v) {
-  auto constant = v.getDefiningOp<graph::ConstantOp>();
-  auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
-  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()) ||
-      dense.getType().getNumElements() != 1)
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
-
 /// What a mask hides: none, the causal triangle, or something else.
 enum class Mask { None, Causal, Other };
 

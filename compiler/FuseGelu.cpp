@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/ConstantValues.h"
 #include "compiler/Passes.h"
 
 #include "dialects/graph/GraphOps.h"
@@ -28,21 +29,6 @@ using namespace mlir;
 
 namespace dtc {
 namespace {
-
-/// `v`'s value when it is a constant holding one number (of any shape that
-/// broadcasts as a scalar does).
-std::optional<double> scalarConstant(Value v) {
-  auto constant = v.getDefiningOp<graph::ConstantOp>();
-  if (!constant)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
-    return std::nullopt;
-  for (int64_t d : dense.getType().getShape())
-    if (d != 1)
-      return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
 
 bool near(std::optional<double> value, double want) {
   return value && std::fabs(*value - want) <= 1e-4 * std::fabs(want);
