@@ -93,6 +93,10 @@ public:
   /// How many instructions run on the host for want of a device kernel, by
   /// kind ("conv2d 3, top_k 1"); empty when none.
   virtual std::string hostStagedSummary() const = 0;
+
+  /// Which libraries' kernels ran what, where a choice was made ("attention
+  /// on cuDNN 2, on dtc's flash kernels 0"); empty when there was none.
+  virtual std::string kernelSummary() const { return {}; }
 };
 
 } // namespace dtc::runtime

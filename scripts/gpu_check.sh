@@ -57,12 +57,17 @@ losses() { # NAME PLAN DATA RTOL [dtc-run options]
 }
 check kernels env DTC_GPU_PLANS="$c/gpt.dtcp,$c/bf16-dp2-tp2.dtcp,$c/cnn.dtcp" \
   "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuPlans.*'
-# The hand-written attention kernels against a double-precision reference.
+# The attention kernels (dtc's flash kernels, cuDNN's fused attention)
+# against a double-precision reference.
 check attention "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuAttention.*'
 grep '^attention ' "$work/attention.log"
 check mlp-inference "$run" "$c/mlp.dtcp" --model "$c/mlp.onnx" --inputs "$c/mlp-in" --backend cuda --check
 check gpt-fp32-training losses gpt "$c/gpt.dtcp" "$c/gpt-data" 1e-4
 check gpt-bf16-training losses bf16 "$c/bf16.dtcp" "$c/gpt-data" 2e-2
+grep -h '^run: on' "$work/gpt-bf16-training.log" || true
+# The same on dtc's flash kernels (cuDNN's fused attention takes it above).
+DTC_ATTENTION_KERNELS=flash check gpt-bf16-training-flash losses bf16 "$c/bf16.dtcp" \
+  "$c/gpt-data" 2e-2
 check resnet-training losses cnn "$c/cnn.dtcp" "$c/cnn-data" 1e-3 --model "$c/resnet.onnx"
 # The benchmarks: GPT-2 small's GEMMs, dtc's cuBLASLt against cuBLAS;
 # then its bf16 training step, dtc then PyTorch.
@@ -78,6 +83,7 @@ np.save(os.path.join(sys.argv[1], "labels.npy"), t[:, 1:].copy())
 PY
 check gpt2-small-dtc "$run" "$c/gpt2.dtcp" --data "$work/gpt2-data" --steps 13 --backend cuda \
   --log-json "$work/gpt2.jsonl"
+grep -h '^run: on' "$work/gpt2-small-dtc.log" || true
 [[ -s "$work/gpt2.jsonl" ]] && python3 "$c/gpu_torch_step.py" "$work/gpt2.jsonl"
 echo "$failed check(s) failed; logs in $work"
 exit "$failed"

@@ -1,13 +1,16 @@
 //===- AttentionKernel.cpp - fused attention on an NVIDIA GPU ------------===//
 //
-// attention and attention_backward through the hand-written kernels of
-// kernels/FlashAttention.cu, whose PTX is embedded in the runtime. The
-// module is loaded once per CUDA context, by the first attention kernel
-// made there, and unloaded when the last one is gone.
+// attention and attention_backward through cuDNN's fused attention
+// (CudnnAttention.h) where it takes the instruction, else through the
+// hand-written kernels of kernels/FlashAttention.cu, whose PTX is embedded
+// in the runtime. That module is loaded once per CUDA context, by the
+// first flash kernel made there, and unloaded when the last one is gone.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/AttentionLaunch.h"
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/CudnnAttention.h"
+#include "runtime/cuda/OpenLibrary.h"
 #include "runtime/cuda/kernels/FlashAttentionPtx.h"
 
 #include <map>
@@ -166,13 +169,62 @@ private:
   std::vector<Step> steps_;
 };
 
+/// cuDNN's fused attention on the compute stream, its scratch in the
+/// device's workspace.
+class CudnnAttentionKernel final : public cpu::Kernel {
+public:
+  CudnnAttentionKernel(const CudaContext &context, std::unique_ptr<CudnnAttention> graph)
+      : context_(context), graph_(std::move(graph)) {}
+
+  bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
+           std::string &error) override {
+    const CudnnApi &dnn = *context_.cudnn;
+    return check(dnn, dnn.cudnnSetStream(context_.cudnnHandle, context_.stream),
+                 "cudnnSetStream", error) &&
+           graph_->run(context_.cudnnHandle, inputs, outputs,
+                       reinterpret_cast<void *>(uintptr_t(context_.workspace)), error);
+  }
+
+private:
+  const CudaContext &context_;
+  std::unique_ptr<CudnnAttention> graph_;
+};
+
+/// cuDNN's kernel for `dims`; null with why where cuDNN does not take it.
+std::unique_ptr<cpu::Kernel> makeCudnnKernel(const CudaContext &context,
+                                             const AttentionDims &dims, bool backward,
+                                             std::string &why) {
+  if (!context.cudnn) {
+    why = "cuDNN is not loaded";
+    return nullptr;
+  }
+  // cudnn-frontend opens libcudart by its soname: the toolkit's, opened
+  // here first, is the one it gets where the loader's paths have none.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::string ignored;
+    openToolkitLibrary({"libcudart.so.13", "libcudart.so.12"}, ignored);
+  });
+  std::unique_ptr<CudnnAttention> graph =
+      CudnnAttention::describe(*context.cudnn, dims, backward, context.sm, why);
+  if (!graph || !graph->build(context.cudnnHandle, why))
+    return nullptr;
+  int64_t bytes = graph->workspaceBytes();
+  if (bytes < 0 || size_t(bytes) > context.workspaceBytes) {
+    why = "its plan needs " + std::to_string(bytes) + " bytes of workspace; the device has " +
+          std::to_string(context.workspaceBytes);
+    return nullptr;
+  }
+  return std::make_unique<CudnnAttentionKernel>(context, std::move(graph));
+}
+
 } // namespace
 
 std::unique_ptr<cpu::Kernel> makeAttentionKernel(const CudaContext &context,
                                                  const plan::Instruction &inst,
                                                  const std::vector<plan::TensorType> &inputs,
                                                  const std::vector<plan::TensorType> &outputs,
-                                                 std::string &why) {
+                                                 AttentionChoice &choice, std::string &why) {
   bool backward = inst.has_attention_backward();
   if (!backward && !inst.has_attention()) {
     why = "not an attention instruction";
@@ -182,6 +234,20 @@ std::unique_ptr<cpu::Kernel> makeAttentionKernel(const CudaContext &context,
   if (!attentionDimsOf(backward, backward ? inst.attention_backward() : inst.attention(), inputs,
                        outputs, dims, why))
     return nullptr;
+  using Allowed = CudaContext::AttentionKernels;
+  choice = AttentionChoice();
+  if (context.attentionKernels != Allowed::Flash) {
+    if (auto kernel = makeCudnnKernel(context, dims, backward, choice.cudnnWhy)) {
+      choice.cudnn = true;
+      return kernel;
+    }
+    if (context.attentionKernels == Allowed::Cudnn) {
+      why = "cuDNN: " + choice.cudnnWhy + " (DTC_ATTENTION_KERNELS=cudnn)";
+      return nullptr;
+    }
+  } else {
+    choice.cudnnWhy = "DTC_ATTENTION_KERNELS=flash";
+  }
   if (backward && attentionScratchBytes(dims) > context.workspaceBytes) {
     why = "attention_backward's Delta needs " + std::to_string(attentionScratchBytes(dims)) +
           " bytes of scratch; the device's workspace has " +

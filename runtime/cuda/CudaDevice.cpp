@@ -108,6 +108,18 @@ public:
         !check(*context_.cublasLt, context_.cublasLt->cublasLtCreate(&context_.cublasLtHandle),
                "cublasLtCreate", cublasLtWhy_))
       context_.cublasLt = nullptr;
+    context_.sm = major_ * 10 + minor_;
+    if (const char *kernels = std::getenv("DTC_ATTENTION_KERNELS"); kernels && *kernels) {
+      using Allowed = CudaContext::AttentionKernels;
+      std::string k = kernels;
+      if (k == "auto" || k == "cudnn" || k == "flash")
+        context_.attentionKernels =
+            k == "auto" ? Allowed::Auto : k == "cudnn" ? Allowed::Cudnn : Allowed::Flash;
+      else {
+        error = "DTC_ATTENTION_KERNELS is '" + k + "'; it must be auto, cudnn or flash";
+        return false;
+      }
+    }
     // So is cuDNN: without it convolutions run on the host.
     if ((context_.cudnn = cudnnApi(cudnnWhy_)) &&
         !check(*context_.cudnn, context_.cudnn->cudnnCreate(&context_.cudnnHandle), "cudnnCreate",
@@ -333,8 +345,13 @@ public:
       if (auto gemm = makeGemmKernel(context_, inst.matmul(), inputs, outputs[0], why))
         return gemm;
     if (inst.has_attention() || inst.has_attention_backward()) {
-      if (auto attention = makeAttentionKernel(context_, inst, inputs, outputs, why))
+      AttentionChoice choice;
+      if (auto attention = makeAttentionKernel(context_, inst, inputs, outputs, choice, why)) {
+        ++(choice.cudnn ? attentionOnCudnn_ : attentionOnFlash_);
+        if (!choice.cudnn)
+          attentionCudnnWhy_ = choice.cudnnWhy;
         return attention;
+      }
       attentionWhy_ = why;
     }
     if (inst.has_conv2d() || inst.has_conv2d_backward_input() ||
@@ -362,6 +379,16 @@ public:
     }
     ++hostStaged_[kindOf(inst)];
     return makeHostStagedKernel(context_, std::move(host), inputs, outputs);
+  }
+
+  std::string kernelSummary() const override {
+    if (attentionOnCudnn_ + attentionOnFlash_ == 0)
+      return {};
+    std::string summary = "attention on cuDNN " + std::to_string(attentionOnCudnn_) +
+                          ", on dtc's flash kernels " + std::to_string(attentionOnFlash_);
+    if (attentionOnFlash_)
+      summary += " (cuDNN: " + attentionCudnnWhy_ + ")";
+    return summary;
   }
 
   std::string hostStagedSummary() const override {
@@ -552,6 +579,8 @@ private:
   int major_ = 0, minor_ = 0;
   std::string name_, cublasLtWhy_, cudnnWhy_;
   std::string convWhy_; // why the last convolution cuDNN did not take runs on the host
+  int attentionOnCudnn_ = 0, attentionOnFlash_ = 0;
+  std::string attentionCudnnWhy_; // why cuDNN did not take the last the flash kernels did
   std::string attentionWhy_; // why the last attention the flash kernels did not take does
   std::vector<CUdeviceptr> allocations_;
   std::vector<CUmodule> loaded_;

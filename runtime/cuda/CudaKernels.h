@@ -3,7 +3,7 @@
 // Each a cpu::Kernel whose run() gets device addresses and queues its
 // work on the device's stream: a kernel the compiler generated (its PTX
 // loaded by the device, launched with cuLaunchKernel), fused attention
-// (hand-written kernels whose PTX the runtime embeds), a matrix product
+// (cuDNN's, or hand-written kernels whose PTX the runtime embeds), a matrix product
 // through cuBLASLt, a collective through NCCL, and the CPU backend's kernel
 // run on host copies of the operands (the instructions no GPU kernel
 // covers yet).
@@ -36,6 +36,10 @@ struct CudaContext {
   CUdeviceptr status = 0; // the status word kernels set when their data is out of range
   const CudnnApi *cudnn = nullptr; // null: convolutions run on the host
   cudnnHandle_t cudnnHandle = nullptr;
+  int sm = 0; // compute capability, 90 for sm_90
+  /// The attention kernels allowed: DTC_ATTENTION_KERNELS=auto (cuDNN's
+  /// where it takes the instruction, else dtc's), cudnn or flash.
+  enum class AttentionKernels { Auto, Cudnn, Flash } attentionKernels = AttentionKernels::Auto;
 };
 
 /// `function` launched as `gpu` says (grid, block, its parameters' order,
@@ -64,16 +68,25 @@ std::unique_ptr<cpu::Kernel> makeConvKernel(const CudaContext &context,
                                             const std::vector<plan::TensorType> &inputs,
                                             const plan::TensorType &output, std::string &why);
 
-/// attention or attention_backward through the hand-written flash-attention
-/// kernels (kernels/FlashAttention.cu: f32 by FMA, bf16 on tensor cores);
-/// the backward's Delta goes in the context's workspace. Null with `why`
-/// when they do not cover it (another dtype, a head dim over 128,
-/// mismatched shapes, too little shared memory or workspace).
+/// Which kernels an attention instruction got: cuDNN's fused attention,
+/// or (where cuDNN does not take it, `cudnnWhy`) dtc's flash kernels.
+struct AttentionChoice {
+  bool cudnn = false;
+  std::string cudnnWhy;
+};
+
+/// attention or attention_backward through cuDNN's fused attention
+/// (CudnnAttention.h; bf16), else the hand-written flash-attention kernels
+/// (kernels/FlashAttention.cu: f32 by FMA, bf16 on tensor cores), as the
+/// context's `attentionKernels` allows; either's scratch goes in the
+/// context's workspace. Null with `why` when neither covers it (another
+/// dtype, a head dim over 128, mismatched shapes, too little shared memory
+/// or workspace).
 std::unique_ptr<cpu::Kernel> makeAttentionKernel(const CudaContext &context,
                                                  const plan::Instruction &inst,
                                                  const std::vector<plan::TensorType> &inputs,
                                                  const std::vector<plan::TensorType> &outputs,
-                                                 std::string &why);
+                                                 AttentionChoice &choice, std::string &why);
 
 /// A collective through NCCL on `comm` (this rank `rank` of the group's
 /// `size`, ranked row-major over the group's mesh axes sorted): all-reduces,

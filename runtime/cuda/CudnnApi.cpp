@@ -23,6 +23,7 @@ Loaded load() {
                  "): install cuDNN 9 beside the CUDA toolkit";
     return loaded;
   }
+  loaded.api.library = library;
   std::string missing;
 #define DTC_CUDNN_ENTRY(name)                                                                  \
   loaded.api.name = reinterpret_cast<decltype(&::name)>(dlsym(library, #name));                \

@@ -19,6 +19,7 @@ namespace dtc::runtime::cuda {
 struct CudnnApi {
 #define DTC_CUDNN_ENTRY(name) decltype(&::name) name = nullptr;
 #include "runtime/cuda/CudnnEntries.def"
+  void *library = nullptr; // dlopen's handle, which cudnn-frontend resolves its calls in
 };
 
 /// cuDNN's entry points, opened once (libcudnn.so.9, or the unversioned

@@ -1,16 +1,19 @@
 //===- GpuAttentionTest.cpp - the attention kernels against a reference ---===//
 //
 // On a machine with an NVIDIA GPU: attention and attention_backward
-// through makeAttentionKernel (kernels/FlashAttention.cu) on random
-// inputs, against a plain double-precision reference written here from the
-// plan's definition. Shapes cover f32 and bf16, causal and not, Sq == Sk
-// and Sq != Sk (with rows that see no key), head dims 32 to 128 and odd
-// ones, lengths that are not multiples of the tiles.
+// through makeAttentionKernel on random inputs, on each of its kernels
+// (dtc's flash kernels, kernels/FlashAttention.cu, on every case; cuDNN's
+// fused attention on the bf16 cases it is meant to take, where a refusal
+// fails the test), against a plain double-precision reference written here
+// from the plan's definition. Shapes cover f32 and bf16, causal and not,
+// Sq == Sk and Sq != Sk (with rows that see no key), head dims 32 to 128
+// and odd ones, lengths that are not multiples of the tiles.
 //
 // Bounds, relative to each output's largest magnitude: f32 1e-4 (the
 // kernels use FMA and the accurate expf/logf, no TF32). bf16 2e-2: the
 // inputs are the same bf16 values in both, but the kernels round P and dS
-// to bf16 (8 significant bits, a relative 2^-9 = 2e-3 each) before their
+// to bf16 (8 significant bits, a relative 2^-9 = 2e-3 each; cuDNN does
+// the same) before their
 // tensor-core products and round each output to bf16 (another 2e-3);
 // summed over a row these errors partly cancel, so a few times 2e-3 is
 // expected and 2e-2 leaves room without hiding a wrong mask or tile (which
@@ -49,6 +52,8 @@ public:
   ~TestGpu() {
     if (!api_)
       return;
+    if (context.cudnnHandle)
+      context.cudnn->cudnnDestroy(context.cudnnHandle);
     for (CUdeviceptr p : allocations_)
       api_->cuMemFree(p);
     if (context.stream)
@@ -68,10 +73,25 @@ public:
       return false;
     retained_ = true;
     context.workspaceBytes = size_t(32) << 20;
-    return check(*api_, api_->cuCtxSetCurrent(primary), "cuCtxSetCurrent", error) &&
-           check(*api_, api_->cuStreamCreate(&context.stream, CU_STREAM_NON_BLOCKING),
-                 "cuStreamCreate", error) &&
-           (context.workspace = allocate(context.workspaceBytes, error)) != 0;
+    int major = 0, minor = 0;
+    if (!check(*api_, api_->cuCtxSetCurrent(primary), "cuCtxSetCurrent", error) ||
+        !check(*api_, api_->cuStreamCreate(&context.stream, CU_STREAM_NON_BLOCKING),
+               "cuStreamCreate", error) ||
+        !(context.workspace = allocate(context.workspaceBytes, error)) ||
+        !check(*api_,
+               api_->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                          device_),
+               "compute capability", error) ||
+        !check(*api_,
+               api_->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                          device_),
+               "compute capability", error))
+      return false;
+    context.sm = major * 10 + minor;
+    // cuDNN, as the device opens it: its absence is the test's failure.
+    return (context.cudnn = cudnnApi(error)) &&
+           check(*context.cudnn, context.cudnn->cudnnCreate(&context.cudnnHandle), "cudnnCreate",
+                 error);
   }
 
   CUdeviceptr allocate(size_t bytes, std::string &error) {
@@ -104,15 +124,21 @@ private:
   std::vector<CUdeviceptr> allocations_;
 };
 
-/// Runs `inst` on the GPU over `inputs`; the outputs' values.
-std::vector<Values> runOnGpu(TestGpu &gpu, const plan::Instruction &inst,
+using Kernels = CudaContext::AttentionKernels;
+
+/// Runs `inst` on the GPU over `inputs` on `kernels`; the outputs' values.
+std::vector<Values> runOnGpu(TestGpu &gpu, Kernels kernels, const plan::Instruction &inst,
                              const std::vector<plan::TensorType> &inTypes,
                              const std::vector<Values> &inputs,
                              const std::vector<plan::TensorType> &outTypes) {
   std::string error;
+  CudaContext context = gpu.context;
+  context.attentionKernels = kernels;
+  AttentionChoice choice;
   std::unique_ptr<runtime::cpu::Kernel> kernel =
-      makeAttentionKernel(gpu.context, inst, inTypes, outTypes, error);
+      makeAttentionKernel(context, inst, inTypes, outTypes, choice, error);
   EXPECT_NE(kernel, nullptr) << error;
+  EXPECT_EQ(choice.cudnn, kernels == Kernels::Cudnn) << choice.cudnnWhy;
   if (!kernel)
     return {};
   std::vector<const void *> in;
@@ -154,39 +180,48 @@ protected:
   TestGpu gpu_;
 };
 
-TEST_F(GpuAttention, ForwardAndBackwardAgainstADoubleReference) {
-  std::mt19937 rng(7);
-  for (const Case &c : cases()) {
-    SCOPED_TRACE(c.name());
-    bool bf16 = c.dtype == plan::BF16;
-    double bound = bf16 ? 2e-2 : 1e-4, lseBound = bf16 ? 1e-3 : 1e-4;
-    Problem p(c, rng);
-    std::vector<Values> got =
-        runOnGpu(gpu_, p.forward, p.qkv, {p.q, p.k, p.v}, {p.outType, p.lseType});
-    ASSERT_EQ(got.size(), 2u);
-    Reference r = forwardReference(c, p.scale, p.q, p.k, p.v);
-    std::string where;
-    double outError = worstError(got[0], r.out, 0.0, where);
-    EXPECT_LE(outError, bound) << "out, " << where;
-    double lseError = worstError(got[1], r.lse, 1.0, where);
-    EXPECT_LE(lseError, lseBound) << "lse, " << where;
+/// Whether cuDNN's fused attention is meant to take `c` (CudnnAttention.h).
+bool cudnnTakes(const Case &c) {
+  return c.dtype == plan::BF16 && c.d % 8 == 0 && c.dv % 8 == 0 && !(c.causal && c.sq > c.sk);
+}
 
-    p.fromReference(c, r);
-    std::vector<Values> grads = runOnGpu(gpu_, p.backward, p.backwardInputs(),
-                                         {p.q, p.k, p.v, p.out, p.lse, p.dout}, p.qkv);
-    ASSERT_EQ(grads.size(), 3u);
-    backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r);
-    double dqError = worstError(grads[0], r.dq, 0.0, where);
-    EXPECT_LE(dqError, bound) << "grad_q, " << where;
-    std::string whereK, whereV;
-    double dkError = worstError(grads[1], r.dk, 0.0, whereK);
-    EXPECT_LE(dkError, bound) << "grad_k, " << whereK;
-    double dvError = worstError(grads[2], r.dv, 0.0, whereV);
-    EXPECT_LE(dvError, bound) << "grad_v, " << whereV;
-    std::printf("attention %s: worst relative error out %.2g lse %.2g grad_q %.2g grad_k %.2g "
-                "grad_v %.2g\n",
-                c.name().c_str(), outError, lseError, dqError, dkError, dvError);
-  }
+TEST_F(GpuAttention, ForwardAndBackwardAgainstADoubleReference) {
+  for (Kernels kernels : {Kernels::Flash, Kernels::Cudnn})
+    for (const Case &c : cases()) {
+      if (kernels == Kernels::Cudnn && !cudnnTakes(c))
+        continue;
+      std::mt19937 rng(7);
+      SCOPED_TRACE(c.name() + (kernels == Kernels::Cudnn ? " on cuDNN" : " on flash kernels"));
+      bool bf16 = c.dtype == plan::BF16;
+      double bound = bf16 ? 2e-2 : 1e-4, lseBound = bf16 ? 1e-3 : 1e-4;
+      Problem p(c, rng);
+      std::vector<Values> got =
+          runOnGpu(gpu_, kernels, p.forward, p.qkv, {p.q, p.k, p.v}, {p.outType, p.lseType});
+      ASSERT_EQ(got.size(), 2u);
+      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v);
+      std::string where;
+      double outError = worstError(got[0], r.out, 0.0, where);
+      EXPECT_LE(outError, bound) << "out, " << where;
+      double lseError = worstError(got[1], r.lse, 1.0, where);
+      EXPECT_LE(lseError, lseBound) << "lse, " << where;
+
+      p.fromReference(c, r);
+      std::vector<Values> grads = runOnGpu(gpu_, kernels, p.backward, p.backwardInputs(),
+                                           {p.q, p.k, p.v, p.out, p.lse, p.dout}, p.qkv);
+      ASSERT_EQ(grads.size(), 3u);
+      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r);
+      double dqError = worstError(grads[0], r.dq, 0.0, where);
+      EXPECT_LE(dqError, bound) << "grad_q, " << where;
+      std::string whereK, whereV;
+      double dkError = worstError(grads[1], r.dk, 0.0, whereK);
+      EXPECT_LE(dkError, bound) << "grad_k, " << whereK;
+      double dvError = worstError(grads[2], r.dv, 0.0, whereV);
+      EXPECT_LE(dvError, bound) << "grad_v, " << whereV;
+      std::printf("attention %s on %s: worst relative error out %.2g lse %.2g grad_q %.2g "
+                  "grad_k %.2g grad_v %.2g\n",
+                  c.name().c_str(), kernels == Kernels::Cudnn ? "cuDNN" : "flash kernels",
+                  outError, lseError, dqError, dkError, dvError);
+    }
 }
 
 TEST_F(GpuAttention, WhatTheKernelsDoNotCoverIsRefusedWithWhy) {
@@ -194,10 +229,12 @@ TEST_F(GpuAttention, WhatTheKernelsDoNotCoverIsRefusedWithWhy) {
   inst.mutable_attention()->set_scale(0.1);
   Case c{{2}, 16, 16, 160, 64, false, plan::F32};
   std::string why;
+  AttentionChoice choice;
   EXPECT_EQ(makeAttentionKernel(gpu_.context, inst,
                                 {c.type({16, 160}, plan::F32), c.type({16, 160}, plan::F32),
                                  c.type({16, 64}, plan::F32)},
-                                {c.type({16, 64}, plan::F32), c.type({16}, plan::F32)}, why),
+                                {c.type({16, 64}, plan::F32), c.type({16}, plan::F32)}, choice,
+                                why),
             nullptr);
   EXPECT_NE(why.find("at most 128"), std::string::npos) << why;
   // The backward's Delta must fit the workspace.
@@ -207,8 +244,15 @@ TEST_F(GpuAttention, WhatTheKernelsDoNotCoverIsRefusedWithWhy) {
   small.workspaceBytes = 1024;
   Case b{{4}, 512, 512, 64, 64, false, plan::F32};
   plan::TensorType t = b.type({512, 64}, plan::F32), l = b.type({512}, plan::F32);
-  EXPECT_EQ(makeAttentionKernel(small, backward, {t, t, t, t, l, t}, {t, t, t}, why), nullptr);
+  EXPECT_EQ(makeAttentionKernel(small, backward, {t, t, t, t, l, t}, {t, t, t}, choice, why),
+            nullptr);
   EXPECT_NE(why.find("scratch"), std::string::npos) << why;
+  // f32 is not cuDNN's: required, it is refused with why.
+  small.attentionKernels = Kernels::Cudnn;
+  small.workspaceBytes = gpu_.context.workspaceBytes;
+  EXPECT_EQ(makeAttentionKernel(small, backward, {t, t, t, t, l, t}, {t, t, t}, choice, why),
+            nullptr);
+  EXPECT_NE(why.find("bf16"), std::string::npos) << why;
 }
 
 } // namespace

@@ -381,8 +381,8 @@ int runRank(const plan::Plan &plan, const RunOptions &options, runtime::RankJob 
   if (!executor)
     return failure(options.planPath + ": " + error);
   if (gpu && (!job || job->rank() == 0)) {
-    std::string staged = gpu->hostStagedSummary();
-    fmt::print("run: on {}{}\n", gpu->name(),
+    std::string staged = gpu->hostStagedSummary(), kernels = gpu->kernelSummary();
+    fmt::print("run: on {}{}{}\n", gpu->name(), kernels.empty() ? std::string() : "; " + kernels,
                staged.empty() ? std::string()
                               : "; on the host for want of a GPU kernel: " + staged);
   }

@@ -1,0 +1,209 @@
+//===- CudnnAttention.cpp - cuDNN's fused attention -----------------------===//
+//
+// The one file that includes cudnn-frontend (header-only, from NVIDIA's
+// nvidia-cudnn-frontend package; found by CMake, see docs/gpu-kernels.md),
+// in its dynamic-loading mode: every cuDNN call goes through the handle
+// CudnnApi opened, every CUDA runtime call through a libcudart the
+// frontend opens itself by its soname (AttentionKernel.cpp preloads the
+// toolkit's, for machines whose loader paths lack one).
+//
+// An instruction's leading dims are flattened into cuDNN's heads: tensors
+// are [1, bh, s, d], packed, as dtc lays them out.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudnnAttention.h"
+
+#ifdef DTC_HAVE_CUDNN_FRONTEND
+#define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
+#include <cudnn_frontend.h>
+
+#include <mutex>
+#include <unordered_map>
+
+// The library the frontend resolves cuDNN's entry points in: the one
+// CudnnApi opened (set before any graph is made).
+namespace cudnn_frontend {
+void *cudnn_dlhandle = nullptr;
+} // namespace cudnn_frontend
+#endif
+
+namespace dtc::runtime::cuda {
+
+#ifdef DTC_HAVE_CUDNN_FRONTEND
+namespace fe = cudnn_frontend;
+
+namespace {
+
+// Tensor ids in the variant pack: the instruction's operands in order.
+enum Uid : int64_t { Q = 1, K, V, Out, Lse, GradOut, GradQ, GradK, GradV };
+
+/// The frontend's errors and exceptions as dtc's `why`.
+bool good(fe::error_t status, const char *what, std::string &why) {
+  if (status.is_good())
+    return true;
+  why = std::string(what) + ": " + status.get_message();
+  return false;
+}
+
+} // namespace
+
+bool cudnnAttentionBuilt() { return true; }
+
+struct CudnnAttention::Graph {
+  fe::graph::Graph graph;
+  bool backward = false;
+};
+
+CudnnAttention::CudnnAttention(std::unique_ptr<Graph> graph) : graph_(std::move(graph)) {}
+CudnnAttention::~CudnnAttention() = default;
+
+std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
+                                                         const AttentionDims &dims,
+                                                         bool backward, int sm,
+                                                         std::string &why) {
+  if (!dims.bf16) {
+    why = "cuDNN's fused attention runs bf16 and f16, not f32";
+    return nullptr;
+  }
+  if (dims.d % 8 || dims.dv % 8) {
+    why = "cuDNN's fused attention needs head dims that are multiples of 8 (here " +
+          std::to_string(dims.d) + " and " + std::to_string(dims.dv) + ")";
+    return nullptr;
+  }
+  if (dims.causal && dims.sq > dims.sk) {
+    // dtc's rows that see no key are zeros with lse -inf; cuDNN's are not.
+    why = "a causal mask with more queries than keys hides every key from some queries";
+    return nullptr;
+  }
+  if (dims.bh == 0 || dims.sq == 0 || dims.sk == 0) {
+    why = "an empty attention";
+    return nullptr;
+  }
+  static std::once_flag once;
+  std::call_once(once, [&] { fe::cudnn_dlhandle = api.library; });
+
+  auto graph = std::make_unique<Graph>();
+  graph->backward = backward;
+  fe::graph::Graph &g = graph->graph;
+  g.set_io_data_type(fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  if (sm > 0)
+    g.set_sm_version(sm);
+  auto tensor = [&](const char *name, Uid uid, int64_t rows, int64_t cols) {
+    return g.tensor(fe::graph::Tensor_attributes()
+                        .set_name(name)
+                        .set_uid(uid)
+                        .set_dim({1, dims.bh, rows, cols})
+                        .set_stride({dims.bh * rows * cols, rows * cols, cols, 1}));
+  };
+  auto lse = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t) {
+    t->set_uid(Lse)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim({1, dims.bh, dims.sq, 1})
+        .set_stride({dims.bh * dims.sq, dims.sq, 1, 1});
+  };
+  auto q = tensor("q", Q, dims.sq, dims.d), k = tensor("k", K, dims.sk, dims.d),
+       v = tensor("v", V, dims.sk, dims.dv);
+  // dtc's causal mask is aligned to the last key (query i of sq sees keys
+  // up to i + sk - sq): cuDNN's bottom-right diagonal, its top-left one
+  // when sq == sk (the same mask, and the engines' oldest).
+  auto alignment = dims.sq == dims.sk ? fe::DiagonalAlignment_t::TOP_LEFT
+                                      : fe::DiagonalAlignment_t::BOTTOM_RIGHT;
+  try {
+    if (!backward) {
+      auto options = fe::graph::SDPA_attributes().set_name("attention").set_generate_stats(
+          true);
+      options.set_attn_scale(dims.scale);
+      if (dims.causal)
+        options.set_diagonal_alignment(alignment).set_diagonal_band_right_bound(0);
+      auto [out, stats] = g.sdpa(q, k, v, options);
+      out->set_output(true).set_uid(Out).set_dim({1, dims.bh, dims.sq, dims.dv}).set_stride(
+          {dims.bh * dims.sq * dims.dv, dims.sq * dims.dv, dims.dv, 1});
+      stats->set_output(true);
+      lse(stats);
+    } else {
+      auto out = tensor("out", Out, dims.sq, dims.dv);
+      auto gradOut = tensor("grad_out", GradOut, dims.sq, dims.dv);
+      auto stats = g.tensor(fe::graph::Tensor_attributes().set_name("lse"));
+      lse(stats);
+      auto options = fe::graph::SDPA_backward_attributes().set_name("attention_backward");
+      options.set_attn_scale(dims.scale);
+      if (dims.causal)
+        options.set_diagonal_alignment(alignment).set_diagonal_band_right_bound(0);
+      auto [dq, dk, dv] = g.sdpa_backward(q, k, v, out, gradOut, stats, options);
+      dq->set_output(true).set_uid(GradQ).set_dim({1, dims.bh, dims.sq, dims.d}).set_stride(
+          {dims.bh * dims.sq * dims.d, dims.sq * dims.d, dims.d, 1});
+      dk->set_output(true).set_uid(GradK).set_dim({1, dims.bh, dims.sk, dims.d}).set_stride(
+          {dims.bh * dims.sk * dims.d, dims.sk * dims.d, dims.d, 1});
+      dv->set_output(true).set_uid(GradV).set_dim({1, dims.bh, dims.sk, dims.dv}).set_stride(
+          {dims.bh * dims.sk * dims.dv, dims.sk * dims.dv, dims.dv, 1});
+    }
+    if (!good(g.validate(), "cuDNN's fused attention", why))
+      return nullptr;
+  } catch (const std::exception &e) {
+    why = std::string("cuDNN's fused attention: ") + e.what();
+    return nullptr;
+  }
+  return std::unique_ptr<CudnnAttention>(new CudnnAttention(std::move(graph)));
+}
+
+bool CudnnAttention::build(cudnnHandle_t handle, std::string &why) {
+  fe::graph::Graph &g = graph_->graph;
+  try {
+    return good(g.build_operation_graph(handle), "cuDNN's operation graph", why) &&
+           good(g.create_execution_plans({fe::HeurMode_t::A}), "cuDNN's heuristics", why) &&
+           good(g.check_support(handle), "no cuDNN engine takes it", why) &&
+           good(g.build_plans(handle), "building cuDNN's plan", why);
+  } catch (const std::exception &e) {
+    why = std::string("cuDNN's fused attention: ") + e.what();
+    return false;
+  }
+}
+
+int64_t CudnnAttention::workspaceBytes() const {
+  int64_t bytes = 0;
+  if (graph_->graph.get_workspace_size(bytes).is_bad())
+    return -1;
+  return bytes;
+}
+
+bool CudnnAttention::run(cudnnHandle_t handle, const void *const *inputs, void *const *outputs,
+                         void *workspace, std::string &error) const {
+  std::unordered_map<int64_t, void *> pack;
+  int64_t uid = Q;
+  for (int i = 0, n = graph_->backward ? 6 : 3; i < n; ++i)
+    pack[uid++] = const_cast<void *>(inputs[i]);
+  for (int i = 0, n = graph_->backward ? 3 : 2; i < n; ++i)
+    pack[uid++] = outputs[i];
+  try {
+    return good(graph_->graph.execute(handle, pack, workspace), "cuDNN's fused attention", error);
+  } catch (const std::exception &e) {
+    error = std::string("cuDNN's fused attention: ") + e.what();
+    return false;
+  }
+}
+
+#else // built without cudnn-frontend's headers
+
+bool cudnnAttentionBuilt() { return false; }
+
+struct CudnnAttention::Graph {};
+CudnnAttention::CudnnAttention(std::unique_ptr<Graph> graph) : graph_(std::move(graph)) {}
+CudnnAttention::~CudnnAttention() = default;
+
+std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &, const AttentionDims &,
+                                                         bool, int, std::string &why) {
+  why = "dtc was built without cudnn-frontend's headers (pip install nvidia-cudnn-frontend)";
+  return nullptr;
+}
+bool CudnnAttention::build(cudnnHandle_t, std::string &why) { return false; }
+int64_t CudnnAttention::workspaceBytes() const { return -1; }
+bool CudnnAttention::run(cudnnHandle_t, const void *const *, void *const *, void *,
+                         std::string &error) const {
+  return false;
+}
+
+#endif
+
+} // namespace dtc::runtime::cuda

@@ -1,0 +1,83 @@
+//===- CudnnAttentionTest.cpp - cuDNN's fused attention graphs, host side -===//
+//
+// CudnnAttention::describe without a GPU: what it refuses before asking
+// cuDNN, and that the graphs it describes for sm_80 and sm_90 pass
+// cudnn-frontend's validation (dims, strides, dtypes, the mask's
+// alignment, the softmax statistics' shape) or are refused with the
+// frontend's reason. Building plans needs a GPU (tests/gpu).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudnnAttention.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace dtc::runtime::cuda;
+
+AttentionDims dimsOf(int64_t bh, int64_t sq, int64_t sk, int64_t d, bool causal,
+                     bool bf16 = true) {
+  AttentionDims dims;
+  dims.bh = bh, dims.sq = sq, dims.sk = sk, dims.d = d, dims.dv = d;
+  dims.causal = causal, dims.bf16 = bf16, dims.scale = 0.125f;
+  return dims;
+}
+
+TEST(CudnnAttention, RefusesWhatItDoesNotCoverBeforeAskingCudnn) {
+  CudnnApi none; // never called for these
+  std::string why;
+  EXPECT_EQ(CudnnAttention::describe(none, dimsOf(8, 64, 64, 64, false, false), false, 90, why),
+            nullptr);
+  EXPECT_NE(why.find("not f32"), std::string::npos) << why;
+  EXPECT_EQ(CudnnAttention::describe(none, dimsOf(8, 64, 64, 36, false), true, 90, why), nullptr);
+  EXPECT_NE(why.find("multiples of 8"), std::string::npos) << why;
+  EXPECT_EQ(CudnnAttention::describe(none, dimsOf(8, 96, 64, 64, true), false, 90, why), nullptr);
+  EXPECT_NE(why.find("hides every key"), std::string::npos) << why;
+}
+
+class CudnnAttentionGraphs : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!cudnnAttentionBuilt())
+      GTEST_SKIP() << "dtc was built without cudnn-frontend's headers";
+    std::string why;
+    api_ = cudnnApi(why);
+    ASSERT_NE(api_, nullptr) << why;
+  }
+  const CudnnApi *api_ = nullptr;
+};
+
+TEST_F(CudnnAttentionGraphs, ForwardAndBackwardValidateForSm80AndSm90) {
+  struct Shape {
+    int64_t bh, sq, sk, d;
+    bool causal;
+  };
+  for (int sm : {80, 90})
+    for (Shape s : {Shape{24, 128, 128, 64, true}, Shape{2, 100, 260, 128, true},
+                    Shape{4, 77, 77, 32, false}, Shape{1, 1024, 1024, 64, true}})
+      for (bool backward : {false, true}) {
+        std::string why;
+        auto graph = CudnnAttention::describe(*api_, dimsOf(s.bh, s.sq, s.sk, s.d, s.causal),
+                                              backward, sm, why);
+        EXPECT_NE(graph, nullptr) << "sm_" << sm << " bh " << s.bh << " sq " << s.sq << " sk "
+                                  << s.sk << " d " << s.d << (backward ? " backward" : "")
+                                  << ": " << why;
+      }
+}
+
+TEST_F(CudnnAttentionGraphs, HeadDimsPastCudnnsLimitAreRefusedWithTheFrontendsReason) {
+  // The backward's: 256 on sm_90, 128 on sm_80.
+  std::string why;
+  EXPECT_EQ(CudnnAttention::describe(*api_, dimsOf(4, 64, 64, 512, false), true, 90, why),
+            nullptr);
+  EXPECT_NE(why.find("cuDNN's fused attention: "), std::string::npos) << why;
+  EXPECT_NE(why.find("256"), std::string::npos) << why;
+  EXPECT_EQ(CudnnAttention::describe(*api_, dimsOf(4, 64, 64, 256, false), true, 80, why),
+            nullptr);
+  EXPECT_NE(why.find("128"), std::string::npos) << why;
+  EXPECT_NE(CudnnAttention::describe(*api_, dimsOf(4, 64, 64, 256, false), true, 90, why),
+            nullptr)
+      << why;
+}
+
+} // namespace
