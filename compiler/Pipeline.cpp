@@ -310,10 +310,13 @@ CompileOptions withStagesOf(ModuleOp compiled, CompileOptions options) {
 /// simulate checks; the search counts weights, state and kept activations,
 /// not the backward's transients and workspace). The compiled copy, or
 /// failure (with `outOfMemory` set when memory was what failed and keeping
-/// fewer activations might fit).
+/// fewer activations might fit). Given `recomputedNothing`, a step that
+/// selective recomputation left as it was (the plan without it) stops the
+/// compile at once, failing with it set.
 FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOptions &options,
                                                 const cost::Cluster &cluster, double limit,
-                                                bool &outOfMemory) {
+                                                bool &outOfMemory,
+                                                bool *recomputedNothing = nullptr) {
   bool searched = options.parallel.devices() > 1;
   CompileOptions attempt = options;
   attempt.parallel.cluster = cluster;
@@ -336,6 +339,13 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
     buildStepPipeline(pm, o);
     if (failed(pm.run(*step))) {
       outOfMemory = (*step)->hasAttr(attr::kOutOfMemory);
+      return failure();
+    }
+    if (recomputedNothing && o.training && o.training->recompute == "selective" &&
+        llvm::any_of(step->getOps<func::FuncOp>(), [](func::FuncOp f) {
+          return f->hasAttr(attr::kRecomputedNothing);
+        })) {
+      *recomputedNothing = true;
       return failure();
     }
     return step;
@@ -535,6 +545,7 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
 struct Attempt {
   FailureOr<OwningOpRef<ModuleOp>> work = failure();
   bool outOfMemory = false;
+  bool recomputedNothing = false; // the mode's step is the one without it: skipped
   std::vector<Diagnostic> held;
 };
 
@@ -575,9 +586,10 @@ void predict(Candidate &candidate, cost::Cluster cluster) {
 FailureOr<OwningOpRef<ModuleOp>> compileFittingChecked(ModuleOp module,
                                                        const CompileOptions &options,
                                                        const cost::Cluster &cluster,
-                                                       double limit, bool &outOfMemory) {
+                                                       double limit, bool &outOfMemory,
+                                                       bool *recomputedNothing = nullptr) {
   FailureOr<OwningOpRef<ModuleOp>> first =
-      compileFitting(module, options, cluster, limit, outOfMemory);
+      compileFitting(module, options, cluster, limit, outOfMemory, recomputedNothing);
   auto replicated = [](ModuleOp m) {
     auto pipeline = m->getAttrOfType<DictionaryAttr>(attr::kPipeline);
     return pipeline && pipeline.get("replicas");
@@ -675,11 +687,14 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
       attempt.held.push_back(std::move(diagnostic));
       return success();
     });
-    attempt.work = compileFittingChecked(module, o, *cluster, limit, attempt.outOfMemory);
+    attempt.work = compileFittingChecked(module, o, *cluster, limit, attempt.outOfMemory,
+                                         modes.size() > 1 ? &attempt.recomputedNothing : nullptr);
     setCompileCancelFlag(nullptr);
     return attempt;
   };
-  std::future<Attempt> ahead;
+  // The second thread's compile: modes[1], or the next mode when that
+  // one recomputes nothing (its plan is none's), with the mode's index.
+  std::future<std::pair<size_t, Attempt>> ahead;
   if (modes.size() > 1 && options.parallel.devices() > 1 && context->isMultithreadingEnabled() &&
       std::thread::hardware_concurrency() > 1) {
     // Loading a dialect is not thread-safe: every dialect the passes
@@ -690,7 +705,13 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
     pm.getDependentDialects(registry);
     context->appendDialectRegistry(registry);
     context->loadAllAvailableDialects();
-    ahead = std::async(std::launch::async, compileMode, modes[1], true);
+    ahead = std::async(std::launch::async, [&]() -> std::pair<size_t, Attempt> {
+      for (size_t i = 1;; ++i) {
+        Attempt attempt = compileMode(modes[i], true);
+        if (!attempt.recomputedNothing || i + 1 == modes.size())
+          return {i, std::move(attempt)};
+      }
+    });
   }
   // `module` is read by the other thread until it ends.
   auto finish = [&](Candidate &chosen, const std::string &note) {
@@ -702,9 +723,23 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
     return keep(module, chosen, plan, note);
   };
   std::optional<Candidate> kept; // the first that fits, when tight
+  std::optional<std::pair<size_t, Attempt>> fromAhead;
+  bool selectiveIsNone = false; // selective recomputation found nothing to recompute
   for (auto [i, mode] : llvm::enumerate(modes)) {
     bool last = i + 1 == modes.size();
-    Attempt attempt = i == 1 && ahead.valid() ? ahead.get() : compileMode(mode, false);
+    if (i >= 1 && ahead.valid())
+      fromAhead = ahead.get();
+    Attempt attempt;
+    if (fromAhead && fromAhead->first == i)
+      attempt = std::move(fromAhead->second);
+    else if (fromAhead && fromAhead->first > i)
+      attempt.recomputedNothing = true; // what the other thread found
+    else
+      attempt = compileMode(mode, false);
+    if (attempt.recomputedNothing && !last) {
+      selectiveIsNone = true;
+      continue; // the same plan as without recomputation
+    }
     if (failed(attempt.work) && kept)
       return finish(*kept, kept->note);
     if (failed(attempt.work)) {
@@ -723,9 +758,11 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
     Candidate candidate{std::move(*attempt.work), mode, {}, 0, 0, {}, std::move(attempt.held)};
     if (i > 0 && !kept)
       candidate.note = "recompute: " + mode + " chosen by --recompute auto: without recomputation" +
-                       (i > 1 ? " or with selective recomputation" : "") +
+                       (i > 1 && !selectiveIsNone ? " or with selective recomputation" : "") +
                        " the plan does not fit " + plan::formatBytes(int64_t(limit)) +
-                       " per device";
+                       " per device" +
+                       (selectiveIsNone ? " (selective recomputation finds nothing to recompute)"
+                                        : "");
     if (modes.size() == 1)
       return finish(candidate, candidate.note);
     if (failed(emitPlan(*candidate.module, candidate.plan)))

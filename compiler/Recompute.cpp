@@ -170,6 +170,7 @@ struct Recompute : impl::RecomputeBase<Recompute> {
                         (fused ? " (fused attention keeps no scores; its backward recomputes "
                                  "them anyway)"
                                : ""));
+      func->setAttr(attr::kRecomputedNothing, UnitAttr::get(func.getContext()));
       return;
     }
     // A chosen value the step returns (a model output) stays as it is.

@@ -83,6 +83,11 @@ constexpr llvm::StringLiteral kSearchedBytes = "dtc.searched_bytes";
 /// limit (compileToPlan then tries recomputation).
 constexpr llvm::StringLiteral kOutOfMemory = "dtc.out_of_memory";
 
+/// Training step (unit): set by dtc-recompute when selective recomputation
+/// found nothing to recompute, so the step is the one without it
+/// (--recompute auto then skips the mode rather than search it again).
+constexpr llvm::StringLiteral kRecomputedNothing = "dtc.recomputed_nothing";
+
 /// A forward op after which a pipeline stage (or chunk) ends (unit): where
 /// dtc-sharding-search cut the step by its costs (compiler/StageCuts.h),
 /// for dtc-pipeline-split; unmarked, the stages even out forward FLOPs.
