@@ -10,11 +10,15 @@
 // scores tensor (flash attention: a tile of scores at a time, each row's
 // log-sum-exp kept for the backward, which recomputes its tiles).
 //
-// The mask must be known at compile time and be none or causal (query i
-// sees key j iff j <= i + Sk - Sq); it is evaluated from the ops that
-// make it (constants, trilu, comparisons, where, casts, reshapes and
-// broadcasts of them), as the generated GPT and ONNX's Attention write it.
-// A mask that depends on inputs (padding) leaves the attention unfused.
+// A mask known at compile time that is none or causal (query i sees key j
+// iff j <= i + Sk - Sq) becomes the op's `causal`: it is evaluated from
+// the ops that make it (constants, trilu, comparisons, where, casts,
+// reshapes and broadcasts of them), as the generated GPT and ONNX's
+// Attention write it. Any other mask (padding read from the model's
+// inputs, as BERT's attention_mask; a sliding window) or added bias
+// becomes the op's f32 `bias`, broadcast to the scores, when no parameter
+// reaches it (it has no gradient): an added term as it is, a where's
+// condition as where(hide, fill, 0).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
@@ -55,12 +59,24 @@ constexpr int64_t kMaxMaskElements = int64_t(1) << 25;
 /// What a mask hides: none, the causal triangle, or something else.
 enum class Mask { None, Causal, Other };
 
+/// Where a mask comes from: a where's condition that hides (or keeps)
+/// keys, a bias of 0s and large negatives (or any added term), or a frozen
+/// parameter the importer marked causal.
+struct MaskSource {
+  enum Kind { Hides, Keeps, Bias, CausalParameter };
+  Value value;
+  Kind kind;
+  double fill = 0; // a where's fill (Hides, Keeps)
+};
+
 /// The ops of one attention, matched from its last matmul back.
 struct Match {
   Value q, k, v; // k as [..., Sk, D], v as [..., Sk, Dv], after any transposes made
   Value kTransposed, vTransposed; // the values to transpose first, if they need it
   double scale = 1;
   bool causal = false;
+  std::optional<MaskSource> bias;  // a mask or bias carried as the op's bias
+  ArrayRef<int64_t> scoresShape;   // [..., Sq, Sk]
   SmallVector<Operation *> interior; // read by nothing else, erased after
 };
 
@@ -72,15 +88,6 @@ template <class Op> Op interior(Value v, Match &m) {
   m.interior.push_back(op);
   return op;
 }
-
-/// Where a mask comes from: a where's condition that hides (or keeps)
-/// keys, a bias of 0s and large negatives, or a frozen parameter the
-/// importer marked causal.
-struct MaskSource {
-  enum Kind { Hides, Keeps, Bias, CausalParameter };
-  Value value;
-  Kind kind;
-};
 
 /// Masks' values and what they hide, each worked out once: every layer of
 /// a model reads the same mask, and at a sequence of 2048 it has 4M values.
@@ -134,6 +141,58 @@ private:
   std::map<std::tuple<const void *, int, int64_t, int64_t>, Mask> classes_;
 };
 
+/// Whether `s` is a matmul, scaled or not (multiplied or divided by
+/// numbers), read by nothing else: the scores before their mask.
+bool isScoresProduct(Value s) {
+  while (true) {
+    Operation *op = s.getDefiningOp();
+    if (!op || !op->hasOneUse())
+      return false;
+    if (isa<graph::MatmulOp>(op))
+      return true;
+    auto mul = dyn_cast<graph::MulOp>(op);
+    auto div = dyn_cast<graph::DivOp>(op);
+    if (mul && scalarConstant(mul.getRhs()))
+      s = mul.getLhs();
+    else if (mul && scalarConstant(mul.getLhs()))
+      s = mul.getRhs();
+    else if (div && scalarConstant(div.getRhs()))
+      s = div.getLhs();
+    else
+      return false;
+  }
+}
+
+/// Whether a parameter (one not frozen as a causal mask) reaches `v`: a
+/// bias computed from one would need a gradient. Unknown past `budget` ops.
+bool reachedByParameter(Value v, int budget = 4096) {
+  llvm::DenseSet<Operation *> seen;
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      continue;
+    if (--budget < 0)
+      return true;
+    if (auto p = dyn_cast<graph::ParameterOp>(op); p && !p->hasAttr(attr::kCausalMask))
+      return true;
+    llvm::append_range(work, op->getOperands());
+  }
+  return false;
+}
+
+/// Whether `shape` broadcasts to `scores` [..., Sq, Sk] (numpy's rule,
+/// aligned from the right).
+bool broadcastsTo(ArrayRef<int64_t> shape, ArrayRef<int64_t> scores) {
+  if (shape.size() > scores.size())
+    return false;
+  size_t offset = scores.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && shape[d] != scores[offset + d])
+      return false;
+  return true;
+}
+
 /// Scores masked by `x` (a where or an add): the scores, and in `mask`
 /// where the mask comes from (none when there is no mask).
 Value peelMask(Value x, Match &m, MaskReader &masks, std::optional<MaskSource> &mask) {
@@ -143,27 +202,29 @@ Value peelMask(Value x, Match &m, MaskReader &masks, std::optional<MaskSource> &
       auto fill = scalarConstant(fillFirst ? w.getX() : w.getY());
       if (!fill || *fill > kMasked)
         continue;
-      if (!masks.values(w.getCond()))
-        return {};
-      mask = MaskSource{w.getCond(), fillFirst ? MaskSource::Hides : MaskSource::Keeps};
+      mask = MaskSource{w.getCond(), fillFirst ? MaskSource::Hides : MaskSource::Keeps, *fill};
       m.interior.push_back(w);
       return fillFirst ? w.getY() : w.getX();
     }
     return {};
   }
   if (auto add = x.getDefiningOp<graph::AddOp>(); add && add->hasOneUse()) {
-    for (bool biasFirst : {true, false}) {
-      Value term = biasFirst ? add.getLhs() : add.getRhs();
-      auto frozen = term.getDefiningOp<graph::ParameterOp>();
-      if (frozen && frozen->hasAttr(attr::kCausalMask))
-        mask = MaskSource{term, MaskSource::CausalParameter};
-      else if (masks.values(term))
-        mask = MaskSource{term, MaskSource::Bias};
-      else
-        continue;
-      m.interior.push_back(add);
-      return biasFirst ? add.getRhs() : add.getLhs();
-    }
+    // The term computed from constants first (a mask that may be causal),
+    // then one beside a product of queries and keys.
+    for (bool known : {true, false})
+      for (bool biasFirst : {true, false}) {
+        Value term = biasFirst ? add.getLhs() : add.getRhs();
+        Value other = biasFirst ? add.getRhs() : add.getLhs();
+        auto frozen = term.getDefiningOp<graph::ParameterOp>();
+        if (known && frozen && frozen->hasAttr(attr::kCausalMask))
+          mask = MaskSource{term, MaskSource::CausalParameter};
+        else if (known ? bool(masks.values(term)) : isScoresProduct(other))
+          mask = MaskSource{term, MaskSource::Bias};
+        else
+          continue;
+        m.interior.push_back(add);
+        return other;
+      }
     return {};
   }
   return x;
@@ -248,10 +309,16 @@ std::optional<Match> matchAttention(graph::MatmulOp pv, MaskReader &masks) {
     return std::nullopt;
   auto scoreType = typeOf(qk.getOutput());
   int64_t sq = scoreType.getDimSize(rank - 2), sk = scoreType.getDimSize(rank - 1);
+  m.scoresShape = scoreType.getShape();
   if (mask) {
     Mask hides = masks.classify(*mask, sq, sk);
-    if (hides == Mask::Other)
-      return std::nullopt;
+    if (hides == Mask::Other) {
+      // Carried as a bias: one with no gradient, that fits the scores.
+      if (mask->kind == MaskSource::CausalParameter || reachedByParameter(mask->value) ||
+          !broadcastsTo(typeOf(mask->value).getShape(), m.scoresShape))
+        return std::nullopt;
+      m.bias = mask;
+    }
     m.causal = hides == Mask::Causal;
   }
   return m;
@@ -265,12 +332,43 @@ Value transposeLast(OpBuilder &b, Location loc, Value v) {
   return b.create<graph::TransposeOp>(loc, v, b.getDenseI64ArrayAttr(perm));
 }
 
+/// An f32 scalar constant.
+Value scalarF32(OpBuilder &b, Location loc, double x) {
+  auto type = RankedTensorType::get({}, b.getF32Type());
+  return b.create<graph::ConstantOp>(loc, DenseElementsAttr::get(type, float(x)));
+}
+
+/// The op's bias from `source`: f32, of the scores' rank, ending in Sk.
+Value buildBias(OpBuilder &b, Location loc, const MaskSource &source,
+                ArrayRef<int64_t> scores) {
+  Value bias = source.value;
+  if (source.kind != MaskSource::Bias) { // where(hide, fill, 0), where(keep, 0, fill)
+    Value fill = scalarF32(b, loc, source.fill), zero = scalarF32(b, loc, 0);
+    bool hides = source.kind == MaskSource::Hides;
+    bias = b.create<graph::WhereOp>(loc, source.value, hides ? fill : zero, hides ? zero : fill);
+  } else if (!typeOf(bias).getElementType().isF32()) {
+    bias = b.create<graph::CastOp>(loc, typeOf(bias).clone(b.getF32Type()), bias);
+  }
+  ArrayRef<int64_t> shape = typeOf(bias).getShape();
+  if (shape.size() < scores.size()) {
+    SmallVector<int64_t> ranked(scores.size() - shape.size(), 1);
+    ranked.append(shape.begin(), shape.end());
+    bias = b.create<graph::ReshapeOp>(loc, typeOf(bias).clone(ranked), bias);
+  }
+  if (typeOf(bias).getShape().back() != scores.back()) { // one value for every key
+    SmallVector<int64_t> full(typeOf(bias).getShape());
+    full.back() = scores.back();
+    bias = b.create<graph::BroadcastOp>(loc, bias, b.getDenseI64ArrayAttr(full));
+  }
+  return bias;
+}
+
 struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     SmallVector<graph::MatmulOp> roots;
     func.walk([&](graph::MatmulOp op) { roots.push_back(op); });
-    int fused = 0, causal = 0;
+    int fused = 0, causal = 0, biased = 0;
     MaskReader masks;
     for (graph::MatmulOp pv : roots) {
       if (!pv->getBlock()) // consumed by an earlier match
@@ -282,7 +380,8 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
       Location loc = pv.getLoc();
       Value k = m->k ? m->k : transposeLast(b, loc, m->kTransposed);
       Value v = m->v ? m->v : transposeLast(b, loc, m->vTransposed);
-      auto attention = b.create<graph::AttentionOp>(loc, m->q, k, v,
+      Value bias = m->bias ? buildBias(b, loc, *m->bias, m->scoresShape) : Value();
+      auto attention = b.create<graph::AttentionOp>(loc, m->q, k, v, bias,
                                                     b.getF64FloatAttr(m->scale),
                                                     b.getBoolAttr(m->causal));
       pv.getOutput().replaceAllUsesWith(attention.getOutput());
@@ -291,11 +390,15 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
         dead->erase();
       ++fused;
       causal += m->causal;
+      biased += bool(bias);
     }
     if (fused)
       addNote(func, "fusion: " + std::to_string(fused) + " attentions (" +
-                        std::to_string(causal) +
-                        " causal) computed as one op each, flash style: no scores tensor, the "
+                        std::to_string(causal) + " causal" +
+                        (biased ? ", " + std::to_string(biased) +
+                                      " with their mask as a bias operand"
+                                : std::string()) +
+                        ") computed as one op each, flash style: no scores tensor, the "
                         "backward recomputes them");
   }
 };

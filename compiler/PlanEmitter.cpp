@@ -641,12 +641,14 @@ private:
           auto *at = addInstruction(op, op->getOperands()).mutable_attention();
           at->set_scale(a.getScale().convertToDouble());
           at->set_causal(a.getCausal());
+          at->set_bias(bool(a.getBias()));
           return success();
         })
         .Case([&](graph::AttentionBackwardOp a) -> LogicalResult {
           auto *at = addInstruction(op, op->getOperands()).mutable_attention_backward();
           at->set_scale(a.getScale().convertToDouble());
           at->set_causal(a.getCausal());
+          at->set_bias(bool(a.getBias()));
           return success();
         })
         .Case([&](graph::TopKOp t) -> LogicalResult {

@@ -497,7 +497,8 @@ private:
       for (Value result : op->getResults()) {
         // Attention's log-sum-exp stays f32: the backward's probabilities
         // are exp(s - lse), which bf16's 8 bits of mantissa would skew.
-        if (!isF32(result) || (isa<graph::AttentionOp>(op) && cast<OpResult>(result).getResultNumber() == 1))
+        if (!isF32(result) ||
+            (isa<graph::AttentionOp>(op) && cast<OpResult>(result).getResultNumber() == 1))
           continue;
         auto type = typeOf(result);
         result.setType(type.clone(bf16));
@@ -511,6 +512,25 @@ private:
         }
       }
     }
+    // Attention's bias stays f32 (its large negatives are -inf in bf16,
+    // which the kernels take too; its finite values keep their digits).
+    func_.walk([&](Operation *op) {
+      auto attention = dyn_cast<graph::AttentionOp>(op);
+      auto backward = dyn_cast<graph::AttentionBackwardOp>(op);
+      OpOperand *bias = nullptr;
+      if (attention && attention.getBias())
+        bias = &attention.getBiasMutable()[0];
+      else if (backward && backward.getBias())
+        bias = &backward.getBiasMutable()[0];
+      if (!bias || isF32(bias->get()))
+        return;
+      b.setInsertionPoint(op);
+      Value from = bias->get();
+      if (auto narrowed = from.getDefiningOp<graph::CastOp>(); narrowed && isF32(narrowed.getInput()))
+        bias->set(narrowed.getInput()); // the f32 value the model cast
+      else
+        bias->set(b.create<graph::CastOp>(op->getLoc(), typeOf(from).clone(b.getF32Type()), from));
+    });
   }
 
   RankedTensorType scalarType() { return RankedTensorType::get({}, b_.getF32Type()); }

@@ -90,10 +90,10 @@ Arity arityOf(const Instruction &inst) {
     return {2, 2, 1};
   case Instruction::kPool2DBackward:
     return {1, 2, 1};
-  case Instruction::kAttention:
-    return {3, 3, 2};
+  case Instruction::kAttention: // and its bias
+    return {3 + inst.attention().bias(), 3 + inst.attention().bias(), 2};
   case Instruction::kAttentionBackward:
-    return {6, 6, 3};
+    return {6 + inst.attention_backward().bias(), 6 + inst.attention_backward().bias(), 3};
   case Instruction::kSend:
     return {1, 1, 0};
   case Instruction::kRecv:

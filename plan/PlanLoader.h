@@ -34,7 +34,7 @@ namespace dtc::plan {
 /// runtime would not start. Version 9: GPU kernels' PTX held once
 /// (Plan.gpu_modules), instructions naming theirs. Version 11: fused
 /// attention (Instruction.attention, attention_backward).
-constexpr uint32_t kPlanFormatVersion = 11;
+constexpr uint32_t kPlanFormatVersion = 12;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -576,14 +576,18 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
                                           SmallVectorImpl<Value> &g) {
   if (rg[1])
     return emitOpError("has no gradient through its log-sum-exp result");
+  // The bias has none: dtc-fuse-attention takes only biases that no
+  // parameter reaches (masks, constants).
   if (!rg[0]) {
-    g.assign({Value(), Value(), Value()});
+    g.assign(getNumOperands(), Value());
     return success();
   }
   auto grads = b.create<AttentionBackwardOp>(
       getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()}, getQ(), getK(),
-      getV(), getOutput(), getLse(), rg[0], getScaleAttr(), getCausalAttr());
+      getV(), getOutput(), getLse(), rg[0], getBias(), getScaleAttr(), getCausalAttr());
   g.assign({grads.getGradQ(), grads.getGradK(), grads.getGradV()});
+  if (getBias())
+    g.push_back(Value());
   return success();
 }
 

@@ -406,11 +406,31 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return attentionTypes(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), types);
 }
 
+namespace {
+/// Attention's bias, if any: f32 of q's rank, broadcast to the scores
+/// [..., Sq, Sk] (each leading dim q's or 1, then Sq or 1, then Sk).
+LogicalResult verifyAttentionBias(Operation *op, Value q, Value k, Value bias) {
+  if (!bias)
+    return success();
+  auto b = cast<RankedTensorType>(bias.getType()), qt = cast<RankedTensorType>(q.getType());
+  int64_t rank = qt.getRank();
+  if (!b.getElementType().isF32() || b.getRank() != rank)
+    return op->emitOpError("bias must be f32 of q's rank (") << rank << "), got " << b;
+  int64_t sk = cast<RankedTensorType>(k.getType()).getDimSize(rank - 2);
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    if (b.getDimSize(d) != 1 && b.getDimSize(d) != qt.getDimSize(d))
+      return op->emitOpError("bias ") << b << " does not broadcast to the scores";
+  if (b.getDimSize(rank - 1) != sk)
+    return op->emitOpError("bias must end in the keys' count ") << sk << ", got " << b;
+  return success();
+}
+} // namespace
+
 LogicalResult AttentionOp::verify() {
   double scale = getScale().convertToDouble();
   if (!(scale > 0) || !std::isfinite(scale))
     return emitOpError("scale must be positive and finite, got ") << scale;
-  return success();
+  return verifyAttentionBias(*this, getQ(), getK(), getBias());
 }
 
 LogicalResult AttentionBackwardOp::verify() {
@@ -424,7 +444,7 @@ LogicalResult AttentionBackwardOp::verify() {
   if (getGradQ().getType() != getQ().getType() || getGradK().getType() != getK().getType() ||
       getGradV().getType() != getV().getType())
     return emitOpError("the gradients must have q's, k's and v's types");
-  return success();
+  return verifyAttentionBias(*this, getQ(), getK(), getBias());
 }
 
 LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -337,14 +337,20 @@ def Graph_Conv2DOp : Graph_InferredOp<"conv2d"> {
 def Graph_AttentionOp : Graph_InferredOp<"attention"> {
   let summary = "Scaled dot-product attention, fused: no scores tensor";
   let description = [{
-    softmax(scale q k^T, masked) v over the last two dims: q [..., Sq, D],
-    k [..., Sk, D], v [..., Sk, Dv], the leading dims the same on all three.
-    `causal`: query i sees key j iff j <= i + Sk - Sq. `lse` [..., Sq] (f32
-    whatever q's type) is each row's log-sum-exp of its scaled scores, which
-    the backward reads instead of the probabilities. Formed by
+    softmax(scale q k^T + bias, masked) v over the last two dims: q [..., Sq,
+    D], k [..., Sk, D], v [..., Sk, Dv], the leading dims the same on all
+    three. `causal`: query i sees key j iff j <= i + Sk - Sq. `bias`
+    (optional, f32, q's rank) is added to the scaled scores, broadcast: each
+    leading dim q's or 1, then Sq or 1, then Sk (a padding mask of 0s and
+    large negatives read from the model's inputs, a sliding window, a
+    position bias); it has no gradient. A row whose every key is hidden
+    (causal, or a bias of -inf) is 0. `lse` [..., Sq] (f32 whatever q's
+    type) is each row's log-sum-exp of its scaled, biased scores, which the
+    backward reads instead of the probabilities. Formed by
     dtc-fuse-attention from the ops that spell it out.
   }];
   let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k, Graph_FloatTensor:$v,
+                       Optional<Graph_FloatTensor>:$bias,
                        F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
   let results = (outs Graph_FloatTensor:$output, Graph_FloatTensor:$lse);
   let hasVerifier = 1;
@@ -354,7 +360,7 @@ def Graph_AttentionBackwardOp : Graph_Op<"attention_backward"> {
   let summary = "Gradients of attention's q, k and v, recomputing the probabilities from lse";
   let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k, Graph_FloatTensor:$v,
                        Graph_FloatTensor:$output, Graph_FloatTensor:$lse,
-                       Graph_FloatTensor:$grad_output,
+                       Graph_FloatTensor:$grad_output, Optional<Graph_FloatTensor>:$bias,
                        F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
   let results = (outs Graph_FloatTensor:$grad_q, Graph_FloatTensor:$grad_k,
                       Graph_FloatTensor:$grad_v);

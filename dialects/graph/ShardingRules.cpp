@@ -242,8 +242,10 @@ namespace {
 /// every operand and result; the sequences and head dims whole (a row's
 /// softmax needs all its keys; the backward sums over queries). The
 /// forward's queries are independent but for a causal mask's offset, so
-/// without one they split too.
-ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, bool splitQueries) {
+/// without one they split too. A bias splits with the scores along the
+/// dims it has (not those it broadcasts).
+ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
+                           bool splitQueries) {
   ShardingRule rule;
   ArrayRef<int64_t> qs = shapeOf(q);
   size_t lead = qs.size() - 2;
@@ -261,21 +263,32 @@ ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, bool splitQ
   Dims qDims = dims({sq, d}), kDims = dims({sk, d}), vDims = dims({sk, dv}),
        outDims = dims({sq, dv}), lseDims = dims({sq});
   rule.operands = {qDims, kDims, vDims};
-  if (op->getNumOperands() == 6) { // the backward: output, lse, grad_output
+  bool backward = isa<AttentionBackwardOp>(op);
+  if (backward) // output, lse, grad_output
     rule.operands.append({outDims, lseDims, outDims});
-    rule.results = {qDims, kDims, vDims};
-  } else {
-    rule.results = {outDims, lseDims};
+  if (bias) {
+    ArrayRef<int64_t> bs = shapeOf(bias);
+    using Factors = Dims::value_type;
+    Dims biasDims;
+    for (size_t d = 0; d < lead; ++d)
+      biasDims.push_back(bs[d] == 1 ? Factors{} : Factors{ids[d]});
+    biasDims.push_back(bs[lead] == 1 ? Factors{} : Factors{sq});
+    biasDims.push_back(Factors{sk});
+    rule.operands.push_back(biasDims);
   }
+  if (backward)
+    rule.results = {qDims, kDims, vDims};
+  else
+    rule.results = {outDims, lseDims};
   return rule;
 }
 } // namespace
 
 ShardingRule AttentionOp::shardingRule() {
-  return attentionRule(*this, getQ(), getK(), getV(), !getCausal());
+  return attentionRule(*this, getQ(), getK(), getV(), getBias(), !getCausal());
 }
 ShardingRule AttentionBackwardOp::shardingRule() {
-  return attentionRule(*this, getQ(), getK(), getV(), false);
+  return attentionRule(*this, getQ(), getK(), getV(), getBias(), false);
 }
 
 ShardingRule Conv2DOp::shardingRule() {

@@ -7,6 +7,8 @@
 // The backward recomputes each block's probabilities from lse, as flash
 // attention's does, and sums the key and value gradients over the blocks.
 // 16-bit inputs are widened a matrix at a time and results rounded once.
+// A bias (f32, broadcast to the scores) is added to each tile's scaled
+// scores; a row it hides entirely (-inf) is 0, as a causal row with no key.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/BFloat16.h"
@@ -30,6 +32,10 @@ struct Dims {
   int64_t batch = 1, sq = 0, sk = 0, d = 0, dv = 0;
   double scale = 1;
   bool causal = false;
+  /// With a bias: where each leading index's [Sq or 1, Sk] of it starts,
+  /// and the step between its rows (0 when one row serves every query).
+  std::vector<int64_t> biasAt;
+  int64_t biasRow = 0;
 
   /// Keys query row i sees: the first visible(i) of them.
   int64_t visible(int64_t i) const {
@@ -69,6 +75,36 @@ bool readDims(const plan::Attention &attr, const KernelTypes &types, Dims &dims,
   dims.scale = attr.scale(), dims.causal = attr.causal();
   if (!(dims.scale > 0) || !std::isfinite(dims.scale))
     return refuse(error, "scale must be positive and finite");
+  size_t biasInput = types.outputs.size() == 2 ? 3 : 6; // forward: out, lse
+  if (attr.bias() != (types.inputs.size() == biasInput + 1))
+    return refuse(error, attr.bias() ? "the bias input is missing"
+                                     : "an input past the last is not a bias");
+  if (attr.bias()) {
+    const plan::TensorType &bias = types.inputs[biasInput];
+    bool fits = bias.dtype() == plan::F32 && bias.shape_size() == r &&
+                bias.shape(r - 1) == dims.sk &&
+                (bias.shape(r - 2) == 1 || bias.shape(r - 2) == dims.sq);
+    for (int d = 0; fits && d < r - 2; ++d)
+      fits = bias.shape(d) == 1 || bias.shape(d) == q.shape(d);
+    if (!fits)
+      return refuse(error, "bias " + shapeString(bias) + " is not f32 broadcasting to the "
+                           "scores [..., Sq, Sk] of q " + shapeString(q));
+    dims.biasRow = bias.shape(r - 2) == 1 ? 0 : dims.sk;
+    // Each leading index's offset: its digits over q's leading dims, a
+    // bias dim of 1 contributing none.
+    dims.biasAt.assign(size_t(dims.batch), 0);
+    for (int64_t b = 0; b < dims.batch; ++b) {
+      int64_t rest = b, stride = bias.shape(r - 2) * dims.sk, at = 0;
+      for (int d = r - 3; d >= 0; --d) {
+        int64_t digit = rest % q.shape(d);
+        rest /= q.shape(d);
+        if (bias.shape(d) != 1)
+          at += digit * stride;
+        stride *= bias.shape(d);
+      }
+      dims.biasAt[size_t(b)] = at;
+    }
+  }
   if (!fitsBlas({dims.sq, dims.sk, dims.d, dims.dv}))
     return refuse(error, "dims past 2^31");
   return true;
@@ -114,35 +150,42 @@ void store(plan::DType dtype, const float *from, void *data, int64_t at, int64_t
 
 /// The scores of query rows [i0, i0 + rows) against the first `keys` keys,
 /// scaled: s = scale q k^T, into `s` (rows x keys).
-void scores(const Dims &m, const float *q, const float *k, int64_t i0, int64_t rows,
-            int64_t keys, float *s) {
+/// Plus the bias's rows for them (`bias`: the leading index's, or null).
+void scores(const Dims &m, const float *q, const float *k, const float *bias, int64_t i0,
+            int64_t rows, int64_t keys, float *s) {
   Gemm g;
   g.transB = true, g.M = rows, g.N = keys, g.K = m.d, g.lda = m.d, g.ldb = m.d;
   g.run(q + i0 * m.d, k, s);
   float scale = float(m.scale);
   for (int64_t e = 0; e < rows * keys; ++e)
     s[e] *= scale;
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *row = bias + (i0 + r) * m.biasRow;
+      for (int64_t j = 0; j < keys; ++j)
+        s[r * keys + j] += row[j];
+    }
 }
 
 /// The forward on one leading index: out [Sq, Dv] and lse [Sq].
-void forward(const Dims &m, const float *q, const float *k, const float *v, float *out,
-             float *lse, std::vector<float> &tile) {
+void forward(const Dims &m, const float *q, const float *k, const float *v, const float *bias,
+             float *out, float *lse, std::vector<float> &tile) {
   for (int64_t i0 = 0; i0 < m.sq; i0 += kRows) {
     int64_t rows = std::min(kRows, m.sq - i0);
     int64_t keys = m.visible(i0 + rows - 1); // the block's last row sees the most
     tile.assign(size_t(rows * std::max<int64_t>(keys, 1)), 0.0f);
     float *s = tile.data();
     if (keys > 0)
-      scores(m, q, k, i0, rows, keys, s);
+      scores(m, q, k, bias, i0, rows, keys, s);
     for (int64_t r = 0; r < rows; ++r) {
       float *row = s + r * keys;
       int64_t n = m.visible(i0 + r);
-      if (n == 0) {
+      float top = n ? *std::max_element(row, row + n) : 0.0f;
+      if (n == 0 || top == -std::numeric_limits<float>::infinity()) { // no key seen
         std::fill(row, row + keys, 0.0f);
         lse[i0 + r] = -std::numeric_limits<float>::infinity();
         continue;
       }
-      float top = *std::max_element(row, row + n);
       double sum = 0;
       for (int64_t j = 0; j < n; ++j)
         sum += row[j] = std::exp(row[j] - top);
@@ -165,9 +208,9 @@ void forward(const Dims &m, const float *q, const float *k, const float *v, floa
 
 /// The backward on one leading index: dq [Sq, D], dk [Sk, D], dv [Sk, Dv]
 /// (dk and dv summed over the blocks, so zeroed first).
-void backward(const Dims &m, const float *q, const float *k, const float *v, const float *out,
-              const float *lse, const float *dout, float *dq, float *dk, float *dv,
-              std::vector<float> &p, std::vector<float> &dp) {
+void backward(const Dims &m, const float *q, const float *k, const float *v, const float *bias,
+              const float *out, const float *lse, const float *dout, float *dq, float *dk,
+              float *dv, std::vector<float> &p, std::vector<float> &dp) {
   std::fill(dk, dk + m.sk * m.d, 0.0f);
   std::fill(dv, dv + m.sk * m.dv, 0.0f);
   float scale = float(m.scale);
@@ -180,7 +223,7 @@ void backward(const Dims &m, const float *q, const float *k, const float *v, con
     }
     p.resize(size_t(rows * keys));
     dp.resize(size_t(rows * keys));
-    scores(m, q, k, i0, rows, keys, p.data());
+    scores(m, q, k, bias, i0, rows, keys, p.data());
     for (int64_t r = 0; r < rows; ++r) {
       float *row = p.data() + r * keys;
       int64_t n = m.visible(i0 + r);
@@ -236,7 +279,9 @@ std::unique_ptr<Kernel> makeAttentionKernel(const plan::Instruction &inst,
         const float *v = asFloat(dtype, in[2], b * m.sk * m.dv, m.sk * m.dv, sv);
         float *out = dtype == plan::F32 ? static_cast<float *>(outs[0]) + b * m.sq * m.dv
                                         : (so.resize(size_t(m.sq * m.dv)), so.data());
-        forward(m, q, k, v, out, static_cast<float *>(outs[1]) + b * m.sq, tile);
+        const float *bias =
+            m.biasAt.empty() ? nullptr : static_cast<const float *>(in[3]) + m.biasAt[size_t(b)];
+        forward(m, q, k, v, bias, out, static_cast<float *>(outs[1]) + b * m.sq, tile);
         if (dtype != plan::F32)
           store(dtype, out, outs[0], b * m.sq * m.dv, m.sq * m.dv);
       }
@@ -276,7 +321,9 @@ std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &ins
         for (int i = 0; i < 3; ++i)
           d[i] = dtype == plan::F32 ? static_cast<float *>(outs[i]) + b * sizes[i]
                                     : (grads[i].resize(size_t(sizes[i])), grads[i].data());
-        backward(m, q, k, v, o, lse, g, d[0], d[1], d[2], p, dp);
+        const float *bias =
+            m.biasAt.empty() ? nullptr : static_cast<const float *>(in[6]) + m.biasAt[size_t(b)];
+        backward(m, q, k, v, bias, o, lse, g, d[0], d[1], d[2], p, dp);
         if (dtype != plan::F32)
           for (int i = 0; i < 3; ++i)
             store(dtype, d[i], outs[i], b * sizes[i], sizes[i]);

@@ -248,6 +248,11 @@ std::unique_ptr<cpu::Kernel> makeAttentionKernel(const CudaContext &context,
   } else {
     choice.cudnnWhy = "DTC_ATTENTION_KERNELS=flash";
   }
+  if (dims.bias) {
+    why = "dtc's flash kernels take no bias yet" +
+          (choice.cudnnWhy.empty() ? std::string() : " (cuDNN: " + choice.cudnnWhy + ")");
+    return nullptr;
+  }
   if (backward && attentionScratchBytes(dims) > context.workspaceBytes) {
     why = "attention_backward's Delta needs " + std::to_string(attentionScratchBytes(dims)) +
           " bytes of scratch; the device's workspace has " +

@@ -35,6 +35,49 @@ AttentionLaunch launchOf(const AttentionDims &dims, const char *kernel, int64_t 
   return launch;
 }
 
+/// The bias's layout in `dims` (AttentionDims), for q's leading dims
+/// `lead`; false with why where the kernels cannot index it.
+bool biasLayout(const plan::TensorType &bias, const std::vector<int64_t> &lead, int64_t sq,
+                int64_t sk, AttentionDims &dims, std::string &why) {
+  size_t rank = lead.size() + 2;
+  bool fits = bias.dtype() == plan::F32 && size_t(bias.shape_size()) == rank &&
+              bias.shape(int(rank) - 1) == sk &&
+              (bias.shape(int(rank) - 2) == 1 || bias.shape(int(rank) - 2) == sq);
+  for (size_t d = 0; fits && d < lead.size(); ++d)
+    fits = bias.shape(int(d)) == 1 || bias.shape(int(d)) == lead[d];
+  if (!fits) {
+    why = "bias " + plan::typeToString(bias) + " is not f32 broadcasting to the scores";
+    return false;
+  }
+  int64_t rows = bias.shape(int(rank) - 2);
+  dims.bias = true;
+  dims.rowStride = rows == 1 ? 0 : sk;
+  // Dims of 1 in q's lead are the bias's and broadcast alike: skip them.
+  // The rest: an outer run then an inner run, each all kept or all
+  // broadcast.
+  std::vector<std::pair<int64_t, bool>> runs; // (size, the bias has it), merged
+  for (size_t d = 0; d < lead.size(); ++d) {
+    if (lead[d] == 1)
+      continue;
+    bool kept = bias.shape(int(d)) != 1;
+    if (!runs.empty() && runs.back().second == kept)
+      runs.back().first *= lead[d];
+    else
+      runs.push_back({lead[d], kept});
+  }
+  if (runs.size() > 2) {
+    why = "bias " + plan::typeToString(bias) + ": its broadcast dims interleave with its others";
+    return false;
+  }
+  int64_t matrix = rows * sk;
+  dims.inner = runs.empty() ? 1 : runs.back().first;
+  dims.innerStride = !runs.empty() && runs.back().second ? matrix : 0;
+  bool innerKept = !runs.empty() && runs.back().second;
+  dims.outerStride =
+      runs.size() == 2 && runs.front().second ? matrix * (innerKept ? dims.inner : 1) : 0;
+  return true;
+}
+
 } // namespace
 
 bool attentionDimsOf(bool backward, const plan::Attention &attention,
@@ -42,7 +85,7 @@ bool attentionDimsOf(bool backward, const plan::Attention &attention,
                      const std::vector<plan::TensorType> &outputs, AttentionDims &dims,
                      std::string &why) {
   const char *name = backward ? "attention_backward" : "attention";
-  size_t wantIn = backward ? 6 : 3, wantOut = backward ? 3 : 2;
+  size_t wantIn = (backward ? 6 : 3) + (attention.bias() ? 1 : 0), wantOut = backward ? 3 : 2;
   if (inputs.size() != wantIn || outputs.size() != wantOut) {
     why = std::string(name) + " takes " + std::to_string(wantIn) + " inputs and gives " +
           std::to_string(wantOut) + " outputs, not " + std::to_string(inputs.size()) + " and " +
@@ -105,6 +148,8 @@ bool attentionDimsOf(bool backward, const plan::Attention &attention,
           "rows";
     return false;
   }
+  if (attention.bias() && !biasLayout(inputs.back(), lead, sq, sk, dims, why))
+    return false;
   dims.bh = bh;
   dims.sq = sq;
   dims.sk = sk;

@@ -25,6 +25,14 @@ struct AttentionDims {
   int64_t bh = 0, sq = 0, sk = 0, d = 0, dv = 0;
   bool bf16 = false, causal = false;
   float scale = 1.f;
+  /// The bias (f32 [..., Sq or 1, Sk]), if any, as the kernels index it:
+  /// head h's starts at (h / inner) * outerStride + (h % inner) *
+  /// innerStride, its row i at i * rowStride (0: one row for all). The
+  /// leading dims split into an outer and an inner run, each all the
+  /// bias's or all broadcast (1): [B, H] with [B, 1], [1, H], [1, 1] or
+  /// [B, H] biases, and any rank-3 one.
+  bool bias = false;
+  int64_t inner = 1, outerStride = 0, innerStride = 0, rowStride = 0;
 };
 
 /// One kernel launch: grid x over row tiles, y over bh.
@@ -37,9 +45,10 @@ struct AttentionLaunch {
 
 /// The dims of attention (`backward` false: inputs q, k, v; outputs out,
 /// lse) or attention_backward (inputs q, k, v, out, lse, grad_out; outputs
-/// grad_q, grad_k, grad_v); false with `why` for what the kernels do not
-/// cover: dtypes other than f32 and bf16, head dims over 128, shapes that
-/// disagree, more than 65535 heads.
+/// grad_q, grad_k, grad_v), each with its bias last when it has one; false
+/// with `why` for what the kernels do not cover: dtypes other than f32 and
+/// bf16, head dims over 128, shapes that disagree, more than 65535 heads,
+/// a bias whose broadcast dims interleave with its others.
 bool attentionDimsOf(bool backward, const plan::Attention &attention,
                      const std::vector<plan::TensorType> &inputs,
                      const std::vector<plan::TensorType> &outputs, AttentionDims &dims,

@@ -75,6 +75,10 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
     why = "a causal mask with more queries than keys hides every key from some queries";
     return nullptr;
   }
+  if (dims.bias) {
+    why = "a bias is not passed to cuDNN yet";
+    return nullptr;
+  }
   if (dims.bh == 0 || dims.sq == 0 || dims.sk == 0) {
     why = "an empty attention";
     return nullptr;
