@@ -11,6 +11,7 @@
 // scores; a row it hides entirely (-inf) is 0, as a causal row with no key.
 //
 //===----------------------------------------------------------------------===//
+#include "plan/DType.h"
 #include "runtime/cpu/BFloat16.h"
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
@@ -87,8 +88,9 @@ bool readDims(const plan::Attention &attr, const KernelTypes &types, Dims &dims,
     for (int d = 0; fits && d < r - 2; ++d)
       fits = bias.shape(d) == 1 || bias.shape(d) == q.shape(d);
     if (!fits)
-      return refuse(error, "bias " + shapeString(bias) + " is not f32 broadcasting to the "
-                           "scores [..., Sq, Sk] of q " + shapeString(q));
+      return refuse(error, "bias " + std::string(plan::dtypeName(bias.dtype())) +
+                               shapeString(bias) + " is not f32 broadcasting to the scores "
+                               "[..., Sq, Sk] of q " + shapeString(q));
     dims.biasRow = bias.shape(r - 2) == 1 ? 0 : dims.sk;
     // Each leading index's offset: its digits over q's leading dims, a
     // bias dim of 1 contributing none.

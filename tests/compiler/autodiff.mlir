@@ -73,3 +73,17 @@ func.func @attention(%x: tensor<2x4x8xf32>) -> tensor<f32> {
   // CHECK: graph.mul %[[DK]], %arg0
   return %l : tensor<f32>
 }
+
+// With a bias (a padding mask read from an input): the backward reads it
+// too, and it gets no gradient.
+// CHECK-LABEL: func.func @attention_with_bias
+func.func @attention_with_bias(%x: tensor<2x4x8xf32>, %mask: tensor<2x1x4xf32>) -> tensor<f32> {
+  %w = graph.parameter "w" : tensor<2x4x8xf32>
+  %k = graph.mul %x, %w : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: %[[O:.*]], %[[LSE:.*]] = graph.attention %arg0, %[[K:.*]], %arg0, %arg1 {scale = 5.000000e-01 : f64}
+  %o, %lse = graph.attention %x, %k, %x, %mask {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x1x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  %l = graph.reduce_sum %o {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x4x8xf32>) -> tensor<f32>
+  // CHECK: %{{.*}}, %[[DK:.*]], %{{.*}} = graph.attention_backward %arg0, %[[K]], %arg0, %[[O]], %[[LSE]], %{{.*}}, %arg1 {scale = 5.000000e-01 : f64}
+  // CHECK: graph.mul %[[DK]], %arg0
+  return %l : tensor<f32>
+}

@@ -102,16 +102,31 @@ func.func @plain(%q: tensor<2x16x8xf32>, %k: tensor<2x16x8xf32>, %vt: tensor<2x4
   return %o : tensor<2x16x4xf32>
 }
 
-// Not fused: a mask from an input (padding), a bias that shifts scores
-// rather than hiding keys, a mask that is neither none nor causal, scores
-// read elsewhere, a causal mask with more queries than keys (a row would
-// see nothing), and a softmax over another axis.
-// CHECK-LABEL: func.func @left_alone
-// CHECK-NOT: graph.attention
-// CHECK: return
-func.func @left_alone(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>,
-                      %pad: tensor<4x4xi1>, %q6: tensor<2x6x8xf32>)
-    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>) {
+// Masks that are neither none nor causal, and added biases, become the
+// op's f32 bias, broadcast to the scores' rank: a padding mask from an
+// input (where(hide, fill, 0)), a constant bias that shifts scores, a mask
+// hiding an odd key, a causal triangle with more queries than keys (each
+// spelled-out row's result kept, uniform where every key is hidden),
+// BERT's export (an input mask cast and added as 0 or the lowest float).
+// CHECK-LABEL: func.func @carried_as_bias
+// CHECK-SAME: 5 with their mask as a bias operand
+// CHECK: graph.constant dense<-1.000000e+09>
+// CHECK-NEXT: %[[FILL:.*]] = graph.constant dense<-1.000000e+09> : tensor<f32>
+// CHECK-NEXT: %[[ZERO:.*]] = graph.constant dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[PAD:.*]] = graph.where %arg3, %[[FILL]], %[[ZERO]] : (tensor<4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<4x4xf32>
+// CHECK: %[[PAD3:.*]] = graph.reshape %[[PAD]] : (tensor<4x4xf32>) -> tensor<1x4x4xf32>
+// CHECK: graph.attention %arg0, %arg1, %arg2, %[[PAD3]] {scale = 1.000000e+00 : f64}
+// CHECK: %[[SHIFT:.*]] = graph.reshape %{{.*}} : (tensor<4x4xf32>) -> tensor<1x4x4xf32>
+// CHECK: graph.attention %arg0, %arg1, %arg2, %[[SHIFT]] {scale = 1.000000e+00 : f64}
+// CHECK: graph.attention %arg0, %arg1, %arg2, %{{.*}} {scale = 1.000000e+00 : f64}
+// CHECK: graph.attention %arg4, %arg1, %arg2, %{{.*}} {scale = 1.000000e+00 : f64} : (tensor<2x6x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<1x6x4xf32>)
+// CHECK: %[[BERT:.*]] = graph.where %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x1x1x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x1x4xf32>
+// CHECK: graph.attention %arg6, %arg7, %arg8, %[[BERT]] {scale = 5.000000e-01 : f64} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x1x1x4xf32>)
+// CHECK-NOT: graph.softmax
+func.func @carried_as_bias(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>,
+                           %pad: tensor<4x4xi1>, %q6: tensor<2x6x8xf32>, %mask: tensor<2x4xi64>,
+                           %bq: tensor<2x2x4x8xf32>, %bk: tensor<2x2x4x8xf32>, %bv: tensor<2x2x4x8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x2x4x8xf32>) {
   %fill = graph.constant dense<-1.000000e+09> : tensor<f32>
   %s1 = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
   %m1 = graph.where %pad, %fill, %s1 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
@@ -130,10 +145,6 @@ func.func @left_alone(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2
   %p3 = graph.softmax %m3 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   %o3 = graph.matmul %p3, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
 
-  %s4 = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
-  %p4 = graph.softmax %s4 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
-  %o4 = graph.matmul %p4, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
-
   %ones = graph.constant dense<1.000000e+00> : tensor<6x4xf32>
   %lower = graph.trilu %ones {upper = false, k = -2 : i64} : (tensor<6x4xf32>) -> tensor<6x4xf32>
   %zero = graph.constant dense<0.000000e+00> : tensor<f32>
@@ -143,8 +154,38 @@ func.func @left_alone(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2
   %p5 = graph.softmax %m5 {axis = 2 : i64} : (tensor<2x6x4xf32>) -> tensor<2x6x4xf32>
   %o5 = graph.matmul %p5, %v : (tensor<2x6x4xf32>, tensor<2x4x8xf32>) -> tensor<2x6x8xf32>
 
+  %m4 = graph.reshape %mask : (tensor<2x4xi64>) -> tensor<2x1x1x4xi64>
+  %kept = graph.cast %m4 : (tensor<2x1x1x4xi64>) -> tensor<2x1x1x4xi1>
+  %lowest = graph.constant dense<-3.40282347E+38> : tensor<f32>
+  %bias = graph.where %kept, %zero, %lowest : (tensor<2x1x1x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x1x4xf32>
+  %half = graph.constant dense<5.000000e-01> : tensor<f32>
+  %s7 = graph.matmul %bq, %bk {transpose_rhs = true} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %c7 = graph.mul %s7, %half : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %m7 = graph.add %c7, %bias : (tensor<2x2x4x4xf32>, tensor<2x1x1x4xf32>) -> tensor<2x2x4x4xf32>
+  %p7 = graph.softmax %m7 {axis = 3 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o7 = graph.matmul %p7, %bv : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o1, %o2, %o3, %o5, %o7 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x2x4x8xf32>
+}
+
+// Not fused: a bias a parameter reaches (it would need a gradient), scores
+// read elsewhere, and a softmax over another axis.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: graph.attention
+// CHECK: return
+func.func @left_alone(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>) {
+  %learned = graph.parameter "position_bias" : tensor<4x4xf32>
+  %s2 = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %m2 = graph.add %s2, %learned : (tensor<2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x4xf32>
+  %p2 = graph.softmax %m2 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %o2 = graph.matmul %p2, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+
+  %s4 = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %p4 = graph.softmax %s4 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %o4 = graph.matmul %p4, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+
   %s6 = graph.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
   %p6 = graph.softmax %s6 {axis = 1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   %o6 = graph.matmul %p6, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
-  return %o1, %o2, %o3, %o4, %s4, %o5, %o6 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>
+  return %o2, %o4, %s4, %o6 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>
 }

@@ -196,9 +196,10 @@ TEST_F(GpuAttention, ForwardAndBackwardAgainstADoubleReference) {
       double bound = bf16 ? 2e-2 : 1e-4, lseBound = bf16 ? 1e-3 : 1e-4;
       Problem p(c, rng);
       std::vector<Values> got =
-          runOnGpu(gpu_, kernels, p.forward, p.qkv, {p.q, p.k, p.v}, {p.outType, p.lseType});
+          runOnGpu(gpu_, kernels, p.forward, p.forwardInputs(), p.forwardValues(),
+                   {p.outType, p.lseType});
       ASSERT_EQ(got.size(), 2u);
-      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v);
+      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v, p.bias);
       std::string where;
       double outError = worstError(got[0], r.out, 0.0, where);
       EXPECT_LE(outError, bound) << "out, " << where;
@@ -207,9 +208,9 @@ TEST_F(GpuAttention, ForwardAndBackwardAgainstADoubleReference) {
 
       p.fromReference(c, r);
       std::vector<Values> grads = runOnGpu(gpu_, kernels, p.backward, p.backwardInputs(),
-                                           {p.q, p.k, p.v, p.out, p.lse, p.dout}, p.qkv);
+                                           p.backwardValues(), p.qkv);
       ASSERT_EQ(grads.size(), 3u);
-      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r);
+      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r, p.bias);
       double dqError = worstError(grads[0], r.dq, 0.0, where);
       EXPECT_LE(dqError, bound) << "grad_q, " << where;
       std::string whereK, whereV;

@@ -59,18 +59,19 @@ TEST(AttentionKernel, ForwardAndBackwardAgainstADoubleReference) {
       double bound = bf16 ? 1e-2 : 1e-5;
       Problem p(c, rng);
       std::vector<Values> got =
-          runOnCpu(p.forward, p.qkv, {p.q, p.k, p.v}, {p.outType, p.lseType}, threads);
+          runOnCpu(p.forward, p.forwardInputs(), p.forwardValues(), {p.outType, p.lseType},
+                   threads);
       ASSERT_EQ(got.size(), 2u);
-      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v);
+      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v, p.bias);
       std::string where;
       EXPECT_LE(worstError(got[0], r.out, 0.0, where), bound) << "out, " << where;
       EXPECT_LE(worstError(got[1], r.lse, 1.0, where), 1e-5) << "lse, " << where;
 
       p.fromReference(c, r);
       std::vector<Values> grads = runOnCpu(p.backward, p.backwardInputs(),
-                                           {p.q, p.k, p.v, p.out, p.lse, p.dout}, p.qkv, threads);
+                                           p.backwardValues(), p.qkv, threads);
       ASSERT_EQ(grads.size(), 3u);
-      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r);
+      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r, p.bias);
       EXPECT_LE(worstError(grads[0], r.dq, 0.0, where), bound) << "grad_q, " << where;
       EXPECT_LE(worstError(grads[1], r.dk, 0.0, where), bound) << "grad_k, " << where;
       EXPECT_LE(worstError(grads[2], r.dv, 0.0, where), bound) << "grad_v, " << where;
@@ -98,7 +99,22 @@ TEST(AttentionKernel, RefusesWhatDoesNotFitWithWhy) {
   EXPECT_EQ(refused(inst, {q, k, v}, {out, c.type({4}, plan::BF16)}),
             "attention: outputs must be out [..., Sq, Dv] in q's dtype and lse [..., Sq] f32");
   EXPECT_EQ(refused(inst, {q, k, v}, {out}),
-            "attention: expected 3 inputs and 2 outputs, got 3 inputs and 1 outputs");
+            "attention: expected 3 to 4 inputs and 2 outputs, got 3 inputs and 1 outputs");
+  // A bias: said and given, f32, broadcasting to the scores [2, 4, 5].
+  plan::Instruction biased = inst;
+  biased.mutable_attention()->set_bias(true);
+  plan::TensorType padding = c.type({1, 5}, plan::F32);
+  EXPECT_NE(runtime::cpu::makeKernel(biased, {q, k, v, padding}, {out, lse}, error), nullptr)
+      << error;
+  EXPECT_EQ(refused(biased, {q, k, v}, {out, lse}), "attention: the bias input is missing");
+  EXPECT_EQ(refused(inst, {q, k, v, padding}, {out, lse}),
+            "attention: an input past the last is not a bias");
+  EXPECT_EQ(refused(biased, {q, k, v, c.type({1, 4}, plan::F32)}, {out, lse}),
+            "attention: bias f32[2,1,4] is not f32 broadcasting to the scores [..., Sq, Sk] of "
+            "q [2,4,8]");
+  EXPECT_EQ(refused(biased, {q, k, v, c.type({1, 5}, plan::BF16)}, {out, lse}),
+            "attention: bias bf16[2,1,5] is not f32 broadcasting to the scores [..., Sq, Sk] of "
+            "q [2,4,8]");
   plan::Instruction zero;
   zero.mutable_attention()->set_scale(0);
   EXPECT_EQ(refused(zero, {q, k, v}, {out, lse}), "attention: scale must be positive and finite");

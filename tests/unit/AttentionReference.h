@@ -30,6 +30,30 @@ struct Case {
   int64_t sq, sk, d, dv;
   bool causal;
   plan::DType dtype;
+  /// The bias's shape ([..., Sq or 1, Sk], each leading dim lead's or 1);
+  /// empty: no bias.
+  std::vector<int64_t> bias = {};
+
+  /// Where the bias's value for head b (over lead, flattened), query i and
+  /// key j is.
+  size_t biasIndex(int64_t b, int64_t i, int64_t j) const {
+    size_t r = lead.size();
+    int64_t rows = bias[r], at = (rows == 1 ? 0 : i) * sk + j, stride = rows * sk;
+    for (size_t d = r; d-- > 0;) {
+      int64_t digit = b % lead[d];
+      b /= lead[d];
+      if (bias[d] != 1)
+        at += digit * stride;
+      stride *= bias[d];
+    }
+    return size_t(at);
+  }
+  int64_t biasSize() const {
+    int64_t n = 1;
+    for (int64_t x : bias)
+      n *= x;
+    return n;
+  }
 
   int64_t bh() const {
     int64_t n = 1;
@@ -49,7 +73,14 @@ struct Case {
   std::string name() const {
     return std::string(plan::dtypeName(dtype)) + " bh " + std::to_string(bh()) + " sq " +
            std::to_string(sq) + " sk " + std::to_string(sk) + " d " + std::to_string(d) +
-           " dv " + std::to_string(dv) + (causal ? " causal" : "");
+           " dv " + std::to_string(dv) + (causal ? " causal" : "") +
+           (bias.empty() ? "" : " bias " + shapeName(bias));
+  }
+  static std::string shapeName(const std::vector<int64_t> &shape) {
+    std::string s;
+    for (int64_t x : shape)
+      s += (s.empty() ? "" : "x") + std::to_string(x);
+    return s;
   }
 };
 
@@ -67,6 +98,13 @@ inline std::vector<Case> cases() {
     all.push_back({{3}, 64, 64, 32, 32, true, dtype});
     all.push_back({{1}, 33, 70, 17, 9, false, dtype});    // odd head dims
     all.push_back({{1}, 1024, 1024, 64, 64, true, dtype}); // GPT-2's
+    // Biases: BERT's padding mask [B, 1, 1, Sk]; a full one per query
+    // (a sliding window, a position bias) with a row hidden entirely; one
+    // per head; one beside a causal mask.
+    all.push_back({{2, 3}, 17, 17, 64, 64, false, dtype, {2, 1, 1, 17}});
+    all.push_back({{2}, 65, 129, 64, 64, false, dtype, {1, 65, 129}});
+    all.push_back({{2, 2}, 33, 40, 32, 32, false, dtype, {1, 2, 33, 40}});
+    all.push_back({{2}, 37, 100, 64, 40, true, dtype, {2, 1, 100}});
   }
   return all;
 }
@@ -119,8 +157,13 @@ struct Reference {
 
 inline bool visible(const Case &c, int64_t i, int64_t j) { return !c.causal || j <= i + c.sk - c.sq; }
 
+/// The bias's term for head b, query i, key j (0 without a bias).
+inline double biasOf(const Case &c, const Values &bias, int64_t b, int64_t i, int64_t j) {
+  return c.bias.empty() ? 0.0 : double(bias[c.biasIndex(b, i, j)]);
+}
+
 inline Reference forwardReference(const Case &c, double scale, const Values &q, const Values &k,
-                           const Values &v) {
+                           const Values &v, const Values &bias = {}) {
   Reference r;
   r.out.assign(size_t(c.bh() * c.sq * c.dv), 0.0);
   r.lse.assign(size_t(c.bh() * c.sq), -std::numeric_limits<double>::infinity());
@@ -136,7 +179,7 @@ inline Reference forwardReference(const Case &c, double scale, const Values &q, 
         double dot = 0;
         for (int64_t e = 0; e < c.d; ++e)
           dot += double(qi[e]) * double(kj[e]);
-        s[size_t(j)] = scale * dot;
+        s[size_t(j)] = scale * dot + biasOf(c, bias, b, i, j);
         m = std::max(m, s[size_t(j)]);
       }
       if (m == -std::numeric_limits<double>::infinity())
@@ -160,7 +203,7 @@ inline Reference forwardReference(const Case &c, double scale, const Values &q, 
 
 inline void backwardReference(const Case &c, double scale, const Values &q, const Values &k,
                        const Values &v, const Values &out, const Values &lse, const Values &dout,
-                       Reference &r) {
+                       Reference &r, const Values &bias = {}) {
   r.dq.assign(q.size(), 0.0);
   r.dk.assign(k.size(), 0.0);
   r.dv.assign(v.size(), 0.0);
@@ -185,7 +228,8 @@ inline void backwardReference(const Case &c, double scale, const Values &q, cons
           dot += double(qi[e]) * double(kj[e]);
         for (int64_t e = 0; e < c.dv; ++e)
           dp += double(gi[e]) * double(vj[e]);
-        double p = std::exp(scale * dot - rowLse), ds = p * (dp - delta);
+        double p = std::exp(scale * dot + biasOf(c, bias, b, i, j) - rowLse),
+               ds = p * (dp - delta);
         for (int64_t e = 0; e < c.dv; ++e)
           r.dv[size_t((b * c.sk + j) * c.dv + e)] += p * double(gi[e]);
         for (int64_t e = 0; e < c.d; ++e) {
@@ -224,7 +268,7 @@ inline double worstError(const Values &got, const std::vector<double> &want, dou
 /// not depend on the forward kernel's rounding.
 struct Problem {
   double scale;
-  Values q, k, v, dout, out, lse;
+  Values q, k, v, dout, out, lse, bias;
   plan::Instruction forward, backward;
   std::vector<plan::TensorType> qkv;
   plan::TensorType outType, lseType;
@@ -237,11 +281,51 @@ struct Problem {
     dout = random(bh * size_t(c.sq * c.dv), 1.f, c.dtype, rng);
     forward.mutable_attention()->set_scale(scale);
     forward.mutable_attention()->set_causal(c.causal);
+    forward.mutable_attention()->set_bias(!c.bias.empty());
     *backward.mutable_attention_backward() = forward.attention();
     qkv = {c.type({c.sq, c.d}, c.dtype), c.type({c.sk, c.d}, c.dtype),
            c.type({c.sk, c.dv}, c.dtype)};
     outType = c.type({c.sq, c.dv}, c.dtype);
     lseType = c.type({c.sq}, plan::F32);
+    if (!c.bias.empty()) {
+      // Values in [-2, 2], a fifth of them -inf (hidden keys), and where a
+      // row of its own per query, query 3's row hidden entirely.
+      bias = random(size_t(c.biasSize()), 2.f, plan::F32, rng);
+      std::uniform_int_distribution<int> fifth(0, 4);
+      for (float &x : bias)
+        if (fifth(rng) == 0)
+          x = -std::numeric_limits<float>::infinity();
+      size_t rows = size_t(c.bias[c.bias.size() - 2]);
+      if (rows > 3)
+        for (size_t at = 3 * size_t(c.sk); at < bias.size(); at += rows * size_t(c.sk))
+          std::fill(bias.begin() + long(at), bias.begin() + long(at) + c.sk,
+                    -std::numeric_limits<float>::infinity());
+      biasType.set_dtype(plan::F32);
+      for (int64_t x : c.bias)
+        biasType.add_shape(x);
+    }
+  }
+
+  plan::TensorType biasType;
+
+  /// The forward's input types and values, with the bias when there is one.
+  std::vector<plan::TensorType> forwardInputs() const {
+    std::vector<plan::TensorType> t = qkv;
+    if (!bias.empty())
+      t.push_back(biasType);
+    return t;
+  }
+  std::vector<Values> forwardValues() const {
+    std::vector<Values> v{q, k, this->v};
+    if (!bias.empty())
+      v.push_back(bias);
+    return v;
+  }
+  std::vector<Values> backwardValues() const {
+    std::vector<Values> v{q, k, this->v, out, lse, dout};
+    if (!bias.empty())
+      v.push_back(bias);
+    return v;
   }
 
   /// out (rounded to the dtype) and lse from the reference forward.
@@ -255,7 +339,10 @@ struct Problem {
   }
 
   std::vector<plan::TensorType> backwardInputs() const {
-    return {qkv[0], qkv[1], qkv[2], outType, lseType, outType};
+    std::vector<plan::TensorType> t{qkv[0], qkv[1], qkv[2], outType, lseType, outType};
+    if (!bias.empty())
+      t.push_back(biasType);
+    return t;
   }
 };
 

@@ -394,6 +394,31 @@ func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>
 
 // -----
 
+// A bias must be f32 of q's rank, broadcasting to the scores [..., Sq, Sk].
+func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @below {{'graph.attention' op bias must be f32 of q's rank (3), got 'tensor<4x5xf32>'}}
+  %o, %l = graph.attention %q, %k, %v, %b {scale = 1.0 : f64} : (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<4x5xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>, %b: tensor<1x3x5xf32>) {
+  // expected-error @below {{'graph.attention' op bias 'tensor<1x3x5xf32>' does not broadcast to the scores}}
+  %o, %l = graph.attention %q, %k, %v, %b {scale = 1.0 : f64} : (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<1x3x5xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>, %o: tensor<2x4x8xf32>, %l: tensor<2x4xf32>, %b: tensor<2x1x4xf32>) {
+  // expected-error @below {{'graph.attention_backward' op bias must end in the keys' count 5, got 'tensor<2x1x4xf32>'}}
+  %a, %c, %d = graph.attention_backward %q, %k, %v, %o, %l, %o, %b {scale = 1.0 : f64} : (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4x8xf32>, tensor<2x1x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
+  return
+}
+
+// -----
+
 // The log-sum-exp is f32 whatever q's type.
 func.func @f(%q: tensor<2x4x8xbf16>, %k: tensor<2x5x8xbf16>, %v: tensor<2x5x8xbf16>) {
   // expected-error @below {{'graph.attention' op inferred type(s) 'tensor<2x4x8xbf16>', 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x4x8xbf16>', 'tensor<2x4xbf16>'}}
