@@ -134,9 +134,15 @@ public:
     int causal = dims_.causal ? 1 : 0;
     float scale = dims_.scale;
     CUdeviceptr q = address(inputs[0]), k = address(inputs[1]), v = address(inputs[2]);
-    if (steps_.size() == 1) { // outputs: out, lse
+    // The bias, last of the inputs (FlashAttention.cu's Bias).
+    bool forward = steps_.size() == 1;
+    CUdeviceptr bias = dims_.bias ? address(inputs[forward ? 3 : 6]) : 0;
+    int per = int(dims_.inner), row = int(dims_.rowStride);
+    long long outer = dims_.outerStride, inner = dims_.innerStride;
+    if (forward) { // outputs: out, lse
       CUdeviceptr out = address(outputs[0]), lse = address(outputs[1]);
-      void *args[] = {&q, &k, &v, &out, &lse, &sq, &sk, &d, &dv, &scale, &causal};
+      void *args[] = {&q,  &k,     &v,      &out,  &lse, &sq,  &sk,    &d,
+                      &dv, &scale, &causal, &bias, &per, &row, &outer, &inner};
       return launch(steps_[0], args, error);
     }
     // Inputs q, k, v, out, lse, grad_out; outputs grad_q, grad_k, grad_v.
@@ -145,9 +151,9 @@ public:
     CUdeviceptr dq = address(outputs[0]), dk = address(outputs[1]), dvOut = address(outputs[2]);
     CUdeviceptr delta = context_.workspace;
     void *gradQ[] = {&q, &k, &v, &out, &dout, &lse, &delta, &dq, &sq, &sk, &d, &dv, &scale,
-                     &causal};
+                     &causal, &bias, &per, &row, &outer, &inner};
     void *gradKV[] = {&q, &k, &v, &dout, &lse, &delta, &dk, &dvOut, &sq, &sk, &d, &dv, &scale,
-                      &causal};
+                      &causal, &bias, &per, &row, &outer, &inner};
     return launch(steps_[0], gradQ, error) && launch(steps_[1], gradKV, error);
   }
 
@@ -247,11 +253,6 @@ std::unique_ptr<cpu::Kernel> makeAttentionKernel(const CudaContext &context,
     }
   } else {
     choice.cudnnWhy = "DTC_ATTENTION_KERNELS=flash";
-  }
-  if (dims.bias) {
-    why = "dtc's flash kernels take no bias yet" +
-          (choice.cudnnWhy.empty() ? std::string() : " (cuDNN: " + choice.cudnnWhy + ")");
-    return nullptr;
   }
   if (backward && attentionScratchBytes(dims) > context.workspaceBytes) {
     why = "attention_backward's Delta needs " + std::to_string(attentionScratchBytes(dims)) +

@@ -7,8 +7,10 @@
 // frontend opens itself by its soname (AttentionKernel.cpp preloads the
 // toolkit's, for machines whose loader paths lack one).
 //
-// An instruction's leading dims are flattened into cuDNN's heads: tensors
-// are [1, bh, s, d], packed, as dtc lays them out.
+// An instruction's leading dims are flattened into cuDNN's batch and
+// heads: tensors are [1, bh, s, d], packed, as dtc lays them out; with a
+// bias, [outer, inner, s, d] after the bias's runs of kept and broadcast
+// dims (AttentionDims), the bias [outer or 1, inner or 1, Sq or 1, Sk].
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudnnAttention.h"
@@ -35,7 +37,7 @@ namespace fe = cudnn_frontend;
 namespace {
 
 // Tensor ids in the variant pack: the instruction's operands in order.
-enum Uid : int64_t { Q = 1, K, V, Out, Lse, GradOut, GradQ, GradK, GradV };
+enum Uid : int64_t { Q = 1, K, V, Out, Lse, GradOut, GradQ, GradK, GradV, Bias };
 
 /// The frontend's errors and exceptions as dtc's `why`.
 bool good(fe::error_t status, const char *what, std::string &why) {
@@ -51,7 +53,7 @@ bool cudnnAttentionBuilt() { return true; }
 
 struct CudnnAttention::Graph {
   fe::graph::Graph graph;
-  bool backward = false;
+  bool backward = false, bias = false;
 };
 
 CudnnAttention::CudnnAttention(std::unique_ptr<Graph> graph) : graph_(std::move(graph)) {}
@@ -75,10 +77,6 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
     why = "a causal mask with more queries than keys hides every key from some queries";
     return nullptr;
   }
-  if (dims.bias) {
-    why = "a bias is not passed to cuDNN yet";
-    return nullptr;
-  }
   if (dims.bh == 0 || dims.sq == 0 || dims.sk == 0) {
     why = "an empty attention";
     return nullptr;
@@ -88,25 +86,43 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
 
   auto graph = std::make_unique<Graph>();
   graph->backward = backward;
+  graph->bias = dims.bias;
   fe::graph::Graph &g = graph->graph;
   g.set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   if (sm > 0)
     g.set_sm_version(sm);
+  // cuDNN's batch and heads: the bias's outer and inner runs of heads
+  // (AttentionDims) when there is one, else one batch of every head.
+  const int64_t heads = dims.bias ? dims.inner : dims.bh, batch = dims.bh / heads;
   auto tensor = [&](const char *name, Uid uid, int64_t rows, int64_t cols) {
     return g.tensor(fe::graph::Tensor_attributes()
                         .set_name(name)
                         .set_uid(uid)
-                        .set_dim({1, dims.bh, rows, cols})
-                        .set_stride({dims.bh * rows * cols, rows * cols, cols, 1}));
+                        .set_dim({batch, heads, rows, cols})
+                        .set_stride({heads * rows * cols, rows * cols, cols, 1}));
   };
   auto lse = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t) {
     t->set_uid(Lse)
         .set_data_type(fe::DataType_t::FLOAT)
-        .set_dim({1, dims.bh, dims.sq, 1})
-        .set_stride({dims.bh * dims.sq, dims.sq, 1, 1});
+        .set_dim({batch, heads, dims.sq, 1})
+        .set_stride({heads * dims.sq, dims.sq, 1, 1});
   };
+  // The bias: f32 [batch or 1, heads or 1, Sq or 1, Sk].
+  std::shared_ptr<fe::graph::Tensor_attributes> bias;
+  if (dims.bias) {
+    int64_t rows = dims.rowStride ? dims.sq : 1;
+    bias = g.tensor(fe::graph::Tensor_attributes()
+                        .set_name("bias")
+                        .set_uid(Bias)
+                        .set_data_type(fe::DataType_t::FLOAT)
+                        .set_dim({dims.outerStride ? batch : 1, dims.innerStride ? heads : 1,
+                                  rows, dims.sk})
+                        .set_stride({dims.outerStride ? dims.outerStride : rows * dims.sk,
+                                     dims.innerStride ? dims.innerStride : rows * dims.sk,
+                                     dims.rowStride ? dims.rowStride : dims.sk, 1}));
+  }
   auto q = tensor("q", Q, dims.sq, dims.d), k = tensor("k", K, dims.sk, dims.d),
        v = tensor("v", V, dims.sk, dims.dv);
   // dtc's causal mask is aligned to the last key (query i of sq sees keys
@@ -121,9 +137,11 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
       options.set_attn_scale(dims.scale);
       if (dims.causal)
         options.set_diagonal_alignment(alignment).set_diagonal_band_right_bound(0);
+      if (bias)
+        options.set_bias(bias);
       auto [out, stats] = g.sdpa(q, k, v, options);
-      out->set_output(true).set_uid(Out).set_dim({1, dims.bh, dims.sq, dims.dv}).set_stride(
-          {dims.bh * dims.sq * dims.dv, dims.sq * dims.dv, dims.dv, 1});
+      out->set_output(true).set_uid(Out).set_dim({batch, heads, dims.sq, dims.dv}).set_stride(
+          {heads * dims.sq * dims.dv, dims.sq * dims.dv, dims.dv, 1});
       stats->set_output(true);
       lse(stats);
     } else {
@@ -135,13 +153,17 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
       options.set_attn_scale(dims.scale);
       if (dims.causal)
         options.set_diagonal_alignment(alignment).set_diagonal_band_right_bound(0);
+      if (bias)
+        options.set_bias(bias);
       auto [dq, dk, dv] = g.sdpa_backward(q, k, v, out, gradOut, stats, options);
-      dq->set_output(true).set_uid(GradQ).set_dim({1, dims.bh, dims.sq, dims.d}).set_stride(
-          {dims.bh * dims.sq * dims.d, dims.sq * dims.d, dims.d, 1});
-      dk->set_output(true).set_uid(GradK).set_dim({1, dims.bh, dims.sk, dims.d}).set_stride(
-          {dims.bh * dims.sk * dims.d, dims.sk * dims.d, dims.d, 1});
-      dv->set_output(true).set_uid(GradV).set_dim({1, dims.bh, dims.sk, dims.dv}).set_stride(
-          {dims.bh * dims.sk * dims.dv, dims.sk * dims.dv, dims.dv, 1});
+      auto packed = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t, Uid uid,
+                        int64_t rows, int64_t cols) {
+        t->set_output(true).set_uid(uid).set_dim({batch, heads, rows, cols}).set_stride(
+            {heads * rows * cols, rows * cols, cols, 1});
+      };
+      packed(dq, GradQ, dims.sq, dims.d);
+      packed(dk, GradK, dims.sk, dims.d);
+      packed(dv, GradV, dims.sk, dims.dv);
     }
     if (!good(g.validate(), "cuDNN's fused attention", why))
       return nullptr;
@@ -176,10 +198,13 @@ bool CudnnAttention::run(cudnnHandle_t handle, const void *const *inputs, void *
                          void *workspace, std::string &error) const {
   std::unordered_map<int64_t, void *> pack;
   int64_t uid = Q;
-  for (int i = 0, n = graph_->backward ? 6 : 3; i < n; ++i)
+  int n = graph_->backward ? 6 : 3;
+  for (int i = 0; i < n; ++i)
     pack[uid++] = const_cast<void *>(inputs[i]);
-  for (int i = 0, n = graph_->backward ? 3 : 2; i < n; ++i)
+  for (int i = 0, m = graph_->backward ? 3 : 2; i < m; ++i)
     pack[uid++] = outputs[i];
+  if (graph_->bias)
+    pack[Bias] = const_cast<void *>(inputs[n]);
   try {
     return good(graph_->graph.execute(handle, pack, workspace), "cuDNN's fused attention", error);
   } catch (const std::exception &e) {

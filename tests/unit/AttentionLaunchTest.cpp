@@ -212,6 +212,71 @@ TEST(AttentionLaunch, DimsComeFromTheOperandsAndWhatIsNotCoveredIsRefused) {
   EXPECT_EQ(gradKVLaunch(dims).entry, "dtc_attention_grad_kv_bf16");
 }
 
+// The kernels index the bias as (h / inner) * outerStride + (h % inner) *
+// innerStride + i * rowStride + j: for every bias shape the compiler makes
+// (and more), that is where the broadcast value for (head, query, key) is.
+TEST(AttentionLaunch, BiasIndexingFindsEachBroadcastValue) {
+  struct Shape {
+    std::vector<int64_t> lead, bias; // q's leading dims; the bias's shape
+  };
+  const int64_t sq = 5, sk = 7;
+  std::vector<Shape> shapes = {
+      {{2, 3}, {2, 1, 1, sk}},  {{2, 3}, {2, 3, sq, sk}}, {{2, 3}, {1, 3, sq, sk}},
+      {{2, 3}, {1, 1, 1, sk}},  {{2, 3}, {2, 1, sq, sk}}, {{4}, {4, sq, sk}},
+      {{4}, {1, 1, sk}},        {{1, 2, 3}, {1, 2, 1, sq, sk}}, {{2, 1, 3}, {2, 1, 1, 1, sk}},
+      {{2, 3, 2}, {2, 3, 1, 1, sk}}};
+  for (const Shape &shape : shapes) {
+    std::vector<int64_t> qShape = shape.lead, kShape = shape.lead, lseShape = shape.lead;
+    qShape.insert(qShape.end(), {sq, 8});
+    kShape.insert(kShape.end(), {sk, 8});
+    lseShape.push_back(sq);
+    plan::Attention attention;
+    attention.set_scale(1);
+    attention.set_bias(true);
+    auto q = tensor(plan::F32, qShape), k = tensor(plan::F32, kShape);
+    AttentionDims dims;
+    std::string why;
+    ASSERT_TRUE(attentionDimsOf(false, attention, {q, k, k, tensor(plan::F32, shape.bias)},
+                                {q, tensor(plan::F32, lseShape)}, dims, why))
+        << why;
+    ASSERT_TRUE(dims.bias);
+    size_t r = shape.lead.size();
+    for (int64_t h = 0; h < dims.bh; ++h) {
+      // The reference: h's digits over q's leading dims, broadcast where
+      // the bias has 1.
+      int64_t rest = h, at = 0, stride = shape.bias[r] * sk;
+      for (size_t d = r; d-- > 0;) {
+        int64_t digit = rest % shape.lead[d];
+        rest /= shape.lead[d];
+        if (shape.bias[d] != 1)
+          at += digit * stride;
+        stride *= shape.bias[d];
+      }
+      for (int64_t i = 0; i < sq; ++i)
+        for (int64_t j = 0; j < sk; ++j) {
+          int64_t want = at + (shape.bias[r] == 1 ? 0 : i) * sk + j;
+          int64_t got = (h / dims.inner) * dims.outerStride + (h % dims.inner) * dims.innerStride +
+                        i * dims.rowStride + j;
+          ASSERT_EQ(got, want) << "bias of " << shape.bias.size() << " dims, head " << h
+                               << ", query " << i << ", key " << j;
+        }
+    }
+  }
+  // Broadcast dims between kept ones: not one outer and one inner run.
+  plan::Attention attention;
+  attention.set_scale(1);
+  attention.set_bias(true);
+  auto q = tensor(plan::F32, {2, 3, 2, sq, 8}), k = tensor(plan::F32, {2, 3, 2, sk, 8});
+  AttentionDims dims;
+  std::string why;
+  EXPECT_FALSE(attentionDimsOf(false, attention, {q, k, k, tensor(plan::F32, {2, 1, 2, 1, sk})},
+                               {q, tensor(plan::F32, {2, 3, 2, sq})}, dims, why));
+  EXPECT_NE(why.find("interleave"), std::string::npos) << why;
+  EXPECT_FALSE(attentionDimsOf(false, attention, {q, k, k}, {q, tensor(plan::F32, {2, 3, 2, sq})},
+                               dims, why));
+  EXPECT_NE(why.find("takes 4 inputs"), std::string::npos) << why;
+}
+
 TEST(AttentionLaunch, EveryLaunchNamesAnEntryOfTheEmbeddedPtx) {
   std::string ptx = flashAttentionPtx();
   EXPECT_NE(ptx.find(".target sm_80"), std::string::npos);

@@ -65,6 +65,29 @@ TEST_F(CudnnAttentionGraphs, ForwardAndBackwardValidateForSm80AndSm90) {
       }
 }
 
+// With a bias (AttentionDims' layout): BERT's padding [B, 1, 1, Sk], one
+// per query [1, 1, Sq, Sk] (a sliding window), one per head and query.
+TEST_F(CudnnAttentionGraphs, BiasedGraphsValidate) {
+  struct Bias {
+    int64_t inner, outerStride, innerStride, rowStride;
+  };
+  const int64_t sq = 128, sk = 128, heads = 12;
+  for (int sm : {80, 90})
+    for (Bias b : {Bias{heads, sk, 0, 0}, Bias{heads * 4, 0, 0, sk},
+                   Bias{heads, 0, sq * sk, sk}, Bias{heads, heads * sq * sk, sq * sk, sk}})
+      for (bool backward : {false, true}) {
+        AttentionDims dims = dimsOf(4 * heads, sq, sk, 64, false);
+        dims.bias = true;
+        dims.inner = b.inner, dims.outerStride = b.outerStride;
+        dims.innerStride = b.innerStride, dims.rowStride = b.rowStride;
+        std::string why;
+        EXPECT_NE(CudnnAttention::describe(*api_, dims, backward, sm, why), nullptr)
+            << "sm_" << sm << " bias inner " << b.inner << " strides " << b.outerStride << ", "
+            << b.innerStride << ", " << b.rowStride << (backward ? " backward" : "") << ": "
+            << why;
+      }
+}
+
 TEST_F(CudnnAttentionGraphs, HeadDimsPastCudnnsLimitAreRefusedWithTheFrontendsReason) {
   // The backward's: 256 on sm_90, 128 on sm_80.
   std::string why;

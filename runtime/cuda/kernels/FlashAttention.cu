@@ -184,6 +184,21 @@ __device__ void productABAcc(float *C, int ldc, const bf16 *A, int lda, const bf
   }
 }
 
+/// The bias added to the scaled scores (AttentionDims in AttentionLaunch.h):
+/// head bh's value for query i and key j; 0 without one. A -inf hides the
+/// key as the causal mask does.
+struct Bias {
+  const float *p;
+  int per, row;          // heads per outer index; the step between its rows
+  long long outer, inner; // the steps between outer indices and heads
+  __device__ float at(size_t bh, int i, int j) const {
+    if (!p)
+      return 0.f;
+    long long h = (long long)bh;
+    return p[(h / per) * outer + (h % per) * inner + (long long)i * row + j];
+  }
+};
+
 /// Where a block's kernel finds its (batch, head) and its warp's rows.
 struct Place {
   size_t bh = blockIdx.y;
@@ -193,7 +208,7 @@ struct Place {
 
 template <typename T>
 __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, int sq, int sk,
-                        int hd, int hdv, float scale, bool causal) {
+                        int hd, int hdv, float scale, bool causal, Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kKeyTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -230,7 +245,7 @@ __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, 
     for (int c = 0; c < kHalf; ++c) {
       int col = at.half * kHalf + c, j = k0 + col;
       bool seen = i < sq && j < sk && (!causal || j <= i + off);
-      x[c] = seen ? wS[at.row * lds + col] * scale : -INFINITY;
+      x[c] = seen ? wS[at.row * lds + col] * scale + bias.at(at.bh, i, j) : -INFINITY;
       tileMax = fmaxf(tileMax, x[c]);
     }
     tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
@@ -276,7 +291,7 @@ __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, 
 template <typename T>
 __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T *dout,
                       const float *lse, float *delta, T *dq, int sq, int sk, int hd, int hdv,
-                      float scale, bool causal) {
+                      float scale, bool causal, Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kKeyTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -334,7 +349,8 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
     for (int c = 0; c < kHalf; ++c) {
       int col = at.half * kHalf + c, j = k0 + col;
       bool seen = i < sq && j < sk && (!causal || j <= i + off) && rowLse != -INFINITY;
-      float p = seen ? expf(wS[at.row * lds + col] * scale - rowLse) : 0.f;
+      float p =
+          seen ? expf(wS[at.row * lds + col] * scale + bias.at(at.bh, i, j) - rowLse) : 0.f;
       ds[c] = p * (wDp[at.row * lds + col] - rowDelta);
     }
     __syncwarp();
@@ -357,7 +373,7 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
 template <typename T>
 __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const float *lse,
                        const float *delta, T *dk, T *dv, int sq, int sk, int hd, int hdv,
-                       float scale, bool causal) {
+                       float scale, bool causal, Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kQueryTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -406,7 +422,7 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
       int col = at.half * kHalf + c, i = q0 + col;
       float rowLse = sLse[col];
       bool seen = i < sq && j < sk && (!causal || j <= i + off) && rowLse != -INFINITY;
-      p[c] = seen ? expf(wS[at.row * lds + col] * scale - rowLse) : 0.f;
+      p[c] = seen ? expf(wS[at.row * lds + col] * scale + bias.at(at.bh, i, j) - rowLse) : 0.f;
       ds[c] = p[c] * (wDp[at.row * lds + col] - sDelta[col]);
     }
     __syncwarp();
@@ -434,21 +450,29 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
 } // namespace
 
 // The entry points AttentionLaunch.cpp names, one per kernel and dtype.
+// The bias's arguments close each list (biasData null without one).
+#define DTC_ATTENTION_BIAS_PARAMS                                                               \
+  const float *biasData, int biasPer, int biasRow, long long biasOuter, long long biasInner
+#define DTC_ATTENTION_BIAS Bias{biasData, biasPer, biasRow, biasOuter, biasInner}
 #define DTC_ATTENTION_ENTRIES(T, suffix, threads)                                               \
-  extern "C" __global__ void __launch_bounds__(threads)                                         \
-      dtc_attention_forward_##suffix(const T *q, const T *k, const T *v, T *out, float *lse,    \
-                                     int sq, int sk, int hd, int hdv, float scale, int causal) { \
-    forward(q, k, v, out, lse, sq, sk, hd, hdv, scale, causal != 0);                            \
+  extern "C" __global__ void __launch_bounds__(threads) dtc_attention_forward_##suffix(         \
+      const T *q, const T *k, const T *v, T *out, float *lse, int sq, int sk, int hd, int hdv,  \
+      float scale, int causal, DTC_ATTENTION_BIAS_PARAMS) {                                     \
+    forward(q, k, v, out, lse, sq, sk, hd, hdv, scale, causal != 0, DTC_ATTENTION_BIAS);        \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_grad_q_##suffix(          \
       const T *q, const T *k, const T *v, const T *out, const T *dout, const float *lse,        \
-      float *delta, T *dq, int sq, int sk, int hd, int hdv, float scale, int causal) {          \
-    gradQ(q, k, v, out, dout, lse, delta, dq, sq, sk, hd, hdv, scale, causal != 0);             \
+      float *delta, T *dq, int sq, int sk, int hd, int hdv, float scale, int causal,            \
+      DTC_ATTENTION_BIAS_PARAMS) {                                                              \
+    gradQ(q, k, v, out, dout, lse, delta, dq, sq, sk, hd, hdv, scale, causal != 0,              \
+          DTC_ATTENTION_BIAS);                                                                  \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_grad_kv_##suffix(         \
       const T *q, const T *k, const T *v, const T *dout, const float *lse, const float *delta,  \
-      T *dk, T *dv, int sq, int sk, int hd, int hdv, float scale, int causal) {                 \
-    gradKV(q, k, v, dout, lse, delta, dk, dv, sq, sk, hd, hdv, scale, causal != 0);             \
+      T *dk, T *dv, int sq, int sk, int hd, int hdv, float scale, int causal,                   \
+      DTC_ATTENTION_BIAS_PARAMS) {                                                              \
+    gradKV(q, k, v, dout, lse, delta, dk, dv, sq, sk, hd, hdv, scale, causal != 0,              \
+           DTC_ATTENTION_BIAS);                                                                 \
   }
 
 DTC_ATTENTION_ENTRIES(float, f32, 32 * kWarpsF32)
