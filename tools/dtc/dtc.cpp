@@ -137,9 +137,10 @@ commands:
   run PLAN.dtcp [-n RANKS] [--inputs DIR] [--outputs DIR] [--threads N]
                 [--model MODEL.onnx] [--output-format pb|npy] [--repeat N] [--profile]
                 [--trace FILE.json] [--check [--rtol X] [--atol X]] [--backend cpu|cuda]
-        Run a plan on this machine's CPU (--backend cuda: on NVIDIA GPUs, not
-        built yet: it checks for a plan with GPU kernels and a usable GPU,
-        and says which is missing). Inputs are read from DIR as
+        Run a plan on this machine's CPU (--backend cuda: on its NVIDIA
+        GPUs, one rank per GPU, for a plan compiled with --backend cuda; it
+        says what is missing when the plan or the machine lacks it, and
+        which instructions run on the host). Inputs are read from DIR as
         input_<i>.pb / input_<i>.npy (ONNX test-suite layout) or
         <name>.pb / <name>.npy; outputs are written as output_<i>.pb (or
         .npy). In an ONNX test-data folder, output_<i>.pb beside the inputs
