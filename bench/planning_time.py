@@ -115,7 +115,7 @@ def main():
             if not note:
                 sys.exit("compile printed no search note:\n" + done.stdout)
             params = 12 * layers * 12288 ** 2 + 51200 * 12288 * 2 + 2048 * 12288
-            ops, decisions, variables, search = note.groups()[:4]
+            ops, decisions, variables, _, search = note.groups()[:5]
             worst = max(worst, wall)
             start = time.perf_counter()
             simulated = subprocess.run([args.dtc, "simulate", f"{tmp}/plan.dtcp", "--preset",
@@ -126,8 +126,8 @@ def main():
                          f"{simulated.stderr}")
             slowest_simulation = max(slowest_simulation, simulation)
             print(f"{layers:>6} {params / 1e9:>8.1f}B {ops:>7} {decisions:>9} {variables:>9} "
-                  f"{float(search):>9.2f} {wall:>9.2f} {simulation:>10.2f}  {note.group(5)} compute + "
-                  f"{note.group(6)} communication, {note.group(7)} per device")
+                  f"{float(search):>9.2f} {wall:>9.2f} {simulation:>10.2f}  {note.group(6)} "
+                  f"compute + {note.group(7)} communication, {note.group(8)} per device")
     print(f"slowest compile {worst:.2f} s (target: under 10 s at 96 layers); slowest "
           f"simulation {slowest_simulation:.2f} s (target: under 1 s)")
 

@@ -692,9 +692,7 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
     setCompileCancelFlag(nullptr);
     return attempt;
   };
-  // The second thread's compile: modes[1], or the next mode when that
-  // one recomputes nothing (its plan is none's), with the mode's index.
-  std::future<std::pair<size_t, Attempt>> ahead;
+  std::future<Attempt> ahead;
   if (modes.size() > 1 && options.parallel.devices() > 1 && context->isMultithreadingEnabled() &&
       std::thread::hardware_concurrency() > 1) {
     // Loading a dialect is not thread-safe: every dialect the passes
@@ -705,13 +703,7 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
     pm.getDependentDialects(registry);
     context->appendDialectRegistry(registry);
     context->loadAllAvailableDialects();
-    ahead = std::async(std::launch::async, [&]() -> std::pair<size_t, Attempt> {
-      for (size_t i = 1;; ++i) {
-        Attempt attempt = compileMode(modes[i], true);
-        if (!attempt.recomputedNothing || i + 1 == modes.size())
-          return {i, std::move(attempt)};
-      }
-    });
+    ahead = std::async(std::launch::async, compileMode, modes[1], true);
   }
   // `module` is read by the other thread until it ends.
   auto finish = [&](Candidate &chosen, const std::string &note) {
@@ -723,22 +715,21 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
     return keep(module, chosen, plan, note);
   };
   std::optional<Candidate> kept; // the first that fits, when tight
-  std::optional<std::pair<size_t, Attempt>> fromAhead;
   bool selectiveIsNone = false; // selective recomputation found nothing to recompute
   for (auto [i, mode] : llvm::enumerate(modes)) {
     bool last = i + 1 == modes.size();
-    if (i >= 1 && ahead.valid())
-      fromAhead = ahead.get();
-    Attempt attempt;
-    if (fromAhead && fromAhead->first == i)
-      attempt = std::move(fromAhead->second);
-    else if (fromAhead && fromAhead->first > i)
-      attempt.recomputedNothing = true; // what the other thread found
-    else
-      attempt = compileMode(mode, false);
+    Attempt attempt = i == 1 && ahead.valid() ? ahead.get() : compileMode(mode, false);
     if (attempt.recomputedNothing && !last) {
+      // Its plan would be none's: a tight one that fits is kept as it is
+      // (what comparing the two would keep); one that does not fit goes
+      // on to full recomputation.
       selectiveIsNone = true;
-      continue; // the same plan as without recomputation
+      if (kept)
+        return finish(*kept, "recompute: none chosen by --recompute auto: its plan fills " +
+                                 plan::formatBytes(kept->peak) + " of " +
+                                 plan::formatBytes(int64_t(limit)) +
+                                 ", and selective recomputation finds nothing to recompute");
+      continue;
     }
     if (failed(attempt.work) && kept)
       return finish(*kept, kept->note);
