@@ -13,9 +13,11 @@
 #include "runtime/cuda/OpenLibrary.h"
 #include "runtime/cuda/kernels/FlashAttentionPtx.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 namespace dtc::runtime::cuda {
 namespace {
@@ -175,25 +177,58 @@ private:
   std::vector<Step> steps_;
 };
 
+/// A built cuDNN graph, shared by every instruction of its dims on one
+/// handle (a model's layers: cuDNN's runtime-fusion engines compile a
+/// kernel per plan, which takes a while), run one call at a time.
+struct SharedGraph {
+  std::unique_ptr<CudnnAttention> graph;
+  std::mutex running;
+};
+
+/// The graph for (`handle`, `dims`, `backward`) if one is built and still
+/// held by a kernel; `make` builds it otherwise (null with why when cuDNN
+/// does not take it, which is not remembered).
+std::shared_ptr<SharedGraph>
+sharedGraph(cudnnHandle_t handle, const AttentionDims &dims, bool backward,
+            const std::function<std::unique_ptr<CudnnAttention>(std::string &)> &make,
+            std::string &why) {
+  using Key = std::tuple<const void *, bool, std::vector<int64_t>, float>;
+  static std::mutex mutex;
+  static std::map<Key, std::weak_ptr<SharedGraph>> built;
+  Key key{handle, backward,
+          {dims.bh, dims.sq, dims.sk, dims.d, dims.dv, dims.bf16, dims.causal, dims.bias,
+           dims.inner, dims.outerStride, dims.innerStride, dims.rowStride},
+          dims.scale};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (std::shared_ptr<SharedGraph> held = built[key].lock())
+    return held;
+  auto graph = std::make_shared<SharedGraph>();
+  if (!(graph->graph = make(why)))
+    return nullptr;
+  built[key] = graph;
+  return graph;
+}
+
 /// cuDNN's fused attention on the compute stream, its scratch in the
 /// device's workspace.
 class CudnnAttentionKernel final : public cpu::Kernel {
 public:
-  CudnnAttentionKernel(const CudaContext &context, std::unique_ptr<CudnnAttention> graph)
+  CudnnAttentionKernel(const CudaContext &context, std::shared_ptr<SharedGraph> graph)
       : context_(context), graph_(std::move(graph)) {}
 
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
     const CudnnApi &dnn = *context_.cudnn;
+    std::lock_guard<std::mutex> lock(graph_->running);
     return check(dnn, dnn.cudnnSetStream(context_.cudnnHandle, context_.stream),
                  "cudnnSetStream", error) &&
-           graph_->run(context_.cudnnHandle, inputs, outputs,
-                       reinterpret_cast<void *>(uintptr_t(context_.workspace)), error);
+           graph_->graph->run(context_.cudnnHandle, inputs, outputs,
+                              reinterpret_cast<void *>(uintptr_t(context_.workspace)), error);
   }
 
 private:
   const CudaContext &context_;
-  std::unique_ptr<CudnnAttention> graph_;
+  std::shared_ptr<SharedGraph> graph_;
 };
 
 /// cuDNN's kernel for `dims`; null with why where cuDNN does not take it.
@@ -211,11 +246,19 @@ std::unique_ptr<cpu::Kernel> makeCudnnKernel(const CudaContext &context,
     std::string ignored;
     openToolkitLibrary({"libcudart.so.13", "libcudart.so.12"}, ignored);
   });
-  std::unique_ptr<CudnnAttention> graph =
-      CudnnAttention::describe(*context.cudnn, dims, backward, context.sm, why);
-  if (!graph || !graph->build(context.cudnnHandle, why))
+  std::shared_ptr<SharedGraph> graph = sharedGraph(
+      context.cudnnHandle, dims, backward,
+      [&](std::string &refused) -> std::unique_ptr<CudnnAttention> {
+        std::unique_ptr<CudnnAttention> made =
+            CudnnAttention::describe(*context.cudnn, dims, backward, context.sm, refused);
+        if (!made || !made->build(context.cudnnHandle, refused))
+          return nullptr;
+        return made;
+      },
+      why);
+  if (!graph)
     return nullptr;
-  int64_t bytes = graph->workspaceBytes();
+  int64_t bytes = graph->graph->workspaceBytes();
   if (bytes < 0 || size_t(bytes) > context.workspaceBytes) {
     why = "its plan needs " + std::to_string(bytes) + " bytes of workspace; the device has " +
           std::to_string(context.workspaceBytes);
