@@ -148,3 +148,26 @@ module {
     return %t : tensor<8x16xf32>
   }
 }
+
+// -----
+
+// Attention split over heads (dim 1): each rank computes its heads. A
+// padding bias [B, 1, 1, Sk] broadcasts over heads and stays whole on every
+// rank; a bias per head [1, H, Sq, Sk] is cut to the rank's heads.
+// CHECK-LABEL: func.func @main
+// CHECK: graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 1.000000e+00 : f64} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x1x1x8xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x2x8xf32>)
+// CHECK: %[[CUT:.*]] = mesh.all_slice %arg4 on @mesh mesh_axes = [0] slice_axis = 1
+// CHECK: graph.attention %arg0, %arg1, %arg2, %[[CUT]] {scale = 1.000000e+00 : f64} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<1x2x8x8xf32>)
+module {
+  mesh.mesh @mesh(shape = 2)
+  func.func @main(%q: tensor<2x4x8x16xf32> {dtc.sharding = #graph.sharding<[], [0], [], []>},
+                  %k: tensor<2x4x8x16xf32> {dtc.sharding = #graph.sharding<[], [0], [], []>},
+                  %v: tensor<2x4x8x16xf32> {dtc.sharding = #graph.sharding<[], [0], [], []>},
+                  %pad: tensor<2x1x1x8xf32>, %heads: tensor<1x4x8x8xf32>)
+      -> (tensor<2x4x8x16xf32> {dtc.sharding = #graph.sharding<[], [0], [], []>},
+          tensor<2x4x8x16xf32> {dtc.sharding = #graph.sharding<[], [0], [], []>}) {
+    %o, %l = graph.attention %q, %k, %v, %pad {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x1x1x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+    %o2, %l2 = graph.attention %q, %k, %v, %heads {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<1x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+    return %o, %o2 : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
+  }
+}
