@@ -6,8 +6,11 @@
 // GEMM libraries add a bias and apply ReLU or tanh-GELU as the product is
 // written (cuBLASLt's epilogues, oneDNN's bias and post-ops), so the
 // product and the bias become one graph.matmul_bias. The activation joins
-// when the biased value is read by it alone (in training the GELU's input
-// is also its gradient's, so there it stays apart).
+// when the biased value is read by it alone. In training a tanh GELU's
+// input is also its gradient's: the GELU joins all the same, and the op
+// keeps the biased value as a second result for the gradient
+// (`keep_preactivation`: cuBLASLt's GELU_AUX_BIAS writes both). A ReLU's
+// stays apart there (cuBLASLt's RELU_AUX keeps a bit mask, not the value).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
@@ -47,7 +50,7 @@ struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
     func::FuncOp func = getOperation();
     SmallVector<graph::AddOp> adds;
     func.walk([&](graph::AddOp add) { adds.push_back(add); });
-    int fused = 0, relu = 0, gelu = 0;
+    int fused = 0, relu = 0, gelu = 0, kept = 0;
     for (graph::AddOp add : adds) {
       for (bool matmulFirst : {true, false}) {
         Value product = matmulFirst ? add.getLhs() : add.getRhs();
@@ -62,39 +65,73 @@ struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
         Value vector = biasVector(b, add.getLoc(), bias, out);
         if (!vector)
           continue;
-        // The activation, when the biased value is read by it alone.
-        Operation *last = add;
+        // The activation, when the biased value is read by it alone (or a
+        // tanh GELU beside other readers: the value is kept for them),
+        // also through a reshape that keeps rows of N (transformers'
+        // GPT-2 reshapes [B*T, N] to [B, T, N] between the two).
+        Value biased = add.getOutput();
+        graph::ReshapeOp through;
+        if (add->hasOneUse())
+          if (auto r = dyn_cast<graph::ReshapeOp>(*add->getUsers().begin());
+              r && typeOf(r.getOutput()).getShape().back() == out.getShape().back())
+            through = r, biased = r.getOutput();
+        Operation *last = nullptr;
         StringRef activation = "none";
-        if (add->hasOneUse()) {
-          Operation *user = *add->getUsers().begin();
+        bool keep = false;
+        if (biased.hasOneUse()) {
+          Operation *user = *biased.getUsers().begin();
           if (isa<graph::ReluOp>(user)) {
             last = user, activation = "relu";
           } else if (auto g = dyn_cast<graph::GeluOp>(user); g && g.getApproximate() == "tanh") {
             last = user, activation = "gelu_tanh";
           }
+        } else {
+          for (Operation *user : biased.getUsers())
+            if (auto g = dyn_cast<graph::GeluOp>(user);
+                g && g.getApproximate() == "tanh" && !keep) {
+              last = user, activation = "gelu_tanh", keep = true;
+            }
         }
-        b.setInsertionPoint(last);
+        if (!last) // no activation: the product and bias alone, before any reshape
+          through = {}, biased = add.getOutput(), last = add;
+        // Before every reader (kept: the GELU's other readers may precede it).
+        Operation *before = keep ? (through ? through.getOperation() : add.getOperation()) : last;
+        b.setInsertionPoint(before);
         auto fusedOp = b.create<graph::MatmulBiasOp>(
-            matmul.getLoc(), out, matmul.getLhs(), matmul.getRhs(), vector,
+            matmul.getLoc(), matmul.getLhs(), matmul.getRhs(), vector,
             matmul.getTransposeLhsAttr(), matmul.getTransposeRhsAttr(),
-            b.getStringAttr(activation));
+            b.getStringAttr(activation), keep ? b.getUnitAttr() : UnitAttr());
         for (NamedAttribute a : matmul->getDiscardableAttrs()) // a stage, a recompute mark
           fusedOp->setAttr(a.getName(), a.getValue());
-        last->getResult(0).replaceAllUsesWith(fusedOp.getOutput());
+        // The results in the readers' shape.
+        auto shaped = [&](Value v) -> Value {
+          return through ? b.create<graph::ReshapeOp>(through.getLoc(), typeOf(biased), v)
+                         : v;
+        };
+        last->getResult(0).replaceAllUsesWith(shaped(fusedOp.getOutput()));
+        if (keep)
+          biased.replaceAllUsesWith(shaped(fusedOp.getPreactivation()));
         if (last != add)
           last->erase();
+        if (through)
+          through.erase();
         add.erase();
         matmul.erase();
         ++fused;
         relu += activation == "relu";
         gelu += activation == "gelu_tanh";
+        kept += keep;
         break;
       }
     }
     if (fused)
       addNote(func, "fusion: " + std::to_string(fused) + " matmuls add their bias as they write (" +
                         std::to_string(relu) + " then ReLU, " + std::to_string(gelu) +
-                        " then tanh GELU): the GEMM's epilogue, no pass of their own");
+                        " then tanh GELU" +
+                        (kept ? ", " + std::to_string(kept) +
+                                    " of those keeping the GELU's input for its gradient"
+                              : std::string()) +
+                        "): the GEMM's epilogue, no pass of their own");
   }
 };
 

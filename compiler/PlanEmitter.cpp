@@ -526,6 +526,7 @@ private:
           mm->set_activation(m.getActivation() == "relu"        ? plan::ACTIVATION_RELU
                              : m.getActivation() == "gelu_tanh" ? plan::ACTIVATION_GELU_TANH
                                                                 : plan::ACTIVATION_NONE);
+          mm->set_keep_preactivation(m.getKeepPreactivation());
           return success();
         })
         .Case([&](graph::SoftmaxOp s) -> LogicalResult {

@@ -71,7 +71,9 @@ struct Arity {
 Arity arityOf(const Instruction &inst) {
   switch (inst.op_case()) {
   case Instruction::kMatmul:
-    return inst.matmul().bias() ? Arity{3, 3, 1} : Arity{2, 2, 1};
+    // and the biased product before the activation, kept
+    return inst.matmul().bias() ? Arity{3, 3, 1 + inst.matmul().keep_preactivation()}
+                                : Arity{2, 2, 1};
   case Instruction::kElementwise:
     return {0, 1 << 16, 1}; // no inputs: an expression of constants
   case Instruction::kLayerNorm:

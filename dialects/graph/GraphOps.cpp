@@ -353,7 +353,11 @@ LogicalResult MatmulBiasOp::inferReturnTypes(MLIRContext *context, std::optional
                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
   MatmulOp::Adaptor matmul(ValueRange{adaptor.getLhs(), adaptor.getRhs()},
                            adaptor.getAttributes());
-  return MatmulOp::inferReturnTypes(context, loc, matmul, types);
+  if (failed(MatmulOp::inferReturnTypes(context, loc, matmul, types)))
+    return failure();
+  if (adaptor.getKeepPreactivation()) // the biased product, before the activation
+    types.push_back(types.front());
+  return success();
 }
 
 LogicalResult MatmulBiasOp::verify() {
@@ -366,6 +370,8 @@ LogicalResult MatmulBiasOp::verify() {
   StringRef a = getActivation();
   if (a != "none" && a != "relu" && a != "gelu_tanh")
     return emitOpError("activation must be none, relu or gelu_tanh, got '") << a << "'";
+  if (getKeepPreactivation() && a != "gelu_tanh")
+    return emitOpError("keeps its preactivation only with gelu_tanh, not ") << a;
   return success();
 }
 

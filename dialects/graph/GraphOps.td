@@ -305,15 +305,19 @@ def Graph_MatmulBiasOp : Graph_InferredOp<"matmul_bias"> {
   let description = [{
     What a linear layer computes, as one op for the GEMM's epilogue
     (cuBLASLt's, oneDNN's): `activation` is "none", "relu" or "gelu_tanh".
-    Formed by dtc-fuse-matmul-bias after the training step is built, so it
-    has no gradient of its own.
+    `keep_preactivation` (gelu_tanh only) adds a second result, the biased
+    product before the activation, which the activation's gradient reads in
+    training (cuBLASLt's GELU_AUX_BIAS writes both as the product is
+    written). Formed by dtc-fuse-matmul-bias after the training step is
+    built, so it has no gradient of its own.
   }];
   let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
                        Graph_FloatTensor:$bias,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
-                       DefaultValuedStrAttr<StrAttr, "none">:$activation);
-  let results = (outs Graph_FloatTensor:$output);
+                       DefaultValuedStrAttr<StrAttr, "none">:$activation,
+                       UnitAttr:$keep_preactivation);
+  let results = (outs Graph_FloatTensor:$output, Optional<Graph_FloatTensor>:$preactivation);
   let hasVerifier = 1;
 }
 

@@ -152,20 +152,22 @@ template <class Half> void narrow(const float *from, void *to, int64_t begin, in
 }
 
 /// A kernel on 16-bit floats (f16, bf16) run by its f32 kernel: the 16-bit
-/// inputs widened into float scratch, the output rounded back (to nearest
-/// even). Correct, not fast: the float kernel rounds once at the end, which
-/// is what a 16-bit kernel accumulating in f32 does.
+/// inputs widened into float scratch, each 16-bit output rounded back (to
+/// nearest even). Correct, not fast: the float kernel rounds once at the
+/// end, which is what a 16-bit kernel accumulating in f32 does.
 class InFloat final : public Kernel {
 public:
   InFloat(std::unique_ptr<Kernel> inner, const std::vector<plan::TensorType> &inputs,
-          const plan::TensorType &output)
-      : inner_(std::move(inner)), output_(output.dtype()) {
+          const std::vector<plan::TensorType> &outputs)
+      : inner_(std::move(inner)) {
     for (const plan::TensorType &type : inputs) {
       inputs_.push_back(type.dtype());
       scratch_.emplace_back(isHalf(type.dtype()) ? size_t(product(shapeOf(type))) : 0);
     }
-    if (isHalf(output_))
-      outScratch_.resize(size_t(product(shapeOf(output))));
+    for (const plan::TensorType &type : outputs) {
+      outputs_.push_back(type.dtype());
+      outScratch_.emplace_back(isHalf(type.dtype()) ? size_t(product(shapeOf(type))) : 0);
+    }
   }
 
   bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
@@ -181,14 +183,19 @@ public:
       });
       in[i] = to;
     }
-    void *out = isHalf(output_) ? outScratch_.data() : outputs[0];
-    if (!inner_->run(in.data(), &out, pool, error))
+    std::vector<void *> out(outputs, outputs + outputs_.size());
+    for (size_t o = 0; o < outputs_.size(); ++o)
+      if (isHalf(outputs_[o]))
+        out[o] = outScratch_[o].data();
+    if (!inner_->run(in.data(), out.data(), pool, error))
       return false;
-    if (isHalf(output_)) {
-      bool bf16 = output_ == plan::BF16;
-      pool.parallelFor(int64_t(outScratch_.size()), kSerialWork, [&](int64_t b, int64_t e) {
-        bf16 ? narrow<BFloat16>(outScratch_.data(), outputs[0], b, e)
-             : narrow<_Float16>(outScratch_.data(), outputs[0], b, e);
+    for (size_t o = 0; o < outputs_.size(); ++o) {
+      if (!isHalf(outputs_[o]))
+        continue;
+      const float *from = outScratch_[o].data();
+      bool bf16 = outputs_[o] == plan::BF16;
+      pool.parallelFor(int64_t(outScratch_[o].size()), kSerialWork, [&](int64_t b, int64_t e) {
+        bf16 ? narrow<BFloat16>(from, outputs[o], b, e) : narrow<_Float16>(from, outputs[o], b, e);
       });
     }
     return true;
@@ -197,10 +204,8 @@ public:
 
 private:
   std::unique_ptr<Kernel> inner_;
-  std::vector<plan::DType> inputs_;
-  plan::DType output_;
-  std::vector<std::vector<float>> scratch_;
-  std::vector<float> outScratch_;
+  std::vector<plan::DType> inputs_, outputs_;
+  std::vector<std::vector<float>> scratch_, outScratch_;
 };
 
 std::string arityString(const OpInfo &info) {
@@ -226,10 +231,13 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
     return fail(error, "the instruction has no operation this runtime knows (was the plan "
                        "written by a newer dtc?)");
   int inputs = int(inputTypes.size()), outputs = int(outputTypes.size());
-  if (inputs < info->minInputs || inputs > info->maxInputs || outputs != info->outputs)
+  // A matmul keeping its preactivation writes it too.
+  int wantOutputs = info->outputs + (inst.op_case() == plan::Instruction::kMatmul &&
+                                     inst.matmul().keep_preactivation());
+  if (inputs < info->minInputs || inputs > info->maxInputs || outputs != wantOutputs)
     return fail(error, std::string(info->name) + ": expected " + arityString(*info) +
-                           " inputs and " + std::to_string(info->outputs) +
-                           (info->outputs == 1 ? " output" : " outputs") + ", got " +
+                           " inputs and " + std::to_string(wantOutputs) +
+                           (wantOutputs == 1 ? " output" : " outputs") + ", got " +
                            std::to_string(inputs) + " inputs and " + std::to_string(outputs) +
                            " outputs");
   for (const std::vector<plan::TensorType> *types : {&inputTypes, &outputTypes})
@@ -254,14 +262,14 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
         floatInputs[i].set_dtype(plan::F32);
         constants[i] = nullptr; // the kernel sees the widened copy, which changes
       }
-    plan::TensorType floatOutput = outputTypes[0];
-    if (isHalf(floatOutput.dtype()))
-      floatOutput.set_dtype(plan::F32);
-    std::vector<plan::TensorType> floatOutputs{floatOutput};
-    KernelTypes types{floatInputs, floatOutput, constants, floatOutputs};
+    std::vector<plan::TensorType> floatOutputs = outputTypes;
+    for (plan::TensorType &output : floatOutputs)
+      if (isHalf(output.dtype()))
+        output.set_dtype(plan::F32);
+    KernelTypes types{floatInputs, floatOutputs[0], constants, floatOutputs};
     kernel = info->make(inst, types, error);
     if (kernel)
-      kernel = std::make_unique<InFloat>(std::move(kernel), inputTypes, outputTypes[0]);
+      kernel = std::make_unique<InFloat>(std::move(kernel), inputTypes, outputTypes);
   } else {
     KernelTypes types{inputTypes, outputTypes[0], constantInputs, outputTypes};
     kernel = info->make(inst, types, error);

@@ -25,6 +25,11 @@ namespace {
 /// FAQ prescribes exactly this for callers that thread themselves.
 constexpr int64_t kSmallGemmWork = int64_t(1) << 22;
 
+/// graph.gelu's tanh form.
+float geluTanh(float x) {
+  return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+
 /// A linear layer's epilogue on rows of `n`: the bias added, then the
 /// activation (as graph.relu and graph.gelu's tanh form compute them).
 void applyEpilogue(float *out, int64_t rows, int64_t n, const float *bias,
@@ -35,7 +40,7 @@ void applyEpilogue(float *out, int64_t rows, int64_t n, const float *bias,
       if (activation == plan::ACTIVATION_RELU)
         x = x > 0 ? x : 0.0f;
       else if (activation == plan::ACTIVATION_GELU_TANH)
-        x = 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+        x = geluTanh(x);
       out[r * n + c] = x;
     }
 }
@@ -78,6 +83,34 @@ private:
   std::vector<std::pair<int64_t, int64_t>> batches_;
   bool bias_;
   plan::Activation activation_;
+};
+
+/// A linear layer that keeps its preactivation (a tanh GELU's input, for
+/// its gradient): `inner` writes the biased product into the second
+/// output, the GELU of it goes into the first.
+class KeepPreactivation final : public Kernel {
+public:
+  KeepPreactivation(std::unique_ptr<Kernel> inner, int64_t size)
+      : inner_(std::move(inner)), size_(size) {}
+
+  bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
+           std::string &error) override {
+    void *pre = outputs[1];
+    if (!inner_->run(inputs, &pre, pool, error))
+      return false;
+    const float *x = static_cast<const float *>(pre);
+    float *y = static_cast<float *>(outputs[0]);
+    pool.parallelFor(size_, kSerialWork, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        y[i] = geluTanh(x[i]);
+    });
+    return true;
+  }
+  bool runsAlongsideOthers() const override { return inner_->runsAlongsideOthers(); }
+
+private:
+  std::unique_ptr<Kernel> inner_;
+  int64_t size_;
 };
 
 /// A matmul as one oneDNN primitive over strided views of the buffers.
@@ -188,6 +221,22 @@ std::unique_ptr<Kernel> makeDnnlMatMul(const Gemm &gemm, const Shape &lhs, const
 std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &inst,
                                          const KernelTypes &types, std::string &error) {
   const plan::MatMul &op = inst.matmul();
+  if (op.keep_preactivation()) {
+    if (!op.bias() || op.activation() != plan::ACTIVATION_GELU_TANH)
+      return fail(error, "only a matmul with a bias and a tanh GELU keeps its preactivation");
+    if (types.outputs.size() != 2 || types.outputs[1].dtype() != types.output.dtype() ||
+        shapeOf(types.outputs[1]) != shapeOf(types.output))
+      return fail(error, "the preactivation must be a second output like the first");
+    plan::Instruction biased = inst;
+    biased.mutable_matmul()->set_activation(plan::ACTIVATION_NONE);
+    biased.mutable_matmul()->set_keep_preactivation(false);
+    std::vector<plan::TensorType> one{types.output};
+    KernelTypes biasedTypes{types.inputs, types.output, types.constants, one};
+    std::unique_ptr<Kernel> inner = makeMatMulKernel(biased, biasedTypes, error);
+    if (!inner)
+      return nullptr;
+    return std::make_unique<KeepPreactivation>(std::move(inner), product(shapeOf(types.output)));
+  }
   if (!checkDType(types.output.dtype(), {plan::F32}, error) ||
       !checkSameDType(types, error))
     return nullptr;

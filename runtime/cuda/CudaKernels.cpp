@@ -83,11 +83,20 @@ public:
     // along the row-major product's columns, which are the column-major
     // product's rows (GemmShape.h), as cuBLASLt's bias vector is.
     bias_ = matmul.bias();
+    // Training's GELU keeps its input (the second output) for its gradient:
+    // GELU_AUX_BIAS writes it beside the GELU, laid out as the output.
+    aux_ = bias_ && matmul.keep_preactivation();
     cublasLtEpilogue_t epilogue =
         !bias_                                                 ? CUBLASLT_EPILOGUE_DEFAULT
+        : aux_                                                 ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
         : matmul.activation() == plan::ACTIVATION_RELU         ? CUBLASLT_EPILOGUE_RELU_BIAS
         : matmul.activation() == plan::ACTIVATION_GELU_TANH    ? CUBLASLT_EPILOGUE_GELU_BIAS
                                                                : CUBLASLT_EPILOGUE_BIAS;
+    if (aux_ && (g.ldc % 8 || (g.batch > 1 && g.strideC % 8))) {
+      why = "cuBLASLt's GELU_AUX_BIAS needs the preactivation's leading dim (" +
+            std::to_string(g.ldc) + ") and batch stride divisible by 8";
+      return false;
+    }
     if (!check(lt, lt.cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                "cublasLtMatmulDescCreate", why) ||
         !check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &transA,
@@ -99,6 +108,18 @@ public:
         !check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                      &epilogue, sizeof epilogue),
                "EPILOGUE", why))
+      return false;
+    int64_t auxLd = g.ldc, auxStride = g.strideC;
+    if (aux_ &&
+        (!check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                      &auxLd, sizeof auxLd),
+                "EPILOGUE_AUX_LD", why) ||
+         (g.batch > 1 &&
+          !check(lt,
+                 lt.cublasLtMatmulDescSetAttribute(
+                     desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &auxStride,
+                     sizeof auxStride),
+                 "EPILOGUE_AUX_BATCH_STRIDE", why))))
       return false;
     // Stored shapes, column-major: op(A) is m x k, op(B) k x n.
     auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols, int64_t ld,
@@ -150,6 +171,12 @@ public:
                                                           &inputs[2], sizeof inputs[2]),
                         "BIAS_POINTER", error))
       return false;
+    if (aux_ && !check(lt,
+                       lt.cublasLtMatmulDescSetAttribute(
+                           desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &outputs[1],
+                           sizeof outputs[1]),
+                       "EPILOGUE_AUX_POINTER", error))
+      return false;
     // A is the plan's right operand, B its left (GemmShape.h).
     return check(lt,
                  lt.cublasLtMatmul(context_.cublasLtHandle, desc_, &alpha, inputs[1], a_,
@@ -166,6 +193,7 @@ private:
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulHeuristicResult_t heuristic_{};
   bool bias_ = false; // inputs[2], the epilogue's
+  bool aux_ = false;  // outputs[1], the GELU's input
 };
 
 class NcclKernel final : public cpu::Kernel {

@@ -20,13 +20,16 @@ func.func @linear_layers(%x: tensor<2x4x8xf32>, %w1: tensor<8x16xf32>, %b1: tens
   return %r : tensor<2x4x8xf32>
 }
 
-// In training the GELU's input is also its gradient's: the bias joins the
-// product, the GELU stays apart. An erf GELU (no cuBLASLt epilogue) too.
+// In training the GELU's input is also its gradient's: a tanh GELU joins
+// the product all the same, which keeps the biased value as a second
+// result for the other readers (cuBLASLt's GELU_AUX_BIAS). An erf GELU (no
+// cuBLASLt epilogue) stays apart.
 // CHECK-LABEL: func.func @activation_read_elsewhere
-// CHECK: %[[P:.*]] = graph.matmul_bias %arg0, %arg1, %arg2 : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-// CHECK: graph.gelu %[[P]] {approximate = "tanh"}
+// CHECK: %[[G:.*]], %[[PRE:.*]] = graph.matmul_bias %arg0, %arg1, %arg2 {activation = "gelu_tanh", keep_preactivation} : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+// CHECK-NOT: approximate = "tanh"
 // CHECK: %[[Q:.*]] = graph.matmul_bias %arg0, %arg1, %arg2 : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-// CHECK: graph.gelu %[[Q]] :
+// CHECK: %[[E:.*]] = graph.gelu %[[Q]] :
+// CHECK: return %[[G]], %[[PRE]], %[[E]]
 func.func @activation_read_elsewhere(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>)
     -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
   %m = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
@@ -36,6 +39,29 @@ func.func @activation_read_elsewhere(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, 
   %a2 = graph.add %m2, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
   %e = graph.gelu %a2 : (tensor<4x16xf32>) -> tensor<4x16xf32>
   return %g, %a, %e : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// transformers' GPT-2: [B*T, N] reshaped to [B, T, N] between the bias and
+// the GELU. The GELU joins the product all the same, and the results are
+// reshaped for their readers (the kept input too, in training).
+// CHECK-LABEL: func.func @through_a_reshape
+// CHECK: %[[G:.*]], %[[PRE:.*]] = graph.matmul_bias %arg0, %arg1, %arg2 {activation = "gelu_tanh", keep_preactivation} : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+// CHECK: %[[G3:.*]] = graph.reshape %[[G]] : (tensor<8x16xf32>) -> tensor<2x4x16xf32>
+// CHECK: %[[PRE3:.*]] = graph.reshape %[[PRE]] : (tensor<8x16xf32>) -> tensor<2x4x16xf32>
+// CHECK: %[[I:.*]] = graph.matmul_bias %arg0, %arg1, %arg2 {activation = "gelu_tanh"} : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+// CHECK: %[[I3:.*]] = graph.reshape %[[I]] : (tensor<8x16xf32>) -> tensor<2x4x16xf32>
+// CHECK: return %[[G3]], %[[PRE3]], %[[I3]]
+func.func @through_a_reshape(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>)
+    -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>) {
+  %m = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %a = graph.add %m, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %r = graph.reshape %a : (tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %g = graph.gelu %r {approximate = "tanh"} : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %m2 = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %a2 = graph.add %m2, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %r2 = graph.reshape %a2 : (tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %g2 = graph.gelu %r2 {approximate = "tanh"} : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %g, %r, %g2 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>
 }
 
 // Left alone: a product read elsewhere, a bias that is not along the

@@ -312,6 +312,83 @@ TEST(MatMulKernel, BiasAndActivationEpilogues) {
             "matmul: a matmul with a bias takes 3 inputs");
 }
 
+/// A tanh GELU keeping its input (training's MLP): the first output is the
+/// GELU of the biased product, the second the biased product itself; with
+/// oneDNN and without, in f32 and in bf16 (each output rounded once).
+TEST(MatMulKernel, GeluKeepingItsPreactivation) {
+  const int64_t M = 6, K = 8, N = 5;
+  Tensor a = randomF32({M, K}, 61, -2.0f, 2.0f), w = randomF32({K, N}, 62),
+         bias = randomF32({N}, 63);
+  std::vector<float> av = values<float>(a), wv = values<float>(w), bv = values<float>(bias);
+  plan::Instruction inst = matmulInst();
+  inst.mutable_matmul()->set_bias(true);
+  inst.mutable_matmul()->set_activation(plan::ACTIVATION_GELU_TANH);
+  inst.mutable_matmul()->set_keep_preactivation(true);
+  for (plan::DType dtype : {plan::F32, plan::BF16})
+    for (bool withoutDnnl : {false, true}) {
+      SCOPED_TRACE(std::string(dtype == plan::BF16 ? "bf16" : "f32") +
+                   (withoutDnnl ? " without oneDNN" : ""));
+      WithoutDnnl scope(withoutDnnl);
+      auto round = [&](float x) { return dtype == plan::BF16 ? float(BFloat16(x)) : x; };
+      std::vector<float> ar, wr;
+      std::vector<BFloat16> ah, wh;
+      for (float v : av)
+        ar.push_back(round(v)), ah.push_back(BFloat16(v));
+      for (float v : wv)
+        wr.push_back(round(v)), wh.push_back(BFloat16(v));
+      std::vector<Tensor> inputs =
+          dtype == plan::F32
+              ? std::vector<Tensor>{a, w, bias}
+              : std::vector<Tensor>{tensor(dtype, {M, K}, ah), tensor(dtype, {K, N}, wh),
+                                    bias};
+      std::vector<plan::TensorType> inTypes;
+      std::vector<const void *> in;
+      for (const Tensor &t : inputs)
+        inTypes.push_back(t.type), in.push_back(t.bytes.data());
+      plan::TensorType outType = typeOf(dtype, {M, N});
+      std::string error;
+      if (dtype == plan::BF16) { // the bias is in the product's dtype
+        std::vector<BFloat16> bh;
+        for (float v : bv)
+          bh.push_back(BFloat16(v));
+        inputs[2] = tensor(dtype, {N}, bh);
+        inTypes[2] = inputs[2].type, in[2] = inputs[2].bytes.data();
+      }
+      auto kernel = makeKernel(inst, inTypes, {outType, outType}, error);
+      ASSERT_TRUE(kernel) << error;
+      size_t bytes = size_t(M * N * elementSize(dtype));
+      std::vector<char> y(bytes, char(0x7f)), pre(bytes, char(0x7f));
+      void *out[] = {y.data(), pre.data()};
+      ThreadPool pool(2);
+      ASSERT_TRUE(kernel->run(in.data(), out, pool, error)) << error;
+      Tensor yt{outType, y}, pt{outType, pre};
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double x = round(bv[size_t(j)]);
+          for (int64_t k = 0; k < K; ++k)
+            x += double(ar[size_t(i * K + k)]) * double(wr[size_t(k * N + j)]);
+          double g = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+          double tol = dtype == plan::BF16 ? 1.0 / 128 : 1e-5;
+          float gotPre = dtype == plan::BF16 ? float(values<BFloat16>(pt)[size_t(i * N + j)])
+                                             : values<float>(pt)[size_t(i * N + j)];
+          float gotY = dtype == plan::BF16 ? float(values<BFloat16>(yt)[size_t(i * N + j)])
+                                           : values<float>(yt)[size_t(i * N + j)];
+          EXPECT_NEAR(gotPre, x, 1e-5 + tol * std::fabs(x)) << "preactivation " << i << "," << j;
+          EXPECT_NEAR(gotY, g, 1e-5 + tol * std::fabs(g) + tol * std::fabs(x))
+              << "gelu " << i << "," << j;
+        }
+    }
+  // Only a tanh GELU keeps it, as a second output like the first.
+  plan::Instruction relu = inst;
+  relu.mutable_matmul()->set_activation(plan::ACTIVATION_RELU);
+  std::string error;
+  plan::TensorType t = typeOf(plan::F32, {M, N});
+  EXPECT_EQ(makeKernel(relu, {a.type, w.type, bias.type}, {t, t}, error), nullptr);
+  EXPECT_EQ(error, "matmul: only a matmul with a bias and a tanh GELU keeps its preactivation");
+  EXPECT_EQ(makeKernel(inst, {a.type, w.type, bias.type}, {t}, error), nullptr);
+  EXPECT_EQ(error, "matmul: expected 2 to 3 inputs and 2 outputs, got 3 inputs and 1 outputs");
+}
+
 TEST(MatMulKernel, EmptyContractionIsZero) { checkMatMul({3, 0}, {0, 4}); }
 
 TEST(MatMulKernel, Big) { checkMatMul({256, 512}, {512, 384}); }

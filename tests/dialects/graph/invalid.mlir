@@ -394,6 +394,14 @@ func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>
 
 // -----
 
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) {
+  // expected-error @below {{'graph.matmul_bias' op keeps its preactivation only with gelu_tanh, not relu}}
+  %y, %p = graph.matmul_bias %x, %w, %b {activation = "relu", keep_preactivation} : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
 // A bias must be f32 of q's rank, broadcasting to the scores [..., Sq, Sk].
 func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>, %b: tensor<4x5xf32>) {
   // expected-error @below {{'graph.attention' op bias must be f32 of q's rank (3), got 'tensor<4x5xf32>'}}
