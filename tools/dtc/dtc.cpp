@@ -55,8 +55,10 @@ commands:
               or the next one's if that predicts a faster step when the
               first fills the device
         --attention fused|unfused   fused (default): attention written out
-            in ops (scores, scale, a causal or no mask, softmax, values) is
-            one op, flash style, that keeps no scores; unfused leaves the ops
+            in ops (scores, scale, a mask or bias, softmax, values) is one
+            op, flash style, that keeps no scores (a causal mask skips the
+            hidden tiles; a padding mask read from inputs, or any other,
+            is added as a bias); unfused leaves the ops as written
         MODEL may also be a generated GPT without weights:
           gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,batch=B
         Splitting the work over several devices (searched with COIN-OR CBC
