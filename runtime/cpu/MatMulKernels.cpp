@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Dnnl.h"
+#include "runtime/cpu/ElementwiseOps.h"
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/ThreadPool.h"
@@ -25,10 +26,8 @@ namespace {
 /// FAQ prescribes exactly this for callers that thread themselves.
 constexpr int64_t kSmallGemmWork = int64_t(1) << 22;
 
-/// graph.gelu's tanh form.
-float geluTanh(float x) {
-  return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
-}
+/// graph.gelu's tanh form, as the elementwise kernels compute it.
+float geluTanh(float x) { return elementwise::GeluTanhOp()(x); }
 
 /// A linear layer's epilogue on rows of `n`: the bias added, then the
 /// activation (as graph.relu and graph.gelu's tanh form compute them).
@@ -87,17 +86,37 @@ private:
 
 /// A linear layer that keeps its preactivation (a tanh GELU's input, for
 /// its gradient): `inner` writes the biased product into the second
-/// output, the GELU of it goes into the first.
+/// output, the GELU of it goes into the first (oneDNN's vectorized
+/// eltwise, else a loop of the elementwise kernels' GELU).
 class KeepPreactivation final : public Kernel {
 public:
   KeepPreactivation(std::unique_ptr<Kernel> inner, int64_t size)
-      : inner_(std::move(inner)), size_(size) {}
+      : inner_(std::move(inner)), size_(size) {
+    if (!dnnlAllowed() || size <= 0)
+      return;
+    try {
+      data_ = plainF32({size}, {1});
+      gelu_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::eltwise_gelu_tanh, *data_, 0.0f, 0.0f),
+          dnnlEngine()));
+    } catch (const dnnl::error &) {
+      gelu_.reset();
+    }
+  }
 
   bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
            std::string &error) override {
     void *pre = outputs[1];
     if (!inner_->run(inputs, &pre, pool, error))
       return false;
+    if (gelu_) {
+      executeDnnl(*gelu_,
+                  {{DNNL_ARG_SRC, dnnl::memory(*data_, dnnlEngine(), pre)},
+                   {DNNL_ARG_DST, dnnl::memory(*data_, dnnlEngine(), outputs[0])}},
+                  pool);
+      return true;
+    }
     const float *x = static_cast<const float *>(pre);
     float *y = static_cast<float *>(outputs[0]);
     pool.parallelFor(size_, kSerialWork, [&](int64_t b, int64_t e) {
@@ -111,6 +130,8 @@ public:
 private:
   std::unique_ptr<Kernel> inner_;
   int64_t size_;
+  std::optional<dnnl::memory::desc> data_;
+  std::optional<dnnl::eltwise_forward> gelu_;
 };
 
 /// A matmul as one oneDNN primitive over strided views of the buffers.
