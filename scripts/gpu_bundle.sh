@@ -13,11 +13,13 @@
 #
 # DIR holds dtc.tar.xz (its size is printed) and check.sh; check.sh unpacks
 # the archive under /tmp and says what passed. The checks are every
-# instruction of GPT (fp32; bf16 over dp 2 x tp 2) and ResNet training
-# steps against the CPU backend, then those of tests/gpu/models.test that
-# run one rank (two ranks need mpirun, which a
-# bare machine lacks): inference outputs against the CPU's, training
-# losses against the CPU's (GPT fp32 and bf16, an exported ResNet), then
+# instruction of GPT (fp32; bf16 over dp 2 x tp 2), ResNet and BERT (bf16,
+# its padding mask as attention's bias) training steps against the CPU
+# backend, then those of tests/gpu/models.test that run one rank (two
+# ranks need mpirun, which a bare machine lacks): inference outputs
+# against the CPU's, training losses against the CPU's (GPT fp32 and bf16,
+# on cuDNN's attention and on dtc's flash kernels, an exported ResNet,
+# BERT), then
 # the benchmarks: GPT-2 small's bf16 GEMMs against cuBLAS, and its bf16
 # training step against PyTorch eager (and torch.compile).
 set -euo pipefail
@@ -63,6 +65,15 @@ os.makedirs(f"{d}/cnn-data", exist_ok=True)
 r = np.random.RandomState(0)
 np.save(f"{d}/cnn-data/pixel_values.npy", r.randn(16, 3, 32, 32).astype(np.float32))
 np.save(f"{d}/cnn-data/labels.npy", r.randint(0, 4, (16, 32, 4)))
+# BERT's padding mask (attention with a bias): every sequence padded at
+# its own length.
+os.makedirs(f"{d}/bert-data", exist_ok=True)
+mask = np.ones((16, 8), np.int64)
+for i in range(16):
+    mask[i, r.randint(1, 9):] = 0
+np.save(f"{d}/bert-data/input_ids.npy", r.randint(0, 64, (16, 8)))
+np.save(f"{d}/bert-data/attention_mask.npy", mask)
+np.save(f"{d}/bert-data/labels.npy", r.randint(0, 32, (16, 8)))
 PY
 small="gpt:layers=2,hidden=64,heads=4,seq=32,vocab=128,batch=8"
 "$dtc" compile "$checks/models/mlp.onnx" --shape batch=8 --backend cuda \
@@ -80,6 +91,10 @@ small="gpt:layers=2,hidden=64,heads=4,seq=32,vocab=128,batch=8"
   -o "$checks/cnn.dtcp" > /dev/null
 cp "$root/tests/models/exported/resnet.onnx" "$root/tests/models/exported/resnet.onnx.data" \
   "$checks/"
+"$dtc" compile "$root/tests/models/exported/bert.onnx" --shape batch=4 --train --precision bf16 \
+  --backend cuda -o "$checks/bert.dtcp" > /dev/null
+cp "$root/tests/models/exported/bert.onnx" "$root/tests/models/exported/bert.onnx.data" "$checks/"
+"$dtc" run "$checks/bert.dtcp" --data "$checks/bert-data" --steps 4 --log-json "$checks/bert-cpu.jsonl" > /dev/null
 "$dtc" run "$checks/cnn.dtcp" --data "$checks/cnn-data" --steps 4 --log-json "$checks/cnn-cpu.jsonl" > /dev/null
 # The benchmark: GPT-2 small's shape, dtc's own generated model (seeded
 # weights: nothing to carry), bf16 training.
