@@ -418,9 +418,11 @@ private:
     std::string name = locationName(op->getLoc());
     for (auto [i, result] : llvm::enumerate(op->getResults())) {
       plan::Buffer &buffer = addBuffer(result, offsets[i], name);
-      // How the partitioner split the value (shown by dtc plan).
+      // How the partitioner split the value (shown by dtc plan): the op's
+      // first result, and a second of the same type (a kept GELU input).
       auto sharding = op->getAttrOfType<graph::ShardingAttr>(attr::kSharding);
-      if (sharding && op->getNumResults() == 1 && !isa<graph::ParameterOp>(op) &&
+      if (sharding && result.getType() == op->getResult(0).getType() &&
+          !isa<graph::ParameterOp>(op) &&
           int64_t(sharding.getEntries().size()) == cast<ShapedType>(result.getType()).getRank())
       {
         setSharding(buffer, sharding);
