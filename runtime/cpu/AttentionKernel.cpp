@@ -55,7 +55,7 @@ bool sameLead(const plan::TensorType &a, const plan::TensorType &b) {
 }
 
 /// Reads q, k, v's shapes (and checks the rest against them).
-bool readDims(const plan::Attention &attr, const KernelTypes &types, Dims &dims,
+bool readDims(const plan::Attention &attr, bool backward, const KernelTypes &types, Dims &dims,
               std::string &error) {
   const auto &q = types.inputs[0], &k = types.inputs[1], &v = types.inputs[2];
   for (const plan::TensorType *t : {&q, &k, &v})
@@ -76,7 +76,7 @@ bool readDims(const plan::Attention &attr, const KernelTypes &types, Dims &dims,
   dims.scale = attr.scale(), dims.causal = attr.causal();
   if (!(dims.scale > 0) || !std::isfinite(dims.scale))
     return refuse(error, "scale must be positive and finite");
-  size_t biasInput = types.outputs.size() == 2 ? 3 : 6; // forward: out, lse
+  size_t biasInput = backward ? 6 : 3; // after q, k, v (and out, lse, grad_out)
   if (attr.bias() != (types.inputs.size() == biasInput + 1))
     return refuse(error, attr.bias() ? "the bias input is missing"
                                      : "an input past the last is not a bias");
@@ -264,7 +264,7 @@ void backward(const Dims &m, const float *q, const float *k, const float *v, con
 std::unique_ptr<Kernel> makeAttentionKernel(const plan::Instruction &inst,
                                             const KernelTypes &types, std::string &error) {
   Dims m;
-  if (!readDims(inst.attention(), types, m, error))
+  if (!readDims(inst.attention(), false, types, m, error))
     return nullptr;
   plan::DType dtype = types.inputs[0].dtype();
   if (!isType(types.outputs[0], withLast(types.inputs[0], {m.sq, m.dv}), dtype) ||
@@ -295,7 +295,7 @@ std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &ins
                                                     const KernelTypes &types,
                                                     std::string &error) {
   Dims m;
-  if (!readDims(inst.attention_backward(), types, m, error))
+  if (!readDims(inst.attention_backward(), true, types, m, error))
     return nullptr;
   plan::DType dtype = types.inputs[0].dtype();
   Shape out = withLast(types.inputs[0], {m.sq, m.dv});
