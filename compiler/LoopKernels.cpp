@@ -308,11 +308,13 @@ func::FuncOp reduceKernel(OpBuilder &b, Operation *op, StringRef name) {
   bool mean = isa<graph::ReduceMeanOp>(op), max = isa<graph::ReduceMaxOp>(op);
   Type element = input.getElementType();
   // Few outputs over long folds (a bias's gradient: a few hundred sums of
-  // thousands of rows) would leave most of a GPU idle: a float sum is then
-  // split into chunks of at least kMinChunk terms, a thread each, whose
-  // partial sums are added atomically into zeroed outputs.
+  // thousands of rows) would leave most of a GPU idle: a float sum into
+  // f32 or f64 (also of a bf16 input: mixed precision's gradient sums) is
+  // then split into chunks of at least kMinChunk terms, a thread each,
+  // whose partial sums are added atomically into zeroed outputs.
+  Type result = tensorOf(op->getResult(0)).getElementType();
   int64_t chunks = std::min(count / kMinChunk, std::max<int64_t>(1, kBusyThreads / outputs));
-  if (sum && chunks > 1 && (element.isF32() || element.isF64())) {
+  if (sum && chunks > 1 && (result.isF32() || result.isF64())) {
     int64_t chunk = (count + chunks - 1) / chunks;
     chunks = (count + chunk - 1) / chunk;
     auto func = makeKernel(b, op, name, outputs * chunks, [&](Body &t, Value thread,
@@ -323,7 +325,7 @@ func::FuncOp reduceKernel(OpBuilder &b, Operation *op, StringRef name) {
       Value base = t.linear(t.coordinates(o, keptSizes), keptStrides);
       Value begin = t.mul(part, chunk);
       Value end = t.b.create<arith::MinUIOp>(t.loc, t.add(begin, t.index(chunk)), t.index(count));
-      Value partial = t.loop(begin, end, t.constant(element, 0),
+      Value partial = t.loop(begin, end, t.constant(result, 0),
                              [&](Body &in, Value acc, Value r) -> Value {
                                Value at = in.linear(in.coordinates(r, reducedSizes),
                                                     reducedStrides, base);
@@ -331,7 +333,7 @@ func::FuncOp reduceKernel(OpBuilder &b, Operation *op, StringRef name) {
                                                                  in.load(buf[0], at));
                              });
       if (mean)
-        partial = t.b.create<arith::DivFOp>(t.loc, partial, t.constant(element, double(count)));
+        partial = t.b.create<arith::DivFOp>(t.loc, partial, t.constant(result, double(count)));
       t.b.create<memref::AtomicRMWOp>(t.loc, arith::AtomicRMWKind::addf, partial, buf[1],
                                       ValueRange{o});
     });

@@ -124,6 +124,8 @@ public:
     if (trained.empty())
       return func_.emitError("the loss depends on no f32 parameter: nothing to train")
              << (untrained.empty() ? "" : " (" + describeUntrained(untrained) + ")");
+    if (options_.precision == "bf16")
+      widenedSums_ = widenGradientSums(trained);
     // Where each gradient is made (through the views of it: a bias's
     // gradient is a reshaped sum), for dtc-compress-gradients and
     // dtc-local-sgd. An embedding's scatter-add marks what it scatters too:
@@ -415,13 +417,48 @@ private:
                          std::to_string(bf16) +
                          " matmuls and convolutions, forward and backward; activations and "
                          "their gradients stored in bf16); weights (the master copy), "
-                         "optimizer state and the loss stay fp32");
+                         "optimizer state and the loss stay fp32" +
+                         (widenedSums_ ? "; " + std::to_string(widenedSums_) +
+                                             " weight gradients that are sums over the batch "
+                                             "(biases', norms') accumulate straight into fp32"
+                                       : std::string()));
     }
     if (norms)
       addNote(func_, "training: " + std::to_string(norms) +
                          " batch norms normalise with the batch's statistics; " +
                          std::to_string(running) +
                          " running means and variances updated each step");
+  }
+
+  /// Mixed precision's weight gradients that are sums over the batch (a
+  /// bias's, a norm's scale and shift) keep their f32 accumulator:
+  /// cast<f32>(reduce_sum(g : bf16)), through a reshape between, becomes
+  /// the sum with an f32 result. One rounding and one kernel fewer, and a
+  /// GPU can split a sum of thousands of rows over many threads adding
+  /// atomically into f32, which a bf16 result does not allow. Returns how
+  /// many.
+  int widenGradientSums(SmallVectorImpl<std::pair<graph::ParameterOp, Value>> &trained) {
+    int widened = 0;
+    for (auto &entry : trained) {
+      auto cast = entry.second.getDefiningOp<graph::CastOp>();
+      if (!cast || !typeOf(cast.getInput()).getElementType().isBF16())
+        continue;
+      Value viewed = cast.getInput();
+      auto reshape = viewed.getDefiningOp<graph::ReshapeOp>();
+      Value summed = reshape ? reshape.getInput() : viewed;
+      if (!isa_and_nonnull<graph::ReduceSumOp, graph::ReduceMeanOp>(summed.getDefiningOp()) ||
+          !summed.hasOneUse() || !viewed.hasOneUse())
+        continue;
+      Type f32 = b_.getF32Type();
+      summed.setType(typeOf(summed).clone(f32));
+      if (reshape)
+        viewed.setType(typeOf(viewed).clone(f32));
+      cast.getOutput().replaceAllUsesWith(viewed);
+      cast.erase();
+      entry.second = viewed;
+      ++widened;
+    }
+    return widened;
   }
 
   /// Training normalises with the batch's statistics: each batch norm is
@@ -658,6 +695,7 @@ private:
 
   func::FuncOp func_;
   const TrainingOptions &options_;
+  int widenedSums_ = 0; // gradient sums made f32 (widenGradientSums)
   Block &block_;
   OpBuilder b_;
   Location loc_;

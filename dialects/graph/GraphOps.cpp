@@ -92,6 +92,17 @@ LogicalResult inferReduceType(std::optional<Location> loc, Value input,
   return push(types, shape, type->getElementType());
 }
 
+bool reduceTypesCompatible(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  if (inferred[0] == actual[0])
+    return true;
+  auto want = dyn_cast<RankedTensorType>(inferred[0]);
+  auto got = dyn_cast<RankedTensorType>(actual[0]);
+  return want && got && want.getShape() == got.getShape() && got.getElementType().isF32() &&
+         (want.getElementType().isBF16() || want.getElementType().isF16());
+}
+
 LogicalResult inferPoolType(std::optional<Location> loc, Value input,
                             DenseI64ArrayAttr kernel, DenseI64ArrayAttr strides,
                             DenseI64ArrayAttr pads, DenseI64ArrayAttr dilations,

@@ -91,8 +91,11 @@ class Graph_BinaryOp<string mnemonic, Type operandType = Graph_Tensor,
 }
 
 // Reduces `axes` (sorted, non-negative); `keepdims` keeps them as size 1.
+// The result is the input's element type, or f32 for a 16-bit float input:
+// the f32 accumulator kept rather than rounded (mixed precision's bias and
+// norm gradients, which the optimizer reads in f32).
 class Graph_ReduceOp<string mnemonic>
-    : Graph_InferredOp<mnemonic> {
+    : Graph_Op<mnemonic, [InferTypeOpAdaptorWithIsCompatible]> {
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "true">:$keepdims);
   let results = (outs Graph_Tensor:$output);
@@ -102,6 +105,10 @@ class Graph_ReduceOp<string mnemonic>
         Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
       return ::dtc::graph::inferReduceType(loc, adaptor.getInput(),
           adaptor.getAxesAttr(), adaptor.getKeepdims(), types);
+    }
+    bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange inferred,
+                                            ::mlir::TypeRange actual) {
+      return ::dtc::graph::reduceTypesCompatible(inferred, actual);
     }
   }];
 }

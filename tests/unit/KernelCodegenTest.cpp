@@ -273,6 +273,12 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
   add("reduce_sum bf16",
       op("%x: tensor<8x300xbf16>", "%y = graph.reduce_sum %x {axes = array<i64: 1>} : (tensor<8x300xbf16>) -> tensor<8x1xbf16>",
          "tensor<8x1xbf16>"));
+  add("reduce_sum bf16 into f32, split over threads (a mixed-precision bias's gradient)",
+      op("%x: tensor<2x1500x24xbf16>", "%y = graph.reduce_sum %x {axes = array<i64: 0, 1>} : (tensor<2x1500x24xbf16>) -> tensor<1x1x24xf32>",
+         "tensor<1x1x24xf32>"));
+  add("reduce_mean bf16 into f32, long row",
+      op("%x: tensor<3x700xbf16>", "%y = graph.reduce_mean %x {axes = array<i64: 1>} : (tensor<3x700xbf16>) -> tensor<3x1xf32>",
+         "tensor<3x1xf32>"));
   add("reduce_sum i64",
       op("%x: tensor<4x9x5xi64>", "%y = graph.reduce_sum %x {axes = array<i64: 1>} : (tensor<4x9x5xi64>) -> tensor<4x1x5xi64>",
          "tensor<4x1x5xi64>"));
