@@ -144,6 +144,23 @@ func.func @f(%a: tensor<2x3x4xf32>) {
 
 // -----
 
+// Only a 16-bit float input may widen, and only to f32.
+func.func @f(%a: tensor<2x3xf32>, %h: tensor<2x3xbf16>) {
+  // expected-error @below {{'graph.reduce_sum' op failed to infer returned types}}
+  %0 = graph.reduce_sum %a {axes = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<1x3xf64>
+  return
+}
+
+// -----
+
+func.func @f(%h: tensor<2x3xbf16>) {
+  // expected-error @below {{'graph.reduce_sum' op failed to infer returned types}}
+  %0 = graph.reduce_sum %h {axes = array<i64: 0>} : (tensor<2x3xbf16>) -> tensor<1x3xf64>
+  return
+}
+
+// -----
+
 func.func @f(%a: tensor<2x3x4xf32>) {
   // expected-error @below {{'graph.reduce_mean' op inferred type(s) 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x1x4xf32>'}}
   // expected-error @below {{'graph.reduce_mean' op failed to infer returned types}}

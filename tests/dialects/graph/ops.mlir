@@ -116,6 +116,10 @@ func.func @reductions_and_norms(%x: tensor<2x3x4xf32>, %s: tensor<4xf32>, %img: 
   %2 = graph.reduce_max %x {axes = array<i64: 0>} : (tensor<2x3x4xf32>) -> tensor<1x3x4xf32>
   // CHECK: graph.reduce_min %arg0 {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
   %3 = graph.reduce_min %x {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
+  // A 16-bit float input may sum into f32 (the accumulator kept).
+  // CHECK: graph.reduce_sum %{{.*}} {axes = array<i64: 0>} : (tensor<2x3x4xbf16>) -> tensor<1x3x4xf32>
+  %h = graph.cast %x : (tensor<2x3x4xf32>) -> tensor<2x3x4xbf16>
+  %wide = graph.reduce_sum %h {axes = array<i64: 0>} : (tensor<2x3x4xbf16>) -> tensor<1x3x4xf32>
   // CHECK: graph.softmax %arg0 {axis = 2 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   %4 = graph.softmax %x {axis = 2 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   // CHECK: graph.log_softmax %arg0 {axis = 0 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
