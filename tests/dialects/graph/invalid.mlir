@@ -146,6 +146,7 @@ func.func @f(%a: tensor<2x3x4xf32>) {
 
 // Only a 16-bit float input may widen, and only to f32.
 func.func @f(%a: tensor<2x3xf32>, %h: tensor<2x3xbf16>) {
+  // expected-error @below {{'graph.reduce_sum' op inferred type(s) 'tensor<1x3xf32>' are incompatible with return type(s) of operation 'tensor<1x3xf64>'}}
   // expected-error @below {{'graph.reduce_sum' op failed to infer returned types}}
   %0 = graph.reduce_sum %a {axes = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<1x3xf64>
   return
@@ -154,6 +155,7 @@ func.func @f(%a: tensor<2x3xf32>, %h: tensor<2x3xbf16>) {
 // -----
 
 func.func @f(%h: tensor<2x3xbf16>) {
+  // expected-error @below {{'graph.reduce_sum' op inferred type(s) 'tensor<1x3xbf16>' are incompatible with return type(s) of operation 'tensor<1x3xf64>'}}
   // expected-error @below {{'graph.reduce_sum' op failed to infer returned types}}
   %0 = graph.reduce_sum %h {axes = array<i64: 0>} : (tensor<2x3xbf16>) -> tensor<1x3xf64>
   return
