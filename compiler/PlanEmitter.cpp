@@ -418,15 +418,18 @@ private:
     std::string name = locationName(op->getLoc());
     for (auto [i, result] : llvm::enumerate(op->getResults())) {
       plan::Buffer &buffer = addBuffer(result, offsets[i], name);
-      // How the partitioner split the value (shown by dtc plan): the op's
-      // first result, and a second of the same type (a kept GELU input).
+      // How the partitioner split the value (shown by dtc plan): each
+      // result's, or the op's one (a fused op's first result, and a second
+      // of the same type: a kept GELU input).
       auto sharding = op->getAttrOfType<graph::ShardingAttr>(attr::kSharding);
-      if (sharding && result.getType() == op->getResult(0).getType() &&
-          !isa<graph::ParameterOp>(op) &&
+      if (auto each = op->getAttrOfType<ArrayAttr>(attr::kResultShardings);
+          each && each.size() == op->getNumResults())
+        sharding = dyn_cast<graph::ShardingAttr>(each[i]);
+      else if (result.getType() != op->getResult(0).getType())
+        sharding = {};
+      if (sharding && !isa<graph::ParameterOp>(op) &&
           int64_t(sharding.getEntries().size()) == cast<ShapedType>(result.getType()).getRank())
-      {
         setSharding(buffer, sharding);
-      }
     }
 
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)

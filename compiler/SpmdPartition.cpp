@@ -80,10 +80,22 @@ public:
       if (op->use_empty() && isPure(op))
         op->erase();
     // Every split value says how (dtc plan shows it); parameters already do.
-    for (Operation &op : newBlock->without_terminator())
+    for (Operation &op : newBlock->without_terminator()) {
       if (op.getNumResults() == 1 && !isa<graph::ParameterOp>(op))
         if (Sharding s = current(op.getResult(0)); !s.replicated())
           op.setAttr(attr::kSharding, shardingAttr(b_, s));
+      if (op.getNumResults() > 1) { // attention's output and lse, its gradients
+        SmallVector<Attribute> each;
+        bool split = false;
+        for (Value result : op.getResults()) {
+          Sharding s = current(result);
+          split = split || !s.replicated();
+          each.push_back(shardingAttr(b_, s));
+        }
+        if (split)
+          op.setAttr(attr::kResultShardings, b_.getArrayAttr(each));
+      }
+    }
     fuseReduceScatters(*newBlock);
     return success();
   }

@@ -68,6 +68,9 @@ constexpr llvm::StringLiteral kMeshAxisNames = "dtc.mesh_axis_names";
 constexpr llvm::StringLiteral kSplit = "dtc.split";
 /// Argument of @main or graph.parameter: per dim, the mesh axes that split it.
 constexpr llvm::StringLiteral kSharding = "dtc.sharding";
+/// An op of several results: each result's sharding (an empty one when
+/// whole), as kSharding says for an op of one.
+constexpr llvm::StringLiteral kResultShardings = "dtc.result_shardings";
 
 // dtc-hoist-constants.
 /// An op computed once, at load (the prologue).

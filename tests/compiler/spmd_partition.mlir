@@ -153,11 +153,12 @@ module {
 
 // Attention split over heads (dim 1): each rank computes its heads. A
 // padding bias [B, 1, 1, Sk] broadcasts over heads and stays whole on every
-// rank; a bias per head [1, H, Sq, Sk] is cut to the rank's heads.
+// rank; a bias per head [1, H, Sq, Sk] is cut to the rank's heads. Each
+// result records its split (dtc plan shows it).
 // CHECK-LABEL: func.func @main
-// CHECK: graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 1.000000e+00 : f64} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x1x1x8xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x2x8xf32>)
+// CHECK: graph.attention %arg0, %arg1, %arg2, %arg3 {dtc.result_shardings = [#graph.sharding<[], [0], [], []>, #graph.sharding<[], [0], []>], scale = 1.000000e+00 : f64} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x1x1x8xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x2x8xf32>)
 // CHECK: %[[CUT:.*]] = mesh.all_slice %arg4 on @mesh mesh_axes = [0] slice_axis = 1
-// CHECK: graph.attention %arg0, %arg1, %arg2, %[[CUT]] {scale = 1.000000e+00 : f64} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<1x2x8x8xf32>)
+// CHECK: graph.attention %arg0, %arg1, %arg2, %[[CUT]] {dtc.result_shardings = {{.*}}, scale = 1.000000e+00 : f64} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<1x2x8x8xf32>)
 module {
   mesh.mesh @mesh(shape = 2)
   func.func @main(%q: tensor<2x4x8x16xf32> {dtc.sharding = #graph.sharding<[], [0], [], []>},
