@@ -617,25 +617,50 @@ func::FuncOp gatherKernel(OpBuilder &b, graph::GatherOp op, StringRef name) {
   }, /*status=*/true);
 }
 
+/// A 16-bit scatter-add's indices at most this many: a thread per output
+/// element reads them all (no atomics, which 16-bit floats lack).
+constexpr int64_t kMaxGatheredIndices = 64;
+
 /// Scatter-add (gather's gradient): a thread per update element, added
 /// atomically into the output, which the runtime zeroes first
-/// (`dtc.zero_outputs`). f32 and f64 only (atomic adds of those).
+/// (`dtc.zero_outputs`). Into f32 and f64 (atomic adds of those; mixed
+/// precision's bf16 updates of a weight add into f32: docs/training.md);
+/// into a 16-bit float only from a few indices (an activation's gradient
+/// through a picked position), a thread per output element summing the
+/// updates whose index is its row, in the indices' order as the CPU
+/// backend adds them.
 func::FuncOp scatterAddKernel(OpBuilder &b, graph::ScatterAddOp op, StringRef name,
                               std::string &missing) {
   auto output = tensorOf(op.getOutput());
-  if (!output.getElementType().isF32() && !output.getElementType().isF64()) {
-    missing = "scatter_add of " + std::string(output.getElementType().isBF16() ? "bf16" : "f16");
-    return {};
-  }
   int64_t axis = op.getAxis() < 0 ? op.getAxis() + output.getRank() : op.getAxis();
   int64_t dim = output.getDimSize(axis), inner = product(output.getShape().drop_front(axis + 1));
   int64_t count = tensorOf(op.getIndices()).getNumElements();
+  if (!output.getElementType().isF32() && !output.getElementType().isF64()) {
+    if (count > kMaxGatheredIndices) {
+      missing = "scatter_add of " + std::string(output.getElementType().isBF16() ? "bf16" : "f16") +
+                " from more than " + std::to_string(kMaxGatheredIndices) + " indices";
+      return {};
+    }
+    return makeKernel(b, op, name, output.getNumElements(),
+                      [&](Body &t, Value o, ArrayRef<Value> buf) {
+      Value outer = t.div(o, dim * inner), r = t.rem(t.div(o, inner), dim), i = t.rem(o, inner);
+      Type f32 = t.b.getF32Type();
+      Value sum = t.loop(count, t.constant(f32, 0), [&](Body &in, Value acc, Value j) -> Value {
+        Value row = rowOf(in, in.b.create<memref::LoadOp>(in.loc, buf[1], ValueRange{j}), dim,
+                          buf[3]);
+        Value hit = in.b.create<arith::CmpIOp>(in.loc, arith::CmpIPredicate::eq, row, r);
+        Value v = in.load(buf[0], in.add(in.add(in.mul(outer, count * inner), in.mul(j, inner)), i));
+        return in.b.create<arith::SelectOp>(in.loc, hit, in.addf(acc, v), acc);
+      });
+      t.store(sum, buf[2], o);
+    }, /*status=*/true);
+  }
   auto func = makeKernel(b, op, name, tensorOf(op.getUpdates()).getNumElements(),
                          [&](Body &t, Value u, ArrayRef<Value> buf) {
     Value outer = t.div(u, count * inner), j = t.rem(t.div(u, inner), count), i = t.rem(u, inner);
     Value row = rowOf(t, t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{j}), dim, buf[3]);
     Value at = t.add(t.add(t.mul(outer, dim * inner), t.mul(row, inner)), i);
-    Value v = t.b.create<memref::LoadOp>(t.loc, buf[0], ValueRange{u});
+    Value v = t.load(buf[0], u); // 16-bit updates widened: they add into f32
     t.b.create<memref::AtomicRMWOp>(t.loc, arith::AtomicRMWKind::addf, v, buf[2],
                                     ValueRange{at});
   }, /*status=*/true);
@@ -1054,12 +1079,16 @@ func::FuncOp buildOne(OpBuilder &b, Operation *op, StringRef name, std::string &
         auto avg = dyn_cast<graph::AvgPool2DOp>(p);
         return poolKernel(b, p, name, !avg, avg && avg.getCountIncludePad());
       })
-      .Case([&](graph::MaxPool2DBackwardOp p) {
-        return poolBackwardKernel(b, p, name, true, false);
-      })
-      .Case([&](graph::AvgPool2DBackwardOp p) {
-        return poolBackwardKernel(b, p, name, false, p.getCountIncludePad());
-      })
+      .Case<graph::MaxPool2DBackwardOp, graph::AvgPool2DBackwardOp>(
+          [&](Operation *p) -> func::FuncOp {
+            // Atomic adds into the input gradient: f32 only, as the forward.
+            if (!tensorOf(p->getResult(0)).getElementType().isF32()) {
+              missing = p->getName().stripDialect().str() + " other than f32";
+              return {};
+            }
+            auto avg = dyn_cast<graph::AvgPool2DBackwardOp>(p);
+            return poolBackwardKernel(b, p, name, !avg, avg && avg.getCountIncludePad());
+          })
       .Case([&](graph::BatchNormOp n) { return batchNormKernel(b, n, name); })
       .Case([&](graph::TriluOp t) { return triluKernel(b, t, name); })
       .Case([&](graph::TopKOp t) -> func::FuncOp {

@@ -419,8 +419,8 @@ private:
                          "their gradients stored in bf16); weights (the master copy), "
                          "optimizer state and the loss stay fp32" +
                          (widenedSums_ ? "; " + std::to_string(widenedSums_) +
-                                             " weight gradients that are sums over the batch "
-                                             "(biases', norms') accumulate straight into fp32"
+                                             " weight gradients that are sums (biases', norms', "
+                                             "embeddings') accumulate straight into fp32"
                                        : std::string()));
     }
     if (norms)
@@ -430,35 +430,64 @@ private:
                          " running means and variances updated each step");
   }
 
-  /// Mixed precision's weight gradients that are sums over the batch (a
-  /// bias's, a norm's scale and shift) keep their f32 accumulator:
-  /// cast<f32>(reduce_sum(g : bf16)), through a reshape between, becomes
-  /// the sum with an f32 result. One rounding and one kernel fewer, and a
-  /// GPU can split a sum of thousands of rows over many threads adding
-  /// atomically into f32, which a bf16 result does not allow. Returns how
-  /// many.
+  /// Mixed precision's weight gradients that are sums (a bias's or a
+  /// norm's over the batch, an embedding's scatter-add over the tokens)
+  /// keep their f32 accumulator: cast<f32>(reduce_sum(g : bf16)) becomes
+  /// the sum with an f32 result, and so on up through the reshapes, sums
+  /// and adds that only the gradient reads (a position table's: the
+  /// batch's sum, reshaped, scattered; a tied embedding's: its scatter-add
+  /// plus the output layer's product, which is cast instead). One rounding
+  /// and one kernel fewer, and a GPU adds atomically into f32 (thousands of
+  /// rows split over many threads, an embedding's rows), which a bf16
+  /// result does not allow. Returns how many gradients.
   int widenGradientSums(SmallVectorImpl<std::pair<graph::ParameterOp, Value>> &trained) {
     int widened = 0;
     for (auto &entry : trained) {
       auto cast = entry.second.getDefiningOp<graph::CastOp>();
-      if (!cast || !typeOf(cast.getInput()).getElementType().isBF16())
+      if (!cast || !widenSum(cast.getInput()))
         continue;
-      Value viewed = cast.getInput();
-      auto reshape = viewed.getDefiningOp<graph::ReshapeOp>();
-      Value summed = reshape ? reshape.getInput() : viewed;
-      if (!isa_and_nonnull<graph::ReduceSumOp, graph::ReduceMeanOp>(summed.getDefiningOp()) ||
-          !summed.hasOneUse() || !viewed.hasOneUse())
-        continue;
-      Type f32 = b_.getF32Type();
-      summed.setType(typeOf(summed).clone(f32));
-      if (reshape)
-        viewed.setType(typeOf(viewed).clone(f32));
-      cast.getOutput().replaceAllUsesWith(viewed);
+      cast.getOutput().replaceAllUsesWith(cast.getInput());
+      entry.second = cast.getInput();
       cast.erase();
-      entry.second = viewed;
       ++widened;
     }
     return widened;
+  }
+
+  /// Makes `v` (bf16, read once) f32 where it is a sum or built of sums,
+  /// as widenGradientSums says; false (nothing changed) where it is not.
+  bool widenSum(Value v) {
+    if (!v.hasOneUse() || !typeOf(v).getElementType().isBF16())
+      return false;
+    Operation *def = v.getDefiningOp();
+    auto widen = [&] { v.setType(typeOf(v).clone(b_.getF32Type())); };
+    if (isa_and_nonnull<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ScatterAddOp>(def)) {
+      widenSum(def->getOperand(0)); // a sum of sums adds f32; else it reads bf16
+      widen();
+      return true;
+    }
+    if (isa_and_nonnull<graph::ReshapeOp>(def)) {
+      if (!widenSum(def->getOperand(0)))
+        return false;
+      widen();
+      return true;
+    }
+    if (auto add = dyn_cast_or_null<graph::AddOp>(def)) {
+      if (add.getLhs() == add.getRhs() || typeOf(add.getLhs()) != typeOf(add.getRhs()))
+        return false;
+      bool lhs = widenSum(add.getLhs()), rhs = widenSum(add.getRhs());
+      if (!lhs && !rhs)
+        return false;
+      OpBuilder b(add);
+      for (OpOperand &operand : add->getOpOperands())
+        if (typeOf(operand.get()).getElementType().isBF16())
+          operand.set(b.create<graph::CastOp>(add.getLoc(),
+                                              typeOf(operand.get()).clone(b.getF32Type()),
+                                              operand.get()));
+      widen();
+      return true;
+    }
+    return false;
   }
 
   /// Training normalises with the batch's statistics: each batch norm is

@@ -783,9 +783,12 @@ LogicalResult AvgPool2DBackwardOp::verify() {
 LogicalResult ScatterAddOp::verify() {
   SmallVector<Type> forward;
   GatherOp::Adaptor adaptor(ValueRange{getOutput(), getIndices()}, (*this)->getAttrDictionary());
-  return checkForwardShape(*this,
-                           GatherOp::inferReturnTypes(getContext(), getLoc(), adaptor, forward),
-                           forward, getUpdates().getType(), "updates");
+  LogicalResult inferred = GatherOp::inferReturnTypes(getContext(), getLoc(), adaptor, forward);
+  // 16-bit float updates may add into f32 (the accumulator kept).
+  auto updates = cast<RankedTensorType>(getUpdates().getType());
+  if (succeeded(inferred) && forward.size() == 1 && reduceTypesCompatible(updates, forward[0]))
+    forward[0] = updates;
+  return checkForwardShape(*this, inferred, forward, updates, "updates");
 }
 
 } // namespace dtc::graph

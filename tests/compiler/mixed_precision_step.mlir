@@ -1,4 +1,4 @@
-// RUN: %dtc-opt %s --dtc-build-training-step="precision=bf16" | FileCheck %s
+// RUN: %dtc-opt %s --split-input-file --dtc-build-training-step="precision=bf16" | FileCheck %s
 
 // Mixed precision: the model computes in bf16 between casts of the f32
 // weights and inputs. A bias's gradient is the batch's sum of the output's
@@ -6,7 +6,7 @@
 // rounding and cast back), through the reshape to the bias's shape. The
 // weight's gradient, a bf16 product, is cast to f32 for AdamW.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: 1 weight gradients that are sums over the batch (biases', norms') accumulate straight into fp32
+// CHECK-SAME: 1 weight gradients that are sums (biases', norms', embeddings') accumulate straight into fp32
 // CHECK: %[[SUM:.*]] = graph.reduce_sum %{{.*}} {axes = array<i64: 0>, dtc.weight_gradient} : (tensor<4x3xbf16>) -> tensor<1x3xf32>
 // CHECK: %[[BIASGRAD:.*]] = graph.reshape %[[SUM]] {dtc.weight_gradient} : (tensor<1x3xf32>) -> tensor<3xf32>
 // CHECK: %[[PRODUCT:.*]] = graph.matmul %{{.*}}, %{{.*}} {dtc.weight_gradient, transpose_lhs = true} : (tensor<4x8xbf16>, tensor<4x3xbf16>) -> tensor<8x3xbf16>
@@ -19,4 +19,29 @@ func.func @main(%x: tensor<4x8xf32> {graph.name = "x"}) -> (tensor<4x3xf32> {gra
   %y = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
   %z = graph.add %y, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
   return %z : tensor<4x3xf32>
+}
+
+// -----
+
+// Embeddings: a position table's gradient (the batch's sum, scattered to
+// the positions) is f32 from its first sum on; a tied table's is its
+// scatter-add, into f32, plus the output layer's product, cast to f32.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: 2 weight gradients that are sums (biases', norms', embeddings') accumulate straight into fp32
+// CHECK: %[[DX:.*]] = graph.matmul %{{.*}}, %{{.*}} : (tensor<2x4x10xbf16>, tensor<10x8xbf16>) -> tensor<2x4x8xbf16>
+// CHECK: %[[DW:.*]] = graph.matmul %{{.*}}, %{{.*}} {transpose_lhs = true} : (tensor<8x10xbf16>, tensor<8x8xbf16>) -> tensor<10x8xbf16>
+// CHECK: graph.reduce_sum %[[DX]] {{.*}} : (tensor<2x4x8xbf16>) -> tensor<1x4x8xf32>
+// CHECK: graph.scatter_add %{{.*}}, %{{.*}} {{.*}} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
+// CHECK: %[[ROWS:.*]] = graph.scatter_add %[[DX]], %arg0 {axis = 0 : i64} : (tensor<2x4x8xbf16>, tensor<2x4xi64>) -> tensor<10x8xf32>
+// CHECK: %[[DW32:.*]] = graph.cast %[[DW]] : (tensor<10x8xbf16>) -> tensor<10x8xf32>
+// CHECK: graph.add %[[DW32]], %[[ROWS]] {dtc.weight_gradient} : (tensor<10x8xf32>, tensor<10x8xf32>) -> tensor<10x8xf32>
+func.func @main(%ids: tensor<2x4xi64> {graph.name = "ids"}) -> (tensor<2x4x10xf32> {graph.name = "logits"}) {
+  %wte = graph.parameter "wte" : tensor<10x8xf32>
+  %wpe = graph.parameter "wpe" : tensor<4x8xf32>
+  %pos = graph.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %e = graph.gather %wte, %ids {axis = 0 : i64} : (tensor<10x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %p = graph.gather %wpe, %pos {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
+  %h = graph.add %e, %p : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+  %y = graph.matmul %h, %wte {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<10x8xf32>) -> tensor<2x4x10xf32>
+  return %y : tensor<2x4x10xf32>
 }

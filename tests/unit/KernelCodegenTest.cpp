@@ -342,6 +342,14 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
       op("%u: tensor<4x6x24xf32>, %i: tensor<4x6xi64>",
          "%y = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<4x6x24xf32>, tensor<4x6xi64>) -> tensor<10x24xf32>",
          "tensor<10x24xf32>"));
+  add("scatter_add bf16 into f32 (a mixed-precision embedding's gradient)",
+      op("%u: tensor<4x6x24xbf16>, %i: tensor<4x6xi64>",
+         "%y = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<4x6x24xbf16>, tensor<4x6xi64>) -> tensor<10x24xf32>",
+         "tensor<10x24xf32>"));
+  add("scatter_add bf16 from a few indices, middle axis (no atomics)",
+      op("%u: tensor<3x7x4xbf16>, %i: tensor<7xi64>",
+         "%y = graph.scatter_add %u, %i {axis = 1 : i64} : (tensor<3x7x4xbf16>, tensor<7xi64>) -> tensor<3x5x4xbf16>",
+         "tensor<3x5x4xbf16>"));
   // Pooling (padding never wins a max, an average counts what its
   // attributes say, ceil_mode's windows past the padded input), its
   // gradients (overlapping windows: added atomically), batch norm, trilu.

@@ -377,6 +377,23 @@ func.func @f(%u: tensor<3x4xf32>, %i: tensor<2xi64>) {
 
 // -----
 
+// bf16 updates may add into f32, not f32 updates into bf16.
+func.func @f(%u: tensor<2x4xf32>, %i: tensor<2xi64>) {
+  // expected-error @below {{'graph.scatter_add' op expects updates of type 'tensor<2x4xbf16>' for this result, got 'tensor<2x4xf32>'}}
+  %0 = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<5x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%u: tensor<3x4xbf16>, %i: tensor<2xi64>) {
+  // expected-error @below {{'graph.scatter_add' op expects updates of type 'tensor<2x4xf32>' for this result, got 'tensor<3x4xbf16>'}}
+  %0 = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<3x4xbf16>, tensor<2xi64>) -> tensor<5x4xf32>
+  return
+}
+
+// -----
+
 // A required attribute left out is the op's own verifier's error (the
 // result-type rules never see the op without it).
 func.func @f(%a: tensor<2x3xf32>) {

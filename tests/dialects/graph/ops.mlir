@@ -120,6 +120,10 @@ func.func @reductions_and_norms(%x: tensor<2x3x4xf32>, %s: tensor<4xf32>, %img: 
   // CHECK: graph.reduce_sum %{{.*}} {axes = array<i64: 0>} : (tensor<2x3x4xbf16>) -> tensor<1x3x4xf32>
   %h = graph.cast %x : (tensor<2x3x4xf32>) -> tensor<2x3x4xbf16>
   %wide = graph.reduce_sum %h {axes = array<i64: 0>} : (tensor<2x3x4xbf16>) -> tensor<1x3x4xf32>
+  // So may a 16-bit scatter-add's updates (an embedding's gradient).
+  // CHECK: graph.scatter_add %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<2x3x4xbf16>, tensor<2x3xi64>) -> tensor<7x4xf32>
+  %ids = graph.constant dense<1> : tensor<2x3xi64>
+  %scattered = graph.scatter_add %h, %ids {axis = 0 : i64} : (tensor<2x3x4xbf16>, tensor<2x3xi64>) -> tensor<7x4xf32>
   // CHECK: graph.softmax %arg0 {axis = 2 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   %4 = graph.softmax %x {axis = 2 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   // CHECK: graph.log_softmax %arg0 {axis = 0 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
