@@ -311,11 +311,22 @@ LogicalResult ReluOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImp
 
 LogicalResult GeluOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImpl<Value> &g) {
   Location loc = getLoc();
+  // A 16-bit GELU's gradient is computed in f32 and rounded once, as
+  // PyTorch's opmath does: in bf16 its constants would be rounded
+  // (sqrt(2/pi) to 0.796875), a bias the forward's kernel does not have.
+  Value x = getInput(), dy = rg[0];
+  auto type = cast<RankedTensorType>(x.getType());
+  bool narrow = type.getElementType().isBF16() || type.getElementType().isF16();
+  if (narrow) {
+    auto f32 = type.clone(b.getF32Type());
+    x = b.create<CastOp>(loc, f32, x);
+    dy = b.create<CastOp>(loc, f32, dy);
+  }
+  Value derivative;
   if (getApproximate() == "tanh") {
     // y = x (1 + t) / 2, t = tanh(u), u = c (x + a x^3), c = sqrt(2/pi), a = 0.044715:
     // (1 + t) / 2 + x (1 - t^2) u' / 2, u' = c (1 + 3a x^2)
     const double a = 0.044715, c = std::sqrt(2.0 / M_PI);
-    Value x = getInput();
     auto k = [&](double v) { return scalar(b, loc, x, v); };
     Value x2 = b.create<MulOp>(loc, x, x);
     Value u =
@@ -326,20 +337,23 @@ LogicalResult GeluOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorImp
     Value du = b.create<AddOp>(loc, k(c), b.create<MulOp>(loc, x2, k(3.0 * a * c)));
     Value right = b.create<MulOp>(loc, b.create<MulOp>(loc, x, k(0.5)),
                                   b.create<MulOp>(loc, sech2, du));
-    g.assign({b.create<MulOp>(loc, rg[0], b.create<AddOp>(loc, left, right))});
-    return success();
+    derivative = b.create<AddOp>(loc, left, right);
+  } else {
+    // Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = exp(-x^2/2) / sqrt(2 pi)
+    Value cdf = b.create<MulOp>(
+        loc, scalar(b, loc, x, 0.5),
+        b.create<AddOp>(loc, scalar(b, loc, x, 1.0),
+                        b.create<ErfOp>(loc, b.create<MulOp>(loc, x, scalar(b, loc, x, M_SQRT1_2)))));
+    Value pdf = b.create<MulOp>(
+        loc, scalar(b, loc, x, 1.0 / std::sqrt(2.0 * M_PI)),
+        b.create<ExpOp>(loc, b.create<MulOp>(loc, b.create<MulOp>(loc, x, x),
+                                             scalar(b, loc, x, -0.5))));
+    derivative = b.create<AddOp>(loc, cdf, b.create<MulOp>(loc, x, pdf));
   }
-  // Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = exp(-x^2/2) / sqrt(2 pi)
-  Value x = getInput();
-  Value cdf = b.create<MulOp>(
-      loc, scalar(b, loc, x, 0.5),
-      b.create<AddOp>(loc, scalar(b, loc, x, 1.0),
-                      b.create<ErfOp>(loc, b.create<MulOp>(loc, x, scalar(b, loc, x, M_SQRT1_2)))));
-  Value pdf = b.create<MulOp>(
-      loc, scalar(b, loc, x, 1.0 / std::sqrt(2.0 * M_PI)),
-      b.create<ExpOp>(loc, b.create<MulOp>(loc, b.create<MulOp>(loc, x, x),
-                                           scalar(b, loc, x, -0.5))));
-  g.assign({b.create<MulOp>(loc, rg[0], b.create<AddOp>(loc, cdf, b.create<MulOp>(loc, x, pdf)))});
+  Value grad = b.create<MulOp>(loc, dy, derivative);
+  if (narrow)
+    grad = b.create<CastOp>(loc, rg[0].getType(), grad);
+  g.assign({grad});
   return success();
 }
 

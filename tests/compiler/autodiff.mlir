@@ -87,3 +87,22 @@ func.func @attention_with_bias(%x: tensor<2x4x8xf32>, %mask: tensor<2x1x4xf32>) 
   // CHECK: graph.mul %[[DK]], %arg0
   return %l : tensor<f32>
 }
+
+// A bf16 GELU's gradient is computed in f32 and rounded once: its
+// constants keep their digits (sqrt(2/pi) would be 0.796875 in bf16).
+// CHECK-LABEL: func.func @gelu_bf16
+func.func @gelu_bf16(%x: tensor<4x8xbf16>) -> tensor<f32> {
+  %w = graph.parameter "w" : tensor<8xbf16>
+  %y = graph.mul %x, %w : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+  %g = graph.gelu %y {approximate = "tanh"} : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  %f = graph.cast %g : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  %l = graph.reduce_sum %f {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x8xf32>) -> tensor<f32>
+  // CHECK: %[[Y:.*]] = graph.mul %arg0, %{{.*}} : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+  // CHECK: %[[G:.*]] = graph.cast %{{.*}} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+  // CHECK: %[[X32:.*]] = graph.cast %[[Y]] : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  // CHECK: %[[G32:.*]] = graph.cast %[[G]] : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  // CHECK: graph.constant dense<0.797884583> : tensor<f32>
+  // CHECK: %[[D:.*]] = graph.mul %[[G32]], %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  // CHECK: graph.cast %[[D]] : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+  return %l : tensor<f32>
+}
