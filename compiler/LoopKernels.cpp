@@ -618,7 +618,8 @@ func::FuncOp gatherKernel(OpBuilder &b, graph::GatherOp op, StringRef name) {
 }
 
 /// A 16-bit scatter-add's indices at most this many: a thread per output
-/// element reads them all (no atomics, which 16-bit floats lack).
+/// element reads them all (no atomics: 16-bit atomic adds would round
+/// every add).
 constexpr int64_t kMaxGatheredIndices = 64;
 
 /// Scatter-add (gather's gradient): a thread per update element, added
