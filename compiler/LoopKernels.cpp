@@ -759,7 +759,7 @@ Value countTap(Body &t, Value count, Value inside, Value padded, bool includePad
 /// Max and average pooling: a thread per output, its window's taps in the
 /// CPU backend's order; padding never wins a max (nor does NaN: a tap
 /// replaces the running max only when greater), an average divides by the
-/// count countTap gives. f32, as the CPU backend.
+/// count countTap gives. In f32 (16-bit inputs widened), as the CPU backend.
 func::FuncOp poolKernel(OpBuilder &b, Operation *op, StringRef name, bool max,
                         bool countIncludePad) {
   auto input = tensorOf(op->getOperand(0)), output = tensorOf(op->getResult(0));
@@ -803,10 +803,43 @@ func::FuncOp poolKernel(OpBuilder &b, Operation *op, StringRef name, bool max,
   });
 }
 
-/// A pooling's gradient: a thread per output gradient, added atomically
-/// into the zeroed input gradient: a max pool's to the first of its
-/// window's maxima (NaN never one), an average's share to every tap inside
-/// the input. NCHW, as the CPU backend's.
+/// The first of the window (oh, ow)'s maxima in plane (n, c) of `input`
+/// (NaN never one), as a flat i64 index; -1 where the window holds none.
+Value windowArgmax(Body &t, const PoolWindow &g, Value input, Value n, Value c, Value oh,
+                   Value ow, int64_t channels) {
+  Type i64 = t.b.getI64Type(), f32 = t.b.getF32Type();
+  auto i64Constant = [&](Body &in, int64_t v) {
+    return in.b.create<arith::ConstantOp>(in.loc, in.b.getI64IntegerAttr(v)).getResult();
+  };
+  std::array<Value, 4> at{n, c, oh, ow};
+  return g.fold(t, oh, ow, {i64Constant(t, -1), t.constant(f32, 0)},
+                [&](Body &in, Value h, Value w, Value inside, Value, ValueRange acc) {
+                  Value v = loadTap(in, g, input, at, h, w, inside, channels);
+                  Value none = in.b.create<arith::CmpIOp>(in.loc, arith::CmpIPredicate::slt,
+                                                          acc[0], i64Constant(in, 0));
+                  Value greater = in.b.create<arith::CmpFOp>(
+                      in.loc, arith::CmpFPredicate::OGT, v, acc[1]);
+                  Value number =
+                      in.b.create<arith::CmpFOp>(in.loc, arith::CmpFPredicate::ORD, v, v);
+                  Value take = in.b.create<arith::AndIOp>(
+                      in.loc, in.b.create<arith::AndIOp>(in.loc, inside, number),
+                      in.b.create<arith::OrIOp>(in.loc, none, greater));
+                  Value flat = in.b.create<arith::IndexCastOp>(
+                      in.loc, i64, g.inputAt(in, n, c, h, w, channels));
+                  return SmallVector<Value>{
+                      in.b.create<arith::SelectOp>(in.loc, take, flat, acc[0]),
+                      in.b.create<arith::SelectOp>(in.loc, take, v, acc[1])};
+                })[0];
+}
+
+/// A pooling's gradient: a thread per input element, gathering from the
+/// windows that hold it. A max pool's window gives its gradient to the
+/// first of its maxima (NaN never one), so the thread finds each holding
+/// window's; an average's gives its share to every tap inside the input.
+/// The windows are taken by output row, then column: the order in which
+/// the CPU backend adds them, so the sum is the CPU's to the bit, with no
+/// atomics, no zeroed outputs, and 16-bit gradients summed in f32 and
+/// rounded once (as the CPU backend's). NCHW, as the CPU backend's.
 func::FuncOp poolBackwardKernel(OpBuilder &b, Operation *op, StringRef name, bool max,
                                 bool countIncludePad) {
   Value gradOutput = op->getOperand(max ? 1 : 0);
@@ -814,75 +847,71 @@ func::FuncOp poolBackwardKernel(OpBuilder &b, Operation *op, StringRef name, boo
   auto attr = [&](StringRef n) { return op->getAttrOfType<DenseI64ArrayAttr>(n).asArrayRef(); };
   PoolWindow g(dx.getShape(), attr("kernel"), attr("strides"), attr("pads"), attr("dilations"),
                false);
-  int64_t channels = dx.getDimSize(1);
-  ArrayRef<int64_t> outShape = dy.getShape();
-  auto func = makeKernel(b, op, name, dy.getNumElements(),
-                         [&](Body &t, Value o, ArrayRef<Value> buf) {
-    std::array<Value, 4> at = g.outputAt(t, o, outShape);
-    Value grad = t.load(buf[max ? 1 : 0], o);
-    Value result = buf[max ? 2 : 1];
-    Type i64 = t.b.getI64Type();
-    auto i64Constant = [&](Body &in, int64_t v) {
-      return in.b.create<arith::ConstantOp>(in.loc, in.b.getI64IntegerAttr(v)).getResult();
+  int64_t channels = dx.getDimSize(1), OH = dy.getDimSize(2), OW = dy.getDimSize(3);
+  return makeKernel(b, op, name, dx.getNumElements(), [&](Body &t, Value x,
+                                                          ArrayRef<Value> buf) {
+    SmallVector<Value> at = t.coordinates(x, dx.getShape()); // n, c, h, w
+    Value plane = t.mul(t.add(t.mul(at[0], channels), at[1]), OH * OW);
+    Value dyBuffer = buf[max ? 1 : 0];
+    Type f32 = t.b.getF32Type();
+    using P = arith::CmpIPredicate;
+    // The output coordinate whose window holds coordinate `at` by tap
+    // `tap` (from the last, so outputs ascend), and whether there is one.
+    auto outputOf = [](Body &in, Value at, Value tap, int64_t taps, int64_t pad,
+                       int64_t dilation, int64_t stride, int64_t outputs) {
+      Value last = in.index(taps - 1);
+      Value i = in.b.create<arith::SubIOp>(in.loc, last, tap);
+      Value start = in.b.create<arith::SubIOp>(in.loc, in.add(at, in.index(pad)),
+                                               in.mul(i, dilation));
+      Value o = in.b.create<arith::DivSIOp>(in.loc, start, in.index(stride));
+      auto cmp = [&](P p, Value a, Value b) {
+        return in.b.create<arith::CmpIOp>(in.loc, p, a, b).getResult();
+      };
+      Value onStride = cmp(P::eq, in.b.create<arith::RemSIOp>(in.loc, start, in.index(stride)),
+                           in.index(0));
+      Value ok = in.b.create<arith::AndIOp>(
+          in.loc, in.b.create<arith::AndIOp>(in.loc, cmp(P::sge, start, in.index(0)), onStride),
+          cmp(P::slt, o, in.index(outputs)));
+      return std::pair<Value, Value>{o, ok};
     };
-    auto addAt = [&](Body &in, Value v, Value flat) {
-      in.b.create<memref::AtomicRMWOp>(in.loc, arith::AtomicRMWKind::addf, v, result,
-                                       ValueRange{flat});
-    };
-    if (max) {
-      Type f32 = t.b.getF32Type();
-      SmallVector<Value> best = g.fold(
-          t, at[2], at[3], {i64Constant(t, -1), t.constant(f32, 0)},
-          [&](Body &in, Value h, Value w, Value inside, Value, ValueRange acc) {
-            Value v = loadTap(in, g, buf[0], at, h, w, inside, channels);
-            Value none = in.b.create<arith::CmpIOp>(in.loc, arith::CmpIPredicate::slt, acc[0],
-                                                    i64Constant(in, 0));
-            Value greater =
-                in.b.create<arith::CmpFOp>(in.loc, arith::CmpFPredicate::OGT, v, acc[1]);
-            Value number = in.b.create<arith::CmpFOp>(in.loc, arith::CmpFPredicate::ORD, v, v);
-            Value take = in.b.create<arith::AndIOp>(
-                in.loc, in.b.create<arith::AndIOp>(in.loc, inside, number),
-                in.b.create<arith::OrIOp>(in.loc, none, greater));
-            Value flat = in.b.create<arith::IndexCastOp>(
-                in.loc, i64, g.inputAt(in, at[0], at[1], h, w, channels));
-            return SmallVector<Value>{in.b.create<arith::SelectOp>(in.loc, take, flat, acc[0]),
-                                      in.b.create<arith::SelectOp>(in.loc, take, v, acc[1])};
-          });
-      Value found = t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sge, best[0],
-                                              i64Constant(t, 0));
-      t.b.create<scf::IfOp>(t.loc, found, [&](OpBuilder &nb, Location nl) {
-        Body in(nb, nl);
-        addAt(in, grad, nb.create<arith::IndexCastOp>(nl, nb.getIndexType(), best[0]));
-        nb.create<scf::YieldOp>(nl);
+    Value sum = t.loop(g.kH, t.constant(f32, 0), [&](Body &r, Value acc, Value ti) -> Value {
+      auto [oh, rowOk] = outputOf(r, at[2], ti, g.kH, g.padTop, g.dilationH, g.strideH, OH);
+      return r.loop(g.kW, acc, [&](Body &c, Value acc, Value tj) -> Value {
+        auto [ow, colOk] = outputOf(c, at[3], tj, g.kW, g.padLeft, g.dilationW, g.strideW, OW);
+        Value holds = c.b.create<arith::AndIOp>(c.loc, rowOk, colOk);
+        auto window = c.b.create<scf::IfOp>(
+            c.loc, holds,
+            [&](OpBuilder &wb, Location wl) {
+              Body in(wb, wl);
+              Value grad = in.load(dyBuffer, in.add(plane, in.add(in.mul(oh, OW), ow)));
+              Value added;
+              if (max) {
+                Value best = windowArgmax(in, g, buf[0], at[0], at[1], oh, ow, channels);
+                Value mine = wb.create<arith::CmpIOp>(
+                    wl, P::eq, best, wb.create<arith::IndexCastOp>(wl, wb.getI64Type(), x));
+                added = wb.create<arith::SelectOp>(wl, mine, in.addf(acc, grad), acc);
+              } else {
+                // The window holds this input element, so its count is positive.
+                Value count = g.fold(in, oh, ow,
+                                     {wb.create<arith::ConstantOp>(wl, wb.getI64IntegerAttr(0))
+                                          .getResult()},
+                                     [&](Body &tap, Value, Value, Value inside, Value padded,
+                                         ValueRange n) {
+                                       return SmallVector<Value>{countTap(
+                                           tap, n[0], inside, padded, countIncludePad)};
+                                     })[0];
+                Value share =
+                    wb.create<arith::DivFOp>(wl, grad, wb.create<arith::SIToFPOp>(wl, f32, count));
+                added = in.addf(acc, share);
+              }
+              wb.create<scf::YieldOp>(wl, added);
+            },
+            [&](OpBuilder &eb, Location el) { eb.create<scf::YieldOp>(el, acc); });
+        return window.getResult(0);
       });
-      return;
-    }
-    Value count = g.fold(t, at[2], at[3], {i64Constant(t, 0)},
-                         [&](Body &in, Value, Value, Value inside, Value padded,
-                             ValueRange acc) {
-                           return SmallVector<Value>{
-                               countTap(in, acc[0], inside, padded, countIncludePad)};
-                         })[0];
-    Value some =
-        t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sgt, count, i64Constant(t, 0));
-    t.b.create<scf::IfOp>(t.loc, some, [&](OpBuilder &nb, Location nl) {
-      Body in(nb, nl);
-      Value share = nb.create<arith::DivFOp>(
-          nl, grad, nb.create<arith::SIToFPOp>(nl, nb.getF32Type(), count));
-      g.fold(in, at[2], at[3], {},
-             [&](Body &tap, Value h, Value w, Value inside, Value, ValueRange) {
-               tap.b.create<scf::IfOp>(tap.loc, inside, [&](OpBuilder &ib, Location il) {
-                 Body inner(ib, il);
-                 addAt(inner, share, g.inputAt(inner, at[0], at[1], h, w, channels));
-                 ib.create<scf::YieldOp>(il);
-               });
-               return SmallVector<Value>{};
-             });
-      nb.create<scf::YieldOp>(nl);
     });
+    t.store(sum, buf[max ? 2 : 1], x);
   });
-  func->setAttr(attr::kZeroOutputs, b.getUnitAttr());
-  return func;
 }
 
 /// Inference batch norm over dim 1: a thread per element, (x - mean) *
@@ -1072,24 +1101,23 @@ func::FuncOp buildOne(OpBuilder &b, Operation *op, StringRef name, std::string &
       .Case([&](graph::ConcatOp c) { return concatKernel(b, c, name); })
       .Case([&](graph::GatherOp g) { return gatherKernel(b, g, name); })
       .Case([&](graph::ScatterAddOp s) { return scatterAddKernel(b, s, name, missing); })
-      .Case<graph::MaxPool2DOp, graph::AvgPool2DOp>([&](Operation *p) -> func::FuncOp {
-        if (!tensorOf(p->getResult(0)).getElementType().isF32()) {
-          missing = p->getName().stripDialect().str() + " other than f32";
+      .Case<graph::MaxPool2DOp, graph::AvgPool2DOp, graph::MaxPool2DBackwardOp,
+            graph::AvgPool2DBackwardOp>([&](Operation *p) -> func::FuncOp {
+        // Computed in f32, as the CPU backend's (which has no f64 pools).
+        if (!Body::computeType(tensorOf(p->getResult(0)).getElementType()).isF32()) {
+          missing = p->getName().stripDialect().str() + " other than f32, bf16 or f16";
           return {};
         }
-        auto avg = dyn_cast<graph::AvgPool2DOp>(p);
-        return poolKernel(b, p, name, !avg, avg && avg.getCountIncludePad());
+        bool includePad = false;
+        if (auto avg = dyn_cast<graph::AvgPool2DOp>(p))
+          includePad = avg.getCountIncludePad();
+        if (auto avg = dyn_cast<graph::AvgPool2DBackwardOp>(p))
+          includePad = avg.getCountIncludePad();
+        bool max = isa<graph::MaxPool2DOp, graph::MaxPool2DBackwardOp>(p);
+        return isa<graph::MaxPool2DOp, graph::AvgPool2DOp>(p)
+                   ? poolKernel(b, p, name, max, includePad)
+                   : poolBackwardKernel(b, p, name, max, includePad);
       })
-      .Case<graph::MaxPool2DBackwardOp, graph::AvgPool2DBackwardOp>(
-          [&](Operation *p) -> func::FuncOp {
-            // Atomic adds into the input gradient: f32 only, as the forward.
-            if (!tensorOf(p->getResult(0)).getElementType().isF32()) {
-              missing = p->getName().stripDialect().str() + " other than f32";
-              return {};
-            }
-            auto avg = dyn_cast<graph::AvgPool2DBackwardOp>(p);
-            return poolBackwardKernel(b, p, name, !avg, avg && avg.getCountIncludePad());
-          })
       .Case([&](graph::BatchNormOp n) { return batchNormKernel(b, n, name); })
       .Case([&](graph::TriluOp t) { return triluKernel(b, t, name); })
       .Case([&](graph::TopKOp t) -> func::FuncOp {

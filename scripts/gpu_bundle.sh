@@ -13,13 +13,13 @@
 #
 # DIR holds dtc.tar.xz (its size is printed) and check.sh; check.sh unpacks
 # the archive under /tmp and says what passed. The checks are every
-# instruction of GPT (fp32; bf16 over dp 2 x tp 2), ResNet and BERT (bf16,
-# its padding mask as attention's bias) training steps against the CPU
-# backend, then those of tests/gpu/models.test that run one rank (two
-# ranks need mpirun, which a bare machine lacks): inference outputs
-# against the CPU's, training losses against the CPU's (GPT fp32 and bf16,
-# on cuDNN's attention and on dtc's flash kernels, an exported ResNet,
-# BERT), then
+# instruction of GPT (fp32; bf16 over dp 2 x tp 2), ResNet (fp32, bf16)
+# and BERT (bf16, its padding mask as attention's bias) training steps
+# against the CPU backend, then those of tests/gpu/models.test that run
+# one rank (two ranks need mpirun, which a bare machine lacks): inference
+# outputs against the CPU's, training losses against the CPU's (GPT fp32
+# and bf16, on cuDNN's attention and on dtc's flash kernels, an exported
+# ResNet in fp32 and bf16, BERT), then
 # the benchmarks: GPT-2 small's bf16 GEMMs against cuBLAS, and its bf16
 # training step against PyTorch eager (and torch.compile).
 set -euo pipefail
@@ -89,6 +89,8 @@ small="gpt:layers=2,hidden=64,heads=4,seq=32,vocab=128,batch=8"
 "$dtc" run "$checks/bf16.dtcp" --data "$checks/gpt-data" --steps 4 --log-json "$checks/bf16-cpu.jsonl" > /dev/null
 "$dtc" compile "$root/tests/models/exported/resnet.onnx" --shape batch=8 --train --backend cuda \
   -o "$checks/cnn.dtcp" > /dev/null
+"$dtc" compile "$root/tests/models/exported/resnet.onnx" --shape batch=8 --train --precision bf16 \
+  --backend cuda -o "$checks/cnn-bf16.dtcp" > /dev/null
 cp "$root/tests/models/exported/resnet.onnx" "$root/tests/models/exported/resnet.onnx.data" \
   "$checks/"
 "$dtc" compile "$root/tests/models/exported/bert.onnx" --shape batch=4 --train --precision bf16 \
@@ -96,6 +98,8 @@ cp "$root/tests/models/exported/resnet.onnx" "$root/tests/models/exported/resnet
 cp "$root/tests/models/exported/bert.onnx" "$root/tests/models/exported/bert.onnx.data" "$checks/"
 "$dtc" run "$checks/bert.dtcp" --data "$checks/bert-data" --steps 4 --log-json "$checks/bert-cpu.jsonl" > /dev/null
 "$dtc" run "$checks/cnn.dtcp" --data "$checks/cnn-data" --steps 4 --log-json "$checks/cnn-cpu.jsonl" > /dev/null
+"$dtc" run "$checks/cnn-bf16.dtcp" --data "$checks/cnn-data" --steps 4 \
+  --log-json "$checks/cnn-bf16-cpu.jsonl" > /dev/null
 # The benchmark: GPT-2 small's shape, dtc's own generated model (seeded
 # weights: nothing to carry), bf16 training.
 "$dtc" compile "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,batch=8" --train \

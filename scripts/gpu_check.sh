@@ -55,7 +55,7 @@ losses() { # NAME PLAN DATA RTOL [dtc-run options]
   "$run" "$plan" --data "$data" --steps 4 --backend cuda --log-json "$work/$name-gpu.jsonl" "$@" &&
     python3 "$c/same_losses.py" "$c/$name-cpu.jsonl" "$work/$name-gpu.jsonl" --rtol "$rtol"
 }
-check kernels env DTC_GPU_PLANS="$c/gpt.dtcp,$c/bf16-dp2-tp2.dtcp,$c/cnn.dtcp,$c/bert.dtcp" \
+check kernels env DTC_GPU_PLANS="$c/gpt.dtcp,$c/bf16-dp2-tp2.dtcp,$c/cnn.dtcp,$c/cnn-bf16.dtcp,$c/bert.dtcp" \
   "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuPlans.*'
 # The attention kernels (dtc's flash kernels, cuDNN's fused attention)
 # against a double-precision reference.
@@ -69,6 +69,9 @@ grep -h '^run: on' "$work/gpt-bf16-training.log" || true
 DTC_ATTENTION_KERNELS=flash check gpt-bf16-training-flash losses bf16 "$c/bf16.dtcp" \
   "$c/gpt-data" 2e-2
 check resnet-training losses cnn "$c/cnn.dtcp" "$c/cnn-data" 1e-3 --model "$c/resnet.onnx"
+# bf16: cuDNN's bf16 convolutions, generated bf16 pools and their gradients.
+check resnet-bf16-training losses cnn-bf16 "$c/cnn-bf16.dtcp" "$c/cnn-data" 2e-2 \
+  --model "$c/resnet.onnx"
 # BERT's padding mask as attention's bias, bf16 (cuDNN's bias tensor).
 check bert-bf16-training losses bert "$c/bert.dtcp" "$c/bert-data" 2e-2 --model "$c/bert.onnx"
 # The benchmarks: GPT-2 small's GEMMs, dtc's cuBLASLt against cuBLAS;

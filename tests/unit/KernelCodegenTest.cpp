@@ -352,7 +352,8 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
          "tensor<3x5x4xbf16>"));
   // Pooling (padding never wins a max, an average counts what its
   // attributes say, ceil_mode's windows past the padded input), its
-  // gradients (overlapping windows: added atomically), batch norm, trilu.
+  // gradients (overlapping windows, gathered in the CPU's order), in f32
+  // and bf16, batch norm, trilu.
   const std::string pool = "kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, "
                            "pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>";
   add("max_pool2d 3x3 stride 2 padded",
@@ -378,6 +379,28 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
       op("%d: tensor<2x3x5x5xf32>",
          "%y = graph.avg_pool2d_backward %d {" + pool + ", count_include_pad = true} : (tensor<2x3x5x5xf32>) -> tensor<2x3x9x9xf32>",
          "tensor<2x3x9x9xf32>"));
+  add("max_pool2d_backward dilated, stride 1 (each input in many windows)",
+      op("%x: tensor<1x2x10x10xf32>, %d: tensor<1x2x10x10xf32>",
+         "%y = graph.max_pool2d_backward %x, %d {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 2, 2, 2, 2>, dilations = array<i64: 2, 2>} : (tensor<1x2x10x10xf32>, tensor<1x2x10x10xf32>) -> tensor<1x2x10x10xf32>",
+         "tensor<1x2x10x10xf32>"));
+  add("avg_pool2d_backward ceil_mode, pads not counted",
+      op("%d: tensor<1x2x5x4xf32>",
+         "%y = graph.avg_pool2d_backward %d {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 0, 1, 0>, dilations = array<i64: 1, 1>, ceil_mode = true} : (tensor<1x2x5x4xf32>) -> tensor<1x2x8x8xf32>",
+         "tensor<1x2x8x8xf32>"));
+  add("max_pool2d bf16",
+      op("%x: tensor<2x3x9x9xbf16>", "%y = graph.max_pool2d %x {" + pool + "} : (tensor<2x3x9x9xbf16>) -> tensor<2x3x5x5xbf16>",
+         "tensor<2x3x5x5xbf16>"));
+  add("avg_pool2d bf16",
+      op("%x: tensor<2x3x9x9xbf16>", "%y = graph.avg_pool2d %x {" + pool + "} : (tensor<2x3x9x9xbf16>) -> tensor<2x3x5x5xbf16>",
+         "tensor<2x3x5x5xbf16>"));
+  add("max_pool2d_backward bf16 (summed in f32, rounded once)",
+      op("%x: tensor<2x3x9x9xbf16>, %d: tensor<2x3x5x5xbf16>",
+         "%y = graph.max_pool2d_backward %x, %d {" + pool + "} : (tensor<2x3x9x9xbf16>, tensor<2x3x5x5xbf16>) -> tensor<2x3x9x9xbf16>",
+         "tensor<2x3x9x9xbf16>"));
+  add("avg_pool2d_backward bf16",
+      op("%d: tensor<2x3x5x5xbf16>",
+         "%y = graph.avg_pool2d_backward %d {" + pool + "} : (tensor<2x3x5x5xbf16>) -> tensor<2x3x9x9xbf16>",
+         "tensor<2x3x9x9xbf16>"));
   add("batch_norm (inference)",
       Case{"", "(%x: tensor<4x6x5x5xf32>, %s: tensor<6xf32>, %b: tensor<6xf32>, %m: tensor<6xf32>, %v: tensor<6xf32>) -> tensor<4x6x5x5xf32>",
            "%y = graph.batch_norm %x, %s, %b, %m, %v {epsilon = 1.0e-3 : f64} : (tensor<4x6x5x5xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<4x6x5x5xf32>\n"
