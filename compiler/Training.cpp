@@ -421,7 +421,14 @@ private:
                          (widenedSums_ ? "; " + std::to_string(widenedSums_) +
                                              " weight gradients that are sums (biases', norms', "
                                              "embeddings') accumulate straight into fp32"
-                                       : std::string()));
+                                       : std::string()) +
+                         (f32Tables_ ? "; " + std::to_string(f32Tables_) +
+                                           (f32Tables_ == 1 ? " table" : " tables") +
+                                           " computed from positions and constants alone "
+                                           "(rotary cos and sin, masks) " +
+                                           (f32Tables_ == 1 ? "stays fp32 until activations read it"
+                                                            : "stay fp32 until activations read them")
+                                     : std::string()));
     }
     if (norms)
       addNote(func_, "training: " + std::to_string(norms) +
@@ -537,12 +544,36 @@ private:
       auto type = dyn_cast<RankedTensorType>(v.getType());
       return type && type.getElementType().isF32();
     };
-    // A value the model reads as bf16: uses inside the model move to `cast`.
+    // Tables: what the model computes from constants, frozen parameters
+    // and integer inputs alone, reading no trained weight and no float
+    // input (positions, rotary angles and their cosines and sines, masks).
+    // They stay f32, as PyTorch's models keep them (Llama's rotary
+    // embedding runs with autocast off): a position past 256 is not exact
+    // in bf16, so its angle would be another position's. Activations read
+    // them through a cast.
+    llvm::DenseSet<Operation *> activations;
+    auto trained = [](Operation &op) {
+      auto p = dyn_cast<graph::ParameterOp>(op);
+      return p && !p.getFrozen();
+    };
+    for (Operation &op : block.without_terminator())
+      if (trained(op) || llvm::any_of(op.getOperands(), [&](Value v) {
+            return isa<BlockArgument>(v) ? isa<FloatType>(typeOf(v).getElementType())
+                                         : activations.contains(v.getDefiningOp());
+          }))
+        activations.insert(&op);
+    auto readsAsBf16 = [&](Operation *user) {
+      return model.contains(user) && activations.contains(user);
+    };
+    // A value the model reads as bf16: those uses move to a cast.
     auto castInModel = [&](Value v, OpBuilder &b) {
+      if (llvm::none_of(v.getUsers(), readsAsBf16))
+        return false;
       auto cast = b.create<graph::CastOp>(v.getLoc(), typeOf(v).clone(bf16), v);
       v.replaceUsesWithIf(cast, [&](OpOperand &use) {
-        return use.getOwner() != cast && model.contains(use.getOwner());
+        return use.getOwner() != cast && readsAsBf16(use.getOwner());
       });
+      return true;
     };
     OpBuilder b(func_.getContext());
     b.setInsertionPointToStart(&block);
@@ -555,9 +586,11 @@ private:
         ops.push_back(&op);
     for (Operation *op : ops) {
       b.setInsertionPointAfter(op);
-      if (isa<graph::ParameterOp, graph::ConstantOp>(op)) {
-        if (isF32(op->getResult(0)))
-          castInModel(op->getResult(0), b);
+      if (isa<graph::ParameterOp, graph::ConstantOp>(op) || !activations.contains(op)) {
+        bool table = !isa<graph::ParameterOp, graph::ConstantOp>(op);
+        for (Value result : op->getResults())
+          if (isF32(result) && castInModel(result, b) && table)
+            ++f32Tables_;
         continue;
       }
       for (Value result : op->getResults()) {
@@ -725,6 +758,7 @@ private:
   func::FuncOp func_;
   const TrainingOptions &options_;
   int widenedSums_ = 0; // gradient sums made f32 (widenGradientSums)
+  int f32Tables_ = 0;   // tables the bf16 model reads through a cast (castToBf16)
   Block &block_;
   OpBuilder b_;
   Location loc_;

@@ -67,10 +67,61 @@ bool isRunningStatistic(const std::string &op, int input) {
 class Chooser {
 public:
   Chooser(const ::onnx::GraphProto &graph) {
-    for (const auto &node : graph.node())
+    for (const auto &node : graph.node()) {
       for (int i = 0; i < node.input_size(); ++i)
         if (!node.input(i).empty())
           uses_[node.input(i)].push_back({&node, i});
+      for (const std::string &output : node.output())
+        producers_[output] = &node;
+    }
+    for (const auto &input : graph.input()) {
+      int type = input.type().tensor_type().elem_type();
+      position_[input.name()] =
+          type != ::onnx::TensorProto::FLOAT && type != ::onnx::TensorProto::DOUBLE &&
+          type != ::onnx::TensorProto::FLOAT16 && type != ::onnx::TensorProto::BFLOAT16;
+    }
+    for (const auto &tensor : graph.initializer())
+      position_[tensor.name()] = !isParameterTensor(tensor);
+    for (const auto &output : graph.output())
+      outputs_.insert(output.name());
+  }
+
+  /// Whether `name` reaches the model only as an angle: multiplied by
+  /// positions (positionLike), reshaped or concatenated, into Sin or Cos.
+  /// A rotary embedding's inverse frequencies (`inv_freq`) are read so;
+  /// a learned frequency multiplies a float input or an activation.
+  bool onlyAngles(const std::string &name) {
+    std::vector<std::string> work = {name};
+    llvm::StringSet<> seen;
+    bool angle = false;
+    while (!work.empty()) {
+      std::string value = work.back();
+      work.pop_back();
+      if (!seen.insert(value).second)
+        continue;
+      if (outputs_.count(value))
+        return false;
+      auto it = uses_.find(value);
+      if (it == uses_.end())
+        continue;
+      for (const Use &use : it->second) {
+        const std::string &op = use.node->op_type();
+        if (op == "Sin" || op == "Cos") {
+          angle = true;
+          continue;
+        }
+        if (op == "Mul" || op == "MatMul") {
+          for (int i = 0; i < use.node->input_size(); ++i)
+            if (i != use.input && !positionLike(use.node->input(i)))
+              return false;
+        } else if (!passesOn(op, use.input) && op != "Concat") {
+          return false;
+        }
+        for (const std::string &output : use.node->output())
+          work.push_back(output);
+      }
+    }
+    return angle;
   }
 
   /// How `name` is used, following it through reshapes and casts.
@@ -128,7 +179,45 @@ public:
   }
 
 private:
+  /// Whether `value` is computed from integer inputs and constants alone
+  /// (no weight, no float input): positions, and what is made of them.
+  bool positionLike(const std::string &value) {
+    std::vector<std::pair<std::string, bool>> stack = {{value, false}};
+    while (!stack.empty()) {
+      auto [v, expanded] = stack.back();
+      if (position_.count(v)) {
+        stack.pop_back();
+        continue;
+      }
+      auto producer = producers_.find(v);
+      if (producer == producers_.end()) { // not in the graph
+        position_[v] = false;
+        stack.pop_back();
+        continue;
+      }
+      const ::onnx::NodeProto &node = *producer->second;
+      if (!expanded) {
+        stack.back().second = true;
+        for (const std::string &input : node.input())
+          if (!input.empty() && !position_.count(input))
+            stack.push_back({input, false});
+        continue;
+      }
+      // Subgraphs (If, Loop) are not followed: such a value is not a position.
+      position_[v] = node.attribute_size() == 0 || llvm::none_of(node.attribute(), [](auto &a) {
+                       return a.has_g() || a.graphs_size() > 0;
+                     });
+      for (const std::string &input : node.input())
+        position_[v] = position_[v] && (input.empty() || position_[input]);
+      stack.pop_back();
+    }
+    return position_[value];
+  }
+
   std::map<std::string, std::vector<Use>> uses_;
+  std::map<std::string, const ::onnx::NodeProto *> producers_;
+  std::map<std::string, bool> position_; // positionLike's answers
+  std::set<std::string> outputs_;
 };
 
 std::string formatValue(double v) {
@@ -361,9 +450,14 @@ mlir::LogicalResult chooseWeights(mlir::MLIRContext &context, const ::onnx::Grap
 
   // The rest by use, then by value.
   Chooser chooser(graph);
-  for (const ::onnx::TensorProto *tensor : parameters)
-    if (chooser.onlySetsShapes(tensor->name()))
-      choices.constants.insert(tensor->name());
+  for (const ::onnx::TensorProto *tensor : parameters) {
+    const std::string &name = tensor->name();
+    if (chooser.onlySetsShapes(name))
+      choices.constants.insert(name);
+    else if (!trainable.contains(name) && !frozen.count(name) && chooser.onlyAngles(name))
+      frozen[name] = "a rotary embedding's inverse frequencies: it is read only as the sine "
+                     "and cosine of its product with positions";
+  }
   struct Candidate {
     const ::onnx::TensorProto *tensor;
     std::vector<double> values;

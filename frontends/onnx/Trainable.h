@@ -59,9 +59,11 @@ struct WeightChoices {
 };
 
 /// Decides `choices` for `graph`. Patterns decide first; a parameter neither
-/// names is frozen when it is not used as a weight (a MatMul, Gemm or
-/// convolution operand, a norm's scale or bias, an embedding table) and its
-/// values are a mask's or a sin/cos table's. Fails with `error` on a
+/// names is frozen when it is read only as the sine and cosine of its
+/// product with positions (a rotary embedding's inverse frequencies), or
+/// when it is not used as a weight (a MatMul, Gemm or convolution operand, a
+/// norm's scale or bias, an embedding table) and its values are a mask's or
+/// a sin/cos table's. Fails with `error` on a
 /// malformed pattern, a pattern that names no parameter, or a parameter
 /// both lists name.
 mlir::LogicalResult chooseWeights(mlir::MLIRContext &context, const ::onnx::GraphProto &graph,

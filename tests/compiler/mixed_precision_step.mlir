@@ -45,3 +45,30 @@ func.func @main(%ids: tensor<2x4xi64> {graph.name = "ids"}) -> (tensor<2x4x10xf3
   %y = graph.matmul %h, %wte {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<10x8xf32>) -> tensor<2x4x10xf32>
   return %y : tensor<2x4x10xf32>
 }
+
+// -----
+
+// Tables stay f32: rotary angles made of integer positions and a frozen
+// inverse frequency (no trained weight, no float input), and their cosines,
+// are computed in f32 (a position past 256 is not exact in bf16) and cast
+// once where the bf16 activations read them. The frozen parameter is read
+// as it is, not cast.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: 1 table computed from positions and constants alone (rotary cos and sin, masks) stays fp32 until activations read it
+// CHECK: %[[FREQ:.*]] = graph.parameter "inv_freq"
+// CHECK-NOT: graph.cast %[[FREQ]]
+// CHECK: %[[ANGLE:.*]] = graph.mul %{{.*}}, %[[FREQ]] : (tensor<4x1xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[COS:.*]] = graph.cos %[[ANGLE]] : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[NARROW:.*]] = graph.cast %[[COS]] : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+// CHECK: graph.mul %{{.*}}, %[[NARROW]] : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+func.func @main(%x: tensor<4x8xf32> {graph.name = "x"}, %pos: tensor<4xi64> {graph.name = "position_ids"}) -> (tensor<4x8xf32> {graph.name = "logits"}) {
+  %f = graph.parameter "inv_freq" {frozen = "a rotary embedding's inverse frequencies"} : tensor<8xf32>
+  %w = graph.parameter "w" : tensor<8x8xf32>
+  %p = graph.cast %pos : (tensor<4xi64>) -> tensor<4xf32>
+  %column = graph.reshape %p : (tensor<4xf32>) -> tensor<4x1xf32>
+  %angle = graph.mul %column, %f : (tensor<4x1xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %c = graph.cos %angle : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %z = graph.mul %y, %c : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %z : tensor<4x8xf32>
+}
