@@ -508,6 +508,88 @@ func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name
                : makeKernel(b, op, name, rows, body);
 }
 
+/// Layer norm's gradient: a row (or a block per long row), as the forward:
+/// the row's mean and rstd from two sums, then the sums of h = dy * scale
+/// and of h * xhat, then dx = rstd * (h - mean(h) - xhat * mean(h * xhat)),
+/// all in f32 (16-bit inputs widened, dx rounded once). The row's mean and
+/// rstd are stored too (by its first lane), for the scale's gradient.
+func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op,
+                                     StringRef name) {
+  auto input = tensorOf(op.getInput());
+  int64_t axis = int64_t(op.getAxis());
+  int64_t n = product(input.getShape().drop_front(axis));
+  int64_t rows = input.getNumElements() / n;
+  int64_t lanes = lanesFor(n);
+  double epsilon = op.getEpsilon().convertToDouble();
+  Type type = Body::computeType(input.getElementType());
+  // Buffers: input, scale, grad_output, grad_input, mean, rstd.
+  auto body = [&](Body &t, Value row, ArrayRef<Value> buf) {
+    Value base = t.mul(row, n);
+    auto x = [&](Body &in, Value k) { return in.load(buf[0], in.add(base, k)); };
+    auto h = [&](Body &in, Value k) {
+      return in.b.create<arith::MulFOp>(in.loc, in.load(buf[2], in.add(base, k)),
+                                        in.load(buf[1], k))
+          .getResult();
+    };
+    auto sum = [&](function_ref<Value(Body &, Value k)> term) -> Value {
+      if (!lanes)
+        return t.sum(n, type, term);
+      return t.laneFold(
+          n, lanes, t.constant(type, 0),
+          [&](Body &in, Value acc, Value k) { return in.addf(acc, term(in, k)); },
+          [](Body &c, Value l, Value r) { return c.addf(l, r); });
+    };
+    Value count = t.constant(type, double(n));
+    auto meanOf = [&](Value total) {
+      return t.b.create<arith::DivFOp>(t.loc, total, count).getResult();
+    };
+    Value mean = meanOf(sum(x));
+    auto centred = [&](Body &in, Value k) {
+      return in.b.create<arith::SubFOp>(in.loc, x(in, k), mean).getResult();
+    };
+    Value variance = meanOf(sum([&](Body &in, Value k) -> Value {
+      Value d = centred(in, k);
+      return in.b.create<arith::MulFOp>(in.loc, d, d);
+    }));
+    Value rstd = t.b.create<arith::DivFOp>(
+        t.loc, t.constant(type, 1),
+        t.b.create<math::SqrtOp>(
+            t.loc, t.b.create<arith::AddFOp>(t.loc, variance, t.constant(type, epsilon))));
+    auto xhat = [&](Body &in, Value k) {
+      return in.b.create<arith::MulFOp>(in.loc, centred(in, k), rstd).getResult();
+    };
+    Value meanH = meanOf(sum(h));
+    Value meanHX = meanOf(sum([&](Body &in, Value k) -> Value {
+      return in.b.create<arith::MulFOp>(in.loc, h(in, k), xhat(in, k));
+    }));
+    auto write = [&](Body &in, Value k) {
+      Value d = in.b.create<arith::SubFOp>(
+          in.loc, in.b.create<arith::SubFOp>(in.loc, h(in, k), meanH),
+          in.b.create<arith::MulFOp>(in.loc, xhat(in, k), meanHX));
+      in.store(in.b.create<arith::MulFOp>(in.loc, rstd, d), buf[3], in.add(base, k));
+    };
+    auto statistics = [&](Body &in, Value) {
+      in.store(mean, buf[4], row);
+      in.store(rstd, buf[5], row);
+    };
+    if (lanes) {
+      t.laneEach(n, lanes, write);
+      t.laneEach(1, lanes, statistics);
+      return;
+    }
+    auto forOp = t.b.create<scf::ForOp>(t.loc, t.index(0), t.index(n), t.index(1));
+    {
+      OpBuilder::InsertionGuard guard(t.b);
+      t.b.setInsertionPointToStart(forOp.getBody());
+      Body in(t.b, t.loc);
+      write(in, forOp.getInductionVar());
+    }
+    statistics(t, row);
+  };
+  return lanes ? makeRowKernel(b, op, name, rows, lanes, body)
+               : makeKernel(b, op, name, rows, body);
+}
+
 /// Moves: a thread per output element, reading the input element whose
 /// flat index is an affine function of the output's coordinates
 /// (transpose, strided slice, copy).
@@ -1048,7 +1130,8 @@ func::FuncOp topKKernel(OpBuilder &b, graph::TopKOp op, StringRef name) {
 
 bool hasLoopKernel(Operation *op) {
   return isa<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp, graph::ReduceMinOp,
-             graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp, graph::TransposeOp,
+             graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp,
+             graph::LayerNormBackwardOp, graph::TransposeOp,
              graph::SliceOp, graph::SplitOp, graph::CopyOp, graph::ConcatOp, graph::GatherOp,
              graph::ScatterAddOp, graph::MaxPool2DOp, graph::AvgPool2DOp,
              graph::MaxPool2DBackwardOp, graph::AvgPool2DBackwardOp, graph::BatchNormOp,
@@ -1080,6 +1163,7 @@ func::FuncOp buildOne(OpBuilder &b, Operation *op, StringRef name, std::string &
                              true);
       })
       .Case([&](graph::LayerNormOp l) { return layerNormKernel(b, l, name); })
+      .Case([&](graph::LayerNormBackwardOp l) { return layerNormBackwardKernel(b, l, name); })
       .Case([&](graph::TransposeOp t) {
         SmallVector<int64_t> in = stridesOf(tensorOf(t.getInput()).getShape()), strides;
         for (int64_t p : t.getPerm())

@@ -271,7 +271,8 @@ std::string kindOf(Operation *op) {
       .Case([](graph::FusedOp) { return "elementwise"; })
       .Case<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp, graph::ReduceMinOp>(
           [](Operation *) { return "reduce"; })
-      .Case<graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp>(
+      .Case<graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp,
+            graph::LayerNormBackwardOp>(
           [](Operation *) { return "row"; })
       .Case<graph::MaxPool2DOp, graph::AvgPool2DOp, graph::MaxPool2DBackwardOp,
             graph::AvgPool2DBackwardOp>([](Operation *) { return "pool"; })

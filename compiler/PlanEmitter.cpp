@@ -546,6 +546,12 @@ private:
           return success();
         })
         .Case([&](graph::LayerNormOp l) -> LogicalResult { return emitLayerNorm(l); })
+        .Case([&](graph::LayerNormBackwardOp l) -> LogicalResult {
+          auto *ln = addInstruction(op, op->getOperands()).mutable_layer_norm_backward();
+          ln->set_axis(int64_t(l.getAxis()));
+          ln->set_epsilon(l.getEpsilon().convertToDouble());
+          return success();
+        })
         .Case([&](graph::BatchNormOp b) -> LogicalResult {
           addInstruction(op, op->getOperands()).mutable_batch_norm()->set_epsilon(
               b.getEpsilon().convertToDouble());

@@ -78,6 +78,8 @@ Arity arityOf(const Instruction &inst) {
     return {0, 1 << 16, 1}; // no inputs: an expression of constants
   case Instruction::kLayerNorm:
     return {2, 3, 1};
+  case Instruction::kLayerNormBackward:
+    return {3, 3, 3};
   case Instruction::kBatchNorm:
     return {5, 5, 1};
   case Instruction::kGather:

@@ -33,8 +33,9 @@ namespace dtc::plan {
 /// (Training.parameter_servers; ranks past the mesh), which an older
 /// runtime would not start. Version 9: GPU kernels' PTX held once
 /// (Plan.gpu_modules), instructions naming theirs. Version 11: fused
-/// attention (Instruction.attention, attention_backward).
-constexpr uint32_t kPlanFormatVersion = 12;
+/// attention (Instruction.attention, attention_backward). Version 13:
+/// layer norm's gradient as one instruction (layer_norm_backward).
+constexpr uint32_t kPlanFormatVersion = 13;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -121,6 +121,9 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
   case plan::Instruction::kLayerNorm:
     return fmt::format("layer_norm axis={} eps={:g}", inst.layer_norm().axis(),
                        inst.layer_norm().epsilon());
+  case plan::Instruction::kLayerNormBackward:
+    return fmt::format("layer_norm_backward axis={} eps={:g}",
+                       inst.layer_norm_backward().axis(), inst.layer_norm_backward().epsilon());
   case plan::Instruction::kBatchNorm:
     return fmt::format("batch_norm eps={:g}", inst.batch_norm().epsilon());
   case plan::Instruction::kReduce: {

@@ -85,6 +85,9 @@ OpCost ReduceMinOp::cost() { return make(*this, elements(getInput()), OpCost::Re
 OpCost SoftmaxOp::cost() { return make(*this, 5 * elements(getInput()), OpCost::Norm); }
 OpCost LogSoftmaxOp::cost() { return make(*this, 5 * elements(getInput()), OpCost::Norm); }
 OpCost LayerNormOp::cost() { return make(*this, 8 * elements(getInput()), OpCost::Norm); }
+OpCost LayerNormBackwardOp::cost() {
+  return make(*this, 14 * elements(getInput()), OpCost::Norm);
+}
 OpCost BatchNormOp::cost() { return make(*this, 2 * elements(getInput()), OpCost::Norm); }
 
 // Batched [M,K] x [K,N]: 2 M N K per output matrix.

@@ -476,9 +476,39 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
                                           SmallVectorImpl<Value> &g) {
   Location loc = getLoc();
   Value x = getInput(), dy = rg[0];
-  int64_t rank = typeOf(x).getRank();
+  int64_t rank = typeOf(x).getRank(), axis = normalized(getAxis(), rank);
+  auto xType = typeOf(x);
+  if (typeOf(getScale()).getShape() == xType.getShape().drop_front(axis)) {
+    // One row kernel for the input's gradient, which also gives each row's
+    // mean and rstd (f32); the scale's gradient is then sum(dy * xhat),
+    // xhat recomputed in f32 from them and the product rounded once to
+    // dy's type (a bf16 sum, which mixed precision widens to f32).
+    SmallVector<int64_t> rows(xType.getShape());
+    for (int64_t d = axis; d < rank; ++d)
+      rows[size_t(d)] = 1;
+    Type f32 = b.getF32Type();
+    auto statistics = RankedTensorType::get(rows, f32);
+    auto backward = b.create<LayerNormBackwardOp>(
+        loc, TypeRange{xType, statistics, statistics}, x, getScale(), dy,
+        b.getI64IntegerAttr(axis), getEpsilonAttr());
+    auto widened = [&](Value v) -> Value {
+      return typeOf(v).getElementType().isF32()
+                 ? v
+                 : b.create<CastOp>(loc, typeOf(v).clone(f32), v).getResult();
+    };
+    Value xhat = b.create<MulOp>(loc, b.create<SubOp>(loc, widened(x), backward.getMean()),
+                                 backward.getRstd());
+    Value product = b.create<MulOp>(loc, widened(dy), xhat);
+    if (typeOf(dy).getElementType() != f32)
+      product = b.create<CastOp>(loc, typeOf(dy), product);
+    g.assign({backward.getGradInput(), sumToShape(b, loc, product, typeOf(getScale()))});
+    if (Value bias = getBias())
+      g.push_back(sumToShape(b, loc, dy, typeOf(bias)));
+    return success();
+  }
+  // A scale that broadcasts onto the row: the gradient as graph ops.
   SmallVector<int64_t> axes;
-  for (int64_t d = normalized(getAxis(), rank); d < rank; ++d)
+  for (int64_t d = axis; d < rank; ++d)
     axes.push_back(d);
   auto mean = [&](Value v) { return b.create<ReduceMeanOp>(loc, v, axes, true).getResult(); };
   Value centred = b.create<SubOp>(loc, x, mean(x));
@@ -634,6 +664,10 @@ LogicalResult Conv2DBackwardInputOp::buildGradients(OpBuilder &b, ValueRange rg,
 }
 LogicalResult Conv2DBackwardWeightOp::buildGradients(OpBuilder &, ValueRange,
                                                      SmallVectorImpl<Value> &) {
+  return notDefined(*this);
+}
+LogicalResult LayerNormBackwardOp::buildGradients(OpBuilder &, ValueRange,
+                                                  SmallVectorImpl<Value> &) {
   return notDefined(*this);
 }
 LogicalResult MaxPool2DBackwardOp::buildGradients(OpBuilder &, ValueRange,

@@ -762,6 +762,30 @@ LogicalResult Conv2DBackwardWeightOp::verify() {
                            forward, getGradOutput().getType(), "grad_output");
 }
 
+LogicalResult LayerNormBackwardOp::verify() {
+  auto input = cast<RankedTensorType>(getInput().getType());
+  int64_t axis = int64_t(getAxis());
+  if (axis < 0 || axis >= input.getRank())
+    return emitOpError("axis ") << axis << " is not a dim of the input (rank "
+                                << input.getRank() << ")";
+  if (getGradOutput().getType() != input || getGradInput().getType() != input)
+    return emitOpError("grad_output and grad_input must have the input's type");
+  auto scale = cast<RankedTensorType>(getScale().getType());
+  if (scale.getShape() != input.getShape().drop_front(axis) ||
+      scale.getElementType() != input.getElementType())
+    return emitOpError("the scale must be ")
+           << RankedTensorType::get(input.getShape().drop_front(axis),
+                                    input.getElementType())
+           << " (the normalised dims), got " << scale;
+  SmallVector<int64_t> rows(input.getShape());
+  for (int64_t d = axis; d < input.getRank(); ++d)
+    rows[size_t(d)] = 1;
+  auto statistics = RankedTensorType::get(rows, Float32Type::get(getContext()));
+  if (getMean().getType() != statistics || getRstd().getType() != statistics)
+    return emitOpError("mean and rstd must be ") << statistics;
+  return success();
+}
+
 LogicalResult MaxPool2DBackwardOp::verify() {
   if (getOutput().getType() != getInput().getType())
     return emitOpError("the result must have the input's type");

@@ -270,6 +270,26 @@ def Graph_LayerNormOp : Graph_InferredOp<"layer_norm"> {
   let results = (outs Graph_FloatTensor:$output);
 }
 
+def Graph_LayerNormBackwardOp : Graph_Op<"layer_norm_backward"> {
+  let summary = "Gradient of layer_norm's input, and each row's mean and 1/sqrt(var + eps)";
+  let description = [{
+    Over the normalised dims [axis, rank) of `input` (a row each), with the
+    row's statistics recomputed from the input in f32:
+    `grad_input = rstd * (h - mean(h) - xhat * mean(h * xhat))`, where
+    `xhat = (input - mean) * rstd` and `h = grad_output * scale`. `mean`
+    and `rstd` are f32 of the input's shape with the normalised dims 1: from
+    them the scale's gradient, `sum(grad_output * xhat)` over the rows, is
+    an elementwise product and a sum. One row kernel instead of the dozen
+    kernels the gradient takes written as graph ops.
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Graph_FloatTensor:$grad_output, I64Attr:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Graph_FloatTensor:$grad_input, Graph_FloatTensor:$mean,
+                      Graph_FloatTensor:$rstd);
+  let hasVerifier = 1;
+}
+
 def Graph_BatchNormOp : Graph_InferredOp<"batch_norm"> {
   let summary = "Inference batch norm over dim 1 with running mean and variance";
   let description = [{

@@ -176,6 +176,22 @@ ShardingRule LayerNormOp::shardingRule() {
     normalised.push_back(d);
   return sameShape(*this, normalised); // scale and bias broadcast onto the normalised dims
 }
+ShardingRule LayerNormBackwardOp::shardingRule() {
+  // Rows split; a row (the normalised dims) stays whole; the statistics
+  // have the rows' dims.
+  ShardingRule rule;
+  ArrayRef<int64_t> shape = shapeOf(getInput());
+  int64_t axis = int64_t(getAxis());
+  SmallVector<int> ids;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d)
+    ids.push_back(rule.add(shape[size_t(d)], false, d >= axis));
+  Dims all = single(ids), row = single(ArrayRef<int>(ids).drop_front(axis)), statistics;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d)
+    statistics.push_back(d < axis ? Dims::value_type{ids[size_t(d)]} : Dims::value_type{});
+  rule.operands = {all, row, all};
+  rule.results = {all, statistics, statistics};
+  return rule;
+}
 ShardingRule BatchNormOp::shardingRule() {
   // Statistics are per channel: [C] operands line up with dim 1.
   ShardingRule rule;

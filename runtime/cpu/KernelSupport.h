@@ -100,6 +100,8 @@ std::unique_ptr<Kernel> makePool2DBackwardKernel(const plan::Instruction &,
 // NormKernels.cpp
 std::unique_ptr<Kernel> makeSoftmaxKernel(const plan::Instruction &, const KernelTypes &,
                                           std::string &);
+std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &,
+                                                    const KernelTypes &, std::string &);
 std::unique_ptr<Kernel> makeLayerNormKernel(const plan::Instruction &, const KernelTypes &,
                                             std::string &);
 std::unique_ptr<Kernel> makeBatchNormKernel(const plan::Instruction &, const KernelTypes &,

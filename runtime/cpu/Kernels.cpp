@@ -100,6 +100,8 @@ const OpInfo kOps[] = {
     {plan::Instruction::kElementwise, "elementwise", 0, kManyInputs, makeElementwise},
     {plan::Instruction::kSoftmax, "softmax", 1, 1, makeSoftmaxKernel},
     {plan::Instruction::kLayerNorm, "layer_norm", 2, 3, makeLayerNormKernel},
+    {plan::Instruction::kLayerNormBackward, "layer_norm_backward", 3, 3,
+     makeLayerNormBackwardKernel, 3},
     {plan::Instruction::kBatchNorm, "batch_norm", 5, 5, makeBatchNormKernel},
     {plan::Instruction::kReduce, "reduce", 1, 1, makeReduceKernel},
     {plan::Instruction::kGather, "gather", 2, 2, makeGatherKernel},

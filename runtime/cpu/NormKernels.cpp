@@ -481,6 +481,79 @@ std::unique_ptr<Kernel> makeLayerNormKernel(const plan::Instruction &inst,
   }, /*alongside=*/true); // rows apart, no state
 }
 
+namespace {
+
+/// The gradient of one row's layer norm, and the row's mean and rstd: the
+/// statistics as the forward's (layerNormRowVector), then
+/// dx = rstd * (h - mean(h) - xhat * mean(h * xhat)) with h = dy * scale,
+/// the sums in double.
+void layerNormBackwardRow(const float *x, const float *scale, const float *dy, float *dx,
+                          float &meanOut, float &rstdOut, int64_t n, double epsilon) {
+  float shift = x[0];
+  double mean = double(shift) + blockedSum(n, [&](int64_t i) { return x[i] - shift; }) / double(n);
+  float high = float(mean), low = float(mean - double(high));
+  auto centred = [&](int64_t i) { return (x[i] - high) - low; };
+  double squares = blockedSum(n, [&](int64_t i) { return centred(i) * centred(i); });
+  float inverse = float(1.0 / std::sqrt(squares / double(n) + epsilon));
+  float meanH = float(blockedSum(n, [&](int64_t i) { return dy[i] * scale[i]; }) / double(n));
+  float meanHX = float(blockedSum(n, [&](int64_t i) {
+                         return dy[i] * scale[i] * (centred(i) * inverse);
+                       }) /
+                       double(n));
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = inverse * ((dy[i] * scale[i] - meanH) - centred(i) * inverse * meanHX);
+  meanOut = high;
+  rstdOut = inverse;
+}
+
+} // namespace
+
+std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &inst,
+                                                    const KernelTypes &types,
+                                                    std::string &error) {
+  const plan::LayerNorm &op = inst.layer_norm_backward();
+  for (const auto *list : {&types.inputs, &types.outputs})
+    for (const plan::TensorType &type : *list)
+      if (!checkDType(type.dtype(), {plan::F32}, error))
+        return nullptr;
+  Shape x = shapeOf(types.inputs[0]);
+  if (op.axis() < 0 || op.axis() >= int64_t(x.size()))
+    return fail(error, "axis " + std::to_string(op.axis()) + " out of range for shape " +
+                           shapeString(x));
+  size_t axis = size_t(op.axis());
+  Shape normalised(x.begin() + axis, x.end()), rowShape = x;
+  std::fill(rowShape.begin() + axis, rowShape.end(), 1);
+  int64_t rows = product(x, 0, axis), n = product(normalised);
+  if (shapeOf(types.inputs[2]) != x || shapeOf(types.outputs[0]) != x)
+    return fail(error, "grad_output " + shapeString(types.inputs[2]) + " and grad_input " +
+                           shapeString(types.outputs[0]) + " should be the input's shape " +
+                           shapeString(x));
+  if (shapeOf(types.inputs[1]) != normalised)
+    return fail(error, "scale " + shapeString(types.inputs[1]) +
+                           " should have the normalised shape " + shapeString(normalised));
+  for (size_t o = 1; o < 3; ++o)
+    if (shapeOf(types.outputs[o]) != rowShape)
+      return fail(error, std::string(o == 1 ? "mean " : "rstd ") + shapeString(types.outputs[o]) +
+                             " should be " + shapeString(rowShape));
+  double epsilon = op.epsilon();
+  return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
+                                ThreadPool &pool) {
+    const float *x = static_cast<const float *>(inputs[0]);
+    const float *scale = static_cast<const float *>(inputs[1]);
+    const float *dy = static_cast<const float *>(inputs[2]);
+    float *dx = static_cast<float *>(outputs[0]);
+    float *mean = static_cast<float *>(outputs[1]);
+    float *rstd = static_cast<float *>(outputs[2]);
+    if (n == 0)
+      return;
+    pool.parallelFor(rows, grainFor(4 * n), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r)
+        layerNormBackwardRow(x + r * n, scale, dy + r * n, dx + r * n, mean[r], rstd[r], n,
+                             epsilon);
+    });
+  }, /*alongside=*/true); // rows apart, no state
+}
+
 std::unique_ptr<Kernel> makeBatchNormKernel(const plan::Instruction &inst,
                                             const KernelTypes &types, std::string &error) {
   if (!checkDType(types.output.dtype(), {plan::F32}, error) ||

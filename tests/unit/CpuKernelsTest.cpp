@@ -951,6 +951,94 @@ TEST(LayerNormKernel, ShortRowsInTiles) {
   checkLayerNorm({2, 35, 64}, 2, true, 1000.0f);
 }
 
+/// layer_norm_backward: the input's gradient of sum(dy * layer_norm(x)),
+/// and each row's mean and rstd, against double references: the gradient
+/// by central differences of that sum (so the formula is checked, not
+/// restated), the statistics directly.
+void checkLayerNormBackward(const Shape &shape, int64_t axis, float offset = 0.0f) {
+  SCOPED_TRACE("layer_norm_backward " + ::testing::PrintToString(shape) + " axis " +
+               std::to_string(axis));
+  Tensor x = randomF32(shape, 21, offset - 1.0f, offset + 1.0f);
+  Shape normalised(shape.begin() + axis, shape.end()), rowShape = shape;
+  std::fill(rowShape.begin() + axis, rowShape.end(), 1);
+  Tensor scale = randomF32(normalised, 22), dy = randomF32(shape, 23);
+  std::vector<float> xv = values<float>(x), sv = values<float>(scale), gv = values<float>(dy);
+  int64_t n = count(normalised), rows = count(shape) / n;
+  const double epsilon = 1e-5;
+  // sum(dy * y) over row r, y the layer norm of `row` (scale applied).
+  auto loss = [&](int64_t r, const std::vector<double> &row) {
+    double mean = 0, var = 0, total = 0;
+    for (double v : row)
+      mean += v;
+    mean /= double(n);
+    for (double v : row)
+      var += (v - mean) * (v - mean);
+    var /= double(n);
+    for (int64_t i = 0; i < n; ++i)
+      total += gv[size_t(r * n + i)] * (row[size_t(i)] - mean) / std::sqrt(var + epsilon) *
+               sv[size_t(i)];
+    return total;
+  };
+  std::vector<double> dx, means, rstds;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> row(xv.begin() + r * n, xv.begin() + (r + 1) * n);
+    double mean = 0, var = 0;
+    for (double v : row)
+      mean += v;
+    mean /= double(n);
+    for (double v : row)
+      var += (v - mean) * (v - mean);
+    means.push_back(mean);
+    rstds.push_back(1.0 / std::sqrt(var / double(n) + epsilon));
+    for (int64_t i = 0; i < n; ++i) {
+      double h = 1e-3 * std::max(1.0, std::fabs(row[size_t(i)]));
+      std::vector<double> up = row, down = row;
+      up[size_t(i)] += h;
+      down[size_t(i)] -= h;
+      dx.push_back((loss(r, up) - loss(r, down)) / (2 * h));
+    }
+  }
+  plan::Instruction inst;
+  inst.mutable_layer_norm_backward()->set_axis(axis);
+  inst.mutable_layer_norm_backward()->set_epsilon(epsilon);
+  std::vector<plan::TensorType> inTypes{x.type, scale.type, dy.type};
+  std::vector<plan::TensorType> outTypes{typeOf(plan::F32, shape), typeOf(plan::F32, rowShape),
+                                         typeOf(plan::F32, rowShape)};
+  std::string error;
+  auto kernel = makeKernel(inst, inTypes, outTypes, error);
+  ASSERT_TRUE(kernel) << error;
+  for (int threads : {1, 2}) {
+    std::vector<float> gotDx(dx.size(), 7.0f), gotMean(size_t(rows), 7.0f),
+        gotRstd(size_t(rows), 7.0f);
+    const void *in[] = {x.bytes.data(), scale.bytes.data(), dy.bytes.data()};
+    void *out[] = {gotDx.data(), gotMean.data(), gotRstd.data()};
+    ThreadPool pool(threads);
+    ASSERT_TRUE(kernel->run(in, out, pool, error)) << error;
+    int reported = 0;
+    // Central differences of a sum of n terms: agree to about 1e-6 of the
+    // terms' size, hence an absolute bound too.
+    for (size_t i = 0; i < dx.size() && reported < 5; ++i)
+      if (!(std::fabs(gotDx[i] - dx[i]) <= 2e-4 + 1e-3 * std::fabs(dx[i]))) {
+        ADD_FAILURE() << "grad_input " << i << ": got " << gotDx[i] << ", expected " << dx[i];
+        ++reported;
+      }
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_NEAR(gotMean[size_t(r)], means[size_t(r)], 1e-5 + 1e-6 * std::fabs(means[size_t(r)]));
+      EXPECT_NEAR(gotRstd[size_t(r)], rstds[size_t(r)], 1e-4 * rstds[size_t(r)]);
+    }
+  }
+  // Bad input: a scale that is not the row's shape.
+  std::vector<plan::TensorType> badScale{x.type, typeOf(plan::F32, {n + 1}), dy.type};
+  EXPECT_FALSE(makeKernel(inst, badScale, outTypes, error));
+  EXPECT_NE(error.find("should have the normalised shape"), std::string::npos) << error;
+}
+
+TEST(LayerNormKernel, Backward) {
+  checkLayerNormBackward({3, 4, 5}, 2);
+  checkLayerNormBackward({3, 4, 5}, 1);
+  checkLayerNormBackward({16, 96}, 1, 100.0f);
+}
+
 void checkBatchNorm(const Shape &shape) {
   SCOPED_TRACE("batch_norm " + ::testing::PrintToString(shape));
   int64_t C = shape[1], plane = count(shape) / shape[0] / C;

@@ -118,23 +118,25 @@ bool runOnCpu(const plan::RankProgram &program, const plan::Instruction &inst,
                                         : randomOf(run.inTypes[i], rng,
                                                    std::count(positive.begin(), positive.end(),
                                                               int(i)) > 0));
-  run.expected.assign(size_t(count(run.outTypes[0]) * bytesOf(run.outTypes[0].dtype())), 0);
+  std::vector<void *> out;
+  for (const plan::TensorType &t : run.outTypes) {
+    run.expected.emplace_back(size_t(count(t) * bytesOf(t.dtype())), 0);
+    out.push_back(run.expected.back().data());
+  }
   std::vector<const void *> in;
   for (auto &v : run.inputs)
     in.push_back(v.data());
-  void *out[] = {run.expected.data()};
   runtime::cpu::ThreadPool pool(1);
-  bool ok = cpu->run(in.data(), out, pool, error);
+  bool ok = cpu->run(in.data(), out.data(), pool, error);
   EXPECT_TRUE(ok) << error;
   return ok;
 }
 
 double compareOutput(const plan::Instruction &inst, const KernelRun &run,
-                     const std::vector<char> &actual) {
-  const std::vector<char> &expected = run.expected;
-  const std::vector<plan::TensorType> &outTypes = run.outTypes;
-  int64_t n = count(outTypes[0]);
-  plan::DType type = outTypes[0].dtype();
+                     const std::vector<char> &actual, size_t output) {
+  const std::vector<char> &expected = run.expected[output];
+  int64_t n = count(run.outTypes[output]);
+  plan::DType type = run.outTypes[output].dtype();
   if (type != plan::F32 && type != plan::BF16)
     return actual == expected ? 0 : -1;
   if (inst.has_transpose() || inst.has_slice() || inst.has_concat() || inst.has_copy() ||

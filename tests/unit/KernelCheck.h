@@ -21,11 +21,11 @@ int64_t bytesOf(plan::DType t);
 int64_t count(const plan::TensorType &t);
 
 /// An instruction's buffers: their types, random inputs, the CPU
-/// backend's output (the instruction's first).
+/// backend's outputs (every one: attention's and layer norm's gradient
+/// have several).
 struct KernelRun {
   std::vector<plan::TensorType> inTypes, outTypes;
-  std::vector<std::vector<char>> inputs;
-  std::vector<char> expected;
+  std::vector<std::vector<char>> inputs, expected;
 };
 
 /// Fills `run` for instruction `inst` of `program` (inputs listed in
@@ -34,13 +34,14 @@ struct KernelRun {
 bool runOnCpu(const plan::RankProgram &program, const plan::Instruction &inst,
               const std::vector<int> &positive, std::mt19937 &rng, KernelRun &run);
 
-/// `actual` (the output of another implementation) against run.expected:
+/// `actual` (output `output` of another implementation) against its
+/// run.expected:
 /// the worst relative error of fp32 results (0.5 the smallest magnitude
 /// divided by); of bf16 results, scaled so that one bf16 rounding step
 /// (2^-7 relative) counts as 1e-4; moves, integers and bools 0 when equal,
 /// -1 when not; infinity when one is finite and the other not.
 double compareOutput(const plan::Instruction &inst, const KernelRun &run,
-                     const std::vector<char> &actual);
+                     const std::vector<char> &actual, size_t output = 0);
 
 } // namespace dtc::test
 

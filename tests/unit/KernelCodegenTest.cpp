@@ -89,7 +89,10 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
   dtc::test::KernelRun run;
   if (!dtc::test::runOnCpu(program, inst, positive, rng, run))
     return -1;
-  std::vector<char> actual(run.expected.size(), 0); // zeros, as a kernel with zero_outputs needs
+  // Zeros, as a kernel with zero_outputs needs.
+  std::vector<std::vector<char>> actual;
+  for (const std::vector<char> &expected : run.expected)
+    actual.emplace_back(expected.size(), 0);
   // Each buffer as a 1-D strided memref descriptor (the C interface).
   std::vector<StridedMemRefType<char, 1>> descriptors;
   auto describe = [&](void *data, int64_t n) {
@@ -102,7 +105,8 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
   };
   for (size_t i = 0; i < run.inputs.size(); ++i)
     describe(run.inputs[i].data(), dtc::test::count(run.inTypes[i]));
-  describe(actual.data(), dtc::test::count(run.outTypes[0]));
+  for (size_t o = 0; o < actual.size(); ++o)
+    describe(actual[o].data(), dtc::test::count(run.outTypes[o]));
   int32_t status = 0; // a gather's: set when an index is out of range
   if (inst.gpu().status())
     describe(&status, 1);
@@ -114,7 +118,14 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
   llvm::Error error = engine.invokePacked("_mlir_ciface_" + kernel, args);
   EXPECT_FALSE(bool(error)) << llvm::toString(std::move(error));
   EXPECT_EQ(status, 0) << "indices in range set the status word";
-  return dtc::test::compareOutput(inst, run, actual);
+  double worst = 0;
+  for (size_t o = 0; o < actual.size(); ++o) {
+    double w = dtc::test::compareOutput(inst, run, actual[o], o);
+    if (w < 0 || std::isinf(w))
+      return w;
+    worst = std::max(worst, w);
+  }
+  return worst;
 }
 
 /// The kernel function an instruction's PTX entry point was made of.
@@ -309,6 +320,14 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
       op("%x: tensor<8x96xbf16>, %s: tensor<96xbf16>, %b: tensor<96xbf16>",
          "%y = graph.layer_norm %x, %s, %b {axis = 1 : i64} : (tensor<8x96xbf16>, tensor<96xbf16>, tensor<96xbf16>) -> tensor<8x96xbf16>",
          "tensor<8x96xbf16>"));
+  add("layer_norm_backward (a thread per row)",
+      Case{"", "(%x: tensor<6x20x40xf32>, %s: tensor<40xf32>, %d: tensor<6x20x40xf32>) -> (tensor<6x20x40xf32>, tensor<6x20x1xf32>, tensor<6x20x1xf32>)",
+           "%y:3 = graph.layer_norm_backward %x, %s, %d {axis = 2 : i64} : (tensor<6x20x40xf32>, tensor<40xf32>, tensor<6x20x40xf32>) -> (tensor<6x20x40xf32>, tensor<6x20x1xf32>, tensor<6x20x1xf32>)\n"
+           "return %y#0, %y#1, %y#2 : tensor<6x20x40xf32>, tensor<6x20x1xf32>, tensor<6x20x1xf32>", {}});
+  add("layer_norm_backward bf16, a block per row",
+      Case{"", "(%x: tensor<8x96xbf16>, %s: tensor<96xbf16>, %d: tensor<8x96xbf16>) -> (tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>)",
+           "%y:3 = graph.layer_norm_backward %x, %s, %d {axis = 1 : i64} : (tensor<8x96xbf16>, tensor<96xbf16>, tensor<8x96xbf16>) -> (tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>)\n"
+           "return %y#0, %y#1, %y#2 : tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>", {}});
   add("transpose 4-D",
       op("%x: tensor<2x5x3x7xf32>", "%y = graph.transpose %x {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x7xf32>) -> tensor<2x3x7x5xf32>",
          "tensor<2x3x7x5xf32>"));

@@ -182,6 +182,22 @@ func.func @f(%a: tensor<2x3xf32>) {
 // -----
 
 func.func @f(%a: tensor<2x3xf32>, %s: tensor<4xf32>) {
+  // expected-error @below {{'graph.layer_norm_backward' op the scale must be 'tensor<3xf32>' (the normalised dims), got 'tensor<4xf32>'}}
+  %0:3 = graph.layer_norm_backward %a, %s, %a {axis = 1 : i64} : (tensor<2x3xf32>, tensor<4xf32>, tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xbf16>, %s: tensor<3xbf16>) {
+  // expected-error @below {{'graph.layer_norm_backward' op mean and rstd must be 'tensor<2x1xf32>'}}
+  %0:3 = graph.layer_norm_backward %a, %s, %a {axis = 1 : i64} : (tensor<2x3xbf16>, tensor<3xbf16>, tensor<2x3xbf16>) -> (tensor<2x3xbf16>, tensor<2x1xbf16>, tensor<2x1xbf16>)
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %s: tensor<4xf32>) {
   // expected-error @below {{scale/bias shape 4 does not broadcast to the normalised shape 3}}
   // expected-error @below {{'graph.layer_norm' op failed to infer returned types}}
   %0 = graph.layer_norm %a, %s {axis = 1 : i64} : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
