@@ -200,6 +200,31 @@ public:
         });
   }
 
+  /// A row's sum of term(k), k in [0, n): the lanes' parts where the row
+  /// is a block's (lanes > 0), else the thread's in blocks (sum).
+  Value rowSum(int64_t n, int64_t lanes, Type t, function_ref<Value(Body &, Value k)> term) {
+    if (!lanes)
+      return sum(n, t, term);
+    return laneFold(
+        n, lanes, constant(t, 0),
+        [&](Body &in, Value acc, Value k) { return in.addf(acc, term(in, k)); },
+        [](Body &c, Value l, Value r) { return c.addf(l, r); });
+  }
+
+  /// each(k) for k in [0, n) of a row: over the lanes where the row is a
+  /// block's, else in the thread's loop.
+  void rowEach(int64_t n, int64_t lanes, function_ref<void(Body &, Value k)> each) {
+    if (lanes) {
+      laneEach(n, lanes, each);
+      return;
+    }
+    auto forOp = b.create<scf::ForOp>(loc, index(0), index(n), index(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(forOp.getBody());
+    Body in(b, loc);
+    each(in, forOp.getInductionVar());
+  }
+
   Value addf(Value x, Value y) { return b.create<arith::AddFOp>(loc, x, y); }
   Value maxf(Value x, Value y) { return b.create<arith::MaximumFOp>(loc, x, y); }
 
@@ -466,14 +491,8 @@ func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name
   auto body = [&](Body &t, Value row, ArrayRef<Value> buf) {
     Value base = t.mul(row, n);
     auto x = [&](Body &in, Value k) { return in.load(buf[0], in.add(base, k)); };
-    // A sum over the row: the lanes' parts, or the thread's in blocks.
-    auto sum = [&](function_ref<Value(Body &, Value k)> term) -> Value {
-      if (!lanes)
-        return t.sum(n, type, term);
-      return t.laneFold(
-          n, lanes, t.constant(type, 0),
-          [&](Body &in, Value acc, Value k) { return in.addf(acc, term(in, k)); },
-          [](Body &c, Value l, Value r) { return c.addf(l, r); });
+    auto sum = [&](function_ref<Value(Body &, Value k)> term) {
+      return t.rowSum(n, lanes, type, term);
     };
     Value count = t.constant(type, double(n));
     Value mean = t.b.create<arith::DivFOp>(t.loc, sum(x), count);
@@ -494,15 +513,7 @@ func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name
         y = in.b.create<arith::AddFOp>(in.loc, y, in.load(buf[2], k));
       in.store(y, buf[bias ? 3 : 2], in.add(base, k));
     };
-    if (lanes) {
-      t.laneEach(n, lanes, write);
-      return;
-    }
-    auto forOp = t.b.create<scf::ForOp>(t.loc, t.index(0), t.index(n), t.index(1));
-    OpBuilder::InsertionGuard guard(t.b);
-    t.b.setInsertionPointToStart(forOp.getBody());
-    Body in(t.b, t.loc);
-    write(in, forOp.getInductionVar());
+    t.rowEach(n, lanes, write);
   };
   return lanes ? makeRowKernel(b, op, name, rows, lanes, body)
                : makeKernel(b, op, name, rows, body);
@@ -531,13 +542,8 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
                                         in.load(buf[1], k))
           .getResult();
     };
-    auto sum = [&](function_ref<Value(Body &, Value k)> term) -> Value {
-      if (!lanes)
-        return t.sum(n, type, term);
-      return t.laneFold(
-          n, lanes, t.constant(type, 0),
-          [&](Body &in, Value acc, Value k) { return in.addf(acc, term(in, k)); },
-          [](Body &c, Value l, Value r) { return c.addf(l, r); });
+    auto sum = [&](function_ref<Value(Body &, Value k)> term) {
+      return t.rowSum(n, lanes, type, term);
     };
     Value count = t.constant(type, double(n));
     auto meanOf = [&](Value total) {
@@ -572,19 +578,8 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
       in.store(mean, buf[4], row);
       in.store(rstd, buf[5], row);
     };
-    if (lanes) {
-      t.laneEach(n, lanes, write);
-      t.laneEach(1, lanes, statistics);
-      return;
-    }
-    auto forOp = t.b.create<scf::ForOp>(t.loc, t.index(0), t.index(n), t.index(1));
-    {
-      OpBuilder::InsertionGuard guard(t.b);
-      t.b.setInsertionPointToStart(forOp.getBody());
-      Body in(t.b, t.loc);
-      write(in, forOp.getInductionVar());
-    }
-    statistics(t, row);
+    t.rowEach(n, lanes, write);
+    t.rowEach(1, lanes, statistics); // by the row's first lane
   };
   return lanes ? makeRowKernel(b, op, name, rows, lanes, body)
                : makeKernel(b, op, name, rows, body);

@@ -91,13 +91,14 @@ public:
   /// A rotary embedding's inverse frequencies (`inv_freq`) are read so;
   /// a learned frequency multiplies a float input or an activation.
   bool onlyAngles(const std::string &name) {
-    std::vector<std::string> work = {name};
-    llvm::StringSet<> seen;
+    // Values to follow, and whether they are already multiplied by positions.
+    std::vector<std::pair<std::string, bool>> work = {{name, false}};
+    std::set<std::pair<std::string, bool>> seen;
     bool angle = false;
     while (!work.empty()) {
-      std::string value = work.back();
+      auto [value, multiplied] = work.back();
       work.pop_back();
-      if (!seen.insert(value).second)
+      if (!seen.insert({value, multiplied}).second)
         continue;
       if (outputs_.count(value))
         return false;
@@ -107,10 +108,13 @@ public:
       for (const Use &use : it->second) {
         const std::string &op = use.node->op_type();
         if (op == "Sin" || op == "Cos") {
+          if (!multiplied) // sin(w): a weight, read through sin
+            return false;
           angle = true;
           continue;
         }
-        if (op == "Mul" || op == "MatMul") {
+        bool product = op == "Mul" || op == "MatMul";
+        if (product) {
           for (int i = 0; i < use.node->input_size(); ++i)
             if (i != use.input && !positionLike(use.node->input(i)))
               return false;
@@ -118,7 +122,7 @@ public:
           return false;
         }
         for (const std::string &output : use.node->output())
-          work.push_back(output);
+          work.push_back({output, multiplied || product});
       }
     }
     return angle;
