@@ -426,8 +426,9 @@ private:
                                            (f32Tables_ == 1 ? " table" : " tables") +
                                            " computed from positions and constants alone "
                                            "(rotary cos and sin, masks) " +
-                                           (f32Tables_ == 1 ? "stays fp32 until activations read it"
-                                                            : "stay fp32 until activations read them")
+                                           (f32Tables_ == 1
+                                                ? "stays fp32 until activations read it"
+                                                : "stay fp32 until activations read them")
                                      : std::string()));
     }
     if (norms)
