@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
 #include "compiler/ConstantValues.h"
+#include "compiler/Interior.h"
 #include "compiler/Passes.h"
 
 #include "dialects/graph/AttrNames.h"
@@ -81,13 +82,7 @@ struct Match {
 };
 
 /// The interior op defining `v`, read by nothing else, or null.
-template <class Op> Op interior(Value v, Match &m) {
-  auto op = v.getDefiningOp<Op>();
-  if (!op || !op->hasOneUse())
-    return Op();
-  m.interior.push_back(op);
-  return op;
-}
+template <class Op> Op interior(Value v, Match &m) { return dtc::interior<Op>(v, m.interior); }
 
 /// Masks' values and what they hide, each worked out once: every layer of
 /// a model reads the same mask, and at a sequence of 2048 it has 4M values.

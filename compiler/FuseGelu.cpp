@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
 #include "compiler/ConstantValues.h"
+#include "compiler/Interior.h"
 #include "compiler/Passes.h"
 
 #include "dialects/graph/GraphOps.h"
@@ -30,21 +31,8 @@ using namespace mlir;
 namespace dtc {
 namespace {
 
-bool near(std::optional<double> value, double want) {
-  return value && std::fabs(*value - want) <= 1e-4 * std::fabs(want);
-}
-
 /// The ops a match consumed, erased once the root is replaced.
 using Matched = SmallVector<Operation *>;
-
-/// An interior op of a match: read by nothing but the expression.
-template <class Op> Op interior(Value v, Matched &matched) {
-  auto op = v.getDefiningOp<Op>();
-  if (!op || !op->hasOneUse())
-    return Op();
-  matched.push_back(op);
-  return op;
-}
 
 /// The factors of a product: `v` itself, or a graph.mul's operands
 /// flattened (through interior muls).

@@ -479,13 +479,15 @@ func::FuncOp softmaxKernel(OpBuilder &b, Operation *op, StringRef name, int64_t 
 /// Layer norm: a row of the normalized dims each (a thread's, or a
 /// block's lanes' where rows are long); the mean, then the centred
 /// squares, then (x - mean) / sqrt(variance + eps) * scale + bias.
+/// RMSNorm (rms): no mean, the squares of x, x / sqrt(mean(x^2) + eps) *
+/// scale.
 func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name) {
   auto input = tensorOf(op.getInput());
   int64_t axis = op.getAxis() < 0 ? op.getAxis() + input.getRank() : op.getAxis();
   int64_t n = product(input.getShape().drop_front(axis));
   int64_t rows = input.getNumElements() / n;
   int64_t lanes = lanesFor(n);
-  bool bias = bool(op.getBias());
+  bool bias = bool(op.getBias()), rms = op.getRms();
   double epsilon = op.getEpsilon().convertToDouble();
   Type type = Body::computeType(input.getElementType());
   auto body = [&](Body &t, Value row, ArrayRef<Value> buf) {
@@ -495,9 +497,12 @@ func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name
       return t.rowSum(n, lanes, type, term);
     };
     Value count = t.constant(type, double(n));
-    Value mean = t.b.create<arith::DivFOp>(t.loc, sum(x), count);
+    Value mean = rms ? Value() : t.b.create<arith::DivFOp>(t.loc, sum(x), count).getResult();
+    auto centred = [&](Body &in, Value k) -> Value {
+      return rms ? x(in, k) : in.b.create<arith::SubFOp>(in.loc, x(in, k), mean).getResult();
+    };
     Value squares = sum([&](Body &in, Value k) -> Value {
-      Value d = in.b.create<arith::SubFOp>(in.loc, x(in, k), mean);
+      Value d = centred(in, k);
       return in.b.create<arith::MulFOp>(in.loc, d, d);
     });
     Value variance = t.b.create<arith::DivFOp>(t.loc, squares, count);
@@ -506,9 +511,9 @@ func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name
         t.b.create<math::SqrtOp>(
             t.loc, t.b.create<arith::AddFOp>(t.loc, variance, t.constant(type, epsilon))));
     auto write = [&](Body &in, Value k) {
-      Value centred = in.b.create<arith::SubFOp>(in.loc, x(in, k), mean);
       Value y = in.b.create<arith::MulFOp>(
-          in.loc, in.b.create<arith::MulFOp>(in.loc, centred, inverse), in.load(buf[1], k));
+          in.loc, in.b.create<arith::MulFOp>(in.loc, centred(in, k), inverse),
+          in.load(buf[1], k));
       if (bias)
         y = in.b.create<arith::AddFOp>(in.loc, y, in.load(buf[2], k));
       in.store(y, buf[bias ? 3 : 2], in.add(base, k));
@@ -524,6 +529,7 @@ func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name
 /// and of h * xhat, then dx = rstd * (h - mean(h) - xhat * mean(h * xhat)),
 /// all in f32 (16-bit inputs widened, dx rounded once). The row's mean and
 /// rstd are stored too (by its first lane), for the scale's gradient.
+/// RMSNorm's (rms): the mean and mean(h) are 0 and not summed.
 func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op,
                                      StringRef name) {
   auto input = tensorOf(op.getInput());
@@ -532,6 +538,7 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
   int64_t rows = input.getNumElements() / n;
   int64_t lanes = lanesFor(n);
   double epsilon = op.getEpsilon().convertToDouble();
+  bool rms = op.getRms();
   Type type = Body::computeType(input.getElementType());
   // Buffers: input, scale, grad_output, grad_input, mean, rstd.
   auto body = [&](Body &t, Value row, ArrayRef<Value> buf) {
@@ -549,9 +556,9 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
     auto meanOf = [&](Value total) {
       return t.b.create<arith::DivFOp>(t.loc, total, count).getResult();
     };
-    Value mean = meanOf(sum(x));
-    auto centred = [&](Body &in, Value k) {
-      return in.b.create<arith::SubFOp>(in.loc, x(in, k), mean).getResult();
+    Value mean = rms ? t.constant(type, 0) : meanOf(sum(x));
+    auto centred = [&](Body &in, Value k) -> Value {
+      return rms ? x(in, k) : in.b.create<arith::SubFOp>(in.loc, x(in, k), mean).getResult();
     };
     Value variance = meanOf(sum([&](Body &in, Value k) -> Value {
       Value d = centred(in, k);
@@ -564,14 +571,15 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
     auto xhat = [&](Body &in, Value k) {
       return in.b.create<arith::MulFOp>(in.loc, centred(in, k), rstd).getResult();
     };
-    Value meanH = meanOf(sum(h));
+    Value meanH = rms ? Value() : meanOf(sum(h));
     Value meanHX = meanOf(sum([&](Body &in, Value k) -> Value {
       return in.b.create<arith::MulFOp>(in.loc, h(in, k), xhat(in, k));
     }));
     auto write = [&](Body &in, Value k) {
+      Value shifted =
+          rms ? h(in, k) : in.b.create<arith::SubFOp>(in.loc, h(in, k), meanH).getResult();
       Value d = in.b.create<arith::SubFOp>(
-          in.loc, in.b.create<arith::SubFOp>(in.loc, h(in, k), meanH),
-          in.b.create<arith::MulFOp>(in.loc, xhat(in, k), meanHX));
+          in.loc, shifted, in.b.create<arith::MulFOp>(in.loc, xhat(in, k), meanHX));
       in.store(in.b.create<arith::MulFOp>(in.loc, rstd, d), buf[3], in.add(base, k));
     };
     auto statistics = [&](Body &in, Value) {

@@ -31,6 +31,19 @@ def FuseGelu : Pass<"dtc-fuse-gelu", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def FuseRmsNorm : Pass<"dtc-fuse-rms-norm", "mlir::func::FuncOp"> {
+  let summary = "Recognise RMSNorm written out in ops as one graph.layer_norm {rms}";
+  let description = [{
+    x * (1 / sqrt(mean(x^2 over the trailing dims) + eps)) * scale (the
+    inverse a reciprocal or 1 / ..., or x / sqrt(...); the square a pow or
+    x * x; x and the normalised row maybe cast to f32 and back, as a 16-bit
+    model's statistics are) becomes graph.layer_norm {rms}: one row kernel
+    forward and backward, statistics in f32. The scale must have the
+    normalised shape; every op inside must be read by the expression alone.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def FuseAttention : Pass<"dtc-fuse-attention", "mlir::func::FuncOp"> {
   let summary = "Recognise attention spelled out in ops as one graph.attention";
   let description = [{

@@ -41,8 +41,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
 void buildStepPipeline(OpPassManager &pm, const CompileOptions &options) {
   bool split = options.parallel.devices() > 1 || options.parallel.pipelineStages > 1;
   // Before the training step is built: its backward then differentiates
-  // one gelu.
+  // one gelu, one rms layer_norm.
   pm.nest<func::FuncOp>().addPass(createFuseGelu());
+  pm.nest<func::FuncOp>().addPass(createFuseRmsNorm());
   if (options.fuseAttention)
     pm.nest<func::FuncOp>().addPass(createFuseAttention());
   if (options.training) {

@@ -550,6 +550,7 @@ private:
           auto *ln = addInstruction(op, op->getOperands()).mutable_layer_norm_backward();
           ln->set_axis(int64_t(l.getAxis()));
           ln->set_epsilon(l.getEpsilon().convertToDouble());
+          ln->set_rms(l.getRms());
           return success();
         })
         .Case([&](graph::BatchNormOp b) -> LogicalResult {
@@ -750,6 +751,7 @@ private:
     auto *ln = addInstruction(op, op->getOperands()).mutable_layer_norm();
     ln->set_axis(axis);
     ln->set_epsilon(op.getEpsilon().convertToDouble());
+    ln->set_rms(op.getRms());
     return success();
   }
 

@@ -76,8 +76,8 @@ Arity arityOf(const Instruction &inst) {
                                 : Arity{2, 2, 1};
   case Instruction::kElementwise:
     return {0, 1 << 16, 1}; // no inputs: an expression of constants
-  case Instruction::kLayerNorm:
-    return {2, 3, 1};
+  case Instruction::kLayerNorm: // and a bias, but not for RMSNorm
+    return {2, 3 - inst.layer_norm().rms(), 1};
   case Instruction::kLayerNormBackward:
     return {3, 3, 3};
   case Instruction::kBatchNorm:

@@ -34,8 +34,10 @@ namespace dtc::plan {
 /// runtime would not start. Version 9: GPU kernels' PTX held once
 /// (Plan.gpu_modules), instructions naming theirs. Version 11: fused
 /// attention (Instruction.attention, attention_backward). Version 13:
-/// layer norm's gradient as one instruction (layer_norm_backward).
-constexpr uint32_t kPlanFormatVersion = 13;
+/// layer norm's gradient as one instruction (layer_norm_backward). Version
+/// 14: RMSNorm as a layer norm (LayerNorm.rms), which an older runtime would
+/// centre.
+constexpr uint32_t kPlanFormatVersion = 14;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -119,10 +119,12 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
     return fmt::format("{} axis={}", inst.softmax().log() ? "log_softmax" : "softmax",
                        inst.softmax().axis());
   case plan::Instruction::kLayerNorm:
-    return fmt::format("layer_norm axis={} eps={:g}", inst.layer_norm().axis(),
-                       inst.layer_norm().epsilon());
+    return fmt::format("{} axis={} eps={:g}", inst.layer_norm().rms() ? "rms_norm" : "layer_norm",
+                       inst.layer_norm().axis(), inst.layer_norm().epsilon());
   case plan::Instruction::kLayerNormBackward:
-    return fmt::format("layer_norm_backward axis={} eps={:g}",
+    return fmt::format("{} axis={} eps={:g}",
+                       inst.layer_norm_backward().rms() ? "rms_norm_backward"
+                                                        : "layer_norm_backward",
                        inst.layer_norm_backward().axis(), inst.layer_norm_backward().epsilon());
   case plan::Instruction::kBatchNorm:
     return fmt::format("batch_norm eps={:g}", inst.batch_norm().epsilon());

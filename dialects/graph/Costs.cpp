@@ -84,9 +84,11 @@ OpCost ReduceMinOp::cost() { return make(*this, elements(getInput()), OpCost::Re
 // Normalisations: a few passes over each element (max, exp, sum, scale).
 OpCost SoftmaxOp::cost() { return make(*this, 5 * elements(getInput()), OpCost::Norm); }
 OpCost LogSoftmaxOp::cost() { return make(*this, 5 * elements(getInput()), OpCost::Norm); }
-OpCost LayerNormOp::cost() { return make(*this, 8 * elements(getInput()), OpCost::Norm); }
+OpCost LayerNormOp::cost() {
+  return make(*this, (getRms() ? 5 : 8) * elements(getInput()), OpCost::Norm);
+}
 OpCost LayerNormBackwardOp::cost() {
-  return make(*this, 14 * elements(getInput()), OpCost::Norm);
+  return make(*this, (getRms() ? 10 : 14) * elements(getInput()), OpCost::Norm);
 }
 OpCost BatchNormOp::cost() { return make(*this, 2 * elements(getInput()), OpCost::Norm); }
 

@@ -471,7 +471,8 @@ LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &b, ValueRange rg,
 // Over the normalised dims [axis, rank): xhat = (x - mean) r, r = 1 / sqrt(var + eps)
 // (biased var), y = xhat scale + bias. With h = g scale:
 // dx = r (h - mean(h) - xhat mean(h xhat)); dscale = sum(g xhat), dbias = sum(g) over the
-// dims scale and bias broadcast along.
+// dims scale and bias broadcast along. RMSNorm (rms): xhat = x r, r = 1 / sqrt(mean(x^2)
+// + eps), dx = r (h - xhat mean(h xhat)), its scale always of the normalised shape.
 LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
                                           SmallVectorImpl<Value> &g) {
   Location loc = getLoc();
@@ -490,14 +491,15 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
     auto statistics = RankedTensorType::get(rows, f32);
     auto backward = b.create<LayerNormBackwardOp>(
         loc, TypeRange{xType, statistics, statistics}, x, getScale(), dy,
-        b.getI64IntegerAttr(axis), getEpsilonAttr());
+        b.getI64IntegerAttr(axis), getEpsilonAttr(), getRmsAttr());
     auto widened = [&](Value v) -> Value {
       return typeOf(v).getElementType().isF32()
                  ? v
                  : b.create<CastOp>(loc, typeOf(v).clone(f32), v).getResult();
     };
-    Value xhat = b.create<MulOp>(loc, b.create<SubOp>(loc, widened(x), backward.getMean()),
-                                 backward.getRstd());
+    Value centred =
+        getRms() ? widened(x) : b.create<SubOp>(loc, widened(x), backward.getMean()).getResult();
+    Value xhat = b.create<MulOp>(loc, centred, backward.getRstd());
     Value product = b.create<MulOp>(loc, widened(dy), xhat);
     if (typeOf(dy).getElementType() != f32)
       product = b.create<CastOp>(loc, typeOf(dy), product);
@@ -506,6 +508,8 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
       g.push_back(sumToShape(b, loc, dy, typeOf(bias)));
     return success();
   }
+  if (getRms()) // the verifier holds its scale to the normalised shape
+    return emitOpError("an rms layer_norm's scale must have the normalised shape");
   // A scale that broadcasts onto the row: the gradient as graph ops.
   SmallVector<int64_t> axes;
   for (int64_t d = axis; d < rank; ++d)

@@ -278,8 +278,17 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   auto axis = axisIn(loc, adaptor.getAxisAttr().getInt(), type->getRank());
   if (failed(axis))
     return failure();
-  // scale and bias must broadcast to the normalised dims [axis, rank).
+  // scale and bias must broadcast to the normalised dims [axis, rank);
+  // RMSNorm's scale must have their shape, and it has no bias.
   ArrayRef<int64_t> normalized = type->getShape().drop_front(*axis);
+  if (adaptor.getRms()) {
+    if (adaptor.getBias())
+      return emitOptionalError(loc, "an rms layer_norm has no bias");
+    auto scale = dyn_cast<RankedTensorType>(adaptor.getScale().getType());
+    if (!scale || scale.getShape() != normalized)
+      return emitOptionalError(loc, "an rms layer_norm's scale must have the normalised shape ",
+                               shapeToString(normalized));
+  }
   for (Value v : {adaptor.getScale(), adaptor.getBias()}) {
     if (!v)
       continue;

@@ -264,9 +264,17 @@ def Graph_LogSoftmaxOp : Graph_InferredOp<"log_softmax"> {
 
 def Graph_LayerNormOp : Graph_InferredOp<"layer_norm"> {
   let summary = "Normalises dims [axis, rank) then applies scale and optional bias";
+  let description = [{
+    Each row (the dims [axis, rank)) becomes `(x - mean) / sqrt(var + eps)
+    * scale + bias`, the statistics in f32 for 16-bit inputs. With `rms`
+    (RMSNorm, as Llama, Mistral and T5 normalise) the row is not centred:
+    `x / sqrt(mean(x^2) + eps) * scale`, no bias, and the scale must have
+    the normalised shape. One op for both: the rows, kernels, sharding and
+    gradient are the same but for the mean.
+  }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        Optional<Graph_FloatTensor>:$bias, I64Attr:$axis,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon, UnitAttr:$rms);
   let results = (outs Graph_FloatTensor:$output);
 }
 
@@ -280,11 +288,13 @@ def Graph_LayerNormBackwardOp : Graph_Op<"layer_norm_backward"> {
     and `rstd` are f32 of the input's shape with the normalised dims 1: from
     them the scale's gradient, `sum(grad_output * xhat)` over the rows, is
     an elementwise product and a sum. One row kernel instead of the dozen
-    kernels the gradient takes written as graph ops.
+    kernels the gradient takes written as graph ops. With `rms` (RMSNorm's
+    gradient) the row is not centred: `mean` is 0, `xhat = input * rstd`
+    and `grad_input = rstd * (h - xhat * mean(h * xhat))`.
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        Graph_FloatTensor:$grad_output, I64Attr:$axis,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon, UnitAttr:$rms);
   let results = (outs Graph_FloatTensor:$grad_input, Graph_FloatTensor:$mean,
                       Graph_FloatTensor:$rstd);
   let hasVerifier = 1;

@@ -191,9 +191,10 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
 
 /// RMSNormalization (opset 23), and onnxruntime's SimplifiedLayerNormalization
 /// that T5 and Llama exports carry: x / sqrt(mean(x^2 over the axes from
-/// `axis` on) + epsilon) x scale, spelled out in graph ops (which autodiff
-/// differentiates), the statistics in f32 (stash_type 1) for a bf16 or f16
-/// input. SimplifiedLayerNormalization's second output is 1 / that root.
+/// `axis` on) + epsilon) x scale, spelled out in graph ops, the statistics
+/// in f32 (stash_type 1) for a bf16 or f16 input: the form PyTorch exports
+/// write too, which the compiler's dtc-fuse-rms-norm makes one rms
+/// layer_norm. SimplifiedLayerNormalization's second output is 1 / that root.
 LogicalResult convertRmsNorm(NodeContext &ctx) {
   auto typed = typeAndAxis(ctx);
   if (failed(typed))

@@ -1,4 +1,4 @@
-//===- NormKernels.cpp - softmax, layer_norm, batch_norm ------------------===//
+//===- NormKernels.cpp - softmax, layer_norm (and RMSNorm), batch_norm ----===//
 //
 // Sums are accumulated in float lanes (so that the loops vectorise) and
 // folded into a double every kSumBlock values: long rows stay within the
@@ -392,10 +392,25 @@ constexpr int64_t kShortSumLanes = 8;
   }
 }
 
-/// `rows` rows of n values each.
+/// RMSNorm's row: x / sqrt(mean(x^2) + eps) * scale (no centring, so no
+/// shift to guard).
+[[gnu::always_inline]] inline void rmsNormRowVector(const float *x, const float *scale, float *y,
+                                                    int64_t n, double epsilon) {
+  double squares = blockedSum(n, [&](int64_t i) { return x[i] * x[i]; });
+  float inverse = float(1.0 / std::sqrt(squares / double(n) + epsilon));
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] * inverse * scale[i];
+}
+
+/// `rows` rows of n values each (RMSNorm's with `rms`).
 [[gnu::always_inline]] inline void layerNormRowsVector(const float *x, const float *scale,
                                                        const float *bias, float *y, int64_t rows,
-                                                       int64_t n, double epsilon) {
+                                                       int64_t n, double epsilon, bool rms) {
+  if (rms) {
+    for (int64_t r = 0; r < rows; ++r)
+      rmsNormRowVector(x + r * n, scale, y + r * n, n, epsilon);
+    return;
+  }
   if (n <= kShortRow)
     return layerNormShortRowsVector(x, scale, bias, y, rows, n, epsilon);
   for (int64_t r = 0; r < rows; ++r)
@@ -403,21 +418,22 @@ constexpr int64_t kShortSumLanes = 8;
 }
 
 using LayerNormRowsFn = void (*)(const float *, const float *, const float *, float *, int64_t,
-                                 int64_t, double);
+                                 int64_t, double, bool);
 
 void layerNormRowsBaseline(const float *x, const float *scale, const float *bias, float *y,
-                           int64_t rows, int64_t n, double epsilon) {
-  layerNormRowsVector(x, scale, bias, y, rows, n, epsilon);
+                           int64_t rows, int64_t n, double epsilon, bool rms) {
+  layerNormRowsVector(x, scale, bias, y, rows, n, epsilon, rms);
 }
 #ifdef DTC_X86_DISPATCH
 DTC_TARGET_AVX2 void layerNormRowsAvx2(const float *x, const float *scale, const float *bias,
-                                       float *y, int64_t rows, int64_t n, double epsilon) {
-  layerNormRowsVector(x, scale, bias, y, rows, n, epsilon);
+                                       float *y, int64_t rows, int64_t n, double epsilon,
+                                       bool rms) {
+  layerNormRowsVector(x, scale, bias, y, rows, n, epsilon, rms);
 }
 DTC_TARGET_AVX512 void layerNormRowsAvx512(const float *x, const float *scale,
                                            const float *bias, float *y, int64_t rows, int64_t n,
-                                           double epsilon) {
-  layerNormRowsVector(x, scale, bias, y, rows, n, epsilon);
+                                           double epsilon, bool rms) {
+  layerNormRowsVector(x, scale, bias, y, rows, n, epsilon, rms);
 }
 #endif
 
@@ -463,7 +479,9 @@ std::unique_ptr<Kernel> makeLayerNormKernel(const plan::Instruction &inst,
       return fail(error, std::string(names[i]) + " " + shapeString(types.inputs[i]) +
                              " should have the normalised shape " + shapeString(normalised) +
                              " of input " + shapeString(x));
-  bool hasBias = types.inputs.size() == 3;
+  bool hasBias = types.inputs.size() == 3, rms = op.rms();
+  if (rms && hasBias)
+    return fail(error, "an rms layer_norm takes no bias");
   double epsilon = op.epsilon();
   LayerNormRowsFn layerNormRows = pickForCpu(
       layerNormRowsBaseline, DTC_X86_ONLY(layerNormRowsAvx2, layerNormRowsAvx512));
@@ -476,7 +494,7 @@ std::unique_ptr<Kernel> makeLayerNormKernel(const plan::Instruction &inst,
     if (n == 0)
       return;
     pool.parallelFor(rows, grainFor(n), [&](int64_t b, int64_t e) {
-      layerNormRows(x + b * n, scale, bias, y + b * n, e - b, n, epsilon);
+      layerNormRows(x + b * n, scale, bias, y + b * n, e - b, n, epsilon, rms);
     });
   }, /*alongside=*/true); // rows apart, no state
 }
@@ -486,16 +504,23 @@ namespace {
 /// The gradient of one row's layer norm, and the row's mean and rstd: the
 /// statistics as the forward's (layerNormRowVector), then
 /// dx = rstd * (h - mean(h) - xhat * mean(h * xhat)) with h = dy * scale,
-/// the sums in double.
+/// the sums in double. RMSNorm's (rms): the mean and mean(h) are 0.
 void layerNormBackwardRow(const float *x, const float *scale, const float *dy, float *dx,
-                          float &meanOut, float &rstdOut, int64_t n, double epsilon) {
-  float shift = x[0];
-  double mean = double(shift) + blockedSum(n, [&](int64_t i) { return x[i] - shift; }) / double(n);
-  float high = float(mean), low = float(mean - double(high));
+                          float &meanOut, float &rstdOut, int64_t n, double epsilon, bool rms) {
+  float high = 0, low = 0;
+  if (!rms) {
+    float shift = x[0];
+    double mean =
+        double(shift) + blockedSum(n, [&](int64_t i) { return x[i] - shift; }) / double(n);
+    high = float(mean);
+    low = float(mean - double(high));
+  }
   auto centred = [&](int64_t i) { return (x[i] - high) - low; };
   double squares = blockedSum(n, [&](int64_t i) { return centred(i) * centred(i); });
   float inverse = float(1.0 / std::sqrt(squares / double(n) + epsilon));
-  float meanH = float(blockedSum(n, [&](int64_t i) { return dy[i] * scale[i]; }) / double(n));
+  float meanH =
+      rms ? 0.f
+          : float(blockedSum(n, [&](int64_t i) { return dy[i] * scale[i]; }) / double(n));
   float meanHX = float(blockedSum(n, [&](int64_t i) {
                          return dy[i] * scale[i] * (centred(i) * inverse);
                        }) /
@@ -536,6 +561,7 @@ std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &ins
       return fail(error, std::string(o == 1 ? "mean " : "rstd ") + shapeString(types.outputs[o]) +
                              " should be " + shapeString(rowShape));
   double epsilon = op.epsilon();
+  bool rms = op.rms();
   return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
                                 ThreadPool &pool) {
     const float *x = static_cast<const float *>(inputs[0]);
@@ -549,7 +575,7 @@ std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &ins
     pool.parallelFor(rows, grainFor(4 * n), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r)
         layerNormBackwardRow(x + r * n, scale, dy + r * n, dx + r * n, mean[r], rstd[r], n,
-                             epsilon);
+                             epsilon, rms);
     });
   }, /*alongside=*/true); // rows apart, no state
 }

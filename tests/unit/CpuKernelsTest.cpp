@@ -899,8 +899,12 @@ TEST(SoftmaxKernel, Double) {
   checkSoftmax<double>({3, 7, 2}, 1, true);
 }
 
-void checkLayerNorm(const Shape &shape, int64_t axis, bool bias, float offset = 0.0f) {
-  SCOPED_TRACE("layer_norm " + ::testing::PrintToString(shape) + " axis " + std::to_string(axis) +
+/// layer_norm against a double reference; RMSNorm's (rms: no centring)
+/// too.
+void checkLayerNorm(const Shape &shape, int64_t axis, bool bias, float offset = 0.0f,
+                    bool rms = false) {
+  SCOPED_TRACE(std::string(rms ? "rms_norm " : "layer_norm ") +
+               ::testing::PrintToString(shape) + " axis " + std::to_string(axis) +
                (bias ? " with bias" : ""));
   Tensor x = randomF32(shape, 8, offset - 1.0f, offset + 1.0f);
   Shape normalised(shape.begin() + axis, shape.end());
@@ -910,7 +914,7 @@ void checkLayerNorm(const Shape &shape, int64_t axis, bool bias, float offset = 
   std::vector<double> expected;
   for (int64_t r = 0; r < rows; ++r) {
     double mean = 0, var = 0;
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n && !rms; ++i)
       mean += xv[r * n + i];
     mean /= n;
     for (int64_t i = 0; i < n; ++i)
@@ -922,6 +926,7 @@ void checkLayerNorm(const Shape &shape, int64_t axis, bool bias, float offset = 
   plan::Instruction inst;
   inst.mutable_layer_norm()->set_axis(axis);
   inst.mutable_layer_norm()->set_epsilon(1e-5);
+  inst.mutable_layer_norm()->set_rms(rms);
   std::vector<Tensor> inputs{x, scale};
   if (bias)
     inputs.push_back(b);
@@ -951,13 +956,31 @@ TEST(LayerNormKernel, ShortRowsInTiles) {
   checkLayerNorm({2, 35, 64}, 2, true, 1000.0f);
 }
 
+// RMSNorm: short and long rows, one far from 0 (where centring would
+// differ most), and no bias allowed.
+TEST(LayerNormKernel, Rms) {
+  for (int64_t n : {1, 9, 257})
+    checkLayerNorm({5, n}, 1, false, 0.0f, true);
+  checkLayerNorm({3, 4, 5}, 1, false, 0.0f, true);
+  checkLayerNorm({16, 64}, 1, false, 10.0f, true);
+  plan::Instruction inst;
+  inst.mutable_layer_norm()->set_axis(1);
+  inst.mutable_layer_norm()->set_rms(true);
+  plan::TensorType row = typeOf(plan::F32, {8});
+  std::string error;
+  EXPECT_FALSE(makeKernel(inst, {typeOf(plan::F32, {2, 8}), row, row},
+                          {typeOf(plan::F32, {2, 8})}, error));
+  EXPECT_NE(error.find("no bias"), std::string::npos) << error;
+}
+
 /// layer_norm_backward: the input's gradient of sum(dy * layer_norm(x)),
 /// and each row's mean and rstd, against double references: the gradient
 /// by central differences of that sum (so the formula is checked, not
 /// restated), the statistics directly.
-void checkLayerNormBackward(const Shape &shape, int64_t axis, float offset = 0.0f) {
-  SCOPED_TRACE("layer_norm_backward " + ::testing::PrintToString(shape) + " axis " +
-               std::to_string(axis));
+void checkLayerNormBackward(const Shape &shape, int64_t axis, float offset = 0.0f,
+                            bool rms = false) {
+  SCOPED_TRACE(std::string(rms ? "rms_norm_backward " : "layer_norm_backward ") +
+               ::testing::PrintToString(shape) + " axis " + std::to_string(axis));
   Tensor x = randomF32(shape, 21, offset - 1.0f, offset + 1.0f);
   Shape normalised(shape.begin() + axis, shape.end()), rowShape = shape;
   std::fill(rowShape.begin() + axis, rowShape.end(), 1);
@@ -969,7 +992,7 @@ void checkLayerNormBackward(const Shape &shape, int64_t axis, float offset = 0.0
   auto loss = [&](int64_t r, const std::vector<double> &row) {
     double mean = 0, var = 0, total = 0;
     for (double v : row)
-      mean += v;
+      mean += rms ? 0 : v;
     mean /= double(n);
     for (double v : row)
       var += (v - mean) * (v - mean);
@@ -984,7 +1007,7 @@ void checkLayerNormBackward(const Shape &shape, int64_t axis, float offset = 0.0
     std::vector<double> row(xv.begin() + r * n, xv.begin() + (r + 1) * n);
     double mean = 0, var = 0;
     for (double v : row)
-      mean += v;
+      mean += rms ? 0 : v;
     mean /= double(n);
     for (double v : row)
       var += (v - mean) * (v - mean);
@@ -1001,6 +1024,7 @@ void checkLayerNormBackward(const Shape &shape, int64_t axis, float offset = 0.0
   plan::Instruction inst;
   inst.mutable_layer_norm_backward()->set_axis(axis);
   inst.mutable_layer_norm_backward()->set_epsilon(epsilon);
+  inst.mutable_layer_norm_backward()->set_rms(rms);
   std::vector<plan::TensorType> inTypes{x.type, scale.type, dy.type};
   std::vector<plan::TensorType> outTypes{typeOf(plan::F32, shape), typeOf(plan::F32, rowShape),
                                          typeOf(plan::F32, rowShape)};
@@ -1037,6 +1061,8 @@ TEST(LayerNormKernel, Backward) {
   checkLayerNormBackward({3, 4, 5}, 2);
   checkLayerNormBackward({3, 4, 5}, 1);
   checkLayerNormBackward({16, 96}, 1, 100.0f);
+  checkLayerNormBackward({3, 4, 5}, 2, 0.0f, true);
+  checkLayerNormBackward({16, 96}, 1, 3.0f, true);
 }
 
 void checkBatchNorm(const Shape &shape) {

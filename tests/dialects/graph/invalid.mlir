@@ -206,6 +206,24 @@ func.func @f(%a: tensor<2x3xf32>, %s: tensor<4xf32>) {
 
 // -----
 
+func.func @f(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @below {{an rms layer_norm has no bias}}
+  // expected-error @below {{'graph.layer_norm' op failed to infer returned types}}
+  %0 = graph.layer_norm %a, %s, %s {axis = 1 : i64, rms} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %s: tensor<1x3xf32>) {
+  // expected-error @below {{an rms layer_norm's scale must have the normalised shape 3}}
+  // expected-error @below {{'graph.layer_norm' op failed to infer returned types}}
+  %0 = graph.layer_norm %a, %s {axis = 1 : i64, rms} : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x3x5x5xf32>, %c: tensor<4xf32>) {
   // expected-error @below {{scale, bias, mean and variance must have shape 3 (the channel count), got 4}}
   // expected-error @below {{'graph.batch_norm' op failed to infer returned types}}
