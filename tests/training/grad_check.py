@@ -218,6 +218,19 @@ def make_cases(seed=0):
     add(Case("layer_norm of X (scale, bias)", [N("LayerNormalization", ["X", "S", "B"], axis=-1)],
              {"S": rand(6, lo=0.5, hi=1.5), "B": rand(6)}, inputs={"X": rand(3, 6, lo=-2, hi=2)}))
 
+    # RMSNorm written out as PyTorch exports it: dtc-fuse-rms-norm makes it
+    # one rms layer_norm, whose gradient this checks.
+    def rms_norm(x):
+        return [N("Pow", [x, "two"], "sq"), N("ReduceMean", ["sq"], "ms", axes=[-1], keepdims=1),
+                N("Add", ["ms", "eps"], "shifted"), N("Sqrt", ["shifted"], "root"),
+                N("Reciprocal", ["root"], "inv"), N("Mul", [x, "inv"], "normed"),
+                N("Mul", ["S", "normed"])]
+    rms_consts = {"two": f32(2.0), "eps": f32(1e-5)}
+    add(Case("rms_norm written out (scale)", rms_norm("W"),
+             {"W": rand(2, 3, 5, lo=-2, hi=2), "S": rand(5, lo=0.5, hi=1.5)}, consts=rms_consts))
+    add(Case("rms_norm of X written out (scale)", rms_norm("X"), {"S": rand(6, lo=0.5, hi=1.5)},
+             inputs={"X": rand(3, 6, lo=-2, hi=2)}, consts=rms_consts))
+
     # Data movement.
     add(Case("gather axis 0 (embedding)", [N("Gather", ["W", "idx"], axis=0)],
              {"W": rand(5, 3)}, consts={"idx": i64(0, 2, 4, 2, -1, 1).reshape(2, 3)}))
