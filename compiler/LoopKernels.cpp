@@ -593,6 +593,47 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
                : makeKernel(b, op, name, rows, body);
 }
 
+/// Cross-entropy: a row of classes each (a thread's, or a block's lanes'
+/// where rows are long); the max, the sum of exps, lse = max + log(sum),
+/// then the loss, lse - logits[label], 0 for a label that is no class
+/// (the logit read at class 0 meanwhile). The first lane stores both.
+func::FuncOp crossEntropyKernel(OpBuilder &b, graph::CrossEntropyOp op, StringRef name) {
+  auto logits = tensorOf(op.getLogits());
+  int64_t n = logits.getShape().back(), rows = logits.getNumElements() / std::max<int64_t>(n, 1);
+  int64_t lanes = lanesFor(n);
+  Type type = Body::computeType(logits.getElementType());
+  // Buffers: logits, labels, loss, lse.
+  auto body = [&](Body &t, Value row, ArrayRef<Value> buf) {
+    Value base = t.mul(row, n);
+    auto x = [&](Body &in, Value k) { return in.load(buf[0], in.add(base, k)); };
+    Value max = lanes ? t.laneFold(
+                            n, lanes, t.infinity(type, true),
+                            [&](Body &in, Value acc, Value k) { return in.maxf(acc, x(in, k)); },
+                            [](Body &c, Value l, Value r) { return c.maxf(l, r); })
+                      : t.loop(n, t.infinity(type, true), [&](Body &in, Value acc, Value k) {
+                          return in.maxf(acc, x(in, k));
+                        });
+    Value sum = t.rowSum(n, lanes, type, [&](Body &in, Value k) -> Value {
+      return in.b.create<math::ExpOp>(in.loc, in.b.create<arith::SubFOp>(in.loc, x(in, k), max));
+    });
+    Value lse = t.addf(max, t.b.create<math::LogOp>(t.loc, sum));
+    Value label = t.b.create<arith::IndexCastOp>(
+        t.loc, t.b.getIndexType(), t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{row}));
+    Value isClass = t.b.create<arith::AndIOp>(
+        t.loc, t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sge, label, t.index(0)),
+        t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, label, t.index(n)));
+    Value picked = x(t, t.b.create<arith::SelectOp>(t.loc, isClass, label, t.index(0)));
+    Value loss = t.b.create<arith::SelectOp>(
+        t.loc, isClass, t.b.create<arith::SubFOp>(t.loc, lse, picked), t.constant(type, 0));
+    t.rowEach(1, lanes, [&](Body &in, Value) { // by the row's first lane
+      in.store(loss, buf[2], row);
+      in.store(lse, buf[3], row);
+    });
+  };
+  return lanes ? makeRowKernel(b, op, name, rows, lanes, body)
+               : makeKernel(b, op, name, rows, body);
+}
+
 /// Moves: a thread per output element, reading the input element whose
 /// flat index is an affine function of the output's coordinates
 /// (transpose, strided slice, copy).
@@ -1134,7 +1175,7 @@ func::FuncOp topKKernel(OpBuilder &b, graph::TopKOp op, StringRef name) {
 bool hasLoopKernel(Operation *op) {
   return isa<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp, graph::ReduceMinOp,
              graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp,
-             graph::LayerNormBackwardOp, graph::TransposeOp,
+             graph::LayerNormBackwardOp, graph::CrossEntropyOp, graph::TransposeOp,
              graph::SliceOp, graph::SplitOp, graph::CopyOp, graph::ConcatOp, graph::GatherOp,
              graph::ScatterAddOp, graph::MaxPool2DOp, graph::AvgPool2DOp,
              graph::MaxPool2DBackwardOp, graph::AvgPool2DBackwardOp, graph::BatchNormOp,
@@ -1167,6 +1208,7 @@ func::FuncOp buildOne(OpBuilder &b, Operation *op, StringRef name, std::string &
       })
       .Case([&](graph::LayerNormOp l) { return layerNormKernel(b, l, name); })
       .Case([&](graph::LayerNormBackwardOp l) { return layerNormBackwardKernel(b, l, name); })
+      .Case([&](graph::CrossEntropyOp c) { return crossEntropyKernel(b, c, name); })
       .Case([&](graph::TransposeOp t) {
         SmallVector<int64_t> in = stridesOf(tensorOf(t.getInput()).getShape()), strides;
         for (int64_t p : t.getPerm())

@@ -272,7 +272,7 @@ std::string kindOf(Operation *op) {
       .Case<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp, graph::ReduceMinOp>(
           [](Operation *) { return "reduce"; })
       .Case<graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp,
-            graph::LayerNormBackwardOp>(
+            graph::LayerNormBackwardOp, graph::CrossEntropyOp>(
           [](Operation *) { return "row"; })
       .Case<graph::MaxPool2DOp, graph::AvgPool2DOp, graph::MaxPool2DBackwardOp,
             graph::AvgPool2DBackwardOp>([](Operation *) { return "pool"; })

@@ -553,6 +553,10 @@ private:
           ln->set_rms(l.getRms());
           return success();
         })
+        .Case([&](graph::CrossEntropyOp) -> LogicalResult {
+          addInstruction(op, op->getOperands()).mutable_cross_entropy();
+          return success();
+        })
         .Case([&](graph::BatchNormOp b) -> LogicalResult {
           addInstruction(op, op->getOperands()).mutable_batch_norm()->set_epsilon(
               b.getEpsilon().convertToDouble());

@@ -680,27 +680,19 @@ private:
   }
 
   /// mean over positions of -log_softmax(logits)[label], positions whose
-  /// label is the ignore index left out.
+  /// label is the ignore index left out: one graph.cross_entropy (a row
+  /// kernel; its gradient one elementwise kernel). bf16 logits are read as
+  /// they are, not through the model output's cast to f32: the op computes
+  /// in f32 and never writes an f32 copy of the logits.
   Value crossEntropy(Value logits, Value labels) {
-    auto type = typeOf(logits);
-    int64_t rank = type.getRank(), classes = type.getShape().back();
-    Value logProbs = b_.create<graph::LogSoftmaxOp>(loc_, logits, rank - 1);
-    SmallVector<int64_t> ids;
-    for (int64_t c = 0; c < classes; ++c)
-      ids.push_back(c);
-    auto idType = RankedTensorType::get({classes}, b_.getI64Type());
-    Value iota = b_.create<graph::ConstantOp>(loc_, DenseElementsAttr::get(idType, ArrayRef(ids)));
-    SmallVector<int64_t> column(typeOf(labels).getShape());
-    column.push_back(1);
-    Value labelColumn = b_.create<graph::ReshapeOp>(
-        loc_, RankedTensorType::get(column, b_.getI64Type()), labels);
-    Value hit = b_.create<graph::EqualOp>(loc_, labelColumn, iota);
-    Value oneHot = b_.create<graph::CastOp>(loc_, RankedTensorType::get(type.getShape(),
-                                                                        b_.getF32Type()), hit);
-    Value picked = b_.create<graph::ReduceSumOp>(loc_, mul(oneHot, logProbs),
-                                                 ArrayRef<int64_t>{rank - 1}, false);
+    if (auto widened = logits.getDefiningOp<graph::CastOp>();
+        widened && typeOf(widened.getInput()).getElementType().isBF16())
+      logits = widened.getInput();
+    auto rows = RankedTensorType::get(typeOf(labels).getShape(), b_.getF32Type());
+    Value losses =
+        b_.create<graph::CrossEntropyOp>(loc_, TypeRange{rows, rows}, logits, labels).getLoss();
     if (!options_.ignoreIndex)
-      return b_.create<graph::NegOp>(loc_, meanAll(picked));
+      return meanAll(losses);
     auto i64Scalar = RankedTensorType::get({}, b_.getI64Type());
     Value ignore = b_.create<graph::ConstantOp>(
         loc_, DenseElementsAttr::get(i64Scalar, ArrayRef<int64_t>{*options_.ignoreIndex}));
@@ -708,8 +700,7 @@ private:
     Value mask = b_.create<graph::CastOp>(
         loc_, RankedTensorType::get(typeOf(labels).getShape(), b_.getF32Type()), kept);
     Value count = b_.create<graph::MaxOp>(loc_, sumAll(mask), constant(1.0));
-    return b_.create<graph::NegOp>(loc_,
-                                   b_.create<graph::DivOp>(loc_, sumAll(mul(picked, mask)), count));
+    return b_.create<graph::DivOp>(loc_, sumAll(mul(losses, mask)), count);
   }
 
   /// Gradient accumulation: each gradient is added to an accumulator (a

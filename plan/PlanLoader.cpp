@@ -80,6 +80,8 @@ Arity arityOf(const Instruction &inst) {
     return {2, 3 - inst.layer_norm().rms(), 1};
   case Instruction::kLayerNormBackward:
     return {3, 3, 3};
+  case Instruction::kCrossEntropy:
+    return {2, 2, 2};
   case Instruction::kBatchNorm:
     return {5, 5, 1};
   case Instruction::kGather:

@@ -36,8 +36,8 @@ namespace dtc::plan {
 /// attention (Instruction.attention, attention_backward). Version 13:
 /// layer norm's gradient as one instruction (layer_norm_backward). Version
 /// 14: RMSNorm as a layer norm (LayerNorm.rms), which an older runtime would
-/// centre.
-constexpr uint32_t kPlanFormatVersion = 14;
+/// centre. Version 15: cross-entropy as one instruction (cross_entropy).
+constexpr uint32_t kPlanFormatVersion = 15;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -126,6 +126,8 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
                        inst.layer_norm_backward().rms() ? "rms_norm_backward"
                                                         : "layer_norm_backward",
                        inst.layer_norm_backward().axis(), inst.layer_norm_backward().epsilon());
+  case plan::Instruction::kCrossEntropy:
+    return "cross_entropy";
   case plan::Instruction::kBatchNorm:
     return fmt::format("batch_norm eps={:g}", inst.batch_norm().epsilon());
   case plan::Instruction::kReduce: {

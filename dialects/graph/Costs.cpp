@@ -90,6 +90,7 @@ OpCost LayerNormOp::cost() {
 OpCost LayerNormBackwardOp::cost() {
   return make(*this, (getRms() ? 10 : 14) * elements(getInput()), OpCost::Norm);
 }
+OpCost CrossEntropyOp::cost() { return make(*this, 4 * elements(getLogits()), OpCost::Norm); }
 OpCost BatchNormOp::cost() { return make(*this, 2 * elements(getInput()), OpCost::Norm); }
 
 // Batched [M,K] x [K,N]: 2 M N K per output matrix.

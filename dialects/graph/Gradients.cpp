@@ -529,6 +529,54 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
     g.push_back(sumToShape(b, loc, dy, typeOf(bias)));
   return success();
 }
+// loss = lse - x[label] per row, lse = log(sum(exp(x))): dx = (exp(x - lse) - onehot(label))
+// * dloss, in f32 and rounded once to x's type; a row whose label is no class has no
+// gradient (its loss is 0). One elementwise kernel once fused. The lse result is for the
+// backward only: no gradient flows through it.
+LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                             SmallVectorImpl<Value> &g) {
+  if (rg[1])
+    return emitOpError("has no gradient through its log-sum-exp result");
+  g.assign(2, Value());
+  if (!rg[0])
+    return success();
+  Location loc = getLoc();
+  Value x = getLogits(), labels = getLabels();
+  auto type = typeOf(x), labelType = typeOf(labels);
+  int64_t classes = type.getShape().back();
+  Type f32 = b.getF32Type(), index = labelType.getElementType();
+  SmallVector<int64_t> columnShape(labelType.getShape());
+  columnShape.push_back(1);
+  auto column = [&](Value v) -> Value { // [rows...] -> [rows..., 1]
+    return b.create<ReshapeOp>(
+        loc, RankedTensorType::get(columnShape, typeOf(v).getElementType()), v);
+  };
+  auto indexConstant = [&](ArrayRef<int64_t> shape, ArrayRef<int64_t> values) -> Value {
+    auto t = RankedTensorType::get(shape, index);
+    SmallVector<APInt> bits;
+    for (int64_t v : values)
+      bits.push_back(APInt(index.getIntOrFloatBitWidth(), uint64_t(v), true));
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(t, bits));
+  };
+  SmallVector<int64_t> ids;
+  for (int64_t c = 0; c < classes; ++c)
+    ids.push_back(c);
+  Value label = column(labels);
+  Value hit = b.create<EqualOp>(loc, label, indexConstant({classes}, ids));
+  auto asF32 = [&](Value v) -> Value {
+    return b.create<CastOp>(loc, typeOf(v).clone(f32), v);
+  };
+  Value isClass = b.create<AndOp>(
+      loc, b.create<GreaterEqualOp>(loc, label, indexConstant({}, {0})),
+      b.create<LessOp>(loc, label, indexConstant({}, {classes})));
+  Value rowGrad = b.create<MulOp>(loc, column(rg[0]), asF32(isClass));
+  Value wide = type.getElementType().isF32() ? x : asF32(x);
+  Value p = b.create<ExpOp>(loc, b.create<SubOp>(loc, wide, column(getLse())));
+  Value dx = b.create<MulOp>(loc, b.create<SubOp>(loc, p, asF32(hit)), rowGrad);
+  g[0] = type.getElementType().isF32() ? dx : b.create<CastOp>(loc, type, dx).getResult();
+  return success();
+}
+
 // Training normalises with the batch's statistics: dtc-build-training-step replaces
 // each batch norm by expandBatchNormForTraining's graph ops before autodiff
 // runs, so this (frozen statistics) form is never on a loss path.

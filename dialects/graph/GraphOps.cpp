@@ -795,6 +795,18 @@ LogicalResult LayerNormBackwardOp::verify() {
   return success();
 }
 
+LogicalResult CrossEntropyOp::verify() {
+  auto logits = cast<RankedTensorType>(getLogits().getType());
+  auto labels = cast<RankedTensorType>(getLabels().getType());
+  if (logits.getRank() < 1 || labels.getShape() != logits.getShape().drop_back())
+    return emitOpError("labels ") << labels << " must have the logits' shape without its last "
+                                  << "dim (the classes), got logits " << logits;
+  auto rows = RankedTensorType::get(labels.getShape(), Float32Type::get(getContext()));
+  if (getLoss().getType() != rows || getLse().getType() != rows)
+    return emitOpError("loss and lse must be ") << rows;
+  return success();
+}
+
 LogicalResult MaxPool2DBackwardOp::verify() {
   if (getOutput().getType() != getInput().getType())
     return emitOpError("the result must have the input's type");

@@ -300,6 +300,24 @@ def Graph_LayerNormBackwardOp : Graph_Op<"layer_norm_backward"> {
   let hasVerifier = 1;
 }
 
+def Graph_CrossEntropyOp : Graph_Op<"cross_entropy"> {
+  let summary = "Each row's -log_softmax(logits)[label], and its log-sum-exp";
+  let description = [{
+    Over the last dim of `logits` (the classes), in f32 for 16-bit logits:
+    `lse = log(sum(exp(logits)))` (the row's max taken out first) and
+    `loss = lse - logits[label]`; a label outside [0, classes) (a position
+    the loss leaves out) gives a loss of 0 and no gradient. Both results
+    are f32 of the labels' shape. One row kernel where log_softmax would
+    write a tensor of the logits' size for a one-hot to pick from (at
+    GPT-2's vocabulary, the step's largest tensors); the gradient,
+    `(exp(logits - lse) - onehot(label)) * grad_loss`, is one elementwise
+    kernel.
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels);
+  let results = (outs Graph_FloatTensor:$loss, Graph_FloatTensor:$lse);
+  let hasVerifier = 1;
+}
+
 def Graph_BatchNormOp : Graph_InferredOp<"batch_norm"> {
   let summary = "Inference batch norm over dim 1 with running mean and variance";
   let description = [{

@@ -192,6 +192,18 @@ ShardingRule LayerNormBackwardOp::shardingRule() {
   rule.results = {all, statistics, statistics};
   return rule;
 }
+ShardingRule CrossEntropyOp::shardingRule() {
+  // Rows split; the classes stay whole; labels and results have the rows' dims.
+  ShardingRule rule;
+  ArrayRef<int64_t> shape = shapeOf(getLogits());
+  SmallVector<int> ids;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d)
+    ids.push_back(rule.add(shape[size_t(d)], false, d + 1 == int64_t(shape.size())));
+  Dims rows = single(ArrayRef<int>(ids).drop_back());
+  rule.operands = {single(ids), rows};
+  rule.results = {rows, rows};
+  return rule;
+}
 ShardingRule BatchNormOp::shardingRule() {
   // Statistics are per channel: [C] operands line up with dim 1.
   ShardingRule rule;

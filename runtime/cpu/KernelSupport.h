@@ -106,6 +106,8 @@ std::unique_ptr<Kernel> makeLayerNormKernel(const plan::Instruction &, const Ker
                                             std::string &);
 std::unique_ptr<Kernel> makeBatchNormKernel(const plan::Instruction &, const KernelTypes &,
                                             std::string &);
+std::unique_ptr<Kernel> makeCrossEntropyKernel(const plan::Instruction &, const KernelTypes &,
+                                               std::string &);
 // ReduceKernel.cpp
 std::unique_ptr<Kernel> makeReduceKernel(const plan::Instruction &, const KernelTypes &,
                                          std::string &);

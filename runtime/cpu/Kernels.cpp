@@ -103,6 +103,7 @@ const OpInfo kOps[] = {
     {plan::Instruction::kLayerNormBackward, "layer_norm_backward", 3, 3,
      makeLayerNormBackwardKernel, 3},
     {plan::Instruction::kBatchNorm, "batch_norm", 5, 5, makeBatchNormKernel},
+    {plan::Instruction::kCrossEntropy, "cross_entropy", 2, 2, makeCrossEntropyKernel, 2},
     {plan::Instruction::kReduce, "reduce", 1, 1, makeReduceKernel},
     {plan::Instruction::kGather, "gather", 2, 2, makeGatherKernel},
     {plan::Instruction::kConv2D, "conv2d", 2, 3, makeConv2DKernel},

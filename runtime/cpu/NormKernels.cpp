@@ -1,4 +1,4 @@
-//===- NormKernels.cpp - softmax, layer_norm (and RMSNorm), batch_norm ----===//
+//===- NormKernels.cpp - softmax, cross_entropy, layer_norm, batch_norm ---===//
 //
 // Sums are accumulated in float lanes (so that the loops vectorise) and
 // folded into a double every kSumBlock values: long rows stay within the
@@ -576,6 +576,82 @@ std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &ins
       for (int64_t r = b; r < e; ++r)
         layerNormBackwardRow(x + r * n, scale, dy + r * n, dx + r * n, mean[r], rstd[r], n,
                              epsilon, rms);
+    });
+  }, /*alongside=*/true); // rows apart, no state
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A row's log-sum-exp: its max (in lanes, as softmaxRowVector's) plus the
+/// log of the sum of exp(x - max).
+[[gnu::always_inline]] inline float logSumExpVector(const float *x, int64_t n) {
+  float lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
+  int64_t whole = n / kLanes * kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = whole; i < n; ++i)
+    max = std::max(max, x[i]);
+  for (int64_t l = 0; l < kLanes; ++l)
+    max = std::max(max, lanes[l]);
+  double sum = blockedSum(n, [&](int64_t i) { return fastExpFlushed(x[i] - max); });
+  return max + float(std::log(sum));
+}
+
+using LogSumExpFn = float (*)(const float *, int64_t);
+float logSumExpBaseline(const float *x, int64_t n) { return logSumExpVector(x, n); }
+#ifdef DTC_X86_DISPATCH
+DTC_TARGET_AVX2 float logSumExpAvx2(const float *x, int64_t n) { return logSumExpVector(x, n); }
+DTC_TARGET_AVX512 float logSumExpAvx512(const float *x, int64_t n) {
+  return logSumExpVector(x, n);
+}
+#endif
+
+} // namespace
+
+std::unique_ptr<Kernel> makeCrossEntropyKernel(const plan::Instruction &,
+                                               const KernelTypes &types, std::string &error) {
+  if (!checkDType(types.inputs[0].dtype(), {plan::F32}, error) ||
+      !checkDType(types.inputs[1].dtype(), {plan::I64, plan::I32}, error))
+    return nullptr;
+  Shape x = shapeOf(types.inputs[0]);
+  if (x.empty())
+    return fail(error, "logits must have a dim of classes, got a scalar");
+  Shape rowShape(x.begin(), x.end() - 1);
+  if (shapeOf(types.inputs[1]) != rowShape)
+    return fail(error, "labels " + shapeString(types.inputs[1]) + " should be " +
+                           shapeString(rowShape) + " (the logits' " + shapeString(x) +
+                           " without the classes)");
+  for (const plan::TensorType &out : types.outputs)
+    if (!checkDType(out.dtype(), {plan::F32}, error))
+      return nullptr;
+    else if (shapeOf(out) != rowShape)
+      return fail(error, "loss and lse should be " + shapeString(rowShape) + ", got " +
+                             shapeString(out));
+  int64_t n = x.back(), rows = product(rowShape);
+  bool wide = types.inputs[1].dtype() == plan::I64;
+  LogSumExpFn logSumExp =
+      pickForCpu(logSumExpBaseline, DTC_X86_ONLY(logSumExpAvx2, logSumExpAvx512));
+  return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
+                                ThreadPool &pool) {
+    const float *logits = static_cast<const float *>(inputs[0]);
+    float *loss = static_cast<float *>(outputs[0]), *lse = static_cast<float *>(outputs[1]);
+    if (n == 0)
+      return;
+    pool.parallelFor(rows, grainFor(n), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const float *row = logits + r * n;
+        int64_t label = wide ? static_cast<const int64_t *>(inputs[1])[r]
+                             : static_cast<const int32_t *>(inputs[1])[r];
+        lse[r] = logSumExp(row, n);
+        loss[r] = label >= 0 && label < n ? lse[r] - row[label] : 0.0f;
+      }
     });
   }, /*alongside=*/true); // rows apart, no state
 }

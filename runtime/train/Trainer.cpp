@@ -45,6 +45,15 @@ void setScalar(Executor &executor, int input, float value) {
 
 namespace {
 
+/// A loss as the progress lines print it: six decimals, or nan / inf /
+/// -inf (a NaN's sign bit, which the same step may or may not set, left
+/// out).
+std::string lossText(float loss) {
+  if (std::isnan(loss))
+    return "nan";
+  return std::isinf(loss) ? (loss > 0 ? "inf" : "-inf") : fmt::format("{:.6f}", loss);
+}
+
 /// "70.7 k", "1.23 M": a rate for people.
 std::string countText(double n) {
   const char *prefixes[] = {"", " k", " M", " G", " T", " P"};
@@ -575,13 +584,13 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
         ++skippedSteps;
         progress_(fmt::format("skipped step {}: the gradients are not finite (the loss is {}); "
                               "weights and optimizer state stay as they were (--skip-nonfinite)",
-                              step + 1, loss));
+                              step + 1, lossText(loss)));
       }
     }
     if (!std::isfinite(loss) && squaresOutput >= 0 && !skipped)
       progress_(fmt::format("note: step {}: the loss is {}, its gradients finite: the step is "
                             "taken",
-                            step + 1, loss));
+                            step + 1, lossText(loss)));
     if (!std::isfinite(loss) && squaresOutput < 0) {
       error = fmt::format("step {}: the loss is {}; stopping without saving anything{}",
                           step + 1,
@@ -613,9 +622,9 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
                             ? fmt::format(" ({:.1f}% of the device's peak)",
                                           100 * flops / options.peakFlops)
                             : "";
-    progress_(fmt::format("step {} loss {:.6f} lr {:.3g} time {:.3f} ms, {} {}/s, {}{}; "
+    progress_(fmt::format("step {} loss {} lr {:.3g} time {:.3f} ms, {} {}/s, {}{}; "
                           "{} of {} steps in {}, {} left",
-                          step + 1, loss, lr, ms, countText(rate),
+                          step + 1, lossText(loss), lr, ms, countText(rate),
                           tokens ? "tokens" : "samples", flopsText(flops), share, step + 1,
                           options.steps, plan::formatSeconds(elapsed),
                           plan::formatSeconds(left)));

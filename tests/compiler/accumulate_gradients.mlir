@@ -8,7 +8,7 @@
 // added to its accumulator before the all-reduce, which moves into the
 // once-per-step part with the optimizer (one reduction per step, not per
 // micro-batch). The accumulation and what comes before run per micro-batch.
-// CHECK: "gradient accumulation: 18 ops run once per micro-batch, 4 once per step; 1 gradient all-reduces run once per step on the accumulated sums"
+// CHECK: "gradient accumulation: 20 ops run once per micro-batch, 4 once per step; 1 gradient all-reduces run once per step on the accumulated sums"
 // CHECK: %[[W:.*]] = graph.parameter "w" : tensor<8x3xf32>
 // CHECK: %[[ACC:.*]] = graph.parameter "w.grad_accumulator" {dtc.accumulator, dtc.zeros} : tensor<8x3xf32>
 // CHECK: %[[G:.*]] = graph.matmul %arg0, %{{.*}} {dtc.weight_gradient, transpose_lhs = true} : (tensor<2x8xf32>, tensor<2x3xf32>) -> tensor<8x3xf32>
@@ -41,7 +41,7 @@
 // ZERO1-NEXT: mesh.all_reduce %[[SUM1]] on @mesh mesh_axes = [0] {dtc.gradient_reduction, dtc.once_per_step} : tensor<8x3xf32>
 
 // One device: only the split into the two parts.
-// ONE: "gradient accumulation: 16 ops run once per micro-batch, 3 once per step"
+// ONE: "gradient accumulation: 18 ops run once per micro-batch, 3 once per step"
 // ONE: %[[SUM:.*]] = graph.add
 // ONE-NEXT: graph.mul %[[SUM]], %{{.*}} {dtc.once_per_step}
 

@@ -17,7 +17,21 @@
 // CHECK-SAME: dtc.training = {{{.*}}classes = 3 : i64{{.*}}learning_rate = 1.000000e-03 : f64, loss = "cross_entropy"{{.*}}optimizer = "adamw"{{.*}}}
 // CHECK: graph.parameter "w.adam_v" {dtc.zeros} : tensor<8x3xf32>
 // CHECK: graph.parameter "w.adam_m" {dtc.zeros} : tensor<8x3xf32>
-// CHECK: graph.log_softmax
+// The loss is one cross_entropy (each row's lse - logit[label]) and its
+// mean; its gradient (exp(logits - lse) - onehot(label)) * dloss, rows
+// whose label is no class left out, is elementwise.
+// CHECK: %[[LOGITS:.*]] = graph.matmul %arg0
+// CHECK: %[[LOSS:.*]], %[[LSE:.*]] = graph.cross_entropy %[[LOGITS]], %arg1 : (tensor<4x3xf32>, tensor<4xi64>) -> (tensor<4xf32>, tensor<4xf32>)
+// CHECK: graph.reduce_mean %[[LOSS]]
+// CHECK: %[[LABEL:.*]] = graph.reshape %arg1 : (tensor<4xi64>) -> tensor<4x1xi64>
+// CHECK: %[[HIT:.*]] = graph.equal %[[LABEL]], %{{.*}} : (tensor<4x1xi64>, tensor<3xi64>) -> tensor<4x3xi1>
+// CHECK: graph.greater_equal %[[LABEL]]
+// CHECK: graph.less %[[LABEL]]
+// CHECK: %[[ROWLSE:.*]] = graph.reshape %[[LSE]] : (tensor<4xf32>) -> tensor<4x1xf32>
+// CHECK: %[[SHIFTED:.*]] = graph.sub %[[LOGITS]], %[[ROWLSE]]
+// CHECK: %[[P:.*]] = graph.exp %[[SHIFTED]]
+// CHECK: %[[ONEHOT:.*]] = graph.cast %[[HIT]]
+// CHECK: graph.sub %[[P]], %[[ONEHOT]]
 
 // SGD without momentum has no state and no bias corrections; a split step
 // (model-outputs=false) returns the loss and the updates only.

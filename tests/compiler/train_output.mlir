@@ -8,7 +8,7 @@
 // CHECK-LABEL: func.func @main(
 // CHECK-SAME: %arg2: tensor<4xi64> {dtc.role = "labels"
 // CHECK: %[[LOGITS:.*]] = graph.matmul %arg0, %{{.*}} : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
-// CHECK: graph.log_softmax %[[LOGITS]] {axis = 1 : i64}
+// CHECK: graph.cross_entropy %[[LOGITS]], %arg2
 // CHECK: graph.reshape %arg2
 
 // FIRST: error: training needs an f32 model output, got 'tensor<4xi64>' (the first; --train-output NAME trains another: the model's outputs are ids (tensor<4xi64>), logits (tensor<4x3xf32>))

@@ -64,7 +64,7 @@ class Case:
     batch dim) and consts (initializers that are not trained: ints, scalars)."""
 
     def __init__(self, name, nodes, params, inputs=None, consts=None, opset=17,
-                 loss="mse", out_shape=(1, -1)):
+                 loss="mse", out_shape=(1, -1), ignore_index=None):
         self.name = name
         self.nodes = nodes
         self.params = params
@@ -73,6 +73,7 @@ class Case:
         self.opset = opset
         self.loss = loss
         self.out_shape = out_shape
+        self.ignore_index = ignore_index  # cross_entropy: --ignore-index, some labels set to it
 
 
 def N(op, ins, outs="Y", **attrs):
@@ -463,6 +464,9 @@ def make_cases(seed=0):
                                     N("LogSoftmax", ["L"], "Y", axis=-1)],
              {"W": rand(4, 5)}, inputs={"X": rand(3, 4, lo=-2, hi=2)},
              loss="cross_entropy", out_shape=(1, 3, 5)))
+    add(Case("cross_entropy head, --ignore-index", [N("MatMul", ["X", "W"], "Y")],
+             {"W": rand(4, 5)}, inputs={"X": rand(3, 4, lo=-2, hi=2)},
+             loss="cross_entropy", out_shape=(1, 3, 5), ignore_index=-100))
     return cases
 
 
@@ -573,14 +577,18 @@ class Reference:
             self.run = lambda feeds: ev.run(["out"], feeds)[0]
 
 
-def loss_of(out, labels, kind):
+def loss_of(out, labels, kind, ignore_index=None):
     if kind == "mse":
         return float(np.mean((out - labels) ** 2))
-    # cross entropy: mean over positions of -log_softmax(logits)[label]
+    # cross entropy: mean over positions of -log_softmax(logits)[label],
+    # positions labelled ignore_index left out
     logits = out.reshape(-1, out.shape[-1])
     shifted = logits - logits.max(axis=1, keepdims=True)
     logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    return float(-np.mean(logp[np.arange(len(logits)), labels.reshape(-1)]))
+    flat = labels.reshape(-1)
+    kept = flat != ignore_index if ignore_index is not None else np.ones(len(flat), bool)
+    picked = logp[np.arange(len(logits))[kept], flat[kept]]
+    return float(-picked.sum() / max(kept.sum(), 1))
 
 
 def reference_gradients(case, model, labels):
@@ -589,7 +597,7 @@ def reference_gradients(case, model, labels):
     feeds = {k + "_in": v[None].astype(np.float64) for k, v in case.inputs.items()}
 
     def loss(values):
-        return loss_of(ref.run({**feeds, **values}), labels, case.loss)
+        return loss_of(ref.run({**feeds, **values}), labels, case.loss, case.ignore_index)
 
     base = loss(params)
     grads = {}
@@ -628,8 +636,9 @@ def dtc_gradients(dtc, case, model, labels, work):
         np.save(os.path.join(data, name + "_in.npy"), value[None].astype(np.float32))
     np.save(os.path.join(data, "labels.npy"), labels)
     plan = os.path.join(work, "train.dtcp")
+    ignore = [] if case.ignore_index is None else ["--ignore-index", str(case.ignore_index)]
     run_dtc(dtc, ["compile", model_path, "--train", "--loss", case.loss, "--optimizer", "sgd",
-                  "--momentum", "0", "--lr", repr(LR), "-o", plan])
+                  "--momentum", "0", "--lr", repr(LR), "-o", plan] + ignore)
     exported = os.path.join(work, "trained.onnx")
     out = run_dtc(dtc, ["run", plan, "--data", data, "--steps", "1", "--no-shuffle",
                         "--threads", "1", "--export", exported])
@@ -645,7 +654,10 @@ def labels_for(case, model, rng):
     out = ref.run({k + "_in": v[None].astype(np.float64) for k, v in case.inputs.items()})
     if case.loss == "mse":
         return rng.uniform(-1, 1, out.shape).astype(np.float32)
-    return rng.randint(0, out.shape[-1], out.shape[:-1]).astype(np.int64)
+    labels = rng.randint(0, out.shape[-1], out.shape[:-1]).astype(np.int64)
+    if case.ignore_index is not None:
+        labels.reshape(-1)[::2] = case.ignore_index  # every other position left out
+    return labels
 
 
 def check(dtc, case, index, keep):

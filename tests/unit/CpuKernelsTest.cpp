@@ -1065,6 +1065,61 @@ TEST(LayerNormKernel, Backward) {
   checkLayerNormBackward({16, 96}, 1, 3.0f, true);
 }
 
+/// cross_entropy against a double reference: each row's log-sum-exp and
+/// lse - logits[label], 0 for labels that are no class (-100, classes).
+template <class Label> void checkCrossEntropy(const Shape &shape, plan::DType labelType) {
+  SCOPED_TRACE("cross_entropy " + ::testing::PrintToString(shape));
+  Tensor logits = randomF32(shape, 31, -8.0f, 8.0f);
+  std::vector<float> xv = values<float>(logits);
+  int64_t n = shape.back(), rows = count(shape) / n;
+  Shape rowShape(shape.begin(), shape.end() - 1);
+  std::vector<Label> labels;
+  std::vector<double> loss, lse;
+  for (int64_t r = 0; r < rows; ++r) {
+    Label label = r % 5 == 3 ? Label(-100) : r % 5 == 4 ? Label(n) : Label((r * 7919) % n);
+    labels.push_back(label);
+    double max = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      max = std::max(max, double(xv[size_t(r * n + i)]));
+    for (int64_t i = 0; i < n; ++i)
+      sum += std::exp(double(xv[size_t(r * n + i)]) - max);
+    lse.push_back(max + std::log(sum));
+    loss.push_back(label >= 0 && label < n ? lse.back() - xv[size_t(r * n + label)] : 0.0);
+  }
+  Tensor labelTensor = tensor(labelType, rowShape, labels);
+  plan::Instruction inst;
+  inst.mutable_cross_entropy();
+  std::vector<plan::TensorType> outTypes{typeOf(plan::F32, rowShape),
+                                         typeOf(plan::F32, rowShape)};
+  std::string error;
+  auto kernel = makeKernel(inst, {logits.type, labelTensor.type}, outTypes, error);
+  ASSERT_TRUE(kernel) << error;
+  for (int threads : {1, 2}) {
+    std::vector<float> gotLoss(size_t(rows), 7.0f), gotLse(size_t(rows), 7.0f);
+    const void *in[] = {logits.bytes.data(), labelTensor.bytes.data()};
+    void *out[] = {gotLoss.data(), gotLse.data()};
+    ThreadPool pool(threads);
+    ASSERT_TRUE(kernel->run(in, out, pool, error)) << error;
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_NEAR(gotLse[size_t(r)], lse[size_t(r)], 1e-5 * std::fabs(lse[size_t(r)]) + 1e-6)
+          << "row " << r;
+      EXPECT_NEAR(gotLoss[size_t(r)], loss[size_t(r)], 2e-5 * std::fabs(lse[size_t(r)]) + 1e-6)
+          << "row " << r;
+      if (r % 5 >= 3)
+        EXPECT_EQ(gotLoss[size_t(r)], 0.0f) << "row " << r << " (no class)";
+    }
+  }
+  // Bad input: labels that are not the logits' rows.
+  EXPECT_FALSE(makeKernel(inst, {logits.type, typeOf(labelType, {rows + 1})}, outTypes, error));
+  EXPECT_NE(error.find("without the classes"), std::string::npos) << error;
+}
+
+TEST(CrossEntropyKernel, AgainstDouble) {
+  checkCrossEntropy<int64_t>({10, 7}, plan::I64);
+  checkCrossEntropy<int32_t>({2, 5, 33}, plan::I32);
+  checkCrossEntropy<int64_t>({6, 3000}, plan::I64); // long rows: blocked sums
+}
+
 void checkBatchNorm(const Shape &shape) {
   SCOPED_TRACE("batch_norm " + ::testing::PrintToString(shape));
   int64_t C = shape[1], plane = count(shape) / shape[0] / C;

@@ -224,6 +224,22 @@ func.func @f(%a: tensor<2x3xf32>, %s: tensor<1x3xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x5xbf16>, %l: tensor<5xi64>) {
+  // expected-error @below {{'graph.cross_entropy' op labels 'tensor<5xi64>' must have the logits' shape without its last dim (the classes), got logits 'tensor<2x5xbf16>'}}
+  %0:2 = graph.cross_entropy %x, %l : (tensor<2x5xbf16>, tensor<5xi64>) -> (tensor<5xf32>, tensor<5xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x5xbf16>, %l: tensor<2xi32>) {
+  // expected-error @below {{'graph.cross_entropy' op loss and lse must be 'tensor<2xf32>'}}
+  %0:2 = graph.cross_entropy %x, %l : (tensor<2x5xbf16>, tensor<2xi32>) -> (tensor<2xbf16>, tensor<2xf32>)
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x3x5x5xf32>, %c: tensor<4xf32>) {
   // expected-error @below {{scale, bias, mean and variance must have shape 3 (the channel count), got 4}}
   // expected-error @below {{'graph.batch_norm' op failed to infer returned types}}

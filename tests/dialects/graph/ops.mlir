@@ -139,6 +139,8 @@ func.func @reductions_and_norms(%x: tensor<2x3x4xf32>, %s: tensor<4xf32>, %img: 
   %rms = graph.layer_norm %x, %s {axis = 2 : i64, epsilon = 1.0e-6 : f64, rms} : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
   // CHECK: graph.layer_norm_backward %arg0, %arg1, %arg0 {axis = 2 : i64, rms} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
   %rmsb:3 = graph.layer_norm_backward %x, %s, %x {axis = 2 : i64, rms} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
+  // CHECK: graph.cross_entropy %arg0, %{{.*}} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  %ce:2 = graph.cross_entropy %x, %ids : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
   // CHECK: graph.batch_norm %arg2, %arg3, %arg3, %arg3, %arg3 : (tensor<2x3x5x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x5x5xf32>
   %8 = graph.batch_norm %img, %c, %c, %c, %c : (tensor<2x3x5x5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x5x5xf32>
   return
