@@ -78,7 +78,9 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "mlir::ModuleOp"> {
     gradients (dtc-autodiff's differentiate), gradient clipping and the
     optimizer update, with the optimizer's state as zero-initialised
     parameters (`dtc.zeros`). @main then returns the loss, the model's
-    outputs (unless `model-outputs=false`) and the new value of every
+    outputs (only with `model-outputs=true`: the trainer reads none of
+    them, and a language model's logits are the step's largest tensor) and
+    the new value of every
     trained parameter and state (result attribute `dtc.updates` names the
     parameter). The inputs the runtime feeds carry `dtc.role` (labels,
     learning_rate, bias_correction1, bias_correction2); the options are
@@ -110,8 +112,8 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "mlir::ModuleOp"> {
            "fp32, or bf16 (bf16 compute, fp32 master weights and optimizer state)">,
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Accumulate gradients over this many micro-batches (the model's batch) per step">,
-    Option<"modelOutputs", "model-outputs", "bool", "true",
-           "Return the model's outputs too (a split step returns the loss and updates only)">,
+    Option<"modelOutputs", "model-outputs", "bool", "false",
+           "Return the model's outputs too (not for a micro-batched or split step)">,
     Option<"trainOutput", "train-output", "std::string", "\"\"",
            "The model output the loss reads, by name (default: the first)">,
   ];

@@ -39,11 +39,13 @@ struct TrainingOptions {
   /// or "auto": the first of these three whose plan fits (compileToPlan).
   /// Not the training step's own option: its pass runs after it.
   std::string recompute = "auto";
-  /// Return the model's outputs too. A step split over several devices
-  /// returns the loss and the updates only: the outputs (logits) would
-  /// have to be gathered whole on every rank each step, and the trainer
-  /// never reads them.
-  bool modelOutputs = true;
+  /// Return the model's outputs too (dtc-opt's model-outputs=true, for
+  /// looking at them). dtc compile's step returns the loss and the updates
+  /// only: the trainer never reads the outputs, and a language model's
+  /// logits, cast to f32 for the output, would be the step's largest
+  /// tensor (1.6 GB for GPT-2 at 8 x 1024 tokens), written every step; a
+  /// split step would also gather them whole on every rank.
+  bool modelOutputs = false;
   /// --train-output: the model output the loss reads, by name ("": the
   /// first); for a model whose first output is not the prediction (a
   /// sentence-embedding export's first output is integer).

@@ -1,5 +1,5 @@
-// RUN: %dtc-opt %s --split-input-file --dtc-build-training-step | FileCheck %s
-// RUN: %dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=sgd lr=0.5 momentum=0 ignore-index=-100 model-outputs=false" | FileCheck %s --check-prefix=SGD
+// RUN: %dtc-opt %s --split-input-file --dtc-build-training-step="model-outputs=true" | FileCheck %s
+// RUN: %dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=sgd lr=0.5 momentum=0 ignore-index=-100" | FileCheck %s --check-prefix=SGD
 // RUN: not %dtc-opt %s --split-input-file --dtc-build-training-step="loss=hinge" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // The forward pass becomes a training step: the labels and the optimizer's
@@ -33,8 +33,8 @@
 // CHECK: %[[ONEHOT:.*]] = graph.cast %[[HIT]]
 // CHECK: graph.sub %[[P]], %[[ONEHOT]]
 
-// SGD without momentum has no state and no bias corrections; a split step
-// (model-outputs=false) returns the loss and the updates only.
+// SGD without momentum has no state and no bias corrections; the step
+// returns the loss and the updates only (the default, model-outputs=false).
 // SGD-LABEL: func.func @main
 // SGD-SAME: %arg2: tensor<f32> {dtc.role = "learning_rate", graph.name = "optimizer.lr"})
 // SGD-SAME: -> (tensor<f32> {graph.name = "loss"}, tensor<8x3xf32> {dtc.updates = "w", graph.name = "w.new"})
