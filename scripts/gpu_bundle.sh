@@ -13,13 +13,13 @@
 #
 # DIR holds dtc.tar.xz (its size is printed) and check.sh; check.sh unpacks
 # the archive under /tmp and says what passed. The checks are every
-# instruction of GPT (fp32; bf16 over dp 2 x tp 2), ResNet (fp32, bf16)
-# and BERT (bf16, its padding mask as attention's bias) training steps
-# against the CPU backend, then those of tests/gpu/models.test that run
-# one rank (two ranks need mpirun, which a bare machine lacks): inference
-# outputs against the CPU's, training losses against the CPU's (GPT fp32
-# and bf16, on cuDNN's attention and on dtc's flash kernels, an exported
-# ResNet in fp32 and bf16, BERT), then
+# instruction of GPT (fp32; bf16 over dp 2 x tp 2), ResNet (fp32, bf16),
+# BERT (bf16, its padding mask as attention's bias) training steps
+# and Llama (bf16) against the CPU backend, then those of
+# tests/gpu/models.test that run one rank (two ranks need mpirun, which a
+# bare machine lacks): inference outputs against the CPU's, training losses
+# against the CPU's (GPT fp32 and bf16, on cuDNN's attention and on dtc's
+# flash kernels, an exported ResNet in fp32 and bf16, BERT, Llama), then
 # the benchmarks: GPT-2 small's bf16 GEMMs against cuBLAS, and its bf16
 # training step against PyTorch eager (and torch.compile).
 set -euo pipefail
@@ -97,6 +97,13 @@ cp "$root/tests/models/exported/resnet.onnx" "$root/tests/models/exported/resnet
   --backend cuda -o "$checks/bert.dtcp" > /dev/null
 cp "$root/tests/models/exported/bert.onnx" "$root/tests/models/exported/bert.onnx.data" "$checks/"
 "$dtc" run "$checks/bert.dtcp" --data "$checks/bert-data" --steps 4 --log-json "$checks/bert-cpu.jsonl" > /dev/null
+# Llama in bf16: RMSNorm row kernels, f32 rotary tables, the loss one row kernel.
+"$dtc" compile "$root/tests/models/exported/llama.onnx" --train --precision bf16 --backend cuda \
+  -o "$checks/llama.dtcp" > /dev/null
+cp "$root/tests/models/exported/llama.onnx" "$root/tests/models/exported/llama.onnx.data" "$checks/"
+cp -r "$root/tests/models/exported/llama_train" "$checks/llama-data"
+"$dtc" run "$checks/llama.dtcp" --data "$checks/llama-data" --no-shuffle --steps 4 \
+  --log-json "$checks/llama-cpu.jsonl" > /dev/null
 "$dtc" run "$checks/cnn.dtcp" --data "$checks/cnn-data" --steps 4 --log-json "$checks/cnn-cpu.jsonl" > /dev/null
 "$dtc" run "$checks/cnn-bf16.dtcp" --data "$checks/cnn-data" --steps 4 \
   --log-json "$checks/cnn-bf16-cpu.jsonl" > /dev/null

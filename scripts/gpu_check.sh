@@ -55,7 +55,8 @@ losses() { # NAME PLAN DATA RTOL [dtc-run options]
   "$run" "$plan" --data "$data" --steps 4 --backend cuda --log-json "$work/$name-gpu.jsonl" "$@" &&
     python3 "$c/same_losses.py" "$c/$name-cpu.jsonl" "$work/$name-gpu.jsonl" --rtol "$rtol"
 }
-check kernels env DTC_GPU_PLANS="$c/gpt.dtcp,$c/bf16-dp2-tp2.dtcp,$c/cnn.dtcp,$c/cnn-bf16.dtcp,$c/bert.dtcp" \
+plans="$c/gpt.dtcp,$c/bf16-dp2-tp2.dtcp,$c/cnn.dtcp,$c/cnn-bf16.dtcp,$c/bert.dtcp,$c/llama.dtcp"
+check kernels env DTC_GPU_PLANS="$plans" \
   "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuPlans.*'
 # The attention kernels (dtc's flash kernels, cuDNN's fused attention)
 # against a double-precision reference.
@@ -74,6 +75,9 @@ check resnet-bf16-training losses cnn-bf16 "$c/cnn-bf16.dtcp" "$c/cnn-data" 2e-2
   --model "$c/resnet.onnx"
 # BERT's padding mask as attention's bias, bf16 (cuDNN's bias tensor).
 check bert-bf16-training losses bert "$c/bert.dtcp" "$c/bert-data" 2e-2 --model "$c/bert.onnx"
+# Llama's RMSNorms and loss as row kernels, bf16.
+check llama-bf16-training losses llama "$c/llama.dtcp" "$c/llama-data" 2e-2 \
+  --model "$c/llama.onnx" --no-shuffle
 # The benchmarks: GPT-2 small's GEMMs, dtc's cuBLASLt against cuBLAS;
 # then its bf16 training step, dtc then PyTorch.
 check gemms-vs-cublas "$d/bin/dtc-gpu-gemm-bench"
