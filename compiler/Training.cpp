@@ -410,7 +410,7 @@ private:
         llvm::append_range(work, op->getOperands());
         if (isa<graph::MatmulOp, graph::Conv2DOp, graph::Conv2DBackwardInputOp,
                 graph::Conv2DBackwardWeightOp>(op) &&
-            typeOf(op->getResult(0)).getElementType().isBF16())
+            typeOf(op->getOperand(0)).getElementType().isBF16())
           ++bf16;
       }
       addNote(func_, "training: mixed precision: the model computes in bf16 (" +
@@ -419,7 +419,8 @@ private:
                          "their gradients stored in bf16); weights (the master copy), "
                          "optimizer state and the loss stay fp32" +
                          (widenedSums_ ? "; " + std::to_string(widenedSums_) +
-                                             " weight gradients that are sums (biases', norms', "
+                                             " weight gradients that are sums (linear "
+                                             "layers' products, biases', norms', "
                                              "embeddings') accumulate straight into fp32"
                                        : std::string()) +
                          (f32Tables_ ? "; " + std::to_string(f32Tables_) +
@@ -439,15 +440,18 @@ private:
   }
 
   /// Mixed precision's weight gradients that are sums (a bias's or a
-  /// norm's over the batch, an embedding's scatter-add over the tokens)
-  /// keep their f32 accumulator: cast<f32>(reduce_sum(g : bf16)) becomes
-  /// the sum with an f32 result, and so on up through the reshapes, sums
-  /// and adds that only the gradient reads (a position table's: the
-  /// batch's sum, reshaped, scattered; a tied embedding's: its scatter-add
-  /// plus the output layer's product, which is cast instead). One rounding
-  /// and one kernel fewer, and a GPU adds atomically into f32 (thousands of
-  /// rows split over many threads, an embedding's rows), which a bf16
-  /// result does not allow. Returns how many gradients.
+  /// norm's over the batch, an embedding's scatter-add over the tokens, a
+  /// linear layer's product x^T dy, summed over the tokens) keep their f32
+  /// accumulator: cast<f32>(reduce_sum(g : bf16)) becomes the sum with an
+  /// f32 result, cast<f32>(matmul) the product with one (cuBLASLt writes
+  /// f32 from bf16 operands, as Megatron-LM's fused weight-gradient
+  /// accumulation does), and so on up through the reshapes, sums and adds
+  /// that only the gradient reads (a position table's: the batch's sum,
+  /// reshaped, scattered; a tied embedding's: its scatter-add plus the
+  /// output layer's product). One rounding and one kernel fewer, and a GPU
+  /// adds atomically into f32 (thousands of rows split over many threads,
+  /// an embedding's rows), which a bf16 result does not allow. Returns how
+  /// many gradients.
   int widenGradientSums(SmallVectorImpl<std::pair<graph::ParameterOp, Value>> &trained) {
     int widened = 0;
     for (auto &entry : trained) {
@@ -471,6 +475,10 @@ private:
     auto widen = [&] { v.setType(typeOf(v).clone(b_.getF32Type())); };
     if (isa_and_nonnull<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ScatterAddOp>(def)) {
       widenSum(def->getOperand(0)); // a sum of sums adds f32; else it reads bf16
+      widen();
+      return true;
+    }
+    if (isa_and_nonnull<graph::MatmulOp>(def)) { // a product's sums over the batch
       widen();
       return true;
     }

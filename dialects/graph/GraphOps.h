@@ -75,8 +75,8 @@ mlir::LogicalResult inferReduceType(std::optional<mlir::Location> loc,
                                     mlir::Value input,
                                     mlir::DenseI64ArrayAttr axes, bool keepdims,
                                     llvm::SmallVectorImpl<mlir::Type> &types);
-/// A reduction's result: the inferred type, or its shape in f32 where the
-/// input is a 16-bit float (the accumulator kept).
+/// A reduction's (or a matmul's) result: the inferred type, or its shape in
+/// f32 where the input is a 16-bit float (the accumulator kept).
 bool reduceTypesCompatible(mlir::TypeRange inferred, mlir::TypeRange actual);
 
 mlir::LogicalResult inferPoolType(std::optional<mlir::Location> loc,

@@ -337,12 +337,21 @@ def Graph_BatchNormOp : Graph_InferredOp<"batch_norm"> {
 // Linear algebra and convolution
 //===----------------------------------------------------------------------===//
 
-def Graph_MatmulOp : Graph_InferredOp<"matmul"> {
+def Graph_MatmulOp : Graph_Op<"matmul", [InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Batched matrix product with broadcast batch dims";
   let description = [{
     Both operands have rank >= 2; the last two dims are the matrix, leading
     dims broadcast. `transpose_lhs` / `transpose_rhs` swap the last two dims
-    of an operand first (what BLAS calls op(A)).
+    of an operand first (what BLAS calls op(A)). A product of 16-bit
+    operands may have an f32 result, its f32 accumulator kept rather than
+    rounded (mixed precision's weight gradients, which the optimizer reads
+    in f32).
+  }];
+  let extraClassDefinition = [{
+    bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange inferred,
+                                            ::mlir::TypeRange actual) {
+      return ::dtc::graph::reduceTypesCompatible(inferred, actual);
+    }
   }];
   let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,

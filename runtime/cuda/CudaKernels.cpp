@@ -74,8 +74,10 @@ public:
       lt.cublasLtMatmulDescDestroy(desc_);
   }
 
-  bool prepare(const GemmShape &g, cudaDataType type, const plan::MatMul &matmul,
-               std::string &why) {
+  /// `type` the operands', `resultType` the product's: the operands' or,
+  /// for bf16 operands, f32 (the accumulator kept).
+  bool prepare(const GemmShape &g, cudaDataType type, cudaDataType resultType,
+               const plan::MatMul &matmul, std::string &why) {
     const CublasLtApi &lt = *context_.cublasLt;
     cublasOperation_t transA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t transB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -122,10 +124,10 @@ public:
                  "EPILOGUE_AUX_BATCH_STRIDE", why))))
       return false;
     // Stored shapes, column-major: op(A) is m x k, op(B) k x n.
-    auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols, int64_t ld,
-                      int64_t stride) {
+    auto layout = [&](cublasLtMatrixLayout_t &l, cudaDataType t, int64_t rows, int64_t cols,
+                      int64_t ld, int64_t stride) {
       int32_t batch = int32_t(g.batch);
-      return check(lt, lt.cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld),
+      return check(lt, lt.cublasLtMatrixLayoutCreate(&l, t, uint64_t(rows), uint64_t(cols), ld),
                    "cublasLtMatrixLayoutCreate", why) &&
              (g.batch == 1 ||
               (check(lt, lt.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
@@ -135,9 +137,9 @@ public:
                              l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
                      "STRIDED_BATCH_OFFSET", why)));
     };
-    if (!layout(a_, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda, g.strideA) ||
-        !layout(b_, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb, g.strideB) ||
-        !layout(c_, g.m, g.n, g.ldc, g.strideC))
+    if (!layout(a_, type, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda, g.strideA) ||
+        !layout(b_, type, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb, g.strideB) ||
+        !layout(c_, resultType, g.m, g.n, g.ldc, g.strideC))
       return false;
     cublasLtMatmulPreference_t preference = nullptr;
     uint64_t workspace = context_.workspaceBytes;
@@ -336,12 +338,19 @@ std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
     why = "cuBLASLt is not loaded";
     return nullptr;
   }
-  plan::DType dtype = output.dtype();
-  if (inputs.size() != (matmul.bias() ? 3u : 2u) ||
-      !std::all_of(inputs.begin(), inputs.end(),
-                   [&](const plan::TensorType &t) { return t.dtype() == dtype; }) ||
+  // bf16 operands may give an f32 product (a weight's gradient, its
+  // accumulator kept); a bias is the product's type.
+  if (inputs.size() != (matmul.bias() ? 3u : 2u)) {
+    why = "a product takes 2 inputs (3 with a bias), got " + std::to_string(inputs.size());
+    return nullptr;
+  }
+  plan::DType dtype = inputs[0].dtype(), result = output.dtype();
+  bool widened = dtype == plan::BF16 && result == plan::F32 && !matmul.bias();
+  if (inputs[1].dtype() != dtype ||
+      (matmul.bias() && inputs[2].dtype() != result) || (result != dtype && !widened) ||
       (dtype != plan::F32 && dtype != plan::BF16)) {
-    why = "cuBLASLt runs fp32 and bf16 products here, not " + plan::DType_Name(dtype);
+    why = "cuBLASLt runs fp32 and bf16 products here (bf16 into f32 too), not " +
+          plan::DType_Name(dtype) + " into " + plan::DType_Name(result);
     return nullptr;
   }
   auto shape = [](const plan::TensorType &t) {
@@ -352,7 +361,8 @@ std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
                    matmul.transpose_rhs(), g, why))
     return nullptr;
   auto kernel = std::make_unique<GemmKernel>(context);
-  if (!kernel->prepare(g, dtype == plan::F32 ? CUDA_R_32F : CUDA_R_16BF, matmul, why))
+  if (!kernel->prepare(g, dtype == plan::F32 ? CUDA_R_32F : CUDA_R_16BF,
+                       result == plan::F32 ? CUDA_R_32F : CUDA_R_16BF, matmul, why))
     return nullptr;
   return kernel;
 }

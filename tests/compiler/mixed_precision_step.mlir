@@ -4,13 +4,14 @@
 // weights and inputs. A bias's gradient is the batch's sum of the output's
 // gradient: the sum reads bf16 and keeps its f32 accumulator (no bf16
 // rounding and cast back), through the reshape to the bias's shape. The
-// weight's gradient, a bf16 product, is cast to f32 for AdamW.
+// weight's gradient, a product of bf16 operands (a sum over the batch too),
+// keeps its f32 result for AdamW.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: 1 weight gradients that are sums (biases', norms', embeddings') accumulate straight into fp32
+// CHECK-SAME: 2 weight gradients that are sums (linear layers' products, biases', norms', embeddings') accumulate straight into fp32
 // CHECK: %[[SUM:.*]] = graph.reduce_sum %{{.*}} {axes = array<i64: 0>, dtc.weight_gradient} : (tensor<4x3xbf16>) -> tensor<1x3xf32>
 // CHECK: %[[BIASGRAD:.*]] = graph.reshape %[[SUM]] {dtc.weight_gradient} : (tensor<1x3xf32>) -> tensor<3xf32>
-// CHECK: %[[PRODUCT:.*]] = graph.matmul %{{.*}}, %{{.*}} {dtc.weight_gradient, transpose_lhs = true} : (tensor<4x8xbf16>, tensor<4x3xbf16>) -> tensor<8x3xbf16>
-// CHECK: graph.cast %[[PRODUCT]] {dtc.weight_gradient} : (tensor<8x3xbf16>) -> tensor<8x3xf32>
+// CHECK: %[[PRODUCT:.*]] = graph.matmul %{{.*}}, %{{.*}} {dtc.weight_gradient, transpose_lhs = true} : (tensor<4x8xbf16>, tensor<4x3xbf16>) -> tensor<8x3xf32>
+// CHECK-NOT: graph.cast %[[PRODUCT]]
 // CHECK-NOT: graph.cast %[[SUM]]
 // CHECK-NOT: graph.cast %[[BIASGRAD]]
 func.func @main(%x: tensor<4x8xf32> {graph.name = "x"}) -> (tensor<4x3xf32> {graph.name = "logits"}) {
@@ -25,16 +26,15 @@ func.func @main(%x: tensor<4x8xf32> {graph.name = "x"}) -> (tensor<4x3xf32> {gra
 
 // Embeddings: a position table's gradient (the batch's sum, scattered to
 // the positions) is f32 from its first sum on; a tied table's is its
-// scatter-add, into f32, plus the output layer's product, cast to f32.
+// scatter-add, into f32, plus the output layer's product, also into f32.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: 2 weight gradients that are sums (biases', norms', embeddings') accumulate straight into fp32
+// CHECK-SAME: 2 weight gradients that are sums (linear layers' products, biases', norms', embeddings') accumulate straight into fp32
 // CHECK: %[[DX:.*]] = graph.matmul %{{.*}}, %{{.*}} : (tensor<2x4x10xbf16>, tensor<10x8xbf16>) -> tensor<2x4x8xbf16>
-// CHECK: %[[DW:.*]] = graph.matmul %{{.*}}, %{{.*}} {transpose_lhs = true} : (tensor<8x10xbf16>, tensor<8x8xbf16>) -> tensor<10x8xbf16>
+// CHECK: %[[DW:.*]] = graph.matmul %{{.*}}, %{{.*}} {transpose_lhs = true} : (tensor<8x10xbf16>, tensor<8x8xbf16>) -> tensor<10x8xf32>
 // CHECK: graph.reduce_sum %[[DX]] {{.*}} : (tensor<2x4x8xbf16>) -> tensor<1x4x8xf32>
 // CHECK: graph.scatter_add %{{.*}}, %{{.*}} {{.*}} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
 // CHECK: %[[ROWS:.*]] = graph.scatter_add %[[DX]], %arg0 {axis = 0 : i64} : (tensor<2x4x8xbf16>, tensor<2x4xi64>) -> tensor<10x8xf32>
-// CHECK: %[[DW32:.*]] = graph.cast %[[DW]] : (tensor<10x8xbf16>) -> tensor<10x8xf32>
-// CHECK: graph.add %[[DW32]], %[[ROWS]] {dtc.weight_gradient} : (tensor<10x8xf32>, tensor<10x8xf32>) -> tensor<10x8xf32>
+// CHECK: graph.add %[[DW]], %[[ROWS]] {dtc.weight_gradient} : (tensor<10x8xf32>, tensor<10x8xf32>) -> tensor<10x8xf32>
 func.func @main(%ids: tensor<2x4xi64> {graph.name = "ids"}) -> (tensor<2x4x10xf32> {graph.name = "logits"}) {
   %wte = graph.parameter "wte" : tensor<10x8xf32>
   %wpe = graph.parameter "wpe" : tensor<4x8xf32>
