@@ -226,11 +226,14 @@ Value peelMask(Value x, Match &m, MaskReader &masks, std::optional<MaskSource> &
 }
 
 /// Scores times or divided by numbers: the product q k^T, the scale in `m`.
-Value peelScale(Value s, Match &m) {
+/// With `sameType`, only numbers that do not broadcast what they scale to
+/// a larger shape (q and k, which keep their own).
+Value peelScale(Value s, Match &m, bool sameType = false) {
+  auto fits = [&](Value inner) { return !sameType || inner.getType() == s.getType(); };
   while (true) {
     if (auto mul = s.getDefiningOp<graph::MulOp>(); mul && mul->hasOneUse()) {
       auto l = scalarConstant(mul.getLhs()), r = scalarConstant(mul.getRhs());
-      if (r || l) {
+      if ((r || l) && fits(r ? mul.getLhs() : mul.getRhs())) {
         m.scale *= r ? *r : *l;
         m.interior.push_back(mul);
         s = r ? mul.getLhs() : mul.getRhs();
@@ -238,7 +241,7 @@ Value peelScale(Value s, Match &m) {
       }
     }
     if (auto div = s.getDefiningOp<graph::DivOp>(); div && div->hasOneUse())
-      if (auto r = scalarConstant(div.getRhs()); r && *r != 0) {
+      if (auto r = scalarConstant(div.getRhs()); r && *r != 0 && fits(div.getLhs())) {
         m.scale /= *r;
         m.interior.push_back(div);
         s = div.getLhs();
@@ -291,8 +294,13 @@ std::optional<Match> matchAttention(graph::MatmulOp pv, MaskReader &masks) {
   auto qk = interior<graph::MatmulOp>(peelScale(scores, m), m);
   if (!qk || qk.getTransposeLhs() || !(m.scale > 0) || !std::isfinite(m.scale))
     return std::nullopt;
-  m.q = qk.getLhs();
-  (qk.getTransposeRhs() ? m.k : m.kTransposed) = qk.getRhs();
+  // q and k each times a number (as exporters scale both by the scale's
+  // square root, so that q k^T does not overflow in 16 bits): the scale,
+  // exact (a bf16 step would round the numbers), and no pass over q or k.
+  m.q = peelScale(qk.getLhs(), m, /*sameType=*/true);
+  (qk.getTransposeRhs() ? m.k : m.kTransposed) = peelScale(qk.getRhs(), m, /*sameType=*/true);
+  if (!(m.scale > 0) || !std::isfinite(m.scale))
+    return std::nullopt;
   (pv.getTransposeRhs() ? m.vTransposed : m.v) = pv.getRhs();
   // q [..., Sq, D], k^T [..., D, Sk], v [..., Sk, Dv]; no batch broadcasting.
   auto q = typeOf(m.q), kt = typeOf(qk.getRhs()), v = typeOf(pv.getRhs());

@@ -400,7 +400,7 @@ private:
     for (Value v : op->getResults())
       inst.add_outputs(ids_.lookup(v));
     if (auto costed = dyn_cast<graph::CostOp>(op))
-      setCost(inst, costed.cost(), op->getResult(0));
+      setCost(inst, costed.cost(), computedValue(op));
     setGpuKernel(op, inst);
     return inst;
   }

@@ -44,4 +44,12 @@ plan::Cost planCost(const graph::OpCost &cost, Value computed) {
   return c;
 }
 
+Value computedValue(Operation *op) {
+  for (Value operand : op->getOperands())
+    if (auto shaped = dyn_cast<ShapedType>(operand.getType());
+        shaped && isa<FloatType>(shaped.getElementType()))
+      return operand;
+  return op->getResult(0);
+}
+
 } // namespace dtc

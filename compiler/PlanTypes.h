@@ -22,9 +22,14 @@ plan::DType dtypeOf(mlir::Type type);
 void setType(mlir::Type type, plan::TensorType &out);
 
 /// An op's cost rule as a plan states it; `computed` is the value whose
-/// element type is the compute dtype. (The sharding search costs ops the
-/// same way, on their local shapes.)
+/// element type is the compute dtype (computedValue's). (The sharding
+/// search costs ops the same way, on their local shapes.)
 plan::Cost planCost(const graph::OpCost &cost, mlir::Value computed);
+
+/// The value whose element type an op computes in: its first float
+/// operand (a product of bf16 operands runs at bf16's rate, also when it
+/// keeps an f32 result), else its first result.
+mlir::Value computedValue(mlir::Operation *op);
 
 } // namespace dtc
 

@@ -203,7 +203,7 @@ void Search::costStrategies(const Node &node, std::vector<Strategy> &strategies)
         bytes += i < s.operands.size() ? localBytes(operand, s.operands[i]) : 0;
       for (auto [j, r] : llvm::enumerate(node.op->getResults()))
         bytes += localBytes(r, s.results[j]);
-      plan::Cost c = planCost(opCost, node.op->getResult(0));
+      plan::Cost c = planCost(opCost, computedValue(node.op));
       c.set_flops(opCost.flops / parts);
       c.set_bytes(bytes);
       s.compute = cost::instructionSeconds(c, device);

@@ -45,11 +45,10 @@ func.func @onnx_attention_with_past(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x4x4x
 // the scale split over q and k, the causal mask from positions compared
 // (gathered, summed, and-ed: evaluated at compile time), added as a bias of
 // 0 and the lowest float, and a guard that zeroes NaN rows after the
-// softmax. One causal attention on the scaled q and k.
+// softmax. One causal attention on q and k, their numbers its scale.
 // CHECK-LABEL: func.func @pytorch_sdpa
-// CHECK: %[[Q:.*]] = graph.mul %arg0
-// CHECK: %[[K:.*]] = graph.mul %arg1
-// CHECK: %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %arg2 {causal = true, scale = 1.000000e+00 : f64}
+// CHECK-NOT: graph.mul
+// CHECK: %[[O:.*]], %{{.*}} = graph.attention %arg0, %arg1, %arg2 {causal = true, scale = 0.35355336{{[0-9]*}} : f64}
 // CHECK-NOT: graph.not
 // CHECK: return %[[O]]
 func.func @pytorch_sdpa(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
@@ -188,4 +187,37 @@ func.func @left_alone(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2
   %p6 = graph.softmax %s6 {axis = 1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   %o6 = graph.matmul %p6, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %o2, %o4, %s4, %o6 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>
+}
+
+// q and k each scaled by the scale's square root (as PyTorch's exporter
+// writes scaled_dot_product_attention, 8^-1/4 = 0.5946...), k transposed
+// before its multiply: both numbers join the op's scale (0.3535... =
+// 8^-1/2, exact), no multiply is left, and k is read as it is. A number
+// that broadcasts q to a larger shape stays.
+// CHECK-LABEL: func.func @q_and_k_scaled
+// CHECK-NOT: graph.mul
+// CHECK: %[[KT:.*]] = graph.transpose %arg1 {perm = array<i64: 0, 1, 3, 2>}
+// CHECK: %[[K:.*]] = graph.transpose %[[KT]] {perm = array<i64: 0, 1, 3, 2>}
+// CHECK: graph.attention %arg0, %[[K]], %arg2 {scale = 0.35355336{{[0-9]*}} : f64}
+// CHECK-NOT: graph.mul
+// CHECK-LABEL: func.func @q_broadcast_by_its_number
+// CHECK: graph.mul %arg0
+// CHECK: graph.attention
+func.func @q_and_k_scaled(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %c = graph.constant dense<0.594603539> : tensor<f32>
+  %qs = graph.mul %q, %c : (tensor<1x2x4x8xf32>, tensor<f32>) -> tensor<1x2x4x8xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %ks = graph.mul %kt, %c : (tensor<1x2x8x4xf32>, tensor<f32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %qs, %ks : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s {axis = 3 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+func.func @q_broadcast_by_its_number(%q: tensor<2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %c = graph.constant dense<0.5> : tensor<1x1x1x1xf32>
+  %qs = graph.mul %q, %c : (tensor<2x4x8xf32>, tensor<1x1x1x1xf32>) -> tensor<1x2x4x8xf32>
+  %s = graph.matmul %qs, %k {transpose_rhs = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s {axis = 3 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
 }

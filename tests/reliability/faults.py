@@ -150,6 +150,16 @@ def stopped_by_user(dtc, plan, data, tmp):
           "SIGTERM to dtc under --max-restarts stops the job for good")
 
 
+def parent_of(pid):
+    """A process's parent id from /proc, or None when it has exited since
+    /proc was listed (any process on the machine may)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[1]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
 def kill_one_rank(dtc, plan1, data, tmp, rng):
     """One rank (no MPI: dtc runs it as its child) killed once under --max-restarts."""
     ref, ck = os.path.join(tmp, "ref-1"), os.path.join(tmp, "ck-kill-1")
@@ -161,11 +171,10 @@ def kill_one_rank(dtc, plan1, data, tmp, rng):
     target, killed = rng.randrange(EVERY + 2, STEPS // 2 - 5), None
     for line in proc.stdout:
         if killed is None and line.startswith("step ") and int(line.split()[1]) >= target:
-            children = [int(p) for p in os.listdir("/proc") if p.isdigit() and
-                        open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] ==
-                        str(proc.pid)]
+            children = [p for p in os.listdir("/proc") if p.isdigit() and
+                        parent_of(p) == str(proc.pid)]
             if children:
-                os.kill(children[0], signal.SIGKILL)
+                os.kill(int(children[0]), signal.SIGKILL)
                 killed = int(line.split()[1])
     err = proc.stderr.read()
     proc.wait()
