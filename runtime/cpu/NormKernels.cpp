@@ -113,11 +113,9 @@ template <class T> void softmaxRow(const T *x, T *y, int64_t n, bool log) {
   finishSoftmaxRow(x, y, n, max, sum, log);
 }
 
-/// The float row, written so that every loop vectorises: lane-wise partial
-/// max and sums (folded into a double every kSumBlock values, so long rows
-/// keep their digits) and a polynomial exp.
-[[gnu::always_inline]] inline void softmaxRowVector(const float *x, float *y, int64_t n,
-                                                    bool log) {
+/// A float row's max, in lanes (so that the loop vectorises), the tail
+/// apart.
+[[gnu::always_inline]] inline float rowMaxVector(const float *x, int64_t n) {
   float lanes[kLanes];
   std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
   int64_t whole = n / kLanes * kLanes;
@@ -129,6 +127,15 @@ template <class T> void softmaxRow(const T *x, T *y, int64_t n, bool log) {
     max = std::max(max, x[i]);
   for (int64_t l = 0; l < kLanes; ++l)
     max = std::max(max, lanes[l]);
+  return max;
+}
+
+/// The float row, written so that every loop vectorises: lane-wise partial
+/// max and sums (folded into a double every kSumBlock values, so long rows
+/// keep their digits) and a polynomial exp.
+[[gnu::always_inline]] inline void softmaxRowVector(const float *x, float *y, int64_t n,
+                                                    bool log) {
+  float max = rowMaxVector(x, n);
   double sum = blockedSum(n, [&](int64_t i) {
     float e = fastExpFlushed(x[i] - max);
     if (!log)
@@ -586,20 +593,10 @@ std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &ins
 
 namespace {
 
-/// A row's log-sum-exp: its max (in lanes, as softmaxRowVector's) plus the
-/// log of the sum of exp(x - max).
+/// A row's log-sum-exp: its max (rowMaxVector) plus the log of the sum of
+/// exp(x - max).
 [[gnu::always_inline]] inline float logSumExpVector(const float *x, int64_t n) {
-  float lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
-  int64_t whole = n / kLanes * kLanes;
-  for (int64_t i = 0; i < whole; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l)
-      lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = whole; i < n; ++i)
-    max = std::max(max, x[i]);
-  for (int64_t l = 0; l < kLanes; ++l)
-    max = std::max(max, lanes[l]);
+  float max = rowMaxVector(x, n);
   double sum = blockedSum(n, [&](int64_t i) { return fastExpFlushed(x[i] - max); });
   return max + float(std::log(sum));
 }
