@@ -529,6 +529,7 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
     g.push_back(sumToShape(b, loc, dy, typeOf(bias)));
   return success();
 }
+
 // loss = lse - x[label] per row, lse = log(sum(exp(x))): dx = (exp(x - lse) - onehot(label))
 // * dloss, in f32 and rounded once to x's type; a row whose label is no class has no
 // gradient (its loss is 0). One elementwise kernel once fused. The lse result is for the
