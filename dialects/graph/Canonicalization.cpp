@@ -1,6 +1,7 @@
 //===- Canonicalization.cpp - rewrites that simplify data movement --------===//
 //
-// Chains of transposes and reshapes collapse into one, and a transpose that
+// Chains of transposes and reshapes collapse into one (a transpose moving
+// past a reshape of leading dims to meet another), and a transpose that
 // moves only size-1 dims becomes a reshape (a view, no copy). The layout
 // pass (dtc-channels-last) relies on these to cancel the transposes it puts
 // around each channels-last op.
@@ -49,6 +50,39 @@ struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
   }
 };
 
+/// transpose(reshape(transpose(x))) where the reshape only regroups
+/// leading dims the outer transpose leaves in place (heads split out of a
+/// batch dim, as a grouped-query attention's k is, between k^T and k):
+/// the outer transpose moves before the reshape, where it composes with
+/// the inner one (and cancels when they are inverses).
+struct TransposeBeforeReshape : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp outer, PatternRewriter &rewriter) const override {
+    auto reshape = outer.getInput().getDefiningOp<ReshapeOp>();
+    if (!reshape || !reshape->hasOneUse() || !reshape.getInput().getDefiningOp<TransposeOp>())
+      return failure();
+    ArrayRef<int64_t> perm = outer.getPerm();
+    int64_t kept = 0; // leading dims the transpose leaves in place
+    while (kept < int64_t(perm.size()) && perm[size_t(kept)] == kept)
+      ++kept;
+    auto from = cast<RankedTensorType>(reshape.getInput().getType());
+    ArrayRef<int64_t> to = reshape.getType().getShape();
+    int64_t lead = from.getRank() - (int64_t(to.size()) - kept);
+    if (kept == 0 || kept == int64_t(perm.size()) || lead < 0 ||
+        from.getShape().drop_front(lead) != to.drop_front(kept))
+      return failure();
+    SmallVector<int64_t> moved;
+    for (int64_t d = 0; d < lead; ++d)
+      moved.push_back(d);
+    for (int64_t d : perm.drop_front(kept))
+      moved.push_back(d - kept + lead);
+    Value transposed = rewriter.create<TransposeOp>(outer.getLoc(), reshape.getInput(),
+                                                    rewriter.getDenseI64ArrayAttr(moved));
+    rewriter.replaceOpWithNewOp<ReshapeOp>(outer, outer.getType(), transposed);
+    return success();
+  }
+};
+
 /// reshape(reshape(x)) -> reshape(x).
 struct ComposeReshapes : OpRewritePattern<ReshapeOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -64,7 +98,7 @@ struct ComposeReshapes : OpRewritePattern<ReshapeOp> {
 } // namespace
 
 void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *context) {
-  patterns.add<ComposeTransposes, UnitTransposeToReshape>(context);
+  patterns.add<ComposeTransposes, UnitTransposeToReshape, TransposeBeforeReshape>(context);
 }
 
 void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *context) {
