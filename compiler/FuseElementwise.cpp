@@ -55,13 +55,73 @@ SmallVector<Operation *> growGroup(Operation *root, const DenseSet<Operation *> 
   return ops;
 }
 
-/// Replaces `ops` (in block order; the last is the root) with one graph.fused.
+/// Group `from` (made before `into`, whose root is `intoRoot`) joins group
+/// `into` when its values read outside it are read only by `into` or after
+/// `intoRoot` (so no outside op between them feeds `into`: no cycle, and the
+/// joined kernel, at `intoRoot`, is before every reader), and have the shape
+/// `into` loops over. Then one kernel reads the inputs once and writes
+/// both: an optimizer's new moments and the parameter they update.
+bool canJoin(ArrayRef<Operation *> from, ArrayRef<Operation *> into) {
+  Operation *intoRoot = into.back(), *fromRoot = from.back();
+  for (StringRef name : {attr::kSharding, attr::kOncePerStep, attr::kPipelineForward,
+                         attr::kChunk})
+    if (intoRoot->getAttr(name) != fromRoot->getAttr(name))
+      return false;
+  auto shape = cast<RankedTensorType>(intoRoot->getResult(0).getType()).getShape();
+  DenseSet<Operation *> members(from.begin(), from.end());
+  members.insert(into.begin(), into.end());
+  for (Operation *op : from)
+    for (Value result : op->getResults())
+      for (Operation *user : result.getUsers()) {
+        if (members.contains(user))
+          continue;
+        if (user->isBeforeInBlock(intoRoot) ||
+            cast<RankedTensorType>(result.getType()).getShape() != shape)
+          return false;
+      }
+  return true;
+}
+
+/// Joins groups into their consumers where canJoin allows, consumers from
+/// the last; `groups` are in the order made (last root first).
+void joinGroups(SmallVector<SmallVector<Operation *>> &groups) {
+  DenseMap<Operation *, size_t> groupOf;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (Operation *op : groups[g])
+      groupOf[op] = g;
+  for (size_t into = 0; into < groups.size(); ++into) {
+    for (bool joined = true; joined && !groups[into].empty();) {
+      joined = false;
+      for (size_t i = 0; i < groups[into].size() && !joined; ++i)
+        for (Value operand : groups[into][i]->getOperands()) {
+          auto it = groupOf.find(operand.getDefiningOp());
+          if (it == groupOf.end() || it->second == into || groups[it->second].empty() ||
+              !canJoin(groups[it->second], groups[into]))
+            continue;
+          size_t from = it->second;
+          for (Operation *op : groups[from])
+            groupOf[op] = into;
+          groups[into].append(groups[from].begin(), groups[from].end());
+          groups[from].clear();
+          llvm::sort(groups[into],
+                     [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+          joined = true;
+          break;
+        }
+    }
+  }
+}
+
+/// Replaces `ops` (in block order; the last is the root) with one
+/// graph.fused at the root, whose results are the group's values read
+/// outside it, in block order (the root's last).
 void outlineGroup(ArrayRef<Operation *> ops) {
   Operation *root = ops.back();
   DenseSet<Operation *> inGroup(ops.begin(), ops.end());
   llvm::SetVector<Value> inputs;
   llvm::SetVector<Operation *> constants;
-  for (Operation *op : ops)
+  SmallVector<Value> outputs;
+  for (Operation *op : ops) {
     for (Value operand : op->getOperands()) {
       Operation *def = operand.getDefiningOp();
       if (def && inGroup.contains(def))
@@ -71,9 +131,14 @@ void outlineGroup(ArrayRef<Operation *> ops) {
       else
         inputs.insert(operand);
     }
+    if (op != root && llvm::any_of(op->getUsers(),
+                                   [&](Operation *u) { return !inGroup.contains(u); }))
+      outputs.push_back(op->getResult(0));
+  }
+  outputs.push_back(root->getResult(0));
 
   OpBuilder builder(root);
-  auto fused = builder.create<graph::FusedOp>(root->getLoc(), root->getResult(0).getType(),
+  auto fused = builder.create<graph::FusedOp>(root->getLoc(), ValueRange(outputs).getTypes(),
                                               inputs.getArrayRef());
   if (Attribute sharding = root->getAttr(attr::kSharding)) // how the partitioner split it
     fused->setAttr(attr::kSharding, sharding);
@@ -93,9 +158,13 @@ void outlineGroup(ArrayRef<Operation *> ops) {
     builder.clone(*constant, mapping);
   for (Operation *op : ops)
     builder.clone(*op, mapping);
-  builder.create<graph::YieldOp>(root->getLoc(), mapping.lookup(root->getResult(0)));
+  SmallVector<Value> yielded;
+  for (Value output : outputs)
+    yielded.push_back(mapping.lookup(output));
+  builder.create<graph::YieldOp>(root->getLoc(), yielded);
 
-  root->getResult(0).replaceAllUsesWith(fused.getResult());
+  for (auto [output, result] : llvm::zip(outputs, fused.getResults()))
+    output.replaceAllUsesWith(result);
   for (Operation *op : llvm::reverse(ops))
     op->erase();
   for (Operation *constant : constants)
@@ -118,19 +187,28 @@ struct FuseElementwise : impl::FuseElementwiseBase<FuseElementwise> {
       groups.push_back(growGroup(op, taken));
       taken.insert(groups.back().begin(), groups.back().end());
     }
+    joinGroups(groups);
     for (auto &group : groups)
-      outlineGroup(group);
-    int fused = 0, elementwiseOps = 0;
+      if (!group.empty())
+        outlineGroup(group);
+    int fused = 0, elementwiseOps = 0, several = 0;
     getOperation().walk([&](graph::FusedOp f) {
       ++fused;
+      several += f.getNumResults() > 1;
       f.getBody().walk([&](Operation *op) {
         elementwiseOps += op->hasTrait<graph::GraphElementwise>();
       });
     });
     if (fused)
-      addNote(getOperation(), "fusion: " + std::to_string(elementwiseOps) +
-                                  " elementwise ops in " + std::to_string(fused) +
-                                  " fused kernels (no intermediate tensors inside a kernel)");
+      addNote(getOperation(),
+              "fusion: " + std::to_string(elementwiseOps) + " elementwise ops in " +
+                  std::to_string(fused) +
+                  " fused kernels (no intermediate tensors inside a kernel" +
+                  (several ? "; " + std::to_string(several) +
+                                 " of them write several results, as an optimizer's moments with "
+                                 "the parameter they update"
+                           : std::string()) +
+                  ")");
   }
 };
 

@@ -356,24 +356,28 @@ struct OutlineKernels : impl::OutlineKernelsBase<OutlineKernels> {
     addNote(main, "kernels: " + std::to_string(missed) + " ops get none: " + text);
   }
 
-  /// `fused`'s kernel: one linalg.generic over its result's elements; null
+  /// `fused`'s kernel: one linalg.generic over its results' elements; null
   /// (with `why`) when its body has an op or type the generator does not cover.
   static func::FuncOp elementwiseKernel(OpBuilder &b, graph::FusedOp fused, StringRef name,
                                         std::string &why) {
     MLIRContext *context = b.getContext();
-    auto result = cast<RankedTensorType>(fused.getResult().getType());
-    if (!ScalarBody::supported(result.getElementType())) {
-      llvm::raw_string_ostream os(why);
-      os << result.getElementType() << " results";
-      return {};
-    }
-    // The kernel: (inputs..., result) as flat buffers, one loop over the
-    // result's elements (the runtime's buffers are flat; one loop maps
+    auto result = cast<RankedTensorType>(fused.getResult(0).getType()); // all one shape
+    for (Type type : fused.getResultTypes())
+      if (Type element = cast<RankedTensorType>(type).getElementType();
+          !ScalarBody::supported(element)) {
+        llvm::raw_string_ostream os(why);
+        os << element << " results";
+        return {};
+      }
+    // The kernel: (inputs..., results...) as flat buffers, one loop over
+    // the results' elements (the runtime's buffers are flat; one loop maps
     // onto blocks of threads whatever the rank).
+    const size_t inputs = fused.getInputs().size(), results = fused.getNumResults();
     SmallVector<Type> args;
     for (Value in : fused.getInputs())
       args.push_back(flatMemRef(cast<RankedTensorType>(in.getType())));
-    args.push_back(flatMemRef(result));
+    for (Type type : fused.getResultTypes())
+      args.push_back(flatMemRef(cast<RankedTensorType>(type)));
     auto func = b.create<func::FuncOp>(fused.getLoc(), name, b.getFunctionType(args, {}));
     func->setAttr(attr::kThreads, b.getI64IntegerAttr(result.getNumElements()));
     Block *entry = func.addEntryBlock();
@@ -382,23 +386,26 @@ struct OutlineKernels : impl::OutlineKernelsBase<OutlineKernels> {
     SmallVector<AffineMap> maps;
     for (Value in : fused.getInputs())
       maps.push_back(broadcastMap(context, cast<RankedTensorType>(in.getType()), result));
-    maps.push_back(b.getMultiDimIdentityMap(1));
+    maps.append(results, b.getMultiDimIdentityMap(1));
     SmallVector<utils::IteratorType> iterators{utils::IteratorType::parallel};
     bool ok = true;
+    ValueRange params(entry->getArguments());
     b.create<linalg::GenericOp>(
-        fused.getLoc(), ValueRange(entry->getArguments()).drop_back(),
-        ValueRange{entry->getArguments().back()}, maps, iterators,
+        fused.getLoc(), params.take_front(inputs), params.drop_front(inputs), maps, iterators,
         [&](OpBuilder &nested, Location loc, ValueRange scalars) {
           ScalarBody body(nested, loc, why);
           Block &fusedBody = fused.getBody().front();
-          for (auto [arg, scalar] : llvm::zip(fusedBody.getArguments(), scalars.drop_back()))
+          for (auto [arg, scalar] : llvm::zip(fusedBody.getArguments(), scalars))
             body.map.map(arg, scalar);
           for (Operation &op : fusedBody.without_terminator())
             if (ok && failed(body.emit(&op)))
               ok = false;
-          Value out = ok ? body.map.lookupOrNull(fusedBody.getTerminator()->getOperand(0))
-                         : Value();
-          nested.create<linalg::YieldOp>(loc, out ? out : scalars.back());
+          SmallVector<Value> outs;
+          for (auto [k, yielded] : llvm::enumerate(fusedBody.getTerminator()->getOperands())) {
+            Value out = ok ? body.map.lookupOrNull(yielded) : Value();
+            outs.push_back(out ? out : scalars[inputs + k]);
+          }
+          nested.create<linalg::YieldOp>(loc, outs);
         });
     b.create<func::ReturnOp>(fused.getLoc());
     if (!ok) {

@@ -419,13 +419,13 @@ private:
     for (auto [i, result] : llvm::enumerate(op->getResults())) {
       plan::Buffer &buffer = addBuffer(result, offsets[i], name);
       // How the partitioner split the value (shown by dtc plan): each
-      // result's, or the op's one (a fused op's first result, and a second
-      // of the same type: a kept GELU input).
+      // result's, or the op's one (a fused op's results, all one shape; a
+      // second result of the same type: a kept GELU input).
       auto sharding = op->getAttrOfType<graph::ShardingAttr>(attr::kSharding);
       if (auto each = op->getAttrOfType<ArrayAttr>(attr::kResultShardings);
           each && each.size() == op->getNumResults())
         sharding = dyn_cast<graph::ShardingAttr>(each[i]);
-      else if (result.getType() != op->getResult(0).getType())
+      else if (!isa<graph::FusedOp>(op) && result.getType() != op->getResult(0).getType())
         sharding = {};
       if (sharding && !isa<graph::ParameterOp>(op) &&
           int64_t(sharding.getEntries().size()) == cast<ShapedType>(result.getType()).getRank())
@@ -865,13 +865,24 @@ private:
     }
     for (Operation &op : body) {
       if (auto yield = dyn_cast<graph::YieldOp>(op)) {
-        // The last node is the output; add a copy only if it is not.
-        uint32_t result = node.lookup(yield.getValue());
-        if (result + 1 != (uint32_t)expr->nodes_size() ||
-            expr->nodes(result).op() == plan::INPUT) {
-          // A cast to its own type is the identity.
-          add(plan::CAST, yield.getValue().getType()).add_args(result);
+        // One output: the last node, a copy added only if it is not (a cast
+        // to its own type is the identity). Several: the nodes listed, a
+        // copy for an input or for a node yielded twice.
+        std::vector<uint32_t> outputs;
+        for (Value value : yield.getValues()) {
+          uint32_t result = node.lookup(value);
+          bool copy = expr->nodes(result).op() == plan::INPUT ||
+                      llvm::is_contained(outputs, result) ||
+                      (yield.getValues().size() == 1 && result + 1 != (uint32_t)expr->nodes_size());
+          if (copy) {
+            result = uint32_t(expr->nodes_size());
+            add(plan::CAST, value.getType()).add_args(node.lookup(value));
+          }
+          outputs.push_back(result);
         }
+        if (outputs.size() > 1)
+          for (uint32_t result : outputs)
+            expr->add_outputs(result);
         break;
       }
       if (auto broadcast = dyn_cast<graph::BroadcastOp>(op)) {

@@ -75,7 +75,8 @@ Arity arityOf(const Instruction &inst) {
     return inst.matmul().bias() ? Arity{3, 3, 1 + inst.matmul().keep_preactivation()}
                                 : Arity{2, 2, 1};
   case Instruction::kElementwise:
-    return {0, 1 << 16, 1}; // no inputs: an expression of constants
+    // no inputs: an expression of constants; several outputs if it names them
+    return {0, 1 << 16, std::max(1, inst.elementwise().outputs_size())};
   case Instruction::kLayerNorm: // and a bias, but not for RMSNorm
     return {2, 3 - inst.layer_norm().rms(), 1};
   case Instruction::kLayerNormBackward:
@@ -1070,6 +1071,14 @@ private:
                       " that does not precede it");
       }
     }
+    const auto &outputs = inst.elementwise().outputs();
+    if (!outputs.empty() && outputs.size() != inst.outputs_size())
+      return fail(where + ": the expression names " + std::to_string(outputs.size()) +
+                  " outputs but the instruction has " + std::to_string(inst.outputs_size()));
+    for (uint32_t node : outputs)
+      if (node >= uint32_t(nodes.size()))
+        return fail(where + ": expression output node " + std::to_string(node) +
+                    " is past the last node");
     return true;
   }
 

@@ -37,7 +37,9 @@ namespace dtc::plan {
 /// layer norm's gradient as one instruction (layer_norm_backward). Version
 /// 14: RMSNorm as a layer norm (LayerNorm.rms), which an older runtime would
 /// centre. Version 15: cross-entropy as one instruction (cross_entropy).
-constexpr uint32_t kPlanFormatVersion = 15;
+/// Version 16: elementwise instructions with several outputs
+/// (Elementwise.outputs), which an older runtime would refuse or misread.
+constexpr uint32_t kPlanFormatVersion = 16;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -91,12 +91,22 @@ std::string formatExpr(const plan::Elementwise &expr) {
       return fmt::format("cast<{}>({})", plan::dtypeName(n.dtype()), fmt::join(args, ", "));
     return fmt::format("{}({})", exprName(n.op()), fmt::join(args, ", "));
   };
+  // Several outputs: each named tN, listed after the body as (tA, tB).
+  std::vector<int> outputs(expr.outputs().begin(), expr.outputs().end());
+  for (int output : outputs)
+    uses[output] += 2;
   std::string text;
-  int last = expr.nodes_size() - 1;
-  for (int i = 0; i < last; ++i)
+  int last = outputs.empty() ? expr.nodes_size() - 1 : *std::max_element(outputs.begin(),
+                                                                          outputs.end());
+  for (int i = 0; i < last + int(!outputs.empty()); ++i)
     if (shared(i))
       text += fmt::format("t{} = {}; ", i, format(i, true));
-  return text + format(last, true);
+  if (outputs.empty())
+    return text + format(last, true);
+  std::vector<std::string> names;
+  for (int output : outputs)
+    names.push_back(format(output, false));
+  return text + fmt::format("({})", fmt::join(names, ", "));
 }
 
 } // namespace

@@ -183,9 +183,16 @@ LogicalResult FusedOp::verify() {
   auto yield = dyn_cast<YieldOp>(body.getTerminator());
   if (!yield)
     return emitOpError("body must end in graph.yield");
-  if (yield.getValue().getType() != getType())
-    return emitOpError("yields ") << yield.getValue().getType() << " but the result is "
-                                  << getType();
+  if (getOutputs().empty())
+    return emitOpError("has no results");
+  if (yield.getValues().getTypes() != getOutputs().getTypes())
+    return emitOpError("yields ") << yield.getValues().getTypes() << " but the results are "
+                                  << getOutputs().getTypes();
+  auto shape = cast<RankedTensorType>(getOutputs()[0].getType()).getShape();
+  for (Value output : getOutputs())
+    if (cast<RankedTensorType>(output.getType()).getShape() != shape)
+      return emitOpError("results must have one shape (one loop writes them all), got ")
+             << getOutputs().getTypes();
   for (Operation &op : body.without_terminator()) {
     bool scalarConstant = false;
     if (auto constant = dyn_cast<ConstantOp>(op))

@@ -636,25 +636,28 @@ def Graph_CopyOp : Op<Graph_Dialect, "copy", [Pure, SameOperandsAndResultType]> 
 //===----------------------------------------------------------------------===//
 
 def Graph_FusedOp : Graph_Op<"fused", [IsolatedFromAbove, SingleBlock]> {
-  let summary = "Elementwise ops evaluated in one pass over the result";
+  let summary = "Elementwise ops evaluated in one pass over the results";
   let description = [{
     The body holds elementwise ops (and scalar or splat constants) over the
     block arguments, which stand for `inputs`; `graph.yield` gives the
-    result. Every value in the body broadcasts to the result's shape, so one
-    loop over the result's elements evaluates the whole body: one kernel,
-    no intermediate tensors. Made by the `dtc-fuse-elementwise` pass.
+    results, all of one shape. Every value in the body broadcasts to that
+    shape, so one loop over its elements evaluates the whole body and
+    writes every result: one kernel, no intermediate tensors. Made by the
+    `dtc-fuse-elementwise` pass; a result besides the last is a value the
+    body computes that is also read outside it (an optimizer's new moment,
+    read by the parameter's update and returned).
   }];
   let arguments = (ins Variadic<Graph_Tensor>:$inputs);
-  let results = (outs Graph_Tensor:$output);
+  let results = (outs Variadic<Graph_Tensor>:$outputs);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results) $body";
   let hasVerifier = 1;
 }
 
 def Graph_YieldOp : Op<Graph_Dialect, "yield", [Pure, Terminator, HasParent<"FusedOp">]> {
-  let summary = "The result of a graph.fused body";
-  let arguments = (ins Graph_Tensor:$value);
-  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let summary = "The results of a graph.fused body";
+  let arguments = (ins Variadic<Graph_Tensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
 }
 
 #endif // DTC_GRAPH_OPS

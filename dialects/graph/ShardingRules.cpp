@@ -56,7 +56,8 @@ ShardingRule elementwise(Operation *op) {
   SmallVector<int> out = parallelFactors(rule, shapeOf(op->getResult(0)));
   for (Value operand : op->getOperands())
     rule.operands.push_back(broadcastDims(rule, shapeOf(operand), out));
-  rule.results.push_back(single(out));
+  for (size_t r = 0; r < op->getNumResults(); ++r) // a fused op's are all one shape
+    rule.results.push_back(single(out));
   return rule;
 }
 

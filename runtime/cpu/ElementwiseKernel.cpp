@@ -38,8 +38,10 @@ public:
   bool runsAlongsideOthers() const override { return true; } // scratch is thread_local
 
 private:
-  void runBlocks(const void *const *inputs, char *output, bool inPlace, int64_t begin,
-                 int64_t end) const;
+  /// Blocks [begin, end): output o written to `targets[o]`, by its node's
+  /// loop where `inPlace[o]`, else stored after the block's last node.
+  void runBlocks(const void *const *inputs, char *const *targets, const bool *inPlace,
+                 int64_t begin, int64_t end) const;
   void loadStrided(const Step &step, const void *src, int64_t start, int64_t n,
                    char *dst) const;
 };
@@ -62,8 +64,8 @@ void ElementwiseKernel::loadStrided(const Step &step, const void *src, int64_t s
   }
 }
 
-void ElementwiseKernel::runBlocks(const void *const *inputs, char *output, bool inPlace,
-                                  int64_t begin, int64_t end) const {
+void ElementwiseKernel::runBlocks(const void *const *inputs, char *const *targets,
+                                  const bool *inPlace, int64_t begin, int64_t end) const {
   // Scratch lives as long as the thread, so blocks allocate nothing. Each
   // slot holds a block of 8-byte values (or of floats).
   thread_local std::unique_ptr<char[]> scratch;
@@ -75,6 +77,12 @@ void ElementwiseKernel::runBlocks(const void *const *inputs, char *output, bool 
     scratchBytes = slots_ * slotBytes;
   }
   values.resize(size_t(nodes_));
+  // Per node, the output its loop writes in place; -1 for none.
+  thread_local std::vector<int> writes;
+  writes.assign(size_t(nodes_), -1);
+  for (size_t o = 0; o < outputs_.size(); ++o)
+    if (inPlace[o])
+      writes[size_t(outputs_[o].node)] = int(o);
   char *base = scratch.get();
   auto slot = [&](const Step &s) { return base + s.slot * slotBytes; };
 
@@ -119,14 +127,16 @@ void ElementwiseKernel::runBlocks(const void *const *inputs, char *output, bool 
           loadStrided(s, inputs[s.input], start, n, slot(s));
         values[s.node] = slot(s);
         break;
-      case StepKind::Compute:
-        evaluate(s, n,
-                 inPlace && s.node == last_ ? output + start * outputBytes_ : slot(s));
+      case StepKind::Compute: {
+        int o = writes[size_t(s.node)];
+        evaluate(s, n, o >= 0 ? targets[o] + start * outputs_[size_t(o)].bytes : slot(s));
         break;
       }
+      }
     }
-    if (!inPlace)
-      store_(values[last_], output, start, n);
+    for (size_t o = 0; o < outputs_.size(); ++o)
+      if (!inPlace[o])
+        outputs_[o].store(values[size_t(outputs_[o].node)], targets[o], start, n);
   }
 }
 
@@ -134,41 +144,50 @@ bool ElementwiseKernel::run(const void *const *inputs, void *const *outputs, Thr
                             std::string &error) {
   if (total_ == 0)
     return true;
-  char *output = static_cast<char *>(outputs[0]);
-  // Buffer assignment may give the output an input's bytes. A block reads
-  // its inputs before it stores, so an input whose element i is output
-  // element i is safe, though not for the loops' restrict pointers (no
-  // writing in place); any other overlap would read elements already
-  // overwritten, and the result goes through a temporary.
-  bool inPlace = storeInPlace_, viaTemporary = false;
-  const auto outBegin = reinterpret_cast<uintptr_t>(output);
-  const auto outEnd = outBegin + uintptr_t(total_ * outputBytes_);
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    const InputAccess &in = inputs_[i];
-    int64_t count = 1;
-    for (size_t d = 0; d < dims_.size(); ++d)
-      if (in.strides[d] != 0)
-        count *= dims_[d];
-    const auto begin = reinterpret_cast<uintptr_t>(inputs[i]);
-    if (begin >= outEnd || outBegin >= begin + uintptr_t(count * in.bytes))
-      continue;
-    inPlace = false;
-    if (!in.full || begin != outBegin || in.bytes != outputBytes_)
-      viaTemporary = true;
-  }
-  std::vector<char> temporary;
-  char *target = output;
-  if (viaTemporary) {
-    temporary.resize(size_t(total_ * outputBytes_));
-    target = temporary.data();
-    inPlace = storeInPlace_;
+  // Buffer assignment may give an output an input's bytes (a parameter's
+  // update over it). A block reads its inputs before it stores, so an input
+  // whose element i is output element i is safe, though not for the loops'
+  // restrict pointers (no writing in place); any other overlap would read
+  // elements already overwritten, and that output goes through a
+  // temporary.
+  const size_t count = outputs_.size();
+  std::vector<char *> targets(count);
+  std::unique_ptr<bool[]> inPlace(new bool[count]);
+  std::vector<std::vector<char>> temporaries(count);
+  for (size_t o = 0; o < count; ++o) {
+    const OutputAccess &out = outputs_[o];
+    char *output = static_cast<char *>(outputs[o]);
+    inPlace[o] = out.storeInPlace;
+    bool viaTemporary = false;
+    const auto outBegin = reinterpret_cast<uintptr_t>(output);
+    const auto outEnd = outBegin + uintptr_t(total_ * out.bytes);
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      const InputAccess &in = inputs_[i];
+      int64_t elements = 1;
+      for (size_t d = 0; d < dims_.size(); ++d)
+        if (in.strides[d] != 0)
+          elements *= dims_[d];
+      const auto begin = reinterpret_cast<uintptr_t>(inputs[i]);
+      if (begin >= outEnd || outBegin >= begin + uintptr_t(elements * in.bytes))
+        continue;
+      inPlace[o] = false;
+      if (!in.full || begin != outBegin || in.bytes != out.bytes)
+        viaTemporary = true;
+    }
+    targets[o] = output;
+    if (viaTemporary) {
+      temporaries[o].resize(size_t(total_ * out.bytes));
+      targets[o] = temporaries[o].data();
+      inPlace[o] = out.storeInPlace;
+    }
   }
   const int64_t blocks = (total_ + kBlock - 1) / kBlock;
   pool.parallelFor(blocks, grain_, [&](int64_t begin, int64_t end) {
-    runBlocks(inputs, target, inPlace, begin, end);
+    runBlocks(inputs, targets.data(), inPlace.get(), begin, end);
   });
-  if (viaTemporary)
-    std::memcpy(output, temporary.data(), temporary.size());
+  for (size_t o = 0; o < count; ++o)
+    if (!temporaries[o].empty())
+      std::memcpy(outputs[o], temporaries[o].data(), temporaries[o].size());
   return true;
 }
 
@@ -177,9 +196,9 @@ bool ElementwiseKernel::run(const void *const *inputs, void *const *outputs, Thr
 
 std::unique_ptr<Kernel> makeElementwiseKernel(const plan::Elementwise &expr,
                                               const std::vector<plan::TensorType> &inputTypes,
-                                              const plan::TensorType &outputType,
+                                              const std::vector<plan::TensorType> &outputTypes,
                                               std::string &error) {
-  auto prepared = elementwise::planElementwise(expr, inputTypes, outputType, error);
+  auto prepared = elementwise::planElementwise(expr, inputTypes, outputTypes, error);
   if (!prepared)
     return nullptr;
   return std::make_unique<elementwise::ElementwiseKernel>(std::move(*prepared));

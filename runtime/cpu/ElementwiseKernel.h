@@ -8,10 +8,10 @@ namespace dtc::runtime::cpu {
 
 /// The kernel for a plan::Elementwise instruction: evaluates the expression
 /// DAG once per output element, inputs broadcast (NumPy rules) to the
-/// output's shape.
+/// outputs' shape (one shape; several outputs are nodes of one pass).
 std::unique_ptr<Kernel> makeElementwiseKernel(const plan::Elementwise &expr,
                                               const std::vector<plan::TensorType> &inputTypes,
-                                              const plan::TensorType &outputType,
+                                              const std::vector<plan::TensorType> &outputTypes,
                                               std::string &error);
 
 /// The vector instructions the elementwise loops are compiled for; each

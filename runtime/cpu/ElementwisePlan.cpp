@@ -26,7 +26,7 @@ namespace {
 
 /// Checks `expr` against the buffer types; the message names the node.
 bool checkNodes(const plan::Elementwise &expr, const std::vector<plan::TensorType> &inputTypes,
-                const plan::TensorType &outputType, std::string &error) {
+                const std::vector<plan::TensorType> &outputTypes, std::string &error) {
   auto nodeName = [&](int i) {
     int op = expr.nodes(i).op();
     return "elementwise node " + std::to_string(i) + " (" +
@@ -116,11 +116,35 @@ bool checkNodes(const plan::Elementwise &expr, const std::vector<plan::TensorTyp
       break;
     }
   }
-  plan::DType last = expr.nodes(expr.nodes_size() - 1).dtype();
-  if (last != outputType.dtype()) {
-    error = nodeName(expr.nodes_size() - 1) + ": the last node is " + dtypeName(last) +
-            " but the output is " + dtypeName(outputType.dtype());
+  const int outputs = std::max(1, expr.outputs_size());
+  if (size_t(outputs) != outputTypes.size()) {
+    error = "elementwise: the expression has " + std::to_string(outputs) +
+            " outputs but the instruction " + std::to_string(outputTypes.size());
     return false;
+  }
+  for (int o = 0; o < outputs; ++o) {
+    uint32_t n = expr.outputs().empty() ? uint32_t(expr.nodes_size() - 1) : expr.outputs(o);
+    if (n >= uint32_t(expr.nodes_size())) {
+      error = "elementwise output " + std::to_string(o) + ": node " + std::to_string(n) +
+              " is past the last node";
+      return false;
+    }
+    plan::DType dtype = expr.nodes(int(n)).dtype();
+    if (dtype != outputTypes[size_t(o)].dtype()) {
+      error = nodeName(int(n)) +
+              (expr.outputs().empty() ? ": the last node is " + std::string(dtypeName(dtype)) +
+                                            " but the output is "
+                                      : ": the node is " + std::string(dtypeName(dtype)) +
+                                            " but output " + std::to_string(o) + " is ") +
+              dtypeName(outputTypes[size_t(o)].dtype());
+      return false;
+    }
+    if (shapeOf(outputTypes[size_t(o)]) != shapeOf(outputTypes[0])) {
+      error = "elementwise output " + std::to_string(o) + ": " +
+              shapeString(outputTypes[size_t(o)]) + " is not the shape of output 0, " +
+              shapeString(outputTypes[0]) + " (one loop writes them all)";
+      return false;
+    }
   }
   return true;
 }
@@ -212,11 +236,14 @@ int64_t intParamOf(double v, plan::DType dtype) {
 
 std::unique_ptr<ElementwisePlan> planElementwise(const plan::Elementwise &expr,
                                                  const std::vector<plan::TensorType> &inputTypes,
-                                                 const plan::TensorType &outputType,
+                                                 const std::vector<plan::TensorType> &outputTypes,
                                                  std::string &error) {
-  if (!isSupported(outputType.dtype()))
-    return fail(error, "elementwise output: " + unsupported(outputType.dtype()));
-  const Shape outShape = shapeOf(outputType);
+  if (outputTypes.empty())
+    return fail(error, "elementwise: the instruction has no outputs");
+  for (const plan::TensorType &type : outputTypes)
+    if (!isSupported(type.dtype()))
+      return fail(error, "elementwise output: " + unsupported(type.dtype()));
+  const Shape outShape = shapeOf(outputTypes[0]);
   for (size_t i = 0; i < inputTypes.size(); ++i) {
     const plan::TensorType &type = inputTypes[i];
     std::string what = "elementwise input " + std::to_string(i) + ": ";
@@ -230,13 +257,12 @@ std::unique_ptr<ElementwisePlan> planElementwise(const plan::Elementwise &expr,
       return fail(error, what + shapeString(type) + " does not broadcast to the output shape " +
                              shapeString(outShape));
   }
-  if (!checkNodes(expr, inputTypes, outputType, error))
+  if (!checkNodes(expr, inputTypes, outputTypes, error))
     return nullptr;
 
   auto prepared = std::make_unique<ElementwisePlan>();
   ElementwisePlan &k = *prepared;
   k.total_ = product(outShape);
-  k.outputBytes_ = elementBytes(outputType.dtype());
   for (const plan::TensorType &type : inputTypes) {
     InputAccess in;
     in.dtype = type.dtype();
@@ -248,18 +274,25 @@ std::unique_ptr<ElementwisePlan> planElementwise(const plan::Elementwise &expr,
 
   const int count = expr.nodes_size();
   k.nodes_ = count;
-  k.last_ = count - 1;
-  // Only the nodes the output depends on run.
-  std::vector<bool> live(size_t(count), false);
-  live[size_t(k.last_)] = true;
-  for (int i = k.last_; i >= 0; --i)
+  std::vector<bool> isOutput(size_t(count), false);
+  for (size_t o = 0; o < outputTypes.size(); ++o) {
+    OutputAccess out;
+    out.node = expr.outputs().empty() ? count - 1 : int(expr.outputs(int(o)));
+    out.bytes = elementBytes(outputTypes[o].dtype());
+    out.store = storeFnFor(outputTypes[o].dtype());
+    isOutput[size_t(out.node)] = true;
+    k.outputs_.push_back(out);
+  }
+  // Only the nodes the outputs depend on run.
+  std::vector<bool> live = isOutput;
+  for (int i = count - 1; i >= 0; --i)
     if (live[size_t(i)] && expr.nodes(i).op() != plan::INPUT)
       for (uint32_t a : expr.nodes(i).args())
         live[a] = true;
   // A node is uniform when it has one value for the whole output: a
   // constant, a one-element input, or an op of uniform nodes.
   std::vector<bool> uniform(size_t(count), false);
-  std::vector<int> lastUse(size_t(count), -1);
+  std::vector<int> lastUse(size_t(count), -1); // by a node; -1: by none
   for (int i = 0; i < count; ++i) {
     const plan::ExprNode &node = expr.nodes(i);
     if (node.op() == plan::INPUT) {
@@ -276,12 +309,18 @@ std::unique_ptr<ElementwisePlan> planElementwise(const plan::Elementwise &expr,
     }
     uniform[size_t(i)] = allUniform;
   }
-  lastUse[size_t(k.last_)] = count; // the output is read by the store
+  // An output's store reads it after the block's last node.
+  std::vector<bool> readByNodes(static_cast<size_t>(count), false);
+  for (int i = 0; i < count; ++i) {
+    readByNodes[size_t(i)] = lastUse[size_t(i)] >= 0;
+    if (isOutput[size_t(i)])
+      lastUse[size_t(i)] = count;
+  }
 
   // Scratch slots: uniform nodes keep theirs; the others are reused once
   // their last reader has run.
   std::vector<int> freeSlots, slotOf(size_t(count), -1);
-  int64_t cost = 1; // the store
+  int64_t cost = 0; // the stores are added below
   for (int i = 0; i < count; ++i) {
     if (!live[size_t(i)])
       continue;
@@ -299,8 +338,8 @@ std::unique_ptr<ElementwisePlan> planElementwise(const plan::Elementwise &expr,
     } else {
       s.kind = StepKind::Compute;
       s.fn = stepFnFor(expr, i);
-      // The output's store narrows; earlier nodes narrow themselves.
-      if (i != k.last_)
+      // An output's store narrows; a node other nodes read narrows itself.
+      if (!isOutput[size_t(i)] || readByNodes[size_t(i)])
         s.narrow = narrowFnFor(node.op(), node.dtype());
       s.param[0] = node.value();
       s.param[1] = node.value2();
@@ -339,12 +378,19 @@ std::unique_ptr<ElementwisePlan> planElementwise(const plan::Elementwise &expr,
     k.blockSteps_.push_back(s);
   }
 
-  const plan::DType outDType = outputType.dtype();
-  const plan::ExprNode &lastNode = expr.nodes(k.last_);
-  k.storeInPlace_ = !uniform[size_t(k.last_)] && lastNode.op() != plan::INPUT &&
-                    (outDType == plan::F32 || outDType == plan::F64 ||
-                     outDType == plan::I64 || outDType == plan::U64);
-  k.store_ = storeFnFor(outDType);
+  for (size_t o = 0; o < outputTypes.size(); ++o) {
+    OutputAccess &out = k.outputs_[o];
+    const plan::DType dtype = outputTypes[o].dtype();
+    // Written by its node's loop: a node computed per block whose values
+    // are already the output's bits, and the only output it feeds.
+    bool alone = std::count_if(k.outputs_.begin(), k.outputs_.end(),
+                               [&](const OutputAccess &a) { return a.node == out.node; }) == 1;
+    out.storeInPlace = alone && !uniform[size_t(out.node)] &&
+                       expr.nodes(out.node).op() != plan::INPUT &&
+                       (dtype == plan::F32 || dtype == plan::F64 || dtype == plan::I64 ||
+                        dtype == plan::U64);
+    cost += 1;
+  }
   // Small outputs stay on one thread: waking the pool costs more.
   k.grain_ = std::max<int64_t>(1, kSerialWork * 4 / (cost * kBlock));
   return prepared;

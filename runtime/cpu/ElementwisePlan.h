@@ -37,28 +37,33 @@ struct InputAccess {
 /// Bytes per element of the input once loaded.
 inline int64_t computeBytes(const InputAccess &in) { return in.compute == Compute::F32 ? 4 : 8; }
 
+/// How a block writes one output.
+struct OutputAccess {
+  int node = 0;          // the expression node it takes
+  int64_t bytes = 0;     // per element
+  bool storeInPlace = false; // the node's loop may write the output directly
+  StoreFn store = nullptr;
+};
+
 /// What planElementwise prepares and the kernel runs.
 struct ElementwisePlan {
   std::vector<int64_t> dims_;        // merged output dims, inner last; at least one
   int64_t total_ = 0;
-  int64_t outputBytes_ = 0;
   std::vector<InputAccess> inputs_;
+  std::vector<OutputAccess> outputs_; // all of one shape
   std::vector<Step> uniformSteps_;   // the same for every block: once per thread
   std::vector<Step> blockSteps_;
   int nodes_ = 0;
-  int last_ = 0;                     // the output node
   int slots_ = 0;
-  bool storeInPlace_ = false;        // the last node's loop may write the output
-  StoreFn store_ = nullptr;
   int64_t grain_ = 1;
 };
 
-/// Checks `expr` against the buffer types (inputs broadcast to the output's
+/// Checks `expr` against the buffer types (inputs broadcast to the outputs'
 /// shape, NumPy rules) and prepares it; null, with `error` saying what is
 /// wrong, when the expression or a type is not supported.
 std::unique_ptr<ElementwisePlan> planElementwise(const plan::Elementwise &expr,
                                                  const std::vector<plan::TensorType> &inputTypes,
-                                                 const plan::TensorType &outputType,
+                                                 const std::vector<plan::TensorType> &outputTypes,
                                                  std::string &error);
 
 } // namespace dtc::runtime::cpu::elementwise

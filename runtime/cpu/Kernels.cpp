@@ -80,7 +80,7 @@ namespace {
 
 std::unique_ptr<Kernel> makeElementwise(const plan::Instruction &inst,
                                         const KernelTypes &types, std::string &error) {
-  return makeElementwiseKernel(inst.elementwise(), types.inputs, types.output, error);
+  return makeElementwiseKernel(inst.elementwise(), types.inputs, types.outputs, error);
 }
 
 /// What makeKernel knows of each instruction kind: the name messages use,
@@ -234,9 +234,12 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
     return fail(error, "the instruction has no operation this runtime knows (was the plan "
                        "written by a newer dtc?)");
   int inputs = int(inputTypes.size()), outputs = int(outputTypes.size());
-  // A matmul keeping its preactivation writes it too.
+  // A matmul keeping its preactivation writes it too; an elementwise
+  // expression may name several outputs.
   int wantOutputs = info->outputs + (inst.op_case() == plan::Instruction::kMatmul &&
                                      inst.matmul().keep_preactivation());
+  if (inst.op_case() == plan::Instruction::kElementwise)
+    wantOutputs = std::max(1, inst.elementwise().outputs_size());
   if (inputs < info->minInputs || inputs > info->maxInputs || outputs != wantOutputs)
     return fail(error, std::string(info->name) + ": expected " + arityString(*info) +
                            " inputs and " + std::to_string(wantOutputs) +

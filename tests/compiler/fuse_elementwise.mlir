@@ -74,3 +74,41 @@ func.func @none(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %s = graph.softmax %x {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return %s : tensor<4x8xf32>
 }
+
+// An optimizer's update: the new moment is returned and read by the
+// parameter's update, which comes before the return: one kernel reads the
+// moment, gradient and parameter once and writes both.
+// CHECK-LABEL: func.func @moment_and_update
+func.func @moment_and_update(%m: tensor<8xf32>, %g: tensor<8xf32>, %p: tensor<8xf32>, %lr: tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  // CHECK: %[[F:.*]]:2 = graph.fused %arg0, %arg1, %arg3, %arg2 : (tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  // CHECK: %[[M:.*]] = graph.add
+  // CHECK: %[[S:.*]] = graph.mul %[[M]]
+  // CHECK: %[[P:.*]] = graph.sub %{{.*}}, %[[S]]
+  // CHECK-NEXT: graph.yield %[[M]], %[[P]] : tensor<8xf32>, tensor<8xf32>
+  // CHECK-NOT: graph.fused
+  // CHECK: return %[[F]]#0, %[[F]]#1
+  %c = graph.constant dense<0.9> : tensor<f32>
+  %m1 = graph.mul %m, %c : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %m2 = graph.add %m1, %g : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %s = graph.mul %m2, %lr : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %p1 = graph.sub %p, %s : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %m2, %p1 : tensor<8xf32>, tensor<8xf32>
+}
+
+// Not joined: a value a matmul reads before the consumer (it would feed the
+// consumer through the matmul), and one of another shape than the
+// consumer's.
+// CHECK-LABEL: func.func @not_joined
+func.func @not_joined(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>) -> (tensor<8xf32>, tensor<4x8xf32>) {
+  // CHECK: %[[E:.*]] = graph.fused %arg0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // CHECK: %[[MM:.*]] = graph.matmul %[[E]], %arg1
+  // CHECK: %[[N:.*]] = graph.fused %arg2 : (tensor<8xf32>) -> tensor<8xf32>
+  // CHECK: %[[S:.*]] = graph.fused %[[E]], %[[MM]], %[[N]] : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: return %[[N]], %[[S]]
+  %e = graph.exp %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %mm = graph.matmul %e, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %a = graph.add %e, %mm : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %n = graph.neg %b : (tensor<8xf32>) -> tensor<8xf32>
+  %s = graph.add %a, %n : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %n, %s : tensor<8xf32>, tensor<4x8xf32>
+}

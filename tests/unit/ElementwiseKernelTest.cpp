@@ -66,7 +66,7 @@ std::vector<Out> run(const Expr &expr, const std::vector<Tensor> &inputs,
     pointers.push_back(t.bytes.data());
   }
   std::string error;
-  std::unique_ptr<Kernel> kernel = makeElementwiseKernel(expr.proto, types, outType, error);
+  std::unique_ptr<Kernel> kernel = makeElementwiseKernel(expr.proto, types, {outType}, error);
   EXPECT_TRUE(kernel) << error;
   if (!kernel)
     return {};
@@ -710,7 +710,7 @@ TEST(ElementwiseKernel, OutputMayShareTheInputsBytes) {
          e.input(0, plan::F32)});
   std::string error;
   std::vector<plan::TensorType> types = {typeOf(plan::F32, {n}), typeOf(plan::F32, {1})};
-  auto kernel = makeElementwiseKernel(e.proto, types, typeOf(plan::F32, {n}), error);
+  auto kernel = makeElementwiseKernel(e.proto, types, {typeOf(plan::F32, {n})}, error);
   ASSERT_TRUE(kernel) << error;
   const void *inputs[] = {buffer.data(), bias.data()};
   void *outputs[] = {buffer.data()};
@@ -731,6 +731,98 @@ TEST(ElementwiseKernel, OutputMayShareTheInputsBytes) {
     ASSERT_EQ(shifted[size_t(i) + 1], (x[size_t(i)] + bias[0]) * x[size_t(i)]) << i;
 }
 
+// AdamW's update as one pass (dtc-fuse-elementwise joins it so): the new
+// moments and parameter, each written over the value it replaces, as
+// buffer assignment places them, the parameter read after the moments'
+// nodes are computed.
+TEST(ElementwiseKernel, SeveralOutputsOverTheirInputs) {
+  const int64_t n = 200001;
+  std::vector<float> m0 = randomFloats(n, 21), g = randomFloats(n, 22), p0 = randomFloats(n, 23);
+  std::vector<float> v0 = kerneltest::randomFloats(n, 24, 0.f, 2.f), lr = {0.01f};
+  Expr e;
+  const plan::DType f = plan::F32;
+  int m = e.input(0, f), grad = e.input(1, f), v = e.input(2, f), rate = e.input(3, f),
+      p = e.input(4, f);
+  int m1 = e.add(plan::ADD, f,
+                 {e.add(plan::MUL, f, {m, e.constant(0.9, f)}),
+                  e.add(plan::MUL, f, {grad, e.constant(0.1, f)})});
+  int v1 = e.add(plan::ADD, f,
+                 {e.add(plan::MUL, f, {v, e.constant(0.999, f)}),
+                  e.add(plan::MUL, f,
+                        {e.add(plan::MUL, f, {grad, grad}), e.constant(0.001, f)})});
+  int step = e.add(plan::DIV, f,
+                   {e.add(plan::MUL, f, {m1, rate}),
+                    e.add(plan::ADD, f, {e.add(plan::SQRT, f, {v1}), e.constant(1e-8, f)})});
+  int p1 = e.add(plan::SUB, f, {p, step});
+  for (int node : {m1, v1, p1})
+    e.proto.add_outputs(uint32_t(node));
+  std::vector<plan::TensorType> in = {typeOf(f, {n}), typeOf(f, {n}), typeOf(f, {n}),
+                                      typeOf(f, {1}), typeOf(f, {n})};
+  std::vector<plan::TensorType> out(3, typeOf(f, {n}));
+  // Over their inputs, and into buffers of their own (computed there,
+  // the moments read from there by the later nodes).
+  forEachIsa([&] {
+    for (auto [threads, over] : {std::pair{1, true}, {2, true}, {2, false}}) {
+      std::string error;
+      auto kernel = makeElementwiseKernel(e.proto, in, out, error);
+      ASSERT_TRUE(kernel) << error;
+      std::vector<float> ma = m0, va = v0, pa = p0, mo(m0.size()), vo(m0.size()),
+                         po(m0.size());
+      std::vector<float> &mb = over ? ma : mo, &vb = over ? va : vo, &pb = over ? pa : po;
+      const void *inputs[] = {ma.data(), g.data(), va.data(), lr.data(), pa.data()};
+      void *outputs[] = {mb.data(), vb.data(), pb.data()};
+      ThreadPool pool(threads);
+      ASSERT_TRUE(kernel->run(inputs, outputs, pool, error)) << error;
+      for (int64_t i = 0; i < n; ++i) {
+        size_t k = size_t(i);
+        float wantM = m0[k] * 0.9f + g[k] * 0.1f;
+        float wantV = v0[k] * 0.999f + g[k] * g[k] * 0.001f;
+        float wantP = p0[k] - wantM * lr[0] / (std::sqrt(wantV) + 1e-8f);
+        ASSERT_TRUE(near(mb[k], wantM)) << "m, element " << i;
+        ASSERT_TRUE(near(vb[k], wantV)) << "v, element " << i;
+        ASSERT_TRUE(near(pb[k], wantP, 1e-5, 1e-5)) << "p, element " << i;
+      }
+    }
+  });
+}
+
+// An output other nodes read is rounded before they read it (a bf16 sum
+// and its f32 double); a uniform node and one node twice are outputs too.
+TEST(ElementwiseKernel, SeveralOutputsOfEveryKind) {
+  const int64_t n = 3000;
+  std::vector<float> x = randomFloats(n, 31), y = randomFloats(n, 32);
+  Expr e;
+  int sum = e.add(plan::ADD, plan::BF16,
+                  {e.add(plan::CAST, plan::BF16, {e.input(0, plan::F32)}),
+                   e.add(plan::CAST, plan::BF16, {e.input(1, plan::F32)})});
+  int twice = e.add(plan::MUL, plan::F32,
+                    {e.add(plan::CAST, plan::F32, {sum}), e.constant(2, plan::F32)});
+  int three = e.constant(3, plan::F32);
+  for (int node : {sum, twice, three, twice})
+    e.proto.add_outputs(uint32_t(node));
+  std::vector<plan::TensorType> in = {typeOf(plan::F32, {n}), typeOf(plan::F32, {n})};
+  std::vector<plan::TensorType> out = {typeOf(plan::BF16, {n}), typeOf(plan::F32, {n}),
+                                       typeOf(plan::F32, {n}), typeOf(plan::F32, {n})};
+  std::string error;
+  auto kernel = makeElementwiseKernel(e.proto, in, out, error);
+  ASSERT_TRUE(kernel) << error;
+  const size_t elements = static_cast<size_t>(n);
+  std::vector<uint16_t> sums(elements);
+  std::vector<float> twices(elements), threes(elements), again(elements);
+  const void *inputs[] = {x.data(), y.data()};
+  void *outputs[] = {sums.data(), twices.data(), threes.data(), again.data()};
+  ThreadPool pool(2);
+  ASSERT_TRUE(kernel->run(inputs, outputs, pool, error)) << error;
+  for (int64_t i = 0; i < n; ++i) {
+    size_t k = size_t(i);
+    BFloat16 want(float(BFloat16(x[k])) + float(BFloat16(y[k])));
+    ASSERT_EQ(sums[k], want.bits) << i;
+    ASSERT_EQ(twices[k], float(want) * 2) << i;
+    ASSERT_EQ(again[k], twices[k]) << i;
+    ASSERT_EQ(threes[k], 3.f) << i;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Errors
 //===----------------------------------------------------------------------===//
@@ -738,7 +830,7 @@ TEST(ElementwiseKernel, OutputMayShareTheInputsBytes) {
 std::string errorOf(const Expr &expr, const std::vector<plan::TensorType> &inputs,
                     const plan::TensorType &output) {
   std::string error;
-  auto kernel = makeElementwiseKernel(expr.proto, inputs, output, error);
+  auto kernel = makeElementwiseKernel(expr.proto, inputs, {output}, error);
   EXPECT_FALSE(kernel);
   EXPECT_FALSE(error.empty());
   return error;
@@ -759,6 +851,35 @@ TEST(ElementwiseKernelErrors, ShapesThatDoNotBroadcast) {
             std::string::npos);
   EXPECT_NE(errorOf(addOf(plan::F32), {f32({3, 4}), f32({2, 1})}, f32({3, 4})).find("input 1"),
             std::string::npos);
+}
+
+TEST(ElementwiseKernelErrors, SeveralOutputs) {
+  auto f32 = [](const Shape &s) { return typeOf(plan::F32, s); };
+  Expr e = addOf(plan::F32);
+  e.proto.add_outputs(0);
+  e.proto.add_outputs(2);
+  std::string error;
+  auto make = [&](const Expr &expr, std::vector<plan::TensorType> outs) {
+    error.clear();
+    EXPECT_FALSE(makeElementwiseKernel(expr.proto, {f32({4}), f32({4})}, outs, error));
+    return error;
+  };
+  EXPECT_NE(make(e, {f32({4})}).find("the expression has 2 outputs but the instruction 1"),
+            std::string::npos);
+  EXPECT_NE(make(e, {f32({4}), f32({2, 4})})
+                .find("elementwise output 1: [2,4] is not the shape of output 0, [4]"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(make(e, {f32({4}), typeOf(plan::F64, {4})})
+                .find("the node is f32 but output 1 is f64"),
+            std::string::npos)
+      << error;
+  Expr past = addOf(plan::F32);
+  past.proto.add_outputs(2);
+  past.proto.add_outputs(7);
+  EXPECT_NE(make(past, {f32({4}), f32({4})}).find("output 1: node 7 is past the last node"),
+            std::string::npos)
+      << error;
 }
 
 TEST(ElementwiseKernelErrors, BadArguments) {
@@ -883,7 +1004,7 @@ TEST(ElementwiseKernel, DISABLED_Timing) {
     std::vector<float> out(static_cast<size_t>(n));
     void *outputs[] = {out.data()};
     std::string error;
-    auto kernel = makeElementwiseKernel(expr.proto, types, typeOf(plan::F32, shape), error);
+    auto kernel = makeElementwiseKernel(expr.proto, types, {typeOf(plan::F32, shape)}, error);
     ASSERT_TRUE(kernel) << error;
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);

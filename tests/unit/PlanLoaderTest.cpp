@@ -106,6 +106,23 @@ TEST(PlanLoader, RejectsExpressionReferringForward) {
   EXPECT_NE(errorOf(p).find("does not precede"), std::string::npos);
 }
 
+TEST(PlanLoader, ChecksAnExpressionsOutputs) {
+  auto p = reluPlan();
+  plan::Instruction &inst = *p.mutable_ranks(0)->mutable_instructions(0);
+  inst.mutable_elementwise()->add_outputs(1);
+  std::string error;
+  EXPECT_TRUE(validatePlan(p, error)) << error; // one named output, the instruction's one
+  inst.mutable_elementwise()->add_outputs(0);
+  std::string message = errorOf(p);
+  EXPECT_NE(message.find("wrong number of inputs (1) or outputs (1)"), std::string::npos)
+      << message;
+  inst.add_outputs(inst.outputs(0));
+  inst.mutable_elementwise()->set_outputs(1, 5);
+  message = errorOf(p);
+  EXPECT_NE(message.find("expression output node 5 is past the last node"), std::string::npos)
+      << message;
+}
+
 TEST(PlanLoader, RejectsUnknownCostClass) {
   // dtc simulate indexes its per-class tables by it.
   auto p = reluPlan();

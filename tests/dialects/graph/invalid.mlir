@@ -528,3 +528,27 @@ func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>
   %a, %b, %c = graph.attention_backward %q, %k, %v, %o, %l, %o {scale = 1.0 : f64} : (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x4x8xf32>, tensor<2x4xbf16>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
   return
 }
+
+// -----
+
+func.func @f(%a: tensor<4xf32>) {
+  // expected-error @below {{'graph.fused' op results must have one shape (one loop writes them all), got 'tensor<4xf32>', 'tensor<2x2xf32>'}}
+  %0:2 = graph.fused %a : (tensor<4xf32>) -> (tensor<4xf32>, tensor<2x2xf32>) {
+  ^bb0(%x: tensor<4xf32>):
+    %r = graph.reshape %x {shape = array<i64: 2, 2>} : (tensor<4xf32>) -> tensor<2x2xf32>
+    graph.yield %x, %r : tensor<4xf32>, tensor<2x2xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xf32>) {
+  // expected-error @below {{'graph.fused' op yields 'tensor<4xf32>' but the results are 'tensor<4xf32>', 'tensor<4xf32>'}}
+  %0:2 = graph.fused %a : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%x: tensor<4xf32>):
+    %n = graph.neg %x : (tensor<4xf32>) -> tensor<4xf32>
+    graph.yield %n : tensor<4xf32>
+  }
+  return
+}
