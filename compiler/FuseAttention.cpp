@@ -20,6 +20,14 @@
 // reaches it (it has no gradient): an added term as it is, a where's
 // condition as where(hide, fill, 0).
 //
+//
+// Models split heads out of a projection ([B, S, H, D]) and transpose them
+// to [B, H, S, D] before attention, and back after it: q, k and v read
+// through such a transpose (a chain of them composing to it) are read as
+// they were, the op `bshd`, and its output transposed back, which cancels
+// with the model's transpose after it. Four passes over q, k, v and the
+// output each way fewer per layer; the kernels read the rows strided.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
 #include "compiler/ConstantValues.h"
@@ -335,6 +343,33 @@ Value transposeLast(OpBuilder &b, Location loc, Value v) {
   return b.create<graph::TransposeOp>(loc, v, b.getDenseI64ArrayAttr(perm));
 }
 
+/// The permutation that swaps the last two dims but one: [..., S, H, D]
+/// and [..., H, S, D] into each other.
+SmallVector<int64_t> headsSwap(int64_t rank) {
+  SmallVector<int64_t> perm(static_cast<size_t>(rank));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
+  return perm;
+}
+
+/// The x that `v` is x transposed by headsSwap, through a chain of
+/// transposes composing to it; null when there is none.
+Value throughHeadsSwap(Value v) {
+  int64_t rank = typeOf(v).getRank();
+  if (rank < 3)
+    return {};
+  SmallVector<int64_t> swap = headsSwap(rank), perm(static_cast<size_t>(rank));
+  std::iota(perm.begin(), perm.end(), 0); // v's dim i is x's dim perm[i]
+  for (Value x = v; auto t = x.getDefiningOp<graph::TransposeOp>();) {
+    for (int64_t &d : perm)
+      d = t.getPerm()[size_t(d)];
+    x = t.getInput();
+    if (perm == swap)
+      return x;
+  }
+  return {};
+}
+
 /// An f32 scalar constant.
 Value scalarF32(OpBuilder &b, Location loc, double x) {
   auto type = RankedTensorType::get({}, b.getF32Type());
@@ -371,7 +406,7 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
     func::FuncOp func = getOperation();
     SmallVector<graph::MatmulOp> roots;
     func.walk([&](graph::MatmulOp op) { roots.push_back(op); });
-    int fused = 0, causal = 0, biased = 0;
+    int fused = 0, causal = 0, biased = 0, inPlace = 0;
     MaskReader masks;
     for (graph::MatmulOp pv : roots) {
       if (!pv->getBlock()) // consumed by an earlier match
@@ -384,10 +419,22 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
       Value k = m->k ? m->k : transposeLast(b, loc, m->kTransposed);
       Value v = m->v ? m->v : transposeLast(b, loc, m->vTransposed);
       Value bias = m->bias ? buildBias(b, loc, *m->bias, m->scoresShape) : Value();
-      auto attention = b.create<graph::AttentionOp>(loc, m->q, k, v, bias,
+      Value q = m->q;
+      Value qs = throughHeadsSwap(q), ks = throughHeadsSwap(k), vs = throughHeadsSwap(v);
+      bool bshd = qs && ks && vs;
+      if (bshd)
+        q = qs, k = ks, v = vs;
+      auto attention = b.create<graph::AttentionOp>(loc, q, k, v, bias,
                                                     b.getF64FloatAttr(m->scale),
-                                                    b.getBoolAttr(m->causal));
-      pv.getOutput().replaceAllUsesWith(attention.getOutput());
+                                                    b.getBoolAttr(m->causal),
+                                                    bshd ? b.getUnitAttr() : UnitAttr());
+      Value output = attention.getOutput();
+      if (bshd) { // back to what the model reads; its own transpose cancels it
+        SmallVector<int64_t> swap = headsSwap(typeOf(output).getRank());
+        output = b.create<graph::TransposeOp>(loc, output, b.getDenseI64ArrayAttr(swap));
+        ++inPlace;
+      }
+      pv.getOutput().replaceAllUsesWith(output);
       pv.erase();
       for (Operation *dead : m->interior) // users first; masks are left to cleanup
         dead->erase();
@@ -402,7 +449,11 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
                                       " with their mask as a bias operand"
                                 : std::string()) +
                         ") computed as one op each, flash style: no scores tensor, the "
-                        "backward recomputes them");
+                        "backward recomputes them" +
+                        (inPlace ? "; " + std::to_string(inPlace) +
+                                       " read q, k, v and write their output as [batch, seq, "
+                                       "heads, dim], no transposes around them"
+                                 : std::string()));
   }
 };
 

@@ -659,6 +659,7 @@ private:
           at->set_scale(a.getScale().convertToDouble());
           at->set_causal(a.getCausal());
           at->set_bias(bool(a.getBias()));
+          at->set_bshd(a.getBshd());
           return success();
         })
         .Case([&](graph::AttentionBackwardOp a) -> LogicalResult {
@@ -666,6 +667,7 @@ private:
           at->set_scale(a.getScale().convertToDouble());
           at->set_causal(a.getCausal());
           at->set_bias(bool(a.getBias()));
+          at->set_bshd(a.getBshd());
           return success();
         })
         .Case([&](graph::TopKOp t) -> LogicalResult {

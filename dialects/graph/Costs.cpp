@@ -103,10 +103,12 @@ OpCost MatmulOp::cost() {
 namespace {
 /// Attention's (query, key) pairs that are scored: every one, or under a
 /// causal mask those with j <= i + Sk - Sq; times the leading dims.
-double attentionPairs(Value q, Value k, bool causal) {
-  auto qt = cast<RankedTensorType>(q.getType()), kt = cast<RankedTensorType>(k.getType());
-  int64_t sq = qt.getDimSize(qt.getRank() - 2), sk = kt.getDimSize(kt.getRank() - 2);
-  double rows = double(qt.getNumElements() / std::max<int64_t>(1, qt.getShape().back() * sq));
+double attentionPairs(Value q, Value k, bool causal, bool bshd) {
+  auto qt = cast<RankedTensorType>(q.getType());
+  SmallVector<int64_t, 4> qs = headsFirst(qt.getShape(), bshd),
+                          ks = headsFirst(cast<RankedTensorType>(k.getType()).getShape(), bshd);
+  int64_t sq = qs[qs.size() - 2], sk = ks[ks.size() - 2];
+  double rows = double(qt.getNumElements() / std::max<int64_t>(1, qs.back() * sq));
   double pairs = 0;
   for (int64_t i = 0; i < sq; ++i)
     pairs += double(causal ? std::clamp<int64_t>(i + sk - sq + 1, 0, sk) : sk);
@@ -119,12 +121,14 @@ int64_t lastDim(Value v) { return cast<RankedTensorType>(v.getType()).getShape()
 // It reads q, k, v and writes the output and lse: no scores in memory.
 OpCost AttentionOp::cost() {
   double perPair = 2.0 * double(lastDim(getQ()) + lastDim(getV())) + 5;
-  return make(*this, perPair * attentionPairs(getQ(), getK(), getCausal()), OpCost::Matmul);
+  return make(*this, perPair * attentionPairs(getQ(), getK(), getCausal(), getBshd()),
+              OpCost::Matmul);
 }
 // The scores again, then dp = dy v^T, dv += p^T dy, dq += ds k, dk += ds^T q.
 OpCost AttentionBackwardOp::cost() {
   double perPair = 2.0 * double(3 * lastDim(getQ()) + 2 * lastDim(getV())) + 8;
-  return make(*this, perPair * attentionPairs(getQ(), getK(), getCausal()), OpCost::Matmul);
+  return make(*this, perPair * attentionPairs(getQ(), getK(), getCausal(), getBshd()),
+              OpCost::Matmul);
 }
 
 // The product's, then per output element the bias (1) and the activation.

@@ -681,7 +681,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
   }
   auto grads = b.create<AttentionBackwardOp>(
       getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()}, getQ(), getK(),
-      getV(), getOutput(), getLse(), rg[0], getBias(), getScaleAttr(), getCausalAttr());
+      getV(), getOutput(), getLse(), rg[0], getBias(), getScaleAttr(), getCausalAttr(),
+      getBshdAttr());
   g.assign({grads.getGradQ(), grads.getGradK(), grads.getGradV()});
   if (getBias())
     g.push_back(Value());

@@ -402,20 +402,32 @@ LogicalResult MatmulBiasOp::verify() {
   return success();
 }
 
+SmallVector<int64_t, 4> headsFirst(ArrayRef<int64_t> shape, bool bshd) {
+  SmallVector<int64_t, 4> dims(shape);
+  if (bshd && dims.size() >= 3)
+    std::swap(dims[dims.size() - 3], dims[dims.size() - 2]);
+  return dims;
+}
+
 namespace {
-/// Attention's operands: q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv],
-/// one element type, the same leading dims; the output's type and lse's.
-LogicalResult attentionTypes(std::optional<Location> loc, Value qv, Value kv, Value vv,
+/// Attention's operands: q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]
+/// (with `bshd`, [..., S, H, D]: checked as [..., H, S, D]), one element
+/// type, the same leading dims; the output's type and lse's.
+LogicalResult attentionTypes(std::optional<Location> loc, Value qv, Value kv, Value vv, bool bshd,
                              SmallVectorImpl<Type> &types) {
-  auto q = staticTensor(loc, qv, "q"), k = staticTensor(loc, kv, "k"),
-       v = staticTensor(loc, vv, "v");
-  if (failed(q) || failed(k) || failed(v))
+  auto qt = staticTensor(loc, qv, "q"), kt = staticTensor(loc, kv, "k"),
+       vt = staticTensor(loc, vv, "v");
+  if (failed(qt) || failed(kt) || failed(vt))
     return failure();
-  int64_t rank = q->getRank();
-  if (rank < 2 || k->getRank() != rank || v->getRank() != rank)
-    return emitOptionalError(loc, "attention's q, k and v need one rank >= 2, got ",
-                             shapeToString(q->getShape()), ", ", shapeToString(k->getShape()),
-                             ", ", shapeToString(v->getShape()));
+  int64_t rank = qt->getRank();
+  if (rank < (bshd ? 3 : 2) || kt->getRank() != rank || vt->getRank() != rank)
+    return emitOptionalError(loc, "attention's q, k and v need one rank >= ", bshd ? 3 : 2,
+                             ", got ", shapeToString(qt->getShape()), ", ",
+                             shapeToString(kt->getShape()), ", ", shapeToString(vt->getShape()));
+  auto view = [&](RankedTensorType t) {
+    return RankedTensorType::get(headsFirst(t.getShape(), bshd), t.getElementType());
+  };
+  std::optional<RankedTensorType> q = view(*qt), k = view(*kt), v = view(*vt);
   if (k->getElementType() != q->getElementType() || v->getElementType() != q->getElementType())
     return emitOptionalError(loc, "attention's q, k and v element types differ");
   ArrayRef<int64_t> lead = q->getShape().drop_back(2);
@@ -423,11 +435,12 @@ LogicalResult attentionTypes(std::optional<Location> loc, Value qv, Value kv, Va
       k->getShape().back() != q->getShape().back() ||
       v->getDimSize(rank - 2) != k->getDimSize(rank - 2))
     return emitOptionalError(loc, "attention's shapes do not fit q [..., Sq, D], k [..., Sk, D], "
-                             "v [..., Sk, Dv]: ", shapeToString(q->getShape()), ", ",
-                             shapeToString(k->getShape()), ", ", shapeToString(v->getShape()));
+                             "v [..., Sk, Dv]", bshd ? " (bshd: [..., S, H, D])" : "", ": ",
+                             shapeToString(qt->getShape()), ", ", shapeToString(kt->getShape()),
+                             ", ", shapeToString(vt->getShape()));
   SmallVector<int64_t> shape(q->getShape());
   shape.back() = v->getShape().back();
-  types.push_back(RankedTensorType::get(shape, q->getElementType()));
+  types.push_back(RankedTensorType::get(headsFirst(shape, bshd), q->getElementType()));
   shape.pop_back();
   types.push_back(RankedTensorType::get(shape, Float32Type::get(q->getContext())));
   return success();
@@ -436,22 +449,24 @@ LogicalResult attentionTypes(std::optional<Location> loc, Value qv, Value kv, Va
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return attentionTypes(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), types);
+  return attentionTypes(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(),
+                        bool(adaptor.getBshd()), types);
 }
 
 namespace {
 /// Attention's bias, if any: f32 of q's rank, broadcast to the scores
-/// [..., Sq, Sk] (each leading dim q's or 1, then Sq or 1, then Sk).
-LogicalResult verifyAttentionBias(Operation *op, Value q, Value k, Value bias) {
+/// [..., H, Sq, Sk] (each leading dim q's or 1, then Sq or 1, then Sk).
+LogicalResult verifyAttentionBias(Operation *op, Value q, Value k, Value bias, bool bshd) {
   if (!bias)
     return success();
-  auto b = cast<RankedTensorType>(bias.getType()), qt = cast<RankedTensorType>(q.getType());
-  int64_t rank = qt.getRank();
+  auto b = cast<RankedTensorType>(bias.getType());
+  SmallVector<int64_t, 4> qs = headsFirst(cast<RankedTensorType>(q.getType()).getShape(), bshd);
+  int64_t rank = int64_t(qs.size());
   if (!b.getElementType().isF32() || b.getRank() != rank)
     return op->emitOpError("bias must be f32 of q's rank (") << rank << "), got " << b;
-  int64_t sk = cast<RankedTensorType>(k.getType()).getDimSize(rank - 2);
+  int64_t sk = headsFirst(cast<RankedTensorType>(k.getType()).getShape(), bshd)[rank - 2];
   for (int64_t d = 0; d + 1 < rank; ++d)
-    if (b.getDimSize(d) != 1 && b.getDimSize(d) != qt.getDimSize(d))
+    if (b.getDimSize(d) != 1 && b.getDimSize(d) != qs[size_t(d)])
       return op->emitOpError("bias ") << b << " does not broadcast to the scores";
   if (b.getDimSize(rank - 1) != sk)
     return op->emitOpError("bias must end in the keys' count ") << sk << ", got " << b;
@@ -463,12 +478,12 @@ LogicalResult AttentionOp::verify() {
   double scale = getScale().convertToDouble();
   if (!(scale > 0) || !std::isfinite(scale))
     return emitOpError("scale must be positive and finite, got ") << scale;
-  return verifyAttentionBias(*this, getQ(), getK(), getBias());
+  return verifyAttentionBias(*this, getQ(), getK(), getBias(), getBshd());
 }
 
 LogicalResult AttentionBackwardOp::verify() {
   SmallVector<Type> forward;
-  if (failed(attentionTypes(getLoc(), getQ(), getK(), getV(), forward)))
+  if (failed(attentionTypes(getLoc(), getQ(), getK(), getV(), getBshd(), forward)))
     return failure();
   if (getOutput().getType() != forward[0] || getGradOutput().getType() != forward[0])
     return emitOpError("output and grad_output must be ") << forward[0];
@@ -477,7 +492,7 @@ LogicalResult AttentionBackwardOp::verify() {
   if (getGradQ().getType() != getQ().getType() || getGradK().getType() != getK().getType() ||
       getGradV().getType() != getV().getType())
     return emitOpError("the gradients must have q's, k's and v's types");
-  return verifyAttentionBias(*this, getQ(), getK(), getBias());
+  return verifyAttentionBias(*this, getQ(), getK(), getBias(), getBshd());
 }
 
 LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

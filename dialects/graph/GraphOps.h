@@ -92,6 +92,11 @@ mlir::LogicalResult inferPoolType(std::optional<mlir::Location> loc,
 llvm::SmallVector<int64_t, 4> toChannelsLast(llvm::ArrayRef<int64_t> nchw);
 llvm::SmallVector<int64_t, 4> fromChannelsLast(llvm::ArrayRef<int64_t> nhwc);
 
+/// An attention operand's dims as [..., H, S, D] whatever its layout: with
+/// `bshd`, [..., S, H, D] with its last two but one swapped (and back:
+/// the swap is its own inverse).
+llvm::SmallVector<int64_t, 4> headsFirst(llvm::ArrayRef<int64_t> shape, bool bshd);
+
 } // namespace dtc::graph
 
 #define GET_OP_CLASSES

@@ -416,10 +416,16 @@ def Graph_AttentionOp : Graph_InferredOp<"attention"> {
     type) is each row's log-sum-exp of its scaled, biased scores, which the
     backward reads instead of the probabilities. Formed by
     dtc-fuse-attention from the ops that spell it out.
+
+    `bshd`: q, k, v and the output hold the heads after the sequence, [...,
+    S, H, D], as the projections before and after attention make them (no
+    transposes around it); the scores are those of each leading index and
+    head as before, so lse and the bias keep their [..., H, Sq(, Sk)] forms.
   }];
   let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k, Graph_FloatTensor:$v,
                        Optional<Graph_FloatTensor>:$bias,
-                       F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
+                       F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       UnitAttr:$bshd);
   let results = (outs Graph_FloatTensor:$output, Graph_FloatTensor:$lse);
   let hasVerifier = 1;
 }
@@ -429,7 +435,8 @@ def Graph_AttentionBackwardOp : Graph_Op<"attention_backward"> {
   let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k, Graph_FloatTensor:$v,
                        Graph_FloatTensor:$output, Graph_FloatTensor:$lse,
                        Graph_FloatTensor:$grad_output, Optional<Graph_FloatTensor>:$bias,
-                       F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
+                       F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       UnitAttr:$bshd);
   let results = (outs Graph_FloatTensor:$grad_q, Graph_FloatTensor:$grad_k,
                       Graph_FloatTensor:$grad_v);
   let hasVerifier = 1;

@@ -275,24 +275,29 @@ namespace {
 /// forward's queries are independent but for a causal mask's offset, so
 /// without one they split too. A bias splits with the scores along the
 /// dims it has (not those it broadcasts).
+/// With `bshd` the rule is made for the heads-first view of q, k, v and the
+/// output (headsFirst) and their dims swapped back; lse and the bias are
+/// heads-first either way.
 ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
-                           bool splitQueries) {
+                           bool splitQueries, bool bshd) {
   ShardingRule rule;
-  ArrayRef<int64_t> qs = shapeOf(q);
+  SmallVector<int64_t, 4> qs = headsFirst(shapeOf(q), bshd);
   size_t lead = qs.size() - 2;
-  SmallVector<int> ids = parallelFactors(rule, qs.drop_back(2));
+  SmallVector<int> ids = parallelFactors(rule, ArrayRef<int64_t>(qs).drop_back(2));
   int sq = rule.add(qs[lead], false, !splitQueries);
-  int sk = rule.add(shapeOf(k)[lead], false, true);
+  int sk = rule.add(headsFirst(shapeOf(k), bshd)[lead], false, true);
   int d = rule.add(qs.back(), false, true);
   int dv = rule.add(shapeOf(v).back(), false, true);
-  auto dims = [&](std::initializer_list<int> last) {
+  auto dims = [&](std::initializer_list<int> last, bool layout = true) {
     Dims result = single(ids);
     for (int f : last)
       result.push_back({f});
+    if (bshd && layout)
+      std::swap(result[result.size() - 3], result[result.size() - 2]);
     return result;
   };
   Dims qDims = dims({sq, d}), kDims = dims({sk, d}), vDims = dims({sk, dv}),
-       outDims = dims({sq, dv}), lseDims = dims({sq});
+       outDims = dims({sq, dv}), lseDims = dims({sq}, false);
   rule.operands = {qDims, kDims, vDims};
   bool backward = isa<AttentionBackwardOp>(op);
   if (backward) // output, lse, grad_output
@@ -316,10 +321,10 @@ ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
 } // namespace
 
 ShardingRule AttentionOp::shardingRule() {
-  return attentionRule(*this, getQ(), getK(), getV(), getBias(), !getCausal());
+  return attentionRule(*this, getQ(), getK(), getV(), getBias(), !getCausal(), getBshd());
 }
 ShardingRule AttentionBackwardOp::shardingRule() {
-  return attentionRule(*this, getQ(), getK(), getV(), getBias(), false);
+  return attentionRule(*this, getQ(), getK(), getV(), getBias(), false, getBshd());
 }
 
 ShardingRule Conv2DOp::shardingRule() {

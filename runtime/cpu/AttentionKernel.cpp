@@ -9,6 +9,8 @@
 // 16-bit inputs are widened a matrix at a time and results rounded once.
 // A bias (f32, broadcast to the scores) is added to each tile's scaled
 // scores; a row it hides entirely (-inf) is 0, as a causal row with no key.
+// With `bshd` (q, k, v and the output [..., S, H, D]) each head's rows are
+// gathered into a matrix of their own and its results scattered back.
 //
 //===----------------------------------------------------------------------===//
 #include "plan/DType.h"
@@ -33,6 +35,10 @@ struct Dims {
   int64_t batch = 1, sq = 0, sk = 0, d = 0, dv = 0;
   double scale = 1;
   bool causal = false;
+  /// [..., S, H, D] operands: leading index b is head b % heads of outer
+  /// index b / heads.
+  bool bshd = false;
+  int64_t heads = 1;
   /// With a bias: where each leading index's [Sq or 1, Sk] of it starts,
   /// and the step between its rows (0 when one row serves every query).
   std::vector<int64_t> biasAt;
@@ -54,21 +60,40 @@ bool sameLead(const plan::TensorType &a, const plan::TensorType &b) {
          std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin());
 }
 
+/// `type` as [..., H, S, D]: its dims 3rd and 2nd from last swapped when
+/// `bshd`.
+plan::TensorType headsFirst(plan::TensorType type, bool bshd) {
+  int r = type.shape_size();
+  if (bshd && r >= 3) {
+    int64_t s = type.shape(r - 3);
+    type.set_shape(r - 3, type.shape(r - 2));
+    type.set_shape(r - 2, s);
+  }
+  return type;
+}
+
 /// Reads q, k, v's shapes (and checks the rest against them).
 bool readDims(const plan::Attention &attr, bool backward, const KernelTypes &types, Dims &dims,
               std::string &error) {
-  const auto &q = types.inputs[0], &k = types.inputs[1], &v = types.inputs[2];
+  dims.bshd = attr.bshd();
+  const plan::TensorType q = headsFirst(types.inputs[0], dims.bshd),
+                         k = headsFirst(types.inputs[1], dims.bshd),
+                         v = headsFirst(types.inputs[2], dims.bshd);
   for (const plan::TensorType *t : {&q, &k, &v})
     if (!checkDType(t->dtype(), {plan::F32, plan::BF16, plan::F16}, error))
       return false;
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
     return refuse(error, "q, k and v must share one dtype");
   int r = q.shape_size();
-  if (r < 2 || !sameLead(q, k) || !sameLead(q, v) || k.shape(r - 1) != q.shape(r - 1) ||
-      v.shape(r - 2) != k.shape(r - 2))
-    return refuse(error, "shapes " + shapeString(q) + ", " + shapeString(k) + ", " +
-                             shapeString(v) + " are not q [..., Sq, D], k [..., Sk, D], "
-                             "v [..., Sk, Dv]");
+  if (r < (dims.bshd ? 3 : 2) || !sameLead(q, k) || !sameLead(q, v) ||
+      k.shape(r - 1) != q.shape(r - 1) || v.shape(r - 2) != k.shape(r - 2))
+    return refuse(error, "shapes " + shapeString(types.inputs[0]) + ", " +
+                             shapeString(types.inputs[1]) + ", " + shapeString(types.inputs[2]) +
+                             (dims.bshd ? " are not q [..., Sq, H, D], k [..., Sk, H, D], "
+                                          "v [..., Sk, H, Dv]"
+                                        : " are not q [..., Sq, D], k [..., Sk, D], "
+                                          "v [..., Sk, Dv]"));
+  dims.heads = dims.bshd ? q.shape(r - 3) : 1;
   Shape shape = shapeOf(q);
   dims.batch = product(shape, 0, size_t(r - 2));
   dims.sq = q.shape(r - 2), dims.d = q.shape(r - 1), dims.sk = k.shape(r - 2);
@@ -124,30 +149,64 @@ Shape withLast(const plan::TensorType &type, std::initializer_list<int64_t> last
   return shape;
 }
 
-/// `n` elements of a `dtype` buffer from element `at`, as floats: the
-/// buffer itself when f32, else widened into `scratch`.
-const float *asFloat(plan::DType dtype, const void *data, int64_t at, int64_t n,
+/// Where leading index b's [rows, cols] matrix of an operand lies: from
+/// element `at`, its rows `ld` apart (cols, or H x cols with bshd).
+struct Matrix {
+  int64_t at = 0, ld = 0, rows = 0, cols = 0;
+  bool dense() const { return ld == cols; }
+};
+
+Matrix matrixOf(const Dims &m, int64_t b, int64_t rows, int64_t cols) {
+  if (!m.bshd)
+    return {b * rows * cols, cols, rows, cols};
+  int64_t outer = b / m.heads, head = b % m.heads;
+  return {(outer * rows * m.heads + head) * cols, m.heads * cols, rows, cols};
+}
+
+float elementOf(plan::DType dtype, const void *data, int64_t i) {
+  return dtype == plan::F32    ? static_cast<const float *>(data)[i]
+         : dtype == plan::BF16 ? float(static_cast<const BFloat16 *>(data)[i])
+                               : float(static_cast<const _Float16 *>(data)[i]);
+}
+
+/// Matrix `x` of a `dtype` buffer as dense floats: the buffer itself when
+/// f32 and dense, else gathered (and widened) into `scratch`.
+const float *asFloat(plan::DType dtype, const void *data, const Matrix &x,
                      std::vector<float> &scratch) {
-  if (dtype == plan::F32)
-    return static_cast<const float *>(data) + at;
-  scratch.resize(size_t(n));
-  for (int64_t i = 0; i < n; ++i)
-    scratch[size_t(i)] = dtype == plan::BF16
-                             ? float(static_cast<const BFloat16 *>(data)[at + i])
-                             : float(static_cast<const _Float16 *>(data)[at + i]);
+  if (dtype == plan::F32 && x.dense())
+    return static_cast<const float *>(data) + x.at;
+  scratch.resize(size_t(x.rows * x.cols));
+  for (int64_t r = 0; r < x.rows; ++r)
+    for (int64_t c = 0; c < x.cols; ++c)
+      scratch[size_t(r * x.cols + c)] = elementOf(dtype, data, x.at + r * x.ld + c);
   return scratch.data();
 }
 
-/// Writes `n` floats to a `dtype` buffer from element `at`.
-void store(plan::DType dtype, const float *from, void *data, int64_t at, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (dtype == plan::F32)
-      static_cast<float *>(data)[at + i] = from[i];
-    else if (dtype == plan::BF16)
-      static_cast<BFloat16 *>(data)[at + i] = BFloat16(from[i]);
-    else
-      static_cast<_Float16 *>(data)[at + i] = _Float16(from[i]);
-  }
+/// Where a result for matrix `x` is computed: in the f32 buffer itself
+/// when dense, else in `scratch` (then written by store).
+float *resultIn(plan::DType dtype, void *data, const Matrix &x, std::vector<float> &scratch) {
+  if (dtype == plan::F32 && x.dense())
+    return static_cast<float *>(data) + x.at;
+  scratch.resize(size_t(x.rows * x.cols));
+  return scratch.data();
+}
+
+/// Writes the dense floats of matrix `x` into a `dtype` buffer (nothing
+/// when resultIn gave the buffer itself).
+void store(plan::DType dtype, const float *from, void *data, const Matrix &x) {
+  if (dtype == plan::F32 && x.dense())
+    return;
+  for (int64_t r = 0; r < x.rows; ++r)
+    for (int64_t c = 0; c < x.cols; ++c) {
+      int64_t i = x.at + r * x.ld + c;
+      float v = from[r * x.cols + c];
+      if (dtype == plan::F32)
+        static_cast<float *>(data)[i] = v;
+      else if (dtype == plan::BF16)
+        static_cast<BFloat16 *>(data)[i] = BFloat16(v);
+      else
+        static_cast<_Float16 *>(data)[i] = _Float16(v);
+    }
 }
 
 /// The scores of query rows [i0, i0 + rows) against the first `keys` keys,
@@ -267,25 +326,28 @@ std::unique_ptr<Kernel> makeAttentionKernel(const plan::Instruction &inst,
   if (!readDims(inst.attention(), false, types, m, error))
     return nullptr;
   plan::DType dtype = types.inputs[0].dtype();
-  if (!isType(types.outputs[0], withLast(types.inputs[0], {m.sq, m.dv}), dtype) ||
-      !isType(types.outputs[1], withLast(types.inputs[0], {m.sq}), plan::F32))
-    return fail(error, "outputs must be out [..., Sq, Dv] in q's dtype and lse [..., Sq] f32");
+  const plan::TensorType q = headsFirst(types.inputs[0], m.bshd);
+  if (!isType(headsFirst(types.outputs[0], m.bshd), withLast(q, {m.sq, m.dv}), dtype) ||
+      !isType(types.outputs[1], withLast(q, {m.sq}), plan::F32))
+    return fail(error, m.bshd ? "outputs must be out [..., Sq, H, Dv] in q's dtype and lse "
+                                "[..., H, Sq] f32"
+                              : "outputs must be out [..., Sq, Dv] in q's dtype and lse "
+                                "[..., Sq] f32");
   return makeFunctionKernel([m, dtype](const void *const *in, void *const *outs,
                                        ThreadPool &pool) {
     SingleThreadedBlas single(pool);
     pool.parallelFor(m.batch, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> sq, sk, sv, so, tile;
       for (int64_t b = b0; b < b1; ++b) {
-        const float *q = asFloat(dtype, in[0], b * m.sq * m.d, m.sq * m.d, sq);
-        const float *k = asFloat(dtype, in[1], b * m.sk * m.d, m.sk * m.d, sk);
-        const float *v = asFloat(dtype, in[2], b * m.sk * m.dv, m.sk * m.dv, sv);
-        float *out = dtype == plan::F32 ? static_cast<float *>(outs[0]) + b * m.sq * m.dv
-                                        : (so.resize(size_t(m.sq * m.dv)), so.data());
+        Matrix out = matrixOf(m, b, m.sq, m.dv);
+        const float *q = asFloat(dtype, in[0], matrixOf(m, b, m.sq, m.d), sq);
+        const float *k = asFloat(dtype, in[1], matrixOf(m, b, m.sk, m.d), sk);
+        const float *v = asFloat(dtype, in[2], matrixOf(m, b, m.sk, m.dv), sv);
+        float *o = resultIn(dtype, outs[0], out, so);
         const float *bias =
             m.biasAt.empty() ? nullptr : static_cast<const float *>(in[3]) + m.biasAt[size_t(b)];
-        forward(m, q, k, v, bias, out, static_cast<float *>(outs[1]) + b * m.sq, tile);
-        if (dtype != plan::F32)
-          store(dtype, out, outs[0], b * m.sq * m.dv, m.sq * m.dv);
+        forward(m, q, k, v, bias, o, static_cast<float *>(outs[1]) + b * m.sq, tile);
+        store(dtype, o, outs[0], out);
       }
     });
   });
@@ -298,11 +360,15 @@ std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &ins
   if (!readDims(inst.attention_backward(), true, types, m, error))
     return nullptr;
   plan::DType dtype = types.inputs[0].dtype();
-  Shape out = withLast(types.inputs[0], {m.sq, m.dv});
-  if (!isType(types.inputs[3], out, dtype) || !isType(types.inputs[5], out, dtype) ||
-      !isType(types.inputs[4], withLast(types.inputs[0], {m.sq}), plan::F32))
-    return fail(error, "output and grad_output must be [..., Sq, Dv] in q's dtype, lse "
-                       "[..., Sq] f32");
+  const plan::TensorType q = headsFirst(types.inputs[0], m.bshd);
+  Shape out = withLast(q, {m.sq, m.dv});
+  if (!isType(headsFirst(types.inputs[3], m.bshd), out, dtype) ||
+      !isType(headsFirst(types.inputs[5], m.bshd), out, dtype) ||
+      !isType(types.inputs[4], withLast(q, {m.sq}), plan::F32))
+    return fail(error, m.bshd ? "output and grad_output must be [..., Sq, H, Dv] in q's "
+                                "dtype, lse [..., H, Sq] f32"
+                              : "output and grad_output must be [..., Sq, Dv] in q's dtype, "
+                                "lse [..., Sq] f32");
   for (int i = 0; i < 3; ++i)
     if (!isType(types.outputs[size_t(i)], shapeOf(types.inputs[size_t(i)]), dtype))
       return fail(error, "the gradients must have q's, k's and v's types");
@@ -311,24 +377,24 @@ std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &ins
     SingleThreadedBlas single(pool);
     pool.parallelFor(m.batch, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> s[6], grads[3], p, dp;
-      int64_t sizes[3] = {m.sq * m.d, m.sk * m.d, m.sk * m.dv};
       for (int64_t b = b0; b < b1; ++b) {
-        const float *q = asFloat(dtype, in[0], b * sizes[0], sizes[0], s[0]);
-        const float *k = asFloat(dtype, in[1], b * sizes[1], sizes[1], s[1]);
-        const float *v = asFloat(dtype, in[2], b * sizes[2], sizes[2], s[2]);
-        const float *o = asFloat(dtype, in[3], b * m.sq * m.dv, m.sq * m.dv, s[3]);
-        const float *g = asFloat(dtype, in[5], b * m.sq * m.dv, m.sq * m.dv, s[5]);
+        Matrix x[3] = {matrixOf(m, b, m.sq, m.d), matrixOf(m, b, m.sk, m.d),
+                       matrixOf(m, b, m.sk, m.dv)};
+        Matrix rows = matrixOf(m, b, m.sq, m.dv);
+        const float *q = asFloat(dtype, in[0], x[0], s[0]);
+        const float *k = asFloat(dtype, in[1], x[1], s[1]);
+        const float *v = asFloat(dtype, in[2], x[2], s[2]);
+        const float *o = asFloat(dtype, in[3], rows, s[3]);
+        const float *g = asFloat(dtype, in[5], rows, s[5]);
         const float *lse = static_cast<const float *>(in[4]) + b * m.sq;
         float *d[3];
         for (int i = 0; i < 3; ++i)
-          d[i] = dtype == plan::F32 ? static_cast<float *>(outs[i]) + b * sizes[i]
-                                    : (grads[i].resize(size_t(sizes[i])), grads[i].data());
+          d[i] = resultIn(dtype, outs[i], x[i], grads[i]);
         const float *bias =
             m.biasAt.empty() ? nullptr : static_cast<const float *>(in[6]) + m.biasAt[size_t(b)];
         backward(m, q, k, v, bias, o, lse, g, d[0], d[1], d[2], p, dp);
-        if (dtype != plan::F32)
-          for (int i = 0; i < 3; ++i)
-            store(dtype, d[i], outs[i], b * sizes[i], sizes[i]);
+        for (int i = 0; i < 3; ++i)
+          store(dtype, d[i], outs[i], x[i]);
       }
     });
   });

@@ -133,7 +133,7 @@ public:
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
     int sq = int(dims_.sq), sk = int(dims_.sk), d = int(dims_.d), dv = int(dims_.dv);
-    int causal = dims_.causal ? 1 : 0;
+    int causal = dims_.causal ? 1 : 0, heads = dims_.bshd ? int(dims_.heads) : 0;
     float scale = dims_.scale;
     CUdeviceptr q = address(inputs[0]), k = address(inputs[1]), v = address(inputs[2]);
     // The bias, last of the inputs (FlashAttention.cu's Bias).
@@ -143,8 +143,8 @@ public:
     long long outer = dims_.outerStride, inner = dims_.innerStride;
     if (forward) { // outputs: out, lse
       CUdeviceptr out = address(outputs[0]), lse = address(outputs[1]);
-      void *args[] = {&q,  &k,     &v,      &out,  &lse, &sq,  &sk,    &d,
-                      &dv, &scale, &causal, &bias, &per, &row, &outer, &inner};
+      void *args[] = {&q,      &k,     &v,    &out,  &lse, &sq,  &sk,    &d,     &dv,
+                      &scale,  &causal, &heads, &bias, &per, &row, &outer, &inner};
       return launch(steps_[0], args, error);
     }
     // Inputs q, k, v, out, lse, grad_out; outputs grad_q, grad_k, grad_v.
@@ -153,9 +153,9 @@ public:
     CUdeviceptr dq = address(outputs[0]), dk = address(outputs[1]), dvOut = address(outputs[2]);
     CUdeviceptr delta = context_.workspace;
     void *gradQ[] = {&q, &k, &v, &out, &dout, &lse, &delta, &dq, &sq, &sk, &d, &dv, &scale,
-                     &causal, &bias, &per, &row, &outer, &inner};
+                     &causal, &heads, &bias, &per, &row, &outer, &inner};
     void *gradKV[] = {&q, &k, &v, &dout, &lse, &delta, &dk, &dvOut, &sq, &sk, &d, &dv, &scale,
-                      &causal, &bias, &per, &row, &outer, &inner};
+                      &causal, &heads, &bias, &per, &row, &outer, &inner};
     return launch(steps_[0], gradQ, error) && launch(steps_[1], gradKV, error);
   }
 

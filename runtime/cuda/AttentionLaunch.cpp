@@ -80,11 +80,56 @@ bool biasLayout(const plan::TensorType &bias, const std::vector<int64_t> &lead, 
 
 } // namespace
 
+namespace {
+bool headsFirstDims(bool backward, const plan::Attention &attention,
+                    const std::vector<plan::TensorType> &operands,
+                    const std::vector<plan::TensorType> &results, AttentionDims &dims,
+                    std::string &why);
+} // namespace
+
 bool attentionDimsOf(bool backward, const plan::Attention &attention,
-                     const std::vector<plan::TensorType> &inputs,
-                     const std::vector<plan::TensorType> &outputs, AttentionDims &dims,
+                     const std::vector<plan::TensorType> &operands,
+                     const std::vector<plan::TensorType> &results, AttentionDims &dims,
                      std::string &why) {
+  if (headsFirstDims(backward, attention, operands, results, dims, why))
+    return true;
+  if (attention.bshd())
+    why += " (bshd: q, k, v, the output and the gradients read as [..., H, S, D])";
+  return false;
+}
+
+namespace {
+bool headsFirstDims(bool backward, const plan::Attention &attention,
+                    const std::vector<plan::TensorType> &operands,
+                    const std::vector<plan::TensorType> &results, AttentionDims &dims,
+                    std::string &why) {
   const char *name = backward ? "attention_backward" : "attention";
+  // bshd: q, k, v, out, grad_out and the gradients [..., S, H, D], read
+  // below as [..., H, S, D] (the kernels index their rows by the layout).
+  std::vector<plan::TensorType> inputs = operands, outputs = results;
+  if (attention.bshd()) {
+    auto swap = [&](plan::TensorType &t) {
+      int r = t.shape_size();
+      if (r < 3)
+        return false;
+      int64_t s = t.shape(r - 3);
+      t.set_shape(r - 3, t.shape(r - 2));
+      t.set_shape(r - 2, s);
+      return true;
+    };
+    bool ok = true;
+    for (size_t i : {0, 1, 2, 3, 5})
+      if (i < inputs.size() && (i < 3 || backward))
+        ok = swap(inputs[i]) && ok;
+    for (size_t i = 0; i < outputs.size() && i < (backward ? 3u : 1u); ++i)
+      ok = swap(outputs[i]) && ok;
+    if (!ok) {
+      why = std::string(name) + " bshd: q, k, v and the output need a rank of 3 or more";
+      return false;
+    }
+    dims.bshd = true;
+    dims.heads = inputs[0].shape(inputs[0].shape_size() - 3);
+  }
   size_t wantIn = (backward ? 6 : 3) + (attention.bias() ? 1 : 0), wantOut = backward ? 3 : 2;
   if (inputs.size() != wantIn || outputs.size() != wantOut) {
     why = std::string(name) + " takes " + std::to_string(wantIn) + " inputs and gives " +
@@ -160,6 +205,7 @@ bool attentionDimsOf(bool backward, const plan::Attention &attention,
   dims.scale = float(attention.scale());
   return true;
 }
+} // namespace
 
 AttentionLaunch forwardLaunch(const AttentionDims &dims) {
   return launchOf(dims, "forward", dims.sq,

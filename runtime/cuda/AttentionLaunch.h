@@ -25,6 +25,12 @@ struct AttentionDims {
   int64_t bh = 0, sq = 0, sk = 0, d = 0, dv = 0;
   bool bf16 = false, causal = false;
   float scale = 1.f;
+  /// q, k, v, out and the gradients [..., S, H, D]: head bh's row i of a
+  /// [rows, cols] operand at ((bh / heads * rows + i) * heads + bh % heads)
+  /// * cols, rows heads * cols apart. Else [..., H, S, D]: at (bh * rows +
+  /// i) * cols (heads 1).
+  bool bshd = false;
+  int64_t heads = 1;
   /// The bias (f32 [..., Sq or 1, Sk]), if any, as the kernels index it:
   /// head h's starts at (h / inner) * outerStride + (h % inner) *
   /// innerStride, its row i at i * rowStride (0: one row for all). The
@@ -48,7 +54,9 @@ struct AttentionLaunch {
 /// grad_q, grad_k, grad_v), each with its bias last when it has one; false
 /// with `why` for what the kernels do not cover: dtypes other than f32 and
 /// bf16, head dims over 128, shapes that disagree, more than 65535 heads,
-/// a bias whose broadcast dims interleave with its others.
+/// a bias whose broadcast dims interleave with its others. With bshd
+/// (Attention.bshd) q, k, v, the output and the gradients are [..., S, H,
+/// D].
 bool attentionDimsOf(bool backward, const plan::Attention &attention,
                      const std::vector<plan::TensorType> &inputs,
                      const std::vector<plan::TensorType> &outputs, AttentionDims &dims,

@@ -11,6 +11,9 @@
 // heads: tensors are [1, bh, s, d], packed, as dtc lays them out; with a
 // bias, [outer, inner, s, d] after the bias's runs of kept and broadcast
 // dims (AttentionDims), the bias [outer or 1, inner or 1, Sq or 1, Sk].
+// [..., S, H, D] operands (bshd) are [batch, H, s, d] with strides that
+// step over the heads within each row (the bias then per batch and head,
+// or one for all).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudnnAttention.h"
@@ -81,6 +84,11 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
     why = "an empty attention";
     return nullptr;
   }
+  if (dims.bshd && dims.bias && (dims.innerStride || dims.outerStride) &&
+      dims.inner != dims.heads) {
+    why = "a bias that is not per batch and head of [batch, seq, heads, dim] operands";
+    return nullptr;
+  }
   static std::once_flag once;
   std::call_once(once, [&] { fe::cudnn_dlhandle = api.library; });
 
@@ -93,15 +101,23 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
       .set_compute_data_type(fe::DataType_t::FLOAT);
   if (sm > 0)
     g.set_sm_version(sm);
-  // cuDNN's batch and heads: the bias's outer and inner runs of heads
-  // (AttentionDims) when there is one, else one batch of every head.
-  const int64_t heads = dims.bias ? dims.inner : dims.bh, batch = dims.bh / heads;
+  // cuDNN's batch and heads: [batch, seq, heads, dim] operands' (bshd);
+  // else the bias's outer and inner runs of heads (AttentionDims) when
+  // there is one, else one batch of every head.
+  const int64_t heads = dims.bshd ? dims.heads : dims.bias ? dims.inner : dims.bh,
+                batch = dims.bh / heads;
+  // q, k, v, the output and the gradients, [rows, cols] per batch and head.
+  auto strides = [&](int64_t rows, int64_t cols) -> std::vector<int64_t> {
+    if (dims.bshd)
+      return {rows * heads * cols, cols, heads * cols, 1};
+    return {heads * rows * cols, rows * cols, cols, 1};
+  };
   auto tensor = [&](const char *name, Uid uid, int64_t rows, int64_t cols) {
     return g.tensor(fe::graph::Tensor_attributes()
                         .set_name(name)
                         .set_uid(uid)
                         .set_dim({batch, heads, rows, cols})
-                        .set_stride({heads * rows * cols, rows * cols, cols, 1}));
+                        .set_stride(strides(rows, cols)));
   };
   auto lse = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t) {
     t->set_uid(Lse)
@@ -141,7 +157,7 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
         options.set_bias(bias);
       auto [out, stats] = g.sdpa(q, k, v, options);
       out->set_output(true).set_uid(Out).set_dim({batch, heads, dims.sq, dims.dv}).set_stride(
-          {heads * dims.sq * dims.dv, dims.sq * dims.dv, dims.dv, 1});
+          strides(dims.sq, dims.dv));
       stats->set_output(true);
       lse(stats);
     } else {
@@ -159,7 +175,7 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
       auto packed = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t, Uid uid,
                         int64_t rows, int64_t cols) {
         t->set_output(true).set_uid(uid).set_dim({batch, heads, rows, cols}).set_stride(
-            {heads * rows * cols, rows * cols, cols, 1});
+            strides(rows, cols));
       };
       packed(dq, GradQ, dims.sq, dims.d);
       packed(dk, GradK, dims.sk, dims.d);

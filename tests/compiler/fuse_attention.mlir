@@ -221,3 +221,53 @@ func.func @q_broadcast_by_its_number(%q: tensor<2x4x8xf32>, %k: tensor<1x2x4x8xf
   %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }
+
+// Heads split out of the projections ([B, S, H, D]) and transposed to
+// [B, H, S, D] for attention (k twice: its k^T made from [B, S, H, D]), and
+// the output transposed back: the op reads q, k and v as they were (bshd)
+// and its output is transposed back for what the model reads, which then
+// cancels with the model's own transpose.
+// CHECK-LABEL: func.func @heads_split_out
+// CHECK-SAME: 1 read q, k, v and write their output as [batch, seq, heads, dim], no transposes around them
+// CHECK: %[[O:.*]], %[[L:.*]] = graph.attention %arg0, %arg1, %arg2 {bshd, causal = true, scale = 0.3535{{[0-9]*}} : f64} : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
+// CHECK: %[[T:.*]] = graph.transpose %[[O]] {perm = array<i64: 0, 2, 1, 3>}
+// CHECK: graph.transpose %[[T]] {perm = array<i64: 0, 2, 1, 3>}
+func.func @heads_split_out(%q: tensor<2x4x3x8xf32>, %k: tensor<2x4x3x8xf32>, %v: tensor<2x4x3x8xf32>) -> tensor<2x4x3x8xf32> {
+  %qh = graph.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x8x4xf32>
+  %vh = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %s = graph.matmul %qh, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %root = graph.constant dense<2.82842712> : tensor<f32>
+  %scaled = graph.div %s, %root : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %ones = graph.constant dense<1.000000e+00> : tensor<4x4xf32>
+  %lower = graph.trilu %ones {upper = false} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %zero = graph.constant dense<0.000000e+00> : tensor<f32>
+  %hidden = graph.equal %lower, %zero : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %fill = graph.constant dense<-1.000000e+09> : tensor<f32>
+  %masked = graph.where %hidden, %fill, %scaled : (tensor<4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = graph.softmax %masked {axis = 3 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %o = graph.matmul %p, %vh : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  %back = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x4x8xf32>) -> tensor<2x4x3x8xf32>
+  return %back : tensor<2x4x3x8xf32>
+}
+
+// q read through the transpose but v not (a [B, H, S, D] argument): the
+// op stays heads first.
+// CHECK-LABEL: func.func @v_heads_first
+// CHECK: graph.attention %{{.*}}, %{{.*}}, %arg2 {causal = true, scale = 0.3535{{[0-9]*}} : f64}
+func.func @v_heads_first(%q: tensor<2x4x3x8xf32>, %k: tensor<2x4x3x8xf32>, %vh: tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32> {
+  %qh = graph.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x8x4xf32>
+  %s = graph.matmul %qh, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %root = graph.constant dense<2.82842712> : tensor<f32>
+  %scaled = graph.div %s, %root : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %ones = graph.constant dense<1.000000e+00> : tensor<4x4xf32>
+  %lower = graph.trilu %ones {upper = false} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %zero = graph.constant dense<0.000000e+00> : tensor<f32>
+  %hidden = graph.equal %lower, %zero : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %fill = graph.constant dense<-1.000000e+09> : tensor<f32>
+  %masked = graph.where %hidden, %fill, %scaled : (tensor<4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = graph.softmax %masked {axis = 3 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %o = graph.matmul %p, %vh : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %o : tensor<2x3x4x8xf32>
+}

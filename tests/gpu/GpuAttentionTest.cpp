@@ -227,6 +227,45 @@ TEST_F(GpuAttention, ForwardAndBackwardAgainstADoubleReference) {
     }
 }
 
+// q, k, v and the output as [..., S, H, D] (bshd, the heads their last
+// leading dim): the kernels read and write the rows strided; each result,
+// moved back, is the reference's.
+TEST_F(GpuAttention, HeadsAfterTheSequenceAgainstADoubleReference) {
+  for (Kernels kernels : {Kernels::Flash, Kernels::Cudnn})
+    for (const Case &c : cases()) {
+      if (kernels == Kernels::Cudnn && !cudnnTakes(c))
+        continue;
+      std::mt19937 rng(9);
+      SCOPED_TRACE(c.name() + " bshd" +
+                   (kernels == Kernels::Cudnn ? " on cuDNN" : " on flash kernels"));
+      double bound = c.dtype == plan::BF16 ? 2e-2 : 1e-4;
+      Problem p(c, rng);
+      BshdProblem t(p, c);
+      const int64_t h = t.heads;
+      std::vector<Values> got = runOnGpu(gpu_, kernels, t.forward, t.forwardInputs(),
+                                         t.forwardValues(), {t.outType, t.lseType});
+      ASSERT_EQ(got.size(), 2u);
+      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v, p.bias);
+      std::string where;
+      EXPECT_LE(worstError(swapHeads(got[0], h, c.sq, c.dv, true), r.out, 0.0, where), bound)
+          << "out, " << where;
+      EXPECT_LE(worstError(got[1], r.lse, 1.0, where), c.dtype == plan::BF16 ? 1e-3 : 1e-4)
+          << "lse, " << where;
+      p.fromReference(c, r);
+      t.withOutOf(p, c);
+      std::vector<Values> grads = runOnGpu(gpu_, kernels, t.backward, t.backwardInputs(),
+                                           t.backwardValues(), t.qkv);
+      ASSERT_EQ(grads.size(), 3u);
+      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r, p.bias);
+      EXPECT_LE(worstError(swapHeads(grads[0], h, c.sq, c.d, true), r.dq, 0.0, where), bound)
+          << "grad_q, " << where;
+      EXPECT_LE(worstError(swapHeads(grads[1], h, c.sk, c.d, true), r.dk, 0.0, where), bound)
+          << "grad_k, " << where;
+      EXPECT_LE(worstError(swapHeads(grads[2], h, c.sk, c.dv, true), r.dv, 0.0, where), bound)
+          << "grad_v, " << where;
+    }
+}
+
 TEST_F(GpuAttention, WhatTheKernelsDoNotCoverIsRefusedWithWhy) {
   plan::Instruction inst;
   inst.mutable_attention()->set_scale(0.1);

@@ -78,6 +78,49 @@ TEST(AttentionKernel, ForwardAndBackwardAgainstADoubleReference) {
     }
 }
 
+// [..., S, H, D] operands (bshd) give each head the results the heads-first
+// layout gives it: the kernels gather a head's rows and scatter its results.
+TEST(AttentionKernel, HeadsAfterTheSequenceGiveTheSameResults) {
+  std::mt19937 rng(13);
+  for (const Case &c : cases())
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(c.name() + ", " + std::to_string(threads) + " threads");
+      double bound = c.dtype == plan::BF16 ? 4e-3 : 1e-6; // a rounding, an f32 ulp
+      Problem p(c, rng);
+      BshdProblem t(p, c);
+      std::vector<Values> want = runOnCpu(p.forward, p.forwardInputs(), p.forwardValues(),
+                                          {p.outType, p.lseType}, threads);
+      std::vector<Values> got = runOnCpu(t.forward, t.forwardInputs(), t.forwardValues(),
+                                         {t.outType, t.lseType}, threads);
+      ASSERT_EQ(got.size(), 2u);
+      int64_t h = t.heads;
+      auto expect = [&](const Values &bshd, const Values &first, int64_t rows, int64_t cols,
+                        const char *what) {
+        Values moved = swapHeads(bshd, h, rows, cols, true);
+        std::vector<double> reference(first.begin(), first.end());
+        std::string where;
+        EXPECT_LE(worstError(moved, reference, 0.0, where), bound) << what << ", " << where;
+      };
+      expect(got[0], want[0], c.sq, c.dv, "out");
+      std::string where;
+      EXPECT_LE(worstError(got[1], std::vector<double>(want[1].begin(), want[1].end()), 1.0,
+                           where),
+                1e-6)
+          << "lse, " << where;
+
+      p.fromReference(c, forwardReference(c, p.scale, p.q, p.k, p.v, p.bias));
+      t.withOutOf(p, c);
+      std::vector<Values> wantGrads =
+          runOnCpu(p.backward, p.backwardInputs(), p.backwardValues(), p.qkv, threads);
+      std::vector<Values> grads =
+          runOnCpu(t.backward, t.backwardInputs(), t.backwardValues(), t.qkv, threads);
+      ASSERT_EQ(grads.size(), 3u);
+      expect(grads[0], wantGrads[0], c.sq, c.d, "grad_q");
+      expect(grads[1], wantGrads[1], c.sk, c.d, "grad_k");
+      expect(grads[2], wantGrads[2], c.sk, c.dv, "grad_v");
+    }
+}
+
 TEST(AttentionKernel, RefusesWhatDoesNotFitWithWhy) {
   Case c{{2}, 4, 5, 8, 6, false, plan::F32};
   plan::Instruction inst;
@@ -115,6 +158,21 @@ TEST(AttentionKernel, RefusesWhatDoesNotFitWithWhy) {
   EXPECT_EQ(refused(biased, {q, k, v, c.type({1, 5}, plan::BF16)}, {out, lse}),
             "attention: bias bf16[2,1,5] is not f32 broadcasting to the scores [..., Sq, Sk] of "
             "q [2,4,8]");
+  // bshd: q [..., Sq, H, D], the scores still [..., H, Sq, Sk].
+  plan::Instruction bshd = inst;
+  bshd.mutable_attention()->set_bshd(true);
+  EXPECT_EQ(refused(bshd, {q, k, v}, {out, lse}),
+            "attention: shapes [2,4,8], [2,5,8], [2,5,6] are not q [..., Sq, H, D], k [..., Sk, "
+            "H, D], v [..., Sk, H, Dv]");
+  Case c3{{2}, 4, 4, 8, 8, false, plan::F32};
+  auto q3 = c3.type({4, 3, 8}, plan::F32), out3 = c3.type({4, 3, 8}, plan::F32);
+  EXPECT_NE(runtime::cpu::makeKernel(bshd, {q3, q3, q3}, {out3, c3.type({3, 4}, plan::F32)},
+                                     error),
+            nullptr)
+      << error;
+  EXPECT_EQ(refused(bshd, {q3, q3, q3}, {out3, c3.type({4, 3}, plan::F32)}),
+            "attention: outputs must be out [..., Sq, H, Dv] in q's dtype and lse [..., H, Sq] "
+            "f32");
   plan::Instruction zero;
   zero.mutable_attention()->set_scale(0);
   EXPECT_EQ(refused(zero, {q, k, v}, {out, lse}), "attention: scale must be positive and finite");

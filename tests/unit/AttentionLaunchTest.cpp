@@ -210,6 +210,34 @@ TEST(AttentionLaunch, DimsComeFromTheOperandsAndWhatIsNotCoveredIsRefused) {
   EXPECT_EQ(forwardLaunch(dims).entry, "dtc_attention_forward_bf16");
   EXPECT_EQ(gradQLaunch(dims).entry, "dtc_attention_grad_q_bf16");
   EXPECT_EQ(gradKVLaunch(dims).entry, "dtc_attention_grad_kv_bf16");
+
+  // bshd: q, k, v, out and the gradients [B, S, H, D]; lse [B, H, Sq].
+  plan::Attention bshd = attention;
+  bshd.set_bshd(true);
+  std::vector<plan::TensorType> rowsIn = {f32({2, 100, 12, 64}), f32({2, 80, 12, 64}),
+                                          f32({2, 80, 12, 40})};
+  std::vector<plan::TensorType> rowsOut = {f32({2, 100, 12, 40}), f32({2, 12, 100})};
+  AttentionDims rows;
+  ASSERT_TRUE(attentionDimsOf(false, bshd, rowsIn, rowsOut, rows, why)) << why;
+  EXPECT_TRUE(rows.bshd);
+  EXPECT_EQ(rows.heads, 12);
+  EXPECT_EQ(rows.bh, 24);
+  EXPECT_EQ(rows.sq, 100);
+  EXPECT_EQ(rows.sk, 80);
+  EXPECT_EQ(rows.d, 64);
+  EXPECT_EQ(rows.dv, 40);
+  std::vector<plan::TensorType> rowsBackIn = {rowsIn[0], rowsIn[1], rowsIn[2],
+                                              rowsOut[0], rowsOut[1], rowsOut[0]};
+  ASSERT_TRUE(attentionDimsOf(true, bshd, rowsBackIn, rowsIn, rows, why)) << why;
+  AttentionDims unused;
+  EXPECT_FALSE(attentionDimsOf(false, bshd, in, out, unused, why)); // heads-first shapes
+  EXPECT_NE(why.find("k is f32[2,80,12,64], expected f32[2,100,12,64] (bshd: q, k, v, the "
+                     "output and the gradients read as [..., H, S, D])"),
+            std::string::npos)
+      << why;
+  EXPECT_FALSE(attentionDimsOf(false, bshd, {f32({4, 8}), f32({4, 8}), f32({4, 8})},
+                               {f32({4, 8}), f32({4})}, unused, why));
+  EXPECT_NE(why.find("rank of 3 or more"), std::string::npos) << why;
 }
 
 // The kernels index the bias as (h / inner) * outerStride + (h % inner) *

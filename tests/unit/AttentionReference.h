@@ -346,6 +346,54 @@ struct Problem {
   }
 };
 
+/// Values of [..., H, rows, cols] (H the last leading dim) as [..., rows,
+/// H, cols]; `back` the other way.
+inline Values swapHeads(const Values &x, int64_t heads, int64_t rows, int64_t cols,
+                        bool back = false) {
+  Values y(x.size());
+  int64_t matrix = heads * rows * cols;
+  for (int64_t at = 0; at < int64_t(x.size()); at += matrix)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          size_t first = size_t(at + (h * rows + r) * cols + c),
+                 after = size_t(at + (r * heads + h) * cols + c);
+          y[back ? first : after] = x[back ? after : first];
+        }
+  return y;
+}
+
+/// A type's last two dims but one swapped.
+inline plan::TensorType swapHeads(plan::TensorType t) {
+  int r = t.shape_size();
+  int64_t s = t.shape(r - 3);
+  t.set_shape(r - 3, t.shape(r - 2));
+  t.set_shape(r - 2, s);
+  return t;
+}
+
+/// `p` with q, k, v, the output and its gradient as [..., S, H, D] (the
+/// instructions' `bshd`): the same scores, so every result is p's, moved.
+/// Its `out` is set from p's by withOutOf once p has one.
+struct BshdProblem : Problem {
+  int64_t heads;
+  BshdProblem(const Problem &p, const Case &c) : Problem(p), heads(c.lead.back()) {
+    forward.mutable_attention()->set_bshd(true);
+    backward.mutable_attention_backward()->set_bshd(true);
+    q = swapHeads(p.q, heads, c.sq, c.d);
+    k = swapHeads(p.k, heads, c.sk, c.d);
+    v = swapHeads(p.v, heads, c.sk, c.dv);
+    dout = swapHeads(p.dout, heads, c.sq, c.dv);
+    for (plan::TensorType &t : qkv)
+      t = swapHeads(t);
+    outType = swapHeads(outType);
+  }
+  void withOutOf(const Problem &p, const Case &c) {
+    out = swapHeads(p.out, heads, c.sq, c.dv);
+    lse = p.lse;
+  }
+};
+
 } // namespace dtc::attentiontest
 
 #endif // DTC_TESTS_UNIT_ATTENTIONREFERENCE_H

@@ -88,6 +88,36 @@ TEST_F(CudnnAttentionGraphs, BiasedGraphsValidate) {
       }
 }
 
+// [batch, seq, heads, dim] operands (bshd): strided heads, with no bias, a
+// padding bias per batch, and one per batch and head; a bias whose run of
+// heads is not the operands' is refused before cuDNN.
+TEST_F(CudnnAttentionGraphs, HeadsAfterTheSequenceValidate) {
+  const int64_t heads = 12, sq = 1024;
+  struct Bias {
+    bool on;
+    int64_t inner, outerStride, innerStride;
+  };
+  for (int sm : {80, 90})
+    for (Bias b : {Bias{false, 1, 0, 0}, Bias{true, heads, sq, 0},
+                   Bias{true, heads, heads * sq, sq}})
+      for (bool backward : {false, true}) {
+        AttentionDims dims = dimsOf(8 * heads, sq, sq, 64, !b.on);
+        dims.bshd = true, dims.heads = heads;
+        dims.bias = b.on, dims.inner = b.inner;
+        dims.outerStride = b.outerStride, dims.innerStride = b.innerStride;
+        std::string why;
+        EXPECT_NE(CudnnAttention::describe(*api_, dims, backward, sm, why), nullptr)
+            << "sm_" << sm << (b.on ? " bias" : "") << (backward ? " backward" : "") << ": "
+            << why;
+      }
+  AttentionDims odd = dimsOf(8 * heads, 64, 64, 64, false);
+  odd.bshd = true, odd.heads = heads, odd.bias = true;
+  odd.inner = 8 * heads, odd.innerStride = 64 * 64;
+  std::string why;
+  EXPECT_EQ(CudnnAttention::describe(*api_, odd, false, 90, why), nullptr);
+  EXPECT_NE(why.find("not per batch and head"), std::string::npos) << why;
+}
+
 TEST_F(CudnnAttentionGraphs, HeadDimsPastCudnnsLimitAreRefusedWithTheFrontendsReason) {
   // The backward's: 256 on sm_90, 128 on sm_80.
   std::string why;

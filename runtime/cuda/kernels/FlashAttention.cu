@@ -41,27 +41,43 @@ template <typename T> __device__ inline T fromFloat(float x);
 template <> __device__ inline float fromFloat<float>(float x) { return x; }
 template <> __device__ inline bf16 fromFloat<bf16>(float x) { return __float2bfloat16_rn(x); }
 
-/// `rows` x `cols` of a row-major source with `cols` columns into shared
-/// rows of stride `ld`, zero-filled to `tileRows` x `padCols`; 16-byte
-/// loads where the rows allow.
+/// Where a (batch, head)'s [rows, cols] operand lies in q, k, v, the
+/// output or a gradient: heads first, [..., H, S, D] (`heads` 0), or
+/// [..., S, H, D] (`heads` H: AttentionDims.bshd), its rows H x cols apart.
+struct Layout {
+  int heads;
+  /// Element (row, 0) of head bh's operand of `rows` rows.
+  __device__ size_t at(size_t bh, int rows, int row, int cols) const {
+    return heads ? ((bh / size_t(heads) * size_t(rows) + size_t(row)) * size_t(heads) +
+                    bh % size_t(heads)) * size_t(cols)
+                 : (bh * size_t(rows) + size_t(row)) * size_t(cols);
+  }
+  /// The step between an operand's rows.
+  __device__ int ld(int cols) const { return heads ? heads * cols : cols; }
+};
+
+/// `rows` x `cols` of a row-major source, its rows `srcLd` apart, into
+/// shared rows of stride `ld`, zero-filled to `tileRows` x `padCols`;
+/// 16-byte loads where the rows allow.
 template <typename T>
-__device__ void loadTile(T *dst, int ld, const T *src, int rows, int cols, int tileRows,
-                         int padCols) {
+__device__ void loadTile(T *dst, int ld, const T *src, int srcLd, int rows, int cols,
+                         int tileRows, int padCols) {
   constexpr int kVector = 16 / int(sizeof(T));
-  if (cols % kVector == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+  if (cols % kVector == 0 && srcLd % kVector == 0 &&
+      (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
     int chunks = padCols / kVector;
     for (int at = threadIdx.x; at < tileRows * chunks; at += blockDim.x) {
       int r = at / chunks, c = at % chunks * kVector;
       uint4 x = make_uint4(0, 0, 0, 0);
       if (r < rows && c < cols)
-        x = *reinterpret_cast<const uint4 *>(src + size_t(r) * cols + c);
+        x = *reinterpret_cast<const uint4 *>(src + size_t(r) * srcLd + c);
       *reinterpret_cast<uint4 *>(dst + r * ld + c) = x;
     }
     return;
   }
   for (int at = threadIdx.x; at < tileRows * padCols; at += blockDim.x) {
     int r = at / padCols, c = at % padCols;
-    dst[r * ld + c] = r < rows && c < cols ? src[size_t(r) * cols + c] : fromFloat<T>(0.f);
+    dst[r * ld + c] = r < rows && c < cols ? src[size_t(r) * srcLd + c] : fromFloat<T>(0.f);
   }
 }
 
@@ -208,7 +224,7 @@ struct Place {
 
 template <typename T>
 __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, int sq, int sk,
-                        int hd, int hdv, float scale, bool causal, Bias bias) {
+                        int hd, int hdv, float scale, bool causal, Layout L, Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kKeyTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -222,7 +238,7 @@ __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, 
         *rowScale = reinterpret_cast<float *>(smem + m.rowScale);
   Place at;
   const int q0 = int(blockIdx.x) * rows, off = sk - sq;
-  loadTile(sQ, ldk, q + (at.bh * sq + q0) * hd, min(rows, sq - q0), hd, rows, dp);
+  loadTile(sQ, ldk, q + L.at(at.bh, sq, q0, hd), L.ld(hd), min(rows, sq - q0), hd, rows, dp);
   zeroShared(sO, rows * ldo);
   __syncthreads(); // (also when no key tile is visited)
   float *wS = sS + at.warp * 16 * lds, *wO = sO + at.warp * 16 * ldo;
@@ -234,8 +250,8 @@ __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, 
   for (int t = tiles.begin; t < tiles.end; ++t) {
     const int k0 = t * kKeyTile, keys = min(kKeyTile, sk - k0);
     __syncthreads(); // the last tile's K and V are read
-    loadTile(sK, ldk, k + (at.bh * sk + k0) * hd, keys, hd, kKeyTile, dp);
-    loadTile(sV, ldv, v + (at.bh * sk + k0) * hdv, keys, hdv, kKeyTile, dvp);
+    loadTile(sK, ldk, k + L.at(at.bh, sk, k0, hd), L.ld(hd), keys, hd, kKeyTile, dp);
+    loadTile(sV, ldv, v + L.at(at.bh, sk, k0, hdv), L.ld(hdv), keys, hdv, kKeyTile, dvp);
     __syncthreads();
     productABt<kKeyTile>(wS, lds, wQ, ldk, sK, ldk, dp);
     __syncwarp();
@@ -284,14 +300,14 @@ __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, 
       break;
     float s = rowScale[at.warp * 16 + r];
     for (int c = at.lane; c < hdv; c += 32)
-      out[(at.bh * sq + row) * hdv + c] = fromFloat<T>(wO[r * ldo + c] * s);
+      out[L.at(at.bh, sq, row, hdv) + c] = fromFloat<T>(wO[r * ldo + c] * s);
   }
 }
 
 template <typename T>
 __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T *dout,
                       const float *lse, float *delta, T *dq, int sq, int sk, int hd, int hdv,
-                      float scale, bool causal, Bias bias) {
+                      float scale, bool causal, Layout L, Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kKeyTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -307,8 +323,8 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
         *sDelta = reinterpret_cast<float *>(smem + m.delta);
   Place at;
   const int q0 = int(blockIdx.x) * rows, off = sk - sq;
-  loadTile(sQ, ldk, q + (at.bh * sq + q0) * hd, min(rows, sq - q0), hd, rows, dp);
-  loadTile(sDout, ldv, dout + (at.bh * sq + q0) * hdv, min(rows, sq - q0), hdv, rows, dvp);
+  loadTile(sQ, ldk, q + L.at(at.bh, sq, q0, hd), L.ld(hd), min(rows, sq - q0), hd, rows, dp);
+  loadTile(sDout, ldv, dout + L.at(at.bh, sq, q0, hdv), L.ld(hdv), min(rows, sq - q0), hdv, rows, dvp);
   zeroShared(sDq, rows * ldq);
   __syncthreads();
   // Delta = rowsum(grad_out * out) of the warp's rows, kept for grad_kv.
@@ -317,7 +333,7 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
     float sum = 0.f;
     if (row < sq)
       for (int c = at.lane; c < hdv; c += 32)
-        sum += toFloat(sDout[wr * ldv + c]) * toFloat(out[(at.bh * sq + row) * hdv + c]);
+        sum += toFloat(sDout[wr * ldv + c]) * toFloat(out[L.at(at.bh, sq, row, hdv) + c]);
     for (int o = 16; o > 0; o >>= 1)
       sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if (at.lane == 0) {
@@ -338,8 +354,8 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
   for (int t = tiles.begin; t < tiles.end; ++t) {
     const int k0 = t * kKeyTile, keys = min(kKeyTile, sk - k0);
     __syncthreads();
-    loadTile(sK, ldk, k + (at.bh * sk + k0) * hd, keys, hd, kKeyTile, dp);
-    loadTile(sV, ldv, v + (at.bh * sk + k0) * hdv, keys, hdv, kKeyTile, dvp);
+    loadTile(sK, ldk, k + L.at(at.bh, sk, k0, hd), L.ld(hd), keys, hd, kKeyTile, dp);
+    loadTile(sV, ldv, v + L.at(at.bh, sk, k0, hdv), L.ld(hdv), keys, hdv, kKeyTile, dvp);
     __syncthreads();
     productABt<kKeyTile>(wS, lds, wQ, ldk, sK, ldk, dp);
     productABt<kKeyTile>(wDp, lds, wDout, ldv, sV, ldv, dvp);
@@ -366,14 +382,14 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
     if (row >= sq)
       break;
     for (int c = at.lane; c < hd; c += 32)
-      dq[(at.bh * sq + row) * hd + c] = fromFloat<T>(wDq[r * ldq + c] * scale);
+      dq[L.at(at.bh, sq, row, hd) + c] = fromFloat<T>(wDq[r * ldq + c] * scale);
   }
 }
 
 template <typename T>
 __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const float *lse,
                        const float *delta, T *dk, T *dv, int sq, int sk, int hd, int hdv,
-                       float scale, bool causal, Bias bias) {
+                       float scale, bool causal, Layout L, Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kQueryTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -390,8 +406,8 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
         *sDelta = reinterpret_cast<float *>(smem + m.delta);
   Place at;
   const int k0 = int(blockIdx.x) * rows, off = sk - sq;
-  loadTile(sK, ldk, k + (at.bh * sk + k0) * hd, min(rows, sk - k0), hd, rows, dp);
-  loadTile(sV, ldv, v + (at.bh * sk + k0) * hdv, min(rows, sk - k0), hdv, rows, dvp);
+  loadTile(sK, ldk, k + L.at(at.bh, sk, k0, hd), L.ld(hd), min(rows, sk - k0), hd, rows, dp);
+  loadTile(sV, ldv, v + L.at(at.bh, sk, k0, hdv), L.ld(hdv), min(rows, sk - k0), hdv, rows, dvp);
   zeroShared(sDk, rows * lddk);
   zeroShared(sDv, rows * lddv);
   __syncthreads();
@@ -406,8 +422,8 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
   for (int t = tiles.begin; t < tiles.end; ++t) {
     const int q0 = t * kQueryTile, queries = min(kQueryTile, sq - q0);
     __syncthreads();
-    loadTile(sQ, ldk, q + (at.bh * sq + q0) * hd, queries, hd, kQueryTile, dp);
-    loadTile(sDout, ldv, dout + (at.bh * sq + q0) * hdv, queries, hdv, kQueryTile, dvp);
+    loadTile(sQ, ldk, q + L.at(at.bh, sq, q0, hd), L.ld(hd), queries, hd, kQueryTile, dp);
+    loadTile(sDout, ldv, dout + L.at(at.bh, sq, q0, hdv), L.ld(hdv), queries, hdv, kQueryTile, dvp);
     for (int c = threadIdx.x; c < kQueryTile; c += blockDim.x) {
       sLse[c] = c < queries ? lse[at.bh * sq + q0 + c] : -INFINITY;
       sDelta[c] = c < queries ? delta[at.bh * sq + q0 + c] : 0.f;
@@ -441,38 +457,40 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
     if (row >= sk)
       break;
     for (int c = at.lane; c < hd; c += 32)
-      dk[(at.bh * sk + row) * hd + c] = fromFloat<T>(wDk[r * lddk + c] * scale);
+      dk[L.at(at.bh, sk, row, hd) + c] = fromFloat<T>(wDk[r * lddk + c] * scale);
     for (int c = at.lane; c < hdv; c += 32)
-      dv[(at.bh * sk + row) * hdv + c] = fromFloat<T>(wDv[r * lddv + c]);
+      dv[L.at(at.bh, sk, row, hdv) + c] = fromFloat<T>(wDv[r * lddv + c]);
   }
 }
 
 } // namespace
 
 // The entry points AttentionLaunch.cpp names, one per kernel and dtype.
-// The bias's arguments close each list (biasData null without one).
+// `heads`: 0 for heads-first operands, else H of [..., S, H, D] ones. The
+// bias's arguments close each list (biasData null without one).
 #define DTC_ATTENTION_BIAS_PARAMS                                                               \
   const float *biasData, int biasPer, int biasRow, long long biasOuter, long long biasInner
 #define DTC_ATTENTION_BIAS Bias{biasData, biasPer, biasRow, biasOuter, biasInner}
 #define DTC_ATTENTION_ENTRIES(T, suffix, threads)                                               \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_forward_##suffix(         \
       const T *q, const T *k, const T *v, T *out, float *lse, int sq, int sk, int hd, int hdv,  \
-      float scale, int causal, DTC_ATTENTION_BIAS_PARAMS) {                                     \
-    forward(q, k, v, out, lse, sq, sk, hd, hdv, scale, causal != 0, DTC_ATTENTION_BIAS);        \
+      float scale, int causal, int heads, DTC_ATTENTION_BIAS_PARAMS) {                          \
+    forward(q, k, v, out, lse, sq, sk, hd, hdv, scale, causal != 0, Layout{heads},              \
+            DTC_ATTENTION_BIAS);                                                                \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_grad_q_##suffix(          \
       const T *q, const T *k, const T *v, const T *out, const T *dout, const float *lse,        \
-      float *delta, T *dq, int sq, int sk, int hd, int hdv, float scale, int causal,            \
+      float *delta, T *dq, int sq, int sk, int hd, int hdv, float scale, int causal, int heads, \
       DTC_ATTENTION_BIAS_PARAMS) {                                                              \
     gradQ(q, k, v, out, dout, lse, delta, dq, sq, sk, hd, hdv, scale, causal != 0,              \
-          DTC_ATTENTION_BIAS);                                                                  \
+          Layout{heads}, DTC_ATTENTION_BIAS);                                                   \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_grad_kv_##suffix(         \
       const T *q, const T *k, const T *v, const T *dout, const float *lse, const float *delta,  \
-      T *dk, T *dv, int sq, int sk, int hd, int hdv, float scale, int causal,                   \
+      T *dk, T *dv, int sq, int sk, int hd, int hdv, float scale, int causal, int heads,        \
       DTC_ATTENTION_BIAS_PARAMS) {                                                              \
     gradKV(q, k, v, dout, lse, delta, dk, dv, sq, sk, hd, hdv, scale, causal != 0,              \
-           DTC_ATTENTION_BIAS);                                                                 \
+           Layout{heads}, DTC_ATTENTION_BIAS);                                                  \
   }
 
 DTC_ATTENTION_ENTRIES(float, f32, 32 * kWarpsF32)

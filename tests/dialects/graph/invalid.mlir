@@ -552,3 +552,21 @@ func.func @f(%a: tensor<4xf32>) {
   }
   return
 }
+
+// -----
+
+func.func @f(%q: tensor<4x8xf32>) {
+  // expected-error @below {{attention's q, k and v need one rank >= 3, got 4x8, 4x8, 4x8}}
+  // expected-error @below {{'graph.attention' op failed to infer returned types}}
+  %o, %l = graph.attention %q, %q, %q {bshd, scale = 0.5 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x3x8xf32>, %k: tensor<2x5x2x8xf32>) {
+  // expected-error @below {{attention's shapes do not fit q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] (bshd: [..., S, H, D]): 2x4x3x8, 2x5x2x8, 2x5x2x8}}
+  // expected-error @below {{'graph.attention' op failed to infer returned types}}
+  %o, %l = graph.attention %q, %k, %k {bshd, scale = 0.5 : f64} : (tensor<2x4x3x8xf32>, tensor<2x5x2x8xf32>, tensor<2x5x2x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
+  return
+}
