@@ -39,6 +39,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
 #include <map>
@@ -401,9 +402,30 @@ Value buildBias(OpBuilder &b, Location loc, const MaskSource &source,
   return bias;
 }
 
+/// Exporters write k^T and the heads' split in several moves (PyTorch's
+/// k^T: [B, H, S, D] reshaped to [B*H, S, D], transposed, reshaped back):
+/// the transposes and reshapes are composed first (their canonicalization
+/// patterns, on them alone), so that the match and the layout see one
+/// transpose each.
+void composeMoves(func::FuncOp func) {
+  MLIRContext *context = func.getContext();
+  RewritePatternSet patterns(context);
+  graph::TransposeOp::getCanonicalizationPatterns(patterns, context);
+  graph::ReshapeOp::getCanonicalizationPatterns(patterns, context);
+  SmallVector<Operation *> moves;
+  func.walk([&](Operation *op) {
+    if (isa<graph::TransposeOp, graph::ReshapeOp>(op))
+      moves.push_back(op);
+  });
+  GreedyRewriteConfig config;
+  config.strictMode = GreedyRewriteStrictness::ExistingAndNewOps;
+  (void)applyOpPatternsAndFold(moves, std::move(patterns), config);
+}
+
 struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    composeMoves(func);
     SmallVector<graph::MatmulOp> roots;
     func.walk([&](graph::MatmulOp op) { roots.push_back(op); });
     int fused = 0, causal = 0, biased = 0, inPlace = 0;

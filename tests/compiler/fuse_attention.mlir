@@ -271,3 +271,29 @@ func.func @v_heads_first(%q: tensor<2x4x3x8xf32>, %k: tensor<2x4x3x8xf32>, %vh: 
   %o = graph.matmul %p, %vh : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
   return %o : tensor<2x3x4x8xf32>
 }
+
+// PyTorch's export of k^T: k's heads transposed out, flattened to
+// [B*H, S, D], transposed, reshaped back. The moves compose first (their
+// canonicalization patterns, on them alone), so k too is read as it was.
+// CHECK-LABEL: func.func @exported_k_transposed
+// CHECK: graph.attention %arg0, %arg1, %arg2 {bshd, causal = true
+func.func @exported_k_transposed(%q: tensor<2x4x3x8xf32>, %k: tensor<2x4x3x8xf32>, %v: tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32> {
+  %qh = graph.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %kh = graph.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %k3 = graph.reshape %kh : (tensor<2x3x4x8xf32>) -> tensor<6x4x8xf32>
+  %kt3 = graph.transpose %k3 {perm = array<i64: 0, 2, 1>} : (tensor<6x4x8xf32>) -> tensor<6x8x4xf32>
+  %kt = graph.reshape %kt3 : (tensor<6x8x4xf32>) -> tensor<2x3x8x4xf32>
+  %vh = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %s = graph.matmul %qh, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %root = graph.constant dense<2.82842712> : tensor<f32>
+  %scaled = graph.div %s, %root : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %ones = graph.constant dense<1.000000e+00> : tensor<4x4xf32>
+  %lower = graph.trilu %ones {upper = false} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %zero = graph.constant dense<0.000000e+00> : tensor<f32>
+  %hidden = graph.equal %lower, %zero : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %fill = graph.constant dense<-1.000000e+09> : tensor<f32>
+  %masked = graph.where %hidden, %fill, %scaled : (tensor<4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = graph.softmax %masked {axis = 3 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %o = graph.matmul %p, %vh : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %o : tensor<2x3x4x8xf32>
+}
