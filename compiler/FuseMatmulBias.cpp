@@ -12,10 +12,16 @@
 // (`keep_preactivation`: cuBLASLt's GELU_AUX_BIAS writes both). A ReLU's
 // stays apart there (cuBLASLt's RELU_AUX keeps a bit mask, not the value).
 //
+// Then a residual connection: a biased product without an activation, read
+// only by an add of another value of its type, takes that value as its
+// `addend` (cuBLASLt's C with beta 1), so the sum is written as the product
+// is: the add's pass over three tensors is gone (GPT-2's two per layer).
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
 
+#include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -43,6 +49,52 @@ Value biasVector(OpBuilder &b, Location loc, Value bias, RankedTensorType out) {
   if (type.getRank() == 1)
     return bias;
   return b.create<graph::ReshapeOp>(loc, RankedTensorType::get({n}, out.getElementType()), bias);
+}
+
+/// Whether `a` and `b` belong to the same part of a step (the attributes a
+/// split step's parts carry).
+bool samePart(Operation *a, Operation *b) {
+  for (StringRef name : {attr::kOncePerStep, attr::kPipelineForward, attr::kChunk})
+    if (a->getAttr(name) != b->getAttr(name))
+      return false;
+  return true;
+}
+
+/// The add of a biased product (no activation, read by the add alone,
+/// also through a reshape that keeps rows of N) and another value as one
+/// matmul_bias with that value its addend; whether it was.
+bool joinAddend(graph::AddOp add) {
+  for (bool first : {true, false}) {
+    Value product = first ? add.getLhs() : add.getRhs();
+    Value other = first ? add.getRhs() : add.getLhs();
+    auto through = product.getDefiningOp<graph::ReshapeOp>();
+    auto m = (through ? through.getInput() : product).getDefiningOp<graph::MatmulBiasOp>();
+    if (!m || !m->hasOneUse() || (through && !through->hasOneUse()) ||
+        m.getActivation() != "none" || m.getKeepPreactivation() || !m.getAddend().empty() ||
+        typeOf(other) != typeOf(product) || typeOf(add.getOutput()) != typeOf(product) ||
+        !samePart(m, add) || (through && typeOf(product).getShape().back() !=
+                                             typeOf(m.getOutput()).getShape().back()))
+      continue;
+    OpBuilder b(add);
+    Value addend = other;
+    if (through) // as the product's rows
+      addend = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(m.getOutput()), other);
+    auto joined = b.create<graph::MatmulBiasOp>(
+        m.getLoc(), m.getLhs(), m.getRhs(), m.getBias(), ValueRange{addend},
+        m.getTransposeLhsAttr(), m.getTransposeRhsAttr(), m.getActivationAttr(), UnitAttr());
+    for (NamedAttribute a : m->getDiscardableAttrs())
+      joined->setAttr(a.getName(), a.getValue());
+    Value sum = joined.getOutput();
+    if (through)
+      sum = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(add.getOutput()), sum);
+    add.getOutput().replaceAllUsesWith(sum);
+    add.erase();
+    if (through)
+      through.erase();
+    m.erase();
+    return true;
+  }
+  return false;
 }
 
 struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
@@ -98,7 +150,7 @@ struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
         Operation *before = keep ? (through ? through.getOperation() : add.getOperation()) : last;
         b.setInsertionPoint(before);
         auto fusedOp = b.create<graph::MatmulBiasOp>(
-            matmul.getLoc(), matmul.getLhs(), matmul.getRhs(), vector,
+            matmul.getLoc(), matmul.getLhs(), matmul.getRhs(), vector, ValueRange{},
             matmul.getTransposeLhsAttr(), matmul.getTransposeRhsAttr(),
             b.getStringAttr(activation), keep ? b.getUnitAttr() : UnitAttr());
         for (NamedAttribute a : matmul->getDiscardableAttrs()) // a stage, a recompute mark
@@ -124,6 +176,11 @@ struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
         break;
       }
     }
+    int summed = 0;
+    adds.clear();
+    func.walk([&](graph::AddOp add) { adds.push_back(add); });
+    for (graph::AddOp add : adds)
+      summed += joinAddend(add);
     if (fused)
       addNote(func, "fusion: " + std::to_string(fused) + " matmuls add their bias as they write (" +
                         std::to_string(relu) + " then ReLU, " + std::to_string(gelu) +
@@ -131,6 +188,9 @@ struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
                         (kept ? ", " + std::to_string(kept) +
                                     " of those keeping the GELU's input for its gradient"
                               : std::string()) +
+                        (summed ? "; " + std::to_string(summed) +
+                                      " adding a residual connection's other term too"
+                                : std::string()) +
                         "): the GEMM's epilogue, no pass of their own");
   }
 };

@@ -532,6 +532,7 @@ private:
                              : m.getActivation() == "gelu_tanh" ? plan::ACTIVATION_GELU_TANH
                                                                 : plan::ACTIVATION_NONE);
           mm->set_keep_preactivation(m.getKeepPreactivation());
+          mm->set_addend(!m.getAddend().empty());
           return success();
         })
         .Case([&](graph::SoftmaxOp s) -> LogicalResult {

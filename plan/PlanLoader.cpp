@@ -71,9 +71,12 @@ struct Arity {
 Arity arityOf(const Instruction &inst) {
   switch (inst.op_case()) {
   case Instruction::kMatmul:
-    // and the biased product before the activation, kept
-    return inst.matmul().bias() ? Arity{3, 3, 1 + inst.matmul().keep_preactivation()}
-                                : Arity{2, 2, 1};
+    // and the biased product before the activation, kept; and an addend
+    if (inst.matmul().bias()) {
+      int in = 3 + inst.matmul().addend();
+      return Arity{in, in, 1 + inst.matmul().keep_preactivation()};
+    }
+    return Arity{2, 2, 1};
   case Instruction::kElementwise:
     // no inputs: an expression of constants; several outputs if it names them
     return {0, 1 << 16, std::max(1, inst.elementwise().outputs_size())};

@@ -121,6 +121,7 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
     if (inst.matmul().activation() == plan::ACTIVATION_RELU) s += " relu";
     if (inst.matmul().activation() == plan::ACTIVATION_GELU_TANH) s += " gelu_tanh";
     if (inst.matmul().keep_preactivation()) s += " +preactivation";
+    if (inst.matmul().addend()) s += " +addend";
     return s;
   }
   case plan::Instruction::kElementwise:

@@ -131,11 +131,13 @@ OpCost AttentionBackwardOp::cost() {
               OpCost::Matmul);
 }
 
-// The product's, then per output element the bias (1) and the activation.
+// The product's, then per output element the bias (1), the activation
+// and the addend (1).
 OpCost MatmulBiasOp::cost() {
   auto lhs = cast<RankedTensorType>(getLhs().getType());
   int64_t k = lhs.getDimSize(getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1);
-  double perElement = 1 + (getActivation() == "gelu_tanh" ? 13 : getActivation() == "relu");
+  double perElement = 1 + (getActivation() == "gelu_tanh" ? 13 : getActivation() == "relu") +
+                      double(getAddend().size());
   return make(*this, (2.0 * double(k) + perElement) * elements(getOutput()), OpCost::Matmul);
 }
 

@@ -397,6 +397,11 @@ LogicalResult MatmulBiasOp::verify() {
   StringRef a = getActivation();
   if (a != "none" && a != "relu" && a != "gelu_tanh")
     return emitOpError("activation must be none, relu or gelu_tanh, got '") << a << "'";
+  if (getAddend().size() > 1)
+    return emitOpError("takes one addend at most, got ") << getAddend().size();
+  if (!getAddend().empty() && (getAddend()[0].getType() != out || a != "none"))
+    return emitOpError("an addend must have the output's type ")
+           << out << " and the product no activation";
   if (getKeepPreactivation() && a != "gelu_tanh")
     return emitOpError("keeps its preactivation only with gelu_tanh, not ") << a;
   return success();

@@ -373,10 +373,12 @@ def Graph_MatmulBiasOp : Graph_InferredOp<"matmul_bias"> {
     product before the activation, which the activation's gradient reads in
     training (cuBLASLt's GELU_AUX_BIAS writes both as the product is
     written). Formed by dtc-fuse-matmul-bias after the training step is
-    built, so it has no gradient of its own.
+    built, so it has no gradient of its own. An `addend` (at most one, of
+    the output's type, only without an activation) is added too: a
+    residual connection's sum written by the GEMM (cuBLASLt's C, beta 1).
   }];
   let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
-                       Graph_FloatTensor:$bias,
+                       Graph_FloatTensor:$bias, Variadic<Graph_FloatTensor>:$addend,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
                        DefaultValuedStrAttr<StrAttr, "none">:$activation,

@@ -263,6 +263,8 @@ ShardingRule MatmulBiasOp::shardingRule() {
   for (ShardingRule::Factor &f : rule.factors)
     f.whole = f.whole || f.reduction;
   rule.operands.push_back({rule.results[0].back()});
+  if (!getAddend().empty()) // split as the output
+    rule.operands.push_back(rule.results[0]);
   if (getPreactivation()) // split as the output
     rule.results.push_back(rule.results[0]);
   return rule;

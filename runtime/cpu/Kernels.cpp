@@ -96,7 +96,7 @@ struct OpInfo {
 constexpr int kManyInputs = 1 << 16;
 
 const OpInfo kOps[] = {
-    {plan::Instruction::kMatmul, "matmul", 2, 3, makeMatMulKernel},
+    {plan::Instruction::kMatmul, "matmul", 2, 4, makeMatMulKernel},
     {plan::Instruction::kElementwise, "elementwise", 0, kManyInputs, makeElementwise},
     {plan::Instruction::kSoftmax, "softmax", 1, 1, makeSoftmaxKernel},
     {plan::Instruction::kLayerNorm, "layer_norm", 2, 3, makeLayerNormKernel},

@@ -134,6 +134,34 @@ private:
   std::optional<dnnl::eltwise_forward> gelu_;
 };
 
+/// A biased product with an addend (its last input, of the output's
+/// type): `inner` writes the product as without it, then the addend is
+/// added (in f32, as cuBLASLt adds its C before rounding).
+class WithAddend final : public Kernel {
+public:
+  WithAddend(std::unique_ptr<Kernel> inner, size_t addend, int64_t size)
+      : inner_(std::move(inner)), addend_(addend), size_(size) {}
+
+  bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
+           std::string &error) override {
+    if (!inner_->run(inputs, outputs, pool, error))
+      return false;
+    const float *c = static_cast<const float *>(inputs[addend_]);
+    float *y = static_cast<float *>(outputs[0]);
+    pool.parallelFor(size_, kSerialWork, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        y[i] += c[i];
+    });
+    return true;
+  }
+  bool runsAlongsideOthers() const override { return inner_->runsAlongsideOthers(); }
+
+private:
+  std::unique_ptr<Kernel> inner_;
+  size_t addend_;
+  int64_t size_;
+};
+
 /// A matmul as one oneDNN primitive over strided views of the buffers.
 class DnnlMatMulKernel final : public Kernel {
 public:
@@ -242,6 +270,21 @@ std::unique_ptr<Kernel> makeDnnlMatMul(const Gemm &gemm, const Shape &lhs, const
 std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &inst,
                                          const KernelTypes &types, std::string &error) {
   const plan::MatMul &op = inst.matmul();
+  if (op.addend()) {
+    if (!op.bias() || op.activation() != plan::ACTIVATION_NONE || op.keep_preactivation())
+      return fail(error, "only a matmul with a bias and no activation takes an addend");
+    if (types.inputs.size() != 4 || types.inputs[3].dtype() != types.output.dtype() ||
+        shapeOf(types.inputs[3]) != shapeOf(types.output))
+      return fail(error, "the addend must be a fourth input like the output");
+    plan::Instruction plain = inst;
+    plain.mutable_matmul()->set_addend(false);
+    std::vector<plan::TensorType> three(types.inputs.begin(), types.inputs.end() - 1);
+    KernelTypes plainTypes{three, types.output, types.constants, types.outputs};
+    std::unique_ptr<Kernel> inner = makeMatMulKernel(plain, plainTypes, error);
+    if (!inner)
+      return nullptr;
+    return std::make_unique<WithAddend>(std::move(inner), 3, product(shapeOf(types.output)));
+  }
   if (op.keep_preactivation()) {
     if (!op.bias() || op.activation() != plan::ACTIVATION_GELU_TANH)
       return fail(error, "only a matmul with a bias and a tanh GELU keeps its preactivation");

@@ -85,6 +85,7 @@ public:
     // along the row-major product's columns, which are the column-major
     // product's rows (GemmShape.h), as cuBLASLt's bias vector is.
     bias_ = matmul.bias();
+    addend_ = matmul.addend();
     // Training's GELU keeps its input (the second output) for its gradient:
     // GELU_AUX_BIAS writes it beside the GELU, laid out as the output.
     aux_ = bias_ && matmul.keep_preactivation();
@@ -166,7 +167,9 @@ public:
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
     const CublasLtApi &lt = *context_.cublasLt;
-    float alpha = 1, beta = 0;
+    // An addend (inputs[3], laid out as the output) is the GEMM's C.
+    float alpha = 1, beta = addend_ ? 1 : 0;
+    const void *c = addend_ ? inputs[3] : outputs[0];
     if (bias_ && !check(lt,
                         lt.cublasLtMatmulDescSetAttribute(desc_,
                                                           CUBLASLT_MATMUL_DESC_BIAS_POINTER,
@@ -182,7 +185,7 @@ public:
     // A is the plan's right operand, B its left (GemmShape.h).
     return check(lt,
                  lt.cublasLtMatmul(context_.cublasLtHandle, desc_, &alpha, inputs[1], a_,
-                                   inputs[0], b_, &beta, outputs[0], c_, outputs[0], c_,
+                                   inputs[0], b_, &beta, c, c_, outputs[0], c_,
                                    &heuristic_.algo,
                                    reinterpret_cast<void *>(uintptr_t(context_.workspace)),
                                    context_.workspaceBytes, context_.stream),
@@ -194,8 +197,9 @@ private:
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulHeuristicResult_t heuristic_{};
-  bool bias_ = false; // inputs[2], the epilogue's
-  bool aux_ = false;  // outputs[1], the GELU's input
+  bool bias_ = false;   // inputs[2], the epilogue's
+  bool aux_ = false;    // outputs[1], the GELU's input
+  bool addend_ = false; // inputs[3], C
 };
 
 class NcclKernel final : public cpu::Kernel {
@@ -339,9 +343,16 @@ std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
     return nullptr;
   }
   // bf16 operands may give an f32 product (a weight's gradient, its
-  // accumulator kept); a bias is the product's type.
-  if (inputs.size() != (matmul.bias() ? 3u : 2u)) {
-    why = "a product takes 2 inputs (3 with a bias), got " + std::to_string(inputs.size());
+  // accumulator kept); a bias is the product's type, an addend the output's.
+  if (inputs.size() != (matmul.bias() ? 3u + matmul.addend() : 2u)) {
+    why = "a product takes 2 inputs (3 with a bias, 4 with an addend), got " +
+          std::to_string(inputs.size());
+    return nullptr;
+  }
+  if (matmul.addend() && (inputs[3].dtype() != output.dtype() ||
+                          !std::equal(inputs[3].shape().begin(), inputs[3].shape().end(),
+                                      output.shape().begin(), output.shape().end()))) {
+    why = "an addend must be laid out as the product";
     return nullptr;
   }
   plan::DType dtype = inputs[0].dtype(), result = output.dtype();

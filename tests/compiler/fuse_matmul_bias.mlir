@@ -80,3 +80,46 @@ func.func @left_alone(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf
   %a3 = graph.add %m3, %m4 : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
   return %a, %m, %a2, %a3 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// A residual connection: the biased product (no activation, read by the
+// add alone) takes the other term as its addend (cuBLASLt's C); also
+// through transformers' [B*T, N] -> [B, T, N] reshape, the addend then
+// reshaped to the product's rows.
+// CHECK-LABEL: func.func @residual
+// CHECK-SAME: 2 adding a residual connection's other term too
+// CHECK: %[[S:.*]] = graph.matmul_bias %arg0, %arg1, %arg2, %arg3 : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[R:.*]] = graph.reshape %[[S]] : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[S2:.*]] = graph.matmul_bias %[[R]], %arg1, %arg2, %{{.*}} : (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[S3:.*]] = graph.reshape %[[S2]] : (tensor<8x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NOT: graph.add
+// CHECK: return %[[S3]]
+func.func @residual(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>, %h: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %m = graph.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %a = graph.add %m, %b : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %s = graph.add %h, %a : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %rows = graph.reshape %s : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  %m2 = graph.matmul %rows, %w : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %a2 = graph.add %m2, %b : (tensor<8x8xf32>, tensor<8xf32>) -> tensor<8x8xf32>
+  %r2 = graph.reshape %a2 : (tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %s2 = graph.add %r2, %s : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %s2 : tensor<2x4x8xf32>
+}
+
+// Not joined: the biased product read elsewhere too, an activation after
+// it, an addend that broadcasts.
+// CHECK-LABEL: func.func @residual_left_alone
+// CHECK-COUNT-3: graph.add
+// CHECK: return
+func.func @residual_left_alone(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>, %h: tensor<4x8xf32>, %row: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %m = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %a = graph.add %m, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %s = graph.add %h, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m2 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %a2 = graph.add %m2, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %r2 = graph.relu %a2 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s2 = graph.add %h, %r2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m3 = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %a3 = graph.add %m3, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %s3 = graph.add %a3, %row : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %a, %s, %s2, %s3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}

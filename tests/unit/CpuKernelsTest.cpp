@@ -312,6 +312,47 @@ TEST(MatMulKernel, BiasAndActivationEpilogues) {
             "matmul: a matmul with a bias takes 3 inputs");
 }
 
+// A residual connection's sum written by the GEMM (MatMul.addend): the
+// biased product plus a fourth input like the output, on oneDNN and on
+// sgemm, a folded batch and a batch of GEMMs; refused without a bias or
+// with an activation, or an addend not like the output.
+TEST(MatMulKernel, AddendJoinsTheBiasedProduct) {
+  struct Case {
+    Shape lhs, rhs;
+    bool tb;
+  };
+  for (const Case &c : {Case{{2, 3, 4}, {4, 5}, false}, Case{{2, 3, 4}, {2, 5, 4}, true}})
+    for (bool withoutDnnl : {false, true}) {
+      SCOPED_TRACE(::testing::PrintToString(c.lhs) + " x " + ::testing::PrintToString(c.rhs) +
+                   (withoutDnnl ? " without oneDNN" : ""));
+      WithoutDnnl scope(withoutDnnl);
+      Tensor lhs = randomF32(c.lhs, 71, -2.0f, 2.0f), rhs = randomF32(c.rhs, 72);
+      int64_t n = c.tb ? c.rhs[c.rhs.size() - 2] : c.rhs.back();
+      Tensor bias = randomF32({n}, 73);
+      Shape outShape;
+      std::vector<double> expected = refMatMul(lhs, rhs, false, c.tb, outShape);
+      Tensor addend = randomF32(outShape, 74);
+      std::vector<float> b = values<float>(bias), r = values<float>(addend);
+      for (size_t i = 0; i < expected.size(); ++i)
+        expected[i] += b[i % size_t(n)] + r[i];
+      plan::Instruction inst = matmulInst(false, c.tb);
+      inst.mutable_matmul()->set_bias(true);
+      inst.mutable_matmul()->set_addend(true);
+      expectClose(inst, {lhs, rhs, bias, addend}, outShape, expected);
+    }
+  plan::Instruction inst = matmulInst();
+  inst.mutable_matmul()->set_bias(true);
+  inst.mutable_matmul()->set_addend(true);
+  std::vector<plan::TensorType> in = {typeOf(plan::F32, {3, 4}), typeOf(plan::F32, {4, 5}),
+                                      typeOf(plan::F32, {5}), typeOf(plan::F32, {3, 5})};
+  EXPECT_EQ(prepareError(inst, {in[0], in[1], in[2], typeOf(plan::F32, {1, 5})},
+                         typeOf(plan::F32, {3, 5})),
+            "matmul: the addend must be a fourth input like the output");
+  inst.mutable_matmul()->set_activation(plan::ACTIVATION_RELU);
+  EXPECT_EQ(prepareError(inst, in, typeOf(plan::F32, {3, 5})),
+            "matmul: only a matmul with a bias and no activation takes an addend");
+}
+
 /// A tanh GELU keeping its input (training's MLP): the first output is the
 /// GELU of the biased product, the second the biased product itself; with
 /// oneDNN and without, in f32 and in bf16 (each output rounded once).
@@ -386,7 +427,7 @@ TEST(MatMulKernel, GeluKeepingItsPreactivation) {
   EXPECT_EQ(makeKernel(relu, {a.type, w.type, bias.type}, {t, t}, error), nullptr);
   EXPECT_EQ(error, "matmul: only a matmul with a bias and a tanh GELU keeps its preactivation");
   EXPECT_EQ(makeKernel(inst, {a.type, w.type, bias.type}, {t}, error), nullptr);
-  EXPECT_EQ(error, "matmul: expected 2 to 3 inputs and 2 outputs, got 3 inputs and 1 outputs");
+  EXPECT_EQ(error, "matmul: expected 2 to 4 inputs and 2 outputs, got 3 inputs and 1 outputs");
 }
 
 TEST(MatMulKernel, EmptyContractionIsZero) { checkMatMul({3, 0}, {0, 4}); }
@@ -1604,7 +1645,7 @@ TEST(MakeKernel, UnsupportedDType) {
 
 TEST(MakeKernel, ArityAndUnknownOp) {
   expectMentions(prepareError(matmulInst(), {typeOf(plan::F32, {3, 4})}, typeOf(plan::F32, {3, 4})),
-                 {"matmul: expected 2 to 3 inputs and 1 output, got 1 inputs"});
+                 {"matmul: expected 2 to 4 inputs and 1 output, got 1 inputs"});
   expectMentions(prepareError(plan::Instruction(), {typeOf(plan::F32, {3})}, typeOf(plan::F32, {3})),
                  {"no operation this runtime knows"});
 }

@@ -570,3 +570,11 @@ func.func @f(%q: tensor<2x4x3x8xf32>, %k: tensor<2x5x2x8xf32>) {
   %o, %l = graph.attention %q, %k, %k {bshd, scale = 0.5 : f64} : (tensor<2x4x3x8xf32>, tensor<2x5x2x8xf32>, tensor<2x5x2x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @below {{'graph.matmul_bias' op an addend must have the output's type 'tensor<4x8xf32>' and the product no activation}}
+  %y = graph.matmul_bias %x, %w, %b, %x {activation = "relu"} : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
