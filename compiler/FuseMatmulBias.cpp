@@ -16,6 +16,9 @@
 // only by an add of another value of its type, takes that value as its
 // `addend` (cuBLASLt's C with beta 1), so the sum is written as the product
 // is: the add's pass over three tensors is gone (GPT-2's two per layer).
+// Likewise in the backward, where the residual stream's gradient meets a
+// layer norm's input gradient: the layer norm's row kernel adds it as it
+// writes (`residual`).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
@@ -92,6 +95,45 @@ bool joinAddend(graph::AddOp add) {
     if (through)
       through.erase();
     m.erase();
+    return true;
+  }
+  return false;
+}
+
+/// The add of a layer norm's input gradient (read by the add alone) and
+/// another value of its type as the gradient op's `residual`; whether it
+/// was. The joined op stands where the gradient op stood when the other
+/// term is made before it (its statistics' readers may precede the add),
+/// else at the add when nothing reads the statistics before it.
+bool joinResidual(graph::AddOp add) {
+  for (bool first : {true, false}) {
+    Value grad = first ? add.getLhs() : add.getRhs();
+    Value other = first ? add.getRhs() : add.getLhs();
+    auto g = grad.getDefiningOp<graph::LayerNormBackwardOp>();
+    if (!g || grad != g.getGradInput() || !grad.hasOneUse() || !g.getResidual().empty() ||
+        typeOf(other) != typeOf(grad) || typeOf(add.getOutput()) != typeOf(grad) ||
+        !samePart(g, add))
+      continue;
+    Operation *def = other.getDefiningOp();
+    Operation *at = g;
+    if (def && !def->isBeforeInBlock(g)) {
+      auto early = [&](Operation *user) { return user->isBeforeInBlock(add); };
+      if (llvm::any_of(g.getMean().getUsers(), early) ||
+          llvm::any_of(g.getRstd().getUsers(), early))
+        continue;
+      at = add;
+    }
+    OpBuilder b(at);
+    auto joined = b.create<graph::LayerNormBackwardOp>(
+        g.getLoc(), g->getResultTypes(), g.getInput(), g.getScale(), g.getGradOutput(),
+        ValueRange{other}, g.getAxisAttr(), g.getEpsilonAttr(), g.getRmsAttr());
+    for (NamedAttribute a : g->getDiscardableAttrs())
+      joined->setAttr(a.getName(), a.getValue());
+    add.getOutput().replaceAllUsesWith(joined.getGradInput());
+    g.getMean().replaceAllUsesWith(joined.getMean());
+    g.getRstd().replaceAllUsesWith(joined.getRstd());
+    add.erase();
+    g.erase();
     return true;
   }
   return false;
@@ -176,11 +218,15 @@ struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
         break;
       }
     }
-    int summed = 0;
+    int summed = 0, residuals = 0;
     adds.clear();
     func.walk([&](graph::AddOp add) { adds.push_back(add); });
-    for (graph::AddOp add : adds)
-      summed += joinAddend(add);
+    for (graph::AddOp add : adds) {
+      if (joinAddend(add))
+        ++summed;
+      else
+        residuals += joinResidual(add);
+    }
     if (fused)
       addNote(func, "fusion: " + std::to_string(fused) + " matmuls add their bias as they write (" +
                         std::to_string(relu) + " then ReLU, " + std::to_string(gelu) +
@@ -192,6 +238,9 @@ struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
                                       " adding a residual connection's other term too"
                                 : std::string()) +
                         "): the GEMM's epilogue, no pass of their own");
+    if (residuals)
+      addNote(func, "fusion: " + std::to_string(residuals) +
+                        " layer norm gradients add the residual stream's as they write it");
   }
 };
 

@@ -527,9 +527,10 @@ func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name
 /// Layer norm's gradient: a row (or a block per long row), as the forward:
 /// the row's mean and rstd from two sums, then the sums of h = dy * scale
 /// and of h * xhat, then dx = rstd * (h - mean(h) - xhat * mean(h * xhat)),
-/// all in f32 (16-bit inputs widened, dx rounded once). The row's mean and
-/// rstd are stored too (by its first lane), for the scale's gradient.
-/// RMSNorm's (rms): the mean and mean(h) are 0 and not summed.
+/// all in f32 (16-bit inputs widened, dx rounded once), plus the residual
+/// when there is one. The row's mean and rstd are stored too (by its first
+/// lane), for the scale's gradient. RMSNorm's (rms): the mean and mean(h)
+/// are 0 and not summed.
 func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op,
                                      StringRef name) {
   auto input = tensorOf(op.getInput());
@@ -540,7 +541,9 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
   double epsilon = op.getEpsilon().convertToDouble();
   bool rms = op.getRms();
   Type type = Body::computeType(input.getElementType());
-  // Buffers: input, scale, grad_output, grad_input, mean, rstd.
+  // Buffers: input, scale, grad_output, (residual,) grad_input, mean, rstd.
+  const bool residual = !op.getResidual().empty();
+  const size_t out = residual ? 4 : 3;
   auto body = [&](Body &t, Value row, ArrayRef<Value> buf) {
     Value base = t.mul(row, n);
     auto x = [&](Body &in, Value k) { return in.load(buf[0], in.add(base, k)); };
@@ -580,11 +583,14 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
           rms ? h(in, k) : in.b.create<arith::SubFOp>(in.loc, h(in, k), meanH).getResult();
       Value d = in.b.create<arith::SubFOp>(
           in.loc, shifted, in.b.create<arith::MulFOp>(in.loc, xhat(in, k), meanHX));
-      in.store(in.b.create<arith::MulFOp>(in.loc, rstd, d), buf[3], in.add(base, k));
+      Value dx = in.b.create<arith::MulFOp>(in.loc, rstd, d);
+      if (residual)
+        dx = in.b.create<arith::AddFOp>(in.loc, dx, in.load(buf[3], in.add(base, k)));
+      in.store(dx, buf[out], in.add(base, k));
     };
     auto statistics = [&](Body &in, Value) {
-      in.store(mean, buf[4], row);
-      in.store(rstd, buf[5], row);
+      in.store(mean, buf[out + 1], row);
+      in.store(rstd, buf[out + 2], row);
     };
     t.rowEach(n, lanes, write);
     t.rowEach(1, lanes, statistics); // by the row's first lane

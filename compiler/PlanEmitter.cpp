@@ -552,6 +552,7 @@ private:
           ln->set_axis(int64_t(l.getAxis()));
           ln->set_epsilon(l.getEpsilon().convertToDouble());
           ln->set_rms(l.getRms());
+          ln->set_residual(!l.getResidual().empty());
           return success();
         })
         .Case([&](graph::CrossEntropyOp) -> LogicalResult {

@@ -82,8 +82,9 @@ Arity arityOf(const Instruction &inst) {
     return {0, 1 << 16, std::max(1, inst.elementwise().outputs_size())};
   case Instruction::kLayerNorm: // and a bias, but not for RMSNorm
     return {2, 3 - inst.layer_norm().rms(), 1};
-  case Instruction::kLayerNormBackward:
-    return {3, 3, 3};
+  case Instruction::kLayerNormBackward: // and a residual
+    return {3 + inst.layer_norm_backward().residual(), 3 + inst.layer_norm_backward().residual(),
+            3};
   case Instruction::kCrossEntropy:
     return {2, 2, 2};
   case Instruction::kBatchNorm:

@@ -88,7 +88,8 @@ OpCost LayerNormOp::cost() {
   return make(*this, (getRms() ? 5 : 8) * elements(getInput()), OpCost::Norm);
 }
 OpCost LayerNormBackwardOp::cost() {
-  return make(*this, (getRms() ? 10 : 14) * elements(getInput()), OpCost::Norm);
+  double perElement = (getRms() ? 10 : 14) + double(getResidual().size());
+  return make(*this, perElement * elements(getInput()), OpCost::Norm);
 }
 OpCost CrossEntropyOp::cost() { return make(*this, 4 * elements(getLogits()), OpCost::Norm); }
 OpCost BatchNormOp::cost() { return make(*this, 2 * elements(getInput()), OpCost::Norm); }

@@ -490,7 +490,7 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
     Type f32 = b.getF32Type();
     auto statistics = RankedTensorType::get(rows, f32);
     auto backward = b.create<LayerNormBackwardOp>(
-        loc, TypeRange{xType, statistics, statistics}, x, getScale(), dy,
+        loc, TypeRange{xType, statistics, statistics}, x, getScale(), dy, ValueRange{},
         b.getI64IntegerAttr(axis), getEpsilonAttr(), getRmsAttr());
     auto widened = [&](Value v) -> Value {
       return typeOf(v).getElementType().isF32()

@@ -806,6 +806,8 @@ LogicalResult LayerNormBackwardOp::verify() {
                                 << input.getRank() << ")";
   if (getGradOutput().getType() != input || getGradInput().getType() != input)
     return emitOpError("grad_output and grad_input must have the input's type");
+  if (getResidual().size() > 1 || (!getResidual().empty() && getResidual()[0].getType() != input))
+    return emitOpError("takes one residual at most, of the input's type");
   auto scale = cast<RankedTensorType>(getScale().getType());
   if (scale.getShape() != input.getShape().drop_front(axis) ||
       scale.getElementType() != input.getElementType())

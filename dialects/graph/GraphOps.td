@@ -290,10 +290,15 @@ def Graph_LayerNormBackwardOp : Graph_Op<"layer_norm_backward"> {
     an elementwise product and a sum. One row kernel instead of the dozen
     kernels the gradient takes written as graph ops. With `rms` (RMSNorm's
     gradient) the row is not centred: `mean` is 0, `xhat = input * rstd`
-    and `grad_input = rstd * (h - xhat * mean(h * xhat))`.
+    and `grad_input = rstd * (h - xhat * mean(h * xhat))`. A `residual`
+    (at most one, of the input's type) is added to `grad_input` as it is
+    written: a residual stream's gradient, which reaches the layer norm's
+    input both through it and around it (dtc-fuse-matmul-bias joins the
+    add).
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
-                       Graph_FloatTensor:$grad_output, I64Attr:$axis,
+                       Graph_FloatTensor:$grad_output, Variadic<Graph_FloatTensor>:$residual,
+                       I64Attr:$axis,
                        DefaultValuedAttr<F64Attr, "1e-5">:$epsilon, UnitAttr:$rms);
   let results = (outs Graph_FloatTensor:$grad_input, Graph_FloatTensor:$mean,
                       Graph_FloatTensor:$rstd);

@@ -190,6 +190,8 @@ ShardingRule LayerNormBackwardOp::shardingRule() {
   for (int64_t d = 0; d < int64_t(shape.size()); ++d)
     statistics.push_back(d < axis ? Dims::value_type{ids[size_t(d)]} : Dims::value_type{});
   rule.operands = {all, row, all};
+  if (!getResidual().empty())
+    rule.operands.push_back(all);
   rule.results = {all, statistics, statistics};
   return rule;
 }

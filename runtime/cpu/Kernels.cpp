@@ -100,7 +100,7 @@ const OpInfo kOps[] = {
     {plan::Instruction::kElementwise, "elementwise", 0, kManyInputs, makeElementwise},
     {plan::Instruction::kSoftmax, "softmax", 1, 1, makeSoftmaxKernel},
     {plan::Instruction::kLayerNorm, "layer_norm", 2, 3, makeLayerNormKernel},
-    {plan::Instruction::kLayerNormBackward, "layer_norm_backward", 3, 3,
+    {plan::Instruction::kLayerNormBackward, "layer_norm_backward", 3, 4,
      makeLayerNormBackwardKernel, 3},
     {plan::Instruction::kBatchNorm, "batch_norm", 5, 5, makeBatchNormKernel},
     {plan::Instruction::kCrossEntropy, "cross_entropy", 2, 2, makeCrossEntropyKernel, 2},

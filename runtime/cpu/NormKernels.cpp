@@ -511,9 +511,11 @@ namespace {
 /// The gradient of one row's layer norm, and the row's mean and rstd: the
 /// statistics as the forward's (layerNormRowVector), then
 /// dx = rstd * (h - mean(h) - xhat * mean(h * xhat)) with h = dy * scale,
-/// the sums in double. RMSNorm's (rms): the mean and mean(h) are 0.
-void layerNormBackwardRow(const float *x, const float *scale, const float *dy, float *dx,
-                          float &meanOut, float &rstdOut, int64_t n, double epsilon, bool rms) {
+/// the sums in double, plus `residual` (null: none). RMSNorm's (rms): the
+/// mean and mean(h) are 0.
+void layerNormBackwardRow(const float *x, const float *scale, const float *dy,
+                          const float *residual, float *dx, float &meanOut, float &rstdOut,
+                          int64_t n, double epsilon, bool rms) {
   float high = 0, low = 0;
   if (!rms) {
     float shift = x[0];
@@ -534,6 +536,9 @@ void layerNormBackwardRow(const float *x, const float *scale, const float *dy, f
                        double(n));
   for (int64_t i = 0; i < n; ++i)
     dx[i] = inverse * ((dy[i] * scale[i] - meanH) - centred(i) * inverse * meanHX);
+  if (residual)
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] += residual[i];
   meanOut = high;
   rstdOut = inverse;
 }
@@ -560,6 +565,12 @@ std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &ins
     return fail(error, "grad_output " + shapeString(types.inputs[2]) + " and grad_input " +
                            shapeString(types.outputs[0]) + " should be the input's shape " +
                            shapeString(x));
+  bool residual = op.residual();
+  if (types.inputs.size() != size_t(3 + residual) ||
+      (residual && shapeOf(types.inputs[3]) != x))
+    return fail(error, residual ? "the residual should be a 4th input of the input's shape " +
+                                      shapeString(x)
+                                : std::string("an input past grad_output is not a residual"));
   if (shapeOf(types.inputs[1]) != normalised)
     return fail(error, "scale " + shapeString(types.inputs[1]) +
                            " should have the normalised shape " + shapeString(normalised));
@@ -574,6 +585,7 @@ std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &ins
     const float *x = static_cast<const float *>(inputs[0]);
     const float *scale = static_cast<const float *>(inputs[1]);
     const float *dy = static_cast<const float *>(inputs[2]);
+    const float *res = residual ? static_cast<const float *>(inputs[3]) : nullptr;
     float *dx = static_cast<float *>(outputs[0]);
     float *mean = static_cast<float *>(outputs[1]);
     float *rstd = static_cast<float *>(outputs[2]);
@@ -581,8 +593,8 @@ std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &ins
       return;
     pool.parallelFor(rows, grainFor(4 * n), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r)
-        layerNormBackwardRow(x + r * n, scale, dy + r * n, dx + r * n, mean[r], rstd[r], n,
-                             epsilon, rms);
+        layerNormBackwardRow(x + r * n, scale, dy + r * n, res ? res + r * n : nullptr,
+                             dx + r * n, mean[r], rstd[r], n, epsilon, rms);
     });
   }, /*alongside=*/true); // rows apart, no state
 }

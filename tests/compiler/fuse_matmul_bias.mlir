@@ -123,3 +123,20 @@ func.func @residual_left_alone(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: ten
   %s3 = graph.add %a3, %row : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return %a, %s, %s2, %s3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// The backward's residual stream: a layer norm's input gradient plus the
+// gradient arriving around the layer norm is one layer_norm_backward with
+// that gradient its residual, where the gradient op stood (the scale's
+// gradient reads its statistics before the add).
+// CHECK-LABEL: func.func @residual_gradient
+// CHECK-SAME: fusion: 1 layer norm gradients add the residual stream's as they write it
+// CHECK: %[[G:[^,]*]], %{{[^,]*}}, %[[R:.*]] = graph.layer_norm_backward %arg0, %arg1, %arg2, %arg3 {axis = 1 : i64
+// CHECK: graph.mul %arg2, %[[R]]
+// CHECK-NOT: graph.add
+// CHECK: return %[[G]]
+func.func @residual_gradient(%x: tensor<4x8xf32>, %s: tensor<8xf32>, %dy: tensor<4x8xf32>, %around: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %dx, %mean, %rstd = graph.layer_norm_backward %x, %s, %dy {axis = 1 : i64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  %p = graph.mul %dy, %rstd : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %sum = graph.add %around, %dx : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %sum, %p : tensor<4x8xf32>, tensor<4x8xf32>
+}

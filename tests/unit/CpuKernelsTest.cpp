@@ -1106,6 +1106,47 @@ TEST(LayerNormKernel, Backward) {
   checkLayerNormBackward({16, 96}, 1, 3.0f, true);
 }
 
+// A residual (LayerNorm.residual): grad_input is the gradient without one
+// plus the residual, the statistics the same; refused when it is not a
+// fourth input of the input's shape.
+TEST(LayerNormKernel, BackwardAddsTheResidual) {
+  const Shape shape{6, 40}, rowShape{6, 1};
+  Tensor x = randomF32(shape, 81, -2.0f, 2.0f), scale = randomF32({40}, 82),
+         dy = randomF32(shape, 83), residual = randomF32(shape, 84);
+  plan::Instruction inst;
+  inst.mutable_layer_norm_backward()->set_axis(1);
+  inst.mutable_layer_norm_backward()->set_epsilon(1e-5);
+  std::vector<plan::TensorType> outTypes{typeOf(plan::F32, shape), typeOf(plan::F32, rowShape),
+                                         typeOf(plan::F32, rowShape)};
+  std::string error;
+  auto plain = makeKernel(inst, {x.type, scale.type, dy.type}, outTypes, error);
+  ASSERT_TRUE(plain) << error;
+  plan::Instruction withResidual = inst;
+  withResidual.mutable_layer_norm_backward()->set_residual(true);
+  auto joined =
+      makeKernel(withResidual, {x.type, scale.type, dy.type, residual.type}, outTypes, error);
+  ASSERT_TRUE(joined) << error;
+  const size_t n = 6 * 40;
+  std::vector<float> dx(n), mean(6), rstd(6), dx2(n), mean2(6), rstd2(6);
+  ThreadPool pool(2);
+  const void *in[] = {x.bytes.data(), scale.bytes.data(), dy.bytes.data(),
+                      residual.bytes.data()};
+  void *out[] = {dx.data(), mean.data(), rstd.data()};
+  void *out2[] = {dx2.data(), mean2.data(), rstd2.data()};
+  ASSERT_TRUE(plain->run(in, out, pool, error)) << error;
+  ASSERT_TRUE(joined->run(in, out2, pool, error)) << error;
+  std::vector<float> r = values<float>(residual);
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_EQ(dx2[i], dx[i] + r[i]) << i;
+  EXPECT_EQ(mean2, mean);
+  EXPECT_EQ(rstd2, rstd);
+  EXPECT_FALSE(makeKernel(withResidual, {x.type, scale.type, dy.type, scale.type}, outTypes,
+                          error));
+  EXPECT_NE(error.find("the residual should be a 4th input of the input's shape [6,40]"),
+            std::string::npos)
+      << error;
+}
+
 /// cross_entropy against a double reference: each row's log-sum-exp and
 /// lse - logits[label], 0 for labels that are no class (-100, classes).
 template <class Label> void checkCrossEntropy(const Shape &shape, plan::DType labelType) {

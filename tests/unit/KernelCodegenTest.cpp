@@ -328,6 +328,14 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
       Case{"", "(%x: tensor<8x96xbf16>, %s: tensor<96xbf16>, %d: tensor<8x96xbf16>) -> (tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>)",
            "%y:3 = graph.layer_norm_backward %x, %s, %d {axis = 1 : i64} : (tensor<8x96xbf16>, tensor<96xbf16>, tensor<8x96xbf16>) -> (tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>)\n"
            "return %y#0, %y#1, %y#2 : tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>", {}});
+  add("layer_norm_backward with a residual (a thread per row)",
+      Case{"", "(%x: tensor<6x20x40xf32>, %s: tensor<40xf32>, %d: tensor<6x20x40xf32>, %r: tensor<6x20x40xf32>) -> (tensor<6x20x40xf32>, tensor<6x20x1xf32>, tensor<6x20x1xf32>)",
+           "%y:3 = graph.layer_norm_backward %x, %s, %d, %r {axis = 2 : i64} : (tensor<6x20x40xf32>, tensor<40xf32>, tensor<6x20x40xf32>, tensor<6x20x40xf32>) -> (tensor<6x20x40xf32>, tensor<6x20x1xf32>, tensor<6x20x1xf32>)\n"
+           "return %y#0, %y#1, %y#2 : tensor<6x20x40xf32>, tensor<6x20x1xf32>, tensor<6x20x1xf32>", {}});
+  add("rms layer_norm_backward bf16 with a residual, a block per row",
+      Case{"", "(%x: tensor<8x96xbf16>, %s: tensor<96xbf16>, %d: tensor<8x96xbf16>, %r: tensor<8x96xbf16>) -> (tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>)",
+           "%y:3 = graph.layer_norm_backward %x, %s, %d, %r {axis = 1 : i64, rms} : (tensor<8x96xbf16>, tensor<96xbf16>, tensor<8x96xbf16>, tensor<8x96xbf16>) -> (tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>)\n"
+           "return %y#0, %y#1, %y#2 : tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>", {}});
   add("rms layer_norm (a thread per row)",
       op(x3 + ", %s: tensor<70xf32>",
          "%y = graph.layer_norm %x, %s {axis = 2 : i64, epsilon = 1.0e-6 : f64, rms} : (tensor<6x20x70xf32>, tensor<70xf32>) -> tensor<6x20x70xf32>",
