@@ -154,6 +154,22 @@ def RegatherWeights : Pass<"dtc-regather-weights", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::mesh::MeshDialect"];
 }
 
+def KeepBf16Weights : Pass<"dtc-keep-bf16-weights", "mlir::func::FuncOp"> {
+  let summary = "Keep a bf16 step's weights in bf16 between steps, beside the f32 master";
+  let description = [{
+    In a training step (`dtc.training`) that reads an f32 weight through
+    casts to bf16, the casts become one new parameter `NAME.bf16` (`cast_of`
+    the weight, with its sharding), which the runtime makes from the weight
+    at load and on resuming; where the step updates the weight, the step
+    ends by casting the update into the copy (`NAME.bf16.new`, once per
+    step): one more output of the optimizer's elementwise kernel, and no
+    cast kernel per weight per step. For steps whose weights change only
+    through the step (dtc compile adds it unless --sync is local, federated
+    or ps, which rewrite weights between steps).
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
   let summary = "Decide how every op of @main is split over a device mesh";
   let description = [{

@@ -92,6 +92,9 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
     compress.precision = options.parallel.compressGradients;
     pm.nest<func::FuncOp>().addPass(createCompressGradients(compress));
   }
+  // Weights that change only through the step keep their bf16 copies.
+  if (options.training && options.training->precision == "bf16" && options.parallel.sync.empty())
+    pm.nest<func::FuncOp>().addPass(createKeepBf16Weights());
   // 0: as many stages as the search chose for --devices.
   if (stages > 1 || (stages == 0 && options.training)) {
     PipelineSplitOptions pipeline;

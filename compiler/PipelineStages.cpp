@@ -65,6 +65,16 @@ llvm::DenseMap<Operation *, int> chunkOfOps(Block &block,
   for (Operation &op : block)
     if (isa<graph::ParameterOp>(op))
       withEarliestReader(&op);
+  // A weight the forward reads through its bf16 copy (cast_of) goes where
+  // the copy does: its stage updates both.
+  llvm::StringMap<Operation *> parameterNamed;
+  for (Operation &op : block)
+    if (auto p = dyn_cast<graph::ParameterOp>(op))
+      parameterNamed[p.getName()] = &op;
+  for (Operation &op : block)
+    if (auto p = dyn_cast<graph::ParameterOp>(op); p && p.getCastOf() && stageOf.count(&op))
+      if (Operation *weight = parameterNamed.lookup(*p.getCastOf()); weight && !stageOf.count(weight))
+        stageOf[weight] = stageOf[&op];
   // The backward and the optimizer. An op that reads a weight (or a
   // weight's cast) runs on the weight's stage, and a weight's gradient
   // too; another op on the earliest stage it reads from (the gradient of

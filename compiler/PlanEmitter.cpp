@@ -449,6 +449,8 @@ private:
             source->set_copy_of(copyOf->str());
             source->set_reader(p.getReader().value_or("").str());
           }
+          if (std::optional<llvm::StringRef> castOf = p.getCastOf())
+            source->set_cast_of(castOf->str());
           auto std = p->getAttrOfType<FloatAttr>(attr::kInitStd);
           auto value = p->getAttrOfType<FloatAttr>(attr::kInitValue);
           if (std || value) { // a generated model's: drawn at load, seeded by its name

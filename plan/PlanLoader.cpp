@@ -1,6 +1,7 @@
 //===- PlanLoader.cpp -----------------------------------------------------===//
 #include "plan/PlanLoader.h"
 
+#include "plan/CastCopies.h"
 #include "plan/Overlap.h"
 #include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
@@ -563,6 +564,17 @@ private:
     for (int b = 0; b < rank.buffers_size(); ++b)
       if (!checkBuffer(rank, b, where + ", buffer " + std::to_string(b)))
         return false;
+    std::vector<CastCopy> copies;
+    if (std::string problem; !castCopies(rank, copies, problem))
+      return fail(where + ": " + problem);
+    // Made from the weights where the runtime sets them: not where it
+    // rewrites them between steps too.
+    if (!copies.empty() &&
+        (plan_.training().average_every() > 0 || plan_.training().has_parameter_servers()))
+      return fail(where + ": bf16 copies of weights, which " +
+                  (plan_.training().has_parameter_servers() ? "parameter servers"
+                                                             : "local SGD's averaging") +
+                  " would leave behind");
     for (int i = 0; i < rank.prologue_size(); ++i)
       if (!checkInstruction(rank, rank.prologue(i),
                             where + ", prologue instruction " + std::to_string(i)))

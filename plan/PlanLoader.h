@@ -39,7 +39,9 @@ namespace dtc::plan {
 /// centre. Version 15: cross-entropy as one instruction (cross_entropy).
 /// Version 16: elementwise instructions with several outputs
 /// (Elementwise.outputs), which an older runtime would refuse or misread.
-constexpr uint32_t kPlanFormatVersion = 16;
+/// Version 17: bf16 copies of weights (ParameterSource.cast_of), which an
+/// older runtime would look for in the model.
+constexpr uint32_t kPlanFormatVersion = 17;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

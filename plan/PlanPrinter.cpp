@@ -545,6 +545,8 @@ std::string printPlan(const plan::Plan &plan) {
         source = "parameter '" + param.initializer() + "'";
         if (param.accumulator())
           source += " (gradient accumulator, zeroed each step)";
+        if (!param.cast_of().empty())
+          source += " (the bf16 copy of '" + param.cast_of() + "', written with it)";
         if (!param.file().empty())
           source += fmt::format(" from {} at byte {}", param.file(), param.offset());
       }

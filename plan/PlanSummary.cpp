@@ -1,6 +1,7 @@
 //===- PlanSummary.cpp ----------------------------------------------------===//
 #include "plan/PlanSummary.h"
 
+#include "plan/CastCopies.h"
 #include "plan/DType.h"
 #include "plan/Replicas.h"
 #include "plan/FormatBytes.h"
@@ -115,13 +116,13 @@ std::string jsonString(const std::string &text) {
 PlanSummary summarizePlan(const Plan &plan) {
   PlanSummary summary;
   summary.plan = &plan;
-  // Parameters: the model's weights (not optimizer state or accumulators),
-  // each once, with the stages that hold it.
+  // Parameters: the model's weights (not optimizer state, accumulators or
+  // bf16 copies), each once, with the stages that hold it.
   std::map<std::string, size_t> parameterOf;
   bool pipelined = plan.training().pipeline().stages() > 1;
   for (int r = 0; r < plan.ranks_size(); ++r)
     for (const Buffer &buffer : plan.ranks(r).buffers()) {
-      if (!buffer.has_parameter() || buffer.parameter().zeros())
+      if (!buffer.has_parameter() || buffer.parameter().zeros() || isCastCopy(buffer))
         continue;
       const std::string &name = buffer.parameter().initializer().empty()
                                     ? buffer.name()

@@ -8,6 +8,7 @@
 #include "plan/PlanLoader.h"
 #include "plan/Sharding.h"
 #include "runtime/comm/MeshGroups.h"
+#include "runtime/cpu/BFloat16.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "plan/Ranks.h"
@@ -405,7 +406,7 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
       std::memcpy(at, buffer.constant().data(), buffer.constant().size());
       continue;
     }
-    if (!buffer.has_parameter() || buffer.parameter().zeros())
+    if (!buffer.has_parameter() || buffer.parameter().zeros() || plan::isCastCopy(buffer))
       continue;
     // A sharded parameter: the rank's part, as a slice of the whole.
     const plan::ParameterSource *source = &buffer.parameter();
@@ -455,7 +456,21 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
       return false;
     }
   }
+  if (!plan::castCopies(*program_, castCopies_, error))
+    return false;
+  makeCastCopies();
   return true;
+}
+
+void Executor::makeCastCopies() {
+  for (const plan::CastCopy &c : castCopies_) {
+    const plan::Buffer &copy = program_->buffers(int(c.copy));
+    const auto *from = reinterpret_cast<const float *>(bufferData(c.weight));
+    auto *to = reinterpret_cast<cpu::BFloat16 *>(arena_ + copy.offset());
+    int64_t n = plan::elementCount(copy.type());
+    for (int64_t i = 0; i < n; ++i)
+      to[i] = cpu::BFloat16(from[i]);
+  }
 }
 
 int Executor::threads() const { return pool_->threads(); }

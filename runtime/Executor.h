@@ -13,6 +13,7 @@
 #include "runtime/Device.h"
 #include "runtime/InstructionWaves.h"
 #include "runtime/TensorIO.h"
+#include "plan/CastCopies.h"
 #include "plan/DType.h"
 
 #include "plan.pb.h"
@@ -132,6 +133,10 @@ public:
   /// checkpoints), in the host arena: with a device, call syncToHost first
   /// to read them and syncToDevice after writing them.
   char *bufferData(uint32_t id) { return arena_ + program_->buffers(int(id)).offset(); }
+  /// Makes each bf16 copy of a weight (plan/CastCopies.h) from its weight,
+  /// in the host arena: after weights are set there other than by a step
+  /// (read at load, restored on resuming), before syncToDevice.
+  void makeCastCopies();
   /// The device's arena copied into the host's (a no-op without a device).
   bool syncToHost(std::string &error);
   /// The host's arena copied to the device (a no-op without a device).
@@ -241,6 +246,7 @@ private:
   bool pipelined_ = false;
   std::vector<int64_t> slotShifts_;    // per stash group: bytes to the last micro-batch's copy
   std::vector<int64_t> updateSegment_; // per update (updatesOf): the segment that makes it
+  std::vector<plan::CastCopy> castCopies_;
   // RankProgram.overlapped: per instruction, the once-per-step ones run
   // right after it in the last micro-batch; and which of those have run
   // this step (the once-per-step part skips them).

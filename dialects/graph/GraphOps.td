@@ -139,17 +139,25 @@ def Graph_ParameterOp : Graph_Op<"parameter"> {
     weights initialised alike into that initializer, and each reader trains
     its own copy. `name` is the copy's own (`ln.weight@2`), under which the
     trained model is exported and `reader` rewired.
+
+    `cast_of`, when present, makes the parameter parameter `cast_of`'s value
+    in this one's element type (a bf16 step's copy of an f32 weight, which
+    the step writes with the weight: dtc-keep-bf16-weights). It is made
+    from that parameter wherever the runtime sets it (at load, on resuming),
+    and neither checkpointed nor exported.
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrAttr>:$file,
                        OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$frozen,
-                       OptionalAttr<StrAttr>:$copy_of, OptionalAttr<StrAttr>:$reader);
+                       OptionalAttr<StrAttr>:$copy_of, OptionalAttr<StrAttr>:$reader,
+                       OptionalAttr<StrAttr>:$cast_of);
   let results = (outs Graph_FloatTensor:$output);
   let assemblyFormat = "$name attr-dict `:` type($output)";
   let builders = [
     // A parameter whose bytes are not in external data (or not in any file).
     OpBuilder<(ins "::mlir::Type":$output, "::mlir::StringAttr":$name), [{
       build($_builder, $_state, output, name, /*file=*/nullptr, /*offset=*/nullptr,
-            /*frozen=*/nullptr, /*copy_of=*/nullptr, /*reader=*/nullptr);
+            /*frozen=*/nullptr, /*copy_of=*/nullptr, /*reader=*/nullptr,
+            /*cast_of=*/nullptr);
     }]>
   ];
 }

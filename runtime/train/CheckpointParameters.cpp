@@ -1,6 +1,7 @@
 //===- CheckpointParameters.cpp -------------------------------------------===//
 #include "runtime/train/CheckpointParameters.h"
 
+#include "plan/CastCopies.h"
 #include "plan/DType.h"
 #include "runtime/train/Reshard.h"
 
@@ -9,7 +10,8 @@ namespace dtc::runtime::train {
 std::vector<uint32_t> checkpointedParameters(const plan::RankProgram &program) {
   std::vector<uint32_t> ids;
   for (int b = 0; b < program.buffers_size(); ++b)
-    if (program.buffers(b).has_parameter() && !program.buffers(b).parameter().accumulator())
+    if (program.buffers(b).has_parameter() && !program.buffers(b).parameter().accumulator() &&
+        !plan::isCastCopy(program.buffers(b)))
       ids.push_back(uint32_t(b));
   return ids;
 }

@@ -2,6 +2,7 @@
 #include "runtime/train/ModelExport.h"
 
 #include "formats/onnx/TensorProto.h"
+#include "plan/CastCopies.h"
 #include "plan/DType.h"
 #include "plan/Ranks.h"
 #include "plan/Sharding.h"
@@ -103,7 +104,8 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
     const plan::RankProgram &program = plan.ranks(p);
     for (int b = 0; b < program.buffers_size(); ++b) {
       const plan::Buffer &buffer = program.buffers(b);
-      if (!buffer.has_parameter() || buffer.parameter().zeros() || buffer.parameter().frozen())
+      if (!buffer.has_parameter() || buffer.parameter().zeros() || buffer.parameter().frozen() ||
+          plan::isCastCopy(buffer))
         continue;
       if (buffer.type().dtype() != plan::F32) {
         error = "--export: parameter '" + buffer.parameter().initializer() + "' is not f32";

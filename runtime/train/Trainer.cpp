@@ -403,10 +403,13 @@ bool Trainer::run(const TrainOptions &options, std::string &error) {
       error = "resuming needs a checkpoint directory";
       return false;
     }
-    // The parameters are read into the host's arena (and then to the
-    // device's, where the program runs on one).
-    bool resumed = resume(options, digest, parameters, dataSeed, start, error) &&
-                   executor_.syncToDevice(error);
+    // The parameters are read into the host's arena, the weights' bf16
+    // copies made from them (and then to the device's, where the program
+    // runs on one).
+    bool resumed = resume(options, digest, parameters, dataSeed, start, error);
+    if (resumed)
+      executor_.makeCastCopies();
+    resumed = resumed && executor_.syncToDevice(error);
     // Parameter servers resume from the step the workers do (ParameterServer.h).
     int64_t agreed = 0;
     if (served && !agreeOnResumedStep(*everyone_, resumed ? start : -1, agreed, error))

@@ -12,7 +12,7 @@ training as a uint16 token file, the last 10% held out. The test:
     text must beat the training text's byte (unigram) entropy, which is the
     best a model that learned only byte frequencies can do;
   - mixed precision (--precision bf16): the first 60 losses stay within 2% of
-    the fp32 run's;
+    the fp32 run's, and its checkpoints resume bit for bit too;
   - checkpoint at step 10 and resume to 20 reproduce the uninterrupted losses.
 """
 import argparse
@@ -105,6 +105,10 @@ def main():
         print(f"      bf16: step 60 loss {low[-1]:.4f} (fp32 {curve[59]:.4f}); largest relative "
               f"difference over 60 steps {worst:.2e}; median step {np.median(step_times(mixed)):.2f} ms")
         check(len(low) == 60 and worst < 0.02, "bf16 losses stay within 2% of the fp32 run's")
+        # Its bf16 copies of the weights are not checkpointed: resuming makes
+        # them from the restored weights.
+        check("kept in bf16 between steps" in notes, "the bf16 step keeps bf16 copies of its weights")
+        check_resume(dtc, bf16, tokens, tmp, 3, 6)
 
         check_resume(dtc, plan, tokens, tmp, 10, 20)
 

@@ -465,4 +465,39 @@ TEST(PlanLoader, AcceptsUpdateOfShardedParameter) {
   EXPECT_TRUE(contains(errorOf(b.plan), "its type differs from the parameter's"));
 }
 
+TEST(PlanLoader, ChecksBf16CopiesOfWeights) {
+  // A copy is bf16, of its weight's shape and split, made from an f32
+  // parameter of its own program, and only where weights change through
+  // the step alone.
+  SpmdPlanBuilder b({2, 2});
+  plan::ParameterSource w, copy;
+  w.set_initializer("w");
+  copy.set_initializer("w.bf16");
+  copy.set_cast_of("w");
+  b.parameter(w, plan::F32, {4, 4}, {{0}, {1}});
+  uint32_t c = b.parameter(copy, plan::BF16, {4, 4}, {{0}, {1}});
+  std::string error;
+  EXPECT_TRUE(validatePlan(b.plan, error)) << error;
+
+  plan::Buffer &buffer = *b.program->mutable_buffers(int(c));
+  buffer.mutable_parameter()->set_cast_of("v");
+  EXPECT_TRUE(contains(errorOf(b.plan), "parameter 'w.bf16' (the bf16 copy of 'v'): the program "
+                                        "has no parameter 'v'"));
+  buffer.mutable_parameter()->set_cast_of("w");
+  buffer.mutable_type()->set_dtype(plan::F32);
+  EXPECT_TRUE(contains(errorOf(b.plan), "not a bf16 buffer of an f32 weight's shape"));
+  buffer.mutable_type()->set_dtype(plan::BF16);
+  buffer.mutable_parameter()->set_zeros(true);
+  EXPECT_TRUE(contains(errorOf(b.plan), "made from nothing else"));
+  buffer.mutable_parameter()->set_zeros(false);
+  std::swap(*buffer.mutable_sharding(0), *buffer.mutable_sharding(1));
+  EXPECT_TRUE(contains(errorOf(b.plan), "split otherwise than its weight"));
+  std::swap(*buffer.mutable_sharding(0), *buffer.mutable_sharding(1));
+  EXPECT_TRUE(validatePlan(b.plan, error)) << error;
+
+  b.plan.mutable_training()->set_average_every(4);
+  EXPECT_TRUE(contains(errorOf(b.plan), "bf16 copies of weights, which local SGD's averaging "
+                                        "would leave behind"));
+}
+
 } // namespace

@@ -1,0 +1,111 @@
+//===- KeepBf16Weights.cpp - a bf16 step's weights kept in bf16 -----------===//
+//
+// A mixed-precision step reads each f32 weight through a cast to bf16 (the
+// master copy stays f32 for the optimizer). Cast every step, that is a
+// kernel per weight, reading 4 bytes and writing 2 of each element, before
+// the forward can start. Megatron-LM keeps the bf16 copy instead and has
+// the optimizer write it with the f32 weight: here the copy becomes a
+// parameter of its own (`cast_of` the weight), the step's casts read it,
+// and the step's last act casts the updated weight into it, which
+// dtc-fuse-elementwise makes one more output of the optimizer's kernel.
+// Why: docs/training.md.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/CompileNotes.h"
+#include "compiler/Passes.h"
+
+#include "dialects/graph/AttrNames.h"
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace dtc {
+#define GEN_PASS_DEF_KEEPBF16WEIGHTS
+#include "compiler/Passes.h.inc"
+} // namespace dtc
+
+using namespace mlir;
+
+namespace dtc {
+namespace {
+
+struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (!func->hasAttr(attr::kTraining) || func.getBody().empty())
+      return;
+    Block &block = func.getBody().front();
+    Operation *terminator = block.getTerminator();
+    // The step's result updating each parameter, and where new ones go:
+    // after the last update (a gradient-squares result stays last).
+    llvm::StringMap<unsigned> updateOf;
+    unsigned insertAt = terminator->getNumOperands();
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, attr::kUpdates)) {
+        updateOf[name.getValue()] = i;
+        insertAt = i + 1;
+      }
+
+    SmallVector<graph::ParameterOp> weights;
+    for (Operation &op : block)
+      if (auto p = dyn_cast<graph::ParameterOp>(op);
+          p && p.getType().getElementType().isF32() && !p->hasAttr(attr::kZeros) &&
+          !p->hasAttr(attr::kAccumulator) && !p.getCastOf())
+        weights.push_back(p);
+
+    OpBuilder b(&getContext());
+    int kept = 0;
+    int64_t elements = 0;
+    for (graph::ParameterOp weight : weights) {
+      SmallVector<graph::CastOp> casts;
+      for (Operation *user : weight->getUsers())
+        if (auto cast = dyn_cast<graph::CastOp>(user);
+            cast && cast.getType().getElementType().isBF16())
+          casts.push_back(cast);
+      if (casts.empty())
+        continue;
+      auto type = cast<RankedTensorType>(casts.front().getType());
+      std::string name = (weight.getName() + ".bf16").str();
+      b.setInsertionPointAfter(weight);
+      auto copy = b.create<graph::ParameterOp>(weight.getLoc(), type, b.getStringAttr(name));
+      copy.setCastOfAttr(weight.getNameAttr());
+      if (Attribute sharding = weight->getAttr(attr::kSharding))
+        copy->setAttr(attr::kSharding, sharding);
+      for (graph::CastOp cast : casts) {
+        cast.replaceAllUsesWith(copy.getResult());
+        cast.erase();
+      }
+      ++kept;
+      elements += type.getNumElements();
+
+      // A weight the step updates: its copy is the update's cast, made
+      // where the update is (once per step, with its sharding).
+      auto update = updateOf.find(weight.getName());
+      if (update == updateOf.end())
+        continue; // frozen: the copy made at load serves every step
+      Value updated = terminator->getOperand(update->second);
+      if (updated == weight.getResult())
+        continue;
+      b.setInsertionPoint(terminator);
+      auto next = b.create<graph::CastOp>(updated.getLoc(), type, updated);
+      if (Operation *def = updated.getDefiningOp())
+        for (StringRef kept : {attr::kSharding, attr::kOncePerStep})
+          if (Attribute a = def->getAttr(kept))
+            next->setAttr(kept, a);
+      NamedAttribute attrs[] = {b.getNamedAttr(attr::kName, b.getStringAttr(name + ".new")),
+                                b.getNamedAttr(attr::kUpdates, b.getStringAttr(name))};
+      func.insertResult(insertAt, type, b.getDictionaryAttr(attrs));
+      terminator->insertOperands(insertAt, ValueRange{next.getResult()});
+      ++insertAt;
+    }
+    if (kept)
+      addNote(func, "training: " + std::to_string(kept) + " weights (" +
+                        std::to_string(elements) +
+                        " values) kept in bf16 between steps beside their f32 master copies: "
+                        "the optimizer writes both, and the step casts none");
+  }
+};
+
+} // namespace
+} // namespace dtc

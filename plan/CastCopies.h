@@ -1,0 +1,39 @@
+//===- CastCopies.h - a bf16 step's copies of its f32 weights ---*- C++ -*-===//
+//
+// A mixed-precision plan keeps each weight the step reads in bf16 as a
+// parameter of its own (ParameterSource.cast_of, compiler/
+// KeepBf16Weights.cpp), which the step writes with the weight. The runtime
+// makes each copy from its weight wherever it sets weights itself (at load,
+// on resuming from a checkpoint); checkpoints and exported models leave the
+// copies out. The loader checks the pairs, the runtime takes them from here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_PLAN_CASTCOPIES_H
+#define DTC_PLAN_CASTCOPIES_H
+
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtc::plan {
+
+struct CastCopy {
+  uint32_t copy;   // the bf16 buffer
+  uint32_t weight; // the f32 parameter it is made from
+};
+
+/// `program`'s copies, in buffer order; false with `error` when a copy's
+/// weight is not among the program's parameters, or is not an f32 buffer
+/// of the copy's shape and split, or the copy is not bf16.
+bool castCopies(const RankProgram &program, std::vector<CastCopy> &copies, std::string &error);
+
+/// Whether buffer `buffer` is such a copy (not a weight of the model).
+inline bool isCastCopy(const Buffer &buffer) {
+  return buffer.has_parameter() && !buffer.parameter().cast_of().empty();
+}
+
+} // namespace dtc::plan
+
+#endif // DTC_PLAN_CASTCOPIES_H
