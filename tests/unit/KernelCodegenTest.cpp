@@ -237,8 +237,18 @@ TEST(KernelCodegen, EveryElementwiseOpAgainstTheCpuBackend) {
                    "%c = graph.max %b, %j : (tensor<5x7xi64>, tensor<7xi64>) -> tensor<5x7xi64>\n"
                    "%d = graph.neg %c : (tensor<5x7xi64>) -> tensor<5x7xi64>\n"
                    "return %d : tensor<5x7xi64>", {}});
+  // One kernel writing several results of two element types, as an
+  // optimizer's writes the moment, the weight and the weight's bf16 copy.
+  cases.push_back({"several results, f32 and bf16",
+                   "(%m: tensor<4x300xf32>, %g: tensor<4x300xf32>, %p: tensor<4x300xf32>) -> "
+                   "(tensor<4x300xf32>, tensor<4x300xf32>, tensor<4x300xbf16>)",
+                   "%a = graph.mul %m, %g : (tensor<4x300xf32>, tensor<4x300xf32>) -> tensor<4x300xf32>\n"
+                   "%b = graph.add %a, %g : (tensor<4x300xf32>, tensor<4x300xf32>) -> tensor<4x300xf32>\n"
+                   "%c = graph.sub %p, %b : (tensor<4x300xf32>, tensor<4x300xf32>) -> tensor<4x300xf32>\n"
+                   "%d = graph.cast %c : (tensor<4x300xf32>) -> tensor<4x300xbf16>\n"
+                   "return %b, %c, %d : tensor<4x300xf32>, tensor<4x300xf32>, tensor<4x300xbf16>", {}});
   for (const Case &c : cases)
-    checkCase(c);
+    EXPECT_EQ(checkCase(c), 1) << c.name << ": one kernel";
 }
 
 
