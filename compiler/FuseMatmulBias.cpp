@@ -20,6 +20,10 @@
 // layer norm's input gradient: the layer norm's row kernel adds it as it
 // writes (`residual`).
 //
+// And a bias's gradient, the sum of the output gradient's rows, is written
+// by the GEMM that reads those rows for the weight's gradient (x^T dy):
+// graph.matmul_grad, cuBLASLt's BGRAD epilogue.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
@@ -28,6 +32,7 @@
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace dtc {
 #define GEN_PASS_DEF_FUSEMATMULBIAS
@@ -139,6 +144,106 @@ bool joinResidual(graph::AddOp add) {
   return false;
 }
 
+/// A sum of `dy` over all its dims but the last (its rows: a linear
+/// layer's bias gradient) that a product x^T dy also reads (its weight
+/// gradient; dy as [rows, N], through a reshape when it has more dims) as
+/// that product's second result (graph.matmul_grad); whether it was. The
+/// joined op stands where the product did (its large result made no
+/// earlier), else where the sum did.
+bool joinBiasGradient(graph::ReduceSumOp reduce) {
+  Value dy = reduce.getInput();
+  int64_t rank = typeOf(dy).getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t a : reduce.getAxes())
+    axes.push_back(a < 0 ? a + rank : a);
+  llvm::sort(axes);
+  if (rank < 2 || axes != llvm::to_vector(llvm::seq<int64_t>(0, rank - 1)))
+    return false;
+  auto madeBefore = [](Value v, Operation *op) {
+    Operation *def = v.getDefiningOp();
+    return !def || def->isBeforeInBlock(op);
+  };
+  // dy as the product's [rows, N] operand: itself, its reshapes to that,
+  // or what it is a reshape of (and that value's other such views).
+  int64_t n = typeOf(dy).getShape().back();
+  auto isRows = [&](Value v) {
+    return typeOf(v).getRank() == 2 && typeOf(v).getShape().back() == n;
+  };
+  SmallVector<Value> rows, viewed{dy};
+  if (isRows(dy))
+    rows.push_back(dy);
+  if (auto r = dy.getDefiningOp<graph::ReshapeOp>())
+    viewed.push_back(r.getInput());
+  for (Value v : viewed) {
+    if (isRows(v) && !llvm::is_contained(rows, v))
+      rows.push_back(v);
+    for (Operation *user : v.getUsers())
+      if (auto r = dyn_cast<graph::ReshapeOp>(user); r && isRows(r.getOutput()) &&
+                                                     !llvm::is_contained(rows, r.getOutput()))
+        rows.push_back(r.getOutput());
+  }
+  for (Value rhs : rows)
+    for (Operation *user : rhs.getUsers()) {
+      auto m = dyn_cast<graph::MatmulOp>(user);
+      if (!m || m.getRhs() != rhs || m.getLhs() == rhs || !m.getTransposeLhs() ||
+          m.getTransposeRhs() || typeOf(m.getLhs()).getRank() != 2 || !samePart(m, reduce))
+        continue;
+      // At the product (the large result made no earlier than it was):
+      // what reads the sum before it (a view of it, its reduction over the
+      // data-parallel ranks) moves down after it, in order.
+      Operation *at = m;
+      llvm::SetVector<Operation *> sink;
+      if (reduce->isBeforeInBlock(m)) {
+        SmallVector<Operation *> work(reduce.getOutput().getUsers());
+        while (!work.empty()) {
+          Operation *u = work.pop_back_val();
+          if (!u->isBeforeInBlock(m) || !sink.insert(u))
+            continue;
+          for (Operation *w : u->getUsers())
+            work.push_back(w);
+        }
+        bool movable = llvm::all_of(sink, [&](Operation *u) {
+          return samePart(u, m) && !u->hasTrait<OpTrait::IsTerminator>();
+        });
+        for (Value operand : m->getOperands())
+          movable = movable && !sink.contains(operand.getDefiningOp());
+        if (!movable)
+          at = nullptr;
+      }
+      // Else at the sum, the product's operands made before it (views of
+      // values that are move up with them).
+      if (!at) {
+        sink.clear();
+        for (Value v : {Value(m.getLhs()), rhs})
+          if (auto view = v.getDefiningOp<graph::ReshapeOp>();
+              view && !madeBefore(v, reduce) && madeBefore(view.getInput(), reduce))
+            view->moveBefore(reduce);
+        if (!madeBefore(m.getLhs(), reduce) || !madeBefore(rhs, reduce))
+          continue;
+        at = reduce;
+      }
+      OpBuilder b(at);
+      auto joined = b.create<graph::MatmulGradOp>(
+          m.getLoc(), TypeRange{m.getOutput().getType(), reduce.getOutput().getType()},
+          m.getLhs(), rhs);
+      for (NamedAttribute a : m->getDiscardableAttrs())
+        joined->setAttr(a.getName(), a.getValue());
+      m.getOutput().replaceAllUsesWith(joined.getOutput());
+      reduce.getOutput().replaceAllUsesWith(joined.getBiasGrad());
+      SmallVector<Operation *> inOrder(sink.begin(), sink.end());
+      llvm::sort(inOrder, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      Operation *after = joined;
+      for (Operation *op : inOrder) {
+        op->moveAfter(after);
+        after = op;
+      }
+      m.erase();
+      reduce.erase();
+      return true;
+    }
+  return false;
+}
+
 struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -241,6 +346,15 @@ struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
     if (residuals)
       addNote(func, "fusion: " + std::to_string(residuals) +
                         " layer norm gradients add the residual stream's as they write it");
+    SmallVector<graph::ReduceSumOp> sums;
+    func.walk([&](graph::ReduceSumOp r) { sums.push_back(r); });
+    int biasGradients = 0;
+    for (graph::ReduceSumOp r : sums)
+      biasGradients += joinBiasGradient(r);
+    if (biasGradients)
+      addNote(func, "fusion: " + std::to_string(biasGradients) +
+                        " weight gradients' GEMMs sum their output gradient's rows as they read "
+                        "them: the bias gradients, no reductions of their own");
   }
 };
 

@@ -402,7 +402,11 @@ def FuseMatmulBias : Pass<"dtc-fuse-matmul-bias", "mlir::func::FuncOp"> {
     add(matmul(x, w), b), b a vector along the product's columns (or of
     leading 1s), with the matmul read by the add alone, becomes
     graph.matmul_bias; a relu or tanh gelu reading the sum alone joins it.
-    Runs after the step is built and split, before elementwise fusion.
+    A residual add joins as the GEMM's addend (or, in the backward, a layer
+    norm gradient's residual), and a sum of dy's rows beside x^T dy (a
+    bias's gradient beside its weight's) becomes graph.matmul_grad's second
+    result. Runs after the step is built and split, before elementwise
+    fusion.
   }];
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }

@@ -537,6 +537,12 @@ private:
           mm->set_addend(!m.getAddend().empty());
           return success();
         })
+        .Case([&](graph::MatmulGradOp m) -> LogicalResult {
+          auto *mm = addInstruction(op, op->getOperands()).mutable_matmul();
+          mm->set_transpose_lhs(true);
+          mm->set_bias_gradient(true);
+          return success();
+        })
         .Case([&](graph::SoftmaxOp s) -> LogicalResult {
           addInstruction(op, op->getOperands()).mutable_softmax()->set_axis(
               normalizedAxis(s.getInput(), s.getAxis()));

@@ -40,7 +40,8 @@ namespace dtc::plan {
 /// Version 16: elementwise instructions with several outputs
 /// (Elementwise.outputs), which an older runtime would refuse or misread.
 /// Version 17: bf16 copies of weights (ParameterSource.cast_of), which an
-/// older runtime would look for in the model.
+/// older runtime would look for in the model; a weight gradient's GEMM
+/// writing its bias's gradient (MatMul.bias_gradient).
 constexpr uint32_t kPlanFormatVersion = 17;
 
 /// RankProgram.outputs: an output another pipeline stage computes.

@@ -122,6 +122,7 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
     if (inst.matmul().activation() == plan::ACTIVATION_GELU_TANH) s += " gelu_tanh";
     if (inst.matmul().keep_preactivation()) s += " +preactivation";
     if (inst.matmul().addend()) s += " +addend";
+    if (inst.matmul().bias_gradient()) s += " +bias_gradient";
     return s;
   }
   case plan::Instruction::kElementwise:

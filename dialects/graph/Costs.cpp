@@ -142,6 +142,14 @@ OpCost MatmulBiasOp::cost() {
   return make(*this, (2.0 * double(k) + perElement) * elements(getOutput()), OpCost::Matmul);
 }
 
+// The product's, then an add per rhs element for the rows' sum.
+OpCost MatmulGradOp::cost() {
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  return make(*this,
+              2.0 * double(lhs.getDimSize(0)) * elements(getOutput()) + elements(getRhs()),
+              OpCost::Matmul);
+}
+
 OpCost Conv2DOp::cost() {
   OpCost c = make(*this, convFlops(getOutput(), getWeight()), OpCost::Conv);
   if (getBias())

@@ -693,6 +693,10 @@ LogicalResult MatmulBiasOp::buildGradients(OpBuilder &, ValueRange, SmallVectorI
   return notDefined(*this); // formed after autodiff
 }
 
+LogicalResult MatmulGradOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
+  return notDefined(*this); // formed after autodiff
+}
+
 LogicalResult AttentionBackwardOp::buildGradients(OpBuilder &, ValueRange,
                                                   SmallVectorImpl<Value> &) {
   return notDefined(*this);

@@ -407,6 +407,26 @@ LogicalResult MatmulBiasOp::verify() {
   return success();
 }
 
+LogicalResult MatmulGradOp::verify() {
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  auto rhs = cast<RankedTensorType>(getRhs().getType());
+  auto out = cast<RankedTensorType>(getOutput().getType());
+  auto sum = cast<RankedTensorType>(getBiasGrad().getType());
+  if (lhs.getRank() != 2 || rhs.getRank() != 2 ||
+      lhs.getDimSize(0) != rhs.getDimSize(0))
+    return emitOpError("multiplies lhs^T rhs of 2-D operands with as many rows, got ")
+           << lhs << " and " << rhs;
+  if (out.getRank() != 2 || out.getDimSize(0) != lhs.getDimSize(1) ||
+      out.getDimSize(1) != rhs.getDimSize(1))
+    return emitOpError("output must be [") << lhs.getDimSize(1) << ", " << rhs.getDimSize(1)
+                                           << "], got " << out;
+  if (sum.getNumElements() != rhs.getDimSize(1) ||
+      (sum.getRank() > 0 && sum.getShape().back() != rhs.getDimSize(1)))
+    return emitOpError("the rows' sum must hold the rhs's ")
+           << rhs.getDimSize(1) << " columns, got " << sum;
+  return success();
+}
+
 SmallVector<int64_t, 4> headsFirst(ArrayRef<int64_t> shape, bool bshd) {
   SmallVector<int64_t, 4> dims(shape);
   if (bshd && dims.size() >= 3)

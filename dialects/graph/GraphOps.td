@@ -400,6 +400,22 @@ def Graph_MatmulBiasOp : Graph_InferredOp<"matmul_bias"> {
   let hasVerifier = 1;
 }
 
+def Graph_MatmulGradOp : Graph_Op<"matmul_grad"> {
+  let summary = "A backward matmul that also writes the sum of its rhs's rows";
+  let description = [{
+    `lhs^T rhs` (2-D operands, as many rows): a linear layer's weight
+    gradient `x^T dy`, whose `dy` rows' sum is the layer's bias gradient;
+    the second result is that sum (any shape of N elements: the sum's as
+    the step had it, [1, N] or [N]; f32 or the operands' type), computed as
+    the product reads `dy` (cuBLASLt's BGRAD epilogue) rather than by a
+    reduction reading `dy` again. Formed by dtc-fuse-matmul-bias after the
+    training step is built, so it has no gradient of its own.
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
+  let results = (outs Graph_FloatTensor:$output, Graph_FloatTensor:$bias_grad);
+  let hasVerifier = 1;
+}
+
 def Graph_Conv2DOp : Graph_InferredOp<"conv2d"> {
   let summary = "2-D convolution, NCHW input, OIHW weight";
   let description = [{

@@ -272,6 +272,21 @@ ShardingRule MatmulBiasOp::shardingRule() {
   return rule;
 }
 
+// The product's rule, the contraction whole (the rows' sum reads every
+// row); the sum lies along the output's columns.
+ShardingRule MatmulGradOp::shardingRule() {
+  ShardingRule rule =
+      MatmulOp::shardingRuleOf(getOutput(), getLhs(), getRhs(), /*transposeLhs=*/true, false);
+  for (ShardingRule::Factor &f : rule.factors)
+    f.whole = f.whole || f.reduction;
+  auto sum = cast<RankedTensorType>(getBiasGrad().getType());
+  ShardingRule::Dims dims(size_t(sum.getRank())); // size-1 dims have no factor
+  if (!dims.empty())
+    dims.back() = rule.results[0].back();
+  rule.results.push_back(dims);
+  return rule;
+}
+
 namespace {
 /// Attention's rule: each leading dim (batch, heads) a parallel factor of
 /// every operand and result; the sequences and head dims whole (a row's

@@ -234,10 +234,12 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
     return fail(error, "the instruction has no operation this runtime knows (was the plan "
                        "written by a newer dtc?)");
   int inputs = int(inputTypes.size()), outputs = int(outputTypes.size());
-  // A matmul keeping its preactivation writes it too; an elementwise
+  // A matmul keeping its preactivation writes it too, one summing its rhs's
+  // rows the sum; an elementwise
   // expression may name several outputs.
   int wantOutputs = info->outputs + (inst.op_case() == plan::Instruction::kMatmul &&
-                                     inst.matmul().keep_preactivation());
+                                     (inst.matmul().keep_preactivation() ||
+                                      inst.matmul().bias_gradient()));
   if (inst.op_case() == plan::Instruction::kElementwise)
     wantOutputs = std::max(1, inst.elementwise().outputs_size());
   if (inputs < info->minInputs || inputs > info->maxInputs || outputs != wantOutputs)

@@ -11,6 +11,7 @@
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/ThreadPool.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <unordered_map>
@@ -162,6 +163,36 @@ private:
   int64_t size_;
 };
 
+/// The product x^T dy (inner) and the sum of dy's rows (a bias's
+/// gradient, `rows` x `columns`, the second output): each thread sums a
+/// block of columns over every row, in row order.
+class WithBiasGradient final : public Kernel {
+public:
+  WithBiasGradient(std::unique_ptr<Kernel> inner, int64_t rows, int64_t columns)
+      : inner_(std::move(inner)), rows_(rows), columns_(columns) {}
+
+  bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
+           std::string &error) override {
+    if (!inner_->run(inputs, outputs, pool, error))
+      return false;
+    const float *dy = static_cast<const float *>(inputs[1]);
+    float *sum = static_cast<float *>(outputs[1]);
+    pool.parallelFor(columns_, std::max<int64_t>(1, kSerialWork / std::max<int64_t>(1, rows_)),
+                     [&](int64_t b, int64_t e) {
+                       std::fill(sum + b, sum + e, 0.0f);
+                       for (int64_t r = 0; r < rows_; ++r)
+                         for (int64_t c = b; c < e; ++c)
+                           sum[c] += dy[r * columns_ + c];
+                     });
+    return true;
+  }
+  bool runsAlongsideOthers() const override { return inner_->runsAlongsideOthers(); }
+
+private:
+  std::unique_ptr<Kernel> inner_;
+  int64_t rows_, columns_;
+};
+
 /// A matmul as one oneDNN primitive over strided views of the buffers.
 class DnnlMatMulKernel final : public Kernel {
 public:
@@ -284,6 +315,24 @@ std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &inst,
     if (!inner)
       return nullptr;
     return std::make_unique<WithAddend>(std::move(inner), 3, product(shapeOf(types.output)));
+  }
+  if (op.bias_gradient()) {
+    if (op.bias() || op.activation() != plan::ACTIVATION_NONE || op.addend() ||
+        op.keep_preactivation() || !op.transpose_lhs() || op.transpose_rhs())
+      return fail(error, "only a plain x^T dy product sums its rhs's rows");
+    Shape rhs = types.inputs.size() == 2 ? shapeOf(types.inputs[1]) : Shape{};
+    if (rhs.size() != 2 || shapeOf(types.inputs[0]).size() != 2 || types.outputs.size() != 2 ||
+        product(shapeOf(types.outputs[1])) != rhs[1])
+      return fail(error, "the rows' sum needs 2-D operands and a second output of the rhs's "
+                         "columns");
+    plan::Instruction plain = inst;
+    plain.mutable_matmul()->set_bias_gradient(false);
+    std::vector<plan::TensorType> one{types.output};
+    KernelTypes plainTypes{types.inputs, types.output, types.constants, one};
+    std::unique_ptr<Kernel> inner = makeMatMulKernel(plain, plainTypes, error);
+    if (!inner)
+      return nullptr;
+    return std::make_unique<WithBiasGradient>(std::move(inner), rhs[0], rhs[1]);
   }
   if (op.keep_preactivation()) {
     if (!op.bias() || op.activation() != plan::ACTIVATION_GELU_TANH)

@@ -342,7 +342,7 @@ public:
     }
     std::string why;
     if (inst.has_matmul())
-      if (auto gemm = makeGemmKernel(context_, inst.matmul(), inputs, outputs[0], why))
+      if (auto gemm = makeGemmKernel(context_, inst.matmul(), inputs, outputs, why))
         return gemm;
     if (inst.has_attention() || inst.has_attention_backward()) {
       AttentionChoice choice;

@@ -89,8 +89,12 @@ public:
     // Training's GELU keeps its input (the second output) for its gradient:
     // GELU_AUX_BIAS writes it beside the GELU, laid out as the output.
     aux_ = bias_ && matmul.keep_preactivation();
+    // A weight gradient x^T dy's bias gradient: dy's rows summed, which are
+    // the column-major A's (the plan's rhs) along k.
+    biasGradient_ = matmul.bias_gradient();
     cublasLtEpilogue_t epilogue =
-        !bias_                                                 ? CUBLASLT_EPILOGUE_DEFAULT
+        biasGradient_                                          ? CUBLASLT_EPILOGUE_BGRADA
+        : !bias_                                               ? CUBLASLT_EPILOGUE_DEFAULT
         : aux_                                                 ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
         : matmul.activation() == plan::ACTIVATION_RELU         ? CUBLASLT_EPILOGUE_RELU_BIAS
         : matmul.activation() == plan::ACTIVATION_GELU_TANH    ? CUBLASLT_EPILOGUE_GELU_BIAS
@@ -182,6 +186,12 @@ public:
                            sizeof outputs[1]),
                        "EPILOGUE_AUX_POINTER", error))
       return false;
+    if (biasGradient_ && !check(lt,
+                                lt.cublasLtMatmulDescSetAttribute(
+                                    desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &outputs[1],
+                                    sizeof outputs[1]),
+                                "BIAS_POINTER", error))
+      return false;
     // A is the plan's right operand, B its left (GemmShape.h).
     return check(lt,
                  lt.cublasLtMatmul(context_.cublasLtHandle, desc_, &alpha, inputs[1], a_,
@@ -200,6 +210,7 @@ private:
   bool bias_ = false;   // inputs[2], the epilogue's
   bool aux_ = false;    // outputs[1], the GELU's input
   bool addend_ = false; // inputs[3], C
+  bool biasGradient_ = false; // outputs[1], A's sum along k
 };
 
 class NcclKernel final : public cpu::Kernel {
@@ -337,9 +348,20 @@ std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUf
 std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
                                             const plan::MatMul &matmul,
                                             const std::vector<plan::TensorType> &inputs,
-                                            const plan::TensorType &output, std::string &why) {
+                                            const std::vector<plan::TensorType> &outputs,
+                                            std::string &why) {
   if (!context.cublasLt) {
     why = "cuBLASLt is not loaded";
+    return nullptr;
+  }
+  const plan::TensorType &output = outputs.front();
+  // A bias gradient (BGRADA: A is the plan's rhs) is the product's type.
+  if (matmul.bias_gradient() &&
+      (matmul.bias() || !matmul.transpose_lhs() || matmul.transpose_rhs() ||
+       outputs.size() != 2 || outputs[1].dtype() != output.dtype() || inputs.size() != 2 ||
+       inputs[1].shape_size() != 2 || elementCount(outputs[1]) != inputs[1].shape(1))) {
+    why = "cuBLASLt's BGRADA sums a plain x^T dy product's dy rows into a vector of the "
+          "product's type";
     return nullptr;
   }
   // bf16 operands may give an f32 product (a weight's gradient, its

@@ -57,7 +57,8 @@ std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUf
 std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
                                             const plan::MatMul &matmul,
                                             const std::vector<plan::TensorType> &inputs,
-                                            const plan::TensorType &output, std::string &why);
+                                            const std::vector<plan::TensorType> &outputs,
+                                            std::string &why);
 
 /// A convolution or one of its gradients through cuDNN (fp32, or bf16
 /// with fp32 accumulation; the forward's bias and relu after it); null

@@ -140,3 +140,75 @@ func.func @residual_gradient(%x: tensor<4x8xf32>, %s: tensor<8xf32>, %dy: tensor
   %sum = graph.add %around, %dx : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %sum, %p : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// A bias's gradient, the sum of dy's rows, is written by the GEMM that
+// reads them for the weight's gradient x^T dy (bf16 operands, f32 sums
+// here, as mixed precision has them), where the product stood. A sum of
+// another value, or over the other axis, stays a reduction; a product
+// not of the form x^T dy leaves the sum alone.
+// CHECK-LABEL: func.func @bias_gradient
+// CHECK-SAME: fusion: 1 weight gradients' GEMMs sum their output gradient's rows as they read them
+// CHECK: graph.reduce_sum %arg1 {axes = array<i64: 1>}
+// CHECK-NEXT: %[[DW:[^,]*]], %[[DB:.*]] = graph.matmul_grad %arg0, %arg1 : (tensor<16x8xbf16>, tensor<16x4xbf16>) -> (tensor<8x4xf32>, tensor<1x4xf32>)
+// CHECK-NEXT: %[[V:.*]] = graph.reshape %[[DB]]
+// CHECK: graph.reduce_sum %arg2 {axes = array<i64: 0>}
+// CHECK: graph.matmul %arg2, %arg3 {transpose_rhs = true}
+// CHECK: return %[[DW]], %[[V]],
+func.func @bias_gradient(%x: tensor<16x8xbf16>, %dy: tensor<16x4xbf16>, %dz: tensor<16x4xbf16>, %w: tensor<8x4xbf16>) -> (tensor<8x4xf32>, tensor<4xf32>, tensor<16x1xf32>, tensor<1x4xf32>, tensor<16x8xbf16>) {
+  %sum = graph.reduce_sum %dy {axes = array<i64: 0>} : (tensor<16x4xbf16>) -> tensor<1x4xf32>
+  %db = graph.reshape %sum : (tensor<1x4xf32>) -> tensor<4xf32>
+  %rows = graph.reduce_sum %dy {axes = array<i64: 1>} : (tensor<16x4xbf16>) -> tensor<16x1xf32>
+  %dw = graph.matmul %x, %dy {transpose_lhs = true} : (tensor<16x8xbf16>, tensor<16x4xbf16>) -> tensor<8x4xf32>
+  %other = graph.reduce_sum %dz {axes = array<i64: 0>} : (tensor<16x4xbf16>) -> tensor<1x4xf32>
+  %dx = graph.matmul %dz, %w {transpose_rhs = true} : (tensor<16x4xbf16>, tensor<8x4xbf16>) -> tensor<16x8xbf16>
+  return %dw, %db, %rows, %other, %dx : tensor<8x4xf32>, tensor<4xf32>, tensor<16x1xf32>, tensor<1x4xf32>, tensor<16x8xbf16>
+}
+
+// A linear layer on [batch, seq, features]: its bias's gradient sums dy
+// over batch and sequence, its weight's product reads x and dy reshaped to
+// rows. The joined op stands at the product (the large result made no
+// earlier), and what reads the sum before it moves down after it; where
+// that cannot move (here: another part of a micro-batched step), at the
+// sum, the product's operands' views moving up to it.
+// CHECK-LABEL: func.func @bias_gradient_of_rows
+// CHECK: %[[XR:.*]] = graph.reshape %arg0 : (tensor<2x8x8xf32>) -> tensor<16x8xf32>
+// CHECK-NEXT: %[[ROWS:.*]] = graph.reshape %arg1 : (tensor<2x8x4xf32>) -> tensor<16x4xf32>
+// CHECK-NEXT: %[[DW:[^,]*]], %[[DB:.*]] = graph.matmul_grad %[[XR]], %[[ROWS]] : (tensor<16x8xf32>, tensor<16x4xf32>) -> (tensor<8x4xf32>, tensor<1x1x4xf32>)
+// CHECK-NEXT: %[[V:.*]] = graph.reshape %[[DB]] : (tensor<1x1x4xf32>) -> tensor<4xf32>
+// CHECK-NEXT: %[[XR2:.*]] = graph.reshape %arg0 : (tensor<2x8x8xf32>) -> tensor<16x8xf32>
+// CHECK-NEXT: %[[ROWS2:.*]] = graph.reshape %arg2 : (tensor<2x8x4xf32>) -> tensor<16x4xf32>
+// CHECK-NEXT: %[[DW2:[^,]*]], %[[DB2:.*]] = graph.matmul_grad %[[XR2]], %[[ROWS2]]
+// CHECK-NEXT: graph.exp %[[DB2]]
+// CHECK-NOT: graph.reduce_sum
+// CHECK: return %[[DW]], %[[V]], %[[DW2]],
+func.func @bias_gradient_of_rows(%x: tensor<2x8x8xf32>, %dy: tensor<2x8x4xf32>, %dz: tensor<2x8x4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>, tensor<8x4xf32>, tensor<1x1x4xf32>) {
+  %sum = graph.reduce_sum %dy {axes = array<i64: 1, 0>} : (tensor<2x8x4xf32>) -> tensor<1x1x4xf32>
+  %db = graph.reshape %sum : (tensor<1x1x4xf32>) -> tensor<4xf32>
+  %xr = graph.reshape %x : (tensor<2x8x8xf32>) -> tensor<16x8xf32>
+  %dyr = graph.reshape %dy : (tensor<2x8x4xf32>) -> tensor<16x4xf32>
+  %dw = graph.matmul %xr, %dyr {transpose_lhs = true} : (tensor<16x8xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %sum2 = graph.reduce_sum %dz {axes = array<i64: 0, 1>} : (tensor<2x8x4xf32>) -> tensor<1x1x4xf32>
+  %e = graph.exp %sum2 {dtc.once_per_step} : (tensor<1x1x4xf32>) -> tensor<1x1x4xf32>
+  %xr2 = graph.reshape %x : (tensor<2x8x8xf32>) -> tensor<16x8xf32>
+  %dzr = graph.reshape %dz : (tensor<2x8x4xf32>) -> tensor<16x4xf32>
+  %dw2 = graph.matmul %xr2, %dzr {transpose_lhs = true} : (tensor<16x8xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  return %dw, %db, %dw2, %e : tensor<8x4xf32>, tensor<4xf32>, tensor<8x4xf32>, tensor<1x1x4xf32>
+}
+
+// dy made as rows and viewed as [batch, seq, N] for the sum (attention's
+// gradient is): the product reads the rows. The sum's readers before the
+// product (its reduction over the ranks, then a view) move after it, in
+// their order.
+// CHECK-LABEL: func.func @bias_gradient_moves_its_readers
+// CHECK: %[[DW:[^,]*]], %[[DB:.*]] = graph.matmul_grad %arg0, %arg1 : (tensor<16x8xf32>, tensor<16x4xf32>) -> (tensor<8x4xf32>, tensor<1x1x4xf32>)
+// CHECK-NEXT: %[[E:.*]] = graph.exp %[[DB]]
+// CHECK-NEXT: %[[V:.*]] = graph.reshape %[[E]]
+// CHECK-NEXT: return %[[DW]], %[[V]]
+func.func @bias_gradient_moves_its_readers(%x: tensor<16x8xf32>, %d: tensor<16x4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>) {
+  %dy = graph.reshape %d : (tensor<16x4xf32>) -> tensor<2x8x4xf32>
+  %sum = graph.reduce_sum %dy {axes = array<i64: 0, 1>} : (tensor<2x8x4xf32>) -> tensor<1x1x4xf32>
+  %e = graph.exp %sum : (tensor<1x1x4xf32>) -> tensor<1x1x4xf32>
+  %v = graph.reshape %e : (tensor<1x1x4xf32>) -> tensor<4xf32>
+  %dw = graph.matmul %x, %d {transpose_lhs = true} : (tensor<16x8xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  return %dw, %v : tensor<8x4xf32>, tensor<4xf32>
+}

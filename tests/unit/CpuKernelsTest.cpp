@@ -430,6 +430,62 @@ TEST(MatMulKernel, GeluKeepingItsPreactivation) {
   EXPECT_EQ(error, "matmul: expected 2 to 4 inputs and 2 outputs, got 3 inputs and 1 outputs");
 }
 
+/// A weight gradient x^T dy writing dy's rows' sum (a bias's gradient) as
+/// its second output (MatMul.bias_gradient), with oneDNN and without, the
+/// operands in f32 and in bf16 (the product and the sum in f32, as mixed
+/// precision has them); refused with a bias or without transpose_lhs.
+TEST(MatMulKernel, BiasGradientSumsTheRhsRows) {
+  const int64_t M = 37, K = 6, N = 5; // x [M, K], dy [M, N]: dW [K, N], db [1, N]
+  Tensor x = randomF32({M, K}, 81, -2.0f, 2.0f), dy = randomF32({M, N}, 82);
+  std::vector<float> xv = values<float>(x), dyv = values<float>(dy);
+  plan::Instruction inst = matmulInst(true, false);
+  inst.mutable_matmul()->set_bias_gradient(true);
+  for (plan::DType dtype : {plan::F32, plan::BF16})
+    for (bool withoutDnnl : {false, true}) {
+      SCOPED_TRACE(std::string(dtype == plan::BF16 ? "bf16" : "f32") +
+                   (withoutDnnl ? " without oneDNN" : ""));
+      WithoutDnnl scope(withoutDnnl);
+      auto round = [&](float v) { return dtype == plan::BF16 ? float(BFloat16(v)) : v; };
+      std::vector<BFloat16> xh, dyh;
+      for (float v : xv)
+        xh.push_back(BFloat16(v));
+      for (float v : dyv)
+        dyh.push_back(BFloat16(v));
+      Tensor xin = dtype == plan::F32 ? x : tensor(dtype, {M, K}, xh);
+      Tensor dyin = dtype == plan::F32 ? dy : tensor(dtype, {M, N}, dyh);
+      plan::TensorType dwType = typeOf(plan::F32, {K, N}), dbType = typeOf(plan::F32, {1, N});
+      std::string error;
+      auto kernel = makeKernel(inst, {xin.type, dyin.type}, {dwType, dbType}, error);
+      ASSERT_TRUE(kernel) << error;
+      std::vector<float> dw(size_t(K * N), 7.0f), db(size_t(N), 7.0f);
+      const void *in[] = {xin.bytes.data(), dyin.bytes.data()};
+      void *out[] = {dw.data(), db.data()};
+      ThreadPool pool(2);
+      ASSERT_TRUE(kernel->run(in, out, pool, error)) << error;
+      for (int64_t j = 0; j < N; ++j) {
+        double sum = 0;
+        for (int64_t r = 0; r < M; ++r)
+          sum += round(dyv[size_t(r * N + j)]);
+        EXPECT_NEAR(db[size_t(j)], sum, 1e-5 * (1 + std::fabs(sum))) << "bias gradient " << j;
+        for (int64_t i = 0; i < K; ++i) {
+          double p = 0;
+          for (int64_t r = 0; r < M; ++r)
+            p += double(round(xv[size_t(r * K + i)])) * double(round(dyv[size_t(r * N + j)]));
+          EXPECT_NEAR(dw[size_t(i * N + j)], p, 1e-4 * (1 + std::fabs(p))) << i << "," << j;
+        }
+      }
+    }
+  std::string error;
+  plan::TensorType dw = typeOf(plan::F32, {K, N}), db = typeOf(plan::F32, {N});
+  plan::Instruction plain = matmulInst();
+  plain.mutable_matmul()->set_bias_gradient(true);
+  EXPECT_EQ(makeKernel(plain, {typeOf(plan::F32, {K, M}), dy.type}, {dw, db}, error), nullptr);
+  EXPECT_EQ(error, "matmul: only a plain x^T dy product sums its rhs's rows");
+  EXPECT_EQ(makeKernel(inst, {x.type, dy.type}, {dw, typeOf(plan::F32, {K})}, error), nullptr);
+  EXPECT_EQ(error, "matmul: the rows' sum needs 2-D operands and a second output of the rhs's "
+                   "columns");
+}
+
 TEST(MatMulKernel, EmptyContractionIsZero) { checkMatMul({3, 0}, {0, 4}); }
 
 TEST(MatMulKernel, Big) { checkMatMul({256, 512}, {512, 384}); }
