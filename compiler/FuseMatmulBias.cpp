@@ -22,10 +22,14 @@
 //
 // And a bias's gradient, the sum of the output gradient's rows, is written
 // by the GEMM that reads those rows for the weight's gradient (x^T dy):
-// graph.matmul_grad, cuBLASLt's BGRAD epilogue.
+// graph.matmul_grad, cuBLASLt's BGRAD epilogue. A tanh GELU's gradient
+// multiplies in the product that makes its output gradient:
+// graph.matmul_gelu_grad, cuBLASLt's DGELU epilogue.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/ConstantValues.h"
+#include "compiler/Interior.h"
 #include "compiler/Passes.h"
 
 #include "dialects/graph/AttrNames.h"
@@ -33,6 +37,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <cmath>
 
 namespace dtc {
 #define GEN_PASS_DEF_FUSEMATMULBIAS
@@ -244,6 +251,207 @@ bool joinBiasGradient(graph::ReduceSumOp reduce) {
   return false;
 }
 
+/// Matching tanh GELU's gradient as autodiff writes it out
+/// (dialects/graph/Gradients.cpp), operands of adds and products in either
+/// order, constants to 1e-4 relative; `matched` collects its ops.
+class GeluGradientMatch {
+public:
+  explicit GeluGradientMatch(SmallVectorImpl<Operation *> &matched) : matched_(matched) {}
+
+  /// Whether `d` is the derivative at `x`: (1 + t) / 2 + x / 2 (1 - t^2)
+  /// (c + 3ac x^2), t = tanh(x (c + ac x^2)), c = sqrt(2/pi), a = 0.044715.
+  bool derivative(Value d, Value x) {
+    x_ = x;
+    return binary<graph::AddOp>(d, [&](Value left, Value right) {
+      return half(left) && slope(right);
+    });
+  }
+
+private:
+  static constexpr double kA = 0.044715;
+  double c() const { return std::sqrt(2.0 / M_PI); }
+
+  /// v = Op(p, q) with f(p, q), or with f(q, p) for a commutative Op.
+  template <class Op> bool binary(Value v, llvm::function_ref<bool(Value, Value)> f) {
+    auto op = v.getDefiningOp<Op>();
+    if (!op)
+      return false;
+    size_t mark = matched_.size();
+    for (bool swap : {false, true}) {
+      if (swap && isa<graph::SubOp>(op))
+        break;
+      if (swap ? f(op.getRhs(), op.getLhs()) : f(op.getLhs(), op.getRhs())) {
+        matched_.push_back(op);
+        return true;
+      }
+      matched_.resize(mark);
+    }
+    return false;
+  }
+  bool is(Value v, double want) { return near(scalarConstant(v), want); }
+  bool square(Value v) {
+    return binary<graph::MulOp>(v, [&](Value p, Value q) { return p == x_ && q == x_; });
+  }
+  /// b + x^2 k: the tanh's argument's and the slope's factor.
+  bool quadratic(Value v, double b, double k) {
+    return binary<graph::AddOp>(v, [&](Value p, Value q) {
+      return is(p, b) && binary<graph::MulOp>(q, [&](Value r, Value s) {
+               return square(r) && is(s, k);
+             });
+    });
+  }
+  /// t = tanh(x (c + ac x^2)), remembered.
+  bool tanh(Value v) {
+    auto t = v.getDefiningOp<graph::TanhOp>();
+    if (!t || (t_ && v != t_))
+      return false;
+    if (t_)
+      return true;
+    size_t mark = matched_.size();
+    if (!binary<graph::MulOp>(t.getInput(), [&](Value p, Value q) {
+          return p == x_ && quadratic(q, c(), c() * kA);
+        })) {
+      matched_.resize(mark);
+      return false;
+    }
+    matched_.push_back(t);
+    t_ = v;
+    return true;
+  }
+  /// (1 + t) / 2
+  bool half(Value v) {
+    return binary<graph::MulOp>(v, [&](Value p, Value q) {
+      return is(p, 0.5) && binary<graph::AddOp>(q, [&](Value r, Value s) {
+               return is(r, 1.0) && tanh(s);
+             });
+    });
+  }
+  /// x / 2 (1 - t^2) (c + 3ac x^2)
+  bool slope(Value v) {
+    return binary<graph::MulOp>(v, [&](Value p, Value q) {
+      return binary<graph::MulOp>(p, [&](Value r, Value s) { return r == x_ && is(s, 0.5); }) &&
+             binary<graph::MulOp>(q, [&](Value r, Value s) {
+               return binary<graph::SubOp>(r, [&](Value one, Value tt) {
+                        return is(one, 1.0) && binary<graph::MulOp>(tt, [&](Value a, Value b) {
+                                 return tanh(a) && a == b;
+                               });
+                      }) &&
+                      quadratic(s, c(), 3 * kA * c());
+             });
+    });
+  }
+
+  SmallVectorImpl<Operation *> &matched_;
+  Value x_, t_;
+};
+
+/// A matmul whose product is a tanh GELU's output gradient, read by that
+/// gradient's expression alone (through a cast to f32 and back in bf16, and
+/// a reshape), as one graph.matmul_gelu_grad (cuBLASLt's DGELU) reading the
+/// GELU's input; whether it was.
+bool joinGeluGradient(graph::MatmulOp m) {
+  Value dy = m.getOutput();
+  if (!dy.hasOneUse())
+    return false;
+  SmallVector<Operation *> matched;
+  Operation *user = *dy.getUsers().begin();
+  // A view between (transformers' GPT-2 reshapes [B*T, N] to [B, T, N]).
+  auto through = dyn_cast<graph::ReshapeOp>(user);
+  if (through) {
+    if (!through->hasOneUse())
+      return false;
+    matched.push_back(through);
+    dy = through.getOutput();
+    user = *dy.getUsers().begin();
+  }
+  Value wide = dy; // the product as the expression reads it
+  if (auto cast = dyn_cast<graph::CastOp>(user)) {
+    if (!cast->hasOneUse())
+      return false;
+    matched.push_back(cast);
+    wide = cast.getOutput();
+    user = *wide.getUsers().begin();
+  }
+  auto product = dyn_cast<graph::MulOp>(user);
+  if (!product)
+    return false;
+  matched.push_back(product);
+  Value d = product.getLhs() == wide ? product.getRhs() : product.getLhs();
+  Value root = product.getOutput();
+  if (root.hasOneUse())
+    if (auto back = dyn_cast<graph::CastOp>(*root.getUsers().begin());
+        back && back.getType() == dy.getType() && wide != dy) {
+      matched.push_back(back);
+      root = back.getOutput();
+    }
+  if (root.getType() != dy.getType())
+    return false;
+  // x, the GELU's input as the derivative reads it (itself, or cast to
+  // f32), is a factor of one of the right term's products: each value
+  // there is tried.
+  auto tryX = [&](Value x) {
+    SmallVector<Operation *> inner;
+    GeluGradientMatch match(inner);
+    if (!match.derivative(d, x))
+      return false;
+    matched.append(inner.begin(), inner.end());
+    return true;
+  };
+  Value x;
+  if (auto add = d.getDefiningOp<graph::AddOp>())
+    for (Value term : {add.getLhs(), add.getRhs()})
+      if (auto mul = term.getDefiningOp<graph::MulOp>())
+        for (Value factor : {mul.getLhs(), mul.getRhs()})
+          if (auto inner = factor.getDefiningOp<graph::MulOp>())
+            for (Value v : {inner.getLhs(), inner.getRhs()})
+              if (!x && !scalarConstant(v) && tryX(v))
+                x = v;
+  if (!x)
+    return false;
+  // Every matched op read by the expression alone.
+  llvm::SmallPtrSet<Operation *, 32> inside(matched.begin(), matched.end());
+  for (Operation *op : matched)
+    for (Value r : op->getResults())
+      for (Operation *u : r.getUsers())
+        if (!inside.contains(u) && r != root)
+          return false;
+  // The GELU's input the epilogue reads, of the output's type (the widening
+  // cast goes too when nothing else reads it).
+  Value input = x;
+  if (auto widen = x.getDefiningOp<graph::CastOp>();
+      widen && widen.getInput().getType() == root.getType()) {
+    input = widen.getInput();
+    if (llvm::all_of(widen->getUsers(), [&](Operation *u) { return inside.contains(u); }))
+      inside.insert(widen);
+  }
+  if (input.getType() != root.getType() || !samePart(m, root.getDefiningOp()))
+    return false;
+  // In the product's shape (the GELU's input a view of it, as kept).
+  OpBuilder b(root.getDefiningOp());
+  Type rows = m.getOutput().getType();
+  if (through) {
+    auto view = input.getDefiningOp<graph::ReshapeOp>();
+    input = view && view.getInput().getType() == rows
+                ? view.getInput()
+                : b.create<graph::ReshapeOp>(m.getLoc(), rows, input).getOutput();
+  }
+  auto joined = b.create<graph::MatmulGeluGradOp>(m.getLoc(), rows, m.getLhs(), m.getRhs(),
+                                                  input, m.getTransposeLhsAttr(),
+                                                  m.getTransposeRhsAttr());
+  for (NamedAttribute a : m->getDiscardableAttrs())
+    joined->setAttr(a.getName(), a.getValue());
+  Value result = joined.getOutput();
+  if (through)
+    result = b.create<graph::ReshapeOp>(m.getLoc(), root.getType(), result);
+  root.replaceAllUsesWith(result);
+  inside.insert(m);
+  SmallVector<Operation *> dead(inside.begin(), inside.end());
+  llvm::sort(dead, [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
+  for (Operation *op : dead)
+    op->erase();
+  return true;
+}
+
 struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -346,6 +554,16 @@ struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
     if (residuals)
       addNote(func, "fusion: " + std::to_string(residuals) +
                         " layer norm gradients add the residual stream's as they write it");
+    SmallVector<graph::MatmulOp> products;
+    func.walk([&](graph::MatmulOp m) { products.push_back(m); });
+    int geluGradients = 0;
+    for (graph::MatmulOp m : products)
+      geluGradients += joinGeluGradient(m);
+    if (geluGradients)
+      addNote(func, "fusion: " + std::to_string(geluGradients) +
+                        " GELU gradients computed by the GEMM that makes their output gradient: "
+                        "its product times the derivative at the GELU's kept input, no pass of "
+                        "their own");
     SmallVector<graph::ReduceSumOp> sums;
     func.walk([&](graph::ReduceSumOp r) { sums.push_back(r); });
     int biasGradients = 0;

@@ -405,8 +405,9 @@ def FuseMatmulBias : Pass<"dtc-fuse-matmul-bias", "mlir::func::FuncOp"> {
     A residual add joins as the GEMM's addend (or, in the backward, a layer
     norm gradient's residual), and a sum of dy's rows beside x^T dy (a
     bias's gradient beside its weight's) becomes graph.matmul_grad's second
-    result. Runs after the step is built and split, before elementwise
-    fusion.
+    result; a tanh GELU's gradient as autodiff writes it, reading a product
+    read by nothing else, becomes graph.matmul_gelu_grad. Runs after the
+    step is built and split, before elementwise fusion.
   }];
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }

@@ -543,6 +543,13 @@ private:
           mm->set_bias_gradient(true);
           return success();
         })
+        .Case([&](graph::MatmulGeluGradOp m) -> LogicalResult {
+          auto *mm = addInstruction(op, op->getOperands()).mutable_matmul();
+          mm->set_transpose_lhs(m.getTransposeLhs());
+          mm->set_transpose_rhs(m.getTransposeRhs());
+          mm->set_gelu_gradient(true);
+          return success();
+        })
         .Case([&](graph::SoftmaxOp s) -> LogicalResult {
           addInstruction(op, op->getOperands()).mutable_softmax()->set_axis(
               normalizedAxis(s.getInput(), s.getAxis()));

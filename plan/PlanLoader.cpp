@@ -77,7 +77,9 @@ Arity arityOf(const Instruction &inst) {
       int in = 3 + inst.matmul().addend();
       return Arity{in, in, 1 + inst.matmul().keep_preactivation()};
     }
-    return Arity{2, 2, 1 + inst.matmul().bias_gradient()}; // and the rhs's rows' sum
+    // and the rhs's rows' sum; and a GELU's input
+    return Arity{2 + inst.matmul().gelu_gradient(), 2 + inst.matmul().gelu_gradient(),
+                 1 + inst.matmul().bias_gradient()};
   case Instruction::kElementwise:
     // no inputs: an expression of constants; several outputs if it names them
     return {0, 1 << 16, std::max(1, inst.elementwise().outputs_size())};

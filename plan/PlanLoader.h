@@ -41,7 +41,8 @@ namespace dtc::plan {
 /// (Elementwise.outputs), which an older runtime would refuse or misread.
 /// Version 17: bf16 copies of weights (ParameterSource.cast_of), which an
 /// older runtime would look for in the model; a weight gradient's GEMM
-/// writing its bias's gradient (MatMul.bias_gradient).
+/// writing its bias's gradient (MatMul.bias_gradient), and a product times
+/// a GELU's derivative (MatMul.gelu_gradient).
 constexpr uint32_t kPlanFormatVersion = 17;
 
 /// RankProgram.outputs: an output another pipeline stage computes.

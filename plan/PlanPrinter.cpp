@@ -123,6 +123,7 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
     if (inst.matmul().keep_preactivation()) s += " +preactivation";
     if (inst.matmul().addend()) s += " +addend";
     if (inst.matmul().bias_gradient()) s += " +bias_gradient";
+    if (inst.matmul().gelu_gradient()) s += " *gelu_derivative";
     return s;
   }
   case plan::Instruction::kElementwise:

@@ -150,6 +150,14 @@ OpCost MatmulGradOp::cost() {
               OpCost::Matmul);
 }
 
+// The product's, then the GELU's derivative (~20) and a product per output
+// element.
+OpCost MatmulGeluGradOp::cost() {
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  int64_t k = lhs.getDimSize(getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1);
+  return make(*this, (2.0 * double(k) + 21) * elements(getOutput()), OpCost::Matmul);
+}
+
 OpCost Conv2DOp::cost() {
   OpCost c = make(*this, convFlops(getOutput(), getWeight()), OpCost::Conv);
   if (getBias())

@@ -697,6 +697,11 @@ LogicalResult MatmulGradOp::buildGradients(OpBuilder &, ValueRange, SmallVectorI
   return notDefined(*this); // formed after autodiff
 }
 
+LogicalResult MatmulGeluGradOp::buildGradients(OpBuilder &, ValueRange,
+                                               SmallVectorImpl<Value> &) {
+  return notDefined(*this); // formed after autodiff
+}
+
 LogicalResult AttentionBackwardOp::buildGradients(OpBuilder &, ValueRange,
                                                   SmallVectorImpl<Value> &) {
   return notDefined(*this);

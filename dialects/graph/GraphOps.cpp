@@ -427,6 +427,20 @@ LogicalResult MatmulGradOp::verify() {
   return success();
 }
 
+LogicalResult MatmulGeluGradOp::verify() {
+  SmallVector<Type> types;
+  MatmulOp::Adaptor matmul(ValueRange{getLhs(), getRhs()}, (*this)->getAttrDictionary());
+  if (failed(MatmulOp::inferReturnTypes(getContext(), getLoc(), matmul, types)))
+    return failure();
+  auto out = cast<RankedTensorType>(getOutput().getType());
+  if (cast<RankedTensorType>(types.front()).getShape() != out.getShape() ||
+      getGeluInput().getType() != out)
+    return emitOpError("output and GELU input must have the product's shape, the GELU input the "
+                       "output's type; got ")
+           << out << " and " << getGeluInput().getType();
+  return success();
+}
+
 SmallVector<int64_t, 4> headsFirst(ArrayRef<int64_t> shape, bool bshd) {
   SmallVector<int64_t, 4> dims(shape);
   if (bshd && dims.size() >= 3)

@@ -416,6 +416,25 @@ def Graph_MatmulGradOp : Graph_Op<"matmul_grad"> {
   let hasVerifier = 1;
 }
 
+def Graph_MatmulGeluGradOp : Graph_Op<"matmul_gelu_grad"> {
+  let summary = "A matmul times tanh GELU's derivative at another value";
+  let description = [{
+    The product (as graph.matmul computes it) is a tanh GELU's output
+    gradient; the result is the GELU's input gradient, the product times
+    the GELU's derivative at `gelu_input` (of the output's type), computed
+    as the product is written (cuBLASLt's DGELU epilogue, which reads the
+    GELU's input that GELU_AUX_BIAS kept in the forward). Formed by
+    dtc-fuse-matmul-bias from the gradient autodiff writes out in ops, so
+    it has no gradient of its own.
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
+                       Graph_FloatTensor:$gelu_input,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs Graph_FloatTensor:$output);
+  let hasVerifier = 1;
+}
+
 def Graph_Conv2DOp : Graph_InferredOp<"conv2d"> {
   let summary = "2-D convolution, NCHW input, OIHW weight";
   let description = [{

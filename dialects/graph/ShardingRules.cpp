@@ -287,6 +287,17 @@ ShardingRule MatmulGradOp::shardingRule() {
   return rule;
 }
 
+// The product's rule, the contraction whole (the derivative multiplies the
+// whole sum); the GELU's input splits as the output.
+ShardingRule MatmulGeluGradOp::shardingRule() {
+  ShardingRule rule = MatmulOp::shardingRuleOf(getOutput(), getLhs(), getRhs(),
+                                               getTransposeLhs(), getTransposeRhs());
+  for (ShardingRule::Factor &f : rule.factors)
+    f.whole = f.whole || f.reduction;
+  rule.operands.push_back(rule.results[0]);
+  return rule;
+}
+
 namespace {
 /// Attention's rule: each leading dim (batch, heads) a parallel factor of
 /// every operand and result; the sequences and head dims whole (a row's

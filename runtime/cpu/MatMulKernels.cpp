@@ -193,6 +193,37 @@ private:
   int64_t rows_, columns_;
 };
 
+/// The product (inner) times tanh GELU's derivative at the third input, as
+/// autodiff writes the derivative (dialects/graph/Gradients.cpp).
+class WithGeluGradient final : public Kernel {
+public:
+  WithGeluGradient(std::unique_ptr<Kernel> inner, int64_t size)
+      : inner_(std::move(inner)), size_(size) {}
+
+  bool run(const void *const *inputs, void *const *outputs, ThreadPool &pool,
+           std::string &error) override {
+    if (!inner_->run(inputs, outputs, pool, error))
+      return false;
+    const float *x = static_cast<const float *>(inputs[2]);
+    float *y = static_cast<float *>(outputs[0]);
+    const float c = float(std::sqrt(2.0 / M_PI)), ca = float(std::sqrt(2.0 / M_PI) * 0.044715),
+                c3a = float(3.0 * 0.044715 * std::sqrt(2.0 / M_PI));
+    pool.parallelFor(size_, kSerialWork, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        float v = x[i], v2 = v * v, t = std::tanh(v * (c + v2 * ca));
+        float left = 0.5f * (1.0f + t), right = (v * 0.5f) * ((1.0f - t * t) * (c + v2 * c3a));
+        y[i] *= left + right;
+      }
+    });
+    return true;
+  }
+  bool runsAlongsideOthers() const override { return inner_->runsAlongsideOthers(); }
+
+private:
+  std::unique_ptr<Kernel> inner_;
+  int64_t size_;
+};
+
 /// A matmul as one oneDNN primitive over strided views of the buffers.
 class DnnlMatMulKernel final : public Kernel {
 public:
@@ -315,6 +346,21 @@ std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &inst,
     if (!inner)
       return nullptr;
     return std::make_unique<WithAddend>(std::move(inner), 3, product(shapeOf(types.output)));
+  }
+  if (op.gelu_gradient()) {
+    if (op.bias() || op.activation() != plan::ACTIVATION_NONE || op.addend() ||
+        op.keep_preactivation() || op.bias_gradient())
+      return fail(error, "only a plain product is multiplied by a GELU's derivative");
+    if (types.inputs.size() != 3 || shapeOf(types.inputs[2]) != shapeOf(types.output))
+      return fail(error, "the GELU's input must be a third input of the output's shape");
+    plan::Instruction plain = inst;
+    plain.mutable_matmul()->set_gelu_gradient(false);
+    std::vector<plan::TensorType> two(types.inputs.begin(), types.inputs.end() - 1);
+    KernelTypes plainTypes{two, types.output, types.constants, types.outputs};
+    std::unique_ptr<Kernel> inner = makeMatMulKernel(plain, plainTypes, error);
+    if (!inner)
+      return nullptr;
+    return std::make_unique<WithGeluGradient>(std::move(inner), product(shapeOf(types.output)));
   }
   if (op.bias_gradient()) {
     if (op.bias() || op.activation() != plan::ACTIVATION_NONE || op.addend() ||

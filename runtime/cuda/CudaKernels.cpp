@@ -92,16 +92,21 @@ public:
     // A weight gradient x^T dy's bias gradient: dy's rows summed, which are
     // the column-major A's (the plan's rhs) along k.
     biasGradient_ = matmul.bias_gradient();
+    // A GELU's input gradient: the product times the derivative at the
+    // GELU's input, which DGELU reads as its aux (laid out as the output).
+    geluGradient_ = matmul.gelu_gradient();
     cublasLtEpilogue_t epilogue =
         biasGradient_                                          ? CUBLASLT_EPILOGUE_BGRADA
+        : geluGradient_                                        ? CUBLASLT_EPILOGUE_DGELU
         : !bias_                                               ? CUBLASLT_EPILOGUE_DEFAULT
         : aux_                                                 ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
         : matmul.activation() == plan::ACTIVATION_RELU         ? CUBLASLT_EPILOGUE_RELU_BIAS
         : matmul.activation() == plan::ACTIVATION_GELU_TANH    ? CUBLASLT_EPILOGUE_GELU_BIAS
                                                                : CUBLASLT_EPILOGUE_BIAS;
-    if (aux_ && (g.ldc % 8 || (g.batch > 1 && g.strideC % 8))) {
-      why = "cuBLASLt's GELU_AUX_BIAS needs the preactivation's leading dim (" +
-            std::to_string(g.ldc) + ") and batch stride divisible by 8";
+    if ((aux_ || geluGradient_) && (g.ldc % 8 || (g.batch > 1 && g.strideC % 8))) {
+      why = std::string("cuBLASLt's ") + (aux_ ? "GELU_AUX_BIAS" : "DGELU") +
+            " needs the preactivation's leading dim (" + std::to_string(g.ldc) +
+            ") and batch stride divisible by 8";
       return false;
     }
     if (!check(lt, lt.cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F),
@@ -117,7 +122,7 @@ public:
                "EPILOGUE", why))
       return false;
     int64_t auxLd = g.ldc, auxStride = g.strideC;
-    if (aux_ &&
+    if ((aux_ || geluGradient_) &&
         (!check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                       &auxLd, sizeof auxLd),
                 "EPILOGUE_AUX_LD", why) ||
@@ -186,6 +191,12 @@ public:
                            sizeof outputs[1]),
                        "EPILOGUE_AUX_POINTER", error))
       return false;
+    if (geluGradient_ && !check(lt,
+                                lt.cublasLtMatmulDescSetAttribute(
+                                    desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &inputs[2],
+                                    sizeof inputs[2]),
+                                "EPILOGUE_AUX_POINTER", error))
+      return false;
     if (biasGradient_ && !check(lt,
                                 lt.cublasLtMatmulDescSetAttribute(
                                     desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &outputs[1],
@@ -211,6 +222,7 @@ private:
   bool aux_ = false;    // outputs[1], the GELU's input
   bool addend_ = false; // inputs[3], C
   bool biasGradient_ = false; // outputs[1], A's sum along k
+  bool geluGradient_ = false; // inputs[2], the GELU's input DGELU reads
 };
 
 class NcclKernel final : public cpu::Kernel {
@@ -366,9 +378,16 @@ std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
   }
   // bf16 operands may give an f32 product (a weight's gradient, its
   // accumulator kept); a bias is the product's type, an addend the output's.
-  if (inputs.size() != (matmul.bias() ? 3u + matmul.addend() : 2u)) {
-    why = "a product takes 2 inputs (3 with a bias, 4 with an addend), got " +
+  if (inputs.size() != (matmul.bias() ? 3u + matmul.addend() : 2u + matmul.gelu_gradient())) {
+    why = "a product takes 2 inputs (3 with a bias or a GELU's input, 4 with an addend), got " +
           std::to_string(inputs.size());
+    return nullptr;
+  }
+  if (matmul.gelu_gradient() &&
+      (matmul.bias() || matmul.bias_gradient() || inputs[2].dtype() != output.dtype() ||
+       !std::equal(inputs[2].shape().begin(), inputs[2].shape().end(), output.shape().begin(),
+                   output.shape().end()))) {
+    why = "cuBLASLt's DGELU reads a plain product's GELU input laid out as its output";
     return nullptr;
   }
   if (matmul.addend() && (inputs[3].dtype() != output.dtype() ||

@@ -486,6 +486,63 @@ TEST(MatMulKernel, BiasGradientSumsTheRhsRows) {
                    "columns");
 }
 
+/// A product times tanh GELU's derivative at a third input
+/// (MatMul.gelu_gradient: dy W^T, the GELU's input gradient), with oneDNN
+/// and without, in f32 and in bf16 (rounded once); refused with a bias or
+/// a GELU input of another shape.
+TEST(MatMulKernel, GeluGradientMultipliesTheProduct) {
+  const int64_t M = 7, K = 5, N = 9; // dy [M, K], W [N, K]: dx [M, N]
+  Tensor dy = randomF32({M, K}, 91), w = randomF32({N, K}, 92), x = randomF32({M, N}, 93, -3, 3);
+  std::vector<float> dyv = values<float>(dy), wv = values<float>(w), xv = values<float>(x);
+  plan::Instruction inst = matmulInst(false, true);
+  inst.mutable_matmul()->set_gelu_gradient(true);
+  for (plan::DType dtype : {plan::F32, plan::BF16})
+    for (bool withoutDnnl : {false, true}) {
+      SCOPED_TRACE(std::string(dtype == plan::BF16 ? "bf16" : "f32") +
+                   (withoutDnnl ? " without oneDNN" : ""));
+      WithoutDnnl scope(withoutDnnl);
+      auto round = [&](float v) { return dtype == plan::BF16 ? float(BFloat16(v)) : v; };
+      auto narrow = [&](const Tensor &t, const Shape &shape) {
+        std::vector<BFloat16> h;
+        for (float v : values<float>(t))
+          h.push_back(BFloat16(v));
+        return dtype == plan::F32 ? t : tensor(dtype, shape, h);
+      };
+      Tensor a = narrow(dy, {M, K}), b = narrow(w, {N, K}), c = narrow(x, {M, N});
+      plan::TensorType outType = typeOf(dtype, {M, N});
+      std::string error;
+      auto kernel = makeKernel(inst, {a.type, b.type, c.type}, {outType}, error);
+      ASSERT_TRUE(kernel) << error;
+      std::vector<char> out(size_t(M * N * elementSize(dtype)), char(0x7f));
+      const void *in[] = {a.bytes.data(), b.bytes.data(), c.bytes.data()};
+      void *outs[] = {out.data()};
+      ThreadPool pool(2);
+      ASSERT_TRUE(kernel->run(in, outs, pool, error)) << error;
+      Tensor got{outType, out};
+      const double k = std::sqrt(2 / M_PI), a3 = 0.044715;
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double p = 0;
+          for (int64_t l = 0; l < K; ++l)
+            p += double(round(dyv[size_t(i * K + l)])) * double(round(wv[size_t(j * K + l)]));
+          double v = round(xv[size_t(i * N + j)]), t = std::tanh(k * (v + a3 * v * v * v));
+          double want = p * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * a3 * v * v));
+          double tol = dtype == plan::BF16 ? 1.0 / 128 : 1e-5;
+          float have = dtype == plan::BF16 ? float(values<BFloat16>(got)[size_t(i * N + j)])
+                                           : values<float>(got)[size_t(i * N + j)];
+          EXPECT_NEAR(have, want, 1e-5 + tol * (std::fabs(want) + std::fabs(p))) << i << "," << j;
+        }
+    }
+  std::string error;
+  plan::Instruction biased = inst;
+  biased.mutable_matmul()->set_bias(true);
+  plan::TensorType out = typeOf(plan::F32, {M, N});
+  EXPECT_EQ(makeKernel(biased, {dy.type, w.type, typeOf(plan::F32, {N})}, {out}, error), nullptr);
+  EXPECT_EQ(error, "matmul: only a plain product is multiplied by a GELU's derivative");
+  EXPECT_EQ(makeKernel(inst, {dy.type, w.type, typeOf(plan::F32, {N})}, {out}, error), nullptr);
+  EXPECT_EQ(error, "matmul: the GELU's input must be a third input of the output's shape");
+}
+
 TEST(MatMulKernel, EmptyContractionIsZero) { checkMatMul({3, 0}, {0, 4}); }
 
 TEST(MatMulKernel, Big) { checkMatMul({256, 512}, {512, 384}); }
