@@ -257,13 +257,23 @@ ShardingRule MatmulOp::shardingRuleOf(Value output, Value lhsValue, Value rhsVal
   return rule;
 }
 
+namespace {
+/// A product's rule with its contraction whole: an epilogue reads the whole
+/// sum.
+ShardingRule wholeSumRule(Value output, Value lhs, Value rhs, bool transposeLhs,
+                          bool transposeRhs) {
+  ShardingRule rule = MatmulOp::shardingRuleOf(output, lhs, rhs, transposeLhs, transposeRhs);
+  for (ShardingRule::Factor &f : rule.factors)
+    f.whole = f.whole || f.reduction;
+  return rule;
+}
+} // namespace
+
 // The product's rule; the bias lies along the output's columns, and the
 // contraction stays whole (the bias and activation apply to the whole sum).
 ShardingRule MatmulBiasOp::shardingRule() {
-  ShardingRule rule = MatmulOp::shardingRuleOf(getOutput(), getLhs(), getRhs(),
-                                               getTransposeLhs(), getTransposeRhs());
-  for (ShardingRule::Factor &f : rule.factors)
-    f.whole = f.whole || f.reduction;
+  ShardingRule rule =
+      wholeSumRule(getOutput(), getLhs(), getRhs(), getTransposeLhs(), getTransposeRhs());
   rule.operands.push_back({rule.results[0].back()});
   if (!getAddend().empty()) // split as the output
     rule.operands.push_back(rule.results[0]);
@@ -275,10 +285,7 @@ ShardingRule MatmulBiasOp::shardingRule() {
 // The product's rule, the contraction whole (the rows' sum reads every
 // row); the sum lies along the output's columns.
 ShardingRule MatmulGradOp::shardingRule() {
-  ShardingRule rule =
-      MatmulOp::shardingRuleOf(getOutput(), getLhs(), getRhs(), /*transposeLhs=*/true, false);
-  for (ShardingRule::Factor &f : rule.factors)
-    f.whole = f.whole || f.reduction;
+  ShardingRule rule = wholeSumRule(getOutput(), getLhs(), getRhs(), /*transposeLhs=*/true, false);
   auto sum = cast<RankedTensorType>(getBiasGrad().getType());
   ShardingRule::Dims dims(size_t(sum.getRank())); // size-1 dims have no factor
   if (!dims.empty())
@@ -290,10 +297,8 @@ ShardingRule MatmulGradOp::shardingRule() {
 // The product's rule, the contraction whole (the derivative multiplies the
 // whole sum); the GELU's input splits as the output.
 ShardingRule MatmulGeluGradOp::shardingRule() {
-  ShardingRule rule = MatmulOp::shardingRuleOf(getOutput(), getLhs(), getRhs(),
-                                               getTransposeLhs(), getTransposeRhs());
-  for (ShardingRule::Factor &f : rule.factors)
-    f.whole = f.whole || f.reduction;
+  ShardingRule rule =
+      wholeSumRule(getOutput(), getLhs(), getRhs(), getTransposeLhs(), getTransposeRhs());
   rule.operands.push_back(rule.results[0]);
   return rule;
 }

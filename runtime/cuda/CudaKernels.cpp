@@ -179,29 +179,17 @@ public:
     // An addend (inputs[3], laid out as the output) is the GEMM's C.
     float alpha = 1, beta = addend_ ? 1 : 0;
     const void *c = addend_ ? inputs[3] : outputs[0];
-    if (bias_ && !check(lt,
-                        lt.cublasLtMatmulDescSetAttribute(desc_,
-                                                          CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                          &inputs[2], sizeof inputs[2]),
-                        "BIAS_POINTER", error))
-      return false;
-    if (aux_ && !check(lt,
-                       lt.cublasLtMatmulDescSetAttribute(
-                           desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &outputs[1],
-                           sizeof outputs[1]),
-                       "EPILOGUE_AUX_POINTER", error))
-      return false;
-    if (geluGradient_ && !check(lt,
-                                lt.cublasLtMatmulDescSetAttribute(
-                                    desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &inputs[2],
-                                    sizeof inputs[2]),
-                                "EPILOGUE_AUX_POINTER", error))
-      return false;
-    if (biasGradient_ && !check(lt,
-                                lt.cublasLtMatmulDescSetAttribute(
-                                    desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &outputs[1],
-                                    sizeof outputs[1]),
-                                "BIAS_POINTER", error))
+    // The epilogue's vector (a bias read, a bias gradient written) and its
+    // aux matrix (a GELU's input kept, or read for its gradient).
+    auto pointer = [&](cublasLtMatmulDescAttributes_t attribute, const void *at,
+                       const char *name) {
+      return check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, attribute, &at, sizeof at), name,
+                   error);
+    };
+    const void *vector = bias_ ? inputs[2] : biasGradient_ ? outputs[1] : nullptr;
+    const void *aux = aux_ ? outputs[1] : geluGradient_ ? inputs[2] : nullptr;
+    if ((vector && !pointer(CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector, "BIAS_POINTER")) ||
+        (aux && !pointer(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux, "EPILOGUE_AUX_POINTER")))
       return false;
     // A is the plan's right operand, B its left (GemmShape.h).
     return check(lt,

@@ -61,6 +61,16 @@ Tensor randomF32(const Shape &shape, uint32_t seed, float lo = -1.0f, float hi =
   return tensor(plan::F32, shape, randomFloats(count(shape), seed, lo, hi));
 }
 
+/// `t` (f32) as `dtype`: itself, or each value rounded to bf16.
+Tensor inDType(const Tensor &t, plan::DType dtype) {
+  if (dtype == plan::F32)
+    return t;
+  std::vector<BFloat16> narrow;
+  for (float v : values<float>(t))
+    narrow.push_back(BFloat16(v));
+  return tensor(dtype, Shape(t.type.shape().begin(), t.type.shape().end()), narrow);
+}
+
 /// Consecutive integers 0, 1, 2, ... as T: data movement keeps them exact.
 template <class T> Tensor iota(plan::DType dtype, const Shape &shape) {
   std::vector<T> v(static_cast<size_t>(count(shape)));
@@ -446,13 +456,7 @@ TEST(MatMulKernel, BiasGradientSumsTheRhsRows) {
                    (withoutDnnl ? " without oneDNN" : ""));
       WithoutDnnl scope(withoutDnnl);
       auto round = [&](float v) { return dtype == plan::BF16 ? float(BFloat16(v)) : v; };
-      std::vector<BFloat16> xh, dyh;
-      for (float v : xv)
-        xh.push_back(BFloat16(v));
-      for (float v : dyv)
-        dyh.push_back(BFloat16(v));
-      Tensor xin = dtype == plan::F32 ? x : tensor(dtype, {M, K}, xh);
-      Tensor dyin = dtype == plan::F32 ? dy : tensor(dtype, {M, N}, dyh);
+      Tensor xin = inDType(x, dtype), dyin = inDType(dy, dtype);
       plan::TensorType dwType = typeOf(plan::F32, {K, N}), dbType = typeOf(plan::F32, {1, N});
       std::string error;
       auto kernel = makeKernel(inst, {xin.type, dyin.type}, {dwType, dbType}, error);
@@ -502,13 +506,7 @@ TEST(MatMulKernel, GeluGradientMultipliesTheProduct) {
                    (withoutDnnl ? " without oneDNN" : ""));
       WithoutDnnl scope(withoutDnnl);
       auto round = [&](float v) { return dtype == plan::BF16 ? float(BFloat16(v)) : v; };
-      auto narrow = [&](const Tensor &t, const Shape &shape) {
-        std::vector<BFloat16> h;
-        for (float v : values<float>(t))
-          h.push_back(BFloat16(v));
-        return dtype == plan::F32 ? t : tensor(dtype, shape, h);
-      };
-      Tensor a = narrow(dy, {M, K}), b = narrow(w, {N, K}), c = narrow(x, {M, N});
+      Tensor a = inDType(dy, dtype), b = inDType(w, dtype), c = inDType(x, dtype);
       plan::TensorType outType = typeOf(dtype, {M, N});
       std::string error;
       auto kernel = makeKernel(inst, {a.type, b.type, c.type}, {outType}, error);
