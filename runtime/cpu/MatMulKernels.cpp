@@ -194,7 +194,8 @@ private:
 };
 
 /// The product (inner) times tanh GELU's derivative at the third input, as
-/// autodiff writes the derivative (dialects/graph/Gradients.cpp).
+/// autodiff writes the derivative (dialects/graph/Gradients.cpp) and the
+/// elementwise kernels evaluate its tanh.
 class WithGeluGradient final : public Kernel {
 public:
   WithGeluGradient(std::unique_ptr<Kernel> inner, int64_t size)
@@ -210,7 +211,7 @@ public:
                 c3a = float(3.0 * 0.044715 * std::sqrt(2.0 / M_PI));
     pool.parallelFor(size_, kSerialWork, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        float v = x[i], v2 = v * v, t = std::tanh(v * (c + v2 * ca));
+        float v = x[i], v2 = v * v, t = elementwise::TanhOp()(v * (c + v2 * ca));
         float left = 0.5f * (1.0f + t), right = (v * 0.5f) * ((1.0f - t * t) * (c + v2 * c3a));
         y[i] *= left + right;
       }
