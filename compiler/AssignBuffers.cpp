@@ -162,7 +162,7 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
     Builder b(&getContext());
 
     // Persistent values first, packed at the start of the arena.
-    int64_t parameterBytes = 0, weightBytes = 0, stateBytes = 0;
+    int64_t parameterBytes = 0, weightBytes = 0, stateBytes = 0, copyBytes = 0;
     llvm::DenseMap<Value, int64_t> offsets;
     for (Operation &op : block)
       if (isPersistentOp(&op)) {
@@ -171,6 +171,8 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
         parameterBytes += bytes;
         if (isa<graph::ParameterOp>(op))
           (op.hasAttr(attr::kZeros) ? stateBytes : weightBytes) += bytes;
+        if (auto p = dyn_cast<graph::ParameterOp>(op); p && p.getCastOf())
+          copyBytes += bytes;
       }
 
     llvm::DenseSet<Value> overParameter = updatesInPlace(func, offsets);
@@ -322,6 +324,7 @@ struct AssignBuffers : impl::AssignBuffersBase<AssignBuffers> {
     func->setAttr(attr::kParameterBytes, b.getI64IntegerAttr(parameterBytes));
     func->setAttr(attr::kUnsharedBytes, b.getI64IntegerAttr(unshared));
     func->setAttr(attr::kWeightBytes, b.getI64IntegerAttr(weightBytes));
+    func->setAttr(attr::kWeightCopyBytes, b.getI64IntegerAttr(copyBytes));
     func->setAttr(attr::kOptimizerStateBytes, b.getI64IntegerAttr(stateBytes));
     func->setAttr(attr::kActivationBytes, b.getI64IntegerAttr(activationBytes));
     if (stage) {

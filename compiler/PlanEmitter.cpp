@@ -1092,6 +1092,7 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
     summary->set_peak_memory_bytes(intAttr(attr::kArenaBytes));
     summary->set_parameter_bytes(intAttr(attr::kParameterBytes));
     summary->set_weight_bytes(intAttr(attr::kWeightBytes));
+    summary->set_weight_copy_bytes(intAttr(attr::kWeightCopyBytes));
     summary->set_optimizer_state_bytes(intAttr(attr::kOptimizerStateBytes));
     summary->set_activation_bytes(intAttr(attr::kActivationBytes));
     // What the passes decided (a stage's notes after the first's, where

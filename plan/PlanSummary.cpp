@@ -98,6 +98,13 @@ std::string quotedList(const std::vector<std::string> &items) {
 
 } // namespace
 
+std::string weightsText(const RankSummary &rank) {
+  std::string text = "weights " + formatBytes(rank.weight_bytes());
+  if (rank.weight_copy_bytes() > 0)
+    text += " (" + formatBytes(rank.weight_copy_bytes()) + " of them bf16 copies)";
+  return text;
+}
+
 std::string jsonString(const std::string &text) {
   std::string out = "\"";
   for (unsigned char c : text) {
@@ -379,7 +386,7 @@ std::string summaryText(const PlanSummary &summary) {
                     largest->activation_bytes();
     int64_t loadTime = largest->parameter_bytes() - largest->weight_bytes() -
                        largest->optimizer_state_bytes();
-    std::string parts = "weights " + formatBytes(largest->weight_bytes());
+    std::string parts = weightsText(*largest);
     if (largest->optimizer_state_bytes())
       parts += " + optimizer state " + formatBytes(largest->optimizer_state_bytes());
     if (loadTime > 0)
@@ -529,9 +536,9 @@ std::string summaryJson(const PlanSummary &summary) {
   for (const RankSummary &r : plan.decisions().ranks())
     memory.push_back(fmt::format(
         "    {{\"rank\": {}, \"peak_bytes\": {}, \"parameter_bytes\": {}, \"weight_bytes\": {}, "
-        "\"optimizer_state_bytes\": {}, \"activation_bytes\": {}}}",
+        "\"weight_copy_bytes\": {}, \"optimizer_state_bytes\": {}, \"activation_bytes\": {}}}",
         r.rank(), r.peak_memory_bytes(), r.parameter_bytes(), r.weight_bytes(),
-        r.optimizer_state_bytes(), r.activation_bytes()));
+        r.weight_copy_bytes(), r.optimizer_state_bytes(), r.activation_bytes()));
   field("memory", fmt::format("[\n{}\n  ]", fmt::join(memory, ",\n")));
   if (const std::optional<Prediction> &p = summary.predicted)
     field("predicted", fmt::format("{{\"cluster\": {}, \"step_seconds\": {:.9g}, "

@@ -21,6 +21,10 @@
 
 namespace dtc::plan {
 
+/// "weights 1.2 GiB" of a rank's memory, with "(311 MiB of them bf16
+/// copies)" where the step keeps some: `dtc plan`'s and `dtc simulate`'s.
+std::string weightsText(const RankSummary &rank);
+
 /// The JSON schema's version: a tool reading another refuses it.
 inline constexpr int kSummarySchemaVersion = 1;
 

@@ -167,6 +167,8 @@ constexpr llvm::StringLiteral kArenaBytes = "dtc.arena_bytes";
 constexpr llvm::StringLiteral kParameterBytes = "dtc.parameter_bytes";
 constexpr llvm::StringLiteral kUnsharedBytes = "dtc.unshared_bytes";
 constexpr llvm::StringLiteral kWeightBytes = "dtc.weight_bytes";
+/// Of those: the weights' bf16 copies (dtc-keep-bf16-weights).
+constexpr llvm::StringLiteral kWeightCopyBytes = "dtc.weight_copy_bytes";
 /// A pipeline stage's function: its stash's groups (plan.proto: Stash) as
 /// offset, bytes per micro-batch and copies, three numbers a group.
 constexpr llvm::StringLiteral kStashes = "dtc.stashes";

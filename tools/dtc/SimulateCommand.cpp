@@ -10,6 +10,7 @@
 #include "plan/PipelineSchedule.h"
 #include "plan/Ranks.h"
 #include "plan/PlanPrinter.h"
+#include "plan/PlanSummary.h"
 
 #include <fmt/format.h>
 
@@ -44,7 +45,7 @@ void printMemoryBreakdown(const plan::Plan &plan, int64_t peak) {
   const plan::RankSummary &r = *largest;
   int64_t loadTime = r.parameter_bytes() - r.weight_bytes() - r.optimizer_state_bytes();
   int64_t transient = r.peak_memory_bytes() - r.parameter_bytes();
-  std::string line = "= weights " + plan::formatBytes(r.weight_bytes());
+  std::string line = "= " + plan::weightsText(r);
   if (r.optimizer_state_bytes())
     line += " + optimizer state " + plan::formatBytes(r.optimizer_state_bytes());
   if (loadTime > 0)
