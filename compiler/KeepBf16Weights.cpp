@@ -100,8 +100,7 @@ struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
       ++insertAt;
     }
     if (kept)
-      addNote(func, "training: " + std::to_string(kept) + " weights (" +
-                        std::to_string(elements) +
+      addNote(func, "training: " + std::to_string(kept) + " weights (" + formatCount(elements) +
                         " values) kept in bf16 between steps beside their f32 master copies: "
                         "the optimizer writes both, and the step casts none");
   }
