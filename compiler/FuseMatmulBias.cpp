@@ -277,6 +277,7 @@ private:
     if (!op)
       return false;
     size_t mark = matched_.size();
+    Value t = t_; // a failed try forgets the tanh it found with its ops
     for (bool swap : {false, true}) {
       if (swap && isa<graph::SubOp>(op))
         break;
@@ -285,6 +286,7 @@ private:
         return true;
       }
       matched_.resize(mark);
+      t_ = t;
     }
     return false;
   }
@@ -307,13 +309,10 @@ private:
       return false;
     if (t_)
       return true;
-    size_t mark = matched_.size();
     if (!binary<graph::MulOp>(t.getInput(), [&](Value p, Value q) {
           return p == x_ && quadratic(q, c(), c() * kA);
-        })) {
-      matched_.resize(mark);
+        }))
       return false;
-    }
     matched_.push_back(t);
     t_ = v;
     return true;
