@@ -31,6 +31,7 @@
 #include "compiler/ConstantValues.h"
 #include "compiler/Interior.h"
 #include "compiler/Passes.h"
+#include "compiler/Placement.h"
 
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -64,15 +65,6 @@ Value biasVector(OpBuilder &b, Location loc, Value bias, RankedTensorType out) {
   if (type.getRank() == 1)
     return bias;
   return b.create<graph::ReshapeOp>(loc, RankedTensorType::get({n}, out.getElementType()), bias);
-}
-
-/// Whether `a` and `b` belong to the same part of a step (the attributes a
-/// split step's parts carry).
-bool samePart(Operation *a, Operation *b) {
-  for (StringRef name : {attr::kOncePerStep, attr::kPipelineForward, attr::kChunk})
-    if (a->getAttr(name) != b->getAttr(name))
-      return false;
-  return true;
 }
 
 /// The add of a biased product (no activation, read by the add alone,
@@ -198,29 +190,10 @@ bool joinBiasGradient(graph::ReduceSumOp reduce) {
       // At the product (the large result made no earlier than it was):
       // what reads the sum before it (a view of it, its reduction over the
       // data-parallel ranks) moves down after it, in order.
-      Operation *at = m;
-      llvm::SetVector<Operation *> sink;
-      if (reduce->isBeforeInBlock(m)) {
-        SmallVector<Operation *> work(reduce.getOutput().getUsers());
-        while (!work.empty()) {
-          Operation *u = work.pop_back_val();
-          if (!u->isBeforeInBlock(m) || !sink.insert(u))
-            continue;
-          for (Operation *w : u->getUsers())
-            work.push_back(w);
-        }
-        bool movable = llvm::all_of(sink, [&](Operation *u) {
-          return samePart(u, m) && !u->hasTrait<OpTrait::IsTerminator>();
-        });
-        for (Value operand : m->getOperands())
-          movable = movable && !sink.contains(operand.getDefiningOp());
-        if (!movable)
-          at = nullptr;
-      }
+      Operation *at = sinkReadersBelow(reduce.getOutput(), m) ? m.getOperation() : nullptr;
       // Else at the sum, the product's operands made before it (views of
       // values that are move up with them).
       if (!at) {
-        sink.clear();
         for (Value v : {Value(m.getLhs()), rhs})
           if (auto view = v.getDefiningOp<graph::ReshapeOp>();
               view && !madeBefore(v, reduce) && madeBefore(view.getInput(), reduce))
@@ -237,13 +210,6 @@ bool joinBiasGradient(graph::ReduceSumOp reduce) {
         joined->setAttr(a.getName(), a.getValue());
       m.getOutput().replaceAllUsesWith(joined.getOutput());
       reduce.getOutput().replaceAllUsesWith(joined.getBiasGrad());
-      SmallVector<Operation *> inOrder(sink.begin(), sink.end());
-      llvm::sort(inOrder, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
-      Operation *after = joined;
-      for (Operation *op : inOrder) {
-        op->moveAfter(after);
-        after = op;
-      }
       m.erase();
       reduce.erase();
       return true;

@@ -530,7 +530,11 @@ func::FuncOp layerNormKernel(OpBuilder &b, graph::LayerNormOp op, StringRef name
 /// all in f32 (16-bit inputs widened, dx rounded once), plus the residual
 /// when there is one. The row's mean and rstd are stored too (by its first
 /// lane), for the scale's gradient. RMSNorm's (rms): the mean and mean(h)
-/// are 0 and not summed.
+/// are 0 and not summed. With partial sums of the weights' gradients, a
+/// thread (or block) takes a group of rows in turn, each lane adding its
+/// elements' dy * xhat (and dy) to the group's row of sums as it writes
+/// dx: the same lane always holds the same elements, so the sums need no
+/// synchronisation and are added in the rows' order.
 func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op,
                                      StringRef name) {
   auto input = tensorOf(op.getInput());
@@ -541,9 +545,14 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
   double epsilon = op.getEpsilon().convertToDouble();
   bool rms = op.getRms();
   Type type = Body::computeType(input.getElementType());
-  // Buffers: input, scale, grad_output, (residual,) grad_input, mean, rstd.
+  // Buffers: input, scale, grad_output, (residual,) grad_input, mean, rstd,
+  // (the scale's and the bias's partial sums).
   const bool residual = !op.getResidual().empty();
   const size_t out = residual ? 4 : 3;
+  const size_t sums = op.getPartials().size();
+  const int64_t groups = sums ? tensorOf(op.getPartials()[0]).getDimSize(0) : rows;
+  const int64_t perGroup = (rows + groups - 1) / groups;
+  Value group; // the thread's (block's) group of rows, when summing
   auto body = [&](Body &t, Value row, ArrayRef<Value> buf) {
     Value base = t.mul(row, n);
     auto x = [&](Body &in, Value k) { return in.load(buf[0], in.add(base, k)); };
@@ -587,6 +596,12 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
       if (residual)
         dx = in.b.create<arith::AddFOp>(in.loc, dx, in.load(buf[3], in.add(base, k)));
       in.store(dx, buf[out], in.add(base, k));
+      for (size_t s = 0; s < sums; ++s) { // dy * xhat, then dy
+        Value dy = in.load(buf[2], in.add(base, k));
+        Value term = s ? dy : in.b.create<arith::MulFOp>(in.loc, dy, xhat(in, k)).getResult();
+        Value at = in.add(in.mul(group, n), k);
+        in.store(in.addf(in.load(buf[out + 3 + s], at), term), buf[out + 3 + s], at);
+      }
     };
     auto statistics = [&](Body &in, Value) {
       in.store(mean, buf[out + 1], row);
@@ -595,8 +610,28 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
     t.rowEach(n, lanes, write);
     t.rowEach(1, lanes, statistics); // by the row's first lane
   };
-  return lanes ? makeRowKernel(b, op, name, rows, lanes, body)
-               : makeKernel(b, op, name, rows, body);
+  if (!sums)
+    return lanes ? makeRowKernel(b, op, name, rows, lanes, body)
+                 : makeKernel(b, op, name, rows, body);
+  // A group's sums start at 0, then take its rows in order.
+  auto grouped = [&](Body &t, Value g, ArrayRef<Value> buf) {
+    group = g;
+    t.rowEach(n, lanes, [&](Body &in, Value k) {
+      for (size_t s = 0; s < sums; ++s)
+        in.store(in.constant(in.b.getF32Type(), 0), buf[out + 3 + s],
+                 in.add(in.mul(g, n), k));
+    });
+    Value first = t.mul(g, perGroup);
+    Value last = t.b.create<arith::MinUIOp>(t.loc, t.add(first, t.index(perGroup)),
+                                            t.index(rows));
+    auto forOp = t.b.create<scf::ForOp>(t.loc, first, last, t.index(1));
+    OpBuilder::InsertionGuard guard(t.b);
+    t.b.setInsertionPointToStart(forOp.getBody());
+    Body each(t.b, t.loc);
+    body(each, forOp.getInductionVar(), buf);
+  };
+  return lanes ? makeRowKernel(b, op, name, groups, lanes, grouped)
+               : makeKernel(b, op, name, groups, grouped);
 }
 
 /// Cross-entropy: a row of classes each (a thread's, or a block's lanes'

@@ -412,6 +412,20 @@ def FuseMatmulBias : Pass<"dtc-fuse-matmul-bias", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def FuseNormGradients : Pass<"dtc-fuse-norm-gradients", "mlir::func::FuncOp"> {
+  let summary = "A layer norm's scale and bias gradients summed by its gradient's row kernel";
+  let description = [{
+    The sums over the rows of dy * xhat (xhat from graph.layer_norm_backward's
+    mean and rstd, as autodiff writes the scale's gradient) and of dy (the
+    bias's) become partial sums per group of rows that the
+    layer_norm_backward op writes beside the input's gradient
+    (`scale_gradient`, `bias_gradient`), and a reduction of those over the
+    groups. Runs after the step is built and split, before elementwise
+    fusion.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def FuseElementwise : Pass<"dtc-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Merge chains of elementwise and broadcast ops into graph.fused kernels";
   let description = [{

@@ -109,6 +109,7 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
     fpm.addPass(createFuseConv());
   fpm.addPass(createChannelsLast());
   fpm.addPass(createFuseMatmulBias());
+  fpm.addPass(createFuseNormGradients());
   fpm.addPass(createFuseElementwise());
   HoistConstantsOptions hoist;
   hoist.parameters = !options.training; // trained parameters change every step

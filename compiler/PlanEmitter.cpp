@@ -568,6 +568,8 @@ private:
           ln->set_epsilon(l.getEpsilon().convertToDouble());
           ln->set_rms(l.getRms());
           ln->set_residual(!l.getResidual().empty());
+          ln->set_scale_gradient(l.getScaleGradient());
+          ln->set_bias_gradient(l.getBiasGradient());
           return success();
         })
         .Case([&](graph::CrossEntropyOp) -> LogicalResult {

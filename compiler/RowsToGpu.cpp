@@ -1,8 +1,9 @@
 //===- RowsToGpu.cpp - a row kernel as a block per row ---------------------===//
 //
 // A row kernel (dtc.lanes: softmax and layer norm rows) is an scf.parallel
-// over rows whose body holds scf.parallel loops over lanes, the lanes'
-// parts of a fold combined by scf.reduce. Lowered for the host it runs as
+// over rows (or groups of rows, taken in turn by an scf.for) whose body
+// holds scf.parallel loops over lanes, the lanes' parts of a fold combined
+// by scf.reduce. Lowered for the host it runs as
 // nested loops (the code generator's tests); here it becomes one
 // gpu.launch: a block per row, a thread per lane, each lane loop's
 // reduction a block-wide gpu.all_reduce (shuffles within warps, then
@@ -91,10 +92,15 @@ LogicalResult rowsToGpu(func::FuncOp func, int64_t lanes) {
   b.setInsertionPointToEnd(&launchBody);
   b.create<gpu::TerminatorOp>(loc);
   rowsLoop.erase();
+  // Lane loops are the row's own, or inside sequential loops that every
+  // thread of the block runs alike (a group of rows taken in turn).
   SmallVector<scf::ParallelOp> laneLoops;
   bool nested = false;
   launch.getBody().walk([&](scf::ParallelOp loop) {
-    if (loop->getBlock() == &launchBody)
+    Operation *parent = loop->getParentOp();
+    while (isa<scf::ForOp>(parent))
+      parent = parent->getParentOp();
+    if (parent == launch.getOperation())
       laneLoops.push_back(loop);
     else
       nested = true;

@@ -85,9 +85,10 @@ Arity arityOf(const Instruction &inst) {
     return {0, 1 << 16, std::max(1, inst.elementwise().outputs_size())};
   case Instruction::kLayerNorm: // and a bias, but not for RMSNorm
     return {2, 3 - inst.layer_norm().rms(), 1};
-  case Instruction::kLayerNormBackward: // and a residual
-    return {3 + inst.layer_norm_backward().residual(), 3 + inst.layer_norm_backward().residual(),
-            3};
+  case Instruction::kLayerNormBackward: { // and a residual; and weights' partial sums
+    const auto &ln = inst.layer_norm_backward();
+    return {3 + ln.residual(), 3 + ln.residual(), 3 + ln.scale_gradient() + ln.bias_gradient()};
+  }
   case Instruction::kCrossEntropy:
     return {2, 2, 2};
   case Instruction::kBatchNorm:

@@ -42,8 +42,11 @@ namespace dtc::plan {
 /// Version 17: bf16 copies of weights (ParameterSource.cast_of), which an
 /// older runtime would look for in the model; a weight gradient's GEMM
 /// writing its bias's gradient (MatMul.bias_gradient), and a product times
-/// a GELU's derivative (MatMul.gelu_gradient).
-constexpr uint32_t kPlanFormatVersion = 17;
+/// a GELU's derivative (MatMul.gelu_gradient). Version 18: a layer norm's
+/// gradient summing its scale's and bias's gradients per group of rows
+/// (LayerNorm.scale_gradient, bias_gradient), outputs an older runtime
+/// would refuse.
+constexpr uint32_t kPlanFormatVersion = 18;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -88,7 +88,8 @@ OpCost LayerNormOp::cost() {
   return make(*this, (getRms() ? 5 : 8) * elements(getInput()), OpCost::Norm);
 }
 OpCost LayerNormBackwardOp::cost() {
-  double perElement = (getRms() ? 10 : 14) + double(getResidual().size());
+  double perElement =
+      (getRms() ? 10 : 14) + double(getResidual().size()) + 2.0 * double(getPartials().size());
   return make(*this, perElement * elements(getInput()), OpCost::Norm);
 }
 OpCost CrossEntropyOp::cost() { return make(*this, 4 * elements(getLogits()), OpCost::Norm); }

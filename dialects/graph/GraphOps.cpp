@@ -855,6 +855,26 @@ LogicalResult LayerNormBackwardOp::verify() {
   auto statistics = RankedTensorType::get(rows, Float32Type::get(getContext()));
   if (getMean().getType() != statistics || getRstd().getType() != statistics)
     return emitOpError("mean and rstd must be ") << statistics;
+  size_t partials = size_t(getScaleGradient()) + size_t(getBiasGradient());
+  if (getBiasGradient() && (getRms() || !getScaleGradient()))
+    return emitOpError("sums a bias's gradient only beside its scale's, and RMSNorm has no bias");
+  if (getPartials().size() != partials)
+    return emitOpError("has ") << getPartials().size() << " partial sums, its attributes ask for "
+                               << partials;
+  if (partials) {
+    auto first = cast<RankedTensorType>(getPartials()[0].getType());
+    SmallVector<int64_t> shape(input.getShape());
+    shape[0] = first.getRank() == input.getRank() ? first.getDimSize(0) : 0;
+    for (int64_t d = 1; d < axis; ++d)
+      shape[size_t(d)] = 1;
+    auto want = RankedTensorType::get(shape, Float32Type::get(getContext()));
+    if (axis == 0 || shape[0] < 1)
+      return emitOpError("partial sums need rows (axis > 0) and a group or more, got ")
+             << first;
+    for (Value p : getPartials())
+      if (p.getType() != want)
+        return emitOpError("partial sums must be ") << want << ", got " << p.getType();
+  }
   return success();
 }
 

@@ -303,13 +303,24 @@ def Graph_LayerNormBackwardOp : Graph_Op<"layer_norm_backward"> {
     written: a residual stream's gradient, which reaches the layer norm's
     input both through it and around it (dtc-fuse-matmul-bias joins the
     add).
+
+    With `scale_gradient` (and `bias_gradient`) the op also sums, in f32,
+    `grad_output * xhat` (and `grad_output`) over groups of rows: the rows
+    are taken in `G` groups of `ceil(rows / G)` consecutive rows (the last
+    may hold fewer, or none), and group g's sums are row g of a `partials`
+    result, f32 `[G, 1..., normalised dims]` (the input's rank, the row dims
+    past the first 1). Its sum over dim 0 is the scale's (the bias's)
+    gradient: the kernel that has each row in hand adds it to its group's
+    sums, where another kernel would read the input and grad_output again
+    (dtc-fuse-norm-gradients).
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        Graph_FloatTensor:$grad_output, Variadic<Graph_FloatTensor>:$residual,
                        I64Attr:$axis,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon, UnitAttr:$rms);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon, UnitAttr:$rms,
+                       UnitAttr:$scale_gradient, UnitAttr:$bias_gradient);
   let results = (outs Graph_FloatTensor:$grad_input, Graph_FloatTensor:$mean,
-                      Graph_FloatTensor:$rstd);
+                      Graph_FloatTensor:$rstd, Variadic<Graph_FloatTensor>:$partials);
   let hasVerifier = 1;
 }
 

@@ -179,13 +179,16 @@ ShardingRule LayerNormOp::shardingRule() {
 }
 ShardingRule LayerNormBackwardOp::shardingRule() {
   // Rows split; a row (the normalised dims) stays whole; the statistics
-  // have the rows' dims.
+  // have the rows' dims. Partial sums over groups of rows (made after the
+  // step is split) keep the rows whole: a split would make them partial
+  // while grad_input is not.
   ShardingRule rule;
   ArrayRef<int64_t> shape = shapeOf(getInput());
   int64_t axis = int64_t(getAxis());
+  bool partials = !getPartials().empty();
   SmallVector<int> ids;
   for (int64_t d = 0; d < int64_t(shape.size()); ++d)
-    ids.push_back(rule.add(shape[size_t(d)], false, d >= axis));
+    ids.push_back(rule.add(shape[size_t(d)], false, partials || d >= axis));
   Dims all = single(ids), row = single(ArrayRef<int>(ids).drop_front(axis)), statistics;
   for (int64_t d = 0; d < int64_t(shape.size()); ++d)
     statistics.push_back(d < axis ? Dims::value_type{ids[size_t(d)]} : Dims::value_type{});
@@ -193,6 +196,12 @@ ShardingRule LayerNormBackwardOp::shardingRule() {
   if (!getResidual().empty())
     rule.operands.push_back(all);
   rule.results = {all, statistics, statistics};
+  if (partials) {
+    Dims sums{{rule.add(shapeOf(getPartials()[0])[0], false, true)}};
+    for (int64_t d = 1; d < int64_t(shape.size()); ++d)
+      sums.push_back(d < axis ? Dims::value_type{} : Dims::value_type{ids[size_t(d)]});
+    rule.results.append(getPartials().size(), sums);
+  }
   return rule;
 }
 ShardingRule CrossEntropyOp::shardingRule() {

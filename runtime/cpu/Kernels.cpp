@@ -242,6 +242,9 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
                                       inst.matmul().bias_gradient()));
   if (inst.op_case() == plan::Instruction::kElementwise)
     wantOutputs = std::max(1, inst.elementwise().outputs_size());
+  if (inst.op_case() == plan::Instruction::kLayerNormBackward) // and weights' partial sums
+    wantOutputs += inst.layer_norm_backward().scale_gradient() +
+                   inst.layer_norm_backward().bias_gradient();
   if (inputs < info->minInputs || inputs > info->maxInputs || outputs != wantOutputs)
     return fail(error, std::string(info->name) + ": expected " + arityString(*info) +
                            " inputs and " + std::to_string(wantOutputs) +

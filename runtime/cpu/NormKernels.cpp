@@ -512,10 +512,12 @@ namespace {
 /// statistics as the forward's (layerNormRowVector), then
 /// dx = rstd * (h - mean(h) - xhat * mean(h * xhat)) with h = dy * scale,
 /// the sums in double, plus `residual` (null: none). RMSNorm's (rms): the
-/// mean and mean(h) are 0.
+/// mean and mean(h) are 0. dy * xhat is added to `scaleSums` and dy to
+/// `biasSums` (each null: not summed), in f32.
 void layerNormBackwardRow(const float *x, const float *scale, const float *dy,
                           const float *residual, float *dx, float &meanOut, float &rstdOut,
-                          int64_t n, double epsilon, bool rms) {
+                          int64_t n, double epsilon, bool rms, float *scaleSums,
+                          float *biasSums) {
   float high = 0, low = 0;
   if (!rms) {
     float shift = x[0];
@@ -539,6 +541,12 @@ void layerNormBackwardRow(const float *x, const float *scale, const float *dy,
   if (residual)
     for (int64_t i = 0; i < n; ++i)
       dx[i] += residual[i];
+  if (scaleSums)
+    for (int64_t i = 0; i < n; ++i)
+      scaleSums[i] += dy[i] * (centred(i) * inverse);
+  if (biasSums)
+    for (int64_t i = 0; i < n; ++i)
+      biasSums[i] += dy[i];
   meanOut = high;
   rstdOut = inverse;
 }
@@ -549,6 +557,10 @@ std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &ins
                                                     const KernelTypes &types,
                                                     std::string &error) {
   const plan::LayerNorm &op = inst.layer_norm_backward();
+  const int sums = op.scale_gradient() + op.bias_gradient();
+  if (op.bias_gradient() && (!op.scale_gradient() || op.rms()))
+    return fail(error, "a bias's gradient is summed only beside its scale's, and RMSNorm has "
+                       "no bias");
   for (const auto *list : {&types.inputs, &types.outputs})
     for (const plan::TensorType &type : *list)
       if (!checkDType(type.dtype(), {plan::F32}, error))
@@ -578,6 +590,25 @@ std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &ins
     if (shapeOf(types.outputs[o]) != rowShape)
       return fail(error, std::string(o == 1 ? "mean " : "rstd ") + shapeString(types.outputs[o]) +
                              " should be " + shapeString(rowShape));
+  // The weights' partial sums: [G, 1..., normalised], a row per group of
+  // ceil(rows / G) rows.
+  int64_t groups = 1;
+  if (sums) {
+    if (axis == 0)
+      return fail(error, "partial sums need rows: the normalised dims start at 0");
+    Shape want = shapeOf(types.outputs[3]);
+    groups = want.empty() ? 0 : want[0];
+    Shape expected = x;
+    expected[0] = groups;
+    std::fill(expected.begin() + 1, expected.begin() + std::ptrdiff_t(axis), 1);
+    for (size_t o = 3; o < types.outputs.size(); ++o)
+      if (groups < 1 || shapeOf(types.outputs[o]) != expected)
+        return fail(error, "partial sums " + shapeString(types.outputs[o]) +
+                               " should be [groups, 1..., normalised dims] of input " +
+                               shapeString(x) + " normalised from dim " +
+                               std::to_string(axis));
+  }
+  int64_t perGroup = sums ? (rows + groups - 1) / groups : 1;
   double epsilon = op.epsilon();
   bool rms = op.rms();
   return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
@@ -589,12 +620,25 @@ std::unique_ptr<Kernel> makeLayerNormBackwardKernel(const plan::Instruction &ins
     float *dx = static_cast<float *>(outputs[0]);
     float *mean = static_cast<float *>(outputs[1]);
     float *rstd = static_cast<float *>(outputs[2]);
+    float *scaleSums = sums > 0 ? static_cast<float *>(outputs[3]) : nullptr;
+    float *biasSums = sums > 1 ? static_cast<float *>(outputs[4]) : nullptr;
+    for (float *partial : {scaleSums, biasSums})
+      if (partial)
+        std::fill(partial, partial + groups * n, 0.f);
     if (n == 0)
       return;
-    pool.parallelFor(rows, grainFor(4 * n), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r)
-        layerNormBackwardRow(x + r * n, scale, dy + r * n, res ? res + r * n : nullptr,
-                             dx + r * n, mean[r], rstd[r], n, epsilon, rms);
+    // A group's rows in order, its sums its own (as a GPU block's).
+    int64_t units = sums ? groups : rows;
+    pool.parallelFor(units, grainFor(4 * n * perGroup), [&](int64_t b, int64_t e) {
+      for (int64_t u = b; u < e; ++u) {
+        int64_t first = u * perGroup, last = std::min(rows, first + perGroup);
+        float *scaleRow = scaleSums ? scaleSums + u * n : nullptr;
+        float *biasRow = biasSums ? biasSums + u * n : nullptr;
+        for (int64_t r = first; r < last; ++r)
+          layerNormBackwardRow(x + r * n, scale, dy + r * n, res ? res + r * n : nullptr,
+                               dx + r * n, mean[r], rstd[r], n, epsilon, rms, scaleRow,
+                               biasRow);
+      }
     });
   }, /*alongside=*/true); // rows apart, no state
 }

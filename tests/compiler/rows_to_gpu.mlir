@@ -48,3 +48,31 @@ func.func @rows(%x: tensor<4x3000xf32>, %s: tensor<100xf32>, %y: tensor<6x100xf3
   %c = graph.softmax %z {axis = 1 : i64} : (tensor<5x16xf32>) -> tensor<5x16xf32>
   return %a, %b, %c : tensor<4x3000xf32>, tensor<6x100xf32>, tensor<5x16xf32>
 }
+
+// A layer norm's gradient summing its scale's and bias's gradients over 3
+// groups of 2 rows (dtc-fuse-norm-gradients): a block per group, which
+// zeroes its sums and then takes its rows in turn, each row's block-wide
+// sums and passes inside that loop, each lane adding to its own elements'
+// sums.
+// CHECK-LABEL: func.func @kernel_3({{.*}}) attributes {dtc.lanes = 128 : i64, dtc.threads = 3 : i64}
+// CHECK: gpu.launch blocks(%[[G:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c3{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads(%[[LANE:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c128{{.*}}
+// CHECK: scf.for %{{.*}} = %[[LANE]] to %c100{{.*}} step %c128
+// CHECK: memref.store %cst
+// CHECK: gpu.barrier
+// CHECK: arith.muli %[[G]], %c2
+// CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %c1
+// CHECK: arith.muli %[[ROW]], %c100
+// CHECK-COUNT-4: gpu.all_reduce
+// CHECK: scf.for %{{.*}} = %[[LANE]] to %c100{{.*}} step %c128
+// CHECK: arith.addf
+// CHECK: memref.store
+// CHECK: gpu.barrier
+// CHECK: memref.store
+// CHECK: gpu.barrier
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.terminator
+func.func @groups(%x: tensor<6x100xf32>, %s: tensor<100xf32>, %dy: tensor<6x100xf32>)
+    -> (tensor<6x100xf32>, tensor<3x100xf32>, tensor<3x100xf32>) {
+  %dx, %mean, %rstd, %sums:2 = graph.layer_norm_backward %x, %s, %dy {axis = 1 : i64, scale_gradient, bias_gradient} : (tensor<6x100xf32>, tensor<100xf32>, tensor<6x100xf32>) -> (tensor<6x100xf32>, tensor<6x1xf32>, tensor<6x1xf32>, tensor<3x100xf32>, tensor<3x100xf32>)
+  return %dx, %sums#0, %sums#1 : tensor<6x100xf32>, tensor<3x100xf32>, tensor<3x100xf32>
+}

@@ -362,6 +362,21 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
       Case{"", "(%x: tensor<8x96xbf16>, %s: tensor<96xbf16>, %d: tensor<8x96xbf16>) -> (tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>)",
            "%y:3 = graph.layer_norm_backward %x, %s, %d {axis = 1 : i64, rms} : (tensor<8x96xbf16>, tensor<96xbf16>, tensor<8x96xbf16>) -> (tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>)\n"
            "return %y#0, %y#1, %y#2 : tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>", {}});
+  // The weights' partial sums per group of rows: 120 rows in 16 groups of
+  // 8 (the last empty), a thread per group; 8 rows in 3 groups of 3 (the
+  // last of 2), a block per group; bf16 and RMSNorm.
+  add("layer_norm_backward summing scale and bias gradients (a thread per group)",
+      Case{"", "(%x: tensor<6x20x40xf32>, %s: tensor<40xf32>, %d: tensor<6x20x40xf32>) -> (tensor<6x20x40xf32>, tensor<6x20x1xf32>, tensor<16x1x40xf32>, tensor<16x1x40xf32>)",
+           "%y:5 = graph.layer_norm_backward %x, %s, %d {axis = 2 : i64, scale_gradient, bias_gradient} : (tensor<6x20x40xf32>, tensor<40xf32>, tensor<6x20x40xf32>) -> (tensor<6x20x40xf32>, tensor<6x20x1xf32>, tensor<6x20x1xf32>, tensor<16x1x40xf32>, tensor<16x1x40xf32>)\n"
+           "return %y#0, %y#2, %y#3, %y#4 : tensor<6x20x40xf32>, tensor<6x20x1xf32>, tensor<16x1x40xf32>, tensor<16x1x40xf32>", {}});
+  add("layer_norm_backward bf16 with a residual summing scale and bias gradients, a block per group",
+      Case{"", "(%x: tensor<8x96xbf16>, %s: tensor<96xbf16>, %d: tensor<8x96xbf16>, %r: tensor<8x96xbf16>) -> (tensor<8x96xbf16>, tensor<8x1xf32>, tensor<3x96xf32>, tensor<3x96xf32>)",
+           "%y:5 = graph.layer_norm_backward %x, %s, %d, %r {axis = 1 : i64, scale_gradient, bias_gradient} : (tensor<8x96xbf16>, tensor<96xbf16>, tensor<8x96xbf16>, tensor<8x96xbf16>) -> (tensor<8x96xbf16>, tensor<8x1xf32>, tensor<8x1xf32>, tensor<3x96xf32>, tensor<3x96xf32>)\n"
+           "return %y#0, %y#1, %y#3, %y#4 : tensor<8x96xbf16>, tensor<8x1xf32>, tensor<3x96xf32>, tensor<3x96xf32>", {}});
+  add("rms layer_norm_backward summing the scale gradient, a block per group",
+      Case{"", "(%x: tensor<8x96xf32>, %s: tensor<96xf32>, %d: tensor<8x96xf32>) -> (tensor<8x96xf32>, tensor<3x96xf32>)",
+           "%y:4 = graph.layer_norm_backward %x, %s, %d {axis = 1 : i64, rms, scale_gradient} : (tensor<8x96xf32>, tensor<96xf32>, tensor<8x96xf32>) -> (tensor<8x96xf32>, tensor<8x1xf32>, tensor<8x1xf32>, tensor<3x96xf32>)\n"
+           "return %y#0, %y#3 : tensor<8x96xf32>, tensor<3x96xf32>", {}});
   add("cross_entropy (a thread per row)",
       Case{"", "(%x: tensor<6x20x40xf32>, %l: tensor<6x20xi64>) -> (tensor<6x20xf32>, tensor<6x20xf32>)",
            "%y:2 = graph.cross_entropy %x, %l : (tensor<6x20x40xf32>, tensor<6x20xi64>) -> (tensor<6x20xf32>, tensor<6x20xf32>)\n"
