@@ -638,12 +638,16 @@ func::FuncOp layerNormBackwardKernel(OpBuilder &b, graph::LayerNormBackwardOp op
 /// where rows are long); the max, the sum of exps, lse = max + log(sum),
 /// then the loss, lse - logits[label], 0 for a label that is no class
 /// (the logit read at class 0 meanwhile). The first lane stores both.
+/// With a gradient factor, a last pass writes the logits' gradient,
+/// (exp(x - lse) - onehot(label)) * factor, computed in f32.
 func::FuncOp crossEntropyKernel(OpBuilder &b, graph::CrossEntropyOp op, StringRef name) {
   auto logits = tensorOf(op.getLogits());
   int64_t n = logits.getShape().back(), rows = logits.getNumElements() / std::max<int64_t>(n, 1);
   int64_t lanes = lanesFor(n);
   Type type = Body::computeType(logits.getElementType());
-  // Buffers: logits, labels, loss, lse.
+  // Buffers: logits, labels, (the gradient's factors,) loss, lse, (the gradient).
+  const bool gradient = bool(op.getGradScale());
+  const size_t out = gradient ? 3 : 2;
   auto body = [&](Body &t, Value row, ArrayRef<Value> buf) {
     Value base = t.mul(row, n);
     auto x = [&](Body &in, Value k) { return in.load(buf[0], in.add(base, k)); };
@@ -667,8 +671,19 @@ func::FuncOp crossEntropyKernel(OpBuilder &b, graph::CrossEntropyOp op, StringRe
     Value loss = t.b.create<arith::SelectOp>(
         t.loc, isClass, t.b.create<arith::SubFOp>(t.loc, lse, picked), t.constant(type, 0));
     t.rowEach(1, lanes, [&](Body &in, Value) { // by the row's first lane
-      in.store(loss, buf[2], row);
-      in.store(lse, buf[3], row);
+      in.store(loss, buf[out], row);
+      in.store(lse, buf[out + 1], row);
+    });
+    if (!gradient)
+      return;
+    Value factor = t.load(buf[2], row);
+    t.rowEach(n, lanes, [&](Body &in, Value k) {
+      Value p = in.b.create<math::ExpOp>(in.loc, in.b.create<arith::SubFOp>(in.loc, x(in, k), lse));
+      Value hit = in.b.create<arith::CmpIOp>(in.loc, arith::CmpIPredicate::eq, k, label);
+      Value d = in.b.create<arith::SubFOp>(
+          in.loc, p,
+          in.b.create<arith::SelectOp>(in.loc, hit, in.constant(type, 1), in.constant(type, 0)));
+      in.store(in.b.create<arith::MulFOp>(in.loc, d, factor), buf[out + 2], in.add(base, k));
     });
   };
   return lanes ? makeRowKernel(b, op, name, rows, lanes, body)

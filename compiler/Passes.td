@@ -426,6 +426,19 @@ def FuseNormGradients : Pass<"dtc-fuse-norm-gradients", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def FuseLossGradient : Pass<"dtc-fuse-loss-gradient", "mlir::func::FuncOp"> {
+  let summary = "The logits' gradient written by graph.cross_entropy's row kernel";
+  let description = [{
+    (exp(logits - lse) - onehot(label)) * factor, as autodiff writes the
+    gradient of a graph.cross_entropy, becomes the op's third result (its
+    `grad_scale` operand the factor, whose ops, reading only labels and
+    constants, move before it), so the logits are read once. Runs after
+    the step is built and split, before elementwise fusion; a gradient in
+    another part of the step than its loss (a pipeline's) stays apart.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def FuseElementwise : Pass<"dtc-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Merge chains of elementwise and broadcast ops into graph.fused kernels";
   let description = [{

@@ -110,6 +110,7 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   fpm.addPass(createChannelsLast());
   fpm.addPass(createFuseMatmulBias());
   fpm.addPass(createFuseNormGradients());
+  fpm.addPass(createFuseLossGradient());
   fpm.addPass(createFuseElementwise());
   HoistConstantsOptions hoist;
   hoist.parameters = !options.training; // trained parameters change every step

@@ -572,8 +572,10 @@ private:
           ln->set_bias_gradient(l.getBiasGradient());
           return success();
         })
-        .Case([&](graph::CrossEntropyOp) -> LogicalResult {
-          addInstruction(op, op->getOperands()).mutable_cross_entropy();
+        .Case([&](graph::CrossEntropyOp c) -> LogicalResult {
+          addInstruction(op, op->getOperands())
+              .mutable_cross_entropy()
+              ->set_gradient(bool(c.getGradScale()));
           return success();
         })
         .Case([&](graph::BatchNormOp b) -> LogicalResult {

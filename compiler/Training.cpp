@@ -698,7 +698,8 @@ private:
       logits = widened.getInput();
     auto rows = RankedTensorType::get(typeOf(labels).getShape(), b_.getF32Type());
     Value losses =
-        b_.create<graph::CrossEntropyOp>(loc_, TypeRange{rows, rows}, logits, labels).getLoss();
+        b_.create<graph::CrossEntropyOp>(loc_, TypeRange{rows, rows}, logits, labels, Value())
+            .getLoss();
     if (!options_.ignoreIndex)
       return meanAll(losses);
     auto i64Scalar = RankedTensorType::get({}, b_.getI64Type());

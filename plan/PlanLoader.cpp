@@ -89,8 +89,10 @@ Arity arityOf(const Instruction &inst) {
     const auto &ln = inst.layer_norm_backward();
     return {3 + ln.residual(), 3 + ln.residual(), 3 + ln.scale_gradient() + ln.bias_gradient()};
   }
-  case Instruction::kCrossEntropy:
-    return {2, 2, 2};
+  case Instruction::kCrossEntropy: { // and the logits' gradient
+    int gradient = inst.cross_entropy().gradient();
+    return {2 + gradient, 2 + gradient, 2 + gradient};
+  }
   case Instruction::kBatchNorm:
     return {5, 5, 1};
   case Instruction::kGather:

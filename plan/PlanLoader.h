@@ -44,7 +44,8 @@ namespace dtc::plan {
 /// writing its bias's gradient (MatMul.bias_gradient), and a product times
 /// a GELU's derivative (MatMul.gelu_gradient). Version 18: a layer norm's
 /// gradient summing its scale's and bias's gradients per group of rows
-/// (LayerNorm.scale_gradient, bias_gradient), outputs an older runtime
+/// (LayerNorm.scale_gradient, bias_gradient), and cross-entropy writing the
+/// logits' gradient (CrossEntropy.gradient): operands an older runtime
 /// would refuse.
 constexpr uint32_t kPlanFormatVersion = 18;
 

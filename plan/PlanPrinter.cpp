@@ -134,13 +134,14 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
   case plan::Instruction::kLayerNorm:
     return fmt::format("{} axis={} eps={:g}", inst.layer_norm().rms() ? "rms_norm" : "layer_norm",
                        inst.layer_norm().axis(), inst.layer_norm().epsilon());
-  case plan::Instruction::kLayerNormBackward:
-    return fmt::format("{} axis={} eps={:g}",
-                       inst.layer_norm_backward().rms() ? "rms_norm_backward"
-                                                        : "layer_norm_backward",
-                       inst.layer_norm_backward().axis(), inst.layer_norm_backward().epsilon());
+  case plan::Instruction::kLayerNormBackward: {
+    const plan::LayerNorm &ln = inst.layer_norm_backward();
+    return fmt::format("{} axis={} eps={:g}{}{}", ln.rms() ? "rms_norm_backward" : "layer_norm_backward",
+                       ln.axis(), ln.epsilon(), ln.scale_gradient() ? " +scale_gradient" : "",
+                       ln.bias_gradient() ? " +bias_gradient" : "");
+  }
   case plan::Instruction::kCrossEntropy:
-    return "cross_entropy";
+    return inst.cross_entropy().gradient() ? "cross_entropy +gradient" : "cross_entropy";
   case plan::Instruction::kBatchNorm:
     return fmt::format("batch_norm eps={:g}", inst.batch_norm().epsilon());
   case plan::Instruction::kReduce: {

@@ -92,7 +92,9 @@ OpCost LayerNormBackwardOp::cost() {
       (getRms() ? 10 : 14) + double(getResidual().size()) + 2.0 * double(getPartials().size());
   return make(*this, perElement * elements(getInput()), OpCost::Norm);
 }
-OpCost CrossEntropyOp::cost() { return make(*this, 4 * elements(getLogits()), OpCost::Norm); }
+OpCost CrossEntropyOp::cost() {
+  return make(*this, (getGradScale() ? 7 : 4) * elements(getLogits()), OpCost::Norm);
+}
 OpCost BatchNormOp::cost() { return make(*this, 2 * elements(getInput()), OpCost::Norm); }
 
 // Batched [M,K] x [K,N]: 2 M N K per output matrix.

@@ -536,9 +536,9 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange rg,
 // backward only: no gradient flows through it.
 LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ValueRange rg,
                                              SmallVectorImpl<Value> &g) {
-  if (rg[1])
-    return emitOpError("has no gradient through its log-sum-exp result");
-  g.assign(2, Value());
+  if (rg[1] || (rg.size() > 2 && rg[2]))
+    return emitOpError("has no gradient through its log-sum-exp or its gradient");
+  g.assign(getNumOperands(), Value());
   if (!rg[0])
     return success();
   Location loc = getLoc();

@@ -336,9 +336,19 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy"> {
     GPT-2's vocabulary, the step's largest tensors); the gradient,
     `(exp(logits - lse) - onehot(label)) * grad_loss`, is one elementwise
     kernel.
+
+    With `grad_scale` (f32, the labels' shape: each row's factor, the loss's
+    gradient times whether its label is a class) the op also writes that
+    gradient, `grad_logits = (exp(logits - lse) - onehot(label)) *
+    grad_scale` in f32, rounded once to the logits' type: the row kernel
+    has the row in hand, where the elementwise kernel would read the logits
+    again (dtc-fuse-loss-gradient). A label outside [0, classes) hits no
+    class.
   }];
-  let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels);
-  let results = (outs Graph_FloatTensor:$loss, Graph_FloatTensor:$lse);
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
+                       Optional<Graph_FloatTensor>:$grad_scale);
+  let results = (outs Graph_FloatTensor:$loss, Graph_FloatTensor:$lse,
+                      Variadic<Graph_FloatTensor>:$grad_logits);
   let hasVerifier = 1;
 }
 

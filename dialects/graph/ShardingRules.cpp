@@ -214,6 +214,10 @@ ShardingRule CrossEntropyOp::shardingRule() {
   Dims rows = single(ArrayRef<int>(ids).drop_back());
   rule.operands = {single(ids), rows};
   rule.results = {rows, rows};
+  if (getGradScale()) {
+    rule.operands.push_back(rows);
+    rule.results.push_back(single(ids));
+  }
   return rule;
 }
 ShardingRule BatchNormOp::shardingRule() {

@@ -103,7 +103,7 @@ const OpInfo kOps[] = {
     {plan::Instruction::kLayerNormBackward, "layer_norm_backward", 3, 4,
      makeLayerNormBackwardKernel, 3},
     {plan::Instruction::kBatchNorm, "batch_norm", 5, 5, makeBatchNormKernel},
-    {plan::Instruction::kCrossEntropy, "cross_entropy", 2, 2, makeCrossEntropyKernel, 2},
+    {plan::Instruction::kCrossEntropy, "cross_entropy", 2, 3, makeCrossEntropyKernel, 2},
     {plan::Instruction::kReduce, "reduce", 1, 1, makeReduceKernel},
     {plan::Instruction::kGather, "gather", 2, 2, makeGatherKernel},
     {plan::Instruction::kConv2D, "conv2d", 2, 3, makeConv2DKernel},
@@ -242,6 +242,8 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
                                       inst.matmul().bias_gradient()));
   if (inst.op_case() == plan::Instruction::kElementwise)
     wantOutputs = std::max(1, inst.elementwise().outputs_size());
+  if (inst.op_case() == plan::Instruction::kCrossEntropy) // and the logits' gradient
+    wantOutputs += inst.cross_entropy().gradient();
   if (inst.op_case() == plan::Instruction::kLayerNormBackward) // and weights' partial sums
     wantOutputs += inst.layer_norm_backward().scale_gradient() +
                    inst.layer_norm_backward().bias_gradient();

@@ -668,7 +668,7 @@ DTC_TARGET_AVX512 float logSumExpAvx512(const float *x, int64_t n) {
 
 } // namespace
 
-std::unique_ptr<Kernel> makeCrossEntropyKernel(const plan::Instruction &,
+std::unique_ptr<Kernel> makeCrossEntropyKernel(const plan::Instruction &inst,
                                                const KernelTypes &types, std::string &error) {
   if (!checkDType(types.inputs[0].dtype(), {plan::F32}, error) ||
       !checkDType(types.inputs[1].dtype(), {plan::I64, plan::I32}, error))
@@ -681,12 +681,22 @@ std::unique_ptr<Kernel> makeCrossEntropyKernel(const plan::Instruction &,
     return fail(error, "labels " + shapeString(types.inputs[1]) + " should be " +
                            shapeString(rowShape) + " (the logits' " + shapeString(x) +
                            " without the classes)");
-  for (const plan::TensorType &out : types.outputs)
-    if (!checkDType(out.dtype(), {plan::F32}, error))
+  const bool gradient = inst.cross_entropy().gradient();
+  for (size_t o = 0; o < 2; ++o)
+    if (!checkDType(types.outputs[o].dtype(), {plan::F32}, error))
       return nullptr;
-    else if (shapeOf(out) != rowShape)
+    else if (shapeOf(types.outputs[o]) != rowShape)
       return fail(error, "loss and lse should be " + shapeString(rowShape) + ", got " +
-                             shapeString(out));
+                             shapeString(types.outputs[o]));
+  if (gradient) {
+    if (!checkDType(types.inputs[2].dtype(), {plan::F32}, error) ||
+        !checkDType(types.outputs[2].dtype(), {plan::F32}, error))
+      return nullptr;
+    if (shapeOf(types.inputs[2]) != rowShape || shapeOf(types.outputs[2]) != x)
+      return fail(error, "the gradient's factors " + shapeString(types.inputs[2]) +
+                             " should be " + shapeString(rowShape) + " and the gradient " +
+                             shapeString(types.outputs[2]) + " the logits' " + shapeString(x));
+  }
   int64_t n = x.back(), rows = product(rowShape);
   bool wide = types.inputs[1].dtype() == plan::I64;
   LogSumExpFn logSumExp =
@@ -694,16 +704,24 @@ std::unique_ptr<Kernel> makeCrossEntropyKernel(const plan::Instruction &,
   return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
                                 ThreadPool &pool) {
     const float *logits = static_cast<const float *>(inputs[0]);
+    const float *factor = gradient ? static_cast<const float *>(inputs[2]) : nullptr;
     float *loss = static_cast<float *>(outputs[0]), *lse = static_cast<float *>(outputs[1]);
+    float *grad = gradient ? static_cast<float *>(outputs[2]) : nullptr;
     if (n == 0)
       return;
-    pool.parallelFor(rows, grainFor(n), [&](int64_t b, int64_t e) {
+    pool.parallelFor(rows, grainFor(gradient ? 3 * n : n), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const float *row = logits + r * n;
         int64_t label = wide ? static_cast<const int64_t *>(inputs[1])[r]
                              : static_cast<const int32_t *>(inputs[1])[r];
         lse[r] = logSumExp(row, n);
         loss[r] = label >= 0 && label < n ? lse[r] - row[label] : 0.0f;
+        if (!grad)
+          continue;
+        // As the elementwise kernel computes autodiff's expression.
+        float *out = grad + r * n, f = factor[r], l = lse[r];
+        for (int64_t k = 0; k < n; ++k)
+          out[k] = (fastExp(row[k] - l) - (k == label ? 1.f : 0.f)) * f;
       }
     });
   }, /*alongside=*/true); // rows apart, no state

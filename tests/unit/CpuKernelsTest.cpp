@@ -1217,6 +1217,93 @@ TEST(LayerNormKernel, Backward) {
   checkLayerNormBackward({16, 96}, 1, 3.0f, true);
 }
 
+// The weights' gradients summed per group of rows (LayerNorm.scale_gradient,
+// bias_gradient): 21 rows in 4 groups of 6 (the last of 3), each group's
+// sums of dy * xhat and of dy against double references; grad_input and
+// the statistics as without the sums, bit for bit; RMSNorm's scale alone;
+// bad partial shapes and a bias without its scale refused.
+TEST(LayerNormKernel, BackwardSumsTheWeightsGradientsPerGroup) {
+  for (bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "rms" : "layer norm");
+    const Shape shape{3, 7, 40}, rowShape{3, 7, 1}, partialShape{4, 1, 40};
+    const int64_t n = 40, rows = 21, groups = 4, perGroup = 6;
+    Tensor x = randomF32(shape, 91, -2.0f, 2.0f), scale = randomF32({40}, 92),
+           dy = randomF32(shape, 93);
+    std::vector<float> xv = values<float>(x), gv = values<float>(dy);
+    std::vector<double> scaleSums(size_t(groups * n)), biasSums(size_t(groups * n));
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < n; ++i)
+        mean += rms ? 0 : xv[size_t(r * n + i)];
+      mean /= double(n);
+      for (int64_t i = 0; i < n; ++i)
+        var += (xv[size_t(r * n + i)] - mean) * (xv[size_t(r * n + i)] - mean);
+      double rstd = 1.0 / std::sqrt(var / double(n) + 1e-5);
+      for (int64_t i = 0; i < n; ++i) {
+        size_t at = size_t(r / perGroup * n + i);
+        double g = gv[size_t(r * n + i)];
+        scaleSums[at] += g * (xv[size_t(r * n + i)] - mean) * rstd;
+        biasSums[at] += g;
+      }
+    }
+    plan::Instruction plainInst, inst;
+    plainInst.mutable_layer_norm_backward()->set_axis(2);
+    plainInst.mutable_layer_norm_backward()->set_epsilon(1e-5);
+    plainInst.mutable_layer_norm_backward()->set_rms(rms);
+    inst = plainInst;
+    inst.mutable_layer_norm_backward()->set_scale_gradient(true);
+    inst.mutable_layer_norm_backward()->set_bias_gradient(!rms);
+    std::vector<plan::TensorType> inTypes{x.type, scale.type, dy.type};
+    std::vector<plan::TensorType> plainTypes{typeOf(plan::F32, shape),
+                                             typeOf(plan::F32, rowShape),
+                                             typeOf(plan::F32, rowShape)};
+    std::vector<plan::TensorType> outTypes = plainTypes;
+    outTypes.insert(outTypes.end(), rms ? 1 : 2, typeOf(plan::F32, partialShape));
+    std::string error;
+    auto plain = makeKernel(plainInst, inTypes, plainTypes, error);
+    ASSERT_TRUE(plain) << error;
+    auto kernel = makeKernel(inst, inTypes, outTypes, error);
+    ASSERT_TRUE(kernel) << error;
+    const void *in[] = {x.bytes.data(), scale.bytes.data(), dy.bytes.data()};
+    std::vector<float> dx0(rows * n, 0.f), mean0(rows, 0.f), rstd0(rows, 0.f);
+    void *out0[] = {dx0.data(), mean0.data(), rstd0.data()};
+    ThreadPool one(1);
+    ASSERT_TRUE(plain->run(in, out0, one, error)) << error;
+    for (int threads : {1, 2}) {
+      std::vector<float> dx(dx0.size()), mean(mean0.size()), rstd(rstd0.size()),
+          gotScale(size_t(groups * n), 7.0f), gotBias(size_t(groups * n), 7.0f);
+      void *out[] = {dx.data(), mean.data(), rstd.data(), gotScale.data(), gotBias.data()};
+      ThreadPool pool(threads);
+      ASSERT_TRUE(kernel->run(in, out, pool, error)) << error;
+      EXPECT_EQ(dx, dx0);
+      EXPECT_EQ(mean, mean0);
+      EXPECT_EQ(rstd, rstd0);
+      for (size_t i = 0; i < scaleSums.size(); ++i) {
+        ASSERT_NEAR(gotScale[i], scaleSums[i], 1e-5 * (1 + std::fabs(scaleSums[i]))) << i;
+        if (!rms)
+          ASSERT_NEAR(gotBias[i], biasSums[i], 1e-5 * (1 + std::fabs(biasSums[i]))) << i;
+      }
+      if (rms) // no bias's sums: the buffer is left as it was
+        EXPECT_EQ(gotBias, std::vector<float>(gotBias.size(), 7.0f));
+    }
+  }
+  plan::Instruction inst;
+  inst.mutable_layer_norm_backward()->set_axis(1);
+  inst.mutable_layer_norm_backward()->set_scale_gradient(true);
+  plan::TensorType rows = typeOf(plan::F32, {8, 16}), stats = typeOf(plan::F32, {8, 1});
+  std::string error;
+  EXPECT_FALSE(makeKernel(inst, {rows, typeOf(plan::F32, {16}), rows},
+                          {rows, stats, stats, typeOf(plan::F32, {2, 15})}, error));
+  EXPECT_NE(error.find("partial sums [2,15] should be [groups, 1..., normalised dims]"),
+            std::string::npos)
+      << error;
+  inst.mutable_layer_norm_backward()->set_scale_gradient(false);
+  inst.mutable_layer_norm_backward()->set_bias_gradient(true);
+  EXPECT_FALSE(makeKernel(inst, {rows, typeOf(plan::F32, {16}), rows},
+                          {rows, stats, stats, typeOf(plan::F32, {2, 16})}, error));
+  EXPECT_NE(error.find("only beside its scale's"), std::string::npos) << error;
+}
+
 // A residual (LayerNorm.residual): grad_input is the gradient without one
 // plus the residual, the statistics the same; refused when it is not a
 // fourth input of the input's shape.
@@ -1305,6 +1392,43 @@ template <class Label> void checkCrossEntropy(const Shape &shape, plan::DType la
   // Bad input: labels that are not the logits' rows.
   EXPECT_FALSE(makeKernel(inst, {logits.type, typeOf(labelType, {rows + 1})}, outTypes, error));
   EXPECT_NE(error.find("without the classes"), std::string::npos) << error;
+
+  // With the gradient (CrossEntropy.gradient): (softmax - onehot) * factor
+  // per row against doubles, a label that is no class hitting none; loss
+  // and lse as without it, bit for bit.
+  Tensor factor = randomF32(rowShape, 32, -2.0f, 2.0f);
+  std::vector<float> fv = values<float>(factor);
+  plan::Instruction withGradient = inst;
+  withGradient.mutable_cross_entropy()->set_gradient(true);
+  std::vector<plan::TensorType> gradTypes = outTypes;
+  gradTypes.push_back(typeOf(plan::F32, shape));
+  auto fused = makeKernel(withGradient, {logits.type, labelTensor.type, factor.type}, gradTypes,
+                          error);
+  ASSERT_TRUE(fused) << error;
+  std::vector<float> loss0(rows, 0.f), lse0(rows, 0.f);
+  {
+    const void *in[] = {logits.bytes.data(), labelTensor.bytes.data()};
+    void *out[] = {loss0.data(), lse0.data()};
+    ThreadPool pool(1);
+    ASSERT_TRUE(kernel->run(in, out, pool, error)) << error;
+  }
+  std::vector<float> gotLoss(rows, 0.f), gotLse(rows, 0.f), grad(rows * n, 7.0f);
+  const void *in[] = {logits.bytes.data(), labelTensor.bytes.data(), factor.bytes.data()};
+  void *out[] = {gotLoss.data(), gotLse.data(), grad.data()};
+  ThreadPool pool(2);
+  ASSERT_TRUE(fused->run(in, out, pool, error)) << error;
+  EXPECT_EQ(gotLoss, loss0);
+  EXPECT_EQ(gotLse, lse0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      double p = std::exp(double(xv[size_t(r * n + i)]) - lse[size_t(r)]);
+      double want = (p - (i == int64_t(labels[size_t(r)]) ? 1.0 : 0.0)) * fv[size_t(r)];
+      ASSERT_NEAR(grad[size_t(r * n + i)], want, 1e-5 * (1 + std::fabs(want)))
+          << "row " << r << " class " << i;
+    }
+  EXPECT_FALSE(makeKernel(withGradient, {logits.type, labelTensor.type, logits.type}, gradTypes,
+                          error));
+  EXPECT_NE(error.find("the gradient's factors"), std::string::npos) << error;
 }
 
 TEST(CrossEntropyKernel, AgainstDouble) {

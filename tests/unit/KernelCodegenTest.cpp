@@ -385,6 +385,14 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
       Case{"", "(%x: tensor<8x3000xbf16>, %l: tensor<8xi32>) -> (tensor<8xf32>, tensor<8xf32>)",
            "%y:2 = graph.cross_entropy %x, %l : (tensor<8x3000xbf16>, tensor<8xi32>) -> (tensor<8xf32>, tensor<8xf32>)\n"
            "return %y#0, %y#1 : tensor<8xf32>, tensor<8xf32>", {}});
+  add("cross_entropy writing the logits' gradient (a thread per row)",
+      Case{"", "(%x: tensor<6x20x40xf32>, %l: tensor<6x20xi64>, %f: tensor<6x20xf32>) -> (tensor<6x20xf32>, tensor<6x20xf32>, tensor<6x20x40xf32>)",
+           "%y:3 = graph.cross_entropy %x, %l, %f : (tensor<6x20x40xf32>, tensor<6x20xi64>, tensor<6x20xf32>) -> (tensor<6x20xf32>, tensor<6x20xf32>, tensor<6x20x40xf32>)\n"
+           "return %y#0, %y#1, %y#2 : tensor<6x20xf32>, tensor<6x20xf32>, tensor<6x20x40xf32>", {}});
+  add("cross_entropy bf16 writing the logits' gradient, a block per row",
+      Case{"", "(%x: tensor<8x3000xbf16>, %l: tensor<8xi32>, %f: tensor<8xf32>) -> (tensor<8xf32>, tensor<8x3000xbf16>)",
+           "%y:3 = graph.cross_entropy %x, %l, %f : (tensor<8x3000xbf16>, tensor<8xi32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8x3000xbf16>)\n"
+           "return %y#0, %y#2 : tensor<8xf32>, tensor<8x3000xbf16>", {}});
   add("transpose 4-D",
       op("%x: tensor<2x5x3x7xf32>", "%y = graph.transpose %x {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x7xf32>) -> tensor<2x3x7x5xf32>",
          "tensor<2x3x7x5xf32>"));
