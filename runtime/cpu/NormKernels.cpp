@@ -657,6 +657,33 @@ namespace {
   return max + float(std::log(sum));
 }
 
+/// A row's share of the logits' gradient, (exp(x - lse) - onehot(label)) *
+/// factor: the expression the elementwise kernel evaluates for autodiff's
+/// graph ops, compiled for the same instruction sets, so that the fused
+/// loss gradient rounds as the unfused one did.
+[[gnu::always_inline]] inline void lossGradientRowVector(const float *x, float lse,
+                                                        int64_t label, float factor,
+                                                        float *out, int64_t n) {
+  for (int64_t k = 0; k < n; ++k)
+    out[k] = (fastExp(x[k] - lse) - (k == label ? 1.f : 0.f)) * factor;
+}
+
+using LossGradientRowFn = void (*)(const float *, float, int64_t, float, float *, int64_t);
+void lossGradientRowBaseline(const float *x, float lse, int64_t label, float factor, float *out,
+                             int64_t n) {
+  lossGradientRowVector(x, lse, label, factor, out, n);
+}
+#ifdef DTC_X86_DISPATCH
+DTC_TARGET_AVX2 void lossGradientRowAvx2(const float *x, float lse, int64_t label, float factor,
+                                         float *out, int64_t n) {
+  lossGradientRowVector(x, lse, label, factor, out, n);
+}
+DTC_TARGET_AVX512 void lossGradientRowAvx512(const float *x, float lse, int64_t label,
+                                             float factor, float *out, int64_t n) {
+  lossGradientRowVector(x, lse, label, factor, out, n);
+}
+#endif
+
 using LogSumExpFn = float (*)(const float *, int64_t);
 float logSumExpBaseline(const float *x, int64_t n) { return logSumExpVector(x, n); }
 #ifdef DTC_X86_DISPATCH
@@ -701,6 +728,8 @@ std::unique_ptr<Kernel> makeCrossEntropyKernel(const plan::Instruction &inst,
   bool wide = types.inputs[1].dtype() == plan::I64;
   LogSumExpFn logSumExp =
       pickForCpu(logSumExpBaseline, DTC_X86_ONLY(logSumExpAvx2, logSumExpAvx512));
+  LossGradientRowFn gradientRow = pickForCpu(
+      lossGradientRowBaseline, DTC_X86_ONLY(lossGradientRowAvx2, lossGradientRowAvx512));
   return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
                                 ThreadPool &pool) {
     const float *logits = static_cast<const float *>(inputs[0]);
@@ -716,12 +745,8 @@ std::unique_ptr<Kernel> makeCrossEntropyKernel(const plan::Instruction &inst,
                              : static_cast<const int32_t *>(inputs[1])[r];
         lse[r] = logSumExp(row, n);
         loss[r] = label >= 0 && label < n ? lse[r] - row[label] : 0.0f;
-        if (!grad)
-          continue;
-        // As the elementwise kernel computes autodiff's expression.
-        float *out = grad + r * n, f = factor[r], l = lse[r];
-        for (int64_t k = 0; k < n; ++k)
-          out[k] = (fastExp(row[k] - l) - (k == label ? 1.f : 0.f)) * f;
+        if (grad)
+          gradientRow(row, lse[r], label, factor[r], grad + r * n, n);
       }
     });
   }, /*alongside=*/true); // rows apart, no state

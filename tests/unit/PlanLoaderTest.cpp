@@ -123,6 +123,39 @@ TEST(PlanLoader, ChecksAnExpressionsOutputs) {
       << message;
 }
 
+// Format 18's optional outputs count: a cross-entropy writing the logits'
+// gradient takes a third input and output, a layer norm's gradient
+// summing its weights' gradients a fourth (and fifth) output.
+TEST(PlanLoader, CountsTheFusedGradientsOperands) {
+  auto p = reluPlan();
+  plan::Instruction &inst = *p.mutable_ranks(0)->mutable_instructions(0);
+  inst.mutable_cross_entropy()->set_gradient(true);
+  inst.clear_inputs();
+  inst.clear_outputs();
+  for (int i = 0; i < 2; ++i) {
+    inst.add_inputs(0);
+    inst.add_outputs(1);
+  }
+  std::string message = errorOf(p);
+  EXPECT_NE(message.find("wrong number of inputs (2) or outputs (2)"), std::string::npos)
+      << message;
+  inst.add_inputs(0);
+  inst.add_outputs(1);
+  std::string error;
+  EXPECT_TRUE(validatePlan(p, error)) << error;
+
+  plan::LayerNorm &ln = *inst.mutable_layer_norm_backward();
+  ln.set_axis(1);
+  ln.set_scale_gradient(true);
+  ln.set_bias_gradient(true);
+  message = errorOf(p);
+  EXPECT_NE(message.find("wrong number of inputs (3) or outputs (3)"), std::string::npos)
+      << message;
+  inst.add_outputs(1);
+  inst.add_outputs(1);
+  EXPECT_TRUE(validatePlan(p, error)) << error;
+}
+
 TEST(PlanLoader, RejectsUnknownCostClass) {
   // dtc simulate indexes its per-class tables by it.
   auto p = reluPlan();
