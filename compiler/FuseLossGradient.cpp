@@ -173,8 +173,11 @@ struct FuseLossGradient : impl::FuseLossGradientBase<FuseLossGradient> {
       fused += fuse(ce);
     if (fused)
       addNote(func, "fusion: " + std::to_string(fused) +
-                        " cross-entropy losses write the logits' gradient as they read them "
-                        "(no second pass over the logits)");
+                        (fused == 1 ? " cross-entropy loss writes the logits' gradient as it "
+                                      "reads them"
+                                    : " cross-entropy losses write the logits' gradient as they "
+                                      "read them") +
+                        " (no second pass over the logits)");
   }
 };
 

@@ -205,9 +205,11 @@ struct FuseNormGradients : impl::FuseNormGradientsBase<FuseNormGradients> {
       fused += fuse(g);
     if (fused)
       addNote(func, "fusion: " + std::to_string(fused) +
-                        " layer norm gradients sum their scale's and bias's gradients per group "
-                        "of rows as they write the input's (no product or reductions of dy "
-                        "of their own)");
+                        (fused == 1 ? " layer norm gradient sums its scale's and bias's "
+                                      "gradients per group of rows as it writes"
+                                    : " layer norm gradients sum their scale's and bias's "
+                                      "gradients per group of rows as they write") +
+                        " the input's (no product or reductions of dy of their own)");
   }
 };
 

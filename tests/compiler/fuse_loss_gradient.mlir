@@ -7,7 +7,7 @@
 // the labels alone) is computed before the loss and is its third operand.
 // No exp, no one-hot and no second read of the logits are left.
 // BF16-LABEL: func.func @main
-// BF16-SAME: fusion: 1 cross-entropy losses write the logits' gradient as they read them
+// BF16-SAME: fusion: 1 cross-entropy loss writes the logits' gradient as it reads them
 // BF16: %[[F:.*]] = graph.mul {{.*}} -> tensor<2x4x1xf32>
 // BF16: %[[S:.*]] = graph.reshape %[[F]] : (tensor<2x4x1xf32>) -> tensor<2x4xf32>
 // BF16-NEXT: %{{.*}}, %{{.*}}, %[[G:.*]] = graph.cross_entropy %[[L:.*]], %arg1, %[[S]] : (tensor<2x4x3xbf16>, tensor<2x4xi64>, tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4x3xbf16>)

@@ -9,7 +9,7 @@
 // The elementwise product, its casts and the sums of dy and of the
 // product are gone.
 // BF16-LABEL: func.func @main
-// BF16-SAME: fusion: 1 layer norm gradients sum their scale's and bias's gradients per group of rows
+// BF16-SAME: fusion: 1 layer norm gradient sums its scale's and bias's gradients per group of rows
 // BF16: %{{.*}}, %{{.*}}, %{{.*}}, %[[P:.*]]:2 = graph.layer_norm_backward %{{.*}}, %{{.*}}, %[[DY:[^ ]*]] {axis = 2 : i64, bias_gradient, scale_gradient} : (tensor<4x16x8xbf16>, tensor<8xbf16>, tensor<4x16x8xbf16>) -> (tensor<4x16x8xbf16>, tensor<4x16x1xf32>, tensor<4x16x1xf32>, tensor<8x1x8xf32>, tensor<8x1x8xf32>)
 // BF16-NEXT: graph.reduce_sum %[[P]]#0 {axes = array<i64: 0>, dtc.weight_gradient} : (tensor<8x1x8xf32>) -> tensor<1x1x8xf32>
 // BF16-NEXT: graph.reshape
@@ -39,7 +39,7 @@ func.func @main(%x: tensor<4x16x8xf32> {graph.name = "x"}) -> (tensor<4x16x3xf32
 // norm over 2 rows of 8 is one group, which is the gradient itself: a
 // view of the partial sums, no reduction.
 // BF16-LABEL: func.func @main
-// BF16-SAME: fusion: 2 layer norm gradients
+// BF16-SAME: fusion: 2 layer norm gradients sum their scale's
 // BF16: %{{.*}}, %{{.*}}, %{{.*}}, %[[P:.*]] = graph.layer_norm_backward {{.*}} {axis = 1 : i64, rms, scale_gradient} : {{.*}} -> (tensor<300x16xbf16>, tensor<300x1xf32>, tensor<300x1xf32>, tensor<38x16xf32>)
 // BF16-NEXT: graph.reduce_sum %[[P]] {axes = array<i64: 0>, dtc.weight_gradient} : (tensor<38x16xf32>) -> tensor<1x16xf32>
 // BF16: %{{.*}}, %{{.*}}, %{{.*}}, %[[Q:.*]] = graph.layer_norm_backward {{.*}} {axis = 1 : i64, rms, scale_gradient} : {{.*}} -> (tensor<2x8xbf16>, tensor<2x1xf32>, tensor<2x1xf32>, tensor<1x8xf32>)
