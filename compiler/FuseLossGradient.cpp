@@ -9,7 +9,9 @@
 // (GPT-2's benchmark step: 823 MB in bf16), so that second read is a
 // twentieth of the step's non-GEMM time. The row kernel has the row in
 // hand: the factor's ops (they read only the labels and constants) move
-// before it, and it writes the gradient too (`grad_scale`).
+// before it, and it writes the gradient too (`grad_scale`). Before the
+// step is cut into pipeline stages, so that a last stage stashes the
+// gradient for its backward where it stashed the logits and the labels.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"

@@ -433,8 +433,9 @@ def FuseLossGradient : Pass<"dtc-fuse-loss-gradient", "mlir::func::FuncOp"> {
     gradient of a graph.cross_entropy, becomes the op's third result (its
     `grad_scale` operand the factor, whose ops, reading only labels and
     constants, move before it), so the logits are read once. Runs after
-    the step is built and split, before elementwise fusion; a gradient in
-    another part of the step than its loss (a pipeline's) stays apart.
+    the step is split over ranks and before it is cut into pipeline
+    stages: the last stage then keeps the logits' gradient for its
+    backward where it kept the logits (and the labels).
   }];
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }

@@ -95,6 +95,10 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   // Weights that change only through the step keep their bf16 copies.
   if (options.training && options.training->precision == "bf16" && options.parallel.sync.empty())
     pm.nest<func::FuncOp>().addPass(createKeepBf16Weights());
+  // Before the split, so that a pipeline's last stage keeps the logits'
+  // gradient for its backward as it would have kept the logits.
+  if (options.training)
+    pm.nest<func::FuncOp>().addPass(createFuseLossGradient());
   // 0: as many stages as the search chose for --devices.
   if (stages > 1 || (stages == 0 && options.training)) {
     PipelineSplitOptions pipeline;
@@ -110,7 +114,6 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   fpm.addPass(createChannelsLast());
   fpm.addPass(createFuseMatmulBias());
   fpm.addPass(createFuseNormGradients());
-  fpm.addPass(createFuseLossGradient());
   fpm.addPass(createFuseElementwise());
   HoistConstantsOptions hoist;
   hoist.parameters = !options.training; // trained parameters change every step
