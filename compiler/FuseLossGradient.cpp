@@ -122,10 +122,13 @@ bool hoistAbove(Value value, Operation *before) {
   SmallVector<Value> work{value};
   while (!work.empty()) {
     Operation *def = work.pop_back_val().getDefiningOp();
-    if (!def || def->isBeforeInBlock(before) || slice.contains(def))
+    if (!def || slice.contains(def))
       continue;
-    if (def == before || def->getNumRegions() || !samePart(def, before) ||
-        def->getBlock() != before->getBlock())
+    if (def->getBlock() != before->getBlock())
+      return false; // the step's ops are one block; anything else stays as it is
+    if (def->isBeforeInBlock(before))
+      continue;
+    if (def == before || def->getNumRegions() || !samePart(def, before))
       return false;
     slice.insert(def);
     work.append(def->operand_begin(), def->operand_end());
@@ -150,9 +153,10 @@ bool fuse(graph::CrossEntropyOp ce) {
   Value scale = b.create<graph::ReshapeOp>(
       ce.getLoc(), RankedTensorType::get(typeOf(ce.getLabels()).getShape(), b.getF32Type()),
       factor);
-  auto joined = b.create<graph::CrossEntropyOp>(
-      ce.getLoc(), TypeRange{ce.getLoss().getType(), ce.getLse().getType(), ce.getLogits().getType()},
-      ce.getLogits(), ce.getLabels(), scale);
+  SmallVector<Type, 3> types{ce.getLoss().getType(), ce.getLse().getType(),
+                            ce.getLogits().getType()};
+  auto joined = b.create<graph::CrossEntropyOp>(ce.getLoc(), types, ce.getLogits(),
+                                                ce.getLabels(), scale);
   for (NamedAttribute a : ce->getDiscardableAttrs())
     joined->setAttr(a.getName(), a.getValue());
   ce.getLoss().replaceAllUsesWith(joined.getLoss());

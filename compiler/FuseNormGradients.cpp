@@ -166,9 +166,8 @@ bool fuse(graph::LayerNormBackwardOp g) {
   partialShape[0] = std::max<int64_t>(1, (rows + perGroup - 1) / perGroup);
   for (int64_t d = 1; d < axis; ++d)
     partialShape[size_t(d)] = 1;
-  auto partialType = RankedTensorType::get(partialShape, OpBuilder(g).getF32Type());
-
   OpBuilder b(g);
+  auto partialType = RankedTensorType::get(partialShape, b.getF32Type());
   SmallVector<Type> types(g->getResultTypes());
   types.append(bias ? 2 : 1, partialType);
   auto joined = b.create<graph::LayerNormBackwardOp>(

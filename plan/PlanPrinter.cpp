@@ -136,8 +136,9 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
                        inst.layer_norm().axis(), inst.layer_norm().epsilon());
   case plan::Instruction::kLayerNormBackward: {
     const plan::LayerNorm &ln = inst.layer_norm_backward();
-    return fmt::format("{} axis={} eps={:g}{}{}", ln.rms() ? "rms_norm_backward" : "layer_norm_backward",
-                       ln.axis(), ln.epsilon(), ln.scale_gradient() ? " +scale_gradient" : "",
+    return fmt::format("{} axis={} eps={:g}{}{}",
+                       ln.rms() ? "rms_norm_backward" : "layer_norm_backward", ln.axis(),
+                       ln.epsilon(), ln.scale_gradient() ? " +scale_gradient" : "",
                        ln.bias_gradient() ? " +bias_gradient" : "");
   }
   case plan::Instruction::kCrossEntropy:

@@ -889,7 +889,8 @@ LogicalResult CrossEntropyOp::verify() {
     return emitOpError("loss and lse must be ") << rows;
   if (getGradLogits().size() != size_t(bool(getGradScale())))
     return emitOpError("writes the logits' gradient when, and only when, it has a grad_scale");
-  if (getGradScale() && (getGradScale().getType() != rows || getGradLogits()[0].getType() != logits))
+  if (getGradScale() &&
+      (getGradScale().getType() != rows || getGradLogits()[0].getType() != logits))
     return emitOpError("grad_scale must be ") << rows << " and grad_logits " << logits;
   return success();
 }
