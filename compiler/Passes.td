@@ -475,6 +475,25 @@ def OutlineKernels : Pass<"dtc-outline-kernels", "mlir::ModuleOp"> {
                            "mlir::func::FuncDialect"];
 }
 
+def BatchKernels : Pass<"dtc-batch-kernels", "mlir::ModuleOp"> {
+  let summary = "Consecutive independent elementwise kernels as one launch";
+  let description = [{
+    A run of consecutive graph.fused ops with kernels (dtc-outline-kernels)
+    that do not read each other's results, touch no bytes another member
+    writes, and run in the same part of the step (an optimizer's updates)
+    gets one kernel: a parallel loop over the members' threads laid end to
+    end, each member's a whole number of blocks of 256, a thread finding
+    its member by a binary search of scf.if over their first threads. The
+    last op names it (`dtc.kernel`) and says how many instructions it runs
+    (`dtc.batch`); the others are `dtc.batched`. Each distinct buffer is
+    one argument (`dtc.batch_operands`: which of the batch's operands, the
+    members' inputs then their outputs); at most 480 a launch. Members'
+    kernels no op names any more are erased.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::affine::AffineDialect",
+                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+}
+
 def RowsToGpu : Pass<"dtc-rows-to-gpu", "mlir::func::FuncOp"> {
   let summary = "A row kernel's rows onto blocks, its lanes onto a block's threads";
   let description = [{

@@ -122,6 +122,7 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   fpm.addPass(createAssignBuffers());
   if (options.parallel.backend == "cuda") {
     pm.addPass(createOutlineKernels());
+    pm.addPass(createBatchKernels());
     pm.addPass(createKernelsToPtx());
   }
 }

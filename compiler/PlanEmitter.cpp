@@ -836,6 +836,10 @@ private:
   /// The GPU kernel dtc-kernels-to-ptx made of `op` (of a split, for its
   /// `piece`), if any; its PTX goes into the plan's modules once.
   void setGpuKernel(Operation *op, plan::Instruction &inst, unsigned piece = 0) {
+    if (op->hasAttr(attr::kBatched)) { // a later instruction launches it
+      inst.mutable_gpu()->set_batched(true);
+      return;
+    }
     auto name = op->getAttrOfType<SymbolRefAttr>(attr::kKernel);
     if (auto list = op->getAttrOfType<ArrayAttr>(attr::kKernel); list && piece < list.size())
       name = dyn_cast<SymbolRefAttr>(list[piece]);
@@ -864,9 +868,13 @@ private:
     }
     gpu.set_grid(launch[0]);
     gpu.set_block(launch[1]);
+    // A batch's kernel's arguments are some of the batch's operands.
+    auto operands = kernel->getAttrOfType<DenseI64ArrayAttr>(attr::kBatchOperands);
     if (auto params = kernel->getAttrOfType<DenseI64ArrayAttr>(attr::kParams))
       for (int64_t p : params.asArrayRef())
-        gpu.add_params(uint32_t(p));
+        gpu.add_params(uint32_t(operands ? operands[size_t(p)] : p));
+    if (auto batch = op->getAttrOfType<IntegerAttr>(attr::kBatch))
+      gpu.set_batch(uint32_t(batch.getInt()));
     gpu.set_zero_outputs(kernel->hasAttr(attr::kZeroOutputs));
     gpu.set_status(kernel->hasAttr(attr::kStatus));
   }

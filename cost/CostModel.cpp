@@ -9,7 +9,8 @@
 
 namespace dtc::cost {
 
-double instructionSeconds(const plan::Cost &cost, const Device &device, double streamSeconds) {
+double instructionSeconds(const plan::Cost &cost, const Device &device, double streamSeconds,
+                          bool launched) {
   if (cost.op_class() == plan::OP_CLASS_INVALID)
     return 0;
   double efficiency = device.efficiency[cost.op_class()];
@@ -19,7 +20,7 @@ double instructionSeconds(const plan::Cost &cost, const Device &device, double s
   double memory =
       streamSeconds / (device.memoryEfficiency * device.memoryShare(cost.op_class()));
   return std::max(compute, memory) + (1 - device.overlap) * std::min(compute, memory) +
-         device.classStartup[cost.op_class()] + device.launchOverhead;
+         (launched ? device.classStartup[cost.op_class()] + device.launchOverhead : 0);
 }
 
 namespace {

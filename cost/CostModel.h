@@ -12,9 +12,11 @@ namespace dtc::cost {
 /// 0 for a free op. Memory time hides under compute by the device's
 /// overlap (1: the max). The bytes take `streamSeconds` at full bandwidth
 /// when the caller knows where they are (the simulator: which cache level
-/// each operand is in), else Device::streamSeconds.
+/// each operand is in), else Device::streamSeconds. An instruction another's
+/// launch runs (`launched` false: GpuKernel.batched) pays no startup or
+/// launch overhead of its own.
 double instructionSeconds(const plan::Cost &cost, const Device &device,
-                          double streamSeconds = -1);
+                          double streamSeconds = -1, bool launched = true);
 
 enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
 enum class Algorithm { Ring, Tree };

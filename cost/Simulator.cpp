@@ -160,7 +160,8 @@ public:
         const plan::Instruction &inst = program.instructions(i);
         if (plan::communicates(inst))
           break;
-        sinceMeeting_ += instructionSeconds(inst.cost(), cluster.device);
+        sinceMeeting_ += instructionSeconds(inst.cost(), cluster.device, -1,
+                                            !inst.gpu().batched());
       }
   }
 
@@ -242,7 +243,8 @@ public:
         inst.has_send() || inst.has_recv() ? transferSeconds(inst)
         : comm ? collectiveInstructionSeconds(plan_.mesh(), inst, cluster_,
                                               bufferType(inst.inputs()), bufferType(inst.outputs()))
-               : instructionSeconds(inst.cost(), cluster_.device, cachedStreamSeconds(inst, own));
+               : instructionSeconds(inst.cost(), cluster_.device, cachedStreamSeconds(inst, own),
+                                    !inst.gpu().batched());
     touch(inst, own);
     if (comm) { // the group starts when its slowest rank arrives
       int64_t ranks = 0;

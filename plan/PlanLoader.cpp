@@ -588,6 +588,8 @@ private:
       if (!checkInstruction(rank, rank.instructions(i),
                             where + ", instruction " + std::to_string(i)))
         return false;
+    if (std::string problem = batchProblem(rank); !problem.empty())
+      return fail(where + ": " + problem);
     if (plan_.training().micro_batches() < 0)
       return fail("training: negative micro-batch count");
     if (rank.accumulate_end() > uint32_t(rank.instructions_size()))
@@ -1019,11 +1021,61 @@ private:
     return true;
   }
 
+  /// What is wrong with the program's launch batches (GpuKernel.batch):
+  /// each a run of consecutive instructions, the last launching them all,
+  /// in one part of the step, its parameters among their operands.
+  static std::string batchProblem(const plan::RankProgram &rank) {
+    if (rank.prologue_size() &&
+        std::any_of(rank.prologue().begin(), rank.prologue().end(), [](const Instruction &i) {
+          return i.gpu().batch() > 1 || i.gpu().batched();
+        }))
+      return "a launch batch in the prologue, which runs on the host";
+    std::vector<uint32_t> ends{rank.forward_end(), rank.accumulate_end()};
+    ends.insert(ends.end(), rank.part_ends().begin(), rank.part_ends().end());
+    int pending = 0; // batched instructions waiting for their launch
+    for (int i = 0; i < rank.instructions_size(); ++i) {
+      const plan::GpuKernel &gpu = rank.instructions(i).gpu();
+      std::string at = "instruction " + std::to_string(i);
+      if (gpu.batched()) {
+        if (gpu.batch() > 1 || !gpu.entry().empty())
+          return at + " is launched by a later one's kernel and launches its own";
+        ++pending;
+        continue;
+      }
+      if (gpu.batch() <= 1) {
+        if (pending)
+          return "instruction " + std::to_string(i - pending) +
+                 " is launched by a later one's kernel, but no launch follows it";
+        continue;
+      }
+      if (int64_t(gpu.batch()) != pending + 1)
+        return at + "'s kernel launches " + std::to_string(gpu.batch()) +
+               " instructions, but " + std::to_string(pending) + " before it wait for it";
+      int first = i - pending;
+      pending = 0;
+      for (uint32_t end : ends)
+        if (uint32_t(first) < end && end <= uint32_t(i))
+          return at + "'s launch batch crosses the end of a part of the step (instruction " +
+                 std::to_string(end) + ")";
+      int64_t operands = 0;
+      for (int j = first; j <= i; ++j)
+        operands += rank.instructions(j).inputs_size() + rank.instructions(j).outputs_size();
+      for (uint32_t p : gpu.params())
+        if (int64_t(p) >= operands)
+          return at + "'s batched kernel: parameter " + std::to_string(p) +
+                 " is not one of its instructions' " + std::to_string(operands) + " operands";
+    }
+    if (pending)
+      return "the last " + std::to_string(pending) +
+             " instructions wait for a launch that never comes";
+    return {};
+  }
+
   bool checkInstruction(const plan::RankProgram &rank, const Instruction &inst,
                         const std::string &where) {
     if (inst.op_case() == Instruction::OP_NOT_SET)
       return fail(where + ": unknown operation (a plan from a newer dtc?)");
-    if (inst.has_gpu() &&
+    if (inst.has_gpu() && !inst.gpu().batched() &&
         std::none_of(plan_.gpu_modules().begin(), plan_.gpu_modules().end(),
                      [&](const GpuModule &m) { return m.entry() == inst.gpu().entry(); }))
       return fail(where + ": GPU kernel '" + inst.gpu().entry() +

@@ -46,8 +46,10 @@ namespace dtc::plan {
 /// gradient summing its scale's and bias's gradients per group of rows
 /// (LayerNorm.scale_gradient, bias_gradient), and cross-entropy writing the
 /// logits' gradient (CrossEntropy.gradient): operands an older runtime
-/// would refuse.
-constexpr uint32_t kPlanFormatVersion = 18;
+/// would refuse. Version 19: several instructions' kernels launched as one
+/// (GpuKernel.batch, batched), which an older runtime would launch with
+/// one instruction's buffers.
+constexpr uint32_t kPlanFormatVersion = 19;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -516,6 +516,11 @@ std::string printPlan(const plan::Plan &plan) {
                      plan::formatBytes(rank.arena_bytes()),
                      pipelined ? " (" + stashSummary(rank) + ")" : ""));
     int64_t virtuals = rank.part_ends_size() / 2;
+    // GPU launches of several instructions (GpuKernel.batch): first -> last.
+    std::map<int, int> launches;
+    for (int i = 0; i < rank.instructions_size(); ++i)
+      if (int64_t batch = rank.instructions(i).gpu().batch(); batch > 1)
+        launches[int(i + 1 - batch)] = i;
     for (int i = 0; i < rank.instructions_size(); ++i) {
       if (virtuals > 1) { // an interleaved stage: a forward and a backward per virtual stage
         for (int64_t k = 0; k < 2 * virtuals; ++k)
@@ -533,6 +538,8 @@ std::string printPlan(const plan::Plan &plan) {
         line(fmt::format("  -- once per micro-batch ({} times a step) --", microBatches));
       if ((pipelined || microBatches > 1) && uint32_t(i) == rank.accumulate_end())
         line("  -- once per step, after the last micro-batch --");
+      if (auto batch = launches.find(i); batch != launches.end())
+        line(fmt::format("  -- on a GPU, {} to {} are one kernel launch --", i, batch->second));
       auto early = overlappedAfter.find(i);
       printInstruction(i, rank.instructions(i),
                        early == overlappedAfter.end()

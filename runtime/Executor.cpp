@@ -187,6 +187,15 @@ std::unique_ptr<Executor> Executor::create(const plan::Plan &plan, int rank,
 
 namespace {
 
+/// A batched instruction's kernel on a device (GpuKernel.batched): a later
+/// instruction's launch runs it.
+class LaunchedLater final : public cpu::Kernel {
+public:
+  bool run(const void *const *, void *const *, cpu::ThreadPool &, std::string &) override {
+    return true;
+  }
+};
+
 /// The memory the OS could give this process now (MemAvailable), or -1
 /// when it does not say.
 int64_t availableMemoryBytes() {
@@ -269,7 +278,11 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   std::vector<bool> overlapped(size, false);
   for (const plan::OverlappedInstruction &o : program.overlapped())
     if (!pipelined_ || (device_ && device_->communicationStreams())) {
-      overlappedAfter_[o.after()].push_back(o.instruction());
+      // After the launch that runs the instruction it waits for.
+      size_t after = o.after();
+      while (device_ && after + 1 < size && program.instructions(int(after)).gpu().batched())
+        ++after;
+      overlappedAfter_[after].push_back(o.instruction());
       overlapped[o.instruction()] = true;
     }
 
@@ -298,7 +311,7 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   for (int i = 0; i < program.instructions_size(); ++i) {
     Step step;
     if (!prepare(program.instructions(i), partOfSegment(segmentOf(size_t(i))), constant, step,
-                 error, /*onHost=*/false, overlapped[size_t(i)])) {
+                 error, /*onHost=*/false, overlapped[size_t(i)], i)) {
       error = "instruction " + std::to_string(i) + ": " + error;
       return false;
     }
@@ -312,17 +325,16 @@ bool Executor::load(const std::string &modelPath, int threads, std::string &erro
   // their group.
   slotShifts_.assign(size_t(program.stashes_size()), 0);
   for (int i = 0; pipelined_ && i < program.instructions_size(); ++i) {
-    const plan::Instruction &inst = program.instructions(i);
     Step &step = steps_[size_t(i)];
-    for (int k = 0; k < inst.inputs_size(); ++k)
-      if (uint32_t g = program.buffers(int(inst.inputs(k))).stash())
+    auto [inputs, outputs] = operandsOf(launchedBy(i));
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (uint32_t g = program.buffers(int(inputs[k])).stash())
         step.stashedInputs.push_back(
-            {size_t(k), static_cast<char *>(const_cast<void *>(step.inputs[size_t(k)])),
-             size_t(g - 1)});
-    for (int k = 0; k < inst.outputs_size(); ++k)
-      if (uint32_t g = program.buffers(int(inst.outputs(k))).stash())
+            {k, static_cast<char *>(const_cast<void *>(step.inputs[k])), size_t(g - 1)});
+    for (size_t k = 0; k < outputs.size(); ++k)
+      if (uint32_t g = program.buffers(int(outputs[k])).stash())
         step.stashedOutputs.push_back(
-            {size_t(k), static_cast<char *>(step.outputs[size_t(k)]), size_t(g - 1)});
+            {k, static_cast<char *>(step.outputs[k]), size_t(g - 1)});
   }
   findWavesOfProgram();
   inputs_.resize(plan_->inputs_size());
@@ -496,21 +508,58 @@ StepPart Executor::partOfSegment(int64_t segment) const {
                                    : StepPart::Once;
 }
 
+std::vector<const plan::Instruction *> Executor::launchedBy(int index) const {
+  if (!device_)
+    return {&program_->instructions(index)};
+  const plan::GpuKernel &gpu = program_->instructions(index).gpu();
+  if (gpu.batched())
+    return {};
+  std::vector<const plan::Instruction *> members;
+  for (int i = index + 1 - int(std::max(1u, gpu.batch())); i <= index; ++i)
+    members.push_back(&program_->instructions(i));
+  return members;
+}
+
+std::pair<std::vector<uint32_t>, std::vector<uint32_t>>
+Executor::operandsOf(const std::vector<const plan::Instruction *> &members) {
+  std::vector<uint32_t> inputs, outputs;
+  for (const plan::Instruction *member : members) {
+    inputs.insert(inputs.end(), member->inputs().begin(), member->inputs().end());
+    outputs.insert(outputs.end(), member->outputs().begin(), member->outputs().end());
+  }
+  return {inputs, outputs};
+}
+
 bool Executor::prepare(const plan::Instruction &inst, StepPart part,
                        const std::vector<bool> &constant, Step &step, std::string &error,
-                       bool onHost, bool overlapped) {
+                       bool onHost, bool overlapped, int index) {
+  // On a device, a launch batch's last instruction runs the kernel of them
+  // all on all their operands (GpuKernel.batch); the others launch nothing.
+  std::vector<const plan::Instruction *> members{&inst};
+  if (device_ && !onHost && index >= 0) {
+    if (inst.gpu().batched()) {
+      step.kernel = std::make_unique<LaunchedLater>();
+      return true;
+    }
+    members = launchedBy(index);
+  }
+  auto [inputs, outputs] = operandsOf(members);
   std::vector<plan::TensorType> inTypes, outTypes;
   std::vector<const void *> constants; // host addresses: a CPU kernel may read them now
   char *base = onHost ? arena_ : kernelArena();
-  for (uint32_t id : inst.inputs()) {
+  for (uint32_t id : inputs) {
     inTypes.push_back(program_->buffers(id).type());
     step.inputs.push_back(base + program_->buffers(id).offset());
     constants.push_back(constant[id] ? arena_ + program_->buffers(id).offset() : nullptr);
   }
-  for (uint32_t id : inst.outputs()) {
+  for (uint32_t id : outputs) {
     outTypes.push_back(program_->buffers(id).type());
     step.outputs.push_back(base + program_->buffers(id).offset());
   }
+  if (members.size() > 1) // the batch's generated kernel; no host kernel runs them
+    return (step.kernel = device_->kernelFor(inst, inTypes, outTypes, nullptr,
+                                             plan::streamOf(inst, overlapped), error)) !=
+           nullptr;
   if (inst.has_collective()) {
     Communicator *group = nullptr;
     const plan::Collective &c = inst.collective();

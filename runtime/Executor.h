@@ -191,8 +191,17 @@ private:
   /// `onHost`: a CPU kernel on the host arena even with a device (the
   /// prologue, run once at load before the arena goes to the device).
   /// `overlapped`: one of RankProgram.overlapped, run early where it can.
+  /// `index`: the instruction's in the program (-1 for the prologue's).
   bool prepare(const plan::Instruction &inst, StepPart part, const std::vector<bool> &constant,
-               Step &step, std::string &error, bool onHost = false, bool overlapped = false);
+               Step &step, std::string &error, bool onHost = false, bool overlapped = false,
+               int index = -1);
+  /// The instructions step `index`'s kernel runs: on a device, a launch
+  /// batch's last instruction runs them all (GpuKernel.batch) and the
+  /// others (batched) none; otherwise the instruction itself.
+  std::vector<const plan::Instruction *> launchedBy(int index) const;
+  /// Their inputs in order, then their outputs: the kernel's operands.
+  static std::pair<std::vector<uint32_t>, std::vector<uint32_t>>
+  operandsOf(const std::vector<const plan::Instruction *> &members);
   /// An instruction's segment of the step: virtual stage k's forward part
   /// is k, its backward (or the per-micro-batch) part V + k, the
   /// once-per-step part 2V; and the kind of part a segment is.

@@ -203,6 +203,14 @@ constexpr llvm::StringLiteral kStatus = "dtc.status";
 /// A kernel function: per PTX entry parameter, the function argument
 /// (the instruction's buffer: inputs, then outputs) it is.
 constexpr llvm::StringLiteral kParams = "dtc.params";
+/// dtc-batch-kernels. A graph op launched with the ops before it: how many
+/// instructions its kernel runs (itself and those before it).
+constexpr llvm::StringLiteral kBatch = "dtc.batch";
+/// A graph op launched by a later op's kernel (unit): it launches nothing.
+constexpr llvm::StringLiteral kBatched = "dtc.batched";
+/// A batch's kernel function: per argument, which of the batch's operands
+/// it is (the members' inputs in order, then their outputs).
+constexpr llvm::StringLiteral kBatchOperands = "dtc.batch_operands";
 
 // Every pass that decides something.
 /// @main: one line per decision, in the order the passes made them; plan

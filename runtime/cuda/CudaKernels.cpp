@@ -325,7 +325,10 @@ std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUf
                                                  const std::vector<plan::TensorType> &outputs,
                                                  std::string &error) {
   size_t buffers = inputs.size() + outputs.size() + (gpu.status() ? 1 : 0);
-  if (size_t(gpu.params_size()) != buffers) {
+  // A launch batch's kernel takes a buffer read by several of its
+  // instructions once.
+  if (gpu.batch() > 1 ? size_t(gpu.params_size()) > buffers
+                      : size_t(gpu.params_size()) != buffers) {
     error = "kernel " + gpu.entry() + " takes " + std::to_string(gpu.params_size()) +
             " buffers, the instruction has " + std::to_string(buffers);
     return nullptr;

@@ -102,7 +102,8 @@ int64_t count(const plan::TensorType &t) {
 }
 
 bool runOnCpu(const plan::RankProgram &program, const plan::Instruction &inst,
-              const std::vector<int> &positive, std::mt19937 &rng, KernelRun &run) {
+              const std::vector<int> &positive, std::mt19937 &rng, KernelRun &run,
+              std::map<uint32_t, std::vector<char>> *shared) {
   for (uint32_t b : inst.inputs())
     run.inTypes.push_back(program.buffers(int(b)).type());
   for (uint32_t b : inst.outputs())
@@ -113,11 +114,19 @@ bool runOnCpu(const plan::RankProgram &program, const plan::Instruction &inst,
   if (!cpu)
     return false;
   int64_t rows = indexedRows(inst, run.inTypes, run.outTypes[0]);
-  for (size_t i = 0; i < run.inTypes.size(); ++i)
+  for (size_t i = 0; i < run.inTypes.size(); ++i) {
+    // A buffer another instruction of the run read holds what it read.
+    if (shared && shared->count(inst.inputs(int(i)))) {
+      run.inputs.push_back(shared->at(inst.inputs(int(i))));
+      continue;
+    }
     run.inputs.push_back(rows && i == 1 ? randomIndices(run.inTypes[i], rows, rng)
                                         : randomOf(run.inTypes[i], rng,
                                                    std::count(positive.begin(), positive.end(),
                                                               int(i)) > 0));
+    if (shared)
+      (*shared)[inst.inputs(int(i))] = run.inputs.back();
+  }
   std::vector<void *> out;
   for (const plan::TensorType &t : run.outTypes) {
     run.expected.emplace_back(size_t(count(t) * bytesOf(t.dtype())), 0);

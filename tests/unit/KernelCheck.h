@@ -11,6 +11,7 @@
 
 #include "plan.pb.h"
 
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,7 +33,8 @@ struct KernelRun {
 /// `positive` above 0, index inputs in range) and runs the CPU backend's
 /// kernel; false (a test failure added) when it cannot.
 bool runOnCpu(const plan::RankProgram &program, const plan::Instruction &inst,
-              const std::vector<int> &positive, std::mt19937 &rng, KernelRun &run);
+              const std::vector<int> &positive, std::mt19937 &rng, KernelRun &run,
+              std::map<uint32_t, std::vector<char>> *shared = nullptr);
 
 /// `actual` (output `output` of another implementation) against its
 /// run.expected:

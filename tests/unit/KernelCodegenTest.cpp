@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <map>
 #include <set>
 
 using namespace mlir;
@@ -81,6 +82,28 @@ std::unique_ptr<ExecutionEngine> hostKernels(ModuleOp module) {
   return engine ? std::move(*engine) : nullptr;
 }
 
+/// Runs the host-lowered `kernel` on `buffers` (data, elements), each as
+/// a 1-D strided memref descriptor (the C interface).
+void invoke(ExecutionEngine &engine, const std::string &kernel,
+            const std::vector<std::pair<void *, int64_t>> &buffers) {
+  std::vector<StridedMemRefType<char, 1>> descriptors;
+  for (auto [data, n] : buffers) {
+    StridedMemRefType<char, 1> d;
+    d.basePtr = d.data = static_cast<char *>(data);
+    d.offset = 0;
+    d.sizes[0] = n;
+    d.strides[0] = 1;
+    descriptors.push_back(d);
+  }
+  std::vector<void *> pointers, args;
+  for (auto &d : descriptors)
+    pointers.push_back(&d);
+  for (auto &p : pointers)
+    args.push_back(&p);
+  llvm::Error error = engine.invokePacked("_mlir_ciface_" + kernel, args);
+  EXPECT_FALSE(bool(error)) << llvm::toString(std::move(error));
+}
+
 /// Runs instruction `inst` of `program` both ways on random inputs (those
 /// in `positive` above 0) and compares (KernelCheck.h: compareOutput).
 double compareKernel(ExecutionEngine &engine, const std::string &kernel,
@@ -93,30 +116,15 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
   std::vector<std::vector<char>> actual;
   for (const std::vector<char> &expected : run.expected)
     actual.emplace_back(expected.size(), 0);
-  // Each buffer as a 1-D strided memref descriptor (the C interface).
-  std::vector<StridedMemRefType<char, 1>> descriptors;
-  auto describe = [&](void *data, int64_t n) {
-    StridedMemRefType<char, 1> d;
-    d.basePtr = d.data = static_cast<char *>(data);
-    d.offset = 0;
-    d.sizes[0] = n;
-    d.strides[0] = 1;
-    descriptors.push_back(d);
-  };
+  std::vector<std::pair<void *, int64_t>> buffers;
   for (size_t i = 0; i < run.inputs.size(); ++i)
-    describe(run.inputs[i].data(), dtc::test::count(run.inTypes[i]));
+    buffers.push_back({run.inputs[i].data(), dtc::test::count(run.inTypes[i])});
   for (size_t o = 0; o < actual.size(); ++o)
-    describe(actual[o].data(), dtc::test::count(run.outTypes[o]));
+    buffers.push_back({actual[o].data(), dtc::test::count(run.outTypes[o])});
   int32_t status = 0; // a gather's: set when an index is out of range
   if (inst.gpu().status())
-    describe(&status, 1);
-  std::vector<void *> pointers, args;
-  for (auto &d : descriptors)
-    pointers.push_back(&d);
-  for (auto &p : pointers)
-    args.push_back(&p);
-  llvm::Error error = engine.invokePacked("_mlir_ciface_" + kernel, args);
-  EXPECT_FALSE(bool(error)) << llvm::toString(std::move(error));
+    buffers.push_back({&status, 1});
+  invoke(engine, kernel, buffers);
   EXPECT_EQ(status, 0) << "indices in range set the status word";
   double worst = 0;
   for (size_t o = 0; o < actual.size(); ++o) {
@@ -125,6 +133,57 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
       return w;
     worst = std::max(worst, w);
   }
+  return worst;
+}
+
+/// A launch batch (dtc-batch-kernels): the kernel of instructions
+/// [last + 1 - batch, last] of `program` run on the host against the CPU
+/// backend's run of each, on random inputs (a buffer several read, the
+/// same); `operands` is the kernel function's dtc.batch_operands. The
+/// worst comparison, as compareKernel's.
+double compareBatch(ExecutionEngine &engine, const std::string &kernel,
+                    ArrayRef<int64_t> operands, const dtc::plan::RankProgram &program, int last,
+                    std::mt19937 &rng) {
+  int first = last + 1 - int(program.instructions(last).gpu().batch());
+  std::map<uint32_t, std::vector<char>> shared;
+  std::vector<dtc::test::KernelRun> runs(size_t(last + 1 - first));
+  // The batch's operands: every member's inputs, then every member's
+  // outputs (member, output).
+  std::vector<uint32_t> inputs;
+  std::vector<std::pair<size_t, size_t>> outputs;
+  for (int i = first; i <= last; ++i) {
+    const dtc::plan::Instruction &member = program.instructions(i);
+    EXPECT_TRUE(i == last || member.gpu().batched());
+    if (!dtc::test::runOnCpu(program, member, {}, rng, runs[size_t(i - first)], &shared))
+      return -1;
+    inputs.insert(inputs.end(), member.inputs().begin(), member.inputs().end());
+  }
+  std::vector<std::vector<std::vector<char>>> actual(runs.size());
+  for (size_t m = 0; m < runs.size(); ++m)
+    for (size_t o = 0; o < runs[m].expected.size(); ++o) {
+      actual[m].emplace_back(runs[m].expected[o].size(), 0);
+      outputs.push_back({m, o});
+    }
+  std::vector<std::pair<void *, int64_t>> buffers;
+  for (int64_t k : operands) {
+    if (k < int64_t(inputs.size())) {
+      uint32_t id = inputs[size_t(k)];
+      buffers.push_back({shared.at(id).data(), dtc::test::count(program.buffers(int(id)).type())});
+      continue;
+    }
+    auto [m, o] = outputs.at(size_t(k) - inputs.size());
+    buffers.push_back({actual[m][o].data(), dtc::test::count(runs[m].outTypes[o])});
+  }
+  invoke(engine, kernel, buffers);
+  double worst = 0;
+  for (size_t m = 0; m < runs.size(); ++m)
+    for (size_t o = 0; o < actual[m].size(); ++o) {
+      double w = dtc::test::compareOutput(program.instructions(first + int(m)), runs[m],
+                                          actual[m][o], o);
+      if (w < 0 || std::isinf(w))
+        return w;
+      worst = std::max(worst, w);
+    }
   return worst;
 }
 
@@ -591,23 +650,39 @@ TEST(KernelCodegen, EveryKernelOfAGptTrainingStep) {
   auto engine = hostKernels(*module);
   ASSERT_TRUE(engine);
   std::mt19937 rng(11);
-  int kernels = 0;
+  auto kernelModule = module->lookupSymbol<ModuleOp>(dtc::attr::kKernelModule);
+  ASSERT_TRUE(kernelModule);
+  int kernels = 0, batches = 0;
   double worst = 0;
   for (const dtc::plan::RankProgram &program : plan.ranks())
     for (const auto *list : {&program.prologue(), &program.instructions()})
-      for (const dtc::plan::Instruction &inst : *list) {
-        if (!inst.has_gpu())
+      for (int i = 0; i < list->size(); ++i) {
+        const dtc::plan::Instruction &inst = (*list)[i];
+        if (!inst.has_gpu() || inst.gpu().batched())
           continue;
         std::string kernel = kernelOf(inst);
         SCOPED_TRACE(kernel);
-        double w = compareKernel(*engine, kernel, program, inst, {}, rng);
+        double w = 0;
+        if (inst.gpu().batch() > 1) { // the optimizer's updates, one launch
+          ASSERT_EQ(list, &program.instructions());
+          auto func = kernelModule.lookupSymbol<func::FuncOp>(kernel);
+          ASSERT_TRUE(func);
+          auto operands = func->getAttrOfType<DenseI64ArrayAttr>(dtc::attr::kBatchOperands);
+          ASSERT_TRUE(operands);
+          w = compareBatch(*engine, kernel, operands.asArrayRef(), program, i, rng);
+          ++batches;
+        } else {
+          w = compareKernel(*engine, kernel, program, inst, {}, rng);
+        }
         EXPECT_GE(w, 0) << kernel << ": the integer or bool results differ";
         EXPECT_LE(w, 1e-4) << kernel;
         worst = std::max(worst, w);
         ++kernels;
       }
   EXPECT_GT(kernels, 20);
-  std::printf("%d kernels of the GPT training step, worst relative error %.2e\n", kernels, worst);
+  EXPECT_EQ(batches, plan.ranks_size()) << "each rank's optimizer is one launch";
+  std::printf("%d kernels of the GPT training step (%d of them launch batches), worst relative "
+              "error %.2e\n", kernels, batches, worst);
 }
 
 } // namespace
