@@ -141,6 +141,30 @@ bool runOnCpu(const plan::RankProgram &program, const plan::Instruction &inst,
   return ok;
 }
 
+bool runBatchOnCpu(const plan::RankProgram &program, int last, std::mt19937 &rng,
+                   KernelRun &run) {
+  int first = last + 1 - int(program.instructions(last).gpu().batch());
+  std::map<uint32_t, std::vector<char>> shared;
+  KernelRun outputs;
+  for (int i = first; i <= last; ++i) {
+    EXPECT_TRUE(i == last || program.instructions(i).gpu().batched()) << "instruction " << i;
+    KernelRun member;
+    if (!runOnCpu(program, program.instructions(i), {}, rng, member, &shared))
+      return false;
+    auto append = [](auto &to, auto &from) {
+      to.insert(to.end(), std::make_move_iterator(from.begin()),
+                std::make_move_iterator(from.end()));
+    };
+    append(run.inTypes, member.inTypes);
+    append(run.inputs, member.inputs);
+    append(outputs.outTypes, member.outTypes);
+    append(outputs.expected, member.expected);
+  }
+  run.outTypes = std::move(outputs.outTypes);
+  run.expected = std::move(outputs.expected);
+  return true;
+}
+
 double compareOutput(const plan::Instruction &inst, const KernelRun &run,
                      const std::vector<char> &actual, size_t output) {
   const std::vector<char> &expected = run.expected[output];

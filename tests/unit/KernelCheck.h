@@ -36,6 +36,14 @@ bool runOnCpu(const plan::RankProgram &program, const plan::Instruction &inst,
               const std::vector<int> &positive, std::mt19937 &rng, KernelRun &run,
               std::map<uint32_t, std::vector<char>> *shared = nullptr);
 
+/// A launch batch (GpuKernel.batch) ending at instruction `last` of
+/// `program`: each of its instructions run as runOnCpu does (a buffer
+/// several read given the same data), `run` holding the batch's operands
+/// as its kernel takes them: the members' inputs in order, then their
+/// outputs.
+bool runBatchOnCpu(const plan::RankProgram &program, int last, std::mt19937 &rng,
+                   KernelRun &run);
+
 /// `actual` (output `output` of another implementation) against its
 /// run.expected:
 /// the worst relative error of fp32 results (0.5 the smallest magnitude

@@ -15,8 +15,11 @@
 #include "dialects/graph/AttrNames.h"
 #include "compiler/Pipeline.h"
 #include "frontends/gpt/GptGenerator.h"
+#include "runtime/Device.h"
+#include "runtime/Executor.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "runtime/train/Trainer.h"
 #include "tools/Registration.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -35,9 +38,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <random>
+#include <fstream>
 #include <map>
+#include <random>
 #include <set>
 
 using namespace mlir;
@@ -144,46 +149,29 @@ double compareKernel(ExecutionEngine &engine, const std::string &kernel,
 double compareBatch(ExecutionEngine &engine, const std::string &kernel,
                     ArrayRef<int64_t> operands, const dtc::plan::RankProgram &program, int last,
                     std::mt19937 &rng) {
-  int first = last + 1 - int(program.instructions(last).gpu().batch());
-  std::map<uint32_t, std::vector<char>> shared;
-  std::vector<dtc::test::KernelRun> runs(size_t(last + 1 - first));
-  // The batch's operands: every member's inputs, then every member's
-  // outputs (member, output).
-  std::vector<uint32_t> inputs;
-  std::vector<std::pair<size_t, size_t>> outputs;
-  for (int i = first; i <= last; ++i) {
-    const dtc::plan::Instruction &member = program.instructions(i);
-    EXPECT_TRUE(i == last || member.gpu().batched());
-    if (!dtc::test::runOnCpu(program, member, {}, rng, runs[size_t(i - first)], &shared))
-      return -1;
-    inputs.insert(inputs.end(), member.inputs().begin(), member.inputs().end());
-  }
-  std::vector<std::vector<std::vector<char>>> actual(runs.size());
-  for (size_t m = 0; m < runs.size(); ++m)
-    for (size_t o = 0; o < runs[m].expected.size(); ++o) {
-      actual[m].emplace_back(runs[m].expected[o].size(), 0);
-      outputs.push_back({m, o});
-    }
+  dtc::test::KernelRun run;
+  if (!dtc::test::runBatchOnCpu(program, last, rng, run))
+    return -1;
+  std::vector<std::vector<char>> actual;
+  for (const std::vector<char> &expected : run.expected)
+    actual.emplace_back(expected.size(), 0);
+  // The function's arguments: some of the batch's operands.
   std::vector<std::pair<void *, int64_t>> buffers;
-  for (int64_t k : operands) {
-    if (k < int64_t(inputs.size())) {
-      uint32_t id = inputs[size_t(k)];
-      buffers.push_back({shared.at(id).data(), dtc::test::count(program.buffers(int(id)).type())});
-      continue;
-    }
-    auto [m, o] = outputs.at(size_t(k) - inputs.size());
-    buffers.push_back({actual[m][o].data(), dtc::test::count(runs[m].outTypes[o])});
+  for (size_t k : operands) {
+    if (k < run.inputs.size())
+      buffers.push_back({run.inputs[k].data(), dtc::test::count(run.inTypes[k])});
+    else
+      buffers.push_back({actual.at(k - run.inputs.size()).data(),
+                         dtc::test::count(run.outTypes[k - run.inputs.size()])});
   }
   invoke(engine, kernel, buffers);
   double worst = 0;
-  for (size_t m = 0; m < runs.size(); ++m)
-    for (size_t o = 0; o < actual[m].size(); ++o) {
-      double w = dtc::test::compareOutput(program.instructions(first + int(m)), runs[m],
-                                          actual[m][o], o);
-      if (w < 0 || std::isinf(w))
-        return w;
-      worst = std::max(worst, w);
-    }
+  for (size_t o = 0; o < actual.size(); ++o) {
+    double w = dtc::test::compareOutput(program.instructions(last), run, actual[o], o);
+    if (w < 0 || std::isinf(w))
+      return w;
+    worst = std::max(worst, w);
+  }
   return worst;
 }
 
@@ -683,6 +671,208 @@ TEST(KernelCodegen, EveryKernelOfAGptTrainingStep) {
   EXPECT_EQ(batches, plan.ranks_size()) << "each rank's optimizer is one launch";
   std::printf("%d kernels of the GPT training step (%d of them launch batches), worst relative "
               "error %.2e\n", kernels, batches, worst);
+}
+
+/// A device on the host that runs each instruction's generated kernel
+/// (host-lowered and JIT-compiled, what the CUDA backend runs as PTX) on
+/// the operands the Executor gives it, and the CPU backend's kernel where
+/// the plan has none: the Executor's device path (an arena of its own,
+/// launch batches run by their last instruction on all their operands)
+/// checked without a GPU.
+class GeneratedKernelsOnHost final : public dtc::runtime::Device {
+public:
+  /// `operands`: per kernel function, which of its instruction's (or
+  /// batch's) operands each argument is.
+  GeneratedKernelsOnHost(ExecutionEngine &engine, std::map<std::string, std::vector<int64_t>> operands)
+      : engine_(engine), operands_(std::move(operands)) {}
+
+  int launches = 0, batches = 0;
+
+  std::string name() const override { return "generated kernels on the host"; }
+  char *allocate(size_t bytes, std::string &) override {
+    arena_.assign(bytes, 0);
+    return arena_.data();
+  }
+  bool upload(char *to, const void *from, size_t bytes, std::string &) override {
+    std::memcpy(to, from, bytes);
+    return true;
+  }
+  bool download(void *to, const char *from, size_t bytes, std::string &) override {
+    std::memcpy(to, from, bytes);
+    return true;
+  }
+  bool copy(char *to, const char *from, size_t bytes, std::string &) override {
+    std::memmove(to, from, bytes);
+    return true;
+  }
+  bool zero(char *at, size_t bytes, std::string &) override {
+    std::memset(at, 0, bytes);
+    return true;
+  }
+  bool synchronize(std::string &) override { return true; }
+  bool load(const dtc::plan::Plan &, std::string &) override { return true; }
+  bool connect(dtc::runtime::MeshGroups &, const std::vector<std::vector<int>> &,
+               std::string &) override {
+    return true;
+  }
+  std::unique_ptr<dtc::runtime::cpu::Kernel>
+  kernelFor(const dtc::plan::Instruction &inst, const std::vector<dtc::plan::TensorType> &inputs,
+            const std::vector<dtc::plan::TensorType> &outputs,
+            std::unique_ptr<dtc::runtime::cpu::Kernel> host, dtc::plan::Stream,
+            std::string &error) override {
+    if (!inst.has_gpu())
+      return host;
+    auto it = operands_.find(kernelOf(inst));
+    if (it == operands_.end() || inst.gpu().batched()) {
+      error = "no kernel function for '" + inst.gpu().entry() + "'";
+      return nullptr;
+    }
+    batches += inst.gpu().batch() > 1;
+    return std::make_unique<Launch>(*this, it->first, it->second, inputs, outputs,
+                                    inst.gpu().zero_outputs());
+  }
+  std::unique_ptr<dtc::runtime::cpu::Kernel>
+  transferKernel(bool, const dtc::plan::TensorType &, std::vector<int64_t>, int, const int64_t *,
+                 std::unique_ptr<dtc::runtime::cpu::Kernel> host, std::string &) override {
+    return host;
+  }
+  bool connectTransfers(std::string &) override { return true; }
+  bool communicationStreams() const override { return false; }
+  std::string hostStagedSummary() const override { return {}; }
+
+private:
+  class Launch final : public dtc::runtime::cpu::Kernel {
+  public:
+    Launch(GeneratedKernelsOnHost &device, std::string function, std::vector<int64_t> operands,
+           const std::vector<dtc::plan::TensorType> &inputs,
+           const std::vector<dtc::plan::TensorType> &outputs, bool zero)
+        : device_(device), function_(std::move(function)), operands_(std::move(operands)),
+          inputs_(inputs.size()), zero_(zero) {
+      for (const auto &t : inputs)
+        counts_.push_back(dtc::test::count(t));
+      for (const auto &t : outputs) {
+        counts_.push_back(dtc::test::count(t));
+        outputBytes_.push_back(size_t(counts_.back() * dtc::test::bytesOf(t.dtype())));
+      }
+    }
+    bool run(const void *const *inputs, void *const *outputs, dtc::runtime::cpu::ThreadPool &,
+             std::string &error) override {
+      for (size_t o = 0; zero_ && o < outputBytes_.size(); ++o)
+        std::memset(outputs[o], 0, outputBytes_[o]);
+      int32_t status = 0;
+      std::vector<std::pair<void *, int64_t>> buffers;
+      for (int64_t k : operands_) {
+        if (k < int64_t(inputs_))
+          buffers.push_back({const_cast<void *>(inputs[k]), counts_[size_t(k)]});
+        else if (k < int64_t(counts_.size()))
+          buffers.push_back({outputs[size_t(k) - inputs_], counts_[size_t(k)]});
+        else
+          buffers.push_back({&status, 1});
+      }
+      invoke(device_.engine_, function_, buffers);
+      ++device_.launches;
+      if (status)
+        error = function_ + " set its status word";
+      return status == 0;
+    }
+
+  private:
+    GeneratedKernelsOnHost &device_;
+    std::string function_;
+    std::vector<int64_t> operands_, counts_;
+    size_t inputs_;
+    std::vector<size_t> outputBytes_;
+    bool zero_;
+  };
+
+  ExecutionEngine &engine_;
+  std::map<std::string, std::vector<int64_t>> operands_;
+  std::vector<char> arena_;
+};
+
+/// A GPT training step (AdamW, bf16) compiled for the CUDA backend, its
+/// generated kernels run on the host through the Executor's device path
+/// (the optimizer's updates one launch batch), trains as the CPU backend
+/// does: the same losses, step by step.
+TEST(KernelCodegen, AGptStepOnItsGeneratedKernelsTrainsAsTheCpuBackendDoes) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  DialectRegistry registry;
+  dtc::registerAllDialects(registry);
+  dtc::registerAllPasses();
+  static bool upstream = (mlir::registerAllPasses(), true);
+  (void)upstream;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  context.disableMultithreading();
+  std::string error;
+  auto config =
+      dtc::gpt::parseGptSpec("gpt:layers=1,hidden=64,heads=4,seq=16,vocab=96,batch=4", error);
+  ASSERT_TRUE(config) << error;
+  OwningOpRef<ModuleOp> module = dtc::gpt::buildGpt(context, *config);
+  ASSERT_TRUE(module);
+  dtc::CompileOptions options;
+  options.training = dtc::TrainingOptions{};
+  options.training->precision = "bf16";
+  options.training->recompute = "none";
+  options.parallel.backend = "cuda";
+  dtc::plan::Plan plan;
+  ASSERT_TRUE(succeeded(dtc::compileToPlan(*module, plan, options)));
+  auto engine = hostKernels(*module);
+  ASSERT_TRUE(engine);
+  // Each kernel function's arguments: a batch's say which operands; the
+  // others are their instruction's inputs, outputs and status word.
+  std::map<std::string, std::vector<int64_t>> operands;
+  auto kernels = module->lookupSymbol<ModuleOp>(dtc::attr::kKernelModule);
+  for (auto func : kernels.getOps<func::FuncOp>()) {
+    std::vector<int64_t> &list = operands[func.getName().str()];
+    if (auto batch = func->getAttrOfType<DenseI64ArrayAttr>(dtc::attr::kBatchOperands))
+      list.assign(batch.asArrayRef().begin(), batch.asArrayRef().end());
+    else
+      for (unsigned k = 0; k < func.getNumArguments(); ++k)
+        list.push_back(k);
+  }
+  // Tokens 0..95 in a pattern the model can learn a little of.
+  std::string data = ::testing::TempDir() + "generated_step_tokens.bin";
+  {
+    std::ofstream out(data, std::ios::binary);
+    for (int i = 0; i < 4096; ++i) {
+      uint16_t token = uint16_t((i * 7 + i / 13) % 96);
+      out.write(reinterpret_cast<const char *>(&token), sizeof token);
+    }
+  }
+  auto train = [&](std::unique_ptr<dtc::runtime::Device> device, std::vector<double> &losses) {
+    auto executor = dtc::runtime::Executor::create(plan, 0, "", 1, error, nullptr,
+                                                   std::move(device));
+    ASSERT_TRUE(executor) << error;
+    dtc::runtime::train::Trainer trainer(plan, *executor, nullptr, [&](const std::string &line) {
+      double loss = 0;
+      long long step = 0;
+      if (std::sscanf(line.c_str(), "step %lld loss %lf", &step, &loss) == 2)
+        losses.push_back(loss);
+    });
+    dtc::runtime::train::TrainOptions run;
+    run.data = data;
+    run.steps = 4;
+    run.shuffle = false;
+    ASSERT_TRUE(trainer.run(run, error)) << error;
+  };
+  std::vector<double> cpu, generated;
+  train(nullptr, cpu);
+  auto device = std::make_unique<GeneratedKernelsOnHost>(*engine, operands);
+  GeneratedKernelsOnHost *onHost = device.get();
+  train(std::move(device), generated);
+  ASSERT_EQ(cpu.size(), 4u);
+  ASSERT_EQ(generated.size(), cpu.size());
+  EXPECT_EQ(onHost->batches, 1) << "the optimizer's updates are one launch";
+  EXPECT_GT(onHost->launches, 4 * 20);
+  for (size_t s = 0; s < cpu.size(); ++s) {
+    std::printf("step %zu: loss %.6f on the CPU backend, %.6f on the generated kernels\n", s + 1,
+                cpu[s], generated[s]);
+    EXPECT_NEAR(generated[s], cpu[s], 1e-4 * std::abs(cpu[s])) << "step " << s + 1;
+  }
+  EXPECT_LT(cpu.back(), cpu.front()) << "the model learns";
 }
 
 } // namespace
