@@ -156,6 +156,65 @@ TEST(PlanLoader, CountsTheFusedGradientsOperands) {
   EXPECT_TRUE(validatePlan(p, error)) << error;
 }
 
+TEST(PlanLoader, ChecksLaunchBatches) {
+  // Three relus, the last launching them all (GpuKernel.batch): a run of
+  // consecutive instructions, in one part of the step, its parameters
+  // among their operands.
+  auto p = reluPlan();
+  plan::RankProgram &rank = *p.mutable_ranks(0);
+  auto *module = p.add_gpu_modules();
+  module->set_entry("batch_0_kernel");
+  for (int i = 0; i < 2; ++i)
+    *rank.add_instructions() = rank.instructions(0);
+  for (int i = 0; i < 2; ++i)
+    rank.mutable_instructions(i)->mutable_gpu()->set_batched(true);
+  plan::GpuKernel &gpu = *rank.mutable_instructions(2)->mutable_gpu();
+  gpu.set_entry("batch_0_kernel");
+  gpu.set_grid(3);
+  gpu.set_block(256);
+  gpu.set_batch(3);
+  for (uint32_t k : {0u, 3u, 4u, 5u})
+    gpu.add_params(k);
+  rank.set_accumulate_end(3);
+  std::string error;
+  EXPECT_TRUE(validatePlan(p, error)) << error;
+
+  gpu.add_params(6);
+  std::string message = errorOf(p);
+  EXPECT_NE(message.find("instruction 2's batched kernel: parameter 6 is not one of its "
+                         "instructions' 6 operands"),
+            std::string::npos)
+      << message;
+  gpu.mutable_params()->RemoveLast();
+
+  gpu.set_batch(2);
+  message = errorOf(p);
+  EXPECT_NE(message.find("instruction 2's kernel launches 2 instructions, but 2 before it "
+                         "wait for it"),
+            std::string::npos)
+      << message;
+  gpu.set_batch(3);
+
+  rank.set_accumulate_end(1); // the once-per-step part starts inside the batch
+  message = errorOf(p);
+  EXPECT_NE(message.find("crosses the end of a part of the step (instruction 1)"),
+            std::string::npos)
+      << message;
+  rank.set_accumulate_end(3);
+
+  rank.mutable_instructions(2)->clear_gpu();
+  message = errorOf(p);
+  EXPECT_NE(message.find("instruction 0 is launched by a later one's kernel, but no launch "
+                         "follows it"),
+            std::string::npos)
+      << message;
+  rank.mutable_instructions(2)->mutable_gpu()->set_batched(true);
+  message = errorOf(p);
+  EXPECT_NE(message.find("the last 3 instructions wait for a launch that never comes"),
+            std::string::npos)
+      << message;
+}
+
 TEST(PlanLoader, RejectsUnknownCostClass) {
   // dtc simulate indexes its per-class tables by it.
   auto p = reluPlan();
