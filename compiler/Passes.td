@@ -406,8 +406,11 @@ def FuseMatmulBias : Pass<"dtc-fuse-matmul-bias", "mlir::func::FuncOp"> {
     norm gradient's residual), and a sum of dy's rows beside x^T dy (a
     bias's gradient beside its weight's) becomes graph.matmul_grad's second
     result; a tanh GELU's gradient as autodiff writes it, reading a product
-    read by nothing else, becomes graph.matmul_gelu_grad. Runs after the
-    step is built and split, before elementwise fusion.
+    read by nothing else, becomes graph.matmul_gelu_grad. Last, an add of a
+    plain product read by it alone and another value of its type becomes
+    graph.matmul_acc (a layer's input gradient summed over the linear
+    layers reading the input). Runs after the step is built and split,
+    before elementwise fusion.
   }];
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }

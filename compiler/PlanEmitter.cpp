@@ -543,6 +543,13 @@ private:
           mm->set_bias_gradient(true);
           return success();
         })
+        .Case([&](graph::MatmulAccOp m) -> LogicalResult {
+          auto *mm = addInstruction(op, op->getOperands()).mutable_matmul();
+          mm->set_transpose_lhs(m.getTransposeLhs());
+          mm->set_transpose_rhs(m.getTransposeRhs());
+          mm->set_addend(true);
+          return success();
+        })
         .Case([&](graph::MatmulGeluGradOp m) -> LogicalResult {
           auto *mm = addInstruction(op, op->getOperands()).mutable_matmul();
           mm->set_transpose_lhs(m.getTransposeLhs());

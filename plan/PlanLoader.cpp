@@ -71,15 +71,13 @@ struct Arity {
 
 Arity arityOf(const Instruction &inst) {
   switch (inst.op_case()) {
-  case Instruction::kMatmul:
-    // and the biased product before the activation, kept; and an addend
-    if (inst.matmul().bias()) {
-      int in = 3 + inst.matmul().addend();
-      return Arity{in, in, 1 + inst.matmul().keep_preactivation()};
-    }
-    // and the rhs's rows' sum; and a GELU's input
-    return Arity{2 + inst.matmul().gelu_gradient(), 2 + inst.matmul().gelu_gradient(),
-                 1 + inst.matmul().bias_gradient()};
+  case Instruction::kMatmul: {
+    // A bias, a GELU's input, an addend; the biased product before the
+    // activation kept, the rhs's rows' sum.
+    const plan::MatMul &m = inst.matmul();
+    int in = 2 + m.bias() + m.gelu_gradient() + m.addend();
+    return Arity{in, in, 1 + (m.bias() ? m.keep_preactivation() : m.bias_gradient())};
+  }
   case Instruction::kElementwise:
     // no inputs: an expression of constants; several outputs if it names them
     return {0, 1 << 16, std::max(1, inst.elementwise().outputs_size())};

@@ -161,6 +161,13 @@ OpCost MatmulGeluGradOp::cost() {
   return make(*this, (2.0 * double(k) + 21) * elements(getOutput()), OpCost::Matmul);
 }
 
+// The product's, then an add per output element.
+OpCost MatmulAccOp::cost() {
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  int64_t k = lhs.getDimSize(getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1);
+  return make(*this, (2.0 * double(k) + 1) * elements(getOutput()), OpCost::Matmul);
+}
+
 OpCost Conv2DOp::cost() {
   OpCost c = make(*this, convFlops(getOutput(), getWeight()), OpCost::Conv);
   if (getBias())

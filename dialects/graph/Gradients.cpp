@@ -697,6 +697,10 @@ LogicalResult MatmulGradOp::buildGradients(OpBuilder &, ValueRange, SmallVectorI
   return notDefined(*this); // formed after autodiff
 }
 
+LogicalResult MatmulAccOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
+  return notDefined(*this); // formed after autodiff
+}
+
 LogicalResult MatmulGeluGradOp::buildGradients(OpBuilder &, ValueRange,
                                                SmallVectorImpl<Value> &) {
   return notDefined(*this); // formed after autodiff

@@ -427,6 +427,20 @@ LogicalResult MatmulGradOp::verify() {
   return success();
 }
 
+LogicalResult MatmulAccOp::verify() {
+  SmallVector<Type> types;
+  MatmulOp::Adaptor matmul(ValueRange{getLhs(), getRhs()}, (*this)->getAttrDictionary());
+  if (failed(MatmulOp::inferReturnTypes(getContext(), getLoc(), matmul, types)))
+    return failure();
+  auto out = cast<RankedTensorType>(getOutput().getType());
+  if (cast<RankedTensorType>(types.front()).getShape() != out.getShape() ||
+      getAddend().getType() != out)
+    return emitOpError("output and addend must have the product's shape, the addend the "
+                       "output's type; got ")
+           << out << " and " << getAddend().getType();
+  return success();
+}
+
 LogicalResult MatmulGeluGradOp::verify() {
   SmallVector<Type> types;
   MatmulOp::Adaptor matmul(ValueRange{getLhs(), getRhs()}, (*this)->getAttrDictionary());

@@ -456,6 +456,25 @@ def Graph_MatmulGeluGradOp : Graph_Op<"matmul_gelu_grad"> {
   let hasVerifier = 1;
 }
 
+def Graph_MatmulAccOp : Graph_Op<"matmul_acc"> {
+  let summary = "A matmul plus another value of its type";
+  let description = [{
+    The product (as graph.matmul computes it) plus `addend`, of the
+    output's type, added as the product is written (cuBLASLt's C with beta
+    1): a sum of products, as a layer's input gradient is when several
+    linear layers read the input (attention's query, key and value
+    projections; an MLP's gate and up projections). Formed by
+    dtc-fuse-matmul-bias from the adds autodiff writes, so it has no
+    gradient of its own.
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
+                       Graph_FloatTensor:$addend,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs Graph_FloatTensor:$output);
+  let hasVerifier = 1;
+}
+
 def Graph_Conv2DOp : Graph_InferredOp<"conv2d"> {
   let summary = "2-D convolution, NCHW input, OIHW weight";
   let description = [{

@@ -316,6 +316,15 @@ ShardingRule MatmulGeluGradOp::shardingRule() {
   return rule;
 }
 
+// The product's rule, the contraction whole (the addend is added to the
+// whole sum); the addend splits as the output.
+ShardingRule MatmulAccOp::shardingRule() {
+  ShardingRule rule =
+      wholeSumRule(getOutput(), getLhs(), getRhs(), getTransposeLhs(), getTransposeRhs());
+  rule.operands.push_back(rule.results[0]);
+  return rule;
+}
+
 namespace {
 /// Attention's rule: each leading dim (batch, heads) a parallel factor of
 /// every operand and result; the sequences and head dims whole (a row's

@@ -334,19 +334,22 @@ std::unique_ptr<Kernel> makeMatMulKernel(const plan::Instruction &inst,
                                          const KernelTypes &types, std::string &error) {
   const plan::MatMul &op = inst.matmul();
   if (op.addend()) {
-    if (!op.bias() || op.activation() != plan::ACTIVATION_NONE || op.keep_preactivation())
-      return fail(error, "only a matmul with a bias and no activation takes an addend");
-    if (types.inputs.size() != 4 || types.inputs[3].dtype() != types.output.dtype() ||
-        shapeOf(types.inputs[3]) != shapeOf(types.output))
-      return fail(error, "the addend must be a fourth input like the output");
+    if (op.activation() != plan::ACTIVATION_NONE || op.keep_preactivation() ||
+        op.gelu_gradient() || op.bias_gradient())
+      return fail(error, "only a matmul without an activation or epilogue output takes an "
+                         "addend");
+    size_t at = op.bias() ? 3 : 2; // after the operands and the bias
+    if (types.inputs.size() != at + 1 || types.inputs[at].dtype() != types.output.dtype() ||
+        shapeOf(types.inputs[at]) != shapeOf(types.output))
+      return fail(error, "the addend must be a last input like the output");
     plan::Instruction plain = inst;
     plain.mutable_matmul()->set_addend(false);
-    std::vector<plan::TensorType> three(types.inputs.begin(), types.inputs.end() - 1);
-    KernelTypes plainTypes{three, types.output, types.constants, types.outputs};
+    std::vector<plan::TensorType> operands(types.inputs.begin(), types.inputs.end() - 1);
+    KernelTypes plainTypes{operands, types.output, types.constants, types.outputs};
     std::unique_ptr<Kernel> inner = makeMatMulKernel(plain, plainTypes, error);
     if (!inner)
       return nullptr;
-    return std::make_unique<WithAddend>(std::move(inner), 3, product(shapeOf(types.output)));
+    return std::make_unique<WithAddend>(std::move(inner), at, product(shapeOf(types.output)));
   }
   if (op.gelu_gradient()) {
     if (op.bias() || op.activation() != plan::ACTIVATION_NONE || op.addend() ||

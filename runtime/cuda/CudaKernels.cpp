@@ -86,6 +86,7 @@ public:
     // product's rows (GemmShape.h), as cuBLASLt's bias vector is.
     bias_ = matmul.bias();
     addend_ = matmul.addend();
+    addendInput_ = bias_ ? 3 : 2;
     // Training's GELU keeps its input (the second output) for its gradient:
     // GELU_AUX_BIAS writes it beside the GELU, laid out as the output.
     aux_ = bias_ && matmul.keep_preactivation();
@@ -176,9 +177,9 @@ public:
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
     const CublasLtApi &lt = *context_.cublasLt;
-    // An addend (inputs[3], laid out as the output) is the GEMM's C.
+    // An addend (the last input, laid out as the output) is the GEMM's C.
     float alpha = 1, beta = addend_ ? 1 : 0;
-    const void *c = addend_ ? inputs[3] : outputs[0];
+    const void *c = addend_ ? inputs[addendInput_] : outputs[0];
     // The epilogue's vector (a bias read, a bias gradient written) and its
     // aux matrix (a GELU's input kept, or read for its gradient).
     auto pointer = [&](cublasLtMatmulDescAttributes_t attribute, const void *at,
@@ -208,7 +209,8 @@ private:
   cublasLtMatmulHeuristicResult_t heuristic_{};
   bool bias_ = false;   // inputs[2], the epilogue's
   bool aux_ = false;    // outputs[1], the GELU's input
-  bool addend_ = false; // inputs[3], C
+  bool addend_ = false; // inputs[addendInput_], C
+  size_t addendInput_ = 3; // after the operands and the bias
   bool biasGradient_ = false; // outputs[1], A's sum along k
   bool geluGradient_ = false; // inputs[2], the GELU's input DGELU reads
 };
@@ -369,8 +371,11 @@ std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
   }
   // bf16 operands may give an f32 product (a weight's gradient, its
   // accumulator kept); a bias is the product's type, an addend the output's.
-  if (inputs.size() != (matmul.bias() ? 3u + matmul.addend() : 2u + matmul.gelu_gradient())) {
-    why = "a product takes 2 inputs (3 with a bias or a GELU's input, 4 with an addend), got " +
+  if (inputs.size() != 2u + matmul.bias() + matmul.addend() + matmul.gelu_gradient() ||
+      (matmul.addend() && (matmul.gelu_gradient() || matmul.bias_gradient() ||
+                           matmul.activation() != plan::ACTIVATION_NONE))) {
+    why = "a product takes 2 inputs, and one more for each of a bias, an addend (without an "
+          "activation or epilogue output) and a GELU's input; got " +
           std::to_string(inputs.size());
     return nullptr;
   }
@@ -381,8 +386,9 @@ std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
     why = "cuBLASLt's DGELU reads a plain product's GELU input laid out as its output";
     return nullptr;
   }
-  if (matmul.addend() && (inputs[3].dtype() != output.dtype() ||
-                          !std::equal(inputs[3].shape().begin(), inputs[3].shape().end(),
+  const plan::TensorType &addend = inputs.back();
+  if (matmul.addend() && (addend.dtype() != output.dtype() ||
+                          !std::equal(addend.shape().begin(), addend.shape().end(),
                                       output.shape().begin(), output.shape().end()))) {
     why = "an addend must be laid out as the product";
     return nullptr;

@@ -65,7 +65,7 @@ func.func @through_a_reshape(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tens
 }
 
 // Left alone: a product read elsewhere, a bias that is not along the
-// columns, a product plus another product.
+// columns, a product plus another product (a sum of products: @product_sums).
 // CHECK-LABEL: func.func @left_alone
 // CHECK-NOT: graph.matmul_bias
 // CHECK: return
@@ -211,4 +211,36 @@ func.func @bias_gradient_moves_its_readers(%x: tensor<16x8xf32>, %d: tensor<16x4
   %v = graph.reshape %e : (tensor<1x1x4xf32>) -> tensor<4xf32>
   %dw = graph.matmul %x, %d {transpose_lhs = true} : (tensor<16x8xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
   return %dw, %v : tensor<8x4xf32>, tensor<4xf32>
+}
+
+// A layer's input gradient over the linear layers that read the input
+// (attention's query, key and value projections, as autodiff sums their
+// input gradients): an add of a plain product read by the add alone
+// becomes that product with the other term its C (graph.matmul_acc), so
+// the second sum's GEMM adds the first's; also through a reshape to the
+// product's rows. A product read elsewhere too stays, its add with it.
+// CHECK-LABEL: func.func @product_sums
+// CHECK-SAME: fusion: 2 sums of products
+// CHECK: %[[K:.*]] = graph.matmul %arg1, %arg3 {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
+// CHECK: %[[Q:.*]] = graph.matmul_acc %arg0, %arg3, %[[K]] {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[KR:.*]] = graph.reshape %[[Q]] : (tensor<8x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[ROWS:.*]] = graph.reshape %[[KR]] : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[V:.*]] = graph.matmul_acc %arg2, %arg3, %[[ROWS]] {transpose_rhs = true}
+// CHECK: %[[VR:.*]] = graph.reshape %[[V]] : (tensor<8x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[O:.*]] = graph.matmul %arg0, %arg3
+// CHECK: %[[VROWS:.*]] = graph.reshape %[[VR]]
+// CHECK: graph.add %[[O]], %[[VROWS]]
+// CHECK: return %[[VR]]
+func.func @product_sums(%dq: tensor<8x16xf32>, %dk: tensor<8x16xf32>, %dv: tensor<8x16xf32>, %w: tensor<8x16xf32>) -> (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) {
+  %q = graph.matmul %dq, %w {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
+  %k = graph.matmul %dk, %w {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
+  %qk = graph.add %q, %k : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %qk3 = graph.reshape %qk : (tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %v = graph.matmul %dv, %w {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
+  %v3 = graph.reshape %v : (tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %dx = graph.add %qk3, %v3 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %o = graph.matmul %dq, %w {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
+  %dx2 = graph.reshape %dx : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  %both = graph.add %o, %dx2 : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %dx, %o, %both : tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
 }

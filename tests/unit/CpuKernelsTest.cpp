@@ -323,33 +323,38 @@ TEST(MatMulKernel, BiasAndActivationEpilogues) {
 }
 
 // A residual connection's sum written by the GEMM (MatMul.addend): the
-// biased product plus a fourth input like the output, on oneDNN and on
-// sgemm, a folded batch and a batch of GEMMs; refused without a bias or
-// with an activation, or an addend not like the output.
-TEST(MatMulKernel, AddendJoinsTheBiasedProduct) {
+// (biased) product plus a last input like the output, on oneDNN and on
+// sgemm, a folded batch and a batch of GEMMs, with a bias and without (a
+// sum of products: a layer's input gradient); refused with an activation,
+// or an addend not like the output.
+TEST(MatMulKernel, AddendJoinsTheProduct) {
   struct Case {
     Shape lhs, rhs;
     bool tb;
   };
   for (const Case &c : {Case{{2, 3, 4}, {4, 5}, false}, Case{{2, 3, 4}, {2, 5, 4}, true}})
-    for (bool withoutDnnl : {false, true}) {
-      SCOPED_TRACE(::testing::PrintToString(c.lhs) + " x " + ::testing::PrintToString(c.rhs) +
-                   (withoutDnnl ? " without oneDNN" : ""));
-      WithoutDnnl scope(withoutDnnl);
-      Tensor lhs = randomF32(c.lhs, 71, -2.0f, 2.0f), rhs = randomF32(c.rhs, 72);
-      int64_t n = c.tb ? c.rhs[c.rhs.size() - 2] : c.rhs.back();
-      Tensor bias = randomF32({n}, 73);
-      Shape outShape;
-      std::vector<double> expected = refMatMul(lhs, rhs, false, c.tb, outShape);
-      Tensor addend = randomF32(outShape, 74);
-      std::vector<float> b = values<float>(bias), r = values<float>(addend);
-      for (size_t i = 0; i < expected.size(); ++i)
-        expected[i] += b[i % size_t(n)] + r[i];
-      plan::Instruction inst = matmulInst(false, c.tb);
-      inst.mutable_matmul()->set_bias(true);
-      inst.mutable_matmul()->set_addend(true);
-      expectClose(inst, {lhs, rhs, bias, addend}, outShape, expected);
-    }
+    for (bool withoutDnnl : {false, true})
+      for (bool biased : {true, false}) {
+        SCOPED_TRACE(::testing::PrintToString(c.lhs) + " x " + ::testing::PrintToString(c.rhs) +
+                     (withoutDnnl ? " without oneDNN" : "") + (biased ? ", biased" : ""));
+        WithoutDnnl scope(withoutDnnl);
+        Tensor lhs = randomF32(c.lhs, 71, -2.0f, 2.0f), rhs = randomF32(c.rhs, 72);
+        int64_t n = c.tb ? c.rhs[c.rhs.size() - 2] : c.rhs.back();
+        Tensor bias = randomF32({n}, 73);
+        Shape outShape;
+        std::vector<double> expected = refMatMul(lhs, rhs, false, c.tb, outShape);
+        Tensor addend = randomF32(outShape, 74);
+        std::vector<float> b = values<float>(bias), r = values<float>(addend);
+        for (size_t i = 0; i < expected.size(); ++i)
+          expected[i] += (biased ? b[i % size_t(n)] : 0.0f) + r[i];
+        plan::Instruction inst = matmulInst(false, c.tb);
+        inst.mutable_matmul()->set_bias(biased);
+        inst.mutable_matmul()->set_addend(true);
+        if (biased)
+          expectClose(inst, {lhs, rhs, bias, addend}, outShape, expected);
+        else
+          expectClose(inst, {lhs, rhs, addend}, outShape, expected);
+      }
   plan::Instruction inst = matmulInst();
   inst.mutable_matmul()->set_bias(true);
   inst.mutable_matmul()->set_addend(true);
@@ -357,10 +362,10 @@ TEST(MatMulKernel, AddendJoinsTheBiasedProduct) {
                                       typeOf(plan::F32, {5}), typeOf(plan::F32, {3, 5})};
   EXPECT_EQ(prepareError(inst, {in[0], in[1], in[2], typeOf(plan::F32, {1, 5})},
                          typeOf(plan::F32, {3, 5})),
-            "matmul: the addend must be a fourth input like the output");
+            "matmul: the addend must be a last input like the output");
   inst.mutable_matmul()->set_activation(plan::ACTIVATION_RELU);
   EXPECT_EQ(prepareError(inst, in, typeOf(plan::F32, {3, 5})),
-            "matmul: only a matmul with a bias and no activation takes an addend");
+            "matmul: only a matmul without an activation or epilogue output takes an addend");
 }
 
 /// A tanh GELU keeping its input (training's MLP): the first output is the

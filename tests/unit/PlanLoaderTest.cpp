@@ -144,6 +144,22 @@ TEST(PlanLoader, CountsTheFusedGradientsOperands) {
   std::string error;
   EXPECT_TRUE(validatePlan(p, error)) << error;
 
+  // A product plus an addend, with a bias and without.
+  plan::MatMul &mm = *inst.mutable_matmul();
+  mm.set_addend(true);
+  inst.clear_outputs();
+  inst.add_outputs(1);
+  EXPECT_TRUE(validatePlan(p, error)) << error;
+  mm.set_bias(true);
+  message = errorOf(p);
+  EXPECT_NE(message.find("wrong number of inputs (3) or outputs (1)"), std::string::npos)
+      << message;
+  inst.add_inputs(0);
+  EXPECT_TRUE(validatePlan(p, error)) << error;
+  inst.mutable_inputs()->RemoveLast();
+  for (int i = 0; i < 2; ++i)
+    inst.add_outputs(1);
+
   plan::LayerNorm &ln = *inst.mutable_layer_norm_backward();
   ln.set_axis(1);
   ln.set_scale_gradient(true);
