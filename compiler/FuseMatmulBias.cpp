@@ -24,7 +24,10 @@
 // by the GEMM that reads those rows for the weight's gradient (x^T dy):
 // graph.matmul_grad, cuBLASLt's BGRAD epilogue. A tanh GELU's gradient
 // multiplies in the product that makes its output gradient:
-// graph.matmul_gelu_grad, cuBLASLt's DGELU epilogue.
+// graph.matmul_gelu_grad, cuBLASLt's DGELU epilogue. Last, a product added
+// to another value of its type takes it as its C: graph.matmul_acc, the
+// input gradient of a layer that several linear layers read (attention's
+// query, key and value; an MLP's gate and up) summed as the GEMMs write.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
@@ -417,6 +420,44 @@ bool joinGeluGradient(graph::MatmulOp m) {
   return true;
 }
 
+/// The add of a plain product (read by the add alone, also through a
+/// reshape that keeps rows of N) and another value of its type as one
+/// graph.matmul_acc with that value its addend (cuBLASLt's C with beta 1):
+/// a layer's input gradient summed over the linear layers that read the
+/// input; whether it was.
+bool joinProductSum(graph::AddOp add) {
+  for (bool first : {true, false}) {
+    Value product = first ? add.getLhs() : add.getRhs();
+    Value other = first ? add.getRhs() : add.getLhs();
+    auto through = product.getDefiningOp<graph::ReshapeOp>();
+    auto m = (through ? through.getInput() : product).getDefiningOp<graph::MatmulOp>();
+    if (!m || !m->hasOneUse() || (through && !through->hasOneUse()) || other == product ||
+        typeOf(other) != typeOf(product) || typeOf(add.getOutput()) != typeOf(product) ||
+        !samePart(m, add) ||
+        (through && typeOf(product).getShape().back() != typeOf(m.getOutput()).getShape().back()))
+      continue;
+    OpBuilder b(add);
+    Value addend = other;
+    if (through) // as the product's rows
+      addend = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(m.getOutput()), other);
+    auto joined = b.create<graph::MatmulAccOp>(m.getLoc(), m.getOutput().getType(), m.getLhs(),
+                                               m.getRhs(), addend, m.getTransposeLhsAttr(),
+                                               m.getTransposeRhsAttr());
+    for (NamedAttribute a : m->getDiscardableAttrs())
+      joined->setAttr(a.getName(), a.getValue());
+    Value sum = joined.getOutput();
+    if (through)
+      sum = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(add.getOutput()), sum);
+    add.getOutput().replaceAllUsesWith(sum);
+    add.erase();
+    if (through)
+      through.erase();
+    m.erase();
+    return true;
+  }
+  return false;
+}
+
 struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -538,6 +579,17 @@ struct FuseMatmulBias : impl::FuseMatmulBiasBase<FuseMatmulBias> {
       addNote(func, "fusion: " + std::to_string(biasGradients) +
                         " weight gradients' GEMMs sum their output gradient's rows as they read "
                         "them: the bias gradients, no reductions of their own");
+    // Last: the products the epilogues above did not take.
+    adds.clear();
+    func.walk([&](graph::AddOp add) { adds.push_back(add); });
+    int productSums = 0;
+    for (graph::AddOp add : adds)
+      productSums += joinProductSum(add);
+    if (productSums)
+      addNote(func, "fusion: " + std::to_string(productSums) +
+                        " sums of products (a layer's input gradient over the linear layers "
+                        "that read the input) added by the GEMMs as they write (C, beta 1): "
+                        "no pass of their own");
   }
 };
 
