@@ -30,6 +30,7 @@
 // query, key and value; an MLP's gate and up) summed as the GEMMs write.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/BufferLiveness.h"
 #include "compiler/CompileNotes.h"
 #include "compiler/ConstantValues.h"
 #include "compiler/Interior.h"
@@ -426,17 +427,36 @@ bool joinGeluGradient(graph::MatmulOp m) {
 /// a layer's input gradient summed over the linear layers that read the
 /// input; whether it was.
 bool joinProductSum(graph::AddOp add) {
-  for (bool first : {true, false}) {
+  // The product made after the other term, where it is: the sum then
+  // stands where the later product did, the operands' lives as they were.
+  auto madeBefore = [](Value v, Operation *op) {
+    Operation *def = v.getDefiningOp();
+    return !def || (def->getBlock() == op->getBlock() && def->isBeforeInBlock(op));
+  };
+  auto later = [&](Value product, Value other) {
+    auto through = product.getDefiningOp<graph::ReshapeOp>();
+    Operation *def = (through ? through.getInput() : product).getDefiningOp();
+    return def && madeBefore(other, def);
+  };
+  bool lhsFirst = later(add.getLhs(), add.getRhs()) || !later(add.getRhs(), add.getLhs());
+  for (bool first : {lhsFirst, !lhsFirst}) {
     Value product = first ? add.getLhs() : add.getRhs();
     Value other = first ? add.getRhs() : add.getLhs();
     auto through = product.getDefiningOp<graph::ReshapeOp>();
     auto m = (through ? through.getInput() : product).getDefiningOp<graph::MatmulOp>();
+    // An accumulator's sum (micro-batches' weight gradients) is added in
+    // place, where the GEMM would write a buffer of its own.
+    auto accumulator = storageOf(other).getDefiningOp<graph::ParameterOp>();
+    if (accumulator && accumulator->hasAttr(attr::kAccumulator))
+      return false;
     if (!m || !m->hasOneUse() || (through && !through->hasOneUse()) || other == product ||
         typeOf(other) != typeOf(product) || typeOf(add.getOutput()) != typeOf(product) ||
         !samePart(m, add) ||
         (through && typeOf(product).getShape().back() != typeOf(m.getOutput()).getShape().back()))
       continue;
     OpBuilder b(add);
+    if (madeBefore(other, m))
+      b.setInsertionPoint(m);
     Value addend = other;
     if (through) // as the product's rows
       addend = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(m.getOutput()), other);

@@ -218,20 +218,25 @@ func.func @bias_gradient_moves_its_readers(%x: tensor<16x8xf32>, %d: tensor<16x4
 // input gradients): an add of a plain product read by the add alone
 // becomes that product with the other term its C (graph.matmul_acc), so
 // the second sum's GEMM adds the first's; also through a reshape to the
-// product's rows. A product read elsewhere too stays, its add with it.
+// product's rows. The later product takes the earlier as its C, where it
+// stood. A product read elsewhere too stays, its add with it; so does a
+// micro-batches' accumulator's add (in place, where the GEMM would write
+// a buffer of its own).
 // CHECK-LABEL: func.func @product_sums
 // CHECK-SAME: fusion: 2 sums of products
-// CHECK: %[[K:.*]] = graph.matmul %arg1, %arg3 {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
-// CHECK: %[[Q:.*]] = graph.matmul_acc %arg0, %arg3, %[[K]] {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
-// CHECK: %[[KR:.*]] = graph.reshape %[[Q]] : (tensor<8x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[Q:.*]] = graph.matmul %arg0, %arg3 {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
+// CHECK: %[[K:.*]] = graph.matmul_acc %arg1, %arg3, %[[Q]] {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[KR:.*]] = graph.reshape %[[K]] : (tensor<8x8xf32>) -> tensor<2x4x8xf32>
 // CHECK: %[[ROWS:.*]] = graph.reshape %[[KR]] : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
 // CHECK: %[[V:.*]] = graph.matmul_acc %arg2, %arg3, %[[ROWS]] {transpose_rhs = true}
 // CHECK: %[[VR:.*]] = graph.reshape %[[V]] : (tensor<8x8xf32>) -> tensor<2x4x8xf32>
 // CHECK: %[[O:.*]] = graph.matmul %arg0, %arg3
 // CHECK: %[[VROWS:.*]] = graph.reshape %[[VR]]
 // CHECK: graph.add %[[O]], %[[VROWS]]
+// CHECK: %[[G:.*]] = graph.matmul %arg0, %arg1 {transpose_lhs = true}
+// CHECK: graph.add %{{.*}}, %[[G]]
 // CHECK: return %[[VR]]
-func.func @product_sums(%dq: tensor<8x16xf32>, %dk: tensor<8x16xf32>, %dv: tensor<8x16xf32>, %w: tensor<8x16xf32>) -> (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) {
+func.func @product_sums(%dq: tensor<8x16xf32>, %dk: tensor<8x16xf32>, %dv: tensor<8x16xf32>, %w: tensor<8x16xf32>) -> (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<16x16xf32>) {
   %q = graph.matmul %dq, %w {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
   %k = graph.matmul %dk, %w {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
   %qk = graph.add %q, %k : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
@@ -242,5 +247,8 @@ func.func @product_sums(%dq: tensor<8x16xf32>, %dk: tensor<8x16xf32>, %dv: tenso
   %o = graph.matmul %dq, %w {transpose_rhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x8xf32>
   %dx2 = graph.reshape %dx : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
   %both = graph.add %o, %dx2 : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
-  return %dx, %o, %both : tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
+  %acc = graph.parameter "w.grad_accumulator" {dtc.accumulator} : tensor<16x16xf32>
+  %g = graph.matmul %dq, %dk {transpose_lhs = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
+  %summed = graph.add %acc, %g : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  return %dx, %o, %both, %summed : tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<16x16xf32>
 }
