@@ -71,38 +71,69 @@ Value biasVector(OpBuilder &b, Location loc, Value bias, RankedTensorType out) {
   return b.create<graph::ReshapeOp>(loc, RankedTensorType::get({n}, out.getElementType()), bias);
 }
 
+/// A term of an add that a product of `OpTy` (read by the add alone, also
+/// through a reshape that keeps rows of N, read alone too) makes, with the
+/// add's other term of its type: the product, the reshape (or null), the
+/// other term.
+template <typename OpTy> struct SumTerm {
+  OpTy product;
+  graph::ReshapeOp through;
+  Value other;
+};
+template <typename OpTy> std::optional<SumTerm<OpTy>> sumTerm(graph::AddOp add, bool lhs) {
+  Value term = lhs ? add.getLhs() : add.getRhs();
+  Value other = lhs ? add.getRhs() : add.getLhs();
+  auto through = term.getDefiningOp<graph::ReshapeOp>();
+  auto m = (through ? through.getInput() : term).template getDefiningOp<OpTy>();
+  if (!m || !m->hasOneUse() || (through && !through->hasOneUse()) || other == term ||
+      typeOf(other) != typeOf(term) || typeOf(add.getOutput()) != typeOf(term) ||
+      !samePart(m, add) ||
+      (through && typeOf(term).getShape().back() != typeOf(m.getOutput()).getShape().back()))
+    return std::nullopt;
+  return SumTerm<OpTy>{m, through, other};
+}
+
+/// Replaces `add` by the op `join` builds at `b` from the other term (as
+/// the product's rows), which takes over the product's attributes; the
+/// add, the reshape and the product go.
+template <typename OpTy>
+void replaceSum(graph::AddOp add, SumTerm<OpTy> t, OpBuilder &b,
+                function_ref<Operation *(Value addend)> join) {
+  Value addend = t.other;
+  if (t.through) // as the product's rows
+    addend = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(t.product.getOutput()), t.other);
+  Operation *joined = join(addend);
+  for (NamedAttribute a : t.product->getDiscardableAttrs())
+    joined->setAttr(a.getName(), a.getValue());
+  Value sum = joined->getResult(0);
+  if (t.through)
+    sum = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(add.getOutput()), sum);
+  add.getOutput().replaceAllUsesWith(sum);
+  add.erase();
+  if (t.through)
+    t.through.erase();
+  t.product.erase();
+}
+
 /// The add of a biased product (no activation, read by the add alone,
 /// also through a reshape that keeps rows of N) and another value as one
 /// matmul_bias with that value its addend; whether it was.
 bool joinAddend(graph::AddOp add) {
-  for (bool first : {true, false}) {
-    Value product = first ? add.getLhs() : add.getRhs();
-    Value other = first ? add.getRhs() : add.getLhs();
-    auto through = product.getDefiningOp<graph::ReshapeOp>();
-    auto m = (through ? through.getInput() : product).getDefiningOp<graph::MatmulBiasOp>();
-    if (!m || !m->hasOneUse() || (through && !through->hasOneUse()) ||
-        m.getActivation() != "none" || m.getKeepPreactivation() || !m.getAddend().empty() ||
-        typeOf(other) != typeOf(product) || typeOf(add.getOutput()) != typeOf(product) ||
-        !samePart(m, add) || (through && typeOf(product).getShape().back() !=
-                                             typeOf(m.getOutput()).getShape().back()))
+  for (bool lhs : {true, false}) {
+    auto t = sumTerm<graph::MatmulBiasOp>(add, lhs);
+    if (!t)
+      continue;
+    graph::MatmulBiasOp m = t->product;
+    if (m.getActivation() != "none" || m.getKeepPreactivation() || !m.getAddend().empty())
       continue;
     OpBuilder b(add);
-    Value addend = other;
-    if (through) // as the product's rows
-      addend = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(m.getOutput()), other);
-    auto joined = b.create<graph::MatmulBiasOp>(
-        m.getLoc(), m.getLhs(), m.getRhs(), m.getBias(), ValueRange{addend},
-        m.getTransposeLhsAttr(), m.getTransposeRhsAttr(), m.getActivationAttr(), UnitAttr());
-    for (NamedAttribute a : m->getDiscardableAttrs())
-      joined->setAttr(a.getName(), a.getValue());
-    Value sum = joined.getOutput();
-    if (through)
-      sum = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(add.getOutput()), sum);
-    add.getOutput().replaceAllUsesWith(sum);
-    add.erase();
-    if (through)
-      through.erase();
-    m.erase();
+    replaceSum(add, *t, b, [&](Value addend) {
+      return b.create<graph::MatmulBiasOp>(m.getLoc(), m.getLhs(), m.getRhs(), m.getBias(),
+                                           ValueRange{addend}, m.getTransposeLhsAttr(),
+                                           m.getTransposeRhsAttr(), m.getActivationAttr(),
+                                           UnitAttr())
+          .getOperation();
+    });
     return true;
   }
   return false;
@@ -425,7 +456,8 @@ bool joinGeluGradient(graph::MatmulOp m) {
 /// reshape that keeps rows of N) and another value of its type as one
 /// graph.matmul_acc with that value its addend (cuBLASLt's C with beta 1):
 /// a layer's input gradient summed over the linear layers that read the
-/// input; whether it was.
+/// input; whether it was. A micro-batches' accumulator's sum stays an
+/// add, written in place where the GEMM would write a buffer of its own.
 bool joinProductSum(graph::AddOp add) {
   // The product made after the other term, where it is: the sum then
   // stands where the later product did, the operands' lives as they were.
@@ -433,46 +465,25 @@ bool joinProductSum(graph::AddOp add) {
     Operation *def = v.getDefiningOp();
     return !def || (def->getBlock() == op->getBlock() && def->isBeforeInBlock(op));
   };
-  auto later = [&](Value product, Value other) {
-    auto through = product.getDefiningOp<graph::ReshapeOp>();
-    Operation *def = (through ? through.getInput() : product).getDefiningOp();
-    return def && madeBefore(other, def);
-  };
-  bool lhsFirst = later(add.getLhs(), add.getRhs()) || !later(add.getRhs(), add.getLhs());
-  for (bool first : {lhsFirst, !lhsFirst}) {
-    Value product = first ? add.getLhs() : add.getRhs();
-    Value other = first ? add.getRhs() : add.getLhs();
-    auto through = product.getDefiningOp<graph::ReshapeOp>();
-    auto m = (through ? through.getInput() : product).getDefiningOp<graph::MatmulOp>();
-    // An accumulator's sum (micro-batches' weight gradients) is added in
-    // place, where the GEMM would write a buffer of its own.
-    auto accumulator = storageOf(other).getDefiningOp<graph::ParameterOp>();
+  auto t = sumTerm<graph::MatmulOp>(add, true), u = sumTerm<graph::MatmulOp>(add, false);
+  if (u && (!t || madeBefore(u->other, u->product)))
+    std::swap(t, u);
+  for (auto &term : {t, u}) {
+    if (!term)
+      continue;
+    auto accumulator = storageOf(term->other).getDefiningOp<graph::ParameterOp>();
     if (accumulator && accumulator->hasAttr(attr::kAccumulator))
       return false;
-    if (!m || !m->hasOneUse() || (through && !through->hasOneUse()) || other == product ||
-        typeOf(other) != typeOf(product) || typeOf(add.getOutput()) != typeOf(product) ||
-        !samePart(m, add) ||
-        (through && typeOf(product).getShape().back() != typeOf(m.getOutput()).getShape().back()))
-      continue;
+    graph::MatmulOp m = term->product;
     OpBuilder b(add);
-    if (madeBefore(other, m))
+    if (madeBefore(term->other, m))
       b.setInsertionPoint(m);
-    Value addend = other;
-    if (through) // as the product's rows
-      addend = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(m.getOutput()), other);
-    auto joined = b.create<graph::MatmulAccOp>(m.getLoc(), m.getOutput().getType(), m.getLhs(),
-                                               m.getRhs(), addend, m.getTransposeLhsAttr(),
-                                               m.getTransposeRhsAttr());
-    for (NamedAttribute a : m->getDiscardableAttrs())
-      joined->setAttr(a.getName(), a.getValue());
-    Value sum = joined.getOutput();
-    if (through)
-      sum = b.create<graph::ReshapeOp>(add.getLoc(), typeOf(add.getOutput()), sum);
-    add.getOutput().replaceAllUsesWith(sum);
-    add.erase();
-    if (through)
-      through.erase();
-    m.erase();
+    replaceSum(add, *term, b, [&](Value addend) {
+      return b.create<graph::MatmulAccOp>(m.getLoc(), m.getOutput().getType(), m.getLhs(),
+                                          m.getRhs(), addend, m.getTransposeLhsAttr(),
+                                          m.getTransposeRhsAttr())
+          .getOperation();
+    });
     return true;
   }
   return false;

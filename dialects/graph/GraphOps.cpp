@@ -427,32 +427,30 @@ LogicalResult MatmulGradOp::verify() {
   return success();
 }
 
-LogicalResult MatmulAccOp::verify() {
+/// A product joined with a third operand laid out as its output (a GELU's
+/// input, an addend): the output has the product's shape and `extra` the
+/// output's type.
+static LogicalResult verifyProductWith(Operation *op, Value lhs, Value rhs, Value extra,
+                                       Value output, StringRef what) {
   SmallVector<Type> types;
-  MatmulOp::Adaptor matmul(ValueRange{getLhs(), getRhs()}, (*this)->getAttrDictionary());
-  if (failed(MatmulOp::inferReturnTypes(getContext(), getLoc(), matmul, types)))
+  MatmulOp::Adaptor matmul(ValueRange{lhs, rhs}, op->getAttrDictionary());
+  if (failed(MatmulOp::inferReturnTypes(op->getContext(), op->getLoc(), matmul, types)))
     return failure();
-  auto out = cast<RankedTensorType>(getOutput().getType());
+  auto out = cast<RankedTensorType>(output.getType());
   if (cast<RankedTensorType>(types.front()).getShape() != out.getShape() ||
-      getAddend().getType() != out)
-    return emitOpError("output and addend must have the product's shape, the addend the "
-                       "output's type; got ")
-           << out << " and " << getAddend().getType();
+      extra.getType() != out)
+    return op->emitOpError("output and ")
+           << what << " must have the product's shape, the " << what
+           << " the output's type; got " << out << " and " << extra.getType();
   return success();
 }
 
+LogicalResult MatmulAccOp::verify() {
+  return verifyProductWith(*this, getLhs(), getRhs(), getAddend(), getOutput(), "addend");
+}
+
 LogicalResult MatmulGeluGradOp::verify() {
-  SmallVector<Type> types;
-  MatmulOp::Adaptor matmul(ValueRange{getLhs(), getRhs()}, (*this)->getAttrDictionary());
-  if (failed(MatmulOp::inferReturnTypes(getContext(), getLoc(), matmul, types)))
-    return failure();
-  auto out = cast<RankedTensorType>(getOutput().getType());
-  if (cast<RankedTensorType>(types.front()).getShape() != out.getShape() ||
-      getGeluInput().getType() != out)
-    return emitOpError("output and GELU input must have the product's shape, the GELU input the "
-                       "output's type; got ")
-           << out << " and " << getGeluInput().getType();
-  return success();
+  return verifyProductWith(*this, getLhs(), getRhs(), getGeluInput(), getOutput(), "GELU input");
 }
 
 SmallVector<int64_t, 4> headsFirst(ArrayRef<int64_t> shape, bool bshd) {

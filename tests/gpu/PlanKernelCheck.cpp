@@ -35,7 +35,8 @@ void checkPlanKernels(const plan::Plan &plan, const char *what, int minGenerated
     bool batch = inst.gpu().batch() > 1;
     batches += batch;
     KernelRun run;
-    ASSERT_TRUE(batch ? runBatchOnCpu(program, i, rng, run) : runOnCpu(program, inst, {}, rng, run));
+    ASSERT_TRUE(batch ? runBatchOnCpu(program, i, rng, run)
+                      : runOnCpu(program, inst, {}, rng, run));
     // The operands on the device, one allocation each.
     std::vector<const void *> in;
     std::vector<void *> out;
@@ -51,7 +52,8 @@ void checkPlanKernels(const plan::Plan &plan, const char *what, int minGenerated
       ASSERT_TRUE(at && device->zero(at, bytes, error)) << error;
       out.push_back(at);
     }
-    auto host = batch ? nullptr : runtime::cpu::makeKernel(inst, run.inTypes, run.outTypes, error);
+    auto host =
+        batch ? nullptr : runtime::cpu::makeKernel(inst, run.inTypes, run.outTypes, error);
     ASSERT_TRUE(host || batch) << error;
     std::string before = device->hostStagedSummary();
     auto kernel = device->kernelFor(inst, run.inTypes, run.outTypes, std::move(host),

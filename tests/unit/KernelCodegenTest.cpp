@@ -608,7 +608,9 @@ TEST(KernelCodegen, AGatherIndexOutOfRangeSetsTheStatusWord) {
 /// Every kernel of a GPT training step (AdamW, bf16 compute, dp x tp) as
 /// dtc compile --backend cuda makes it, each on random inputs against the
 /// CPU backend's run of its instruction.
-TEST(KernelCodegen, EveryKernelOfAGptTrainingStep) {
+/// A context holding what a CUDA compile and the host lowering load, the
+/// native target initialised for the JIT.
+std::unique_ptr<MLIRContext> codegenContext() {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   DialectRegistry registry;
@@ -618,23 +620,41 @@ TEST(KernelCodegen, EveryKernelOfAGptTrainingStep) {
   (void)upstream;
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
-  MLIRContext context(registry);
-  context.disableMultithreading();
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->disableMultithreading();
+  return context;
+}
+
+/// A 1-layer GPT's bf16 training step compiled for the CUDA backend on
+/// dp x tp ranks into `plan`; its module (null, with a failure, when it
+/// does not compile).
+OwningOpRef<ModuleOp> compileGptStep(MLIRContext &context, int64_t dp, int64_t tp,
+                                     dtc::plan::Plan &plan) {
   std::string error;
-  auto config = dtc::gpt::parseGptSpec("gpt:layers=1,hidden=64,heads=4,seq=16,vocab=96,batch=4", error);
-  ASSERT_TRUE(config) << error;
+  auto config =
+      dtc::gpt::parseGptSpec("gpt:layers=1,hidden=64,heads=4,seq=16,vocab=96,batch=4", error);
+  EXPECT_TRUE(config) << error;
+  if (!config)
+    return nullptr;
   OwningOpRef<ModuleOp> module = dtc::gpt::buildGpt(context, *config);
-  ASSERT_TRUE(module);
   dtc::CompileOptions options;
   options.training = dtc::TrainingOptions{};
   options.training->precision = "bf16";
   options.training->recompute = "none";
   options.parallel.backend = "cuda";
-  options.parallel.dataParallel = 2;
-  options.parallel.tensorParallel = 2;
+  options.parallel.dataParallel = dp;
+  options.parallel.tensorParallel = tp;
   options.parallel.zero = 0;
+  bool compiled = module && succeeded(dtc::compileToPlan(*module, plan, options));
+  EXPECT_TRUE(compiled);
+  return compiled ? std::move(module) : nullptr;
+}
+
+TEST(KernelCodegen, EveryKernelOfAGptTrainingStep) {
+  auto context = codegenContext();
   dtc::plan::Plan plan;
-  ASSERT_TRUE(succeeded(dtc::compileToPlan(*module, plan, options)));
+  OwningOpRef<ModuleOp> module = compileGptStep(*context, 2, 2, plan);
+  ASSERT_TRUE(module);
   auto engine = hostKernels(*module);
   ASSERT_TRUE(engine);
   std::mt19937 rng(11);
@@ -799,30 +819,11 @@ private:
 /// (the optimizer's updates one launch batch), trains as the CPU backend
 /// does: the same losses, step by step.
 TEST(KernelCodegen, AGptStepOnItsGeneratedKernelsTrainsAsTheCpuBackendDoes) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  DialectRegistry registry;
-  dtc::registerAllDialects(registry);
-  dtc::registerAllPasses();
-  static bool upstream = (mlir::registerAllPasses(), true);
-  (void)upstream;
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  MLIRContext context(registry);
-  context.disableMultithreading();
-  std::string error;
-  auto config =
-      dtc::gpt::parseGptSpec("gpt:layers=1,hidden=64,heads=4,seq=16,vocab=96,batch=4", error);
-  ASSERT_TRUE(config) << error;
-  OwningOpRef<ModuleOp> module = dtc::gpt::buildGpt(context, *config);
-  ASSERT_TRUE(module);
-  dtc::CompileOptions options;
-  options.training = dtc::TrainingOptions{};
-  options.training->precision = "bf16";
-  options.training->recompute = "none";
-  options.parallel.backend = "cuda";
+  auto context = codegenContext();
   dtc::plan::Plan plan;
-  ASSERT_TRUE(succeeded(dtc::compileToPlan(*module, plan, options)));
+  OwningOpRef<ModuleOp> module = compileGptStep(*context, 1, 1, plan);
+  ASSERT_TRUE(module);
+  std::string error;
   auto engine = hostKernels(*module);
   ASSERT_TRUE(engine);
   // Each kernel function's arguments: a batch's say which operands; the
