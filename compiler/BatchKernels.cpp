@@ -1,27 +1,29 @@
-//===- BatchKernels.cpp - independent elementwise kernels in one launch --===//
+//===- BatchKernels.cpp - independent kernels in one launch ---------------===//
 //
 // A training step ends with its optimizer: AdamW's update of each weight is
-// one elementwise kernel, so GPT-2 small's step launched 149 of them, most
+// one elementwise kernel, so GPT-2 small's step launched 197 of them, most
 // of a few thousand elements, each costing a launch (a few microseconds)
 // and a wave of blocks that barely fills the GPU. This pass gives a run of
-// consecutive elementwise ops that do not depend on each other one kernel,
+// consecutive ops whose kernels do not depend on each other one kernel,
 // as PyTorch's multi-tensor ("foreach") optimizers do: a parallel loop over
 // the members' threads laid end to end, each member's taking a whole
 // number of blocks (of kBlock threads), a thread finding its member by a
 // binary search over the members' first threads (one comparison per level,
-// the same in every thread of a block) and running that member's body on
-// its element. The ops stay separate instructions in the plan; the last
-// of a run names the kernel and `dtc.batch` (how many instructions it
-// launches for), the others `dtc.batched` (launched by the last). The
-// kernel's parameters are the members' buffers, each once (a learning rate
-// read by every update is one parameter); `dtc.operands` says, per
-// parameter, which of the batch's operands it is: the members' inputs in
-// order, then their outputs. A run stays within one part of the step
-// (forward, backward, once per step; a virtual stage), touches no bytes
-// one member writes and another reads or writes (buffer assignment may
-// give a later member's output an earlier one's dead input), and has at
-// most kMaxParameters parameters (a launch's parameters must fit in 4 KiB).
-// Why: docs/gpu-kernels.md.
+// the same in every thread of a block) and running that member's body for
+// its thread: an elementwise op's on its element, a loop kernel's (a
+// reduction's output, a copy's element) as its own loop would. The ops
+// stay separate instructions in the plan; the last of a run names the
+// kernel and `dtc.batch` (how many instructions it launches for), the
+// others `dtc.batched` (launched by the last). The kernel's parameters are
+// the members' buffers, each once (a learning rate read by every update is
+// one parameter); `dtc.batch_operands` says, per parameter, which of the
+// batch's operands it is: the members' inputs in order, then their
+// outputs. A run stays within one part of the step (forward, backward,
+// once per step; a virtual stage), touches no bytes one member writes and
+// another reads or writes (buffer assignment may give a later member's
+// output an earlier one's dead input), and has at most kMaxParameters
+// parameters (a launch's parameters must fit in 4 KiB). Why:
+// docs/gpu-kernels.md.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/BufferLiveness.h"
@@ -37,6 +39,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <functional>
@@ -59,26 +62,62 @@ constexpr int64_t kBlock = 256;
 /// 4 KiB of kernel parameters, with room to spare.
 constexpr int64_t kMaxParameters = 480;
 
-/// The kernel of an elementwise op that can join a batch: its function's
-/// body one 1-D linalg.generic reading the function's inputs and writing
-/// its outputs in order, then the return.
-linalg::GenericOp batchableKernel(Operation *op, ModuleOp module) {
-  auto fused = dyn_cast<graph::FusedOp>(op);
+/// The kernel of an op that can join a batch: an elementwise op's, one
+/// 1-D linalg.generic over the function's arguments in order; or another
+/// op's loop kernel, one scf.parallel over its threads from 0 by 1 after
+/// pure ops (its constants), its arguments the op's operands then results
+/// (not a row kernel's lanes, nor one whose outputs start as zeros or
+/// that sets a status word: a batch's launch does neither).
+struct MemberKernel {
+  func::FuncOp func;
+  linalg::GenericOp generic; // an elementwise op's
+  scf::ParallelOp loop;      // a loop kernel's
+  int64_t threads = 0;
+};
+
+std::optional<MemberKernel> batchableKernel(Operation *op, ModuleOp module) {
   auto name = op->getAttrOfType<SymbolRefAttr>(attr::kKernel);
-  if (!fused || !name)
-    return {};
+  if (!name)
+    return std::nullopt;
   auto func = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(module, name);
-  if (!func || func.getBody().empty() || func.getBody().front().getOperations().size() != 2)
-    return {};
-  auto generic = dyn_cast<linalg::GenericOp>(func.getBody().front().front());
-  if (!generic || generic.getNumLoops() != 1 || generic->getNumResults() != 0)
-    return {};
-  for (auto [k, operand] : llvm::enumerate(generic->getOperands())) {
-    auto arg = dyn_cast<BlockArgument>(operand);
-    if (!arg || arg.getOwner() != &func.getBody().front() || arg.getArgNumber() != k)
-      return {};
+  if (!func || func.getBody().empty() ||
+      func.getNumArguments() != op->getNumOperands() + op->getNumResults())
+    return std::nullopt;
+  Block &body = func.getBody().front();
+  MemberKernel kernel{func, {}, {}, 0};
+  if (isa<graph::FusedOp>(op)) {
+    auto generic = dyn_cast<linalg::GenericOp>(body.front());
+    if (body.getOperations().size() != 2 || !generic || generic.getNumLoops() != 1 ||
+        generic->getNumResults() != 0)
+      return std::nullopt;
+    for (auto [k, operand] : llvm::enumerate(generic->getOperands())) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      if (!arg || arg.getOwner() != &body || arg.getArgNumber() != k)
+        return std::nullopt;
+    }
+    kernel.generic = generic;
+    kernel.threads = cast<RankedTensorType>(op->getResult(0).getType()).getNumElements();
+    return kernel;
   }
-  return generic;
+  auto threads = func->getAttrOfType<IntegerAttr>(attr::kThreads);
+  if (!threads || func->hasAttr(attr::kLanes) || func->hasAttr(attr::kZeroOutputs) ||
+      func->hasAttr(attr::kStatus) || body.getOperations().size() < 2)
+    return std::nullopt;
+  auto loop = dyn_cast<scf::ParallelOp>(*std::prev(body.end(), 2));
+  auto constant = [](Value v, int64_t want) {
+    auto c = v.getDefiningOp<arith::ConstantIndexOp>();
+    return c && c.value() == want;
+  };
+  if (!loop || loop.getNumLoops() != 1 || loop.getNumResults() != 0 ||
+      !constant(loop.getLowerBound()[0], 0) || !constant(loop.getStep()[0], 1) ||
+      !constant(loop.getUpperBound()[0], threads.getInt()))
+    return std::nullopt;
+  for (Operation &before : body)
+    if (&before != loop && !before.hasTrait<OpTrait::IsTerminator>() && !isPure(&before))
+      return std::nullopt;
+  kernel.loop = loop;
+  kernel.threads = threads.getInt();
+  return kernel;
 }
 
 /// The bytes `value` occupies in the arena: [offset, offset + bytes).
@@ -113,7 +152,7 @@ bool makesNoInstruction(Operation *op) {
 /// A run of ops being gathered into one launch.
 struct Run {
   SmallVector<Operation *> members;
-  SmallVector<linalg::GenericOp> kernels;
+  SmallVector<MemberKernel> kernels;
   SmallVector<std::pair<int64_t, int64_t>> reads, writes; // byte ranges
   llvm::DenseSet<Value> buffers;                          // the kernel's parameters
   std::tuple<bool, bool, int64_t> part;
@@ -129,11 +168,10 @@ struct Run {
   }
 
   /// Adds `op` if it may run beside the members; false when it may not.
-  bool tryAdd(Operation *op, linalg::GenericOp kernel) {
-    auto fused = cast<graph::FusedOp>(op);
+  bool tryAdd(Operation *op, const MemberKernel &kernel) {
     SmallVector<std::pair<int64_t, int64_t>> in, out;
     llvm::DenseSet<Value> more;
-    for (Value v : fused.getInputs()) {
+    for (Value v : op->getOperands()) {
       if (llvm::is_contained(members, storageOf(v).getDefiningOp()))
         return false; // reads a member's result
       in.push_back(bytesOf(v));
@@ -174,10 +212,10 @@ func::FuncOp batchKernel(OpBuilder &b, const Run &run, StringRef name) {
   llvm::DenseMap<Value, int64_t> parameterOf;
   int64_t inputs = 0;
   for (Operation *op : run.members)
-    inputs += int64_t(cast<graph::FusedOp>(op).getInputs().size());
+    inputs += int64_t(op->getNumOperands());
   int64_t input = 0, output = inputs;
   for (Operation *op : run.members)
-    for (Value v : cast<graph::FusedOp>(op).getInputs()) {
+    for (Value v : op->getOperands()) {
       if (parameterOf.try_emplace(v, int64_t(values.size())).second) {
         values.push_back(v);
         operands.push_back(input);
@@ -195,14 +233,13 @@ func::FuncOp batchKernel(OpBuilder &b, const Run &run, StringRef name) {
     auto type = cast<RankedTensorType>(v.getType());
     types.push_back(MemRefType::get({type.getNumElements()}, type.getElementType()));
   }
-  // Each member's first thread and element count.
+  // Each member's first thread and thread count.
   SmallVector<int64_t> starts, counts;
   int64_t threads = 0;
-  for (Operation *op : run.members) {
-    int64_t n = cast<RankedTensorType>(op->getResult(0).getType()).getNumElements();
+  for (const MemberKernel &kernel : run.kernels) {
     starts.push_back(threads);
-    counts.push_back(n);
-    threads += (n + kBlock - 1) / kBlock * kBlock;
+    counts.push_back(kernel.threads);
+    threads += (kernel.threads + kBlock - 1) / kBlock * kBlock;
   }
   auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(types, {}));
   func->setAttr(attr::kThreads, b.getI64IntegerAttr(threads));
@@ -213,31 +250,45 @@ func::FuncOp batchKernel(OpBuilder &b, const Run &run, StringRef name) {
   auto index = [&](OpBuilder &at, int64_t v) -> Value {
     return at.create<arith::ConstantIndexOp>(loc, v);
   };
-  // Member m's body on element `i` of its result.
+  // Member m's body for its thread `i`: an elementwise op's on element i
+  // of its result; a loop kernel's loop body with i its thread.
   auto member = [&](OpBuilder &at, size_t m, Value i) {
-    auto fused = cast<graph::FusedOp>(run.members[m]);
-    linalg::GenericOp generic = run.kernels[m];
+    Operation *op = run.members[m];
+    MemberKernel kernel = run.kernels[m];
+    IRMapping map;
+    SmallVector<Value> buffers(op->getOperands());
+    buffers.append(op->result_begin(), op->result_end());
+    for (auto [k, v] : llvm::enumerate(buffers))
+      map.map(kernel.func.getArgument(unsigned(k)),
+              entry->getArgument(unsigned(parameterOf.lookup(v))));
+    if (kernel.loop) {
+      for (Operation &before : kernel.func.getBody().front()) {
+        if (&before == kernel.loop)
+          break;
+        at.clone(before, map);
+      }
+      map.map(kernel.loop.getInductionVars()[0], i);
+      for (Operation &inner : kernel.loop.getBody()->without_terminator())
+        at.clone(inner, map);
+      return;
+    }
+    linalg::GenericOp generic = kernel.generic;
     SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
     Block &body = generic.getRegion().front();
-    IRMapping map;
-    const size_t ins = fused.getInputs().size();
-    SmallVector<Value> outs;
-    for (Value v : fused->getResults())
-      outs.push_back(entry->getArgument(unsigned(parameterOf.lookup(v))));
+    const size_t ins = op->getNumOperands();
     for (auto [k, arg] : llvm::enumerate(body.getArguments())) {
       if (k >= ins && arg.use_empty())
         continue;
-      Value buffer = k < ins
-                         ? entry->getArgument(unsigned(parameterOf.lookup(fused.getInputs()[k])))
-                         : outs[k - ins];
       Value at_ = at.create<affine::AffineApplyOp>(loc, maps[k], ValueRange{i});
-      map.map(arg, at.create<memref::LoadOp>(loc, buffer, ValueRange{at_}));
+      map.map(arg, at.create<memref::LoadOp>(loc, map.lookup(generic->getOperand(k)),
+                                             ValueRange{at_}));
     }
-    for (Operation &op : body.without_terminator())
-      at.clone(op, map);
+    for (Operation &inner : body.without_terminator())
+      at.clone(inner, map);
     for (auto [k, yielded] : llvm::enumerate(body.getTerminator()->getOperands())) {
       Value at_ = at.create<affine::AffineApplyOp>(loc, maps[ins + k], ValueRange{i});
-      at.create<memref::StoreOp>(loc, map.lookupOrDefault(yielded), outs[k], ValueRange{at_});
+      at.create<memref::StoreOp>(loc, map.lookupOrDefault(yielded),
+                                 map.lookup(generic->getOperand(ins + k)), ValueRange{at_});
     }
   };
   b.create<scf::ParallelOp>(
@@ -311,12 +362,12 @@ struct BatchKernels : impl::BatchKernelsBase<BatchKernels> {
         for (Operation &op : block) {
           if (makesNoInstruction(&op))
             continue;
-          linalg::GenericOp kernel = batchableKernel(&op, module);
-          if (kernel && run.tryAdd(&op, kernel))
+          std::optional<MemberKernel> kernel = batchableKernel(&op, module);
+          if (kernel && run.tryAdd(&op, *kernel))
             continue;
           flush(run);
           if (kernel)
-            run.tryAdd(&op, kernel);
+            run.tryAdd(&op, *kernel);
         }
         flush(run);
       }
@@ -336,7 +387,7 @@ struct BatchKernels : impl::BatchKernelsBase<BatchKernels> {
     auto main = module.lookupSymbol<func::FuncOp>("main");
     if (!main || count == 0)
       return;
-    addNote(main, "kernels: " + std::to_string(batched) + " elementwise ops launched as " +
+    addNote(main, "kernels: " + std::to_string(batched) + " ops' kernels launched as " +
                       std::to_string(count) + " (independent ones side by side, up to " +
                       std::to_string(largest) + " a launch)");
   }

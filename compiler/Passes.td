@@ -479,14 +479,17 @@ def OutlineKernels : Pass<"dtc-outline-kernels", "mlir::ModuleOp"> {
 }
 
 def BatchKernels : Pass<"dtc-batch-kernels", "mlir::ModuleOp"> {
-  let summary = "Consecutive independent elementwise kernels as one launch";
+  let summary = "Consecutive independent kernels (an optimizer's updates) as one launch";
   let description = [{
-    A run of consecutive graph.fused ops with kernels (dtc-outline-kernels)
-    that do not read each other's results, touch no bytes another member
-    writes, and run in the same part of the step (an optimizer's updates)
-    gets one kernel: a parallel loop over the members' threads laid end to
-    end, each member's a whole number of blocks of 256, a thread finding
-    its member by a binary search of scf.if over their first threads. The
+    A run of consecutive ops with kernels (dtc-outline-kernels: graph.fused's,
+    and loop kernels that are one parallel loop over their threads, not row
+    kernels, zeroed outputs or status words) that do not read each other's
+    results, touch no bytes another member writes, and run in the same part
+    of the step (an optimizer's updates; a layer norm's two gradient
+    reductions) gets one kernel: a parallel loop over the members' threads
+    laid end to end, each member's a whole number of blocks of 256, a
+    thread finding its member by a binary search of scf.if over their first
+    threads. The
     last op names it (`dtc.kernel`) and says how many instructions it runs
     (`dtc.batch`); the others are `dtc.batched`. Each distinct buffer is
     one argument (`dtc.batch_operands`: which of the batch's operands, the

@@ -87,6 +87,18 @@ func.func @parts(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor
   return %a, %b, %x, %y : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
 
+// A layer norm's two gradient sums (loop kernels: a thread per output
+// folding its column) side by side are one launch too; each member's loop
+// body runs for its thread, its constants with it.
+// CHECK-LABEL: func.func @sums
+// CHECK: graph.reduce_sum {{.*}}dtc.batched
+// CHECK: graph.reduce_sum {{.*}}dtc.batch = 2 : i64, dtc.kernel = @dtc_kernels::@batch_2
+func.func @sums(%a: tensor<2x1x32xf32>, %b: tensor<2x1x32xf32>) -> (tensor<1x1x32xf32>, tensor<1x1x32xf32>, tensor<2x1x32xf32>, tensor<2x1x32xf32>) {
+  %r = graph.reduce_sum %a {axes = array<i64: 0>, keepdims = true} : (tensor<2x1x32xf32>) -> tensor<1x1x32xf32>
+  %s = graph.reduce_sum %b {axes = array<i64: 0>, keepdims = true} : (tensor<2x1x32xf32>) -> tensor<1x1x32xf32>
+  return %r, %s, %a, %b : tensor<1x1x32xf32>, tensor<1x1x32xf32>, tensor<2x1x32xf32>, tensor<2x1x32xf32>
+}
+
 // The batch's kernel: each distinct buffer one argument (the rate once),
 // which of the batch's operands each is (the members' inputs, then their
 // outputs: operand 5, the second's rate, is the first's), the members'
@@ -106,6 +118,15 @@ func.func @parts(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor
 // CHECK: math.exp
 // CHECK: memref.store {{.*}}, %arg6
 // CHECK: func.func @batch_1(
+// CHECK: func.func @batch_2(%arg0: memref<64xf32>, %arg1: memref<64xf32>, %arg2: memref<32xf32>, %arg3: memref<32xf32>)
+// CHECK-SAME: dtc.threads = 512
+// CHECK: scf.for
+// CHECK: memref.load %arg0
+// CHECK: memref.store {{.*}}, %arg2
+// CHECK: } else {
+// CHECK: scf.for
+// CHECK: memref.load %arg1
+// CHECK: memref.store {{.*}}, %arg3
 
 // One launch of 3 blocks of 256 threads; ptxas assembles it.
 // PTX: func.func @batch_0

@@ -816,8 +816,9 @@ private:
 
 /// A GPT training step (AdamW, bf16) compiled for the CUDA backend, its
 /// generated kernels run on the host through the Executor's device path
-/// (the optimizer's updates one launch batch), trains as the CPU backend
-/// does: the same losses, step by step.
+/// (the optimizer's updates one launch batch, each layer norm's gradient
+/// sums another), trains as the CPU backend does: the same losses, step by
+/// step.
 TEST(KernelCodegen, AGptStepOnItsGeneratedKernelsTrainsAsTheCpuBackendDoes) {
   auto context = codegenContext();
   dtc::plan::Plan plan;
@@ -869,8 +870,9 @@ TEST(KernelCodegen, AGptStepOnItsGeneratedKernelsTrainsAsTheCpuBackendDoes) {
   train(std::make_unique<GeneratedKernelsOnHost>(*engine, operands, counts), generated);
   ASSERT_EQ(cpu.size(), 4u);
   ASSERT_EQ(generated.size(), cpu.size());
-  EXPECT_EQ(counts.batches, 1) << "the optimizer's updates are one launch";
-  EXPECT_GT(counts.launches, 4 * 20);
+  EXPECT_GE(counts.batches, 2) << "the optimizer's updates are one launch, a layer norm's "
+                                  "gradient sums another";
+  EXPECT_GT(counts.launches, 4 * 15);
   for (size_t s = 0; s < cpu.size(); ++s) {
     std::printf("step %zu: loss %.6f on the CPU backend, %.6f on the generated kernels\n", s + 1,
                 cpu[s], generated[s]);
