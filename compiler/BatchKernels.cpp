@@ -66,13 +66,15 @@ constexpr int64_t kMaxParameters = 480;
 /// 1-D linalg.generic over the function's arguments in order; or another
 /// op's loop kernel, one scf.parallel over its threads from 0 by 1 after
 /// pure ops (its constants), its arguments the op's operands then results
-/// (not a row kernel's lanes, nor one whose outputs start as zeros or
-/// that sets a status word: a batch's launch does neither).
+/// (not a row kernel's lanes, nor one that sets a status word). Outputs
+/// that start as zeros (atomic sums) are a batch's all, so such kernels
+/// batch with their own kind alone, none writing over its input.
 struct MemberKernel {
   func::FuncOp func;
   linalg::GenericOp generic; // an elementwise op's
   scf::ParallelOp loop;      // a loop kernel's
   int64_t threads = 0;
+  bool zeroOutputs = false;  // its outputs zeroed before it runs
 };
 
 std::optional<MemberKernel> batchableKernel(Operation *op, ModuleOp module) {
@@ -100,8 +102,8 @@ std::optional<MemberKernel> batchableKernel(Operation *op, ModuleOp module) {
     return kernel;
   }
   auto threads = func->getAttrOfType<IntegerAttr>(attr::kThreads);
-  if (!threads || func->hasAttr(attr::kLanes) || func->hasAttr(attr::kZeroOutputs) ||
-      func->hasAttr(attr::kStatus) || body.getOperations().size() < 2)
+  if (!threads || func->hasAttr(attr::kLanes) || func->hasAttr(attr::kStatus) ||
+      body.getOperations().size() < 2)
     return std::nullopt;
   auto loop = dyn_cast<scf::ParallelOp>(*std::prev(body.end(), 2));
   auto constant = [](Value v, int64_t want) {
@@ -117,6 +119,7 @@ std::optional<MemberKernel> batchableKernel(Operation *op, ModuleOp module) {
       return std::nullopt;
   kernel.loop = loop;
   kernel.threads = threads.getInt();
+  kernel.zeroOutputs = func->hasAttr(attr::kZeroOutputs);
   return kernel;
 }
 
@@ -185,6 +188,11 @@ struct Run {
     for (auto range : llvm::concat<std::pair<int64_t, int64_t>>(in, out))
       if (range.first < 0)
         return false; // no offset: not placed by buffer assignment
+    // Zeroed outputs are the whole batch's: its kernels all of that kind,
+    // none writing over what it reads.
+    if ((kernel.zeroOutputs && anyOverlaps(in, out)) ||
+        (!members.empty() && kernel.zeroOutputs != kernels.front().zeroOutputs))
+      return false;
     if (!members.empty() &&
         (partOf(op) != part || anyOverlaps(in, writes) || anyOverlaps(out, reads) ||
          anyOverlaps(out, writes) ||
@@ -341,6 +349,8 @@ struct BatchKernels : impl::BatchKernelsBase<BatchKernels> {
       if (run.members.size() >= 2) {
         b.setInsertionPointToEnd(kernels.getBody());
         func::FuncOp func = batchKernel(b, run, "batch_" + std::to_string(count++));
+        if (run.kernels.front().zeroOutputs)
+          func->setAttr(attr::kZeroOutputs, b.getUnitAttr());
         auto ref = SymbolRefAttr::get(b.getStringAttr(attr::kKernelModule),
                                       {FlatSymbolRefAttr::get(func)});
         for (Operation *op : run.members) {

@@ -99,13 +99,31 @@ func.func @sums(%a: tensor<2x1x32xf32>, %b: tensor<2x1x32xf32>) -> (tensor<1x1x3
   return %r, %s, %a, %b : tensor<1x1x32xf32>, tensor<1x1x32xf32>, tensor<2x1x32xf32>, tensor<2x1x32xf32>
 }
 
+// Long sums split over threads add atomically into outputs the runtime
+// zeroes first: two of them are one launch whose outputs are all zeroed;
+// a kernel whose outputs are not (the exp) is not in it.
+// CHECK-LABEL: func.func @atomic_sums
+// CHECK: graph.reduce_sum {{.*}}dtc.batched
+// CHECK: graph.reduce_sum {{.*}}dtc.batch = 2 : i64, dtc.kernel = @dtc_kernels::@batch_3
+// CHECK: graph.fused {{.*}}{dtc.kernel = @dtc_kernels::@kernel_
+func.func @atomic_sums(%a: tensor<3000x40xf32>, %b: tensor<3000x40xf32>, %c: tensor<40xf32>) -> (tensor<1x40xf32>, tensor<1x40xf32>, tensor<40xf32>, tensor<3000x40xf32>, tensor<3000x40xf32>, tensor<40xf32>) {
+  %r = graph.reduce_sum %a {axes = array<i64: 0>} : (tensor<3000x40xf32>) -> tensor<1x40xf32>
+  %s = graph.reduce_sum %b {axes = array<i64: 0>} : (tensor<3000x40xf32>) -> tensor<1x40xf32>
+  %e = graph.fused %c : (tensor<40xf32>) -> tensor<40xf32> {
+  ^bb0(%v: tensor<40xf32>):
+    %x = graph.exp %v : (tensor<40xf32>) -> tensor<40xf32>
+    graph.yield %x : tensor<40xf32>
+  }
+  return %r, %s, %e, %a, %b, %c : tensor<1x40xf32>, tensor<1x40xf32>, tensor<40xf32>, tensor<3000x40xf32>, tensor<3000x40xf32>, tensor<40xf32>
+}
+
 // The batch's kernel: each distinct buffer one argument (the rate once),
 // which of the batch's operands each is (the members' inputs, then their
 // outputs: operand 5, the second's rate, is the first's), the members'
 // threads end to end.
 // CHECK: module @dtc_kernels
-// CHECK-NOT: func.func @kernel_0
-// CHECK-NOT: func.func @kernel_1
+// CHECK-NOT: func.func @kernel_0(
+// CHECK-NOT: func.func @kernel_1(
 // CHECK: func.func @batch_0(%arg0: memref<8xf32>, %arg1: memref<8xf32>, %arg2: memref<1xf32>, %arg3: memref<300xf32>, %arg4: memref<300xf32>, %arg5: memref<8xf32>, %arg6: memref<300xf32>)
 // CHECK-SAME: dtc.batch_operands = array<i64: 0, 1, 2, 3, 4, 6, 7>, dtc.threads = 768
 // CHECK: scf.parallel (%[[T:.*]]) = (%c0) to (%c768) step (%c1)
@@ -127,6 +145,10 @@ func.func @sums(%a: tensor<2x1x32xf32>, %b: tensor<2x1x32xf32>) -> (tensor<1x1x3
 // CHECK: scf.for
 // CHECK: memref.load %arg1
 // CHECK: memref.store {{.*}}, %arg3
+// CHECK: func.func @batch_3(
+// CHECK-SAME: dtc.zero_outputs
+// CHECK: memref.atomic_rmw addf
+// CHECK: memref.atomic_rmw addf
 
 // One launch of 3 blocks of 256 threads; ptxas assembles it.
 // PTX: func.func @batch_0

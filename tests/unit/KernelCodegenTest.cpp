@@ -202,7 +202,7 @@ int checkCase(const Case &c) {
   PassManager pm(&context);
   EXPECT_TRUE(succeeded(parsePassPipeline(
       "func.func(dtc-fuse-elementwise,dtc-assign-buffers),dtc-outline-kernels,"
-      "dtc-kernels-to-ptx{chips=sm_90}",
+      "dtc-batch-kernels,dtc-kernels-to-ptx{chips=sm_90}",
       pm)));
   EXPECT_TRUE(succeeded(pm.run(*module)));
   dtc::plan::Plan plan;
@@ -211,13 +211,21 @@ int checkCase(const Case &c) {
   EXPECT_TRUE(engine);
   if (!engine)
     return 0;
+  auto kernelModule = module->lookupSymbol<ModuleOp>(dtc::attr::kKernelModule);
   std::mt19937 rng(7);
   int kernels = 0;
   double worst = 0;
-  for (const dtc::plan::Instruction &inst : plan.ranks(0).instructions()) {
-    if (!inst.has_gpu())
+  const dtc::plan::RankProgram &program = plan.ranks(0);
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    const dtc::plan::Instruction &inst = program.instructions(i);
+    if (!inst.has_gpu() || inst.gpu().batched())
       continue;
-    double w = compareKernel(*engine, kernelOf(inst), plan.ranks(0), inst, c.positive, rng);
+    auto func = kernelModule.lookupSymbol<func::FuncOp>(kernelOf(inst));
+    auto operands =
+        func ? func->getAttrOfType<DenseI64ArrayAttr>(dtc::attr::kBatchOperands) : nullptr;
+    double w = inst.gpu().batch() > 1 && operands
+                   ? compareBatch(*engine, kernelOf(inst), operands.asArrayRef(), program, i, rng)
+                   : compareKernel(*engine, kernelOf(inst), program, inst, c.positive, rng);
     EXPECT_GE(w, 0) << "the integer, bool or moved results differ";
     EXPECT_LE(w, 1e-4) << "worst relative error";
     worst = std::max(worst, w);
@@ -332,6 +340,14 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
   add("reduce_sum split over threads",
       op("%x: tensor<3000x40xf32>", "%y = graph.reduce_sum %x {axes = array<i64: 0>} : (tensor<3000x40xf32>) -> tensor<1x40xf32>",
          "tensor<1x40xf32>"));
+  // Two of them side by side: one launch (dtc-batch-kernels), its
+  // outputs all zeroed first.
+  add("two sums split over threads",
+      op("%x: tensor<3000x40xf32>",
+         "%s = graph.reduce_sum %x {axes = array<i64: 0>} : (tensor<3000x40xf32>) -> tensor<1x40xf32>\n"
+         "%t = graph.reduce_mean %x {axes = array<i64: 0>} : (tensor<3000x40xf32>) -> tensor<1x40xf32>\n"
+         "%y = graph.concat %s, %t {axis = 0 : i64} : (tensor<1x40xf32>, tensor<1x40xf32>) -> tensor<2x40xf32>",
+         "tensor<2x40xf32>"));
   add("reduce_mean split over threads",
       op("%x: tensor<2x1500x24xf32>", "%y = graph.reduce_mean %x {axes = array<i64: 0, 1>} : (tensor<2x1500x24xf32>) -> tensor<1x1x24xf32>",
          "tensor<1x1x24xf32>"));
@@ -551,7 +567,8 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
   int kernels = 0;
   for (const Case &c : cases)
     kernels += checkCase(c);
-  EXPECT_EQ(kernels, int(cases.size()) + 2); // the split's three pieces
+  // The split's three pieces; the two sums' launch and their concat.
+  EXPECT_EQ(kernels, int(cases.size()) + 3);
 }
 
 /// An index out of range does not read outside the table: it sets the
