@@ -7,7 +7,7 @@
 // consecutive ops whose kernels do not depend on each other one kernel,
 // as PyTorch's multi-tensor ("foreach") optimizers do: a parallel loop over
 // the members' threads laid end to end, each member's taking a whole
-// number of blocks (of kBlock threads), a thread finding its member by a
+// number of blocks (of kThreadsPerBlock), a thread finding its member by a
 // binary search over the members' first threads (one comparison per level,
 // the same in every thread of a block) and running that member's body for
 // its thread: an elementwise op's on its element, a loop kernel's (a
@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/BufferLiveness.h"
 #include "compiler/CompileNotes.h"
+#include "compiler/LoopKernels.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -53,10 +54,6 @@ using namespace mlir;
 
 namespace dtc {
 namespace {
-
-/// Threads a block: each member starts at a multiple (dtc-kernels-to-ptx
-/// tiles by the same), so a block runs one member's elements.
-constexpr int64_t kBlock = 256;
 
 /// Parameters a batched kernel may take: 8-byte pointers within CUDA's
 /// 4 KiB of kernel parameters, with room to spare.
@@ -247,7 +244,8 @@ func::FuncOp batchKernel(OpBuilder &b, const Run &run, StringRef name) {
   for (const MemberKernel &kernel : run.kernels) {
     starts.push_back(threads);
     counts.push_back(kernel.threads);
-    threads += (kernel.threads + kBlock - 1) / kBlock * kBlock;
+    int64_t blocks = (kernel.threads + kThreadsPerBlock - 1) / kThreadsPerBlock;
+    threads += blocks * kThreadsPerBlock;
   }
   auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(types, {}));
   func->setAttr(attr::kThreads, b.getI64IntegerAttr(threads));

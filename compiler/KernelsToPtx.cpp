@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
 #include "compiler/KernelMath.h"
+#include "compiler/LoopKernels.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 
@@ -64,9 +65,6 @@ void LLVMInitializeNVPTXAsmPrinter();
 
 namespace dtc {
 namespace {
-
-/// Threads a block: a loop's tile.
-constexpr int64_t kThreadsPerBlock = 256;
 
 /// The CUDA toolkit: $CUDA_HOME, $CUDA_PATH, the folder above nvcc's, or
 /// /usr/local/cuda; "" when none has libdevice.

@@ -21,6 +21,10 @@
 
 namespace dtc {
 
+/// Threads a block: dtc-kernels-to-ptx tiles a kernel's parallel loop by
+/// it, and dtc-batch-kernels starts each member of a launch at a multiple.
+constexpr int64_t kThreadsPerBlock = 256;
+
 /// Whether `op` is a kind buildLoopKernel covers (its types may still not be).
 bool hasLoopKernel(mlir::Operation *op);
 
