@@ -483,14 +483,15 @@ def BatchKernels : Pass<"dtc-batch-kernels", "mlir::ModuleOp"> {
   let description = [{
     A run of consecutive ops with kernels (dtc-outline-kernels: graph.fused's,
     and loop kernels that are one parallel loop over their threads, not row
-    kernels, zeroed outputs or status words) that do not read each other's
-    results, touch no bytes another member writes, and run in the same part
-    of the step (an optimizer's updates; a layer norm's two gradient
-    reductions) gets one kernel: a parallel loop over the members' threads
-    laid end to end, each member's a whole number of blocks of 256, a
-    thread finding its member by a binary search of scf.if over their first
-    threads. The
-    last op names it (`dtc.kernel`) and says how many instructions it runs
+    kernels or status words) that do not read each other's results, touch
+    no bytes another member writes, and run in the same part of the step
+    (an optimizer's updates; a layer norm's two gradient sums) gets one
+    kernel: a parallel loop over the members' threads laid end to end, each
+    member's a whole number of blocks of 256, a thread finding its member by
+    a binary search of scf.if over their first threads. Kernels whose
+    outputs start as zeros batch with their own kind alone (the batch's
+    `dtc.zero_outputs`), none writing over its input. The last op names the
+    kernel (`dtc.kernel`) and says how many instructions it runs
     (`dtc.batch`); the others are `dtc.batched`. Each distinct buffer is
     one argument (`dtc.batch_operands`: which of the batch's operands, the
     members' inputs then their outputs); at most 480 a launch. Members'
