@@ -27,6 +27,11 @@
 // they were, the op `bshd`, and its output transposed back, which cancels
 // with the model's transpose after it. Four passes over q, k, v and the
 // output each way fewer per layer; the kernels read the rows strided.
+// Where q, k and v are the three pieces of one projection's product
+// ([..., 3 H D], transformers' GPT-2 `c_attn`), split by slices, the op
+// reads them there (`packed`: the product viewed as [..., S, 3, H, D]),
+// and its backward writes their gradients side by side: no copies out of
+// the product, no concat of the gradients back into one.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
@@ -371,6 +376,49 @@ Value throughHeadsSwap(Value v) {
   return {};
 }
 
+/// Where `x`, [..., S, H, D], is piece p of one projection's product P
+/// [..., 3 H D] (transformers' `c_attn`): a reshape of P's columns [p H D,
+/// (p + 1) H D), a split's result p or a slice. P and p; a null P when it
+/// is not.
+std::pair<Value, int64_t> packedPiece(Value x) {
+  auto reshape = x.getDefiningOp<graph::ReshapeOp>();
+  if (!reshape || typeOf(x).getRank() < 3)
+    return {};
+  ArrayRef<int64_t> shape = typeOf(x).getShape();
+  int64_t width = shape.back() * shape[shape.size() - 2];
+  if (auto split = reshape.getInput().getDefiningOp<graph::SplitOp>()) {
+    int64_t rank = typeOf(split.getInput()).getRank();
+    if (split.getAxis() != rank - 1 || split.getSizes() != ArrayRef<int64_t>{width, width, width})
+      return {};
+    return {split.getInput(), cast<OpResult>(reshape.getInput()).getResultNumber()};
+  }
+  auto slice = reshape.getInput().getDefiningOp<graph::SliceOp>();
+  if (!slice)
+    return {};
+  ArrayRef<int64_t> from = typeOf(slice.getInput()).getShape(), sizes = slice.getSizes();
+  if (sizes.back() != width || from.back() != 3 * width || slice.getOffsets().back() % width ||
+      llvm::any_of(slice.getStrides(), [](int64_t s) { return s != 1; }) ||
+      sizes.drop_back() != from.drop_back() ||
+      llvm::any_of(slice.getOffsets().drop_back(), [](int64_t o) { return o != 0; }))
+    return {};
+  return {slice.getInput(), slice.getOffsets().back() / width};
+}
+
+/// q, k and v of a bshd attention as one packed value [..., S, 3, H, D]
+/// where they are pieces 0, 1 and 2 of one product; null where not.
+Value packedQkv(OpBuilder &b, Location loc, Value q, Value k, Value v) {
+  auto [pq, iq] = packedPiece(q);
+  auto [pk, ik] = packedPiece(k);
+  auto [pv, iv] = packedPiece(v);
+  if (!pq || pk != pq || pv != pq || iq != 0 || ik != 1 || iv != 2 ||
+      typeOf(k) != typeOf(q) || typeOf(v) != typeOf(q))
+    return {};
+  SmallVector<int64_t> shape(typeOf(q).getShape());
+  shape.insert(shape.end() - 2, 3);
+  return b.create<graph::ReshapeOp>(loc, RankedTensorType::get(shape, typeOf(q).getElementType()),
+                                    pq);
+}
+
 /// An f32 scalar constant.
 Value scalarF32(OpBuilder &b, Location loc, double x) {
   auto type = RankedTensorType::get({}, b.getF32Type());
@@ -428,7 +476,7 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
     composeMoves(func);
     SmallVector<graph::MatmulOp> roots;
     func.walk([&](graph::MatmulOp op) { roots.push_back(op); });
-    int fused = 0, causal = 0, biased = 0, inPlace = 0;
+    int fused = 0, causal = 0, biased = 0, inPlace = 0, packed = 0;
     MaskReader masks;
     for (graph::MatmulOp pv : roots) {
       if (!pv->getBlock()) // consumed by an earlier match
@@ -446,10 +494,12 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
       bool bshd = qs && ks && vs;
       if (bshd)
         q = qs, k = ks, v = vs;
-      auto attention = b.create<graph::AttentionOp>(loc, q, k, v, bias,
-                                                    b.getF64FloatAttr(m->scale),
-                                                    b.getBoolAttr(m->causal),
-                                                    bshd ? b.getUnitAttr() : UnitAttr());
+      Value qkv = bshd ? packedQkv(b, loc, q, k, v) : Value();
+      if (qkv)
+        q = k = v = qkv, ++packed;
+      auto attention = b.create<graph::AttentionOp>(
+          loc, q, k, v, bias, b.getF64FloatAttr(m->scale), b.getBoolAttr(m->causal),
+          bshd ? b.getUnitAttr() : UnitAttr(), qkv ? b.getUnitAttr() : UnitAttr());
       Value output = attention.getOutput();
       if (bshd) { // back to what the model reads; its own transpose cancels it
         SmallVector<int64_t> swap = headsSwap(typeOf(output).getRank());
@@ -475,7 +525,11 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
                         (inPlace ? "; " + std::to_string(inPlace) +
                                        " read q, k, v and write their output as [batch, seq, "
                                        "heads, dim], no transposes around them"
-                                 : std::string()));
+                                 : std::string()) +
+                        (packed ? "; " + std::to_string(packed) +
+                                      " read q, k and v where one projection wrote them side "
+                                      "by side, no copies split them out"
+                                : std::string()));
   }
 };
 

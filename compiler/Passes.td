@@ -52,8 +52,11 @@ def FuseAttention : Pass<"dtc-fuse-attention", "mlir::func::FuncOp"> {
     -1e4 or less, or the add of a bias of 0 and such numbers, computed from
     constants), becomes graph.attention: flash style, no scores tensor, and
     in training no probabilities kept for the backward. Every op inside
-    must be read by the expression alone; a mask from inputs (padding)
-    leaves the attention as it is.
+    must be read by the expression alone; any other mask or added term no
+    parameter reaches (padding read from the inputs) becomes its f32 bias.
+    q, k and v read through transposes of [..., S, H, D] are read as they
+    were (`bshd`); the thirds of one projection's product, as that product
+    viewed [..., S, 3, H, D] (`packed`).
   }];
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }

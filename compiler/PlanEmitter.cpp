@@ -688,6 +688,7 @@ private:
           at->set_causal(a.getCausal());
           at->set_bias(bool(a.getBias()));
           at->set_bshd(a.getBshd());
+          at->set_packed(a.getPacked());
           return success();
         })
         .Case([&](graph::AttentionBackwardOp a) -> LogicalResult {
@@ -696,6 +697,7 @@ private:
           at->set_causal(a.getCausal());
           at->set_bias(bool(a.getBias()));
           at->set_bshd(a.getBshd());
+          at->set_packed(a.getPacked());
           return success();
         })
         .Case([&](graph::TopKOp t) -> LogicalResult {

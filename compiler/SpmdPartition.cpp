@@ -335,9 +335,17 @@ private:
       assign.assign(rule.factors.size(), Axes{});
 
     SmallVector<Value> operands;
-    for (auto [i, operand] : llvm::enumerate(op->getOperands()))
-      operands.push_back(reshardOperand(map_.lookup(operand),
-                                        shardingOf(rule, rule.operands[i], assign)));
+    SmallVector<Sharding> wanted;
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      wanted.push_back(shardingOf(rule, rule.operands[i], assign));
+      // A value read twice the same way (a packed attention's q, k and v)
+      // is resharded once.
+      Value local;
+      for (size_t j = 0; j < i && !local; ++j)
+        if (op->getOperand(unsigned(j)) == operand && wanted[j] == wanted[i])
+          local = operands[j];
+      operands.push_back(local ? local : reshardOperand(map_.lookup(operand), wanted[i]));
+    }
     for (auto [i, operand] : llvm::enumerate(operands))
       if (!operand)
         return op->emitError("cannot partition '")

@@ -107,8 +107,9 @@ Arity arityOf(const Instruction &inst) {
     return {1, 2, 1};
   case Instruction::kAttention: // and its bias
     return {3 + inst.attention().bias(), 3 + inst.attention().bias(), 2};
-  case Instruction::kAttentionBackward:
-    return {6 + inst.attention_backward().bias(), 6 + inst.attention_backward().bias(), 3};
+  case Instruction::kAttentionBackward: // packed: one gradient
+    return {6 + inst.attention_backward().bias(), 6 + inst.attention_backward().bias(),
+            inst.attention_backward().packed() ? 1 : 3};
   case Instruction::kSend:
     return {1, 1, 0};
   case Instruction::kRecv:

@@ -48,8 +48,9 @@ namespace dtc::plan {
 /// logits' gradient (CrossEntropy.gradient): operands an older runtime
 /// would refuse. Version 19: several instructions' kernels launched as one
 /// (GpuKernel.batch, batched), which an older runtime would launch with
-/// one instruction's buffers.
-constexpr uint32_t kPlanFormatVersion = 19;
+/// one instruction's buffers. Version 20: attention reading q, k and v
+/// packed in one buffer (Attention.packed), whose backward has one output.
+constexpr uint32_t kPlanFormatVersion = 20;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/graph/GraphOps.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
+
 using namespace mlir;
 
 namespace dtc::graph {
@@ -23,8 +25,10 @@ double bytesOf(Value v) {
 /// Every operand read once, every result written once.
 double ioBytes(Operation *op) {
   double bytes = 0;
+  llvm::SmallPtrSet<Value, 8> read; // a value it reads twice is read once
   for (Value v : op->getOperands())
-    bytes += bytesOf(v);
+    if (read.insert(v).second)
+      bytes += bytesOf(v);
   for (Value v : op->getResults())
     bytes += bytesOf(v);
   return bytes;
@@ -107,12 +111,15 @@ OpCost MatmulOp::cost() {
 namespace {
 /// Attention's (query, key) pairs that are scored: every one, or under a
 /// causal mask those with j <= i + Sk - Sq; times the leading dims.
-double attentionPairs(Value q, Value k, bool causal, bool bshd) {
+double attentionPairs(Value q, Value k, bool causal, bool bshd, bool packed) {
   auto qt = cast<RankedTensorType>(q.getType());
-  SmallVector<int64_t, 4> qs = headsFirst(qt.getShape(), bshd),
-                          ks = headsFirst(cast<RankedTensorType>(k.getType()).getShape(), bshd);
+  SmallVector<int64_t, 4> qs = headsFirst(qt.getShape(), bshd, packed),
+                          ks = headsFirst(cast<RankedTensorType>(k.getType()).getShape(), bshd,
+                                          packed);
   int64_t sq = qs[qs.size() - 2], sk = ks[ks.size() - 2];
-  double rows = double(qt.getNumElements() / std::max<int64_t>(1, qs.back() * sq));
+  double rows = 1;
+  for (int64_t n : ArrayRef<int64_t>(qs).drop_back(2))
+    rows *= double(n);
   double pairs = 0;
   for (int64_t i = 0; i < sq; ++i)
     pairs += double(causal ? std::clamp<int64_t>(i + sk - sq + 1, 0, sk) : sk);
@@ -125,13 +132,15 @@ int64_t lastDim(Value v) { return cast<RankedTensorType>(v.getType()).getShape()
 // It reads q, k, v and writes the output and lse: no scores in memory.
 OpCost AttentionOp::cost() {
   double perPair = 2.0 * double(lastDim(getQ()) + lastDim(getV())) + 5;
-  return make(*this, perPair * attentionPairs(getQ(), getK(), getCausal(), getBshd()),
+  return make(*this,
+              perPair * attentionPairs(getQ(), getK(), getCausal(), getBshd(), getPacked()),
               OpCost::Matmul);
 }
 // The scores again, then dp = dy v^T, dv += p^T dy, dq += ds k, dk += ds^T q.
 OpCost AttentionBackwardOp::cost() {
   double perPair = 2.0 * double(3 * lastDim(getQ()) + 2 * lastDim(getV())) + 8;
-  return make(*this, perPair * attentionPairs(getQ(), getK(), getCausal(), getBshd()),
+  return make(*this,
+              perPair * attentionPairs(getQ(), getK(), getCausal(), getBshd(), getPacked()),
               OpCost::Matmul);
 }
 

@@ -679,11 +679,16 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
     g.assign(getNumOperands(), Value());
     return success();
   }
-  auto grads = b.create<AttentionBackwardOp>(
-      getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()}, getQ(), getK(),
-      getV(), getOutput(), getLse(), rg[0], getBias(), getScaleAttr(), getCausalAttr(),
-      getBshdAttr());
-  g.assign({grads.getGradQ(), grads.getGradK(), grads.getGradV()});
+  // Packed, q, k and v are one value: its gradient is the first operand's,
+  // the others have none of their own.
+  SmallVector<Type, 3> types{getQ().getType()};
+  if (!getPacked())
+    types.append({getK().getType(), getV().getType()});
+  auto grads = b.create<AttentionBackwardOp>(getLoc(), types, getQ(), getK(), getV(), getOutput(),
+                                             getLse(), rg[0], getBias(), getScaleAttr(),
+                                             getCausalAttr(), getBshdAttr(), getPackedAttr());
+  g.assign(grads.getGrads().begin(), grads.getGrads().end());
+  g.resize(3);
   if (getBias())
     g.push_back(Value());
   return success();

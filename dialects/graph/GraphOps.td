@@ -511,24 +511,33 @@ def Graph_AttentionOp : Graph_InferredOp<"attention"> {
     S, H, D], as the projections before and after attention make them (no
     transposes around it); the scores are those of each leading index and
     head as before, so lse and the bias keep their [..., H, Sq(, Sk)] forms.
+
+    `packed` (with `bshd`): q, k and v are one value, [..., S, 3, H, D], the
+    product of one projection (transformers' GPT-2 `c_attn`) viewed with q,
+    k and v its pieces 0, 1 and 2 along the 3: the kernels read each as
+    [..., S, H, D] rows 3 H D apart, so no copies split them out of it. Its
+    backward writes their gradients into one value of that shape.
   }];
   let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k, Graph_FloatTensor:$v,
                        Optional<Graph_FloatTensor>:$bias,
                        F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       UnitAttr:$bshd);
+                       UnitAttr:$bshd, UnitAttr:$packed);
   let results = (outs Graph_FloatTensor:$output, Graph_FloatTensor:$lse);
   let hasVerifier = 1;
 }
 
 def Graph_AttentionBackwardOp : Graph_Op<"attention_backward"> {
   let summary = "Gradients of attention's q, k and v, recomputing the probabilities from lse";
+  let description = [{
+    Three results, grad_q, grad_k and grad_v, of q's, k's and v's types;
+    with `packed` one, the gradient of the packed value q, k and v are.
+  }];
   let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k, Graph_FloatTensor:$v,
                        Graph_FloatTensor:$output, Graph_FloatTensor:$lse,
                        Graph_FloatTensor:$grad_output, Optional<Graph_FloatTensor>:$bias,
                        F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       UnitAttr:$bshd);
-  let results = (outs Graph_FloatTensor:$grad_q, Graph_FloatTensor:$grad_k,
-                      Graph_FloatTensor:$grad_v);
+                       UnitAttr:$bshd, UnitAttr:$packed);
+  let results = (outs Variadic<Graph_FloatTensor>:$grads);
   let hasVerifier = 1;
 }
 

@@ -334,17 +334,19 @@ namespace {
 /// dims it has (not those it broadcasts).
 /// With `bshd` the rule is made for the heads-first view of q, k, v and the
 /// output (headsFirst) and their dims swapped back; lse and the bias are
-/// heads-first either way.
+/// heads-first either way. Packed, q, k and v are one value whose
+/// sequence is the queries' and the keys' (whole), its 3 whole too.
 ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
-                           bool splitQueries, bool bshd) {
+                           bool splitQueries, bool bshd, bool packed) {
   ShardingRule rule;
-  SmallVector<int64_t, 4> qs = headsFirst(shapeOf(q), bshd);
+  SmallVector<int64_t, 4> qs = headsFirst(shapeOf(q), bshd, packed);
   size_t lead = qs.size() - 2;
   SmallVector<int> ids = parallelFactors(rule, ArrayRef<int64_t>(qs).drop_back(2));
-  int sq = rule.add(qs[lead], false, !splitQueries);
-  int sk = rule.add(headsFirst(shapeOf(k), bshd)[lead], false, true);
+  int sq = rule.add(qs[lead], false, !splitQueries || packed);
+  int sk = packed ? sq : rule.add(headsFirst(shapeOf(k), bshd)[lead], false, true);
   int d = rule.add(qs.back(), false, true);
-  int dv = rule.add(shapeOf(v).back(), false, true);
+  int dv = packed ? d : rule.add(shapeOf(v).back(), false, true);
+  int piece = packed ? rule.add(3, false, true) : -1;
   auto dims = [&](std::initializer_list<int> last, bool layout = true) {
     Dims result = single(ids);
     for (int f : last)
@@ -355,6 +357,10 @@ ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
   };
   Dims qDims = dims({sq, d}), kDims = dims({sk, d}), vDims = dims({sk, dv}),
        outDims = dims({sq, dv}), lseDims = dims({sq}, false);
+  if (packed) { // [..., S, 3, H, D]
+    qDims.insert(qDims.end() - 2, SmallVector<int, 2>{piece});
+    kDims = vDims = qDims;
+  }
   rule.operands = {qDims, kDims, vDims};
   bool backward = isa<AttentionBackwardOp>(op);
   if (backward) // output, lse, grad_output
@@ -369,7 +375,9 @@ ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
     biasDims.push_back(Factors{sk});
     rule.operands.push_back(biasDims);
   }
-  if (backward)
+  if (backward && packed)
+    rule.results = {qDims};
+  else if (backward)
     rule.results = {qDims, kDims, vDims};
   else
     rule.results = {outDims, lseDims};
@@ -378,10 +386,11 @@ ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
 } // namespace
 
 ShardingRule AttentionOp::shardingRule() {
-  return attentionRule(*this, getQ(), getK(), getV(), getBias(), !getCausal(), getBshd());
+  return attentionRule(*this, getQ(), getK(), getV(), getBias(), !getCausal(), getBshd(),
+                       getPacked());
 }
 ShardingRule AttentionBackwardOp::shardingRule() {
-  return attentionRule(*this, getQ(), getK(), getV(), getBias(), false, getBshd());
+  return attentionRule(*this, getQ(), getK(), getV(), getBias(), false, getBshd(), getPacked());
 }
 
 ShardingRule Conv2DOp::shardingRule() {

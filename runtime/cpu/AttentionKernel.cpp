@@ -11,6 +11,8 @@
 // scores; a row it hides entirely (-inf) is 0, as a causal row with no key.
 // With `bshd` (q, k, v and the output [..., S, H, D]) each head's rows are
 // gathered into a matrix of their own and its results scattered back.
+// `packed` q, k and v are one buffer [..., S, 3, H, D], each a piece of
+// it (rows 3 H D apart), and the backward's gradients one such buffer.
 //
 //===----------------------------------------------------------------------===//
 #include "plan/DType.h"
@@ -39,6 +41,8 @@ struct Dims {
   /// index b / heads.
   bool bshd = false;
   int64_t heads = 1;
+  /// q, k and v pieces 0, 1 and 2 of one [..., S, 3, H, D] buffer.
+  bool packed = false;
   /// With a bias: where each leading index's [Sq or 1, Sk] of it starts,
   /// and the step between its rows (0 when one row serves every query).
   std::vector<int64_t> biasAt;
@@ -72,13 +76,36 @@ plan::TensorType headsFirst(plan::TensorType type, bool bshd) {
   return type;
 }
 
+/// A packed q, k or v's type, [..., S, 3, H, D], as one piece's [..., S,
+/// H, D].
+plan::TensorType pieceOf(plan::TensorType type, bool packed) {
+  if (packed) {
+    auto *shape = type.mutable_shape();
+    shape->erase(shape->end() - 3);
+  }
+  return type;
+}
+
 /// Reads q, k, v's shapes (and checks the rest against them).
 bool readDims(const plan::Attention &attr, bool backward, const KernelTypes &types, Dims &dims,
               std::string &error) {
-  dims.bshd = attr.bshd();
-  const plan::TensorType q = headsFirst(types.inputs[0], dims.bshd),
-                         k = headsFirst(types.inputs[1], dims.bshd),
-                         v = headsFirst(types.inputs[2], dims.bshd);
+  dims.bshd = attr.bshd(), dims.packed = attr.packed();
+  if (dims.packed) {
+    const plan::TensorType &qkv = types.inputs[0];
+    int r = qkv.shape_size();
+    auto same = [&](const plan::TensorType &t) {
+      return t.dtype() == qkv.dtype() && shapeOf(t) == shapeOf(qkv);
+    };
+    if (!dims.bshd || r < 4 || qkv.shape(r - 3) != 3 || !same(types.inputs[1]) ||
+        !same(types.inputs[2]))
+      return refuse(error, "packed q, k and v " + shapeString(types.inputs[0]) + ", " +
+                               shapeString(types.inputs[1]) + ", " +
+                               shapeString(types.inputs[2]) +
+                               " are not one bshd buffer [..., S, 3, H, D]");
+  }
+  const plan::TensorType q = headsFirst(pieceOf(types.inputs[0], dims.packed), dims.bshd),
+                         k = headsFirst(pieceOf(types.inputs[1], dims.packed), dims.bshd),
+                         v = headsFirst(pieceOf(types.inputs[2], dims.packed), dims.bshd);
   for (const plan::TensorType *t : {&q, &k, &v})
     if (!checkDType(t->dtype(), {plan::F32, plan::BF16, plan::F16}, error))
       return false;
@@ -150,16 +177,21 @@ Shape withLast(const plan::TensorType &type, std::initializer_list<int64_t> last
 }
 
 /// Where leading index b's [rows, cols] matrix of an operand lies: from
-/// element `at`, its rows `ld` apart (cols, or H x cols with bshd).
+/// element `at`, its rows `ld` apart (cols, H x cols with bshd, 3 H x
+/// cols for a packed piece).
 struct Matrix {
   int64_t at = 0, ld = 0, rows = 0, cols = 0;
   bool dense() const { return ld == cols; }
 };
 
-Matrix matrixOf(const Dims &m, int64_t b, int64_t rows, int64_t cols) {
+/// `piece`: q's, k's or v's (0, 1, 2; their gradients' too), which are
+/// pieces of one buffer when packed; -1 for the output and its gradient.
+Matrix matrixOf(const Dims &m, int64_t b, int64_t rows, int64_t cols, int piece = -1) {
   if (!m.bshd)
     return {b * rows * cols, cols, rows, cols};
   int64_t outer = b / m.heads, head = b % m.heads;
+  if (m.packed && piece >= 0)
+    return {((outer * rows * 3 + piece) * m.heads + head) * cols, 3 * m.heads * cols, rows, cols};
   return {(outer * rows * m.heads + head) * cols, m.heads * cols, rows, cols};
 }
 
@@ -326,7 +358,7 @@ std::unique_ptr<Kernel> makeAttentionKernel(const plan::Instruction &inst,
   if (!readDims(inst.attention(), false, types, m, error))
     return nullptr;
   plan::DType dtype = types.inputs[0].dtype();
-  const plan::TensorType q = headsFirst(types.inputs[0], m.bshd);
+  const plan::TensorType q = headsFirst(pieceOf(types.inputs[0], m.packed), m.bshd);
   if (!isType(headsFirst(types.outputs[0], m.bshd), withLast(q, {m.sq, m.dv}), dtype) ||
       !isType(types.outputs[1], withLast(q, {m.sq}), plan::F32))
     return fail(error, m.bshd ? "outputs must be out [..., Sq, H, Dv] in q's dtype and lse "
@@ -340,9 +372,9 @@ std::unique_ptr<Kernel> makeAttentionKernel(const plan::Instruction &inst,
       std::vector<float> sq, sk, sv, so, tile;
       for (int64_t b = b0; b < b1; ++b) {
         Matrix out = matrixOf(m, b, m.sq, m.dv);
-        const float *q = asFloat(dtype, in[0], matrixOf(m, b, m.sq, m.d), sq);
-        const float *k = asFloat(dtype, in[1], matrixOf(m, b, m.sk, m.d), sk);
-        const float *v = asFloat(dtype, in[2], matrixOf(m, b, m.sk, m.dv), sv);
+        const float *q = asFloat(dtype, in[0], matrixOf(m, b, m.sq, m.d, 0), sq);
+        const float *k = asFloat(dtype, in[1], matrixOf(m, b, m.sk, m.d, 1), sk);
+        const float *v = asFloat(dtype, in[2], matrixOf(m, b, m.sk, m.dv, 2), sv);
         float *o = resultIn(dtype, outs[0], out, so);
         const float *bias =
             m.biasAt.empty() ? nullptr : static_cast<const float *>(in[3]) + m.biasAt[size_t(b)];
@@ -360,7 +392,7 @@ std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &ins
   if (!readDims(inst.attention_backward(), true, types, m, error))
     return nullptr;
   plan::DType dtype = types.inputs[0].dtype();
-  const plan::TensorType q = headsFirst(types.inputs[0], m.bshd);
+  const plan::TensorType q = headsFirst(pieceOf(types.inputs[0], m.packed), m.bshd);
   Shape out = withLast(q, {m.sq, m.dv});
   if (!isType(headsFirst(types.inputs[3], m.bshd), out, dtype) ||
       !isType(headsFirst(types.inputs[5], m.bshd), out, dtype) ||
@@ -369,17 +401,18 @@ std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &ins
                                 "dtype, lse [..., H, Sq] f32"
                               : "output and grad_output must be [..., Sq, Dv] in q's dtype, "
                                 "lse [..., Sq] f32");
-  for (int i = 0; i < 3; ++i)
-    if (!isType(types.outputs[size_t(i)], shapeOf(types.inputs[size_t(i)]), dtype))
-      return fail(error, "the gradients must have q's, k's and v's types");
+  for (size_t i = 0; i < types.outputs.size(); ++i)
+    if (!isType(types.outputs[i], shapeOf(types.inputs[i]), dtype))
+      return fail(error, m.packed ? "the gradient must have the packed q, k and v's type"
+                                  : "the gradients must have q's, k's and v's types");
   return makeFunctionKernel([m, dtype](const void *const *in, void *const *outs,
                                        ThreadPool &pool) {
     SingleThreadedBlas single(pool);
     pool.parallelFor(m.batch, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> s[6], grads[3], p, dp;
       for (int64_t b = b0; b < b1; ++b) {
-        Matrix x[3] = {matrixOf(m, b, m.sq, m.d), matrixOf(m, b, m.sk, m.d),
-                       matrixOf(m, b, m.sk, m.dv)};
+        Matrix x[3] = {matrixOf(m, b, m.sq, m.d, 0), matrixOf(m, b, m.sk, m.d, 1),
+                       matrixOf(m, b, m.sk, m.dv, 2)};
         Matrix rows = matrixOf(m, b, m.sq, m.dv);
         const float *q = asFloat(dtype, in[0], x[0], s[0]);
         const float *k = asFloat(dtype, in[1], x[1], s[1]);
@@ -387,14 +420,14 @@ std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &ins
         const float *o = asFloat(dtype, in[3], rows, s[3]);
         const float *g = asFloat(dtype, in[5], rows, s[5]);
         const float *lse = static_cast<const float *>(in[4]) + b * m.sq;
-        float *d[3];
+        float *d[3]; // packed: the pieces of the one output
         for (int i = 0; i < 3; ++i)
-          d[i] = resultIn(dtype, outs[i], x[i], grads[i]);
+          d[i] = resultIn(dtype, outs[m.packed ? 0 : i], x[i], grads[i]);
         const float *bias =
             m.biasAt.empty() ? nullptr : static_cast<const float *>(in[6]) + m.biasAt[size_t(b)];
         backward(m, q, k, v, bias, o, lse, g, d[0], d[1], d[2], p, dp);
         for (int i = 0; i < 3; ++i)
-          store(dtype, d[i], outs[i], x[i]);
+          store(dtype, d[i], outs[m.packed ? 0 : i], x[i]);
       }
     });
   });

@@ -244,6 +244,9 @@ std::unique_ptr<Kernel> makeKernel(const plan::Instruction &inst,
     wantOutputs = std::max(1, inst.elementwise().outputs_size());
   if (inst.op_case() == plan::Instruction::kCrossEntropy) // and the logits' gradient
     wantOutputs += inst.cross_entropy().gradient();
+  if (inst.op_case() == plan::Instruction::kAttentionBackward &&
+      inst.attention_backward().packed()) // the packed q, k and v's gradient
+    wantOutputs = 1;
   if (inst.op_case() == plan::Instruction::kLayerNormBackward) // and weights' partial sums
     wantOutputs += inst.layer_norm_backward().scale_gradient() +
                    inst.layer_norm_backward().bias_gradient();

@@ -134,8 +134,13 @@ public:
            std::string &error) override {
     int sq = int(dims_.sq), sk = int(dims_.sk), d = int(dims_.d), dv = int(dims_.dv);
     int causal = dims_.causal ? 1 : 0, heads = dims_.bshd ? int(dims_.heads) : 0;
+    int pieces = dims_.packed ? 3 : 1;
     float scale = dims_.scale;
-    CUdeviceptr q = address(inputs[0]), k = address(inputs[1]), v = address(inputs[2]);
+    // Packed, q, k and v (and their gradients) are pieces of one buffer.
+    auto piece = [&](const void *buffer, int i) {
+      return address(buffer) + CUdeviceptr(pieceOffset(dims_, i) * (dims_.bf16 ? 2 : 4));
+    };
+    CUdeviceptr q = piece(inputs[0], 0), k = piece(inputs[1], 1), v = piece(inputs[2], 2);
     // The bias, last of the inputs (FlashAttention.cu's Bias).
     bool forward = steps_.size() == 1;
     CUdeviceptr bias = dims_.bias ? address(inputs[forward ? 3 : 6]) : 0;
@@ -143,19 +148,22 @@ public:
     long long outer = dims_.outerStride, inner = dims_.innerStride;
     if (forward) { // outputs: out, lse
       CUdeviceptr out = address(outputs[0]), lse = address(outputs[1]);
-      void *args[] = {&q,      &k,     &v,    &out,  &lse, &sq,  &sk,    &d,     &dv,
-                      &scale,  &causal, &heads, &bias, &per, &row, &outer, &inner};
+      void *args[] = {&q,     &k,      &v,     &out,    &lse, &sq,  &sk,  &d,     &dv,
+                      &scale, &causal, &heads, &pieces, &bias, &per, &row, &outer, &inner};
       return launch(steps_[0], args, error);
     }
-    // Inputs q, k, v, out, lse, grad_out; outputs grad_q, grad_k, grad_v.
-    // grad_q's kernel writes Delta into the workspace, grad_kv's reads it.
+    // Inputs q, k, v, out, lse, grad_out; outputs grad_q, grad_k, grad_v
+    // (packed: one output, their pieces). grad_q's kernel writes Delta
+    // into the workspace, grad_kv's reads it.
     CUdeviceptr out = address(inputs[3]), lse = address(inputs[4]), dout = address(inputs[5]);
-    CUdeviceptr dq = address(outputs[0]), dk = address(outputs[1]), dvOut = address(outputs[2]);
+    int packed = dims_.packed ? 0 : 1; // the gradients' outputs: 0, 1, 2 or 0, 0, 0
+    CUdeviceptr dq = piece(outputs[0], 0), dk = piece(outputs[packed], 1),
+                dvOut = piece(outputs[2 * packed], 2);
     CUdeviceptr delta = context_.workspace;
     void *gradQ[] = {&q, &k, &v, &out, &dout, &lse, &delta, &dq, &sq, &sk, &d, &dv, &scale,
-                     &causal, &heads, &bias, &per, &row, &outer, &inner};
+                     &causal, &heads, &pieces, &bias, &per, &row, &outer, &inner};
     void *gradKV[] = {&q, &k, &v, &dout, &lse, &delta, &dk, &dvOut, &sq, &sk, &d, &dv, &scale,
-                      &causal, &heads, &bias, &per, &row, &outer, &inner};
+                      &causal, &heads, &pieces, &bias, &per, &row, &outer, &inner};
     return launch(steps_[0], gradQ, error) && launch(steps_[1], gradKV, error);
   }
 
@@ -197,7 +205,8 @@ sharedGraph(cudnnHandle_t handle, const AttentionDims &dims, bool backward,
   static std::map<Key, std::weak_ptr<SharedGraph>> built;
   Key key{handle, backward,
           {dims.bh, dims.sq, dims.sk, dims.d, dims.dv, dims.bf16, dims.causal, dims.bias,
-           dims.inner, dims.outerStride, dims.innerStride, dims.rowStride},
+           dims.inner, dims.outerStride, dims.innerStride, dims.rowStride, dims.bshd,
+           dims.heads, dims.packed},
           dims.scale};
   std::lock_guard<std::mutex> lock(mutex);
   if (std::shared_ptr<SharedGraph> held = built[key].lock())

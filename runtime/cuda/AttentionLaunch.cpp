@@ -81,6 +81,35 @@ bool biasLayout(const plan::TensorType &bias, const std::vector<int64_t> &lead, 
 } // namespace
 
 namespace {
+/// A packed attention's q, k and v (one [..., S, 3, H, D] buffer) as
+/// pieces [..., S, H, D] of their own, and its backward's one output as
+/// their three gradients.
+bool unpack(bool backward, const plan::Attention &attention,
+            std::vector<plan::TensorType> &inputs, std::vector<plan::TensorType> &outputs,
+            std::string &why) {
+  const plan::TensorType qkv = inputs.empty() ? plan::TensorType() : inputs[0];
+  int r = qkv.shape_size();
+  auto same = [&](const plan::TensorType &t) {
+    return t.dtype() == qkv.dtype() &&
+           std::equal(t.shape().begin(), t.shape().end(), qkv.shape().begin(), qkv.shape().end());
+  };
+  if (!attention.bshd() || inputs.size() < 3 || r < 4 || qkv.shape(r - 3) != 3 ||
+      !same(inputs[1]) || !same(inputs[2]) ||
+      (backward && (outputs.size() != 1 || !same(outputs[0])))) {
+    why = std::string(backward ? "attention_backward" : "attention") +
+          " packed: q, k and v must be one bshd buffer [..., S, 3, H, D]" +
+          (backward ? " and the one output its gradient" : "");
+    return false;
+  }
+  plan::TensorType piece = qkv;
+  piece.mutable_shape()->erase(piece.mutable_shape()->end() - 3);
+  for (size_t i = 0; i < 3; ++i)
+    inputs[i] = piece;
+  if (backward)
+    outputs.assign(3, piece);
+  return true;
+}
+
 bool headsFirstDims(bool backward, const plan::Attention &attention,
                     const std::vector<plan::TensorType> &operands,
                     const std::vector<plan::TensorType> &results, AttentionDims &dims,
@@ -107,6 +136,9 @@ bool headsFirstDims(bool backward, const plan::Attention &attention,
   // bshd: q, k, v, out, grad_out and the gradients [..., S, H, D], read
   // below as [..., H, S, D] (the kernels index their rows by the layout).
   std::vector<plan::TensorType> inputs = operands, outputs = results;
+  if (attention.packed() && !unpack(backward, attention, inputs, outputs, why))
+    return false;
+  dims.packed = attention.packed();
   if (attention.bshd()) {
     auto swap = [&](plan::TensorType &t) {
       int r = t.shape_size();
@@ -206,6 +238,10 @@ bool headsFirstDims(bool backward, const plan::Attention &attention,
   return true;
 }
 } // namespace
+
+int64_t pieceOffset(const AttentionDims &dims, int piece) {
+  return dims.packed ? piece * dims.heads * dims.d : 0; // packed: d == dv
+}
 
 AttentionLaunch forwardLaunch(const AttentionDims &dims) {
   return launchOf(dims, "forward", dims.sq,

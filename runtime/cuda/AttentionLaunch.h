@@ -31,6 +31,10 @@ struct AttentionDims {
   /// i) * cols (heads 1).
   bool bshd = false;
   int64_t heads = 1;
+  /// q, k, v and their gradients pieces 0, 1 and 2 of one [..., S, 3, H,
+  /// D] buffer (Attention.packed, with bshd): their rows 3 H cols apart,
+  /// k's and v's from H D and 2 H D elements on (pieceOffset).
+  bool packed = false;
   /// The bias (f32 [..., Sq or 1, Sk]), if any, as the kernels index it:
   /// head h's starts at (h / inner) * outerStride + (h % inner) *
   /// innerStride, its row i at i * rowStride (0: one row for all). The
@@ -56,11 +60,16 @@ struct AttentionLaunch {
 /// bf16, head dims over 128, shapes that disagree, more than 65535 heads,
 /// a bias whose broadcast dims interleave with its others. With bshd
 /// (Attention.bshd) q, k, v, the output and the gradients are [..., S, H,
-/// D].
+/// D]; packed (Attention.packed), q, k and v one [..., S, 3, H, D] buffer
+/// and the backward's one output their gradients.
 bool attentionDimsOf(bool backward, const plan::Attention &attention,
                      const std::vector<plan::TensorType> &inputs,
                      const std::vector<plan::TensorType> &outputs, AttentionDims &dims,
                      std::string &why);
+
+/// Where piece `piece` (q 0, k 1, v 2) starts in a packed buffer, in
+/// elements; 0 when not packed.
+int64_t pieceOffset(const AttentionDims &dims, int piece);
 
 /// The forward kernel's launch.
 AttentionLaunch forwardLaunch(const AttentionDims &dims);

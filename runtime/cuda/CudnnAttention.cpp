@@ -57,6 +57,10 @@ bool cudnnAttentionBuilt() { return true; }
 struct CudnnAttention::Graph {
   fe::graph::Graph graph;
   bool backward = false, bias = false;
+  /// Packed: where k and v (and their gradients) start in q's buffer, in
+  /// bytes (AttentionDims.packed).
+  bool packed = false;
+  int64_t kBytes = 0, vBytes = 0;
 };
 
 CudnnAttention::CudnnAttention(std::unique_ptr<Graph> graph) : graph_(std::move(graph)) {}
@@ -95,6 +99,8 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
   auto graph = std::make_unique<Graph>();
   graph->backward = backward;
   graph->bias = dims.bias;
+  graph->packed = dims.packed;
+  graph->kBytes = pieceOffset(dims, 1) * 2, graph->vBytes = pieceOffset(dims, 2) * 2; // bf16
   fe::graph::Graph &g = graph->graph;
   g.set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -106,18 +112,21 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
   // there is one, else one batch of every head.
   const int64_t heads = dims.bshd ? dims.heads : dims.bias ? dims.inner : dims.bh,
                 batch = dims.bh / heads;
-  // q, k, v, the output and the gradients, [rows, cols] per batch and head.
-  auto strides = [&](int64_t rows, int64_t cols) -> std::vector<int64_t> {
+  // q, k, v, the output and the gradients, [rows, cols] per batch and head;
+  // a packed buffer's pieces (q, k, v and their gradients) rows 3 H cols
+  // apart.
+  auto strides = [&](int64_t rows, int64_t cols, bool piece = false) -> std::vector<int64_t> {
+    int64_t pieces = piece && dims.packed ? 3 : 1;
     if (dims.bshd)
-      return {rows * heads * cols, cols, heads * cols, 1};
+      return {rows * pieces * heads * cols, cols, pieces * heads * cols, 1};
     return {heads * rows * cols, rows * cols, cols, 1};
   };
-  auto tensor = [&](const char *name, Uid uid, int64_t rows, int64_t cols) {
+  auto tensor = [&](const char *name, Uid uid, int64_t rows, int64_t cols, bool piece = false) {
     return g.tensor(fe::graph::Tensor_attributes()
                         .set_name(name)
                         .set_uid(uid)
                         .set_dim({batch, heads, rows, cols})
-                        .set_stride(strides(rows, cols)));
+                        .set_stride(strides(rows, cols, piece)));
   };
   auto lse = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t) {
     t->set_uid(Lse)
@@ -139,8 +148,8 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
                                      dims.innerStride ? dims.innerStride : rows * dims.sk,
                                      dims.rowStride ? dims.rowStride : dims.sk, 1}));
   }
-  auto q = tensor("q", Q, dims.sq, dims.d), k = tensor("k", K, dims.sk, dims.d),
-       v = tensor("v", V, dims.sk, dims.dv);
+  auto q = tensor("q", Q, dims.sq, dims.d, true), k = tensor("k", K, dims.sk, dims.d, true),
+       v = tensor("v", V, dims.sk, dims.dv, true);
   // dtc's causal mask is aligned to the last key (query i of sq sees keys
   // up to i + sk - sq): cuDNN's bottom-right diagonal, its top-left one
   // when sq == sk (the same mask, and the engines' oldest).
@@ -172,14 +181,14 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
       if (bias)
         options.set_bias(bias);
       auto [dq, dk, dv] = g.sdpa_backward(q, k, v, out, gradOut, stats, options);
-      auto packed = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t, Uid uid,
+      auto written = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t, Uid uid,
                         int64_t rows, int64_t cols) {
         t->set_output(true).set_uid(uid).set_dim({batch, heads, rows, cols}).set_stride(
-            strides(rows, cols));
+            strides(rows, cols, true));
       };
-      packed(dq, GradQ, dims.sq, dims.d);
-      packed(dk, GradK, dims.sk, dims.d);
-      packed(dv, GradV, dims.sk, dims.dv);
+      written(dq, GradQ, dims.sq, dims.d);
+      written(dk, GradK, dims.sk, dims.d);
+      written(dv, GradV, dims.sk, dims.dv);
     }
     if (!good(g.validate(), "cuDNN's fused attention", why))
       return nullptr;
@@ -217,8 +226,15 @@ bool CudnnAttention::run(cudnnHandle_t handle, const void *const *inputs, void *
   int n = graph_->backward ? 6 : 3;
   for (int i = 0; i < n; ++i)
     pack[uid++] = const_cast<void *>(inputs[i]);
-  for (int i = 0, m = graph_->backward ? 3 : 2; i < m; ++i)
+  int results = graph_->backward ? (graph_->packed ? 1 : 3) : 2;
+  for (int i = 0; i < results; ++i)
     pack[uid++] = outputs[i];
+  if (graph_->packed) { // k and v (their gradients) are pieces of q's (its gradient's) buffer
+    auto at = [](void *p, int64_t bytes) { return static_cast<char *>(p) + bytes; };
+    pack[K] = at(pack[Q], graph_->kBytes), pack[V] = at(pack[Q], graph_->vBytes);
+    if (graph_->backward)
+      pack[GradK] = at(pack[GradQ], graph_->kBytes), pack[GradV] = at(pack[GradQ], graph_->vBytes);
+  }
   if (graph_->bias)
     pack[Bias] = const_cast<void *>(inputs[n]);
   try {

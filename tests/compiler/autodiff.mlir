@@ -69,8 +69,22 @@ func.func @attention(%x: tensor<2x4x8xf32>) -> tensor<f32> {
   // CHECK: %[[O:.*]], %[[LSE:.*]] = graph.attention %arg0, %[[K:.*]], %arg0 {causal = true, scale = 5.000000e-01 : f64}
   %o, %lse = graph.attention %x, %k, %x {causal = true, scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
   %l = graph.reduce_sum %o {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x4x8xf32>) -> tensor<f32>
-  // CHECK: %{{.*}}, %[[DK:.*]], %{{.*}} = graph.attention_backward %arg0, %[[K]], %arg0, %[[O]], %[[LSE]], %{{.*}} {causal = true, scale = 5.000000e-01 : f64}
-  // CHECK: graph.mul %[[DK]], %arg0
+  // CHECK: %[[G:.*]]:3 = graph.attention_backward %arg0, %[[K]], %arg0, %[[O]], %[[LSE]], %{{.*}} {causal = true, scale = 5.000000e-01 : f64}
+  // CHECK: graph.mul %[[G]]#1, %arg0
+  return %l : tensor<f32>
+}
+
+// Packed, q, k and v are one value: the backward's one result is its
+// gradient, which flows on to the projection that made it.
+// CHECK-LABEL: func.func @packed_attention
+func.func @packed_attention(%x: tensor<2x4x3x2x8xf32>) -> tensor<f32> {
+  %w = graph.parameter "w" : tensor<2x4x3x2x8xf32>
+  %p = graph.mul %x, %w : (tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>) -> tensor<2x4x3x2x8xf32>
+  // CHECK: %[[O:.*]], %[[LSE:.*]] = graph.attention %[[P:.*]], %[[P]], %[[P]] {bshd, causal = true, packed, scale = 5.000000e-01 : f64}
+  %o, %lse = graph.attention %p, %p, %p {bshd, causal = true, packed, scale = 0.5 : f64} : (tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>) -> (tensor<2x4x2x8xf32>, tensor<2x2x4xf32>)
+  %l = graph.reduce_sum %o {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<2x4x2x8xf32>) -> tensor<f32>
+  // CHECK: %[[DP:.*]] = graph.attention_backward %[[P]], %[[P]], %[[P]], %[[O]], %[[LSE]], %{{.*}} {bshd, causal = true, packed, scale = 5.000000e-01 : f64} : ({{.*}}) -> tensor<2x4x3x2x8xf32>
+  // CHECK: graph.mul %[[DP]], %arg0
   return %l : tensor<f32>
 }
 
@@ -83,8 +97,8 @@ func.func @attention_with_bias(%x: tensor<2x4x8xf32>, %mask: tensor<2x1x4xf32>) 
   // CHECK: %[[O:.*]], %[[LSE:.*]] = graph.attention %arg0, %[[K:.*]], %arg0, %arg1 {scale = 5.000000e-01 : f64}
   %o, %lse = graph.attention %x, %k, %x, %mask {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x1x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
   %l = graph.reduce_sum %o {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x4x8xf32>) -> tensor<f32>
-  // CHECK: %{{.*}}, %[[DK:.*]], %{{.*}} = graph.attention_backward %arg0, %[[K]], %arg0, %[[O]], %[[LSE]], %{{.*}}, %arg1 {scale = 5.000000e-01 : f64}
-  // CHECK: graph.mul %[[DK]], %arg0
+  // CHECK: %[[G:.*]]:3 = graph.attention_backward %arg0, %[[K]], %arg0, %[[O]], %[[LSE]], %{{.*}}, %arg1 {scale = 5.000000e-01 : f64}
+  // CHECK: graph.mul %[[G]]#1, %arg0
   return %l : tensor<f32>
 }
 

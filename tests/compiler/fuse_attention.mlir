@@ -297,3 +297,76 @@ func.func @exported_k_transposed(%q: tensor<2x4x3x8xf32>, %k: tensor<2x4x3x8xf32
   %o = graph.matmul %p, %vh : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
   return %o : tensor<2x3x4x8xf32>
 }
+
+// transformers' GPT-2: q, k and v the three pieces of one projection's
+// product [B, S, 3 H D], split out (graph.split, or the slices it becomes),
+// each viewed as [B, S, H, D]: the op reads them where they are (`packed`:
+// the product viewed as [B, S, 3, H, D]), no copies.
+// CHECK-LABEL: func.func @packed_projection
+// CHECK-SAME: 1 read q, k and v where one projection wrote them side by side, no copies split them out
+// CHECK: %[[P:.*]] = graph.reshape %arg0 : (tensor<2x4x72xf32>) -> tensor<2x4x3x3x8xf32>
+// CHECK: graph.attention %[[P]], %[[P]], %[[P]] {bshd, causal = true, packed, scale = 0.3535{{[0-9]*}} : f64} : (tensor<2x4x3x3x8xf32>, tensor<2x4x3x3x8xf32>, tensor<2x4x3x3x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
+func.func @packed_projection(%qkv: tensor<2x4x72xf32>) -> tensor<2x3x4x8xf32> {
+  %q, %k, %v = graph.split %qkv {axis = 2 : i64, sizes = array<i64: 24, 24, 24>} : (tensor<2x4x72xf32>) -> (tensor<2x4x24xf32>, tensor<2x4x24xf32>, tensor<2x4x24xf32>)
+  %q4 = graph.reshape %q : (tensor<2x4x24xf32>) -> tensor<2x4x3x8xf32>
+  %k4 = graph.reshape %k : (tensor<2x4x24xf32>) -> tensor<2x4x3x8xf32>
+  %v4 = graph.reshape %v : (tensor<2x4x24xf32>) -> tensor<2x4x3x8xf32>
+  %qh = graph.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %kt = graph.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x8x4xf32>
+  %vh = graph.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %s = graph.matmul %qh, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %root = graph.constant dense<2.82842712> : tensor<f32>
+  %scaled = graph.div %s, %root : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %ones = graph.constant dense<1.000000e+00> : tensor<4x4xf32>
+  %lower = graph.trilu %ones {upper = false} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %zero = graph.constant dense<0.000000e+00> : tensor<f32>
+  %hidden = graph.equal %lower, %zero : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+  %fill = graph.constant dense<-1.000000e+09> : tensor<f32>
+  %masked = graph.where %hidden, %fill, %scaled : (tensor<4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = graph.softmax %masked {axis = 3 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %o = graph.matmul %p, %vh : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %o : tensor<2x3x4x8xf32>
+}
+
+// The same pieces cut by slices of a 2-D product [B*S, 3 H D]: packed too.
+// Pieces out of order (k first) or not the product's thirds: bshd only.
+// CHECK-LABEL: func.func @packed_slices
+// CHECK: %[[P:.*]] = graph.reshape %arg0 : (tensor<8x72xf32>) -> tensor<2x4x3x3x8xf32>
+// CHECK: graph.attention %[[P]], %[[P]], %[[P]] {bshd, packed, scale
+// CHECK-LABEL: func.func @pieces_out_of_order
+// CHECK-NOT: packed
+// CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}} {bshd, scale
+func.func @packed_slices(%qkv: tensor<8x72xf32>) -> tensor<2x3x4x8xf32> {
+  %q = graph.slice %qkv {offsets = array<i64: 0, 0>, sizes = array<i64: 8, 24>, strides = array<i64: 1, 1>} : (tensor<8x72xf32>) -> tensor<8x24xf32>
+  %k = graph.slice %qkv {offsets = array<i64: 0, 24>, sizes = array<i64: 8, 24>, strides = array<i64: 1, 1>} : (tensor<8x72xf32>) -> tensor<8x24xf32>
+  %v = graph.slice %qkv {offsets = array<i64: 0, 48>, sizes = array<i64: 8, 24>, strides = array<i64: 1, 1>} : (tensor<8x72xf32>) -> tensor<8x24xf32>
+  %q4 = graph.reshape %q : (tensor<8x24xf32>) -> tensor<2x4x3x8xf32>
+  %k4 = graph.reshape %k : (tensor<8x24xf32>) -> tensor<2x4x3x8xf32>
+  %v4 = graph.reshape %v : (tensor<8x24xf32>) -> tensor<2x4x3x8xf32>
+  %qh = graph.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %kt = graph.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x8x4xf32>
+  %vh = graph.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %s = graph.matmul %qh, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %root = graph.constant dense<2.82842712> : tensor<f32>
+  %scaled = graph.div %s, %root : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %p = graph.softmax %scaled {axis = 3 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %o = graph.matmul %p, %vh : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %o : tensor<2x3x4x8xf32>
+}
+func.func @pieces_out_of_order(%qkv: tensor<8x72xf32>) -> tensor<2x3x4x8xf32> {
+  %k = graph.slice %qkv {offsets = array<i64: 0, 0>, sizes = array<i64: 8, 24>, strides = array<i64: 1, 1>} : (tensor<8x72xf32>) -> tensor<8x24xf32>
+  %q = graph.slice %qkv {offsets = array<i64: 0, 24>, sizes = array<i64: 8, 24>, strides = array<i64: 1, 1>} : (tensor<8x72xf32>) -> tensor<8x24xf32>
+  %v = graph.slice %qkv {offsets = array<i64: 0, 48>, sizes = array<i64: 8, 24>, strides = array<i64: 1, 1>} : (tensor<8x72xf32>) -> tensor<8x24xf32>
+  %q4 = graph.reshape %q : (tensor<8x24xf32>) -> tensor<2x4x3x8xf32>
+  %k4 = graph.reshape %k : (tensor<8x24xf32>) -> tensor<2x4x3x8xf32>
+  %v4 = graph.reshape %v : (tensor<8x24xf32>) -> tensor<2x4x3x8xf32>
+  %qh = graph.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %kt = graph.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x8x4xf32>
+  %vh = graph.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x3x8xf32>) -> tensor<2x3x4x8xf32>
+  %s = graph.matmul %qh, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %root = graph.constant dense<2.82842712> : tensor<f32>
+  %scaled = graph.div %s, %root : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %p = graph.softmax %scaled {axis = 3 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %o = graph.matmul %p, %vh : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %o : tensor<2x3x4x8xf32>
+}

@@ -266,6 +266,49 @@ TEST_F(GpuAttention, HeadsAfterTheSequenceAgainstADoubleReference) {
     }
 }
 
+// q, k and v pieces of one packed [..., S, 3, H, D] buffer (Attention.
+// packed), the backward's gradients written into one: each piece, moved
+// back, is the reference's.
+TEST_F(GpuAttention, PackedPiecesAgainstADoubleReference) {
+  int run = 0;
+  for (Kernels kernels : {Kernels::Flash, Kernels::Cudnn})
+    for (const Case &c : cases()) {
+      if ((kernels == Kernels::Cudnn && !cudnnTakes(c)) || c.sq != c.sk || c.d != c.dv)
+        continue;
+      std::mt19937 rng(5);
+      SCOPED_TRACE(c.name() + " packed" +
+                   (kernels == Kernels::Cudnn ? " on cuDNN" : " on flash kernels"));
+      double bound = c.dtype == plan::BF16 ? 2e-2 : 1e-4;
+      Problem p(c, rng);
+      BshdProblem t(p, c);
+      PackedProblem k(t, c);
+      const int64_t h = t.heads;
+      std::vector<Values> got = runOnGpu(gpu_, kernels, k.forward, k.forwardInputs(),
+                                         k.forwardValues(), {k.outType, k.lseType});
+      ASSERT_EQ(got.size(), 2u);
+      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v, p.bias);
+      std::string where;
+      EXPECT_LE(worstError(swapHeads(got[0], h, c.sq, c.dv, true), r.out, 0.0, where), bound)
+          << "out, " << where;
+      EXPECT_LE(worstError(got[1], r.lse, 1.0, where), c.dtype == plan::BF16 ? 1e-3 : 1e-4)
+          << "lse, " << where;
+      p.fromReference(c, r);
+      k.withOutOf(p, c);
+      std::vector<Values> grads = runOnGpu(gpu_, kernels, k.backward, k.backwardInputs(),
+                                           k.backwardValues(), {k.packedType});
+      ASSERT_EQ(grads.size(), 1u);
+      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r, p.bias);
+      const std::vector<double> *want[] = {&r.dq, &r.dk, &r.dv};
+      for (int piece = 0; piece < 3; ++piece) {
+        Values x = swapHeads(pieceOf(grads[0], piece, k.width), h, c.sq, c.d, true);
+        EXPECT_LE(worstError(x, *want[piece], 0.0, where), bound)
+            << "gradient " << piece << ", " << where;
+      }
+      ++run;
+    }
+  EXPECT_GT(run, 0);
+}
+
 TEST_F(GpuAttention, WhatTheKernelsDoNotCoverIsRefusedWithWhy) {
   plan::Instruction inst;
   inst.mutable_attention()->set_scale(0.1);

@@ -121,6 +121,47 @@ TEST(AttentionKernel, HeadsAfterTheSequenceGiveTheSameResults) {
     }
 }
 
+// q, k and v packed in one [..., S, 3, H, D] buffer (transformers' GPT-2
+// projection's product) give the bshd results exactly: the same rows are
+// gathered, from 3 H D apart; the backward writes the three gradients
+// into one buffer's pieces.
+TEST(AttentionKernel, PackedQkvGiveTheBshdResults) {
+  std::mt19937 rng(17);
+  int run = 0;
+  for (const Case &c : cases()) {
+    if (c.sq != c.sk || c.d != c.dv)
+      continue;
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(c.name() + ", " + std::to_string(threads) + " threads");
+      Problem p(c, rng);
+      BshdProblem t(p, c);
+      PackedProblem k(t, c);
+      std::vector<Values> want = runOnCpu(t.forward, t.forwardInputs(), t.forwardValues(),
+                                          {t.outType, t.lseType}, threads);
+      std::vector<Values> got = runOnCpu(k.forward, k.forwardInputs(), k.forwardValues(),
+                                         {k.outType, k.lseType}, threads);
+      ASSERT_EQ(got.size(), 2u);
+      EXPECT_EQ(got[0], want[0]) << "out";
+      EXPECT_EQ(got[1], want[1]) << "lse";
+
+      p.fromReference(c, forwardReference(c, p.scale, p.q, p.k, p.v, p.bias));
+      t.withOutOf(p, c);
+      k.withOutOf(p, c);
+      std::vector<Values> wantGrads =
+          runOnCpu(t.backward, t.backwardInputs(), t.backwardValues(), t.qkv, threads);
+      std::vector<Values> grads =
+          runOnCpu(k.backward, k.backwardInputs(), k.backwardValues(), {k.packedType}, threads);
+      ASSERT_EQ(grads.size(), 1u);
+      ASSERT_EQ(wantGrads.size(), 3u);
+      for (int piece = 0; piece < 3; ++piece)
+        EXPECT_EQ(pieceOf(grads[0], piece, k.width), wantGrads[size_t(piece)])
+            << "gradient " << piece;
+      ++run;
+    }
+  }
+  EXPECT_GE(run, 16); // f32 and bf16, with and without a mask and a bias
+}
+
 TEST(AttentionKernel, RefusesWhatDoesNotFitWithWhy) {
   Case c{{2}, 4, 5, 8, 6, false, plan::F32};
   plan::Instruction inst;
@@ -173,6 +214,25 @@ TEST(AttentionKernel, RefusesWhatDoesNotFitWithWhy) {
   EXPECT_EQ(refused(bshd, {q3, q3, q3}, {out3, c3.type({4, 3}, plan::F32)}),
             "attention: outputs must be out [..., Sq, H, Dv] in q's dtype and lse [..., H, Sq] "
             "f32");
+  // packed: q, k and v one [..., S, 3, H, D] buffer, the backward's one
+  // output its gradient.
+  plan::Instruction packed = bshd;
+  packed.mutable_attention()->set_packed(true);
+  auto qkv = c3.type({4, 3, 3, 8}, plan::F32), lse3 = c3.type({3, 4}, plan::F32);
+  EXPECT_NE(runtime::cpu::makeKernel(packed, {qkv, qkv, qkv}, {out3, lse3}, error), nullptr)
+      << error;
+  EXPECT_EQ(refused(packed, {qkv, q3, q3}, {out3, lse3}),
+            "attention: packed q, k and v [2,4,3,3,8], [2,4,3,8], [2,4,3,8] are not one bshd "
+            "buffer [..., S, 3, H, D]");
+  plan::Instruction packedBackward;
+  *packedBackward.mutable_attention_backward() = packed.attention();
+  EXPECT_NE(runtime::cpu::makeKernel(packedBackward, {qkv, qkv, qkv, out3, lse3, out3}, {qkv},
+                                     error),
+            nullptr)
+      << error;
+  EXPECT_EQ(refused(packedBackward, {qkv, qkv, qkv, out3, lse3, out3}, {q3, q3, q3}),
+            "attention_backward: expected 6 to 7 inputs and 1 output, got 6 inputs and 3 "
+            "outputs");
   plan::Instruction zero;
   zero.mutable_attention()->set_scale(0);
   EXPECT_EQ(refused(zero, {q, k, v}, {out, lse}), "attention: scale must be positive and finite");

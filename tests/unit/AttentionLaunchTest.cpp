@@ -238,6 +238,37 @@ TEST(AttentionLaunch, DimsComeFromTheOperandsAndWhatIsNotCoveredIsRefused) {
   EXPECT_FALSE(attentionDimsOf(false, bshd, {f32({4, 8}), f32({4, 8}), f32({4, 8})},
                                {f32({4, 8}), f32({4})}, unused, why));
   EXPECT_NE(why.find("rank of 3 or more"), std::string::npos) << why;
+
+  // packed: q, k and v one [B, S, 3, H, D] buffer, the backward's one
+  // output its gradient; k's and v's pieces H D and 2 H D elements on.
+  plan::Attention packed = bshd;
+  packed.set_packed(true);
+  plan::TensorType qkv = f32({2, 100, 3, 12, 64});
+  std::vector<plan::TensorType> packedOut = {f32({2, 100, 12, 64}), f32({2, 12, 100})};
+  AttentionDims pieces;
+  ASSERT_TRUE(attentionDimsOf(false, packed, {qkv, qkv, qkv}, packedOut, pieces, why)) << why;
+  EXPECT_TRUE(pieces.packed && pieces.bshd);
+  EXPECT_EQ(pieces.heads, 12);
+  EXPECT_EQ(pieces.bh, 24);
+  EXPECT_EQ(pieces.sq, 100);
+  EXPECT_EQ(pieces.sk, 100);
+  EXPECT_EQ(pieceOffset(pieces, 0), 0);
+  EXPECT_EQ(pieceOffset(pieces, 1), 12 * 64);
+  EXPECT_EQ(pieceOffset(pieces, 2), 2 * 12 * 64);
+  EXPECT_EQ(pieceOffset(rows, 2), 0); // not packed
+  ASSERT_TRUE(attentionDimsOf(true, packed,
+                              {qkv, qkv, qkv, packedOut[0], packedOut[1], packedOut[0]}, {qkv},
+                              pieces, why))
+      << why;
+  EXPECT_FALSE(attentionDimsOf(true, packed,
+                               {qkv, qkv, qkv, packedOut[0], packedOut[1], packedOut[0]},
+                               {rowsIn[0], rowsIn[0], rowsIn[0]}, unused, why));
+  EXPECT_NE(why.find("packed: q, k and v must be one bshd buffer [..., S, 3, H, D] and the one "
+                     "output its gradient"),
+            std::string::npos)
+      << why;
+  EXPECT_FALSE(attentionDimsOf(false, packed, {qkv, rowsIn[0], qkv}, packedOut, unused, why));
+  EXPECT_NE(why.find("packed"), std::string::npos) << why;
 }
 
 // The kernels index the bias as (h / inner) * outerStride + (h % inner) *

@@ -394,6 +394,60 @@ struct BshdProblem : Problem {
   }
 };
 
+/// q, k and v's [..., S, H, D] values side by side as one [..., S, 3, H,
+/// D] buffer (Attention.packed), rows of `width` (H D) each.
+inline Values packPieces(const Values &q, const Values &k, const Values &v, int64_t width) {
+  Values packed(3 * q.size());
+  const Values *pieces[] = {&q, &k, &v};
+  for (size_t r = 0; r < q.size() / size_t(width); ++r)
+    for (size_t p = 0; p < 3; ++p)
+      std::copy_n(pieces[p]->begin() + long(r * size_t(width)), width,
+                  packed.begin() + long((r * 3 + p) * size_t(width)));
+  return packed;
+}
+
+/// Piece `piece` (0, 1, 2) of a packed buffer's values.
+inline Values pieceOf(const Values &packed, int piece, int64_t width) {
+  Values x(packed.size() / 3);
+  for (size_t r = 0; r < x.size() / size_t(width); ++r)
+    std::copy_n(packed.begin() + long((r * 3 + size_t(piece)) * size_t(width)), width,
+                x.begin() + long(r * size_t(width)));
+  return x;
+}
+
+/// A BshdProblem whose q, k and v are one packed buffer (for cases with
+/// Sq == Sk and D == Dv): its instructions `packed`, their q, k and v
+/// inputs that buffer, the backward's one output its gradient.
+struct PackedProblem : BshdProblem {
+  int64_t width;
+  Values qkvValues;
+  plan::TensorType packedType;
+  PackedProblem(const BshdProblem &t, const Case &c)
+      : BshdProblem(t), width(t.heads * c.d), qkvValues(packPieces(t.q, t.k, t.v, width)) {
+    forward.mutable_attention()->set_packed(true);
+    backward.mutable_attention_backward()->set_packed(true);
+    packedType = t.qkv[0];
+    auto *shape = packedType.mutable_shape();
+    shape->Add(0);
+    for (int i = shape->size() - 1; i > shape->size() - 3; --i)
+      shape->Set(i, shape->Get(i - 1));
+    shape->Set(shape->size() - 3, 3);
+    qkv = {packedType, packedType, packedType};
+  }
+  std::vector<Values> forwardValues() const {
+    std::vector<Values> v{qkvValues, qkvValues, qkvValues};
+    if (!bias.empty())
+      v.push_back(bias);
+    return v;
+  }
+  std::vector<Values> backwardValues() const {
+    std::vector<Values> v{qkvValues, qkvValues, qkvValues, out, lse, dout};
+    if (!bias.empty())
+      v.push_back(bias);
+    return v;
+  }
+};
+
 } // namespace dtc::attentiontest
 
 #endif // DTC_TESTS_UNIT_ATTENTIONREFERENCE_H

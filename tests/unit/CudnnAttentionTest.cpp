@@ -118,6 +118,20 @@ TEST_F(CudnnAttentionGraphs, HeadsAfterTheSequenceValidate) {
   EXPECT_NE(why.find("not per batch and head"), std::string::npos) << why;
 }
 
+// q, k and v pieces of one packed [batch, seq, 3, heads, dim] buffer (and
+// their gradients written so): rows 3 H D apart.
+TEST_F(CudnnAttentionGraphs, PackedPiecesValidate) {
+  const int64_t heads = 12, sq = 1024;
+  for (int sm : {80, 90})
+    for (bool backward : {false, true}) {
+      AttentionDims dims = dimsOf(8 * heads, sq, sq, 64, true);
+      dims.bshd = true, dims.heads = heads, dims.packed = true;
+      std::string why;
+      EXPECT_NE(CudnnAttention::describe(*api_, dims, backward, sm, why), nullptr)
+          << "sm_" << sm << (backward ? " backward" : "") << ": " << why;
+    }
+}
+
 TEST_F(CudnnAttentionGraphs, HeadDimsPastCudnnsLimitAreRefusedWithTheFrontendsReason) {
   // The backward's: 256 on sm_90, 128 on sm_80.
   std::string why;

@@ -43,17 +43,19 @@ template <> __device__ inline bf16 fromFloat<bf16>(float x) { return __float2bfl
 
 /// Where a (batch, head)'s [rows, cols] operand lies in q, k, v, the
 /// output or a gradient: heads first, [..., H, S, D] (`heads` 0), or
-/// [..., S, H, D] (`heads` H: AttentionDims.bshd), its rows H x cols apart.
+/// [..., S, H, D] (`heads` H: AttentionDims.bshd), its rows H x cols apart;
+/// a piece of a packed [..., S, 3, H, D] buffer (`pieces` 3, the pointer
+/// at the piece's first element: AttentionDims.packed) 3 H x cols apart.
 struct Layout {
-  int heads;
+  int heads, pieces;
   /// Element (row, 0) of head bh's operand of `rows` rows.
   __device__ size_t at(size_t bh, int rows, int row, int cols) const {
-    return heads ? ((bh / size_t(heads) * size_t(rows) + size_t(row)) * size_t(heads) +
+    return heads ? ((bh / size_t(heads) * size_t(rows) + size_t(row)) * size_t(heads * pieces) +
                     bh % size_t(heads)) * size_t(cols)
                  : (bh * size_t(rows) + size_t(row)) * size_t(cols);
   }
   /// The step between an operand's rows.
-  __device__ int ld(int cols) const { return heads ? heads * cols : cols; }
+  __device__ int ld(int cols) const { return heads ? heads * pieces * cols : cols; }
 };
 
 /// `rows` x `cols` of a row-major source, its rows `srcLd` apart, into
@@ -224,7 +226,7 @@ struct Place {
 
 template <typename T>
 __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, int sq, int sk,
-                        int hd, int hdv, float scale, bool causal, Layout L, Bias bias) {
+                        int hd, int hdv, float scale, bool causal, Layout L, Layout P, Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kKeyTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -238,7 +240,7 @@ __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, 
         *rowScale = reinterpret_cast<float *>(smem + m.rowScale);
   Place at;
   const int q0 = int(blockIdx.x) * rows, off = sk - sq;
-  loadTile(sQ, ldk, q + L.at(at.bh, sq, q0, hd), L.ld(hd), min(rows, sq - q0), hd, rows, dp);
+  loadTile(sQ, ldk, q + P.at(at.bh, sq, q0, hd), P.ld(hd), min(rows, sq - q0), hd, rows, dp);
   zeroShared(sO, rows * ldo);
   __syncthreads(); // (also when no key tile is visited)
   float *wS = sS + at.warp * 16 * lds, *wO = sO + at.warp * 16 * ldo;
@@ -250,8 +252,8 @@ __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, 
   for (int t = tiles.begin; t < tiles.end; ++t) {
     const int k0 = t * kKeyTile, keys = min(kKeyTile, sk - k0);
     __syncthreads(); // the last tile's K and V are read
-    loadTile(sK, ldk, k + L.at(at.bh, sk, k0, hd), L.ld(hd), keys, hd, kKeyTile, dp);
-    loadTile(sV, ldv, v + L.at(at.bh, sk, k0, hdv), L.ld(hdv), keys, hdv, kKeyTile, dvp);
+    loadTile(sK, ldk, k + P.at(at.bh, sk, k0, hd), P.ld(hd), keys, hd, kKeyTile, dp);
+    loadTile(sV, ldv, v + P.at(at.bh, sk, k0, hdv), P.ld(hdv), keys, hdv, kKeyTile, dvp);
     __syncthreads();
     productABt<kKeyTile>(wS, lds, wQ, ldk, sK, ldk, dp);
     __syncwarp();
@@ -307,7 +309,7 @@ __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, 
 template <typename T>
 __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T *dout,
                       const float *lse, float *delta, T *dq, int sq, int sk, int hd, int hdv,
-                      float scale, bool causal, Layout L, Bias bias) {
+                      float scale, bool causal, Layout L, Layout P, Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kKeyTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -323,7 +325,7 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
         *sDelta = reinterpret_cast<float *>(smem + m.delta);
   Place at;
   const int q0 = int(blockIdx.x) * rows, off = sk - sq;
-  loadTile(sQ, ldk, q + L.at(at.bh, sq, q0, hd), L.ld(hd), min(rows, sq - q0), hd, rows, dp);
+  loadTile(sQ, ldk, q + P.at(at.bh, sq, q0, hd), P.ld(hd), min(rows, sq - q0), hd, rows, dp);
   loadTile(sDout, ldv, dout + L.at(at.bh, sq, q0, hdv), L.ld(hdv), min(rows, sq - q0), hdv, rows, dvp);
   zeroShared(sDq, rows * ldq);
   __syncthreads();
@@ -354,8 +356,8 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
   for (int t = tiles.begin; t < tiles.end; ++t) {
     const int k0 = t * kKeyTile, keys = min(kKeyTile, sk - k0);
     __syncthreads();
-    loadTile(sK, ldk, k + L.at(at.bh, sk, k0, hd), L.ld(hd), keys, hd, kKeyTile, dp);
-    loadTile(sV, ldv, v + L.at(at.bh, sk, k0, hdv), L.ld(hdv), keys, hdv, kKeyTile, dvp);
+    loadTile(sK, ldk, k + P.at(at.bh, sk, k0, hd), P.ld(hd), keys, hd, kKeyTile, dp);
+    loadTile(sV, ldv, v + P.at(at.bh, sk, k0, hdv), P.ld(hdv), keys, hdv, kKeyTile, dvp);
     __syncthreads();
     productABt<kKeyTile>(wS, lds, wQ, ldk, sK, ldk, dp);
     productABt<kKeyTile>(wDp, lds, wDout, ldv, sV, ldv, dvp);
@@ -382,14 +384,14 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
     if (row >= sq)
       break;
     for (int c = at.lane; c < hd; c += 32)
-      dq[L.at(at.bh, sq, row, hd) + c] = fromFloat<T>(wDq[r * ldq + c] * scale);
+      dq[P.at(at.bh, sq, row, hd) + c] = fromFloat<T>(wDq[r * ldq + c] * scale);
   }
 }
 
 template <typename T>
 __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const float *lse,
                        const float *delta, T *dk, T *dv, int sq, int sk, int hd, int hdv,
-                       float scale, bool causal, Layout L, Bias bias) {
+                       float scale, bool causal, Layout L, Layout P, Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kQueryTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -406,8 +408,8 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
         *sDelta = reinterpret_cast<float *>(smem + m.delta);
   Place at;
   const int k0 = int(blockIdx.x) * rows, off = sk - sq;
-  loadTile(sK, ldk, k + L.at(at.bh, sk, k0, hd), L.ld(hd), min(rows, sk - k0), hd, rows, dp);
-  loadTile(sV, ldv, v + L.at(at.bh, sk, k0, hdv), L.ld(hdv), min(rows, sk - k0), hdv, rows, dvp);
+  loadTile(sK, ldk, k + P.at(at.bh, sk, k0, hd), P.ld(hd), min(rows, sk - k0), hd, rows, dp);
+  loadTile(sV, ldv, v + P.at(at.bh, sk, k0, hdv), P.ld(hdv), min(rows, sk - k0), hdv, rows, dvp);
   zeroShared(sDk, rows * lddk);
   zeroShared(sDv, rows * lddv);
   __syncthreads();
@@ -422,7 +424,7 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
   for (int t = tiles.begin; t < tiles.end; ++t) {
     const int q0 = t * kQueryTile, queries = min(kQueryTile, sq - q0);
     __syncthreads();
-    loadTile(sQ, ldk, q + L.at(at.bh, sq, q0, hd), L.ld(hd), queries, hd, kQueryTile, dp);
+    loadTile(sQ, ldk, q + P.at(at.bh, sq, q0, hd), P.ld(hd), queries, hd, kQueryTile, dp);
     loadTile(sDout, ldv, dout + L.at(at.bh, sq, q0, hdv), L.ld(hdv), queries, hdv, kQueryTile, dvp);
     for (int c = threadIdx.x; c < kQueryTile; c += blockDim.x) {
       sLse[c] = c < queries ? lse[at.bh * sq + q0 + c] : -INFINITY;
@@ -457,40 +459,43 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
     if (row >= sk)
       break;
     for (int c = at.lane; c < hd; c += 32)
-      dk[L.at(at.bh, sk, row, hd) + c] = fromFloat<T>(wDk[r * lddk + c] * scale);
+      dk[P.at(at.bh, sk, row, hd) + c] = fromFloat<T>(wDk[r * lddk + c] * scale);
     for (int c = at.lane; c < hdv; c += 32)
-      dv[L.at(at.bh, sk, row, hdv) + c] = fromFloat<T>(wDv[r * lddv + c]);
+      dv[P.at(at.bh, sk, row, hdv) + c] = fromFloat<T>(wDv[r * lddv + c]);
   }
 }
 
 } // namespace
 
 // The entry points AttentionLaunch.cpp names, one per kernel and dtype.
-// `heads`: 0 for heads-first operands, else H of [..., S, H, D] ones. The
-// bias's arguments close each list (biasData null without one).
+// `heads`: 0 for heads-first operands, else H of [..., S, H, D] ones;
+// `pieces`: 3 where q, k, v and their gradients are pieces of a packed
+// [..., S, 3, H, D] buffer (their pointers at each piece's start), else 1.
+// The bias's arguments close each list (biasData null without one).
 #define DTC_ATTENTION_BIAS_PARAMS                                                               \
   const float *biasData, int biasPer, int biasRow, long long biasOuter, long long biasInner
 #define DTC_ATTENTION_BIAS Bias{biasData, biasPer, biasRow, biasOuter, biasInner}
+#define DTC_ATTENTION_LAYOUTS Layout{heads, 1}, Layout{heads, pieces}
 #define DTC_ATTENTION_ENTRIES(T, suffix, threads)                                               \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_forward_##suffix(         \
       const T *q, const T *k, const T *v, T *out, float *lse, int sq, int sk, int hd, int hdv,  \
-      float scale, int causal, int heads, DTC_ATTENTION_BIAS_PARAMS) {                          \
-    forward(q, k, v, out, lse, sq, sk, hd, hdv, scale, causal != 0, Layout{heads},              \
+      float scale, int causal, int heads, int pieces, DTC_ATTENTION_BIAS_PARAMS) {              \
+    forward(q, k, v, out, lse, sq, sk, hd, hdv, scale, causal != 0, DTC_ATTENTION_LAYOUTS,      \
             DTC_ATTENTION_BIAS);                                                                \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_grad_q_##suffix(          \
       const T *q, const T *k, const T *v, const T *out, const T *dout, const float *lse,        \
       float *delta, T *dq, int sq, int sk, int hd, int hdv, float scale, int causal, int heads, \
-      DTC_ATTENTION_BIAS_PARAMS) {                                                              \
+      int pieces, DTC_ATTENTION_BIAS_PARAMS) {                                                  \
     gradQ(q, k, v, out, dout, lse, delta, dq, sq, sk, hd, hdv, scale, causal != 0,              \
-          Layout{heads}, DTC_ATTENTION_BIAS);                                                   \
+          DTC_ATTENTION_LAYOUTS, DTC_ATTENTION_BIAS);                                           \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_grad_kv_##suffix(         \
       const T *q, const T *k, const T *v, const T *dout, const float *lse, const float *delta,  \
       T *dk, T *dv, int sq, int sk, int hd, int hdv, float scale, int causal, int heads,        \
-      DTC_ATTENTION_BIAS_PARAMS) {                                                              \
+      int pieces, DTC_ATTENTION_BIAS_PARAMS) {                                                  \
     gradKV(q, k, v, dout, lse, delta, dk, dv, sq, sk, hd, hdv, scale, causal != 0,              \
-           Layout{heads}, DTC_ATTENTION_BIAS);                                                  \
+           DTC_ATTENTION_LAYOUTS, DTC_ATTENTION_BIAS);                                          \
   }
 
 DTC_ATTENTION_ENTRIES(float, f32, 32 * kWarpsF32)

@@ -505,6 +505,23 @@ func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>
 
 // -----
 
+func.func @f(%q: tensor<2x4x3x2x8xf32>, %k: tensor<2x4x3x2x8xf32>) {
+  // expected-error @below {{a packed attention's q, k and v are one bshd value [..., S, 3, H, D], got 2x4x3x2x8, 2x4x3x2x8, 2x4x3x2x8}}
+  // expected-error @below {{'graph.attention' op failed to infer returned types}}
+  %o, %l = graph.attention %q, %k, %q {bshd, packed, scale = 1.0 : f64} : (tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>) -> (tensor<2x4x2x8xf32>, tensor<2x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<2x4x3x2x8xf32>, %o: tensor<2x4x2x8xf32>, %l: tensor<2x2x4xf32>) {
+  // expected-error @below {{'graph.attention_backward' op has one result, the packed q, k and v's gradient, of their type}}
+  %a, %c, %d = graph.attention_backward %p, %p, %p, %o, %l, %o {bshd, packed, scale = 1.0 : f64} : (tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>, tensor<2x4x2x8xf32>, tensor<2x2x4xf32>, tensor<2x4x2x8xf32>) -> (tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>)
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>, %o: tensor<2x4x8xf32>, %l: tensor<2x4xf32>, %b: tensor<2x1x4xf32>) {
   // expected-error @below {{'graph.attention_backward' op bias must end in the keys' count 5, got 'tensor<2x1x4xf32>'}}
   %a, %c, %d = graph.attention_backward %q, %k, %v, %o, %l, %o, %b {scale = 1.0 : f64} : (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4x8xf32>, tensor<2x1x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
