@@ -14,8 +14,9 @@
 # DIR holds dtc.tar.xz (its size is printed) and check.sh; check.sh unpacks
 # the archive under /tmp and says what passed. The checks are every
 # instruction of GPT (fp32; bf16 over dp 2 x tp 2), ResNet (fp32, bf16),
-# BERT (bf16, its padding mask as attention's bias) training steps
-# and Llama (bf16) against the CPU backend, then those of
+# BERT (bf16, its padding mask as attention's bias), Llama (bf16) and
+# transformers' GPT-2 (fp32, bf16: packed attention) training steps
+# against the CPU backend, then those of
 # tests/gpu/models.test that run one rank (two ranks need mpirun, which a
 # bare machine lacks): inference outputs against the CPU's, training losses
 # against the CPU's (GPT fp32 and bf16, on cuDNN's attention and on dtc's
@@ -107,6 +108,16 @@ cp -r "$root/tests/models/exported/llama_train" "$checks/llama-data"
 "$dtc" run "$checks/cnn.dtcp" --data "$checks/cnn-data" --steps 4 --log-json "$checks/cnn-cpu.jsonl" > /dev/null
 "$dtc" run "$checks/cnn-bf16.dtcp" --data "$checks/cnn-data" --steps 4 \
   --log-json "$checks/cnn-bf16-cpu.jsonl" > /dev/null
+# transformers' GPT-2 as PyTorch exports it: attention reading q, k and v
+# packed in c_attn's product (fp32 and bf16).
+for precision in fp32 bf16; do
+  "$dtc" compile "$root/tests/models/exported/gpt2.onnx" --shape batch=2 --train --lr 0.01 \
+    --precision "$precision" --backend cuda -o "$checks/hf-gpt2-$precision.dtcp" > /dev/null
+  "$dtc" run "$checks/hf-gpt2-$precision.dtcp" --data "$root/tests/models/exported/gpt2_train" \
+    --no-shuffle --steps 4 --log-json "$checks/hf-gpt2-$precision-cpu.jsonl" > /dev/null
+done
+cp "$root/tests/models/exported/gpt2.onnx" "$root/tests/models/exported/gpt2.onnx.data" "$checks/"
+cp -r "$root/tests/models/exported/gpt2_train" "$checks/hf-gpt2-data"
 # The benchmark: GPT-2 small's shape, dtc's own generated model (seeded
 # weights: nothing to carry), bf16 training.
 "$dtc" compile "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,batch=8" --train \

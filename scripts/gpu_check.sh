@@ -56,6 +56,7 @@ losses() { # NAME PLAN DATA RTOL [dtc-run options]
     python3 "$c/same_losses.py" "$c/$name-cpu.jsonl" "$work/$name-gpu.jsonl" --rtol "$rtol"
 }
 plans="$c/gpt.dtcp,$c/bf16-dp2-tp2.dtcp,$c/cnn.dtcp,$c/cnn-bf16.dtcp,$c/bert.dtcp,$c/llama.dtcp"
+plans="$plans,$c/hf-gpt2-fp32.dtcp,$c/hf-gpt2-bf16.dtcp"
 check kernels env DTC_GPU_PLANS="$plans" \
   "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuPlans.*'
 # The attention kernels (dtc's flash kernels, cuDNN's fused attention)
@@ -78,6 +79,11 @@ check bert-bf16-training losses bert "$c/bert.dtcp" "$c/bert-data" 2e-2 --model 
 # Llama's RMSNorms and loss as row kernels, bf16.
 check llama-bf16-training losses llama "$c/llama.dtcp" "$c/llama-data" 2e-2 \
   --model "$c/llama.onnx" --no-shuffle
+# transformers' GPT-2: attention on c_attn's packed product.
+check hf-gpt2-fp32-training losses hf-gpt2-fp32 "$c/hf-gpt2-fp32.dtcp" "$c/hf-gpt2-data" 1e-4 \
+  --model "$c/gpt2.onnx" --no-shuffle
+check hf-gpt2-bf16-training losses hf-gpt2-bf16 "$c/hf-gpt2-bf16.dtcp" "$c/hf-gpt2-data" 2e-2 \
+  --model "$c/gpt2.onnx" --no-shuffle
 # The benchmarks: GPT-2 small's GEMMs, dtc's cuBLASLt against cuBLAS;
 # then its bf16 training step, dtc then PyTorch.
 check gemms-vs-cublas "$d/bin/dtc-gpu-gemm-bench"
