@@ -395,13 +395,27 @@ private:
     for (size_t d = 0; d < want.dims.size(); ++d) {
       if (want.dims[d].empty() || have.dims[d] == want.dims[d])
         continue;
+      have.dims[d] = want.dims[d];
+      // A value cut so before is read again: the cut is local, and the
+      // earlier one is no larger than what it was cut from, which would
+      // otherwise live until here (and readers match: the loss gradient's
+      // labels are the loss's).
+      auto &cuts = slices_[{gathered, d}];
+      auto made = llvm::find_if(cuts, [&](std::pair<Axes, Value> &c) {
+        return c.first == want.dims[d] && c.second.getParentBlock() == b_.getInsertionBlock();
+      });
+      if (made != cuts.end()) {
+        gathered = made->second;
+        continue;
+      }
       auto type = cast<RankedTensorType>(gathered.getType());
       SmallVector<int64_t> shape(type.getShape());
       shape[d] /= axesSize(want.dims[d]);
-      gathered = b_.create<mesh::AllSliceOp>(gathered.getLoc(), type.clone(shape),
-                                             mesh_.getSymName(), want.dims[d], gathered,
-                                             APInt(64, d));
-      have.dims[d] = want.dims[d];
+      Value cut = b_.create<mesh::AllSliceOp>(gathered.getLoc(), type.clone(shape),
+                                              mesh_.getSymName(), want.dims[d], gathered,
+                                              APInt(64, d));
+      cuts.push_back({want.dims[d], cut});
+      gathered = cut;
       shardings_[gathered] = have;
     }
     return gathered;
@@ -506,6 +520,8 @@ private:
   OpBuilder b_;
   IRMapping map_;
   llvm::DenseMap<Value, Sharding> shardings_;
+  /// The all_slices made of each (value, dim): the axes cut over, the cut.
+  llvm::DenseMap<std::pair<Value, size_t>, SmallVector<std::pair<Axes, Value>, 1>> slices_;
 };
 
 struct SpmdPartition : impl::SpmdPartitionBase<SpmdPartition> {

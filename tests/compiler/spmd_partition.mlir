@@ -176,13 +176,13 @@ module {
 // -----
 
 // A packed attention ([B, S, 3, H, D], q, k and v one value) split over
-// heads: the value is cut once for an op's three operands, the 3 and the
-// sequence stay whole, and the backward's one gradient is cut as it is.
+// heads: the value is cut once for its three operands, and the backward
+// reads that cut again; the 3 and the sequence stay whole, and the
+// backward's one gradient is cut as it is.
 // CHECK-LABEL: func.func @main
 // CHECK: %[[CUT:.*]] = mesh.all_slice %arg0 on @mesh mesh_axes = [0] slice_axis = 3 {{.*}}: tensor<2x8x3x4x16xf32> -> tensor<2x8x3x2x16xf32>
 // CHECK-NEXT: graph.attention %[[CUT]], %[[CUT]], %[[CUT]] {bshd, dtc.result_shardings = [#graph.sharding<[], [], [0], []>, #graph.sharding<[], [0], []>], packed, scale = 2.500000e-01 : f64} : (tensor<2x8x3x2x16xf32>, tensor<2x8x3x2x16xf32>, tensor<2x8x3x2x16xf32>) -> (tensor<2x8x2x16xf32>, tensor<2x2x8xf32>)
-// CHECK-NEXT: %[[CUT2:.*]] = mesh.all_slice %arg0
-// CHECK-NEXT: graph.attention_backward %[[CUT2]], %[[CUT2]], %[[CUT2]], {{.*}} -> tensor<2x8x3x2x16xf32>
+// CHECK-NEXT: graph.attention_backward %[[CUT]], %[[CUT]], %[[CUT]], {{.*}} -> tensor<2x8x3x2x16xf32>
 module {
   mesh.mesh @mesh(shape = 2)
   func.func @main(%qkv: tensor<2x8x3x4x16xf32>, %g: tensor<2x8x4x16xf32> {dtc.sharding = #graph.sharding<[], [], [0], []>})
@@ -190,5 +190,29 @@ module {
     %o, %l = graph.attention %qkv, %qkv, %qkv {bshd, packed, scale = 0.25 : f64, dtc.split = #graph.split<[], [0], [], [], []>} : (tensor<2x8x3x4x16xf32>, tensor<2x8x3x4x16xf32>, tensor<2x8x3x4x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
     %d = graph.attention_backward %qkv, %qkv, %qkv, %o, %l, %g {bshd, packed, scale = 0.25 : f64, dtc.split = #graph.split<[], [0], [], [], []>} : (tensor<2x8x3x4x16xf32>, tensor<2x8x3x4x16xf32>, tensor<2x8x3x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x4x8xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x3x4x16xf32>
     return %d : tensor<2x8x3x4x16xf32>
+  }
+}
+
+// -----
+
+// A whole value two ops read cut the same way is cut once (the cross-
+// entropy's labels and its gradient's one-hot read one cut, so that the
+// loss gradient fuses with the loss); cut another way, it is cut again.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[CUT:.*]] = mesh.all_slice %arg0 on @mesh mesh_axes = [0] slice_axis = 0
+// CHECK-NEXT: graph.relu %[[CUT]]
+// CHECK-NEXT: graph.tanh %[[CUT]]
+// CHECK-NEXT: %[[COLUMNS:.*]] = mesh.all_slice %arg0 on @mesh mesh_axes = [0] slice_axis = 1
+// CHECK-NEXT: graph.exp %[[COLUMNS]]
+module {
+  mesh.mesh @mesh(shape = 2)
+  func.func @main(%x: tensor<8x4xf32>)
+      -> (tensor<8x4xf32> {dtc.sharding = #graph.sharding<[0], []>},
+          tensor<8x4xf32> {dtc.sharding = #graph.sharding<[0], []>},
+          tensor<8x4xf32> {dtc.sharding = #graph.sharding<[], [0]>}) {
+    %r = graph.relu %x {dtc.split = #graph.split<[0], []>} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %t = graph.tanh %x {dtc.split = #graph.split<[0], []>} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %e = graph.exp %x {dtc.split = #graph.split<[], [0]>} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    return %r, %t, %e : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
   }
 }
