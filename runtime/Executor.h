@@ -279,6 +279,9 @@ private:
   int64_t microBatch_ = 0;
   std::vector<double> profileSeconds_; // empty unless profiling
   std::vector<float> profileHistory_;  // kProfileHistory runs of every instruction, a ring
+  /// A launch batch's time, measured on the instruction that launches it
+  /// (its last), shared among its members by the bytes each moves.
+  void shareBatchTime(size_t last, float *history);
   int profiledRuns_ = 0;
 };
 

@@ -32,6 +32,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/TargetSelect.h"
 
 #include <gtest/gtest.h>
@@ -865,10 +866,18 @@ TEST(KernelCodegen, AGptStepOnItsGeneratedKernelsTrainsAsTheCpuBackendDoes) {
       out.write(reinterpret_cast<const char *>(&token), sizeof token);
     }
   }
+  std::vector<double> profile; // the generated kernels' run's, per instruction
   auto train = [&](std::unique_ptr<dtc::runtime::Device> device, std::vector<double> &losses) {
+    bool onDevice = bool(device);
     auto executor = dtc::runtime::Executor::create(plan, 0, "", 1, error, nullptr,
                                                    std::move(device));
     ASSERT_TRUE(executor) << error;
+    if (onDevice)
+      executor->enableProfile();
+    auto keepProfile = llvm::make_scope_exit([&] {
+      if (onDevice)
+        profile = executor->profileSeconds();
+    });
     dtc::runtime::train::Trainer trainer(plan, *executor, nullptr, [&](const std::string &line) {
       double loss = 0;
       long long step = 0;
@@ -896,6 +905,26 @@ TEST(KernelCodegen, AGptStepOnItsGeneratedKernelsTrainsAsTheCpuBackendDoes) {
     EXPECT_NEAR(generated[s], cpu[s], 1e-4 * std::abs(cpu[s])) << "step " << s + 1;
   }
   EXPECT_LT(cpu.back(), cpu.front()) << "the model learns";
+  // Profiled, a batch's time (measured on its last instruction, which
+  // launches it) is shared among its members by the bytes each moves.
+  const dtc::plan::RankProgram &program = plan.ranks(0);
+  ASSERT_EQ(profile.size(), size_t(program.instructions_size()));
+  int shared = 0;
+  for (int last = 0; last < program.instructions_size(); ++last) {
+    uint32_t batch = program.instructions(last).gpu().batch();
+    if (batch < 2)
+      continue;
+    int first = last + 1 - int(batch);
+    double total = 0, bytes = 0;
+    for (int m = first; m <= last; ++m)
+      total += profile[size_t(m)], bytes += program.instructions(m).cost().bytes();
+    ASSERT_GT(total, 0);
+    for (int m = first; m <= last; ++m)
+      EXPECT_NEAR(profile[size_t(m)] / total, program.instructions(m).cost().bytes() / bytes, 1e-4)
+          << "instruction " << m << " of the batch ending at " << last;
+    ++shared;
+  }
+  EXPECT_EQ(shared, counts.batches);
 }
 
 } // namespace
