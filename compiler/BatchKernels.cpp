@@ -368,7 +368,9 @@ struct BatchKernels : impl::BatchKernelsBase<BatchKernels> {
       for (Block &block : program.getBody()) {
         Run run;
         for (Operation &op : block) {
-          if (makesNoInstruction(&op))
+          // The prologue's ops run once, at load, on the host: none of the
+          // step's instructions, and none batched.
+          if (makesNoInstruction(&op) || op.hasAttr(attr::kPrologue))
             continue;
           std::optional<MemberKernel> kernel = batchableKernel(&op, module);
           if (kernel && run.tryAdd(&op, *kernel))

@@ -61,6 +61,20 @@ def FuseAttention : Pass<"dtc-fuse-attention", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def MixedPrecision : Pass<"dtc-mixed-precision", "mlir::func::FuncOp"> {
+  let summary = "An inference model computing in bf16 (compile --precision bf16 without --train)";
+  let description = [{
+    What a bf16 training step does to its model (castModelToBf16): every
+    f32 value the outputs depend on becomes bf16, weights and inputs are
+    cast where the model reads them (weight casts are computed once, by the
+    load-time prologue), tables computed from positions and constants stay
+    f32 until activations read them, attention's bias and log-sum-exp stay
+    f32. The outputs are cast back to the types the model declares, so a
+    caller sees the same interface.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def Autodiff : Pass<"dtc-autodiff", "mlir::func::FuncOp"> {
   let summary = "Reverse-mode gradients of the first result with respect to the parameters";
   let description = [{

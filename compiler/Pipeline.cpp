@@ -50,6 +50,8 @@ void buildStepPipeline(OpPassManager &pm, const CompileOptions &options) {
     TrainingOptions training = *options.training;
     training.modelOutputs = training.modelOutputs && !split;
     pm.addPass(createBuildTrainingStepPass(training));
+  } else if (options.precision == "bf16") {
+    pm.nest<func::FuncOp>().addPass(createMixedPrecision());
   }
   OpPassManager &cleanup = pm.nest<func::FuncOp>();
   cleanup.addPass(createCanonicalizerPass());
@@ -235,6 +237,8 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
         t.ignoreIndex = ignoreIndex[0];
       t.recompute = recompute;
       o.training = t;
+    } else {
+      o.precision = precision;
     }
     ParallelOptions &p = o.parallel;
     p.mesh.assign(mesh.begin(), mesh.end());

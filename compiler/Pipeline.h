@@ -25,6 +25,9 @@ struct CompileOptions {
   std::optional<TrainingOptions> training; // set: compile one training step
   ParallelOptions parallel;                // the devices and what is pinned
   bool fuseAttention = true;               // dtc-fuse-attention (--attention fused)
+  /// An inference plan's: "fp32" or "bf16" (dtc-mixed-precision); a
+  /// training step's is training->precision.
+  std::string precision = "fp32";
   /// The model imported for M micro-batches (each batch / M samples), set
   /// by dtc compile when --train is given without --micro-batches: a
   /// pipeline's micro-batch count is then chosen (microBatchesFor), per

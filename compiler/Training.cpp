@@ -16,6 +16,7 @@
 
 #include "compiler/Autodiff.h"
 #include "compiler/CompileNotes.h"
+#include "compiler/MixedPrecision.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -51,7 +52,7 @@ public:
     int norms = expandBatchNorms(updates);
     int64_t running = int64_t(updates.size());
     if (options_.precision == "bf16")
-      castToBf16();
+      f32Tables_ = castModelToBf16(func_);
     Operation *terminator = block_.getTerminator();
     if (terminator->getNumOperands() == 0)
       return func_.emitError("the model has no output to train");
@@ -526,121 +527,6 @@ private:
     return int(norms.size());
   }
 
-  /// Mixed precision (bf16, as Megatron-LM and PyTorch's autocast at O2):
-  /// the model computes in bf16 from end to end. Every f32 value the
-  /// model's outputs depend on becomes bf16; weights, constants and inputs
-  /// stay f32 and are cast once where the model reads them; values leave
-  /// bf16 through a cast wherever something outside the model reads them
-  /// (the loss, batch norms' running statistics). Kernels keep their
-  /// arithmetic in f32 (reductions accumulate in f32) and store bf16, so
-  /// activations, their gradients and the tensor-parallel collectives
-  /// move half the bytes. The gradients of the casts cast back: each
-  /// weight's gradient arrives in f32, where the optimizer keeps the master
-  /// weights and its state.
-  void castToBf16() {
-    Block &block = func_.getBody().front();
-    Operation *terminator = block.getTerminator();
-    // The model: what its outputs depend on.
-    llvm::DenseSet<Operation *> model;
-    SmallVector<Value> work(terminator->getOperands());
-    while (!work.empty()) {
-      Operation *op = work.pop_back_val().getDefiningOp();
-      if (op && model.insert(op).second)
-        llvm::append_range(work, op->getOperands());
-    }
-    Type bf16 = b_.getBF16Type();
-    auto isF32 = [](Value v) {
-      auto type = dyn_cast<RankedTensorType>(v.getType());
-      return type && type.getElementType().isF32();
-    };
-    // Tables: what the model computes from constants, frozen parameters
-    // and integer inputs alone, reading no trained weight and no float
-    // input (positions, rotary angles and their cosines and sines, masks).
-    // They stay f32, as PyTorch's models keep them (Llama's rotary
-    // embedding runs with autocast off): a position past 256 is not exact
-    // in bf16, so its angle would be another position's. Activations read
-    // them through a cast.
-    llvm::DenseSet<Operation *> activations;
-    auto trained = [](Operation &op) {
-      auto p = dyn_cast<graph::ParameterOp>(op);
-      return p && !p.getFrozen();
-    };
-    for (Operation &op : block.without_terminator())
-      if (trained(op) || llvm::any_of(op.getOperands(), [&](Value v) {
-            return isa<BlockArgument>(v) ? isa<FloatType>(typeOf(v).getElementType())
-                                         : activations.contains(v.getDefiningOp());
-          }))
-        activations.insert(&op);
-    auto readsAsBf16 = [&](Operation *user) {
-      return model.contains(user) && activations.contains(user);
-    };
-    // A value the model reads as bf16: those uses move to a cast.
-    auto castInModel = [&](Value v, OpBuilder &b) {
-      if (llvm::none_of(v.getUsers(), readsAsBf16))
-        return false;
-      auto cast = b.create<graph::CastOp>(v.getLoc(), typeOf(v).clone(bf16), v);
-      v.replaceUsesWithIf(cast, [&](OpOperand &use) {
-        return use.getOwner() != cast && readsAsBf16(use.getOwner());
-      });
-      return true;
-    };
-    OpBuilder b(func_.getContext());
-    b.setInsertionPointToStart(&block);
-    for (BlockArgument arg : block.getArguments())
-      if (isF32(arg))
-        castInModel(arg, b);
-    SmallVector<Operation *> ops;
-    for (Operation &op : block.without_terminator())
-      if (model.contains(&op))
-        ops.push_back(&op);
-    for (Operation *op : ops) {
-      b.setInsertionPointAfter(op);
-      if (isa<graph::ParameterOp, graph::ConstantOp>(op) || !activations.contains(op)) {
-        bool table = !isa<graph::ParameterOp, graph::ConstantOp>(op);
-        for (Value result : op->getResults())
-          if (isF32(result) && castInModel(result, b) && table)
-            ++f32Tables_;
-        continue;
-      }
-      for (Value result : op->getResults()) {
-        // Attention's log-sum-exp stays f32: the backward's probabilities
-        // are exp(s - lse), which bf16's 8 bits of mantissa would skew.
-        if (!isF32(result) ||
-            (isa<graph::AttentionOp>(op) && cast<OpResult>(result).getResultNumber() == 1))
-          continue;
-        auto type = typeOf(result);
-        result.setType(type.clone(bf16));
-        // Readers outside the model get f32 back.
-        auto outside = [&](Operation *user) { return !model.contains(user); };
-        if (llvm::any_of(result.getUsers(), outside)) {
-          auto back = b.create<graph::CastOp>(op->getLoc(), type, result);
-          result.replaceUsesWithIf(back, [&](OpOperand &use) {
-            return use.getOwner() != back && !model.contains(use.getOwner());
-          });
-        }
-      }
-    }
-    // Attention's bias stays f32 (its large negatives are -inf in bf16,
-    // which the kernels take too; its finite values keep their digits).
-    func_.walk([&](Operation *op) {
-      auto attention = dyn_cast<graph::AttentionOp>(op);
-      auto backward = dyn_cast<graph::AttentionBackwardOp>(op);
-      OpOperand *bias = nullptr;
-      if (attention && attention.getBias())
-        bias = &attention.getBiasMutable()[0];
-      else if (backward && backward.getBias())
-        bias = &backward.getBiasMutable()[0];
-      if (!bias || isF32(bias->get()))
-        return;
-      b.setInsertionPoint(op);
-      Value from = bias->get();
-      if (auto narrowed = from.getDefiningOp<graph::CastOp>(); narrowed && isF32(narrowed.getInput()))
-        bias->set(narrowed.getInput()); // the f32 value the model cast
-      else
-        bias->set(b.create<graph::CastOp>(op->getLoc(), typeOf(from).clone(b.getF32Type()), from));
-    });
-  }
-
   RankedTensorType scalarType() { return RankedTensorType::get({}, b_.getF32Type()); }
 
   Value constant(double v) {
@@ -759,7 +645,7 @@ private:
   func::FuncOp func_;
   const TrainingOptions &options_;
   int widenedSums_ = 0; // gradient sums made f32 (widenGradientSums)
-  int f32Tables_ = 0;   // tables the bf16 model reads through a cast (castToBf16)
+  int f32Tables_ = 0;   // tables the bf16 model reads through a cast (castModelToBf16)
   Block &block_;
   OpBuilder b_;
   Location loc_;

@@ -116,6 +116,9 @@ for precision in fp32 bf16; do
   "$dtc" run "$checks/hf-gpt2-$precision.dtcp" --data "$root/tests/models/exported/gpt2_train" \
     --no-shuffle --steps 4 --log-json "$checks/hf-gpt2-$precision-cpu.jsonl" > /dev/null
 done
+# Its inference in bf16 (weights cast in the prologue, logits written f32).
+"$dtc" compile "$root/tests/models/exported/gpt2.onnx" --shape batch=2 --precision bf16 \
+  --backend cuda -o "$checks/hf-gpt2-infer-bf16.dtcp" > /dev/null
 cp "$root/tests/models/exported/gpt2.onnx" "$root/tests/models/exported/gpt2.onnx.data" "$checks/"
 cp -r "$root/tests/models/exported/gpt2_train" "$checks/hf-gpt2-data"
 # The benchmark: GPT-2 small's shape, dtc's own generated model (seeded

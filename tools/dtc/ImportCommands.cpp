@@ -467,6 +467,8 @@ int runCompile(const Args &args) {
     return usageError("--pp cuts a training step into pipeline stages: it needs --train");
   } else if (training.recompute != "auto") {
     return usageError("--recompute trades the backward's memory for compute: it needs --train");
+  } else if (training.precision != "fp32" && training.precision != "bf16") {
+    return usageError("--precision must be fp32 or bf16, got '" + training.precision + "'");
   }
   if (options.model.empty())
     return usageError("compile needs a model: dtc compile MODEL.onnx -o PLAN.dtcp");
@@ -498,6 +500,8 @@ int runCompile(const Args &args) {
   CompileOptions compile;
   if (train)
     compile.training = training;
+  else
+    compile.precision = training.precision; // an inference plan computing in bf16
   compile.parallel = parallel;
   compile.fuseAttention = fuseAttention;
   // No --micro-batches for a pipeline: its count is chosen, the model

@@ -12,6 +12,7 @@
 #include "plan/PlanPrinter.h"
 #include "plan/PlanSummary.h"
 
+#include <map>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -205,8 +206,13 @@ int runSimulate(const Args &args) {
                                 : "");
   }
   if (sim.stepSeconds > 0) {
-    // Against the peak of the type the matmuls compute in (MFU).
-    bool bf16 = plan.has_training() && plan.training().precision() == "bf16";
+    // Against the peak of the type most FLOPs are computed in (MFU): a
+    // bf16 training step's or inference plan's matmuls.
+    std::map<plan::DType, double> flopsIn;
+    for (const plan::RankProgram &rank : plan.ranks())
+      for (const plan::Instruction &inst : rank.instructions())
+        flopsIn[inst.cost().dtype()] += inst.cost().flops();
+    bool bf16 = flopsIn[plan::BF16] > flopsIn[plan::F32];
     plan::DType type = bf16 ? plan::BF16 : plan::F32;
     double perDevice = sim.flops / ranks / sim.stepSeconds;
     fmt::print("  model FLOP/s  {} per device ({:.1f}% of its {} peak {})\n",

@@ -54,6 +54,9 @@ commands:
               (default) = the first of none, selective, full whose plan fits,
               or the next one's if that predicts a faster step when the
               first fills the device
+        --precision fp32|bf16 without --train: an inference plan computing in
+            bf16 (activations stored in bf16, weights cast once at load,
+            its outputs cast back to the model's types)
         --attention fused|unfused   fused (default): attention written out
             in ops (scores, scale, a mask or bias, softmax, values) is one
             op, flash style, that keeps no scores (a causal mask skips the
