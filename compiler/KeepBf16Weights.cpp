@@ -8,7 +8,9 @@
 // parameter of its own (`cast_of` the weight), the step's casts read it,
 // and the step's last act casts the updated weight into it, which
 // dtc-fuse-elementwise makes one more output of the optimizer's kernel.
-// Why: docs/training.md.
+// Why: docs/training.md. A bf16 inference plan's weights are such copies
+// alone: cast as they load, their f32 weights not kept where nothing else
+// reads them.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
@@ -33,8 +35,9 @@ namespace {
 struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (!func->hasAttr(attr::kTraining) || func.getBody().empty())
+    if (func.getBody().empty())
       return;
+    bool training = func->hasAttr(attr::kTraining);
     Block &block = func.getBody().front();
     Operation *terminator = block.getTerminator();
     // The step's result updating each parameter, and where new ones go:
@@ -69,7 +72,11 @@ struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
       std::string name = (weight.getName() + ".bf16").str();
       b.setInsertionPointAfter(weight);
       auto copy = b.create<graph::ParameterOp>(weight.getLoc(), type, b.getStringAttr(name));
-      copy.setCastOfAttr(weight.getNameAttr());
+      // Inference's copies are read from the model's initializer itself (a
+      // copy of a merged one reads that: `copy_of`).
+      copy.setCastOfAttr(training || !weight.getCopyOf()
+                             ? weight.getNameAttr()
+                             : b.getStringAttr(*weight.getCopyOf()));
       if (Attribute sharding = weight->getAttr(attr::kSharding))
         copy->setAttr(attr::kSharding, sharding);
       for (graph::CastOp cast : casts) {
@@ -78,6 +85,11 @@ struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
       }
       ++kept;
       elements += type.getNumElements();
+      if (!training) { // inference: the f32 weight is not loaded where nothing else reads it
+        if (weight->use_empty())
+          weight.erase();
+        continue;
+      }
 
       // A weight the step updates: its copy is the update's cast, made
       // where the update is (once per step, with its sharding).
@@ -99,10 +111,14 @@ struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
       terminator->insertOperands(insertAt, ValueRange{next.getResult()});
       ++insertAt;
     }
-    if (kept)
+    if (kept && training)
       addNote(func, "training: " + std::to_string(kept) + " weights (" + formatCount(elements) +
                         " values) kept in bf16 between steps beside their f32 master copies: "
                         "the optimizer writes both, and the step casts none");
+    else if (kept)
+      addNote(func, "precision: " + std::to_string(kept) + " weights (" +
+                        formatCount(elements) + " values) loaded as bf16 copies, cast as they "
+                        "are read from the model (the f32 weights are not kept)");
   }
 };
 

@@ -182,7 +182,8 @@ def KeepBf16Weights : Pass<"dtc-keep-bf16-weights", "mlir::func::FuncOp"> {
     step): one more output of the optimizer's elementwise kernel, and no
     cast kernel per weight per step. For steps whose weights change only
     through the step (dtc compile adds it unless --sync is local, federated
-    or ps, which rewrite weights between steps).
+    or ps, which rewrite weights between steps). In a bf16 inference plan
+    the copies replace the casts and the f32 weights nothing else reads.
   }];
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }

@@ -95,7 +95,9 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
     pm.nest<func::FuncOp>().addPass(createCompressGradients(compress));
   }
   // Weights that change only through the step keep their bf16 copies.
-  if (options.training && options.training->precision == "bf16" && options.parallel.sync.empty())
+  if ((options.training && options.training->precision == "bf16" &&
+       options.parallel.sync.empty()) ||
+      (!options.training && options.precision == "bf16"))
     pm.nest<func::FuncOp>().addPass(createKeepBf16Weights());
   // Before the split, so that a pipeline's last stage keeps the logits'
   // gradient for its backward as it would have kept the logits.

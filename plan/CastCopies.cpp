@@ -6,7 +6,8 @@
 
 namespace dtc::plan {
 
-bool castCopies(const RankProgram &program, std::vector<CastCopy> &copies, std::string &error) {
+bool castCopies(const RankProgram &program, bool standalone, std::vector<CastCopy> &copies,
+                std::string &error) {
   copies.clear();
   std::map<std::string, uint32_t> parameters;
   for (int b = 0; b < program.buffers_size(); ++b)
@@ -20,6 +21,12 @@ bool castCopies(const RankProgram &program, std::vector<CastCopy> &copies, std::
     std::string what = "parameter '" + source.initializer() + "' (the bf16 copy of '" +
                        source.cast_of() + "')";
     auto found = parameters.find(source.cast_of());
+    if (found == parameters.end() && standalone && copy.type().dtype() == BF16 &&
+        !source.zeros() && !source.accumulator() && !source.has_seeded() &&
+        source.slice_size() == 0) {
+      copies.push_back({uint32_t(b), CastCopy::kFromModel});
+      continue;
+    }
     if (found == parameters.end()) {
       error = what + ": the program has no parameter '" + source.cast_of() + "'";
       return false;

@@ -6,6 +6,8 @@
 // makes each copy from its weight wherever it sets weights itself (at load,
 // on resuming from a checkpoint); checkpoints and exported models leave the
 // copies out. The loader checks the pairs, the runtime takes them from here.
+// A bf16 inference plan holds the copies alone (no f32 weights), read and
+// cast as the model loads.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_PLAN_CASTCOPIES_H
@@ -21,13 +23,18 @@ namespace dtc::plan {
 
 struct CastCopy {
   uint32_t copy;   // the bf16 buffer
-  uint32_t weight; // the f32 parameter it is made from
+  uint32_t weight; // the f32 parameter it is made from; kFromModel: none
+  /// A bf16 inference plan's copies stand alone: the program holds no f32
+  /// weight, and the runtime reads the model's initializer and casts it.
+  static constexpr uint32_t kFromModel = UINT32_MAX;
 };
 
 /// `program`'s copies, in buffer order; false with `error` when a copy's
-/// weight is not among the program's parameters, or is not an f32 buffer
-/// of the copy's shape and split, or the copy is not bf16.
-bool castCopies(const RankProgram &program, std::vector<CastCopy> &copies, std::string &error);
+/// weight is not among the program's parameters (allowed, as kFromModel,
+/// where `standalone`: an inference plan's), or is not an f32 buffer of
+/// the copy's shape and split, or the copy is not bf16.
+bool castCopies(const RankProgram &program, bool standalone, std::vector<CastCopy> &copies,
+                std::string &error);
 
 /// Whether buffer `buffer` is such a copy (not a weight of the model).
 inline bool isCastCopy(const Buffer &buffer) {

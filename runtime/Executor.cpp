@@ -412,16 +412,32 @@ size_t Executor::instructionsSideBySide() const {
 bool Executor::readParameters(const std::string &modelPath, std::string &error) {
   ParameterReader reader;
   bool readerOpen = false;
+  std::set<std::string> weights; // the program's parameters but bf16 copies
+  for (const plan::Buffer &buffer : program_->buffers())
+    if (buffer.has_parameter() && !plan::isCastCopy(buffer))
+      weights.insert(buffer.parameter().initializer());
   for (const plan::Buffer &buffer : program_->buffers()) {
     char *at = arena_ + buffer.offset();
     if (buffer.has_constant()) {
       std::memcpy(at, buffer.constant().data(), buffer.constant().size());
       continue;
     }
-    if (!buffer.has_parameter() || buffer.parameter().zeros() || plan::isCastCopy(buffer))
+    // A copy is made from its weight below; an inference plan's, which
+    // stands alone (no f32 weight in the program), is read from the model
+    // as f32 and cast.
+    bool alone = plan::isCastCopy(buffer) && !weights.count(buffer.parameter().cast_of());
+    if (!buffer.has_parameter() || buffer.parameter().zeros() ||
+        (plan::isCastCopy(buffer) && !alone))
       continue;
-    // A sharded parameter: the rank's part, as a slice of the whole.
     const plan::ParameterSource *source = &buffer.parameter();
+    plan::ParameterSource weight;
+    if (alone) { // the model's f32 initializer
+      weight = buffer.parameter();
+      weight.set_initializer(weight.cast_of());
+      weight.clear_cast_of();
+      source = &weight;
+    }
+    // A sharded parameter: the rank's part, as a slice of the whole.
     plan::ParameterSource part;
     std::vector<int64_t> local(buffer.type().shape().begin(), buffer.type().shape().end());
     std::vector<int64_t> parts = plan::shardParts(buffer, axisSizes_);
@@ -463,12 +479,25 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
         return false;
       }
     }
+    if (alone) { // read as f32, cast as it is stored
+      plan::TensorType f32 = buffer.type();
+      f32.set_dtype(plan::F32);
+      std::vector<float> values(size_t(plan::elementCount(f32)));
+      if (!reader.read(*source, f32, values.data(), error)) {
+        error = label + error;
+        return false;
+      }
+      auto *to = reinterpret_cast<cpu::BFloat16 *>(at);
+      for (size_t i = 0; i < values.size(); ++i)
+        to[i] = cpu::BFloat16(values[i]);
+      continue;
+    }
     if (!reader.read(*source, buffer.type(), at, error)) {
       error = label + error;
       return false;
     }
   }
-  if (!plan::castCopies(*program_, castCopies_, error))
+  if (!plan::castCopies(*program_, !plan_->has_training(), castCopies_, error))
     return false;
   makeCastCopies();
   return true;
@@ -476,6 +505,8 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
 
 void Executor::makeCastCopies() {
   for (const plan::CastCopy &c : castCopies_) {
+    if (c.weight == plan::CastCopy::kFromModel)
+      continue; // read and cast at load
     const plan::Buffer &copy = program_->buffers(int(c.copy));
     const auto *from = reinterpret_cast<const float *>(bufferData(c.weight));
     auto *to = reinterpret_cast<cpu::BFloat16 *>(arena_ + copy.offset());

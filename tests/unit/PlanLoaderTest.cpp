@@ -574,10 +574,11 @@ TEST(PlanLoader, AcceptsUpdateOfShardedParameter) {
 }
 
 TEST(PlanLoader, ChecksBf16CopiesOfWeights) {
-  // A copy is bf16, of its weight's shape and split, made from an f32
-  // parameter of its own program, and only where weights change through
-  // the step alone.
+  // A training step's copy is bf16, of its weight's shape and split, made
+  // from an f32 parameter of its own program, and only where weights
+  // change through the step alone.
   SpmdPlanBuilder b({2, 2});
+  b.plan.mutable_training()->set_micro_batches(1);
   plan::ParameterSource w, copy;
   w.set_initializer("w");
   copy.set_initializer("w.bf16");
@@ -591,6 +592,13 @@ TEST(PlanLoader, ChecksBf16CopiesOfWeights) {
   buffer.mutable_parameter()->set_cast_of("v");
   EXPECT_TRUE(contains(errorOf(b.plan), "parameter 'w.bf16' (the bf16 copy of 'v'): the program "
                                         "has no parameter 'v'"));
+  // An inference plan's copy may stand alone (the runtime reads the
+  // model's 'v' and casts it), bf16 still.
+  plan::Plan inference = b.plan;
+  inference.clear_training();
+  EXPECT_TRUE(validatePlan(inference, error)) << error;
+  inference.mutable_ranks(0)->mutable_buffers(int(c))->mutable_type()->set_dtype(plan::F32);
+  EXPECT_TRUE(contains(errorOf(inference), "the program has no parameter 'v'"));
   buffer.mutable_parameter()->set_cast_of("w");
   buffer.mutable_type()->set_dtype(plan::F32);
   EXPECT_TRUE(contains(errorOf(b.plan), "not a bf16 buffer of an f32 weight's shape"));
