@@ -1119,6 +1119,54 @@ func::FuncOp batchNormKernel(OpBuilder &b, graph::BatchNormOp op, StringRef name
   });
 }
 
+/// Rotary embedding: a thread per element i of a row of D (h = D / 2),
+/// reading its partner j = i +- h: x[i] cos[i] + r sin, r = -x[j] for i < h
+/// and x[j] after (`backward`: x[i] cos[i] - r' with r' the same of x sin,
+/// sin read at j), in f32, the tables read where they broadcast.
+func::FuncOp rotaryKernel(OpBuilder &b, graph::RotaryOp op, StringRef name) {
+  auto input = tensorOf(op.getInput());
+  ArrayRef<int64_t> shape = input.getShape();
+  int64_t d = shape.back(), h = d / 2;
+  bool backward = op.getBackward();
+  // A table's step per dim of x: its own row-major stride, 0 where it
+  // broadcasts (a dim of 1, or one it lacks).
+  auto tableStrides = [&](Value table) {
+    ArrayRef<int64_t> dims = tensorOf(table).getShape();
+    SmallVector<int64_t> own = stridesOf(dims), steps(shape.size(), 0);
+    size_t lead = shape.size() - dims.size();
+    for (size_t k = lead; k < shape.size(); ++k)
+      steps[k] = dims[k - lead] == 1 ? 0 : own[k - lead];
+    return steps;
+  };
+  SmallVector<int64_t> cosSteps = tableStrides(op.getCos()), sinSteps = tableStrides(op.getSin());
+  return makeKernel(b, op, name, input.getNumElements(),
+                    [&](Body &t, Value e, ArrayRef<Value> buf) {
+    SmallVector<Value> coords = t.coordinates(e, shape);
+    Value i = coords.back();
+    Value low = t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::ult, i, t.index(h));
+    // The partner's coordinates: the last one i + h or i - h.
+    Value j = t.b.create<arith::SelectOp>(t.loc, low, t.add(i, t.index(h)),
+                                          t.b.create<arith::SubIOp>(t.loc, i, t.index(h)));
+    SmallVector<Value> partner(coords);
+    partner.back() = j;
+    Value jFlat = t.b.create<arith::SubIOp>(t.loc, t.add(e, j), i);
+    Value x = t.load(buf[0], e), xj = t.load(buf[0], jFlat);
+    Value c = t.load(buf[1], t.linear(coords, cosSteps));
+    Value s = t.load(buf[2], t.linear(backward ? partner : coords, sinSteps));
+    Type f = x.getType();
+    if (c.getType() != f)
+      c = t.b.create<arith::TruncFOp>(t.loc, f, c);
+    if (s.getType() != f)
+      s = t.b.create<arith::TruncFOp>(t.loc, f, s);
+    // r = sign * xj * s: sign -1 below h; backward subtracts it.
+    Value term = t.b.create<arith::MulFOp>(t.loc, xj, s);
+    Value minus = t.b.create<arith::NegFOp>(t.loc, term);
+    Value r = backward ? t.b.create<arith::SelectOp>(t.loc, low, term, minus)
+                       : t.b.create<arith::SelectOp>(t.loc, low, minus, term);
+    t.store(t.addf(t.b.create<arith::MulFOp>(t.loc, x, c), r), buf[3], e);
+  });
+}
+
 /// Trilu: a thread per element, kept where its column j and row i (of the
 /// last two dims) have j - i >= k (upper) or <= k (lower), else zero.
 func::FuncOp triluKernel(OpBuilder &b, graph::TriluOp op, StringRef name) {
@@ -1235,7 +1283,7 @@ bool hasLoopKernel(Operation *op) {
              graph::SliceOp, graph::SplitOp, graph::CopyOp, graph::ConcatOp, graph::GatherOp,
              graph::ScatterAddOp, graph::MaxPool2DOp, graph::AvgPool2DOp,
              graph::MaxPool2DBackwardOp, graph::AvgPool2DBackwardOp, graph::BatchNormOp,
-             graph::TriluOp, graph::TopKOp>(op);
+             graph::TriluOp, graph::TopKOp, graph::RotaryOp>(op);
 }
 
 namespace {
@@ -1305,6 +1353,7 @@ func::FuncOp buildOne(OpBuilder &b, Operation *op, StringRef name, std::string &
       })
       .Case([&](graph::BatchNormOp n) { return batchNormKernel(b, n, name); })
       .Case([&](graph::TriluOp t) { return triluKernel(b, t, name); })
+      .Case([&](graph::RotaryOp r) { return rotaryKernel(b, r, name); })
       .Case([&](graph::TopKOp t) -> func::FuncOp {
         Type e = tensorOf(t.getInput()).getElementType();
         if (!e.isF32() && !e.isF64() && !e.isInteger(32) && !e.isInteger(64)) {

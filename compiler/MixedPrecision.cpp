@@ -111,6 +111,14 @@ int castModelToBf16(func::FuncOp func) {
       }
     }
   }
+  // A rotary embedding reads its tables in f32, as they were made (the
+  // kernel computes in f32): a position's angle keeps its digits.
+  func.walk([&](graph::RotaryOp rotary) {
+    for (OpOperand *table : {&rotary.getCosMutable(), &rotary.getSinMutable()})
+      if (auto narrowed = table->get().getDefiningOp<graph::CastOp>();
+          narrowed && isF32(narrowed.getInput()))
+        table->set(narrowed.getInput());
+  });
   // Attention's bias stays f32 (its large negatives are -inf in bf16,
   // which the kernels take too; its finite values keep their digits).
   func.walk([&](Operation *op) {

@@ -44,6 +44,19 @@ def FuseRmsNorm : Pass<"dtc-fuse-rms-norm", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def FuseRotary : Pass<"dtc-fuse-rotary", "mlir::func::FuncOp"> {
+  let summary = "Recognise a rotary embedding spelled out in ops as one graph.rotary";
+  let description = [{
+    x * cos + rotate_half(x) * sin, rotate_half(x) the concat of -x's upper
+    half and x's lower half along the last dim (slices, a neg, a concat,
+    as PyTorch exports Llama's, Mistral's and Qwen's), becomes
+    graph.rotary(x, cos, sin) when cos and sin broadcast to x and no
+    trained parameter reaches them. The products, sum, concat, negation
+    and slices must be read by the expression alone.
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def FuseAttention : Pass<"dtc-fuse-attention", "mlir::func::FuncOp"> {
   let summary = "Recognise attention spelled out in ops as one graph.attention";
   let description = [{

@@ -44,6 +44,7 @@ void buildStepPipeline(OpPassManager &pm, const CompileOptions &options) {
   // one gelu, one rms layer_norm.
   pm.nest<func::FuncOp>().addPass(createFuseGelu());
   pm.nest<func::FuncOp>().addPass(createFuseRmsNorm());
+  pm.nest<func::FuncOp>().addPass(createFuseRotary());
   if (options.fuseAttention)
     pm.nest<func::FuncOp>().addPass(createFuseAttention());
   if (options.training) {

@@ -682,6 +682,10 @@ private:
                                 c.getSplitAxis().getSExtValue(),
                                 c.getConcatAxis().getSExtValue());
         })
+        .Case([&](graph::RotaryOp r) -> LogicalResult {
+          addInstruction(op, op->getOperands()).mutable_rotary()->set_backward(r.getBackward());
+          return success();
+        })
         .Case([&](graph::AttentionOp a) -> LogicalResult {
           auto *at = addInstruction(op, op->getOperands()).mutable_attention();
           at->set_scale(a.getScale().convertToDouble());

@@ -105,6 +105,8 @@ Arity arityOf(const Instruction &inst) {
     return {2, 2, 1};
   case Instruction::kPool2DBackward:
     return {1, 2, 1};
+  case Instruction::kRotary: // x, cos, sin
+    return {3, 3, 1};
   case Instruction::kAttention: // and its bias
     return {3 + inst.attention().bias(), 3 + inst.attention().bias(), 2};
   case Instruction::kAttentionBackward: // packed: one gradient

@@ -49,7 +49,8 @@ namespace dtc::plan {
 /// would refuse. Version 19: several instructions' kernels launched as one
 /// (GpuKernel.batch, batched), which an older runtime would launch with
 /// one instruction's buffers. Version 20: attention reading q, k and v
-/// packed in one buffer (Attention.packed), whose backward has one output.
+/// packed in one buffer (Attention.packed), whose backward has one output;
+/// rotary embeddings (Instruction.rotary).
 constexpr uint32_t kPlanFormatVersion = 20;
 
 /// RankProgram.outputs: an output another pipeline stage computes.

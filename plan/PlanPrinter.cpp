@@ -191,6 +191,8 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
                        ints(inst.slice().strides()));
   case plan::Instruction::kCopy:
     return "copy";
+  case plan::Instruction::kRotary:
+    return inst.rotary().backward() ? "rotary backward" : "rotary";
   case plan::Instruction::kAttention:
   case plan::Instruction::kAttentionBackward: {
     bool forward = inst.op_case() == plan::Instruction::kAttention;

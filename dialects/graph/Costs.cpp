@@ -128,6 +128,9 @@ double attentionPairs(Value q, Value k, bool causal, bool bshd, bool packed) {
 int64_t lastDim(Value v) { return cast<RankedTensorType>(v.getType()).getShape().back(); }
 } // namespace
 
+// Two products and a sum per element (the backward's too).
+OpCost RotaryOp::cost() { return elementwise(*this, 3); }
+
 // Per scored pair: q.k (2 D), the exponential and sums (~5), p v (2 Dv).
 // It reads q, k, v and writes the output and lse: no scores in memory.
 OpCost AttentionOp::cost() {

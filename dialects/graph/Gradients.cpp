@@ -666,6 +666,19 @@ LogicalResult AvgPool2DOp::buildGradients(OpBuilder &b, ValueRange rg,
   return success();
 }
 
+// d/dx of x cos + rotate_half(x) sin is the backward form; the tables
+// (positions' cos and sin) have no gradient: dtc-fuse-rotary takes only
+// tables no trained parameter reaches.
+LogicalResult RotaryOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                       SmallVectorImpl<Value> &g) {
+  if (getBackward())
+    return notDefined(*this);
+  g.assign(3, Value());
+  if (rg[0])
+    g[0] = b.create<RotaryOp>(getLoc(), rg[0], getCos(), getSin(), b.getUnitAttr());
+  return success();
+}
+
 // Backward ops are not differentiated again (no second derivatives).
 // One op for all three: flash attention's backward recomputes each tile's
 // probabilities from lse rather than reading them.

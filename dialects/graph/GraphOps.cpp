@@ -562,6 +562,33 @@ LogicalResult AttentionBackwardOp::verify() {
   return verifyAttentionBias(*this, getQ(), getK(), getBias(), getBshd(), getPacked());
 }
 
+LogicalResult RotaryOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+// cos and sin broadcast to the input (each dim 1 or the input's, aligned
+// from the right, no more dims than it), in f32 or the input's type.
+LogicalResult RotaryOp::verify() {
+  auto x = cast<RankedTensorType>(getInput().getType());
+  if (x.getRank() < 1 || x.getShape().back() % 2)
+    return emitOpError("needs an even last dim, got ") << x;
+  for (Value table : {getCos(), getSin()}) {
+    auto t = cast<RankedTensorType>(table.getType());
+    bool fits = t.getRank() <= x.getRank() &&
+                (t.getElementType().isF32() || t.getElementType() == x.getElementType());
+    for (int64_t d = 1; fits && d <= t.getRank(); ++d) {
+      int64_t n = t.getDimSize(t.getRank() - d);
+      fits = n == 1 || n == x.getDimSize(x.getRank() - d);
+    }
+    if (!fits || t.getShape().back() != x.getShape().back())
+      return emitOpError("cos and sin must broadcast to ")
+             << x << " with its last dim, in f32 or its type; got " << t;
+  }
+  return success();
+}
+
 LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &types) {

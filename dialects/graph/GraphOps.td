@@ -270,6 +270,23 @@ def Graph_LogSoftmaxOp : Graph_InferredOp<"log_softmax"> {
   let results = (outs Graph_FloatTensor:$output);
 }
 
+def Graph_RotaryOp : Graph_InferredOp<"rotary"> {
+  let summary = "Rotary position embedding: x cos + rotate_half(x) sin, one kernel";
+  let description = [{
+    Over the last dim, D even, h = D / 2: `rotate_half(x)[i]` is `-x[i + h]`
+    for i < h and `x[i - h]` after (Llama's and Mistral's halves), and the
+    result is `x * cos + rotate_half(x) * sin`, cos and sin broadcast to x
+    (NumPy rules; f32 tables, or x's type), computed in f32 and rounded
+    once. With `backward` it is the gradient of that through x (cos and sin
+    have none): `x * cos - rotate_half(x * sin)`. Formed by dtc-fuse-rotary
+    from the slices, negation, concat, products and sum that spell it out.
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$cos, Graph_FloatTensor:$sin,
+                       UnitAttr:$backward);
+  let results = (outs Graph_FloatTensor:$output);
+  let hasVerifier = 1;
+}
+
 def Graph_LayerNormOp : Graph_InferredOp<"layer_norm"> {
   let summary = "Normalises dims [axis, rank) then applies scale and optional bias";
   let description = [{

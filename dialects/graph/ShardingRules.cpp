@@ -177,6 +177,11 @@ ShardingRule LayerNormOp::shardingRule() {
     normalised.push_back(d);
   return sameShape(*this, normalised); // scale and bias broadcast onto the normalised dims
 }
+ShardingRule RotaryOp::shardingRule() {
+  // An element reads its partner half a row away: the last dim stays
+  // whole; the tables broadcast.
+  return sameShape(*this, {int64_t(shapeOf(getInput()).size()) - 1});
+}
 ShardingRule LayerNormBackwardOp::shardingRule() {
   // Rows split; a row (the normalised dims) stays whole; the statistics
   // have the rows' dims. Partial sums over groups of rows (made after the

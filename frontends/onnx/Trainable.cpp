@@ -128,6 +128,36 @@ public:
     return angle;
   }
 
+  /// Whether `name` reaches the model only through Sin and Cos (both),
+  /// reshaped or concatenated on the way: a table of angles.
+  bool onlySinAndCos(const std::string &name) const {
+    std::vector<std::string> work = {name};
+    std::set<std::string> seen;
+    bool sin = false, cos = false;
+    while (!work.empty()) {
+      std::string value = work.back();
+      work.pop_back();
+      if (!seen.insert(value).second)
+        continue;
+      if (outputs_.count(value))
+        return false;
+      auto it = uses_.find(value);
+      if (it == uses_.end())
+        continue;
+      for (const Use &use : it->second) {
+        const std::string &op = use.node->op_type();
+        sin |= op == "Sin", cos |= op == "Cos";
+        if (op == "Sin" || op == "Cos")
+          continue;
+        if (!passesOn(op, use.input) && op != "Concat")
+          return false;
+        for (const std::string &output : use.node->output())
+          work.push_back(output);
+      }
+    }
+    return sin && cos;
+  }
+
   /// How `name` is used, following it through reshapes and casts.
   enum class Role { Weight, RunningStatistic, Other };
   Role roleOf(const std::string &name) const {
@@ -282,6 +312,25 @@ bool unitRanged(const std::vector<double> &values) {
 
 /// "a sin/cos table: ..." when the last axis pairs columns whose squares
 /// sum to 1 (interleaved, as in the original Transformer, or halves).
+/// Whether `values` ([..., S, F], F = `last`) are positions times
+/// frequencies, each row s the frequencies times s (row 0 zeros): a rotary
+/// embedding's angles the exporter computed ahead (Llama's
+/// `positions * inv_freq`).
+bool isAngleTable(const std::vector<double> &values, int64_t last) {
+  if (last < 1 || values.size() % size_t(last) || values.size() / size_t(last) < 3)
+    return false;
+  size_t rows = values.size() / size_t(last);
+  bool moves = false;
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t k = 0; k < size_t(last); ++k) {
+      double want = double(r) * values[size_t(last) + k], got = values[r * size_t(last) + k];
+      if (std::fabs(got - want) > 1e-5 * std::max(1.0, std::fabs(want)))
+        return false;
+      moves |= got != 0;
+    }
+  return moves;
+}
+
 std::string tableReason(const std::vector<double> &values, int64_t last) {
   if (last < 2 || last % 2 || values.size() % size_t(last) || !unitRanged(values))
     return "";
@@ -483,6 +532,9 @@ mlir::LogicalResult chooseWeights(mlir::MLIRContext &context, const ::onnx::Grap
       choices.causalMasks.insert(name);
     if (why.empty())
       why = tableReason(*values, last);
+    if (why.empty() && isAngleTable(*values, last) && chooser.onlySinAndCos(name))
+      why = "a rotary embedding's angles: positions times frequencies, read only through "
+            "their sine and cosine";
     if (!why.empty())
       frozen[name] = why;
     else if (unitRanged(*values))

@@ -108,6 +108,9 @@ std::unique_ptr<Kernel> makeBatchNormKernel(const plan::Instruction &, const Ker
                                             std::string &);
 std::unique_ptr<Kernel> makeCrossEntropyKernel(const plan::Instruction &, const KernelTypes &,
                                                std::string &);
+// RotaryKernel.cpp
+std::unique_ptr<Kernel> makeRotaryKernel(const plan::Instruction &, const KernelTypes &,
+                                         std::string &);
 // ReduceKernel.cpp
 std::unique_ptr<Kernel> makeReduceKernel(const plan::Instruction &, const KernelTypes &,
                                          std::string &);

@@ -120,6 +120,7 @@ const OpInfo kOps[] = {
      makeConv2DBackwardWeightKernel},
     {plan::Instruction::kPool2DBackward, "pool2d_backward", 1, 2, makePool2DBackwardKernel},
     {plan::Instruction::kScatterAdd, "scatter_add", 2, 2, makeScatterAddKernel},
+    {plan::Instruction::kRotary, "rotary", 3, 3, makeRotaryKernel},
     {plan::Instruction::kAttention, "attention", 3, 4, makeAttentionKernel, 2},
     {plan::Instruction::kAttentionBackward, "attention_backward", 6, 7,
      makeAttentionBackwardKernel, 3},

@@ -88,6 +88,20 @@ func.func @packed_attention(%x: tensor<2x4x3x2x8xf32>) -> tensor<f32> {
   return %l : tensor<f32>
 }
 
+// A rotary embedding's gradient is its backward form on the output's
+// gradient, reading the same tables (which get none).
+// CHECK-LABEL: func.func @rotary
+func.func @rotary(%x: tensor<2x16x8xf32>, %cos: tensor<16x8xf32>, %sin: tensor<16x8xf32>) -> tensor<f32> {
+  %w = graph.parameter "w" : tensor<2x16x8xf32>
+  %p = graph.mul %x, %w : (tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> tensor<2x16x8xf32>
+  // CHECK: %[[R:.*]] = graph.rotary %[[P:.*]], %arg1, %arg2 : (tensor<2x16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<2x16x8xf32>
+  %r = graph.rotary %p, %cos, %sin : (tensor<2x16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<2x16x8xf32>
+  %l = graph.reduce_sum %r {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x16x8xf32>) -> tensor<f32>
+  // CHECK: %[[G:.*]] = graph.rotary %{{.*}}, %arg1, %arg2 {backward} : (tensor<2x16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<2x16x8xf32>
+  // CHECK: graph.mul %[[G]], %arg0
+  return %l : tensor<f32>
+}
+
 // With a bias (a padding mask read from an input): the backward reads it
 // too, and it gets no gradient.
 // CHECK-LABEL: func.func @attention_with_bias

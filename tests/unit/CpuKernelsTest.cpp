@@ -2062,3 +2062,73 @@ TEST(HalfKernels, MatMulBf16AndF16) {
   checkHalfMatMul<BFloat16>(plan::BF16);
   checkHalfMatMul<_Float16>(plan::F16);
 }
+
+namespace {
+
+// x cos + rotate_half(x) sin in double, the tables broadcast from
+// [1, S, 1, D] (cos) and [S, 1, D] (sin) onto x [B, S, H, D];
+// `backward`: x cos - rotate_half(x sin).
+std::vector<double> rotaryReference(const std::vector<float> &x, const std::vector<float> &c,
+                                    const std::vector<float> &s, int64_t b, int64_t seq,
+                                    int64_t heads, int64_t d, bool backward) {
+  std::vector<double> out(x.size());
+  int64_t h = d / 2;
+  for (int64_t n = 0; n < b; ++n)
+    for (int64_t t = 0; t < seq; ++t)
+      for (int64_t k = 0; k < heads; ++k)
+        for (int64_t i = 0; i < d; ++i) {
+          int64_t row = ((n * seq + t) * heads + k) * d, j = i < h ? i + h : i - h;
+          double sign = i < h ? -1 : 1, xi = x[size_t(row + i)], xj = x[size_t(row + j)];
+          double ci = c[size_t(t * d + i)];
+          double r = backward ? -sign * xj * double(s[size_t(t * d + j)])
+                              : sign * xj * double(s[size_t(t * d + i)]);
+          out[size_t(row + i)] = xi * ci + r;
+        }
+  return out;
+}
+
+TEST(RotaryKernel, AgainstADoubleReferenceWithBroadcastTables) {
+  const int64_t b = 2, seq = 5, heads = 3, d = 8;
+  Tensor x = randomF32({b, seq, heads, d}, 1), cos = randomF32({1, seq, 1, d}, 2),
+         sin = randomF32({seq, 1, d}, 3);
+  for (bool backward : {false, true}) {
+    SCOPED_TRACE(backward ? "backward" : "forward");
+    plan::Instruction inst;
+    inst.mutable_rotary()->set_backward(backward);
+    expectClose(inst, {x, cos, sin}, {b, seq, heads, d},
+                rotaryReference(values<float>(x), values<float>(cos), values<float>(sin), b, seq,
+                                heads, d, backward));
+  }
+}
+
+// The backward is the forward's adjoint: <R x, y> = <x, R^T y> for any x
+// and y (what autodiff relies on).
+TEST(RotaryKernel, TheBackwardIsTheForwardsAdjoint) {
+  const int64_t b = 1, seq = 4, heads = 2, d = 6;
+  Tensor x = randomF32({b, seq, heads, d}, 4), y = randomF32({b, seq, heads, d}, 5),
+         cos = randomF32({1, seq, 1, d}, 6), sin = randomF32({seq, 1, d}, 7);
+  plan::Instruction forward, backward;
+  forward.mutable_rotary();
+  backward.mutable_rotary()->set_backward(true);
+  std::vector<float> rx = values<float>(runKernel(forward, {x, cos, sin}, x.type, 1)),
+                     ry = values<float>(runKernel(backward, {y, cos, sin}, x.type, 1));
+  std::vector<float> xs = values<float>(x), ys = values<float>(y);
+  double lhs = 0, rhs = 0;
+  for (size_t i = 0; i < xs.size(); ++i)
+    lhs += double(rx[i]) * ys[i], rhs += double(xs[i]) * ry[i];
+  EXPECT_NEAR(lhs, rhs, 1e-5 * (std::abs(lhs) + 1));
+}
+
+TEST(RotaryKernel, RefusesWhatDoesNotFit) {
+  plan::Instruction inst;
+  inst.mutable_rotary();
+  std::string error;
+  auto odd = typeOf(plan::F32, {2, 5}), table = typeOf(plan::F32, {2, 5});
+  EXPECT_EQ(makeKernel(inst, {odd, table, table}, {odd}, error), nullptr);
+  EXPECT_EQ(error, "rotary: x must be a float tensor with an even last dim, got [2,5]");
+  auto x = typeOf(plan::F32, {2, 3, 4}), wide = typeOf(plan::F32, {4, 4});
+  EXPECT_EQ(makeKernel(inst, {x, wide, wide}, {x}, error), nullptr);
+  EXPECT_EQ(error, "rotary: cos [4,4] does not broadcast to x [2,3,4] with its last dim");
+}
+
+} // namespace

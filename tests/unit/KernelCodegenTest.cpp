@@ -382,6 +382,18 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
   add("softmax bf16",
       op("%x: tensor<4x2x64xbf16>", "%y = graph.softmax %x {axis = 2 : i64} : (tensor<4x2x64xbf16>) -> tensor<4x2x64xbf16>",
          "tensor<4x2x64xbf16>"));
+  // Rotary embeddings: a thread per element reading its partner half a row
+  // away, the tables broadcast (f32 tables beside bf16 x too).
+  add("rotary, tables broadcast",
+      op("%x: tensor<2x7x3x16xf32>, %c: tensor<1x7x1x16xf32>, %s: tensor<7x1x16xf32>",
+         "%y = graph.rotary %x, %c, %s : (tensor<2x7x3x16xf32>, tensor<1x7x1x16xf32>, "
+         "tensor<7x1x16xf32>) -> tensor<2x7x3x16xf32>",
+         "tensor<2x7x3x16xf32>"));
+  add("rotary backward, bf16 x, f32 tables",
+      op("%x: tensor<2x3x7x16xbf16>, %c: tensor<7x16xf32>, %s: tensor<7x16xf32>",
+         "%y = graph.rotary %x, %c, %s {backward} : (tensor<2x3x7x16xbf16>, tensor<7x16xf32>, "
+         "tensor<7x16xf32>) -> tensor<2x3x7x16xbf16>",
+         "tensor<2x3x7x16xbf16>"));
   add("layer_norm with bias",
       op(x3 + ", %s: tensor<70xf32>, %b: tensor<70xf32>",
          "%y = graph.layer_norm %x, %s, %b {axis = 2 : i64} : (tensor<6x20x70xf32>, tensor<70xf32>, tensor<70xf32>) -> tensor<6x20x70xf32>",
