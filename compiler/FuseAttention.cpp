@@ -419,6 +419,95 @@ Value packedQkv(OpBuilder &b, Location loc, Value q, Value k, Value v) {
                                     pq);
 }
 
+/// k when `kT` is k^T spelled as PyTorch exports it through a grouped
+/// query attention's repeat: reshape(transpose_last(reshape(A))), the
+/// reshapes changing only the leading dims: k is then A reshaped to kT's
+/// leading dims (a new reshape); null otherwise.
+Value untransposedKey(OpBuilder &b, Location loc, Value kT) {
+  auto outer = kT.getDefiningOp<graph::ReshapeOp>();
+  auto swap = outer ? outer.getInput().getDefiningOp<graph::TransposeOp>() : nullptr;
+  auto inner = swap ? swap.getInput().getDefiningOp<graph::ReshapeOp>() : nullptr;
+  if (!inner)
+    return {};
+  int64_t rank = typeOf(swap).getRank();
+  SmallVector<int64_t> last(static_cast<size_t>(rank));
+  std::iota(last.begin(), last.end(), 0);
+  std::swap(last[size_t(rank - 1)], last[size_t(rank - 2)]);
+  ArrayRef<int64_t> a = typeOf(inner.getInput()).getShape(), flat = typeOf(inner).getShape(),
+                    out = typeOf(kT).getShape();
+  auto lastTwo = [](ArrayRef<int64_t> s) { return s.take_back(2); };
+  if (swap.getPerm() != ArrayRef<int64_t>(last) || a.size() < 2 || out.size() < 2 ||
+      lastTwo(a) != lastTwo(flat) || lastTwo(typeOf(swap).getShape()) != lastTwo(out))
+    return {};
+  SmallVector<int64_t> shape(out.drop_back(2));
+  shape.append({a[a.size() - 2], a.back()});
+  return b.create<graph::ReshapeOp>(loc, RankedTensorType::get(shape, typeOf(kT).getElementType()),
+                                    inner.getInput());
+}
+
+/// `table` (broadcast onto a [..., H, S, D] value of `rank`) as it
+/// broadcasts onto the [..., S, H, D] one: at that rank, its heads and
+/// sequence dims swapped (a reshape where either is 1).
+Value swappedTable(OpBuilder &b, Location loc, Value table, int64_t rank) {
+  SmallVector<int64_t> shape(typeOf(table).getShape());
+  shape.insert(shape.begin(), size_t(rank) - shape.size(), 1);
+  size_t h = size_t(rank - 3), s = size_t(rank - 2);
+  Type element = typeOf(table).getElementType();
+  if (shape[h] == 1 || shape[s] == 1) {
+    std::swap(shape[h], shape[s]);
+    return b.create<graph::ReshapeOp>(loc, RankedTensorType::get(shape, element), table);
+  }
+  Value full = b.create<graph::ReshapeOp>(loc, RankedTensorType::get(shape, element), table);
+  return b.create<graph::TransposeOp>(loc, full, b.getDenseI64ArrayAttr(headsSwap(rank)));
+}
+
+/// `v` ([..., H, S, D]) made again as [..., S, H, D] from what makes it,
+/// where the heads come from a transpose (throughHeadsSwap) and what
+/// follows keeps the rows apart: a rotary embedding (its tables swapped
+/// too) and a grouped query attention's repeat of k and v over the heads
+/// (unsqueeze, broadcast, reshape). What the chain made before stays for
+/// any other reader (cleanup removes it where there is none). Null where
+/// it is not; with no builder, only whether it is (v itself).
+Value rowsOf(OpBuilder *b, Location loc, Value v) {
+  if (Value x = throughHeadsSwap(v))
+    return x;
+  int64_t rank = typeOf(v).getRank();
+  if (auto rotary = v.getDefiningOp<graph::RotaryOp>(); rotary && rank >= 3) {
+    Value x = rowsOf(b, loc, rotary.getInput());
+    if (!x || !b)
+      return x ? v : Value();
+    return b->create<graph::RotaryOp>(loc, x, swappedTable(*b, loc, rotary.getCos(), rank),
+                                      swappedTable(*b, loc, rotary.getSin(), rank),
+                                      rotary.getBackwardAttr());
+  }
+  // [..., G, S, D] -> unsqueeze [..., G, 1, S, D] -> broadcast [..., G, R,
+  // S, D] -> reshape [..., G R, S, D].
+  auto merge = v.getDefiningOp<graph::ReshapeOp>();
+  auto spread = merge ? merge.getInput().getDefiningOp<graph::BroadcastOp>() : nullptr;
+  auto unsqueeze = spread ? spread.getInput().getDefiningOp<graph::UnsqueezeOp>() : nullptr;
+  if (!unsqueeze || rank < 3 || unsqueeze.getAxes() != ArrayRef<int64_t>{rank - 2})
+    return {};
+  Value y = unsqueeze.getInput();
+  ArrayRef<int64_t> groups = typeOf(y).getShape(), spreadShape = typeOf(spread).getShape();
+  SmallVector<int64_t> want(groups);
+  want.insert(want.begin() + (rank - 2), spreadShape[size_t(rank - 2)]);
+  if (typeOf(y).getRank() != rank || spreadShape != ArrayRef<int64_t>(want))
+    return {};
+  Value x = rowsOf(b, loc, y);
+  if (!x || !b)
+    return x ? v : Value();
+  // [..., S, G, D] -> [..., S, G, 1, D] -> [..., S, G, R, D] -> [..., S, G R, D].
+  SmallVector<int64_t> rows(typeOf(x).getShape());
+  Type element = typeOf(x).getElementType();
+  SmallVector<int64_t> many(rows);
+  many.insert(many.end() - 1, spreadShape[size_t(rank - 2)]);
+  Value u = b->create<graph::UnsqueezeOp>(loc, x, b->getDenseI64ArrayAttr({rank - 1}));
+  Value wide = b->create<graph::BroadcastOp>(loc, u, b->getDenseI64ArrayAttr(many));
+  SmallVector<int64_t> merged(rows);
+  merged[size_t(rank - 2)] = typeOf(v).getShape()[size_t(rank - 3)];
+  return b->create<graph::ReshapeOp>(loc, RankedTensorType::get(merged, element), wide);
+}
+
 /// An f32 scalar constant.
 Value scalarF32(OpBuilder &b, Location loc, double x) {
   auto type = RankedTensorType::get({}, b.getF32Type());
@@ -486,14 +575,15 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
         continue;
       OpBuilder b(pv);
       Location loc = pv.getLoc();
-      Value k = m->k ? m->k : transposeLast(b, loc, m->kTransposed);
+      Value k = m->k;
+      if (!k && !(k = untransposedKey(b, loc, m->kTransposed)))
+        k = transposeLast(b, loc, m->kTransposed);
       Value v = m->v ? m->v : transposeLast(b, loc, m->vTransposed);
       Value bias = m->bias ? buildBias(b, loc, *m->bias, m->scoresShape) : Value();
       Value q = m->q;
-      Value qs = throughHeadsSwap(q), ks = throughHeadsSwap(k), vs = throughHeadsSwap(v);
-      bool bshd = qs && ks && vs;
+      bool bshd = rowsOf(nullptr, loc, q) && rowsOf(nullptr, loc, k) && rowsOf(nullptr, loc, v);
       if (bshd)
-        q = qs, k = ks, v = vs;
+        q = rowsOf(&b, loc, q), k = rowsOf(&b, loc, k), v = rowsOf(&b, loc, v);
       Value qkv = bshd ? packedQkv(b, loc, q, k, v) : Value();
       if (qkv)
         q = k = v = qkv, ++packed;

@@ -1,4 +1,5 @@
 // RUN: %dtc-opt %s --pass-pipeline='builtin.module(func.func(dtc-fuse-attention))' | FileCheck %s
+// RUN: %dtc-opt %s --pass-pipeline='builtin.module(func.func(dtc-fuse-attention,canonicalize))' | FileCheck %s --check-prefix=CLEAN
 
 // The generated GPT's form: k transposed before the matmul, the scores
 // divided by sqrt(D), a causal mask made from a triangle (where fills the
@@ -369,4 +370,47 @@ func.func @pieces_out_of_order(%qkv: tensor<8x72xf32>) -> tensor<2x3x4x8xf32> {
   %p = graph.softmax %scaled {axis = 3 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
   %o = graph.matmul %p, %vh : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
   return %o : tensor<2x3x4x8xf32>
+}
+
+// Llama as transformers exports it: q and k rotated (graph.rotary, its
+// tables [1, 1, S, D]) after the heads' transpose; k and v repeated over
+// the heads for grouped query attention (unsqueeze, broadcast, reshape);
+// k^T spelled reshape-transpose-reshape. The op reads all three as
+// [B, S, H, D] (bshd): the rotary embeddings rotate the rows where the
+// projections wrote them (tables [1, S, 1, D]), the repeat spreads them
+// there, and no transpose is left (once cleanup removes the old chain).
+// CHECK-LABEL: func.func @llama_rows
+// CLEAN-LABEL: func.func @llama_rows
+// CHECK-SAME: 1 read q, k, v and write their output as [batch, seq, heads, dim], no transposes around them
+// CLEAN-NOT: graph.transpose
+// CLEAN: %[[Q:.*]] = graph.rotary %arg0, %{{.*}}, %{{.*}} : (tensor<2x16x4x8xf32>, tensor<1x16x1x8xf32>, tensor<1x16x1x8xf32>) -> tensor<2x16x4x8xf32>
+// CLEAN: %[[K:.*]] = graph.rotary %arg1, %{{.*}}, %{{.*}} : (tensor<2x16x2x8xf32>, tensor<1x16x1x8xf32>, tensor<1x16x1x8xf32>) -> tensor<2x16x2x8xf32>
+// CLEAN: %[[KU:.*]] = graph.unsqueeze %[[K]] {axes = array<i64: 3>} : (tensor<2x16x2x8xf32>) -> tensor<2x16x2x1x8xf32>
+// CLEAN: %[[KB:.*]] = graph.broadcast %[[KU]] {shape = array<i64: 2, 16, 2, 2, 8>}
+// CLEAN: %[[KR:.*]] = graph.reshape %[[KB]] : (tensor<2x16x2x2x8xf32>) -> tensor<2x16x4x8xf32>
+// CLEAN: %[[VR:.*]] = graph.reshape %{{.*}} : (tensor<2x16x2x2x8xf32>) -> tensor<2x16x4x8xf32>
+// CLEAN: graph.attention %[[Q]], %[[KR]], %[[VR]] {bshd, scale
+// CLEAN-NOT: graph.transpose
+// CLEAN: return
+func.func @llama_rows(%q: tensor<2x16x4x8xf32>, %k: tensor<2x16x2x8xf32>, %v: tensor<2x16x2x8xf32>, %cos: tensor<1x1x16x8xf32>, %sin: tensor<1x1x16x8xf32>) -> tensor<2x16x4x8xf32> {
+  %qh = graph.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x16x8xf32>
+  %kh = graph.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x2x8xf32>) -> tensor<2x2x16x8xf32>
+  %vh = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x2x8xf32>) -> tensor<2x2x16x8xf32>
+  %qr = graph.rotary %qh, %cos, %sin : (tensor<2x4x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %kr = graph.rotary %kh, %cos, %sin : (tensor<2x2x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>) -> tensor<2x2x16x8xf32>
+  %ku = graph.unsqueeze %kr {axes = array<i64: 2>} : (tensor<2x2x16x8xf32>) -> tensor<2x2x1x16x8xf32>
+  %kb = graph.broadcast %ku {shape = array<i64: 2, 2, 2, 16, 8>} : (tensor<2x2x1x16x8xf32>) -> tensor<2x2x2x16x8xf32>
+  %vu = graph.unsqueeze %vh {axes = array<i64: 2>} : (tensor<2x2x16x8xf32>) -> tensor<2x2x1x16x8xf32>
+  %vb = graph.broadcast %vu {shape = array<i64: 2, 2, 2, 16, 8>} : (tensor<2x2x1x16x8xf32>) -> tensor<2x2x2x16x8xf32>
+  %vr = graph.reshape %vb : (tensor<2x2x2x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %k3 = graph.reshape %kb : (tensor<2x2x2x16x8xf32>) -> tensor<8x16x8xf32>
+  %kt3 = graph.transpose %k3 {perm = array<i64: 0, 2, 1>} : (tensor<8x16x8xf32>) -> tensor<8x8x16xf32>
+  %kt = graph.reshape %kt3 : (tensor<8x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %s = graph.matmul %qr, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %root = graph.constant dense<2.82842712> : tensor<f32>
+  %scaled = graph.div %s, %root : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %p = graph.softmax %scaled {axis = 3 : i64} : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %o = graph.matmul %p, %vr : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %back = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x16x8xf32>) -> tensor<2x16x4x8xf32>
+  return %back : tensor<2x16x4x8xf32>
 }
