@@ -412,11 +412,14 @@ size_t Executor::instructionsSideBySide() const {
 bool Executor::readParameters(const std::string &modelPath, std::string &error) {
   ParameterReader reader;
   bool readerOpen = false;
-  std::set<std::string> weights; // the program's parameters but bf16 copies
-  for (const plan::Buffer &buffer : program_->buffers())
-    if (buffer.has_parameter() && !plan::isCastCopy(buffer))
-      weights.insert(buffer.parameter().initializer());
-  for (const plan::Buffer &buffer : program_->buffers()) {
+  if (!plan::castCopies(*program_, !plan_->has_training(), castCopies_, error))
+    return false;
+  std::set<uint32_t> alone; // copies with no weight in the program: read from the model
+  for (const plan::CastCopy &c : castCopies_)
+    if (c.weight == plan::CastCopy::kFromModel)
+      alone.insert(c.copy);
+  for (int b = 0; b < program_->buffers_size(); ++b) {
+    const plan::Buffer &buffer = program_->buffers(b);
     char *at = arena_ + buffer.offset();
     if (buffer.has_constant()) {
       std::memcpy(at, buffer.constant().data(), buffer.constant().size());
@@ -425,13 +428,13 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
     // A copy is made from its weight below; an inference plan's, which
     // stands alone (no f32 weight in the program), is read from the model
     // as f32 and cast.
-    bool alone = plan::isCastCopy(buffer) && !weights.count(buffer.parameter().cast_of());
+    bool fromModel = alone.count(uint32_t(b)) != 0;
     if (!buffer.has_parameter() || buffer.parameter().zeros() ||
-        (plan::isCastCopy(buffer) && !alone))
+        (plan::isCastCopy(buffer) && !fromModel))
       continue;
     const plan::ParameterSource *source = &buffer.parameter();
     plan::ParameterSource weight;
-    if (alone) { // the model's f32 initializer
+    if (fromModel) { // the model's f32 initializer
       weight = buffer.parameter();
       weight.set_initializer(weight.cast_of());
       weight.clear_cast_of();
@@ -479,7 +482,7 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
         return false;
       }
     }
-    if (alone) { // read as f32, cast as it is stored
+    if (fromModel) { // read as f32, cast as it is stored
       plan::TensorType f32 = buffer.type();
       f32.set_dtype(plan::F32);
       std::vector<float> values(size_t(plan::elementCount(f32)));
@@ -497,8 +500,6 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
       return false;
     }
   }
-  if (!plan::castCopies(*program_, !plan_->has_training(), castCopies_, error))
-    return false;
   makeCastCopies();
   return true;
 }
