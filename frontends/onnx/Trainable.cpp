@@ -92,14 +92,14 @@ public:
   /// a learned frequency multiplies a float input or an activation.
   bool onlyAngles(const std::string &name) {
     // Values to follow, and whether they are already multiplied by positions.
+    // Each (value, multiplied) enters the work list once: a fuzzed graph
+    // reading one value from thousands of inputs stays linear.
     std::vector<std::pair<std::string, bool>> work = {{name, false}};
-    std::set<std::pair<std::string, bool>> seen;
+    std::set<std::pair<std::string, bool>> seen = {{name, false}};
     bool angle = false;
     while (!work.empty()) {
       auto [value, multiplied] = work.back();
       work.pop_back();
-      if (!seen.insert({value, multiplied}).second)
-        continue;
       if (outputs_.count(value))
         return false;
       auto it = uses_.find(value);
@@ -122,7 +122,8 @@ public:
           return false;
         }
         for (const std::string &output : use.node->output())
-          work.push_back({output, multiplied || product});
+          if (seen.insert({output, multiplied || product}).second)
+            work.push_back({output, multiplied || product});
       }
     }
     return angle;
@@ -132,13 +133,11 @@ public:
   /// reshaped or concatenated on the way: a table of angles.
   bool onlySinAndCos(const std::string &name) const {
     std::vector<std::string> work = {name};
-    std::set<std::string> seen;
+    std::set<std::string> seen = {name}; // each value enters the work list once
     bool sin = false, cos = false;
     while (!work.empty()) {
       std::string value = work.back();
       work.pop_back();
-      if (!seen.insert(value).second)
-        continue;
       if (outputs_.count(value))
         return false;
       auto it = uses_.find(value);
@@ -152,7 +151,8 @@ public:
         if (!passesOn(op, use.input) && op != "Concat")
           return false;
         for (const std::string &output : use.node->output())
-          work.push_back(output);
+          if (seen.insert(output).second)
+            work.push_back(output);
       }
     }
     return sin && cos;
@@ -162,13 +162,11 @@ public:
   enum class Role { Weight, RunningStatistic, Other };
   Role roleOf(const std::string &name) const {
     std::vector<std::string> work = {name};
-    llvm::StringSet<> seen;
+    llvm::StringSet<> seen = {name}; // each value enters the work list once
     bool running = false;
     while (!work.empty()) {
       std::string value = work.back();
       work.pop_back();
-      if (!seen.insert(value).second)
-        continue;
       auto it = uses_.find(value);
       if (it == uses_.end())
         continue;
@@ -177,7 +175,8 @@ public:
         if (isWeightUse(op, use.input))
           return Role::Weight;
         running |= isRunningStatistic(op, use.input);
-        if (passesOn(op, use.input) && use.node->output_size() > 0)
+        if (passesOn(op, use.input) && use.node->output_size() > 0 &&
+            seen.insert(use.node->output(0)).second)
           work.push_back(use.node->output(0));
       }
     }
@@ -219,7 +218,7 @@ private:
     std::vector<std::pair<std::string, bool>> stack = {{value, false}};
     while (!stack.empty()) {
       auto [v, expanded] = stack.back();
-      if (position_.count(v)) {
+      if (!expanded && position_.count(v)) {
         stack.pop_back();
         continue;
       }
@@ -232,6 +231,10 @@ private:
       const ::onnx::NodeProto &node = *producer->second;
       if (!expanded) {
         stack.back().second = true;
+        // Not a position until its inputs say so: a cycle (a malformed
+        // graph reading its own output) ends here instead of growing the
+        // stack without end.
+        position_[v] = false;
         for (const std::string &input : node.input())
           if (!input.empty() && !position_.count(input))
             stack.push_back({input, false});
