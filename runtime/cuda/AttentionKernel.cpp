@@ -117,8 +117,6 @@ private:
   std::map<CUfunction, unsigned> allowed_; // each function's dynamic shared memory limit
 };
 
-CUdeviceptr address(const void *p) { return CUdeviceptr(reinterpret_cast<uintptr_t>(p)); }
-
 class AttentionKernel final : public cpu::Kernel {
 public:
   struct Step {
@@ -132,39 +130,13 @@ public:
 
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
-    int sq = int(dims_.sq), sk = int(dims_.sk), d = int(dims_.d), dv = int(dims_.dv);
-    int causal = dims_.causal ? 1 : 0, heads = dims_.bshd ? int(dims_.heads) : 0;
-    int pieces = dims_.packed ? 3 : 1;
-    float scale = dims_.scale;
-    // Packed, q, k and v (and their gradients) are pieces of one buffer.
-    auto piece = [&](const void *buffer, int i) {
-      return address(buffer) + CUdeviceptr(pieceOffset(dims_, i) * (dims_.bf16 ? 2 : 4));
-    };
-    CUdeviceptr q = piece(inputs[0], 0), k = piece(inputs[1], 1), v = piece(inputs[2], 2);
-    // The bias, last of the inputs (FlashAttention.cu's Bias).
-    bool forward = steps_.size() == 1;
-    CUdeviceptr bias = dims_.bias ? address(inputs[forward ? 3 : 6]) : 0;
-    int per = int(dims_.inner), row = int(dims_.rowStride);
-    long long outer = dims_.outerStride, inner = dims_.innerStride;
-    if (forward) { // outputs: out, lse
-      CUdeviceptr out = address(outputs[0]), lse = address(outputs[1]);
-      void *args[] = {&q,     &k,      &v,     &out,    &lse, &sq,  &sk,  &d,     &dv,
-                      &scale, &causal, &heads, &pieces, &bias, &per, &row, &outer, &inner};
-      return launch(steps_[0], args, error);
-    }
-    // Inputs q, k, v, out, lse, grad_out; outputs grad_q, grad_k, grad_v
-    // (packed: one output, their pieces). grad_q's kernel writes Delta
-    // into the workspace, grad_kv's reads it.
-    CUdeviceptr out = address(inputs[3]), lse = address(inputs[4]), dout = address(inputs[5]);
-    int packed = dims_.packed ? 0 : 1; // the gradients' outputs: 0, 1, 2 or 0, 0, 0
-    CUdeviceptr dq = piece(outputs[0], 0), dk = piece(outputs[packed], 1),
-                dvOut = piece(outputs[2 * packed], 2);
-    CUdeviceptr delta = context_.workspace;
-    void *gradQ[] = {&q, &k, &v, &out, &dout, &lse, &delta, &dq, &sq, &sk, &d, &dv, &scale,
-                     &causal, &heads, &pieces, &bias, &per, &row, &outer, &inner};
-    void *gradKV[] = {&q, &k, &v, &dout, &lse, &delta, &dk, &dvOut, &sq, &sk, &d, &dv, &scale,
-                      &causal, &heads, &pieces, &bias, &per, &row, &outer, &inner};
-    return launch(steps_[0], gradQ, error) && launch(steps_[1], gradKV, error);
+    bool backward = steps_.size() == 2;
+    AttentionArgs args(dims_, backward, inputs, outputs,
+                       reinterpret_cast<void *>(uintptr_t(context_.workspace)));
+    for (size_t i = 0; i < steps_.size(); ++i)
+      if (!launch(steps_[i], args.params(i), error))
+        return false;
+    return true;
   }
 
 private:

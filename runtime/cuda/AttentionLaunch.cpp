@@ -261,6 +261,49 @@ size_t attentionScratchBytes(const AttentionDims &dims) {
   return size_t(dims.bh) * size_t(dims.sq) * sizeof(float);
 }
 
+AttentionArgs::AttentionArgs(const AttentionDims &dims, bool backward,
+                             const void *const *inputs, void *const *outputs, void *scratch)
+    : sq_(int(dims.sq)), sk_(int(dims.sk)), d_(int(dims.d)), dv_(int(dims.dv)),
+      causal_(dims.causal ? 1 : 0), heads_(dims.bshd ? int(dims.heads) : 0),
+      pieces_(dims.packed ? 3 : 1), per_(int(dims.inner)), row_(int(dims.rowStride)),
+      scale_(dims.scale), outer_(dims.outerStride), inner_(dims.innerStride) {
+  auto address = [](const void *p) { return uint64_t(reinterpret_cast<uintptr_t>(p)); };
+  // Packed, q, k and v (and their gradients) are pieces of one buffer.
+  auto piece = [&](const void *buffer, int i) {
+    return address(buffer) + uint64_t(pieceOffset(dims, i) * (dims.bf16 ? 2 : 4));
+  };
+  q_ = piece(inputs[0], 0);
+  k_ = piece(inputs[1], 1);
+  v_ = piece(inputs[2], 2);
+  // The bias, last of the inputs (FlashAttention.cu's Bias).
+  bias_ = dims.bias ? address(inputs[backward ? 6 : 3]) : 0;
+  std::vector<void *> tail = {&sq_,     &sk_,   &d_,   &dv_,  &scale_, &causal_, &heads_,
+                              &pieces_, &bias_, &per_, &row_, &outer_, &inner_};
+  auto with = [&](std::vector<void *> head) {
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  if (!backward) { // outputs: out, lse
+    out_ = address(outputs[0]);
+    lse_ = address(outputs[1]);
+    params_.push_back(with({&q_, &k_, &v_, &out_, &lse_}));
+    return;
+  }
+  // Inputs q, k, v, out, lse, grad_out; outputs grad_q, grad_k, grad_v
+  // (packed: one output, their pieces). grad_q's kernel writes Delta into
+  // the scratch, grad_kv's reads it.
+  out_ = address(inputs[3]);
+  lse_ = address(inputs[4]);
+  gradOut_ = address(inputs[5]);
+  delta_ = address(scratch);
+  int second = dims.packed ? 0 : 1; // the gradients' outputs: 0, 1, 2 or 0, 0, 0
+  gradQ_ = piece(outputs[0], 0);
+  gradK_ = piece(outputs[second], 1);
+  gradV_ = piece(outputs[2 * second], 2);
+  params_.push_back(with({&q_, &k_, &v_, &out_, &gradOut_, &lse_, &delta_, &gradQ_}));
+  params_.push_back(with({&q_, &k_, &v_, &gradOut_, &lse_, &delta_, &gradK_, &gradV_}));
+}
+
 int keyTilesVisited(const AttentionDims &dims, int64_t q0) {
   TileRange r = keyTilesOf(int(q0), blockRows(dims.bf16), int(dims.sq), int(dims.sk), dims.causal);
   return r.end - r.begin;

@@ -81,6 +81,31 @@ AttentionLaunch gradKVLaunch(const AttentionDims &dims);
 /// The backward's scratch: Delta, a float per query row.
 size_t attentionScratchBytes(const AttentionDims &dims);
 
+/// The arguments of an instruction's launches (forwardLaunch's, or
+/// gradQLaunch's then gradKVLaunch's) in their entry points' order
+/// (FlashAttention.cu: DTC_ATTENTION_ENTRIES), as cuLaunchKernel takes
+/// them: from the instruction's inputs and outputs (device addresses;
+/// packed, each of q, k and v at its piece) and the backward's scratch
+/// (attentionScratchBytes).
+class AttentionArgs {
+public:
+  AttentionArgs(const AttentionDims &dims, bool backward, const void *const *inputs,
+                void *const *outputs, void *scratch);
+  AttentionArgs(const AttentionArgs &) = delete;
+  AttentionArgs &operator=(const AttentionArgs &) = delete;
+
+  /// The kernel parameters of launch `i` (0, or 0 and 1 backward).
+  void **params(size_t i) { return params_[i].data(); }
+
+private:
+  uint64_t q_ = 0, k_ = 0, v_ = 0, out_ = 0, lse_ = 0, gradOut_ = 0, delta_ = 0, gradQ_ = 0,
+           gradK_ = 0, gradV_ = 0, bias_ = 0;
+  int sq_, sk_, d_, dv_, causal_, heads_, pieces_, per_, row_;
+  float scale_;
+  long long outer_, inner_;
+  std::vector<std::vector<void *>> params_;
+};
+
 /// The key tiles a forward or grad_q block starting at query q0 visits
 /// (causal masking skips those no row of it sees).
 int keyTilesVisited(const AttentionDims &dims, int64_t q0);

@@ -9,16 +9,7 @@
 // Sq == Sk and Sq != Sk (with rows that see no key), head dims 32 to 128
 // and odd ones, lengths that are not multiples of the tiles.
 //
-// Bounds, relative to each output's largest magnitude: f32 1e-4 (the
-// kernels use FMA and the accurate expf/logf, no TF32). bf16 2e-2: the
-// inputs are the same bf16 values in both, but the kernels round P and dS
-// to bf16 (8 significant bits, a relative 2^-9 = 2e-3 each; cuDNN does
-// the same) before their
-// tensor-core products and round each output to bf16 (another 2e-3);
-// summed over a row these errors partly cancel, so a few times 2e-3 is
-// expected and 2e-2 leaves room without hiding a wrong mask or tile (which
-// is off by O(1)). lse is f32 in both: its scores are f32 sums of exact
-// bf16 products, so 1e-4 (f32) and 1e-3 (bf16) of max(1, |lse|).
+// The checks and their bounds: tests/unit/AttentionChecks.h.
 //
 // Links no MLIR (in dtc-gpu-plan-tests, which the GPU bundle carries).
 // Without a GPU every test reports itself skipped, with the reason.
@@ -27,7 +18,7 @@
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaKernels.h"
-#include "tests/unit/AttentionReference.h"
+#include "tests/unit/AttentionChecks.h"
 
 #include "plan/DType.h"
 
@@ -187,126 +178,49 @@ bool cudnnTakes(const Case &c) {
          !(c.causal && c.sq != c.sk && !c.bias.empty());
 }
 
-TEST_F(GpuAttention, ForwardAndBackwardAgainstADoubleReference) {
+/// Each case in `layout` on both kernels (cuDNN's where it is meant to
+/// take the case): AttentionChecks.h's checks; how many ran.
+int checkBoth(TestGpu &gpu, Layout layout, unsigned seed) {
+  int ran = 0;
   for (Kernels kernels : {Kernels::Flash, Kernels::Cudnn})
     for (const Case &c : cases()) {
-      if (kernels == Kernels::Cudnn && !cudnnTakes(c))
+      if ((kernels == Kernels::Cudnn && !cudnnTakes(c)) ||
+          (layout == Layout::Packed && !packable(c)))
         continue;
-      std::mt19937 rng(7);
-      SCOPED_TRACE(c.name() + (kernels == Kernels::Cudnn ? " on cuDNN" : " on flash kernels"));
-      bool bf16 = c.dtype == plan::BF16;
-      double bound = bf16 ? 2e-2 : 1e-4, lseBound = bf16 ? 1e-3 : 1e-4;
-      Problem p(c, rng);
-      std::vector<Values> got =
-          runOnGpu(gpu_, kernels, p.forward, p.forwardInputs(), p.forwardValues(),
-                   {p.outType, p.lseType});
-      ASSERT_EQ(got.size(), 2u);
-      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v, p.bias);
-      std::string where;
-      double outError = worstError(got[0], r.out, 0.0, where);
-      EXPECT_LE(outError, bound) << "out, " << where;
-      double lseError = worstError(got[1], r.lse, 1.0, where);
-      EXPECT_LE(lseError, lseBound) << "lse, " << where;
-
-      p.fromReference(c, r);
-      std::vector<Values> grads = runOnGpu(gpu_, kernels, p.backward, p.backwardInputs(),
-                                           p.backwardValues(), p.qkv);
-      ASSERT_EQ(grads.size(), 3u);
-      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r, p.bias);
-      double dqError = worstError(grads[0], r.dq, 0.0, where);
-      EXPECT_LE(dqError, bound) << "grad_q, " << where;
-      std::string whereK, whereV;
-      double dkError = worstError(grads[1], r.dk, 0.0, whereK);
-      EXPECT_LE(dkError, bound) << "grad_k, " << whereK;
-      double dvError = worstError(grads[2], r.dv, 0.0, whereV);
-      EXPECT_LE(dvError, bound) << "grad_v, " << whereV;
-      std::printf("attention %s on %s: worst relative error out %.2g lse %.2g grad_q %.2g "
+      const char *on = kernels == Kernels::Cudnn ? "cuDNN" : "flash kernels";
+      const char *in = layout == Layout::HeadsFirst ? "" : layout == Layout::Bshd ? " bshd"
+                                                                                 : " packed";
+      SCOPED_TRACE(c.name() + in + " on " + on);
+      Errors e = checkAttention(
+          c, layout, seed,
+          [&](const plan::Instruction &inst, const std::vector<plan::TensorType> &inTypes,
+              const std::vector<Values> &inputs, const std::vector<plan::TensorType> &outTypes) {
+            return runOnGpu(gpu, kernels, inst, inTypes, inputs, outTypes);
+          });
+      std::printf("attention %s%s on %s: worst relative error out %.2g lse %.2g grad_q %.2g "
                   "grad_k %.2g grad_v %.2g\n",
-                  c.name().c_str(), kernels == Kernels::Cudnn ? "cuDNN" : "flash kernels",
-                  outError, lseError, dqError, dkError, dvError);
+                  c.name().c_str(), in, on, e.out, e.lse, e.dq, e.dk, e.dv);
+      ++ran;
     }
+  return ran;
+}
+
+TEST_F(GpuAttention, ForwardAndBackwardAgainstADoubleReference) {
+  EXPECT_GT(checkBoth(gpu_, Layout::HeadsFirst, 7), 0);
 }
 
 // q, k, v and the output as [..., S, H, D] (bshd, the heads their last
 // leading dim): the kernels read and write the rows strided; each result,
 // moved back, is the reference's.
 TEST_F(GpuAttention, HeadsAfterTheSequenceAgainstADoubleReference) {
-  for (Kernels kernels : {Kernels::Flash, Kernels::Cudnn})
-    for (const Case &c : cases()) {
-      if (kernels == Kernels::Cudnn && !cudnnTakes(c))
-        continue;
-      std::mt19937 rng(9);
-      SCOPED_TRACE(c.name() + " bshd" +
-                   (kernels == Kernels::Cudnn ? " on cuDNN" : " on flash kernels"));
-      double bound = c.dtype == plan::BF16 ? 2e-2 : 1e-4;
-      Problem p(c, rng);
-      BshdProblem t(p, c);
-      const int64_t h = t.heads;
-      std::vector<Values> got = runOnGpu(gpu_, kernels, t.forward, t.forwardInputs(),
-                                         t.forwardValues(), {t.outType, t.lseType});
-      ASSERT_EQ(got.size(), 2u);
-      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v, p.bias);
-      std::string where;
-      EXPECT_LE(worstError(swapHeads(got[0], h, c.sq, c.dv, true), r.out, 0.0, where), bound)
-          << "out, " << where;
-      EXPECT_LE(worstError(got[1], r.lse, 1.0, where), c.dtype == plan::BF16 ? 1e-3 : 1e-4)
-          << "lse, " << where;
-      p.fromReference(c, r);
-      t.withOutOf(p, c);
-      std::vector<Values> grads = runOnGpu(gpu_, kernels, t.backward, t.backwardInputs(),
-                                           t.backwardValues(), t.qkv);
-      ASSERT_EQ(grads.size(), 3u);
-      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r, p.bias);
-      EXPECT_LE(worstError(swapHeads(grads[0], h, c.sq, c.d, true), r.dq, 0.0, where), bound)
-          << "grad_q, " << where;
-      EXPECT_LE(worstError(swapHeads(grads[1], h, c.sk, c.d, true), r.dk, 0.0, where), bound)
-          << "grad_k, " << where;
-      EXPECT_LE(worstError(swapHeads(grads[2], h, c.sk, c.dv, true), r.dv, 0.0, where), bound)
-          << "grad_v, " << where;
-    }
+  EXPECT_GT(checkBoth(gpu_, Layout::Bshd, 9), 0);
 }
 
 // q, k and v pieces of one packed [..., S, 3, H, D] buffer (Attention.
 // packed), the backward's gradients written into one: each piece, moved
 // back, is the reference's.
 TEST_F(GpuAttention, PackedPiecesAgainstADoubleReference) {
-  int run = 0;
-  for (Kernels kernels : {Kernels::Flash, Kernels::Cudnn})
-    for (const Case &c : cases()) {
-      if ((kernels == Kernels::Cudnn && !cudnnTakes(c)) || c.sq != c.sk || c.d != c.dv)
-        continue;
-      std::mt19937 rng(5);
-      SCOPED_TRACE(c.name() + " packed" +
-                   (kernels == Kernels::Cudnn ? " on cuDNN" : " on flash kernels"));
-      double bound = c.dtype == plan::BF16 ? 2e-2 : 1e-4;
-      Problem p(c, rng);
-      BshdProblem t(p, c);
-      PackedProblem k(t, c);
-      const int64_t h = t.heads;
-      std::vector<Values> got = runOnGpu(gpu_, kernels, k.forward, k.forwardInputs(),
-                                         k.forwardValues(), {k.outType, k.lseType});
-      ASSERT_EQ(got.size(), 2u);
-      Reference r = forwardReference(c, p.scale, p.q, p.k, p.v, p.bias);
-      std::string where;
-      EXPECT_LE(worstError(swapHeads(got[0], h, c.sq, c.dv, true), r.out, 0.0, where), bound)
-          << "out, " << where;
-      EXPECT_LE(worstError(got[1], r.lse, 1.0, where), c.dtype == plan::BF16 ? 1e-3 : 1e-4)
-          << "lse, " << where;
-      p.fromReference(c, r);
-      k.withOutOf(p, c);
-      std::vector<Values> grads = runOnGpu(gpu_, kernels, k.backward, k.backwardInputs(),
-                                           k.backwardValues(), {k.packedType});
-      ASSERT_EQ(grads.size(), 1u);
-      backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r, p.bias);
-      const std::vector<double> *want[] = {&r.dq, &r.dk, &r.dv};
-      for (int piece = 0; piece < 3; ++piece) {
-        Values x = swapHeads(pieceOf(grads[0], piece, k.width), h, c.sq, c.d, true);
-        EXPECT_LE(worstError(x, *want[piece], 0.0, where), bound)
-            << "gradient " << piece << ", " << where;
-      }
-      ++run;
-    }
-  EXPECT_GT(run, 0);
+  EXPECT_GT(checkBoth(gpu_, Layout::Packed, 5), 0);
 }
 
 TEST_F(GpuAttention, WhatTheKernelsDoNotCoverIsRefusedWithWhy) {
