@@ -13,6 +13,9 @@
 // gathered into a matrix of their own and its results scattered back.
 // `packed` q, k and v are one buffer [..., S, 3, H, D], each a piece of
 // it (rows 3 H D apart), and the backward's gradients one such buffer.
+// Grouped-query attention: k and v have G heads where q has H = G R, q's
+// head h reading k's and v's head h / R; the backward sums each group's
+// key and value gradients over its R query heads, a group per task.
 //
 //===----------------------------------------------------------------------===//
 #include "plan/DType.h"
@@ -43,6 +46,9 @@ struct Dims {
   int64_t heads = 1;
   /// q, k and v pieces 0, 1 and 2 of one [..., S, 3, H, D] buffer.
   bool packed = false;
+  /// Grouped-query attention: q's heads per head of k and v (1 without),
+  /// and k's and v's heads ([..., S, G, D] with bshd).
+  int64_t group = 1, kvHeads = 1;
   /// With a bias: where each leading index's [Sq or 1, Sk] of it starts,
   /// and the step between its rows (0 when one row serves every query).
   std::vector<int64_t> biasAt;
@@ -62,6 +68,20 @@ bool refuse(std::string &error, std::string message) {
 bool sameLead(const plan::TensorType &a, const plan::TensorType &b) {
   return a.shape_size() == b.shape_size() &&
          std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin());
+}
+
+/// q's heads per head of `kv` (heads first): 1 when their leading dims
+/// are the same, R when they are but for kv's last, H / R (grouped-query
+/// attention); 0 when neither.
+int64_t groupOf(const plan::TensorType &q, const plan::TensorType &kv) {
+  if (sameLead(q, kv))
+    return 1;
+  int r = q.shape_size();
+  if (r < 3 || kv.shape_size() != r ||
+      !std::equal(q.shape().begin(), q.shape().end() - 3, kv.shape().begin()))
+    return 0;
+  int64_t h = q.shape(r - 3), g = kv.shape(r - 3);
+  return g > 0 && h % g == 0 ? h / g : 0;
 }
 
 /// `type` as [..., H, S, D]: its dims 3rd and 2nd from last swapped when
@@ -112,15 +132,17 @@ bool readDims(const plan::Attention &attr, bool backward, const KernelTypes &typ
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
     return refuse(error, "q, k and v must share one dtype");
   int r = q.shape_size();
-  if (r < (dims.bshd ? 3 : 2) || !sameLead(q, k) || !sameLead(q, v) ||
+  dims.group = groupOf(q, k);
+  if (r < (dims.bshd ? 3 : 2) || dims.group == 0 || !sameLead(k, v) ||
       k.shape(r - 1) != q.shape(r - 1) || v.shape(r - 2) != k.shape(r - 2))
     return refuse(error, "shapes " + shapeString(types.inputs[0]) + ", " +
                              shapeString(types.inputs[1]) + ", " + shapeString(types.inputs[2]) +
-                             (dims.bshd ? " are not q [..., Sq, H, D], k [..., Sk, H, D], "
-                                          "v [..., Sk, H, Dv]"
-                                        : " are not q [..., Sq, D], k [..., Sk, D], "
-                                          "v [..., Sk, Dv]"));
+                             (dims.bshd ? " are not q [..., Sq, H, D], k [..., Sk, G, D], "
+                                          "v [..., Sk, G, Dv] (G dividing H)"
+                                        : " are not q [..., H, Sq, D], k [..., G, Sk, D], "
+                                          "v [..., G, Sk, Dv] (G dividing H)"));
   dims.heads = dims.bshd ? q.shape(r - 3) : 1;
+  dims.kvHeads = dims.bshd ? k.shape(r - 3) : 1;
   Shape shape = shapeOf(q);
   dims.batch = product(shape, 0, size_t(r - 2));
   dims.sq = q.shape(r - 2), dims.d = q.shape(r - 1), dims.sk = k.shape(r - 2);
@@ -186,13 +208,15 @@ struct Matrix {
 
 /// `piece`: q's, k's or v's (0, 1, 2; their gradients' too), which are
 /// pieces of one buffer when packed; -1 for the output and its gradient.
+/// k's and v's `b` counts their own heads (b / group of q's).
 Matrix matrixOf(const Dims &m, int64_t b, int64_t rows, int64_t cols, int piece = -1) {
   if (!m.bshd)
     return {b * rows * cols, cols, rows, cols};
-  int64_t outer = b / m.heads, head = b % m.heads;
+  int64_t heads = piece > 0 ? m.kvHeads : m.heads;
+  int64_t outer = b / heads, head = b % heads;
   if (m.packed && piece >= 0)
     return {((outer * rows * 3 + piece) * m.heads + head) * cols, 3 * m.heads * cols, rows, cols};
-  return {(outer * rows * m.heads + head) * cols, m.heads * cols, rows, cols};
+  return {(outer * rows * heads + head) * cols, heads * cols, rows, cols};
 }
 
 float elementOf(plan::DType dtype, const void *data, int64_t i) {
@@ -299,13 +323,11 @@ void forward(const Dims &m, const float *q, const float *k, const float *v, cons
   }
 }
 
-/// The backward on one leading index: dq [Sq, D], dk [Sk, D], dv [Sk, Dv]
-/// (dk and dv summed over the blocks, so zeroed first).
+/// The backward on one leading index: dq [Sq, D]; dk [Sk, D] and dv [Sk,
+/// Dv] added to (summed over the blocks and a group's query heads).
 void backward(const Dims &m, const float *q, const float *k, const float *v, const float *bias,
               const float *out, const float *lse, const float *dout, float *dq, float *dk,
               float *dv, std::vector<float> &p, std::vector<float> &dp) {
-  std::fill(dk, dk + m.sk * m.d, 0.0f);
-  std::fill(dv, dv + m.sk * m.dv, 0.0f);
   float scale = float(m.scale);
   for (int64_t i0 = 0; i0 < m.sq; i0 += kRows) {
     int64_t rows = std::min(kRows, m.sq - i0);
@@ -373,8 +395,8 @@ std::unique_ptr<Kernel> makeAttentionKernel(const plan::Instruction &inst,
       for (int64_t b = b0; b < b1; ++b) {
         Matrix out = matrixOf(m, b, m.sq, m.dv);
         const float *q = asFloat(dtype, in[0], matrixOf(m, b, m.sq, m.d, 0), sq);
-        const float *k = asFloat(dtype, in[1], matrixOf(m, b, m.sk, m.d, 1), sk);
-        const float *v = asFloat(dtype, in[2], matrixOf(m, b, m.sk, m.dv, 2), sv);
+        const float *k = asFloat(dtype, in[1], matrixOf(m, b / m.group, m.sk, m.d, 1), sk);
+        const float *v = asFloat(dtype, in[2], matrixOf(m, b / m.group, m.sk, m.dv, 2), sv);
         float *o = resultIn(dtype, outs[0], out, so);
         const float *bias =
             m.biasAt.empty() ? nullptr : static_cast<const float *>(in[3]) + m.biasAt[size_t(b)];
@@ -408,26 +430,33 @@ std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &ins
   return makeFunctionKernel([m, dtype](const void *const *in, void *const *outs,
                                        ThreadPool &pool) {
     SingleThreadedBlas single(pool);
-    pool.parallelFor(m.batch, 1, [&](int64_t b0, int64_t b1) {
+    // A task per head of k and v: its group of query heads in turn, their
+    // key and value gradients summed in place.
+    pool.parallelFor(m.batch / m.group, 1, [&](int64_t g0, int64_t g1) {
       std::vector<float> s[6], grads[3], p, dp;
-      for (int64_t b = b0; b < b1; ++b) {
-        Matrix x[3] = {matrixOf(m, b, m.sq, m.d, 0), matrixOf(m, b, m.sk, m.d, 1),
-                       matrixOf(m, b, m.sk, m.dv, 2)};
-        Matrix rows = matrixOf(m, b, m.sq, m.dv);
-        const float *q = asFloat(dtype, in[0], x[0], s[0]);
-        const float *k = asFloat(dtype, in[1], x[1], s[1]);
-        const float *v = asFloat(dtype, in[2], x[2], s[2]);
-        const float *o = asFloat(dtype, in[3], rows, s[3]);
-        const float *g = asFloat(dtype, in[5], rows, s[5]);
-        const float *lse = static_cast<const float *>(in[4]) + b * m.sq;
-        float *d[3]; // packed: the pieces of the one output
-        for (int i = 0; i < 3; ++i)
-          d[i] = resultIn(dtype, outs[m.packed ? 0 : i], x[i], grads[i]);
-        const float *bias =
-            m.biasAt.empty() ? nullptr : static_cast<const float *>(in[6]) + m.biasAt[size_t(b)];
-        backward(m, q, k, v, bias, o, lse, g, d[0], d[1], d[2], p, dp);
-        for (int i = 0; i < 3; ++i)
-          store(dtype, d[i], outs[m.packed ? 0 : i], x[i]);
+      for (int64_t kb = g0; kb < g1; ++kb) {
+        Matrix kx = matrixOf(m, kb, m.sk, m.d, 1), vx = matrixOf(m, kb, m.sk, m.dv, 2);
+        const float *k = asFloat(dtype, in[1], kx, s[1]);
+        const float *v = asFloat(dtype, in[2], vx, s[2]);
+        float *dk = resultIn(dtype, outs[m.packed ? 0 : 1], kx, grads[1]);
+        float *dv = resultIn(dtype, outs[m.packed ? 0 : 2], vx, grads[2]);
+        std::fill(dk, dk + kx.rows * kx.cols, 0.0f); // dense either way
+        std::fill(dv, dv + vx.rows * vx.cols, 0.0f);
+        for (int64_t b = kb * m.group; b < (kb + 1) * m.group; ++b) {
+          Matrix qx = matrixOf(m, b, m.sq, m.d, 0), rows = matrixOf(m, b, m.sq, m.dv);
+          const float *q = asFloat(dtype, in[0], qx, s[0]);
+          const float *o = asFloat(dtype, in[3], rows, s[3]);
+          const float *g = asFloat(dtype, in[5], rows, s[5]);
+          const float *lse = static_cast<const float *>(in[4]) + b * m.sq;
+          float *dq = resultIn(dtype, outs[0], qx, grads[0]);
+          const float *bias = m.biasAt.empty()
+                                  ? nullptr
+                                  : static_cast<const float *>(in[6]) + m.biasAt[size_t(b)];
+          backward(m, q, k, v, bias, o, lse, g, dq, dk, dv, p, dp);
+          store(dtype, dq, outs[0], qx);
+        }
+        store(dtype, dk, outs[m.packed ? 0 : 1], kx);
+        store(dtype, dv, outs[m.packed ? 0 : 2], vx);
       }
     });
   });

@@ -24,12 +24,12 @@ bool expect(const plan::TensorType &t, plan::DType dtype, const std::vector<int6
 }
 
 AttentionLaunch launchOf(const AttentionDims &dims, const char *kernel, int64_t rows,
-                         int sharedBytes) {
+                         int sharedBytes, int64_t heads) {
   AttentionLaunch launch;
   launch.entry = std::string("dtc_attention_") + kernel + (dims.bf16 ? "_bf16" : "_f32");
   launch.rowsPerBlock = blockRows(dims.bf16);
   launch.gridX = unsigned((rows + launch.rowsPerBlock - 1) / launch.rowsPerBlock);
-  launch.gridY = unsigned(dims.bh);
+  launch.gridY = unsigned(heads);
   launch.threads = unsigned(threadsPerBlock(dims.bf16));
   launch.sharedBytes = unsigned(sharedBytes);
   return launch;
@@ -189,15 +189,23 @@ bool headsFirstDims(bool backward, const plan::Attention &attention,
     return false;
   }
   int64_t sk = k.shape(rank - 2), dv = v.shape(rank - 1);
-  auto with = [&](int64_t rows, int64_t cols) {
+  // Grouped-query attention: k's heads (its last leading dim) dividing q's.
+  int64_t group = 1;
+  if (rank >= 3 && k.shape(rank - 3) > 0 && k.shape(rank - 3) != lead.back() &&
+      lead.back() % k.shape(rank - 3) == 0)
+    group = lead.back() / k.shape(rank - 3);
+  auto with = [&](int64_t rows, int64_t cols, bool kv = false) {
     std::vector<int64_t> shape = lead;
+    if (kv)
+      shape.back() /= group;
     shape.push_back(rows);
     shape.push_back(cols);
     return shape;
   };
   std::vector<int64_t> lseShape = lead;
   lseShape.push_back(sq);
-  if (!expect(k, dtype, with(sk, d), "k", why) || !expect(v, dtype, with(sk, dv), "v", why))
+  if (!expect(k, dtype, with(sk, d, true), "k", why) ||
+      !expect(v, dtype, with(sk, dv, true), "v", why))
     return false;
   if (!backward) {
     if (!expect(outputs[0], dtype, with(sq, dv), "out", why) ||
@@ -207,8 +215,8 @@ bool headsFirstDims(bool backward, const plan::Attention &attention,
              !expect(inputs[4], plan::F32, lseShape, "lse", why) ||
              !expect(inputs[5], dtype, with(sq, dv), "grad_out", why) ||
              !expect(outputs[0], dtype, with(sq, d), "grad_q", why) ||
-             !expect(outputs[1], dtype, with(sk, d), "grad_k", why) ||
-             !expect(outputs[2], dtype, with(sk, dv), "grad_v", why)) {
+             !expect(outputs[1], dtype, with(sk, d, true), "grad_k", why) ||
+             !expect(outputs[2], dtype, with(sk, dv, true), "grad_v", why)) {
     return false;
   }
   if (d > kMaxHeadDim || dv > kMaxHeadDim) {
@@ -228,6 +236,7 @@ bool headsFirstDims(bool backward, const plan::Attention &attention,
   if (attention.bias() && !biasLayout(inputs.back(), lead, sq, sk, dims, why))
     return false;
   dims.bh = bh;
+  dims.group = group;
   dims.sq = sq;
   dims.sk = sk;
   dims.d = d;
@@ -245,16 +254,17 @@ int64_t pieceOffset(const AttentionDims &dims, int piece) {
 
 AttentionLaunch forwardLaunch(const AttentionDims &dims) {
   return launchOf(dims, "forward", dims.sq,
-                  forwardSmem(dims.bf16, int(dims.d), int(dims.dv)).bytes);
+                  forwardSmem(dims.bf16, int(dims.d), int(dims.dv)).bytes, dims.bh);
 }
 
 AttentionLaunch gradQLaunch(const AttentionDims &dims) {
-  return launchOf(dims, "grad_q", dims.sq, gradQSmem(dims.bf16, int(dims.d), int(dims.dv)).bytes);
+  return launchOf(dims, "grad_q", dims.sq, gradQSmem(dims.bf16, int(dims.d), int(dims.dv)).bytes,
+                  dims.bh);
 }
 
 AttentionLaunch gradKVLaunch(const AttentionDims &dims) {
   return launchOf(dims, "grad_kv", dims.sk,
-                  gradKVSmem(dims.bf16, int(dims.d), int(dims.dv)).bytes);
+                  gradKVSmem(dims.bf16, int(dims.d), int(dims.dv)).bytes, dims.bh / dims.group);
 }
 
 size_t attentionScratchBytes(const AttentionDims &dims) {
@@ -265,7 +275,8 @@ AttentionArgs::AttentionArgs(const AttentionDims &dims, bool backward,
                              const void *const *inputs, void *const *outputs, void *scratch)
     : sq_(int(dims.sq)), sk_(int(dims.sk)), d_(int(dims.d)), dv_(int(dims.dv)),
       causal_(dims.causal ? 1 : 0), heads_(dims.bshd ? int(dims.heads) : 0),
-      pieces_(dims.packed ? 3 : 1), per_(int(dims.inner)), row_(int(dims.rowStride)),
+      pieces_(dims.packed ? 3 : 1), group_(int(dims.group)), per_(int(dims.inner)),
+      row_(int(dims.rowStride)),
       scale_(dims.scale), outer_(dims.outerStride), inner_(dims.innerStride) {
   auto address = [](const void *p) { return uint64_t(reinterpret_cast<uintptr_t>(p)); };
   // Packed, q, k and v (and their gradients) are pieces of one buffer.
@@ -277,8 +288,8 @@ AttentionArgs::AttentionArgs(const AttentionDims &dims, bool backward,
   v_ = piece(inputs[2], 2);
   // The bias, last of the inputs (FlashAttention.cu's Bias).
   bias_ = dims.bias ? address(inputs[backward ? 6 : 3]) : 0;
-  std::vector<void *> tail = {&sq_,     &sk_,   &d_,   &dv_,  &scale_, &causal_, &heads_,
-                              &pieces_, &bias_, &per_, &row_, &outer_, &inner_};
+  std::vector<void *> tail = {&sq_,    &sk_,   &d_,    &dv_,  &scale_, &causal_, &heads_,
+                              &pieces_, &group_, &bias_, &per_, &row_,   &outer_,  &inner_};
   auto with = [&](std::vector<void *> head) {
     head.insert(head.end(), tail.begin(), tail.end());
     return head;

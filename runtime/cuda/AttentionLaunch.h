@@ -35,6 +35,10 @@ struct AttentionDims {
   /// D] buffer (Attention.packed, with bshd): their rows 3 H cols apart,
   /// k's and v's from H D and 2 H D elements on (pieceOffset).
   bool packed = false;
+  /// Grouped-query attention: q's heads per head of k and v, which have
+  /// leading dims of q's but for the last (heads), divided by it; q's head
+  /// bh reads their head bh / group. 1 otherwise.
+  int64_t group = 1;
   /// The bias (f32 [..., Sq or 1, Sk]), if any, as the kernels index it:
   /// head h's starts at (h / inner) * outerStride + (h % inner) *
   /// innerStride, its row i at i * rowStride (0: one row for all). The
@@ -75,7 +79,8 @@ int64_t pieceOffset(const AttentionDims &dims, int piece);
 AttentionLaunch forwardLaunch(const AttentionDims &dims);
 /// The backward's first kernel: grad_q, and Delta into scratch.
 AttentionLaunch gradQLaunch(const AttentionDims &dims);
-/// The backward's second: grad_k and grad_v, reading Delta.
+/// The backward's second: grad_k and grad_v, reading Delta (a block per
+/// key tile of each head of k and v).
 AttentionLaunch gradKVLaunch(const AttentionDims &dims);
 
 /// The backward's scratch: Delta, a float per query row.
@@ -100,7 +105,7 @@ public:
 private:
   uint64_t q_ = 0, k_ = 0, v_ = 0, out_ = 0, lse_ = 0, gradOut_ = 0, delta_ = 0, gradQ_ = 0,
            gradK_ = 0, gradV_ = 0, bias_ = 0;
-  int sq_, sk_, d_, dv_, causal_, heads_, pieces_, per_, row_;
+  int sq_, sk_, d_, dv_, causal_, heads_, pieces_, group_, per_, row_;
   float scale_;
   long long outer_, inner_;
   std::vector<std::vector<void *>> params_;

@@ -112,21 +112,30 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
   // there is one, else one batch of every head.
   const int64_t heads = dims.bshd ? dims.heads : dims.bias ? dims.inner : dims.bh,
                 batch = dims.bh / heads;
+  // Grouped-query attention: k and v (and their gradients) have heads /
+  // group heads, q's head h reading their h / group, as cuDNN groups them.
+  if (heads % dims.group) {
+    why = "grouped-query attention whose bias splits a group of heads";
+    return nullptr;
+  }
+  const int64_t kvHeads = heads / dims.group;
   // q, k, v, the output and the gradients, [rows, cols] per batch and head;
   // a packed buffer's pieces (q, k, v and their gradients) rows 3 H cols
   // apart.
-  auto strides = [&](int64_t rows, int64_t cols, bool piece = false) -> std::vector<int64_t> {
-    int64_t pieces = piece && dims.packed ? 3 : 1;
+  auto strides = [&](int64_t rows, int64_t cols, bool piece = false,
+                     bool kv = false) -> std::vector<int64_t> {
+    int64_t pieces = piece && dims.packed ? 3 : 1, h = kv ? kvHeads : heads;
     if (dims.bshd)
-      return {rows * pieces * heads * cols, cols, pieces * heads * cols, 1};
-    return {heads * rows * cols, rows * cols, cols, 1};
+      return {rows * pieces * h * cols, cols, pieces * h * cols, 1};
+    return {h * rows * cols, rows * cols, cols, 1};
   };
-  auto tensor = [&](const char *name, Uid uid, int64_t rows, int64_t cols, bool piece = false) {
+  auto tensor = [&](const char *name, Uid uid, int64_t rows, int64_t cols, bool piece = false,
+                    bool kv = false) {
     return g.tensor(fe::graph::Tensor_attributes()
                         .set_name(name)
                         .set_uid(uid)
-                        .set_dim({batch, heads, rows, cols})
-                        .set_stride(strides(rows, cols, piece)));
+                        .set_dim({batch, kv ? kvHeads : heads, rows, cols})
+                        .set_stride(strides(rows, cols, piece, kv)));
   };
   auto lse = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t) {
     t->set_uid(Lse)
@@ -148,8 +157,9 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
                                      dims.innerStride ? dims.innerStride : rows * dims.sk,
                                      dims.rowStride ? dims.rowStride : dims.sk, 1}));
   }
-  auto q = tensor("q", Q, dims.sq, dims.d, true), k = tensor("k", K, dims.sk, dims.d, true),
-       v = tensor("v", V, dims.sk, dims.dv, true);
+  auto q = tensor("q", Q, dims.sq, dims.d, true),
+       k = tensor("k", K, dims.sk, dims.d, true, true),
+       v = tensor("v", V, dims.sk, dims.dv, true, true);
   // dtc's causal mask is aligned to the last key (query i of sq sees keys
   // up to i + sk - sq): cuDNN's bottom-right diagonal, its top-left one
   // when sq == sk (the same mask, and the engines' oldest).
@@ -182,13 +192,15 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
         options.set_bias(bias);
       auto [dq, dk, dv] = g.sdpa_backward(q, k, v, out, gradOut, stats, options);
       auto written = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t, Uid uid,
-                        int64_t rows, int64_t cols) {
-        t->set_output(true).set_uid(uid).set_dim({batch, heads, rows, cols}).set_stride(
-            strides(rows, cols, true));
+                         int64_t rows, int64_t cols, bool kv) {
+        t->set_output(true)
+            .set_uid(uid)
+            .set_dim({batch, kv ? kvHeads : heads, rows, cols})
+            .set_stride(strides(rows, cols, true, kv));
       };
-      written(dq, GradQ, dims.sq, dims.d);
-      written(dk, GradK, dims.sk, dims.d);
-      written(dv, GradV, dims.sk, dims.dv);
+      written(dq, GradQ, dims.sq, dims.d, false);
+      written(dk, GradK, dims.sk, dims.d, true);
+      written(dv, GradV, dims.sk, dims.dv, true);
     }
     if (!good(g.validate(), "cuDNN's fused attention", why))
       return nullptr;

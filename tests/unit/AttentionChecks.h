@@ -50,8 +50,6 @@ inline double lseBound(const Case &c) { return c.dtype == plan::BF16 ? 1e-3 : 1e
 /// D == Dv only).
 enum class Layout { HeadsFirst, Bshd, Packed };
 
-inline bool packable(const Case &c) { return c.sq == c.sk && c.d == c.dv; }
-
 /// Case `c` in `layout` through `run`, its inputs drawn from `seed`: each
 /// result (moved back to heads first) within the bounds above.
 inline Errors checkAttention(const Case &c, Layout layout, unsigned seed,
@@ -107,9 +105,12 @@ inline Errors checkAttention(const Case &c, Layout layout, unsigned seed,
     return e;
   e.dq = worstError(back(grads[0], c.sq, c.d), r.dq, 0.0, where);
   EXPECT_LE(e.dq, outputBound(c)) << "grad_q, " << where;
-  e.dk = worstError(back(grads[1], c.sk, c.d), r.dk, 0.0, where);
+  auto backKv = [&](const Values &x, int64_t rows, int64_t cols) {
+    return layout == Layout::HeadsFirst ? x : swapHeads(x, c.kvHeads(), rows, cols, true);
+  };
+  e.dk = worstError(backKv(grads[1], c.sk, c.d), r.dk, 0.0, where);
   EXPECT_LE(e.dk, outputBound(c)) << "grad_k, " << where;
-  e.dv = worstError(back(grads[2], c.sk, c.dv), r.dv, 0.0, where);
+  e.dv = worstError(backKv(grads[2], c.sk, c.dv), r.dv, 0.0, where);
   EXPECT_LE(e.dv, outputBound(c)) << "grad_v, " << where;
   return e;
 }

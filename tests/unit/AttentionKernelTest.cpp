@@ -95,8 +95,8 @@ TEST(AttentionKernel, HeadsAfterTheSequenceGiveTheSameResults) {
       ASSERT_EQ(got.size(), 2u);
       int64_t h = t.heads;
       auto expect = [&](const Values &bshd, const Values &first, int64_t rows, int64_t cols,
-                        const char *what) {
-        Values moved = swapHeads(bshd, h, rows, cols, true);
+                        const char *what, int64_t heads = 0) {
+        Values moved = swapHeads(bshd, heads ? heads : h, rows, cols, true);
         std::vector<double> reference(first.begin(), first.end());
         std::string where;
         EXPECT_LE(worstError(moved, reference, 0.0, where), bound) << what << ", " << where;
@@ -116,8 +116,8 @@ TEST(AttentionKernel, HeadsAfterTheSequenceGiveTheSameResults) {
           runOnCpu(t.backward, t.backwardInputs(), t.backwardValues(), t.qkv, threads);
       ASSERT_EQ(grads.size(), 3u);
       expect(grads[0], wantGrads[0], c.sq, c.d, "grad_q");
-      expect(grads[1], wantGrads[1], c.sk, c.d, "grad_k");
-      expect(grads[2], wantGrads[2], c.sk, c.dv, "grad_v");
+      expect(grads[1], wantGrads[1], c.sk, c.d, "grad_k", c.kvHeads());
+      expect(grads[2], wantGrads[2], c.sk, c.dv, "grad_v", c.kvHeads());
     }
 }
 
@@ -129,7 +129,7 @@ TEST(AttentionKernel, PackedQkvGiveTheBshdResults) {
   std::mt19937 rng(17);
   int run = 0;
   for (const Case &c : cases()) {
-    if (c.sq != c.sk || c.d != c.dv)
+    if (!packable(c))
       continue;
     for (int threads : {1, 2}) {
       SCOPED_TRACE(c.name() + ", " + std::to_string(threads) + " threads");
@@ -178,8 +178,8 @@ TEST(AttentionKernel, RefusesWhatDoesNotFitWithWhy) {
     return error;
   };
   EXPECT_EQ(refused(inst, {q, v, v}, {out, lse}),
-            "attention: shapes [2,4,8], [2,5,6], [2,5,6] are not q [..., Sq, D], k [..., Sk, "
-            "D], v [..., Sk, Dv]");
+            "attention: shapes [2,4,8], [2,5,6], [2,5,6] are not q [..., H, Sq, D], k [..., G, "
+            "Sk, D], v [..., G, Sk, Dv] (G dividing H)");
   EXPECT_EQ(refused(inst, {q, k, v}, {out, c.type({4}, plan::BF16)}),
             "attention: outputs must be out [..., Sq, Dv] in q's dtype and lse [..., Sq] f32");
   EXPECT_EQ(refused(inst, {q, k, v}, {out}),
@@ -204,7 +204,22 @@ TEST(AttentionKernel, RefusesWhatDoesNotFitWithWhy) {
   bshd.mutable_attention()->set_bshd(true);
   EXPECT_EQ(refused(bshd, {q, k, v}, {out, lse}),
             "attention: shapes [2,4,8], [2,5,8], [2,5,6] are not q [..., Sq, H, D], k [..., Sk, "
-            "H, D], v [..., Sk, H, Dv]");
+            "G, D], v [..., Sk, G, Dv] (G dividing H)");
+  // Grouped-query attention: k's and v's heads must divide q's.
+  Case g{{2, 6}, 4, 5, 8, 8, false, plan::F32, {}, 3}; // k and v [2, 2, 5, 8]
+  EXPECT_NE(runtime::cpu::makeKernel(inst,
+                                     {g.type({4, 8}, plan::F32), g.type({5, 8}, plan::F32, true),
+                                      g.type({5, 8}, plan::F32, true)},
+                                     {g.type({4, 8}, plan::F32), g.type({4}, plan::F32)}, error),
+            nullptr)
+      << error;
+  Case four{{2, 4}, 4, 5, 8, 8, false, plan::F32};
+  EXPECT_EQ(refused(inst,
+                    {g.type({4, 8}, plan::F32), four.type({5, 8}, plan::F32),
+                     four.type({5, 8}, plan::F32)},
+                    {g.type({4, 8}, plan::F32), g.type({4}, plan::F32)}),
+            "attention: shapes [2,6,4,8], [2,4,5,8], [2,4,5,8] are not q [..., H, Sq, D], k "
+            "[..., G, Sk, D], v [..., G, Sk, Dv] (G dividing H)");
   Case c3{{2}, 4, 4, 8, 8, false, plan::F32};
   auto q3 = c3.type({4, 3, 8}, plan::F32), out3 = c3.type({4, 3, 8}, plan::F32);
   EXPECT_NE(runtime::cpu::makeKernel(bshd, {q3, q3, q3}, {out3, c3.type({3, 4}, plan::F32)},

@@ -271,6 +271,38 @@ TEST(AttentionLaunch, DimsComeFromTheOperandsAndWhatIsNotCoveredIsRefused) {
   EXPECT_NE(why.find("packed"), std::string::npos) << why;
 }
 
+// Grouped-query attention: k and v with 2 heads where q has 6 (bshd too);
+// grad_k and grad_v's kernel is a block per key tile of each of their
+// heads. Heads that do not divide q's are refused with the shapes.
+TEST(AttentionLaunch, GroupedQueryAttentionReadsKeyValueHeadsAndGridsOverThem) {
+  plan::Attention attention;
+  attention.set_scale(0.125);
+  auto bf16 = [](std::vector<int64_t> s) { return tensor(plan::BF16, std::move(s)); };
+  auto f32 = [](std::vector<int64_t> s) { return tensor(plan::F32, std::move(s)); };
+  for (bool bshd : {false, true}) {
+    attention.set_bshd(bshd);
+    auto rows = [&](int64_t heads, int64_t s, int64_t d) {
+      return bshd ? bf16({4, s, heads, d}) : bf16({4, heads, s, d});
+    };
+    std::vector<plan::TensorType> in = {rows(6, 100, 64), rows(2, 100, 64), rows(2, 100, 64),
+                                        rows(6, 100, 64), f32({4, 6, 100}), rows(6, 100, 64)};
+    std::vector<plan::TensorType> out = {in[0], in[1], in[2]};
+    AttentionDims dims;
+    std::string why;
+    ASSERT_TRUE(attentionDimsOf(true, attention, in, out, dims, why)) << why;
+    EXPECT_EQ(dims.bh, 24);
+    EXPECT_EQ(dims.group, 3);
+    EXPECT_EQ(gradQLaunch(dims).gridY, 24u);
+    EXPECT_EQ(gradKVLaunch(dims).gridY, 8u);
+    EXPECT_EQ(forwardLaunch(dims).gridY, 24u);
+    in[1] = in[2] = rows(4, 100, 64);
+    out = {in[0], in[1], in[2]};
+    EXPECT_FALSE(attentionDimsOf(true, attention, in, out, dims, why));
+    EXPECT_NE(why.find("k is bf16[4,4,100,64], expected bf16[4,6,100,64]"), std::string::npos)
+        << why;
+  }
+}
+
 // The kernels index the bias as (h / inner) * outerStride + (h % inner) *
 // innerStride + i * rowStride + j: for every bias shape the compiler makes
 // (and more), that is where the broadcast value for (head, query, key) is.

@@ -33,6 +33,16 @@ struct Case {
   /// The bias's shape ([..., Sq or 1, Sk], each leading dim lead's or 1);
   /// empty: no bias.
   std::vector<int64_t> bias = {};
+  /// Grouped-query attention: q's heads (lead's last) per head of k and v.
+  int64_t group = 1;
+
+  /// k's and v's leading dims: lead with its last divided by the group.
+  std::vector<int64_t> kvLead() const {
+    std::vector<int64_t> l = lead;
+    l.back() /= group;
+    return l;
+  }
+  int64_t kvHeads() const { return lead.back() / group; }
 
   /// Where the bias's value for head b (over lead, flattened), query i and
   /// key j is.
@@ -61,10 +71,10 @@ struct Case {
       n *= x;
     return n;
   }
-  plan::TensorType type(std::vector<int64_t> last, plan::DType of) const {
+  plan::TensorType type(std::vector<int64_t> last, plan::DType of, bool kv = false) const {
     plan::TensorType t;
     t.set_dtype(of);
-    for (int64_t x : lead)
+    for (int64_t x : kv ? kvLead() : lead)
       t.add_shape(x);
     for (int64_t x : last)
       t.add_shape(x);
@@ -74,6 +84,7 @@ struct Case {
     return std::string(plan::dtypeName(dtype)) + " bh " + std::to_string(bh()) + " sq " +
            std::to_string(sq) + " sk " + std::to_string(sk) + " d " + std::to_string(d) +
            " dv " + std::to_string(dv) + (causal ? " causal" : "") +
+           (group > 1 ? " group " + std::to_string(group) : "") +
            (bias.empty() ? "" : " bias " + shapeName(bias));
   }
   static std::string shapeName(const std::vector<int64_t> &shape) {
@@ -105,9 +116,17 @@ inline std::vector<Case> cases() {
     all.push_back({{2}, 65, 129, 64, 64, false, dtype, {1, 65, 129}});
     all.push_back({{2, 2}, 33, 40, 32, 32, false, dtype, {1, 2, 33, 40}});
     all.push_back({{2}, 37, 100, 64, 40, true, dtype, {2, 1, 100}});
+    // Grouped-query attention: 6 query heads on 2 key-value heads (Llama's
+    // and Mistral's layout), causal and with a padding mask; multi-query
+    // (one key-value head).
+    all.push_back({{2, 6}, 70, 70, 64, 64, true, dtype, {}, 3});
+    all.push_back({{1, 4}, 33, 90, 32, 32, false, dtype, {1, 1, 1, 90}, 4});
   }
   return all;
 }
+
+/// Whether q, k and v of `c` can be one packed [..., S, 3, H, D] buffer.
+inline bool packable(const Case &c) { return c.sq == c.sk && c.d == c.dv && c.group == 1; }
 
 inline float rounded(float x, plan::DType dtype) {
   return dtype == plan::BF16 ? float(runtime::cpu::BFloat16(x)) : x;
@@ -175,7 +194,7 @@ inline Reference forwardReference(const Case &c, double scale, const Values &q, 
       for (int64_t j = 0; j < c.sk; ++j) {
         if (!visible(c, i, j))
           continue;
-        const float *kj = &k[size_t((b * c.sk + j) * c.d)];
+        const float *kj = &k[size_t((b / c.group * c.sk + j) * c.d)];
         double dot = 0;
         for (int64_t e = 0; e < c.d; ++e)
           dot += double(qi[e]) * double(kj[e]);
@@ -195,7 +214,7 @@ inline Reference forwardReference(const Case &c, double scale, const Values &q, 
         if (visible(c, i, j)) {
           double p = std::exp(s[size_t(j)] - lse);
           for (int64_t e = 0; e < c.dv; ++e)
-            oi[e] += p * double(v[size_t((b * c.sk + j) * c.dv + e)]);
+            oi[e] += p * double(v[size_t((b / c.group * c.sk + j) * c.dv + e)]);
         }
     }
   return r;
@@ -221,8 +240,9 @@ inline void backwardReference(const Case &c, double scale, const Values &q, cons
       for (int64_t j = 0; j < c.sk; ++j) {
         if (!visible(c, i, j))
           continue;
-        const float *kj = &k[size_t((b * c.sk + j) * c.d)];
-        const float *vj = &v[size_t((b * c.sk + j) * c.dv)];
+        const int64_t kb = b / c.group; // k's and v's head
+        const float *kj = &k[size_t((kb * c.sk + j) * c.d)];
+        const float *vj = &v[size_t((kb * c.sk + j) * c.dv)];
         double dot = 0, dp = 0;
         for (int64_t e = 0; e < c.d; ++e)
           dot += double(qi[e]) * double(kj[e]);
@@ -231,10 +251,10 @@ inline void backwardReference(const Case &c, double scale, const Values &q, cons
         double p = std::exp(scale * dot + biasOf(c, bias, b, i, j) - rowLse),
                ds = p * (dp - delta);
         for (int64_t e = 0; e < c.dv; ++e)
-          r.dv[size_t((b * c.sk + j) * c.dv + e)] += p * double(gi[e]);
+          r.dv[size_t((kb * c.sk + j) * c.dv + e)] += p * double(gi[e]);
         for (int64_t e = 0; e < c.d; ++e) {
           r.dq[size_t((b * c.sq + i) * c.d + e)] += scale * ds * double(kj[e]);
-          r.dk[size_t((b * c.sk + j) * c.d + e)] += scale * ds * double(qi[e]);
+          r.dk[size_t((kb * c.sk + j) * c.d + e)] += scale * ds * double(qi[e]);
         }
       }
     }
@@ -276,15 +296,15 @@ struct Problem {
   Problem(const Case &c, std::mt19937 &rng) : scale(1.0 / std::sqrt(double(c.d))) {
     size_t bh = size_t(c.bh());
     q = random(bh * size_t(c.sq * c.d), 2.f, c.dtype, rng);
-    k = random(bh * size_t(c.sk * c.d), 2.f, c.dtype, rng);
-    v = random(bh * size_t(c.sk * c.dv), 1.f, c.dtype, rng);
+    k = random(bh / size_t(c.group) * size_t(c.sk * c.d), 2.f, c.dtype, rng);
+    v = random(bh / size_t(c.group) * size_t(c.sk * c.dv), 1.f, c.dtype, rng);
     dout = random(bh * size_t(c.sq * c.dv), 1.f, c.dtype, rng);
     forward.mutable_attention()->set_scale(scale);
     forward.mutable_attention()->set_causal(c.causal);
     forward.mutable_attention()->set_bias(!c.bias.empty());
     *backward.mutable_attention_backward() = forward.attention();
-    qkv = {c.type({c.sq, c.d}, c.dtype), c.type({c.sk, c.d}, c.dtype),
-           c.type({c.sk, c.dv}, c.dtype)};
+    qkv = {c.type({c.sq, c.d}, c.dtype), c.type({c.sk, c.d}, c.dtype, true),
+           c.type({c.sk, c.dv}, c.dtype, true)};
     outType = c.type({c.sq, c.dv}, c.dtype);
     lseType = c.type({c.sq}, plan::F32);
     if (!c.bias.empty()) {
@@ -381,8 +401,8 @@ struct BshdProblem : Problem {
     forward.mutable_attention()->set_bshd(true);
     backward.mutable_attention_backward()->set_bshd(true);
     q = swapHeads(p.q, heads, c.sq, c.d);
-    k = swapHeads(p.k, heads, c.sk, c.d);
-    v = swapHeads(p.v, heads, c.sk, c.dv);
+    k = swapHeads(p.k, c.kvHeads(), c.sk, c.d);
+    v = swapHeads(p.v, c.kvHeads(), c.sk, c.dv);
     dout = swapHeads(p.dout, heads, c.sq, c.dv);
     for (plan::TensorType &t : qkv)
       t = swapHeads(t);

@@ -132,6 +132,34 @@ TEST_F(CudnnAttentionGraphs, PackedPiecesValidate) {
     }
 }
 
+// Grouped-query attention (Llama's: 32 query heads on 8 key-value heads;
+// multi-query: on 1), bshd and heads first, causal and with a padding bias:
+// k, v and their gradients with the key-value heads.
+TEST_F(CudnnAttentionGraphs, GroupedQueryAttentionValidates) {
+  const int64_t heads = 32, sq = 512;
+  for (int sm : {80, 90})
+    for (int64_t group : {4, 32})
+      for (bool bshd : {false, true})
+        for (bool bias : {false, true})
+          for (bool backward : {false, true}) {
+            AttentionDims dims = dimsOf(2 * heads, sq, sq, 128, !bias);
+            dims.group = group;
+            dims.bshd = bshd, dims.heads = bshd ? heads : 1;
+            if (bias) // [B, 1, 1, Sk]
+              dims.bias = true, dims.inner = heads, dims.outerStride = sq;
+            std::string why;
+            EXPECT_NE(CudnnAttention::describe(*api_, dims, backward, sm, why), nullptr)
+                << "sm_" << sm << " group " << group << (bshd ? " bshd" : "")
+                << (bias ? " bias" : "") << (backward ? " backward" : "") << ": " << why;
+          }
+  // A bias whose heads split a group is refused before cuDNN.
+  AttentionDims split = dimsOf(2 * heads, sq, sq, 128, false);
+  split.group = 4, split.bias = true, split.inner = 2, split.outerStride = sq;
+  std::string why;
+  EXPECT_EQ(CudnnAttention::describe(*api_, split, false, 90, why), nullptr);
+  EXPECT_NE(why.find("splits a group"), std::string::npos) << why;
+}
+
 TEST_F(CudnnAttentionGraphs, HeadDimsPastCudnnsLimitAreRefusedWithTheFrontendsReason) {
   // The backward's: 256 on sm_90, 128 on sm_80.
   std::string why;

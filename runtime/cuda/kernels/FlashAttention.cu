@@ -21,6 +21,11 @@
 // (a block per key tile, looping over query tiles) then reads Delta and
 // writes grad_k and grad_v. Both recompute P from lse.
 //
+// Grouped-query attention (`group` query heads per key-value head): query
+// head bh reads k's and v's head bh / group; a grad_kv block owns a key
+// tile of one key-value head and loops over its group's query heads,
+// summing their contributions before it writes.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/kernels/AttentionTiles.h"
 
@@ -226,7 +231,8 @@ struct Place {
 
 template <typename T>
 __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, int sq, int sk,
-                        int hd, int hdv, float scale, bool causal, Layout L, Layout P, Bias bias) {
+                        int hd, int hdv, float scale, bool causal, int group, Layout L, Layout P,
+                        Layout KV, Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kKeyTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -252,8 +258,9 @@ __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, 
   for (int t = tiles.begin; t < tiles.end; ++t) {
     const int k0 = t * kKeyTile, keys = min(kKeyTile, sk - k0);
     __syncthreads(); // the last tile's K and V are read
-    loadTile(sK, ldk, k + P.at(at.bh, sk, k0, hd), P.ld(hd), keys, hd, kKeyTile, dp);
-    loadTile(sV, ldv, v + P.at(at.bh, sk, k0, hdv), P.ld(hdv), keys, hdv, kKeyTile, dvp);
+    loadTile(sK, ldk, k + KV.at(at.bh / group, sk, k0, hd), KV.ld(hd), keys, hd, kKeyTile, dp);
+    loadTile(sV, ldv, v + KV.at(at.bh / group, sk, k0, hdv), KV.ld(hdv), keys, hdv, kKeyTile,
+             dvp);
     __syncthreads();
     productABt<kKeyTile>(wS, lds, wQ, ldk, sK, ldk, dp);
     __syncwarp();
@@ -309,7 +316,8 @@ __device__ void forward(const T *q, const T *k, const T *v, T *out, float *lse, 
 template <typename T>
 __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T *dout,
                       const float *lse, float *delta, T *dq, int sq, int sk, int hd, int hdv,
-                      float scale, bool causal, Layout L, Layout P, Bias bias) {
+                      float scale, bool causal, int group, Layout L, Layout P, Layout KV,
+                      Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kKeyTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -356,8 +364,9 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
   for (int t = tiles.begin; t < tiles.end; ++t) {
     const int k0 = t * kKeyTile, keys = min(kKeyTile, sk - k0);
     __syncthreads();
-    loadTile(sK, ldk, k + P.at(at.bh, sk, k0, hd), P.ld(hd), keys, hd, kKeyTile, dp);
-    loadTile(sV, ldv, v + P.at(at.bh, sk, k0, hdv), P.ld(hdv), keys, hdv, kKeyTile, dvp);
+    loadTile(sK, ldk, k + KV.at(at.bh / group, sk, k0, hd), KV.ld(hd), keys, hd, kKeyTile, dp);
+    loadTile(sV, ldv, v + KV.at(at.bh / group, sk, k0, hdv), KV.ld(hdv), keys, hdv, kKeyTile,
+             dvp);
     __syncthreads();
     productABt<kKeyTile>(wS, lds, wQ, ldk, sK, ldk, dp);
     productABt<kKeyTile>(wDp, lds, wDout, ldv, sV, ldv, dvp);
@@ -391,7 +400,8 @@ __device__ void gradQ(const T *q, const T *k, const T *v, const T *out, const T 
 template <typename T>
 __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const float *lse,
                        const float *delta, T *dk, T *dv, int sq, int sk, int hd, int hdv,
-                       float scale, bool causal, Layout L, Layout P, Bias bias) {
+                       float scale, bool causal, int group, Layout L, Layout P, Layout KV,
+                       Bias bias) {
   constexpr bool kBf16 = sizeof(T) == 2;
   constexpr int e = int(sizeof(T)), rows = blockRows(kBf16), kHalf = kQueryTile / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -406,10 +416,11 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
         *sDv = reinterpret_cast<float *>(smem + m.dv),
         *sLse = reinterpret_cast<float *>(smem + m.lse),
         *sDelta = reinterpret_cast<float *>(smem + m.delta);
-  Place at;
+  Place at; // at.bh: the key-value head
   const int k0 = int(blockIdx.x) * rows, off = sk - sq;
-  loadTile(sK, ldk, k + P.at(at.bh, sk, k0, hd), P.ld(hd), min(rows, sk - k0), hd, rows, dp);
-  loadTile(sV, ldv, v + P.at(at.bh, sk, k0, hdv), P.ld(hdv), min(rows, sk - k0), hdv, rows, dvp);
+  loadTile(sK, ldk, k + KV.at(at.bh, sk, k0, hd), KV.ld(hd), min(rows, sk - k0), hd, rows, dp);
+  loadTile(sV, ldv, v + KV.at(at.bh, sk, k0, hdv), KV.ld(hdv), min(rows, sk - k0), hdv, rows,
+           dvp);
   zeroShared(sDk, rows * lddk);
   zeroShared(sDv, rows * lddv);
   __syncthreads();
@@ -421,14 +432,17 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
   const T *wK = sK + at.warp * 16 * ldk, *wV = sV + at.warp * 16 * ldv;
   const int j = k0 + at.warp * 16 + at.row;
   TileRange tiles = queryTilesOf(k0, rows, sq, sk, causal);
-  for (int t = tiles.begin; t < tiles.end; ++t) {
+  // The query tiles of each query head of the group.
+  for (int step = 0; step < group * (tiles.end - tiles.begin); ++step) {
+    const size_t bh = at.bh * size_t(group) + size_t(step / (tiles.end - tiles.begin));
+    const int t = tiles.begin + step % (tiles.end - tiles.begin);
     const int q0 = t * kQueryTile, queries = min(kQueryTile, sq - q0);
     __syncthreads();
-    loadTile(sQ, ldk, q + P.at(at.bh, sq, q0, hd), P.ld(hd), queries, hd, kQueryTile, dp);
-    loadTile(sDout, ldv, dout + L.at(at.bh, sq, q0, hdv), L.ld(hdv), queries, hdv, kQueryTile, dvp);
+    loadTile(sQ, ldk, q + P.at(bh, sq, q0, hd), P.ld(hd), queries, hd, kQueryTile, dp);
+    loadTile(sDout, ldv, dout + L.at(bh, sq, q0, hdv), L.ld(hdv), queries, hdv, kQueryTile, dvp);
     for (int c = threadIdx.x; c < kQueryTile; c += blockDim.x) {
-      sLse[c] = c < queries ? lse[at.bh * sq + q0 + c] : -INFINITY;
-      sDelta[c] = c < queries ? delta[at.bh * sq + q0 + c] : 0.f;
+      sLse[c] = c < queries ? lse[bh * sq + q0 + c] : -INFINITY;
+      sDelta[c] = c < queries ? delta[bh * sq + q0 + c] : 0.f;
     }
     __syncthreads();
     productABt<kQueryTile>(wS, lds, wK, ldk, sQ, ldk, dp);
@@ -440,7 +454,7 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
       int col = at.half * kHalf + c, i = q0 + col;
       float rowLse = sLse[col];
       bool seen = i < sq && j < sk && (!causal || j <= i + off) && rowLse != -INFINITY;
-      p[c] = seen ? expf(wS[at.row * lds + col] * scale + bias.at(at.bh, i, j) - rowLse) : 0.f;
+      p[c] = seen ? expf(wS[at.row * lds + col] * scale + bias.at(bh, i, j) - rowLse) : 0.f;
       ds[c] = p[c] * (wDp[at.row * lds + col] - sDelta[col]);
     }
     __syncwarp();
@@ -459,42 +473,45 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
     if (row >= sk)
       break;
     for (int c = at.lane; c < hd; c += 32)
-      dk[P.at(at.bh, sk, row, hd) + c] = fromFloat<T>(wDk[r * lddk + c] * scale);
+      dk[KV.at(at.bh, sk, row, hd) + c] = fromFloat<T>(wDk[r * lddk + c] * scale);
     for (int c = at.lane; c < hdv; c += 32)
-      dv[P.at(at.bh, sk, row, hdv) + c] = fromFloat<T>(wDv[r * lddv + c]);
+      dv[KV.at(at.bh, sk, row, hdv) + c] = fromFloat<T>(wDv[r * lddv + c]);
   }
 }
 
 } // namespace
 
 // The entry points AttentionLaunch.cpp names, one per kernel and dtype.
-// `heads`: 0 for heads-first operands, else H of [..., S, H, D] ones;
+// `heads`: 0 for heads-first operands, else q's H of [..., S, H, D] ones;
 // `pieces`: 3 where q, k, v and their gradients are pieces of a packed
-// [..., S, 3, H, D] buffer (their pointers at each piece's start), else 1.
-// The bias's arguments close each list (biasData null without one).
+// [..., S, 3, H, D] buffer (their pointers at each piece's start), else 1;
+// `group`: query heads per head of k and v (1 but for grouped-query
+// attention, whose k and v have H / group heads). The bias's arguments
+// close each list (biasData null without one).
 #define DTC_ATTENTION_BIAS_PARAMS                                                               \
   const float *biasData, int biasPer, int biasRow, long long biasOuter, long long biasInner
 #define DTC_ATTENTION_BIAS Bias{biasData, biasPer, biasRow, biasOuter, biasInner}
-#define DTC_ATTENTION_LAYOUTS Layout{heads, 1}, Layout{heads, pieces}
+#define DTC_ATTENTION_LAYOUTS                                                                   \
+  Layout{heads, 1}, Layout{heads, pieces}, Layout{heads / group, pieces}
 #define DTC_ATTENTION_ENTRIES(T, suffix, threads)                                               \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_forward_##suffix(         \
       const T *q, const T *k, const T *v, T *out, float *lse, int sq, int sk, int hd, int hdv,  \
-      float scale, int causal, int heads, int pieces, DTC_ATTENTION_BIAS_PARAMS) {              \
-    forward(q, k, v, out, lse, sq, sk, hd, hdv, scale, causal != 0, DTC_ATTENTION_LAYOUTS,      \
-            DTC_ATTENTION_BIAS);                                                                \
+      float scale, int causal, int heads, int pieces, int group, DTC_ATTENTION_BIAS_PARAMS) {   \
+    forward(q, k, v, out, lse, sq, sk, hd, hdv, scale, causal != 0, group,                      \
+            DTC_ATTENTION_LAYOUTS, DTC_ATTENTION_BIAS);                                         \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_grad_q_##suffix(          \
       const T *q, const T *k, const T *v, const T *out, const T *dout, const float *lse,        \
       float *delta, T *dq, int sq, int sk, int hd, int hdv, float scale, int causal, int heads, \
-      int pieces, DTC_ATTENTION_BIAS_PARAMS) {                                                  \
-    gradQ(q, k, v, out, dout, lse, delta, dq, sq, sk, hd, hdv, scale, causal != 0,              \
+      int pieces, int group, DTC_ATTENTION_BIAS_PARAMS) {                                       \
+    gradQ(q, k, v, out, dout, lse, delta, dq, sq, sk, hd, hdv, scale, causal != 0, group,       \
           DTC_ATTENTION_LAYOUTS, DTC_ATTENTION_BIAS);                                           \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_grad_kv_##suffix(         \
       const T *q, const T *k, const T *v, const T *dout, const float *lse, const float *delta,  \
       T *dk, T *dv, int sq, int sk, int hd, int hdv, float scale, int causal, int heads,        \
-      int pieces, DTC_ATTENTION_BIAS_PARAMS) {                                                  \
-    gradKV(q, k, v, dout, lse, delta, dk, dv, sq, sk, hd, hdv, scale, causal != 0,              \
+      int pieces, int group, DTC_ATTENTION_BIAS_PARAMS) {                                       \
+    gradKV(q, k, v, dout, lse, delta, dk, dv, sq, sk, hd, hdv, scale, causal != 0, group,       \
            DTC_ATTENTION_LAYOUTS, DTC_ATTENTION_BIAS);                                          \
   }
 
