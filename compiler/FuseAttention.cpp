@@ -346,6 +346,8 @@ Value transposeLast(OpBuilder &b, Location loc, Value v) {
   SmallVector<int64_t> perm(size_t(typeOf(v).getRank()));
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  if (auto swap = v.getDefiningOp<graph::TransposeOp>(); swap && swap.getPerm() == ArrayRef(perm))
+    return swap.getInput(); // what it swapped, so that its own chain shows
   return b.create<graph::TransposeOp>(loc, v, b.getDenseI64ArrayAttr(perm));
 }
 
@@ -461,13 +463,31 @@ Value swappedTable(OpBuilder &b, Location loc, Value table, int64_t rank) {
   return b.create<graph::TransposeOp>(loc, full, b.getDenseI64ArrayAttr(headsSwap(rank)));
 }
 
+/// `x` ([..., G R, S, D]) when it is a grouped query attention's repeat
+/// of [..., G, S, D] over each group's R query heads (transformers'
+/// repeat_kv: unsqueeze, broadcast, reshape): what it repeats; else null.
+Value repeatedOf(Value x) {
+  int64_t rank = typeOf(x).getRank();
+  auto merge = x.getDefiningOp<graph::ReshapeOp>();
+  auto spread = merge ? merge.getInput().getDefiningOp<graph::BroadcastOp>() : nullptr;
+  auto unsqueeze = spread ? spread.getInput().getDefiningOp<graph::UnsqueezeOp>() : nullptr;
+  if (!unsqueeze || rank < 3 || unsqueeze.getAxes() != ArrayRef<int64_t>{rank - 2})
+    return {};
+  Value y = unsqueeze.getInput();
+  ArrayRef<int64_t> groups = typeOf(y).getShape(), spreadShape = typeOf(spread).getShape();
+  SmallVector<int64_t> want(groups);
+  if (typeOf(y).getRank() != rank)
+    return {};
+  want.insert(want.begin() + (rank - 2), spreadShape[size_t(rank - 2)]);
+  return spreadShape == ArrayRef<int64_t>(want) ? y : Value();
+}
+
 /// `v` ([..., H, S, D]) made again as [..., S, H, D] from what makes it,
 /// where the heads come from a transpose (throughHeadsSwap) and what
 /// follows keeps the rows apart: a rotary embedding (its tables swapped
-/// too) and a grouped query attention's repeat of k and v over the heads
-/// (unsqueeze, broadcast, reshape). What the chain made before stays for
-/// any other reader (cleanup removes it where there is none). Null where
-/// it is not; with no builder, only whether it is (v itself).
+/// too). What the chain made before stays for any other reader (cleanup
+/// removes it where there is none). Null where it is not; with no
+/// builder, only whether it is (v itself).
 Value rowsOf(OpBuilder *b, Location loc, Value v) {
   if (Value x = throughHeadsSwap(v))
     return x;
@@ -480,32 +500,7 @@ Value rowsOf(OpBuilder *b, Location loc, Value v) {
                                       swappedTable(*b, loc, rotary.getSin(), rank),
                                       rotary.getBackwardAttr());
   }
-  // [..., G, S, D] -> unsqueeze [..., G, 1, S, D] -> broadcast [..., G, R,
-  // S, D] -> reshape [..., G R, S, D].
-  auto merge = v.getDefiningOp<graph::ReshapeOp>();
-  auto spread = merge ? merge.getInput().getDefiningOp<graph::BroadcastOp>() : nullptr;
-  auto unsqueeze = spread ? spread.getInput().getDefiningOp<graph::UnsqueezeOp>() : nullptr;
-  if (!unsqueeze || rank < 3 || unsqueeze.getAxes() != ArrayRef<int64_t>{rank - 2})
-    return {};
-  Value y = unsqueeze.getInput();
-  ArrayRef<int64_t> groups = typeOf(y).getShape(), spreadShape = typeOf(spread).getShape();
-  SmallVector<int64_t> want(groups);
-  want.insert(want.begin() + (rank - 2), spreadShape[size_t(rank - 2)]);
-  if (typeOf(y).getRank() != rank || spreadShape != ArrayRef<int64_t>(want))
-    return {};
-  Value x = rowsOf(b, loc, y);
-  if (!x || !b)
-    return x ? v : Value();
-  // [..., S, G, D] -> [..., S, G, 1, D] -> [..., S, G, R, D] -> [..., S, G R, D].
-  SmallVector<int64_t> rows(typeOf(x).getShape());
-  Type element = typeOf(x).getElementType();
-  SmallVector<int64_t> many(rows);
-  many.insert(many.end() - 1, spreadShape[size_t(rank - 2)]);
-  Value u = b->create<graph::UnsqueezeOp>(loc, x, b->getDenseI64ArrayAttr({rank - 1}));
-  Value wide = b->create<graph::BroadcastOp>(loc, u, b->getDenseI64ArrayAttr(many));
-  SmallVector<int64_t> merged(rows);
-  merged[size_t(rank - 2)] = typeOf(v).getShape()[size_t(rank - 3)];
-  return b->create<graph::ReshapeOp>(loc, RankedTensorType::get(merged, element), wide);
+  return {};
 }
 
 /// An f32 scalar constant.
@@ -565,7 +560,7 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
     composeMoves(func);
     SmallVector<graph::MatmulOp> roots;
     func.walk([&](graph::MatmulOp op) { roots.push_back(op); });
-    int fused = 0, causal = 0, biased = 0, inPlace = 0, packed = 0;
+    int fused = 0, causal = 0, biased = 0, inPlace = 0, packed = 0, grouped = 0;
     MaskReader masks;
     for (graph::MatmulOp pv : roots) {
       if (!pv->getBlock()) // consumed by an earlier match
@@ -580,6 +575,12 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
         k = transposeLast(b, loc, m->kTransposed);
       Value v = m->v ? m->v : transposeLast(b, loc, m->vTransposed);
       Value bias = m->bias ? buildBias(b, loc, *m->bias, m->scoresShape) : Value();
+      // Grouped-query attention: k and v read once per group of query
+      // heads, not repeated over them.
+      Value groupK = repeatedOf(k), groupV = repeatedOf(v);
+      if (groupK && groupV && typeOf(groupK).getShape().drop_back(2) ==
+                                  typeOf(groupV).getShape().drop_back(2))
+        k = groupK, v = groupV, ++grouped;
       Value q = m->q;
       bool bshd = rowsOf(nullptr, loc, q) && rowsOf(nullptr, loc, k) && rowsOf(nullptr, loc, v);
       if (bshd)
@@ -619,7 +620,11 @@ struct FuseAttention : impl::FuseAttentionBase<FuseAttention> {
                         (packed ? "; " + std::to_string(packed) +
                                       " read q, k and v where one projection wrote them side "
                                       "by side, no copies split them out"
-                                : std::string()));
+                                : std::string()) +
+                        (grouped ? "; " + std::to_string(grouped) +
+                                       " read k and v once per group of query heads "
+                                       "(grouped-query attention), not repeated over them"
+                                 : std::string()));
   }
 };
 

@@ -50,8 +50,10 @@ namespace dtc::plan {
 /// (GpuKernel.batch, batched), which an older runtime would launch with
 /// one instruction's buffers. Version 20: attention reading q, k and v
 /// packed in one buffer (Attention.packed), whose backward has one output;
-/// rotary embeddings (Instruction.rotary).
-constexpr uint32_t kPlanFormatVersion = 20;
+/// rotary embeddings (Instruction.rotary). Version 21: grouped-query
+/// attention, k and v with fewer heads than q (their heads dividing q's),
+/// which an older runtime would refuse as mismatched shapes.
+constexpr uint32_t kPlanFormatVersion = 21;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -465,8 +465,9 @@ SmallVector<int64_t, 4> headsFirst(ArrayRef<int64_t> shape, bool bshd, bool pack
 namespace {
 /// Attention's operands: q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]
 /// (with `bshd`, [..., S, H, D]: checked as [..., H, S, D]), one element
-/// type, the same leading dims; the output's type and lse's. `packed`: q,
-/// k and v one value [..., S, 3, H, D].
+/// type, the same leading dims but that k's and v's heads (their last
+/// leading dim) may divide q's (grouped-query attention); the output's type
+/// and lse's. `packed`: q, k and v one value [..., S, 3, H, D].
 LogicalResult attentionTypes(std::optional<Location> loc, Value qv, Value kv, Value vv, bool bshd,
                              bool packed, SmallVectorImpl<Type> &types) {
   auto qt = staticTensor(loc, qv, "q"), kt = staticTensor(loc, kv, "k"),
@@ -489,12 +490,16 @@ LogicalResult attentionTypes(std::optional<Location> loc, Value qv, Value kv, Va
   std::optional<RankedTensorType> q = view(*qt), k = view(*kt), v = view(*vt);
   if (k->getElementType() != q->getElementType() || v->getElementType() != q->getElementType())
     return emitOptionalError(loc, "attention's q, k and v element types differ");
-  ArrayRef<int64_t> lead = q->getShape().drop_back(2);
-  if (k->getShape().drop_back(2) != lead || v->getShape().drop_back(2) != lead ||
+  ArrayRef<int64_t> lead = q->getShape().drop_back(2), kvLead = k->getShape().drop_back(2);
+  bool fits = kvLead == lead || (!lead.empty() && kvLead.size() == lead.size() &&
+                                  kvLead.drop_back() == lead.drop_back() && kvLead.back() > 0 &&
+                                  lead.back() % kvLead.back() == 0);
+  if (!fits || v->getShape().drop_back(2) != kvLead ||
       k->getShape().back() != q->getShape().back() ||
       v->getDimSize(rank - 2) != k->getDimSize(rank - 2))
-    return emitOptionalError(loc, "attention's shapes do not fit q [..., Sq, D], k [..., Sk, D], "
-                             "v [..., Sk, Dv]", bshd ? " (bshd: [..., S, H, D])" : "", ": ",
+    return emitOptionalError(loc, "attention's shapes do not fit q [..., H, Sq, D], k [..., G, "
+                             "Sk, D], v [..., G, Sk, Dv] with G dividing H",
+                             bshd ? " (bshd: [..., S, H, D])" : "", ": ",
                              shapeToString(qt->getShape()), ", ", shapeToString(kt->getShape()),
                              ", ", shapeToString(vt->getShape()));
   SmallVector<int64_t> shape(q->getShape());

@@ -341,27 +341,39 @@ namespace {
 /// output (headsFirst) and their dims swapped back; lse and the bias are
 /// heads-first either way. Packed, q, k and v are one value whose
 /// sequence is the queries' and the keys' (whole), its 3 whole too.
+/// Grouped-query attention (k and v with G heads where q has H = G R):
+/// q's heads are two factors, the groups (k's and v's heads, split) and
+/// the heads within a group (whole: split, their key-value gradients
+/// would be partial sums).
 ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
                            bool splitQueries, bool bshd, bool packed) {
   ShardingRule rule;
   SmallVector<int64_t, 4> qs = headsFirst(shapeOf(q), bshd, packed);
   size_t lead = qs.size() - 2;
-  SmallVector<int> ids = parallelFactors(rule, ArrayRef<int64_t>(qs).drop_back(2));
+  SmallVector<int64_t, 4> kvLead(headsFirst(shapeOf(k), bshd, packed));
+  kvLead.resize(lead);
+  SmallVector<int> ids = parallelFactors(rule, kvLead);
+  // The heads within a group, beside the group in q's heads dim; -1 without.
+  int within = lead && kvLead.back() != qs[lead - 1]
+                   ? rule.add(qs[lead - 1] / kvLead.back(), false, true)
+                   : -1;
   int sq = rule.add(qs[lead], false, !splitQueries || packed);
   int sk = packed ? sq : rule.add(headsFirst(shapeOf(k), bshd)[lead], false, true);
   int d = rule.add(qs.back(), false, true);
   int dv = packed ? d : rule.add(shapeOf(v).back(), false, true);
   int piece = packed ? rule.add(3, false, true) : -1;
-  auto dims = [&](std::initializer_list<int> last, bool layout = true) {
+  auto dims = [&](std::initializer_list<int> last, bool layout = true, bool kv = false) {
     Dims result = single(ids);
+    if (within >= 0 && !kv)
+      result.back().push_back(within);
     for (int f : last)
       result.push_back({f});
     if (bshd && layout)
       std::swap(result[result.size() - 3], result[result.size() - 2]);
     return result;
   };
-  Dims qDims = dims({sq, d}), kDims = dims({sk, d}), vDims = dims({sk, dv}),
-       outDims = dims({sq, dv}), lseDims = dims({sq}, false);
+  Dims qDims = dims({sq, d}), kDims = dims({sk, d}, true, true),
+       vDims = dims({sk, dv}, true, true), outDims = dims({sq, dv}), lseDims = dims({sq}, false);
   if (packed) { // [..., S, 3, H, D]
     qDims.insert(qDims.end() - 2, SmallVector<int, 2>{piece});
     kDims = vDims = qDims;
@@ -375,7 +387,7 @@ ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
     using Factors = Dims::value_type;
     Dims biasDims;
     for (size_t d = 0; d < lead; ++d)
-      biasDims.push_back(bs[d] == 1 ? Factors{} : Factors{ids[d]});
+      biasDims.push_back(bs[d] == 1 ? Factors{} : lseDims[d]);
     biasDims.push_back(bs[lead] == 1 ? Factors{} : Factors{sq});
     biasDims.push_back(Factors{sk});
     rule.operands.push_back(biasDims);

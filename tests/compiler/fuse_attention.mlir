@@ -197,9 +197,7 @@ func.func @left_alone(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2
 // that broadcasts q to a larger shape stays.
 // CHECK-LABEL: func.func @q_and_k_scaled
 // CHECK-NOT: graph.mul
-// CHECK: %[[KT:.*]] = graph.transpose %arg1 {perm = array<i64: 0, 1, 3, 2>}
-// CHECK: %[[K:.*]] = graph.transpose %[[KT]] {perm = array<i64: 0, 1, 3, 2>}
-// CHECK: graph.attention %arg0, %[[K]], %arg2 {scale = 0.35355336{{[0-9]*}} : f64}
+// CHECK: graph.attention %arg0, %arg1, %arg2 {scale = 0.35355336{{[0-9]*}} : f64}
 // CHECK-NOT: graph.mul
 // CHECK-LABEL: func.func @q_broadcast_by_its_number
 // CHECK: graph.mul %arg0
@@ -377,19 +375,19 @@ func.func @pieces_out_of_order(%qkv: tensor<8x72xf32>) -> tensor<2x3x4x8xf32> {
 // the heads for grouped query attention (unsqueeze, broadcast, reshape);
 // k^T spelled reshape-transpose-reshape. The op reads all three as
 // [B, S, H, D] (bshd): the rotary embeddings rotate the rows where the
-// projections wrote them (tables [1, S, 1, D]), the repeat spreads them
-// there, and no transpose is left (once cleanup removes the old chain).
+// projections wrote them (tables [1, S, 1, D]), k and v with their own 2
+// heads (not repeated: q's heads 0, 1 read their head 0, 2, 3 head 1),
+// and no transpose, unsqueeze or broadcast is left (once cleanup removes
+// the old chain).
 // CHECK-LABEL: func.func @llama_rows
 // CLEAN-LABEL: func.func @llama_rows
-// CHECK-SAME: 1 read q, k, v and write their output as [batch, seq, heads, dim], no transposes around them
+// CHECK-SAME: 1 read q, k, v and write their output as [batch, seq, heads, dim], no transposes around them; 1 read k and v once per group of query heads (grouped-query attention), not repeated over them
 // CLEAN-NOT: graph.transpose
 // CLEAN: %[[Q:.*]] = graph.rotary %arg0, %{{.*}}, %{{.*}} : (tensor<2x16x4x8xf32>, tensor<1x16x1x8xf32>, tensor<1x16x1x8xf32>) -> tensor<2x16x4x8xf32>
 // CLEAN: %[[K:.*]] = graph.rotary %arg1, %{{.*}}, %{{.*}} : (tensor<2x16x2x8xf32>, tensor<1x16x1x8xf32>, tensor<1x16x1x8xf32>) -> tensor<2x16x2x8xf32>
-// CLEAN: %[[KU:.*]] = graph.unsqueeze %[[K]] {axes = array<i64: 3>} : (tensor<2x16x2x8xf32>) -> tensor<2x16x2x1x8xf32>
-// CLEAN: %[[KB:.*]] = graph.broadcast %[[KU]] {shape = array<i64: 2, 16, 2, 2, 8>}
-// CLEAN: %[[KR:.*]] = graph.reshape %[[KB]] : (tensor<2x16x2x2x8xf32>) -> tensor<2x16x4x8xf32>
-// CLEAN: %[[VR:.*]] = graph.reshape %{{.*}} : (tensor<2x16x2x2x8xf32>) -> tensor<2x16x4x8xf32>
-// CLEAN: graph.attention %[[Q]], %[[KR]], %[[VR]] {bshd, scale
+// CLEAN-NOT: graph.unsqueeze
+// CLEAN-NOT: graph.broadcast
+// CLEAN: graph.attention %[[Q]], %[[K]], %arg2 {bshd, scale = {{.*}}} : (tensor<2x16x4x8xf32>, tensor<2x16x2x8xf32>, tensor<2x16x2x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x4x16xf32>)
 // CLEAN-NOT: graph.transpose
 // CLEAN: return
 func.func @llama_rows(%q: tensor<2x16x4x8xf32>, %k: tensor<2x16x2x8xf32>, %v: tensor<2x16x2x8xf32>, %cos: tensor<1x1x16x8xf32>, %sin: tensor<1x1x16x8xf32>) -> tensor<2x16x4x8xf32> {
@@ -413,4 +411,29 @@ func.func @llama_rows(%q: tensor<2x16x4x8xf32>, %k: tensor<2x16x2x8xf32>, %v: te
   %o = graph.matmul %p, %vr : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
   %back = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x16x8xf32>) -> tensor<2x16x4x8xf32>
   return %back : tensor<2x16x4x8xf32>
+}
+
+// Grouped-query attention heads first (no transposes to see through): q
+// [B, 4, S, D], k and v [B, 2, S, D] repeated to 4 heads; the op reads
+// them unrepeated.
+// CHECK-LABEL: func.func @grouped_heads_first
+// CHECK-SAME: 1 read k and v once per group of query heads
+// CLEAN-LABEL: func.func @grouped_heads_first
+// CLEAN-NOT: graph.broadcast
+// CLEAN: graph.attention %arg0, %arg1, %arg2 {scale = {{.*}}} : (tensor<2x4x16x8xf32>, tensor<2x2x16x8xf32>, tensor<2x2x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+// CLEAN-NEXT: return
+func.func @grouped_heads_first(%q: tensor<2x4x16x8xf32>, %k: tensor<2x2x16x8xf32>, %v: tensor<2x2x16x8xf32>) -> tensor<2x4x16x8xf32> {
+  %ku = graph.unsqueeze %k {axes = array<i64: 2>} : (tensor<2x2x16x8xf32>) -> tensor<2x2x1x16x8xf32>
+  %kb = graph.broadcast %ku {shape = array<i64: 2, 2, 2, 16, 8>} : (tensor<2x2x1x16x8xf32>) -> tensor<2x2x2x16x8xf32>
+  %kr = graph.reshape %kb : (tensor<2x2x2x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %vu = graph.unsqueeze %v {axes = array<i64: 2>} : (tensor<2x2x16x8xf32>) -> tensor<2x2x1x16x8xf32>
+  %vb = graph.broadcast %vu {shape = array<i64: 2, 2, 2, 16, 8>} : (tensor<2x2x1x16x8xf32>) -> tensor<2x2x2x16x8xf32>
+  %vr = graph.reshape %vb : (tensor<2x2x2x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %kt = graph.transpose %kr {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x16x8xf32>) -> tensor<2x4x8x16xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %root = graph.constant dense<2.82842712> : tensor<f32>
+  %scaled = graph.div %s, %root : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %p = graph.softmax %scaled {axis = 3 : i64} : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %o = graph.matmul %p, %vr : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  return %o : tensor<2x4x16x8xf32>
 }

@@ -195,6 +195,29 @@ module {
 
 // -----
 
+// Grouped-query attention (4 query heads on 2 key-value heads) split over
+// the groups: each rank keeps 2 query heads and the 1 key-value head they
+// read; the backward's key and value gradients are whole sums (a group's
+// query heads are on one rank).
+// CHECK-LABEL: func.func @main
+// CHECK-DAG: %[[Q:.*]] = mesh.all_slice %arg0 on @mesh mesh_axes = [0] slice_axis = 1 {{.*}}: tensor<2x4x8x16xf32> -> tensor<2x2x8x16xf32>
+// CHECK-DAG: %[[K:.*]] = mesh.all_slice %arg1 on @mesh mesh_axes = [0] slice_axis = 1 {{.*}}: tensor<2x2x8x16xf32> -> tensor<2x1x8x16xf32>
+// CHECK-DAG: %[[V:.*]] = mesh.all_slice %arg2 on @mesh mesh_axes = [0] slice_axis = 1 {{.*}}: tensor<2x2x8x16xf32> -> tensor<2x1x8x16xf32>
+// CHECK: graph.attention %[[Q]], %[[K]], %[[V]] {{.*}} : (tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x2x8xf32>)
+// CHECK: graph.attention_backward %[[Q]], %[[K]], %[[V]], {{.*}} -> (tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>)
+// CHECK-NOT: all_reduce
+module {
+  mesh.mesh @mesh(shape = 2)
+  func.func @main(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %g: tensor<2x4x8x16xf32> {dtc.sharding = #graph.sharding<[], [0], [], []>})
+      -> (tensor<2x2x8x16xf32> {dtc.sharding = #graph.sharding<[], [0], [], []>}) {
+    %o, %l = graph.attention %q, %k, %v {scale = 0.25 : f64, dtc.split = #graph.split<[], [0], [], [], [], [], []>} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+    %dq, %dk, %dv = graph.attention_backward %q, %k, %v, %o, %l, %g {scale = 0.25 : f64, dtc.split = #graph.split<[], [0], [], [], [], [], []>} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+    return %dk : tensor<2x2x8x16xf32>
+  }
+}
+
+// -----
+
 // A whole value two ops read cut the same way is cut once (the cross-
 // entropy's labels and its gradient's one-hot read one cut, so that the
 // loss gradient fuses with the loss); cut another way, it is cut again.

@@ -464,7 +464,7 @@ func.func @f(%a: tensor<2x3xf32>) {
 // -----
 
 func.func @f(%q: tensor<2x4x8xf32>, %k: tensor<2x5x6xf32>, %v: tensor<2x5x8xf32>) {
-  // expected-error @below {{attention's shapes do not fit q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]: 2x4x8, 2x5x6, 2x5x8}}
+  // expected-error @below {{attention's shapes do not fit q [..., H, Sq, D], k [..., G, Sk, D], v [..., G, Sk, Dv] with G dividing H: 2x4x8, 2x5x6, 2x5x8}}
   // expected-error @below {{'graph.attention' op failed to infer returned types}}
   %o, %l = graph.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8xf32>, tensor<2x5x6xf32>, tensor<2x5x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
   return
@@ -582,7 +582,7 @@ func.func @f(%q: tensor<4x8xf32>) {
 // -----
 
 func.func @f(%q: tensor<2x4x3x8xf32>, %k: tensor<2x5x2x8xf32>) {
-  // expected-error @below {{attention's shapes do not fit q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] (bshd: [..., S, H, D]): 2x4x3x8, 2x5x2x8, 2x5x2x8}}
+  // expected-error @below {{attention's shapes do not fit q [..., H, Sq, D], k [..., G, Sk, D], v [..., G, Sk, Dv] with G dividing H (bshd: [..., S, H, D]): 2x4x3x8, 2x5x2x8, 2x5x2x8}}
   // expected-error @below {{'graph.attention' op failed to infer returned types}}
   %o, %l = graph.attention %q, %k, %k {bshd, scale = 0.5 : f64} : (tensor<2x4x3x8xf32>, tensor<2x5x2x8xf32>, tensor<2x5x2x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
   return
