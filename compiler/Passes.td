@@ -57,6 +57,24 @@ def FuseRotary : Pass<"dtc-fuse-rotary", "mlir::func::FuncOp"> {
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }
 
+def InterleaveQkv : Pass<"dtc-interleave-qkv", "mlir::func::FuncOp"> {
+  let summary = "Lay a packed attention's q, k and v out by heads, as Megatron-LM does";
+  let description = [{
+    A packed graph.attention reads one projection's product [..., S, 3, H,
+    D] (transformers' GPT-2 `c_attn`), whose heads are not contiguous
+    columns: tensor parallelism can cut it only by the projection's rows,
+    an all-reduce of the whole product. Where the product is x W (+ b), W
+    (and b) are permuted each step to [K, H, 3, D] order (a reshape, a
+    transpose, a reshape: a copy of the weight, small beside the product)
+    and the attention reads the product as [..., S, H, 3, D]
+    (`interleaved`): cut by heads, each rank's columns are its heads' q, k
+    and v, and the gradient comes back through the same moves. Run when
+    the step is split over devices; the model's weights keep their layout
+    (checkpoints and export are unchanged).
+  }];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def FuseAttention : Pass<"dtc-fuse-attention", "mlir::func::FuncOp"> {
   let summary = "Recognise attention spelled out in ops as one graph.attention";
   let description = [{

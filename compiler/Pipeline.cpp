@@ -47,6 +47,12 @@ void buildStepPipeline(OpPassManager &pm, const CompileOptions &options) {
   pm.nest<func::FuncOp>().addPass(createFuseRotary());
   if (options.fuseAttention)
     pm.nest<func::FuncOp>().addPass(createFuseAttention());
+  // Packed projections by heads where tensor parallelism may split them
+  // (a copy of each weight a step, which one device would pay for nothing).
+  const ParallelOptions &parallel = options.parallel;
+  if (options.fuseAttention && parallel.devices() > 1 &&
+      parallel.dataParallel != parallel.devices())
+    pm.nest<func::FuncOp>().addPass(createInterleaveQkv());
   if (options.training) {
     TrainingOptions training = *options.training;
     training.modelOutputs = training.modelOutputs && !split;

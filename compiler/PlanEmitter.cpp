@@ -693,6 +693,7 @@ private:
           at->set_bias(bool(a.getBias()));
           at->set_bshd(a.getBshd());
           at->set_packed(a.getPacked());
+          at->set_interleaved(a.getInterleaved());
           return success();
         })
         .Case([&](graph::AttentionBackwardOp a) -> LogicalResult {
@@ -702,6 +703,7 @@ private:
           at->set_bias(bool(a.getBias()));
           at->set_bshd(a.getBshd());
           at->set_packed(a.getPacked());
+          at->set_interleaved(a.getInterleaved());
           return success();
         })
         .Case([&](graph::TopKOp t) -> LogicalResult {

@@ -199,7 +199,8 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
     const auto &a = forward ? inst.attention() : inst.attention_backward();
     return fmt::format("{} scale={:.6g}{}{}{}{}", forward ? "attention" : "attention_backward",
                        a.scale(), a.causal() ? " causal" : "", a.bias() ? " bias" : "",
-                       a.bshd() ? " bshd" : "", a.packed() ? " packed" : "");
+                       a.bshd() ? " bshd" : "",
+                       a.packed() ? (a.interleaved() ? " packed interleaved" : " packed") : "");
   }
   case plan::Instruction::kTopK:
     return fmt::format("top_k axis={} k={}{}", inst.top_k().axis(), inst.top_k().k(),

@@ -111,11 +111,11 @@ OpCost MatmulOp::cost() {
 namespace {
 /// Attention's (query, key) pairs that are scored: every one, or under a
 /// causal mask those with j <= i + Sk - Sq; times the leading dims.
-double attentionPairs(Value q, Value k, bool causal, bool bshd, bool packed) {
+double attentionPairs(Value q, Value k, bool causal, bool bshd, bool packed, bool interleaved) {
   auto qt = cast<RankedTensorType>(q.getType());
-  SmallVector<int64_t, 4> qs = headsFirst(qt.getShape(), bshd, packed),
+  SmallVector<int64_t, 4> qs = headsFirst(qt.getShape(), bshd, packed, interleaved),
                           ks = headsFirst(cast<RankedTensorType>(k.getType()).getShape(), bshd,
-                                          packed);
+                                          packed, interleaved);
   int64_t sq = qs[qs.size() - 2], sk = ks[ks.size() - 2];
   double rows = 1;
   for (int64_t n : ArrayRef<int64_t>(qs).drop_back(2))
@@ -136,14 +136,16 @@ OpCost RotaryOp::cost() { return elementwise(*this, 3); }
 OpCost AttentionOp::cost() {
   double perPair = 2.0 * double(lastDim(getQ()) + lastDim(getV())) + 5;
   return make(*this,
-              perPair * attentionPairs(getQ(), getK(), getCausal(), getBshd(), getPacked()),
+              perPair * attentionPairs(getQ(), getK(), getCausal(), getBshd(), getPacked(),
+                                       getInterleaved()),
               OpCost::Matmul);
 }
 // The scores again, then dp = dy v^T, dv += p^T dy, dq += ds k, dk += ds^T q.
 OpCost AttentionBackwardOp::cost() {
   double perPair = 2.0 * double(3 * lastDim(getQ()) + 2 * lastDim(getV())) + 8;
   return make(*this,
-              perPair * attentionPairs(getQ(), getK(), getCausal(), getBshd(), getPacked()),
+              perPair * attentionPairs(getQ(), getK(), getCausal(), getBshd(), getPacked(),
+                                       getInterleaved()),
               OpCost::Matmul);
 }
 

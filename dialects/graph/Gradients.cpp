@@ -699,7 +699,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
     types.append({getK().getType(), getV().getType()});
   auto grads = b.create<AttentionBackwardOp>(getLoc(), types, getQ(), getK(), getV(), getOutput(),
                                              getLse(), rg[0], getBias(), getScaleAttr(),
-                                             getCausalAttr(), getBshdAttr(), getPackedAttr());
+                                             getCausalAttr(), getBshdAttr(), getPackedAttr(),
+                                             getInterleavedAttr());
   g.assign(grads.getGrads().begin(), grads.getGrads().end());
   g.resize(3);
   if (getBias())

@@ -453,10 +453,11 @@ LogicalResult MatmulGeluGradOp::verify() {
   return verifyProductWith(*this, getLhs(), getRhs(), getGeluInput(), getOutput(), "GELU input");
 }
 
-SmallVector<int64_t, 4> headsFirst(ArrayRef<int64_t> shape, bool bshd, bool packed) {
+SmallVector<int64_t, 4> headsFirst(ArrayRef<int64_t> shape, bool bshd, bool packed,
+                                   bool interleaved) {
   SmallVector<int64_t, 4> dims(shape);
   if (packed && dims.size() >= 4)
-    dims.erase(dims.end() - 3);
+    dims.erase(dims.end() - (interleaved ? 2 : 3));
   if (bshd && dims.size() >= 3)
     std::swap(dims[dims.size() - 3], dims[dims.size() - 2]);
   return dims;
@@ -467,25 +468,30 @@ namespace {
 /// (with `bshd`, [..., S, H, D]: checked as [..., H, S, D]), one element
 /// type, the same leading dims but that k's and v's heads (their last
 /// leading dim) may divide q's (grouped-query attention); the output's type
-/// and lse's. `packed`: q, k and v one value [..., S, 3, H, D].
+/// and lse's. `packed`: q, k and v one value [..., S, 3, H, D] ([..., S,
+/// H, 3, D] `interleaved`).
 LogicalResult attentionTypes(std::optional<Location> loc, Value qv, Value kv, Value vv, bool bshd,
-                             bool packed, SmallVectorImpl<Type> &types) {
+                             bool packed, bool interleaved, SmallVectorImpl<Type> &types) {
   auto qt = staticTensor(loc, qv, "q"), kt = staticTensor(loc, kv, "k"),
        vt = staticTensor(loc, vv, "v");
   if (failed(qt) || failed(kt) || failed(vt))
     return failure();
+  if (interleaved && !packed)
+    return emitOptionalError(loc, "an interleaved attention is packed");
   if (packed && (!bshd || qv != kv || qv != vv || qt->getRank() < 4 ||
-                 qt->getDimSize(qt->getRank() - 3) != 3))
-    return emitOptionalError(loc, "a packed attention's q, k and v are one bshd value [..., S, "
-                             "3, H, D], got ", shapeToString(qt->getShape()), ", ",
-                             shapeToString(kt->getShape()), ", ", shapeToString(vt->getShape()));
+                 qt->getDimSize(qt->getRank() - (interleaved ? 2 : 3)) != 3))
+    return emitOptionalError(loc, "a packed attention's q, k and v are one bshd value ",
+                             interleaved ? "[..., S, H, 3, D]" : "[..., S, 3, H, D]", ", got ",
+                             shapeToString(qt->getShape()), ", ", shapeToString(kt->getShape()),
+                             ", ", shapeToString(vt->getShape()));
   int64_t rank = qt->getRank() - (packed ? 1 : 0);
   if (rank < (bshd ? 3 : 2) || kt->getRank() != qt->getRank() || vt->getRank() != qt->getRank())
     return emitOptionalError(loc, "attention's q, k and v need one rank >= ", bshd ? 3 : 2,
                              ", got ", shapeToString(qt->getShape()), ", ",
                              shapeToString(kt->getShape()), ", ", shapeToString(vt->getShape()));
   auto view = [&](RankedTensorType t) {
-    return RankedTensorType::get(headsFirst(t.getShape(), bshd, packed), t.getElementType());
+    return RankedTensorType::get(headsFirst(t.getShape(), bshd, packed, interleaved),
+                                 t.getElementType());
   };
   std::optional<RankedTensorType> q = view(*qt), k = view(*kt), v = view(*vt);
   if (k->getElementType() != q->getElementType() || v->getElementType() != q->getElementType())
@@ -514,24 +520,26 @@ LogicalResult attentionTypes(std::optional<Location> loc, Value qv, Value kv, Va
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return attentionTypes(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(),
-                        bool(adaptor.getBshd()), bool(adaptor.getPacked()), types);
+                        bool(adaptor.getBshd()), bool(adaptor.getPacked()),
+                        bool(adaptor.getInterleaved()), types);
 }
 
 namespace {
 /// Attention's bias, if any: f32 of q's rank, broadcast to the scores
 /// [..., H, Sq, Sk] (each leading dim q's or 1, then Sq or 1, then Sk).
 LogicalResult verifyAttentionBias(Operation *op, Value q, Value k, Value bias, bool bshd,
-                                  bool packed) {
+                                  bool packed, bool interleaved) {
   if (!bias)
     return success();
   auto b = cast<RankedTensorType>(bias.getType());
   SmallVector<int64_t, 4> qs =
-      headsFirst(cast<RankedTensorType>(q.getType()).getShape(), bshd, packed);
+      headsFirst(cast<RankedTensorType>(q.getType()).getShape(), bshd, packed, interleaved);
   int64_t rank = int64_t(qs.size());
   if (!b.getElementType().isF32() || b.getRank() != rank)
     return op->emitOpError("bias must be f32 of q's rank (") << rank << "), got " << b;
   int64_t sk =
-      headsFirst(cast<RankedTensorType>(k.getType()).getShape(), bshd, packed)[rank - 2];
+      headsFirst(cast<RankedTensorType>(k.getType()).getShape(), bshd, packed,
+                 interleaved)[rank - 2];
   for (int64_t d = 0; d + 1 < rank; ++d)
     if (b.getDimSize(d) != 1 && b.getDimSize(d) != qs[size_t(d)])
       return op->emitOpError("bias ") << b << " does not broadcast to the scores";
@@ -545,12 +553,14 @@ LogicalResult AttentionOp::verify() {
   double scale = getScale().convertToDouble();
   if (!(scale > 0) || !std::isfinite(scale))
     return emitOpError("scale must be positive and finite, got ") << scale;
-  return verifyAttentionBias(*this, getQ(), getK(), getBias(), getBshd(), getPacked());
+  return verifyAttentionBias(*this, getQ(), getK(), getBias(), getBshd(), getPacked(),
+                             getInterleaved());
 }
 
 LogicalResult AttentionBackwardOp::verify() {
   SmallVector<Type> forward;
-  if (failed(attentionTypes(getLoc(), getQ(), getK(), getV(), getBshd(), getPacked(), forward)))
+  if (failed(attentionTypes(getLoc(), getQ(), getK(), getV(), getBshd(), getPacked(),
+                            getInterleaved(), forward)))
     return failure();
   if (getOutput().getType() != forward[0] || getGradOutput().getType() != forward[0])
     return emitOpError("output and grad_output must be ") << forward[0];
@@ -564,7 +574,8 @@ LogicalResult AttentionBackwardOp::verify() {
                                      "their type"
                                    : "has three results, the gradients of q, k and v, of "
                                      "their types");
-  return verifyAttentionBias(*this, getQ(), getK(), getBias(), getBshd(), getPacked());
+  return verifyAttentionBias(*this, getQ(), getK(), getBias(), getBshd(), getPacked(),
+                             getInterleaved());
 }
 
 LogicalResult RotaryOp::inferReturnTypes(MLIRContext *, std::optional<Location>,

@@ -94,10 +94,10 @@ llvm::SmallVector<int64_t, 4> fromChannelsLast(llvm::ArrayRef<int64_t> nhwc);
 
 /// An attention operand's dims as [..., H, S, D] whatever its layout: with
 /// `bshd`, [..., S, H, D] with its last two but one swapped (and back:
-/// the swap is its own inverse). A `packed` q, k or v, [..., S, 3, H, D],
-/// is one piece's [..., H, S, D].
+/// the swap is its own inverse). A `packed` q, k or v, [..., S, 3, H, D]
+/// ([..., S, H, 3, D] `interleaved`), is one piece's [..., H, S, D].
 llvm::SmallVector<int64_t, 4> headsFirst(llvm::ArrayRef<int64_t> shape, bool bshd,
-                                         bool packed = false);
+                                         bool packed = false, bool interleaved = false);
 
 } // namespace dtc::graph
 

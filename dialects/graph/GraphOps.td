@@ -534,11 +534,19 @@ def Graph_AttentionOp : Graph_InferredOp<"attention"> {
     k and v its pieces 0, 1 and 2 along the 3: the kernels read each as
     [..., S, H, D] rows 3 H D apart, so no copies split them out of it. Its
     backward writes their gradients into one value of that shape.
+    `interleaved` (with `packed`): the value is [..., S, H, 3, D], each
+    head's q, k and v side by side (Megatron-LM's layout, which
+    dtc-interleave-qkv makes so that tensor parallelism can split the
+    projection by heads); the rows are still 3 H D apart.
+
+    k and v may have fewer heads than q (grouped-query attention): their
+    leading dims are q's but for the last (heads), which divides q's H; q's
+    head h reads their head h / (H / theirs).
   }];
   let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k, Graph_FloatTensor:$v,
                        Optional<Graph_FloatTensor>:$bias,
                        F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       UnitAttr:$bshd, UnitAttr:$packed);
+                       UnitAttr:$bshd, UnitAttr:$packed, UnitAttr:$interleaved);
   let results = (outs Graph_FloatTensor:$output, Graph_FloatTensor:$lse);
   let hasVerifier = 1;
 }
@@ -547,13 +555,14 @@ def Graph_AttentionBackwardOp : Graph_Op<"attention_backward"> {
   let summary = "Gradients of attention's q, k and v, recomputing the probabilities from lse";
   let description = [{
     Three results, grad_q, grad_k and grad_v, of q's, k's and v's types;
-    with `packed` one, the gradient of the packed value q, k and v are.
+    with `packed` one, the gradient of the packed value q, k and v are (in
+    its layout, `interleaved` or not).
   }];
   let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k, Graph_FloatTensor:$v,
                        Graph_FloatTensor:$output, Graph_FloatTensor:$lse,
                        Graph_FloatTensor:$grad_output, Optional<Graph_FloatTensor>:$bias,
                        F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       UnitAttr:$bshd, UnitAttr:$packed);
+                       UnitAttr:$bshd, UnitAttr:$packed, UnitAttr:$interleaved);
   let results = (outs Variadic<Graph_FloatTensor>:$grads);
   let hasVerifier = 1;
 }

@@ -346,11 +346,11 @@ namespace {
 /// the heads within a group (whole: split, their key-value gradients
 /// would be partial sums).
 ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
-                           bool splitQueries, bool bshd, bool packed) {
+                           bool splitQueries, bool bshd, bool packed, bool interleaved) {
   ShardingRule rule;
-  SmallVector<int64_t, 4> qs = headsFirst(shapeOf(q), bshd, packed);
+  SmallVector<int64_t, 4> qs = headsFirst(shapeOf(q), bshd, packed, interleaved);
   size_t lead = qs.size() - 2;
-  SmallVector<int64_t, 4> kvLead(headsFirst(shapeOf(k), bshd, packed));
+  SmallVector<int64_t, 4> kvLead(headsFirst(shapeOf(k), bshd, packed, interleaved));
   kvLead.resize(lead);
   SmallVector<int> ids = parallelFactors(rule, kvLead);
   // The heads within a group, beside the group in q's heads dim; -1 without.
@@ -374,8 +374,8 @@ ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
   };
   Dims qDims = dims({sq, d}), kDims = dims({sk, d}, true, true),
        vDims = dims({sk, dv}, true, true), outDims = dims({sq, dv}), lseDims = dims({sq}, false);
-  if (packed) { // [..., S, 3, H, D]
-    qDims.insert(qDims.end() - 2, SmallVector<int, 2>{piece});
+  if (packed) { // [..., S, 3, H, D] or interleaved [..., S, H, 3, D]
+    qDims.insert(qDims.end() - (interleaved ? 1 : 2), SmallVector<int, 2>{piece});
     kDims = vDims = qDims;
   }
   rule.operands = {qDims, kDims, vDims};
@@ -404,10 +404,11 @@ ShardingRule attentionRule(Operation *op, Value q, Value k, Value v, Value bias,
 
 ShardingRule AttentionOp::shardingRule() {
   return attentionRule(*this, getQ(), getK(), getV(), getBias(), !getCausal(), getBshd(),
-                       getPacked());
+                       getPacked(), getInterleaved());
 }
 ShardingRule AttentionBackwardOp::shardingRule() {
-  return attentionRule(*this, getQ(), getK(), getV(), getBias(), false, getBshd(), getPacked());
+  return attentionRule(*this, getQ(), getK(), getV(), getBias(), false, getBshd(), getPacked(),
+                       getInterleaved());
 }
 
 ShardingRule Conv2DOp::shardingRule() {

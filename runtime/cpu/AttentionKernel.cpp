@@ -11,8 +11,9 @@
 // scores; a row it hides entirely (-inf) is 0, as a causal row with no key.
 // With `bshd` (q, k, v and the output [..., S, H, D]) each head's rows are
 // gathered into a matrix of their own and its results scattered back.
-// `packed` q, k and v are one buffer [..., S, 3, H, D], each a piece of
-// it (rows 3 H D apart), and the backward's gradients one such buffer.
+// `packed` q, k and v are one buffer [..., S, 3, H, D] ([..., S, H, 3, D]
+// `interleaved`), each a piece of it (rows 3 H D apart), and the
+// backward's gradients one such buffer.
 // Grouped-query attention: k and v have G heads where q has H = G R, q's
 // head h reading k's and v's head h / R; the backward sums each group's
 // key and value gradients over its R query heads, a group per task.
@@ -44,8 +45,9 @@ struct Dims {
   /// index b / heads.
   bool bshd = false;
   int64_t heads = 1;
-  /// q, k and v pieces 0, 1 and 2 of one [..., S, 3, H, D] buffer.
-  bool packed = false;
+  /// q, k and v pieces 0, 1 and 2 of one [..., S, 3, H, D] buffer
+  /// ([..., S, H, 3, D] when interleaved).
+  bool packed = false, interleaved = false;
   /// Grouped-query attention: q's heads per head of k and v (1 without),
   /// and k's and v's heads ([..., S, G, D] with bshd).
   int64_t group = 1, kvHeads = 1;
@@ -96,12 +98,12 @@ plan::TensorType headsFirst(plan::TensorType type, bool bshd) {
   return type;
 }
 
-/// A packed q, k or v's type, [..., S, 3, H, D], as one piece's [..., S,
-/// H, D].
-plan::TensorType pieceOf(plan::TensorType type, bool packed) {
+/// A packed q, k or v's type, [..., S, 3, H, D] ([..., S, H, 3, D]
+/// `interleaved`), as one piece's [..., S, H, D].
+plan::TensorType pieceOf(plan::TensorType type, bool packed, bool interleaved) {
   if (packed) {
     auto *shape = type.mutable_shape();
-    shape->erase(shape->end() - 3);
+    shape->erase(shape->end() - (interleaved ? 2 : 3));
   }
   return type;
 }
@@ -109,23 +111,26 @@ plan::TensorType pieceOf(plan::TensorType type, bool packed) {
 /// Reads q, k, v's shapes (and checks the rest against them).
 bool readDims(const plan::Attention &attr, bool backward, const KernelTypes &types, Dims &dims,
               std::string &error) {
-  dims.bshd = attr.bshd(), dims.packed = attr.packed();
+  dims.bshd = attr.bshd(), dims.packed = attr.packed(), dims.interleaved = attr.interleaved();
+  if (dims.interleaved && !dims.packed)
+    return refuse(error, "interleaved q, k and v must be packed");
   if (dims.packed) {
     const plan::TensorType &qkv = types.inputs[0];
     int r = qkv.shape_size();
     auto same = [&](const plan::TensorType &t) {
       return t.dtype() == qkv.dtype() && shapeOf(t) == shapeOf(qkv);
     };
-    if (!dims.bshd || r < 4 || qkv.shape(r - 3) != 3 || !same(types.inputs[1]) ||
-        !same(types.inputs[2]))
+    if (!dims.bshd || r < 4 || qkv.shape(r - (dims.interleaved ? 2 : 3)) != 3 ||
+        !same(types.inputs[1]) || !same(types.inputs[2]))
       return refuse(error, "packed q, k and v " + shapeString(types.inputs[0]) + ", " +
                                shapeString(types.inputs[1]) + ", " +
-                               shapeString(types.inputs[2]) +
-                               " are not one bshd buffer [..., S, 3, H, D]");
+                               shapeString(types.inputs[2]) + " are not one bshd buffer " +
+                               (dims.interleaved ? "[..., S, H, 3, D]" : "[..., S, 3, H, D]"));
   }
-  const plan::TensorType q = headsFirst(pieceOf(types.inputs[0], dims.packed), dims.bshd),
-                         k = headsFirst(pieceOf(types.inputs[1], dims.packed), dims.bshd),
-                         v = headsFirst(pieceOf(types.inputs[2], dims.packed), dims.bshd);
+  auto piece = [&](int i) {
+    return headsFirst(pieceOf(types.inputs[size_t(i)], dims.packed, dims.interleaved), dims.bshd);
+  };
+  const plan::TensorType q = piece(0), k = piece(1), v = piece(2);
   for (const plan::TensorType *t : {&q, &k, &v})
     if (!checkDType(t->dtype(), {plan::F32, plan::BF16, plan::F16}, error))
       return false;
@@ -214,6 +219,8 @@ Matrix matrixOf(const Dims &m, int64_t b, int64_t rows, int64_t cols, int piece 
     return {b * rows * cols, cols, rows, cols};
   int64_t heads = piece > 0 ? m.kvHeads : m.heads;
   int64_t outer = b / heads, head = b % heads;
+  if (m.packed && m.interleaved && piece >= 0)
+    return {((outer * rows * m.heads + head) * 3 + piece) * cols, 3 * m.heads * cols, rows, cols};
   if (m.packed && piece >= 0)
     return {((outer * rows * 3 + piece) * m.heads + head) * cols, 3 * m.heads * cols, rows, cols};
   return {(outer * rows * heads + head) * cols, heads * cols, rows, cols};
@@ -380,7 +387,8 @@ std::unique_ptr<Kernel> makeAttentionKernel(const plan::Instruction &inst,
   if (!readDims(inst.attention(), false, types, m, error))
     return nullptr;
   plan::DType dtype = types.inputs[0].dtype();
-  const plan::TensorType q = headsFirst(pieceOf(types.inputs[0], m.packed), m.bshd);
+  const plan::TensorType q =
+      headsFirst(pieceOf(types.inputs[0], m.packed, m.interleaved), m.bshd);
   if (!isType(headsFirst(types.outputs[0], m.bshd), withLast(q, {m.sq, m.dv}), dtype) ||
       !isType(types.outputs[1], withLast(q, {m.sq}), plan::F32))
     return fail(error, m.bshd ? "outputs must be out [..., Sq, H, Dv] in q's dtype and lse "
@@ -414,7 +422,8 @@ std::unique_ptr<Kernel> makeAttentionBackwardKernel(const plan::Instruction &ins
   if (!readDims(inst.attention_backward(), true, types, m, error))
     return nullptr;
   plan::DType dtype = types.inputs[0].dtype();
-  const plan::TensorType q = headsFirst(pieceOf(types.inputs[0], m.packed), m.bshd);
+  const plan::TensorType q =
+      headsFirst(pieceOf(types.inputs[0], m.packed, m.interleaved), m.bshd);
   Shape out = withLast(q, {m.sq, m.dv});
   if (!isType(headsFirst(types.inputs[3], m.bshd), out, dtype) ||
       !isType(headsFirst(types.inputs[5], m.bshd), out, dtype) ||

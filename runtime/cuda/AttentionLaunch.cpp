@@ -88,21 +88,22 @@ bool unpack(bool backward, const plan::Attention &attention,
             std::vector<plan::TensorType> &inputs, std::vector<plan::TensorType> &outputs,
             std::string &why) {
   const plan::TensorType qkv = inputs.empty() ? plan::TensorType() : inputs[0];
-  int r = qkv.shape_size();
+  int r = qkv.shape_size(), three = attention.interleaved() ? 2 : 3; // where the 3 is
   auto same = [&](const plan::TensorType &t) {
     return t.dtype() == qkv.dtype() &&
            std::equal(t.shape().begin(), t.shape().end(), qkv.shape().begin(), qkv.shape().end());
   };
-  if (!attention.bshd() || inputs.size() < 3 || r < 4 || qkv.shape(r - 3) != 3 ||
+  if (!attention.bshd() || inputs.size() < 3 || r < 4 || qkv.shape(r - three) != 3 ||
       !same(inputs[1]) || !same(inputs[2]) ||
       (backward && (outputs.size() != 1 || !same(outputs[0])))) {
     why = std::string(backward ? "attention_backward" : "attention") +
-          " packed: q, k and v must be one bshd buffer [..., S, 3, H, D]" +
+          " packed: q, k and v must be one bshd buffer " +
+          (attention.interleaved() ? "[..., S, H, 3, D]" : "[..., S, 3, H, D]") +
           (backward ? " and the one output its gradient" : "");
     return false;
   }
   plan::TensorType piece = qkv;
-  piece.mutable_shape()->erase(piece.mutable_shape()->end() - 3);
+  piece.mutable_shape()->erase(piece.mutable_shape()->end() - three);
   for (size_t i = 0; i < 3; ++i)
     inputs[i] = piece;
   if (backward)
@@ -136,9 +137,14 @@ bool headsFirstDims(bool backward, const plan::Attention &attention,
   // bshd: q, k, v, out, grad_out and the gradients [..., S, H, D], read
   // below as [..., H, S, D] (the kernels index their rows by the layout).
   std::vector<plan::TensorType> inputs = operands, outputs = results;
+  if (attention.interleaved() && !attention.packed()) {
+    why = std::string(name) + " interleaved: q, k and v must be packed";
+    return false;
+  }
   if (attention.packed() && !unpack(backward, attention, inputs, outputs, why))
     return false;
   dims.packed = attention.packed();
+  dims.interleaved = attention.interleaved();
   if (attention.bshd()) {
     auto swap = [&](plan::TensorType &t) {
       int r = t.shape_size();
@@ -249,7 +255,9 @@ bool headsFirstDims(bool backward, const plan::Attention &attention,
 } // namespace
 
 int64_t pieceOffset(const AttentionDims &dims, int piece) {
-  return dims.packed ? piece * dims.heads * dims.d : 0; // packed: d == dv
+  if (!dims.packed)
+    return 0;
+  return piece * (dims.interleaved ? 1 : dims.heads) * dims.d; // packed: d == dv
 }
 
 AttentionLaunch forwardLaunch(const AttentionDims &dims) {
@@ -275,7 +283,8 @@ AttentionArgs::AttentionArgs(const AttentionDims &dims, bool backward,
                              const void *const *inputs, void *const *outputs, void *scratch)
     : sq_(int(dims.sq)), sk_(int(dims.sk)), d_(int(dims.d)), dv_(int(dims.dv)),
       causal_(dims.causal ? 1 : 0), heads_(dims.bshd ? int(dims.heads) : 0),
-      pieces_(dims.packed ? 3 : 1), group_(int(dims.group)), per_(int(dims.inner)),
+      pieces_(dims.packed ? 3 : 1), headStride_(dims.interleaved ? 3 : 1),
+      group_(int(dims.group)), per_(int(dims.inner)),
       row_(int(dims.rowStride)),
       scale_(dims.scale), outer_(dims.outerStride), inner_(dims.innerStride) {
   auto address = [](const void *p) { return uint64_t(reinterpret_cast<uintptr_t>(p)); };
@@ -288,8 +297,9 @@ AttentionArgs::AttentionArgs(const AttentionDims &dims, bool backward,
   v_ = piece(inputs[2], 2);
   // The bias, last of the inputs (FlashAttention.cu's Bias).
   bias_ = dims.bias ? address(inputs[backward ? 6 : 3]) : 0;
-  std::vector<void *> tail = {&sq_,    &sk_,   &d_,    &dv_,  &scale_, &causal_, &heads_,
-                              &pieces_, &group_, &bias_, &per_, &row_,   &outer_,  &inner_};
+  std::vector<void *> tail = {&sq_,    &sk_,         &d_,     &dv_,   &scale_,
+                              &causal_, &heads_,      &pieces_, &headStride_, &group_,
+                              &bias_,   &per_,        &row_,   &outer_, &inner_};
   auto with = [&](std::vector<void *> head) {
     head.insert(head.end(), tail.begin(), tail.end());
     return head;

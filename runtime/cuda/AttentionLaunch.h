@@ -35,6 +35,9 @@ struct AttentionDims {
   /// D] buffer (Attention.packed, with bshd): their rows 3 H cols apart,
   /// k's and v's from H D and 2 H D elements on (pieceOffset).
   bool packed = false;
+  /// Packed as [..., S, H, 3, D] (Attention.interleaved): head h's piece at
+  /// (3 h + piece) D of a row, so each piece's heads 3 D apart.
+  bool interleaved = false;
   /// Grouped-query attention: q's heads per head of k and v, which have
   /// leading dims of q's but for the last (heads), divided by it; q's head
   /// bh reads their head bh / group. 1 otherwise.
@@ -105,7 +108,7 @@ public:
 private:
   uint64_t q_ = 0, k_ = 0, v_ = 0, out_ = 0, lse_ = 0, gradOut_ = 0, delta_ = 0, gradQ_ = 0,
            gradK_ = 0, gradV_ = 0, bias_ = 0;
-  int sq_, sk_, d_, dv_, causal_, heads_, pieces_, group_, per_, row_;
+  int sq_, sk_, d_, dv_, causal_, heads_, pieces_, headStride_, group_, per_, row_;
   float scale_;
   long long outer_, inner_;
   std::vector<std::vector<void *>> params_;

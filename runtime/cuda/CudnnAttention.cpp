@@ -125,8 +125,9 @@ std::unique_ptr<CudnnAttention> CudnnAttention::describe(const CudnnApi &api,
   auto strides = [&](int64_t rows, int64_t cols, bool piece = false,
                      bool kv = false) -> std::vector<int64_t> {
     int64_t pieces = piece && dims.packed ? 3 : 1, h = kv ? kvHeads : heads;
+    int64_t headStride = piece && dims.interleaved ? 3 * cols : cols; // [.., S, H, 3, D]
     if (dims.bshd)
-      return {rows * pieces * h * cols, cols, pieces * h * cols, 1};
+      return {rows * pieces * h * cols, headStride, pieces * h * cols, 1};
     return {h * rows * cols, rows * cols, cols, 1};
   };
   auto tensor = [&](const char *name, Uid uid, int64_t rows, int64_t cols, bool piece = false,

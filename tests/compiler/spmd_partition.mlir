@@ -195,6 +195,22 @@ module {
 
 // -----
 
+// Interleaved ([B, S, H, 3, D], each head's q, k and v side by side) split
+// over heads: a contiguous cut of the value's H, the 3 whole.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[CUT:.*]] = mesh.all_slice %arg0 on @mesh mesh_axes = [0] slice_axis = 2 {{.*}}: tensor<2x8x4x3x16xf32> -> tensor<2x8x2x3x16xf32>
+// CHECK-NEXT: graph.attention %[[CUT]], %[[CUT]], %[[CUT]] {bshd, dtc.result_shardings = [#graph.sharding<[], [], [0], []>, #graph.sharding<[], [0], []>], interleaved, packed, scale = 2.500000e-01 : f64} : (tensor<2x8x2x3x16xf32>, tensor<2x8x2x3x16xf32>, tensor<2x8x2x3x16xf32>) -> (tensor<2x8x2x16xf32>, tensor<2x2x8xf32>)
+module {
+  mesh.mesh @mesh(shape = 2)
+  func.func @main(%qkv: tensor<2x8x4x3x16xf32>)
+      -> (tensor<2x8x4x16xf32> {dtc.sharding = #graph.sharding<[], [], [0], []>}) {
+    %o, %l = graph.attention %qkv, %qkv, %qkv {bshd, packed, interleaved, scale = 0.25 : f64, dtc.split = #graph.split<[], [0], [], [], []>} : (tensor<2x8x4x3x16xf32>, tensor<2x8x4x3x16xf32>, tensor<2x8x4x3x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+    return %o : tensor<2x8x4x16xf32>
+  }
+}
+
+// -----
+
 // Grouped-query attention (4 query heads on 2 key-value heads) split over
 // the groups: each rank keeps 2 query heads and the 1 key-value head they
 // read; the backward's key and value gradients are whole sums (a group's

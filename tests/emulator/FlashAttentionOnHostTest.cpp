@@ -5,7 +5,8 @@
 // instruction's dims, grids, shared memory and arguments from
 // AttentionLaunch.h (attentionDimsOf, forwardLaunch, gradQLaunch,
 // gradKVLaunch, AttentionArgs), the kernels named by each launch's entry.
-// Every case of AttentionReference.h, heads first, bshd and packed, is
+// Every case of AttentionReference.h, heads first, bshd, packed and
+// interleaved, is
 // held to AttentionChecks.h's bounds, as on a GPU (tests/gpu). Inputs must
 // come back unchanged, and nothing may be written around an output.
 //
@@ -169,7 +170,8 @@ std::vector<at::Values> runOnHost(const dtc::plan::Instruction &inst,
 int checkAll(at::Layout layout, unsigned seed) {
   int ran = 0;
   for (const at::Case &c : at::cases()) {
-    if (layout == at::Layout::Packed && !at::packable(c))
+    bool packed = layout == at::Layout::Packed || layout == at::Layout::Interleaved;
+    if (packed && !at::packable(c))
       continue;
     SCOPED_TRACE(c.name());
     auto start = std::chrono::steady_clock::now();
@@ -194,6 +196,10 @@ TEST(FlashAttentionOnHost, HeadsAfterTheSequenceAgainstADoubleReference) {
 
 TEST(FlashAttentionOnHost, PackedPiecesAgainstADoubleReference) {
   EXPECT_GT(checkAll(at::Layout::Packed, 5), 0);
+}
+
+TEST(FlashAttentionOnHost, InterleavedPiecesAgainstADoubleReference) {
+  EXPECT_GT(checkAll(at::Layout::Interleaved, 3), 0);
 }
 
 } // namespace

@@ -185,11 +185,13 @@ int checkBoth(TestGpu &gpu, Layout layout, unsigned seed) {
   for (Kernels kernels : {Kernels::Flash, Kernels::Cudnn})
     for (const Case &c : cases()) {
       if ((kernels == Kernels::Cudnn && !cudnnTakes(c)) ||
-          (layout == Layout::Packed && !packable(c)))
+          ((layout == Layout::Packed || layout == Layout::Interleaved) && !packable(c)))
         continue;
       const char *on = kernels == Kernels::Cudnn ? "cuDNN" : "flash kernels";
-      const char *in = layout == Layout::HeadsFirst ? "" : layout == Layout::Bshd ? " bshd"
-                                                                                 : " packed";
+      const char *in = layout == Layout::HeadsFirst ? ""
+                       : layout == Layout::Bshd     ? " bshd"
+                       : layout == Layout::Packed   ? " packed"
+                                                    : " packed interleaved";
       SCOPED_TRACE(c.name() + in + " on " + on);
       Errors e = checkAttention(
           c, layout, seed,
@@ -221,6 +223,12 @@ TEST_F(GpuAttention, HeadsAfterTheSequenceAgainstADoubleReference) {
 // back, is the reference's.
 TEST_F(GpuAttention, PackedPiecesAgainstADoubleReference) {
   EXPECT_GT(checkBoth(gpu_, Layout::Packed, 5), 0);
+}
+
+// Packed as [..., S, H, 3, D] (Attention.interleaved, Megatron-LM's
+// layout, which tensor-parallel plans of packed projections use).
+TEST_F(GpuAttention, InterleavedPiecesAgainstADoubleReference) {
+  EXPECT_GT(checkBoth(gpu_, Layout::Interleaved, 3), 0);
 }
 
 TEST_F(GpuAttention, WhatTheKernelsDoNotCoverIsRefusedWithWhy) {

@@ -18,9 +18,12 @@ by the older exporter) a ViT classifier called with
 interpolate_pos_encoding=True. bart.onnx (BartModel), whisper_audio.onnx
 (WhisperForAudioClassification on 8 mel bins) and mistral.onnx
 (MistralForCausalLM, sliding window 4) have a dynamic batch too.
-For GPT-2 and Llama, <name>_train/ holds three batches of token ids and the
+gpt2_heads.onnx is a GPT-2 of 4 heads and 32 tokens, wide enough that
+tensor-parallel plans split its attention by heads (`--only gpt2_heads`
+writes it alone).
+For GPT-2, GPT-2 with heads and Llama, <name>_train/ holds three batches of token ids and the
 losses PyTorch's AdamW reaches on them, which CI replays with dtc. These are the committed fixtures
-of tests/models/exported_models.py; CI does not need torch to use them.
+of tests/tools-cli/exported_models.test; CI does not need torch to use them.
 Needs torch, transformers and onnxscript (pip).
 """
 import argparse
@@ -114,12 +117,29 @@ def record_training(model, name, out, batch, seq, vocab, steps=4, lr=1e-2):
         f.write("\n")
 
 
+def export_gpt2_heads(out):
+    """GPT-2 with 4 heads of 16 over 32 tokens: `dtc compile --tp 2` splits
+    its attention (and c_attn, by heads) over the ranks."""
+    torch.manual_seed(0)
+    gpt2 = settle(transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=1, n_embd=64, n_head=4, vocab_size=128, n_positions=32, use_cache=False,
+        attn_pdrop=0.0, embd_pdrop=0.0, resid_pdrop=0.0))).eval()
+    export(gpt2, (torch.randint(0, 128, (4, 32)),), ["input_ids"],
+           os.path.join(out, "gpt2_heads.onnx"))
+    record_training(gpt2, "gpt2_heads", out, batch=4, seq=32, vocab=128)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
-    out = ap.parse_args().out
+    ap.add_argument("--only", choices=["gpt2_heads"], help="write this model alone")
+    args = ap.parse_args()
+    out = args.out
     os.makedirs(out, exist_ok=True)
     warnings.filterwarnings("ignore")
+    if args.only:
+        export_gpt2_heads(out)
+        return
     # Tied embeddings (GPT-2's default): the exporter folds lm_head's
     # transpose into an initializer of its own, which dtc ties again.
     torch.manual_seed(0)  # each model's weights whatever is exported before it
@@ -215,6 +235,7 @@ def main():
         sliding_window=4, use_cache=False)).eval()
     export(mistral, (torch.randint(0, 64, (2, 8)),), ["input_ids"],
            os.path.join(out, "mistral.onnx"))
+    export_gpt2_heads(out)
     print("torch", torch.__version__, "transformers", transformers.__version__)
 
 

@@ -5,7 +5,8 @@
 // fused attention to them) and on the CPU through the emulator
 // (tests/emulator/FlashAttentionOnHostTest.cpp): one case of
 // AttentionReference.h, forward then backward, with q, k, v heads first,
-// after the sequence (bshd) or packed, against the double reference.
+// after the sequence (bshd) or packed ([..., S, 3, H, D] or interleaved
+// [..., S, H, 3, D]), against the double reference.
 //
 // Bounds, relative to each output's largest magnitude: f32 1e-4 (the
 // kernels use FMA and the accurate expf/logf, no TF32). bf16 2e-2: the
@@ -48,7 +49,7 @@ inline double lseBound(const Case &c) { return c.dtype == plan::BF16 ? 1e-3 : 1e
 /// The layouts a case runs in: heads first, [..., S, H, D] (bshd) and
 /// q, k, v one packed [..., S, 3, H, D] buffer (cases with Sq == Sk and
 /// D == Dv only).
-enum class Layout { HeadsFirst, Bshd, Packed };
+enum class Layout { HeadsFirst, Bshd, Packed, Interleaved };
 
 /// Case `c` in `layout` through `run`, its inputs drawn from `seed`: each
 /// result (moved back to heads first) within the bounds above.
@@ -59,8 +60,9 @@ inline Errors checkAttention(const Case &c, Layout layout, unsigned seed,
   Problem p(c, rng);
   BshdProblem t(p, c);
   std::optional<PackedProblem> k;
-  if (layout == Layout::Packed)
-    k.emplace(t, c);
+  bool packed = layout == Layout::Packed || layout == Layout::Interleaved;
+  if (packed)
+    k.emplace(t, c, layout == Layout::Interleaved);
   const int64_t h = t.heads;
   auto back = [&](const Values &x, int64_t rows, int64_t cols) {
     return layout == Layout::HeadsFirst ? x : swapHeads(x, h, rows, cols, true);
@@ -93,12 +95,11 @@ inline Errors checkAttention(const Case &c, Layout layout, unsigned seed,
           ? run(t.backward, t.backwardInputs(), t.backwardValues(), t.qkv)
           : run(k->backward, k->backwardInputs(), k->backwardValues(), {k->packedType});
   backwardReference(c, p.scale, p.q, p.k, p.v, p.out, p.lse, p.dout, r, p.bias);
-  if (layout == Layout::Packed) {
+  if (packed) {
     EXPECT_EQ(grads.size(), 1u);
     if (grads.size() != 1)
       return e;
-    grads = {pieceOf(grads[0], 0, k->width), pieceOf(grads[0], 1, k->width),
-             pieceOf(grads[0], 2, k->width)};
+    grads = {k->piece(grads[0], 0), k->piece(grads[0], 1), k->piece(grads[0], 2)};
   }
   EXPECT_EQ(grads.size(), 3u);
   if (grads.size() != 3)

@@ -131,11 +131,14 @@ TEST(AttentionKernel, PackedQkvGiveTheBshdResults) {
   for (const Case &c : cases()) {
     if (!packable(c))
       continue;
-    for (int threads : {1, 2}) {
-      SCOPED_TRACE(c.name() + ", " + std::to_string(threads) + " threads");
+    for (int config = 0; config < 4; ++config) { // 1 and 2 threads, both layouts
+      int threads = 1 + config % 2;
+      bool interleaved = config >= 2;
+      SCOPED_TRACE(c.name() + ", " + std::to_string(threads) + " threads" +
+                   (interleaved ? ", interleaved [..., S, H, 3, D]" : ""));
       Problem p(c, rng);
       BshdProblem t(p, c);
-      PackedProblem k(t, c);
+      PackedProblem k(t, c, interleaved);
       std::vector<Values> want = runOnCpu(t.forward, t.forwardInputs(), t.forwardValues(),
                                           {t.outType, t.lseType}, threads);
       std::vector<Values> got = runOnCpu(k.forward, k.forwardInputs(), k.forwardValues(),
@@ -154,12 +157,11 @@ TEST(AttentionKernel, PackedQkvGiveTheBshdResults) {
       ASSERT_EQ(grads.size(), 1u);
       ASSERT_EQ(wantGrads.size(), 3u);
       for (int piece = 0; piece < 3; ++piece)
-        EXPECT_EQ(pieceOf(grads[0], piece, k.width), wantGrads[size_t(piece)])
-            << "gradient " << piece;
+        EXPECT_EQ(k.piece(grads[0], piece), wantGrads[size_t(piece)]) << "gradient " << piece;
       ++run;
     }
   }
-  EXPECT_GE(run, 16); // f32 and bf16, with and without a mask and a bias
+  EXPECT_GE(run, 32); // f32 and bf16, with and without a mask and a bias, both layouts
 }
 
 TEST(AttentionKernel, RefusesWhatDoesNotFitWithWhy) {

@@ -415,44 +415,64 @@ struct BshdProblem : Problem {
 };
 
 /// q, k and v's [..., S, H, D] values side by side as one [..., S, 3, H,
-/// D] buffer (Attention.packed), rows of `width` (H D) each.
-inline Values packPieces(const Values &q, const Values &k, const Values &v, int64_t width) {
+/// D] buffer (Attention.packed), rows of `width` (H D) each; with `heads`
+/// H, as [..., S, H, 3, D] (Attention.interleaved).
+inline Values packPieces(const Values &q, const Values &k, const Values &v, int64_t width,
+                         int64_t heads = 0) {
   Values packed(3 * q.size());
   const Values *pieces[] = {&q, &k, &v};
-  for (size_t r = 0; r < q.size() / size_t(width); ++r)
-    for (size_t p = 0; p < 3; ++p)
-      std::copy_n(pieces[p]->begin() + long(r * size_t(width)), width,
-                  packed.begin() + long((r * 3 + p) * size_t(width)));
+  int64_t run = heads ? width / heads : width; // what is contiguous: D or H D
+  for (size_t at = 0; at < q.size() / size_t(run); ++at) { // a run of one piece
+    size_t row = at * size_t(run) / size_t(width), head = at % size_t(width / run);
+    for (size_t p = 0; p < 3; ++p) {
+      size_t to = heads ? (row * size_t(heads) + head) * 3 + p : row * 3 + p;
+      std::copy_n(pieces[p]->begin() + long(at * size_t(run)), run,
+                  packed.begin() + long(to * size_t(run)));
+    }
+  }
   return packed;
 }
 
-/// Piece `piece` (0, 1, 2) of a packed buffer's values.
-inline Values pieceOf(const Values &packed, int piece, int64_t width) {
+/// Piece `piece` (0, 1, 2) of a packed buffer's values (interleaved with
+/// `heads`).
+inline Values pieceOf(const Values &packed, int piece, int64_t width, int64_t heads = 0) {
   Values x(packed.size() / 3);
-  for (size_t r = 0; r < x.size() / size_t(width); ++r)
-    std::copy_n(packed.begin() + long((r * 3 + size_t(piece)) * size_t(width)), width,
-                x.begin() + long(r * size_t(width)));
+  int64_t run = heads ? width / heads : width;
+  for (size_t at = 0; at < x.size() / size_t(run); ++at) {
+    size_t row = at * size_t(run) / size_t(width), head = at % size_t(width / run);
+    size_t from = heads ? (row * size_t(heads) + head) * 3 + size_t(piece) : row * 3 + size_t(piece);
+    std::copy_n(packed.begin() + long(from * size_t(run)), run, x.begin() + long(at * size_t(run)));
+  }
   return x;
 }
 
 /// A BshdProblem whose q, k and v are one packed buffer (for cases with
-/// Sq == Sk and D == Dv): its instructions `packed`, their q, k and v
-/// inputs that buffer, the backward's one output its gradient.
+/// Sq == Sk and D == Dv): its instructions `packed` (and `interleaved`:
+/// [..., S, H, 3, D]), their q, k and v inputs that buffer, the backward's
+/// one output its gradient.
 struct PackedProblem : BshdProblem {
-  int64_t width;
+  int64_t width, interleavedHeads;
   Values qkvValues;
   plan::TensorType packedType;
-  PackedProblem(const BshdProblem &t, const Case &c)
-      : BshdProblem(t), width(t.heads * c.d), qkvValues(packPieces(t.q, t.k, t.v, width)) {
+  PackedProblem(const BshdProblem &t, const Case &c, bool interleaved = false)
+      : BshdProblem(t), width(t.heads * c.d), interleavedHeads(interleaved ? t.heads : 0),
+        qkvValues(packPieces(t.q, t.k, t.v, width, interleavedHeads)) {
     forward.mutable_attention()->set_packed(true);
     backward.mutable_attention_backward()->set_packed(true);
-    packedType = t.qkv[0];
+    forward.mutable_attention()->set_interleaved(interleaved);
+    backward.mutable_attention_backward()->set_interleaved(interleaved);
+    packedType = t.qkv[0]; // [..., S, H, D]: the 3 goes before H, or after it
     auto *shape = packedType.mutable_shape();
+    int at = shape->size() - (interleaved ? 1 : 2);
     shape->Add(0);
-    for (int i = shape->size() - 1; i > shape->size() - 3; --i)
+    for (int i = shape->size() - 1; i > at; --i)
       shape->Set(i, shape->Get(i - 1));
-    shape->Set(shape->size() - 3, 3);
+    shape->Set(at, 3);
     qkv = {packedType, packedType, packedType};
+  }
+  /// Piece `piece` of a packed buffer of this problem's layout.
+  Values piece(const Values &packed, int piece) const {
+    return pieceOf(packed, piece, width, interleavedHeads);
   }
   std::vector<Values> forwardValues() const {
     std::vector<Values> v{qkvValues, qkvValues, qkvValues};

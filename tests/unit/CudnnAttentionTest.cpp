@@ -124,11 +124,15 @@ TEST_F(CudnnAttentionGraphs, PackedPiecesValidate) {
   const int64_t heads = 12, sq = 1024;
   for (int sm : {80, 90})
     for (bool backward : {false, true}) {
-      AttentionDims dims = dimsOf(8 * heads, sq, sq, 64, true);
-      dims.bshd = true, dims.heads = heads, dims.packed = true;
-      std::string why;
-      EXPECT_NE(CudnnAttention::describe(*api_, dims, backward, sm, why), nullptr)
-          << "sm_" << sm << (backward ? " backward" : "") << ": " << why;
+      for (bool interleaved : {false, true}) { // [B, S, 3, H, D] or [B, S, H, 3, D]
+        AttentionDims dims = dimsOf(8 * heads, sq, sq, 64, true);
+        dims.bshd = true, dims.heads = heads, dims.packed = true;
+        dims.interleaved = interleaved;
+        std::string why;
+        EXPECT_NE(CudnnAttention::describe(*api_, dims, backward, sm, why), nullptr)
+            << "sm_" << sm << (backward ? " backward" : "") << (interleaved ? " interleaved" : "")
+            << ": " << why;
+      }
     }
 }
 

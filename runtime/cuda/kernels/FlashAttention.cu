@@ -50,13 +50,15 @@ template <> __device__ inline bf16 fromFloat<bf16>(float x) { return __float2bfl
 /// output or a gradient: heads first, [..., H, S, D] (`heads` 0), or
 /// [..., S, H, D] (`heads` H: AttentionDims.bshd), its rows H x cols apart;
 /// a piece of a packed [..., S, 3, H, D] buffer (`pieces` 3, the pointer
-/// at the piece's first element: AttentionDims.packed) 3 H x cols apart.
+/// at the piece's first element: AttentionDims.packed) 3 H x cols apart;
+/// of an interleaved [..., S, H, 3, D] one the same, its heads `headStride`
+/// 3 x cols apart (AttentionDims.interleaved).
 struct Layout {
-  int heads, pieces;
+  int heads, pieces, headStride;
   /// Element (row, 0) of head bh's operand of `rows` rows.
   __device__ size_t at(size_t bh, int rows, int row, int cols) const {
     return heads ? ((bh / size_t(heads) * size_t(rows) + size_t(row)) * size_t(heads * pieces) +
-                    bh % size_t(heads)) * size_t(cols)
+                    bh % size_t(heads) * size_t(headStride)) * size_t(cols)
                  : (bh * size_t(rows) + size_t(row)) * size_t(cols);
   }
   /// The step between an operand's rows.
@@ -484,7 +486,9 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
 // The entry points AttentionLaunch.cpp names, one per kernel and dtype.
 // `heads`: 0 for heads-first operands, else q's H of [..., S, H, D] ones;
 // `pieces`: 3 where q, k, v and their gradients are pieces of a packed
-// [..., S, 3, H, D] buffer (their pointers at each piece's start), else 1;
+// [..., S, 3, H, D] or [..., S, H, 3, D] buffer (their pointers at each
+// piece's start), else 1; `headStride`: 3 for the latter (interleaved),
+// else 1;
 // `group`: query heads per head of k and v (1 but for grouped-query
 // attention, whose k and v have H / group heads). The bias's arguments
 // close each list (biasData null without one).
@@ -492,25 +496,26 @@ __device__ void gradKV(const T *q, const T *k, const T *v, const T *dout, const 
   const float *biasData, int biasPer, int biasRow, long long biasOuter, long long biasInner
 #define DTC_ATTENTION_BIAS Bias{biasData, biasPer, biasRow, biasOuter, biasInner}
 #define DTC_ATTENTION_LAYOUTS                                                                   \
-  Layout{heads, 1}, Layout{heads, pieces}, Layout{heads / group, pieces}
+  Layout{heads, 1, 1}, Layout{heads, pieces, headStride}, Layout{heads / group, pieces, headStride}
 #define DTC_ATTENTION_ENTRIES(T, suffix, threads)                                               \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_forward_##suffix(         \
       const T *q, const T *k, const T *v, T *out, float *lse, int sq, int sk, int hd, int hdv,  \
-      float scale, int causal, int heads, int pieces, int group, DTC_ATTENTION_BIAS_PARAMS) {   \
+      float scale, int causal, int heads, int pieces, int headStride, int group,                \
+      DTC_ATTENTION_BIAS_PARAMS) {                                                              \
     forward(q, k, v, out, lse, sq, sk, hd, hdv, scale, causal != 0, group,                      \
             DTC_ATTENTION_LAYOUTS, DTC_ATTENTION_BIAS);                                         \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_grad_q_##suffix(          \
       const T *q, const T *k, const T *v, const T *out, const T *dout, const float *lse,        \
       float *delta, T *dq, int sq, int sk, int hd, int hdv, float scale, int causal, int heads, \
-      int pieces, int group, DTC_ATTENTION_BIAS_PARAMS) {                                       \
+      int pieces, int headStride, int group, DTC_ATTENTION_BIAS_PARAMS) {                       \
     gradQ(q, k, v, out, dout, lse, delta, dq, sq, sk, hd, hdv, scale, causal != 0, group,       \
           DTC_ATTENTION_LAYOUTS, DTC_ATTENTION_BIAS);                                           \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(threads) dtc_attention_grad_kv_##suffix(         \
       const T *q, const T *k, const T *v, const T *dout, const float *lse, const float *delta,  \
       T *dk, T *dv, int sq, int sk, int hd, int hdv, float scale, int causal, int heads,        \
-      int pieces, int group, DTC_ATTENTION_BIAS_PARAMS) {                                       \
+      int pieces, int headStride, int group, DTC_ATTENTION_BIAS_PARAMS) {                       \
     gradKV(q, k, v, dout, lse, delta, dk, dv, sq, sk, hd, hdv, scale, causal != 0, group,       \
            DTC_ATTENTION_LAYOUTS, DTC_ATTENTION_BIAS);                                          \
   }

@@ -514,6 +514,24 @@ func.func @f(%q: tensor<2x4x3x2x8xf32>, %k: tensor<2x4x3x2x8xf32>) {
 
 // -----
 
+func.func @f(%q: tensor<2x4x3x2x8xf32>) {
+  // expected-error @below {{a packed attention's q, k and v are one bshd value [..., S, H, 3, D], got 2x4x3x2x8, 2x4x3x2x8, 2x4x3x2x8}}
+  // expected-error @below {{'graph.attention' op failed to infer returned types}}
+  %o, %l = graph.attention %q, %q, %q {bshd, packed, interleaved, scale = 1.0 : f64} : (tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x8xf32>) {
+  // expected-error @below {{an interleaved attention is packed}}
+  // expected-error @below {{'graph.attention' op failed to infer returned types}}
+  %o, %l = graph.attention %q, %q, %q {interleaved, scale = 1.0 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
 func.func @f(%p: tensor<2x4x3x2x8xf32>, %o: tensor<2x4x2x8xf32>, %l: tensor<2x2x4xf32>) {
   // expected-error @below {{'graph.attention_backward' op has one result, the packed q, k and v's gradient, of their type}}
   %a, %c, %d = graph.attention_backward %p, %p, %p, %o, %l, %o {bshd, packed, scale = 1.0 : f64} : (tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>, tensor<2x4x3x2x8xf32>, tensor<2x4x2x8xf32>, tensor<2x2x4xf32>, tensor<2x4x2x8xf32>) -> (tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>)
