@@ -85,6 +85,8 @@ struct Projection {
   graph::ReshapeOp view;
   graph::MatmulOp product;
   graph::AddOp bias;
+  /// The chain from the view down to the matmul, readers first.
+  SmallVector<Operation *> chain;
 };
 
 std::optional<Projection> projectionOf(Value qkv, int64_t width) {
@@ -94,11 +96,13 @@ std::optional<Projection> projectionOf(Value qkv, int64_t width) {
     return std::nullopt;
   Value product = p.view.getInput();
   Operation *reader = p.view;
+  p.chain.push_back(p.view);
   while (auto reshape = product.getDefiningOp<graph::ReshapeOp>()) { // before cleanup composes
     eraseDeadReaders(product, reader);
     if (!product.hasOneUse() || typeOf(product).getShape().back() != width)
       return std::nullopt;
     reader = reshape;
+    p.chain.push_back(reshape);
     product = reshape.getInput();
   }
   eraseDeadReaders(product, reader);
@@ -106,12 +110,14 @@ std::optional<Projection> projectionOf(Value qkv, int64_t width) {
     Value b = p.bias.getRhs();
     if (!product.hasOneUse() || typeOf(b).getShape() != ArrayRef<int64_t>{width})
       return std::nullopt;
+    p.chain.push_back(p.bias);
     product = p.bias.getLhs();
   }
   p.product = product.getDefiningOp<graph::MatmulOp>();
   if (!p.product || !product.hasOneUse() || p.product.getTransposeLhs() ||
       typeOf(product).getShape().back() != width)
     return std::nullopt;
+  p.chain.push_back(p.product);
   return p;
 }
 
@@ -150,7 +156,12 @@ struct InterleaveQkv : impl::InterleaveQkvBase<InterleaveQkv> {
       op.getOutput().replaceAllUsesWith(replacement.getOutput());
       op.getLse().replaceAllUsesWith(replacement.getLse());
       op.erase();
-      ++done; // the old projection is left to cleanup
+      // The old projection now computes what nothing reads: gone before the
+      // training step (and its micro-batches) are built from this function.
+      for (Operation *old : p->chain)
+        if (old->use_empty())
+          old->erase();
+      ++done;
     }
     if (done)
       addNote(getOperation(),

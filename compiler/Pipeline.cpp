@@ -375,8 +375,9 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
   };
   // No --micro-batches: a step built again for another count.
   auto stepWith = [&, modelAt = options.modelAt](
-                      const CompileOptions &o, int64_t microBatches) -> FailureOr<OwningOpRef<ModuleOp>> {
-    FailureOr<OwningOpRef<ModuleOp>> model = modelAt(microBatches);
+                      const CompileOptions &o, int64_t microBatches,
+                      std::string &refused) -> FailureOr<OwningOpRef<ModuleOp>> {
+    FailureOr<OwningOpRef<ModuleOp>> model = modelAt(microBatches, refused);
     if (failed(model))
       return failure();
     CompileOptions withCount = o;
@@ -407,16 +408,22 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
                        " (--micro-batches not given, and the model's batch norms would see "
                        "each micro-batch's statistics: --micro-batches N splits it anyway)";
   } else if (chooseMicroBatches && options.parallel.pipelineStages == 0) {
-    attempt.parallel.stepWithMicroBatches = [&, stepWith, o = attempt](int64_t m) {
-      return stepWith(o, m);
+    attempt.parallel.stepWithMicroBatches = [&, stepWith, o = attempt](int64_t m,
+                                                                       std::string &refused) {
+      return stepWith(o, m, refused);
     };
   }
+  std::string refused;
   FailureOr<OwningOpRef<ModuleOp>> built =
       attempt.training && attempt.training->microBatches > 1 && chooseMicroBatches
-          ? stepWith(attempt, attempt.training->microBatches)
+          ? stepWith(attempt, attempt.training->microBatches, refused)
           : buildStep(module, attempt);
-  if (failed(built))
+  if (failed(built)) {
+    if (!refused.empty()) // pinned stages' micro-batches the model does not take
+      emitError(module.getLoc()) << microBatchesNote << ", which the model does not take: "
+                                 << refused << " (--micro-batches 1 runs the batch whole)";
     return failure();
+  }
   OwningOpRef<ModuleOp> step = std::move(*built), searchedStep;
   for (int tries = 1;; ++tries) {
     if (compileCancelled())
@@ -548,9 +555,13 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
       auto chosen = pipeline ? pipeline.getAs<IntegerAttr>("micro_batches") : IntegerAttr();
       if (int64_t m = chosen ? chosen.getInt() : microBatchesOf(main); // one stage: main's
           chooseMicroBatches && m != microBatchesOf(step->lookupSymbol<func::FuncOp>("main"))) {
-        FailureOr<OwningOpRef<ModuleOp>> rebuilt = stepWith(attempt, m);
-        if (failed(rebuilt))
+        std::string notTaken; // the search built it: not expected
+        FailureOr<OwningOpRef<ModuleOp>> rebuilt = stepWith(attempt, m, notTaken);
+        if (failed(rebuilt)) {
+          if (!notTaken.empty())
+            emitError(module.getLoc()) << notTaken;
           return failure();
+        }
         attempt.training->microBatches = m;
         searchedStep = std::move(step);
         step = std::move(*rebuilt);

@@ -31,8 +31,11 @@ struct CompileOptions {
   /// The model imported for M micro-batches (each batch / M samples), set
   /// by dtc compile when --train is given without --micro-batches: a
   /// pipeline's micro-batch count is then chosen (microBatchesFor), per
-  /// stage count when the stages are searched. Failure with a diagnostic.
-  std::function<mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>(int64_t)> modelAt;
+  /// stage count when the stages are searched. Failure with `refused` set
+  /// (and no diagnostic) where the model does not import at that count
+  /// (an export whose reshapes fix the batch).
+  std::function<mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>(int64_t, std::string &refused)>
+      modelAt;
 };
 
 /// Adds the compile's passes, in order, to `pm` (anchored on the module):

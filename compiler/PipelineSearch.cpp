@@ -139,14 +139,23 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     return chooseMicroBatches && p > 1 ? microBatchesFor(batch, devices / p, perNode, 0)
                                        : given.microBatches;
   };
+  // Counts the model does not take (an export's reshapes fixing the
+  // batch), with why.
+  std::map<int64_t, std::string> refusedCounts;
   auto stepWith = [&](int64_t m) -> Step * {
     if (m == given.microBatches)
       return &given;
     if (auto found = steps.find(m); found != steps.end())
       return found->second.get();
-    FailureOr<OwningOpRef<ModuleOp>> built = options.stepWithMicroBatches(m);
-    if (failed(built))
+    if (refusedCounts.count(m))
       return nullptr;
+    std::string refused;
+    FailureOr<OwningOpRef<ModuleOp>> built = options.stepWithMicroBatches(m, refused);
+    if (failed(built)) {
+      if (!refused.empty())
+        refusedCounts[m] = refused;
+      return nullptr;
+    }
     ModuleOp step = **built;
     return steps.emplace(m, std::make_unique<Step>(step, std::move(*built)))
         .first->second.get();
@@ -230,7 +239,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // Searches P stages under `kind` (with `virtuals` chunks a stage when
   // interleaved); keeps the plan when it beats the best so far by the
   // margin, and records what it came to in `result.tried`.
-  enum Outcome { kChosen, kSlower, kUnfit, kUnbuilt };
+  // kRefused: the model does not take the count's micro-batches.
+  enum Outcome { kChosen, kSlower, kUnfit, kUnbuilt, kRefused };
   // `refine`: the chosen count again, CBC closing what rounding left.
   auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals, int64_t m,
                       bool refine = false) -> Outcome {
@@ -238,6 +248,20 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       return kUnbuilt;
     auto began = std::chrono::steady_clock::now();
     Step *step = stepWith(m);
+    if (!step && refusedCounts.count(m)) {
+      // The importer's message names the model first: once is enough.
+      llvm::StringRef why = refusedCounts[m];
+      if (size_t colon = why.find(": ");
+          colon != llvm::StringRef::npos && why.take_front(colon).ends_with(".onnx"))
+        why = why.drop_front(colon + 2);
+      StageCandidate tried{p, virtuals, 0,
+                           "not built: the model does not take micro-batches of " +
+                               std::to_string(batch / m) + (batch / m == 1 ? " sample" : " samples") +
+                               " (" + why.str() + ")"};
+      tried.microBatches = m;
+      result.tried.push_back(tried);
+      return kRefused;
+    }
     if (!step)
       return kUnbuilt;
     SearchOptions o = base;
@@ -424,6 +448,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     Outcome outcome = tryStages(p);
     if (outcome == kUnbuilt)
       return failure(); // the step's builder said why
+    if (outcome == kRefused)
+      continue; // `tried` says why
     // Memory per device goes roughly as weights / P + activations x P under
     // 1F1B with M micro-batches given (its first stage keeps P
     // micro-batches of 1/P of the layers, on 1/P of the devices): once a
@@ -445,6 +471,8 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     Outcome outcome = tryStages(counts[i]);
     if (outcome == kUnbuilt)
       return failure();
+    if (outcome == kRefused)
+      continue;
     if (outcome != kChosen) {
       skip(0, i, outcome == kUnfit ? kFewerUnfit : kPastSlower);
       break;

@@ -81,10 +81,13 @@ void Search::markBatch() {
         auto it = batchDims.find(operand);
         if (it == batchDims.end() || i >= node.rule.operands.size())
           continue;
+        // A batch dim's leading factor is the batch; what a reshape merged
+        // behind it (the sequence of [B S, D]) is not, so that tensor axes
+        // may split it (the language-model head and loss by tokens).
         for (auto [d, factors] : llvm::enumerate(node.rule.operands[i]))
-          if (d < it->second.size() && it->second[d])
-            for (int f : factors)
-              node.batchFactor[size_t(f)] = true;
+          if (int f = leadingFactor(node.rule, factors);
+              d < it->second.size() && it->second[d] && f >= 0)
+            node.batchFactor[size_t(f)] = true;
       }
     }
     for (auto [j, result] : llvm::enumerate(node.results())) {

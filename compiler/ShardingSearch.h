@@ -170,8 +170,10 @@ struct ParallelOptions {
   /// --micro-batches not given (dtc compile sets it): the training step
   /// built again for another micro-batch count, which searched pipeline
   /// stages choose per stage count (microBatchesFor); failure with a
-  /// diagnostic when it cannot be built.
-  std::function<mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>(int64_t)> stepWithMicroBatches;
+  /// diagnostic when it cannot be built, or with `refused` set (and none)
+  /// when the model does not take that count (CompileOptions::modelAt).
+  std::function<mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>(int64_t, std::string &refused)>
+      stepWithMicroBatches;
 
   int64_t devices() const;
   /// `cluster`, else the file, else the preset; null with `error`.
