@@ -254,9 +254,10 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       if (size_t colon = why.find(": ");
           colon != llvm::StringRef::npos && why.take_front(colon).ends_with(".onnx"))
         why = why.drop_front(colon + 2);
+      std::string samples =
+          std::to_string(batch / m) + (batch / m == 1 ? " sample" : " samples");
       StageCandidate tried{p, virtuals, 0,
-                           "not built: the model does not take micro-batches of " +
-                               std::to_string(batch / m) + (batch / m == 1 ? " sample" : " samples") +
+                           "not built: the model does not take micro-batches of " + samples +
                                " (" + why.str() + ")"};
       tried.microBatches = m;
       result.tried.push_back(tried);

@@ -440,7 +440,8 @@ inline Values pieceOf(const Values &packed, int piece, int64_t width, int64_t he
   int64_t run = heads ? width / heads : width;
   for (size_t at = 0; at < x.size() / size_t(run); ++at) {
     size_t row = at * size_t(run) / size_t(width), head = at % size_t(width / run);
-    size_t from = heads ? (row * size_t(heads) + head) * 3 + size_t(piece) : row * 3 + size_t(piece);
+    size_t from =
+        heads ? (row * size_t(heads) + head) * 3 + size_t(piece) : row * 3 + size_t(piece);
     std::copy_n(packed.begin() + long(from * size_t(run)), run, x.begin() + long(at * size_t(run)));
   }
   return x;

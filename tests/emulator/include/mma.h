@@ -86,7 +86,8 @@ inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, 
   detail::checkOperand(p, ldm, "wmma::store_matrix_sync");
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c) {
-      size_t at = layout == mem_row_major ? size_t(r) * ldm + size_t(c) : size_t(c) * ldm + size_t(r);
+      size_t at =
+          layout == mem_row_major ? size_t(r) * ldm + size_t(c) : size_t(c) * ldm + size_t(r);
       p[at] = f.x[r * 16 + c];
     }
 }
