@@ -206,6 +206,11 @@ private:
   /// it only accumulates `v` and keeps its split: `accumulated`).
   double edgeSeconds(Value v, bool accumulated, const Strategy &su, int resultIdx,
                      const Sharding &want, double runs) const;
+  /// 2 where `reader` is a forward op reading weight `v` and the backward
+  /// reads `v` or what `reader` makes of it: a gather for `reader` is
+  /// made again for the backward (dtc-regather-weights, ZeRO-3's), so its
+  /// edge costs twice; else 1.
+  double regatherFactor(Value v, const Node &reader) const;
   /// result_.opFigures under choice_.
   void figureOps();
 

@@ -394,10 +394,11 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     // reduce-scatter into a split accumulator; any other resharding, which
     // the accumulation cannot defer).
     bool accumulated = feedsOnlyAccumulations(v);
+    double factor = operandIdx >= 0 ? regatherFactor(v, w) : 1.0;
     for (auto [s, su] : llvm::enumerate(*u.strategies))
       for (auto [t, sv] : llvm::enumerate(*w.strategies))
         m[s * w.strategies->size() + t] =
-            edgeSeconds(v, accumulated, su, resultIdx, want(sv), w.runs);
+            factor * edgeSeconds(v, accumulated, su, resultIdx, want(sv), w.runs);
   };
   Block &block = func_.getBody().front();
   for (auto [n, node] : llvm::enumerate(nodes_)) {
@@ -501,6 +502,23 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   return solution;
 }
 
+double Search::regatherFactor(Value v, const Node &reader) const {
+  if (!reader.forward || !nodes_[size_t(nodeOf(v))].parameter || !options_.training)
+    return 1.0;
+  auto readInBackward = [&](Value x) {
+    return llvm::any_of(x.getUsers(), [&](Operation *user) {
+      return user->getNumResults() > 0 && !nodes_[size_t(nodeOf(user->getResult(0)))].forward;
+    });
+  };
+  if (readInBackward(v))
+    return 2.0;
+  if (reader.op)
+    for (Value r : reader.op->getResults())
+      if (readInBackward(r))
+        return 2.0;
+  return 1.0;
+}
+
 double Search::edgeSeconds(Value v, bool accumulated, const Strategy &su, int resultIdx,
                            const Sharding &want, double runs) const {
   const Sharding &have = su.results[size_t(resultIdx)];
@@ -529,8 +547,9 @@ void Search::figureOps() {
         if (i < node.rule.operands.size()) {
           int u = nodeOf(v);
           const Strategy &su = (*nodes_[size_t(u)].strategies)[size_t(choice_[size_t(u)])];
-          f.seconds += edgeSeconds(v, feedsOnlyAccumulations(v), su, resultIndex(v),
-                                   s.operands[i], node.runs);
+          f.seconds += regatherFactor(v, node) * edgeSeconds(v, feedsOnlyAccumulations(v), su,
+                                                             resultIndex(v), s.operands[i],
+                                                             node.runs);
         }
     result_.opFigures.push_back(f);
   }
