@@ -121,6 +121,12 @@ done
   --backend cuda -o "$checks/hf-gpt2-infer-bf16.dtcp" > /dev/null
 cp "$root/tests/models/exported/gpt2.onnx" "$root/tests/models/exported/gpt2.onnx.data" "$checks/"
 cp -r "$root/tests/models/exported/gpt2_train" "$checks/hf-gpt2-data"
+# Split by heads over two ranks (--tp 2): c_attn laid out by heads in the
+# step, the attention interleaved ([B, S, H, 3, D]), bf16.
+"$dtc" compile "$root/tests/models/exported/gpt2_heads.onnx" --shape batch=4 --train --lr 0.01 \
+  --precision bf16 --tp 2 --backend cuda -o "$checks/hf-gpt2-heads-tp2.dtcp" > /dev/null
+cp "$root/tests/models/exported/gpt2_heads.onnx" "$root/tests/models/exported/gpt2_heads.onnx.data" \
+  "$checks/"
 # The benchmark: GPT-2 small's shape, dtc's own generated model (seeded
 # weights: nothing to carry), bf16 training.
 "$dtc" compile "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,batch=8" --train \

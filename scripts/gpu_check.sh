@@ -57,6 +57,7 @@ losses() { # NAME PLAN DATA RTOL [dtc-run options]
 }
 plans="$c/gpt.dtcp,$c/bf16-dp2-tp2.dtcp,$c/cnn.dtcp,$c/cnn-bf16.dtcp,$c/bert.dtcp,$c/llama.dtcp"
 plans="$plans,$c/hf-gpt2-fp32.dtcp,$c/hf-gpt2-bf16.dtcp,$c/hf-gpt2-infer-bf16.dtcp"
+plans="$plans,$c/hf-gpt2-heads-tp2.dtcp"
 check kernels env DTC_GPU_PLANS="$plans" \
   "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuPlans.*'
 # The attention kernels (dtc's flash kernels, cuDNN's fused attention)
