@@ -3,6 +3,7 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
