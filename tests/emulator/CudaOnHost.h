@@ -67,7 +67,6 @@ extern uint3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
 
 inline int min(int a, int b) { return a < b ? a : b; }
-inline int max(int a, int b) { return a > b ? a : b; }
 
 namespace dtc::cudaonhost {
 
