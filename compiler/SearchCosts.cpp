@@ -1,4 +1,5 @@
 //===- SearchCosts.cpp - what splits and reshardings cost -------------------===//
+#include "compiler/ElementwiseGroups.h"
 #include "compiler/MicroBatches.h"
 #include "compiler/SearchGraph.h"
 #include "compiler/PlanTypes.h"
@@ -153,6 +154,20 @@ void Search::markCostFacts() {
   llvm::DenseSet<Operation *> once;
   if (microBatches > 1)
     once = oncePerStepOps(func_.getBody().front());
+  // Elementwise ops priced as dtc-fuse-elementwise will put them in
+  // kernels: what a kernel passes between its ops stays in registers, and
+  // a kernel launches once, at its last op.
+  llvm::DenseMap<Operation *, size_t> kernelOf;
+  llvm::DenseSet<Operation *> kernelRoots;
+  for (auto [k, group] : llvm::enumerate(elementwiseGroups(func_.getBody().front()))) {
+    for (Operation *op : group)
+      kernelOf[op] = k;
+    kernelRoots.insert(group.back());
+  }
+  auto inKernel = [&](Operation *op, size_t k) {
+    auto it = kernelOf.find(op);
+    return it != kernelOf.end() && it->second == k;
+  };
   for (Node &node : nodes_) {
     if (node.op && !node.parameter && !once.contains(node.op))
       node.runs = microBatches;
@@ -165,9 +180,21 @@ void Search::markCostFacts() {
                           }));
       node.accumulated.push_back(node.op && feedsOnlyAccumulations(r));
     }
-    llvm::hash_code key = llvm::hash_combine(node.label, int64_t(node.runs));
+    if (auto it = kernelOf.find(node.op); node.op && it != kernelOf.end()) {
+      size_t k = it->second;
+      for (Value operand : node.op->getOperands())
+        node.fusedOperands.push_back(inKernel(operand.getDefiningOp(), k));
+      for (Value r : node.op->getResults())
+        node.fusedResults.push_back(!r.use_empty() && llvm::all_of(r.getUsers(), [&](Operation *u) {
+                                      return inKernel(u, k);
+                                    }));
+      node.launched = kernelRoots.contains(node.op);
+    }
+    llvm::hash_code key = llvm::hash_combine(node.label, int64_t(node.runs), node.launched);
     for (auto [kept, accumulated] : llvm::zip(node.kept, node.accumulated))
       key = llvm::hash_combine(key, kept, accumulated);
+    for (bool fused : llvm::concat<bool>(node.fusedOperands, node.fusedResults))
+      key = llvm::hash_combine(key, fused);
     node.costKey = size_t(key);
   }
 }
@@ -200,13 +227,15 @@ void Search::costStrategies(const Node &node, std::vector<Strategy> &strategies)
       for (const MeshAxes &axes : s.split)
         parts *= double(axesSize(axes));
       for (auto [i, operand] : llvm::enumerate(node.op->getOperands()))
-        bytes += i < s.operands.size() ? localBytes(operand, s.operands[i]) : 0;
+        if (i < s.operands.size() && !(i < node.fusedOperands.size() && node.fusedOperands[i]))
+          bytes += localBytes(operand, s.operands[i]);
       for (auto [j, r] : llvm::enumerate(node.op->getResults()))
-        bytes += localBytes(r, s.results[j]);
+        if (!(j < node.fusedResults.size() && node.fusedResults[j]))
+          bytes += localBytes(r, s.results[j]);
       plan::Cost c = planCost(opCost, computedValue(node.op));
       c.set_flops(opCost.flops / parts);
       c.set_bytes(bytes);
-      s.compute = cost::instructionSeconds(c, device);
+      s.compute = cost::instructionSeconds(c, device, -1, node.launched);
     }
     s.compute *= node.runs;
     // Split reductions leave partial results: their reduce-scatter

@@ -64,6 +64,11 @@ struct Node {
   /// Per result: kept from the forward for the backward (counted as
   /// memory); summed only into gradient accumulators (reduced once a step).
   SmallVector<bool, 2> kept, accumulated;
+  /// What dtc-fuse-elementwise keeps in registers (markCostFacts): per
+  /// operand and per result, a value passed between elementwise ops, which
+  /// costs no memory traffic; `launched` unless all its results are such.
+  SmallVector<bool, 4> fusedOperands, fusedResults;
+  bool launched = true;
   /// Its splits, shared with every node of the same `costKey`: those are
   /// enumerated and costed once.
   std::shared_ptr<std::vector<Strategy>> strategies;

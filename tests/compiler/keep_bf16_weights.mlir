@@ -1,5 +1,5 @@
 // RUN: %dtc-opt %s --split-input-file --dtc-build-training-step="precision=bf16 skip-nonfinite=true" --canonicalize --cse --dtc-keep-bf16-weights | FileCheck %s
-// RUN: %dtc-opt %s --split-input-file --pass-pipeline="builtin.module(dtc-build-training-step{loss=mse optimizer=sgd momentum=0 model-outputs=false micro-batches=2 precision=bf16},func.func(canonicalize,cse),dtc-sharding-search{devices=2 pp=0 stage-cuts=flops},dtc-spmd-partition,func.func(dtc-accumulate-gradients),func.func(dtc-keep-bf16-weights),dtc-pipeline-split{stages=0})" | FileCheck %s --check-prefix=STAGES
+// RUN: %dtc-opt %s --split-input-file --pass-pipeline="builtin.module(dtc-build-training-step{loss=mse optimizer=sgd momentum=0 model-outputs=false micro-batches=2 precision=bf16},func.func(canonicalize,cse),dtc-sharding-search{mesh=1 pp=2 stage-cuts=flops},dtc-spmd-partition,func.func(dtc-accumulate-gradients),func.func(dtc-keep-bf16-weights),dtc-pipeline-split{stages=2})" | FileCheck %s --check-prefix=STAGES
 
 // The weight's casts become its bf16 copy, a parameter `cast_of` it, which
 // the step's last op writes from the updated weight (after the skip of a
@@ -34,9 +34,9 @@ func.func @main(%x: tensor<4x8xf32> {graph.name = "x"}) -> (tensor<4x3xf32> {gra
 // Pipeline stages: a weight goes where its copy is read first, and its
 // stage updates both. A weight tied across stages sends its copy, in
 // bf16, where it sent the f32 weight to be cast; its gradient comes back
-// in f32 and the stage that holds it writes both. (stage-cuts=flops: the
-// cut pipeline_tied.mlir has.)
-// STAGES: func.func @stage0(
+// in f32 and the stage that holds it writes both. (Two stages pinned;
+// stage-cuts=flops: the cut pipeline_tied.mlir has.)
+// STAGES: func.func @stage0(%arg0: tensor<4x8xf32> {graph.name = "x"}, %arg1: tensor<4x8xf32>
 // STAGES-SAME: tensor<8x8xf32> {dtc.updates = "w", graph.name = "w.new"}, tensor<8x8xbf16> {dtc.updates = "w.bf16", graph.name = "w.bf16.new"}
 // STAGES: graph.parameter "w" : tensor<8x8xf32>
 // STAGES-NEXT: %[[WB:.*]] = graph.parameter "w.bf16" {cast_of = "w"} : tensor<8x8xbf16>

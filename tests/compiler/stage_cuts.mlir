@@ -7,19 +7,19 @@
 // is a pass over memory that takes about as long as a matmul (unlike a
 // chain of elementwise ops, which would be fused into one pass). Evening
 // out FLOPs cuts after the second layer, leaving stage 1 the softmaxes
-// and two layers; the cost model's dynamic program cuts inside the
-// chain, where the two stages' predicted times are closest, and
-// dtc-pipeline-split cuts there (the op marked dtc.stage_end), where its
-// own FLOP count would not.
+// and two layers; the cost model's dynamic program cuts after the third
+// layer, before the chain, where the two stages' predicted times are
+// closest, and dtc-pipeline-split cuts there (the op marked
+// dtc.stage_end), where its own FLOP count would not.
 
 // CHECK: func.func @stage0(
 // CHECK-SAME: pipeline stages predicted at {{.*}} a step: cut by the cost model, where the FLOP-even cut's costliest stage takes
 // CHECK-COUNT-3: graph.matmul {{.*}}dtc.pipeline_forward
-// CHECK: graph.tanh
-// CHECK: %[[END:.*]] = graph.softmax {{.*}}dtc.stage_end
+// CHECK: %[[END:.*]] = graph.tanh {{.*}}dtc.stage_end
 // CHECK-NEXT: graph.send %[[END]] to stage 1
 // CHECK: func.func @stage1(
 // CHECK: graph.recv from stage 0
+// CHECK-NEXT: graph.softmax
 // CHECK-NEXT: graph.softmax
 // CHECK-NEXT: graph.softmax
 // CHECK-NEXT: graph.parameter "w4"
