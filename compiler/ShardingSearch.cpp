@@ -207,9 +207,15 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   // What each candidate came to, for the plan's notes.
   std::vector<SearchResult::Alternative> tried(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
+    // A given mesh's free axes are named with the roles this candidate
+    // gives them: "x=2 (data) x y=2 (tensor)".
     std::vector<std::string> axes;
-    for (const MeshAxisSpec &axis : candidates[i].mesh)
+    bool givenAxes = candidates[i].mesh.size() == options.mesh.size() && !options.searchMeshShape;
+    for (auto [a, axis] : llvm::enumerate(candidates[i].mesh)) {
       axes.push_back(axis.name + "=" + std::to_string(axis.size));
+      if (givenAxes && options.mesh[a].role == AxisRole::Free && axis.role != AxisRole::Free)
+        axes.back() += axis.role == AxisRole::Data ? " (data)" : " (tensor)";
+    }
     bool freeAxis = candidates[i].mesh.size() == 1 && candidates[i].mesh[0].role == AxisRole::Free;
     tried[i].mesh = llvm::join(axes, " x ") + (freeAxis ? " (each op split its own way)" : "");
     tried[i].seconds = std::numeric_limits<double>::quiet_NaN();
