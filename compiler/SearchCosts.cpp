@@ -1,5 +1,4 @@
 //===- SearchCosts.cpp - what splits and reshardings cost -------------------===//
-#include "compiler/ElementwiseGroups.h"
 #include "compiler/MicroBatches.h"
 #include "compiler/SearchGraph.h"
 #include "compiler/PlanTypes.h"
@@ -154,20 +153,7 @@ void Search::markCostFacts() {
   llvm::DenseSet<Operation *> once;
   if (microBatches > 1)
     once = oncePerStepOps(func_.getBody().front());
-  // Elementwise ops priced as dtc-fuse-elementwise will put them in
-  // kernels: what a kernel passes between its ops stays in registers, and
-  // a kernel launches once, at its last op.
-  llvm::DenseMap<Operation *, size_t> kernelOf;
-  llvm::DenseSet<Operation *> kernelRoots;
-  for (auto [k, group] : llvm::enumerate(elementwiseGroups(func_.getBody().front()))) {
-    for (Operation *op : group)
-      kernelOf[op] = k;
-    kernelRoots.insert(group.back());
-  }
-  auto inKernel = [&](Operation *op, size_t k) {
-    auto it = kernelOf.find(op);
-    return it != kernelOf.end() && it->second == k;
-  };
+  markFusion();
   for (Node &node : nodes_) {
     if (node.op && !node.parameter && !once.contains(node.op))
       node.runs = microBatches;
@@ -180,17 +166,8 @@ void Search::markCostFacts() {
                           }));
       node.accumulated.push_back(node.op && feedsOnlyAccumulations(r));
     }
-    if (auto it = kernelOf.find(node.op); node.op && it != kernelOf.end()) {
-      size_t k = it->second;
-      for (Value operand : node.op->getOperands())
-        node.fusedOperands.push_back(inKernel(operand.getDefiningOp(), k));
-      for (Value r : node.op->getResults())
-        node.fusedResults.push_back(!r.use_empty() && llvm::all_of(r.getUsers(), [&](Operation *u) {
-                                      return inKernel(u, k);
-                                    }));
-      node.launched = kernelRoots.contains(node.op);
-    }
-    llvm::hash_code key = llvm::hash_combine(node.label, int64_t(node.runs), node.launched);
+    llvm::hash_code key = llvm::hash_combine(node.label, int64_t(node.runs), node.launched,
+                                              node.absorbed);
     for (auto [kept, accumulated] : llvm::zip(node.kept, node.accumulated))
       key = llvm::hash_combine(key, kept, accumulated);
     for (bool fused : llvm::concat<bool>(node.fusedOperands, node.fusedResults))
@@ -222,7 +199,7 @@ void Search::costStrategies(const Node &node, std::vector<Strategy> &strategies)
       continue;
     auto costed = dyn_cast<graph::CostOp>(node.op);
     graph::OpCost opCost = costed ? costed.cost() : graph::OpCost{};
-    if (opCost.opClass != graph::OpCost::Free) {
+    if (opCost.opClass != graph::OpCost::Free && !node.absorbed) {
       double parts = 1, bytes = 0;
       for (const MeshAxes &axes : s.split)
         parts *= double(axesSize(axes));

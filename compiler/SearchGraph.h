@@ -64,11 +64,13 @@ struct Node {
   /// Per result: kept from the forward for the backward (counted as
   /// memory); summed only into gradient accumulators (reduced once a step).
   SmallVector<bool, 2> kept, accumulated;
-  /// What dtc-fuse-elementwise keeps in registers (markCostFacts): per
-  /// operand and per result, a value passed between elementwise ops, which
-  /// costs no memory traffic; `launched` unless all its results are such.
+  /// How the fusion passes will run it (markFusion): per operand and per
+  /// result, a value passed inside its kernel, which costs no memory
+  /// traffic; `launched` where its kernel starts (one op of a group);
+  /// `absorbed` into another op's kernel (a GEMM's epilogue), costing
+  /// nothing of its own.
   SmallVector<bool, 4> fusedOperands, fusedResults;
-  bool launched = true;
+  bool launched = true, absorbed = false;
   /// Its splits, shared with every node of the same `costKey`: those are
   /// enumerated and costed once.
   std::shared_ptr<std::vector<Strategy>> strategies;
@@ -227,6 +229,9 @@ private:
   /// for the backward or only accumulated: mesh-independent facts the
   /// costs depend on, in each node's costKey.
   void markCostFacts();
+  /// Each node's fusedOperands, fusedResults, launched and absorbed
+  /// (SearchFusion.cpp).
+  void markFusion();
 
   /// Each strategy's compute, communication and memory, weighted by how
   /// often its node runs per step.
