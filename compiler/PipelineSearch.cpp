@@ -522,8 +522,10 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     std::string counted;
     for (int64_t p : counts)
       counted += (counted.empty() ? "" : ", ") + std::to_string(p);
+    bool one = counts.size() == 1 && counts.front() == 1;
     return given.main.emitError() << "(--devices " << devices << " tried " << counted
-                            << " pipeline stages: none fits)";
+                                  << (one ? " pipeline stage" : " pipeline stages")
+                                  << ": none fits)";
   }
   module.getBodyRegion().takeBody(best->getBodyRegion());
   // The module's own attributes (the cluster the search costed on) stay;

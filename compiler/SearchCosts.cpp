@@ -107,6 +107,19 @@ double Search::reshardSeconds(Value v, const Sharding &have, const Sharding &wan
   return seconds;
 }
 
+double Search::unfusedSeconds(const Node &reader, size_t operand, Value v, const Strategy &su,
+                              int resultIdx, const Sharding &want) const {
+  if (operand >= reader.fusedOperands.size() || !reader.fusedOperands[operand] ||
+      v.getDefiningOp<graph::ParameterOp>() || // a weight's bf16 copy: the optimizer's write
+      (su.partial.empty() && su.results[size_t(resultIdx)] == want))
+    return 0;
+  plan::Cost c;
+  c.set_bytes((reader.epilogue ? 3 : 2) * localBytes(v, want));
+  c.set_op_class(plan::OP_ELEMENTWISE);
+  c.set_dtype(plan::F32);
+  return reader.runs * cost::instructionSeconds(c, options_.cluster.device, -1, reader.epilogue);
+}
+
 double Search::partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> partial) const {
   return cost::collectiveSeconds(cost::Collective::ReduceScatter, cost::Algorithm::Ring,
                                  axesSize(partial), localBytes(v, have), link(partial));

@@ -68,7 +68,7 @@ void Search::markFusion() {
     node.fusedOperands.clear();
     node.fusedResults.clear();
     node.launched = true;
-    node.absorbed = false;
+    node.absorbed = node.epilogue = false;
   }
   auto nodeAt = [&](Operation *op) -> Node * {
     auto it = nodeOfOp_.find(op);
@@ -97,16 +97,34 @@ void Search::markFusion() {
     // (read by nothing else) runs in that op's epilogue.
     bool adds = llvm::all_of(group, [](Operation *op) { return isa<graph::AddOp>(op); });
     std::optional<int> room;
+    Value source; // the value whose writer's epilogue takes the group
     for (Operation *op : group)
       for (Value operand : op->getOperands())
-        if (adds && !members.contains(operand.getDefiningOp()) && operand.hasOneUse())
+        if (adds && !room && !members.contains(operand.getDefiningOp()) && operand.hasOneUse())
           if (auto it = epilogue.find(throughViews(operand));
-              it != epilogue.end() && it->second >= int(group.size()) && it->first.hasOneUse())
+              it != epilogue.end() && it->second >= int(group.size()) && it->first.hasOneUse()) {
             room = it->second - int(group.size());
+            source = it->first;
+          }
     if (room) {
+      // The adds and the views between them and the writer: where those
+      // values are split otherwise, the add runs as a kernel of its own
+      // (unfusedSeconds).
       for (Operation *op : group)
-        if (Node *node = nodeAt(op))
-          node->absorbed = true;
+        if (Node *node = nodeAt(op)) {
+          node->absorbed = node->epilogue = true;
+          for (Value operand : op->getOperands())
+            node->fusedOperands.push_back(members.contains(operand.getDefiningOp()) ||
+                                          throughViews(operand) == source);
+        }
+      for (Operation *op : group)
+        for (Value operand : op->getOperands())
+          for (Value v = operand; v != source && v.getDefiningOp<graph::ReshapeOp>();
+               v = v.getDefiningOp()->getOperand(0))
+            if (Node *view = nodeAt(v.getDefiningOp()); view && throughViews(v) == source) {
+              view->epilogue = true;
+              view->fusedOperands.assign(1, true);
+            }
       if (*room > 0)
         epilogue[group.back()->getResult(0)] = *room;
       continue;

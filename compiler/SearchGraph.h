@@ -68,9 +68,10 @@ struct Node {
   /// result, a value passed inside its kernel, which costs no memory
   /// traffic; `launched` where its kernel starts (one op of a group);
   /// `absorbed` into another op's kernel (a GEMM's epilogue), costing
-  /// nothing of its own.
+  /// nothing of its own; `epilogue`: an absorbed add or a view between it
+  /// and the op whose epilogue takes it.
   SmallVector<bool, 4> fusedOperands, fusedResults;
-  bool launched = true, absorbed = false;
+  bool launched = true, absorbed = false, epilogue = false;
   /// Its splits, shared with every node of the same `costKey`: those are
   /// enumerated and costed once.
   std::shared_ptr<std::vector<Strategy>> strategies;
@@ -213,6 +214,12 @@ private:
   /// it only accumulates `v` and keeps its split: `accumulated`).
   double edgeSeconds(Value v, bool accumulated, const Strategy &su, int resultIdx,
                      const Sharding &want, double runs) const;
+  /// What a fused edge (Node::fusedOperands) costs when the two ends are
+  /// split differently, or the writer leaves partial sums: the value
+  /// written by one kernel and read by the next, or an epilogue's add run
+  /// as a kernel of its own. 0 where the fusion holds.
+  double unfusedSeconds(const Node &reader, size_t operand, Value v, const Strategy &su,
+                        int resultIdx, const Sharding &want) const;
   /// 2 where `reader` is a forward op reading weight `v` and the backward
   /// reads `v` or what `reader` makes of it: a gather for `reader` is
   /// made again for the backward (dtc-regather-weights, ZeRO-3's), so its

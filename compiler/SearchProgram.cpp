@@ -398,7 +398,9 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
     for (auto [s, su] : llvm::enumerate(*u.strategies))
       for (auto [t, sv] : llvm::enumerate(*w.strategies))
         m[s * w.strategies->size() + t] =
-            factor * edgeSeconds(v, accumulated, su, resultIdx, want(sv), w.runs);
+            factor * edgeSeconds(v, accumulated, su, resultIdx, want(sv), w.runs) +
+            (operandIdx >= 0 ? unfusedSeconds(w, size_t(operandIdx), v, su, resultIdx, want(sv))
+                             : 0.0);
   };
   Block &block = func_.getBody().front();
   for (auto [n, node] : llvm::enumerate(nodes_)) {
@@ -497,6 +499,16 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
       result_.memoryBytes = std::max(result_.memoryBytes, used);
     }
   }
+  // Fusions the split breaks (unfusedSeconds) are on edges, but compute.
+  for (auto [n, node] : llvm::enumerate(nodes_))
+    if (node.op)
+      for (auto [i, v] : llvm::enumerate(node.op->getOperands()))
+        if (i < node.rule.operands.size()) {
+          int u = nodeOf(v);
+          const Strategy &su = (*nodes_[size_t(u)].strategies)[size_t(choice_[size_t(u)])];
+          const Strategy &s = (*node.strategies)[size_t(choice_[n])];
+          result_.computeSeconds += unfusedSeconds(node, i, v, su, resultIndex(v), s.operands[i]);
+        }
   result_.communicationSeconds = std::max(
       0.0, solution.cost - result_.computeSeconds - memorySum * kSecondsPerByteKept);
   return solution;
@@ -549,7 +561,8 @@ void Search::figureOps() {
           const Strategy &su = (*nodes_[size_t(u)].strategies)[size_t(choice_[size_t(u)])];
           f.seconds += regatherFactor(v, node) * edgeSeconds(v, feedsOnlyAccumulations(v), su,
                                                              resultIndex(v), s.operands[i],
-                                                             node.runs);
+                                                             node.runs) +
+                       unfusedSeconds(node, i, v, su, resultIndex(v), s.operands[i]);
         }
     result_.opFigures.push_back(f);
   }
