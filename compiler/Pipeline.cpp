@@ -898,15 +898,16 @@ LogicalResult compileWithDataParallelCheck(ModuleOp module, plan::Plan &plan,
   if (!cluster)
     return module.emitError(error);
   MLIRContext *context = module.getContext();
-  Candidate searched{module.clone(), "searched", {}, 0, 0, {}, {}};
-  LogicalResult compiled = failure();
-  {
+  // Each compile's diagnostics held until it is known whose are shown.
+  auto compileHeld = [&](Candidate &c, const CompileOptions &o) {
     ThreadDiagnosticHandler hold(context, [&](Diagnostic &d) {
-      searched.held.push_back(std::move(d));
+      c.held.push_back(std::move(d));
       return success();
     });
-    compiled = compileWithCompression(*searched.module, searched.plan, options);
-  }
+    return compileWithCompression(*c.module, c.plan, o);
+  };
+  Candidate searched{module.clone(), "searched", {}, 0, 0, {}, {}};
+  LogicalResult compiled = compileHeld(searched, options);
   auto emitHeld = [&](Candidate &c) {
     for (Diagnostic &d : c.held)
       context->getDiagEngine().emit(std::move(d));
@@ -930,14 +931,7 @@ LogicalResult compileWithDataParallelCheck(ModuleOp module, plan::Plan &plan,
   data.parallel.dataParallel = p.mesh[0];
   data.parallel.pipelineStages = 1;
   Candidate plain{module.clone(), "data parallel", {}, 0, 0, {}, {}};
-  LogicalResult plainCompiled = failure();
-  {
-    ThreadDiagnosticHandler quiet(context, [&](Diagnostic &d) {
-      plain.held.push_back(std::move(d));
-      return success();
-    });
-    plainCompiled = compileWithCompression(*plain.module, plain.plan, data);
-  }
+  LogicalResult plainCompiled = compileHeld(plain, data);
   predict(searched, *cluster);
   if (succeeded(plainCompiled))
     predict(plain, *cluster);
