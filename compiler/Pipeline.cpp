@@ -912,52 +912,23 @@ LogicalResult compileWithDataParallelCheck(ModuleOp module, plan::Plan &plan,
     for (Diagnostic &d : c.held)
       context->getDiagEngine().emit(std::move(d));
   };
-  if (failed(compiled)) {
-    emitHeld(searched);
-    return failure();
-  }
-  // Already plain data parallelism: one "dp" axis, no stages.
-  std::vector<std::string> axes;
-  for (const plan::MeshAxis &axis : searched.plan.mesh().axes())
-    axes.push_back(axis.name() + "=" + std::to_string(axis.size()));
-  std::string mesh = llvm::join(axes, " x ");
-  if (axes.size() == 1 && searched.plan.mesh().axes(0).name() == "dp") {
-    emitHeld(searched);
-    return keep(module, searched, plan, "");
-  }
   CompileOptions data = options;
   data.parallel.mesh.clear();
   data.parallel.searchMeshShape = false;
   data.parallel.dataParallel = p.mesh[0];
   data.parallel.pipelineStages = 1;
   Candidate plain{module.clone(), "data parallel", {}, 0, 0, {}, {}};
-  LogicalResult plainCompiled = compileHeld(plain, data);
-  predict(searched, *cluster);
-  if (succeeded(plainCompiled))
-    predict(plain, *cluster);
-  bool plainWins = succeeded(plainCompiled) && plain.step > 0 && searched.step > 0 &&
-                   plain.step < searched.step * (1 - 0.01);
-  std::string dp = "dp=" + std::to_string(p.mesh[0]), note;
-  if (plainWins)
-    note = "mesh: plain data parallelism (" + dp + ") kept by --devices: simulated " +
-           plan::formatSeconds(plain.step) + " a step, against " +
-           plan::formatSeconds(searched.step) + " for the searched split (" + mesh +
-           "), which the search predicted faster: it counts gradient reductions the runtime "
-           "overlaps with the backward";
-  else if (succeeded(plainCompiled) && plain.step > 0 && searched.step > 0)
-    note = "mesh: the searched split (" + mesh + ") kept by --devices: simulated " +
-           plan::formatSeconds(searched.step) + " a step, plain data parallelism (" + dp + ") " +
-           plan::formatSeconds(plain.step);
-  if (plainWins) { // its mesh note says pinned, which the user did not
+  // The kept dp plan's mesh note says pinned, which the user did not.
+  auto fromDevices = [&](Candidate &c) {
     std::string pinned = "(pinned by --dp)",
                 from = "(from --devices " + std::to_string(p.mesh[0]) + ")";
     auto reword = [&](std::string &line) {
       if (size_t at = line.find(pinned); line.rfind("mesh: ", 0) == 0 && at != std::string::npos)
         line.replace(at, pinned.size(), from);
     };
-    for (std::string &line : *plain.plan.mutable_decisions()->mutable_notes())
+    for (std::string &line : *c.plan.mutable_decisions()->mutable_notes())
       reword(line);
-    for (func::FuncOp f : programFunctions(*plain.module)) {
+    for (func::FuncOp f : programFunctions(*c.module)) {
       std::vector<std::string> notes = notesOf(f);
       if (notes.empty())
         continue;
@@ -968,7 +939,52 @@ LogicalResult compileWithDataParallelCheck(ModuleOp module, plan::Plan &plan,
       }
       f->setAttr(attr::kNotes, ArrayAttr::get(context, attrs));
     }
+  };
+  if (failed(compiled)) {
+    // Out of memory, its errors stand unless plain data parallelism has a
+    // plan that fits (the search's retry under a lower limit, which makes
+    // up for the workspace it does not count, can miss one).
+    std::string why;
+    for (Diagnostic &d : searched.held)
+      if (d.getSeverity() == DiagnosticSeverity::Error && why.empty())
+        why = d.str();
+    if (why.find(" per device") == std::string::npos || failed(compileHeld(plain, data))) {
+      emitHeld(searched);
+      return failure();
+    }
+    emitHeld(plain);
+    fromDevices(plain);
+    return keep(module, plain, plan,
+                "mesh: plain data parallelism (dp=" + std::to_string(p.mesh[0]) +
+                    ") kept by --devices, the search's own plans not fitting (" +
+                    why.substr(0, why.find(" (")) + ")");
   }
+  // Already plain data parallelism: one "dp" axis, no stages.
+  std::vector<std::string> axes;
+  for (const plan::MeshAxis &axis : searched.plan.mesh().axes())
+    axes.push_back(axis.name() + "=" + std::to_string(axis.size()));
+  std::string mesh = llvm::join(axes, " x ");
+  if (axes.size() == 1 && searched.plan.mesh().axes(0).name() == "dp") {
+    emitHeld(searched);
+    return keep(module, searched, plan, "");
+  }
+  LogicalResult plainCompiled = compileHeld(plain, data);
+  predict(searched, *cluster);
+  if (succeeded(plainCompiled))
+    predict(plain, *cluster);
+  bool plainWins = succeeded(plainCompiled) && plain.step > 0 && searched.step > 0 &&
+                   plain.step < searched.step * (1 - 0.01);
+  std::string dp = "dp=" + std::to_string(p.mesh[0]), note;
+  if (plainWins)
+    note = "mesh: plain data parallelism (" + dp + ") kept by --devices: simulated " +
+           plan::formatSeconds(plain.step) + " a step, against " +
+           plan::formatSeconds(searched.step) + " for the searched split (" + mesh + ")";
+  else if (succeeded(plainCompiled) && plain.step > 0 && searched.step > 0)
+    note = "mesh: the searched split (" + mesh + ") kept by --devices: simulated " +
+           plan::formatSeconds(searched.step) + " a step, plain data parallelism (" + dp + ") " +
+           plan::formatSeconds(plain.step);
+  if (plainWins)
+    fromDevices(plain);
   Candidate &kept = plainWins ? plain : searched;
   emitHeld(kept);
   return keep(module, kept, plan, note);
