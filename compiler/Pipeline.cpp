@@ -920,11 +920,11 @@ LogicalResult compileWithDataParallelCheck(ModuleOp module, plan::Plan &plan,
   Candidate plain{module.clone(), "data parallel", {}, 0, 0, {}, {}};
   // The kept dp plan's mesh note says pinned, which the user did not.
   auto fromDevices = [&](Candidate &c) {
-    std::string pinned = "(pinned by --dp)",
-                from = "(from --devices " + std::to_string(p.mesh[0]) + ")";
+    std::string from = "(from --devices " + std::to_string(p.mesh[0]) + ")";
     auto reword = [&](std::string &line) {
-      if (size_t at = line.find(pinned); line.rfind("mesh: ", 0) == 0 && at != std::string::npos)
-        line.replace(at, pinned.size(), from);
+      size_t at = line.find("(pinned by --");
+      if (line.rfind("mesh: ", 0) == 0 && at != std::string::npos)
+        line.replace(at, line.find(')', at) + 1 - at, from);
     };
     for (std::string &line : *c.plan.mutable_decisions()->mutable_notes())
       reword(line);
@@ -968,26 +968,57 @@ LogicalResult compileWithDataParallelCheck(ModuleOp module, plan::Plan &plan,
     emitHeld(searched);
     return keep(module, searched, plan, "");
   }
-  LogicalResult plainCompiled = compileHeld(plain, data);
+  // Plain data parallelism, and the dp x tp meshes the search predicted
+  // within its error of its pick (attr::kCloseMeshes), each pinned.
+  std::vector<Candidate> others;
+  others.push_back(std::move(plain));
+  for (func::FuncOp f : programFunctions(*searched.module))
+    if (auto pairs = f->getAttrOfType<DenseI64ArrayAttr>(attr::kCloseMeshes))
+      for (size_t i = 0; i + 1 < size_t(pairs.size()); i += 2) {
+        CompileOptions pinned = data;
+        pinned.parallel.dataParallel = pairs[i];
+        pinned.parallel.tensorParallel = pairs[i + 1];
+        others.push_back({module.clone(),
+                          "dp=" + std::to_string(pairs[i]) + " x tp=" + std::to_string(pairs[i + 1]),
+                          {}, 0, 0, {}, {}});
+        if (failed(compileHeld(others.back(), pinned)))
+          others.back().step = -1;
+      }
+  if (failed(compileHeld(others.front(), data)))
+    others.front().step = -1;
   predict(searched, *cluster);
-  if (succeeded(plainCompiled))
-    predict(plain, *cluster);
-  bool plainWins = succeeded(plainCompiled) && plain.step > 0 && searched.step > 0 &&
-                   plain.step < searched.step * (1 - 0.01);
-  std::string dp = "dp=" + std::to_string(p.mesh[0]), note;
-  if (plainWins)
-    note = "mesh: plain data parallelism (" + dp + ") kept by --devices: simulated " +
-           plan::formatSeconds(plain.step) + " a step, against " +
-           plan::formatSeconds(searched.step) + " for the searched split (" + mesh + ")";
-  else if (succeeded(plainCompiled) && plain.step > 0 && searched.step > 0)
+  Candidate *best = &searched;
+  std::vector<std::string> figures;
+  for (Candidate &c : others) {
+    if (c.step < 0) // did not compile
+      continue;
+    predict(c, *cluster);
+    if (c.step <= 0 || searched.step <= 0)
+      continue;
+    figures.push_back((c.mode == "data parallel" ? "plain data parallelism (dp=" +
+                                                       std::to_string(p.mesh[0]) + ")"
+                                                 : c.mode) +
+                      " " + plan::formatSeconds(c.step));
+    if (c.step < best->step * (1 - 0.01))
+      best = &c;
+  }
+  std::string note;
+  if (best != &searched)
+    note = "mesh: " +
+           (best->mode == "data parallel"
+                ? "plain data parallelism (dp=" + std::to_string(p.mesh[0]) + ")"
+                : best->mode) +
+           " kept by --devices: simulated " + plan::formatSeconds(best->step) +
+           " a step, against " + plan::formatSeconds(searched.step) +
+           " for the searched split (" + mesh + "); compared: " + llvm::join(figures, ", ");
+  else if (!figures.empty())
     note = "mesh: the searched split (" + mesh + ") kept by --devices: simulated " +
-           plan::formatSeconds(searched.step) + " a step, plain data parallelism (" + dp + ") " +
-           plan::formatSeconds(plain.step);
-  if (plainWins)
-    fromDevices(plain);
-  Candidate &kept = plainWins ? plain : searched;
-  emitHeld(kept);
-  return keep(module, kept, plan, note);
+           plan::formatSeconds(searched.step) + " a step; compared: " +
+           llvm::join(figures, ", ");
+  if (best != &searched)
+    fromDevices(*best);
+  emitHeld(*best);
+  return keep(module, *best, plan, note);
 }
 
 /// One --sync mode's compile: --compress-gradients auto's choice among

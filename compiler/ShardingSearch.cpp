@@ -219,6 +219,7 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     bool freeAxis = candidates[i].mesh.size() == 1 && candidates[i].mesh[0].role == AxisRole::Free;
     tried[i].mesh = llvm::join(axes, " x ") + (freeAxis ? " (each op split its own way)" : "");
     tried[i].seconds = std::numeric_limits<double>::quiet_NaN();
+    tried[i].axes = candidates[i].mesh;
   }
   auto tryCandidate = [&](size_t index, bool roundingOnly, double seconds) {
     if (compileCancelled()) // another thread's compile made this one moot

@@ -104,6 +104,7 @@ struct SearchResult {
   /// chosen one marked.
   struct Alternative {
     std::string mesh, why;
+    std::vector<MeshAxisSpec> axes; // the candidate's mesh
     double seconds = 0;
     double atLeast = 0; // no plan: what none can beat (its LP bound), when known
     bool chosen = false;

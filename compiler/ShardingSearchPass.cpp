@@ -203,6 +203,33 @@ std::string searchNote(const SearchResult &r, double limit) {
          plan::formatBytes(int64_t(limit)) + ")";
 }
 
+/// The dp x tp meshes `r` predicted within 20% of its pick (the search's
+/// own error: it adds communication to compute, docs/sharding.md) as
+/// attr::kCloseMeshes on `main`: (dp, tp) pairs.
+void markCloseMeshes(func::FuncOp main, const SearchResult &r) {
+  double chosen = 0;
+  for (const SearchResult::Alternative &a : r.alternatives)
+    if (a.chosen)
+      chosen = a.seconds;
+  SmallVector<int64_t> pairs;
+  for (const SearchResult::Alternative &a : r.alternatives) {
+    if (a.chosen || std::isnan(a.seconds) || !(chosen > 0) || a.seconds > 1.2 * chosen ||
+        a.axes.size() != 2)
+      continue;
+    int64_t dp = 0, tp = 0;
+    for (const MeshAxisSpec &axis : a.axes) {
+      if (axis.role == AxisRole::Data)
+        dp = axis.size;
+      else if (axis.role == AxisRole::Tensor)
+        tp = axis.size;
+    }
+    if (dp > 1 && tp > 1)
+      pairs.append({dp, tp});
+  }
+  if (!pairs.empty())
+    main->setAttr(attr::kCloseMeshes, Builder(main.getContext()).getDenseI64ArrayAttr(pairs));
+}
+
 /// "alternatives: dp=16 x tp=8 predicted 3.21 s (chosen); dp=32 x tp=4 3.48 s
 /// (8.4% slower); x=128 (each op split its own way): does not fit ...": the
 /// mesh shapes and role assignments the search compared, best first, those
@@ -303,6 +330,8 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
       addNote(main, searchNote(chosen->search, search.memoryLimit));
       if (!chosen->search.alternatives.empty())
         addNote(main, alternativesNote(chosen->search));
+      if (chosen->stages <= 1)
+        markCloseMeshes(main, chosen->search);
       if (!chosen->search.splitAlternatives.empty())
         addNote(main, chosen->search.splitAlternatives);
       if (chosen->cut)

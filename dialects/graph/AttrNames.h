@@ -81,6 +81,10 @@ constexpr llvm::StringLiteral kPrologue = "dtc.prologue";
 /// state, accumulators, inputs, kept activations), to compare with the
 /// arena buffer assignment makes.
 constexpr llvm::StringLiteral kSearchedBytes = "dtc.searched_bytes";
+/// On main, a --devices search of one stage: the dp x tp meshes it predicted
+/// within its error of its pick, as (dp, tp) pairs, for dtc compile to
+/// simulate (compileWithDataParallelCheck).
+constexpr llvm::StringLiteral kCloseMeshes = "dtc.close_meshes";
 
 /// Module: set when the search failed because no sharding fits the memory
 /// limit (compileToPlan then tries recomputation).
