@@ -882,12 +882,13 @@ LogicalResult keepFastest(ModuleOp module, plan::Plan &plan, const CompileOption
 
 /// compileWithCompression, and for --devices N on a training step also
 /// plain data parallelism over the N devices (ZeRO and recomputation still
-/// chosen): the one the simulator finds faster. The search's objective
+/// chosen) and the dp x tp meshes the search predicted close to its pick
+/// (attr::kCloseMeshes): the one the simulator finds fastest. The search's objective
 /// adds communication to compute, where the runtime overlaps data
 /// parallelism's gradient reductions with the rest of the backward
 /// (GPT-2 small on 4 H100s: the search's mixed split simulates at 6.69 ms,
 /// data parallelism at 6.44 ms).
-LogicalResult compileWithDataParallelCheck(ModuleOp module, plan::Plan &plan,
+LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
                                            const CompileOptions &options) {
   const ParallelOptions &p = options.parallel;
   if (!options.training || !p.searchMeshShape || p.mesh.size() != 1 || p.mesh[0] < 2 ||
@@ -978,9 +979,9 @@ LogicalResult compileWithDataParallelCheck(ModuleOp module, plan::Plan &plan,
         CompileOptions pinned = data;
         pinned.parallel.dataParallel = pairs[i];
         pinned.parallel.tensorParallel = pairs[i + 1];
-        others.push_back({module.clone(),
-                          "dp=" + std::to_string(pairs[i]) + " x tp=" + std::to_string(pairs[i + 1]),
-                          {}, 0, 0, {}, {}});
+        std::string label =
+            "dp=" + std::to_string(pairs[i]) + " x tp=" + std::to_string(pairs[i + 1]);
+        others.push_back({module.clone(), label, {}, 0, 0, {}, {}});
         if (failed(compileHeld(others.back(), pinned)))
           others.back().step = -1;
       }
@@ -1025,7 +1026,7 @@ LogicalResult compileWithDataParallelCheck(ModuleOp module, plan::Plan &plan,
 /// compressions, or the one given.
 LogicalResult compileWithSync(ModuleOp module, plan::Plan &plan, const CompileOptions &options) {
   if (options.parallel.compressGradients != "auto")
-    return compileWithDataParallelCheck(module, plan, options);
+    return compileCheckingMeshes(module, plan, options);
   // --compress-gradients auto: each choice compiled (none, bf16, PowerSGD
   // rank 4), simulated on the plan's cluster, the fastest kept. Lossy
   // compression is the user's to allow; which pays is the cost model's to
@@ -1035,7 +1036,7 @@ LogicalResult compileWithSync(ModuleOp module, plan::Plan &plan, const CompileOp
     choices.push_back({*choice ? choice : "f32", options});
     choices.back().options.parallel.compressGradients = choice;
   }
-  return keepFastest(module, plan, options, choices, compileWithDataParallelCheck,
+  return keepFastest(module, plan, options, choices, compileCheckingMeshes,
                      "gradient compression", "--compress-gradients auto");
 }
 

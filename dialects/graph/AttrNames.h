@@ -83,7 +83,7 @@ constexpr llvm::StringLiteral kPrologue = "dtc.prologue";
 constexpr llvm::StringLiteral kSearchedBytes = "dtc.searched_bytes";
 /// On main, a --devices search of one stage: the dp x tp meshes it predicted
 /// within its error of its pick, as (dp, tp) pairs, for dtc compile to
-/// simulate (compileWithDataParallelCheck).
+/// simulate (compileCheckingMeshes).
 constexpr llvm::StringLiteral kCloseMeshes = "dtc.close_meshes";
 
 /// Module: set when the search failed because no sharding fits the memory
