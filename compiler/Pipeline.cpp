@@ -883,13 +883,12 @@ LogicalResult keepFastest(ModuleOp module, plan::Plan &plan, const CompileOption
 /// compileWithCompression, and for --devices N on a training step also
 /// plain data parallelism over the N devices (ZeRO and recomputation still
 /// chosen) and the dp x tp meshes the search predicted close to its pick
-/// (attr::kCloseMeshes): the one the simulator finds fastest. The search's objective
-/// adds communication to compute, where the runtime overlaps data
-/// parallelism's gradient reductions with the rest of the backward
-/// (GPT-2 small on 4 H100s: the search's mixed split simulates at 6.69 ms,
-/// data parallelism at 6.44 ms).
+/// (attr::kCloseMeshes): the one the simulator finds fastest. The
+/// search's objective adds communication to compute, where the runtime
+/// overlaps them (GPT-2 small on 4 H100s: the search's mixed split
+/// simulates at 6.69 ms, data parallelism at 6.46 ms).
 LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
-                                           const CompileOptions &options) {
+                                    const CompileOptions &options) {
   const ParallelOptions &p = options.parallel;
   if (!options.training || !p.searchMeshShape || p.mesh.size() != 1 || p.mesh[0] < 2 ||
       !p.sync.empty() || p.dataParallel || p.tensorParallel || p.pipelineStages > 1)
