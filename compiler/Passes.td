@@ -618,6 +618,32 @@ def ScheduleForMemory : Pass<"dtc-schedule", "mlir::func::FuncOp"> {
   }];
 }
 
+def BucketCollectives : Pass<"dtc-bucket-collectives", "mlir::func::FuncOp"> {
+  let summary = "Send collectives of one group together, up to a bucket's bytes";
+  let description = [{
+    Walking the scheduled ops, all_reduce, all_gather and reduce_scatter
+    ops that could share a message (graph::bucketMismatch) and run in the
+    same part of the step are gathered into one graph.bucket, up to
+    `bytes` of input a bucket: a collective's start-up (a ring's p - 1
+    latencies) is then paid once for the bucket, not once a tensor. A
+    bucket is sent where its last member was; the ops that read an earlier
+    member (and what reads them) move after it, in their order, and every
+    other op keeps its place, so a bucket delays a collective by at most
+    the ops that make the rest of its bucket. A bucket closes at its byte
+    limit, at a send or receive, at the part's end, or when an op that
+    does not read it must run after it. Left alone: collectives between
+    pipeline stages or a stage's replicas (each stage's program buckets
+    its own), all-reduces of a gradient accumulator in the once-per-step
+    part (they run early, during the last micro-batch's backward:
+    plan.proto's OverlappedInstruction), and groups of one rank.
+  }];
+  let options = [
+    Option<"bytes", "bytes", "int64_t", "26214400",
+           "A bucket's most bytes of input (0: one collective a message)">,
+  ];
+  let dependentDialects = ["dtc::graph::GraphDialect"];
+}
+
 def AssignBuffers : Pass<"dtc-assign-buffers", "mlir::func::FuncOp"> {
   let summary = "Give every tensor a byte offset in one arena, reusing dead bytes";
   let description = [{

@@ -130,6 +130,9 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   hoist.parameters = !options.training; // trained parameters change every step
   fpm.addPass(createHoistConstants(hoist));
   fpm.addPass(createScheduleForMemory());
+  BucketCollectivesOptions buckets;
+  buckets.bytes = options.parallel.bucketBytes;
+  fpm.addPass(createBucketCollectives(buckets));
   fpm.addPass(createAssignBuffers());
   if (options.parallel.backend == "cuda") {
     pm.addPass(createOutlineKernels());
@@ -233,6 +236,9 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
   Option<std::string> memoryLimit{*this, "memory-limit",
                                   llvm::cl::desc("Bytes per device, e.g. 40GiB"),
                                   llvm::cl::init("")};
+  Option<std::string> bucket{*this, "bucket",
+                             llvm::cl::desc("A collectives bucket's bytes, e.g. 25MiB (0: none)"),
+                             llvm::cl::init("25MiB")};
 
   CompileOptions toCompileOptions() const {
     CompileOptions o;
@@ -274,6 +280,7 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     // which it refuses with a message.
     if (!memoryLimit.empty())
       p.memoryLimit = plan::parseByteSize(memoryLimit).value_or(-1);
+    p.bucketBytes = int64_t(plan::parseByteSize(bucket).value_or(0));
     return o;
   }
 };
@@ -350,7 +357,7 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
   // each stage's split: the stage search is most of a large model's
   // compile time, and a limit lowered by the workspace rarely changes the
   // count. The first search's note says what it compared.
-  std::string stagesNote;
+  std::string stagesNote, bucketsNote;
   std::optional<CompileOptions> unpinned;
   // The step (with `o`'s micro-batches) of `model`: built once for each
   // search (under a lower limit, or with the stage count kept) to split a
@@ -500,6 +507,8 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
                          " kept, under the lower limit below");
       if (!microBatchesNote.empty())
         addNote(programFunctions(*work).front(), microBatchesNote);
+      if (!bucketsNote.empty())
+        addNote(main, bucketsNote);
       if (tries > 1)
         addNote(main, "memory: the search's limit lowered to " +
                           plan::formatBytes(int64_t(attempt.parallel.memoryLimit)) +
@@ -507,6 +516,18 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
                           plan::formatBytes(int64_t(limit)) + " (" + std::to_string(tries) +
                           " searches)");
       return work;
+    }
+    // A bucket keeps its members' inputs until it is sent: over the limit
+    // with buckets, the plan is compiled again without them first.
+    bool bucketed = false;
+    work->walk([&](graph::BucketOp) { bucketed = true; });
+    if (bucketed) {
+      bucketsNote = "buckets: none (--bucket 0): with them the plan needs " +
+                    plan::formatBytes(arena) + ", more than the " +
+                    plan::formatBytes(int64_t(limit));
+      attempt.parallel.bucketBytes = 0;
+      --tries;
+      continue;
     }
     int64_t persistent = intAttrOf(main, attr::kParameterBytes);
     if (tries == 1)

@@ -321,16 +321,58 @@ private:
   /// A collective on the mesh, costed by the bytes each rank holds before
   /// it; an all-slice moves nothing between ranks and is costed as the
   /// local copy of its part.
-  LogicalResult emitCollective(Operation *op, plan::CollectiveKind kind, ArrayRef<int16_t> axes,
-                               int64_t axis, int64_t concatAxis = 0,
-                               std::optional<mesh::ReductionKind> reduction = std::nullopt) {
-    Value input = op->getOperand(0), result = op->getResult(0);
-    if (getElementTypeOrSelf(input) != getElementTypeOrSelf(result))
-      return op->emitError("plan collectives keep the element type; this one turns ")
-             << getElementTypeOrSelf(input) << " into " << getElementTypeOrSelf(result);
+  /// A mesh collective as the plan's: its kind, mesh axes, dims and
+  /// reduction.
+  struct CollectiveOf {
+    plan::CollectiveKind kind = plan::COLLECTIVE_INVALID;
+    ArrayRef<int16_t> axes;
+    int64_t axis = 0, concatAxis = 0;
+    std::optional<mesh::ReductionKind> reduction;
+  };
+  static CollectiveOf collectiveOf(Operation *op) {
+    return TypeSwitch<Operation *, CollectiveOf>(op)
+        .Case([](mesh::AllReduceOp c) {
+          return CollectiveOf{plan::ALL_REDUCE, c.getMeshAxes(), 0, 0, c.getReduction()};
+        })
+        .Case([](mesh::AllGatherOp c) {
+          return CollectiveOf{plan::ALL_GATHER, c.getMeshAxes(),
+                              c.getGatherAxis().getSExtValue()};
+        })
+        .Case([](mesh::AllSliceOp c) {
+          return CollectiveOf{plan::ALL_SLICE, c.getMeshAxes(), c.getSliceAxis().getSExtValue()};
+        })
+        .Case([](mesh::ReduceScatterOp c) {
+          return CollectiveOf{plan::REDUCE_SCATTER, c.getMeshAxes(),
+                              c.getScatterAxis().getSExtValue(), 0, c.getReduction()};
+        })
+        .Case([](mesh::AllToAllOp c) {
+          return CollectiveOf{plan::ALL_TO_ALL, c.getMeshAxes(), c.getSplitAxis().getSExtValue(),
+                              c.getConcatAxis().getSExtValue()};
+        })
+        .Default([](Operation *) { return CollectiveOf{}; });
+  }
+
+  /// A collective instruction: `op` a mesh collective, or a graph.bucket of
+  /// them (one instruction, an input and an output a member, each
+  /// member's dim in member_axes).
+  LogicalResult emitCollective(Operation *op) {
+    auto bucket = dyn_cast<graph::BucketOp>(op);
+    SmallVector<Operation *> members;
+    if (bucket)
+      for (Operation &m : bucket.getBody().front().without_terminator())
+        members.push_back(&m);
+    else
+      members.push_back(op);
+    CollectiveOf first = collectiveOf(members.front());
+    ArrayRef<int16_t> axes = first.axes;
+    for (Operation *m : members)
+      if (getElementTypeOrSelf(m->getOperand(0)) != getElementTypeOrSelf(m->getResult(0)))
+        return m->emitError("plan collectives keep the element type; this one turns ")
+               << getElementTypeOrSelf(m->getOperand(0)) << " into "
+               << getElementTypeOrSelf(m->getResult(0));
     plan::Instruction &inst = addInstruction(op, op->getOperands());
     plan::Collective *c = inst.mutable_collective();
-    c->set_kind(kind);
+    c->set_kind(first.kind);
     // A replicated stage's replicas (dtc-pipeline-split): the pipeline's
     // axis, only their coordinates.
     if (auto range = op->getAttrOfType<DenseI64ArrayAttr>(attr::kReplicas)) {
@@ -343,10 +385,13 @@ private:
     }
     for (int16_t a : axes)
       c->add_mesh_axes(uint32_t(a) + axisOffset_);
-    c->set_axis(axis);
-    c->set_concat_axis(concatAxis);
-    if (reduction) {
-      switch (*reduction) {
+    c->set_axis(first.axis);
+    c->set_concat_axis(first.concatAxis);
+    if (bucket && first.kind != plan::ALL_REDUCE)
+      for (Operation *m : members)
+        c->add_member_axes(collectiveOf(m).axis);
+    if (first.reduction) {
+      switch (*first.reduction) {
       case mesh::ReductionKind::Sum:
         c->set_reduction(plan::REDUCE_SUM);
         break;
@@ -360,15 +405,19 @@ private:
         return op->emitError("no plan collective for this reduction");
       }
     }
-    if (kind == plan::ALL_SLICE) { // the part is read and written once
-      setCost(inst, {0, 2.0 * double(tensorBytes(result)), graph::OpCost::DataMovement}, result);
+    if (first.kind == plan::ALL_SLICE) { // the part is read and written once
+      setCost(inst, {0, 2.0 * double(tensorBytes(op->getResult(0))), graph::OpCost::DataMovement},
+              op->getResult(0));
       return success();
     }
     plan::Cost *cost = inst.mutable_cost();
-    cost->set_bytes(double(tensorBytes(input)));
+    double bytes = 0;
+    for (Value input : op->getOperands())
+      bytes += double(tensorBytes(input));
+    cost->set_bytes(bytes);
     cost->set_op_class(plan::OP_COMMUNICATION);
     plan::TensorType type;
-    setType(input.getType(), type);
+    setType(op->getOperand(0).getType(), type);
     cost->set_dtype(type.dtype());
     return success();
   }
@@ -416,8 +465,13 @@ private:
     if (!offsets && op->getNumResults() > 0)
       return op->emitError("plan emission needs buffer offsets (run dtc-assign-buffers)");
     std::string name = locationName(op->getLoc());
+    SmallVector<Location> members; // a bucket's results are named by their collective
+    if (auto bucket = dyn_cast<graph::BucketOp>(op))
+      for (Operation &m : bucket.getBody().front().without_terminator())
+        members.push_back(m.getLoc());
     for (auto [i, result] : llvm::enumerate(op->getResults())) {
-      plan::Buffer &buffer = addBuffer(result, offsets[i], name);
+      plan::Buffer &buffer =
+          addBuffer(result, offsets[i], members.empty() ? name : locationName(members[i]));
       // How the partitioner split the value (shown by dtc plan): each
       // result's, or the op's one (a fused op's results, all one shape; a
       // second result of the same type: a kept GELU input).
@@ -662,26 +716,8 @@ private:
           return success();
         })
         .Case([&](graph::SplitOp s) -> LogicalResult { return emitSplit(s); })
-        .Case([&](mesh::AllReduceOp c) {
-          return emitCollective(op, plan::ALL_REDUCE, c.getMeshAxes(), 0, 0, c.getReduction());
-        })
-        .Case([&](mesh::AllGatherOp c) {
-          return emitCollective(op, plan::ALL_GATHER, c.getMeshAxes(),
-                                c.getGatherAxis().getSExtValue());
-        })
-        .Case([&](mesh::AllSliceOp c) {
-          return emitCollective(op, plan::ALL_SLICE, c.getMeshAxes(),
-                                c.getSliceAxis().getSExtValue());
-        })
-        .Case([&](mesh::ReduceScatterOp c) {
-          return emitCollective(op, plan::REDUCE_SCATTER, c.getMeshAxes(),
-                                c.getScatterAxis().getSExtValue(), 0, c.getReduction());
-        })
-        .Case([&](mesh::AllToAllOp c) {
-          return emitCollective(op, plan::ALL_TO_ALL, c.getMeshAxes(),
-                                c.getSplitAxis().getSExtValue(),
-                                c.getConcatAxis().getSExtValue());
-        })
+        .Case<mesh::AllReduceOp, mesh::AllGatherOp, mesh::AllSliceOp, mesh::ReduceScatterOp,
+              mesh::AllToAllOp, graph::BucketOp>([&](auto) { return emitCollective(op); })
         .Case([&](graph::RotaryOp r) -> LogicalResult {
           addInstruction(op, op->getOperands()).mutable_rotary()->set_backward(r.getBackward());
           return success();

@@ -144,6 +144,9 @@ struct ParallelOptions {
   int64_t staleness = 0;
   bool searchMeshShape = false; // --devices: `mesh` is {N}, whose shape is searched too
   double memoryLimit = 0;    // --memory-limit bytes per device; 0: the cluster's capacity
+  /// --bucket: collectives of one group sent together up to this many
+  /// bytes (dtc-bucket-collectives); 0: each on its own.
+  int64_t bucketBytes = 25 << 20;
   /// --pp: stages, each a copy of the mesh above (1: none; 0 with --devices
   /// and a training step: searched, see searchPipelineStages).
   int64_t pipelineStages = 1;

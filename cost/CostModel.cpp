@@ -243,6 +243,13 @@ double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruct
                                                        : local;
   double copies =
       group.ranks > 1 ? relayoutSeconds(c, local, outBytes, input, output, cluster.device) : 0;
+  // A bucket's members go through one staging buffer each way where the
+  // device packs parts (the CPU runtime); on a GPU each is NCCL's own.
+  if (inst.inputs_size() > 1)
+    copies = group.ranks > 1 && cluster.device.packsStridedParts
+                 ? cluster.device.streamSeconds(2 * (local + outBytes)) /
+                       cluster.device.memoryEfficiency
+                 : 0;
   switch (c.kind()) {
   case plan::ALL_REDUCE:
     return allReduceSeconds(group.ranks, local, link);

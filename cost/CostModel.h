@@ -83,7 +83,8 @@ double relayoutSeconds(const plan::Collective &c, double inBytes, double outByte
 /// its group's ranks over the link its group crosses (the slowest one),
 /// and, where the device packs strided parts, its relayoutBytes streamed
 /// on it (all-to-alls between split dims copy 4x their bytes locally, a
-/// large share of their time on CPU ranks); an all-slice, which
+/// large share of their time on CPU ranks; a bucket's members are all
+/// staged); an all-slice, which
 /// communicates nothing, by its cost on the device.
 double collectiveInstructionSeconds(const plan::Mesh &mesh, const plan::Instruction &inst,
                                     const Cluster &cluster,

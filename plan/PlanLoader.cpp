@@ -116,6 +116,10 @@ Arity arityOf(const Instruction &inst) {
     return {1, 1, 0};
   case Instruction::kRecv:
     return {0, 0, 1};
+  case Instruction::kCollective: { // a bucket: an input and an output a member
+    int members = std::max(1, inst.inputs_size());
+    return {1, 1 << 16, members};
+  }
   default:
     return {1, 1, 1};
   }
@@ -967,8 +971,39 @@ private:
     }
     int64_t group = groupSize(axisSizes_, c);
     what += " (" + std::to_string(group) + " ranks)";
-    const TensorType &in = rank.buffers(int(inst.inputs(0))).type();
-    const TensorType &out = rank.buffers(int(inst.outputs(0))).type();
+    int members = inst.inputs_size();
+    if (members > 1) {
+      if (c.kind() != plan::ALL_REDUCE && c.kind() != plan::ALL_GATHER &&
+          c.kind() != plan::REDUCE_SCATTER)
+        return fail(what + ": a bucket of " + std::to_string(members) +
+                    " collectives must be all-reduces, all-gathers or reduce-scatters");
+      if (c.has_coordinates())
+        return fail(what + ": a stage's replicas' collectives are not bucketed");
+    }
+    bool memberAxes = members > 1 && c.kind() != plan::ALL_REDUCE;
+    if (c.member_axes_size() != (memberAxes ? members : 0))
+      return fail(what + ": " + std::to_string(c.member_axes_size()) + " member axes for " +
+                  std::to_string(members) + (members == 1 ? " input" : " inputs") +
+                  (memberAxes ? " (one a member)" : " (only a bucket of all-gathers or "
+                                                    "reduce-scatters has them)"));
+    for (int m = 0; m < members; ++m) {
+      const TensorType &in = rank.buffers(int(inst.inputs(m))).type();
+      if (in.dtype() != rank.buffers(int(inst.inputs(0))).type().dtype())
+        return fail(what + ": a bucket's members share one dtype; input " + std::to_string(m) +
+                    " is " + typeString(in) + ", input 0 " +
+                    typeString(rank.buffers(int(inst.inputs(0))).type()));
+      std::string member = members > 1 ? what + ", member " + std::to_string(m) : what;
+      if (!checkCollectiveMember(c, memberAxes ? c.member_axes(m) : c.axis(), group, in,
+                                 rank.buffers(int(inst.outputs(m))).type(), member))
+        return false;
+    }
+    return true;
+  }
+
+  /// One member of a collective: input `in` to output `out` along `axis`.
+  bool checkCollectiveMember(const plan::Collective &c, int64_t axis, int64_t group,
+                             const TensorType &in, const TensorType &out,
+                             const std::string &what) {
     bool reduces = c.kind() == plan::ALL_REDUCE || c.kind() == plan::REDUCE_SCATTER;
     if (reduces && c.reduction() != plan::REDUCE_SUM && c.reduction() != plan::REDUCE_MAX &&
         c.reduction() != plan::REDUCE_MIN)
@@ -977,8 +1012,8 @@ private:
       return fail(what + ": bools have no sum (max is or, min is and)");
     int rankOf = in.shape_size();
     bool moves = c.kind() != plan::ALL_REDUCE;
-    if (moves && (c.axis() < 0 || c.axis() >= rankOf))
-      return fail(what + ": dim " + std::to_string(c.axis()) + " is not in the rank-" +
+    if (moves && (axis < 0 || axis >= rankOf))
+      return fail(what + ": dim " + std::to_string(axis) + " is not in the rank-" +
                   std::to_string(rankOf) + " input " + typeString(in));
     if (c.kind() == plan::ALL_TO_ALL && (c.concat_axis() < 0 || c.concat_axis() >= rankOf))
       return fail(what + ": concat dim " + std::to_string(c.concat_axis()) +
@@ -986,8 +1021,8 @@ private:
                   typeString(in));
     bool splits = c.kind() == plan::REDUCE_SCATTER || c.kind() == plan::ALL_TO_ALL ||
                   c.kind() == plan::ALL_SLICE;
-    if (splits && in.shape(int(c.axis())) % group != 0)
-      return fail(what + ": dim " + std::to_string(c.axis()) + " of the input " +
+    if (splits && in.shape(int(axis)) % group != 0)
+      return fail(what + ": dim " + std::to_string(axis) + " of the input " +
                   typeString(in) + " does not split into " + std::to_string(group) +
                   " equal parts");
     // in[d] * grows[d] == out[d] * parts[d].
@@ -995,16 +1030,16 @@ private:
     const char *rule = "the output's shape must be the input's";
     switch (c.kind()) {
     case plan::ALL_GATHER:
-      grows[size_t(c.axis())] = group;
+      grows[size_t(axis)] = group;
       rule = "the output's dim `axis` must be the group size times the input's";
       break;
     case plan::REDUCE_SCATTER:
     case plan::ALL_SLICE:
-      parts[size_t(c.axis())] = group;
+      parts[size_t(axis)] = group;
       rule = "the output's dim `axis` must be the input's divided by the group size";
       break;
     case plan::ALL_TO_ALL:
-      parts[size_t(c.axis())] = group;
+      parts[size_t(axis)] = group;
       grows[size_t(c.concat_axis())] *= group;
       rule = "dim `axis` is divided by the group size, dim `concat_axis` multiplied by it";
       break;
@@ -1016,7 +1051,7 @@ private:
       fits = __int128(in.shape(d)) * grows[size_t(d)] ==
              __int128(out.shape(d)) * parts[size_t(d)];
     if (!fits)
-      return fail(what + (moves ? " along dim " + std::to_string(c.axis()) : std::string()) +
+      return fail(what + (moves ? " along dim " + std::to_string(axis) : std::string()) +
                   ": input " + typeString(in) + ", output " + typeString(out) + ": " + rule +
                   ", the dtype the same");
     return true;
@@ -1118,6 +1153,19 @@ private:
             return fail(where + ": output buffer " + std::to_string(out) +
                         " shares bytes with input buffer " + std::to_string(in) +
                         "; only elementwise kernels and collectives work in place");
+        }
+    // A bucket's members run together: one may write over its own input
+    // alone.
+    if (inst.has_collective())
+      for (int m = 0; m < inst.outputs_size(); ++m)
+        for (int k = 0; k < inst.inputs_size(); ++k) {
+          const plan::Buffer &o = rank.buffers(int(inst.outputs(m)));
+          const plan::Buffer &i = rank.buffers(int(inst.inputs(k)));
+          int64_t oBytes = byteSize(o.type()), iBytes = byteSize(i.type());
+          if (k != m && oBytes > 0 && iBytes > 0 && o.offset() < i.offset() + iBytes &&
+              i.offset() < o.offset() + oBytes)
+            return fail(where + ": a bucket's output " + std::to_string(m) +
+                        " shares bytes with its input " + std::to_string(k));
         }
     // The cost is for dtc simulate, which indexes by its class.
     if (!plan::OpClass_IsValid(inst.cost().op_class()))

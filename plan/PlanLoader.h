@@ -52,8 +52,10 @@ namespace dtc::plan {
 /// packed in one buffer (Attention.packed), whose backward has one output;
 /// rotary embeddings (Instruction.rotary). Version 21: grouped-query
 /// attention, k and v with fewer heads than q (their heads dividing q's),
-/// which an older runtime would refuse as mismatched shapes.
-constexpr uint32_t kPlanFormatVersion = 21;
+/// which an older runtime would refuse as mismatched shapes. Version 22:
+/// buckets, several collectives as one instruction and message
+/// (Collective.member_axes).
+constexpr uint32_t kPlanFormatVersion = 22;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -221,8 +221,12 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
     if (c.kind() == plan::ALL_REDUCE || c.kind() == plan::REDUCE_SCATTER)
       s += fmt::format(" {}",
                        reductions[c.reduction() >= 0 && c.reduction() <= 4 ? c.reduction() : 0]);
-    if (c.kind() != plan::ALL_REDUCE)
+    if (c.member_axes_size() > 0)
+      s += fmt::format(" axes=[{}]", fmt::join(c.member_axes(), ","));
+    else if (c.kind() != plan::ALL_REDUCE)
       s += fmt::format(" axis={}", c.axis());
+    if (inst.inputs_size() > 1) // a bucket: one message
+      s += fmt::format(" bucket of {}", inst.inputs_size());
     if (c.kind() == plan::ALL_TO_ALL)
       s += fmt::format(" concat_axis={}", c.concat_axis());
     if (c.kind() == plan::ALL_SLICE) // keeps its part: nothing sent
@@ -499,10 +503,23 @@ std::string printPlan(const plan::Plan &plan) {
       std::string attrs = space == std::string::npos ? "" : what.substr(space);
       std::string call = fmt::format("{}({}){}", name, operandList(plan, rank, inst.inputs()),
                                      attrs);
-      if (inst.outputs_size() == 0) // a send: nothing written here
+      if (inst.has_collective() && inst.inputs_size() > 1) { // a bucket: a line a member
+        line(fmt::format("  {:>4}  {}{}", i, what, note));
+        const plan::Collective &c = inst.collective();
+        for (int m = 0; m < inst.inputs_size(); ++m) {
+          google::protobuf::RepeatedField<uint32_t> in, out;
+          in.Add(inst.inputs(m));
+          out.Add(inst.outputs(m));
+          line(fmt::format("        {} = {}({}){}  : {}", bufferList(out), name,
+                           operandList(plan, rank, in),
+                           c.member_axes_size() ? fmt::format(" axis={}", c.member_axes(m)) : "",
+                           bufferType(plan, rank.buffers(int(inst.outputs(m))))));
+        }
+      } else if (inst.outputs_size() == 0) { // a send: nothing written here
         line(fmt::format("  {:>4}  {}{}", i, call, note));
-      else
+      } else {
         line(fmt::format("  {:>4}  {} = {}  : {}{}", i, outs, call, type, note));
+      }
     };
     // Once-per-step reductions run early, in the last micro-batch.
     std::map<int, uint32_t> overlappedAfter;

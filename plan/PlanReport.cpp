@@ -186,7 +186,8 @@ constexpr const char *kScript = R"js(
     row.appendChild(el('td', c.programs.join(',')));
     row.appendChild(el('td', c.kind));
     row.appendChild(el('td', c.axes.join(',')));
-    row.appendChild(el('td', String(c.count), 'num'));
+    row.appendChild(el('td', c.messages < c.count ? c.count + ' in ' + c.messages : String(c.count),
+                       'num'));
     row.appendChild(el('td', bytes(c.bytes), 'num'));
     comm.appendChild(row);
   }

@@ -164,7 +164,13 @@ PlanSummary summarizePlan(const Plan &plan) {
   int64_t micro = std::max<int64_t>(1, plan.training().micro_batches());
   for (int r = 0; r < plan.ranks_size(); ++r) {
     const RankProgram &rank = plan.ranks(r);
-    std::map<std::pair<std::string, std::vector<std::string>>, std::pair<int64_t, int64_t>> kinds;
+    struct Counts {
+      int64_t count = 0, bytes = 0, messages = 0;
+      bool operator==(const Counts &o) const {
+        return count == o.count && bytes == o.bytes && messages == o.messages;
+      }
+    };
+    std::map<std::pair<std::string, std::vector<std::string>>, Counts> kinds;
     for (int i = 0; i < rank.instructions_size(); ++i) {
       const Instruction &inst = rank.instructions(i);
       std::string kind;
@@ -184,22 +190,23 @@ PlanSummary summarizePlan(const Plan &plan) {
       int64_t runs = (micro > 1 || pipelined) && uint32_t(i) < rank.accumulate_end()
                          ? micro / (pipelined ? stageReplicas(plan.training().pipeline(), r) : 1)
                          : 1;
-      auto &[count, bytes] = kinds[{kind, axes}];
-      count += runs;
-      bytes += runs * int64_t(inst.cost().bytes());
+      Counts &counts = kinds[{kind, axes}];
+      counts.count += runs * std::max(1, inst.inputs_size()); // a bucket's members
+      counts.messages += runs;
+      counts.bytes += runs * int64_t(inst.cost().bytes());
     }
-    for (const auto &[key, countBytes] : kinds) {
+    for (const auto &[key, counts] : kinds) {
       auto same = std::find_if(summary.communication.begin(), summary.communication.end(),
                                [&](const CommunicationSummary &c) {
                                  return c.programs.back() == r - 1 && c.kind == key.first &&
-                                        c.axes == key.second && c.count == countBytes.first &&
-                                        c.bytes == countBytes.second;
+                                        c.axes == key.second &&
+                                        Counts{c.count, c.bytes, c.messages} == counts;
                                });
       if (same != summary.communication.end())
         same->programs.push_back(r);
       else
         summary.communication.push_back(
-            {{r}, key.first, key.second, countBytes.first, countBytes.second});
+            {{r}, key.first, key.second, counts.count, counts.bytes, counts.messages});
     }
   }
   return summary;
@@ -312,9 +319,13 @@ std::string summaryText(const PlanSummary &summary) {
     std::vector<std::string> parts;
     for (const CommunicationSummary &c : summary.communication)
       if (std::find(c.programs.begin(), c.programs.end(), r) != c.programs.end())
-        parts.push_back(fmt::format("{}{} x{} ({})", c.kind,
-                                    c.axes.empty() ? "" : fmt::format(" over {}", fmt::join(c.axes, ",")),
-                                    c.count, formatBytes(c.bytes)));
+        parts.push_back(fmt::format(
+            "{}{} x{}{} ({})", c.kind,
+            c.axes.empty() ? "" : fmt::format(" over {}", fmt::join(c.axes, ",")), c.count,
+            c.messages < c.count
+                ? fmt::format(" in {} {}", c.messages, c.messages == 1 ? "message" : "messages")
+                : "",
+            formatBytes(c.bytes)));
     std::sort(parts.begin(), parts.end());
     if (!lines.empty() && lines.back().second == parts)
       lines.back().first.push_back(r);
@@ -529,8 +540,10 @@ std::string summaryJson(const PlanSummary &summary) {
   std::vector<std::string> communication;
   for (const CommunicationSummary &c : summary.communication)
     communication.push_back(fmt::format(
-        "    {{\"programs\": [{}], \"kind\": {}, \"axes\": {}, \"count\": {}, \"bytes\": {}}}",
-        fmt::join(c.programs, ", "), jsonString(c.kind), quotedList(c.axes), c.count, c.bytes));
+        "    {{\"programs\": [{}], \"kind\": {}, \"axes\": {}, \"count\": {}, \"messages\": {}, "
+        "\"bytes\": {}}}",
+        fmt::join(c.programs, ", "), jsonString(c.kind), quotedList(c.axes), c.count, c.messages,
+        c.bytes));
   field("communication", fmt::format("[\n{}\n  ]", fmt::join(communication, ",\n")));
   std::vector<std::string> memory;
   for (const RankSummary &r : plan.decisions().ranks())

@@ -43,6 +43,7 @@ struct CommunicationSummary {
   std::string kind;          // "all_reduce", "send", ...
   std::vector<std::string> axes;
   int64_t count = 0, bytes = 0; // per step, per rank
+  int64_t messages = 0;         // per step, per rank: fewer than `count` where buckets
 };
 
 /// The step simulated on a cluster (the caller simulates: this library

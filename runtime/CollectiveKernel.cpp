@@ -157,6 +157,106 @@ private:
   std::vector<char> send_, recv_;
 };
 
+/// A bucket: several collectives of one kind, group and dtype as one
+/// message. What a rank sends for group rank k is each member's part for
+/// k, one after another; all-reduces' members are simply one after
+/// another. Every member is staged (copied in before the message is sent,
+/// out after it arrives), so one may write over its own input.
+class BucketKernel final : public cpu::Kernel {
+public:
+  struct Member {
+    int64_t inBytes, outBytes;
+    DimView inView, outView;
+  };
+
+  BucketKernel(plan::CollectiveKind kind, Reduction reduction, plan::DType dtype,
+               std::vector<Member> members, int64_t groupSize, std::vector<int64_t> planRank,
+               Communicator *group)
+      : kind_(kind), reduction_(reduction), dtype_(dtype), elementBytes_(dtypeBytes(dtype)),
+        members_(std::move(members)), groupSize_(groupSize), planRank_(std::move(planRank)),
+        group_(group) {
+    for (const Member &m : members_) {
+      inBytes_ += m.inBytes;
+      outBytes_ += m.outBytes;
+    }
+  }
+
+  bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
+           std::string &error) override {
+    send_.resize(size_t(inBytes_));
+    recv_.resize(size_t(outBytes_));
+    char *send = send_.data(), *recv = recv_.data();
+    switch (kind_) {
+    case plan::ALL_REDUCE: {
+      int64_t at = 0;
+      for (size_t m = 0; m < members_.size(); ++m) {
+        std::memcpy(send + at, inputs[m], size_t(members_[m].inBytes));
+        at += members_[m].inBytes;
+      }
+      if (!group_->allReduce(send, inBytes_ / elementBytes_, dtype_, reduction_, error))
+        return false;
+      at = 0;
+      for (size_t m = 0; m < members_.size(); ++m) {
+        std::memcpy(outputs[m], send + at, size_t(members_[m].outBytes));
+        at += members_[m].outBytes;
+      }
+      return true;
+    }
+    case plan::ALL_GATHER: {
+      int64_t at = 0;
+      for (size_t m = 0; m < members_.size(); ++m) {
+        std::memcpy(send + at, inputs[m], size_t(members_[m].inBytes));
+        at += members_[m].inBytes;
+      }
+      if (!group_->allGather(send, recv, inBytes_ / elementBytes_, dtype_, error))
+        return false;
+      for (int64_t k = 0; k < groupSize_; ++k) {
+        const char *from = recv + k * inBytes_;
+        for (size_t m = 0; m < members_.size(); ++m) {
+          putPart(from, members_[m].outView, groupSize_, planRank_[size_t(k)], elementBytes_,
+                  static_cast<char *>(outputs[m]));
+          from += members_[m].inBytes;
+        }
+      }
+      return true;
+    }
+    case plan::REDUCE_SCATTER: {
+      char *to = send;
+      for (int64_t k = 0; k < groupSize_; ++k)
+        for (size_t m = 0; m < members_.size(); ++m) {
+          takePart(static_cast<const char *>(inputs[m]), members_[m].inView, groupSize_,
+                   planRank_[size_t(k)], elementBytes_, to);
+          to += members_[m].outBytes;
+        }
+      if (!group_->reduceScatter(send, recv, outBytes_ / elementBytes_, dtype_, reduction_,
+                                 error))
+        return false;
+      const char *from = recv;
+      for (size_t m = 0; m < members_.size(); ++m) {
+        std::memcpy(outputs[m], from, size_t(members_[m].outBytes));
+        from += members_[m].outBytes;
+      }
+      return true;
+    }
+    default:
+      error = "a bucket of " + plan::CollectiveKind_Name(kind_) + "s";
+      return false;
+    }
+  }
+
+private:
+  plan::CollectiveKind kind_;
+  Reduction reduction_;
+  plan::DType dtype_;
+  int64_t elementBytes_;
+  std::vector<Member> members_;
+  int64_t groupSize_;
+  std::vector<int64_t> planRank_; // [k]: the plan's rank in the group of the group's rank k
+  Communicator *group_;
+  int64_t inBytes_ = 0, outBytes_ = 0;
+  std::vector<char> send_, recv_;
+};
+
 /// A tensor to or from one other rank: peers[m mod peers] for micro-batch
 /// m (a replicated stage's replicas take turns), or peers[0].
 class TransferKernel : public cpu::Kernel {
@@ -217,11 +317,12 @@ bool communicates(const plan::Collective &collective) {
 }
 
 std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collective,
-                                                  const plan::TensorType &input,
-                                                  const plan::TensorType &output,
+                                                  const std::vector<plan::TensorType> &inputs,
+                                                  const std::vector<plan::TensorType> &outputs,
                                                   const std::vector<int64_t> &axisSizes,
                                                   const std::vector<int64_t> &coordinates,
                                                   Communicator *group, std::string &error) {
+  const plan::TensorType &input = inputs.front(), &output = outputs.front();
   const plan::MeshAxes &axes = collective.mesh_axes();
   int64_t size = plan::groupSize(axisSizes, collective);
   int64_t part = plan::indexAlong(coordinates, axisSizes, axes);
@@ -267,6 +368,23 @@ std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collec
       rest /= axisSizes[sorted[i]];
     }
     planRank[size_t(k)] = plan::indexAlong(member, axisSizes, axes);
+  }
+  if (inputs.size() > 1 && size > 1) { // a bucket
+    std::vector<BucketKernel::Member> members;
+    for (size_t m = 0; m < inputs.size(); ++m) {
+      int64_t axis = collective.member_axes_size() ? collective.member_axes(int(m)) : 0;
+      int64_t elementBytes = dtypeBytes(inputs[m].dtype());
+      members.push_back({elementCount(inputs[m]) * elementBytes,
+                         elementCount(outputs[m]) * elementBytes, viewAround(inputs[m], axis),
+                         viewAround(outputs[m], axis)});
+    }
+    return std::make_unique<BucketKernel>(collective.kind(),
+                                          reductionOf(collective.reduction()), input.dtype(),
+                                          std::move(members), size, std::move(planRank), group);
+  }
+  if (inputs.size() > 1) { // a group of one: each member's output is its input
+    error = "a bucket over a group of one rank";
+    return nullptr;
   }
   return std::make_unique<CollectiveKernel>(collective, input, output, size,
                                             std::move(planRank), part,

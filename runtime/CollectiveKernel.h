@@ -29,15 +29,16 @@ class Communicator;
 /// and needs no communicator).
 bool communicates(const plan::Collective &collective);
 
-/// Prepares `collective` (validated by the plan loader) from an `input` to
-/// an `output` buffer, on this rank at `coordinates` of a mesh of
-/// `axisSizes`. `group` carries it: the ranks along the collective's mesh
-/// axes, ordered row-major over those axes sorted (as MeshGroups makes
-/// them); null when the group is this rank alone, where every collective
-/// is a copy, or when the collective does not communicate.
+/// Prepares `collective` (validated by the plan loader) from `inputs` to
+/// `outputs` buffers (one each; several: a bucket, sent as one message),
+/// on this rank at `coordinates` of a mesh of `axisSizes`. `group` carries
+/// it: the ranks along the collective's mesh axes, ordered row-major over
+/// those axes sorted (as MeshGroups makes them); null when the group is
+/// this rank alone, where every collective is a copy, or when the
+/// collective does not communicate.
 std::unique_ptr<cpu::Kernel> makeCollectiveKernel(const plan::Collective &collective,
-                                                  const plan::TensorType &input,
-                                                  const plan::TensorType &output,
+                                                  const std::vector<plan::TensorType> &inputs,
+                                                  const std::vector<plan::TensorType> &outputs,
                                                   const std::vector<int64_t> &axisSizes,
                                                   const std::vector<int64_t> &coordinates,
                                                   Communicator *group, std::string &error);

@@ -625,7 +625,7 @@ bool Executor::prepare(const plan::Instruction &inst, StepPart part,
                                                             c.coordinates().count(), error)
                                       : groups_->group(axesOf(c), error)))
       return false;
-    step.kernel = makeCollectiveKernel(inst.collective(), inTypes[0], outTypes[0], axisSizes_,
+    step.kernel = makeCollectiveKernel(inst.collective(), inTypes, outTypes, axisSizes_,
                                        coordinates_, group, error);
   } else if (inst.has_send() || inst.has_recv()) {
     bool send = inst.has_send();

@@ -3,9 +3,11 @@
 #include "dialects/graph/ConstantFolding.h"
 #include "dialects/graph/ShapeRules.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/OpImplementation.h"
 
 #include <numeric>
@@ -201,6 +203,68 @@ LogicalResult FusedOp::verify() {
     if (!scalarConstant && !op.hasTrait<GraphElementwise>())
       return op.emitOpError("is not elementwise and cannot be in graph.fused");
   }
+  return success();
+}
+
+std::string bucketMismatch(Operation *a, Operation *b) {
+  auto groupOf = [](Operation *op) -> std::optional<std::tuple<StringRef, ArrayRef<int16_t>, int>> {
+    if (auto c = dyn_cast<mesh::AllReduceOp>(op))
+      return std::tuple(c.getMesh(), c.getMeshAxes(), int(c.getReduction()));
+    if (auto c = dyn_cast<mesh::ReduceScatterOp>(op))
+      return std::tuple(c.getMesh(), c.getMeshAxes(), int(c.getReduction()));
+    if (auto c = dyn_cast<mesh::AllGatherOp>(op))
+      return std::tuple(c.getMesh(), c.getMeshAxes(), -1);
+    return std::nullopt;
+  };
+  auto x = groupOf(a), y = groupOf(b);
+  if (!y)
+    return "'" + b->getName().getStringRef().str() +
+           "' is not an all_reduce, all_gather or reduce_scatter";
+  if (!x || a->getName() != b->getName())
+    return "'" + b->getName().getStringRef().str() + "' after '" +
+           a->getName().getStringRef().str() + "': one kind of collective a bucket";
+  if (std::get<0>(*x) != std::get<0>(*y) || std::get<1>(*x) != std::get<1>(*y))
+    return "another mesh or other mesh axes than the bucket's first collective";
+  if (std::get<2>(*x) != std::get<2>(*y))
+    return "another reduction than the bucket's first collective";
+  if (getElementTypeOrSelf(a->getOperand(0)) != getElementTypeOrSelf(b->getOperand(0)))
+    return "another element type than the bucket's first collective";
+  return "";
+}
+
+LogicalResult BucketOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body has ") << body.getNumArguments() << " arguments for "
+                                    << getInputs().size() << " inputs";
+  for (auto [arg, input] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != input.getType())
+      return emitOpError("body argument type ")
+             << arg.getType() << " differs from its input's " << input.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end in graph.yield");
+  if (getInputs().empty() || getOutputs().size() != getInputs().size())
+    return emitOpError("has ") << getInputs().size() << " inputs and "
+                               << getOutputs().size() << " results: one of each a member";
+  if (yield.getValues().getTypes() != getOutputs().getTypes())
+    return emitOpError("yields ") << yield.getValues().getTypes() << " but the results are "
+                                  << getOutputs().getTypes();
+  Operation *first = nullptr;
+  for (auto [i, op] : llvm::enumerate(body.without_terminator())) {
+    if (i >= getInputs().size() || op.getNumOperands() != 1 ||
+        op.getOperand(0) != body.getArgument(unsigned(i)) ||
+        yield.getValues()[i] != op.getResult(0))
+      return op.emitOpError("member ") << i << " of graph.bucket must read argument " << i
+                                       << " and be yielded as result " << i;
+    std::string why = bucketMismatch(first ? first : &op, &op);
+    if (!why.empty())
+      return op.emitOpError("cannot be in this graph.bucket: ") << why;
+    first = first ? first : &op;
+  }
+  if (body.getOperations().size() != getInputs().size() + 1)
+    return emitOpError("has ") << getInputs().size() << " inputs but "
+                               << body.getOperations().size() - 1 << " collectives";
   return success();
 }
 

@@ -57,6 +57,12 @@ struct ShardingRule {
 
 namespace dtc::graph {
 
+/// Why the mesh collective `b` cannot share a graph.bucket with `a`
+/// (empty when it can): a bucket is one message, so its members are of one
+/// kind (all_reduce, all_gather or reduce_scatter), on one mesh, over the
+/// same axes with the same reduction, in one element type.
+std::string bucketMismatch(mlir::Operation *a, mlir::Operation *b);
+
 /// Marker trait of elementwise ops (Graph_Elementwise in GraphOps.td).
 template <typename ConcreteType>
 class GraphElementwise : public mlir::OpTrait::TraitBase<ConcreteType, GraphElementwise> {};

@@ -786,8 +786,28 @@ def Graph_FusedOp : Graph_Op<"fused", [IsolatedFromAbove, SingleBlock]> {
   let hasVerifier = 1;
 }
 
-def Graph_YieldOp : Op<Graph_Dialect, "yield", [Pure, Terminator, HasParent<"FusedOp">]> {
-  let summary = "The results of a graph.fused body";
+def Graph_BucketOp : Op<Graph_Dialect, "bucket", [IsolatedFromAbove, SingleBlock]> {
+  let summary = "Collectives of one kind over one group, sent as one message";
+  let description = [{
+    The body holds one mesh collective (all_reduce, all_gather or
+    reduce_scatter) for each block argument, which stands for the input of
+    the same position: all of one kind, on one mesh, over the same axes
+    with the same reduction and element type (each may gather or scatter
+    along its own dim); `graph.yield` gives their results in that order.
+    The runtime sends the members as one message, paying a collective's
+    start-up once (PyTorch DDP's gradient buckets, and FSDP's flattened
+    parameters, for the same reason). Made by `dtc-bucket-collectives`.
+  }];
+  let arguments = (ins Variadic<Graph_Tensor>:$inputs);
+  let results = (outs Variadic<Graph_Tensor>:$outputs);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results) $body";
+  let hasVerifier = 1;
+}
+
+def Graph_YieldOp : Op<Graph_Dialect, "yield",
+                       [Pure, Terminator, ParentOneOf<["FusedOp", "BucketOp"]>]> {
+  let summary = "The results of a graph.fused or graph.bucket body";
   let arguments = (ins Variadic<Graph_Tensor>:$values);
   let assemblyFormat = "$values attr-dict `:` type($values)";
 }

@@ -370,8 +370,8 @@ public:
         const CudaContext *on = contextOf(wanted, error);
         if (!on)
           return nullptr;
-        if (auto kernel = makeNcclKernel(*on, *nccl_, it->second, inst.collective(), inputs[0],
-                                         outputs[0], why)) {
+        if (auto kernel = makeNcclKernel(*on, *nccl_, it->second, inst.collective(), inputs,
+                                         outputs, why)) {
           stream = wanted;
           return kernel;
         }

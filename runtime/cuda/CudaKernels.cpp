@@ -217,44 +217,68 @@ private:
 
 class NcclKernel final : public cpu::Kernel {
 public:
+  /// Elements in and out of each member (two or more: a bucket, its
+  /// members' calls grouped, which NCCL launches as one).
+  struct Member {
+    size_t inCount, outCount;
+  };
+
   NcclKernel(const CudaContext &context, const NcclApi &nccl, ncclComm_t comm,
-             plan::CollectiveKind kind, ncclRedOp_t op, ncclDataType_t type, size_t inCount,
-             size_t outCount, size_t elementBytes)
+             plan::CollectiveKind kind, ncclRedOp_t op, ncclDataType_t type,
+             std::vector<Member> members, size_t elementBytes)
       : context_(context), nccl_(nccl), comm_(comm), kind_(kind), op_(op), type_(type),
-        inCount_(inCount), outCount_(outCount), elementBytes_(elementBytes) {}
+        members_(std::move(members)), elementBytes_(elementBytes),
+        scratch_(members_.size(), 0) {}
   ~NcclKernel() override {
-    if (scratch_)
-      context_.driver->cuMemFree(scratch_);
+    for (CUdeviceptr s : scratch_)
+      if (s)
+        context_.driver->cuMemFree(s);
   }
 
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
-    const void *in = inputs[0];
-    void *out = outputs[0];
+    bool grouped = members_.size() > 1;
+    if (grouped && !check(nccl_, nccl_.ncclGroupStart(), "ncclGroupStart", error))
+      return false;
+    bool ok = true;
+    for (size_t m = 0; ok && m < members_.size(); ++m)
+      ok = runMember(m, inputs[m], outputs[m], error);
+    // A group started is ended, whatever a member said.
+    std::string ended;
+    if (grouped && !check(nccl_, nccl_.ncclGroupEnd(), "ncclGroupEnd", ended)) {
+      if (ok)
+        error = ended;
+      return false;
+    }
+    return ok;
+  }
+
+private:
+  bool runMember(size_t m, const void *in, void *out, std::string &error) {
     const char *a = static_cast<const char *>(in), *b = static_cast<const char *>(out);
-    size_t inBytes = inCount_ * elementBytes_, outBytes = outCount_ * elementBytes_;
+    size_t inCount = members_[m].inCount, outCount = members_[m].outCount;
+    size_t inBytes = inCount * elementBytes_, outBytes = outCount * elementBytes_;
     // NCCL takes an all-gather's or reduce-scatter's buffers apart, or
     // exactly in place; other overlaps go through a copy of the input.
     if (kind_ != plan::ALL_REDUCE && a < b + outBytes && b < a + inBytes) {
       const DriverApi &api = *context_.driver;
-      if (!scratch_ && !check(api, api.cuMemAlloc(&scratch_, inBytes), "cuMemAlloc", error))
+      if (!scratch_[m] && !check(api, api.cuMemAlloc(&scratch_[m], inBytes), "cuMemAlloc", error))
         return false;
-      if (!check(api, api.cuMemcpyDtoDAsync(scratch_, address(in), inBytes, context_.stream),
+      if (!check(api, api.cuMemcpyDtoDAsync(scratch_[m], address(in), inBytes, context_.stream),
                  "copying a collective's input", error))
         return false;
-      in = reinterpret_cast<const void *>(uintptr_t(scratch_));
+      in = reinterpret_cast<const void *>(uintptr_t(scratch_[m]));
     }
     cudaStream_t stream = context_.stream;
     switch (kind_) {
     case plan::ALL_REDUCE:
-      return check(nccl_, nccl_.ncclAllReduce(in, out, inCount_, type_, op_, comm_, stream),
+      return check(nccl_, nccl_.ncclAllReduce(in, out, inCount, type_, op_, comm_, stream),
                    "ncclAllReduce", error);
     case plan::ALL_GATHER:
-      return check(nccl_, nccl_.ncclAllGather(in, out, inCount_, type_, comm_, stream),
+      return check(nccl_, nccl_.ncclAllGather(in, out, inCount, type_, comm_, stream),
                    "ncclAllGather", error);
     default:
-      return check(nccl_,
-                   nccl_.ncclReduceScatter(in, out, outCount_, type_, op_, comm_, stream),
+      return check(nccl_, nccl_.ncclReduceScatter(in, out, outCount, type_, op_, comm_, stream),
                    "ncclReduceScatter", error);
     }
   }
@@ -266,8 +290,9 @@ private:
   plan::CollectiveKind kind_;
   ncclRedOp_t op_;
   ncclDataType_t type_;
-  size_t inCount_, outCount_, elementBytes_;
-  CUdeviceptr scratch_ = 0;
+  std::vector<Member> members_;
+  size_t elementBytes_;
+  std::vector<CUdeviceptr> scratch_; // a member's input copy, where it overlaps its output
 };
 
 class HostStagedKernel final : public cpu::Kernel {
@@ -418,20 +443,28 @@ std::unique_ptr<cpu::Kernel> makeGemmKernel(const CudaContext &context,
 
 std::unique_ptr<cpu::Kernel> makeNcclKernel(const CudaContext &context, const NcclApi &nccl,
                                             ncclComm_t comm, const plan::Collective &collective,
-                                            const plan::TensorType &input,
-                                            const plan::TensorType &output, std::string &why) {
+                                            const std::vector<plan::TensorType> &inputs,
+                                            const std::vector<plan::TensorType> &outputs,
+                                            std::string &why) {
   plan::CollectiveKind kind = collective.kind();
+  const plan::TensorType &input = inputs.front();
   if (kind != plan::ALL_REDUCE && kind != plan::ALL_GATHER && kind != plan::REDUCE_SCATTER) {
     why = plan::CollectiveKind_Name(kind) + " goes through MPI";
     return nullptr;
   }
-  if (kind != plan::ALL_REDUCE) {
+  std::vector<NcclKernel::Member> members;
+  for (size_t m = 0; m < inputs.size(); ++m) {
+    members.push_back({size_t(elementCount(inputs[m])), size_t(elementCount(outputs[m]))});
+    if (kind == plan::ALL_REDUCE)
+      continue;
     // NCCL's blocks in group-rank order are the plan's parts when the axes
     // are listed sorted and no dim comes before the split one.
+    int64_t axis = collective.member_axes_size() ? collective.member_axes(int(m))
+                                                 : collective.axis();
     bool sorted = std::is_sorted(collective.mesh_axes().begin(), collective.mesh_axes().end());
     int64_t outer = 1;
-    for (int64_t d = 0; d < collective.axis(); ++d)
-      outer *= input.shape(int(d));
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= inputs[m].shape(int(d));
     if (!sorted || outer != 1) {
       why = plan::CollectiveKind_Name(kind) + " along an inner dim goes through MPI";
       return nullptr;
@@ -453,8 +486,7 @@ std::unique_ptr<cpu::Kernel> makeNcclKernel(const CudaContext &context, const Nc
   ncclRedOp_t op = collective.reduction() == plan::REDUCE_MAX   ? ncclMax
                    : collective.reduction() == plan::REDUCE_MIN ? ncclMin
                                                                 : ncclSum;
-  return std::make_unique<NcclKernel>(context, nccl, comm, kind, op, type,
-                                      size_t(elementCount(input)), size_t(elementCount(output)),
+  return std::make_unique<NcclKernel>(context, nccl, comm, kind, op, type, std::move(members),
                                       size_t(dtypeBytes(input.dtype())));
 }
 

@@ -93,11 +93,14 @@ std::unique_ptr<cpu::Kernel> makeAttentionKernel(const CudaContext &context,
 /// `size`, ranked row-major over the group's mesh axes sorted): all-reduces,
 /// and all-gathers and reduce-scatters along a leading dim over axes
 /// listed in order (NCCL's blocks are then the plan's parts); null with
-/// `why` otherwise (the MPI kernel on host copies takes those).
+/// `why` otherwise (the MPI kernel on host copies takes those). A
+/// bucket's members (an input and an output each) are grouped calls, one
+/// launch.
 std::unique_ptr<cpu::Kernel> makeNcclKernel(const CudaContext &context, const NcclApi &nccl,
                                             ncclComm_t comm, const plan::Collective &collective,
-                                            const plan::TensorType &input,
-                                            const plan::TensorType &output, std::string &why);
+                                            const std::vector<plan::TensorType> &inputs,
+                                            const std::vector<plan::TensorType> &outputs,
+                                            std::string &why);
 
 /// `host` (a CPU kernel) run on host copies: the inputs (and outputs, which
 /// a kernel may read) brought over when the stream is idle, the outputs

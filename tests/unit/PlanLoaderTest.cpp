@@ -554,6 +554,55 @@ TEST(PlanLoader, AcceptsCollectiveOfEveryKind) {
   EXPECT_TRUE(contains(errorOf(b.plan), "bools have no sum"));
 }
 
+TEST(PlanLoader, ChecksBuckets) {
+  // Two all-gathers as one message, the second along dim 1.
+  auto bucket = [](SpmdPlanBuilder &b) {
+    uint32_t x = b.input("x", plan::F32, {8, 6}, {{0, 1}, {}});
+    uint32_t y = b.input("y", plan::F32, {4, 8}, {{}, {0, 1}});
+    uint32_t gx = b.buffer(plan::F32, {8, 6}), gy = b.buffer(plan::F32, {4, 8});
+    b.bucket(plan::ALL_GATHER, {0, 1}, {x, y}, {gx, gy}, {0, 1});
+    b.output(gx, "gx");
+    return b.program->mutable_instructions(0);
+  };
+  std::string error;
+  SpmdPlanBuilder ok({2, 2});
+  bucket(ok);
+  EXPECT_TRUE(validatePlan(ok.plan, error)) << error;
+  auto broken = [&](const std::function<void(SpmdPlanBuilder &, plan::Instruction &)> &change) {
+    SpmdPlanBuilder b({2, 2});
+    change(b, *bucket(b));
+    return errorOf(b.plan);
+  };
+  EXPECT_TRUE(contains(broken([](SpmdPlanBuilder &, plan::Instruction &i) {
+                         i.mutable_collective()->clear_member_axes();
+                       }),
+                       "ALL_GATHER over mesh axes {0,1} (4 ranks): 0 member axes for 2 inputs "
+                       "(one a member)"));
+  EXPECT_TRUE(contains(broken([](SpmdPlanBuilder &, plan::Instruction &i) {
+                         i.mutable_collective()->set_member_axes(1, 0);
+                       }),
+                       "member 1 along dim 0: input f32[4,2], output f32[4,8]"));
+  EXPECT_TRUE(contains(broken([](SpmdPlanBuilder &, plan::Instruction &i) {
+                         i.mutable_collective()->set_kind(plan::ALL_TO_ALL);
+                       }),
+                       "a bucket of 2 collectives must be all-reduces, all-gathers or "
+                       "reduce-scatters"));
+  EXPECT_TRUE(contains(broken([](SpmdPlanBuilder &, plan::Instruction &i) {
+                         i.clear_outputs();
+                         i.add_outputs(2);
+                       }),
+                       "instruction 0"));
+  EXPECT_TRUE(contains(broken([](SpmdPlanBuilder &b, plan::Instruction &) {
+                         b.program->mutable_buffers(1)->mutable_type()->set_dtype(plan::BF16);
+                       }),
+                       "a bucket's members share one dtype"));
+  // Member 1's output over member 0's input: both move at once.
+  EXPECT_TRUE(contains(broken([](SpmdPlanBuilder &b, plan::Instruction &) {
+                         b.program->mutable_buffers(3)->set_offset(b.program->buffers(0).offset());
+                       }),
+                       "a bucket's output 1 shares bytes with its input 0"));
+}
+
 TEST(PlanLoader, AcceptsUpdateOfShardedParameter) {
   // The rank's update is the parameter's part; the graph's output is whole.
   SpmdPlanBuilder b({2, 2});

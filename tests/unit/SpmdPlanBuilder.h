@@ -134,6 +134,23 @@ public:
     return *c;
   }
 
+  /// A bucket: `inputs[i]` to `outputs[i]` in one message, member i
+  /// along `memberAxes[i]` (none for all-reduces).
+  plan::Collective &bucket(plan::CollectiveKind kind, const std::vector<uint32_t> &axes,
+                           const std::vector<uint32_t> &inputs,
+                           const std::vector<uint32_t> &outputs,
+                           const std::vector<int64_t> &memberAxes = {}) {
+    plan::Collective &c = collective(kind, axes, inputs[0], outputs[0]);
+    plan::Instruction &inst = *program->mutable_instructions(program->instructions_size() - 1);
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      inst.add_inputs(inputs[i]);
+      inst.add_outputs(outputs[i]);
+    }
+    for (int64_t a : memberAxes)
+      c.add_member_axes(a);
+    return c;
+  }
+
   /// Graph output `name`: buffer `id`, of the type `whole` (the buffer's
   /// when not given).
   void output(uint32_t id, const std::string &name, const plan::TensorType *whole = nullptr) {

@@ -292,6 +292,14 @@ void addParallelOptions(OptionParser &parser, ParallelOptions &p, ParallelFlags 
     p.memoryLimit = *bytes;
     return "";
   });
+  parser.value("--bucket", [&p](const std::string &v) -> std::string {
+    std::optional<double> bytes = plan::parseByteSize(v);
+    if (!bytes || *bytes < 0 || *bytes > 1e15)
+      return "--bucket needs a size like 25MiB (0: each collective on its own), got '" + v +
+             "'";
+    p.bucketBytes = int64_t(*bytes);
+    return "";
+  });
   parser.text("--preset", flags.preset);
   parser.text("--cluster", flags.file);
 }

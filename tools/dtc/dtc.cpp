@@ -119,6 +119,9 @@ commands:
               the device (default), or where forward FLOPs even out
           --memory-limit SIZE   per device, like 40GiB (default: the
               cluster's device memory)
+          --bucket SIZE   collectives of one group (gradient reductions,
+              weight gathers) sent together, up to SIZE of input a message
+              (default 25MiB; 0: each on its own)
           --preset cpu-local|a100-80g|h100-sxm | --cluster FILE.json
               the cluster the plan is costed on (default cpu-local)
 

@@ -613,3 +613,31 @@ func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>) {
   %y = graph.matmul_bias %x, %w, %b, %x {activation = "relu"} : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+mesh.mesh @mesh(shape = 2)
+func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) {
+  %0:2 = graph.bucket %a, %b : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<8xf32>) {
+  ^bb0(%x: tensor<4xf32>, %y: tensor<4xf32>):
+    %r = mesh.all_reduce %x on @mesh mesh_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+    // expected-error @below {{'mesh.all_gather' op cannot be in this graph.bucket: 'mesh.all_gather' after 'mesh.all_reduce': one kind of collective a bucket}}
+    %g = mesh.all_gather %y on @mesh mesh_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
+    graph.yield %r, %g : tensor<4xf32>, tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+mesh.mesh @mesh(shape = 2)
+func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) {
+  %0:2 = graph.bucket %a, %b : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%x: tensor<4xf32>, %y: tensor<4xf32>):
+    // expected-error @below {{'mesh.all_reduce' op member 0 of graph.bucket must read argument 0 and be yielded as result 0}}
+    %r = mesh.all_reduce %y on @mesh mesh_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+    %s = mesh.all_reduce %x on @mesh mesh_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+    graph.yield %r, %s : tensor<4xf32>, tensor<4xf32>
+  }
+  return
+}
