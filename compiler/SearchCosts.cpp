@@ -41,6 +41,28 @@ const cost::Link &Search::link(ArrayRef<int16_t> axes) const {
   return group.withinNode ? options_.cluster.intraNode : options_.cluster.interNode;
 }
 
+bool Search::bucketed(Value v) const {
+  Operation *def = v.getDefiningOp();
+  return options_.buckets && def && def->hasAttr(attr::kWeightGradient);
+}
+
+double Search::stagingSeconds(Value v, double in, double out) const {
+  const cost::Device &device = options_.cluster.device;
+  if (!bucketed(v) || !device.packsStridedParts)
+    return 0;
+  return device.streamSeconds(2 * (in + out)) / device.memoryEfficiency;
+}
+
+cost::Link Search::linkFor(Value v, ArrayRef<int16_t> axes) const {
+  cost::Link l = link(axes);
+  if (!bucketed(v))
+    return l;
+  l.latency = 0;
+  for (cost::Protocol &p : l.protocols)
+    p.latency = 0;
+  return l;
+}
+
 double Search::copySeconds(double bytes) const {
   plan::Cost c;
   c.set_bytes(bytes);
@@ -67,7 +89,9 @@ double Search::reshardSeconds(Value v, const Sharding &have, const Sharding &wan
     if (!scattered)
       seconds += cost::collectiveSeconds(cost::Collective::AllGather, cost::Algorithm::Ring,
                                          axesSize(partial), localBytes(v, current),
-                                         link(partial));
+                                         linkFor(v, partial)) +
+                 stagingSeconds(v, localBytes(v, current) / double(axesSize(partial)),
+                                localBytes(v, current));
   }
   if (current == want)
     return seconds;
@@ -85,7 +109,7 @@ double Search::reshardSeconds(Value v, const Sharding &have, const Sharding &wan
       if (target) {
         Sharding before = current;
         seconds += cost::collectiveSeconds(cost::Collective::AllToAll, cost::Algorithm::Ring,
-                                           ranks, localBytes(v, current), link(axes));
+                                           ranks, localBytes(v, current), linkFor(v, axes));
         current.dims[*target] = axes;
         current.dims[d].clear();
         // Split along the target dim on the way out, joined along d.
@@ -96,7 +120,7 @@ double Search::reshardSeconds(Value v, const Sharding &have, const Sharding &wan
       Sharding before = current;
       current.dims[d].clear();
       seconds += cost::collectiveSeconds(cost::Collective::AllGather, cost::Algorithm::Ring,
-                                         ranks, localBytes(v, current), link(axes)) +
+                                         ranks, localBytes(v, current), linkFor(v, axes)) +
                  relayoutSeconds(plan::ALL_GATHER, int64_t(d), 0, v, before, current);
     }
   for (size_t d = 0; d < current.dims.size(); ++d)
@@ -121,8 +145,10 @@ double Search::unfusedSeconds(const Node &reader, size_t operand, Value v, const
 }
 
 double Search::partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> partial) const {
+  double bytes = localBytes(v, have);
   return cost::collectiveSeconds(cost::Collective::ReduceScatter, cost::Algorithm::Ring,
-                                 axesSize(partial), localBytes(v, have), link(partial));
+                                 axesSize(partial), bytes, linkFor(v, partial)) +
+         stagingSeconds(v, bytes, bytes / double(axesSize(partial)));
 }
 
 double Search::undeferredSeconds(const Node &node, const Strategy &s) const {

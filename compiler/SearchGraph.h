@@ -199,6 +199,18 @@ private:
                          const Sharding &from, const Sharding &to) const;
 
   const cost::Link &link(ArrayRef<int16_t> axes) const;
+  /// The link `axes` cross as `v`'s collectives use it: a weight
+  /// gradient's reductions go in buckets (SearchOptions::buckets), their
+  /// start-up amortised to nothing. (A weight's gathers are bucketed too,
+  /// but priced on their own: gathered together they live together, which
+  /// the search's memory does not count.)
+  cost::Link linkFor(Value v, ArrayRef<int16_t> axes) const;
+  /// Whether `v` is a weight gradient whose reductions go in buckets.
+  bool bucketed(Value v) const;
+  /// A bucketed collective of `v` from `in` to `out` local bytes: staged
+  /// through the bucket's buffer each way where the device packs parts (the
+  /// CPU runtime; cost::collectiveInstructionSeconds), else nothing.
+  double stagingSeconds(Value v, double in, double out) const;
 
   double copySeconds(double bytes) const;
 

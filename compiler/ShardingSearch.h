@@ -75,6 +75,10 @@ struct SearchOptions {
   /// Only plans predicted cheaper than this are wanted: the search fails
   /// (quietly worse, not out of memory) when none is.
   double costBelow = std::numeric_limits<double>::infinity();
+  /// Weight gradients' reductions go in buckets (--bucket above 0,
+  /// dtc-bucket-collectives): priced by their bytes, their start-up paid
+  /// once for many.
+  bool buckets = true;
 };
 
 struct SearchResult {

@@ -319,6 +319,7 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
     search.searchMeshShape = options->searchMeshShape;
     search.cluster = *options->cluster;
     search.memoryLimit = options->memoryLimitOn(*options->cluster);
+    search.buckets = options->bucketBytes > 0;
     if (options->pipelineStages == 0 && options->searchMeshShape && search.training) {
       FailureOr<PipelineSearchResult> chosen = searchPipelineStages(module, *options, search);
       if (failed(chosen))

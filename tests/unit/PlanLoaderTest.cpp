@@ -594,6 +594,7 @@ TEST(PlanLoader, ChecksBuckets) {
                        "instruction 0"));
   EXPECT_TRUE(contains(broken([](SpmdPlanBuilder &b, plan::Instruction &) {
                          b.program->mutable_buffers(1)->mutable_type()->set_dtype(plan::BF16);
+                         b.plan.mutable_inputs(1)->mutable_type()->set_dtype(plan::BF16);
                        }),
                        "a bucket's members share one dtype"));
   // Member 1's output over member 0's input: both move at once.
