@@ -9,17 +9,22 @@
 //   - a collective joins the open bucket of its kind while the bucket's
 //     inputs stay under the byte limit;
 //   - an op that reads an open bucket's member (or an op deferred behind
-//     it) is deferred behind the bucket, keeping its order;
+//     it) is deferred behind the bucket, keeping its order, when it leads
+//     nowhere but the step's results (an optimizer's update, a gradient's
+//     accumulation); any other reader sends the bucket first;
 //   - any other op keeps its place: the bucket is sent where its last
 //     member was.
 //
-// A bucket closes at its byte limit, at a send or receive, at the end of
-// its part of the step, or when an op must follow two buckets at once;
-// its deferred ops then run again through the walk.
+// A bucket closes at its byte limit, with the last collective of its kind,
+// at a send or receive, at the end of its part of the step, at a reader
+// that cannot wait, or when an op must follow two buckets at once; its
+// deferred ops then run again through the walk. Nothing but a bucket's
+// members moves earlier than a reader the step goes on with.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/BufferLiveness.h"
 #include "compiler/CompileNotes.h"
+#include "compiler/ElementwiseGroups.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -84,6 +89,16 @@ bool bucketable(Operation *op) {
   return ranks > 1;
 }
 
+/// Whether `a` and `b` may share a bucket: one message, in one part of
+/// the step, and both a weight gradient's reduction (which nothing reads
+/// before the optimizer) or neither (an activation's, which the next op
+/// may wait for: bucketed with gradients, it would wait for them too).
+bool sameKind(Operation *a, Operation *b) {
+  return partOf(a) == partOf(b) &&
+         a->hasAttr(attr::kGradientReduction) == b->hasAttr(attr::kGradientReduction) &&
+         graph::bucketMismatch(a, b).empty();
+}
+
 struct Bucket {
   SmallVector<Operation *> members;
   int64_t bytes = 0;
@@ -121,7 +136,7 @@ public:
     SmallVector<Kind> kinds;
     auto kindOf = [&](Operation *op) -> Kind & {
       for (Kind &kind : kinds)
-        if (partOf(kind.first) == partOf(op) && graph::bucketMismatch(kind.first, op).empty())
+        if (sameKind(kind.first, op))
           return kind;
       return kinds.emplace_back(Kind{op});
     };
@@ -134,6 +149,16 @@ public:
       constexpr int64_t kSmall = 1 << 20;
       return std::min<int64_t>(bytes, std::max<int64_t>(kSmall, kindOf(op).bytes / 4));
     };
+    // Elementwise ops (and views) whose results reach only the step's
+    // results through more of them: an optimizer's updates, a gradient's
+    // accumulation. These may wait behind a bucket.
+    llvm::DenseSet<Operation *> late;
+    for (Operation &op : llvm::reverse(block.without_terminator()))
+      if ((isa<graph::FusedOp>(op) || isElementwise(&op) || isViewOp(&op)) &&
+          llvm::all_of(op.getUsers(), [&](Operation *user) {
+            return user == terminator || late.contains(user);
+          }))
+        late.insert(&op);
     SmallVector<Operation *> order;
     SmallVector<std::unique_ptr<Bucket>> open;
     int64_t buckets = 0, members = 0;
@@ -199,6 +224,14 @@ public:
         continue;
       }
       if (behind.size() == 1) {
+        // Only what leads nowhere but the step's results (an optimizer's
+        // update, an accumulation) waits for the bucket; anything else the
+        // step goes on with sends it first.
+        if (!late.contains(op)) {
+          queue.push_front(op);
+          close(behind);
+          continue;
+        }
         behind.front()->deferred.push_back(op);
         for (Value result : op->getResults())
           behind.front()->after.insert(result);
@@ -219,13 +252,26 @@ public:
         }
       }
       if (!bucketable(op)) {
+        // An activation's collectives share a message only side by side:
+        // one the step waits for is not held back for a later one.
+        if (!placed) {
+          SmallVector<Bucket *> waiting;
+          for (auto &b : open)
+            if (!b->members.front()->hasAttr(attr::kGradientReduction))
+              waiting.push_back(b.get());
+          if (!waiting.empty()) {
+            queue.push_front(op);
+            close(waiting);
+            continue;
+          }
+        }
         order.push_back(op);
         continue;
       }
       int64_t size = tensorBytes(op->getOperand(0)), limit = limitOf(op);
       Bucket *same = nullptr;
       for (auto &b : open)
-        if (graph::bucketMismatch(b->members.front(), op).empty())
+        if (sameKind(b->members.front(), op))
           same = b.get();
       if (same && same->bytes + size > limit) {
         queue.push_front(op);

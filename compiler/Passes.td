@@ -624,14 +624,16 @@ def BucketCollectives : Pass<"dtc-bucket-collectives", "mlir::func::FuncOp"> {
     Walking the scheduled ops, all_reduce, all_gather and reduce_scatter
     ops that could share a message (graph::bucketMismatch) and run in the
     same part of the step are gathered into one graph.bucket, up to
-    `bytes` of input a bucket: a collective's start-up (a ring's p - 1
-    latencies) is then paid once for the bucket, not once a tensor. A
-    bucket is sent where its last member was; the ops that read an earlier
-    member (and what reads them) move after it, in their order, and every
-    other op keeps its place, so a bucket delays a collective by at most
-    the ops that make the rest of its bucket. A bucket closes at its byte
-    limit, at a send or receive, at the part's end, or when an op that
-    does not read it must run after it. Left alone: collectives between
+    `bytes` of input a bucket (at most a quarter of its kind's bytes in
+    the part, where that is over 1 MiB): a collective's start-up (a ring's
+    p - 1 latencies) is then paid once for the bucket, not once a tensor.
+    A bucket is sent where its last member was. The ops that read an
+    earlier member move after it, in their order, when they lead nowhere
+    but the step's results (an optimizer's updates, a gradient's
+    accumulation); any other reader sends the bucket first, and every
+    other op keeps its place. A bucket closes at its byte limit, with the
+    last collective of its kind, at a send or receive, at the part's end,
+    or at a reader that cannot wait. Left alone: collectives between
     pipeline stages or a stage's replicas (each stage's program buckets
     its own), all-reduces of a gradient accumulator in the once-per-step
     part (they run early, during the last micro-batch's backward:

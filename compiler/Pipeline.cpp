@@ -358,6 +358,7 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
   // compile time, and a limit lowered by the workspace rarely changes the
   // count. The first search's note says what it compared.
   std::string stagesNote, bucketsNote;
+  bool bucketsDropped = false; // the first plan over the limit compiled without buckets
   std::optional<CompileOptions> unpinned;
   // The step (with `o`'s micro-batches) of `model`: built once for each
   // search (under a lower limit, or with the stage count kept) to split a
@@ -517,18 +518,6 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
                           " searches)");
       return work;
     }
-    // A bucket keeps its members' inputs until it is sent: over the limit
-    // with buckets, the plan is compiled again without them first.
-    bool bucketed = false;
-    work->walk([&](graph::BucketOp) { bucketed = true; });
-    if (bucketed) {
-      bucketsNote = "buckets: none (--bucket 0): with them the plan needs " +
-                    plan::formatBytes(arena) + ", more than the " +
-                    plan::formatBytes(int64_t(limit));
-      attempt.parallel.bucketBytes = 0;
-      --tries;
-      continue;
-    }
     int64_t persistent = intAttrOf(main, attr::kParameterBytes);
     if (tries == 1)
       firstArena = arena;
@@ -538,6 +527,24 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
     double uncounted = double(arena - intAttrOf(main, attr::kSearchedBytes));
     double lowered = std::min(searchLimit - (double(arena) - limit), limit - uncounted) -
                      0.01 * uncounted;
+    // A bucket keeps its members' inputs until it is sent: over the limit,
+    // the same split is compiled once without buckets; when that does not
+    // fit either, the search goes on with them.
+    bool bucketed = false;
+    work->walk([&](graph::BucketOp) { bucketed = true; });
+    if (bucketed && !bucketsDropped) {
+      bucketsNote = "buckets: none (--bucket 0): with them the plan needs " +
+                    plan::formatBytes(arena) + ", more than the " +
+                    plan::formatBytes(int64_t(limit));
+      bucketsDropped = true;
+      attempt.parallel.bucketBytes = 0;
+      --tries;
+      continue;
+    }
+    if (bucketsDropped && attempt.parallel.bucketBytes == 0) {
+      attempt.parallel.bucketBytes = options.parallel.bucketBytes;
+      bucketsNote.clear();
+    }
     if (!searched || tries == kTries || lowered <= 0) {
       outOfMemory = double(persistent) < limit; // else no recomputation helps
       bool recomputed = options.training && options.training->recompute == "full";
@@ -643,8 +650,35 @@ FailureOr<OwningOpRef<ModuleOp>> compileFittingChecked(ModuleOp module,
                                                        const cost::Cluster &cluster,
                                                        double limit, bool &outOfMemory,
                                                        bool *recomputedNothing = nullptr) {
-  FailureOr<OwningOpRef<ModuleOp>> first =
-      compileFitting(module, options, cluster, limit, outOfMemory, recomputedNothing);
+  // The search prices weight gradients' reductions as bucketed; where its
+  // plans do not fit, the compile without buckets (priced one by one) may
+  // find one that does.
+  FailureOr<OwningOpRef<ModuleOp>> first = failure();
+  {
+    std::vector<Diagnostic> held;
+    std::optional<ThreadDiagnosticHandler> hold;
+    if (options.parallel.bucketBytes > 0)
+      hold.emplace(module.getContext(), [&](Diagnostic &d) {
+        held.push_back(std::move(d));
+        return success();
+      });
+    first = compileFitting(module, options, cluster, limit, outOfMemory, recomputedNothing);
+    hold.reset();
+    bool retry = failed(first) && outOfMemory && options.parallel.bucketBytes > 0 &&
+                 !(recomputedNothing && *recomputedNothing);
+    if (retry) {
+      CompileOptions unbucketed = options;
+      unbucketed.parallel.bucketBytes = 0;
+      first = compileFitting(module, unbucketed, cluster, limit, outOfMemory, recomputedNothing);
+      if (succeeded(first))
+        addNote(programFunctions(**first).front(),
+                "buckets: none (--bucket 0): with them no plan the search found fits " +
+                    plan::formatBytes(int64_t(limit)));
+    } else {
+      for (Diagnostic &d : held)
+        module.getContext()->getDiagEngine().emit(std::move(d));
+    }
+  }
   auto replicated = [](ModuleOp m) {
     auto pipeline = m->getAttrOfType<DictionaryAttr>(attr::kPipeline);
     return pipeline && pipeline.get("replicas");

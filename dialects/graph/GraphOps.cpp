@@ -172,24 +172,36 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
-LogicalResult FusedOp::verify() {
-  Block &body = getBody().front();
-  if (body.getNumArguments() != getInputs().size())
-    return emitOpError("body has ") << body.getNumArguments() << " arguments for "
-                                    << getInputs().size() << " inputs";
-  for (auto [arg, input] : llvm::zip(body.getArguments(), getInputs()))
+namespace {
+
+/// The body of a graph.fused or graph.bucket: an argument of its input's
+/// type for each input, ending in graph.yield of the results' types.
+LogicalResult verifyYieldingBody(Operation *op, Block &body, ValueRange inputs,
+                                 TypeRange results) {
+  if (body.getNumArguments() != inputs.size())
+    return op->emitOpError("body has ")
+           << body.getNumArguments() << " arguments for " << inputs.size() << " inputs";
+  for (auto [arg, input] : llvm::zip(body.getArguments(), inputs))
     if (arg.getType() != input.getType())
-      return emitOpError("body argument type ") << arg.getType()
-                                                << " differs from its input's "
-                                                << input.getType();
+      return op->emitOpError("body argument type ")
+             << arg.getType() << " differs from its input's " << input.getType();
   auto yield = dyn_cast<YieldOp>(body.getTerminator());
   if (!yield)
-    return emitOpError("body must end in graph.yield");
+    return op->emitOpError("body must end in graph.yield");
+  if (yield.getValues().getTypes() != results)
+    return op->emitOpError("yields ")
+           << yield.getValues().getTypes() << " but the results are " << results;
+  return success();
+}
+
+} // namespace
+
+LogicalResult FusedOp::verify() {
+  Block &body = getBody().front();
   if (getOutputs().empty())
     return emitOpError("has no results");
-  if (yield.getValues().getTypes() != getOutputs().getTypes())
-    return emitOpError("yields ") << yield.getValues().getTypes() << " but the results are "
-                                  << getOutputs().getTypes();
+  if (failed(verifyYieldingBody(*this, body, getInputs(), getOutputs().getTypes())))
+    return failure();
   auto shape = cast<RankedTensorType>(getOutputs()[0].getType()).getShape();
   for (Value output : getOutputs())
     if (cast<RankedTensorType>(output.getType()).getShape() != shape)
@@ -234,22 +246,12 @@ std::string bucketMismatch(Operation *a, Operation *b) {
 
 LogicalResult BucketOp::verify() {
   Block &body = getBody().front();
-  if (body.getNumArguments() != getInputs().size())
-    return emitOpError("body has ") << body.getNumArguments() << " arguments for "
-                                    << getInputs().size() << " inputs";
-  for (auto [arg, input] : llvm::zip(body.getArguments(), getInputs()))
-    if (arg.getType() != input.getType())
-      return emitOpError("body argument type ")
-             << arg.getType() << " differs from its input's " << input.getType();
-  auto yield = dyn_cast<YieldOp>(body.getTerminator());
-  if (!yield)
-    return emitOpError("body must end in graph.yield");
   if (getInputs().empty() || getOutputs().size() != getInputs().size())
     return emitOpError("has ") << getInputs().size() << " inputs and "
                                << getOutputs().size() << " results: one of each a member";
-  if (yield.getValues().getTypes() != getOutputs().getTypes())
-    return emitOpError("yields ") << yield.getValues().getTypes() << " but the results are "
-                                  << getOutputs().getTypes();
+  if (failed(verifyYieldingBody(*this, body, getInputs(), getOutputs().getTypes())))
+    return failure();
+  auto yield = cast<YieldOp>(body.getTerminator());
   Operation *first = nullptr;
   for (auto [i, op] : llvm::enumerate(body.without_terminator())) {
     if (i >= getInputs().size() || op.getNumOperands() != 1 ||

@@ -2,9 +2,9 @@
 // RUN: %dtc-opt %s --dtc-bucket-collectives="bytes=100" | FileCheck %s --check-prefix=SMALL
 // RUN: %dtc-opt %s --dtc-bucket-collectives="bytes=0" | FileCheck %s --check-prefix=OFF
 
-// Collectives of one kind over one group share a message: the three
-// reduce-scatters over axis 0 (each along its own dim) are one bucket, sent
-// where the last of them was; the two all-reduces over axis 1 another. The
+// Gradients' collectives of one kind over one group share a message: the
+// three reduce-scatters over axis 0 (each along its own dim) are one bucket,
+// sent where the last of them was; the two all-reduces over axis 1 another. The
 // op reading the first reduce-scatter's result moves after its bucket; the
 // add, which reads none, keeps its place before it. A bucket is sent when
 // the last collective of its kind joins it.
@@ -17,7 +17,7 @@
 // CHECK-NEXT: mesh.reduce_scatter %[[Z]] on @mesh mesh_axes = [0] scatter_axis = 1
 // CHECK-NEXT: graph.yield
 // CHECK: %[[U:.*]] = graph.mul %[[RS]]#0, %[[RS]]#0
-// CHECK-NEXT: %[[AR:.*]]:2 = graph.bucket %arg2, %arg0
+// CHECK-NEXT: %[[AR:.*]]:2 = graph.bucket %arg2, %arg0 {dtc.gradient_reduction
 // CHECK: mesh.all_reduce {{.*}} mesh_axes = [1]
 // CHECK-NEXT: mesh.all_reduce {{.*}} mesh_axes = [1]
 // CHECK: return %[[RS]]#1, %[[RS]]#2, %[[AR]]#0, %[[AR]]#1, %[[U]]
@@ -42,9 +42,9 @@ func.func @main(%g1: tensor<8x4xf32>, %g2: tensor<4xf32>, %g3: tensor<8x4xf32>) 
   %u1 = graph.mul %r1, %r1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %a = graph.add %g2, %g2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %r2 = mesh.reduce_scatter %a on @mesh mesh_axes = [0] scatter_axis = 0 {dtc.gradient_reduction} : tensor<4xf32> -> tensor<2xf32>
-  %t1 = mesh.all_reduce %g3 on @mesh mesh_axes = [1] : tensor<8x4xf32> -> tensor<8x4xf32>
+  %t1 = mesh.all_reduce %g3 on @mesh mesh_axes = [1] {dtc.gradient_reduction} : tensor<8x4xf32> -> tensor<8x4xf32>
   %r3 = mesh.reduce_scatter %g3 on @mesh mesh_axes = [0] scatter_axis = 1 {dtc.gradient_reduction} : tensor<8x4xf32> -> tensor<8x2xf32>
-  %t2 = mesh.all_reduce %g1 on @mesh mesh_axes = [1] : tensor<8x4xf32> -> tensor<8x4xf32>
+  %t2 = mesh.all_reduce %g1 on @mesh mesh_axes = [1] {dtc.gradient_reduction} : tensor<8x4xf32> -> tensor<8x4xf32>
   return %r2, %r3, %t1, %t2, %u1 : tensor<2xf32>, tensor<8x2xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<4x4xf32>
 }
 

@@ -2,7 +2,9 @@
 
 // What keeps collectives apart: a send (nothing moves across it), the end
 // of the per-micro-batch part, an accumulator's all-reduce once a step
-// (it runs early, in place), and a group of one rank.
+// (it runs early, in place), and a group of one rank. An activation's
+// collectives (no dtc.gradient_reduction) share a message only side by
+// side: the step may wait for the first.
 // PARTS-LABEL: func.func @parts
 // PARTS: graph.bucket %arg0, %arg1
 // PARTS: graph.send
@@ -25,4 +27,16 @@ func.func @parts(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>, %d: te
   %6 = mesh.all_gather %c on @single mesh_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<4xf32>
   %7 = mesh.all_gather %d on @single mesh_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<4xf32>
   return %0, %1, %2, %3, %4, %5, %6, %7 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// PARTS-LABEL: func.func @apart
+// PARTS-NOT: graph.bucket
+// PARTS: mesh.all_gather %arg0
+// PARTS-NEXT: graph.add
+// PARTS-NEXT: mesh.all_gather
+func.func @apart(%a: tensor<4xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %0 = mesh.all_gather %a on @mesh mesh_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
+  %s = graph.add %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = mesh.all_gather %s on @mesh mesh_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
+  return %0, %1 : tensor<8xf32>, tensor<8xf32>
 }
