@@ -47,6 +47,10 @@ public:
   virtual bool zero(char *at, size_t bytes, std::string &error) = 0;
   /// Waits for the work queued so far; false with the first error a kernel hit.
   virtual bool synchronize(std::string &error) = 0;
+  /// Called before the kernels are destroyed: work still in flight (a
+  /// failed step's) is abandoned or finished, so that freeing the kernels'
+  /// memory does not wait on a peer that will never come.
+  virtual void release() {}
 
   /// The plan the device runs instructions of (its GPU modules), before
   /// any kernelFor; false with a message when it cannot load them.

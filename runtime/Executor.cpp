@@ -135,6 +135,8 @@ bool makeGroups(const plan::Plan &plan, MeshGroups &groups, std::string &error,
 } // namespace
 
 Executor::~Executor() {
+  if (device_)
+    device_->release();
   steps_.clear(); // before the device their kernels run on
   device_.reset();
   std::free(arena_);

@@ -178,7 +178,7 @@ sharedGraph(cudnnHandle_t handle, const AttentionDims &dims, bool backward,
   Key key{handle, backward,
           {dims.bh, dims.sq, dims.sk, dims.d, dims.dv, dims.bf16, dims.causal, dims.bias,
            dims.inner, dims.outerStride, dims.innerStride, dims.rowStride, dims.bshd,
-           dims.heads, dims.packed, dims.interleaved},
+           dims.heads, dims.packed, dims.interleaved, dims.group},
           dims.scale};
   std::lock_guard<std::mutex> lock(mutex);
   if (std::shared_ptr<SharedGraph> held = built[key].lock())

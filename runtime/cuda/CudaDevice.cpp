@@ -4,12 +4,14 @@
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/NcclTransfers.h"
 #include "runtime/comm/MeshGroups.h"
+#include "runtime/comm/Watchdog.h"
 #include "runtime/StreamOrder.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <functional>
 
 #include "plan/DType.h"
@@ -18,6 +20,8 @@
 
 #include <cstdlib>
 #include <map>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace dtc::runtime::cuda {
@@ -25,6 +29,25 @@ namespace {
 
 /// cuBLASLt's workspace: what its fastest algorithms for large GEMMs ask.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+/// GPU memory left free beside the arena: the kernels' modules, cuDNN's
+/// and cuBLASLt's own, and per NCCL communicator its channels' buffers
+/// (a few MiB per channel and peer, tens of channels on NVLink).
+constexpr size_t kHeadroomBytes = size_t(256) << 20;
+constexpr size_t kNcclBytes = size_t(512) << 20;
+
+/// A wait for a stream checks it (and NCCL's communicators) as fast as it
+/// can for kSpin, then every kPollInterval.
+constexpr auto kSpin = std::chrono::milliseconds(2);
+constexpr auto kPollInterval = std::chrono::microseconds(100);
+
+/// "0, 1": mesh axes for a message.
+std::string axesText(const std::vector<int> &axes) {
+  std::string text;
+  for (int a : axes)
+    text += (text.empty() ? "" : ", ") + std::to_string(a);
+  return text;
+}
 
 /// The kind of an instruction, for the host-staged summary.
 std::string kindOf(const plan::Instruction &inst) {
@@ -41,7 +64,8 @@ public:
     for (CUmodule module : loaded_)
       api.cuModuleUnload(module);
     for (const auto &[axes, comm] : comms_)
-      nccl_->ncclCommDestroy(comm);
+      if (comm) // else aborted (release)
+        nccl_->ncclCommDestroy(comm);
     if (context_.cublasLtHandle)
       context_.cublasLt->cublasLtDestroy(context_.cublasLtHandle);
     if (context_.cudnnHandle)
@@ -95,8 +119,22 @@ public:
       return false;
     primary_ = true;
     ordinal_ = ordinal;
+    // Where the GPU sits (PCI domain, bus, device): what tells two ranks'
+    // GPUs apart on a host, whatever ordinal CUDA_VISIBLE_DEVICES gives
+    // each (NCCL's test too).
+    int pci[3] = {};
+    for (auto [at, attribute] : {std::pair{0, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID},
+                                 std::pair{1, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID},
+                                 std::pair{2, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID}})
+      if (!check(*api, api->cuDeviceGetAttribute(&pci[at], attribute, device_),
+                 "the GPU's PCI location", error))
+        return false;
+    pciLocation_ = (int64_t(pci[0]) << 32) | (int64_t(pci[1]) << 8) | int64_t(pci[2]);
+    int driver = 0;
+    api->cuDriverGetVersion(&driver); // in the name only: a too-old driver shows there
     name_ = std::string(name) + " (sm_" + std::to_string(major_ * 10 + minor_) + ", GPU " +
-            std::to_string(ordinal) + ")";
+            std::to_string(ordinal) + ", driver for CUDA " + std::to_string(driver / 1000) +
+            "." + std::to_string(driver % 1000 / 10) + ")";
     if (!check(*api, api->cuCtxSetCurrent(context), "cuCtxSetCurrent", error) ||
         !check(*api, api->cuStreamCreate(&context_.stream, CU_STREAM_NON_BLOCKING),
                "cuStreamCreate", error) ||
@@ -141,12 +179,18 @@ public:
     size_t free = 0, total = 0;
     if (!check(api, api.cuMemGetInfo(&free, &total), "cuMemGetInfo", error))
       return nullptr;
-    size_t workspace = context_.cublasLt ? kWorkspaceBytes : 0;
-    if (bytes + workspace > free) {
-      error = "the rank needs " + plan::formatBytes(int64_t(bytes + workspace)) +
+    // The libraries' workspace (cuBLASLt's, cuDNN's attention and
+    // convolutions', the flash backward's) and what is allocated after the
+    // arena: NCCL's buffers (connected at the first collective), staging
+    // for pipeline sends, kernels' modules.
+    size_t workspace = context_.cublasLt || context_.cudnn ? kWorkspaceBytes : 0;
+    size_t headroom = kHeadroomBytes + comms_.size() * kNcclBytes;
+    if (bytes + workspace + headroom > free) {
+      error = "the rank needs " + plan::formatBytes(int64_t(bytes + workspace + headroom)) +
               " of GPU memory (its arena " + plan::formatBytes(int64_t(bytes)) +
-              ": weights, optimizer state, activations; cuBLASLt's workspace " +
-              plan::formatBytes(int64_t(workspace)) + "), but " + name_ + " has " +
+              ": weights, optimizer state, activations; the libraries' workspace " +
+              plan::formatBytes(int64_t(workspace)) + "; kept free for NCCL and the kernels' "
+              "modules " + plan::formatBytes(int64_t(headroom)) + "), but " + name_ + " has " +
               plan::formatBytes(int64_t(free)) + " free of " + plan::formatBytes(int64_t(total)) +
               ": compile the plan for this GPU (--memory-limit, or more devices)";
       return nullptr;
@@ -209,9 +253,11 @@ public:
     const DriverApi &api = *context_.driver;
     for (int s = plan::kStreams; s-- > 0;)
       if (contexts_[size_t(s)].stream &&
-          !check(api, api.cuStreamSynchronize(contexts_[size_t(s)].stream),
-                 s ? "running the GPU's communication" : "running the GPU's kernels", error))
+          !idle(contexts_[size_t(s)].stream,
+                s ? "running the GPU's communication" : "running the GPU's kernels", error)) {
+        failed_ = true;
         return false;
+      }
     order_.clear(); // every stream idle: nothing left to order
     computeRecorded_ = 0;
     if (!context_.status)
@@ -231,6 +277,72 @@ public:
     return false;
   }
 
+  /// Waits for `stream`'s work: a wait the watchdog sees (a peer that
+  /// stopped leaves NCCL's kernels waiting, and --timeout ends the rank),
+  /// that stops at the first error NCCL's communicators report (a peer
+  /// gone, a network error) rather than wait on a collective that cannot
+  /// end.
+  bool idle(CUstream stream, const char *what, std::string &error) {
+    const DriverApi &api = *context_.driver;
+    if (!nccl_ && !runtime::watchdog::running()) // one rank: nothing to watch
+      return check(api, api.cuStreamSynchronize(stream), what, error);
+    CUresult result = api.cuStreamQuery(stream);
+    if (result != CUDA_ERROR_NOT_READY)
+      return check(api, result, what, error);
+    runtime::watchdog::Wait wait([what] { return std::string(what); });
+    // Spun at first (a step's end is near when it is waited for), then
+    // polled.
+    auto spinUntil = std::chrono::steady_clock::now() + kSpin;
+    for (;;) {
+      if (std::chrono::steady_clock::now() < spinUntil)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(kPollInterval);
+      result = api.cuStreamQuery(stream);
+      if (result != CUDA_ERROR_NOT_READY)
+        return check(api, result, what, error);
+      if (!ncclHealthy(error))
+        return false;
+    }
+  }
+
+  /// False with `error` when one of the rank's NCCL communicators has
+  /// failed.
+  bool ncclHealthy(std::string &error) {
+    if (!nccl_)
+      return true;
+    for (const auto &[axes, comm] : comms_) {
+      ncclResult_t state = ncclSuccess;
+      if (!comm || nccl_->ncclCommGetAsyncError(comm, &state) != ncclSuccess ||
+          state == ncclSuccess || state == ncclInProgress)
+        continue;
+      const char *last = nccl_->ncclGetLastError(comm);
+      error = std::string("NCCL over mesh axes {") + axesText(axes) + "} failed: " +
+              nccl_->ncclGetErrorString(state) + (last && *last ? std::string(": ") + last : "");
+      return false;
+    }
+    return true;
+  }
+
+  /// Before the kernels go: a rank whose step failed, or whose streams
+  /// still run, aborts its NCCL communicators (ending their kernels: a
+  /// peer may never come), so that freeing memory and destroying the
+  /// communicators do not wait on them; then the GPU's work finishes.
+  void release() override {
+    const DriverApi &api = *context_.driver;
+    bool busy = failed_;
+    for (const CudaContext &context : contexts_)
+      busy = busy || (context.stream && api.cuStreamQuery(context.stream) != CUDA_SUCCESS);
+    if (busy && nccl_) {
+      for (auto &[axes, comm] : comms_)
+        if (comm)
+          nccl_->ncclCommAbort(std::exchange(comm, nullptr));
+      if (transfers_)
+        transfers_->abort();
+    }
+    api.cuCtxSynchronize();
+  }
+
   bool connect(MeshGroups &mesh, const std::vector<std::vector<int>> &groups,
                std::string &error) override {
     Communicator &world = mesh.world();
@@ -238,10 +350,13 @@ public:
       return true;
     world_ = &world;
     // NCCL refuses two ranks on one GPU: each rank says which it has (its
-    // host's name and the GPU's ordinal); ranks that share one keep to MPI.
+    // host's name and the GPU's PCI location); ranks that share one keep to
+    // MPI. So do all when any rank cannot load NCCL: every rank then runs
+    // the same collectives the same way.
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    int64_t mine[2] = {int64_t(std::hash<std::string>()(host) & 0x7fffffffffffffff), ordinal_};
+    int64_t mine[2] = {int64_t(std::hash<std::string>()(host) & 0x7fffffffffffffff),
+                       pciLocation_};
     std::vector<int64_t> all(size_t(2 * world.size()));
     if (!world.allGather(mine, all.data(), 2, plan::I64, error))
       return false;
@@ -249,10 +364,16 @@ public:
       for (size_t b = a + 2; b < all.size(); b += 2)
         if (all[a] == all[b] && all[a + 1] == all[b + 1])
           ncclWhy_ = "ranks share a GPU";
-    if (ncclWhy_.empty())
-      nccl_ = ncclApi(ncclWhy_);
-    if (!nccl_)
-      return true; // every rank saw the same sharing; a missing library on one is its own
+    const NcclApi *nccl = ncclWhy_.empty() ? ncclApi(ncclWhy_) : nullptr;
+    int64_t everywhere = nccl != nullptr;
+    if (!world.allReduce(&everywhere, 1, plan::I64, Reduction::Min, error))
+      return false;
+    if (!everywhere) {
+      if (ncclWhy_.empty())
+        ncclWhy_ = "another rank cannot load it";
+      return true;
+    }
+    nccl_ = nccl;
     const CudaContext *transfers = contextOf(plan::Stream::Transfers, error);
     if (!transfers)
       return false;
@@ -271,6 +392,7 @@ public:
           !group->allReduce(&ok, 1, plan::I64, Reduction::Min, error))
         return false;
       ncclComm_t comm = nullptr;
+      runtime::watchdog::Wait wait([&] { return "joining NCCL over " + group->name(); });
       if (!ok || !check(*nccl_, nccl_->ncclCommInitRank(&comm, group->size(), id, group->rank()),
                         "ncclCommInitRank", error)) {
         error = "NCCL over " + group->name() + ": " + (ok ? error : why);
@@ -588,6 +710,8 @@ private:
   std::map<std::string, const plan::GpuModule *> code_; // the plan's, by entry point
   std::map<std::string, int> hostStaged_;     // instruction kind -> count
   int ordinal_ = 0;
+  int64_t pciLocation_ = 0; // domain << 32 | bus << 8 | device
+  bool failed_ = false;     // a wait for the GPU's work failed: release() aborts NCCL
   const NcclApi *nccl_ = nullptr;                // null: collectives through MPI
   Communicator *world_ = nullptr;                // all ranks (MPI), when there are others
   std::unique_ptr<NcclTransfers> transfers_;     // null: pipeline transfers through MPI

@@ -1,10 +1,12 @@
 //===- CudaKernels.cpp - a plan instruction's kernel on an NVIDIA GPU -----===//
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/GemmShape.h"
+#include "runtime/comm/Watchdog.h"
 
 #include "plan/DType.h"
 
 #include <algorithm>
+#include <array>
 
 namespace dtc::runtime::cuda {
 namespace {
@@ -28,6 +30,8 @@ public:
 
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
+    if (grid_ == 0)
+      return true; // no elements
     const DriverApi &api = *context_.driver;
     if (zero_)
       for (size_t o = 0; o < outputBytes_.size(); ++o)
@@ -152,25 +156,48 @@ public:
         !layout(b_, type, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb, g.strideB) ||
         !layout(c_, resultType, g.m, g.n, g.ldc, g.strideC))
       return false;
+    // Batch entries' distances in bytes: an entry is aligned as its
+    // matrix's start and its stride allow (gemmAlignment).
+    int64_t operandBytes = type == CUDA_R_16BF ? 2 : 4;
+    int64_t resultBytes = resultType == CUDA_R_16BF ? 2 : 4;
+    if (g.batch > 1)
+      strideBytes_ = {g.strideA * operandBytes, g.strideB * operandBytes, g.strideC * resultBytes,
+                      g.strideC * resultBytes};
+    return choose({256, 256, 256, 256}, why);
+  }
+
+  /// The heuristic's algorithm for operands (A, B, C, D) aligned to
+  /// `alignment` bytes: cuBLASLt assumes 256 unless told, and an algorithm
+  /// chosen so fails on less.
+  bool choose(const std::array<uint32_t, 4> &alignment, std::string &why) {
+    const CublasLtApi &lt = *context_.cublasLt;
     cublasLtMatmulPreference_t preference = nullptr;
     uint64_t workspace = context_.workspaceBytes;
     int found = 0;
+    static constexpr std::array<cublasLtMatmulPreferenceAttributes_t, 4> kAlignments = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     bool ok = check(lt, lt.cublasLtMatmulPreferenceCreate(&preference),
                     "cublasLtMatmulPreferenceCreate", why) &&
               check(lt, lt.cublasLtMatmulPreferenceSetAttribute(
                             preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                             sizeof workspace),
-                    "MAX_WORKSPACE_BYTES", why) &&
-              check(lt, lt.cublasLtMatmulAlgoGetHeuristic(context_.cublasLtHandle, desc_, a_, b_,
+                    "MAX_WORKSPACE_BYTES", why);
+    for (size_t i = 0; ok && i < kAlignments.size(); ++i)
+      ok = check(lt, lt.cublasLtMatmulPreferenceSetAttribute(preference, kAlignments[i],
+                                                             &alignment[i], sizeof alignment[i]),
+                 "MIN_ALIGNMENT", why);
+    ok = ok && check(lt, lt.cublasLtMatmulAlgoGetHeuristic(context_.cublasLtHandle, desc_, a_, b_,
                                                            c_, c_, preference, 1, &heuristic_,
                                                            &found),
-                    "cublasLtMatmulAlgoGetHeuristic", why);
+                     "cublasLtMatmulAlgoGetHeuristic", why);
     if (preference)
       lt.cublasLtMatmulPreferenceDestroy(preference);
     if (ok && found == 0) {
       why = "cuBLASLt has no algorithm for this GEMM";
       ok = false;
     }
+    alignment_ = alignment;
     return ok;
   }
 
@@ -179,7 +206,6 @@ public:
     const CublasLtApi &lt = *context_.cublasLt;
     // An addend (the last input, laid out as the output) is the GEMM's C.
     float alpha = 1, beta = addend_ ? 1 : 0;
-    const void *c = addend_ ? inputs[addendInput_] : outputs[0];
     // The epilogue's vector (a bias read, a bias gradient written) and its
     // aux matrix (a GELU's input kept, or read for its gradient).
     auto pointer = [&](cublasLtMatmulDescAttributes_t attribute, const void *at,
@@ -187,6 +213,19 @@ public:
       return check(lt, lt.cublasLtMatmulDescSetAttribute(desc_, attribute, &at, sizeof at), name,
                    error);
     };
+    // The plan's buffers are 64-byte aligned and a view's may be less:
+    // an operand aligned below what the algorithm was chosen for chooses
+    // again (once: an instruction's addresses are the same every step).
+    const void *c = addend_ ? inputs[addendInput_] : outputs[0];
+    const void *operands[4] = {inputs[1], inputs[0], c, outputs[0]};
+    std::array<uint32_t, 4> alignment;
+    bool lower = false;
+    for (size_t i = 0; i < 4; ++i) {
+      alignment[i] = gemmAlignment(uint64_t(address(operands[i])), strideBytes_[i]);
+      lower = lower || alignment[i] < alignment_[i];
+    }
+    if (lower && !choose(alignment, error))
+      return false;
     const void *vector = bias_ ? inputs[2] : biasGradient_ ? outputs[1] : nullptr;
     const void *aux = aux_ ? outputs[1] : geluGradient_ ? inputs[2] : nullptr;
     if ((vector && !pointer(CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector, "BIAS_POINTER")) ||
@@ -207,6 +246,8 @@ private:
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulHeuristicResult_t heuristic_{};
+  std::array<uint32_t, 4> alignment_{};   // what heuristic_ was chosen for: A, B, C, D
+  std::array<int64_t, 4> strideBytes_{}; // between batch entries; 0 for one matrix
   bool bias_ = false;   // inputs[2], the epilogue's
   bool aux_ = false;    // outputs[1], the GELU's input
   bool addend_ = false; // inputs[addendInput_], C
@@ -237,6 +278,15 @@ public:
 
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
+    // Copies of inputs that overlap their outputs, allocated before the
+    // group starts: nothing inside it may fail (the others would wait for
+    // the members it never issued), nor allocate while NCCL runs.
+    const DriverApi &api = *context_.driver;
+    for (size_t m = 0; m < members_.size(); ++m)
+      if (overlaps(m, inputs[m], outputs[m]) && !scratch_[m] &&
+          !check(api, api.cuMemAlloc(&scratch_[m], members_[m].inCount * elementBytes_),
+                 "cuMemAlloc (a collective's input copy)", error))
+        return false;
     bool grouped = members_.size() > 1;
     if (grouped && !check(nccl_, nccl_.ncclGroupStart(), "ncclGroupStart", error))
       return false;
@@ -254,17 +304,23 @@ public:
   }
 
 private:
+  /// Whether member m's input must be copied first: NCCL takes buffers
+  /// apart, or exactly in place (an all-reduce's, an all-gather's input at
+  /// its rank's block); other overlaps are undefined.
+  bool overlaps(size_t m, const void *in, const void *out) const {
+    auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
+    size_t inBytes = members_[m].inCount * elementBytes_;
+    size_t outBytes = members_[m].outCount * elementBytes_;
+    return a < b + outBytes && b < a + inBytes && !(kind_ == plan::ALL_REDUCE && a == b);
+  }
+
   bool runMember(size_t m, const void *in, void *out, std::string &error) {
-    const char *a = static_cast<const char *>(in), *b = static_cast<const char *>(out);
     size_t inCount = members_[m].inCount, outCount = members_[m].outCount;
-    size_t inBytes = inCount * elementBytes_, outBytes = outCount * elementBytes_;
-    // NCCL takes an all-gather's or reduce-scatter's buffers apart, or
-    // exactly in place; other overlaps go through a copy of the input.
-    if (kind_ != plan::ALL_REDUCE && a < b + outBytes && b < a + inBytes) {
+    if (overlaps(m, in, out)) {
       const DriverApi &api = *context_.driver;
-      if (!scratch_[m] && !check(api, api.cuMemAlloc(&scratch_[m], inBytes), "cuMemAlloc", error))
-        return false;
-      if (!check(api, api.cuMemcpyDtoDAsync(scratch_[m], address(in), inBytes, context_.stream),
+      if (!check(api,
+                 api.cuMemcpyDtoDAsync(scratch_[m], address(in), inCount * elementBytes_,
+                                       context_.stream),
                  "copying a collective's input", error))
         return false;
       in = reinterpret_cast<const void *>(uintptr_t(scratch_[m]));
@@ -326,8 +382,13 @@ public:
         return false;
       out.push_back(outputs_[o].data());
     }
-    if (!check(api, api.cuStreamSynchronize(context_.stream), "cuStreamSynchronize", error) ||
-        !host_->run(in.data(), out.data(), pool, error))
+    {
+      // Behind NCCL's work too, when the stream waits on it: watched.
+      watchdog::Wait wait([] { return std::string("the GPU, to run an instruction on the host"); });
+      if (!check(api, api.cuStreamSynchronize(context_.stream), "cuStreamSynchronize", error))
+        return false;
+    }
+    if (!host_->run(in.data(), out.data(), pool, error))
       return false;
     for (size_t o = 0; o < outputs_.size(); ++o)
       if (!check(api, api.cuMemcpyHtoDAsync(address(outputs[o]), outputs_[o].data(),
@@ -353,9 +414,8 @@ std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUf
                                                  std::string &error) {
   size_t buffers = inputs.size() + outputs.size() + (gpu.status() ? 1 : 0);
   // A launch batch's kernel takes a buffer read by several of its
-  // instructions once.
-  if (gpu.batch() > 1 ? size_t(gpu.params_size()) > buffers
-                      : size_t(gpu.params_size()) != buffers) {
+  // instructions once; a kernel takes no buffer it does not read.
+  if (size_t(gpu.params_size()) > buffers) {
     error = "kernel " + gpu.entry() + " takes " + std::to_string(gpu.params_size()) +
             " buffers, the instruction has " + std::to_string(buffers);
     return nullptr;
@@ -366,7 +426,7 @@ std::unique_ptr<cpu::Kernel> makeGeneratedKernel(const CudaContext &context, CUf
               " is not one of the instruction's " + std::to_string(buffers);
       return nullptr;
     }
-  if (gpu.grid() < 1 || gpu.block() < 1 || gpu.block() > 1024 || gpu.grid() > 0x7fffffff) {
+  if (gpu.grid() < 0 || gpu.block() < 1 || gpu.block() > 1024 || gpu.grid() > 0x7fffffff) {
     error = "kernel " + gpu.entry() + ": a launch of " + std::to_string(gpu.grid()) +
             " blocks of " + std::to_string(gpu.block()) + " threads is not one a GPU runs";
     return nullptr;

@@ -76,4 +76,9 @@ bool gemmShapeOf(const std::vector<int64_t> &lhs, const std::vector<int64_t> &rh
   return false;
 }
 
+uint32_t gemmAlignment(uint64_t address, int64_t strideBytes) {
+  uint64_t bits = address | uint64_t(strideBytes) | 256;
+  return uint32_t(bits & (~bits + 1)); // the lowest set bit
+}
+
 } // namespace dtc::runtime::cuda

@@ -37,6 +37,13 @@ bool gemmShapeOf(const std::vector<int64_t> &lhs, const std::vector<int64_t> &rh
                  const std::vector<int64_t> &output, bool transposeLhs, bool transposeRhs,
                  GemmShape &gemm, std::string &why);
 
+/// The alignment cuBLASLt may assume of a matrix at `address` whose
+/// batch entries are `strideBytes` apart (0: one matrix): the largest power
+/// of two up to 256 dividing both. Its heuristic assumes 256 unless told
+/// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*); a plan's buffers are 64-byte
+/// aligned, and a view's may be less.
+uint32_t gemmAlignment(uint64_t address, int64_t strideBytes);
+
 } // namespace dtc::runtime::cuda
 
 #endif // DTC_RUNTIME_CUDA_GEMMSHAPE_H

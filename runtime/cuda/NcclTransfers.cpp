@@ -2,10 +2,12 @@
 #include "runtime/cuda/NcclTransfers.h"
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/Watchdog.h"
 
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 namespace dtc::runtime::cuda {
 namespace {
@@ -107,6 +109,12 @@ NcclTransfers::~NcclTransfers() {
   }
 }
 
+void NcclTransfers::abort() {
+  for (auto &[key, route] : routes_)
+    if (route.comm)
+      nccl_.ncclCommAbort(std::exchange(route.comm, nullptr));
+}
+
 std::unique_ptr<cpu::Kernel> NcclTransfers::kernel(bool send, size_t bytes,
                                                    std::vector<int64_t> peers, int tag,
                                                    const int64_t *microBatch) {
@@ -123,6 +131,17 @@ const NcclTransfers::Route *NcclTransfers::route(int64_t from, int64_t to, int t
 
 bool NcclTransfers::connect(Communicator &world, std::string &error) {
   const DriverApi &api = *context_.driver;
+  // The byte each pair sends as it is made.
+  CUdeviceptr probe = 0;
+  if (!check(api, api.cuMemAlloc(&probe, 1), "cuMemAlloc (a byte to connect NCCL's pairs)",
+             error))
+    return false;
+  struct Free {
+    const DriverApi &api;
+    CUdeviceptr at;
+    ~Free() { api.cuMemFree(at); }
+  } freed{api, probe};
+  void *byte = reinterpret_cast<void *>(uintptr_t(probe));
   for (auto &[key, route] : routes_) {
     auto [low, high, from, tag] = key;
     int64_t to = from == low ? high : low;
@@ -148,10 +167,18 @@ bool NcclTransfers::connect(Communicator &world, std::string &error) {
       error = pair + ": " + (sender ? why : "the sending rank could not make its id");
       return false;
     }
+    watchdog::Wait wait([&] { return "connecting " + pair; });
     if (!check(nccl_, nccl_.ncclCommInitRank(&route.comm, 2, id, sender ? 0 : 1),
                pair.c_str(), error) ||
         (sender && !check(api, api.cuStreamCreate(&route.stream, CU_STREAM_NON_BLOCKING),
                           "cuStreamCreate (a pipeline send's)", error)))
+      return false;
+    CUstream stream = sender ? route.stream : context_.stream;
+    if (!check(nccl_,
+               sender ? nccl_.ncclSend(byte, 1, ncclUint8, 1, route.comm, stream)
+                      : nccl_.ncclRecv(byte, 1, ncclUint8, 0, route.comm, stream),
+               pair.c_str(), error) ||
+        !check(api, api.cuStreamSynchronize(stream), pair.c_str(), error))
       return false;
   }
   return world.completeSends(error);

@@ -14,7 +14,10 @@
 // order, as a rank's MPI receives do. The order the loader checked is then
 // the order that runs: no wait that MPI would not have. Communicators are
 // made after every kernel, in one order over all ranks (by pair, then
-// tag), so no two ranks wait on each other to make them.
+// tag), so no two ranks wait on each other to make them; each pair sends
+// one byte as it is made, since NCCL connects a pair at its first send,
+// which holds the sender until the receiver comes (two ranks sending each
+// other first would wait on each other).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_RUNTIME_CUDA_NCCLTRANSFERS_H
@@ -50,6 +53,10 @@ public:
   /// Makes the communicators the kernels use, over `world` (MPI, for
   /// their ids); every rank calls it once its kernels are made.
   bool connect(Communicator &world, std::string &error);
+
+  /// Aborts every communicator (a failed step's sends and receives may
+  /// never be met): what the destructor would wait for ends.
+  void abort();
 
   /// Whether any kernel was made.
   bool empty() const { return routes_.empty(); }

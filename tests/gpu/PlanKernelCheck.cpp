@@ -37,19 +37,25 @@ void checkPlanKernels(const plan::Plan &plan, const char *what, int minGenerated
     KernelRun run;
     ASSERT_TRUE(batch ? runBatchOnCpu(program, i, rng, run)
                       : runOnCpu(program, inst, {}, rng, run));
-    // The operands on the device, one allocation each.
+    // The operands on the device, one allocation each, 64 bytes in: as
+    // aligned as a plan's buffers in dtc run's arena (64 bytes), not as an
+    // allocation's start (256, which cuBLASLt assumes unless told).
+    constexpr size_t kIn = 64;
     std::vector<const void *> in;
     std::vector<void *> out;
     for (size_t i = 0; i < run.inputs.size(); ++i) {
-      char *at = device->allocate(std::max<size_t>(run.inputs[i].size(), 1), error);
-      ASSERT_TRUE(at && device->upload(at, run.inputs[i].data(), run.inputs[i].size(), error))
-          << error;
+      char *at = device->allocate(kIn + std::max<size_t>(run.inputs[i].size(), 1), error);
+      ASSERT_TRUE(at) << error;
+      at += kIn;
+      ASSERT_TRUE(device->upload(at, run.inputs[i].data(), run.inputs[i].size(), error)) << error;
       in.push_back(at);
     }
     for (const plan::TensorType &t : run.outTypes) {
       size_t bytes = size_t(count(t) * bytesOf(t.dtype()));
-      char *at = device->allocate(std::max<size_t>(bytes, 1), error);
-      ASSERT_TRUE(at && device->zero(at, bytes, error)) << error;
+      char *at = device->allocate(kIn + std::max<size_t>(bytes, 1), error);
+      ASSERT_TRUE(at) << error;
+      at += kIn;
+      ASSERT_TRUE(device->zero(at, bytes, error)) << error;
       out.push_back(at);
     }
     auto host =

@@ -147,6 +147,18 @@ TEST(CudaHost, EveryMatrixProductAsOneColumnMajorGemm) {
   EXPECT_NE(why.find("not a matrix product"), std::string::npos) << why;
 }
 
+// cuBLASLt chooses its algorithm for operands 256-byte aligned unless told
+// otherwise; a plan's buffers are 64-byte aligned, and a batch entry is
+// aligned as its matrix's start and the stride between entries allow.
+TEST(CudaHost, AGemmIsChosenForItsOperandsAlignment) {
+  EXPECT_EQ(gemmAlignment(0x7f0000000000, 0), 256u);    // an allocation's start
+  EXPECT_EQ(gemmAlignment(0x7f0000001000 + 64, 0), 64u); // a plan buffer's
+  EXPECT_EQ(gemmAlignment(0x7f0000001000 + 2, 0), 2u);   // a bf16 view's
+  EXPECT_EQ(gemmAlignment(0x7f0000001000, 768 * 2), 256u);
+  EXPECT_EQ(gemmAlignment(0x7f0000001000, 1000 * 2), 16u); // entries 2000 bytes apart
+  EXPECT_EQ(gemmAlignment(0x7f0000001000 + 128, 50257 * 4), 4u);
+}
+
 TEST(CudaHost, AGpuLoadsItsOwnPtxOrTheNewestOlder) {
   std::vector<std::string> chips = {"sm_80", "sm_90"};
   EXPECT_EQ(chipFor(9, 0, chips), "sm_90");  // H100, H200
