@@ -98,6 +98,7 @@ bool openCublas(Cublas &c, std::string &error) {
 } // namespace
 
 int main(int argc, char **argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0); // a line at a time: a run cut short keeps them
   double floor = 0.9;
   int repeat = 20;
   for (int i = 1; i < argc; ++i) {

@@ -27,7 +27,10 @@
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -107,6 +110,34 @@ void mapOntoThreads(OpPassManager &pm) {
   // its buffers alone.
   pm.addPass(createGpuLauchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
+}
+
+/// sqrt as LLVM's intrinsic, which NVPTX makes `sqrt.rn` (IEEE, as the
+/// host's; precise sqrt is NVPTX's default): NVVM's lowering would call libdevice's __nv_sqrtf, which picks
+/// `sqrt.approx` unless __nvvm_reflect("__CUDA_PREC_SQRT") says otherwise,
+/// and LLVM's NVVMReflect answers 0 for it. rsqrt the same way, as 1 / sqrt
+/// (`rcp`'s approximation otherwise). The host test then checks the GPU's
+/// arithmetic to the bit, and AdamW's denominator is PyTorch's.
+void correctlyRoundedSqrt(Operation *root) {
+  root->walk([](Operation *op) {
+    Type type = op->getNumResults() ? op->getResult(0).getType() : Type();
+    if (!isa<math::SqrtOp, math::RsqrtOp>(op) || !(type.isF32() || type.isF64()))
+      return;
+    OpBuilder b(op);
+    Value x = op->getOperand(0);
+    // Called by name: NVVM's conversion takes llvm.intr.sqrt for
+    // libdevice's too.
+    Value r = b.create<LLVM::CallIntrinsicOp>(op->getLoc(), x.getType(),
+                                              type.isF32() ? "llvm.sqrt.f32" : "llvm.sqrt.f64",
+                                              ValueRange{x})
+                  .getResult(0);
+    if (isa<math::RsqrtOp>(op))
+      r = b.create<arith::DivFOp>(
+          op->getLoc(), b.create<arith::ConstantOp>(op->getLoc(), b.getFloatAttr(x.getType(), 1)),
+          r);
+    op->getResult(0).replaceAllUsesWith(r);
+    op->erase();
+  });
 }
 
 /// The second half: each gpu.module through NVVM to PTX for `chip`. sqrt,
@@ -228,7 +259,10 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
       // Math functions expanded inside each kernel (their constants stay
       // there too).
       bool expanded = true;
-      copy->walk([&](gpu::GPUModuleOp kernel) { expanded &= succeeded(expandKernelMath(kernel)); });
+      copy->walk([&](gpu::GPUModuleOp kernel) {
+        expanded &= succeeded(expandKernelMath(kernel));
+        correctlyRoundedSqrt(kernel);
+      });
       if (!expanded) {
         kernels.emitError("expanding the kernels' math functions failed");
         return signalPassFailure();

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <array>
 #include <limits>
@@ -40,10 +41,16 @@ constexpr int64_t kMinChunk = 256;
 constexpr int64_t kMinLaneRow = 64;
 constexpr int64_t kMaxLanes = 256;
 
-/// The lanes a row of `n` takes: whole warps, at most kMaxLanes; 0 for a
-/// row short enough to be one thread's.
+/// The lanes a row of `n` takes: a power of two of whole warps, at most
+/// kMaxLanes; 0 for a row short enough to be one thread's. A power of two
+/// because gpu.all_reduce's lowering (MLIR 19) reduces the warps' partial
+/// results with a butterfly over the lanes of the first warp, each lane
+/// storing its own: with 3, 5, 6 or 7 warps some lanes miss terms, and
+/// which store lands is undefined.
 int64_t lanesFor(int64_t n) {
-  return n < kMinLaneRow ? 0 : std::min(kMaxLanes, (n + 31) / 32 * 32);
+  if (n < kMinLaneRow)
+    return 0;
+  return std::min(kMaxLanes, 32 * int64_t(llvm::PowerOf2Ceil(uint64_t((n + 31) / 32))));
 }
 
 bool supportedElement(Type t) {

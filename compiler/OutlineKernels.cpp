@@ -293,7 +293,13 @@ struct OutlineKernels : impl::OutlineKernelsBase<OutlineKernels> {
     SmallVector<Operation *> ops;
     for (auto program : module.getOps<func::FuncOp>())
       program.walk([&](Operation *op) {
-        if (isa<graph::FusedOp>(op) || hasLoopKernel(op))
+        // An op with no elements to write has nothing to launch (its loop
+        // folds away): the runtime's host kernel does nothing as well.
+        bool empty = llvm::all_of(op->getResultTypes(), [](Type t) {
+          auto shaped = dyn_cast<ShapedType>(t);
+          return shaped && shaped.hasStaticShape() && shaped.getNumElements() == 0;
+        });
+        if ((isa<graph::FusedOp>(op) || hasLoopKernel(op)) && !empty)
           ops.push_back(op);
       });
     for (Operation *op : ops) {

@@ -113,6 +113,17 @@ LogicalResult rowsToGpu(func::FuncOp func, int64_t lanes) {
     if (failed(inlineLanes(loop, launch.getThreadIds().x)))
       return failure();
   }
+  // A reduction in a loop over rows reuses its shared memory each turn:
+  // the block meets at the turn's end, so no thread's next partial result
+  // lands before every thread has read this turn's.
+  launch.getBody().walk([&](scf::ForOp loop) {
+    bool reduces = false;
+    loop.getBody()->walk([&](gpu::AllReduceOp) { reduces = true; });
+    Operation *end = loop.getBody()->getTerminator();
+    Operation *last = end->getPrevNode();
+    if (reduces && !(last && isa<gpu::BarrierOp>(last))) // a write pass's may end it already
+      OpBuilder(end).create<gpu::BarrierOp>(loop.getLoc());
+  });
   return success();
 }
 

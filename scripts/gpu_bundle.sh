@@ -22,7 +22,12 @@
 # against the CPU's (GPT fp32 and bf16, on cuDNN's attention and on dtc's
 # flash kernels, an exported ResNet in fp32 and bf16, BERT, Llama), then
 # the benchmarks: GPT-2 small's bf16 GEMMs against cuBLAS, and its bf16
-# training step against PyTorch eager (and torch.compile).
+# training step against PyTorch eager (and torch.compile). check.sh
+# (scripts/gpu_check.sh) orders them by what they say (a smoke test, the
+# benchmark's dtc side, each plan's kernels, losses, PyTorch's side), bounds
+# each in time and the whole by a budget, and writes every log to
+# $OUT/dtc-gpu-logs.txt. The folder is ignored by git: the device call
+# carries it (carry ["gpu-bundle"]).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -130,7 +135,7 @@ cp "$root/tests/models/exported/gpt2_heads.onnx" "$root/tests/models/exported/gp
 # The benchmark: GPT-2 small's shape, dtc's own generated model (seeded
 # weights: nothing to carry), bf16 training.
 "$dtc" compile "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,batch=8" --train \
-  --precision bf16 --backend cuda -o "$checks/gpt2.dtcp" > /dev/null
+  --precision bf16 --backend cuda --preset h100-sxm -o "$checks/gpt2.dtcp" > /dev/null
 cp "$root/tests/tools/same_losses.py" "$root/bench/gpu_torch_step.py" "$checks/"
 cp "$checks/models/mlp.onnx" "$checks/"
 rm -rf "$checks/models"

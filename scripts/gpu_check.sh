@@ -4,12 +4,22 @@
 # it): unpacks dtc-run and its libraries under $DTC_GPU_WORK (/tmp/dtc-gpu),
 # finds the CUDA libraries (the toolkit's, and the pip wheels' beside
 # PyTorch), then runs each check with its output kept in the work folder,
-# printing PASS or FAIL (with the end of its output) per check, and the
-# benchmark's figures. Exit status: the number of failed checks.
+# printing PASS, FAIL (with the end of its output) or SKIP per check, and
+# the benchmark's figures. Every check has a time limit and the whole run a
+# budget ($DTC_GPU_BUDGET seconds, default 480): what is past it is not
+# started. The checks that say most come first: a smoke test, the
+# benchmark's dtc side, each plan's kernels, the losses, then PyTorch's
+# side (torch.compile last). Every check's output also goes to
+# $OUT/dtc-gpu-logs.txt when $OUT is set (the device tool's folder), so
+# the whole of it comes back. Exit status: the number of failed checks.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${DTC_GPU_WORK:-/tmp/dtc-gpu}"
+budget="${DTC_GPU_BUDGET:-480}"
 rm -rf "$work" && mkdir -p "$work"
+logs="$work/dtc-gpu-logs.txt"
+[[ -n "${OUT:-}" ]] && mkdir -p "$OUT" && logs="$OUT/dtc-gpu-logs.txt"
+: > "$logs"
 python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
   "$here/dtc.tar.xz" "$work" || exit 1
 d="$work/dtc"
@@ -31,23 +41,55 @@ for driver in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
   [[ -e "$driver/libcuda.so.1" ]] && cuda_libs="$cuda_libs:$driver"
 done
 export LD_LIBRARY_PATH="$d/lib${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONUNBUFFERED=1
 run="$d/bin/dtc-run"
 c="$d/checks"
 if ! nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; then
   echo "check.sh: no NVIDIA GPU here (nvidia-smi failed): nothing checked"
   exit 2
 fi
+# The bundle's programs start here (a C library older than the build
+# machine's would stop them before any check: say so once).
+for tool in dtc-run dtc-gpu-plan-tests dtc-gpu-gemm-bench; do
+  if ldd "$d/bin/$tool" 2>&1 | grep "not found"; then
+    echo "check.sh: $tool does not start on this machine (above: what it lacks)"
+    exit 3
+  fi
+done
+started=$SECONDS
 failed=0
-check() {
+check() { # [--limit S] NAME COMMAND...: PASS, FAIL or SKIP, its output in the logs
+  local limit=120
+  [[ "$1" == --limit ]] && limit="$2" && shift 2
   local name="$1"
   shift
-  if "$@" > "$work/$name.log" 2>&1; then
-    echo "PASS $name"
-  else
-    echo "FAIL $name"
+  local left=$((budget - (SECONDS - started)))
+  if ((left < 10)); then
+    echo "SKIP $name (the ${budget} s budget is spent)"
+    return
+  fi
+  ((limit > left)) && limit=$left
+  local begin=$SECONDS status=0
+  timeout -k 10 "$limit" "$@" > "$work/$name.log" 2>&1 || status=$?
+  local took=$((SECONDS - begin))
+  { echo "== $name: exit $status after $took s"; cat "$work/$name.log"; } >> "$logs"
+  if ((status == 124 || status == 137)); then
+    echo "FAIL $name (no end after $limit s)"
+    tail -n 15 "$work/$name.log"
+    failed=$((failed + 1))
+  elif ((status != 0)); then
+    echo "FAIL $name ($took s)"
     tail -n 25 "$work/$name.log"
     failed=$((failed + 1))
+  elif grep -q '^\[  SKIPPED \]' "$work/$name.log"; then
+    echo "FAIL $name: skipped on a GPU machine:"
+    grep -m 3 -i "skip" "$work/$name.log"
+    failed=$((failed + 1))
+  else
+    echo "PASS $name ($took s)"
   fi
+  # Where each instruction ran (GPU kernels, or the host for want of one).
+  grep -h '^run: on\|on the host' "$work/$name.log" | head -n 3
 }
 losses() { # NAME PLAN DATA RTOL [dtc-run options]
   local name="$1" plan="$2" data="$3" rtol="$4"
@@ -55,40 +97,10 @@ losses() { # NAME PLAN DATA RTOL [dtc-run options]
   "$run" "$plan" --data "$data" --steps 4 --backend cuda --log-json "$work/$name-gpu.jsonl" "$@" &&
     python3 "$c/same_losses.py" "$c/$name-cpu.jsonl" "$work/$name-gpu.jsonl" --rtol "$rtol"
 }
-plans="$c/gpt.dtcp,$c/bf16-dp2-tp2.dtcp,$c/cnn.dtcp,$c/cnn-bf16.dtcp,$c/bert.dtcp,$c/llama.dtcp"
-plans="$plans,$c/hf-gpt2-fp32.dtcp,$c/hf-gpt2-bf16.dtcp,$c/hf-gpt2-infer-bf16.dtcp"
-plans="$plans,$c/hf-gpt2-heads-tp2.dtcp"
-check kernels env DTC_GPU_PLANS="$plans" \
-  "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuPlans.*'
-# The attention kernels (dtc's flash kernels, cuDNN's fused attention)
-# against a double-precision reference.
-check attention "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuAttention.*'
-grep '^attention ' "$work/attention.log"
+# A smoke test: an inference against the CPU's outputs, a GPT's losses.
 check mlp-inference "$run" "$c/mlp.dtcp" --model "$c/mlp.onnx" --inputs "$c/mlp-in" --backend cuda --check
 check gpt-fp32-training losses gpt "$c/gpt.dtcp" "$c/gpt-data" 1e-4
-check gpt-bf16-training losses bf16 "$c/bf16.dtcp" "$c/gpt-data" 2e-2
-grep -h '^run: on' "$work/gpt-bf16-training.log" || true
-# The same on dtc's flash kernels (cuDNN's fused attention takes it above).
-DTC_ATTENTION_KERNELS=flash check gpt-bf16-training-flash losses bf16 "$c/bf16.dtcp" \
-  "$c/gpt-data" 2e-2
-check resnet-training losses cnn "$c/cnn.dtcp" "$c/cnn-data" 1e-3 --model "$c/resnet.onnx"
-# bf16: cuDNN's bf16 convolutions, generated bf16 pools and their gradients.
-check resnet-bf16-training losses cnn-bf16 "$c/cnn-bf16.dtcp" "$c/cnn-data" 2e-2 \
-  --model "$c/resnet.onnx"
-# BERT's padding mask as attention's bias, bf16 (cuDNN's bias tensor).
-check bert-bf16-training losses bert "$c/bert.dtcp" "$c/bert-data" 2e-2 --model "$c/bert.onnx"
-# Llama's RMSNorms and loss as row kernels, bf16.
-check llama-bf16-training losses llama "$c/llama.dtcp" "$c/llama-data" 2e-2 \
-  --model "$c/llama.onnx" --no-shuffle
-# transformers' GPT-2: attention on c_attn's packed product.
-check hf-gpt2-fp32-training losses hf-gpt2-fp32 "$c/hf-gpt2-fp32.dtcp" "$c/hf-gpt2-data" 1e-4 \
-  --model "$c/gpt2.onnx" --no-shuffle
-check hf-gpt2-bf16-training losses hf-gpt2-bf16 "$c/hf-gpt2-bf16.dtcp" "$c/hf-gpt2-data" 2e-2 \
-  --model "$c/gpt2.onnx" --no-shuffle
-# The benchmarks: GPT-2 small's GEMMs, dtc's cuBLASLt against cuBLAS;
-# then its bf16 training step, dtc then PyTorch.
-check gemms-vs-cublas "$d/bin/dtc-gpu-gemm-bench"
-cat "$work/gemms-vs-cublas.log"
+# The benchmark's dtc side: GPT-2 small's bf16 training step.
 python3 - "$work/gpt2-data" <<'PY'
 import numpy as np, os, sys
 os.makedirs(sys.argv[1], exist_ok=True)
@@ -97,9 +109,49 @@ t = r.randint(0, 50257, (8 * 13, 1025)).astype(np.int64)
 np.save(os.path.join(sys.argv[1], "input_ids.npy"), t[:, :-1].copy())
 np.save(os.path.join(sys.argv[1], "labels.npy"), t[:, 1:].copy())
 PY
-check gpt2-small-dtc "$run" "$c/gpt2.dtcp" --data "$work/gpt2-data" --steps 13 --backend cuda \
-  --log-json "$work/gpt2.jsonl"
-grep -h '^run: on' "$work/gpt2-small-dtc.log" || true
-[[ -s "$work/gpt2.jsonl" ]] && python3 "$c/gpu_torch_step.py" "$work/gpt2.jsonl"
-echo "$failed check(s) failed; logs in $work"
+check --limit 150 gpt2-small-dtc "$run" "$c/gpt2.dtcp" --data "$work/gpt2-data" --steps 13 \
+  --backend cuda --log-json "$work/gpt2.jsonl"
+grep -h '^step' "$work/gpt2-small-dtc.log" | tail -n 2
+[[ -s "$work/gpt2.jsonl" ]] &&
+  check --limit 60 gpt2-small-figures python3 "$c/gpu_torch_step.py" "$work/gpt2.jsonl" \
+    --dtc-only && cat "$work/gpt2-small-figures.log"
+# Every instruction of each plan against the CPU backend, a plan a check.
+for plan in gpt bf16-dp2-tp2 hf-gpt2-bf16 hf-gpt2-fp32 hf-gpt2-infer-bf16 hf-gpt2-heads-tp2 \
+            llama bert cnn cnn-bf16; do
+  check --limit 90 "kernels-$plan" env DTC_GPU_PLANS="$c/$plan.dtcp" \
+    "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuPlans.*'
+  grep -h ' on .*generated kernels' "$work/kernels-$plan.log"
+done
+# The attention kernels (dtc's flash kernels, cuDNN's fused attention)
+# against a double-precision reference: how many cases, the worst errors.
+check attention "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuAttention.*'
+grep -c '^attention ' "$work/attention.log" | sed 's/^/attention cases: /'
+grep '^attention ' "$work/attention.log" | grep -o 'worst relative error.*' | sort | tail -n 3
+# Training losses against the CPU's.
+check gpt-bf16-training losses bf16 "$c/bf16.dtcp" "$c/gpt-data" 2e-2
+# The same on dtc's flash kernels (cuDNN's fused attention takes it above).
+DTC_ATTENTION_KERNELS=flash check gpt-bf16-training-flash losses bf16 "$c/bf16.dtcp" \
+  "$c/gpt-data" 2e-2
+# transformers' GPT-2: attention on c_attn's packed product.
+check hf-gpt2-bf16-training losses hf-gpt2-bf16 "$c/hf-gpt2-bf16.dtcp" "$c/hf-gpt2-data" 2e-2 \
+  --model "$c/gpt2.onnx" --no-shuffle
+check hf-gpt2-fp32-training losses hf-gpt2-fp32 "$c/hf-gpt2-fp32.dtcp" "$c/hf-gpt2-data" 1e-4 \
+  --model "$c/gpt2.onnx" --no-shuffle
+# Llama's RMSNorms and loss as row kernels, bf16.
+check llama-bf16-training losses llama "$c/llama.dtcp" "$c/llama-data" 2e-2 \
+  --model "$c/llama.onnx" --no-shuffle
+# BERT's padding mask as attention's bias, bf16 (cuDNN's bias tensor).
+check bert-bf16-training losses bert "$c/bert.dtcp" "$c/bert-data" 2e-2 --model "$c/bert.onnx"
+check resnet-training losses cnn "$c/cnn.dtcp" "$c/cnn-data" 1e-3 --model "$c/resnet.onnx"
+# bf16: cuDNN's bf16 convolutions, generated bf16 pools and their gradients.
+check resnet-bf16-training losses cnn-bf16 "$c/cnn-bf16.dtcp" "$c/cnn-data" 2e-2 \
+  --model "$c/resnet.onnx"
+# GPT-2 small's GEMMs: dtc's cuBLASLt against cuBLAS.
+check gemms-vs-cublas "$d/bin/dtc-gpu-gemm-bench"
+cat "$work/gemms-vs-cublas.log"
+# PyTorch's side of the benchmark, eager then torch.compile.
+[[ -s "$work/gpt2.jsonl" ]] &&
+  check --limit 240 gpt2-small-vs-pytorch python3 "$c/gpu_torch_step.py" "$work/gpt2.jsonl" &&
+  cat "$work/gpt2-small-vs-pytorch.log"
+echo "$failed check(s) failed after $((SECONDS - started)) s; logs in $logs"
 exit "$failed"

@@ -30,8 +30,6 @@ public:
 
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
            std::string &error) override {
-    if (grid_ == 0)
-      return true; // no elements
     const DriverApi &api = *context_.driver;
     if (zero_)
       for (size_t o = 0; o < outputBytes_.size(); ++o)
@@ -39,6 +37,8 @@ public:
                                             context_.stream),
                    "zeroing a kernel's output", error))
           return false;
+    if (grid_ == 0)
+      return true; // no threads (a scatter-add of no updates: its zeroed output)
     // Each parameter is a buffer's device address, in the kernel's order.
     std::vector<CUdeviceptr> pointers(params_.size());
     std::vector<void *> args(params_.size());
