@@ -113,10 +113,11 @@ void mapOntoThreads(OpPassManager &pm) {
 }
 
 /// sqrt as LLVM's intrinsic, which NVPTX makes `sqrt.rn` (IEEE, as the
-/// host's; precise sqrt is NVPTX's default): NVVM's lowering would call libdevice's __nv_sqrtf, which picks
-/// `sqrt.approx` unless __nvvm_reflect("__CUDA_PREC_SQRT") says otherwise,
-/// and LLVM's NVVMReflect answers 0 for it. rsqrt the same way, as 1 / sqrt
-/// (`rcp`'s approximation otherwise). The host test then checks the GPU's
+/// host's; precise sqrt is NVPTX's default): NVVM's lowering would call
+/// libdevice's __nv_sqrtf, which picks `sqrt.approx` unless
+/// __nvvm_reflect("__CUDA_PREC_SQRT") says otherwise, and LLVM's
+/// NVVMReflect answers 0 for it. rsqrt the same way, as 1 / sqrt (`rcp`'s
+/// approximation otherwise). The host test then checks the GPU's
 /// arithmetic to the bit, and AdamW's denominator is PyTorch's.
 void correctlyRoundedSqrt(Operation *root) {
   root->walk([](Operation *op) {
