@@ -218,9 +218,14 @@ std::string Search::splitAlternativesText(const search::StrategyProblem &problem
     os << "]";
     return text;
   };
-  // A split reduction's result: partial sums the plan adds up over axes.
-  auto partialText = [&](const Strategy &s) {
-    return s.partial.empty() ? std::string() : " (partial sums over " + axesText(s.partial) + ")";
+  // A split reduction's result: partial sums the plan adds up over axes
+  // (a loss over split classes: parts the partitioner combines).
+  auto partialText = [&](const Node &node, const Strategy &s) {
+    if (s.partial.empty())
+      return std::string();
+    if (isa<graph::CrossEntropyOp>(node.op))
+      return " (its classes over " + axesText(s.partial) + ")";
+    return " (partial sums over " + axesText(s.partial) + ")";
   };
   // Group g's chosen split of its first result and its two cheapest other
   // splits, each with what it would add (time; memory, when `memory`) and
@@ -259,12 +264,12 @@ std::string Search::splitAlternativesText(const search::StrategyProblem &problem
     llvm::sort(deltas);
     std::string text = label + (members[g] > 1 ? ", " + std::to_string(members[g]) + " alike" : "") +
                        ") " + typeText(result, strategies[size_t(chosen)].results[0]) +
-                       partialText(strategies[size_t(chosen)]) + " chosen";
+                       partialText(node, strategies[size_t(chosen)]) + " chosen";
     for (size_t k = 0; k < deltas.size() && k < 2; ++k) {
       size_t s = size_t(deltas[k].second);
       if (strategies[s].results.empty())
         continue;
-      text += "; " + typeText(result, strategies[s].results[0]) + partialText(strategies[s]) +
+      text += "; " + typeText(result, strategies[s].results[0]) + partialText(node, strategies[s]) +
               " " + (deltas[k].first < 0 ? "-" : "+") + formatSeconds(std::fabs(deltas[k].first));
       // The memory it changes on the fullest row.
       double more = 0;

@@ -354,6 +354,16 @@ private:
                << "') is whole on every rank and would have to be cut (only splat constants "
                   "can be cut locally)";
 
+    // Cross-entropy over a block of the classes reads its labels shifted
+    // to the block (partitionClassSplit writes out the rest).
+    auto crossEntropy = dyn_cast<graph::CrossEntropyOp>(op);
+    Axes classAxes;
+    if (crossEntropy)
+      classAxes = assign[size_t(rule.operands[0].back().front())];
+    Value labels = crossEntropy ? operands[1] : Value();
+    if (!classAxes.empty())
+      operands[1] = shiftLabels(crossEntropy, labels, classAxes);
+
     Operation *local = b_.clone(*op, map_);
     local->setOperands(operands);
     local->removeAttr(attr::kSplit);
@@ -365,6 +375,10 @@ private:
         local->setAttr(attr::kSharding, shardingAttr(b_, s));
     }
     localiseAttributes(local);
+    if (!classAxes.empty()) {
+      ++classSplitLosses_;
+      return combineClassSplit(crossEntropy, local, labels, operands[1], classAxes);
+    }
 
     // Split reductions leave partial results: combine them now.
     for (auto [i, result] : llvm::enumerate(local->getResults())) {
@@ -488,6 +502,74 @@ private:
     return cut;
   }
 
+  /// `labels` (local) less this rank's first class, where the classes are
+  /// split over `axes` in blocks: a label in another block falls outside
+  /// [0, block), where cross-entropy counts no class.
+  Value shiftLabels(graph::CrossEntropyOp op, Value labels, const Axes &axes) {
+    Location loc = op.getLoc();
+    auto type = cast<RankedTensorType>(labels.getType());
+    Type index = type.getElementType();
+    int64_t parts = axesSize(axes);
+    int64_t block = cast<ShapedType>(op.getLogits().getType()).getShape().back() / parts;
+    SmallVector<APInt> firsts;
+    for (int64_t k = 0; k < parts; ++k)
+      firsts.push_back(APInt(index.getIntOrFloatBitWidth(), uint64_t(k * block), true));
+    Value all = b_.create<graph::ConstantOp>(
+        loc, DenseElementsAttr::get(RankedTensorType::get({parts}, index), firsts));
+    Value first = b_.create<mesh::AllSliceOp>(loc, RankedTensorType::get({1}, index),
+                                              mesh_.getSymName(), axes, all, APInt(64, 0));
+    Value shifted = b_.create<graph::SubOp>(loc, type, labels, first);
+    shardings_[shifted] = current(labels);
+    return shifted;
+  }
+
+  /// Megatron's vocabulary-parallel loss: `local`, cross-entropy over this
+  /// rank's block of classes (labels `shifted` to it), gave lse_k and, on
+  /// the rank holding the row's label, loss_k = lse_k - x[label]. The row's
+  /// lse is M + log(sum_k exp(lse_k - M)) with M = max_k lse_k, and its loss
+  /// lse - x[label] = lse + sum_k [label in block k] (loss_k - lse_k); 0 for
+  /// a label that is no class. Three all-reduces of a value per row.
+  LogicalResult combineClassSplit(graph::CrossEntropyOp op, Operation *local, Value labels,
+                                  Value shifted, const Axes &axes) {
+    Location loc = op.getLoc();
+    Sharding rows = current(local->getResult(0));
+    Value lossK = local->getResult(0), lseK = local->getResult(1);
+    auto reduce = [&](Value v, mesh::ReductionKind kind) -> Value {
+      return b_.create<mesh::AllReduceOp>(loc, v, mesh_.getSymName(),
+                                          SmallVector<mesh::MeshAxis>(axes.begin(), axes.end()),
+                                          kind);
+    };
+    auto index = [&](int64_t v) -> Value {
+      auto t = RankedTensorType::get({}, cast<ShapedType>(labels.getType()).getElementType());
+      return b_.create<graph::ConstantOp>(
+          loc, DenseElementsAttr::get(t, APInt(t.getElementTypeBitWidth(), uint64_t(v), true)));
+    };
+    auto within = [&](Value v, int64_t end) -> Value { // 0 <= v < end
+      return b_.create<graph::AndOp>(loc, b_.create<graph::GreaterEqualOp>(loc, v, index(0)),
+                                     b_.create<graph::LessOp>(loc, v, index(end)));
+    };
+    auto zero = b_.create<graph::ConstantOp>(
+        loc, DenseElementsAttr::get(RankedTensorType::get({}, b_.getF32Type()), 0.f));
+    int64_t classes = cast<ShapedType>(op.getLogits().getType()).getShape().back();
+    Value most = reduce(lseK, mesh::ReductionKind::Max);
+    Value sum = reduce(b_.create<graph::ExpOp>(loc, b_.create<graph::SubOp>(loc, lseK, most)),
+                       mesh::ReductionKind::Sum);
+    Value lse = b_.create<graph::AddOp>(loc, most, b_.create<graph::LogOp>(loc, sum));
+    Value mine = b_.create<graph::WhereOp>(loc, within(shifted, classes / axesSize(axes)),
+                                           b_.create<graph::SubOp>(loc, lossK, lseK), zero);
+    Value picked = reduce(mine, mesh::ReductionKind::Sum); // -x[label]
+    Value loss = b_.create<graph::WhereOp>(loc, within(labels, classes),
+                                           b_.create<graph::AddOp>(loc, lse, picked), zero);
+    // What was made here is split as the rows are (the scalars are whole).
+    for (Operation *made = local->getNextNode(); made; made = made->getNextNode())
+      for (Value r : made->getResults())
+        if (rankOf(r) == rows.dims.size())
+          shardings_[r] = rows;
+    map_.map(op.getLoss(), loss);
+    map_.map(op.getLse(), lse);
+    return success();
+  }
+
   Value combine(Value partial, ArrayRef<int16_t> axes, ShardingRule::Combine how) {
     using Combine = ShardingRule::Combine;
     mesh::ReductionKind kind = how == Combine::Max   ? mesh::ReductionKind::Max
@@ -501,7 +583,8 @@ private:
       partial = b_.create<graph::DivOp>(partial.getLoc(), partial, parts);
     }
     auto reduce = b_.create<mesh::AllReduceOp>(partial.getLoc(), partial, mesh_.getSymName(),
-                                               SmallVector<mesh::MeshAxis>(axes), kind);
+                                               SmallVector<mesh::MeshAxis>(axes.begin(), axes.end()),
+                                          kind);
     if (Operation *def = partial.getDefiningOp(); def && def->hasAttr(attr::kWeightGradient))
       reduce->setAttr(attr::kGradientReduction, b_.getUnitAttr());
     return reduce;
@@ -515,6 +598,10 @@ private:
       slice.setSizes(cast<ShapedType>(slice.getType()).getShape());
   }
 
+public:
+  int classSplitLosses_ = 0; // cross-entropies over split classes
+
+private:
   func::FuncOp func_;
   mesh::MeshOp mesh_;
   OpBuilder b_;
@@ -531,7 +618,8 @@ struct SpmdPartition : impl::SpmdPartitionBase<SpmdPartition> {
     auto func = module.lookupSymbol<func::FuncOp>("main");
     if (!mesh || !func)
       return; // nothing to partition: a single-device module
-    if (failed(Partitioner(func, mesh).run()))
+    Partitioner partitioner(func, mesh);
+    if (failed(partitioner.run()))
       return signalPassFailure();
     int collectives = 0;
     func.walk([&](Operation *op) {
@@ -539,6 +627,12 @@ struct SpmdPartition : impl::SpmdPartitionBase<SpmdPartition> {
     });
     addNote(func, "partition: each rank runs its part of every op; " +
                       std::to_string(collectives) + " collectives inserted");
+    if (int n = partitioner.classSplitLosses_)
+      addNote(func, "partition: " + std::string(n == 1 ? "the loss's" : "the losses'") +
+                        " classes split across ranks (vocabulary-parallel cross-entropy, as "
+                        "Megatron-LM's: each rank's block of the logits, its rows' log-sum-exps "
+                        "and picked logits combined by three all-reduces of a value per row; "
+                        "no logits gathered)");
   }
 };
 

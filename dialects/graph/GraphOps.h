@@ -30,9 +30,11 @@ struct OpCost {
 /// A factor in no result is a reduction: splitting it leaves each device a
 /// partial result, combined with `combine` (an all-reduce or reduce-scatter).
 /// A `whole` factor must not be split (a softmax's axis, a window's
-/// spatial dims).
+/// spatial dims). Cross-entropy's classes combine as no one collective
+/// does (LogSumExp: the parts' log-sum-exps and picked logits; the SPMD
+/// partitioner writes it out, Megatron's vocabulary-parallel loss).
 struct ShardingRule {
-  enum class Combine { Sum, Mean, Max, Min }; // Mean: the average of the parts
+  enum class Combine { Sum, Mean, Max, Min, LogSumExp }; // Mean: the average of the parts
   struct Factor {
     int64_t size = 1;
     bool reduction = false;

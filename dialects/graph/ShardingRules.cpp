@@ -210,12 +210,19 @@ ShardingRule LayerNormBackwardOp::shardingRule() {
   return rule;
 }
 ShardingRule CrossEntropyOp::shardingRule() {
-  // Rows split; the classes stay whole; labels and results have the rows' dims.
+  // Rows split; labels and results have the rows' dims. The classes split
+  // too (each rank's block of the vocabulary: no logits gathered), their
+  // parts combined as LogSumExp; not once the op writes the logits'
+  // gradient (dtc-fuse-loss-gradient, after partitioning), which needs the
+  // row's whole log-sum-exp.
   ShardingRule rule;
   ArrayRef<int64_t> shape = shapeOf(getLogits());
   SmallVector<int> ids;
-  for (int64_t d = 0; d < int64_t(shape.size()); ++d)
-    ids.push_back(rule.add(shape[size_t(d)], false, d + 1 == int64_t(shape.size())));
+  bool fused = bool(getGradScale());
+  for (int64_t d = 0; d + 1 < int64_t(shape.size()); ++d)
+    ids.push_back(rule.add(shape[size_t(d)]));
+  ids.push_back(rule.add(shape.back(), /*reduction=*/!fused, /*whole=*/fused,
+                         Combine::LogSumExp));
   Dims rows = single(ArrayRef<int>(ids).drop_back());
   rule.operands = {single(ids), rows};
   rule.results = {rows, rows};

@@ -255,3 +255,46 @@ module {
     return %r, %t, %e : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
   }
 }
+
+// -----
+
+// Cross-entropy with its classes split (Megatron's vocabulary-parallel
+// loss): each rank's labels shifted to its block of classes (one in
+// another block is no class: loss 0), the rows' log-sum-exps combined
+// (max, then the sum of exps), the picked logits summed; the loss is
+// lse - x[label], 0 where the label is no class. No logits gathered.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: "partition: the loss's classes split across ranks
+// CHECK: %[[X:.*]] = mesh.all_slice %arg0 on @mesh mesh_axes = [0] slice_axis = 1 {{.*}} -> tensor<4x4xf32>
+// CHECK: %[[FIRSTS:.*]] = graph.constant dense<[0, 4]> : tensor<2xi64>
+// CHECK: %[[FIRST:.*]] = mesh.all_slice %[[FIRSTS]] on @mesh mesh_axes = [0] slice_axis = 0 : tensor<2xi64> -> tensor<1xi64>
+// CHECK: %[[SHIFTED:.*]] = graph.sub %arg1, %[[FIRST]]
+// CHECK: %[[LOSSK:.*]], %[[LSEK:.*]] = graph.cross_entropy %[[X]], %[[SHIFTED]] : (tensor<4x4xf32>, tensor<4xi64>)
+// CHECK: %[[ZERO:.*]] = graph.constant dense<0.000000e+00> : tensor<f32>
+// CHECK: %[[M:.*]] = mesh.all_reduce %[[LSEK]] on @mesh mesh_axes = [0] reduction = <max>
+// CHECK: %[[D:.*]] = graph.sub %[[LSEK]], %[[M]]
+// CHECK: %[[E:.*]] = graph.exp %[[D]]
+// CHECK: %[[S:.*]] = mesh.all_reduce %[[E]] on @mesh mesh_axes = [0] : tensor<4xf32>
+// CHECK: %[[LOGS:.*]] = graph.log %[[S]]
+// CHECK: %[[LSE:.*]] = graph.add %[[M]], %[[LOGS]]
+// CHECK: graph.greater_equal %[[SHIFTED]]
+// CHECK: %[[BLOCK:.*]] = graph.constant dense<4> : tensor<i64>
+// CHECK: graph.less %[[SHIFTED]], %[[BLOCK]]
+// CHECK: %[[HERE:.*]] = graph.and
+// CHECK: %[[MINE:.*]] = graph.sub %[[LOSSK]], %[[LSEK]]
+// CHECK: %[[PART:.*]] = graph.where %[[HERE]], %[[MINE]], %[[ZERO]]
+// CHECK: %[[PICKED:.*]] = mesh.all_reduce %[[PART]] on @mesh mesh_axes = [0] : tensor<4xf32>
+// CHECK: graph.greater_equal %arg1
+// CHECK: %[[CLASSES:.*]] = graph.constant dense<8> : tensor<i64>
+// CHECK: graph.less %arg1, %[[CLASSES]]
+// CHECK: %[[VALID:.*]] = graph.and
+// CHECK: %[[SUM:.*]] = graph.add %[[LSE]], %[[PICKED]]
+// CHECK: %[[LOSS:.*]] = graph.where %[[VALID]], %[[SUM]], %[[ZERO]]
+// CHECK: return %[[LOSS]], %[[LSE]]
+module {
+  mesh.mesh @mesh(shape = 2)
+  func.func @main(%x: tensor<4x8xf32>, %y: tensor<4xi64>) -> (tensor<4xf32>, tensor<4xf32>) {
+    %loss, %lse = graph.cross_entropy %x, %y {dtc.split = #graph.split<[], [0]>} : (tensor<4x8xf32>, tensor<4xi64>) -> (tensor<4xf32>, tensor<4xf32>)
+    return %loss, %lse : tensor<4xf32>, tensor<4xf32>
+  }
+}

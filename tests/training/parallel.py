@@ -4,7 +4,7 @@
 For the example MLP, CNN and GPT, and a generated GPT: compile the same
 training step for one device and for four ranks split each way (data
 parallel, tensor parallel, both on a 2x2 mesh, ZeRO stages 1 and 3, the
-search left alone, with the batch in micro-batches whose gradients
+search left alone, a vocabulary-parallel loss, with the batch in micro-batches whose gradients
 accumulate, with activations recomputed in the backward, and cut into
 pipeline stages with each schedule), train 5 steps on the same data, and check that
 every loss agrees within 1e-5 relative. Then compile each model for
@@ -94,6 +94,17 @@ SPLITS = {
     "pp=2, stage replicas 2,2": (["--pp", "2", "--stage-replicas", "2,2", "--micro-batches", "4",
                                   "--schedule", "gpipe"], "stage 1 runs on 2 replicas of its mesh"),
 }
+# A language model's loss over its vocabulary split across tensor-parallel
+# ranks (Megatron's vocabulary-parallel cross-entropy), as the search picks
+# for a generated GPT whose head is most of its work.
+VOCAB_SPLITS = {
+    "tp=4, vocabulary-parallel loss": (["--tp", "4"], "vocabulary-parallel cross-entropy"),
+    "dp=2 x tp=2, vocabulary-parallel loss": (["--dp", "2", "--tp", "2", "--zero", "0"],
+                                              "vocabulary-parallel cross-entropy"),
+    "pp=2 x tp=2, vocabulary-parallel loss": (["--pp", "2", "--tp", "2", "--micro-batches", "4",
+                                               "--schedule", "1f1b"],
+                                              "vocabulary-parallel cross-entropy"),
+}
 RECOMPUTED = tuple(s for s in SPLITS if "recompute" in s)
 # Pipelines cut a model between layers: the example GPT's (the MLP and CNN
 # have too few places to cut for 4 stages).
@@ -153,7 +164,7 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
     check(len(single) == STEPS, f"{name}: {STEPS} losses from one device")
     predicted = {}
     for split in splits:
-        flags, note = SPLITS[split]
+        flags, note = {**SPLITS, **VOCAB_SPLITS}[split]
         plan, out = compile_plan(split, flags)
         predicted[split] = predicted_seconds(out)
         check(note in out, f"{name}, {split}: compile notes '{note}'")
@@ -275,6 +286,9 @@ def main():
               {ids: rng.randint(0, 64, (8, 16)).astype(np.int64)})
         compare(dtc, tmp, "generated gpt", "gpt:layers=2,hidden=32,heads=2,seq=16,vocab=128,batch=8",
                 [], text, splits=("dp=2 x tp=2", "searched 2x2"), lr="0.001")
+        compare(dtc, tmp, "wide-vocabulary gpt",
+                "gpt:layers=2,hidden=64,heads=2,seq=16,vocab=2048,batch=8", [], text,
+                splits=tuple(VOCAB_SPLITS), lr="0.001")
     finish("parallel training")
 
 
