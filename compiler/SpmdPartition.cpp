@@ -534,10 +534,9 @@ private:
     Location loc = op.getLoc();
     Sharding rows = current(local->getResult(0));
     Value lossK = local->getResult(0), lseK = local->getResult(1);
+    SmallVector<mesh::MeshAxis> meshAxes(axes.begin(), axes.end());
     auto reduce = [&](Value v, mesh::ReductionKind kind) -> Value {
-      return b_.create<mesh::AllReduceOp>(loc, v, mesh_.getSymName(),
-                                          SmallVector<mesh::MeshAxis>(axes.begin(), axes.end()),
-                                          kind);
+      return b_.create<mesh::AllReduceOp>(loc, v, mesh_.getSymName(), meshAxes, kind);
     };
     auto index = [&](int64_t v) -> Value {
       auto t = RankedTensorType::get({}, cast<ShapedType>(labels.getType()).getElementType());
@@ -583,8 +582,7 @@ private:
       partial = b_.create<graph::DivOp>(partial.getLoc(), partial, parts);
     }
     auto reduce = b_.create<mesh::AllReduceOp>(partial.getLoc(), partial, mesh_.getSymName(),
-                                               SmallVector<mesh::MeshAxis>(axes.begin(), axes.end()),
-                                          kind);
+                                               SmallVector<mesh::MeshAxis>(axes), kind);
     if (Operation *def = partial.getDefiningOp(); def && def->hasAttr(attr::kWeightGradient))
       reduce->setAttr(attr::kGradientReduction, b_.getUnitAttr());
     return reduce;
