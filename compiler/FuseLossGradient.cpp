@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/FusionMatches.h"
 #include "compiler/Passes.h"
 #include "compiler/Placement.h"
 
@@ -54,6 +55,8 @@ bool isClassIds(Value v, int64_t n) {
       return false;
   return true;
 }
+
+} // namespace
 
 /// The logits' gradient as autodiff writes it (dialects/graph/Gradients.cpp)
 /// from `ce`'s lse: its last value (of the logits' type), the row factor
@@ -113,6 +116,8 @@ Value lossGradient(graph::CrossEntropyOp ce, Value &factor, SmallVectorImpl<Oper
   }
   return {};
 }
+
+namespace {
 
 /// Moves what makes `value` and comes after `before` to just before it, in
 /// order; whether it could (none of it reads `before`'s results, all of it

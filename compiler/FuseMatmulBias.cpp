@@ -33,6 +33,7 @@
 #include "compiler/BufferLiveness.h"
 #include "compiler/CompileNotes.h"
 #include "compiler/ConstantValues.h"
+#include "compiler/FusionMatches.h"
 #include "compiler/Interior.h"
 #include "compiler/Passes.h"
 #include "compiler/Placement.h"
@@ -345,21 +346,22 @@ private:
   Value x_, t_;
 };
 
+} // namespace
+
 /// A matmul whose product is a tanh GELU's output gradient, read by that
 /// gradient's expression alone (through a cast to f32 and back in bf16, and
-/// a reshape), as one graph.matmul_gelu_grad (cuBLASLt's DGELU) reading the
-/// GELU's input; whether it was.
-bool joinGeluGradient(graph::MatmulOp m) {
+/// a reshape): what graph.matmul_gelu_grad (cuBLASLt's DGELU) would take.
+std::optional<GeluGradientJoin> matchGeluGradient(graph::MatmulOp m) {
   Value dy = m.getOutput();
   if (!dy.hasOneUse())
-    return false;
+    return std::nullopt;
   SmallVector<Operation *> matched;
   Operation *user = *dy.getUsers().begin();
   // A view between (transformers' GPT-2 reshapes [B*T, N] to [B, T, N]).
   auto through = dyn_cast<graph::ReshapeOp>(user);
   if (through) {
     if (!through->hasOneUse())
-      return false;
+      return std::nullopt;
     matched.push_back(through);
     dy = through.getOutput();
     user = *dy.getUsers().begin();
@@ -367,14 +369,14 @@ bool joinGeluGradient(graph::MatmulOp m) {
   Value wide = dy; // the product as the expression reads it
   if (auto cast = dyn_cast<graph::CastOp>(user)) {
     if (!cast->hasOneUse())
-      return false;
+      return std::nullopt;
     matched.push_back(cast);
     wide = cast.getOutput();
     user = *wide.getUsers().begin();
   }
   auto product = dyn_cast<graph::MulOp>(user);
   if (!product)
-    return false;
+    return std::nullopt;
   matched.push_back(product);
   Value d = product.getLhs() == wide ? product.getRhs() : product.getLhs();
   Value root = product.getOutput();
@@ -385,7 +387,7 @@ bool joinGeluGradient(graph::MatmulOp m) {
       root = back.getOutput();
     }
   if (root.getType() != dy.getType())
-    return false;
+    return std::nullopt;
   // x, the GELU's input as the derivative reads it (itself, or cast to
   // f32), is a factor of one of the right term's products: each value
   // there is tried.
@@ -407,14 +409,14 @@ bool joinGeluGradient(graph::MatmulOp m) {
               if (!x && !scalarConstant(v) && tryX(v))
                 x = v;
   if (!x)
-    return false;
+    return std::nullopt;
   // Every matched op read by the expression alone.
   llvm::SmallPtrSet<Operation *, 32> inside(matched.begin(), matched.end());
   for (Operation *op : matched)
     for (Value r : op->getResults())
       for (Operation *u : r.getUsers())
         if (!inside.contains(u) && r != root)
-          return false;
+          return std::nullopt;
   // The GELU's input the epilogue reads, of the output's type (the widening
   // cast goes too when nothing else reads it).
   Value input = x;
@@ -425,7 +427,26 @@ bool joinGeluGradient(graph::MatmulOp m) {
       inside.insert(widen);
   }
   if (input.getType() != root.getType() || !samePart(m, root.getDefiningOp()))
+    return std::nullopt;
+  GeluGradientJoin found;
+  found.inside.assign(inside.begin(), inside.end());
+  found.root = root;
+  found.input = input;
+  found.through = through;
+  return found;
+}
+
+namespace {
+
+/// `m` and the GELU gradient after it (matchGeluGradient) as one
+/// graph.matmul_gelu_grad reading the GELU's input; whether it was.
+bool joinGeluGradient(graph::MatmulOp m) {
+  std::optional<GeluGradientJoin> match = matchGeluGradient(m);
+  if (!match)
     return false;
+  Value root = match->root, input = match->input;
+  graph::ReshapeOp through = match->through;
+  llvm::SmallPtrSet<Operation *, 32> inside(match->inside.begin(), match->inside.end());
   // In the product's shape (the GELU's input a view of it, as kept).
   OpBuilder b(root.getDefiningOp());
   Type rows = m.getOutput().getType();

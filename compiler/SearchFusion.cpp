@@ -7,14 +7,19 @@
 // group launches once. dtc-fuse-matmul-bias folds more into a GEMM or a
 // layer norm gradient: a bias and a residual added to a product, a sum of
 // products, a residual added to a layer norm's input gradient, a bias's
+// gradient, and the ReLU or tanh GELU after a bias; a tanh GELU's
+// gradient into the GEMM that makes its output gradient (DGELU);
+// dtc-fuse-loss-gradient has the loss's row kernel write the logits'
 // gradient; and dtc-keep-bf16-weights has the optimizer write a weight's
-// bf16 copy where the step cast it. Those are mirrored here by their
-// shapes (not the passes' every condition), and priced as nothing or as
-// the bytes left. Priced one by one, GPT-2's bf16 step on 4 H100s came to
+// bf16 copy where the step cast it. The epilogues' adds are mirrored here
+// by their shapes (not the passes' every condition), the GELU gradient
+// and the loss gradient by the passes' own matchers (FusionMatches.h),
+// and priced as nothing or as the bytes left. Priced one by one, GPT-2's bf16 step on 4 H100s came to
 // 25.7 ms of compute against its simulated plan's 5.4 ms.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ElementwiseGroups.h"
+#include "compiler/FusionMatches.h"
 #include "compiler/SearchGraph.h"
 
 namespace dtc::search {
@@ -91,19 +96,51 @@ void Search::markFusion() {
   llvm::sort(groups, [](const auto &a, const auto &b) {
     return a.back()->isBeforeInBlock(b.back());
   });
+  // A weight's bf16 copy (dtc-keep-bf16-weights: the optimizer writes it).
+  auto weightCopy = [&](Operation *op) {
+    auto copy = dyn_cast<graph::CastOp>(op);
+    return copy && options_.training && copy.getInput().getDefiningOp<graph::ParameterOp>() &&
+           cast<ShapedType>(copy.getOutput().getType()).getElementType().isBF16();
+  };
+  auto isActivation = [](Operation *op) {
+    auto gelu = dyn_cast_or_null<graph::GeluOp>(op);
+    return (gelu && gelu.getApproximate() == "tanh") || isa_and_nonnull<graph::ReluOp>(op);
+  };
+  // Bias adds in a GEMM's epilogue, which a ReLU or tanh GELU may end.
+  llvm::DenseSet<Value> biased;
   for (const SmallVector<Operation *> &group : groups) {
     llvm::DenseSet<Operation *> members(group.begin(), group.end());
-    // A group of adds alone whose input a GEMM or a norm gradient writes
-    // (read by nothing else) runs in that op's epilogue.
-    bool adds = llvm::all_of(group, [](Operation *op) { return isa<graph::AddOp>(op); });
+    // A group of adds alone (a weight's bf16 copy aside: the bias's) whose
+    // input a GEMM or a norm gradient writes (read by nothing else) runs
+    // in that op's epilogue; so do a bias add and a ReLU or tanh GELU after
+    // it (cuBLASLt's RELU_BIAS, GELU_BIAS and, keeping the GELU's input,
+    // GELU_AUX_BIAS), which end it, in its group or the next.
+    SmallVector<Operation *> kernel;
+    for (Operation *op : group)
+      if (!weightCopy(op))
+        kernel.push_back(op);
+    if (kernel.size() == 1 && isActivation(kernel[0]) &&
+        biased.contains(throughViews(kernel[0]->getOperand(0)))) {
+      if (Node *node = nodeAt(kernel[0]))
+        node->absorbed = node->epilogue = true;
+      continue;
+    }
+    Operation *activation = kernel.size() >= 2 ? kernel.back() : nullptr;
+    if (!isActivation(activation) ||
+        throughViews(activation->getOperand(0)).getDefiningOp() != kernel[kernel.size() - 2])
+      activation = nullptr;
+    bool adds = !kernel.empty() && llvm::all_of(kernel, [&](Operation *op) {
+      return isa<graph::AddOp>(op) || op == activation;
+    });
+    int takes = int(kernel.size()) - (activation ? 1 : 0); // the adds
     std::optional<int> room;
     Value source; // the value whose writer's epilogue takes the group
     for (Operation *op : group)
       for (Value operand : op->getOperands())
         if (adds && !room && !members.contains(operand.getDefiningOp()) && operand.hasOneUse())
           if (auto it = epilogue.find(throughViews(operand));
-              it != epilogue.end() && it->second >= int(group.size()) && it->first.hasOneUse()) {
-            room = it->second - int(group.size());
+              it != epilogue.end() && it->second >= takes && it->first.hasOneUse()) {
+            room = activation ? 0 : it->second - takes;
             source = it->first;
           }
     if (room) {
@@ -127,14 +164,20 @@ void Search::markFusion() {
             }
       if (*room > 0)
         epilogue[group.back()->getResult(0)] = *room;
+      if (!activation)
+        biased.insert(kernel.back()->getResult(0));
       continue;
     }
+    // A kernel reads each of its inputs once, however many of its ops
+    // read it (an optimizer's parameter and moments).
+    llvm::DenseSet<Value> read;
     for (Operation *op : group) {
       Node *node = nodeAt(op);
       if (!node)
         continue;
       for (Value operand : op->getOperands())
-        node->fusedOperands.push_back(members.contains(operand.getDefiningOp()));
+        node->fusedOperands.push_back(members.contains(operand.getDefiningOp()) ||
+                                      !read.insert(operand).second);
       for (Value r : op->getResults())
         node->fusedResults.push_back(!r.use_empty() &&
                                      llvm::all_of(r.getUsers(), [&](Operation *user) {
@@ -143,6 +186,37 @@ void Search::markFusion() {
       node->launched = op == group.back();
     }
   }
+  // A tanh GELU's gradient multiplied in by the GEMM that makes its output
+  // gradient (DGELU): no kernel of its own.
+  for (Operation &op : block)
+    if (auto product = dyn_cast<graph::MatmulOp>(op))
+      if (std::optional<GeluGradientJoin> join = matchGeluGradient(product))
+        for (Operation *inside : join->inside)
+          if (Node *node = nodeAt(inside))
+            node->absorbed = true;
+  // The logits' gradient written by the loss's row kernel as it reads the
+  // logits (dtc-fuse-loss-gradient): the gradient's ops but its last are
+  // no kernel of their own, and the last reads nothing, writing what the
+  // row kernel writes. (Not where the classes are split across ranks: the
+  // row kernel has no whole row then; a split priced a pass too cheap.)
+  for (Operation &op : block)
+    if (auto loss = dyn_cast<graph::CrossEntropyOp>(op); loss && !loss.getGradScale()) {
+      Value factor;
+      SmallVector<Operation *> ops;
+      Value gradient = lossGradient(loss, factor, ops);
+      if (!gradient)
+        continue;
+      for (Operation *inside : ops)
+        if (Node *node = nodeAt(inside)) {
+          bool last = inside == gradient.getDefiningOp();
+          node->absorbed = !last;
+          if (last) {
+            node->fusedOperands.assign(inside->getNumOperands(), true);
+            node->fusedResults.assign(1, false);
+            node->launched = false;
+          }
+        }
+    }
   for (Operation &op : block) {
     Node *node = nodeAt(&op);
     if (!node)

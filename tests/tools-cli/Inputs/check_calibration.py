@@ -1,6 +1,6 @@
 """Each plan's searched compute ("predicted per step X compute" in dtc plan
 --explain) against the simulator's per-rank compute ("compute Y" in dtc
-simulate): within [0.8, 1.3] of it. Arguments: path prefixes P, with
+simulate): within [0.9, 1.1] of it. Arguments: path prefixes P, with
 P.explain and P.sim."""
 import re
 import sys
@@ -23,5 +23,5 @@ for prefix in sys.argv[1:]:
     ratio = searched / simulated
     print(f"{prefix}: searched {searched * 1e3:.3f} ms, simulated {simulated * 1e3:.3f} ms, "
           f"ratio {ratio:.2f}")
-    if not 0.8 <= ratio <= 1.3:
+    if not 0.9 <= ratio <= 1.1:
         sys.exit(f"{prefix}: the search's compute is {ratio:.2f} times the simulator's")
