@@ -8,8 +8,9 @@
 # the benchmark's figures. Every check has a time limit and the whole run a
 # budget ($DTC_GPU_BUDGET seconds, default 480): what is past it is not
 # started. The checks that say most come first: a smoke test, the
-# benchmark's dtc side, each plan's kernels, the losses, then PyTorch's
-# side (torch.compile last). Every check's output also goes to
+# benchmark's dtc side, each plan's kernels, the losses, PyTorch's side
+# (torch.compile last), then compute-sanitizer's memcheck and racecheck
+# where the machine has it. Every check's output also goes to
 # $OUT/dtc-gpu-logs.txt when $OUT is set (the device tool's folder), so
 # the whole of it comes back. Exit status: the number of failed checks.
 set -uo pipefail
@@ -160,5 +161,18 @@ cat "$work/gemms-vs-cublas.log"
 [[ -s "$work/gpt2.jsonl" ]] &&
   check --limit 240 gpt2-small-vs-pytorch python3 "$c/gpu_torch_step.py" "$work/gpt2.jsonl" &&
   cat "$work/gpt2-small-vs-pytorch.log"
+# NVIDIA's compute-sanitizer, where the machine has it: out-of-bounds and
+# misaligned accesses (memcheck) and shared-memory races (racecheck: the
+# row kernels' block reductions, the flash kernels' tiles) in a small
+# GPT's every kernel and in the attention kernels.
+if command -v compute-sanitizer > /dev/null; then
+  for tool in memcheck racecheck; do
+    DTC_GPU_PLANS="$c/gpt.dtcp" check --limit 150 "sanitizer-$tool-plan" compute-sanitizer \
+      --tool "$tool" --error-exitcode 1 "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuPlans.*'
+    check --limit 150 "sanitizer-$tool-attention" compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$d/bin/dtc-gpu-plan-tests" \
+      --gtest_filter='GpuAttention.ForwardAndBackwardAgainstADoubleReference'
+  done
+fi
 echo "$failed check(s) failed after $((SECONDS - started)) s; logs in $logs"
 exit "$failed"
