@@ -528,7 +528,8 @@ private:
   /// the rank holding the row's label, loss_k = lse_k - x[label]. The row's
   /// lse is M + log(sum_k exp(lse_k - M)) with M = max_k lse_k, and its loss
   /// lse - x[label] = lse + sum_k [label in block k] (loss_k - lse_k); 0 for
-  /// a label that is no class. Three all-reduces of a value per row.
+  /// a label that is no class. Three all-reduces of a value per row, the
+/// last two side by side.
   LogicalResult combineClassSplit(graph::CrossEntropyOp op, Operation *local, Value labels,
                                   Value shifted, const Axes &axes) {
     Location loc = op.getLoc();
@@ -551,12 +552,13 @@ private:
         loc, DenseElementsAttr::get(RankedTensorType::get({}, b_.getF32Type()), 0.f));
     int64_t classes = cast<ShapedType>(op.getLogits().getType()).getShape().back();
     Value most = reduce(lseK, mesh::ReductionKind::Max);
-    Value sum = reduce(b_.create<graph::ExpOp>(loc, b_.create<graph::SubOp>(loc, lseK, most)),
-                       mesh::ReductionKind::Sum);
-    Value lse = b_.create<graph::AddOp>(loc, most, b_.create<graph::LogOp>(loc, sum));
+    Value exps = b_.create<graph::ExpOp>(loc, b_.create<graph::SubOp>(loc, lseK, most));
     Value mine = b_.create<graph::WhereOp>(loc, within(shifted, classes / axesSize(axes)),
                                            b_.create<graph::SubOp>(loc, lossK, lseK), zero);
+    // Side by side, the two sums go as one message (dtc-bucket-collectives).
+    Value sum = reduce(exps, mesh::ReductionKind::Sum);
     Value picked = reduce(mine, mesh::ReductionKind::Sum); // -x[label]
+    Value lse = b_.create<graph::AddOp>(loc, most, b_.create<graph::LogOp>(loc, sum));
     Value loss = b_.create<graph::WhereOp>(loc, within(labels, classes),
                                            b_.create<graph::AddOp>(loc, lse, picked), zero);
     // What was made here is split as the rows are (the scalars are whole).
@@ -629,8 +631,8 @@ struct SpmdPartition : impl::SpmdPartitionBase<SpmdPartition> {
       addNote(func, "partition: " + std::string(n == 1 ? "the loss's" : "the losses'") +
                         " classes split across ranks (vocabulary-parallel cross-entropy, as "
                         "Megatron-LM's: each rank's block of the logits, its rows' log-sum-exps "
-                        "and picked logits combined by three all-reduces of a value per row; "
-                        "no logits gathered)");
+                        "and picked logits combined by three all-reduces of a value per row, "
+                        "two of them side by side; no logits gathered)");
   }
 };
 

@@ -261,8 +261,9 @@ module {
 // Cross-entropy with its classes split (Megatron's vocabulary-parallel
 // loss): each rank's labels shifted to its block of classes (one in
 // another block is no class: loss 0), the rows' log-sum-exps combined
-// (max, then the sum of exps), the picked logits summed; the loss is
-// lse - x[label], 0 where the label is no class. No logits gathered.
+// (max, then the sum of exps), the picked logits summed beside that sum;
+// the loss is lse - x[label], 0 where the label is no class. No logits
+// gathered.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: "partition: the loss's classes split across ranks
 // CHECK: %[[X:.*]] = mesh.all_slice %arg0 on @mesh mesh_axes = [0] slice_axis = 1 {{.*}} -> tensor<4x4xf32>
@@ -274,16 +275,17 @@ module {
 // CHECK: %[[M:.*]] = mesh.all_reduce %[[LSEK]] on @mesh mesh_axes = [0] reduction = <max>
 // CHECK: %[[D:.*]] = graph.sub %[[LSEK]], %[[M]]
 // CHECK: %[[E:.*]] = graph.exp %[[D]]
-// CHECK: %[[S:.*]] = mesh.all_reduce %[[E]] on @mesh mesh_axes = [0] : tensor<4xf32>
-// CHECK: %[[LOGS:.*]] = graph.log %[[S]]
-// CHECK: %[[LSE:.*]] = graph.add %[[M]], %[[LOGS]]
 // CHECK: graph.greater_equal %[[SHIFTED]]
 // CHECK: %[[BLOCK:.*]] = graph.constant dense<4> : tensor<i64>
 // CHECK: graph.less %[[SHIFTED]], %[[BLOCK]]
 // CHECK: %[[HERE:.*]] = graph.and
 // CHECK: %[[MINE:.*]] = graph.sub %[[LOSSK]], %[[LSEK]]
 // CHECK: %[[PART:.*]] = graph.where %[[HERE]], %[[MINE]], %[[ZERO]]
-// CHECK: %[[PICKED:.*]] = mesh.all_reduce %[[PART]] on @mesh mesh_axes = [0] : tensor<4xf32>
+// The two sums side by side: one message once bucketed.
+// CHECK-NEXT: %[[S:.*]] = mesh.all_reduce %[[E]] on @mesh mesh_axes = [0] : tensor<4xf32>
+// CHECK-NEXT: %[[PICKED:.*]] = mesh.all_reduce %[[PART]] on @mesh mesh_axes = [0] : tensor<4xf32>
+// CHECK: %[[LOGS:.*]] = graph.log %[[S]]
+// CHECK: %[[LSE:.*]] = graph.add %[[M]], %[[LOGS]]
 // CHECK: graph.greater_equal %arg1
 // CHECK: %[[CLASSES:.*]] = graph.constant dense<8> : tensor<i64>
 // CHECK: graph.less %arg1, %[[CLASSES]]
