@@ -8,7 +8,9 @@
 # the benchmark's figures. Every check has a time limit and the whole run a
 # budget ($DTC_GPU_BUDGET seconds, default 480): what is past it is not
 # started. The checks that say most come first: a smoke test, the
-# benchmark's dtc side, each plan's kernels, the losses, PyTorch's side
+# benchmark's dtc side (and its step profiled, its trace written to
+# $OUT/gpt2-gpu-trace.json for dtc simulate --compare-trace), each plan's
+# kernels, the losses, PyTorch's side
 # (torch.compile last), then compute-sanitizer's memcheck and racecheck
 # where the machine has it. Every check's output also goes to
 # $OUT/dtc-gpu-logs.txt when $OUT is set (the device tool's folder), so
@@ -123,6 +125,14 @@ grep -h '^step' "$work/gpt2-small-dtc.log" | tail -n 2
 [[ -s "$work/gpt2.jsonl" ]] &&
   check --limit 60 gpt2-small-figures python3 "$c/gpu_torch_step.py" "$work/gpt2.jsonl" \
     --dtc-only && cat "$work/gpt2-small-figures.log"
+# The same step timed instruction by instruction (a synchronize after each:
+# launch-bound kernels read long), per op class, and as a trace in the
+# simulator's format: `dtc simulate gpt2.dtcp --compare-trace
+# gpt2-gpu-trace.json` here sets the cost model's H100 against it.
+traces="${OUT:-$work}"
+check --limit 90 gpt2-small-profile "$run" "$c/gpt2.dtcp" --data "$work/gpt2-data" --steps 5 \
+  --backend cuda --profile --trace "$traces/gpt2-gpu-trace.json"
+grep -A 12 -i '^profile' "$work/gpt2-small-profile.log" | head -n 14
 # Every instruction of each plan against the CPU backend, a plan a check.
 for plan in gpt bf16-dp2-tp2 hf-gpt2-bf16 hf-gpt2-fp32 hf-gpt2-infer-bf16 hf-gpt2-heads-tp2 \
             llama bert cnn cnn-bf16; do
