@@ -112,6 +112,9 @@ void mapOntoThreads(OpPassManager &pm) {
   pm.addPass(createGpuKernelOutliningPass());
 }
 
+/// NVPTX's 64-bit data layout (LLVM 19's NVPTXTargetMachine).
+constexpr const char *kNvptxDataLayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64";
+
 /// sqrt as LLVM's intrinsic, which NVPTX makes `sqrt.rn` (IEEE, as the
 /// host's; precise sqrt is NVPTX's default): NVVM's lowering would call
 /// libdevice's __nv_sqrtf, which picks `sqrt.approx` unless
@@ -263,6 +266,11 @@ struct KernelsToPtx : impl::KernelsToPtxBase<KernelsToPtx> {
       copy->walk([&](gpu::GPUModuleOp kernel) {
         expanded &= succeeded(expandKernelMath(kernel));
         correctlyRoundedSqrt(kernel);
+        // NVPTX's data layout from the start: LLVM's default aligns i64 to
+        // 4 bytes, and loads translated under it stay so (an index read as
+        // two 32-bit loads).
+        kernel->setAttr(LLVM::LLVMDialect::getDataLayoutAttrName(),
+                        StringAttr::get(context, kNvptxDataLayout));
       });
       if (!expanded) {
         kernels.emitError("expanding the kernels' math functions failed");

@@ -56,10 +56,21 @@
 // PTX-SAME: shfl.sync.bfly{{.*}}bar.sync
 // PTX: func.func @kernel_3({{.*}}) attributes {dtc.launch = array<i64: 1, 256>, dtc.params = array<i64: 0, 1>
 // PTX-SAME: dtc.zero_outputs
+// The gather reads each index in one 64-bit load (the kernels are
+// translated under NVPTX's data layout, not LLVM's default, which aligns
+// i64 to 4 bytes and splits it in two).
 // PTX: func.func @kernel_4({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 3, 0, 2>
+// PTX-SAME: ld.global.u64
+// PTX-NOT: ld.global.u32
 // PTX: func.func @kernel_5({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 3, 0, 2>
 // PTX-SAME: dtc.zero_outputs
-// ASSEMBLED: assembled 12 kernels: sm_80 6, sm_90 6
+// A square root and its reciprocal are IEEE's (sqrt.rn, div.rn), as the
+// host computes them: not libdevice's sqrt.approx.
+// PTX: func.func @kernel_6({{.*}}) attributes {dtc.launch = array<i64: 1, 256>
+// PTX-SAME: sqrt.rn.f32
+// PTX-NOT: sqrt.approx
+// PTX-NOT: rsqrt.approx
+// ASSEMBLED: assembled 14 kernels: sm_80 7, sm_90 7
 
 // Softmax over the last axis, rows of 100: a row kernel (dtc.lanes), the
 // 600 rows (scf.parallel) each spread over 128 lanes (nested scf.parallel
@@ -87,7 +98,9 @@
 // KERNEL-LABEL: func.func @kernel_4(%arg0: memref<3200xf32>, %arg1: memref<48xi64>, %arg2: memref<1536xf32>, %arg3: memref<1xi32>) attributes {dtc.status, dtc.threads = 1536 : i64}
 // KERNEL-LABEL: func.func @kernel_5(%arg0: memref<1536xf32>, %arg1: memref<48xi64>, %arg2: memref<3200xf32>, %arg3: memref<1xi32>) attributes {dtc.status, dtc.threads = 1536 : i64, dtc.zero_outputs}
 // KERNEL: memref.atomic_rmw addf
-// KERNEL-NOT: func.func @kernel_6
+// KERNEL: func.func @kernel_6(%arg0: memref<64xf32>, %arg1: memref<64xf32>)
+// KERNEL: math.sqrt
+// KERNEL-NOT: func.func @kernel_7
 
 func.func @gelu_chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %r: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %half = graph.constant dense<0.5> : tensor<f32>
@@ -119,6 +132,12 @@ func.func @embedding(%e: tensor<100x32xf32>, %ids: tensor<48xi64>) -> (tensor<48
   %g = graph.gather %e, %ids {axis = 0 : i64} : (tensor<100x32xf32>, tensor<48xi64>) -> tensor<48x32xf32>
   %d = graph.scatter_add %g, %ids {axis = 0 : i64} : (tensor<48x32xf32>, tensor<48xi64>) -> tensor<100x32xf32>
   return %g, %d : tensor<48x32xf32>, tensor<100x32xf32>
+}
+
+func.func @norm(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %r = graph.sqrt %x : (tensor<64xf32>) -> tensor<64xf32>
+  %i = graph.reciprocal %r : (tensor<64xf32>) -> tensor<64xf32>
+  return %i : tensor<64xf32>
 }
 
 func.func @again(%x: tensor<12x50x100xf32>) -> tensor<12x50x100xf32> {
