@@ -126,7 +126,7 @@ void Search::markFusion() {
         node->absorbed = node->epilogue = true;
       continue;
     }
-    Operation *activation = kernel.size() >= 2 ? kernel.back() : nullptr;
+    Operation *activation = kernel.size() == 2 ? kernel.back() : nullptr; // after a bias
     if (!isActivation(activation) ||
         throughViews(activation->getOperand(0)).getDefiningOp() != kernel[kernel.size() - 2])
       activation = nullptr;
@@ -165,7 +165,7 @@ void Search::markFusion() {
             }
       if (*room > 0)
         epilogue[group.back()->getResult(0)] = *room;
-      if (!activation)
+      if (!activation && takes == 1) // a bias alone: an activation may follow
         biased.insert(kernel.back()->getResult(0));
       continue;
     }
@@ -226,9 +226,8 @@ void Search::markFusion() {
       node->absorbed = true;
     // A weight's bf16 copy: written by the optimizer as it updates the
     // weight, no kernel of its own and no read of the weight.
-    auto copy = dyn_cast<graph::CastOp>(op);
-    if (copy && options_.training && copy.getInput().getDefiningOp<graph::ParameterOp>() &&
-        cast<ShapedType>(copy.getOutput().getType()).getElementType().isBF16()) {
+    if (weightCopy(&op)) {
+      node->absorbed = false;
       node->fusedOperands.assign(1, true);
       node->fusedResults.assign(1, false);
       node->launched = false;
