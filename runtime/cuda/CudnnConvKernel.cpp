@@ -73,7 +73,43 @@ public:
                                                  CUDNN_NOT_PROPAGATE_NAN, 0.0),
                 "cudnnSetActivationDescriptor", why)))
       return false;
+    if (type == CUDNN_DATA_BFLOAT16 && (s.bias || s.relu) && !tryEpilogue(s.filter[0], why))
+      return false;
     return chooseAlgorithm(why);
+  }
+
+  /// The bias add and ReLU (cuDNN's legacy cudnnAddTensor and
+  /// cudnnActivationForward) tried once in bf16 on `channels` values in
+  /// the workspace: a cuDNN that refuses them here leaves the convolution
+  /// to the host, where a refusal at run time would stop the run.
+  bool tryEpilogue(int channels, std::string &why) {
+    const CudnnApi &dnn = *context_.cudnn;
+    size_t bytes = size_t(channels) * 2;
+    if (!context_.workspace || 2 * bytes > context_.workspaceBytes) {
+      why = "no workspace to try cuDNN's bf16 bias and ReLU in";
+      return false;
+    }
+    cudnnTensorDescriptor_t probe = nullptr;
+    char *at = reinterpret_cast<char *>(uintptr_t(context_.workspace));
+    float one = 1, zero = 0;
+    cudnnHandle_t h = context_.cudnnHandle;
+    bool ok =
+        check(dnn, dnn.cudnnCreateTensorDescriptor(&probe), "cudnnCreateTensorDescriptor",
+              why) &&
+        check(dnn,
+              dnn.cudnnSetTensor4dDescriptorEx(probe, CUDNN_DATA_BFLOAT16, 1, channels, 1, 1,
+                                               channels, 1, 1, 1),
+              "cudnnSetTensor4dDescriptorEx", why) &&
+        check(dnn, dnn.cudnnSetStream(h, context_.stream), "cudnnSetStream", why) &&
+        (!bias_ || check(dnn, dnn.cudnnAddTensor(h, &one, probe, at, &one, probe, at + bytes),
+                         "cudnnAddTensor (bf16 bias)", why)) &&
+        (!relu_ || check(dnn,
+                         dnn.cudnnActivationForward(h, relu_, &one, probe, at + bytes, &zero,
+                                                    probe, at + bytes),
+                         "cudnnActivationForward (bf16 relu)", why));
+    if (probe)
+      dnn.cudnnDestroyTensorDescriptor(probe);
+    return ok;
   }
 
   bool run(const void *const *inputs, void *const *outputs, cpu::ThreadPool &,
