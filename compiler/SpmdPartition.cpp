@@ -355,7 +355,7 @@ private:
                   "can be cut locally)";
 
     // Cross-entropy over a block of the classes reads its labels shifted
-    // to the block (partitionClassSplit writes out the rest).
+    // to the block (combineClassSplit writes out the rest).
     auto crossEntropy = dyn_cast<graph::CrossEntropyOp>(op);
     Axes classAxes;
     if (crossEntropy)
@@ -529,7 +529,7 @@ private:
   /// lse is M + log(sum_k exp(lse_k - M)) with M = max_k lse_k, and its loss
   /// lse - x[label] = lse + sum_k [label in block k] (loss_k - lse_k); 0 for
   /// a label that is no class. Three all-reduces of a value per row, the
-/// last two side by side.
+  /// last two side by side.
   LogicalResult combineClassSplit(graph::CrossEntropyOp op, Operation *local, Value labels,
                                   Value shifted, const Axes &axes) {
     Location loc = op.getLoc();
@@ -599,9 +599,11 @@ private:
   }
 
 public:
-  int classSplitLosses_ = 0; // cross-entropies over split classes
+  /// How many cross-entropies were split over their classes.
+  int classSplitLosses() const { return classSplitLosses_; }
 
 private:
+  int classSplitLosses_ = 0;
   func::FuncOp func_;
   mesh::MeshOp mesh_;
   OpBuilder b_;
@@ -627,7 +629,7 @@ struct SpmdPartition : impl::SpmdPartitionBase<SpmdPartition> {
     });
     addNote(func, "partition: each rank runs its part of every op; " +
                       std::to_string(collectives) + " collectives inserted");
-    if (int n = partitioner.classSplitLosses_)
+    if (int n = partitioner.classSplitLosses())
       addNote(func, "partition: " + std::string(n == 1 ? "the loss's" : "the losses'") +
                         " classes split across ranks (vocabulary-parallel cross-entropy, as "
                         "Megatron-LM's: each rank's block of the logits, its rows' log-sum-exps "
