@@ -186,9 +186,10 @@ struct ParallelOptions {
   int64_t devices() const;
   /// `cluster`, else the file, else the preset; null with `error`.
   std::optional<cost::Cluster> loadCluster(std::string &error) const;
-  /// The bytes a device may hold on `c`: --memory-limit, else its capacity.
+  /// The bytes a device may hold on `c`: --memory-limit, else its capacity
+  /// less what the runtime keeps.
   double memoryLimitOn(const cost::Cluster &c) const {
-    return memoryLimit > 0 ? memoryLimit : c.device.memoryCapacity;
+    return memoryLimit > 0 ? memoryLimit : c.device.planMemory();
   }
 };
 

@@ -2,6 +2,7 @@
 #include "cost/Cluster.h"
 
 #include "plan/DType.h"
+#include "plan/FormatBytes.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -156,13 +157,14 @@ const char *const kCpuLocal = R"json({
 
 const char *const kA100 = R"json({
   "name": "a100-80g",
-  "source": "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB): FP32 19.5, TF32 156, BF16/FP16 312 TFLOP/s dense, HBM2e 2039 GB/s, 80 GB; NVLink 3 600 GB/s per GPU (300 GB/s each way); DGX A100 / Selene nodes: 8 GPUs, eight HDR 200 Gb/s InfiniBand ports (25 GB/s per GPU each way). Links at what NCCL moves over them, per its maintainers: ~230 GB/s all-reduce bus bandwidth over A100 NVLink (12 links x 25 GB/s line rate, ~20 GB/s each with 128-byte payloads; NVIDIA/nccl-tests#149) and 24 GB/s per 200 Gb/s NIC (NVIDIA/nccl-tests#119)",
+  "source": "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB): FP32 19.5, TF32 156, BF16/FP16 312 TFLOP/s dense, HBM2e 2039 GB/s, 80 GB (81051 MiB as the driver reports it, deviceQuery); NVLink 3 600 GB/s per GPU (300 GB/s each way); DGX A100 / Selene nodes: 8 GPUs, eight HDR 200 Gb/s InfiniBand ports (25 GB/s per GPU each way). Links at what NCCL moves over them, per its maintainers: ~230 GB/s all-reduce bus bandwidth over A100 NVLink (12 links x 25 GB/s line rate, ~20 GB/s each with 128-byte payloads; NVIDIA/nccl-tests#149) and 24 GB/s per 200 Gb/s NIC (NVIDIA/nccl-tests#119). Reserved: what dtc run --backend cuda keeps beside the plan's buffers (a CUDA context of about 0.5 GiB, 32 MiB of library workspace, 256 MiB for modules and staging, 512 MiB per NCCL communicator, three of them)",
   "device": {
     "kind": "NVIDIA A100-SXM4-80GB",
     "peak_flops": {"f32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "f16": 312e12, "f64": 19.5e12},
     "memory_bandwidth": 2.039e12,
     "memory_efficiency": 0.8,
-    "memory_capacity": 85899345920,
+    "memory_capacity": 84987740160,
+    "memory_reserved": 2684354560,
     "launch_overhead": 5e-6,
     "efficiency": {"matmul": 0.75, "conv": 0.6, "elementwise": 0.8, "reduce": 0.7, "norm": 0.7, "data_movement": 0.8}
   },
@@ -175,13 +177,14 @@ const char *const kA100 = R"json({
 
 const char *const kH100 = R"json({
   "name": "h100-sxm",
-  "source": "NVIDIA H100 Tensor Core GPU datasheet (SXM5 80GB): FP32 67, TF32 494.7, BF16/FP16 989.4 TFLOP/s dense, HBM3 3.35 TB/s, 80 GB; NVLink 4 900 GB/s per GPU (450 GB/s each way); DGX H100 nodes: 8 GPUs, one ConnectX-7 NDR 400 Gb/s port per GPU (50 GB/s each way). Links at what NCCL moves over them, per its maintainers: ~370 GB/s over H100 NVLink after ~20% protocol overhead (ring; NVIDIA/nccl-tests#212) and 24 GB/s per 200 Gb/s of NIC, 48 GB/s for NDR (NVIDIA/nccl-tests#119)",
+  "source": "NVIDIA H100 Tensor Core GPU datasheet (SXM5 80GB): FP32 67, TF32 494.7, BF16/FP16 989.4 TFLOP/s dense, HBM3 3.35 TB/s, 80 GB (81559 MiB as the driver reports it, deviceQuery); NVLink 4 900 GB/s per GPU (450 GB/s each way); DGX H100 nodes: 8 GPUs, one ConnectX-7 NDR 400 Gb/s port per GPU (50 GB/s each way). Links at what NCCL moves over them, per its maintainers: ~370 GB/s over H100 NVLink after ~20% protocol overhead (ring; NVIDIA/nccl-tests#212) and 24 GB/s per 200 Gb/s of NIC, 48 GB/s for NDR (NVIDIA/nccl-tests#119). Reserved: what dtc run --backend cuda keeps beside the plan's buffers (a CUDA context of about 0.5 GiB, 32 MiB of library workspace, 256 MiB for modules and staging, 512 MiB per NCCL communicator, three of them)",
   "device": {
     "kind": "NVIDIA H100-SXM5-80GB",
     "peak_flops": {"f32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "f16": 989.4e12, "f64": 67e12},
     "memory_bandwidth": 3.35e12,
     "memory_efficiency": 0.8,
-    "memory_capacity": 85899345920,
+    "memory_capacity": 85520809984,
+    "memory_reserved": 2684354560,
     "launch_overhead": 4e-6,
     "efficiency": {"matmul": 0.7, "conv": 0.55, "elementwise": 0.8, "reduce": 0.7, "norm": 0.7, "data_movement": 0.8}
   },
@@ -233,6 +236,13 @@ std::optional<Cluster> parseCluster(const std::string &json, std::string &error)
     c.device.memoryEfficiency = r.positive(*d, "device", "memory_efficiency", false, 1.0);
     c.device.memoryCapacity = r.positive(*d, "device", "memory_capacity");
     c.device.launchOverhead = r.positive(*d, "device", "launch_overhead", true);
+    if (d->get("memory_reserved")) {
+      c.device.memoryReserved = r.positive(*d, "device", "memory_reserved", true);
+      if (r.ok() && c.device.memoryReserved >= c.device.memoryCapacity)
+        r.fail("device.memory_reserved must be below memory_capacity (" +
+               plan::formatBytes(int64_t(c.device.memoryCapacity)) + "), got " +
+               plan::formatBytes(int64_t(c.device.memoryReserved)));
+    }
     if (d->get("overlap"))
       c.device.overlap = r.positive(*d, "device", "overlap", true, 1.0);
     if (d->get("jitter"))
@@ -355,6 +365,8 @@ std::string toJson(const Cluster &c) {
                             {"class_memory_efficiency", std::move(classMemory)}};
   if (!startup.empty())
     device["startup"] = std::move(startup);
+  if (c.device.memoryReserved > 0)
+    device["memory_reserved"] = c.device.memoryReserved;
   if (c.device.overlap != 1)
     device["overlap"] = c.device.overlap;
   if (!c.device.communicationStream)

@@ -35,6 +35,11 @@ struct Device {
   double memoryBandwidth = 0;              // bytes/s
   double memoryEfficiency = 0;             // of the bandwidth, reached by kernels
   double memoryCapacity = 0;               // bytes
+  // Bytes the runtime holds on a device beside the plan's buffers: on a
+  // GPU the CUDA context, the libraries' workspace, NCCL's buffers and the
+  // kernels' modules (docs/cluster.md); plans are made for the rest.
+  double memoryReserved = 0;
+  double planMemory() const { return memoryCapacity - memoryReserved; }
   double launchOverhead = 0;               // seconds per kernel
   double efficiency[kOpClassSlots] = {};   // of peak FLOP/s, per op class
   // Per op class, the share of memory_efficiency its memory-bound kernels

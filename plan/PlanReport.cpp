@@ -97,12 +97,13 @@ constexpr const char *kScript = R"js(
   }
   memory.appendChild(legend);
   const peak = Math.max(1, ...s.memory.map(r => r.peak_bytes));
-  // Bars against the device's capacity, or against the largest rank when
+  // Bars against the memory a rank may use (the device's less what the
+  // runtime keeps), or against the largest rank when
   // that is under a quarter of it (a small model's bars would not show).
   const scaled = !(data.capacity > 0) || peak < data.capacity / 4;
   const capacity = scaled ? peak : Math.max(data.capacity, peak);
   if (data.capacity > 0)
-    memory.appendChild(el('p', 'device capacity ' + bytes(data.capacity) +
+    memory.appendChild(el('p', 'memory a rank may use ' + bytes(data.capacity) +
                                (peak > data.capacity ? ': the largest rank does not fit' : '') +
                                (scaled ? '; bars to the scale of the largest rank' : '')));
   for (const r of s.memory) {

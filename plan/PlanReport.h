@@ -31,7 +31,7 @@ struct Timeline {
   size_t leftOut = 0; // the shortest spans, beyond what a page draws
 };
 
-/// The page. `capacityBytes`: a device's memory (0: unknown).
+/// The page. `capacityBytes`: the memory a rank may use (0: unknown).
 std::string reportHtml(const PlanSummary &summary, const Timeline &timeline,
                        double capacityBytes);
 

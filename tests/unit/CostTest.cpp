@@ -32,6 +32,11 @@ TEST(Cluster, PresetsParseAndRoundTrip) {
   EXPECT_EQ(h100.devicesPerNode, 8);
   EXPECT_DOUBLE_EQ(h100.intraNode.bandwidth, 370e9); // NCCL's, not the line rate
   EXPECT_DOUBLE_EQ(h100.interNode.bandwidth, 48e9);
+  // Plans are made for what the runtime leaves: the driver's 81559 MiB
+  // less 2.5 GiB; a CPU core keeps nothing back.
+  EXPECT_DOUBLE_EQ(h100.device.planMemory(), 81559.0 * (1 << 20) - 2.5 * (1 << 30));
+  Cluster cpu = *preset("cpu-local", error);
+  EXPECT_EQ(cpu.device.planMemory(), cpu.device.memoryCapacity);
 }
 
 TEST(Cluster, ErrorsNameTheField) {
@@ -53,6 +58,8 @@ TEST(Cluster, ErrorsNameTheField) {
             "device.peak_flops.f32 is missing (the peak other dtypes fall back to)");
   EXPECT_EQ(broken("\"launch_overhead\": 5e-6", "\"launch_overhead\": -1"),
             "device.launch_overhead must be zero or more, got -1");
+  EXPECT_EQ(broken("\"memory_reserved\": 2684354560", "\"memory_reserved\": 9e10"),
+            "device.memory_reserved must be below memory_capacity (79.15 GiB), got 83.82 GiB");
   EXPECT_FALSE(parseCluster("[1, 2]", error));
   EXPECT_EQ(error, "the cluster must be a JSON object");
 }

@@ -155,7 +155,7 @@ int runPlan(const Args &args) {
       return writeOutput(html, plan::reportHtml(summary,
                                                 summary.predicted ? timelineOf(plan, sim)
                                                                   : plan::Timeline{},
-                                                cluster->device.memoryCapacity));
+                                                cluster->device.planMemory()));
   }
   if (!html.empty())
     return failure(path + ": its cluster: " + error);

@@ -219,9 +219,13 @@ int runSimulate(const Args &args) {
                rate(perDevice, "FLOP/s"), 100 * perDevice / device.peak(type),
                bf16 ? "bf16" : "f32", rate(device.peak(type), "FLOP/s"));
   }
-  fmt::print("  memory peak   {} per rank (device capacity {}: {})\n", plan::formatBytes(peak),
-             plan::formatBytes(int64_t(device.memoryCapacity)),
-             double(peak) <= device.memoryCapacity ? "fits" : "DOES NOT FIT");
+  std::string reserved = device.memoryReserved > 0
+                             ? fmt::format(", {} of it kept by the runtime",
+                                           plan::formatBytes(int64_t(device.memoryReserved)))
+                             : "";
+  fmt::print("  memory peak   {} per rank (device capacity {}{}: {})\n", plan::formatBytes(peak),
+             plan::formatBytes(int64_t(device.memoryCapacity)), reserved,
+             double(peak) <= device.planMemory() ? "fits" : "DOES NOT FIT");
   printMemoryBreakdown(plan, peak);
   if (compute > 0) {
     std::string classes;
