@@ -164,6 +164,8 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "mlir::ModuleOp"> {
            "Return the model's outputs too (not for a micro-batched or split step)">,
     Option<"trainOutput", "train-output", "std::string", "\"\"",
            "The model output the loss reads, by name (default: the first)">,
+    Option<"padClasses", "pad-classes", "int64_t", "128",
+           "cross_entropy: a vocabulary's classes padded to a multiple of this (0: never)">,
   ];
   let dependentDialects = ["dtc::graph::GraphDialect"];
 }

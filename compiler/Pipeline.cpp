@@ -183,6 +183,10 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
   Option<std::string> trainOutput{*this, "train-output",
                                   llvm::cl::desc("The model output the loss reads (by name)"),
                                   llvm::cl::init("")};
+  Option<int64_t> padClasses{*this, "pad-classes",
+                             llvm::cl::desc("cross_entropy: a vocabulary padded to a multiple "
+                                            "of this (0: never)"),
+                             llvm::cl::init(128)};
   Option<std::string> recompute{
       *this, "recompute",
       llvm::cl::desc("none, selective or full: recompute activations in the backward"),

@@ -505,6 +505,10 @@ private:
           }
           if (std::optional<llvm::StringRef> castOf = p.getCastOf())
             source->set_cast_of(castOf->str());
+          // A weight the step pads (compiler/PadClasses.h): the model's shape.
+          if (auto model = p->getAttrOfType<DenseI64ArrayAttr>(attr::kModelShape))
+            for (int64_t d : model.asArrayRef())
+              source->add_model_shape(d);
           auto std = p->getAttrOfType<FloatAttr>(attr::kInitStd);
           auto value = p->getAttrOfType<FloatAttr>(attr::kInitValue);
           if (std || value) { // a generated model's: drawn at load, seeded by its name

@@ -17,6 +17,7 @@
 #include "compiler/Autodiff.h"
 #include "compiler/CompileNotes.h"
 #include "compiler/MixedPrecision.h"
+#include "compiler/PadClasses.h"
 #include "compiler/Passes.h"
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -74,8 +75,18 @@ public:
              << options_.trainOutput << ": the model has no output of that name (its outputs: "
              << outputs << ")";
     Value prediction = terminator->getOperand(trainedOutput.value_or(0));
-    SmallVector<Value> modelOutputs(terminator->getOperands());
     auto type = typeOf(prediction);
+    // What the loss reads: the prediction, or its classes padded (the
+    // model's outputs then read the model's part of them).
+    Value logits = prediction;
+    if (options_.loss == "cross_entropy" && type.getRank() >= 2 &&
+        type.getElementType().isF32()) {
+      std::string padded;
+      logits = padClasses(prediction, options_.padClasses, padded);
+      if (!padded.empty())
+        addNote(func_, padded);
+    }
+    SmallVector<Value> modelOutputs(terminator->getOperands());
     if (!type.getElementType().isF32())
       return func_.emitError("training needs an f32 model output, got ")
              << type
@@ -94,7 +105,7 @@ public:
       Value labels = addInput("labels", "labels",
                               RankedTensorType::get(type.getShape().drop_back(),
                                                     b_.getI64Type()));
-      loss = crossEntropy(prediction, labels);
+      loss = crossEntropy(logits, labels);
       classes = type.getShape().back();
     } else {
       Value labels = addInput("labels", "labels", type);
@@ -570,6 +581,10 @@ private:
     auto state = b_.create<graph::ParameterOp>(
         param.getLoc(), param.getType(), b_.getStringAttr(param.getName() + "." + kind));
     state->setAttr(attr::kZeros, b_.getUnitAttr());
+    // A padded weight's state: a checkpoint from before the padding holds
+    // it in the model's shape, which resuming pads (runtime/train/Reshard.h).
+    if (Attribute model = param->getAttr(attr::kModelShape))
+      state->setAttr(attr::kModelShape, model);
     return state;
   }
 
@@ -675,6 +690,8 @@ std::string checkTrainingOptions(const TrainingOptions &o) {
     return "--precision must be fp32 or bf16, got '" + o.precision + "'";
   if (o.microBatches < 1)
     return "--micro-batches must be at least 1";
+  if (o.padClasses < 0)
+    return "--pad-classes must not be negative (0: the classes as the model has them)";
   if (o.recompute != "auto" && o.recompute != "none" && o.recompute != "selective" &&
       o.recompute != "full")
     return "--recompute must be none, selective, full or auto, got '" + o.recompute + "'";

@@ -50,6 +50,9 @@ struct TrainingOptions {
   /// first); for a model whose first output is not the prediction (a
   /// sentence-embedding export's first output is integer).
   std::string trainOutput;
+  /// A cross-entropy loss's classes (a vocabulary of at least 32 times
+  /// this) padded to a multiple of this (compiler/PadClasses.h); 0: never.
+  int64_t padClasses = 128;
 };
 
 /// The training step's result (and plan output) holding the global sum of
@@ -63,7 +66,7 @@ constexpr const char *kGradientSquares = "gradient_squares";
 #define DTC_TRAINING_OPTION_FIELDS(X)                                                          \
   X(loss) X(optimizer) X(learningRate) X(momentum) X(beta1) X(beta2) X(epsilon)               \
   X(weightDecay) X(clipNorm) X(schedule) X(warmupSteps) X(totalSteps) X(precision)      \
-  X(microBatches) X(trainOutput) X(skipNonFinite)
+  X(microBatches) X(trainOutput) X(skipNonFinite) X(padClasses)
 
 /// Checks the options; a message naming the bad one, or empty.
 std::string checkTrainingOptions(const TrainingOptions &options);

@@ -911,10 +911,44 @@ private:
           return fail(where + " ('" + param.initializer() +
                       "'): a seeded parameter must be f32 with a finite mean and std >= 0");
       }
+      if (param.model_shape_size() != 0 && !checkModelShape(buffer, where))
+        return false;
       break;
     }
     case Buffer::SOURCE_NOT_SET:
       break;
+    }
+    return true;
+  }
+
+  /// A padded parameter: the model's shape of the buffer's rank, each dim
+  /// positive and inside the plan's whole tensor (the buffer's shape times
+  /// its parts, or the seeded shape). A row block's whole (a parameter
+  /// server's slice) is not in the plan: the reader clips the slice to it.
+  bool checkModelShape(const Buffer &buffer, const std::string &where) {
+    const plan::ParameterSource &param = buffer.parameter();
+    std::string what = where + " ('" + param.initializer() + "'): model shape " +
+                       shapeString(param.model_shape());
+    if (param.model_shape_size() != buffer.type().shape_size())
+      return fail(what + " has rank " + std::to_string(param.model_shape_size()) +
+                  ", the buffer " + typeString(buffer.type()) + " rank " +
+                  std::to_string(buffer.type().shape_size()));
+    std::vector<int64_t> whole;
+    if (param.has_seeded()) {
+      whole.assign(param.seeded().shape().begin(), param.seeded().shape().end());
+    } else if (param.slice_size() == 0) {
+      std::vector<int64_t> parts = shardParts(buffer, axisSizes_);
+      for (int d = 0; d < buffer.type().shape_size(); ++d)
+        whole.push_back(buffer.type().shape(d) * parts[size_t(d)]);
+    }
+    for (int d = 0; d < param.model_shape_size(); ++d) {
+      int64_t dim = param.model_shape(d);
+      if (dim <= 0 || (!whole.empty() && dim > whole[size_t(d)]))
+        return fail(what + ": dim " + std::to_string(d) + " is " + std::to_string(dim) +
+                    (whole.empty() ? std::string(", not positive")
+                                   : ", not in [1, " + std::to_string(whole[size_t(d)]) +
+                                         "] (the plan's whole tensor " + shapeString(whole) +
+                                         ")"));
     }
     return true;
   }

@@ -54,8 +54,10 @@ namespace dtc::plan {
 /// attention, k and v with fewer heads than q (their heads dividing q's),
 /// which an older runtime would refuse as mismatched shapes. Version 22:
 /// buckets, several collectives as one instruction and message
-/// (Collective.member_axes).
-constexpr uint32_t kPlanFormatVersion = 22;
+/// (Collective.member_axes). Version 23: parameters padded past the
+/// model's shape (ParameterSource.model_shape), which an older runtime
+/// would read as the model's tensor and refuse or misplace.
+constexpr uint32_t kPlanFormatVersion = 23;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

@@ -580,6 +580,12 @@ std::string printPlan(const plan::Plan &plan) {
           source += " (the bf16 copy of '" + param.cast_of() + "', written with it)";
         if (!param.file().empty())
           source += fmt::format(" from {} at byte {}", param.file(), param.offset());
+        if (param.model_shape_size() != 0) {
+          TensorType model;
+          model.set_dtype(buffer.type().dtype());
+          *model.mutable_shape() = param.model_shape();
+          source += ", padded from " + typeToString(model);
+        }
       }
       else if (buffer.has_constant())
         source = "constant";

@@ -467,7 +467,9 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
         return false;
       readerOpen = true;
     }
-    if (buffer.sharding_size() != 0) {
+    // A padded parameter's whole is the plan's (the loader checked it holds
+    // the model's shape); the reader checks the initializer is the model's.
+    if (buffer.sharding_size() != 0 && source->model_shape_size() == 0) {
       // A slice in bounds is not enough: the parts must tile the whole.
       std::vector<int64_t> dims;
       if (!reader.dims(sourceInitializer(*source), dims, error)) {

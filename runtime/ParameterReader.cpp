@@ -15,6 +15,7 @@
 #include "formats/onnx/ExternalData.h"
 #include "formats/onnx/TensorProto.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -29,6 +30,49 @@ namespace format = dtc::formats::onnx;
 namespace dtc::runtime {
 
 using format::dimsToString;
+
+namespace {
+
+/// A padded parameter's part (ParameterSource.model_shape): the slice is in
+/// the plan's padded whole; clipped to the model's shape, which the
+/// initializer must have, it is what the model holds (`starts`, `sizes`,
+/// possibly empty), and `padded` the buffer's shape it is spread into.
+bool clipToModel(const plan::ParameterSource &source, const plan::TensorType &type,
+                 const std::vector<int64_t> &dims, const std::string &label,
+                 std::vector<int64_t> &starts, std::vector<int64_t> &sizes,
+                 std::vector<int64_t> &padded, std::string &error) {
+  std::vector<int64_t> model(source.model_shape().begin(), source.model_shape().end());
+  if (dims != model) {
+    error = label + " is " + dimsToString(dims) + " but the plan pads it from " +
+            dimsToString(model) + "; recompile the plan for this model";
+    return false;
+  }
+  padded.assign(type.shape().begin(), type.shape().end());
+  if (padded.size() != model.size() ||
+      (source.slice_size() != 0 && size_t(source.slice_size()) != model.size())) {
+    error = label + " " + dimsToString(dims) + ": the plan's buffer " + dimsToString(padded) +
+            (source.slice_size() != 0
+                 ? " (sliced in " + std::to_string(source.slice_size()) + " dims)"
+                 : std::string()) +
+            " is not of the padded parameter's rank";
+    return false;
+  }
+  for (size_t d = 0; d < model.size(); ++d) {
+    int64_t start = source.slice_size() ? source.slice(int(d)).start() : 0;
+    int64_t size = source.slice_size() ? source.slice(int(d)).size() : padded[d];
+    if (start < 0 || size != padded[d]) {
+      error = label + " padded from " + dimsToString(model) + ": slice [" +
+              std::to_string(start) + ", +" + std::to_string(size) + ") of dim " +
+              std::to_string(d) + " is not a part of the plan's buffer " + dimsToString(padded);
+      return false;
+    }
+    starts.push_back(std::min(start, model[d]));
+    sizes.push_back(std::min(start + size, model[d]) - starts.back());
+  }
+  return true;
+}
+
+} // namespace
 
 struct ParameterReader::Model {
   std::string path;
@@ -139,9 +183,13 @@ bool ParameterReader::read(const plan::ParameterSource &source,
     return false;
   }
 
-  // The slice, checked against the initializer's dims.
-  std::vector<int64_t> dims(t.dims().begin(), t.dims().end()), starts, sizes;
-  if (source.slice_size() == 0) {
+  // The slice, checked against the initializer's dims; a padded
+  // parameter's is clipped to them, and spread into the buffer once read.
+  std::vector<int64_t> dims(t.dims().begin(), t.dims().end()), starts, sizes, padded;
+  if (source.model_shape_size() != 0) {
+    if (!clipToModel(source, type, dims, label, starts, sizes, padded, error))
+      return false;
+  } else if (source.slice_size() == 0) {
     starts.assign(dims.size(), 0);
     sizes = dims;
   } else {
@@ -167,7 +215,7 @@ bool ParameterReader::read(const plan::ParameterSource &source,
   for (int64_t s : sizes)
     sliceCount *= s; // bounded by the initializer's checked count
   int64_t wantCount = elementCount(type);
-  if (sliceCount != wantCount) {
+  if (padded.empty() && sliceCount != wantCount) {
     error = label + ": the slice " + dimsToString(sizes) + " has " +
             std::to_string(sliceCount) + " elements but the plan's buffer " +
             dimsToString(type.shape()) + " holds " + std::to_string(wantCount);
@@ -190,8 +238,11 @@ bool ParameterReader::read(const plan::ParameterSource &source,
             "; recompile the plan for this model";
     return false;
   }
-  if (sliceCount == 0)
+  if (sliceCount == 0) {
+    if (!padded.empty()) // a part of the padding alone
+      std::memset(out, 0, size_t(wantCount * info.elementBytes));
     return true;
+  }
 
   char *dst = static_cast<char *>(out);
   if (!external) {
@@ -199,12 +250,14 @@ bool ParameterReader::read(const plan::ParameterSource &source,
     std::string_view bytes;
     if (!format::inlineBytes(t, info, label, storage, bytes, error))
       return false;
-    return forEachRun(dims, starts, sizes, info.elementBytes,
-                      [&](int64_t offset, int64_t length) {
-                        std::memcpy(dst, bytes.data() + offset, size_t(length));
-                        dst += length;
-                        return true;
-                      });
+    forEachRun(dims, starts, sizes, info.elementBytes, [&](int64_t offset, int64_t length) {
+      std::memcpy(dst, bytes.data() + offset, size_t(length));
+      dst += length;
+      return true;
+    });
+    if (!padded.empty())
+      padInPlace(out, sizes, padded, info.elementBytes);
+    return true;
   }
 
   int fd;
@@ -212,16 +265,19 @@ bool ParameterReader::read(const plan::ParameterSource &source,
     error = label + ": " + error;
     return false;
   }
-  return forEachRun(dims, starts, sizes, info.elementBytes,
-                    [&](int64_t offset, int64_t length) {
-                      std::string why;
-                      if (!format::readFileAt(fd, ref.offset + offset, length, dst, why)) {
-                        error = label + ": cannot read " + ref.path + ": " + why;
-                        return false;
-                      }
-                      dst += length;
-                      return true;
-                    });
+  bool read = forEachRun(dims, starts, sizes, info.elementBytes,
+                         [&](int64_t offset, int64_t length) {
+                           std::string why;
+                           if (!format::readFileAt(fd, ref.offset + offset, length, dst, why)) {
+                             error = label + ": cannot read " + ref.path + ": " + why;
+                             return false;
+                           }
+                           dst += length;
+                           return true;
+                         });
+  if (read && !padded.empty())
+    padInPlace(out, sizes, padded, info.elementBytes);
+  return read;
 }
 
 } // namespace dtc::runtime

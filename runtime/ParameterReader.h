@@ -36,7 +36,9 @@ public:
   /// of the initializer, converted to nothing: its dtype and the slice's
   /// element count must match `type`, into `out` (type's byte size).
   /// External data is read with pread, only the slice's bytes; several
-  /// threads may read at once.
+  /// threads may read at once. A padded parameter (source.model_shape, which
+  /// the initializer's dims must equal) is sliced in the padded whole, of
+  /// `type`'s rank: what lies in the model is read, the rest is zeros.
   bool read(const plan::ParameterSource &source, const plan::TensorType &type,
             void *out, std::string &error);
   /// The whole shape of initializer `initializer` (a sharded parameter's

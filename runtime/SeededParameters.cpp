@@ -39,18 +39,29 @@ void fillSeeded(const plan::ParameterSource &source, const plan::TensorType &typ
   int64_t count = 1;
   for (int64_t d : type.shape())
     count *= d;
-  // Walk the slice's elements in order, keeping the whole tensor's flat index.
+  // Walk the slice's elements in order, keeping the whole tensor's flat
+  // index. A padded parameter's elements are numbered in the model's
+  // shape, so that they are the unpadded tensor's; past it, zeros.
+  bool padded = source.model_shape_size() == rank;
+  auto numbered = [&](int d) { return padded ? source.model_shape(d) : init.shape(d); };
   std::vector<int64_t> index(size_t(rank), 0), strides(size_t(rank), 1);
   for (int d = rank - 2; d >= 0; --d)
-    strides[size_t(d)] = strides[size_t(d) + 1] * init.shape(d + 1);
+    strides[size_t(d)] = strides[size_t(d) + 1] * numbered(d + 1);
   auto start = [&](int d) { return source.slice_size() ? source.slice(d).start() : 0; };
   for (int64_t i = 0; i < count; ++i) {
     uint64_t flat = 0;
-    for (int d = 0; d < rank; ++d)
-      flat += uint64_t((start(d) + index[size_t(d)]) * strides[size_t(d)]);
-    values[i] = init.std() == 0
-                    ? float(init.mean())
-                    : float(init.mean() + init.std() * seededNormal(init.seed(), flat));
+    bool padding = false;
+    for (int d = 0; d < rank; ++d) {
+      int64_t at = start(d) + index[size_t(d)];
+      padding |= padded && at >= source.model_shape(d);
+      flat += uint64_t(at * strides[size_t(d)]);
+    }
+    if (padding)
+      values[i] = 0.0f;
+    else
+      values[i] = init.std() == 0
+                      ? float(init.mean())
+                      : float(init.mean() + init.std() * seededNormal(init.seed(), flat));
     for (int d = rank - 1; d >= 0 && ++index[size_t(d)] == type.shape(d); --d)
       index[size_t(d)] = 0;
   }

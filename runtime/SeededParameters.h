@@ -8,6 +8,8 @@ namespace dtc::runtime {
 
 /// Draws a generated model's parameter (source.seeded, an f32 buffer of
 /// `type`, the part of the whole tensor that source.slice names) into `out`.
+/// A padded one (source.model_shape) gets the unpadded tensor's values
+/// inside the model's shape and zeros past it.
 void fillSeeded(const plan::ParameterSource &source, const plan::TensorType &type, void *out);
 
 } // namespace dtc::runtime

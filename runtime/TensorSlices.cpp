@@ -41,4 +41,48 @@ void pasteSlice(const void *slice, const std::vector<int64_t> &dims,
   });
 }
 
+void padInPlace(void *data, const std::vector<int64_t> &inner, const std::vector<int64_t> &outer,
+                int64_t elementBytes) {
+  char *bytes = static_cast<char *>(data);
+  size_t rank = outer.size();
+  int64_t outerBytes = elementBytes;
+  for (int64_t d : outer)
+    outerBytes *= d;
+  for (int64_t d : inner)
+    if (d == 0) {
+      std::memset(bytes, 0, size_t(outerBytes));
+      return;
+    }
+  // Rows: from the last dim that differs on, contiguous in both layouts.
+  size_t k = rank;
+  while (k > 0 && inner[k - 1] == outer[k - 1])
+    --k;
+  if (k == 0)
+    return; // the same shape
+  --k;
+  int64_t rowBytes = elementBytes, rows = 1;
+  for (size_t d = k; d < rank; ++d)
+    rowBytes *= inner[d];
+  for (size_t d = 0; d < k; ++d)
+    rows *= inner[d];
+  // outerStride[d]: the bytes of one step along dim d in `outer`.
+  std::vector<int64_t> outerStride(rank + 1, elementBytes);
+  for (size_t d = rank; d-- > 0;)
+    outerStride[d] = outerStride[d + 1] * outer[d];
+  // Last row first: each row moves to where it lies in `outer` (never
+  // before where it was), so no row still to move is overwritten; the gap
+  // after it, up to the row moved before, is padding.
+  int64_t end = outerBytes;
+  for (int64_t r = rows; r-- > 0;) {
+    int64_t to = 0, rest = r;
+    for (size_t d = k; d-- > 0;) {
+      to += (rest % inner[d]) * outerStride[d + 1];
+      rest /= inner[d];
+    }
+    std::memmove(bytes + to, bytes + r * rowBytes, size_t(rowBytes));
+    std::memset(bytes + to + rowBytes, 0, size_t(end - to - rowBytes));
+    end = to;
+  }
+}
+
 } // namespace dtc::runtime

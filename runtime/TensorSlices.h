@@ -70,6 +70,13 @@ void pasteSlice(const void *slice, const std::vector<int64_t> &dims,
                 const std::vector<int64_t> &starts, const std::vector<int64_t> &sizes,
                 int64_t elementBytes, void *tensor);
 
+/// Spreads the dense tensor of `inner` at the start of `data` into the
+/// dense tensor of `outer` there (each dim of `inner` at most outer's), at
+/// its origin, with zeros elsewhere: a padded parameter read in place, with
+/// no second buffer. `data` holds outer's bytes.
+void padInPlace(void *data, const std::vector<int64_t> &inner, const std::vector<int64_t> &outer,
+                int64_t elementBytes);
+
 } // namespace dtc::runtime
 
 #endif // DTC_RUNTIME_TENSORSLICES_H

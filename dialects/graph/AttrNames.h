@@ -61,6 +61,11 @@ constexpr llvm::StringLiteral kRecompute = "dtc.recompute";
 constexpr llvm::StringLiteral kInitValue = "dtc.init_value";
 constexpr llvm::StringLiteral kInitStd = "dtc.init_std";
 
+// dtc-build-training-step (compiler/PadClasses.h).
+/// graph.parameter: the model's shape of a weight the step pads (a
+/// classifier's classes to a round count); what it holds past it is zeros.
+constexpr llvm::StringLiteral kModelShape = "dtc.model_shape";
+
 // dtc-sharding-search and dtc-spmd-partition.
 /// Module: the mesh's axis names, in the order of `mesh.mesh @mesh`.
 constexpr llvm::StringLiteral kMeshAxisNames = "dtc.mesh_axis_names";

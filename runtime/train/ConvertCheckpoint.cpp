@@ -45,16 +45,20 @@ bool convertCheckpoint(const std::string &dir, const plan::Plan &plan, const std
     CheckpointState state;
     std::vector<WantedPart> wanted;
     // The parameters dtc run checkpoints.
-    for (uint32_t id : checkpointedParameters(program)) {
+    std::vector<uint32_t> ids = checkpointedParameters(program);
+    for (uint32_t id : ids) {
       const plan::Buffer &buffer = program.buffers(int(id));
       state.tensorTypes.push_back({buffer.parameter().initializer(), buffer.type()});
       state.tensorParts.push_back(partOfBuffer(buffer, mesh, coordinates));
       state.tensorBytes.emplace_back(
           size_t(plan::elementCount(buffer.type()) * plan::dtypeBytes(buffer.type().dtype())));
     }
-    for (size_t k = 0; k < state.tensorTypes.size(); ++k)
+    for (size_t k = 0; k < state.tensorTypes.size(); ++k) {
+      const auto &model = program.buffers(int(ids[k])).parameter().model_shape();
       wanted.push_back({state.tensorTypes[k].first, state.tensorTypes[k].second,
-                        state.tensorParts[k], state.tensorBytes[k].data()});
+                        state.tensorParts[k], state.tensorBytes[k].data(),
+                        {model.begin(), model.end()}});
+    }
     Resharded read;
     if (!readResharded(dir, wanted, read, error)) {
       error = fmt::format("rank {} of the plan: {}", rank, error);

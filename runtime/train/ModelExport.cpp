@@ -75,6 +75,27 @@ bool wholeParameter(const plan::Plan &plan, Executor &executor, int program, uin
   return true;
 }
 
+/// A padded parameter's whole (`whole`, f32), cropped to the model's shape
+/// (ParameterSource.model_shape): the padding goes back into no model.
+void cropToModel(const plan::Plan &plan, const plan::Buffer &buffer, std::string &whole) {
+  const plan::ParameterSource &source = buffer.parameter();
+  if (source.model_shape_size() == 0)
+    return;
+  std::vector<int64_t> parts = plan::shardParts(buffer, plan::meshAxisSizes(plan.mesh()));
+  std::vector<int64_t> padded, model(source.model_shape().begin(), source.model_shape().end());
+  for (int d = 0; d < buffer.type().shape_size(); ++d)
+    padded.push_back(buffer.type().shape(d) * parts[size_t(d)]);
+  if (padded == model)
+    return;
+  int64_t count = 1;
+  for (int64_t d : model)
+    count *= d;
+  std::string cropped(size_t(count * 4), '\0');
+  copySlice(whole.data(), padded, std::vector<int64_t>(model.size(), 0), model, 4,
+            cropped.data());
+  whole = std::move(cropped);
+}
+
 /// The model's initializer `name`, or null.
 const ::onnx::TensorProto *initializerNamed(const ::onnx::ModelProto &model,
                                             const std::string &name) {
@@ -118,6 +139,8 @@ bool exportTrainedModel(const plan::Plan &plan, Executor &executor, const std::s
         error = "--export: " + error;
         return false;
       }
+      if (!world || world->rank() == 0) // the one that writes
+        cropToModel(plan, buffer, whole);
     }
   }
   if (world && world->rank() != 0)

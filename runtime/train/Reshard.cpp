@@ -8,8 +8,10 @@
 #include "plan/Sharding.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -25,6 +27,52 @@ void spelledOut(const plan::TensorType &type, const TensorPart &part,
                 std::vector<int64_t> &whole, std::vector<int64_t> &start) {
   whole = part.wholeShape.empty() ? shapeOf(type) : part.wholeShape;
   start = part.start.empty() ? std::vector<int64_t>(whole.size(), 0) : part.start;
+}
+
+/// Whether each dim of `a` is at most b's (same rank).
+bool within(const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t d = 0; d < a.size(); ++d)
+    if (a[d] > b[d])
+      return false;
+  return true;
+}
+
+/// The first element of the part (`bytes`, of `shape`, at `start` in the
+/// whole) that lies outside `kept` and is not zero (either zero of a float),
+/// as its index in the whole; empty when there is none.
+std::vector<int64_t> nonzeroOutside(const std::vector<char> &bytes, plan::DType dtype,
+                                    const std::vector<int64_t> &shape,
+                                    const std::vector<int64_t> &start,
+                                    const std::vector<int64_t> &kept) {
+  std::vector<int64_t> end(start.size());
+  for (size_t d = 0; d < start.size(); ++d)
+    end[d] = start[d] + shape[d];
+  if (within(end, kept))
+    return {};
+  int64_t width = plan::dtypeBytes(dtype), count = int64_t(bytes.size()) / width;
+  bool isFloat = dtype == plan::F32 || dtype == plan::F64 || dtype == plan::F16 ||
+                 dtype == plan::BF16;
+  std::vector<int64_t> index(start);
+  for (int64_t i = 0; i < count; ++i) {
+    bool outside = false;
+    for (size_t d = 0; d < index.size(); ++d)
+      outside |= index[d] >= kept[d];
+    const char *at = bytes.data() + i * width;
+    for (int64_t b = 0; outside && b < width; ++b) {
+      // Little-endian: a float's sign is its last byte's top bit.
+      char mask = isFloat && b == width - 1 ? char(0x7f) : char(0xff);
+      if (at[b] & mask)
+        return index;
+    }
+    for (size_t d = index.size(); d-- > 0;) {
+      if (++index[d] < start[d] + shape[d])
+        break;
+      index[d] = start[d];
+    }
+  }
+  return {};
 }
 
 } // namespace
@@ -44,7 +92,7 @@ bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resh
     byName[wanted[w].name] = w;
   // Per wanted part, the elements filled so far, from distinct source parts
   // (replicas hold the same part: counted once).
-  std::vector<int64_t> filled(wanted.size(), 0);
+  std::vector<int64_t> filled(wanted.size(), 0), need(wanted.size(), -1);
   std::vector<std::set<std::vector<int64_t>>> sourcesSeen(wanted.size());
   read = {};
   read.step = folder.resumableStep;
@@ -75,7 +123,12 @@ bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resh
       spelledOut(type, t < state.tensorParts.size() ? state.tensorParts[t] : TensorPart(),
                  fromWhole, fromStart);
       spelledOut(want.type, want.part, toWhole, toStart);
-      if (type.dtype() != want.type.dtype() || fromWhole != toWhole) {
+      // A checkpoint from before the plan padded the tensor, or from a
+      // padded plan into an unpadded one (checked below, part by part).
+      bool pads = fromWhole != toWhole && fromWhole == want.modelShape &&
+                  within(fromWhole, toWhole);
+      bool crops = fromWhole != toWhole && !pads && within(toWhole, fromWhole);
+      if (type.dtype() != want.type.dtype() || (fromWhole != toWhole && !pads && !crops)) {
         plan::TensorType was = type, is = want.type;
         *was.mutable_shape() = {fromWhole.begin(), fromWhole.end()};
         *is.mutable_shape() = {toWhole.begin(), toWhole.end()};
@@ -86,6 +139,30 @@ bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resh
       }
       if (!sourcesSeen[it->second].insert(fromStart).second)
         continue; // a replica of a part already read
+      if (crops) {
+        std::vector<int64_t> at = nonzeroOutside(state.tensorBytes[t], type.dtype(),
+                                                 shapeOf(type), fromStart, toWhole);
+        if (!at.empty()) {
+          plan::TensorType was = type, is = want.type;
+          *was.mutable_shape() = {fromWhole.begin(), fromWhole.end()};
+          *is.mutable_shape() = {toWhole.begin(), toWhole.end()};
+          error = fmt::format("{}: tensor '{}' is {} in the checkpoint but {} in this plan, "
+                              "and what lies past the plan's is not zero (at [{}]): not a "
+                              "padding to drop",
+                              dir, name, plan::typeToString(was), plan::typeToString(is),
+                              fmt::join(at, ","));
+          return false;
+        }
+      }
+      if (pads && need[it->second] < 0) {
+        // Only the part inside the checkpoint's tensor comes from it; the
+        // padding is zeros.
+        std::memset(want.into, 0, size_t(plan::byteSize(want.type)));
+        need[it->second] = 1;
+        for (size_t d = 0; d < toStart.size(); ++d)
+          need[it->second] *= std::max<int64_t>(
+              0, std::min(toStart[d] + want.type.shape(int(d)), fromWhole[d]) - toStart[d]);
+      }
       // The box both parts share, copied from the one into the other.
       std::vector<int64_t> from = shapeOf(type), to = shapeOf(want.type);
       std::vector<int64_t> lo(from.size()), size(from.size());
@@ -110,10 +187,10 @@ bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resh
     }
   }
   for (size_t w = 0; w < wanted.size(); ++w) {
-    int64_t need = plan::elementCount(wanted[w].type);
-    if (filled[w] != need) {
+    int64_t needed = need[w] >= 0 ? need[w] : plan::elementCount(wanted[w].type);
+    if (filled[w] != needed) {
       error = fmt::format("{}: the checkpoint holds {} of the {} values of '{}' this rank needs{}",
-                          dir, filled[w], need, wanted[w].name,
+                          dir, filled[w], needed, wanted[w].name,
                           filled[w] == 0 ? " (no such tensor: a checkpoint of another model?)"
                                          : "");
       return false;

@@ -28,6 +28,9 @@ struct WantedPart {
   plan::TensorType type; // the part's
   TensorPart part;       // where it lies in the whole (empty: whole)
   char *into = nullptr;  // type's bytes
+  // A padded parameter's (ParameterSource.model_shape): a checkpoint of
+  // this shape, from before the padding, is padded with zeros.
+  std::vector<int64_t> modelShape;
 };
 
 /// What a converted resume read.
@@ -43,7 +46,10 @@ struct Resharded {
 /// all its ranks hold (each rank's last file, or its previous one), reading
 /// one file at a time; false with `error` when the folder holds no such
 /// step, a tensor is missing, its whole shape or dtype differs (another
-/// model), or the files do not cover a wanted part.
+/// model), or the files do not cover a wanted part. Two whole shapes may
+/// differ by padding: a checkpoint tensor of the wanted part's modelShape
+/// is padded with zeros, and a padded one (each dim at least the plan's)
+/// is cropped when all it crops away is zero.
 bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resharded &read,
                    std::string &error);
 

@@ -204,8 +204,10 @@ bool Trainer::resumeConverted(const TrainOptions &options,
   std::vector<WantedPart> wanted;
   for (uint32_t id : parameters) {
     const plan::Buffer &buffer = program.buffers(int(id));
+    const auto &model = buffer.parameter().model_shape();
     wanted.push_back({buffer.parameter().initializer(), buffer.type(),
-                      partOfBuffer(buffer, mesh, coordinates), executor_.bufferData(id)});
+                      partOfBuffer(buffer, mesh, coordinates), executor_.bufferData(id),
+                      {model.begin(), model.end()}});
   }
   Resharded read;
   bool ok = readResharded(options.checkpoint, wanted, read, error);

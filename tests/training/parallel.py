@@ -105,6 +105,15 @@ VOCAB_SPLITS = {
                                                "--schedule", "1f1b"],
                                               "vocabulary-parallel cross-entropy"),
 }
+# A vocabulary no tensor-parallel size divides (GPT-2's 50257 is odd): the
+# step pads it to a multiple of 128 (--pad-classes), the padded classes
+# masked out of the loss, so the losses are the unpadded step's.
+PAD_SPLITS = {
+    "1 device, classes as the model has them": (["--pad-classes", "0"], "loss cross_entropy"),
+    "tp=4, padded vocabulary": (["--tp", "4"], "vocabulary-parallel cross-entropy"),
+    "dp=2 x tp=2, padded vocabulary": (["--dp", "2", "--tp", "2", "--zero", "1"],
+                                       "classes padded to 4224"),
+}
 RECOMPUTED = tuple(s for s in SPLITS if "recompute" in s)
 # Pipelines cut a model between layers: the example GPT's (the MLP and CNN
 # have too few places to cut for 4 stages).
@@ -164,7 +173,7 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
     check(len(single) == STEPS, f"{name}: {STEPS} losses from one device")
     predicted = {}
     for split in splits:
-        flags, note = {**SPLITS, **VOCAB_SPLITS}[split]
+        flags, note = {**SPLITS, **VOCAB_SPLITS, **PAD_SPLITS}[split]
         plan, out = compile_plan(split, flags)
         predicted[split] = predicted_seconds(out)
         check(note in out, f"{name}, {split}: compile notes '{note}'")
@@ -277,6 +286,19 @@ def main():
         compare(dtc, tmp, "tied-gpt", tied, ["--shape", "batch=8", "--shape", "seq=16"], text,
                 splits=("pp=2 x dp=2", "pp=4 1f1b", "pp=2 x tp=2 interleaved",
                         "searched, 4 micro-batches"))
+        # A tied vocabulary of 4099 padded to 4224: the gather reads the
+        # padded table; the exported weights have the model's shapes.
+        odd = os.path.join(tmp, "odd-vocabulary-gpt.onnx")
+        onnx.save(generate.build_gpt(vocab=4099, tied=True), odd)
+        compare(dtc, tmp, "odd-vocabulary gpt", odd, ["--shape", "batch=8", "--shape", "seq=16"],
+                text, splits=tuple(PAD_SPLITS), lr="0.001")
+        shapes = {t.name: tuple(t.dims) for t in onnx.load(odd).graph.initializer}
+        for tag in ("one", "tp=4, padded vocabulary"):
+            path = os.path.join(tmp, f"odd-vocabulary gpt-{tag}.onnx".replace(" ", ""))
+            trained = onnx.load(path).graph.initializer
+            check(all(tuple(t.dims) == shapes.get(t.name, tuple(t.dims)) for t in trained) and
+                  tuple(next(t for t in trained if t.name == "wte").dims) == (4099, 64),
+                  f"odd-vocabulary gpt, {tag}: exported with the model's shapes (wte 4099 x 64)")
         infer(dtc, tmp, "mlp", models["mlp"], ["--shape", "batch=16"],
               {inputs["mlp"].name: rng.rand(16, *dims("mlp")).astype(np.float32)})
         infer(dtc, tmp, "cnn", models["cnn"], ["--shape", "batch=8"],

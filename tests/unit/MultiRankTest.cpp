@@ -401,6 +401,34 @@ TEST(MultiRank, ShardedParametersFromOnnx) {
       << error;
 }
 
+TEST(MultiRank, ShardedPaddedParameterFromOnnx) {
+  // A [3,5] initializer padded to [4,8], each rank a [2,4] block: rank
+  // (0,0) all model, (0,1) columns 4..7 (one of the model's), (1,*) row 3
+  // padding.
+  auto value = [](int64_t r, int64_t c) { return float(10 * r + c + 1); };
+  std::string model = writeModel({{"w", {3, 5}}}, value);
+  plan::ParameterSource w = initializer("w");
+  w.add_model_shape(3);
+  w.add_model_shape(5);
+  SpmdPlanBuilder b({2, 2});
+  b.output(b.parameter(w, plan::F32, {4, 8}, {{0}, {1}}), "w");
+  std::vector<HostTensor> outputs = runOnMesh(b.plan, {}, model);
+  ASSERT_EQ(outputs.size(), 1u);
+  auto padded = [&](int64_t r, int64_t c) { return r < 3 && c < 5 ? value(r, c) : 0.f; };
+  EXPECT_EQ(valuesOf(outputs[0]), block(padded, 2 * rowOf(), 2, 4 * colOf(), 4));
+
+  // A model whose initializer is not the shape the plan pads.
+  std::string other = writeModel({{"w", {3, 6}}}, value);
+  std::string error;
+  auto groups = MeshGroups::create(*world, {2, 2}, error);
+  ASSERT_TRUE(groups) << error;
+  EXPECT_FALSE(Executor::create(b.plan, world->rank(), other, 1, error, groups.get()));
+  EXPECT_NE(error.find("parameter 'w': " + other +
+                       ": initializer 'w' is [3, 6] but the plan pads it from [3, 5]"),
+            std::string::npos)
+      << error;
+}
+
 TEST(MultiRank, ShardedSeededParameter) {
   plan::ParameterSource source = initializer("s");
   source.mutable_seeded()->set_mean(0.5);

@@ -1,6 +1,7 @@
 // The plan loader rejects corrupt, truncated and foreign plans with a
 // message; a well-formed plan passes.
 #include "plan/PlanLoader.h"
+#include "plan/PlanPrinter.h"
 #include "tests/unit/SpmdPlanBuilder.h"
 
 #include <gtest/gtest.h>
@@ -621,6 +622,44 @@ TEST(PlanLoader, AcceptsUpdateOfShardedParameter) {
   EXPECT_TRUE(validatePlan(b.plan, error)) << error;
   b.program->mutable_buffers(int(updated))->mutable_type()->set_shape(0, 1);
   EXPECT_TRUE(contains(errorOf(b.plan), "its type differs from the parameter's"));
+}
+
+TEST(PlanLoader, ChecksPaddedParameters) {
+  // A [3,5] initializer padded to [4,8], split over both axes.
+  SpmdPlanBuilder b({2, 2});
+  plan::ParameterSource w;
+  w.set_initializer("w");
+  for (int64_t d : {3, 5})
+    w.add_model_shape(d);
+  uint32_t id = b.parameter(w, plan::F32, {4, 8}, {{0}, {1}});
+  b.output(id, "w");
+  std::string error;
+  EXPECT_TRUE(validatePlan(b.plan, error)) << error;
+  // dtc plan --full says so.
+  EXPECT_TRUE(contains(plan::printPlan(b.plan), "parameter 'w', padded from f32[3,5]"));
+
+  auto refused = [&](std::vector<int64_t> model, const std::string &message) {
+    plan::Plan p = b.plan;
+    p.mutable_ranks(0)->mutable_buffers(int(id))->mutable_parameter()->clear_model_shape();
+    for (int64_t d : model)
+      p.mutable_ranks(0)->mutable_buffers(int(id))->mutable_parameter()->add_model_shape(d);
+    EXPECT_TRUE(contains(errorOf(p), message));
+  };
+  refused({3, 5, 1}, "('w'): model shape [3,5,1] has rank 3, the buffer f32[2,4] rank 2");
+  refused({0, 5}, "model shape [0,5]: dim 0 is 0, not in [1, 4] (the plan's whole tensor [4,8])");
+  // Past the whole tensor (the buffer's [2,4] times its [2,2] parts).
+  refused({3, 9}, "model shape [3,9]: dim 1 is 9, not in [1, 8] (the plan's whole tensor [4,8])");
+  // The whole tensor's own shape pads nothing, and is no harm.
+  b.program->mutable_buffers(int(id))->mutable_parameter()->set_model_shape(0, 4);
+  EXPECT_TRUE(validatePlan(b.plan, error)) << error;
+  // A generated parameter's whole is its seeded shape.
+  plan::SeededInit *seeded =
+      b.program->mutable_buffers(int(id))->mutable_parameter()->mutable_seeded();
+  seeded->set_std(1);
+  for (int64_t d : {4, 8})
+    seeded->add_shape(d);
+  EXPECT_TRUE(validatePlan(b.plan, error)) << error;
+  refused({5, 5}, "dim 0 is 5, not in [1, 4] (the plan's whole tensor [4,8])");
 }
 
 TEST(PlanLoader, ChecksBf16CopiesOfWeights) {

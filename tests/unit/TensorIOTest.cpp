@@ -5,6 +5,7 @@
 #include "runtime/TensorSlices.h"
 
 #include "onnx.pb.h"
+#include "tests/unit/SpmdPlanBuilder.h"
 #include "tests/unit/TestFiles.h"
 
 #include <gtest/gtest.h>
@@ -726,6 +727,103 @@ TEST_F(ParameterReaderTest, Errors) {
       << error;
 }
 
+// A padded parameter (ParameterSource.model_shape): the plan's whole is
+// larger than the initializer, sliced in the padded coordinates; what lies
+// in the model is read, the rest is zeros.
+TEST_F(ParameterReaderTest, ReadsPaddedParameters) {
+  auto padded = [](const std::string &name, std::vector<std::pair<int64_t, int64_t>> slice,
+                   std::vector<int64_t> model = {4, 6}) {
+    plan::ParameterSource s = source(name, std::move(slice));
+    for (int64_t d : model)
+      s.add_model_shape(d);
+    return s;
+  };
+  std::string error;
+  for (auto [name, base] : {std::pair<const char *, float>{"inline", 0.f},
+                            {"external", 100.f}}) {
+    SCOPED_TRACE(name);
+    // The whole, [4,6] padded to [6,8].
+    std::vector<float> out(48, -1);
+    ASSERT_TRUE(reader.read(padded(name, {}), type(plan::F32, {6, 8}), out.data(), error))
+        << error;
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 8; ++j)
+        EXPECT_EQ(out[size_t(i * 8 + j)], i < 4 && j < 6 ? base + float(i * 6 + j) : 0.f)
+            << i << "," << j;
+    // A shard straddling the padding in both dims: rows 2..4, columns 4..7.
+    std::vector<float> straddles(12, -1);
+    ASSERT_TRUE(reader.read(padded(name, {{2, 3}, {4, 4}}), type(plan::F32, {3, 4}),
+                            straddles.data(), error))
+        << error;
+    EXPECT_EQ(straddles, (std::vector<float>{base + 16, base + 17, 0, 0, base + 22, base + 23,
+                                             0, 0, 0, 0, 0, 0}));
+    // Shards all in the padding: rows 4..5, and columns 6..7.
+    for (auto slice : {std::vector<std::pair<int64_t, int64_t>>{{4, 2}, {0, 8}},
+                       std::vector<std::pair<int64_t, int64_t>>{{0, 6}, {6, 2}}}) {
+      std::vector<float> zeros(slice[0].second * slice[1].second, -1);
+      ASSERT_TRUE(reader.read(padded(name, slice),
+                              type(plan::F32, {slice[0].second, slice[1].second}),
+                              zeros.data(), error))
+          << error;
+      EXPECT_EQ(zeros, std::vector<float>(zeros.size(), 0.f));
+    }
+  }
+  // Not padded at all: the plain read.
+  std::vector<float> same(24, -1);
+  ASSERT_TRUE(reader.read(padded("inline", {}), type(plan::F32, {4, 6}), same.data(), error))
+      << error;
+  for (int i = 0; i < 24; ++i)
+    EXPECT_EQ(same[size_t(i)], float(i));
+
+  // The initializer is not the model's shape the plan pads.
+  expectReadFails(padded("inline", {}, {4, 5}), type(plan::F32, {6, 8}),
+                  "initializer 'inline' is [4, 6] but the plan pads it from [4, 5]");
+  // A padded parameter is never flattened.
+  expectReadFails(padded("inline", {}), type(plan::F32, {48}),
+                  "is not of the padded parameter's rank");
+  expectReadFails(padded("inline", {{0, 2}, {0, 8}}), type(plan::F32, {6, 8}),
+                  "slice [0, +2) of dim 0 is not a part of the plan's buffer [6, 8]");
+  // An all-padding shard still reads from the file the plan names.
+  plan::ParameterSource moved = padded("external", {{4, 2}, {0, 8}});
+  moved.set_file("weights.bin");
+  moved.set_offset(0);
+  expectReadFails(moved, type(plan::F32, {2, 8}), "in weights.bin at offset 16");
+}
+
+// Every slice of a [3,4,5] initializer padded to [4,6,7]: each element the
+// model's where it has one, else zero.
+TEST_F(ParameterReaderTest, ReadsEveryPadded3DSlice) {
+  std::string error;
+  std::vector<int64_t> model = {3, 4, 5}, whole = {4, 6, 7};
+  std::vector<float> out;
+  int slices = 0;
+  for (int64_t s0 = 0; s0 < 4; ++s0)
+    for (int64_t n0 = 1; s0 + n0 <= 4; ++n0)
+      for (int64_t s1 = 0; s1 < 6; ++s1)
+        for (int64_t n1 = 1; s1 + n1 <= 6; ++n1)
+          for (int64_t s2 = 0; s2 < 7; ++s2)
+            for (int64_t n2 = 1; s2 + n2 <= 7; ++n2) {
+              plan::ParameterSource s = source("cube", {{s0, n0}, {s1, n1}, {s2, n2}});
+              for (int64_t d : model)
+                s.add_model_shape(d);
+              out.assign(size_t(n0 * n1 * n2), -1);
+              ASSERT_TRUE(reader.read(s, type(plan::F32, {n0, n1, n2}), out.data(), error))
+                  << error;
+              size_t at = 0;
+              for (int64_t i = s0; i < s0 + n0; ++i)
+                for (int64_t j = s1; j < s1 + n1; ++j)
+                  for (int64_t k = s2; k < s2 + n2; ++k) {
+                    bool inside = i < 3 && j < 4 && k < 5;
+                    ASSERT_EQ(out[at++], inside ? float(1000 + i * 20 + j * 5 + k) : 0.f)
+                        << "element " << i << "," << j << "," << k << " of the slice from "
+                        << s0 << "," << s1 << "," << s2 << " size " << n0 << "," << n1 << ","
+                        << n2;
+                  }
+              ++slices;
+            }
+  EXPECT_EQ(slices, 10 * 21 * 28);
+}
+
 TEST(ParameterReaderOpenTest, RefusesWhatIsNotAModel) {
   std::string dir = makeTempDir(), error;
   ParameterReader reader;
@@ -802,6 +900,74 @@ TEST(TensorIOTest, SeededParametersShardConsistently) {
   std::vector<float> other(64 * 96);
   fillSeeded(whole, type, other.data());
   EXPECT_NE(other[0], all[0]);
+}
+
+// A padded generated parameter draws the unpadded tensor's values inside
+// the model's shape, whole or sharded, and zeros past it.
+TEST(TensorIOTest, SeededPaddedParametersMatchTheUnpadded) {
+  plan::ParameterSource model;
+  plan::SeededInit *init = model.mutable_seeded();
+  init->set_mean(0.5);
+  init->set_std(0.02);
+  init->set_seed(99);
+  init->add_shape(5);
+  init->add_shape(7);
+  std::vector<float> unpadded(35);
+  fillSeeded(model, testsupport::tensorType(plan::F32, {5, 7}), unpadded.data());
+
+  plan::ParameterSource padded = model;
+  padded.mutable_seeded()->set_shape(0, 8);
+  padded.mutable_seeded()->set_shape(1, 8);
+  padded.add_model_shape(5);
+  padded.add_model_shape(7);
+  auto expected = [&](int64_t i, int64_t j) {
+    return i < 5 && j < 7 ? unpadded[size_t(i * 7 + j)] : 0.f;
+  };
+  std::vector<float> whole(64, -1);
+  fillSeeded(padded, testsupport::tensorType(plan::F32, {8, 8}), whole.data());
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t j = 0; j < 8; ++j)
+      ASSERT_EQ(whole[size_t(i * 8 + j)], expected(i, j)) << i << "," << j;
+  // A shard straddling the padding: rows 4..7, columns 4..7.
+  plan::ParameterSource shard = padded;
+  for (int d = 0; d < 2; ++d) {
+    plan::DimSlice *slice = shard.add_slice();
+    slice->set_start(4);
+    slice->set_size(4);
+  }
+  std::vector<float> part(16, -1);
+  fillSeeded(shard, testsupport::tensorType(plan::F32, {4, 4}), part.data());
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      ASSERT_EQ(part[size_t(i * 4 + j)], expected(4 + i, 4 + j)) << i << "," << j;
+}
+
+// padInPlace against pasting the small tensor into zeros, for every pair
+// of shapes up to [3,3,3] in [3,4,4].
+TEST(TensorIOTest, PadInPlaceIsAPasteIntoZeros) {
+  std::vector<int64_t> outer = {3, 4, 4};
+  int cases = 0;
+  for (int64_t a = 0; a <= 3; ++a)
+    for (int64_t b = 0; b <= 4; ++b)
+      for (int64_t c = 0; c <= 4; ++c) {
+        std::vector<int64_t> inner = {a, b, c};
+        std::vector<float> data(48, -1), want(48, 0);
+        for (int64_t i = 0; i < a * b * c; ++i)
+          data[size_t(i)] = float(i + 1);
+        if (a * b * c > 0)
+          pasteSlice(data.data(), outer, {0, 0, 0}, inner, 4, want.data());
+        padInPlace(data.data(), inner, outer, 4);
+        ASSERT_EQ(data, want) << "inner " << a << "," << b << "," << c;
+        ++cases;
+      }
+  EXPECT_EQ(cases, 4 * 5 * 5);
+  // Two bytes an element, and a scalar (nothing to spread).
+  std::vector<uint16_t> halves = {1, 2, 3, 4, 0, 0};
+  padInPlace(halves.data(), {2, 2}, {2, 3}, 2);
+  EXPECT_EQ(halves, (std::vector<uint16_t>{1, 2, 0, 3, 4, 0}));
+  float scalar = 7;
+  padInPlace(&scalar, {}, {}, 4);
+  EXPECT_EQ(scalar, 7.f);
 }
 
 TEST(TensorIOTest, PasteSliceIsTheInverseOfCopySlice) {

@@ -4,7 +4,12 @@
 #include "runtime/Crc32c.h"
 #include "plan/Version.h"
 #include "runtime/train/DataSet.h"
+#include "runtime/train/ModelExport.h"
+#include "runtime/train/Reshard.h"
+#include "tests/unit/SpmdPlanBuilder.h"
 #include "tests/unit/TestFiles.h"
+
+#include "onnx.pb.h"
 
 #include <gtest/gtest.h>
 
@@ -12,10 +17,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
+#include <tuple>
 
 using namespace dtc;
 using namespace dtc::runtime;
@@ -790,4 +797,162 @@ TEST(CheckpointTest, EachRankHasAFileOfItsOwn) {
   writeBytes(dir + "/checkpoint.rank-2.dtck", readBytes(dir + "/checkpoint.rank-3.dtck"));
   EXPECT_FALSE(readCheckpoint(dir, 2, 4, read, error));
   EXPECT_TRUE(contains(error, "the file holds rank 3's parameters, not rank 2's")) << error;
+}
+
+//===----------------------------------------------------------------------===//
+// Padded parameters (ParameterSource.model_shape) going back into a model
+// and across checkpoints
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The value at (r, c) of the tests' [3,5] model weight (never zero).
+float modelValue(int64_t r, int64_t c) { return float(10 * r + c + 1); }
+
+/// [rows, cols] of `value`, row-major.
+std::vector<float> matrix(int64_t rows, int64_t cols,
+                          const std::function<float(int64_t, int64_t)> &value) {
+  std::vector<float> values;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      values.push_back(value(r, c));
+  return values;
+}
+
+std::vector<char> bytesOf(const std::vector<float> &values) {
+  const char *at = reinterpret_cast<const char *>(values.data());
+  return {at, at + values.size() * 4};
+}
+
+/// The model's [3,5] weight padded to [4,8].
+float paddedValue(int64_t r, int64_t c) { return r < 3 && c < 5 ? modelValue(r, c) : 0.f; }
+
+} // namespace
+
+TEST(ModelExportTest, PaddedWeightsAreCroppedToTheModel) {
+  std::string dir = makeTempDir(), modelPath = dir + "/model.onnx", error;
+  ::onnx::ModelProto model;
+  model.set_ir_version(9);
+  model.mutable_graph()->set_name("g");
+  for (auto [name, rows, cols] : {std::tuple<const char *, int64_t, int64_t>{"w", 3, 5},
+                                  {"v", 1, 4}}) {
+    ::onnx::TensorProto *t = model.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    t->add_dims(rows);
+    t->add_dims(cols);
+    std::vector<char> bytes = bytesOf(matrix(rows, cols, modelValue));
+    t->set_raw_data(bytes.data(), bytes.size());
+  }
+  writeBytes(modelPath, model.SerializeAsString());
+
+  testsupport::SpmdPlanBuilder b({1});
+  plan::ParameterSource w, v;
+  w.set_initializer("w");
+  w.add_model_shape(3);
+  w.add_model_shape(5);
+  v.set_initializer("v");
+  uint32_t wId = b.parameter(w, plan::F32, {4, 8}), vId = b.parameter(v, plan::F32, {1, 4});
+  b.output(wId, "w");
+  b.output(vId, "v");
+  ASSERT_TRUE(plan::validatePlan(b.plan, error)) << error;
+  auto executor = Executor::create(b.plan, 0, modelPath, 1, error);
+  ASSERT_TRUE(executor) << error;
+  auto *weight = reinterpret_cast<float *>(executor->bufferData(wId));
+  EXPECT_EQ(std::vector<float>(weight, weight + 32), matrix(4, 8, paddedValue));
+
+  // "Trained": every value changes, the padding's too (cropped, not checked).
+  auto trained = [](int64_t r, int64_t c) { return float(1000 + 8 * r + c); };
+  std::vector<float> values = matrix(4, 8, trained);
+  std::memcpy(weight, values.data(), 32 * 4);
+  int replaced = 0;
+  ASSERT_TRUE(train::exportTrainedModel(b.plan, *executor, modelPath, dir + "/out.onnx", nullptr,
+                                        replaced, error))
+      << error;
+  EXPECT_EQ(replaced, 2);
+  ::onnx::ModelProto out;
+  ASSERT_TRUE(out.ParseFromString(readBytes(dir + "/out.onnx")));
+  const ::onnx::TensorProto &exported = out.graph().initializer(0);
+  ASSERT_EQ(exported.name(), "w");
+  EXPECT_EQ(std::vector<int64_t>(exported.dims().begin(), exported.dims().end()),
+            (std::vector<int64_t>{3, 5}));
+  std::vector<float> cropped(exported.raw_data().size() / 4);
+  std::memcpy(cropped.data(), exported.raw_data().data(), exported.raw_data().size());
+  EXPECT_EQ(cropped, matrix(3, 5, trained));
+  // An unpadded weight goes back as it is.
+  const ::onnx::TensorProto &unpadded = out.graph().initializer(1);
+  std::vector<float> vValues(4);
+  ASSERT_EQ(unpadded.raw_data().size(), 16u);
+  std::memcpy(vValues.data(), unpadded.raw_data().data(), 16);
+  EXPECT_EQ(vValues, matrix(1, 4, modelValue));
+}
+
+// A checkpoint written before the plan padded a weight resumes into the
+// padded plan: the model's values where it has them, zeros elsewhere.
+TEST(ReshardTest, PadsACheckpointFromBeforeThePadding) {
+  std::string dir = makeTempDir(), error;
+  CheckpointState state;
+  state.step = 5;
+  state.tensorTypes = {{"w", tensorType(plan::F32, {3, 5})}};
+  state.tensorBytes = {bytesOf(matrix(3, 5, modelValue))};
+  ASSERT_TRUE(writeCheckpoint(dir, state, error)) << error;
+
+  struct Case {
+    std::vector<int64_t> shape, start; // the part's, in the padded [4,8]
+  };
+  for (const Case &c : std::vector<Case>{{{4, 8}, {0, 0}},    // whole
+                                         {{2, 4}, {2, 4}},    // straddling the padding
+                                         {{1, 8}, {3, 0}}}) { // all padding
+    SCOPED_TRACE(::testing::Message() << "part at " << c.start[0] << "," << c.start[1]);
+    std::vector<float> part(size_t(c.shape[0] * c.shape[1]), -1);
+    std::vector<WantedPart> wanted = {
+        {"w", tensorType(plan::F32, c.shape), {{4, 8}, c.start},
+         reinterpret_cast<char *>(part.data()), {3, 5}}};
+    Resharded read;
+    ASSERT_TRUE(readResharded(dir, wanted, read, error)) << error;
+    EXPECT_EQ(read.step, 5);
+    EXPECT_EQ(part, matrix(c.shape[0], c.shape[1], [&](int64_t r, int64_t col) {
+                return paddedValue(c.start[0] + r, c.start[1] + col);
+              }));
+  }
+  // Without the plan saying it pads, a smaller tensor is another model's.
+  std::vector<float> whole(32);
+  std::vector<WantedPart> unpadded = {
+      {"w", tensorType(plan::F32, {4, 8}), {}, reinterpret_cast<char *>(whole.data()), {}}};
+  Resharded read;
+  EXPECT_FALSE(readResharded(dir, unpadded, read, error));
+  EXPECT_TRUE(contains(error, "tensor 'w' is f32[3,5] in the checkpoint but f32[4,8] in this "
+                              "plan: a checkpoint of another model"));
+}
+
+// A padded plan's checkpoint (two ranks' column halves) resumes into a plan
+// that does not pad: cropped, when what it crops away is zero.
+TEST(ReshardTest, CropsAPaddedCheckpointWhosePaddingIsZero) {
+  std::string dir = makeTempDir(), error;
+  auto write = [&](const std::function<float(int64_t, int64_t)> &value) {
+    for (int64_t rank = 0; rank < 2; ++rank) {
+      CheckpointState state;
+      state.step = 9;
+      state.mesh = {2};
+      state.rank = rank;
+      state.tensorTypes = {{"w", tensorType(plan::F32, {4, 4})}};
+      state.tensorParts = {{{4, 8}, {0, 4 * rank}}};
+      state.tensorBytes = {bytesOf(
+          matrix(4, 4, [&](int64_t r, int64_t c) { return value(r, 4 * rank + c); }))};
+      ASSERT_TRUE(writeCheckpoint(dir, state, error)) << error;
+    }
+  };
+  // A zero's sign is no value: -0 in the padding is still padding.
+  write([](int64_t r, int64_t c) { return r == 3 && c == 0 ? -0.f : paddedValue(r, c); });
+  std::vector<float> whole(15, -1);
+  std::vector<WantedPart> wanted = {
+      {"w", tensorType(plan::F32, {3, 5}), {}, reinterpret_cast<char *>(whole.data()), {}}};
+  Resharded read;
+  ASSERT_TRUE(readResharded(dir, wanted, read, error)) << error;
+  EXPECT_EQ(whole, matrix(3, 5, modelValue));
+
+  write([](int64_t r, int64_t c) { return r == 1 && c == 6 ? 0.5f : paddedValue(r, c); });
+  EXPECT_FALSE(readResharded(dir, wanted, read, error));
+  EXPECT_TRUE(contains(error, "tensor 'w' is f32[4,8] in the checkpoint but f32[3,5] in this "
+                              "plan, and what lies past the plan's is not zero (at [1,6])"));
 }

@@ -170,7 +170,7 @@ void addTrainingOptions(OptionParser &parser, bool &train, TrainingOptions &t) {
     parser.value(name, realNumber(name, *out), std::string(name) + " needs a number");
   for (auto [name, out] :
        {std::pair{"--warmup", &t.warmupSteps}, std::pair{"--total-steps", &t.totalSteps},
-        std::pair{"--micro-batches", &t.microBatches}})
+        std::pair{"--micro-batches", &t.microBatches}, std::pair{"--pad-classes", &t.padClasses}})
     parser.value(name, integerNumber(name, *out), std::string(name) + " needs a number");
   parser.value(
       "--ignore-index",

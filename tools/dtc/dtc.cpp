@@ -43,6 +43,10 @@ commands:
               (--schedule constant|cosine too)
           --precision fp32|bf16 (bf16: the model computes in bf16,
               fp32 master weights, optimizer state and loss)
+          --pad-classes N   a cross-entropy's vocabulary (32 N classes or
+              more) padded to a multiple of N, the padding masked out of the
+              loss, so tensor parallelism can split it (default 128; 0: as
+              the model has it; exports keep the model's shapes)
           --micro-batches N   gradient accumulation: each step runs the
               model on N micro-batches of batch/N samples, sums their
               gradients and updates once (the data-parallel reduction too);
