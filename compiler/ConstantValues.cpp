@@ -97,7 +97,7 @@ public:
           return trilu(operand(0), t.getUpper(), int64_t(t.getK())); // I64Attr reads unsigned
         })
         .Case([&](graph::GatherOp g) {
-          return gather(operand(0), operand(1), int64_t(g.getAxis()), out);
+          return gather(operand(0), operand(1), int64_t(g.getAxis()), g.getSkipOutside(), out);
         })
         .Case([&](graph::ReduceSumOp r) {
           return reduce(operand(0), r.getAxes(), out, 0.0f, std::plus<float>());
@@ -178,7 +178,9 @@ private:
     return x;
   }
 
-  static Values gather(Values data, Values indices, int64_t axis, ConstantValues &out) {
+  /// skip_outside: an index outside [0, n) takes zeros (no wrap).
+  static Values gather(Values data, Values indices, int64_t axis, bool skipOutside,
+                       ConstantValues &out) {
     if (!data || !indices)
       return std::nullopt;
     int64_t n = data->shape[size_t(axis)], inner = 1, outer = 1;
@@ -191,6 +193,10 @@ private:
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t c = 0; c < count; ++c) {
         int64_t at = int64_t(indices->values[size_t(c)]);
+        if (skipOutside && (at < 0 || at >= n)) {
+          std::fill_n(out.values.begin() + (o * count + c) * inner, inner, 0.0f);
+          continue;
+        }
         if (at < 0)
           at += n;
         if (at < 0 || at >= n)

@@ -772,20 +772,30 @@ func::FuncOp concatKernel(OpBuilder &b, graph::ConcatOp op, StringRef name) {
 /// Row `index` of an axis of `dim` rows: negative indices count from the
 /// end; an out-of-range one sets the status word `status` to 1 (the
 /// runtime stops the run with a message, as the CPU backend does) and
-/// reads a row in range meanwhile.
-Value rowOf(Body &t, Value index, int64_t dim, Value status) {
+/// reads a row in range meanwhile. With `inside` (skip_outside: a block of
+/// a split table), no wrap and no status: *inside says whether `index` is
+/// in [0, dim), the row returned clamped in range either way.
+Value rowOf(Body &t, Value index, int64_t dim, Value status, Value *inside = nullptr) {
   Value i = t.b.create<arith::IndexCastOp>(t.loc, t.b.getIndexType(), index);
-  Value negative = t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(0));
-  i = t.b.create<arith::SelectOp>(t.loc, negative, t.add(i, t.index(dim)), i);
-  Value outside = t.b.create<arith::OrIOp>(
-      t.loc, t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(0)),
-      t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sge, i, t.index(dim)));
-  t.b.create<scf::IfOp>(t.loc, outside, [&](OpBuilder &nested, Location l) {
-    Value one = nested.create<arith::ConstantOp>(l, nested.getI32IntegerAttr(1));
-    nested.create<memref::StoreOp>(l, one, status,
-                                   ValueRange{nested.create<arith::ConstantIndexOp>(l, 0)});
-    nested.create<scf::YieldOp>(l);
-  });
+  if (!inside) {
+    Value negative = t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(0));
+    i = t.b.create<arith::SelectOp>(t.loc, negative, t.add(i, t.index(dim)), i);
+  }
+  if (inside) {
+    *inside = t.b.create<arith::AndIOp>(
+        t.loc, t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sge, i, t.index(0)),
+        t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(dim)));
+  } else {
+    Value outside = t.b.create<arith::OrIOp>(
+        t.loc, t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(0)),
+        t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sge, i, t.index(dim)));
+    t.b.create<scf::IfOp>(t.loc, outside, [&](OpBuilder &nested, Location l) {
+      Value one = nested.create<arith::ConstantOp>(l, nested.getI32IntegerAttr(1));
+      nested.create<memref::StoreOp>(l, one, status,
+                                     ValueRange{nested.create<arith::ConstantIndexOp>(l, 0)});
+      nested.create<scf::YieldOp>(l);
+    });
+  }
   i = t.b.create<arith::MaxSIOp>(t.loc, i, t.index(0));
   return t.b.create<arith::MinSIOp>(t.loc, i, t.index(dim - 1));
 }
@@ -797,13 +807,22 @@ func::FuncOp gatherKernel(OpBuilder &b, graph::GatherOp op, StringRef name) {
   int64_t axis = op.getAxis() < 0 ? op.getAxis() + data.getRank() : op.getAxis();
   int64_t dim = data.getDimSize(axis), inner = product(data.getShape().drop_front(axis + 1));
   int64_t count = tensorOf(op.getIndices()).getNumElements();
+  bool skip = op.getSkipOutside(); // no status word: nothing is an error
   return makeKernel(b, op, name, tensorOf(op.getResult()).getNumElements(),
                     [&](Body &t, Value o, ArrayRef<Value> buf) {
     Value outer = t.div(o, count * inner), j = t.rem(t.div(o, inner), count), i = t.rem(o, inner);
-    Value row = rowOf(t, t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{j}), dim, buf[3]);
+    Value index = t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{j}), inside;
+    Value row = rowOf(t, index, dim, skip ? Value() : buf[3], skip ? &inside : nullptr);
     Value at = t.add(t.add(t.mul(outer, dim * inner), t.mul(row, inner)), i);
-    t.copy(buf[0], at, buf[2], o);
-  }, /*status=*/true);
+    if (!skip) {
+      t.copy(buf[0], at, buf[2], o);
+      return;
+    }
+    // Another block's row: a zero (its rank gathers it), read at the clamped row meanwhile.
+    Value v = t.b.create<memref::LoadOp>(t.loc, buf[0], ValueRange{at});
+    v = t.b.create<arith::SelectOp>(t.loc, inside, v, t.constant(v.getType(), 0));
+    t.b.create<memref::StoreOp>(t.loc, v, buf[2], ValueRange{o});
+  }, /*status=*/!skip);
 }
 
 /// A 16-bit scatter-add's indices at most this many: a thread per output
@@ -825,6 +844,12 @@ func::FuncOp scatterAddKernel(OpBuilder &b, graph::ScatterAddOp op, StringRef na
   int64_t axis = op.getAxis() < 0 ? op.getAxis() + output.getRank() : op.getAxis();
   int64_t dim = output.getDimSize(axis), inner = product(output.getShape().drop_front(axis + 1));
   int64_t count = tensorOf(op.getIndices()).getNumElements();
+  bool skip = op.getSkipOutside(); // no status word: nothing is an error
+  // The row of update `j`; with skip_outside, `inside` says whether it is added.
+  auto rowAt = [&](Body &in, ArrayRef<Value> buf, Value j, Value &inside) {
+    Value index = in.b.create<memref::LoadOp>(in.loc, buf[1], ValueRange{j});
+    return rowOf(in, index, dim, skip ? Value() : buf[3], skip ? &inside : nullptr);
+  };
   if (!output.getElementType().isF32() && !output.getElementType().isF64()) {
     if (count > kMaxGatheredIndices) {
       missing = "scatter_add of " + std::string(output.getElementType().isBF16() ? "bf16" : "f16") +
@@ -836,24 +861,37 @@ func::FuncOp scatterAddKernel(OpBuilder &b, graph::ScatterAddOp op, StringRef na
       Value outer = t.div(o, dim * inner), r = t.rem(t.div(o, inner), dim), i = t.rem(o, inner);
       Type f32 = t.b.getF32Type();
       Value sum = t.loop(count, t.constant(f32, 0), [&](Body &in, Value acc, Value j) -> Value {
-        Value row = rowOf(in, in.b.create<memref::LoadOp>(in.loc, buf[1], ValueRange{j}), dim,
-                          buf[3]);
+        Value inside;
+        Value row = rowAt(in, buf, j, inside);
         Value hit = in.b.create<arith::CmpIOp>(in.loc, arith::CmpIPredicate::eq, row, r);
+        if (skip)
+          hit = in.b.create<arith::AndIOp>(in.loc, hit, inside);
         Value v = in.load(buf[0], in.add(in.add(in.mul(outer, count * inner), in.mul(j, inner)), i));
         return in.b.create<arith::SelectOp>(in.loc, hit, in.addf(acc, v), acc);
       });
       t.store(sum, buf[2], o);
-    }, /*status=*/true);
+    }, /*status=*/!skip);
   }
   auto func = makeKernel(b, op, name, tensorOf(op.getUpdates()).getNumElements(),
                          [&](Body &t, Value u, ArrayRef<Value> buf) {
     Value outer = t.div(u, count * inner), j = t.rem(t.div(u, inner), count), i = t.rem(u, inner);
-    Value row = rowOf(t, t.b.create<memref::LoadOp>(t.loc, buf[1], ValueRange{j}), dim, buf[3]);
+    Value inside;
+    Value row = rowAt(t, buf, j, inside);
     Value at = t.add(t.add(t.mul(outer, dim * inner), t.mul(row, inner)), i);
     Value v = t.load(buf[0], u); // 16-bit updates widened: they add into f32
-    t.b.create<memref::AtomicRMWOp>(t.loc, arith::AtomicRMWKind::addf, v, buf[2],
-                                    ValueRange{at});
-  }, /*status=*/true);
+    auto add = [&](OpBuilder &nested, Location l) {
+      nested.create<memref::AtomicRMWOp>(l, arith::AtomicRMWKind::addf, v, buf[2],
+                                         ValueRange{at});
+    };
+    if (!skip) {
+      add(t.b, t.loc);
+      return;
+    }
+    t.b.create<scf::IfOp>(t.loc, inside, [&](OpBuilder &nested, Location l) {
+      add(nested, l); // another block's update: dropped (its rank adds it)
+      nested.create<scf::YieldOp>(l);
+    });
+  }, /*status=*/!skip);
   func->setAttr(attr::kZeroOutputs, b.getUnitAttr());
   return func;
 }

@@ -651,8 +651,9 @@ private:
         .Case<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp,
               graph::ReduceMinOp>([&](Operation *r) { return emitReduce(r); })
         .Case([&](graph::GatherOp g) -> LogicalResult {
-          addInstruction(op, op->getOperands()).mutable_gather()->set_axis(
-              normalizedAxis(g.getData(), g.getAxis()));
+          plan::Gather *gather = addInstruction(op, op->getOperands()).mutable_gather();
+          gather->set_axis(normalizedAxis(g.getData(), g.getAxis()));
+          gather->set_skip_outside(g.getSkipOutside());
           return success();
         })
         .Case([&](graph::Conv2DOp c) -> LogicalResult {
@@ -699,8 +700,9 @@ private:
           return success();
         })
         .Case([&](graph::ScatterAddOp s) -> LogicalResult {
-          addInstruction(op, op->getOperands()).mutable_scatter_add()->set_axis(
-              normalizedAxis(s.getOutput(), s.getAxis()));
+          plan::Gather *scatter = addInstruction(op, op->getOperands()).mutable_scatter_add();
+          scatter->set_axis(normalizedAxis(s.getOutput(), s.getAxis()));
+          scatter->set_skip_outside(s.getSkipOutside());
           return success();
         })
         .Case([&](graph::TransposeOp t) -> LogicalResult {

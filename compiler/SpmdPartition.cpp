@@ -362,7 +362,24 @@ private:
       classAxes = assign[size_t(rule.operands[0].back().front())];
     Value labels = crossEntropy ? operands[1] : Value();
     if (!classAxes.empty())
-      operands[1] = shiftLabels(crossEntropy, labels, classAxes);
+      operands[1] = shiftIndices(op->getLoc(), labels, classAxes,
+                                 cast<ShapedType>(crossEntropy.getLogits().getType()).getShape());
+    // So does a gather from (or a scatter-add into) a block of a table's
+    // rows: an index in another block selects nothing (skip_outside).
+    Axes rowAxes;
+    std::optional<int64_t> tableAxis = gatherAxis(op);
+    if (tableAxis) {
+      bool gather = isa<graph::GatherOp>(op);
+      const ShardingRule::Dims &table = gather ? rule.operands[0] : rule.results[0];
+      rowAxes = assign[size_t(table[size_t(*tableAxis)].front())];
+      if (!rowAxes.empty()) {
+        auto shape = cast<ShapedType>((gather ? op->getOperand(0) : op->getResult(0)).getType());
+        ArrayRef<int64_t> rows = shape.getShape().take_front(*tableAxis + 1);
+        operands[1] = shiftIndices(op->getLoc(), wrapNegative(op->getLoc(), operands[1],
+                                                              rows.back()),
+                                   rowAxes, rows);
+      }
+    }
 
     Operation *local = b_.clone(*op, map_);
     local->setOperands(operands);
@@ -375,6 +392,10 @@ private:
         local->setAttr(attr::kSharding, shardingAttr(b_, s));
     }
     localiseAttributes(local);
+    if (!rowAxes.empty()) {
+      local->setAttr("skip_outside", b_.getUnitAttr());
+      ++splitTables_;
+    }
     if (!classAxes.empty()) {
       ++classSplitLosses_;
       return combineClassSplit(crossEntropy, local, labels, operands[1], classAxes);
@@ -502,15 +523,44 @@ private:
     return cut;
   }
 
-  /// `labels` (local) less this rank's first class, where the classes are
-  /// split over `axes` in blocks: a label in another block falls outside
-  /// [0, block), where cross-entropy counts no class.
-  Value shiftLabels(graph::CrossEntropyOp op, Value labels, const Axes &axes) {
-    Location loc = op.getLoc();
-    auto type = cast<RankedTensorType>(labels.getType());
+  /// A gather's or scatter-add's table axis (normalised); none for other ops.
+  static std::optional<int64_t> gatherAxis(Operation *op) {
+    auto axisOf = [](int64_t axis, Value table) {
+      return axis < 0 ? axis + cast<ShapedType>(table.getType()).getRank() : axis;
+    };
+    if (auto g = dyn_cast<graph::GatherOp>(op))
+      return axisOf(g.getAxis(), g.getData());
+    if (auto s = dyn_cast<graph::ScatterAddOp>(op))
+      return axisOf(s.getAxis(), s.getOutput());
+    return std::nullopt;
+  }
+
+  /// `indices` with the negative ones counted from the end of `dim` rows,
+  /// as a gather of the whole table reads them (skip_outside wraps none).
+  Value wrapNegative(Location loc, Value indices, int64_t dim) {
+    auto type = cast<RankedTensorType>(indices.getType());
+    auto scalar = [&](int64_t v) -> Value {
+      auto t = RankedTensorType::get({}, type.getElementType());
+      return b_.create<graph::ConstantOp>(
+          loc, DenseElementsAttr::get(t, APInt(t.getElementTypeBitWidth(), uint64_t(v), true)));
+    };
+    Value negative = b_.create<graph::LessOp>(loc, indices, scalar(0));
+    Value wrapped = b_.create<graph::WhereOp>(
+        loc, negative, b_.create<graph::AddOp>(loc, indices, scalar(dim)), indices);
+    for (Value v : {negative, wrapped})
+      shardings_[v] = current(indices);
+    return wrapped;
+  }
+
+  /// `indices` (local) less this rank's first row, where the last dim of
+  /// `shape` (a loss's classes, a table's rows) is split over `axes` in
+  /// blocks: an index in another block falls outside [0, block), where
+  /// cross-entropy counts no class and a skip_outside gather takes zeros.
+  Value shiftIndices(Location loc, Value indices, const Axes &axes, ArrayRef<int64_t> shape) {
+    auto type = cast<RankedTensorType>(indices.getType());
     Type index = type.getElementType();
     int64_t parts = axesSize(axes);
-    int64_t block = cast<ShapedType>(op.getLogits().getType()).getShape().back() / parts;
+    int64_t block = shape.back() / parts;
     SmallVector<APInt> firsts;
     for (int64_t k = 0; k < parts; ++k)
       firsts.push_back(APInt(index.getIntOrFloatBitWidth(), uint64_t(k * block), true));
@@ -518,8 +568,8 @@ private:
         loc, DenseElementsAttr::get(RankedTensorType::get({parts}, index), firsts));
     Value first = b_.create<mesh::AllSliceOp>(loc, RankedTensorType::get({1}, index),
                                               mesh_.getSymName(), axes, all, APInt(64, 0));
-    Value shifted = b_.create<graph::SubOp>(loc, type, labels, first);
-    shardings_[shifted] = current(labels);
+    Value shifted = b_.create<graph::SubOp>(loc, type, indices, first);
+    shardings_[shifted] = current(indices);
     return shifted;
   }
 
@@ -601,9 +651,11 @@ private:
 public:
   /// How many cross-entropies were split over their classes.
   int classSplitLosses() const { return classSplitLosses_; }
+  int splitTables() const { return splitTables_; }
 
 private:
   int classSplitLosses_ = 0;
+  int splitTables_ = 0; // gathers and scatter-adds over a block of rows
   func::FuncOp func_;
   mesh::MeshOp mesh_;
   OpBuilder b_;
@@ -635,6 +687,12 @@ struct SpmdPartition : impl::SpmdPartitionBase<SpmdPartition> {
                         "Megatron-LM's: each rank's block of the logits, its rows' log-sum-exps "
                         "and picked logits combined by three all-reduces of a value per row, "
                         "two of them side by side; no logits gathered)");
+    if (int n = partitioner.splitTables())
+      addNote(func, "partition: " + std::to_string(n) +
+                        " gathers and scatter-adds over a block of a table's rows (a "
+                        "vocabulary-parallel embedding, as Megatron-LM's: each rank looks its "
+                        "ids up in its rows, zeros for the others', and the lookups add up; "
+                        "the gradient lands in each rank's rows, no table gathered)");
   }
 };
 

@@ -152,7 +152,8 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
                        ints(inst.reduce().axes()));
   }
   case plan::Instruction::kGather:
-    return fmt::format("gather axis={}", inst.gather().axis());
+    return fmt::format("gather axis={}{}", inst.gather().axis(),
+                       inst.gather().skip_outside() ? " skip_outside" : "");
   case plan::Instruction::kConv2DBackwardInput:
   case plan::Instruction::kConv2DBackwardWeight: {
     bool input = inst.op_case() == plan::Instruction::kConv2DBackwardInput;
@@ -168,7 +169,8 @@ std::string describeInstruction(const plan::Instruction &inst, const plan::Pipel
                        ints(p.pads()), p.count_include_pad() ? " count_include_pad" : "");
   }
   case plan::Instruction::kScatterAdd:
-    return fmt::format("scatter_add axis={}", inst.scatter_add().axis());
+    return fmt::format("scatter_add axis={}{}", inst.scatter_add().axis(),
+                       inst.scatter_add().skip_outside() ? " skip_outside" : "");
   case plan::Instruction::kConv2D: {
     const auto &c = inst.conv2d();
     return fmt::format("conv2d strides={} pads={} dilations={} groups={}{}{}", ints(c.strides()),

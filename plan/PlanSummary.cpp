@@ -140,6 +140,9 @@ PlanSummary summarizePlan(const Plan &plan) {
         p.name = name;
         p.dtype = buffer.type().dtype();
         p.type = bufferType(plan, buffer);
+        if (buffer.parameter().model_shape_size()) // the model's, before the step padded it
+          p.type += fmt::format(" (padded from [{}])",
+                                fmt::join(buffer.parameter().model_shape(), ","));
         p.frozen = buffer.parameter().frozen();
         for (int d = 0; d < buffer.type().shape_size(); ++d) {
           std::vector<std::string> axes;

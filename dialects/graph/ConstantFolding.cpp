@@ -311,6 +311,8 @@ OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
+  if (getSkipOutside()) // a block of a split table: left to the kernel
+    return {};
   auto data = smallDense(adaptor.getData());
   auto indices = readFoldValues(adaptor.getIndices());
   if (!data || !indices)

@@ -769,7 +769,7 @@ LogicalResult AvgPool2DBackwardOp::buildGradients(OpBuilder &, ValueRange,
 LogicalResult ScatterAddOp::buildGradients(OpBuilder &b, ValueRange rg,
                                            SmallVectorImpl<Value> &g) {
   g.assign({b.create<GatherOp>(getLoc(), getUpdates().getType(), rg[0], getIndices(),
-                               getAxisAttr()),
+                               getAxisAttr(), getSkipOutsideAttr()),
             Value()});
   return success();
 }
@@ -784,7 +784,7 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ValueRange rg, SmallVectorI
   if (!isFloat(getData()))
     return noGradient(*this, g);
   g.assign({b.create<ScatterAddOp>(getLoc(), getData().getType(), rg[0], getIndices(),
-                                   getAxisAttr()),
+                                   getAxisAttr(), getSkipOutsideAttr()),
             Value()});
   return success();
 }

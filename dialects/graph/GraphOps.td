@@ -646,7 +646,15 @@ def Graph_AvgPool2DBackwardOp : Graph_Op<"avg_pool2d_backward"> {
 
 def Graph_GatherOp : Graph_InferredOp<"gather"> {
   let summary = "Takes slices of `data` along `axis` at `indices` (embedding lookup)";
-  let arguments = (ins Graph_Tensor:$data, Graph_IndexTensor:$indices, I64Attr:$axis);
+  let description = [{
+    Negative indices count from the end. With `skip_outside`, indices
+    outside [0, dim) take zeros instead (no wrap, no error): `data` is one
+    rank's block of a table split along `axis`, the indices shifted to it,
+    and the ranks' results add up to the whole table's (dtc-spmd-partition;
+    Megatron-LM's vocabulary-parallel embedding).
+  }];
+  let arguments = (ins Graph_Tensor:$data, Graph_IndexTensor:$indices, I64Attr:$axis,
+                       UnitAttr:$skip_outside);
   let results = (outs Graph_Tensor:$output);
   let hasFolder = 1;
 }
@@ -656,9 +664,12 @@ def Graph_ScatterAddOp : Graph_Op<"scatter_add"> {
   let description = [{
     The inverse of gather (its gradient): `updates` has gather's result
     shape, result.shape[:axis] + indices.shape + result.shape[axis+1:], and
-    rows sharing an index add up. Negative indices count from the end.
+    rows sharing an index add up. Negative indices count from the end; with
+    `skip_outside`, updates at indices outside [0, dim) are dropped (the
+    result is one rank's block of a table split along `axis`, as gather's).
   }];
-  let arguments = (ins Graph_FloatTensor:$updates, Graph_IndexTensor:$indices, I64Attr:$axis);
+  let arguments = (ins Graph_FloatTensor:$updates, Graph_IndexTensor:$indices, I64Attr:$axis,
+                       UnitAttr:$skip_outside);
   let results = (outs Graph_FloatTensor:$output);
   let hasVerifier = 1;
 }

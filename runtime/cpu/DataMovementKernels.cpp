@@ -241,6 +241,7 @@ namespace {
 struct GatherGeometry {
   int64_t axis = 0, outer = 0, dim = 0, count = 0, inner = 0;
   bool wide = false; // int64 indices
+  bool skipOutside = false; // indices outside [0, dim) select nothing (row -1)
 };
 
 /// Checks data, indices and gathered shapes (`gathered` is what gather
@@ -278,12 +279,17 @@ bool readGatherGeometry(int64_t axis, const Shape &data, const plan::TensorType 
 
 /// The indices as rows in [0, dim) (negative ones count from the end);
 /// false with a message naming `op` and the element when one is out of range.
+/// With skip_outside, an index outside [0, dim) is row -1 (no wrap, no error).
 bool readRows(const GatherGeometry &g, const void *indices, const char *op,
               std::vector<int64_t> &rows, std::string &error) {
   rows.resize(size_t(g.count));
   for (int64_t i = 0; i < g.count; ++i) {
     int64_t index = g.wide ? static_cast<const int64_t *>(indices)[i]
                            : static_cast<const int32_t *>(indices)[i];
+    if (g.skipOutside) {
+      rows[size_t(i)] = index >= 0 && index < g.dim ? index : -1;
+      continue;
+    }
     int64_t row = index < 0 ? index + g.dim : index;
     if (row < 0 || row >= g.dim) {
       error = std::string(op) + ": index " + std::to_string(index) + " (element " +
@@ -312,6 +318,7 @@ std::unique_ptr<Kernel> makeGatherKernel(const plan::Instruction &inst,
   if (!readGatherGeometry(inst.gather().axis(), shapeOf(types.inputs[0]), types.inputs[1],
                           shapeOf(types.output), "output", g, error))
     return nullptr;
+  g.skipOutside = inst.gather().skip_outside();
   int64_t sliceBytes = g.inner * bytes;
   return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
                                 ThreadPool &pool, std::string &error) {
@@ -323,9 +330,12 @@ std::unique_ptr<Kernel> makeGatherKernel(const plan::Instruction &inst,
       return false;
     pool.parallelFor(g.outer * g.count, grainFor(g.inner), [&](int64_t b, int64_t e) {
       for (int64_t item = b; item < e; ++item) {
-        int64_t o = item / g.count, i = item % g.count;
-        std::memcpy(out + item * sliceBytes, in + (o * g.dim + rows[size_t(i)]) * sliceBytes,
-                    size_t(sliceBytes));
+        int64_t o = item / g.count, row = rows[size_t(item % g.count)];
+        if (row < 0) // skipped: another rank's row
+          std::memset(out + item * sliceBytes, 0, size_t(sliceBytes));
+        else
+          std::memcpy(out + item * sliceBytes, in + (o * g.dim + row) * sliceBytes,
+                      size_t(sliceBytes));
       }
     });
     return true;
@@ -345,6 +355,7 @@ std::unique_ptr<Kernel> makeScatterAddKernel(const plan::Instruction &inst,
   if (!readGatherGeometry(inst.scatter_add().axis(), shapeOf(types.output), types.inputs[1],
                           shapeOf(types.inputs[0]), "updates", g, error))
     return nullptr;
+  g.skipOutside = inst.scatter_add().skip_outside();
   return makeFunctionKernel([=](const void *const *inputs, void *const *outputs,
                                 ThreadPool &pool, std::string &error) {
     const float *updates = static_cast<const float *>(inputs[0]);
@@ -362,6 +373,8 @@ std::unique_ptr<Kernel> makeScatterAddKernel(const plan::Instruction &inst,
           std::fill(base + r * g.inner + c0, base + r * g.inner + c1, 0.0f);
         const float *source = updates + o * g.count * g.inner;
         for (int64_t i = 0; i < g.count; ++i) {
+          if (rows[size_t(i)] < 0) // skipped: another rank's row
+            continue;
           float *dst = base + rows[size_t(i)] * g.inner;
           const float *src = source + i * g.inner;
           for (int64_t c = c0; c < c1; ++c)

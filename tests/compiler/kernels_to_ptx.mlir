@@ -70,7 +70,12 @@
 // PTX-SAME: sqrt.rn.f32
 // PTX-NOT: sqrt.approx
 // PTX-NOT: rsqrt.approx
-// ASSEMBLED: assembled 14 kernels: sm_80 7, sm_90 7
+// A block of a split table's gather and scatter-add (skip_outside): no
+// status word (nothing is an error), so indices, table, output.
+// PTX: func.func @kernel_8({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 0, 2>
+// PTX: func.func @kernel_9({{.*}}) attributes {dtc.launch = array<i64: 6, 256>, dtc.params = array<i64: 1, 0, 2>
+// PTX-SAME: dtc.zero_outputs
+// ASSEMBLED: assembled 18 kernels: sm_80 9, sm_90 9
 
 // Softmax over the last axis, rows of 100: a row kernel (dtc.lanes), the
 // 600 rows (scf.parallel) each spread over 128 lanes (nested scf.parallel
@@ -101,6 +106,23 @@
 // KERNEL: func.func @kernel_6(%arg0: memref<64xf32>, %arg1: memref<64xf32>)
 // KERNEL: math.sqrt
 // KERNEL-NOT: func.func @kernel_7
+// skip_outside: an index outside [0, 100) is not wrapped and sets no
+// status; the gather reads the clamped row and stores a zero for it, the
+// scatter-add adds only inside (@again's softmax took the name kernel_7).
+// KERNEL-LABEL: func.func @kernel_8(%arg0: memref<3200xf32>, %arg1: memref<48xi64>, %arg2: memref<1536xf32>) attributes {dtc.threads = 1536 : i64}
+// KERNEL-NOT: arith.select {{.*}} : index
+// KERNEL: %[[GE:.*]] = arith.cmpi sge, %[[ROW:.*]], %c0
+// KERNEL: %[[LT:.*]] = arith.cmpi slt, %[[ROW]], %c100
+// KERNEL: %[[IN:.*]] = arith.andi %[[GE]], %[[LT]] : i1
+// KERNEL: %[[V:.*]] = memref.load %arg0
+// KERNEL: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// KERNEL: %[[PICK:.*]] = arith.select %[[IN]], %[[V]], %[[ZERO]] : f32
+// KERNEL: memref.store %[[PICK]], %arg2
+// KERNEL-LABEL: func.func @kernel_9(%arg0: memref<1536xf32>, %arg1: memref<48xi64>, %arg2: memref<3200xf32>) attributes {dtc.threads = 1536 : i64, dtc.zero_outputs}
+// KERNEL: %[[IN:.*]] = arith.andi
+// KERNEL: scf.if %[[IN]] {
+// KERNEL-NEXT: memref.atomic_rmw addf
+// KERNEL-NOT: func.func @kernel_10
 
 func.func @gelu_chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %r: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %half = graph.constant dense<0.5> : tensor<f32>
@@ -143,4 +165,10 @@ func.func @norm(%x: tensor<64xf32>) -> tensor<64xf32> {
 func.func @again(%x: tensor<12x50x100xf32>) -> tensor<12x50x100xf32> {
   %s = graph.softmax %x {axis = 2 : i64} : (tensor<12x50x100xf32>) -> tensor<12x50x100xf32>
   return %s : tensor<12x50x100xf32>
+}
+
+func.func @vocab_block(%e: tensor<100x32xf32>, %ids: tensor<48xi64>) -> (tensor<48x32xf32>, tensor<100x32xf32>) {
+  %g = graph.gather %e, %ids {axis = 0 : i64, skip_outside} : (tensor<100x32xf32>, tensor<48xi64>) -> tensor<48x32xf32>
+  %d = graph.scatter_add %g, %ids {axis = 0 : i64, skip_outside} : (tensor<48x32xf32>, tensor<48xi64>) -> tensor<100x32xf32>
+  return %g, %d : tensor<48x32xf32>, tensor<100x32xf32>
 }

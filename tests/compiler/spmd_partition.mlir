@@ -300,3 +300,35 @@ module {
     return %loss, %lse : tensor<4xf32>, tensor<4xf32>
   }
 }
+
+// -----
+
+// A table split by rows (Megatron's vocabulary-parallel embedding): each
+// rank's ids, negative ones counted from the end as a whole table's gather
+// reads them, shifted to its block; the gather takes zeros for ids in
+// another block (skip_outside) and the lookups add up; the scatter-add
+// (its gradient) adds into each rank's rows alone. (A table of under 1024
+// rows stays whole.)
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: "partition: 2 gathers and scatter-adds over a block of a table's rows
+// CHECK: %[[T:.*]] = mesh.all_slice %arg0 on @mesh mesh_axes = [0] slice_axis = 0 {{.*}} -> tensor<512x3xf32>
+// CHECK: %[[NEG:.*]] = graph.less %arg1
+// CHECK: %[[DIM:.*]] = graph.constant dense<1024> : tensor<i64>
+// CHECK: %[[UP:.*]] = graph.add %arg1, %[[DIM]]
+// CHECK: %[[IDS:.*]] = graph.where %[[NEG]], %[[UP]], %arg1
+// CHECK: %[[FIRSTS:.*]] = graph.constant dense<[0, 512]> : tensor<2xi64>
+// CHECK: %[[FIRST:.*]] = mesh.all_slice %[[FIRSTS]] on @mesh mesh_axes = [0] slice_axis = 0
+// CHECK: %[[SHIFTED:.*]] = graph.sub %[[IDS]], %[[FIRST]]
+// CHECK: %[[PART:.*]] = graph.gather %[[T]], %[[SHIFTED]] {axis = 0 : i64, skip_outside} : (tensor<512x3xf32>, tensor<4xi64>) -> tensor<4x3xf32>
+// CHECK: %[[E:.*]] = mesh.all_reduce %[[PART]] on @mesh mesh_axes = [0] : tensor<4x3xf32>
+// CHECK: %[[D:.*]] = graph.scatter_add %arg2, %{{.*}} {axis = 0 : i64, dtc.sharding = #graph.sharding<[0], []>, skip_outside} : (tensor<4x3xf32>, tensor<4xi64>) -> tensor<512x3xf32>
+// CHECK: %[[WHOLE:.*]] = mesh.all_gather %[[D]] on @mesh mesh_axes = [0] gather_axis = 0
+// CHECK: return %[[E]], %[[WHOLE]]
+module {
+  mesh.mesh @mesh(shape = 2)
+  func.func @main(%t: tensor<1024x3xf32>, %ids: tensor<4xi64>, %g: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<1024x3xf32>) {
+    %e = graph.gather %t, %ids {axis = 0 : i64, dtc.split = #graph.split<[0], [], []>} : (tensor<1024x3xf32>, tensor<4xi64>) -> tensor<4x3xf32>
+    %d = graph.scatter_add %g, %ids {axis = 0 : i64, dtc.split = #graph.split<[0], [], []>} : (tensor<4x3xf32>, tensor<4xi64>) -> tensor<1024x3xf32>
+    return %e, %d : tensor<4x3xf32>, tensor<1024x3xf32>
+  }
+}

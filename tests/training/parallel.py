@@ -107,10 +107,11 @@ VOCAB_SPLITS = {
 }
 # A vocabulary no tensor-parallel size divides (GPT-2's 50257 is odd): the
 # step pads it to a multiple of 128 (--pad-classes), the padded classes
-# masked out of the loss, so the losses are the unpadded step's.
+# masked out of the loss, so the losses are the unpadded step's. The tied
+# table splits by rows too (a vocabulary-parallel embedding).
 PAD_SPLITS = {
     "1 device, classes as the model has them": (["--pad-classes", "0"], "loss cross_entropy"),
-    "tp=4, padded vocabulary": (["--tp", "4"], "vocabulary-parallel cross-entropy"),
+    "tp=4, padded vocabulary": (["--tp", "4"], "vocabulary-parallel embedding"),
     "dp=2 x tp=2, padded vocabulary": (["--dp", "2", "--tp", "2", "--zero", "1"],
                                        "classes padded to 4224"),
 }

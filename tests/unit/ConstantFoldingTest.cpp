@@ -61,10 +61,10 @@ TEST_F(ConstantFoldingTest, GatherConcatAsInShapeSubgraphs) {
   // Shape -> Gather(1) -> Unsqueeze -> Concat([-1], ...) as PyTorch exports.
   Value shape = ints({2, 16, 64}, {3});
   auto gather = builder.create<GatherOp>(
-      builder.getUnknownLoc(), shape, ints({1}, {}), builder.getI64IntegerAttr(0));
+      builder.getUnknownLoc(), shape, ints({1}, {}), builder.getI64IntegerAttr(0), UnitAttr());
   EXPECT_EQ(foldedInts(gather), (std::vector<int64_t>{16}));
   auto gatherNeg = builder.create<GatherOp>(
-      builder.getUnknownLoc(), shape, ints({-1, 0}, {2}), builder.getI64IntegerAttr(0));
+      builder.getUnknownLoc(), shape, ints({-1, 0}, {2}), builder.getI64IntegerAttr(0), UnitAttr());
   EXPECT_EQ(foldedInts(gatherNeg), (std::vector<int64_t>{64, 2}));
   auto concat = builder.create<ConcatOp>(
       builder.getUnknownLoc(), ValueRange{ints({-1}, {1}), shape},

@@ -114,4 +114,17 @@ TEST_F(ConstantValuesTest, RefusesArgumentsUnknownOpsAndLargeTensors) {
                         "tensor<1xf32>"));
 }
 
+// A block of a split table (skip_outside): indices outside it take zeros,
+// none wraps (-2 would be row 1) and none is refused.
+TEST_F(ConstantValuesTest, GatherSkippingOutsideTakesZeros) {
+  auto v = evaluate(R"(
+    %a = graph.constant dense<[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]> : tensor<3x2xf32>
+    %i = graph.constant dense<[-1, 0, 2, 3, -2]> : tensor<5xi64>
+    %g = graph.gather %a, %i {axis = 0 : i64, skip_outside} : (tensor<3x2xf32>, tensor<5xi64>) -> tensor<5x2xf32>
+    return %g : tensor<5x2xf32>)",
+                    "tensor<5x2xf32>");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->values, (Floats{0, 0, 1, 2, 5, 6, 0, 0, 0, 0}));
+}
+
 } // namespace

@@ -1678,7 +1678,7 @@ TEST(GatherKernel, BigEmbedding) {
 
 /// scatter_add against loops: rows sharing an index add up.
 void checkScatterAdd(const Shape &dataShape, const Shape &indexShape,
-                     const std::vector<int64_t> &indices, int64_t axis) {
+                     const std::vector<int64_t> &indices, int64_t axis, bool skipOutside = false) {
   int64_t outer = 1, inner = 1, dim = dataShape[size_t(axis)];
   for (int64_t d = 0; d < axis; ++d)
     outer *= dataShape[size_t(d)];
@@ -1695,10 +1695,13 @@ void checkScatterAdd(const Shape &dataShape, const Shape &indexShape,
     for (int64_t i = 0; i < k; ++i)
       for (int64_t c = 0; c < inner; ++c) {
         int64_t row = indices[size_t(i)] < 0 ? indices[size_t(i)] + dim : indices[size_t(i)];
+        if (skipOutside && (indices[size_t(i)] < 0 || indices[size_t(i)] >= dim))
+          continue;
         expected[size_t((o * dim + row) * inner + c)] += uv[size_t((o * k + i) * inner + c)];
       }
   plan::Instruction inst;
   inst.mutable_scatter_add()->set_axis(axis);
+  inst.mutable_scatter_add()->set_skip_outside(skipOutside);
   expectClose(inst, {updates, tensor(plan::I64, indexShape, indices)}, dataShape, expected);
 }
 
@@ -1732,6 +1735,75 @@ TEST(GatherKernel, OutOfRangeIndexFailsTheRun) {
     EXPECT_NE(error.find("size 5"), std::string::npos) << error;
     EXPECT_NE(error.find("-5 to 4"), std::string::npos) << error;
   }
+}
+
+/// skip_outside (a block of a table split along the axis): indices outside
+/// [0, dim) take zeros, negative ones too (no wrap), and fail nothing.
+TEST(GatherKernel, SkipOutsideTakesZerosForOtherBlocksRows) {
+  plan::Instruction inst = gatherInst(0);
+  inst.mutable_gather()->set_skip_outside(true);
+  // Row r of [5, 2] is {10r + 1, 10r + 2}; -3 would wrap to row 2.
+  Tensor data = tensor<float>(plan::F32, {5, 2}, {1, 2, 11, 12, 21, 22, 31, 32, 41, 42});
+  std::vector<int64_t> ids{-1, 0, 4, 5, -3, 2};
+  expectExact(inst, {data, tensor(plan::I64, {2, 3}, ids)},
+              tensor<float>(plan::F32, {2, 3, 2}, {0, 0, 1, 2, 41, 42, 0, 0, 0, 0, 21, 22}));
+  // A middle axis of 3 rows, i32 indices: [o][r][c] = 100 + 6o + 2r + c.
+  inst.mutable_gather()->set_axis(1);
+  std::vector<int64_t> wide(12);
+  for (size_t k = 0; k < wide.size(); ++k)
+    wide[k] = 100 + int64_t(k);
+  std::vector<int32_t> ids32{3, -1, 1, 2};
+  expectExact(inst, {tensor(plan::I64, {2, 3, 2}, wide), tensor(plan::I32, {4}, ids32)},
+              tensor<int64_t>(plan::I64, {2, 4, 2},
+                              {0, 0, 0, 0, 102, 103, 104, 105, 0, 0, 0, 0, 108, 109, 110, 111}));
+  // Without it, as before: -3 is row 2, 5 fails the run.
+  expectExact(gatherInst(0), {data, tensor<int64_t>(plan::I64, {1}, {-3})},
+              tensor<float>(plan::F32, {1, 2}, {21, 22}));
+  std::string error;
+  runKernel(gatherInst(0), {data, tensor(plan::I64, {2, 3}, ids)}, typeOf(plan::F32, {2, 3, 2}),
+            1, &error);
+  EXPECT_NE(error.find("gather: index 5 (element 3 of the indices) is out of range"),
+            std::string::npos)
+      << error;
+}
+
+/// skip_outside: updates at indices outside [0, dim) are dropped, none
+/// wraps and none fails the run.
+TEST(ScatterAddKernel, SkipOutsideDropsOtherBlocksUpdates) {
+  plan::Instruction inst;
+  inst.mutable_scatter_add()->set_axis(0);
+  inst.mutable_scatter_add()->set_skip_outside(true);
+  // Into [5, 2]: update k is {2k + 1, 2k + 2}; -3 would wrap to row 2.
+  Tensor updates = tensor<float>(plan::F32, {6, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  std::vector<int64_t> ids{-1, 0, 4, 5, -3, 4};
+  expectClose(inst, {updates, tensor(plan::I64, {6}, ids)}, {5, 2},
+              {3, 4, 0, 0, 0, 0, 0, 0, 5 + 11, 6 + 12});
+  // A middle axis of 3 rows, i32 indices.
+  inst.mutable_scatter_add()->set_axis(1);
+  Tensor middle = tensor<float>(plan::F32, {2, 4, 1}, {1, 2, 3, 4, 5, 6, 7, 8});
+  std::vector<int32_t> ids32{2, -1, 3, 2};
+  expectClose(inst, {middle, tensor(plan::I32, {4}, ids32)}, {2, 3, 1},
+              {0, 0, 1 + 4, 0, 0, 5 + 8});
+  // Without it, as before: -3 adds into row 2, 5 fails the run.
+  plan::Instruction plain;
+  plain.mutable_scatter_add()->set_axis(0);
+  Tensor one = tensor<float>(plan::F32, {1, 2}, {7, 8});
+  expectClose(plain, {one, tensor<int64_t>(plan::I64, {1}, {-3})}, {5, 2},
+              {0, 0, 0, 0, 7, 8, 0, 0, 0, 0});
+  std::string error;
+  runKernel(plain, {updates, tensor(plan::I64, {6}, ids)}, typeOf(plan::F32, {5, 2}), 1, &error);
+  EXPECT_NE(error.find("scatter_add: index 5 (element 3 of the indices) is out of range"),
+            std::string::npos)
+      << error;
+}
+
+/// A big block (threaded by columns) against loops: ids over four blocks'
+/// rows shifted to the second's, [-500, 1500) over 500.
+TEST(ScatterAddKernel, SkipOutsideBigEmbeddingBlock) {
+  std::vector<int64_t> ids(3000);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = int64_t(i * 37 % 2000) - 500;
+  checkScatterAdd({500, 64}, {3000}, ids, 0, /*skipOutside=*/true);
 }
 
 plan::Instruction transposeInst(const Shape &perm) {

@@ -55,12 +55,14 @@ std::vector<char> randomOf(const plan::TensorType &t, std::mt19937 &rng, bool po
 }
 
 /// Random indices of `t` into an axis of `dim` rows, negative ones (from
-/// the end) included.
-std::vector<char> randomIndices(const plan::TensorType &t, int64_t dim, std::mt19937 &rng) {
+/// the end) included; with `outside` (skip_outside), [-dim, 2 dim): a third
+/// of them in range.
+std::vector<char> randomIndices(const plan::TensorType &t, int64_t dim, bool outside,
+                                std::mt19937 &rng) {
   int64_t n = count(t);
   std::vector<char> bytes(size_t(n * bytesOf(t.dtype())));
   for (int64_t i = 0; i < n; ++i) {
-    int64_t v = int64_t(rng() % uint64_t(2 * dim)) - dim;
+    int64_t v = int64_t(rng() % uint64_t((outside ? 3 : 2) * dim)) - dim;
     if (t.dtype() == plan::I64) {
       std::memcpy(&bytes[size_t(i * 8)], &v, 8);
     } else {
@@ -81,6 +83,12 @@ int64_t indexedRows(const plan::Instruction &inst,
   if (inst.has_scatter_add())
     return outType.shape(int(inst.scatter_add().axis()));
   return 0;
+}
+
+/// Whether the instruction's indices may fall outside the axis (skip_outside).
+bool skipsOutside(const plan::Instruction &inst) {
+  return (inst.has_gather() && inst.gather().skip_outside()) ||
+         (inst.has_scatter_add() && inst.scatter_add().skip_outside());
 }
 
 } // namespace
@@ -120,10 +128,10 @@ bool runOnCpu(const plan::RankProgram &program, const plan::Instruction &inst,
       run.inputs.push_back(shared->at(inst.inputs(int(i))));
       continue;
     }
-    run.inputs.push_back(rows && i == 1 ? randomIndices(run.inTypes[i], rows, rng)
-                                        : randomOf(run.inTypes[i], rng,
-                                                   std::count(positive.begin(), positive.end(),
-                                                              int(i)) > 0));
+    bool isPositive = std::count(positive.begin(), positive.end(), int(i)) > 0;
+    run.inputs.push_back(rows && i == 1
+                             ? randomIndices(run.inTypes[i], rows, skipsOutside(inst), rng)
+                             : randomOf(run.inTypes[i], rng, isPositive));
     if (shared)
       (*shared)[inst.inputs(int(i))] = run.inputs.back();
   }

@@ -30,8 +30,9 @@ struct KernelRun {
 };
 
 /// Fills `run` for instruction `inst` of `program` (inputs listed in
-/// `positive` above 0, index inputs in range) and runs the CPU backend's
-/// kernel; false (a test failure added) when it cannot.
+/// `positive` above 0, index inputs in range or, with skip_outside, past
+/// it on either side) and runs the CPU backend's kernel; false (a test
+/// failure added) when it cannot.
 bool runOnCpu(const plan::RankProgram &program, const plan::Instruction &inst,
               const std::vector<int> &positive, std::mt19937 &rng, KernelRun &run,
               std::map<uint32_t, std::vector<char>> *shared = nullptr);

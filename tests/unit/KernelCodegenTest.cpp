@@ -37,6 +37,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -510,6 +511,42 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
       op("%u: tensor<3x7x4xbf16>, %i: tensor<7xi64>",
          "%y = graph.scatter_add %u, %i {axis = 1 : i64} : (tensor<3x7x4xbf16>, tensor<7xi64>) -> tensor<3x5x4xbf16>",
          "tensor<3x5x4xbf16>"));
+  // skip_outside (a block of a vocabulary split over ranks): indices past
+  // the block on either side take zeros or drop their updates.
+  add("gather skip_outside (a vocabulary block)",
+      op("%e: tensor<50x24xf32>, %i: tensor<4x6xi64>",
+         "%y = graph.gather %e, %i {axis = 0 : i64, skip_outside} : (tensor<50x24xf32>, tensor<4x6xi64>) -> tensor<4x6x24xf32>",
+         "tensor<4x6x24xf32>"));
+  add("gather skip_outside middle axis, bf16, i32",
+      op("%e: tensor<3x10x4xbf16>, %i: tensor<5xi32>",
+         "%y = graph.gather %e, %i {axis = 1 : i64, skip_outside} : (tensor<3x10x4xbf16>, tensor<5xi32>) -> tensor<3x5x4xbf16>",
+         "tensor<3x5x4xbf16>"));
+  add("gather skip_outside i64",
+      op("%e: tensor<7x3xi64>, %i: tensor<9xi64>",
+         "%y = graph.gather %e, %i {axis = 0 : i64, skip_outside} : (tensor<7x3xi64>, tensor<9xi64>) -> tensor<9x3xi64>",
+         "tensor<9x3xi64>"));
+  add("scatter_add skip_outside (a vocabulary block's gradient)",
+      op("%u: tensor<4x6x24xf32>, %i: tensor<4x6xi64>",
+         "%y = graph.scatter_add %u, %i {axis = 0 : i64, skip_outside} : (tensor<4x6x24xf32>, tensor<4x6xi64>) -> tensor<10x24xf32>",
+         "tensor<10x24xf32>"));
+  add("scatter_add skip_outside bf16 from a few indices, middle axis (no atomics)",
+      op("%u: tensor<3x7x4xbf16>, %i: tensor<7xi32>",
+         "%y = graph.scatter_add %u, %i {axis = 1 : i64, skip_outside} : (tensor<3x7x4xbf16>, tensor<7xi32>) -> tensor<3x5x4xbf16>",
+         "tensor<3x5x4xbf16>"));
+  // Without a status word they batch (dtc-batch-kernels): two tables'
+  // blocks gathered in one launch, two gradients scattered in another.
+  add("two gathers skip_outside side by side",
+      op("%e: tensor<50x24xf32>, %f: tensor<50x24xf32>, %i: tensor<4x6xi64>",
+         "%a = graph.gather %e, %i {axis = 0 : i64, skip_outside} : (tensor<50x24xf32>, tensor<4x6xi64>) -> tensor<4x6x24xf32>\n"
+         "%b = graph.gather %f, %i {axis = 0 : i64, skip_outside} : (tensor<50x24xf32>, tensor<4x6xi64>) -> tensor<4x6x24xf32>\n"
+         "%y = graph.concat %a, %b {axis = 0 : i64} : (tensor<4x6x24xf32>, tensor<4x6x24xf32>) -> tensor<8x6x24xf32>",
+         "tensor<8x6x24xf32>"));
+  add("two scatter_adds skip_outside side by side",
+      op("%u: tensor<4x6x24xf32>, %v: tensor<4x6x24xf32>, %i: tensor<4x6xi64>",
+         "%a = graph.scatter_add %u, %i {axis = 0 : i64, skip_outside} : (tensor<4x6x24xf32>, tensor<4x6xi64>) -> tensor<10x24xf32>\n"
+         "%b = graph.scatter_add %v, %i {axis = 0 : i64, skip_outside} : (tensor<4x6x24xf32>, tensor<4x6xi64>) -> tensor<10x24xf32>\n"
+         "%y = graph.concat %a, %b {axis = 0 : i64} : (tensor<10x24xf32>, tensor<10x24xf32>) -> tensor<20x24xf32>",
+         "tensor<20x24xf32>"));
   // Pooling (padding never wins a max, an average counts what its
   // attributes say, ceil_mode's windows past the padded input), its
   // gradients (overlapping windows, gathered in the CPU's order), in f32
@@ -580,8 +617,9 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
   int kernels = 0;
   for (const Case &c : cases)
     kernels += checkCase(c);
-  // The split's three pieces; the two sums' launch and their concat.
-  EXPECT_EQ(kernels, int(cases.size()) + 3);
+  // The split's three pieces; the two sums', gathers' and scatter-adds'
+  // launches and their concats.
+  EXPECT_EQ(kernels, int(cases.size()) + 5);
 }
 
 /// An index out of range does not read outside the table: it sets the
@@ -633,6 +671,58 @@ TEST(KernelCodegen, AGatherIndexOutOfRangeSetsTheStatusWord) {
   EXPECT_EQ(out[2], 0); // row -5 = 0
   EXPECT_EQ(gather({1, 5, 0}), 1);
   EXPECT_EQ(gather({-6, 0, 0}), 1);
+}
+
+/// skip_outside: an index outside the block, negative or past it, takes
+/// zeros (none wraps) and is no error: the kernel has no status word.
+TEST(KernelCodegen, AGatherSkippingOutsideTakesZeros) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  DialectRegistry registry;
+  dtc::registerAllDialects(registry);
+  dtc::registerAllPasses();
+  static bool upstream = (mlir::registerAllPasses(), true);
+  (void)upstream;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+      "func.func @main(%e: tensor<5x2xf32>, %i: tensor<4xi64>) -> tensor<4x2xf32> {\n"
+      "%y = graph.gather %e, %i {axis = 0 : i64, skip_outside} : (tensor<5x2xf32>, tensor<4xi64>) -> tensor<4x2xf32>\n"
+      "return %y : tensor<4x2xf32>\n}",
+      &context);
+  ASSERT_TRUE(module);
+  PassManager pm(&context);
+  ASSERT_TRUE(succeeded(parsePassPipeline("func.func(dtc-assign-buffers),dtc-outline-kernels", pm)));
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+  auto kernels = module->lookupSymbol<ModuleOp>(dtc::attr::kKernelModule);
+  ASSERT_TRUE(kernels);
+  auto func = kernels.lookupSymbol<func::FuncOp>("kernel_0");
+  ASSERT_TRUE(func);
+  EXPECT_FALSE(func->hasAttr(dtc::attr::kStatus));
+  EXPECT_EQ(func.getNumArguments(), 3u);
+  auto engine = hostKernels(*module);
+  ASSERT_TRUE(engine);
+  // -1 and 5 are outside; -2 would be row 3 without skip_outside.
+  float table[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, out[8];
+  std::fill(std::begin(out), std::end(out), 99.0f);
+  int64_t indices[4] = {4, -1, 5, -2};
+  void *data[] = {table, indices, out};
+  int64_t sizes[] = {10, 4, 8};
+  std::vector<StridedMemRefType<char, 1>> d(3);
+  std::vector<void *> pointers, args;
+  for (int k = 0; k < 3; ++k) {
+    d[k].basePtr = d[k].data = static_cast<char *>(data[k]);
+    d[k].offset = 0;
+    d[k].sizes[0] = sizes[k];
+    d[k].strides[0] = 1;
+    pointers.push_back(&d[k]);
+  }
+  for (auto &p : pointers)
+    args.push_back(&p);
+  llvm::Error error = engine->invokePacked("_mlir_ciface_kernel_0", args);
+  ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+  EXPECT_EQ(std::vector<float>(out, out + 8), (std::vector<float>{8, 9, 0, 0, 0, 0, 0, 0}));
 }
 
 /// Every kernel of a GPT training step (AdamW, bf16 compute, dp x tp) as

@@ -705,4 +705,18 @@ TEST(PlanLoader, ChecksBf16CopiesOfWeights) {
                                         "would leave behind"));
 }
 
+// dtc plan --full names skip_outside on gathers and scatter-adds (a block
+// of a split table) and says nothing without it.
+TEST(PlanPrinter, ShowsSkipOutside) {
+  plan::Instruction gather, scatter;
+  gather.mutable_gather()->set_axis(0);
+  scatter.mutable_scatter_add()->set_axis(1);
+  EXPECT_EQ(plan::describeInstruction(gather), "gather axis=0");
+  EXPECT_EQ(plan::describeInstruction(scatter), "scatter_add axis=1");
+  gather.mutable_gather()->set_skip_outside(true);
+  scatter.mutable_scatter_add()->set_skip_outside(true);
+  EXPECT_EQ(plan::describeInstruction(gather), "gather axis=0 skip_outside");
+  EXPECT_EQ(plan::describeInstruction(scatter), "scatter_add axis=1 skip_outside");
+}
+
 } // namespace
