@@ -132,6 +132,17 @@ cp -r "$root/tests/models/exported/gpt2_train" "$checks/hf-gpt2-data"
   --precision bf16 --tp 2 --backend cuda -o "$checks/hf-gpt2-heads-tp2.dtcp" > /dev/null
 cp "$root/tests/models/exported/gpt2_heads.onnx" "$root/tests/models/exported/gpt2_heads.onnx.data" \
   "$checks/"
+# A tied vocabulary of 4099 over two ranks (--tp 2), bf16: padded to 4224,
+# the table split by rows (gathers and scatter-adds of a block of rows,
+# skip_outside) and the loss by classes.
+python3 - "$root/tests/models" "$checks/odd-vocab.onnx" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import generate, onnx
+onnx.save(generate.build_gpt(vocab=4099, tied=True), sys.argv[2])
+PY
+"$dtc" compile "$checks/odd-vocab.onnx" --shape batch=8 --shape seq=16 --train --precision bf16 \
+  --tp 2 --backend cuda -o "$checks/odd-vocab-tp2.dtcp" > /dev/null
 # The benchmark: GPT-2 small's shape, dtc's own generated model (seeded
 # weights: nothing to carry), bf16 training.
 "$dtc" compile "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,batch=8" --train \

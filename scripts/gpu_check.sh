@@ -135,7 +135,7 @@ check --limit 90 gpt2-small-profile "$run" "$c/gpt2.dtcp" --data "$work/gpt2-dat
 grep -A 12 -i '^profile' "$work/gpt2-small-profile.log" | head -n 14
 # Every instruction of each plan against the CPU backend, a plan a check.
 for plan in gpt bf16-dp2-tp2 hf-gpt2-bf16 hf-gpt2-fp32 hf-gpt2-infer-bf16 hf-gpt2-heads-tp2 \
-            llama bert cnn cnn-bf16; do
+            odd-vocab-tp2 llama bert cnn cnn-bf16; do
   check --limit 90 "kernels-$plan" env DTC_GPU_PLANS="$c/$plan.dtcp" \
     "$d/bin/dtc-gpu-plan-tests" --gtest_filter='GpuPlans.*'
   grep -h ' on .*generated kernels' "$work/kernels-$plan.log"
