@@ -89,6 +89,24 @@ std::unique_ptr<ExecutionEngine> hostKernels(ModuleOp module) {
   return engine ? std::move(*engine) : nullptr;
 }
 
+/// Runs host kernel `name` on flat buffers, each a 1-D memref of `sizes[k]`
+/// elements; the kernel's error, if any.
+llvm::Error invokeFlat(ExecutionEngine &engine, llvm::StringRef name,
+                       const std::vector<void *> &data, const std::vector<int64_t> &sizes) {
+  std::vector<StridedMemRefType<char, 1>> d(data.size());
+  std::vector<void *> pointers, args;
+  for (size_t k = 0; k < data.size(); ++k) {
+    d[k].basePtr = d[k].data = static_cast<char *>(data[k]);
+    d[k].offset = 0;
+    d[k].sizes[0] = sizes[k];
+    d[k].strides[0] = 1;
+    pointers.push_back(&d[k]);
+  }
+  for (auto &p : pointers)
+    args.push_back(&p);
+  return engine.invokePacked(name, args);
+}
+
 /// Runs the host-lowered `kernel` on `buffers` (data, elements), each as
 /// a 1-D strided memref descriptor (the C interface).
 void invoke(ExecutionEngine &engine, const std::string &kernel,
@@ -649,20 +667,8 @@ TEST(KernelCodegen, AGatherIndexOutOfRangeSetsTheStatusWord) {
   float table[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, out[6] = {};
   auto gather = [&](std::vector<int64_t> indices) {
     int32_t status = 0;
-    void *data[] = {table, indices.data(), out, &status};
-    int64_t sizes[] = {10, 3, 6, 1};
-    std::vector<StridedMemRefType<char, 1>> d(4);
-    std::vector<void *> pointers, args;
-    for (int k = 0; k < 4; ++k) {
-      d[k].basePtr = d[k].data = static_cast<char *>(data[k]);
-      d[k].offset = 0;
-      d[k].sizes[0] = sizes[k];
-      d[k].strides[0] = 1;
-      pointers.push_back(&d[k]);
-    }
-    for (auto &p : pointers)
-      args.push_back(&p);
-    llvm::Error error = engine->invokePacked("_mlir_ciface_kernel_0", args);
+    llvm::Error error = invokeFlat(*engine, "_mlir_ciface_kernel_0",
+                                   {table, indices.data(), out, &status}, {10, 3, 6, 1});
     EXPECT_FALSE(bool(error)) << llvm::toString(std::move(error));
     return status;
   };
@@ -707,20 +713,8 @@ TEST(KernelCodegen, AGatherSkippingOutsideTakesZeros) {
   float table[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, out[8];
   std::fill(std::begin(out), std::end(out), 99.0f);
   int64_t indices[4] = {4, -1, 5, -2};
-  void *data[] = {table, indices, out};
-  int64_t sizes[] = {10, 4, 8};
-  std::vector<StridedMemRefType<char, 1>> d(3);
-  std::vector<void *> pointers, args;
-  for (int k = 0; k < 3; ++k) {
-    d[k].basePtr = d[k].data = static_cast<char *>(data[k]);
-    d[k].offset = 0;
-    d[k].sizes[0] = sizes[k];
-    d[k].strides[0] = 1;
-    pointers.push_back(&d[k]);
-  }
-  for (auto &p : pointers)
-    args.push_back(&p);
-  llvm::Error error = engine->invokePacked("_mlir_ciface_kernel_0", args);
+  llvm::Error error = invokeFlat(*engine, "_mlir_ciface_kernel_0", {table, indices, out},
+                                 {10, 4, 8});
   ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
   EXPECT_EQ(std::vector<float>(out, out + 8), (std::vector<float>{8, 9, 0, 0, 0, 0, 0, 0}));
 }
