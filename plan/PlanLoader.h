@@ -56,7 +56,9 @@ namespace dtc::plan {
 /// buckets, several collectives as one instruction and message
 /// (Collective.member_axes). Version 23: parameters padded past the
 /// model's shape (ParameterSource.model_shape), which an older runtime
-/// would read as the model's tensor and refuse or misplace.
+/// would read as the model's tensor and refuse or misplace, and gathers
+/// and scatter-adds over a block of a table's rows (Gather.skip_outside),
+/// whose ids in other blocks an older runtime would wrap or refuse.
 constexpr uint32_t kPlanFormatVersion = 23;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
