@@ -103,7 +103,7 @@ public:
     auto oldType = typeOf(old.getResult());
     fresh.getResult().setType(withDim(oldType, path.dims[0], padded_));
     fresh->setAttr(attr::kModelShape, b.getDenseI64ArrayAttr(oldType.getShape()));
-    padded_params_.push_back(old.getName().str());
+    params_.push_back(old.getName().str());
     Value v = fresh.getResult();
     Operation *before = old;
     for (auto [i, op] : llvm::enumerate(path.ops)) {
@@ -117,8 +117,8 @@ public:
       before = op;
     }
     moveReaders(before->getResult(0), v, reader, path.dims.back());
-    dead_.push_back(old);
-    dead_.append(path.ops.begin(), path.ops.end());
+    retire(old.getOperation());
+    retire(path.ops);
     return v;
   }
 
@@ -137,6 +137,10 @@ public:
     return b.create<graph::ConstantOp>(loc, DenseElementsAttr::get(type, values));
   }
 
+  /// `ops` erased once nothing reads them (after the padded ops replace them).
+  template <typename Range> void retire(Range ops) { dead_.append(ops.begin(), ops.end()); }
+  void retire(Operation *op) { dead_.push_back(op); }
+
   /// The old ops, readers first, once nothing reads them.
   void eraseDead() {
     for (Operation *op : llvm::reverse(dead_))
@@ -144,11 +148,19 @@ public:
         op->erase();
   }
 
-  std::vector<std::string> padded_params_;
-  SmallVector<Operation *> dead_;
+  /// The parameters padded, by name: 'head' and 'head.bias'.
+  std::string names() const {
+    std::string text;
+    for (const std::string &name : params_)
+      text += (text.empty() ? "'" : " and '") + name + "'";
+    return text;
+  }
+  size_t count() const { return params_.size(); }
 
 private:
   int64_t classes_, padded_;
+  std::vector<std::string> params_;
+  SmallVector<Operation *> dead_;
 };
 
 } // namespace
@@ -176,7 +188,8 @@ Value padClasses(Value logits, int64_t multiple, std::string &note) {
     if (auto cast = dyn_cast<graph::CastOp>(def)) {
       v = cast.getInput();
     } else if (auto reshape = dyn_cast<graph::ReshapeOp>(def)) {
-      if (typeOf(reshape.getInput()).getShape().back() != classes)
+      if (typeOf(reshape.getInput()).getShape().back() != classes ||
+          typeOf(reshape.getOutput()).getShape().back() != classes)
         return logits;
       v = reshape.getInput();
     } else if (auto add = dyn_cast<graph::AddOp>(def); add && !bias) {
@@ -240,16 +253,13 @@ Value padClasses(Value logits, int64_t multiple, std::string &note) {
     last = op;
   }
   padder.moveReaders(last->getResult(0), v2, nullptr, type.getRank() - 1);
-  padder.dead_.push_back(product);
-  padder.dead_.append(above.rbegin(), above.rend());
+  padder.retire(product.getOperation());
+  padder.retire(llvm::reverse(above));
   padder.eraseDead();
 
-  std::string names;
-  for (const std::string &name : padder.padded_params_)
-    names += (names.empty() ? "'" : " and '") + name + "'";
   note = "classes: the loss's " + std::to_string(classes) + " classes padded to " +
-         std::to_string(padded) + " (a multiple of " + std::to_string(multiple) + "): " + names +
-         (padder.padded_params_.size() == 1 ? " holds " : " hold ") +
+         std::to_string(padded) + " (a multiple of " + std::to_string(multiple) + "): " +
+         padder.names() + (padder.count() == 1 ? " holds " : " hold ") +
          std::to_string(padded - classes) +
          " more, zeros that stay zeros (their logits are masked out of the loss), so that "
          "tensor parallelism can split the classes and the GEMM's rows are aligned; the "
