@@ -89,6 +89,35 @@ std::unique_ptr<ExecutionEngine> hostKernels(ModuleOp module) {
   return engine ? std::move(*engine) : nullptr;
 }
 
+/// A context holding what a CUDA compile and the host lowering load, the
+/// native target initialised for the JIT.
+std::unique_ptr<MLIRContext> codegenContext() {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  DialectRegistry registry;
+  dtc::registerAllDialects(registry);
+  dtc::registerAllPasses();
+  static bool upstream = (mlir::registerAllPasses(), true);
+  (void)upstream;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->disableMultithreading();
+  return context;
+}
+
+/// `source` (a @main of graph ops) with buffers assigned and its ops
+/// outlined as kernels, as dtc compile --backend cuda makes them.
+OwningOpRef<ModuleOp> outlined(MLIRContext &context, const char *source) {
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  EXPECT_TRUE(module);
+  PassManager pm(&context);
+  EXPECT_TRUE(succeeded(parsePassPipeline("func.func(dtc-assign-buffers),dtc-outline-kernels", pm)));
+  if (!module || failed(pm.run(*module)))
+    return nullptr;
+  return module;
+}
+
 /// Runs host kernel `name` on flat buffers, each a 1-D memref of `sizes[k]`
 /// elements; the kernel's error, if any.
 llvm::Error invokeFlat(ExecutionEngine &engine, llvm::StringRef name,
@@ -643,25 +672,12 @@ TEST(KernelCodegen, EveryLoopKernelAgainstTheCpuBackend) {
 /// An index out of range does not read outside the table: it sets the
 /// kernel's status word, by which the runtime stops the run with a message.
 TEST(KernelCodegen, AGatherIndexOutOfRangeSetsTheStatusWord) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  DialectRegistry registry;
-  dtc::registerAllDialects(registry);
-  dtc::registerAllPasses();
-  static bool upstream = (mlir::registerAllPasses(), true);
-  (void)upstream;
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  MLIRContext context(registry);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+  std::unique_ptr<MLIRContext> context = codegenContext();
+  OwningOpRef<ModuleOp> module = outlined(*context,
       "func.func @main(%e: tensor<5x2xf32>, %i: tensor<3xi64>) -> tensor<3x2xf32> {\n"
       "%y = graph.gather %e, %i {axis = 0 : i64} : (tensor<5x2xf32>, tensor<3xi64>) -> tensor<3x2xf32>\n"
-      "return %y : tensor<3x2xf32>\n}",
-      &context);
+      "return %y : tensor<3x2xf32>\n}");
   ASSERT_TRUE(module);
-  PassManager pm(&context);
-  ASSERT_TRUE(succeeded(parsePassPipeline("func.func(dtc-assign-buffers),dtc-outline-kernels", pm)));
-  ASSERT_TRUE(succeeded(pm.run(*module)));
   auto engine = hostKernels(*module);
   ASSERT_TRUE(engine);
   float table[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, out[6] = {};
@@ -682,25 +698,12 @@ TEST(KernelCodegen, AGatherIndexOutOfRangeSetsTheStatusWord) {
 /// skip_outside: an index outside the block, negative or past it, takes
 /// zeros (none wraps) and is no error: the kernel has no status word.
 TEST(KernelCodegen, AGatherSkippingOutsideTakesZeros) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  DialectRegistry registry;
-  dtc::registerAllDialects(registry);
-  dtc::registerAllPasses();
-  static bool upstream = (mlir::registerAllPasses(), true);
-  (void)upstream;
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  MLIRContext context(registry);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+  std::unique_ptr<MLIRContext> context = codegenContext();
+  OwningOpRef<ModuleOp> module = outlined(*context,
       "func.func @main(%e: tensor<5x2xf32>, %i: tensor<4xi64>) -> tensor<4x2xf32> {\n"
       "%y = graph.gather %e, %i {axis = 0 : i64, skip_outside} : (tensor<5x2xf32>, tensor<4xi64>) -> tensor<4x2xf32>\n"
-      "return %y : tensor<4x2xf32>\n}",
-      &context);
+      "return %y : tensor<4x2xf32>\n}");
   ASSERT_TRUE(module);
-  PassManager pm(&context);
-  ASSERT_TRUE(succeeded(parsePassPipeline("func.func(dtc-assign-buffers),dtc-outline-kernels", pm)));
-  ASSERT_TRUE(succeeded(pm.run(*module)));
   auto kernels = module->lookupSymbol<ModuleOp>(dtc::attr::kKernelModule);
   ASSERT_TRUE(kernels);
   auto func = kernels.lookupSymbol<func::FuncOp>("kernel_0");
@@ -722,22 +725,6 @@ TEST(KernelCodegen, AGatherSkippingOutsideTakesZeros) {
 /// Every kernel of a GPT training step (AdamW, bf16 compute, dp x tp) as
 /// dtc compile --backend cuda makes it, each on random inputs against the
 /// CPU backend's run of its instruction.
-/// A context holding what a CUDA compile and the host lowering load, the
-/// native target initialised for the JIT.
-std::unique_ptr<MLIRContext> codegenContext() {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  DialectRegistry registry;
-  dtc::registerAllDialects(registry);
-  dtc::registerAllPasses();
-  static bool upstream = (mlir::registerAllPasses(), true);
-  (void)upstream;
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  auto context = std::make_unique<MLIRContext>(registry);
-  context->disableMultithreading();
-  return context;
-}
 
 /// A 1-layer GPT's bf16 training step compiled for the CUDA backend on
 /// dp x tp ranks into `plan`; its module (null, with a failure, when it
