@@ -140,9 +140,10 @@ PlanSummary summarizePlan(const Plan &plan) {
         p.name = name;
         p.dtype = buffer.type().dtype();
         p.type = bufferType(plan, buffer);
-        if (buffer.parameter().model_shape_size()) // the model's, before the step padded it
-          p.type += fmt::format(" (padded from [{}])",
-                                fmt::join(buffer.parameter().model_shape(), ","));
+        p.modelShape.assign(buffer.parameter().model_shape().begin(),
+                            buffer.parameter().model_shape().end());
+        if (!p.modelShape.empty()) // the model's, before the step padded it
+          p.type += fmt::format(" (padded from [{}])", fmt::join(p.modelShape, ","));
         p.frozen = buffer.parameter().frozen();
         for (int d = 0; d < buffer.type().shape_size(); ++d) {
           std::vector<std::string> axes;
@@ -533,10 +534,13 @@ std::string summaryJson(const PlanSummary &summary) {
     std::vector<std::string> split;
     for (const std::vector<std::string> &dim : p.split)
       split.push_back(quotedList(dim));
+    std::string padded = p.modelShape.empty()
+                             ? ""
+                             : fmt::format(", \"model_shape\": [{}]", fmt::join(p.modelShape, ", "));
     parameters.push_back(fmt::format(
-        "    {{\"name\": {}, \"dtype\": {}, \"shape\": [{}], \"split\": [{}], \"stages\": [{}], "
+        "    {{\"name\": {}, \"dtype\": {}, \"shape\": [{}]{}, \"split\": [{}], \"stages\": [{}], "
         "\"frozen\": {}}}",
-        jsonString(p.name), jsonString(dtypeName(p.dtype)), fmt::join(p.shape, ", "),
+        jsonString(p.name), jsonString(dtypeName(p.dtype)), fmt::join(p.shape, ", "), padded,
         fmt::join(split, ", "), fmt::join(p.stages, ", "), p.frozen ? "true" : "false"));
   }
   field("parameters", fmt::format("[\n{}\n  ]", fmt::join(parameters, ",\n")));

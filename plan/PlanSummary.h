@@ -32,6 +32,7 @@ struct ParameterSummary {
   std::string name;                           // the ONNX initializer
   DType dtype = F32;
   std::vector<int64_t> shape;                 // the whole tensor's
+  std::vector<int64_t> modelShape;            // the model's, where the step pads it (else empty)
   std::vector<std::vector<std::string>> split; // per dim: the mesh axes cutting it
   std::string type;                           // "f32[1024/tp,4096]"
   std::vector<int> stages;                    // pipelined: the stages holding it
