@@ -777,15 +777,13 @@ func::FuncOp concatKernel(OpBuilder &b, graph::ConcatOp op, StringRef name) {
 /// in [0, dim), the row returned clamped in range either way.
 Value rowOf(Body &t, Value index, int64_t dim, Value status, Value *inside = nullptr) {
   Value i = t.b.create<arith::IndexCastOp>(t.loc, t.b.getIndexType(), index);
-  if (!inside) {
-    Value negative = t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(0));
-    i = t.b.create<arith::SelectOp>(t.loc, negative, t.add(i, t.index(dim)), i);
-  }
   if (inside) {
     *inside = t.b.create<arith::AndIOp>(
         t.loc, t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sge, i, t.index(0)),
         t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(dim)));
   } else {
+    Value negative = t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(0));
+    i = t.b.create<arith::SelectOp>(t.loc, negative, t.add(i, t.index(dim)), i);
     Value outside = t.b.create<arith::OrIOp>(
         t.loc, t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::slt, i, t.index(0)),
         t.b.create<arith::CmpIOp>(t.loc, arith::CmpIPredicate::sge, i, t.index(dim)));
