@@ -126,6 +126,17 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // Interleaved: each stage runs `virtuals` chunks of the layers.
   int64_t virtuals = kind == plan::INTERLEAVED ? std::max<int64_t>(1, options.virtualStages) : 1;
   int64_t perNode = std::max<int64_t>(1, base.cluster.devicesPerNode);
+  // --dp / --tp given with --devices: every stage's mesh keeps those axes,
+  // the rest of its devices one searched axis; a count whose stage they
+  // do not divide is not searched.
+  std::vector<MeshAxisSpec> pins;
+  int64_t pinned = 1;
+  for (const MeshAxisSpec &axis : base.mesh)
+    if (axis.role != AxisRole::Free) {
+      pins.push_back(axis);
+      pinned *= axis.size;
+    }
+  auto stageTakesPins = [&](int64_t p) { return devices % p == 0 && (devices / p) % pinned == 0; };
 
   // The step as given, and, when --micro-batches was not given, the step
   // built again for each stage count's micro-batch count (microBatchesFor:
@@ -136,8 +147,9 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   int64_t batch = given.samples * given.microBatches;
   bool chooseMicroBatches = bool(options.stepWithMicroBatches);
   auto microBatchesAt = [&](int64_t p) {
-    return chooseMicroBatches && p > 1 ? microBatchesFor(batch, devices / p, perNode, 0)
-                                       : given.microBatches;
+    return chooseMicroBatches && p > 1
+               ? microBatchesFor(batch, devices / p, perNode, options.dataParallel)
+               : given.microBatches;
   };
   // Counts the model does not take (an export's reshapes fixing the
   // batch), with why.
@@ -174,7 +186,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     return p == 1 || int64_t(given.cuts(p * virtuals).size()) + 1 >= p * virtuals;
   };
   for (int64_t p = 1; p <= devices; ++p) {
-    if (devices % p != 0)
+    if (!stageTakesPins(p))
       continue;
     if (options.pipelineStagesBelow > 0 && p >= options.pipelineStagesBelow)
       break;
@@ -190,7 +202,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   }
   if (counts.empty()) // every count leaves devices idle: the most stages
     for (int64_t p = devices; p >= 1; --p)
-      if (devices % p == 0 && cutsAllow(p) &&
+      if (stageTakesPins(p) && cutsAllow(p) &&
           (p == 1 || plan::scheduleProblem(kind, p, microBatchesAt(p), virtuals).empty())) {
         counts.push_back(p);
         llvm::erase_if(result.tried, [&](const StageCandidate &c) { return c.stages == p; });
@@ -273,7 +285,9 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     o.roundingOnly = !refine;
     // One device a stage: searched on an axis of 1 for its cost only, the
     // stage left unsplit as a pinned --pp leaves it.
-    o.mesh = {{"x", devices / p, AxisRole::Free}};
+    o.mesh = pins;
+    if (pins.empty() || devices / p / pinned > 1)
+      o.mesh.push_back({"x", devices / p / pinned, AxisRole::Free});
     // Interleaved, the bubble is 1/virtuals as long (Narayanan et al.
     // 2021, section 2.2).
     double bubble = (double(m) + double(p - 1) / double(virtuals)) / double(m);

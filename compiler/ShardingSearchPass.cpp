@@ -77,7 +77,14 @@ std::string meshNote(const std::vector<MeshAxisSpec> &given, const ParallelOptio
     if (a.role != AxisRole::Free)
       pinned += std::string(pinned.empty() ? "" : ", ") + "--" + a.name;
   }
-  if (r.meshSearched)
+  // --dp / --tp with --devices: their axes pinned, the rest searched.
+  std::string flags = p.dataParallel > 1 ? "--dp" : "";
+  if (p.tensorParallel > 1)
+    flags += (flags.empty() ? "" : ", ") + std::string("--tp");
+  if (r.meshSearched && !flags.empty())
+    text += " (" + flags + " pinned, the rest searched from --devices " +
+            std::to_string(p.devices()) + ")";
+  else if (r.meshSearched)
     text += " (searched from --devices " + std::to_string(p.devices()) + ")";
   else
     text += pinned.empty() ? " (searched)" : " (pinned by " + pinned + ")";
