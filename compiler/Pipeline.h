@@ -25,6 +25,9 @@ struct CompileOptions {
   std::optional<TrainingOptions> training; // set: compile one training step
   ParallelOptions parallel;                // the devices and what is pinned
   bool fuseAttention = true;               // dtc-fuse-attention (--attention fused)
+  /// dtc-interleave-qkv on several devices (compileCheckingLayout turns it
+  /// off where the search splits no heads).
+  bool interleaveQkv = true;
   /// An inference plan's: "fp32" or "bf16" (dtc-mixed-precision); a
   /// training step's is training->precision.
   std::string precision = "fp32";

@@ -63,6 +63,16 @@ SearchResult Search::annotate() {
     if (node.op) {
       if (isa<graph::ShardableOp>(node.op))
         writeSplit(node.op, s.split);
+      // An interleaved q is [..., S, H, 3, D]: split by heads when a factor
+      // of its H dim is.
+      if (auto attention = dyn_cast<graph::AttentionOp>(node.op);
+          attention && attention.getInterleaved()) {
+        graph::ShardingRule rule = attention.shardingRule();
+        const auto &q = rule.operands[0];
+        ++result_.interleavedAttentions;
+        result_.headsSplitAttentions += llvm::any_of(
+            q[q.size() - 3], [&](int f) { return !s.split[size_t(f)].empty(); });
+      }
       continue;
     }
     func_.setArgAttr(cast<BlockArgument>(node.argument).getArgNumber(), attr::kSharding,

@@ -98,6 +98,9 @@ struct SearchResult {
   double communicationSeconds = 0;   // collectives and resharding
   double memoryBytes = 0;            // weights, optimizer state, kept activations
   int splitParameters = 0, parameters = 0;
+  /// Packed attentions whose q, k, v projection dtc-interleave-qkv laid
+  /// out by heads, and how many of them the chosen split cuts by heads.
+  int interleavedAttentions = 0, headsSplitAttentions = 0;
   // Mesh axes over which no value is split (their devices all repeat the
   // same work), each with why: the batch does not divide, or splitting
   // was predicted not to pay.

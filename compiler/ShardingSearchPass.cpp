@@ -237,6 +237,15 @@ void markCloseMeshes(func::FuncOp main, const SearchResult &r) {
     main->setAttr(attr::kCloseMeshes, Builder(main.getContext()).getDenseI64ArrayAttr(pairs));
 }
 
+/// attr::kInterleavedHeads on the module, where the step has interleaved
+/// projections.
+void markInterleavedHeads(ModuleOp module, const SearchResult &r) {
+  if (r.interleavedAttentions > 0)
+    module->setAttr(attr::kInterleavedHeads,
+                    Builder(module.getContext())
+                        .getDenseI64ArrayAttr({r.interleavedAttentions, r.headsSplitAttentions}));
+}
+
 /// "alternatives: dp=16 x tp=8 predicted 3.21 s (chosen); dp=32 x tp=4 3.48 s
 /// (8.4% slower); x=128 (each op split its own way): does not fit ...": the
 /// mesh shapes and role assignments the search compared, best first, those
@@ -340,6 +349,7 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
         addNote(main, alternativesNote(chosen->search));
       if (chosen->stages <= 1)
         markCloseMeshes(main, chosen->search);
+      markInterleavedHeads(module, chosen->search);
       if (!chosen->search.splitAlternatives.empty())
         addNote(main, chosen->search.splitAlternatives);
       if (chosen->cut)
@@ -370,6 +380,7 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
       return signalPassFailure();
     addNote(main, meshNote(search.mesh, *options, *result));
     addNote(main, searchNote(*result, search.memoryLimit));
+    markInterleavedHeads(module, *result);
     if (!result->alternatives.empty())
       addNote(main, alternativesNote(*result));
     if (!result->splitAlternatives.empty())

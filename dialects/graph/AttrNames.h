@@ -91,6 +91,12 @@ constexpr llvm::StringLiteral kSearchedBytes = "dtc.searched_bytes";
 /// simulate (compileCheckingMeshes).
 constexpr llvm::StringLiteral kCloseMeshes = "dtc.close_meshes";
 
+/// Module: the packed attentions whose projections dtc-interleave-qkv laid
+/// out by heads and how many of them the search split by heads (two
+/// integers), for dtc compile to try the model's packing where none is
+/// (compileCheckingLayout).
+constexpr llvm::StringLiteral kInterleavedHeads = "dtc.interleaved_heads";
+
 /// Module: set when the search failed because no sharding fits the memory
 /// limit (compileToPlan then tries recomputation).
 constexpr llvm::StringLiteral kOutOfMemory = "dtc.out_of_memory";
