@@ -165,19 +165,37 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
       }
     }
   }
-  if (free.size() > 1)
+  if (free.size() > 1) {
     for (unsigned roles = 1; roles + 1 < (1u << free.size()); ++roles) {
       SearchOptions pinned = options;
       for (auto [i, a] : llvm::enumerate(free))
         pinned.mesh[a].role = (roles >> i) & 1 ? AxisRole::Tensor : AxisRole::Data;
       candidates.push_back(pinned);
     }
+    // And, every axis's role searched, the devices as one free axis, as
+    // --devices N searches them: each op split its own way over all of
+    // them, which no role assignment can (GPT-2 small's loss split by its
+    // classes over all 8 devices of a 4x2 mesh, the rest by the batch).
+    // The mesh's axes all free are a far larger program (GPT-2 small on
+    // 4x2: 16 s, no better plan found), so not searched.
+    if (free.size() == options.mesh.size()) {
+      SearchOptions flat = options;
+      int64_t devices = 1;
+      for (const MeshAxisSpec &axis : options.mesh)
+        devices *= axis.size;
+      flat.mesh = {{"x", devices, AxisRole::Free}};
+      candidates.push_back(flat);
+    }
+  }
   // The most data-parallel first: usually the cheapest, and each later one
   // only has to beat the best so far, which CBC's bound often rules out
   // right after the relaxation (bench/README.md: a GPT-3 step on 128x8).
   // --devices' one free axis goes last: it may split anything anywhere, so
   // its program is the largest and slowest to solve without a cutoff (GPT-3
   // on 128 devices a stage: 5.6 s first, then dp16 x tp8 another 6 s).
+  auto allFree = [](const SearchOptions &o) {
+    return llvm::all_of(o.mesh, [](const MeshAxisSpec &a) { return a.role == AxisRole::Free; });
+  };
   auto tensorRanks = [](const SearchOptions &o) {
     int64_t n = 1;
     for (const MeshAxisSpec &axis : o.mesh)
@@ -188,7 +206,7 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   // libstdc++ under clang).
   std::vector<std::pair<int64_t, size_t>> order;
   for (size_t i = 0; i < candidates.size(); ++i)
-    order.push_back({options.searchMeshShape && i == 0 && candidates.size() > 1
+    order.push_back({allFree(candidates[i]) && candidates.size() > 1
                          ? std::numeric_limits<int64_t>::max()
                          : tensorRanks(candidates[i]),
                      i});
@@ -226,8 +244,8 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
       if (givenAxes && options.mesh[a].role == AxisRole::Free && axis.role != AxisRole::Free)
         axes.back() += axis.role == AxisRole::Data ? " (data)" : " (tensor)";
     }
-    bool freeAxis = candidates[i].mesh.size() == 1 && candidates[i].mesh[0].role == AxisRole::Free;
-    tried[i].mesh = llvm::join(axes, " x ") + (freeAxis ? " (each op split its own way)" : "");
+    tried[i].mesh =
+        llvm::join(axes, " x ") + (allFree(candidates[i]) ? " (each op split its own way)" : "");
     tried[i].seconds = std::numeric_limits<double>::quiet_NaN();
     tried[i].axes = candidates[i].mesh;
   }
@@ -319,7 +337,7 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     result.alternatives = std::move(tried);
   }
   result.unsettled = best->unsettled();
-  result.meshSearched = options.searchMeshShape;
+  result.meshSearched = options.searchMeshShape || result.mesh.size() != options.mesh.size();
   result.searchSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

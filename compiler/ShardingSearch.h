@@ -92,7 +92,7 @@ struct SearchResult {
   bool unsettled = false;
   double gap = 0;                    // not optimal: (cost - CBC's bound) / cost
   std::vector<MeshAxisSpec> mesh;    // the mesh decided on (its shape searched or given)
-  bool meshSearched = false;         // its shape came from --devices
+  bool meshSearched = false; // its shape came from --devices, or --mesh as one axis
   double searchSeconds = 0;          // wall time of the whole search
   double computeSeconds = 0;         // predicted per step, per device
   double communicationSeconds = 0;   // collectives and resharding

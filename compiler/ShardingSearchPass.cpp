@@ -81,7 +81,12 @@ std::string meshNote(const std::vector<MeshAxisSpec> &given, const ParallelOptio
   std::string flags = p.dataParallel > 1 ? "--dp" : "";
   if (p.tensorParallel > 1)
     flags += (flags.empty() ? "" : ", ") + std::string("--tp");
-  if (r.meshSearched && !flags.empty())
+  std::vector<std::string> sizes;
+  for (int64_t n : p.mesh)
+    sizes.push_back(std::to_string(n));
+  if (r.meshSearched && !p.searchMeshShape)
+    text += " (searched: the devices of --mesh " + llvm::join(sizes, "x") + " as one axis)";
+  else if (r.meshSearched && !flags.empty())
     text += " (" + flags + " pinned, the rest searched from --devices " +
             std::to_string(p.devices()) + ")";
   else if (r.meshSearched)
