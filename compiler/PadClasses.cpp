@@ -148,11 +148,11 @@ public:
         op->erase();
   }
 
-  /// The parameters padded, by name: 'head' and 'head.bias'.
+  /// The parameters padded, by name: 'head', 'head.bias' and 'wte'.
   std::string names() const {
     std::string text;
-    for (const std::string &name : params_)
-      text += (text.empty() ? "'" : " and '") + name + "'";
+    for (auto [i, name] : llvm::enumerate(params_))
+      text += std::string(i == 0 ? "'" : i + 1 == params_.size() ? " and '" : ", '") + name + "'";
     return text;
   }
   size_t count() const { return params_.size(); }
@@ -253,6 +253,20 @@ Value padClasses(Value logits, int64_t multiple, std::string &note) {
     last = op;
   }
   padder.moveReaders(last->getResult(0), v2, nullptr, type.getRank() - 1);
+  // An embedding table of its own over the same vocabulary (untied: a
+  // weight of `classes` rows a gather reads by row) is padded alike, so
+  // that tensor parallelism can split its rows too; its gathers read the
+  // padded table as a tied one's do. (A tied table is the head's weight,
+  // padded above, which weightPath refuses.)
+  SmallVector<graph::GatherOp> embeddings;
+  product->getParentOfType<func::FuncOp>().walk([&](graph::GatherOp gather) {
+    auto table = typeOf(gather.getData());
+    if (gather.getAxis() == 0 && table.getRank() == 2 && table.getShape()[0] == classes)
+      embeddings.push_back(gather);
+  });
+  for (graph::GatherOp gather : embeddings)
+    if (std::optional<WeightPath> table = weightPath(gather.getData(), 0))
+      gather->setOperand(0, padder.pad(*table, gather));
   padder.retire(product.getOperation());
   padder.retire(llvm::reverse(above));
   padder.eraseDead();

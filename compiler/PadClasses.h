@@ -28,7 +28,8 @@ namespace dtc {
 /// bias of the model's added, padded too): the weight (and bias) become
 /// parameters of the padded shape carrying `dtc.model_shape`, their other
 /// readers read the model's part (an embedding's gather reads the padded
-/// table as it is), `logits`' other readers the model's classes, and the
+/// table as it is), and so is an untied embedding table of `classes` rows
+/// (a gather's by row), `logits`' other readers the model's classes, and the
 /// padded logits are returned, the padded classes masked. Otherwise (or
 /// `multiple` 0) `logits` itself. `note` says what was padded.
 mlir::Value padClasses(mlir::Value logits, int64_t multiple, std::string &note);

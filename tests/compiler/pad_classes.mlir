@@ -84,6 +84,32 @@ func.func @main(%x: tensor<2x2x16xf32> {graph.name = "x"}) -> (tensor<2x2x300xf3
 
 // -----
 
+// Untied embeddings: the token table [300, 16], a weight of its own, is
+// padded by rows like the head, so that its rows can split too; its
+// gather reads the padded table. A gather along another axis is left
+// alone.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: "classes: the loss's 300 classes padded to 304 (a multiple of 8): 'head' and 'wte' hold 4 more
+// CHECK-DAG: %[[E:.*]] = graph.parameter "wte" {dtc.model_shape = array<i64: 300, 16>} : tensor<304x16xf32>
+// CHECK-DAG: %[[P:.*]] = graph.parameter "wpe" : tensor<300x4xf32>
+// CHECK-DAG: graph.gather %[[E]], %arg0 {axis = 0 : i64} : (tensor<304x16xf32>, tensor<4xi64>) -> tensor<4x16xf32>
+// CHECK-DAG: graph.gather %[[P]], %arg0 {axis = 1 : i64}
+// BF16-LABEL: func.func @main
+// BF16: graph.parameter "wte" {{.*}}dtc.model_shape = array<i64: 300, 16>{{.*}} : tensor<304x16xf32>
+// OFF-LABEL: func.func @main
+// OFF-NOT: 304
+func.func @main(%ids: tensor<4xi64> {graph.name = "ids"}) -> (tensor<4x300xf32> {graph.name = "logits"}, tensor<300x4xf32> {graph.name = "side"}) {
+  %e = graph.parameter "wte" : tensor<300x16xf32>
+  %p = graph.parameter "wpe" : tensor<300x4xf32>
+  %h = graph.gather %e, %ids {axis = 0 : i64} : (tensor<300x16xf32>, tensor<4xi64>) -> tensor<4x16xf32>
+  %q = graph.gather %p, %ids {axis = 1 : i64} : (tensor<300x4xf32>, tensor<4xi64>) -> tensor<300x4xf32>
+  %w = graph.parameter "head" : tensor<16x300xf32>
+  %y = graph.matmul %h, %w : (tensor<4x16xf32>, tensor<16x300xf32>) -> tensor<4x300xf32>
+  return %y, %q : tensor<4x300xf32>, tensor<300x4xf32>
+}
+
+// -----
+
 // Under 32 x 8 classes (a classifier, not a vocabulary), or a round count:
 // as the model has them.
 // CHECK-LABEL: func.func @main

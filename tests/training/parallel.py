@@ -46,7 +46,7 @@ SPLITS = {
     "ZeRO-1": (["--dp", "4", "--zero", "1"], "ZeRO stage 1 pinned"),
     "ZeRO-3": (["--dp", "4", "--zero", "3"], "ZeRO stage 3 pinned"),
     "searched": (["--devices", "4"], "(searched from --devices 4)"),
-    "searched 2x2": (["--mesh", "2x2"], "mesh: x=2 x y=2 (searched)"),
+    "searched 2x2": (["--mesh", "2x2"], "kept by --mesh 2x2"),
     # --devices with micro-batches: pipeline stages searched too (the GPT's
     # on cpu-local: 2 stages of 2 devices; the MLP and CNN, whose few cut
     # places would leave one stage most of the work, stay one stage).
@@ -115,6 +115,10 @@ PAD_SPLITS = {
     "dp=2 x tp=2, padded vocabulary": (["--dp", "2", "--tp", "2", "--zero", "1"],
                                        "classes padded to 4224"),
 }
+# Untied, the token embedding is a weight of its own: padded alike.
+UNTIED_PAD_SPLITS = {
+    "tp=4, untied padded vocabulary": (["--tp", "4"], "'lm_head.weight' and 'wte' hold 125 more"),
+}
 RECOMPUTED = tuple(s for s in SPLITS if "recompute" in s)
 # Pipelines cut a model between layers: the example GPT's (the MLP and CNN
 # have too few places to cut for 4 stages).
@@ -174,7 +178,7 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
     check(len(single) == STEPS, f"{name}: {STEPS} losses from one device")
     predicted = {}
     for split in splits:
-        flags, note = {**SPLITS, **VOCAB_SPLITS, **PAD_SPLITS}[split]
+        flags, note = {**SPLITS, **VOCAB_SPLITS, **PAD_SPLITS, **UNTIED_PAD_SPLITS}[split]
         plan, out = compile_plan(split, flags)
         predicted[split] = predicted_seconds(out)
         check(note in out, f"{name}, {split}: compile notes '{note}'")
@@ -293,13 +297,21 @@ def main():
         onnx.save(generate.build_gpt(vocab=4099, tied=True), odd)
         compare(dtc, tmp, "odd-vocabulary gpt", odd, ["--shape", "batch=8", "--shape", "seq=16"],
                 text, splits=tuple(PAD_SPLITS), lr="0.001")
-        shapes = {t.name: tuple(t.dims) for t in onnx.load(odd).graph.initializer}
-        for tag in ("one", "tp=4, padded vocabulary"):
-            path = os.path.join(tmp, f"odd-vocabulary gpt-{tag}.onnx".replace(" ", ""))
-            trained = onnx.load(path).graph.initializer
-            check(all(tuple(t.dims) == shapes.get(t.name, tuple(t.dims)) for t in trained) and
-                  tuple(next(t for t in trained if t.name == "wte").dims) == (4099, 64),
-                  f"odd-vocabulary gpt, {tag}: exported with the model's shapes (wte 4099 x 64)")
+        untied = os.path.join(tmp, "untied-odd-vocabulary-gpt.onnx")
+        onnx.save(generate.build_gpt(vocab=4099, tied=False), untied)
+        compare(dtc, tmp, "untied odd-vocabulary gpt", untied,
+                ["--shape", "batch=8", "--shape", "seq=16"], text,
+                splits=tuple(UNTIED_PAD_SPLITS), lr="0.001")
+        for name, model, tags in (("odd-vocabulary gpt", odd, ("one", "tp=4, padded vocabulary")),
+                                  ("untied odd-vocabulary gpt", untied,
+                                   ("one", "tp=4, untied padded vocabulary"))):
+            shapes = {t.name: tuple(t.dims) for t in onnx.load(model).graph.initializer}
+            for tag in tags:
+                path = os.path.join(tmp, f"{name}-{tag}.onnx".replace(" ", ""))
+                trained = onnx.load(path).graph.initializer
+                check(all(tuple(t.dims) == shapes.get(t.name, tuple(t.dims)) for t in trained) and
+                      tuple(next(t for t in trained if t.name == "wte").dims) == (4099, 64),
+                      f"{name}, {tag}: exported with the model's shapes (wte 4099 x 64)")
         infer(dtc, tmp, "mlp", models["mlp"], ["--shape", "batch=16"],
               {inputs["mlp"].name: rng.rand(16, *dims("mlp")).astype(np.float32)})
         infer(dtc, tmp, "cnn", models["cnn"], ["--shape", "batch=8"],
