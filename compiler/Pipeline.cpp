@@ -630,6 +630,29 @@ struct Candidate {
   std::vector<Diagnostic> held; // what its compile said (warnings), shown if chosen
 };
 
+/// A compile of a candidate's module into its plan: compileWithCompression
+/// or one of the compiles that call it.
+using CompileFn =
+    function_ref<LogicalResult(ModuleOp, plan::Plan &, const CompileOptions &)>;
+
+/// `candidate` compiled by `compile` with `options`, what the compile says
+/// held in `candidate.held` until it is known whose plan is kept.
+LogicalResult compileHeld(Candidate &candidate, const CompileOptions &options,
+                          CompileFn compile) {
+  ThreadDiagnosticHandler hold(candidate.module->getContext(), [&](Diagnostic &d) {
+    candidate.held.push_back(std::move(d));
+    return success();
+  });
+  return compile(*candidate.module, candidate.plan, options);
+}
+
+/// What `candidate`'s compile said, shown.
+void emitHeld(Candidate &candidate) {
+  for (Diagnostic &d : candidate.held)
+    candidate.module->getContext()->getDiagEngine().emit(std::move(d));
+  candidate.held.clear();
+}
+
 /// Simulates `candidate`'s plan on the cluster it was compiled for (with
 /// as many nodes as its ranks need).
 void predict(Candidate &candidate, cost::Cluster cluster) {
@@ -950,20 +973,8 @@ LogicalResult compileCheckingLayout(ModuleOp module, plan::Plan &plan,
                                     const CompileOptions &options) {
   if (!options.interleaveQkv || options.parallel.devices() <= 1)
     return compileWithCompression(module, plan, options);
-  MLIRContext *context = module.getContext();
-  auto compileHeld = [&](Candidate &c, const CompileOptions &o) {
-    ThreadDiagnosticHandler hold(context, [&](Diagnostic &d) {
-      c.held.push_back(std::move(d));
-      return success();
-    });
-    return compileWithCompression(*c.module, c.plan, o);
-  };
-  auto emitHeld = [&](Candidate &c) {
-    for (Diagnostic &d : c.held)
-      context->getDiagEngine().emit(std::move(d));
-  };
   Candidate byHeads{module.clone(), "by heads", {}, 0, 0, {}, {}};
-  LogicalResult compiled = compileHeld(byHeads, options);
+  LogicalResult compiled = compileHeld(byHeads, options, compileWithCompression);
   auto counts = (*byHeads.module)->getAttrOfType<DenseI64ArrayAttr>(attr::kInterleavedHeads);
   if (failed(compiled) || !counts || counts.size() != 2 || counts[0] == 0 || counts[1] > 0) {
     emitHeld(byHeads);
@@ -974,7 +985,7 @@ LogicalResult compileCheckingLayout(ModuleOp module, plan::Plan &plan,
   Candidate packed{module.clone(), "packed", {}, 0, 0, {}, {}};
   std::string error;
   std::optional<cost::Cluster> cluster = options.parallel.loadCluster(error);
-  if (!cluster || failed(compileHeld(packed, asPacked))) {
+  if (!cluster || failed(compileHeld(packed, asPacked, compileWithCompression))) {
     emitHeld(byHeads);
     return keep(module, byHeads, plan, "");
   }
@@ -1024,19 +1035,11 @@ LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
     return module.emitError(error);
   MLIRContext *context = module.getContext();
   // Each compile's diagnostics held until it is known whose are shown.
-  auto compileHeld = [&](Candidate &c, const CompileOptions &o) {
-    ThreadDiagnosticHandler hold(context, [&](Diagnostic &d) {
-      c.held.push_back(std::move(d));
-      return success();
-    });
-    return compileCheckingLayout(*c.module, c.plan, o);
+  auto compileHeld = [](Candidate &c, const CompileOptions &o) {
+    return dtc::compileHeld(c, o, compileCheckingLayout);
   };
   Candidate searched{module.clone(), "searched", {}, 0, 0, {}, {}};
   LogicalResult compiled = compileHeld(searched, options);
-  auto emitHeld = [&](Candidate &c) {
-    for (Diagnostic &d : c.held)
-      context->getDiagEngine().emit(std::move(d));
-  };
   CompileOptions data = options;
   data.parallel.mesh.clear();
   data.parallel.searchMeshShape = false;
