@@ -968,15 +968,22 @@ LogicalResult keepFastest(ModuleOp module, plan::Plan &plan, const CompileOption
 /// then costs a copy of each such weight and its gradient a step and
 /// breaks the collectives' buckets (GPT-2 small on 8 H100s, its split
 /// data-parallel but for the loss's classes: 4.92 ms by heads, 4.23 ms
-/// packed). The faster simulated plan is kept.
+/// packed). The faster simulated plan is kept. With `meshSearched`
+/// (--devices, or a --mesh whose axes' roles are searched) the packed step
+/// is compiled wherever the step has such projections, split by heads or
+/// not: its search may pick another mesh, one that the by-heads step's
+/// search ranked behind a split by heads (GPT-2 small on --devices 8, its
+/// token embedding padded: dp=4 x tp=2 by heads 5.10 ms, x=8 packed 4.23
+/// ms).
 LogicalResult compileCheckingLayout(ModuleOp module, plan::Plan &plan,
-                                    const CompileOptions &options) {
+                                    const CompileOptions &options, bool meshSearched) {
   if (!options.interleaveQkv || options.parallel.devices() <= 1)
     return compileWithCompression(module, plan, options);
   Candidate byHeads{module.clone(), "by heads", {}, 0, 0, {}, {}};
   LogicalResult compiled = compileHeld(byHeads, options, compileWithCompression);
   auto counts = (*byHeads.module)->getAttrOfType<DenseI64ArrayAttr>(attr::kInterleavedHeads);
-  if (failed(compiled) || !counts || counts.size() != 2 || counts[0] == 0 || counts[1] > 0) {
+  if (failed(compiled) || !counts || counts.size() != 2 || counts[0] == 0 ||
+      (counts[1] > 0 && !meshSearched)) {
     emitHeld(byHeads);
     return failed(compiled) ? failure() : keep(module, byHeads, plan, "");
   }
@@ -994,15 +1001,31 @@ LogicalResult compileCheckingLayout(ModuleOp module, plan::Plan &plan,
   bool keepPacked = packed.step > 0 && !(byHeads.step > 0 && byHeads.step < packed.step);
   Candidate &kept = keepPacked ? packed : byHeads;
   bool one = counts[0] == 1;
-  std::string note =
-      "layout: " + std::to_string(counts[0]) + " packed q, k, v projection" + (one ? " " : "s ") +
-      (keepPacked ? (one ? "kept as the model packs it" : "kept as the model packs them")
-                  : "laid out by heads all the same") +
-      ": the searched split " + (one ? "does not cut it" : "cuts none of them") +
-      " by heads, and the layout by heads costs a copy of each weight and its gradient a step "
-      "(simulated " +
-      plan::formatSeconds(packed.step) + " a step packed, " + plan::formatSeconds(byHeads.step) +
-      " by heads)";
+  std::string what = std::to_string(counts[0]) + " packed q, k, v projection" +
+                     (one ? " " : "s ") +
+                     (keepPacked ? (one ? "kept as the model packs it" : "kept as the model packs them")
+                      : counts[1] == 0 ? "laid out by heads all the same"
+                                       : "laid out by heads kept");
+  std::string note;
+  if (counts[1] == 0) {
+    note = "layout: " + what + ": the searched split " +
+           (one ? "does not cut it" : "cuts none of them") +
+           " by heads, and the layout by heads costs a copy of each weight and its gradient a "
+           "step (simulated " +
+           plan::formatSeconds(packed.step) + " a step packed, " +
+           plan::formatSeconds(byHeads.step) + " by heads)";
+  } else {
+    auto meshOf = [](const plan::Plan &p) {
+      std::vector<std::string> axes;
+      for (const plan::MeshAxis &axis : p.mesh().axes())
+        axes.push_back(axis.name() + "=" + std::to_string(axis.size()));
+      return axes.empty() ? std::string("one device") : llvm::join(axes, " x ");
+    };
+    note = "layout: " + what + ": the step searched both ways (simulated " +
+           plan::formatSeconds(packed.step) + " a step packed, on " + meshOf(packed.plan) +
+           "; " + plan::formatSeconds(byHeads.step) + " by heads, on " + meshOf(byHeads.plan) +
+           (one ? ", cut by heads)" : ", " + std::to_string(counts[1]) + " of them cut by heads)");
+  }
   emitHeld(kept);
   return keep(module, kept, plan, note);
 }
@@ -1023,7 +1046,7 @@ LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
   int64_t devices = p.devices();
   if (!options.training || !(devicesGiven || meshGiven) || devices < 2 || !p.sync.empty() ||
       p.dataParallel || p.tensorParallel || p.pipelineStages > 1)
-    return compileCheckingLayout(module, plan, options);
+    return compileCheckingLayout(module, plan, options, /*meshSearched=*/false);
   std::vector<std::string> sizes;
   for (int64_t n : p.mesh)
     sizes.push_back(std::to_string(n));
@@ -1035,11 +1058,15 @@ LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
     return module.emitError(error);
   MLIRContext *context = module.getContext();
   // Each compile's diagnostics held until it is known whose are shown.
-  auto compileHeld = [](Candidate &c, const CompileOptions &o) {
-    return dtc::compileHeld(c, o, compileCheckingLayout);
+  // The search's own candidate compiles the packed step wherever there is
+  // one (see compileCheckingLayout); pinned meshes where no heads split.
+  auto compileHeld = [](Candidate &c, const CompileOptions &o, bool meshSearched = false) {
+    return dtc::compileHeld(c, o, [&](ModuleOp m, plan::Plan &p, const CompileOptions &o) {
+      return compileCheckingLayout(m, p, o, meshSearched);
+    });
   };
   Candidate searched{module.clone(), "searched", {}, 0, 0, {}, {}};
-  LogicalResult compiled = compileHeld(searched, options);
+  LogicalResult compiled = compileHeld(searched, options, /*meshSearched=*/true);
   CompileOptions data = options;
   data.parallel.mesh.clear();
   data.parallel.searchMeshShape = false;

@@ -131,36 +131,67 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
   auto list = [](std::string &to, int64_t stages) {
     to += (to.empty() ? "" : ", ") + std::to_string(stages);
   };
+  // Counts tried, in order; neighbours that came to the same untimed
+  // outcome (not built, for the same reason) share one entry: "2, 4 and 8
+  // stages (8 micro-batches) not built: ...".
+  struct Entry {
+    std::vector<int64_t> counts;
+    std::string head, rest; // head: a replicated count's own text
+  };
+  std::vector<Entry> entries;
   for (const StageCandidate &c : r.tried) {
     seconds += c.searchSeconds;
-    if (c.outcome == kIdle)
+    if (c.outcome == kIdle) {
       list(idle, c.stages);
-    else if (c.outcome == kMoreMemory)
+      continue;
+    }
+    if (c.outcome == kMoreMemory) {
       list(more, c.stages);
-    else if (c.outcome == kPastSlower)
+      continue;
+    }
+    if (c.outcome == kPastSlower) {
       list(past, c.stages);
-    else if (c.outcome == kFewerUnfit)
+      continue;
+    }
+    if (c.outcome == kFewerUnfit) {
       list(fewer, c.stages);
+      continue;
+    }
+    std::string head = c.replicas.empty() ? ""
+                                          : std::to_string(c.stages) + " copies as " +
+                                                plural(int64_t(c.replicas.size()), "stage") +
+                                                " replicated " + replicasText(c.replicas);
+    std::string rest =
+        (c.virtualStages > 1
+             ? " interleaved (" + std::to_string(c.virtualStages) + " virtual stages each) "
+             : " ") +
+        (r.microBatchesSearched && c.outcome != kBubbleTooSmall
+             ? "(" + std::to_string(c.microBatches) +
+                   (c.microBatches == 1 ? " micro-batch) " : " micro-batches) ")
+             : std::string()) +
+        (c.outcome.empty() ? formatSeconds(c.stepSeconds) : c.outcome) +
+        ((r.replicas.empty() ? c.stages == r.stages && c.replicas.empty()
+                             : c.replicas == r.replicas) &&
+                 c.virtualStages == r.virtualStages && c.microBatches == r.microBatches &&
+                 c.outcome.empty()
+             ? " (chosen)"
+             : "");
+    if (!c.outcome.empty() && head.empty() && !entries.empty() &&
+        entries.back().head.empty() && entries.back().rest == rest)
+      entries.back().counts.push_back(c.stages);
     else
-      text += " " +
-              (c.replicas.empty() ? plural(c.stages, "stage")
-                                  : std::to_string(c.stages) + " copies as " +
-                                        plural(int64_t(c.replicas.size()), "stage") +
-                                        " replicated " + replicasText(c.replicas)) +
-              (c.virtualStages > 1 ? " interleaved (" + std::to_string(c.virtualStages) +
-                                         " virtual stages each) "
-                                   : " ") +
-              (r.microBatchesSearched && c.outcome != kBubbleTooSmall
-                   ? "(" + std::to_string(c.microBatches) +
-                         (c.microBatches == 1 ? " micro-batch) " : " micro-batches) ")
-                   : std::string()) +
-              (c.outcome.empty() ? formatSeconds(c.stepSeconds) : c.outcome) +
-              ((r.replicas.empty() ? c.stages == r.stages && c.replicas.empty()
-                                   : c.replicas == r.replicas) &&
-                       c.virtualStages == r.virtualStages && c.microBatches == r.microBatches &&
-                       c.outcome.empty()
-                   ? " (chosen),"
-                   : ",");
+      entries.push_back({{c.stages}, head, rest});
+  }
+  for (const Entry &e : entries) {
+    std::string counts;
+    for (size_t i = 0; i < e.counts.size(); ++i)
+      counts += (i == 0 ? "" : i + 1 == e.counts.size() ? " and " : ", ") +
+                std::to_string(e.counts[i]);
+    text += " " +
+            (e.head.empty() ? counts + (e.counts.size() == 1 && e.counts[0] == 1 ? " stage"
+                                                                                  : " stages")
+                            : e.head) +
+            e.rest + ",";
   }
   text.pop_back();
   if (!idle.empty())
