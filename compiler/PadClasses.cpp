@@ -79,7 +79,7 @@ public:
         continue;
       if (auto gather = dyn_cast<graph::GatherOp>(reader);
           gather && use.getOperandNumber() == 0 && gather.getAxis() == dim) {
-        use.set(fresh);
+        readPadded(gather, fresh, typeOf(old).getShape()[size_t(dim)]);
         continue;
       }
       if (!part) {
@@ -91,6 +91,27 @@ public:
       }
       use.set(part);
     }
+  }
+
+  /// `gather` reads the padded `table` of the model's `rows`: its ids
+  /// never reach the padding, but a negative id counts from the model's
+  /// last row, not the padding's (ONNX's Gather), so those are wrapped
+  /// first: where(ids < 0, ids + rows, ids), a pass over the ids alone.
+  static void readPadded(graph::GatherOp gather, Value table, int64_t rows) {
+    OpBuilder b(gather);
+    Location loc = gather.getLoc();
+    Value ids = gather.getIndices();
+    auto type = typeOf(ids);
+    auto scalar = [&](int64_t v) -> Value {
+      auto t = RankedTensorType::get({}, type.getElementType());
+      return b.create<graph::ConstantOp>(
+          loc, DenseElementsAttr::get(t, APInt(t.getElementTypeBitWidth(), uint64_t(v), true)));
+    };
+    Value negative = b.create<graph::LessOp>(loc, ids, scalar(0));
+    Value wrapped = b.create<graph::WhereOp>(
+        loc, negative, b.create<graph::AddOp>(loc, ids, scalar(rows)), ids);
+    gather->setOperand(0, table);
+    gather->setOperand(1, wrapped);
   }
 
   /// `path`'s parameter padded, and its ops again on it: the padded value
@@ -266,7 +287,7 @@ Value padClasses(Value logits, int64_t multiple, std::string &note) {
   });
   for (graph::GatherOp gather : embeddings)
     if (std::optional<WeightPath> table = weightPath(gather.getData(), 0))
-      gather->setOperand(0, padder.pad(*table, gather));
+      Padder::readPadded(gather, padder.pad(*table, gather), classes);
   padder.retire(product.getOperation());
   padder.retire(llvm::reverse(above));
   padder.eraseDead();

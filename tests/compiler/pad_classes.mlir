@@ -42,11 +42,17 @@ func.func @main(%x: tensor<4x16xf32> {graph.name = "x"}) -> (tensor<4x300xf32> {
 
 // Tied embeddings: the table [300, 16] is padded by rows, its gather reads
 // the padded table as it is (its indices never reach the padding), the
-// classifier its transpose.
+// classifier its transpose. A negative id counts from the model's last
+// row (ONNX's Gather), not the padding's: the ids are wrapped by 300 first.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: "classes: the loss's 300 classes padded to 304 (a multiple of 8): 'wte' holds 4 more
 // CHECK: %[[E:.*]] = graph.parameter "wte" {dtc.model_shape = array<i64: 300, 16>} : tensor<304x16xf32>
-// CHECK: %[[H:.*]] = graph.gather %[[E]], %arg0 {axis = 0 : i64} : (tensor<304x16xf32>, tensor<4xi64>) -> tensor<4x16xf32>
+// CHECK-DAG: %[[ZERO:.*]] = graph.constant dense<0> : tensor<i64>
+// CHECK-DAG: %[[ROWS:.*]] = graph.constant dense<300> : tensor<i64>
+// CHECK-DAG: %[[NEG:.*]] = graph.less %arg0, %[[ZERO]]
+// CHECK-DAG: %[[UP:.*]] = graph.add %arg0, %[[ROWS]]
+// CHECK: %[[IDS:.*]] = graph.where %[[NEG]], %[[UP]], %arg0
+// CHECK: %[[H:.*]] = graph.gather %[[E]], %[[IDS]] {axis = 0 : i64} : (tensor<304x16xf32>, tensor<4xi64>) -> tensor<4x16xf32>
 // CHECK: %[[T:.*]] = graph.transpose %[[E]] {perm = array<i64: 1, 0>} : (tensor<304x16xf32>) -> tensor<16x304xf32>
 // CHECK: graph.matmul %[[H]], %[[T]] : (tensor<4x16xf32>, tensor<16x304xf32>) -> tensor<4x304xf32>
 // BF16-LABEL: func.func @main
@@ -92,7 +98,7 @@ func.func @main(%x: tensor<2x2x16xf32> {graph.name = "x"}) -> (tensor<2x2x300xf3
 // CHECK-SAME: "classes: the loss's 300 classes padded to 304 (a multiple of 8): 'head' and 'wte' hold 4 more
 // CHECK-DAG: %[[E:.*]] = graph.parameter "wte" {dtc.model_shape = array<i64: 300, 16>} : tensor<304x16xf32>
 // CHECK-DAG: %[[P:.*]] = graph.parameter "wpe" : tensor<300x4xf32>
-// CHECK-DAG: graph.gather %[[E]], %arg0 {axis = 0 : i64} : (tensor<304x16xf32>, tensor<4xi64>) -> tensor<4x16xf32>
+// CHECK-DAG: graph.gather %[[E]], %{{[0-9]+}} {axis = 0 : i64} : (tensor<304x16xf32>, tensor<4xi64>) -> tensor<4x16xf32>
 // CHECK-DAG: graph.gather %[[P]], %arg0 {axis = 1 : i64}
 // BF16-LABEL: func.func @main
 // BF16: graph.parameter "wte" {{.*}}dtc.model_shape = array<i64: 300, 16>{{.*}} : tensor<304x16xf32>
