@@ -646,6 +646,14 @@ LogicalResult compileHeld(Candidate &candidate, const CompileOptions &options,
   return compile(*candidate.module, candidate.plan, options);
 }
 
+/// "dp=4 x tp=2": a plan's mesh ("one device" without one).
+std::string meshText(const plan::Plan &plan) {
+  std::vector<std::string> axes;
+  for (const plan::MeshAxis &axis : plan.mesh().axes())
+    axes.push_back(axis.name() + "=" + std::to_string(axis.size()));
+  return axes.empty() ? std::string("one device") : llvm::join(axes, " x ");
+}
+
 /// What `candidate`'s compile said, shown.
 void emitHeld(Candidate &candidate) {
   for (Diagnostic &d : candidate.held)
@@ -1015,15 +1023,9 @@ LogicalResult compileCheckingLayout(ModuleOp module, plan::Plan &plan,
            plan::formatSeconds(packed.step) + " a step packed, " +
            plan::formatSeconds(byHeads.step) + " by heads)";
   } else {
-    auto meshOf = [](const plan::Plan &p) {
-      std::vector<std::string> axes;
-      for (const plan::MeshAxis &axis : p.mesh().axes())
-        axes.push_back(axis.name() + "=" + std::to_string(axis.size()));
-      return axes.empty() ? std::string("one device") : llvm::join(axes, " x ");
-    };
     note = "layout: " + what + ": the step searched both ways (simulated " +
-           plan::formatSeconds(packed.step) + " a step packed, on " + meshOf(packed.plan) +
-           "; " + plan::formatSeconds(byHeads.step) + " by heads, on " + meshOf(byHeads.plan) +
+           plan::formatSeconds(packed.step) + " a step packed, on " + meshText(packed.plan) +
+           "; " + plan::formatSeconds(byHeads.step) + " by heads, on " + meshText(byHeads.plan) +
            (one ? ", cut by heads)" : ", " + std::to_string(counts[1]) + " of them cut by heads)");
   }
   emitHeld(kept);
@@ -1115,11 +1117,8 @@ LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
                     why.substr(0, why.find(" (")) + ")");
   }
   // Already plain data parallelism: one "dp" axis, no stages.
-  std::vector<std::string> axes;
-  for (const plan::MeshAxis &axis : searched.plan.mesh().axes())
-    axes.push_back(axis.name() + "=" + std::to_string(axis.size()));
-  std::string mesh = llvm::join(axes, " x ");
-  if (axes.size() == 1 && searched.plan.mesh().axes(0).name() == "dp") {
+  std::string mesh = meshText(searched.plan);
+  if (searched.plan.mesh().axes_size() == 1 && searched.plan.mesh().axes(0).name() == "dp") {
     emitHeld(searched);
     return keep(module, searched, plan, "");
   }
