@@ -71,10 +71,12 @@ commands:
         Splitting the work over several devices (searched with COIN-OR CBC
         to minimise the predicted step time under each device's memory):
           --devices N | --mesh AxB[xC]   devices, or a mesh of them; every
-              axis's role (data, tensor, ZeRO, sequence) is searched, and
-              for --devices the mesh's shape too (one axis, or dp x tp
-              with tensor-parallel groups inside a node) and, for --train
-              without --pp, the number of pipeline stages
+              axis's role (data, tensor, ZeRO, sequence) is searched (a
+              --mesh's devices as one axis too), and for --devices the
+              mesh's shape too (one axis, or dp x tp with tensor-parallel
+              groups inside a node) and, for --train without --pp, the
+              number of pipeline stages; for --train the pick is simulated
+              beside plain data parallelism and the faster kept
           --dp N --tp N   pin a data-parallel / tensor-parallel axis (the
               rest of --devices or --mesh, if any, is still searched)
           --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
