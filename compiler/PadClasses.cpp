@@ -1,5 +1,6 @@
 //===- PadClasses.cpp - a classifier's classes padded to a round count ----===//
 #include "compiler/PadClasses.h"
+#include "compiler/WrapIds.h"
 
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -99,17 +100,7 @@ public:
   /// first: where(ids < 0, ids + rows, ids), a pass over the ids alone.
   static void readPadded(graph::GatherOp gather, Value table, int64_t rows) {
     OpBuilder b(gather);
-    Location loc = gather.getLoc();
-    Value ids = gather.getIndices();
-    auto type = typeOf(ids);
-    auto scalar = [&](int64_t v) -> Value {
-      auto t = RankedTensorType::get({}, type.getElementType());
-      return b.create<graph::ConstantOp>(
-          loc, DenseElementsAttr::get(t, APInt(t.getElementTypeBitWidth(), uint64_t(v), true)));
-    };
-    Value negative = b.create<graph::LessOp>(loc, ids, scalar(0));
-    Value wrapped = b.create<graph::WhereOp>(
-        loc, negative, b.create<graph::AddOp>(loc, ids, scalar(rows)), ids);
+    Value wrapped = wrapNegativeIds(b, gather.getLoc(), gather.getIndices(), rows);
     gather->setOperand(0, table);
     gather->setOperand(1, wrapped);
   }

@@ -11,6 +11,7 @@
 #include "compiler/CompileNotes.h"
 #include "dialects/graph/AttrNames.h"
 #include "compiler/Passes.h"
+#include "compiler/WrapIds.h"
 #include "compiler/Sharding.h"
 
 #include "mlir/IR/Builders.h"
@@ -538,16 +539,8 @@ private:
   /// `indices` with the negative ones counted from the end of `dim` rows,
   /// as a gather of the whole table reads them (skip_outside wraps none).
   Value wrapNegative(Location loc, Value indices, int64_t dim) {
-    auto type = cast<RankedTensorType>(indices.getType());
-    auto scalar = [&](int64_t v) -> Value {
-      auto t = RankedTensorType::get({}, type.getElementType());
-      return b_.create<graph::ConstantOp>(
-          loc, DenseElementsAttr::get(t, APInt(t.getElementTypeBitWidth(), uint64_t(v), true)));
-    };
-    Value negative = b_.create<graph::LessOp>(loc, indices, scalar(0));
-    Value wrapped = b_.create<graph::WhereOp>(
-        loc, negative, b_.create<graph::AddOp>(loc, indices, scalar(dim)), indices);
-    for (Value v : {negative, wrapped})
+    graph::WhereOp wrapped = wrapNegativeIds(b_, loc, indices, dim);
+    for (Value v : {wrapped.getCond(), wrapped.getResult()})
       shardings_[v] = current(indices);
     return wrapped;
   }
