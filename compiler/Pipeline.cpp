@@ -309,11 +309,10 @@ int64_t intAttrOf(func::FuncOp main, StringRef name) {
   return value ? value.getInt() : 0;
 }
 
-/// `options` with the stage count and schedule that the stage search chose
-/// for `compiled` pinned, as --devices N --pp P would pin them (each stage
-/// searched on N / P devices).
-CompileOptions withStagesOf(ModuleOp compiled, CompileOptions options) {
-  auto pipeline = compiled->getAttrOfType<DictionaryAttr>(attr::kPipeline);
+/// `options` with the stage count and schedule of `pipeline` (dtc.pipeline's
+/// form: stages, virtual_stages, replicas; null: one stage) pinned, as
+/// --devices N --pp P would pin them (each stage searched on N / P devices).
+CompileOptions withStages(DictionaryAttr pipeline, CompileOptions options) {
   auto integer = [&](StringRef name) {
     auto a = pipeline ? pipeline.getAs<IntegerAttr>(name) : IntegerAttr();
     return a ? a.getInt() : 1;
@@ -337,6 +336,11 @@ CompileOptions withStagesOf(ModuleOp compiled, CompileOptions options) {
   parallel.searchSchedule = false;
   parallel.stepWithMicroBatches = nullptr;
   return options;
+}
+
+/// withStages of what the stage search chose for `compiled`.
+CompileOptions withStagesOf(ModuleOp compiled, CompileOptions options) {
+  return withStages(compiled->getAttrOfType<DictionaryAttr>(attr::kPipeline), options);
 }
 
 /// The pipeline on a copy of `module`, again with a lowered search limit
@@ -402,7 +406,10 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
   module.walk([&](graph::BatchNormOp) { batchStatistics = true; });
   bool chooseMicroBatches = options.modelAt && options.training && !batchStatistics;
   std::string microBatchesNote;
-  if (chooseMicroBatches && options.parallel.pipelineStages > 1) {
+  if (!options.parallel.stagesSearched.empty()) {
+    // A count a search chose, kept with its micro-batches: its note says
+    // how they were chosen.
+  } else if (chooseMicroBatches && options.parallel.pipelineStages > 1) {
     // Pinned stages: the count for them, the step built with it.
     int64_t batch = batchSamplesOf(module.lookupSymbol<func::FuncOp>("main"));
     int64_t m = microBatchesFor(batch, options.parallel.devices(), cluster.devicesPerNode,
@@ -720,8 +727,18 @@ FailureOr<OwningOpRef<ModuleOp>> compileFittingChecked(ModuleOp module,
   };
   if (failed(first) || !replicated(**first) || options.parallel.pipelineStages != 0)
     return first;
+  // The plan without replicas: the count the search would have chosen
+  // without them, pinned (its split searched again, not the counts).
   CompileOptions plain = options;
   plain.parallel.searchStageReplicas = false;
+  if (auto kept = (**first)->getAttrOfType<DictionaryAttr>(attr::kPipelineUnreplicated)) {
+    (**first)->removeAttr(attr::kPipelineUnreplicated);
+    plain = withStages(kept, plain);
+    if (auto m = kept.getAs<IntegerAttr>("micro_batches"); m && plain.training)
+      plain.training->microBatches = m.getInt();
+    if (auto note = kept.getAs<StringAttr>("note"))
+      plain.parallel.stagesSearched = note.str();
+  }
   bool unfit = false;
   FailureOr<OwningOpRef<ModuleOp>> second = failure();
   {

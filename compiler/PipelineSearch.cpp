@@ -248,14 +248,24 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   int64_t lastFailureStages = 0;
   bool outOfMemory = false;
   int64_t unfit = 0; // the fewest stages that did not fit after a count that did
+  // The best count by its step without replicas (result.unreplicated):
+  // the plan a replicated pick is checked against.
+  struct Unreplicated {
+    StageCandidate candidate;
+    Step *step = nullptr;
+  } plain;
+  plain.candidate.stepSeconds = std::numeric_limits<double>::infinity();
   // Searches P stages under `kind` (with `virtuals` chunks a stage when
   // interleaved); keeps the plan when it beats the best so far by the
   // margin, and records what it came to in `result.tried`.
   // kRefused: the model does not take the count's micro-batches.
   enum Outcome { kChosen, kSlower, kUnfit, kUnbuilt, kRefused };
   // `refine`: the chosen count again, CBC closing what rounding left.
+  // `toBeat`: the step its search must beat (by the margin), when not the
+  // best so far's.
   auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals, int64_t m,
-                      bool refine = false) -> Outcome {
+                      bool refine = false,
+                      std::optional<double> toBeat = std::nullopt) -> Outcome {
     if (compileCancelled())
       return kUnbuilt;
     auto began = std::chrono::steady_clock::now();
@@ -308,12 +318,13 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
                       !noReplicas;
     double boundShare = replicable ? std::min(share, 1.0 / double(p)) : share;
     o.costBelow = refine ? std::numeric_limits<double>::infinity()
-                         : bestSeconds * (1 - kMargin) / (boundShare * bubble);
+                         : toBeat.value_or(bestSeconds) * (1 - kMargin) / (boundShare * bubble);
     OwningOpRef<ModuleOp> work = step->module.clone();
     if (p > 1)
       o.stageMemory =
           StageMemory::of(work->lookupSymbol<func::FuncOp>("main"), p, virtuals, kind, m);
-    StageCutOptions cuts{p,
+    StageCutOptions cuts{nullptr,
+                         p,
                          virtuals,
                          kind,
                          m,
@@ -356,6 +367,9 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     // The stages' ends by the search's own figures (StageCuts.h): the
     // costliest stage's step, bubble included.
     std::optional<StageCut> cut;
+    // This step and its figures are cut again below (fewer stages,
+    // replicated): what the cuts read of them is kept.
+    cuts.cache = std::make_shared<StageCutCache>();
     if (p > 1)
       cut = cutStages(work->lookupSymbol<func::FuncOp>("main"), searched->opFigures, cuts);
     // Fewer stages on the same P copies of the stage mesh, a costlier
@@ -370,6 +384,14 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
         total += t;
       return c.stepSeconds > kUnevenStages * total / double(c.seconds.size());
     };
+    double unreplicated =
+        cut ? cut->stepSeconds + transferSeconds(*step, p, virtuals, /*tiedOnly=*/true)
+            : (searched->computeSeconds + searched->communicationSeconds) * share * bubble +
+                  transferSeconds(*step, p, virtuals);
+    if (!refine && unreplicated < plain.candidate.stepSeconds * (1 - kMargin)) {
+      plain.candidate = {p, virtuals, unreplicated, "", 0, m, {}};
+      plain.step = step;
+    }
     if (cut && replicable && uneven(*cut)) {
       StageCutOptions fewer = cuts;
       fewer.copies = p;
@@ -385,9 +407,10 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     }
     tried.stepSeconds =
         cut ? cut->stepSeconds + transferSeconds(*step, p, virtuals, /*tiedOnly=*/true)
-            : (searched->computeSeconds + searched->communicationSeconds) * share * bubble +
-                  transferSeconds(*step, p, virtuals);
+            : unreplicated;
     tried.replicas = replicasOf(cut);
+    if (!tried.replicas.empty())
+      tried.unreplicatedSeconds = unreplicated;
     if (refine) {
       for (StageCandidate &c : result.tried)
         if (c.stages == p && c.virtualStages == virtuals && c.microBatches == m &&
@@ -499,12 +522,12 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // where the bubble it saves, less the transfers it adds, could win by
   // the margin at all (the same split inside a stage: a bound that needs
   // no search).
-  auto interleavedCouldWin = [&](const Step &step, int64_t p) {
+  auto interleavedCouldWin = [&](const Step &step, int64_t p, double seconds) {
     double m = double(step.microBatches), ratio = (m + double(p - 1) / 2) / (m + double(p - 1));
     double transfers = transferSeconds(step, p, 1);
     double saved =
-        (bestSeconds - transfers) * (1 - ratio) - (transferSeconds(step, p, 2) - transfers);
-    return saved > kMargin * bestSeconds;
+        (seconds - transfers) * (1 - ratio) - (transferSeconds(step, p, 2) - transfers);
+    return saved > kMargin * seconds;
   };
   // The copies of the stage mesh the chosen plan runs on (its stages, or
   // their replicas).
@@ -514,16 +537,22 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       copies += r;
     return result.replicas.empty() ? result.stages : copies;
   };
-  if (options.searchSchedule && kind == plan::ONE_F_ONE_B && best && result.stages > 1 &&
-      result.replicas.empty() &&
-      plan::scheduleProblem(plan::INTERLEAVED, result.stages, bestStep->microBatches, 2)
-          .empty() &&
-      int64_t(bestStep->cuts(2 * result.stages).size()) + 1 >= 2 * result.stages) {
-    if (!interleavedCouldWin(*bestStep, result.stages))
-      result.tried.push_back({result.stages, 2, 0, kBubbleTooSmall, 0, bestStep->microBatches});
-    else if (tryCount(result.stages, plan::INTERLEAVED, 2, bestStep->microBatches) == kUnbuilt)
+  // Replicated stages chosen: the count without them (their check's
+  // plan) is the one tried interleaved.
+  Step *flat = result.replicas.empty() ? bestStep : plain.step;
+  int64_t flatStages = result.replicas.empty() ? result.stages : plain.candidate.stages;
+  double flatSeconds = result.replicas.empty() ? bestSeconds : plain.candidate.stepSeconds;
+  if (options.searchSchedule && kind == plan::ONE_F_ONE_B && best && flat && flatStages > 1 &&
+      plan::scheduleProblem(plan::INTERLEAVED, flatStages, flat->microBatches, 2).empty() &&
+      int64_t(flat->cuts(2 * flatStages).size()) + 1 >= 2 * flatStages) {
+    if (!interleavedCouldWin(*flat, flatStages, flatSeconds))
+      result.tried.push_back({flatStages, 2, 0, kBubbleTooSmall, 0, flat->microBatches});
+    else if (tryCount(flatStages, plan::INTERLEAVED, 2, flat->microBatches, false,
+                      flatSeconds) == kUnbuilt)
       return failure();
   }
+  if (!result.replicas.empty() && plain.step)
+    result.unreplicated = plain.candidate;
   if (best && result.search.unsettled &&
       tryCount(chosenCopies(), result.virtualStages > 1 ? plan::INTERLEAVED : kind,
                result.virtualStages, result.microBatches, /*refine=*/true) == kUnbuilt)

@@ -171,6 +171,10 @@ struct ParallelOptions {
   /// Searched stages (--devices): fewer stages with replicas may be
   /// chosen (off for the plan they are checked against).
   bool searchStageReplicas = true;
+  /// A pinned stage count that a search chose (compileFittingChecked's
+  /// plan without replicas: PipelineSearchResult::unreplicated): that
+  /// search's note, said in place of the pinned count's.
+  std::string stagesSearched;
   /// Searched stages without --schedule: the chosen count is also tried
   /// interleaved (2 virtual stages), and kept so when that is faster.
   bool searchSchedule = false;
@@ -232,6 +236,8 @@ struct StageCandidate {
   /// Fewer stages than `stages` copies of the stage mesh, some replicated
   /// (StageCutOptions::copies): each stage's count; empty: one each.
   std::vector<int64_t> replicas;
+  /// With `replicas`: the same count's step without them (0: not known).
+  double unreplicatedSeconds = 0;
 };
 
 /// A StageCandidate's outcome when interleaving was not searched: the
@@ -273,6 +279,11 @@ struct PipelineSearchResult {
   /// Where the chosen stages end, by the search's figures (marked on the
   /// module's forward); none with one stage.
   std::optional<StageCut> cut;
+  /// With `replicas`: the count the search would have chosen without them
+  /// (each count's step unreplicated, by the same rules), which the
+  /// compile checks the replicated plan against by simulation: it is then
+  /// compiled pinned rather than searched again.
+  std::optional<StageCandidate> unreplicated;
 };
 
 /// --devices N for a training step with no --pp: each stage count P that

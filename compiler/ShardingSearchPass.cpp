@@ -84,13 +84,20 @@ std::string meshNote(const std::vector<MeshAxisSpec> &given, const ParallelOptio
   std::vector<std::string> sizes;
   for (int64_t n : p.mesh)
     sizes.push_back(std::to_string(n));
+  // Pinned stages: --devices counted every stage's (p.mesh is one copy's).
+  int64_t copies = std::max<int64_t>(1, p.pipelineStages);
+  if (!p.stageReplicas.empty()) {
+    copies = 0;
+    for (int64_t n : p.stageReplicas)
+      copies += n;
+  }
+  std::string devices = std::to_string(p.devices() * copies);
   if (r.meshSearched && !p.searchMeshShape)
     text += " (searched: the devices of --mesh " + llvm::join(sizes, "x") + " as one axis)";
   else if (r.meshSearched && !flags.empty())
-    text += " (" + flags + " pinned, the rest searched from --devices " +
-            std::to_string(p.devices()) + ")";
+    text += " (" + flags + " pinned, the rest searched from --devices " + devices + ")";
   else if (r.meshSearched)
-    text += " (searched from --devices " + std::to_string(p.devices()) + ")";
+    text += " (searched from --devices " + devices + ")";
   else
     text += pinned.empty() ? " (searched)" : " (pinned by " + pinned + ")";
   if (p.zero >= 0)
@@ -216,6 +223,31 @@ std::string stagesNote(const ParallelOptions &p, const PipelineSearchResult &r) 
   char searched[48];
   std::snprintf(searched, sizeof searched, "; searched in %.1f s", seconds);
   return text + searched + ")";
+}
+
+/// attr::kPipelineUnreplicated on `module`: the count `r` would have
+/// chosen without replicas, and the stage note that would have said so
+/// (each replicated count's step without its replicas).
+void markUnreplicated(ModuleOp module, const ParallelOptions &p, const PipelineSearchResult &r) {
+  PipelineSearchResult plain = r;
+  const StageCandidate &u = *r.unreplicated;
+  plain.stages = u.stages;
+  plain.virtualStages = u.virtualStages;
+  plain.microBatches = u.microBatches;
+  plain.replicas.clear();
+  for (StageCandidate &c : plain.tried)
+    if (!c.replicas.empty()) {
+      c.replicas.clear();
+      c.stepSeconds = c.unreplicatedSeconds;
+    }
+  Builder b(module.getContext());
+  module->setAttr(attr::kPipelineUnreplicated,
+                  b.getDictionaryAttr({
+                      b.getNamedAttr("stages", b.getI64IntegerAttr(u.stages)),
+                      b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(u.virtualStages)),
+                      b.getNamedAttr("micro_batches", b.getI64IntegerAttr(u.microBatches)),
+                      b.getNamedAttr("note", b.getStringAttr(stagesNote(p, plain))),
+                  }));
 }
 
 std::string searchNote(const SearchResult &r, double limit) {
@@ -378,6 +410,8 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
         return signalPassFailure();
       main = module.lookupSymbol<func::FuncOp>("main");
       addNote(main, stagesNote(*options, *chosen));
+      if (chosen->unreplicated)
+        markUnreplicated(module, *options, *chosen);
       if (!chosen->mesh.empty())
         addNote(main, meshNote(search.mesh, *options, chosen->search));
       addNote(main, searchNote(chosen->search, search.memoryLimit));
@@ -407,6 +441,8 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
             main, stages, *kind == plan::INTERLEAVED ? options->virtualStages : 1, *kind,
             microBatches);
     }
+    if (!options->stagesSearched.empty())
+      addNote(main, options->stagesSearched);
     FailureOr<SearchResult> result =
         search.stageMemory
             ? searchStagedStep(module, main, search,
@@ -436,7 +472,8 @@ private:
     std::optional<plan::PipelineSchedule> kind = plan::scheduleNamed(options.pipelineSchedule);
     if (!kind)
       return std::nullopt;
-    StageCutOptions cuts{options.pipelineStages,
+    StageCutOptions cuts{nullptr,
+                         options.pipelineStages,
                          *kind == plan::INTERLEAVED ? options.virtualStages : 1,
                          *kind,
                          microBatchesOf(main),

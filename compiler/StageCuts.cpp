@@ -78,13 +78,50 @@ struct Segment {
   double bytes(double copies) const { return memory + kept * (copies - 1); }
 };
 
+/// The step in segments at some places to cut: each segment's figures,
+/// and those of what runs on every stage.
+struct Segmented {
+  std::vector<Segment> segments;
+  Segment every;
+};
+
 } // namespace
+
+struct StageCutCache::Held {
+  Operation *main = nullptr;
+  const OpFigures *figures = nullptr;
+  size_t count = 0;
+  llvm::SetVector<Operation *> forward;
+  std::optional<Activations> activations;
+  std::map<std::vector<size_t>, Segmented> byEnds; // by the places cut
+};
+
+StageCutCache::StageCutCache() = default;
+StageCutCache::~StageCutCache() = default;
 
 std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures,
                                   const StageCutOptions &o) {
   Block &block = main.getBody().front();
-  llvm::SetVector<Operation *> forward = forwardOps(block);
-  Activations activations(block);
+  // The step's forward and activations, kept for the next cut of the same
+  // step and figures when the options carry a cache.
+  StageCutCache::Held local;
+  StageCutCache::Held *held = o.cache ? o.cache->held.get() : nullptr;
+  if (o.cache && (!held || held->main != main.getOperation() || held->figures != figures.data() ||
+                  held->count != figures.size())) {
+    o.cache->held = std::make_unique<StageCutCache::Held>();
+    held = o.cache->held.get();
+  }
+  if (!held)
+    held = &local;
+  if (!held->activations) {
+    held->main = main.getOperation();
+    held->figures = figures.data();
+    held->count = figures.size();
+    held->forward = forwardOps(block);
+    held->activations.emplace(block);
+  }
+  const llvm::SetVector<Operation *> &forward = held->forward;
+  const Activations &activations = *held->activations;
   int64_t p = o.stages, v = std::max<int64_t>(1, o.virtualStages), chunks = p * v;
   SmallVector<size_t> checkpoints = pipelineCheckpoints(forward, activations, chunks);
   if (p < 2 || int64_t(checkpoints.size()) + 1 < chunks || forward.empty())
@@ -99,21 +136,26 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
   if (ends.empty() || ends.back() != forward.size() - 1)
     ends.push_back(forward.size() - 1);
   size_t k = ends.size();
-  llvm::DenseMap<Operation *, int> segmentOf =
-      chunkOfOps(block, forward, activations, ends, int64_t(k));
-  std::vector<Segment> segments(k);
+  auto [known, fresh] = held->byEnds.try_emplace(std::vector<size_t>(ends.begin(), ends.end()));
+  if (fresh) {
+    llvm::DenseMap<Operation *, int> segmentOf =
+        chunkOfOps(block, forward, activations, ends, int64_t(k));
+    known->second.segments.resize(k);
+    for (const OpFigures &f : figures) {
+      auto it = f.op ? segmentOf.find(f.op) : segmentOf.end();
+      (it == segmentOf.end() || it->second == kAnyStage ? known->second.every
+                                                        : known->second.segments[size_t(it->second)])
+          .add(f);
+    }
+  }
+  const std::vector<Segment> &segments = known->second.segments;
+  const Segment &every = known->second.every;
   // A chunk ending at segment j sends the activation there forward and
   // receives its gradient back, each micro-batch.
   std::vector<double> crossing(k, 0);
   if (o.transfer)
     for (size_t j = 0; j + 1 < k; ++j)
       crossing[j] = 2 * o.transfer(double(tensorBytes(forward[ends[j]]->getResult(0))));
-  Segment every;
-  for (const OpFigures &f : figures) {
-    auto it = f.op ? segmentOf.find(f.op) : segmentOf.end();
-    (it == segmentOf.end() || it->second == kAnyStage ? every : segments[size_t(it->second)])
-        .add(f);
-  }
   double bubble = (double(o.microBatches) + double(p - 1) / double(v)) / double(o.microBatches);
   // Replicated stages (cutReplicatedStages): each stage's count, held.
   std::vector<int64_t> replicas(size_t(p), 1);

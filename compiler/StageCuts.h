@@ -27,6 +27,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <memory>
 #include <vector>
 
 namespace dtc {
@@ -43,7 +44,22 @@ struct OpFigures {
   double memory = 0, kept = 0;
 };
 
+/// What cutStages reads of one step and its figures, kept for more cuts
+/// of the same (StageCutOptions::cache): the stage search weighs each
+/// count's cut and then every fewer count with replicas, each of which
+/// walked the whole step (GPT-3's 40k ops) again.
+class StageCutCache {
+public:
+  StageCutCache();
+  ~StageCutCache();
+  struct Held;
+  std::unique_ptr<Held> held;
+};
+
 struct StageCutOptions {
+  /// Shared by the cuts of one step and its figures (copies of these
+  /// options share it); null: nothing kept.
+  std::shared_ptr<StageCutCache> cache;
   int64_t stages = 1;
   int64_t virtualStages = 1; // chunks a stage (the interleaved schedule)
   plan::PipelineSchedule schedule = plan::ONE_F_ONE_B;

@@ -429,6 +429,25 @@ const plan::RankProgram *programOf(const plan::Plan &plan, int64_t rank) {
   return program < plan.ranks_size() ? &plan.ranks(program) : nullptr;
 }
 
+/// The timeline a rank shares with the others like it: its program and,
+/// in a pipeline, its coordinate on the pipeline axis (a replicated
+/// stage's replicas run one program, each on its own timeline: a stage
+/// sends each micro-batch to the replica of the next stage that takes it).
+std::pair<int, int64_t> timelineOf(const plan::Plan &plan, int64_t rank) {
+  const plan::Pipeline &pipeline = plan.training().pipeline();
+  int64_t coordinate = 0;
+  if (pipeline.stages() > 1) {
+    std::vector<int64_t> sizes = plan::meshAxisSizes(plan.mesh());
+    if (pipeline.axis() < sizes.size()) {
+      int64_t stride = 1;
+      for (size_t a = pipeline.axis() + 1; a < sizes.size(); ++a)
+        stride *= sizes[a];
+      coordinate = rank / stride % sizes[pipeline.axis()];
+    }
+  }
+  return {plan::programIndexOfRank(plan, rank), coordinate};
+}
+
 /// Ranks running different programs (pipeline stages, unequal shares),
 /// each on its own timeline, joined at collectives: the n-th collective a
 /// rank makes on a group starts when every rank of the group has reached
@@ -454,6 +473,11 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
   std::vector<Event> *events = keepEvents ? &sim.events : nullptr;
   // Per simulated rank, the meetings it has had so far on each group or pair.
   std::vector<std::map<std::array<int64_t, 3>, int64_t>> made(ranks.size());
+  // Per simulated rank and instruction, the simulated members of its
+  // collective's group (-1: not yet counted).
+  std::vector<std::vector<int64_t>> groupSize;
+  for (int64_t r : simulated)
+    groupSize.emplace_back(size_t(programOf(plan, r)->instructions_size()), -1);
   // A group's n-th meeting: how many have reached it, the latest arrival,
   // and how many have yet to leave it (then it is forgotten).
   struct Meeting {
@@ -501,13 +525,20 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
         int64_t size = 0;
         std::array<int64_t, 3> where = rank.meeting(size);
         if (!everyRank) { // the group's simulated members meet for all of it
-          int program = plan::programIndexOfRank(plan, r);
-          size = 0;
-          for (int64_t m : rank.partners()) {
-            if (m < 0 || m >= devices || plan::programIndexOfRank(plan, m) != program)
-              return kNotSymmetric;
-            size += slotOf[size_t(m)] >= 0;
+          // (the same each time the rank makes this instruction)
+          int64_t &members = groupSize[slot][size_t(rank.pc())];
+          if (members < 0) {
+            int program = plan::programIndexOfRank(plan, r);
+            std::pair<int, int64_t> own = timelineOf(plan, r);
+            members = 0;
+            for (int64_t m : rank.partners()) {
+              if (m < 0 || m >= devices || plan::programIndexOfRank(plan, m) != program ||
+                  (slotOf[size_t(m)] < 0 && timelineOf(plan, m) != own))
+                return kNotSymmetric;
+              members += slotOf[size_t(m)] >= 0;
+            }
           }
+          size = members;
         }
         int64_t &count = made[slot][where];
         auto it = meetings.try_emplace({where[0], where[1], where[2], count}).first;
@@ -555,14 +586,12 @@ std::string simulateJointly(const plan::Plan &plan, const Cluster &cluster, int6
     }
   for (RankState &rank : ranks)
     rank.finish();
-  // Every rank as the simulated rank of its program.
-  std::vector<int> slotOfProgram(size_t(plan.ranks_size()), -1);
+  // Every rank as the simulated rank of its timeline.
+  std::map<std::pair<int, int64_t>, int> slotOfTimeline;
   for (size_t slot = 0; slot < ranks.size(); ++slot)
-    slotOfProgram[size_t(plan::programIndexOfRank(plan, simulated[slot]))] = int(slot);
+    slotOfTimeline[timelineOf(plan, simulated[slot])] = int(slot);
   for (int64_t r = 0; r < devices; ++r) {
-    int slot = slotOf[size_t(r)] >= 0
-                   ? slotOf[size_t(r)]
-                   : slotOfProgram[size_t(plan::programIndexOfRank(plan, r))];
+    int slot = slotOf[size_t(r)] >= 0 ? slotOf[size_t(r)] : slotOfTimeline.at(timelineOf(plan, r));
     const RankState &rank = ranks[size_t(slot)];
     sim.ranks.push_back(rank.time);
     sim.flops += rank.flops;
@@ -659,11 +688,14 @@ Simulation simulate(const plan::Plan &plan, const Cluster &cluster, bool keepEve
     // program is simulated for all (a 1536-rank GPT plan of 8 stages: 8
     // timelines, not 1536), its events standing for theirs. Where that does
     // not hold, or `everyRank`, all ranks are.
+    // A replicated stage's replicas: one timeline each (timelineOf).
     std::vector<int64_t> every(static_cast<size_t>(devices)), lowest;
     std::vector<int64_t> ranksOf(size_t(plan.ranks_size()), 0);
+    std::set<std::pair<int, int64_t>> seen;
     for (int64_t r = 0; r < devices; ++r) {
       every[size_t(r)] = r;
-      if (ranksOf[size_t(plan::programIndexOfRank(plan, r))]++ == 0)
+      ++ranksOf[size_t(plan::programIndexOfRank(plan, r))];
+      if (seen.insert(timelineOf(plan, r)).second)
         lowest.push_back(r);
     }
     // A transfer to a fixed rank (not along a mesh axis) goes there from

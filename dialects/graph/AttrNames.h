@@ -134,6 +134,11 @@ constexpr llvm::StringLiteral kPipelineVirtualStages = "dtc.pipeline_virtual_sta
 /// Module: each stage's copies of the stage mesh when the search chose to
 /// replicate some (their sum the copies), for dtc-pipeline-split (stages=0).
 constexpr llvm::StringLiteral kPipelineReplicas = "dtc.pipeline_replicas";
+/// Module: with kPipelineReplicas, the count the search would have chosen
+/// without replicas: {stages, virtual_stages, micro_batches, note (the
+/// stage search's note for it)}, which dtc compile checks the replicated
+/// plan against (compiled pinned, not searched again).
+constexpr llvm::StringLiteral kPipelineUnreplicated = "dtc.pipeline_unreplicated";
 
 // dtc-pipeline-split.
 /// Module: {stages, schedule, micro_batches, virtual_stages, replicas} of
