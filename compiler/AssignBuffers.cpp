@@ -125,7 +125,7 @@ llvm::DenseSet<Value> updatesInPlace(func::FuncOp func, llvm::DenseMap<Value, in
 struct StageSchedule {
   plan::PipelineSchedule schedule;
   int64_t stages, stage, microBatches, virtuals;
-  int64_t replicas = 1; // the stage's (--stage-replicas)
+  std::vector<int64_t> replicas; // every stage's (--stage-replicas); empty: one each
 
   int64_t slots(int64_t from, int64_t to) const {
     return plan::stashSlots(schedule, stages, stage, microBatches, virtuals, from, to, replicas);
@@ -149,9 +149,8 @@ std::optional<StageSchedule> pipelineStageOf(func::FuncOp func) {
   StageSchedule schedule{plan::scheduleNamed(name ? name.str() : "").value_or(plan::ONE_F_ONE_B),
                          integer("stages"), stage.getInt(), integer("micro_batches"),
                          std::max<int64_t>(1, integer("virtual_stages"))};
-  if (auto replicas = pipeline.getAs<DenseI64ArrayAttr>("replicas");
-      replicas && stage.getInt() < int64_t(replicas.size()))
-    schedule.replicas = replicas[size_t(stage.getInt())];
+  if (auto replicas = pipeline.getAs<DenseI64ArrayAttr>("replicas"))
+    schedule.replicas.assign(replicas.asArrayRef().begin(), replicas.asArrayRef().end());
   return schedule;
 }
 

@@ -68,12 +68,13 @@ struct Segment {
     d.gradients -= s.gradients;
     return d;
   }
-  /// On a stage whose schedule keeps `copies` micro-batches in flight and
-  /// stretches its micro-batches' work by `bubble`; replicated, each
-  /// replica runs 1 micro-batch in `replicas` and sums its gradients with
-  /// the others' in `reduce` seconds.
+  /// On a stage whose schedule stretches its micro-batches' work by
+  /// `bubble` ((M + P - 1) / M: P - 1 micro-batches' time idle);
+  /// replicated, each replica runs 1 micro-batch in `replicas`, idles as
+  /// long (the pipeline fills and drains through each replica alike), and
+  /// sums its gradients with the others' in `reduce` seconds.
   double seconds(double bubble, int64_t replicas = 1, double reduce = 0) const {
-    return microBatch / double(replicas) * bubble + once + reduce;
+    return microBatch / double(replicas) + microBatch * (bubble - 1) + once + reduce;
   }
   double bytes(double copies) const { return memory + kept * (copies - 1); }
 };
@@ -174,13 +175,16 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
   // schedule, and the cuts' search asks for it per cut it weighs (GPT-3
   // on --devices 1024, 16 stages of 192 micro-batches: 8 minutes of
   // schedules before this cache, most of the compile).
-  std::map<std::pair<int64_t, int64_t>, double> copiesKnown;
+  // A replica's order depends on its stage's count and its warm-up (the
+  // later stages' counts: plan::replicatedWarmup).
+  std::map<std::tuple<int64_t, int64_t, int64_t>, double> copiesKnown;
   auto copiesOf = [&](int64_t c) {
-    int64_t n = replicas[size_t(c % p)];
-    auto [it, fresh] = copiesKnown.try_emplace({c, n}, 0.0);
+    int64_t s = c % p, n = replicas[size_t(s)];
+    auto [it, fresh] =
+        copiesKnown.try_emplace({c, n, plan::replicatedWarmup(p, s, replicas)}, 0.0);
     if (fresh)
       it->second =
-          double(plan::stashSlots(o.schedule, p, c % p, o.microBatches, v, c / p, v + c / p, n));
+          double(plan::stashSlots(o.schedule, p, s, o.microBatches, v, c / p, v + c / p, replicas));
     return it->second;
   };
 

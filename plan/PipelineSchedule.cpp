@@ -35,15 +35,10 @@ std::vector<PipelineTask> interleavedOrder(int64_t stages, int64_t stage, int64_
   return order;
 }
 
-} // namespace
-
-std::vector<PipelineTask> pipelineOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                                        int64_t microBatches, int64_t virtualStages) {
-  if (schedule == INTERLEAVED)
-    return interleavedOrder(stages, stage, microBatches, std::max<int64_t>(virtualStages, 1));
+/// 1F1B with `warmup` forwards before the first backward.
+std::vector<PipelineTask> oneFOneB(int64_t microBatches, int64_t warmup) {
   std::vector<PipelineTask> order;
-  int64_t warmup = schedule == GPIPE ? microBatches
-                                     : std::min(stages - stage - 1, microBatches);
+  warmup = std::min(warmup, microBatches);
   int64_t forwards = 0, backwards = 0;
   for (; forwards < warmup; ++forwards)
     order.push_back({true, forwards});
@@ -56,22 +51,52 @@ std::vector<PipelineTask> pipelineOrder(PipelineSchedule schedule, int64_t stage
   return order;
 }
 
-std::vector<PipelineTask> replicaOrder(const std::vector<PipelineTask> &stageOrder,
-                                       int64_t replicas, int64_t replica) {
-  if (replicas <= 1)
-    return stageOrder;
+} // namespace
+
+std::vector<PipelineTask> pipelineOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                                        int64_t microBatches, int64_t virtualStages) {
+  if (schedule == INTERLEAVED)
+    return interleavedOrder(stages, stage, microBatches, std::max<int64_t>(virtualStages, 1));
+  return oneFOneB(microBatches, schedule == GPIPE ? microBatches : stages - stage - 1);
+}
+
+int64_t replicatedWarmup(int64_t stages, int64_t stage, const std::vector<int64_t> &replicas) {
+  int64_t warmup = 0;
+  for (int64_t t = stage + 1; t < stages; ++t)
+    warmup += t < int64_t(replicas.size()) ? std::max<int64_t>(1, replicas[size_t(t)]) : 1;
+  return warmup;
+}
+
+std::vector<PipelineTask> replicaOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                                       int64_t microBatches, const std::vector<int64_t> &replicas,
+                                       int64_t replica) {
+  int64_t count = stage < int64_t(replicas.size()) ? std::max<int64_t>(1, replicas[size_t(stage)])
+                                                    : 1;
+  if (count <= 1 && replicatedWarmup(stages, stage, replicas) == stages - stage - 1)
+    return pipelineOrder(schedule, stages, stage, microBatches);
   std::vector<PipelineTask> order;
-  for (const PipelineTask &task : stageOrder)
-    if (task.microBatch % replicas == replica)
+  for (const PipelineTask &task :
+       oneFOneB(microBatches, schedule == GPIPE ? microBatches
+                                                : replicatedWarmup(stages, stage, replicas)))
+    if (task.microBatch % count == replica)
       order.push_back(task);
   return order;
 }
 
 std::vector<PipelineTask> pipelineOrder(const Pipeline &pipeline, int64_t stage,
                                         int64_t microBatches, int64_t replica) {
-  return replicaOrder(pipelineOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches,
-                                    pipeline.virtual_stages()),
-                      stageReplicas(pipeline, stage), replica);
+  if (pipeline.schedule() == INTERLEAVED)
+    return pipelineOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches,
+                         pipeline.virtual_stages());
+  return replicaOrder(pipeline.schedule(), pipeline.stages(), stage, microBatches,
+                      stageReplicaCounts(pipeline), replica);
+}
+
+std::vector<int64_t> stageReplicaCounts(const Pipeline &pipeline) {
+  std::vector<int64_t> counts;
+  for (int64_t s = 0; s < int64_t(pipeline.stages()); ++s)
+    counts.push_back(stageReplicas(pipeline, s));
+  return counts;
 }
 
 int64_t stageReplicas(const Pipeline &pipeline, int64_t stage) {
@@ -102,14 +127,17 @@ StageReplica stageAtCoordinate(const Pipeline &pipeline, int64_t coordinate) {
 
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
                    int64_t microBatches, int64_t virtualStages, int64_t from, int64_t to,
-                   int64_t replicas) {
+                   const std::vector<int64_t> &replicas) {
   virtualStages = std::max<int64_t>(virtualStages, 1);
-  std::vector<PipelineTask> stageOrder =
-      pipelineOrder(schedule, stages, stage, microBatches, virtualStages);
+  int64_t count = stage < int64_t(replicas.size()) ? std::max<int64_t>(1, replicas[size_t(stage)])
+                                                    : 1;
   int64_t most = 0;
-  for (int64_t replica = 0; replica < std::max<int64_t>(replicas, 1); ++replica) {
+  for (int64_t replica = 0; replica < count; ++replica) {
     int64_t inFlight = 0;
-    for (const PipelineTask &task : replicaOrder(stageOrder, replicas, replica)) {
+    for (const PipelineTask &task :
+         schedule == INTERLEAVED
+             ? pipelineOrder(schedule, stages, stage, microBatches, virtualStages)
+             : replicaOrder(schedule, stages, stage, microBatches, replicas, replica)) {
       int64_t part = task.forward ? task.chunk : virtualStages + task.chunk;
       if (part == from)
         most = std::max(most, ++inFlight);
@@ -125,7 +153,7 @@ namespace {
 /// Each virtual stage's forward-to-backward stash copies on `stage`.
 std::vector<int64_t> virtualStageSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
                                        int64_t microBatches, int64_t virtualStages,
-                                       int64_t replicas) {
+                                       const std::vector<int64_t> &replicas) {
   virtualStages = std::max<int64_t>(virtualStages, 1);
   std::vector<int64_t> slots;
   for (int64_t c = 0; c < virtualStages; ++c)
@@ -137,14 +165,16 @@ std::vector<int64_t> virtualStageSlots(PipelineSchedule schedule, int64_t stages
 } // namespace
 
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                   int64_t microBatches, int64_t virtualStages, int64_t replicas) {
+                   int64_t microBatches, int64_t virtualStages,
+                   const std::vector<int64_t> &replicas) {
   std::vector<int64_t> slots =
       virtualStageSlots(schedule, stages, stage, microBatches, virtualStages, replicas);
   return *std::max_element(slots.begin(), slots.end());
 }
 
 double stashedMicroBatches(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                           int64_t microBatches, int64_t virtualStages, int64_t replicas) {
+                           int64_t microBatches, int64_t virtualStages,
+                           const std::vector<int64_t> &replicas) {
   std::vector<int64_t> slots =
       virtualStageSlots(schedule, stages, stage, microBatches, virtualStages, replicas);
   return double(std::accumulate(slots.begin(), slots.end(), int64_t(0))) / double(slots.size());

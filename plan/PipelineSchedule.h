@@ -53,18 +53,30 @@ struct PipelineTask {
 /// `virtualStages` is INTERLEAVED's chunks per stage (1 for the others).
 std::vector<PipelineTask> pipelineOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
                                         int64_t microBatches, int64_t virtualStages = 1);
-/// Replica `replica` of the stage (Pipeline.replicas): its micro-batches
-/// of the stage's order.
+/// Replica `replica` of the stage (Pipeline.replicas): replicaOrder with
+/// the pipeline's replica counts (interleaved: the stage's order).
 std::vector<PipelineTask> pipelineOrder(const Pipeline &pipeline, int64_t stage,
                                         int64_t microBatches, int64_t replica = 0);
 
-/// The tasks of a stage's order that replica `replica` of `replicas` runs:
-/// micro-batches m with m mod replicas == replica, in the stage's order.
-/// Each replica keeps the stage's lead over the next stage in micro-batches
-/// of the whole step, so that the next stage's replicas, taking turns,
-/// never wait on one that waits on them (docs/pipeline.md).
-std::vector<PipelineTask> replicaOrder(const std::vector<PipelineTask> &stageOrder,
-                                       int64_t replicas, int64_t replica);
+/// 1F1B's forwards before the first backward on stage `stage` when the
+/// stages have `replicas` copies each (every stage's count; empty or
+/// missing: one): one for each copy of every later stage, p - s - 1
+/// without replicas. A micro-batch in flight below a stage is on one of
+/// those copies; fewer leave the later stages' replicas waiting
+/// (docs/pipeline.md).
+int64_t replicatedWarmup(int64_t stages, int64_t stage, const std::vector<int64_t> &replicas);
+
+/// The tasks replica `replica` of stage `stage` runs (GPIPE or
+/// ONE_F_ONE_B): the stage's order with replicatedWarmup's warm-up,
+/// keeping the micro-batches m with m mod (the stage's count) == replica.
+/// The warm-up never grows from one stage to the next, so each stage keeps
+/// the lead over the next that the next's replicas, taking turns, need.
+std::vector<PipelineTask> replicaOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                                       int64_t microBatches, const std::vector<int64_t> &replicas,
+                                       int64_t replica);
+
+/// Every stage's replica count (stageReplicas of each).
+std::vector<int64_t> stageReplicaCounts(const Pipeline &pipeline);
 
 /// Replicated stages (Pipeline.replicas): stage s's replica count (1 when
 /// not given); the first coordinate on the pipeline's axis of its
@@ -86,16 +98,18 @@ StageReplica stageAtCoordinate(const Pipeline &pipeline, int64_t coordinate);
 /// part `from` has run and part `to` has not: the stash copies a value
 /// that part `from` makes and part `to` reads last needs (micro-batch m in
 /// copy m mod that).
-/// A stage of `replicas` replicas: the most any replica has (a replica's
-/// micro-batch m in copy m / replicas mod that).
+/// Replicated stages (`replicas`: every stage's count, empty: one each):
+/// the most any replica of the stage has (a replica's micro-batch m in
+/// copy m / its stage's count mod that).
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
                    int64_t microBatches, int64_t virtualStages, int64_t from, int64_t to,
-                   int64_t replicas = 1);
+                   const std::vector<int64_t> &replicas = {});
 
 /// The most micro-batches whose forward has run and backward has not, on
 /// any one virtual stage, at any point of stage `stage`'s order.
 int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                   int64_t microBatches, int64_t virtualStages = 1, int64_t replicas = 1);
+                   int64_t microBatches, int64_t virtualStages = 1,
+                   const std::vector<int64_t> &replicas = {});
 
 /// The micro-batches' activations stage `stage` keeps at most, in whole
 /// micro-batches of the stage: the mean over its virtual stages of each
@@ -103,7 +117,7 @@ int64_t stashSlots(PipelineSchedule schedule, int64_t stages, int64_t stage,
 /// the stage's activations). stashSlots without virtual stages.
 double stashedMicroBatches(PipelineSchedule schedule, int64_t stages, int64_t stage,
                            int64_t microBatches, int64_t virtualStages = 1,
-                           int64_t replicas = 1);
+                           const std::vector<int64_t> &replicas = {});
 
 /// What is wrong with replicating stages `replicas` times (one count per
 /// stage) under this schedule, or "": every replica runs as many

@@ -770,7 +770,7 @@ private:
     int64_t most = 0;
     for (auto [f, t] : pairs)
       most = std::max(most, stashSlots(pipeline.schedule(), pipeline.stages(), stage,
-                                       microBatches(), v, f, t, stageReplicas(pipeline, stage)));
+                                       microBatches(), v, f, t, stageReplicaCounts(pipeline)));
     return most;
   }
 

@@ -217,8 +217,7 @@ bool replicasRunToTheEnd(plan::PipelineSchedule schedule, const std::vector<int6
   std::vector<Sequencer> sequencers;
   for (int64_t s = 0; s < stages; ++s)
     for (int64_t k = 0; k < replicas[size_t(s)]; ++k)
-      sequencers.push_back({s, plan::replicaOrder(plan::pipelineOrder(schedule, stages, s, m),
-                                                  replicas[size_t(s)], k)});
+      sequencers.push_back({s, plan::replicaOrder(schedule, stages, s, m, replicas, k)});
   for (bool progress = true; progress;) {
     progress = false;
     for (Sequencer &q : sequencers)
@@ -258,22 +257,29 @@ TEST(PipelineSchedule, ReplicatedStagesTakeTurnsAndRunToTheEnd) {
         for (int64_t k = 0; k < r; ++k) {
           std::vector<int64_t> forwards;
           for (const plan::PipelineTask &t :
-               plan::replicaOrder(plan::pipelineOrder(plan::ONE_F_ONE_B, stages, s, m), r, k)) {
+               plan::replicaOrder(plan::ONE_F_ONE_B, stages, s, m, replicas, k)) {
             EXPECT_EQ(t.microBatch % r, k);
             if (t.forward)
               forwards.push_back(t.microBatch);
           }
           EXPECT_EQ(int64_t(forwards.size()), m / r);
         }
-        // A replica keeps no more micro-batches in flight than the stage
-        // would alone, and fewer once it has more than one replica and
-        // the stage kept several.
-        int64_t alone = plan::stashSlots(plan::ONE_F_ONE_B, stages, s, m, 1, 1);
-        int64_t shared = plan::stashSlots(plan::ONE_F_ONE_B, stages, s, m, 1, r);
-        EXPECT_LE(shared, alone);
-        if (r > 1 && alone > 1)
-          EXPECT_LT(shared, alone);
+        // The warm-up counts every copy of the later stages; a replica
+        // keeps in flight its micro-batches among any warm-up + 1
+        // consecutive ones (one replica: p - s).
+        int64_t warmup = plan::replicatedWarmup(stages, s, replicas), later = 0;
+        for (int64_t t = s + 1; t < stages; ++t)
+          later += replicas[size_t(t)];
+        EXPECT_EQ(warmup, later);
+        int64_t shared = plan::stashSlots(plan::ONE_F_ONE_B, stages, s, m, 1, replicas);
+        EXPECT_EQ(shared, std::min<int64_t>((warmup + r) / r, m / r))
+            << "stage " << s << " of replicas " << ::testing::PrintToString(replicas);
       }
+      // The warm-up never grows from a stage to the next (what keeps the
+      // next stage's replicas from waiting on this one's).
+      for (int64_t s = 0; s + 1 < stages; ++s)
+        EXPECT_GE(plan::replicatedWarmup(stages, s, replicas),
+                  plan::replicatedWarmup(stages, s + 1, replicas));
     }
   EXPECT_EQ(plan::replicaProblem(plan::ONE_F_ONE_B, 4, {1, 3}),
             "each of a stage's 3 replicas runs 1 micro-batch in 3, and 4 micro-batches are not "
