@@ -20,6 +20,10 @@
 //                warm-up forwards. The bubble shrinks v-fold; needs M a
 //                multiple of p.
 //
+// Replicated stages (Pipeline.replicas) run 1F1B or GPIPE, each replica
+// its stage's micro-batches m mod R == replica, with a warm-up of one
+// forward for every copy of the later stages (replicaOrder).
+//
 // In all, each virtual stage's forwards and backwards run in micro-batch
 // order, so the micro-batches in flight between two parts are consecutive
 // and micro-batch m can keep its stash in slot m mod stashSlots. Interleaved,
