@@ -26,12 +26,20 @@ using namespace mlir;
 namespace dtc {
 
 namespace {
-thread_local const std::atomic<bool> *cancelFlag = nullptr;
+thread_local const std::atomic<bool> *cancelFlag = nullptr, *cancelAlso = nullptr;
 } // namespace
 
-void setCompileCancelFlag(const std::atomic<bool> *flag) { cancelFlag = flag; }
+void setCompileCancelFlag(const std::atomic<bool> *flag, const std::atomic<bool> *also) {
+  cancelFlag = flag;
+  cancelAlso = also;
+}
 
-bool compileCancelled() { return cancelFlag && cancelFlag->load(std::memory_order_relaxed); }
+const std::atomic<bool> *compileCancelFlag() { return cancelFlag; }
+
+bool compileCancelled() {
+  return (cancelFlag && cancelFlag->load(std::memory_order_relaxed)) ||
+         (cancelAlso && cancelAlso->load(std::memory_order_relaxed));
+}
 
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   buildStepPipeline(pm, options);

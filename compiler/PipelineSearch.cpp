@@ -25,9 +25,12 @@
 #include "plan/PipelineSchedule.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/ScopeExit.h"
 
 #include <chrono>
+#include <future>
 #include <map>
+#include <variant>
 
 using namespace mlir;
 
@@ -255,38 +258,35 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     Step *step = nullptr;
   } plain;
   plain.candidate.stepSeconds = std::numeric_limits<double>::infinity();
-  // Searches P stages under `kind` (with `virtuals` chunks a stage when
-  // interleaved); keeps the plan when it beats the best so far by the
-  // margin, and records what it came to in `result.tried`.
-  // kRefused: the model does not take the count's micro-batches.
+  // What trying a count came to. kRefused: the model does not take the
+  // count's micro-batches.
   enum Outcome { kChosen, kSlower, kUnfit, kUnbuilt, kRefused };
+  // A count's search, before it is weighed against the others (commit):
+  // what evaluate reads is fixed when it is called (the bound it searches
+  // under, `toBeat`), so that it may run on another thread.
+  struct Evaluation {
+    int64_t p = 1, virtuals = 1, m = 1;
+    bool refine = false;
+    Step *step = nullptr;
+    StageCandidate tried;
+    OwningOpRef<ModuleOp> work;
+    FailureOr<SearchResult> searched = failure();
+    std::vector<Diagnostic> held;
+    std::optional<StageCut> cut;
+    double unreplicated = 0;
+  };
   // `refine`: the chosen count again, CBC closing what rounding left.
-  // `toBeat`: the step its search must beat (by the margin), when not the
-  // best so far's.
-  auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals, int64_t m,
-                      bool refine = false,
-                      std::optional<double> toBeat = std::nullopt) -> Outcome {
-    if (compileCancelled())
-      return kUnbuilt;
+  // `toBeat`: the step its search must beat (by the margin).
+  auto evaluate = [&, context](Step *step, int64_t p, plan::PipelineSchedule kind,
+                               int64_t virtuals, bool refine, double toBeat) {
     auto began = std::chrono::steady_clock::now();
-    Step *step = stepWith(m);
-    if (!step && refusedCounts.count(m)) {
-      // The importer's message names the model first: once is enough.
-      llvm::StringRef why = refusedCounts[m];
-      if (size_t colon = why.find(": ");
-          colon != llvm::StringRef::npos && why.take_front(colon).ends_with(".onnx"))
-        why = why.drop_front(colon + 2);
-      std::string samples =
-          std::to_string(batch / m) + (batch / m == 1 ? " sample" : " samples");
-      StageCandidate tried{p, virtuals, 0,
-                           "not built: the model does not take micro-batches of " + samples +
-                               " (" + why.str() + ")"};
-      tried.microBatches = m;
-      result.tried.push_back(tried);
-      return kRefused;
-    }
-    if (!step)
-      return kUnbuilt;
+    Evaluation e;
+    e.p = p;
+    e.virtuals = virtuals;
+    e.m = step->microBatches;
+    e.refine = refine;
+    e.step = step;
+    int64_t m = e.m;
     SearchOptions o = base;
     o.searchMeshShape = true;
     // Counts are compared on their relaxations rounded: CBC, which runs
@@ -318,11 +318,11 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
                       !noReplicas;
     double boundShare = replicable ? std::min(share, 1.0 / double(p)) : share;
     o.costBelow = refine ? std::numeric_limits<double>::infinity()
-                         : toBeat.value_or(bestSeconds) * (1 - kMargin) / (boundShare * bubble);
-    OwningOpRef<ModuleOp> work = step->module.clone();
+                         : toBeat * (1 - kMargin) / (boundShare * bubble);
+    e.work = step->module.clone();
     if (p > 1)
       o.stageMemory =
-          StageMemory::of(work->lookupSymbol<func::FuncOp>("main"), p, virtuals, kind, m);
+          StageMemory::of(e.work->lookupSymbol<func::FuncOp>("main"), p, virtuals, kind, m);
     StageCutOptions cuts{nullptr,
                          p,
                          virtuals,
@@ -331,47 +331,33 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
                          base.memoryLimit,
                          options.stageCutsByFlops,
                          stageTransfer(base.cluster, devices / p)};
-    std::vector<Diagnostic> held;
-    FailureOr<SearchResult> searched = failure();
     {
       ThreadDiagnosticHandler hold(context, [&](Diagnostic &d) {
-        held.push_back(std::move(d));
+        e.held.push_back(std::move(d));
         return success();
       });
-      auto workMain = work->lookupSymbol<func::FuncOp>("main");
-      searched = p > 1 ? searchStagedStep(*work, workMain, o, cuts)
-                       : searchShardings(*work, workMain, o);
+      auto workMain = e.work->lookupSymbol<func::FuncOp>("main");
+      e.searched = p > 1 ? searchStagedStep(*e.work, workMain, o, cuts)
+                         : searchShardings(*e.work, workMain, o);
     }
-    StageCandidate tried{p, virtuals, 0, ""};
-    tried.microBatches = m;
-    auto replicasOf = [](const std::optional<StageCut> &c) {
-      return c ? c->replicas : std::vector<int64_t>();
+    e.tried = StageCandidate{p, virtuals, 0, ""};
+    e.tried.microBatches = m;
+    auto done = [&] {
+      e.tried.searchSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      return std::move(e);
     };
-    tried.searchSeconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-    if (failed(searched) && refine)
-      return kSlower; // the rounded plan stays
-    if (failed(searched)) {
-      bool memory = (*work)->hasAttr(attr::kOutOfMemory);
-      outOfMemory |= memory;
-      tried.outcome = memory ? "does not fit" : "not faster";
-      // Nothing fitting, the message is the most stages' (the least
-      // memory a device).
-      if (virtuals == 1 && (memory || !best) && p >= lastFailureStages) {
-        lastFailure = std::move(held);
-        lastFailureStages = p;
-      }
-      result.tried.push_back(tried);
-      return memory ? kUnfit : kSlower;
-    }
+    if (failed(e.searched))
+      return done();
+    const SearchResult &searched = *e.searched;
     // The stages' ends by the search's own figures (StageCuts.h): the
     // costliest stage's step, bubble included.
-    std::optional<StageCut> cut;
+    std::optional<StageCut> &cut = e.cut;
     // This step and its figures are cut again below (fewer stages,
     // replicated): what the cuts read of them is kept.
     cuts.cache = std::make_shared<StageCutCache>();
     if (p > 1)
-      cut = cutStages(work->lookupSymbol<func::FuncOp>("main"), searched->opFigures, cuts);
+      cut = cutStages(e.work->lookupSymbol<func::FuncOp>("main"), searched.opFigures, cuts);
     // Fewer stages on the same P copies of the stage mesh, a costlier
     // stage on more of them (PipeDream's stage replication: each replica
     // runs 1 micro-batch in its count): where the layers do not divide
@@ -384,14 +370,10 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
         total += t;
       return c.stepSeconds > kUnevenStages * total / double(c.seconds.size());
     };
-    double unreplicated =
+    e.unreplicated =
         cut ? cut->stepSeconds + transferSeconds(*step, p, virtuals, /*tiedOnly=*/true)
-            : (searched->computeSeconds + searched->communicationSeconds) * share * bubble +
+            : (searched.computeSeconds + searched.communicationSeconds) * share * bubble +
                   transferSeconds(*step, p, virtuals);
-    if (!refine && unreplicated < plain.candidate.stepSeconds * (1 - kMargin)) {
-      plain.candidate = {p, virtuals, unreplicated, "", 0, m, {}};
-      plain.step = step;
-    }
     if (cut && replicable && uneven(*cut)) {
       StageCutOptions fewer = cuts;
       fewer.copies = p;
@@ -399,19 +381,49 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       for (int64_t q = p - 1; q >= 2; --q) {
         fewer.stages = q;
         std::optional<StageCut> replicated =
-            cutStages(work->lookupSymbol<func::FuncOp>("main"), searched->opFigures, fewer);
+            cutStages(e.work->lookupSymbol<func::FuncOp>("main"), searched.opFigures, fewer);
         if (replicated && replicated->fits &&
             replicated->stepSeconds < cut->stepSeconds * (1 - kMargin))
           cut = replicated;
       }
     }
-    tried.stepSeconds =
+    e.tried.stepSeconds =
         cut ? cut->stepSeconds + transferSeconds(*step, p, virtuals, /*tiedOnly=*/true)
-            : unreplicated;
-    tried.replicas = replicasOf(cut);
-    if (!tried.replicas.empty())
-      tried.unreplicatedSeconds = unreplicated;
-    if (refine) {
+            : e.unreplicated;
+    if (cut)
+      e.tried.replicas = cut->replicas;
+    if (!e.tried.replicas.empty())
+      e.tried.unreplicatedSeconds = e.unreplicated;
+    return done();
+  };
+  // What a count came to, weighed against the best so far: kept when it
+  // beats it by the margin; recorded in `result.tried`.
+  auto commit = [&](Evaluation e) -> Outcome {
+    int64_t p = e.p, virtuals = e.virtuals, m = e.m;
+    Step *step = e.step;
+    StageCandidate &tried = e.tried;
+    std::optional<StageCut> &cut = e.cut;
+    if (failed(e.searched) && e.refine)
+      return kSlower; // the rounded plan stays
+    if (failed(e.searched)) {
+      bool memory = (*e.work)->hasAttr(attr::kOutOfMemory);
+      outOfMemory |= memory;
+      tried.outcome = memory ? "does not fit" : "not faster";
+      // Nothing fitting, the message is the most stages' (the least
+      // memory a device).
+      if (virtuals == 1 && (memory || !best) && p >= lastFailureStages) {
+        lastFailure = std::move(e.held);
+        lastFailureStages = p;
+      }
+      result.tried.push_back(tried);
+      return memory ? kUnfit : kSlower;
+    }
+    const SearchResult &searched = *e.searched;
+    if (!e.refine && e.unreplicated < plain.candidate.stepSeconds * (1 - kMargin)) {
+      plain.candidate = {p, virtuals, e.unreplicated, "", 0, m, {}};
+      plain.step = step;
+    }
+    if (e.refine) {
       for (StageCandidate &c : result.tried)
         if (c.stages == p && c.virtualStages == virtuals && c.microBatches == m &&
             c.outcome.empty()) {
@@ -421,11 +433,11 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
         }
       if (tried.stepSeconds < bestSeconds) {
         bestSeconds = tried.stepSeconds;
-        best = devices / p > 1 ? std::move(work) : step->module.clone();
-        result.search = *searched;
-        result.mesh = devices / p > 1 ? searched->mesh : std::vector<MeshAxisSpec>{};
+        best = devices / p > 1 ? std::move(e.work) : step->module.clone();
+        result.search = searched;
+        result.mesh = devices / p > 1 ? searched.mesh : std::vector<MeshAxisSpec>{};
         result.cut = cut;
-        result.replicas = replicasOf(cut);
+        result.replicas = tried.replicas;
         result.stages = cut && !cut->replicas.empty() ? int64_t(cut->replicas.size()) : p;
       }
       return kChosen;
@@ -435,18 +447,55 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
     // schedule has less slack than the bubble formula assumes.
     if (tried.stepSeconds < bestSeconds * (1 - kMargin)) {
       bestSeconds = tried.stepSeconds;
-      best = devices / p > 1 ? std::move(work) : step->module.clone();
+      best = devices / p > 1 ? std::move(e.work) : step->module.clone();
       bestStep = step;
-      result.replicas = replicasOf(cut);
+      result.replicas = tried.replicas;
       result.stages = cut && !cut->replicas.empty() ? int64_t(cut->replicas.size()) : p;
       result.virtualStages = virtuals;
       result.microBatches = m;
-      result.search = *searched;
-      result.mesh = devices / p > 1 ? searched->mesh : std::vector<MeshAxisSpec>{};
+      result.search = searched;
+      result.mesh = devices / p > 1 ? searched.mesh : std::vector<MeshAxisSpec>{};
       result.cut = cut;
       return kChosen;
     }
     return kSlower;
+  };
+  // The step for `m` micro-batches, or why not: kRefused (recorded in
+  // `result.tried`) where the model does not take them, kUnbuilt where
+  // the builder failed.
+  auto prepare = [&](int64_t p, int64_t virtuals, int64_t m) -> std::variant<Step *, Outcome> {
+    if (compileCancelled())
+      return kUnbuilt;
+    Step *step = stepWith(m);
+    if (!step && refusedCounts.count(m)) {
+      // The importer's message names the model first: once is enough.
+      llvm::StringRef why = refusedCounts[m];
+      if (size_t colon = why.find(": ");
+          colon != llvm::StringRef::npos && why.take_front(colon).ends_with(".onnx"))
+        why = why.drop_front(colon + 2);
+      std::string samples =
+          std::to_string(batch / m) + (batch / m == 1 ? " sample" : " samples");
+      StageCandidate tried{p, virtuals, 0,
+                           "not built: the model does not take micro-batches of " + samples +
+                               " (" + why.str() + ")"};
+      tried.microBatches = m;
+      result.tried.push_back(tried);
+      return kRefused;
+    }
+    if (!step)
+      return kUnbuilt;
+    return step;
+  };
+  // Searches P stages under `kind` (with `virtuals` chunks a stage when
+  // interleaved) and weighs the plan.
+  auto tryCount = [&](int64_t p, plan::PipelineSchedule kind, int64_t virtuals, int64_t m,
+                      bool refine = false,
+                      std::optional<double> toBeat = std::nullopt) -> Outcome {
+    std::variant<Step *, Outcome> step = prepare(p, virtuals, m);
+    if (auto *outcome = std::get_if<Outcome>(&step))
+      return *outcome;
+    return commit(evaluate(std::get<Step *>(step), p, kind, virtuals, refine,
+                           toBeat.value_or(bestSeconds)));
   };
   // The counts in the order searched: from the fewest stages whose
   // weights and optimizer state fit when a node's devices split them, up
@@ -474,16 +523,71 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
   // One stage: the batch whole, or, chosen and that does not fit, in
   // micro-batches of a sample a device (data parallelism over them all,
   // a micro-batch's activations at a time).
-  auto tryStages = [&](int64_t p) {
-    Outcome outcome = tryCount(p, kind, virtuals, microBatchesAt(p));
+  auto orSmallerMicroBatches = [&](int64_t p, Outcome outcome) {
     if (int64_t m = microBatchesFor(batch, devices, 1, devices);
         p == 1 && chooseMicroBatches && outcome == kUnfit && m != given.microBatches)
       outcome = tryCount(p, kind, virtuals, m);
     return outcome;
   };
+  auto tryStages = [&](int64_t p) {
+    return orSmallerMicroBatches(p, tryCount(p, kind, virtuals, microBatchesAt(p)));
+  };
+  // While the way up searches a count, the next count up is searched
+  // beside it: on another thread where the context allows threads, else
+  // when its turn comes. Either way under the bound of the best before the
+  // count beside it, so that the plan and its notes do not depend on the
+  // machine. The way up stops at the first count slower than the best; the
+  // search ahead is then stopped and forgotten.
+  std::atomic<bool> stopAhead{false};
+  struct Ahead {
+    size_t index;
+    std::future<Evaluation> evaluation;
+  };
+  std::optional<Ahead> ahead;
+  bool threads = context->isMultithreadingEnabled();
+  const std::atomic<bool> *cancelled = compileCancelFlag();
+  auto settleAhead = [&] {
+    if (!ahead)
+      return;
+    stopAhead = true;
+    if (threads && ahead->evaluation.valid())
+      ahead->evaluation.wait();
+    ahead.reset();
+    stopAhead = false;
+  };
+  auto settled = llvm::make_scope_exit(settleAhead);
+  auto launchAhead = [&](size_t i) {
+    int64_t p = counts[i];
+    Step *step = nullptr;
+    {
+      // A step that does not build is built again, and said so, in turn.
+      ThreadDiagnosticHandler quiet(context, [](Diagnostic &) { return success(); });
+      step = stepWith(microBatchesAt(p));
+    }
+    if (!step || compileCancelled())
+      return;
+    double toBeat = bestSeconds;
+    auto run = [&evaluate, &stopAhead, cancelled, step, p, kind, virtuals, toBeat,
+                onThread = threads] {
+      if (onThread)
+        setCompileCancelFlag(&stopAhead, cancelled);
+      Evaluation e = evaluate(step, p, kind, virtuals, /*refine=*/false, toBeat);
+      if (onThread)
+        setCompileCancelFlag(nullptr);
+      return e;
+    };
+    ahead = Ahead{i, std::async(threads ? std::launch::async : std::launch::deferred, run)};
+  };
   for (size_t i = start; i < counts.size(); ++i) {
     int64_t p = counts[i];
-    Outcome outcome = tryStages(p);
+    std::optional<std::future<Evaluation>> mine;
+    if (ahead && ahead->index == i) {
+      mine = std::move(ahead->evaluation);
+      ahead.reset();
+    }
+    if (i + 1 < counts.size())
+      launchAhead(i + 1);
+    Outcome outcome = mine ? orSmallerMicroBatches(p, commit(mine->get())) : tryStages(p);
     if (outcome == kUnbuilt)
       return failure(); // the step's builder said why
     if (outcome == kRefused)
@@ -505,6 +609,7 @@ FailureOr<PipelineSearchResult> searchPipelineStages(ModuleOp module,
       break;
     }
   }
+  settleAhead();
   for (size_t i = start; i-- > 0;) {
     Outcome outcome = tryStages(counts[i]);
     if (outcome == kUnbuilt)
