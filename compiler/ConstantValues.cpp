@@ -30,7 +30,19 @@ class Evaluator {
 public:
   explicit Evaluator(int64_t maxElements) : max_(maxElements) {}
 
+  /// A value read by several ops (a mask's shared parts) is evaluated
+  /// once.
   Values evaluate(Value v, int depth = 0) {
+    if (v.hasOneUse() || v.use_empty())
+      return evaluateOnce(v, depth);
+    auto [it, fresh] = known_.try_emplace(v);
+    if (fresh)
+      it->second = evaluateOnce(v, depth);
+    return it->second;
+  }
+
+private:
+  Values evaluateOnce(Value v, int depth) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
     Operation *op = v.getDefiningOp();
     if (!type || !type.hasStaticShape() || type.getNumElements() > max_ || !op || depth > 64)
@@ -46,15 +58,42 @@ public:
           return std::nullopt;
         in.push_back(std::move(*x));
       }
-      SmallVector<SmallVector<int64_t>> sources;
-      for (const ConstantValues &x : in)
-        sources.push_back(graph::broadcastSourceIndices(out.shape, x.shape));
-      out.values.resize(size_t(type.getNumElements()));
-      for (size_t e = 0; e < out.values.size(); ++e) {
-        SmallVector<float, 3> args;
-        for (size_t i = 0; i < in.size(); ++i)
-          args.push_back(in[i].values[size_t(sources[i][e])]);
-        out.values[e] = f(args);
+      if (in.size() > 3)
+        return std::nullopt;
+      // Each operand's step in each dim of the result (0 where it is
+      // broadcast); the last dim runs in the inner loop, the others count
+      // rows.
+      size_t rank = out.shape.size();
+      SmallVector<SmallVector<int64_t>> steps;
+      for (const ConstantValues &x : in) {
+        SmallVector<int64_t> own = stridesOf(x.shape), step(rank, 0);
+        size_t lead = rank - x.shape.size();
+        for (size_t d = 0; d < x.shape.size(); ++d)
+          if (x.shape[d] != 1)
+            step[lead + d] = own[d];
+        steps.push_back(std::move(step));
+      }
+      int64_t count = type.getNumElements(), inner = rank ? out.shape.back() : 1;
+      out.values.resize(size_t(count));
+      SmallVector<int64_t> row(rank, 0);
+      float args[3];
+      for (int64_t base = 0; base < count; base += inner) {
+        int64_t at[3] = {0, 0, 0}, last[3] = {0, 0, 0};
+        for (size_t i = 0; i < in.size(); ++i) {
+          for (size_t d = 0; d + 1 < rank; ++d)
+            at[i] += row[d] * steps[i][d];
+          last[i] = rank ? steps[i][rank - 1] : 0;
+        }
+        for (int64_t j = 0; j < inner; ++j) {
+          for (size_t i = 0; i < in.size(); ++i)
+            args[i] = in[i].values[size_t(at[i] + j * last[i])];
+          out.values[size_t(base + j)] = f(ArrayRef<float>(args, in.size()));
+        }
+        for (size_t d = rank > 0 ? rank - 1 : 0; d-- > 0;) { // the next row
+          if (++row[d] < out.shape[d])
+            break;
+          row[d] = 0;
+        }
       }
       return out;
     };
@@ -113,7 +152,6 @@ public:
         .Default([](Operation *) { return std::nullopt; });
   }
 
-private:
   static Values constant(graph::ConstantOp c, ConstantValues &out) {
     auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
     if (!dense)
@@ -215,17 +253,28 @@ private:
     SmallVector<int64_t> keptShape;
     for (size_t d = 0; d < x->shape.size(); ++d)
       keptShape.push_back(llvm::is_contained(axes, int64_t(d)) ? 1 : x->shape[d]);
-    SmallVector<int64_t> to = graph::broadcastSourceIndices(x->shape, keptShape);
+    SmallVector<int64_t> kept = stridesOf(keptShape), index(x->shape.size(), 0);
     int64_t size = 1;
     for (int64_t s : keptShape)
       size *= s;
     out.values.assign(size_t(size), init);
-    for (size_t e = 0; e < x->values.size(); ++e)
-      out.values[size_t(to[e])] = f(out.values[size_t(to[e])], x->values[e]);
+    for (float value : x->values) {
+      int64_t to = 0;
+      for (size_t d = 0; d < index.size(); ++d)
+        if (keptShape[d] != 1)
+          to += index[d] * kept[d];
+      out.values[size_t(to)] = f(out.values[size_t(to)], value);
+      for (size_t d = index.size(); d-- > 0;) { // the next index, row-major
+        if (++index[d] < x->shape[d])
+          break;
+        index[d] = 0;
+      }
+    }
     return out;
   }
 
   int64_t max_;
+  llvm::DenseMap<Value, Values> known_;
 };
 
 } // namespace

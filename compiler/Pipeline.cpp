@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 
 #include <future>
@@ -650,6 +651,23 @@ struct Candidate {
   std::vector<Diagnostic> held; // what its compile said (warnings), shown if chosen
 };
 
+/// Whether compiles may run on threads beside this one: the context
+/// allows it and the machine has the cores.
+bool compilesBeside(MLIRContext *context) {
+  return context->isMultithreadingEnabled() && std::thread::hardware_concurrency() > 1;
+}
+
+/// Loads every dialect a compile with `options` needs: loading one is not
+/// thread-safe, so it is done before compiles run on several threads.
+void loadDialectsFor(MLIRContext *context, const CompileOptions &options) {
+  PassManager pm(context);
+  buildCompilePipeline(pm, options);
+  DialectRegistry registry;
+  pm.getDependentDialects(registry);
+  context->appendDialectRegistry(registry);
+  context->loadAllAvailableDialects();
+}
+
 /// A compile of a candidate's module into its plan: compileWithCompression
 /// or one of the compiles that call it.
 using CompileFn =
@@ -831,9 +849,12 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
   MLIRContext *context = module.getContext();
   // Each mode's diagnostics are held until it is known whose are shown.
   std::atomic<bool> notNeeded{false}; // the speculative compile's
-  auto compileMode = [&](const std::string &mode, bool speculative) {
+  // A compile this one runs beside another's (compileCheckingMeshes) stops
+  // with it.
+  const std::atomic<bool> *outer = compileCancelFlag();
+  auto compileMode = [&, outer](const std::string &mode, bool speculative) {
     Attempt attempt;
-    setCompileCancelFlag(speculative ? &notNeeded : nullptr);
+    setCompileCancelFlag(speculative ? &notNeeded : outer, speculative ? outer : nullptr);
     CompileOptions o = options;
     if (o.training)
       o.training->recompute = mode;
@@ -843,20 +864,12 @@ LogicalResult compileWithCompression(ModuleOp module, plan::Plan &plan,
     });
     attempt.work = compileFittingChecked(module, o, *cluster, limit, attempt.outOfMemory,
                                          modes.size() > 1 ? &attempt.recomputedNothing : nullptr);
-    setCompileCancelFlag(nullptr);
+    setCompileCancelFlag(speculative ? nullptr : outer);
     return attempt;
   };
   std::future<Attempt> ahead;
-  if (modes.size() > 1 && options.parallel.devices() > 1 && context->isMultithreadingEnabled() &&
-      std::thread::hardware_concurrency() > 1) {
-    // Loading a dialect is not thread-safe: every dialect the passes
-    // need is loaded here first.
-    PassManager pm(context);
-    buildCompilePipeline(pm, options);
-    DialectRegistry registry;
-    pm.getDependentDialects(registry);
-    context->appendDialectRegistry(registry);
-    context->loadAllAvailableDialects();
+  if (modes.size() > 1 && options.parallel.devices() > 1 && compilesBeside(context)) {
+    loadDialectsFor(context, options);
     ahead = std::async(std::launch::async, compileMode, modes[1], true);
   }
   // `module` is read by the other thread until it ends.
@@ -1097,14 +1110,29 @@ LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
       return compileCheckingLayout(m, p, o, meshSearched);
     });
   };
-  Candidate searched{module.clone(), "searched", {}, 0, 0, {}, {}};
-  LogicalResult compiled = compileHeld(searched, options, /*meshSearched=*/true);
   CompileOptions data = options;
   data.parallel.mesh.clear();
   data.parallel.searchMeshShape = false;
   data.parallel.dataParallel = devices;
   data.parallel.pipelineStages = 1;
+  // Plain data parallelism does not depend on the search: it compiles
+  // beside it, on another thread where there are cores for it. So do the
+  // meshes the search names, beside each other. Each compile holds its
+  // own diagnostics (compileHeld) on its own copy of the model.
+  bool beside = compilesBeside(context);
+  if (beside)
+    loadDialectsFor(context, options);
+  auto launch = [&](auto compile) {
+    return std::async(beside ? std::launch::async : std::launch::deferred, compile);
+  };
   Candidate plain{module.clone(), "data parallel", {}, 0, 0, {}, {}};
+  std::future<LogicalResult> plainCompiled = launch([&] { return compileHeld(plain, data); });
+  auto settled = llvm::make_scope_exit([&] {
+    if (beside && plainCompiled.valid())
+      plainCompiled.wait();
+  });
+  Candidate searched{module.clone(), "searched", {}, 0, 0, {}, {}};
+  LogicalResult compiled = compileHeld(searched, options, /*meshSearched=*/true);
   // The kept dp plan's mesh note says pinned, which the user did not.
   auto fromDevices = [&](Candidate &c) {
     std::string from = "(from " + flag + ")";
@@ -1135,7 +1163,7 @@ LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
     for (Diagnostic &d : searched.held)
       if (d.getSeverity() == DiagnosticSeverity::Error && why.empty())
         why = d.str();
-    if (why.find(" per device") == std::string::npos || failed(compileHeld(plain, data))) {
+    if (why.find(" per device") == std::string::npos || failed(plainCompiled.get())) {
       emitHeld(searched);
       return failure();
     }
@@ -1155,7 +1183,8 @@ LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
   // Plain data parallelism, and the dp x tp meshes the search predicted
   // within its error of its pick (attr::kCloseMeshes), each pinned.
   std::vector<Candidate> others;
-  others.push_back(std::move(plain));
+  others.push_back({module.clone(), "", {}, 0, 0, {}, {}}); // plain's place
+  std::vector<CompileOptions> pins;
   for (func::FuncOp f : programFunctions(*searched.module))
     if (auto pairs = f->getAttrOfType<DenseI64ArrayAttr>(attr::kCloseMeshes))
       for (size_t i = 0; i + 1 < size_t(pairs.size()); i += 2) {
@@ -1165,10 +1194,18 @@ LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
         std::string label =
             "dp=" + std::to_string(pairs[i]) + " x tp=" + std::to_string(pairs[i + 1]);
         others.push_back({module.clone(), label, {}, 0, 0, {}, {}});
-        if (failed(compileHeld(others.back(), pinned)))
-          others.back().step = -1;
+        pins.push_back(pinned);
       }
-  if (failed(compileHeld(others.front(), data)))
+  std::vector<std::future<LogicalResult>> pinnedCompiled;
+  for (size_t i = 1; i < others.size(); ++i)
+    pinnedCompiled.push_back(
+        launch([&, i] { return compileHeld(others[i], pins[i - 1]); }));
+  for (size_t i = 1; i < others.size(); ++i)
+    if (failed(pinnedCompiled[i - 1].get()))
+      others[i].step = -1;
+  bool plainFailed = failed(plainCompiled.get());
+  others.front() = std::move(plain);
+  if (plainFailed)
     others.front().step = -1;
   predict(searched, *cluster);
   Candidate *best = &searched;

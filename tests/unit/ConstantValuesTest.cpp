@@ -57,6 +57,25 @@ TEST_F(ConstantValuesTest, ComparisonsLogicAndWhereBroadcast) {
   EXPECT_EQ(v->values, (Floats{0, -1e9f, -1e9f, 0, 0, -1e9f, 0, 0, 0}));
 }
 
+TEST_F(ConstantValuesTest, SharedPartsAndBroadcastsOverSeveralDims) {
+  // %s is read twice (evaluated once, kept); %a [2,1,3] against %b [4,1]
+  // broadcasts to [2,4,3] over a middle and a leading dim; the sum over
+  // the middle dim reduces between two kept ones.
+  auto v = evaluate(R"(
+    %a = graph.constant dense<[[[0.0, 1.0, 2.0]], [[10.0, 20.0, 30.0]]]> : tensor<2x1x3xf32>
+    %b = graph.constant dense<[[100.0], [200.0], [300.0], [400.0]]> : tensor<4x1xf32>
+    %s = graph.add %a, %b : (tensor<2x1x3xf32>, tensor<4x1xf32>) -> tensor<2x4x3xf32>
+    %d = graph.sub %s, %s : (tensor<2x4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
+    %e = graph.add %s, %d : (tensor<2x4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
+    %r = graph.reduce_sum %e {axes = array<i64: 1>, keepdims = false} : (tensor<2x4x3xf32>) -> tensor<2x3xf32>
+    return %r : tensor<2x3xf32>)",
+                    "tensor<2x3xf32>");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->shape, (SmallVector<int64_t>{2, 3}));
+  // Row i, column j: sum over k of a[i][j] + b[k] = 4 a[i][j] + 1000.
+  EXPECT_EQ(v->values, (Floats{1000, 1004, 1008, 1040, 1080, 1120}));
+}
+
 TEST_F(ConstantValuesTest, TriluTransposeGatherAndReductions) {
   // upper k=1: [[0,2,3],[0,0,6]]; transposed [[0,0],[2,0],[3,6]]; rows 2,
   // 0 (as -3), 1 gathered: [[3,6],[0,0],[2,0]]; row sums [9,0,2] less
