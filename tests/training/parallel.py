@@ -88,11 +88,14 @@ SPLITS = {
     "pp=2 x dp=2, full recompute": (["--pp", "2", "--dp", "2", "--zero", "0", "--micro-batches",
                                      "4", "--recompute", "full"], "recompute: full"),
     # Replicated stages: the last stage on two copies, each running every
-    # other micro-batch; and every stage on two.
+    # other micro-batch; and every stage on two, under GPipe and 1F1B (each
+    # replica warming up by a forward for every copy of the later stages).
     "pp=3, stage replicas 1,1,2": (["--pp", "3", "--stage-replicas", "1,1,2", "--micro-batches",
                                     "4"], "stage 2 runs on 2 replicas of its mesh"),
     "pp=2, stage replicas 2,2": (["--pp", "2", "--stage-replicas", "2,2", "--micro-batches", "4",
                                   "--schedule", "gpipe"], "stage 1 runs on 2 replicas of its mesh"),
+    "pp=2, stage replicas 2,2, 1f1b": (["--pp", "2", "--stage-replicas", "2,2", "--micro-batches",
+                                        "4"], "stage 0 runs on 2 replicas of its mesh"),
 }
 # A language model's loss over its vocabulary split across tensor-parallel
 # ranks (Megatron's vocabulary-parallel cross-entropy), as the search picks
