@@ -130,8 +130,12 @@ struct AccumulateGradients : impl::AccumulateGradientsBase<AccumulateGradients> 
     if (sums.empty())
       return;
     int deferred = 0;
+    // A gradient partial over two groups (a layer norm's scale under
+    // sequence parallelism: over dp, and over tp) has two all-reduces in a
+    // row: each moves after the sum, the outer first.
     for (Operation *sum : sums)
-      deferred += deferReduction(sum);
+      while (deferReduction(sum))
+        ++deferred;
     llvm::DenseSet<Operation *> once = oncePerStepOps(block);
     Builder b(&getContext());
     int marked = 0, perMicroBatch = 0;

@@ -100,6 +100,14 @@ SPLITS = {
 # A language model's loss over its vocabulary split across tensor-parallel
 # ranks (Megatron's vocabulary-parallel cross-entropy), as the search picks
 # for a generated GPT whose head is most of its work.
+# Layer norms split by the batch over dp and by the sequence over tp (a
+# long sequence): their scale and bias gradients are partial over both
+# axes, two all-reduces in a row, both deferred to once a step.
+SEQUENCE_SPLITS = {
+    "dp=2 x tp=2, sequence-split layer norms, 2 micro-batches": (
+        ["--dp", "2", "--tp", "2", "--zero", "0", "--micro-batches", "2"],
+        "gradient all-reduces run once per step on the accumulated sums"),
+}
 VOCAB_SPLITS = {
     "tp=4, vocabulary-parallel loss": (["--tp", "4"], "vocabulary-parallel cross-entropy"),
     "dp=2 x tp=2, vocabulary-parallel loss": (["--dp", "2", "--tp", "2", "--zero", "0"],
@@ -181,7 +189,8 @@ def compare(dtc, tmp, name, model, shapes, data, splits=tuple(SPLITS), lr="0.01"
     check(len(single) == STEPS, f"{name}: {STEPS} losses from one device")
     predicted = {}
     for split in splits:
-        flags, note = {**SPLITS, **VOCAB_SPLITS, **PAD_SPLITS, **UNTIED_PAD_SPLITS}[split]
+        flags, note = {**SPLITS, **VOCAB_SPLITS, **PAD_SPLITS, **UNTIED_PAD_SPLITS,
+                       **SEQUENCE_SPLITS}[split]
         plan, out = compile_plan(split, flags)
         predicted[split] = predicted_seconds(out)
         check(note in out, f"{name}, {split}: compile notes '{note}'")
@@ -327,6 +336,17 @@ def main():
         compare(dtc, tmp, "wide-vocabulary gpt",
                 "gpt:layers=2,hidden=64,heads=2,seq=16,vocab=2048,batch=8", [], text,
                 splits=tuple(VOCAB_SPLITS), lr="0.001")
+        long_seq = "gpt:layers=2,hidden=64,heads=4,seq=256,vocab=128,batch=4"
+        compare(dtc, tmp, "long-sequence gpt", long_seq, [], text,
+                splits=tuple(SEQUENCE_SPLITS), lr="0.001")
+        split_flags = SEQUENCE_SPLITS["dp=2 x tp=2, sequence-split layer norms, 2 micro-batches"][0]
+        out = run([dtc, "compile", long_seq, "--train", *split_flags, "-o",
+                   os.path.join(tmp, "long-sequence.dtcp")]).stdout
+        deferred = re.search(r"(\d+) gradient all-reduces run once per step", out)
+        trained = re.search(r"(\d+) of \d+ parameters trained", out)
+        check(deferred and trained and int(deferred.group(1)) > int(trained.group(1)),
+              "long-sequence gpt: gradients partial over dp and tp (sequence-split layer norms) "
+              "all-reduced once per step over each")
     finish("parallel training")
 
 
