@@ -1121,7 +1121,8 @@ LogicalResult compileCheckingMeshes(ModuleOp module, plan::Plan &plan,
   // own diagnostics (compileHeld) on its own copy of the model.
   bool beside = compilesBeside(context);
   if (beside)
-    loadDialectsFor(context, options);
+    for (const CompileOptions *o : std::initializer_list<const CompileOptions *>{&options, &data})
+      loadDialectsFor(context, *o);
   auto launch = [&](auto compile) {
     return std::async(beside ? std::launch::async : std::launch::deferred, compile);
   };
