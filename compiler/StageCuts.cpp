@@ -141,11 +141,12 @@ std::optional<StageCut> cutStages(func::FuncOp main, ArrayRef<OpFigures> figures
   if (fresh) {
     llvm::DenseMap<Operation *, int> segmentOf =
         chunkOfOps(block, forward, activations, ends, int64_t(k));
-    known->second.segments.resize(k);
+    Segmented &step = known->second;
+    step.segments.resize(k);
     for (const OpFigures &f : figures) {
       auto it = f.op ? segmentOf.find(f.op) : segmentOf.end();
-      (it == segmentOf.end() || it->second == kAnyStage ? known->second.every
-                                                        : known->second.segments[size_t(it->second)])
+      (it == segmentOf.end() || it->second == kAnyStage ? step.every
+                                                        : step.segments[size_t(it->second)])
           .add(f);
     }
   }
