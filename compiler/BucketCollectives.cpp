@@ -11,7 +11,12 @@
 //   - an op that reads an open bucket's member (or an op deferred behind
 //     it) is deferred behind the bucket, keeping its order, when it leads
 //     nowhere but the step's results (an optimizer's update, a gradient's
-//     accumulation); any other reader sends the bucket first;
+//     accumulation, ZeRO's gather of an updated weight); any other reader
+//     sends the bucket first;
+//   - a collective the step waits for (an activation's) shares a message
+//     only side by side; weight gradients' reductions and collectives that
+//     lead nowhere but the step's results wait, and share messages across
+//     the ops between them;
 //   - any other op keeps its place: the bucket is sent where its last
 //     member was.
 //
@@ -90,12 +95,13 @@ bool bucketable(Operation *op) {
 }
 
 /// Whether `a` and `b` may share a bucket: one message, in one part of
-/// the step, and both a weight gradient's reduction (which nothing reads
-/// before the optimizer) or neither (an activation's, which the next op
-/// may wait for: bucketed with gradients, it would wait for them too).
-bool sameKind(Operation *a, Operation *b) {
-  return partOf(a) == partOf(b) &&
-         a->hasAttr(attr::kGradientReduction) == b->hasAttr(attr::kGradientReduction) &&
+/// the step, and both free to wait (`patient`: a weight gradient's
+/// reduction, which nothing reads before the optimizer, or a collective
+/// whose result leads nowhere but the step's results, as ZeRO's gather of
+/// the updated weights does) or neither (an activation's, which the next
+/// op may wait for: bucketed with those, it would wait for them too).
+bool sameKind(Operation *a, Operation *b, const llvm::DenseSet<Operation *> &patient) {
+  return partOf(a) == partOf(b) && patient.contains(a) == patient.contains(b) &&
          graph::bucketMismatch(a, b).empty();
 }
 
@@ -129,6 +135,23 @@ public:
     // when that is more than 1 MiB (below, a message is mostly start-up):
     // the first ones are then sent while the step goes on, overlapping the
     // ops after them, not all at its end.
+    // Elementwise ops (and views) whose results reach only the step's
+    // results through more of them: an optimizer's updates, a gradient's
+    // accumulation; and the collectives among them (ZeRO's gathers of
+    // updated weights). These may wait behind a bucket, and the
+    // collectives among them, with weight gradients' reductions, are the
+    // patient ones.
+    llvm::DenseSet<Operation *> late, patient;
+    for (Operation &op : llvm::reverse(block.without_terminator()))
+      if ((isa<graph::FusedOp>(op) || isElementwise(&op) || isViewOp(&op) ||
+           bucketable(&op)) &&
+          llvm::all_of(op.getUsers(), [&](Operation *user) {
+            return user == terminator || late.contains(user);
+          }))
+        late.insert(&op);
+    for (Operation &op : block.without_terminator())
+      if (bucketable(&op) && (late.contains(&op) || op.hasAttr(attr::kGradientReduction)))
+        patient.insert(&op);
     struct Kind {
       Operation *first;
       int64_t bytes = 0, left = 0; // left: collectives not yet in a bucket
@@ -136,7 +159,7 @@ public:
     SmallVector<Kind> kinds;
     auto kindOf = [&](Operation *op) -> Kind & {
       for (Kind &kind : kinds)
-        if (sameKind(kind.first, op))
+        if (sameKind(kind.first, op, patient))
           return kind;
       return kinds.emplace_back(Kind{op});
     };
@@ -149,16 +172,6 @@ public:
       constexpr int64_t kSmall = 1 << 20;
       return std::min<int64_t>(bytes, std::max<int64_t>(kSmall, kindOf(op).bytes / 4));
     };
-    // Elementwise ops (and views) whose results reach only the step's
-    // results through more of them: an optimizer's updates, a gradient's
-    // accumulation. These may wait behind a bucket.
-    llvm::DenseSet<Operation *> late;
-    for (Operation &op : llvm::reverse(block.without_terminator()))
-      if ((isa<graph::FusedOp>(op) || isElementwise(&op) || isViewOp(&op)) &&
-          llvm::all_of(op.getUsers(), [&](Operation *user) {
-            return user == terminator || late.contains(user);
-          }))
-        late.insert(&op);
     SmallVector<Operation *> order;
     SmallVector<std::unique_ptr<Bucket>> open;
     int64_t buckets = 0, members = 0;
@@ -257,7 +270,7 @@ public:
         if (!placed) {
           SmallVector<Bucket *> waiting;
           for (auto &b : open)
-            if (!b->members.front()->hasAttr(attr::kGradientReduction))
+            if (!patient.contains(b->members.front()))
               waiting.push_back(b.get());
           if (!waiting.empty()) {
             queue.push_front(op);
@@ -271,7 +284,7 @@ public:
       int64_t size = tensorBytes(op->getOperand(0)), limit = limitOf(op);
       Bucket *same = nullptr;
       for (auto &b : open)
-        if (sameKind(b->members.front(), op))
+        if (sameKind(b->members.front(), op, patient))
           same = b.get();
       if (same && same->bytes + size > limit) {
         queue.push_front(op);

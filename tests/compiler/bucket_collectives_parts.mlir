@@ -32,11 +32,38 @@ func.func @parts(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>, %d: te
 // PARTS-LABEL: func.func @apart
 // PARTS-NOT: graph.bucket
 // PARTS: mesh.all_gather %arg0
+// PARTS-NEXT: graph.matmul
 // PARTS-NEXT: graph.add
 // PARTS-NEXT: mesh.all_gather
-func.func @apart(%a: tensor<4xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
-  %0 = mesh.all_gather %a on @mesh mesh_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
-  %s = graph.add %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %1 = mesh.all_gather %s on @mesh mesh_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
-  return %0, %1 : tensor<8xf32>, tensor<8xf32>
+func.func @apart(%a: tensor<2x2xf32>) -> (tensor<4x2xf32>, tensor<4x2xf32>) {
+  %0 = mesh.all_gather %a on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x2xf32> -> tensor<4x2xf32>
+  %m = graph.matmul %0, %a : (tensor<4x2xf32>, tensor<2x2xf32>) -> tensor<4x2xf32>
+  %s = graph.add %a, %a : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  %1 = mesh.all_gather %s on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x2xf32> -> tensor<4x2xf32>
+  %n = graph.matmul %1, %a : (tensor<4x2xf32>, tensor<2x2xf32>) -> tensor<4x2xf32>
+  return %m, %n : tensor<4x2xf32>, tensor<4x2xf32>
+}
+
+// A collective that leads nowhere but the step's results (ZeRO's gather of
+// an updated weight's shard, read by the update alone) waits like a
+// gradient's reduction: the two gathers share a message across the
+// optimizer's op between them, and the update reading the first moves
+// after it. They do not join an activation's gather.
+// PARTS-LABEL: func.func @late
+// PARTS: %[[U:.*]] = graph.mul %arg1, %arg1
+// PARTS-NEXT: %[[B:.*]]:2 = graph.bucket %arg0, %[[U]]
+// PARTS-NOT: dtc.gradient_reduction
+// PARTS: graph.sub %arg2, %[[B]]#0
+// PARTS-NEXT: graph.sub %arg2, %[[B]]#1
+// PARTS-NEXT: mesh.all_gather %arg0
+// PARTS-NEXT: graph.matmul
+func.func @late(%d1: tensor<2x2xf32>, %d2: tensor<2x2xf32>, %w: tensor<4x2xf32>) -> (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>) {
+  %g1 = mesh.all_gather %d1 on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x2xf32> -> tensor<4x2xf32>
+  %w1 = graph.sub %w, %g1 : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+  %u = graph.mul %d2, %d2 : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  %g2 = mesh.all_gather %u on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x2xf32> -> tensor<4x2xf32>
+  %w2 = graph.sub %w, %g2 : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+  %a = mesh.all_gather %d1 on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x2xf32> -> tensor<4x2xf32>
+  %m = graph.matmul %a, %d2 : (tensor<4x2xf32>, tensor<2x2xf32>) -> tensor<4x2xf32>
+  return %w1, %w2, %m : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>
 }
