@@ -177,12 +177,52 @@ public:
     int64_t buckets = 0, members = 0;
     double sent = 0;
 
+    // A weight's gather (its input a parameter: ZeRO-3's, before the
+    // forward and again before the backward) may go before where it
+    // stood, since what it reads is there from the step's start. A
+    // bucket of them takes the gathers of its kind that follow, up to the
+    // next send, receive or part of the step, while what they gather
+    // stays within `bytes`: a layer's weights in one message, as FSDP
+    // gathers a flattened unit.
+    auto gathersWeight = [](Operation *op) {
+      return isa<mesh::AllGatherOp>(op) &&
+             op->getOperand(0).getDefiningOp<graph::ParameterOp>() != nullptr;
+    };
+    auto gatherAhead = [&](Bucket &b) {
+      if (patient.contains(b.members.front()) || !llvm::all_of(b.members, gathersWeight))
+        return;
+      int64_t gathered = 0;
+      for (Operation *m : b.members)
+        gathered += tensorBytes(m->getResult(0));
+      constexpr size_t kWindow = 4096; // ops looked at past the bucket
+      size_t looked = 0;
+      for (auto it = queue.begin(); it != queue.end() && looked < kWindow; ++looked) {
+        Operation *op = *it;
+        if (isa<graph::SendOp, graph::RecvOp>(op) ||
+            (!isViewOp(op) && !isPersistentOp(op) && !op->hasAttr(attr::kPrologue) &&
+             partOf(op) != b.part))
+          break;
+        if (!bucketable(op) || !gathersWeight(op) ||
+            !sameKind(b.members.front(), op, patient)) {
+          ++it;
+          continue;
+        }
+        gathered += tensorBytes(op->getResult(0));
+        if (gathered > bytes)
+          break;
+        b.members.push_back(op);
+        b.bytes += tensorBytes(op->getOperand(0));
+        --kindOf(op).left;
+        it = queue.erase(it);
+      }
+    };
     // Sends `closing` (each a bucket op where it has two members or
     // more) and puts their deferred ops back at the front of the walk, in
     // their order.
     auto close = [&](SmallVector<Bucket *> closing) {
       SmallVector<Operation *> again;
       for (Bucket *b : closing) {
+        gatherAhead(*b);
         if (b->members.size() == 1) {
           order.push_back(b->members.front());
         } else {

@@ -376,6 +376,7 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
   // count. The first search's note says what it compared.
   std::string stagesNote, bucketsNote;
   bool bucketsDropped = false; // the first plan over the limit compiled without buckets
+  int64_t bucketedArena = 0;   // that first plan's arena, with its buckets
   std::optional<CompileOptions> unpinned;
   // The step (with `o`'s micro-batches) of `model`: built once for each
   // search (under a lower limit, or with the stage count kept) to split a
@@ -552,9 +553,11 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
     double uncounted = double(arena - intAttrOf(main, attr::kSearchedBytes));
     double lowered = std::min(searchLimit - (double(arena) - limit), limit - uncounted) -
                      0.01 * uncounted;
-    // A bucket keeps its members' inputs until it is sent: over the limit,
-    // the same split is compiled once without buckets; when that does not
-    // fit either, the search goes on with them.
+    // A bucket keeps its members' inputs (and what waits behind it) until
+    // it is sent: over the limit, the same split is compiled once without
+    // buckets; when that does not fit either, the search goes on under a
+    // lower limit without them where they were what made the plan larger,
+    // else with them.
     bool bucketed = false;
     work->walk([&](graph::BucketOp) { bucketed = true; });
     if (bucketed && !bucketsDropped) {
@@ -562,11 +565,12 @@ FailureOr<OwningOpRef<ModuleOp>> compileFitting(ModuleOp module, const CompileOp
                     plan::formatBytes(arena) + ", more than the " +
                     plan::formatBytes(int64_t(limit));
       bucketsDropped = true;
+      bucketedArena = arena;
       attempt.parallel.bucketBytes = 0;
       --tries;
       continue;
     }
-    if (bucketsDropped && attempt.parallel.bucketBytes == 0) {
+    if (bucketsDropped && attempt.parallel.bucketBytes == 0 && arena >= bucketedArena) {
       attempt.parallel.bucketBytes = options.parallel.bucketBytes;
       bucketsNote.clear();
     }

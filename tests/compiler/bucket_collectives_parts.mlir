@@ -67,3 +67,31 @@ func.func @late(%d1: tensor<2x2xf32>, %d2: tensor<2x2xf32>, %w: tensor<4x2xf32>)
   %m = graph.matmul %a, %d2 : (tensor<4x2xf32>, tensor<2x2xf32>) -> tensor<4x2xf32>
   return %w1, %w2, %m : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>
 }
+
+// A weight's gather (its input a parameter: ZeRO-3's) goes ahead of where
+// it stood: the next weight gathers of its kind join it, up to the next
+// send, receive or part, while what they gather stays within the byte
+// limit. The second gather moves before the first matmul; the third,
+// past the send, stays.
+// PARTS-LABEL: func.func @ahead
+// PARTS: %[[W1:.*]] = graph.parameter "w1"
+// PARTS: %[[W2:.*]] = graph.parameter "w2"
+// PARTS: %[[B:.*]]:2 = graph.bucket %[[W1]], %[[W2]]
+// PARTS: graph.matmul %arg0, %[[B]]#0
+// PARTS-NEXT: graph.matmul {{.*}}, %[[B]]#1
+// PARTS-NEXT: graph.send
+// PARTS-NEXT: mesh.all_gather
+// PARTS-NEXT: graph.matmul
+func.func @ahead(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %w1 = graph.parameter "w1" : tensor<2x4xf32>
+  %w2 = graph.parameter "w2" : tensor<2x4xf32>
+  %w3 = graph.parameter "w3" : tensor<2x4xf32>
+  %g1 = mesh.all_gather %w1 on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x4xf32> -> tensor<4x4xf32>
+  %y1 = graph.matmul %x, %g1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %g2 = mesh.all_gather %w2 on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x4xf32> -> tensor<4x4xf32>
+  %y2 = graph.matmul %y1, %g2 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  graph.send %y2 to stage 1 : tensor<2x4xf32>
+  %g3 = mesh.all_gather %w3 on @mesh mesh_axes = [0] gather_axis = 0 : tensor<2x4xf32> -> tensor<4x4xf32>
+  %y3 = graph.matmul %y2, %g3 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  return %y3 : tensor<2x4xf32>
+}
