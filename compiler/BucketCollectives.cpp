@@ -130,11 +130,6 @@ public:
       position[&op] = int64_t(position.size());
       queue.push_back(&op);
     }
-    // Each kind of message in each part: what its collectives send in all.
-    // A bucket holds at most `bytes`, and at most a quarter of that total
-    // when that is more than 1 MiB (below, a message is mostly start-up):
-    // the first ones are then sent while the step goes on, overlapping the
-    // ops after them, not all at its end.
     // Elementwise ops (and views) whose results reach only the step's
     // results through more of them: an optimizer's updates, a gradient's
     // accumulation; and the collectives among them (ZeRO's gathers of
@@ -152,6 +147,11 @@ public:
     for (Operation &op : block.without_terminator())
       if (bucketable(&op) && (late.contains(&op) || op.hasAttr(attr::kGradientReduction)))
         patient.insert(&op);
+    // Each kind of message in each part: what its collectives send in all.
+    // A bucket holds at most `bytes`, and at most a quarter of that total
+    // when that is more than 1 MiB (below, a message is mostly start-up):
+    // the first ones are then sent while the step goes on, overlapping the
+    // ops after them, not all at its end.
     struct Kind {
       Operation *first;
       int64_t bytes = 0, left = 0; // left: collectives not yet in a bucket
