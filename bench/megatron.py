@@ -23,7 +23,9 @@ plan is compiled and simulated twice:
 
   as run    the way Megatron-LM ran it in 2021: compiled with attention's
             scores written out (--attention unfused: flash attention came
-            later), simulated with each collective and transfer waiting
+            later) and tensor-parallel activations whole along the
+            sequence (--no-sequence-parallel: sequence parallelism came
+            in 2022), simulated with each collective and transfer waiting
             on the compute stream (dtc simulate
             --no-communication-stream): its tensor-parallel all-reduces
             were synchronous on the compute stream, its data-parallel one
@@ -138,10 +140,13 @@ def main():
                              *(["--pp", str(p)] if p > 1 else []), "--dp", str(d),
                              "--recompute", "full", *schedule, "--micro-batches", str(micro)]
                 # As run: attention as Megatron-LM computed it in 2021 (its
-                # scores written out; flash attention came later), every
-                # collective on the compute stream.
+                # scores written out; flash attention came later), its
+                # tensor-parallel activations whole along the sequence
+                # (sequence parallelism came in 2022), every collective on
+                # the compute stream.
                 as_run = compile_and_simulate(args.dtc, tmp, "as-run", spec,
-                                              [*published, "--attention", "unfused"], preset,
+                                              [*published, "--attention", "unfused",
+                                               "--no-sequence-parallel"], preset,
                                               nodes, blocking=True)
                 pinned = compile_and_simulate(args.dtc, tmp, "pinned", spec, published, preset,
                                               nodes)

@@ -251,6 +251,8 @@ def ShardingSearch : Pass<"dtc-sharding-search", "mlir::ModuleOp"> {
            "Pipeline stages the step is cut into afterwards (memory per device); "
            "0 with devices: searched too">,
     Option<"zero", "zero", "int64_t", "-1", "ZeRO stage 0-3 (-1: searched)">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "true",
+           "Tensor-parallel (and free) axes may split the data's sequence dims">,
     Option<"pipelineSchedule", "schedule", "std::string", "\"1f1b\"",
            "Pipeline schedule (gpipe, 1f1b, interleaved; with pp=0, 'searched': 1f1b "
            "or interleaved, whichever is faster)">,

@@ -219,6 +219,10 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
                                     llvm::cl::desc("Copies of each stage's mesh, e.g. 1,2")};
   Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage (-1: searched)"),
                        llvm::cl::init(-1)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("Tensor-parallel axes may split the data's sequence dims"),
+      llvm::cl::init(true)};
   Option<std::string> preset{*this, "preset", llvm::cl::desc("Cluster preset"),
                              llvm::cl::init("cpu-local")};
   Option<std::string> cluster{*this, "cluster", llvm::cl::desc("Cluster file (JSON)"),
@@ -281,6 +285,7 @@ struct CompilePipelineOptions : public PassPipelineOptions<CompilePipelineOption
     p.virtualStages = virtualStages;
     p.stageReplicas.assign(stageReplicas.begin(), stageReplicas.end());
     p.zero = int(zero);
+    p.sequenceParallel = sequenceParallel;
     p.preset = preset;
     p.clusterFile = cluster;
     p.compressGradients = compressGradients;

@@ -70,13 +70,33 @@ size_t Search::position(Operation *op) const {
 }
 
 void Search::markBatch() {
-  llvm::DenseMap<Value, SmallVector<bool, 4>> batchDims;
+  llvm::DenseMap<Value, SmallVector<bool, 4>> batchDims, sequenceDims;
   for (Node &node : nodes_) {
     node.batchFactor.assign(node.rule.factors.size(), false);
+    node.sequenceFactor.assign(node.rule.factors.size(), false);
     if (!node.op) {
-      if (node.dataInput)
+      if (node.dataInput) {
         node.batchFactor[0] = true;
+        for (size_t f = 1; f < node.sequenceFactor.size(); ++f)
+          node.sequenceFactor[f] = true;
+      }
     } else {
+      // The data's other dims, followed as the batch is; and what a
+      // reshape merged behind the batch (the sequence of [B S, D]).
+      for (auto [i, operand] : llvm::enumerate(node.op->getOperands())) {
+        if (i >= node.rule.operands.size())
+          continue;
+        auto seq = sequenceDims.find(operand);
+        auto batch = batchDims.find(operand);
+        for (auto [d, factors] : llvm::enumerate(node.rule.operands[i])) {
+          bool sequence = seq != sequenceDims.end() && d < seq->second.size() && seq->second[d];
+          bool batched = batch != batchDims.end() && d < batch->second.size() && batch->second[d];
+          int lead = leadingFactor(node.rule, factors);
+          for (int64_t f : factors)
+            if (sequence ? f == lead : batched && f != lead)
+              node.sequenceFactor[size_t(f)] = true;
+        }
+      }
       for (auto [i, operand] : llvm::enumerate(node.op->getOperands())) {
         auto it = batchDims.find(operand);
         if (it == batchDims.end() || i >= node.rule.operands.size())
@@ -100,6 +120,12 @@ void Search::markBatch() {
       }
       if (llvm::is_contained(dims, true))
         batchDims[result] = dims;
+      SmallVector<bool, 4> sequence;
+      for (const auto &factors : node.rule.results[j])
+        sequence.push_back(llvm::any_of(
+            factors, [&](int64_t f) { return node.sequenceFactor[size_t(f)]; }));
+      if (llvm::is_contained(sequence, true))
+        sequenceDims[result] = sequence;
     }
   }
 }
@@ -107,7 +133,7 @@ void Search::markBatch() {
 void Search::label() {
   for (Node &node : nodes_) {
     llvm::hash_code h = llvm::hash_combine(node.forward, node.parameter, node.dataInput);
-    for (bool b : node.batchFactor)
+    for (bool b : llvm::concat<bool>(node.batchFactor, node.sequenceFactor))
       h = llvm::hash_combine(h, b);
     if (!node.op) {
       h = llvm::hash_combine(h, node.argument.getType().getAsOpaquePointer(),

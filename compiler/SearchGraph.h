@@ -55,6 +55,10 @@ struct Node {
   Value argument;
   ShardingRule rule;
   SmallVector<bool> batchFactor;
+  /// Factors that index the data's other dims (a sequence, an image's
+  /// pixels) as the batch factors index its first: what a tensor axis
+  /// splits under sequence parallelism.
+  SmallVector<bool> sequenceFactor;
   bool forward = true;   // the loss depends on it (or inference)
   bool parameter = false;
   bool dataInput = false;

@@ -16,6 +16,9 @@ bool isAccumulatorNode(const Node &node) {
 } // namespace
 
 bool Search::allowed(const Node &node, size_t axis, int f) const {
+  if (!options_.sequenceParallel && node.sequenceFactor[size_t(f)] &&
+      !node.batchFactor[size_t(f)] && options_.mesh[axis].role != AxisRole::Data)
+    return false;
   switch (options_.mesh[axis].role) {
   case AxisRole::Free:
     return true;

@@ -52,6 +52,10 @@ struct SearchOptions {
   std::vector<MeshAxisSpec> mesh;
   bool training = false;  // main is a training step: its first result is the loss
   int zero = -1;          // ZeRO stage pinned by --zero; -1: the search decides
+  /// --no-sequence-parallel: no axis but a data one splits the data's
+  /// sequence dims (activations whole over tensor-parallel ranks, as
+  /// Megatron-LM kept them before 2022).
+  bool sequenceParallel = true;
   double memoryLimit = 0; // bytes per device
   cost::Cluster cluster;
   /// --devices N: `mesh` is one free axis of N, and the search also tries
@@ -135,6 +139,7 @@ struct ParallelOptions {
   int64_t dataParallel = 0;  // --dp: a mesh axis that splits the batch (0: none)
   int64_t tensorParallel = 0; // --tp: a mesh axis that splits anything but the batch
   int zero = -1;             // --zero 0..3; -1: searched
+  bool sequenceParallel = true; // --no-sequence-parallel: false (SearchOptions)
   /// --compress-gradients: weight gradients' reductions travel in this type
   /// ("bf16", "f16"), or as PowerSGD's factors ("powersgd", "powersgd:R");
   /// empty: f32, as computed.

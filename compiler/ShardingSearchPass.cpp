@@ -102,6 +102,8 @@ std::string meshNote(const std::vector<MeshAxisSpec> &given, const ParallelOptio
     text += pinned.empty() ? " (searched)" : " (pinned by " + pinned + ")";
   if (p.zero >= 0)
     text += ", ZeRO stage " + std::to_string(p.zero) + " pinned";
+  if (!p.sequenceParallel)
+    text += ", activations whole along the sequence (--no-sequence-parallel)";
   text += "; " + std::to_string(r.splitParameters) + " of " + std::to_string(r.parameters) +
           " parameters split";
   for (const std::string &idle : r.idleAxes)
@@ -371,6 +373,7 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
     dataParallel = given.dataParallel;
     tensorParallel = given.tensorParallel;
     zero = given.zero;
+    sequenceParallel = given.sequenceParallel;
     preset = given.preset;
     clusterFile = given.clusterFile;
     if (given.memoryLimit > 0)
@@ -400,6 +403,7 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
     search.mesh = meshAxes(*options);
     search.training = main->hasAttr(attr::kTraining);
     search.zero = options->zero;
+    search.sequenceParallel = options->sequenceParallel;
     search.searchMeshShape = options->searchMeshShape;
     search.cluster = *options->cluster;
     search.memoryLimit = options->memoryLimitOn(*options->cluster);
@@ -515,6 +519,7 @@ private:
     search.mesh = {{"x", 1, AxisRole::Free}};
     search.training = true;
     search.zero = options.zero;
+    search.sequenceParallel = options.sequenceParallel;
     search.cluster = *options.cluster;
     search.memoryLimit = std::numeric_limits<double>::max();
     FailureOr<SearchResult> result = failure();
@@ -545,6 +550,7 @@ private:
       if (p.pipelineSchedule == "interleaved")
         p.virtualStages = 2;
       p.zero = int(zero);
+      p.sequenceParallel = sequenceParallel;
       if (stageCuts != "costs" && stageCuts != "flops")
         return main.emitError("stage-cuts takes costs or flops, got '") << stageCuts << "'";
       p.stageCutsByFlops = stageCuts == "flops";

@@ -196,6 +196,7 @@ struct ParallelFlags {
 void addParallelOptions(OptionParser &parser, ParallelOptions &p, ParallelFlags &flags,
                         int64_t &zero, int64_t &devices) {
   parser.value("--dp", countAtLeast("--dp", p.dataParallel, 1), "--dp needs a number");
+  parser.flag("--no-sequence-parallel", [&p] { p.sequenceParallel = false; });
   parser.value("--compress-gradients", [&](const std::string &v) -> std::string {
     p.compressGradients = v;
     if (v == "bf16" || v == "f16" || v == "powersgd" || v == "auto")

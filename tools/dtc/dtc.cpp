@@ -81,6 +81,9 @@ commands:
               rest of --devices or --mesh, if any, is still searched)
           --zero 0|1|2|3   pin optimizer-state (1-2) or weight (3) sharding
               over dp (default: searched)
+          --no-sequence-parallel   tensor-parallel axes keep activations
+              whole along the sequence (layer norms, residuals, the loss),
+              as Megatron-LM did before 2022 (default: searched)
           --backend cpu|cuda   cuda: every elementwise group also as a GPU
               kernel generated through MLIR (PTX for sm_80 and sm_90, in the
               plan; dtc plan --ptx DIR writes them)
