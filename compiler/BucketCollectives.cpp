@@ -184,6 +184,11 @@ public:
     // next send, receive or part of the step, while what they gather
     // stays within `bytes`: a layer's weights in one message, as FSDP
     // gathers a flattened unit.
+    // Views, persistent ops and the prologue stand where the step needs
+    // them, in no part of their own.
+    auto placed = [](Operation *op) {
+      return isViewOp(op) || isPersistentOp(op) || op->hasAttr(attr::kPrologue);
+    };
     auto gathersWeight = [](Operation *op) {
       return isa<mesh::AllGatherOp>(op) &&
              op->getOperand(0).getDefiningOp<graph::ParameterOp>() != nullptr;
@@ -198,9 +203,7 @@ public:
       size_t looked = 0;
       for (auto it = queue.begin(); it != queue.end() && looked < kWindow; ++looked) {
         Operation *op = *it;
-        if (isa<graph::SendOp, graph::RecvOp>(op) ||
-            (!isViewOp(op) && !isPersistentOp(op) && !op->hasAttr(attr::kPrologue) &&
-             partOf(op) != b.part))
+        if (isa<graph::SendOp, graph::RecvOp>(op) || (!placed(op) && partOf(op) != b.part))
           break;
         if (!bucketable(op) || !gathersWeight(op) ||
             !sameKind(b.members.front(), op, patient)) {
@@ -290,8 +293,8 @@ public:
           behind.front()->after.insert(result);
         continue;
       }
-      bool placed = isViewOp(op) || isPersistentOp(op) || op->hasAttr(attr::kPrologue);
-      if (!placed) {
+      bool unmoved = placed(op);
+      if (!unmoved) {
         // An op of a later part: the open buckets of earlier parts close
         // before it.
         SmallVector<Bucket *> ended;
@@ -307,7 +310,7 @@ public:
       if (!bucketable(op)) {
         // An activation's collectives share a message only side by side:
         // one the step waits for is not held back for a later one.
-        if (!placed) {
+        if (!unmoved) {
           SmallVector<Bucket *> waiting;
           for (auto &b : open)
             if (!patient.contains(b->members.front()))

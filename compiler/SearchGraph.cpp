@@ -81,33 +81,28 @@ void Search::markBatch() {
           node.sequenceFactor[f] = true;
       }
     } else {
-      // The data's other dims, followed as the batch is; and what a
-      // reshape merged behind the batch (the sequence of [B S, D]).
+      // A batch dim's leading factor is the batch; what a reshape merged
+      // behind it (the sequence of [B S, D]) is not, so that tensor axes
+      // may split it (the language-model head and loss by tokens). That,
+      // and the leading factors of the data's other dims, followed as the
+      // batch is, are the sequence (--no-sequence-parallel).
+      auto marked = [](const auto &map, Value v, size_t d) {
+        auto it = map.find(v);
+        return it != map.end() && d < it->second.size() && it->second[d];
+      };
       for (auto [i, operand] : llvm::enumerate(node.op->getOperands())) {
         if (i >= node.rule.operands.size())
           continue;
-        auto seq = sequenceDims.find(operand);
-        auto batch = batchDims.find(operand);
         for (auto [d, factors] : llvm::enumerate(node.rule.operands[i])) {
-          bool sequence = seq != sequenceDims.end() && d < seq->second.size() && seq->second[d];
-          bool batched = batch != batchDims.end() && d < batch->second.size() && batch->second[d];
+          bool batched = marked(batchDims, operand, d);
+          bool sequence = marked(sequenceDims, operand, d);
           int lead = leadingFactor(node.rule, factors);
-          for (int64_t f : factors)
+          if (batched && lead >= 0)
+            node.batchFactor[size_t(lead)] = true;
+          for (int f : factors)
             if (sequence ? f == lead : batched && f != lead)
               node.sequenceFactor[size_t(f)] = true;
         }
-      }
-      for (auto [i, operand] : llvm::enumerate(node.op->getOperands())) {
-        auto it = batchDims.find(operand);
-        if (it == batchDims.end() || i >= node.rule.operands.size())
-          continue;
-        // A batch dim's leading factor is the batch; what a reshape merged
-        // behind it (the sequence of [B S, D]) is not, so that tensor axes
-        // may split it (the language-model head and loss by tokens).
-        for (auto [d, factors] : llvm::enumerate(node.rule.operands[i]))
-          if (int f = leadingFactor(node.rule, factors);
-              d < it->second.size() && it->second[d] && f >= 0)
-            node.batchFactor[size_t(f)] = true;
       }
     }
     for (auto [j, result] : llvm::enumerate(node.results())) {
