@@ -68,7 +68,7 @@ bool refuse(std::string &error, std::string message) {
 }
 
 bool sameLead(const plan::TensorType &a, const plan::TensorType &b) {
-  return a.shape_size() == b.shape_size() &&
+  return a.shape_size() == b.shape_size() && a.shape_size() >= 2 &&
          std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin());
 }
 

@@ -186,6 +186,13 @@ TEST(AttentionKernel, RefusesWhatDoesNotFitWithWhy) {
             "attention: outputs must be out [..., Sq, Dv] in q's dtype and lse [..., Sq] f32");
   EXPECT_EQ(refused(inst, {q, k, v}, {out}),
             "attention: expected 3 to 4 inputs and 2 outputs, got 3 inputs and 1 outputs");
+  // Fewer than two dims (a damaged plan; the plan fuzzer's find): refused,
+  // never read before their first dim.
+  plan::TensorType flat;
+  flat.set_dtype(plan::F32);
+  flat.add_shape(8);
+  EXPECT_EQ(refused(inst, {flat, flat, flat}, {flat, flat}).rfind("attention: ", 0), 0u)
+      << error;
   // A bias: said and given, f32, broadcasting to the scores [2, 4, 5].
   plan::Instruction biased = inst;
   biased.mutable_attention()->set_bias(true);
