@@ -8,6 +8,9 @@
 // parameter of its own (`cast_of` the weight), the step's casts read it,
 // and the step's last act casts the updated weight into it, which
 // dtc-fuse-elementwise makes one more output of the optimizer's kernel.
+// It runs before the sharding search, which splits the copy and its master
+// each its own way (ZeRO: the master split, the copy whole). Where it runs
+// on a partitioned step (dtc-opt), the copy takes its weight's split.
 // Why: docs/training.md. A bf16 inference plan's weights are such copies
 // alone: cast as they load, their f32 weights not kept where nothing else
 // reads them.

@@ -75,6 +75,14 @@ void buildStepPipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.training && options.training->recompute != "none" &&
       options.training->recompute != "auto") // compileToPlan decides auto
     cleanup.addPass(createRecompute(RecomputeOptions{options.training->recompute}));
+  // Weights that change only through the step keep their bf16 copies.
+  // Before the search, which then splits a copy and its f32 master each
+  // its own way: ZeRO's master split with the optimizer's state, the copy
+  // the forward reads whole (docs/training.md).
+  if ((options.training && options.training->precision == "bf16" &&
+       options.parallel.sync.empty()) ||
+      (!options.training && options.precision == "bf16"))
+    cleanup.addPass(createKeepBf16Weights());
 }
 
 void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
@@ -110,11 +118,6 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
     compress.precision = options.parallel.compressGradients;
     pm.nest<func::FuncOp>().addPass(createCompressGradients(compress));
   }
-  // Weights that change only through the step keep their bf16 copies.
-  if ((options.training && options.training->precision == "bf16" &&
-       options.parallel.sync.empty()) ||
-      (!options.training && options.precision == "bf16"))
-    pm.nest<func::FuncOp>().addPass(createKeepBf16Weights());
   // Before the split, so that a pipeline's last stage keeps the logits'
   // gradient for its backward as it would have kept the logits.
   if (options.training)

@@ -1,13 +1,35 @@
 //===- CastCopies.cpp -----------------------------------------------------===//
 #include "plan/CastCopies.h"
 
+#include "plan/Sharding.h"
+
 #include <algorithm>
 #include <map>
 
 namespace dtc::plan {
 
-bool castCopies(const RankProgram &program, bool standalone, std::vector<CastCopy> &copies,
-                std::string &error) {
+namespace {
+/// A buffer's whole shape: its part's times the parts each dim is cut into.
+std::vector<int64_t> wholeShape(const Buffer &buffer, const std::vector<int64_t> &axisSizes) {
+  std::vector<int64_t> whole(buffer.type().shape().begin(), buffer.type().shape().end());
+  std::vector<int64_t> parts = shardParts(buffer, axisSizes);
+  for (size_t d = 0; d < whole.size() && d < parts.size(); ++d)
+    whole[d] *= parts[d];
+  return whole;
+}
+
+bool sameSplit(const Buffer &a, const Buffer &b) {
+  if (a.sharding_size() != b.sharding_size())
+    return false;
+  for (int d = 0; d < a.sharding_size(); ++d)
+    if (a.sharding(d).SerializeAsString() != b.sharding(d).SerializeAsString())
+      return false;
+  return true;
+}
+} // namespace
+
+bool castCopies(const RankProgram &program, const std::vector<int64_t> &axisSizes,
+                bool standalone, std::vector<CastCopy> &copies, std::string &error) {
   copies.clear();
   std::map<std::string, uint32_t> parameters;
   for (int b = 0; b < program.buffers_size(); ++b)
@@ -32,22 +54,17 @@ bool castCopies(const RankProgram &program, bool standalone, std::vector<CastCop
       return false;
     }
     const Buffer &weight = program.buffers(int(found->second));
+    bool same = sameSplit(copy, weight);
     if (copy.type().dtype() != BF16 || weight.type().dtype() != F32 ||
-        copy.type().shape_size() != weight.type().shape_size() ||
-        !std::equal(copy.type().shape().begin(), copy.type().shape().end(),
-                    weight.type().shape().begin()) ||
-        copy.sharding_size() != weight.sharding_size() ||
+        wholeShape(copy, axisSizes) != wholeShape(weight, axisSizes) ||
+        (same && !std::equal(copy.type().shape().begin(), copy.type().shape().end(),
+                             weight.type().shape().begin(), weight.type().shape().end())) ||
         isCastCopy(weight) || source.zeros() || source.accumulator() || source.has_seeded() ||
         source.slice_size() != 0) {
-      error = what + ": not a bf16 buffer of an f32 weight's shape, made from nothing else";
+      error = what + ": not a bf16 tensor of an f32 weight's shape, made from nothing else";
       return false;
     }
-    for (int d = 0; d < copy.sharding_size(); ++d)
-      if (copy.sharding(d).SerializeAsString() != weight.sharding(d).SerializeAsString()) {
-        error = what + ": split otherwise than its weight";
-        return false;
-      }
-    copies.push_back({uint32_t(b), found->second});
+    copies.push_back({uint32_t(b), found->second, !same});
   }
   return true;
 }

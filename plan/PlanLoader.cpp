@@ -575,7 +575,8 @@ private:
       if (!checkBuffer(rank, b, where + ", buffer " + std::to_string(b)))
         return false;
     std::vector<CastCopy> copies;
-    if (std::string problem; !castCopies(rank, !plan_.has_training(), copies, problem))
+    if (std::string problem; !castCopies(rank, meshAxisSizes(plan_.mesh()), !plan_.has_training(), copies,
+                                               problem))
       return fail(where + ": " + problem);
     // Made from the weights where the runtime sets them: not where it
     // rewrites them between steps too.

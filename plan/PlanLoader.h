@@ -59,7 +59,9 @@ namespace dtc::plan {
 /// would read as the model's tensor and refuse or misplace, and gathers
 /// and scatter-adds over a block of a table's rows (Gather.skip_outside),
 /// whose ids in other blocks an older runtime would wrap or refuse.
-constexpr uint32_t kPlanFormatVersion = 23;
+/// Version 24: bf16 copies split otherwise than their f32 weights (ZeRO's
+/// master split, its copy whole), which an older runtime would refuse.
+constexpr uint32_t kPlanFormatVersion = 24;
 
 /// RankProgram.outputs: an output another pipeline stage computes.
 constexpr uint32_t kNoBuffer = 0xFFFFFFFFu;

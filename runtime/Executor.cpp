@@ -414,12 +414,22 @@ size_t Executor::instructionsSideBySide() const {
 bool Executor::readParameters(const std::string &modelPath, std::string &error) {
   ParameterReader reader;
   bool readerOpen = false;
-  if (!plan::castCopies(*program_, !plan_->has_training(), castCopies_, error))
+  if (!plan::castCopies(*program_, axisSizes_, !plan_->has_training(), castCopies_, error))
     return false;
-  std::set<uint32_t> alone; // copies with no weight in the program: read from the model
+  // A copy is made from its weight below, but where the rank does not hold
+  // its values: an inference plan's copy, which stands alone (no f32 weight
+  // in the program), and one split otherwise than its weight (ZeRO's). Those
+  // read their part of the weight's source as f32 and cast it.
+  std::map<uint32_t, plan::ParameterSource> castFrom;
   for (const plan::CastCopy &c : castCopies_)
-    if (c.weight == plan::CastCopy::kFromModel)
-      alone.insert(c.copy);
+    if (c.weight == plan::CastCopy::kFromModel) { // the model's f32 initializer
+      plan::ParameterSource &weight = castFrom[c.copy];
+      weight = program_->buffers(int(c.copy)).parameter();
+      weight.set_initializer(weight.cast_of());
+      weight.clear_cast_of();
+    } else if (c.splitOtherwise) {
+      castFrom[c.copy] = program_->buffers(int(c.weight)).parameter();
+    }
   for (int b = 0; b < program_->buffers_size(); ++b) {
     const plan::Buffer &buffer = program_->buffers(b);
     char *at = arena_ + buffer.offset();
@@ -427,21 +437,12 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
       std::memcpy(at, buffer.constant().data(), buffer.constant().size());
       continue;
     }
-    // A copy is made from its weight below; an inference plan's, which
-    // stands alone (no f32 weight in the program), is read from the model
-    // as f32 and cast.
-    bool fromModel = alone.count(uint32_t(b)) != 0;
+    auto castSource = castFrom.find(uint32_t(b));
+    bool fromModel = castSource != castFrom.end();
     if (!buffer.has_parameter() || buffer.parameter().zeros() ||
         (plan::isCastCopy(buffer) && !fromModel))
       continue;
-    const plan::ParameterSource *source = &buffer.parameter();
-    plan::ParameterSource weight;
-    if (fromModel) { // the model's f32 initializer
-      weight = buffer.parameter();
-      weight.set_initializer(weight.cast_of());
-      weight.clear_cast_of();
-      source = &weight;
-    }
+    const plan::ParameterSource *source = fromModel ? &castSource->second : &buffer.parameter();
     // A sharded parameter: the rank's part, as a slice of the whole.
     plan::ParameterSource part;
     std::vector<int64_t> local(buffer.type().shape().begin(), buffer.type().shape().end());
@@ -455,6 +456,14 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
         slice->set_size(local[d]);
       }
       source = &part;
+    }
+    if (source->has_seeded() && fromModel) { // drawn as f32, cast as it is stored
+      plan::TensorType f32 = buffer.type();
+      f32.set_dtype(plan::F32);
+      std::vector<float> values(size_t(plan::elementCount(f32)));
+      fillSeeded(*source, f32, values.data());
+      cpu::storeBf16(values.data(), values.size(), at);
+      continue;
     }
     if (source->has_seeded()) {
       fillSeeded(*source, buffer.type(), at);
@@ -494,9 +503,7 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
         error = label + error;
         return false;
       }
-      auto *to = reinterpret_cast<cpu::BFloat16 *>(at);
-      for (size_t i = 0; i < values.size(); ++i)
-        to[i] = cpu::BFloat16(values[i]);
+      cpu::storeBf16(values.data(), values.size(), at);
       continue;
     }
     if (!reader.read(*source, buffer.type(), at, error)) {
@@ -510,14 +517,11 @@ bool Executor::readParameters(const std::string &modelPath, std::string &error) 
 
 void Executor::makeCastCopies() {
   for (const plan::CastCopy &c : castCopies_) {
-    if (c.weight == plan::CastCopy::kFromModel)
-      continue; // read and cast at load
+    if (c.weight == plan::CastCopy::kFromModel || c.splitOtherwise)
+      continue; // read and cast at load (and on resuming: Trainer::remakeCopiesSplitOtherwise)
     const plan::Buffer &copy = program_->buffers(int(c.copy));
     const auto *from = reinterpret_cast<const float *>(bufferData(c.weight));
-    auto *to = reinterpret_cast<cpu::BFloat16 *>(arena_ + copy.offset());
-    int64_t n = plan::elementCount(copy.type());
-    for (int64_t i = 0; i < n; ++i)
-      to[i] = cpu::BFloat16(from[i]);
+    cpu::storeBf16(from, size_t(plan::elementCount(copy.type())), arena_ + copy.offset());
   }
 }
 

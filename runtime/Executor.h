@@ -135,8 +135,12 @@ public:
   char *bufferData(uint32_t id) { return arena_ + program_->buffers(int(id)).offset(); }
   /// Makes each bf16 copy of a weight (plan/CastCopies.h) from its weight,
   /// in the host arena: after weights are set there other than by a step
-  /// (read at load, restored on resuming), before syncToDevice.
+  /// (read at load, restored on resuming), before syncToDevice. A copy
+  /// split otherwise than its weight is left to the caller, who has its
+  /// values (castCopies(): read at load from the model; Trainer on resuming).
   void makeCastCopies();
+  /// The program's bf16 copies of weights, as the loader paired them.
+  const std::vector<plan::CastCopy> &castCopies() const { return castCopies_; }
   /// The device's arena copied into the host's (a no-op without a device).
   bool syncToHost(std::string &error);
   /// The host's arena copied to the device (a no-op without a device).

@@ -8,6 +8,7 @@
 #ifndef DTC_RUNTIME_CPU_BFLOAT16_H
 #define DTC_RUNTIME_CPU_BFLOAT16_H
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -34,6 +35,13 @@ struct BFloat16 {
     return f;
   }
 };
+
+/// `count` floats rounded into `to` (bf16 storage).
+inline void storeBf16(const float *from, size_t count, void *to) {
+  auto *out = static_cast<BFloat16 *>(to);
+  for (size_t i = 0; i < count; ++i)
+    out[i] = BFloat16(from[i]);
+}
 
 } // namespace dtc::runtime::cpu
 

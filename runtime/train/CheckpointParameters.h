@@ -14,6 +14,7 @@
 #include "runtime/train/Checkpoint.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace dtc::runtime::train {
@@ -27,6 +28,18 @@ void addParameters(CheckpointState &state, const plan::RankProgram &program,
                    const std::vector<uint32_t> &ids, Executor &executor,
                    const std::vector<int64_t> &axisSizes,
                    const std::vector<int64_t> &coordinates);
+
+/// Makes the bf16 copies split otherwise than their weights (ZeRO's whole
+/// copies of split f32 masters, plan/CastCopies.h) on resuming from the
+/// checkpoint in `dir` at `step`: the rank does not hold what such a copy
+/// is made of, so each reads its part of the weight from the ranks' files
+/// and casts it. `sameSplit`: the checkpoint is this plan's, and only the
+/// files of the ranks holding the weights' other parts are read (those
+/// differing from this rank along the axes a weight is split over); else
+/// every file. False with `error` when the files do not hold them.
+bool readCopiesSplitOtherwise(const std::string &dir, int64_t step, bool sameSplit,
+                              const plan::Plan &plan, Executor &executor, int64_t rank,
+                              std::string &error);
 
 } // namespace dtc::runtime::train
 

@@ -78,11 +78,12 @@ std::vector<int64_t> nonzeroOutside(const std::vector<char> &bytes, plan::DType 
 } // namespace
 
 bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resharded &read,
-                   std::string &error) {
+                   std::string &error, int64_t step,
+                   const std::function<bool(int64_t)> &fromRank) {
   CheckpointFolder folder;
   if (!inspectCheckpointFolder(dir, folder, error))
     return false;
-  if (folder.resumableStep < 0) {
+  if (folder.resumableStep < 0 && step < 0) {
     error = dir + ": no step that every rank of the checkpoint (" +
             plan::rankCount(folder.ranks) + ") holds a valid file of";
     return false;
@@ -95,10 +96,12 @@ bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resh
   std::vector<int64_t> filled(wanted.size(), 0), need(wanted.size(), -1);
   std::vector<std::set<std::vector<int64_t>>> sourcesSeen(wanted.size());
   read = {};
-  read.step = folder.resumableStep;
+  read.step = step >= 0 ? step : folder.resumableStep;
   read.files = folder.ranks;
   std::vector<char> piece;
   for (int64_t r = 0; r < folder.ranks; ++r) {
+    if (fromRank && !fromRank(r))
+      continue;
     CheckpointState state;
     // Its last file when of the step, else its previous one.
     std::string lastError;

@@ -12,6 +12,7 @@
 
 #include "runtime/train/Checkpoint.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,8 +51,13 @@ struct Resharded {
 /// differ by padding: a checkpoint tensor of the wanted part's modelShape
 /// is padded with zeros, and a padded one (each dim at least the plan's)
 /// is cropped when all it crops away is zero.
+///
+/// `step` (not -1) asks for that step rather than the newest, and
+/// `fromRank`, where given, names the ranks whose files hold what is wanted
+/// (the others' are not read).
 bool readResharded(const std::string &dir, std::vector<WantedPart> &wanted, Resharded &read,
-                   std::string &error);
+                   std::string &error, int64_t step = -1,
+                   const std::function<bool(int64_t)> &fromRank = nullptr);
 
 } // namespace dtc::runtime::train
 

@@ -184,6 +184,9 @@ bool Trainer::resume(const TrainOptions &options, const std::string &digest,
     std::memcpy(executor_.bufferData(parameters[k]), state.tensorBytes[k].data(),
                 state.tensorBytes[k].size());
   }
+  if (!readCopiesSplitOtherwise(options.checkpoint, state.step, /*sameSplit=*/true, plan_,
+                                executor_, rank, error))
+    return false;
   start = state.step;
   skippedBefore_ = state.skippedSteps;
   if (state.seed != options.seed)
@@ -210,7 +213,9 @@ bool Trainer::resumeConverted(const TrainOptions &options,
                       {model.begin(), model.end()}});
   }
   Resharded read;
-  bool ok = readResharded(options.checkpoint, wanted, read, error);
+  bool ok = readResharded(options.checkpoint, wanted, read, error) &&
+            readCopiesSplitOtherwise(options.checkpoint, read.step, /*sameSplit=*/false, plan_,
+                                     executor_, rank, error);
   if (world_) {
     int64_t failed = ok ? ranks : rank;
     std::string commError;

@@ -6,7 +6,7 @@
 // came from, gives the training inputs their roles, and copies the passes'
 // notes into the decisions, after what only emission knows (the mesh of a
 // single-device plan) and before its own (the instruction count).
-// CHECK: plan format 23, written by dtc {{[0-9.]+}}
+// CHECK: plan format 24, written by dtc {{[0-9.]+}}
 // CHECK-NEXT: model: tiny.onnx
 // CHECK-NEXT: mesh: device=1 (1 rank)
 // CHECK: inputs:

@@ -1,5 +1,6 @@
 // The plan loader rejects corrupt, truncated and foreign plans with a
 // message; a well-formed plan passes.
+#include "plan/CastCopies.h"
 #include "plan/PlanLoader.h"
 #include "plan/PlanPrinter.h"
 #include "tests/unit/SpmdPlanBuilder.h"
@@ -663,9 +664,10 @@ TEST(PlanLoader, ChecksPaddedParameters) {
 }
 
 TEST(PlanLoader, ChecksBf16CopiesOfWeights) {
-  // A training step's copy is bf16, of its weight's shape and split, made
+  // A training step's copy is bf16, of its weight's whole shape, made
   // from an f32 parameter of its own program, and only where weights
-  // change through the step alone.
+  // change through the step alone. It may be split otherwise (ZeRO's
+  // whole copy of a split master), which the runtime is told.
   SpmdPlanBuilder b({2, 2});
   b.plan.mutable_training()->set_micro_batches(1);
   plan::ParameterSource w, copy;
@@ -690,13 +692,30 @@ TEST(PlanLoader, ChecksBf16CopiesOfWeights) {
   EXPECT_TRUE(contains(errorOf(inference), "the program has no parameter 'v'"));
   buffer.mutable_parameter()->set_cast_of("w");
   buffer.mutable_type()->set_dtype(plan::F32);
-  EXPECT_TRUE(contains(errorOf(b.plan), "not a bf16 buffer of an f32 weight's shape"));
+  EXPECT_TRUE(contains(errorOf(b.plan), "not a bf16 tensor of an f32 weight's shape"));
   buffer.mutable_type()->set_dtype(plan::BF16);
   buffer.mutable_parameter()->set_zeros(true);
   EXPECT_TRUE(contains(errorOf(b.plan), "made from nothing else"));
   buffer.mutable_parameter()->set_zeros(false);
+  std::vector<plan::CastCopy> copies;
+  ASSERT_TRUE(plan::castCopies(*b.program, {2, 2}, false, copies, error)) << error;
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_FALSE(copies[0].splitOtherwise);
+  // Split otherwise: its dims' axes swapped, or whole (its part the whole
+  // [4,4]); not of another whole shape.
   std::swap(*buffer.mutable_sharding(0), *buffer.mutable_sharding(1));
-  EXPECT_TRUE(contains(errorOf(b.plan), "split otherwise than its weight"));
+  EXPECT_TRUE(validatePlan(b.plan, error)) << error;
+  ASSERT_TRUE(plan::castCopies(*b.program, {2, 2}, false, copies, error)) << error;
+  EXPECT_TRUE(copies[0].splitOtherwise);
+  plan::Buffer split = buffer;
+  buffer.clear_sharding();
+  EXPECT_TRUE(contains(errorOf(b.plan), "not a bf16 tensor of an f32 weight's shape"));
+  for (int d = 0; d < 2; ++d)
+    buffer.mutable_type()->set_shape(d, 4);
+  EXPECT_TRUE(validatePlan(b.plan, error)) << error;
+  ASSERT_TRUE(plan::castCopies(*b.program, {2, 2}, false, copies, error)) << error;
+  EXPECT_TRUE(copies[0].splitOtherwise);
+  buffer = split;
   std::swap(*buffer.mutable_sharding(0), *buffer.mutable_sharding(1));
   EXPECT_TRUE(validatePlan(b.plan, error)) << error;
 
