@@ -8,9 +8,12 @@
 // parameter of its own (`cast_of` the weight), the step's casts read it,
 // and the step's last act casts the updated weight into it, which
 // dtc-fuse-elementwise makes one more output of the optimizer's kernel.
-// It runs before the sharding search, which splits the copy and its master
-// each its own way (ZeRO: the master split, the copy whole). Where it runs
-// on a partitioned step (dtc-opt), the copy takes its weight's split.
+// dtc compile runs it between the sharding search and the partitioner: the
+// copy is split as the search split its weight, and where the search split
+// the weight's update finer (ZeRO-1 and 2: the update runs on shards over
+// the data-parallel ranks, then gathered), the f32 master is kept so split
+// too, so that the step gathers the copy's bf16 shards instead of the f32
+// update. On a partitioned step (dtc-opt) the copy takes its weight's split.
 // Why: docs/training.md. A bf16 inference plan's weights are such copies
 // alone: cast as they load, their f32 weights not kept where nothing else
 // reads them.
@@ -18,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
+#include "compiler/Sharding.h"
 
 #include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
@@ -34,6 +38,30 @@ using namespace mlir;
 
 namespace dtc {
 namespace {
+
+/// The sharding the search decided for `v`, the result of an op it split
+/// (none after the partitioner, which drops the splits).
+std::optional<Sharding> decidedSharding(Value v) {
+  auto result = dyn_cast<OpResult>(v);
+  if (!result)
+    return std::nullopt;
+  auto shardable = dyn_cast<graph::ShardableOp>(result.getOwner());
+  std::optional<SmallVector<MeshAxes>> split = readSplit(result.getOwner());
+  if (!shardable || !split)
+    return std::nullopt;
+  graph::ShardingRule rule = shardable.shardingRule();
+  return shardingOf(rule, rule.results[result.getResultNumber()], *split);
+}
+
+/// Whether `finer` cuts each dim as `coarse` does, and more.
+bool refines(const Sharding &finer, const Sharding &coarse) {
+  if (finer == coarse || finer.dims.size() != coarse.dims.size())
+    return false;
+  for (auto [f, c] : llvm::zip(finer.dims, coarse.dims))
+    if (f.size() < c.size() || !std::equal(c.begin(), c.end(), f.begin()))
+      return false;
+  return true;
+}
 
 struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
   void runOnOperation() override {
@@ -61,7 +89,7 @@ struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
         weights.push_back(p);
 
     OpBuilder b(&getContext());
-    int kept = 0;
+    int kept = 0, splitMasters = 0;
     int64_t elements = 0;
     for (graph::ParameterOp weight : weights) {
       SmallVector<graph::CastOp> casts;
@@ -82,6 +110,8 @@ struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
                              : b.getStringAttr(*weight.getCopyOf()));
       if (Attribute sharding = weight->getAttr(attr::kSharding))
         copy->setAttr(attr::kSharding, sharding);
+      if (std::optional<SmallVector<MeshAxes>> split = readSplit(weight)) // the search's
+        writeSplit(copy, *split);
       for (graph::CastOp cast : casts) {
         cast.replaceAllUsesWith(copy.getResult());
         cast.erase();
@@ -102,6 +132,17 @@ struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
       Value updated = terminator->getOperand(update->second);
       if (updated == weight.getResult())
         continue;
+      // The master split as the update is, where the search split that finer.
+      int64_t rank = type.getRank();
+      std::optional<Sharding> split = decidedSharding(updated);
+      std::optional<Sharding> held = decidedSharding(weight.getResult());
+      if (!held)
+        held = readSharding(weight->getAttrOfType<graph::ShardingAttr>(attr::kSharding), rank);
+      if (split && refines(*split, *held)) { // a parameter's factors are its dims
+        weight->setAttr(attr::kSharding, shardingAttr(b, *split));
+        writeSplit(weight, split->dims);
+        ++splitMasters;
+      }
       b.setInsertionPoint(terminator);
       auto next = b.create<graph::CastOp>(updated.getLoc(), type, updated);
       if (Operation *def = updated.getDefiningOp())
@@ -117,7 +158,11 @@ struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
     if (kept && training)
       addNote(func, "training: " + std::to_string(kept) + " weights (" + formatCount(elements) +
                         " values) kept in bf16 between steps beside their f32 master copies: "
-                        "the optimizer writes both, and the step casts none");
+                        "the optimizer writes both, and the step casts none" +
+                        (splitMasters ? "; " + std::to_string(splitMasters) +
+                                            " masters split as their updates are (ZeRO), "
+                                            "their copies gathered in bf16"
+                                      : std::string()));
     else if (kept)
       addNote(func, "precision: " + std::to_string(kept) + " weights (" +
                         formatCount(elements) + " values) loaded as bf16 copies, cast as they "

@@ -209,9 +209,10 @@ def KeepBf16Weights : Pass<"dtc-keep-bf16-weights", "mlir::func::FuncOp"> {
   let description = [{
     In a training step (`dtc.training`) that reads an f32 weight through
     casts to bf16, the casts become one new parameter `NAME.bf16` (`cast_of`
-    the weight, with its sharding where it has one; dtc compile runs this
-    before the sharding search, which splits the two each its own way), which
-    the runtime makes from the weight at load and on resuming; where the step updates the weight, the step
+    the weight, with its split or sharding; dtc compile runs this between the
+    sharding search and the partitioner, and splits the f32 master as the
+    search split its update where that is finer: ZeRO), which the runtime
+    makes from the weight at load and on resuming; where the step updates the weight, the step
     ends by casting the update into the copy (`NAME.bf16.new`, once per
     step): one more output of the optimizer's elementwise kernel, and no
     cast kernel per weight per step. For steps whose weights change only

@@ -28,6 +28,14 @@ namespace dtc {
 
 namespace {
 thread_local const std::atomic<bool> *cancelFlag = nullptr, *cancelAlso = nullptr;
+
+/// Whether the step keeps bf16 copies of its weights (dtc-keep-bf16-weights):
+/// a bf16 step whose weights change only through the step, or bf16 inference.
+bool keepsBf16Copies(const CompileOptions &options) {
+  return (options.training && options.training->precision == "bf16" &&
+          options.parallel.sync.empty()) ||
+         (!options.training && options.precision == "bf16");
+}
 } // namespace
 
 void setCompileCancelFlag(const std::atomic<bool> *flag, const std::atomic<bool> *also) {
@@ -75,14 +83,6 @@ void buildStepPipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.training && options.training->recompute != "none" &&
       options.training->recompute != "auto") // compileToPlan decides auto
     cleanup.addPass(createRecompute(RecomputeOptions{options.training->recompute}));
-  // Weights that change only through the step keep their bf16 copies.
-  // Before the search, which then splits a copy and its f32 master each
-  // its own way: ZeRO's master split with the optimizer's state, the copy
-  // the forward reads whole (docs/training.md).
-  if ((options.training && options.training->precision == "bf16" &&
-       options.parallel.sync.empty()) ||
-      (!options.training && options.precision == "bf16"))
-    cleanup.addPass(createKeepBf16Weights());
 }
 
 void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
@@ -90,6 +90,12 @@ void buildSplitPipeline(OpPassManager &pm, const CompileOptions &options) {
   // Stages of one device search too: for the figures their cuts go by.
   if (options.parallel.devices() > 1 || (stages > 1 && options.training))
     pm.addPass(createShardingSearchPass(options.parallel));
+  // Weights that change only through the step keep their bf16 copies: each
+  // split as the search split its weight, and the f32 master as the search
+  // split its update where that is finer (ZeRO: the master split with the
+  // optimizer's state, the copy the forward reads whole; docs/training.md).
+  if (keepsBf16Copies(options))
+    pm.nest<func::FuncOp>().addPass(createKeepBf16Weights());
   pm.addPass(createSpmdPartition());
   if (options.training && !options.parallel.sync.empty() && options.parallel.sync != "ps") {
     LocalSgdOptions local;

@@ -61,7 +61,15 @@ bool castCopies(const RankProgram &program, const std::vector<int64_t> &axisSize
                              weight.type().shape().begin(), weight.type().shape().end())) ||
         isCastCopy(weight) || source.zeros() || source.accumulator() || source.has_seeded() ||
         source.slice_size() != 0) {
-      error = what + ": not a bf16 tensor of an f32 weight's shape, made from nothing else";
+      auto shape = [&](const Buffer &buffer) {
+        std::string text;
+        for (int64_t d : wholeShape(buffer, axisSizes))
+          text += (text.empty() ? "" : ",") + std::to_string(d);
+        return "[" + text + "]";
+      };
+      error = what + ": not a bf16 tensor of an f32 weight's shape, made from nothing else "
+                     "(the copy's whole shape " + shape(copy) + ", the weight's " +
+              shape(weight) + ")";
       return false;
     }
     copies.push_back({uint32_t(b), found->second, !same});

@@ -1,4 +1,5 @@
 // RUN: %dtc-opt %s --split-input-file --dtc-build-training-step="precision=bf16 skip-nonfinite=true" --canonicalize --cse --dtc-keep-bf16-weights | FileCheck %s
+// RUN: %dtc-opt %s --split-input-file --pass-pipeline="builtin.module(dtc-build-training-step{loss=mse precision=bf16 model-outputs=false},func.func(canonicalize,cse),dtc-sharding-search{dp=2 zero=1},func.func(dtc-keep-bf16-weights),dtc-spmd-partition)" | FileCheck %s --check-prefix=ZERO
 // RUN: %dtc-opt %s --split-input-file --pass-pipeline="builtin.module(dtc-build-training-step{loss=mse optimizer=sgd momentum=0 model-outputs=false micro-batches=2 precision=bf16},func.func(canonicalize,cse),dtc-sharding-search{mesh=1 pp=2 stage-cuts=flops},dtc-spmd-partition,func.func(dtc-accumulate-gradients),func.func(dtc-keep-bf16-weights),dtc-pipeline-split{stages=2})" | FileCheck %s --check-prefix=STAGES
 
 // The weight's casts become its bf16 copy, a parameter `cast_of` it, which
@@ -56,4 +57,23 @@ func.func @main(%x: tensor<4x8xf32> {graph.name = "x"}) -> (tensor<4x8xf32> {gra
   %c = graph.matmul %b, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   %d = graph.tanh %c : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return %d : tensor<4x8xf32>
+}
+
+// -----
+
+// Between the search and the partitioner, under ZeRO-1: the update runs on
+// shards over dp, so the f32 master is split as it is, while the copy the
+// forward reads stays whole, made by gathering the update's bf16 cast
+// (not the f32 update).
+// ZERO: training: 1 weights (4.1 k values) kept in bf16 between steps beside their f32 master copies: the optimizer writes both, and the step casts none; 1 masters split as their updates are (ZeRO), their copies gathered in bf16
+// ZERO: graph.parameter "w" {dtc.sharding = #graph.sharding<[0], []>} : tensor<32x64xf32>
+// ZERO-NEXT: %[[WB:.*]] = graph.parameter "w.bf16" {cast_of = "w"} : tensor<64x64xbf16>
+// ZERO: graph.matmul %{{.*}}, %[[WB]] {{.*}}: (tensor<2x64xbf16>, tensor<64x64xbf16>)
+// ZERO-NOT: mesh.all_gather %{{.*}} : tensor<32x64xf32>
+// ZERO: %[[COPY:.*]] = mesh.all_gather %{{.*}} on @mesh mesh_axes = [0] gather_axis = 0 : tensor<32x64xbf16> -> tensor<64x64xbf16>
+// ZERO-NEXT: return %{{.*}}, %[[COPY]] :
+func.func @main(%x: tensor<4x64xf32> {graph.name = "x"}) -> (tensor<4x64xf32> {graph.name = "logits"}) {
+  %w = graph.parameter "w" : tensor<64x64xf32>
+  %y = graph.matmul %x, %w : (tensor<4x64xf32>, tensor<64x64xf32>) -> tensor<4x64xf32>
+  return %y : tensor<4x64xf32>
 }

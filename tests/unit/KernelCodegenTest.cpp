@@ -17,6 +17,7 @@
 #include "frontends/gpt/GptGenerator.h"
 #include "runtime/Device.h"
 #include "runtime/Executor.h"
+#include "runtime/cpu/BFloat16.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/train/Trainer.h"
@@ -57,6 +58,17 @@ struct Case {
   std::vector<int> positive; // inputs that must be > 0
 };
 
+/// f32 to bf16, rounding to nearest even (runtime/cpu/BFloat16.h), as
+/// compiler-rt's __truncsfbf2 does: the bf16 in the low 16 bits of the
+/// float register a __bf16 is returned in (declared float: a __bf16 result
+/// would have clang call __truncsfbf2 here too).
+float truncToBf16(float f) {
+  uint32_t bits = dtc::runtime::cpu::BFloat16(f).bits;
+  float r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
+
 /// The host-lowered kernels of `module`'s @dtc_kernels, JIT-compiled.
 std::unique_ptr<ExecutionEngine> hostKernels(ModuleOp module) {
   MLIRContext *context = module.getContext();
@@ -86,7 +98,17 @@ std::unique_ptr<ExecutionEngine> hostKernels(ModuleOp module) {
   EXPECT_TRUE(succeeded(lower.run(*host)));
   auto engine = ExecutionEngine::create(*host);
   EXPECT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
-  return engine ? std::move(*engine) : nullptr;
+  if (!engine)
+    return nullptr;
+  // Where the CPU has no bf16 instructions (an AMD EPYC), LLVM rounds
+  // f32 to bf16 by calling __truncsfbf2, which Debian 12's libgcc lacks.
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    symbols[interner("__truncsfbf2")] = {llvm::orc::ExecutorAddr::fromPtr(&truncToBf16),
+                                         llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
+  return std::move(*engine);
 }
 
 /// A context holding what a CUDA compile and the host lowering load, the
