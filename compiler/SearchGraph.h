@@ -120,7 +120,7 @@ public:
   /// (with a diagnostic) when nothing costs less than `costBelow`.
   /// `roundingOnly`: the LP relaxation rounded, without CBC even when it
   /// is not within the gap of its bound (then unsettled()).
-  FailureOr<double> decide(double timeLimitSeconds,
+  FailureOr<double> decide(search::SolveLimits limits,
                            double costBelow = std::numeric_limits<double>::infinity(),
                            bool roundingOnly = false);
 
@@ -135,10 +135,14 @@ public:
   /// Writes the decision into the IR.
   SearchResult annotate();
 
-  static constexpr double kTimeLimitSeconds = 5;
-  /// CBC's time on a candidate mesh or role assignment whose rounded plan
-  /// lost but whose bound could still win.
-  static constexpr double kLosingCandidateSeconds = 2;
+  /// CBC's budget on a search (docs/sharding.md, "How long CBC
+  /// searches"): nodes, so that a plan does not depend on how busy the
+  /// machine is, about 1-4 s on a tight-memory 4-layer GPT (9,000
+  /// columns); the seconds only stop programs whose nodes are slow.
+  static constexpr search::SolveLimits kLimits{200, 10};
+  /// CBC's budget on a candidate mesh or role assignment whose rounded
+  /// plan lost but whose bound could still win.
+  static constexpr search::SolveLimits kLosingCandidateLimits{50, 3};
   /// CBC stops once its plan is within this fraction of its bound (on
   /// large programs), and the relaxation's rounded plan within it needs
   /// no CBC: the last percent took a GPT-3 stage's search from 3.5 s to
@@ -279,7 +283,7 @@ private:
     return size_t(llvm::hash_combine(node.label, node.strategies->size()));
   }
 
-  FailureOr<search::StrategySolution> solve(double timeLimitSeconds, double costBelow,
+  FailureOr<search::StrategySolution> solve(search::SolveLimits budget, double costBelow,
                                             bool roundingOnly);
 
   std::string meshText() const;

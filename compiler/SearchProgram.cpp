@@ -331,7 +331,7 @@ std::string Search::splitAlternativesText(const search::StrategyProblem &problem
          llvm::join(parts, " | ");
 }
 
-FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, double costBelow,
+FailureOr<search::StrategySolution> Search::solve(search::SolveLimits budget, double costBelow,
                                                   bool roundingOnly) {
   // Groups in order of first appearance (deterministic).
   llvm::DenseMap<size_t, int> groupOfLabel;
@@ -450,7 +450,7 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   }
 
   search::StrategySolution solution =
-      search::solveStrategies(problem, timeLimitSeconds, costBelow, kRelativeGap, roundingOnly);
+      search::solveStrategies(problem, budget, costBelow, kRelativeGap, roundingOnly);
   unsettled_ = solution.roundedOnly;
   bound_ = solution.bound;
   gap_ = size_t(solution.variables) >= search::kGapColumns ? kRelativeGap : 0.0;
@@ -461,6 +461,8 @@ FailureOr<search::StrategySolution> Search::solve(double timeLimitSeconds, doubl
   result_.eliminated = solution.eliminated;
   result_.optimal = solution.optimal;
   result_.rounded = solution.solvedByRounding;
+  result_.nodes = solution.nodes;
+  result_.timedOut = solution.timedOut;
   result_.gap = solution.cost > 0 ? std::max(0.0, solution.cost - solution.bound) / solution.cost
                                   : 0.0;
   if (!solution.feasible) {

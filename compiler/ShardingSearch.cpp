@@ -23,7 +23,7 @@
 
 namespace dtc::search {
 
-FailureOr<double> Search::decide(double timeLimitSeconds, double costBelow,
+FailureOr<double> Search::decide(search::SolveLimits limits, double costBelow,
                                  bool roundingOnly) {
   if (failed(checkPins()))
     return failure();
@@ -31,7 +31,7 @@ FailureOr<double> Search::decide(double timeLimitSeconds, double costBelow,
     buildGraph();
   if (failed(enumerateAll()))
     return failure();
-  FailureOr<search::StrategySolution> solution = solve(timeLimitSeconds, costBelow, roundingOnly);
+  FailureOr<search::StrategySolution> solution = solve(limits, costBelow, roundingOnly);
   if (failed(solution))
     return failure();
   return solution->cost;
@@ -249,7 +249,7 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     tried[i].seconds = std::numeric_limits<double>::quiet_NaN();
     tried[i].axes = candidates[i].mesh;
   }
-  auto tryCandidate = [&](size_t index, bool roundingOnly, double seconds) {
+  auto tryCandidate = [&](size_t index, bool roundingOnly, search::SolveLimits limits) {
     if (compileCancelled()) // another thread's compile made this one moot
       return;
     const SearchOptions &candidate = candidates[index];
@@ -266,7 +266,7 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
       return success();
     });
     FailureOr<double> cost =
-        search->decide(seconds, std::min(bestCost, options.costBelow), roundingOnly);
+        search->decide(limits, std::min(bestCost, options.costBelow), roundingOnly);
     if (succeeded(cost) &&
         (std::isnan(tried[index].seconds) || *cost < tried[index].seconds)) {
       tried[index].seconds = *cost;
@@ -293,7 +293,7 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
     }
   };
   for (size_t i = 0; i < candidates.size(); ++i)
-    tryCandidate(i, /*roundingOnly=*/true, search::Search::kTimeLimitSeconds);
+    tryCandidate(i, /*roundingOnly=*/true, search::Search::kLimits);
   llvm::sort(unsettled);
   // CBC's full time goes to improving the best plan; a candidate whose
   // rounded plan lost, and which CBC would have to make better than the
@@ -308,8 +308,8 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   for (auto [bound, gap, index] : unsettled)
     if (!options.roundingOnly && bound < bestCost * (1 - gap) - 1e-12 * bestCost)
       tryCandidate(index, /*roundingOnly=*/false,
-                   index == bestIndex ? search::Search::kTimeLimitSeconds
-                                      : search::Search::kLosingCandidateSeconds);
+                   index == bestIndex ? search::Search::kLimits
+                                      : search::Search::kLosingCandidateLimits);
   if (!best && freeAxisTried) { // the free axis failed among the candidates: say why
     for (Diagnostic &d : freeAxisFailure)
       module.getContext()->getDiagEngine().emit(std::move(d));
@@ -321,7 +321,7 @@ FailureOr<SearchResult> searchShardings(ModuleOp module, func::FuncOp func,
   }
   if (!best) { // no role assignment works: the whole program
     best = std::make_unique<search::Search>(graph, options);
-    if (failed(best->decide(search::Search::kTimeLimitSeconds, options.costBelow,
+    if (failed(best->decide(search::Search::kLimits, options.costBelow,
                             options.roundingOnly))) {
       if (candidates.size() > 1 && options.searchMeshShape)
         func.emitError() << "(the " << candidates.size() - 1

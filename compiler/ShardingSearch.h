@@ -95,6 +95,10 @@ struct SearchResult {
   /// of its bound: CBC might still improve it.
   bool unsettled = false;
   double gap = 0;                    // not optimal: (cost - CBC's bound) / cost
+  int nodes = 0;                     // branch-and-bound nodes CBC searched
+  /// CBC's seconds ran out before its nodes did: the plan may differ on a
+  /// machine more or less busy (search::SolveLimits).
+  bool timedOut = false;
   std::vector<MeshAxisSpec> mesh;    // the mesh decided on (its shape searched or given)
   bool meshSearched = false; // its shape came from --devices, or --mesh as one axis
   double searchSeconds = 0;          // wall time of the whole search

@@ -253,7 +253,7 @@ void markUnreplicated(ModuleOp module, const ParallelOptions &p, const PipelineS
 }
 
 std::string searchNote(const SearchResult &r, double limit) {
-  char solve[128];
+  char solve[256];
   if (r.rounded && r.optimal) // the relaxation was integral: CBC not needed
     std::snprintf(solve, sizeof solve, "optimal in %.2f s (the LP relaxation rounded meets its bound)",
                   r.searchSeconds);
@@ -261,14 +261,17 @@ std::string searchNote(const SearchResult &r, double limit) {
     std::snprintf(solve, sizeof solve,
                   "within %.2g%% of the LP bound in %.2f s (the relaxation rounded, no CBC needed)",
                   100 * r.gap, r.searchSeconds);
+  else if (r.timedOut) // the safety net, not the node budget: load decided where it stopped
+    std::snprintf(solve, sizeof solve,
+                  "CBC stopped by its time limit after %d nodes in %.2f s, within %.2g%% of its "
+                  "bound (a busier or idler machine may choose otherwise)",
+                  r.nodes, r.searchSeconds, 100 * r.gap);
   else if (r.optimal)
-    std::snprintf(solve, sizeof solve, "CBC optimal in %.2f s", r.searchSeconds);
-  else if (r.gap <= search::Search::kRelativeGap) // stopped at its gap
-    std::snprintf(solve, sizeof solve, "CBC within %.2g%% of its bound in %.2f s", 100 * r.gap,
+    std::snprintf(solve, sizeof solve, "CBC optimal after %d nodes in %.2f s", r.nodes,
                   r.searchSeconds);
-  else // stopped at the time limit: how far from the best possible it may be
-    std::snprintf(solve, sizeof solve, "CBC best found in %.2f s, within %.2g%% of its bound",
-                  r.searchSeconds, 100 * r.gap);
+  else // stopped at its gap or its node budget
+    std::snprintf(solve, sizeof solve, "CBC within %.2g%% of its bound after %d nodes in %.2f s",
+                  100 * r.gap, r.nodes, r.searchSeconds);
   return "search: " + std::to_string(r.ops) + " ops, " + std::to_string(r.decisions) +
          " decisions (alike ops in each layer decide together), " +
          std::to_string(r.eliminated) + " settled by exact reductions, " +

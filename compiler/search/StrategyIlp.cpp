@@ -830,7 +830,7 @@ struct ColumnMajor {
 /// integral on sharding problems (a 96-layer GPT-3 stage under a tight
 /// memory limit: 8 of 1,099 choices fractional).
 struct Relaxation {
-  bool solved = false;
+  bool solved = false, timedOut = false;
   double objective = 0; // in the program's units
   std::vector<double> columns;
 };
@@ -851,6 +851,7 @@ Relaxation solveRelaxation(const IntegerProgram &program, double timeLimitSecond
     Clp_setMaximumSeconds(model.get(), std::max(timeLimitSeconds, 0.01));
   Clp_dual(model.get(), 0);
   Relaxation relaxation;
+  relaxation.timedOut = Clp_status(model.get()) == 3; // stopped on its time (no iteration limit)
   if (Clp_status(model.get()) != 0) // not proven optimal: no bound
     return relaxation;
   relaxation.solved = true;
@@ -1065,13 +1066,14 @@ struct CbcModelDeleter {
 /// What CBC made of the program.
 struct CbcOutcome {
   std::vector<double> columns; // the best solution; empty when none was found
-  bool optimal = false, infeasible = false;
+  bool optimal = false, infeasible = false, timedOut = false;
+  int nodes = 0;
   double bound = -kInf; // the objective's best possible value, in the program's units
 };
 
 /// CBC on the program; `start`, when not empty, is a choice within the
 /// limits to start from (its x columns at 1).
-CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double costBelow,
+CbcOutcome runCbc(const IntegerProgram &program, SolveLimits limits, double costBelow,
                   double relativeGap, const std::vector<int> &start) {
   ColumnMajor matrix(program);
   int columnCount = program.columns.size(), rowCount = program.rowLower.size();
@@ -1109,6 +1111,16 @@ CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double
   // Clp's presolve of the root LP cost more than it saved: a 4-layer GPT's
   // search on 8 A100s took 7.8 s with it and 1.3 s without, the same plan.
   Cbc_setParameter(model.get(), "presolve", "off");
+  if (!start.empty()) {
+    // From the rounded start, plain branching on the LP's bound did best
+    // (docs/sharding.md, "How long CBC searches"): cuts, strong branching
+    // and the primal heuristics took 90% of a tight-memory 4-layer GPT's
+    // 5 s at the root and a few nodes, for choices 2-3% worse than 200
+    // nodes without them reach in 1.5-4 s.
+    Cbc_setParameter(model.get(), "cuts", "off");
+    Cbc_setParameter(model.get(), "strong", "0");
+    Cbc_setParameter(model.get(), "heuristicsOnOff", "off");
+  }
   if (std::isfinite(costBelow)) {
     char cutoff[32];
     std::snprintf(cutoff, sizeof cutoff, "%.17g",
@@ -1117,18 +1129,22 @@ CbcOutcome runCbc(const IntegerProgram &program, double timeLimitSeconds, double
   }
   if (relativeGap > 0)
     Cbc_setParameter(model.get(), "ratioGap", number(relativeGap).c_str());
-  bool limited = std::isfinite(timeLimitSeconds);
+  if (limits.nodes < std::numeric_limits<int>::max())
+    Cbc_setParameter(model.get(), "maxNodes", std::to_string(std::max(limits.nodes, 0)).c_str());
+  bool limited = std::isfinite(limits.seconds);
   if (limited)
-    Cbc_setParameter(model.get(), "seconds", number(std::max(timeLimitSeconds, 0.01)).c_str());
+    Cbc_setParameter(model.get(), "seconds", number(std::max(limits.seconds, 0.01)).c_str());
   auto began = std::chrono::steady_clock::now();
   Cbc_solve(model.get());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 
   CbcOutcome outcome;
+  outcome.nodes = Cbc_getNodeCount(model.get());
   // CBC 2.10 may stop at the time limit with status "infeasible" and no
   // time-limit flag; its clock starts after ours.
-  bool outOfTime =
-      Cbc_isSecondsLimitReached(model.get()) || (limited && seconds >= 0.99 * timeLimitSeconds);
+  outcome.timedOut =
+      Cbc_isSecondsLimitReached(model.get()) || (limited && seconds >= 0.99 * limits.seconds);
+  bool outOfTime = outcome.timedOut || Cbc_isNodeLimitReached(model.get());
   outcome.optimal = Cbc_isProvenOptimal(model.get()) && !outOfTime;
   outcome.bound = Cbc_getBestPossibleObjValue(model.get());
   // Stopped within the relative gap: "optimal" to CBC, not proven so.
@@ -1175,7 +1191,7 @@ double strategyCost(const StrategyProblem &problem, const std::vector<int> &choi
 namespace {
 /// solveStrategies without the final check against `costBelow` (which CBC
 /// only uses to stop early).
-StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeconds,
+StrategySolution solveUncut(const StrategyProblem &problem, SolveLimits limits,
                             double costBelow, double relativeGap, bool roundingOnly) {
   StrategySolution solution;
   solution.message = describeInput(problem);
@@ -1253,15 +1269,18 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
   // Small programs are solved exactly: they take CBC well under a second.
   double gap = program.columns.size() >= kGapColumns ? relativeGap : 0.0;
   auto began = std::chrono::steady_clock::now();
-  auto secondsLeft = [&] {
-    return timeLimitSeconds -
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  auto left = [&] {
+    SolveLimits rest = limits;
+    rest.seconds -= std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    return rest;
   };
   // The relaxation first: its bound, and a choice rounded from it that is
   // often within the gap of it (then CBC is not needed), else CBC's start.
   std::vector<int> rounded;
   double roundedCost = kInf, relaxedBound = -kInf;
-  if (Relaxation relaxation = solveRelaxation(program, timeLimitSeconds); relaxation.solved) {
+  Relaxation relaxation = solveRelaxation(program, limits.seconds);
+  solution.timedOut = relaxation.timedOut;
+  if (relaxation.solved) {
     relaxedBound = program.offset + program.secondsPerUnit * relaxation.objective;
     // Both roundings, the cheaper kept: each wins on some programs.
     for (bool alongEdges : {false, true}) {
@@ -1295,7 +1314,9 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
     }
   }
   // CBC starts from the rounded choice (its program's nodes only).
-  CbcOutcome outcome = runCbc(program, secondsLeft(), costBelow, gap, rounded);
+  CbcOutcome outcome = runCbc(program, left(), costBelow, gap, rounded);
+  solution.nodes = outcome.nodes;
+  solution.timedOut |= outcome.timedOut;
   std::vector<int> fallback = fallbackChoice(problem, reduced, binding, coupled);
   if (!rounded.empty() && (fallback.empty() || roundedCost < strategyCost(problem, fallback)))
     fallback = rounded;
@@ -1324,8 +1345,10 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
       if (!binding.empty())
         solution.message += ")";
     } else {
-      solution.message =
-          "CBC found no choice within the time limit of " + number(timeLimitSeconds) + " s";
+      solution.message = outcome.timedOut ? "CBC found no choice within the time limit of " +
+                                                number(limits.seconds) + " s"
+                                          : "CBC found no choice in " +
+                                                std::to_string(outcome.nodes) + " nodes";
     }
     return solution;
   }
@@ -1342,10 +1365,9 @@ StrategySolution solveUncut(const StrategyProblem &problem, double timeLimitSeco
 }
 } // namespace
 
-StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimitSeconds,
+StrategySolution solveStrategies(const StrategyProblem &problem, SolveLimits limits,
                                  double costBelow, double relativeGap, bool roundingOnly) {
-  StrategySolution solution =
-      solveUncut(problem, timeLimitSeconds, costBelow, relativeGap, roundingOnly);
+  StrategySolution solution = solveUncut(problem, limits, costBelow, relativeGap, roundingOnly);
   if (solution.feasible && !(solution.cost < costBelow)) {
     solution.feasible = solution.optimal = false;
     solution.choice.clear();

@@ -54,7 +54,7 @@ struct StrategySolution {
   bool feasible = false;
   std::vector<int> choice; // a strategy per node, when feasible
   double cost = 0;         // strategyCost(problem, choice)
-  bool optimal = false;    // proven optimal (false when the time limit cut CBC short)
+  bool optimal = false;    // proven optimal (false when a limit cut CBC short)
   double bound = 0;        // no choice costs less (CBC's best bound; `cost` when optimal)
   // Per resource: each node's least use among the strategies that can take
   // part in an allowed choice, summed (the least any choice reaches, when
@@ -78,6 +78,20 @@ struct StrategySolution {
   // `roundingOnly` was asked for and the rounded choice is returned
   // without CBC, outside the gap of the relaxation's bound (`bound`).
   bool roundedOnly = false;
+  int nodes = 0; // branch-and-bound nodes CBC searched
+  // The seconds of SolveLimits stopped CBC or the relaxation before they
+  // finished or spent their nodes: the choice may differ on a machine
+  // more or less busy.
+  bool timedOut = false;
+};
+
+/// How much search CBC may spend on a program. The budget is counted in
+/// branch-and-bound nodes, so the same problem gets the same choice
+/// however busy the machine is; the seconds are a safety net for programs
+/// whose nodes are slow, and a choice they cut short says so (timedOut).
+struct SolveLimits {
+  int nodes = std::numeric_limits<int>::max();
+  double seconds = 60;
 };
 
 /// Programs with at least this many columns are solved to the relative
@@ -85,10 +99,11 @@ struct StrategySolution {
 inline constexpr size_t kGapColumns = 10000;
 
 /// The cheapest choice of one strategy per node. Deterministic unless the
-/// time limit stops CBC (single-threaded, quiet); CBC checks its limit
+/// limits' seconds stop CBC (single-threaded, quiet); CBC checks its time
 /// between phases and may overrun short limits by a second or so. Stopped
-/// early, it returns the best choice found (optimal = false): CBC's, or
-/// each node at its cheapest or least-using strategy when that fits.
+/// early by either limit, it returns the best choice found (optimal =
+/// false): CBC's, or each node at its cheapest or least-using strategy
+/// when that fits.
 /// Only choices that cost less than `costBelow` are wanted: when none does,
 /// the solution is not feasible and says so (CBC stops as soon as its bound
 /// shows it, which is how a caller comparing several problems skips the
@@ -100,7 +115,7 @@ inline constexpr size_t kGapColumns = 10000;
 /// relaxation's bound), CBC running only when rounding finds no choice: a
 /// caller comparing several problems rounds each first, then runs CBC on
 /// those whose bound could beat the best rounded choice.
-StrategySolution solveStrategies(const StrategyProblem &problem, double timeLimitSeconds = 60,
+StrategySolution solveStrategies(const StrategyProblem &problem, SolveLimits limits = {},
                                  double costBelow = std::numeric_limits<double>::infinity(),
                                  double relativeGap = 0, bool roundingOnly = false);
 

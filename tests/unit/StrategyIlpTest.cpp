@@ -272,16 +272,16 @@ TEST(StrategyIlp, RandomProblemsMatchBruteForce) {
     // Asked for less than a bound just above the best, CBC (told the bound
     // in its own units) still finds it; just below, nothing is found.
     double above = best.cost + 1e-4 * std::abs(best.cost) + 1e-6;
-    StrategySolution under = solveStrategies(problem, 60, above);
+    StrategySolution under = solveStrategies(problem, {}, above);
     ASSERT_TRUE(under.feasible) << under.message;
     expectNear(under.cost, best.cost);
     double below = best.cost - 1e-4 * std::abs(best.cost) - 1e-6;
-    StrategySolution none = solveStrategies(problem, 60, below);
+    StrategySolution none = solveStrategies(problem, {}, below);
     EXPECT_FALSE(none.feasible);
     EXPECT_NE(none.message.find("costs less than"), std::string::npos) << none.message;
     // Rounding only: the relaxation's rounded choice, costing no less than
     // the best, its bound no more; exact whenever it did not stop there.
-    StrategySolution roundedOnly = solveStrategies(problem, 60, kInf, 0, /*roundingOnly=*/true);
+    StrategySolution roundedOnly = solveStrategies(problem, {}, kInf, 0, /*roundingOnly=*/true);
     ASSERT_TRUE(roundedOnly.feasible) << roundedOnly.message;
     EXPECT_LE(resourceUse(problem, roundedOnly.choice)[0], memory.limit);
     expectNear(strategyCost(problem, roundedOnly.choice), roundedOnly.cost);
@@ -795,7 +795,7 @@ TEST(StrategyIlp, LargeTightChainIsRoundedWithinTheGap) {
   double optimum = *std::min_element(best.begin(), best.end());
   ASSERT_LT(optimum, kInf);
 
-  StrategySolution solution = solveStrategies(problem, 60, kInf, 0.01);
+  StrategySolution solution = solveStrategies(problem, {}, kInf, 0.01);
   ASSERT_TRUE(solution.feasible) << solution.message;
   EXPECT_GE(solution.variables, 10000);
   EXPECT_TRUE(solution.solvedByRounding);
@@ -807,10 +807,9 @@ TEST(StrategyIlp, LargeTightChainIsRoundedWithinTheGap) {
   EXPECT_GE(solution.cost, optimum - 1e-12);
 }
 
-TEST(StrategyIlp, TimeLimitStillGivesAChoiceThatFits) {
-  // A chain with random extra edges and a tight limit on random memory use:
-  // seconds for CBC to prove optimal. Stopped after 0.05 s, it has no proof,
-  // but the choice fits.
+/// A chain with random extra edges and a tight limit on random memory use:
+/// seconds for CBC to prove optimal.
+StrategyProblem tightChainWithExtraEdges() {
   const int nodes = 40, strategies = 4;
   std::mt19937 rng(3);
   StrategyProblem problem;
@@ -830,21 +829,55 @@ TEST(StrategyIlp, TimeLimitStillGivesAChoiceThatFits) {
   }
   memory.limit = least + 0.2 * (most - least);
   problem.resources.push_back(memory);
+  return problem;
+}
 
+TEST(StrategyIlp, TimeLimitStillGivesAChoiceThatFits) {
+  // Stopped after 0.05 s, CBC has no proof, but the choice fits.
+  StrategyProblem problem = tightChainWithExtraEdges();
   auto start = std::chrono::steady_clock::now();
-  StrategySolution solution = solveStrategies(problem, 0.05);
+  StrategySolution solution =
+      solveStrategies(problem, SolveLimits{std::numeric_limits<int>::max(), 0.05});
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(solution.feasible) << solution.message;
   EXPECT_FALSE(solution.optimal);
-  EXPECT_LE(resourceUse(problem, solution.choice)[0], memory.limit);
+  EXPECT_TRUE(solution.timedOut);
+  EXPECT_LE(resourceUse(problem, solution.choice)[0], problem.resources[0].limit);
   expectNear(solution.cost, strategyCost(problem, solution.choice));
   EXPECT_LT(seconds, 2.0); // CBC overruns short limits a little
   // CBC's bound: no choice is cheaper, the optimum included.
-  StrategySolution optimum = solveStrategies(problem, 60);
+  StrategySolution optimum = solveStrategies(problem);
   ASSERT_TRUE(optimum.optimal);
+  EXPECT_FALSE(optimum.timedOut);
   EXPECT_LE(solution.bound, optimum.cost + 1e-12);
   EXPECT_LE(optimum.cost, solution.cost + 1e-12);
   EXPECT_GT(solution.bound, 0.5 * optimum.cost); // a bound, not just zero
+}
+
+TEST(StrategyIlp, NodeBudgetStopsTheSameWayEveryTime) {
+  // The budget the compiler gives CBC is nodes, so a plan does not depend
+  // on the machine's load: a few nodes leave no proof, the same choice on
+  // every run, fitting, and no worse than the optimum's bound says.
+  StrategyProblem problem = tightChainWithExtraEdges();
+  StrategySolution optimum = solveStrategies(problem);
+  ASSERT_TRUE(optimum.optimal);
+  ASSERT_GT(optimum.nodes, 5) << "the problem no longer needs branching";
+  SolveLimits few{5, 60};
+  StrategySolution first = solveStrategies(problem, few);
+  ASSERT_TRUE(first.feasible) << first.message;
+  EXPECT_FALSE(first.optimal);
+  EXPECT_FALSE(first.timedOut);
+  EXPECT_GT(first.nodes, 0);
+  EXPECT_LE(first.nodes, few.nodes);
+  EXPECT_LE(resourceUse(problem, first.choice)[0], problem.resources[0].limit);
+  EXPECT_LE(first.bound, optimum.cost + 1e-12);
+  EXPECT_LE(optimum.cost, first.cost + 1e-12);
+  for (int run = 0; run < 3; ++run) {
+    StrategySolution again = solveStrategies(problem, few);
+    EXPECT_EQ(again.choice, first.choice);
+    EXPECT_EQ(again.nodes, first.nodes);
+    EXPECT_EQ(again.bound, first.bound);
+  }
 }
 
 } // namespace
