@@ -53,16 +53,6 @@ std::optional<Sharding> decidedSharding(Value v) {
   return shardingOf(rule, rule.results[result.getResultNumber()], *split);
 }
 
-/// Whether `finer` cuts each dim as `coarse` does, and more.
-bool refines(const Sharding &finer, const Sharding &coarse) {
-  if (finer == coarse || finer.dims.size() != coarse.dims.size())
-    return false;
-  for (auto [f, c] : llvm::zip(finer.dims, coarse.dims))
-    if (f.size() < c.size() || !std::equal(c.begin(), c.end(), f.begin()))
-      return false;
-  return true;
-}
-
 struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();

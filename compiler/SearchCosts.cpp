@@ -46,20 +46,20 @@ bool Search::bucketed(Value v) const {
   return options_.buckets && def && def->hasAttr(attr::kWeightGradient);
 }
 
-double Search::stagingSeconds(Value v, double in, double out) const {
+double Search::stagingSeconds(double startUp, double in, double out) const {
   const cost::Device &device = options_.cluster.device;
-  if (!bucketed(v) || !device.packsStridedParts)
+  if (startUp >= 1 || !device.packsStridedParts)
     return 0;
   return device.streamSeconds(2 * (in + out)) / device.memoryEfficiency;
 }
 
-cost::Link Search::linkFor(Value v, ArrayRef<int16_t> axes) const {
+cost::Link Search::linkFor(double startUp, ArrayRef<int16_t> axes) const {
   cost::Link l = link(axes);
-  if (!bucketed(v))
+  if (startUp >= 1)
     return l;
-  l.latency = 0;
+  l.latency *= startUp;
   for (cost::Protocol &p : l.protocols)
-    p.latency = 0;
+    p.latency *= startUp;
   return l;
 }
 
@@ -72,7 +72,9 @@ double Search::copySeconds(double bytes) const {
 }
 
 double Search::reshardSeconds(Value v, const Sharding &have, const Sharding &want,
-                              ArrayRef<int16_t> partial) const {
+                              ArrayRef<int16_t> partial, double startUp) const {
+  if (bucketed(v))
+    startUp = 0;
   double seconds = 0;
   Sharding current = have;
   if (!partial.empty()) {
@@ -89,8 +91,8 @@ double Search::reshardSeconds(Value v, const Sharding &have, const Sharding &wan
     if (!scattered)
       seconds += cost::collectiveSeconds(cost::Collective::AllGather, cost::Algorithm::Ring,
                                          axesSize(partial), localBytes(v, current),
-                                         linkFor(v, partial)) +
-                 stagingSeconds(v, localBytes(v, current) / double(axesSize(partial)),
+                                         linkFor(startUp, partial)) +
+                 stagingSeconds(startUp, localBytes(v, current) / double(axesSize(partial)),
                                 localBytes(v, current));
   }
   if (current == want)
@@ -109,7 +111,7 @@ double Search::reshardSeconds(Value v, const Sharding &have, const Sharding &wan
       if (target) {
         Sharding before = current;
         seconds += cost::collectiveSeconds(cost::Collective::AllToAll, cost::Algorithm::Ring,
-                                           ranks, localBytes(v, current), linkFor(v, axes));
+                                           ranks, localBytes(v, current), linkFor(startUp, axes));
         current.dims[*target] = axes;
         current.dims[d].clear();
         // Split along the target dim on the way out, joined along d.
@@ -120,7 +122,7 @@ double Search::reshardSeconds(Value v, const Sharding &have, const Sharding &wan
       Sharding before = current;
       current.dims[d].clear();
       seconds += cost::collectiveSeconds(cost::Collective::AllGather, cost::Algorithm::Ring,
-                                         ranks, localBytes(v, current), linkFor(v, axes)) +
+                                         ranks, localBytes(v, current), linkFor(startUp, axes)) +
                  relayoutSeconds(plan::ALL_GATHER, int64_t(d), 0, v, before, current);
     }
   for (size_t d = 0; d < current.dims.size(); ++d)
@@ -144,11 +146,14 @@ double Search::unfusedSeconds(const Node &reader, size_t operand, Value v, const
   return reader.runs * cost::instructionSeconds(c, options_.cluster.device, -1, reader.epilogue);
 }
 
-double Search::partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> partial) const {
+double Search::partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> partial,
+                              double startUp) const {
+  if (bucketed(v))
+    startUp = 0;
   double bytes = localBytes(v, have);
   return cost::collectiveSeconds(cost::Collective::ReduceScatter, cost::Algorithm::Ring,
-                                 axesSize(partial), bytes, linkFor(v, partial)) +
-         stagingSeconds(v, bytes, bytes / double(axesSize(partial)));
+                                 axesSize(partial), bytes, linkFor(startUp, partial)) +
+         stagingSeconds(startUp, bytes, bytes / double(axesSize(partial)));
 }
 
 double Search::undeferredSeconds(const Node &node, const Strategy &s) const {

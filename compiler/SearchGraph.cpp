@@ -2,6 +2,8 @@
 #include "compiler/SearchGraph.h"
 #include "dialects/graph/AttrNames.h"
 
+#include "llvm/ADT/StringSet.h"
+
 namespace dtc::search {
 
 void Search::buildGraph() {
@@ -32,6 +34,17 @@ void Search::buildNodes() {
     node.parameter = isa<graph::ParameterOp>(op);
     add(std::move(node));
   }
+  // The weights the step updates (not the optimizer's state): their
+  // updates' gathers share a bucket (Search::updateSeconds).
+  llvm::StringSet<> weights;
+  for (Operation &op : block)
+    if (auto p = dyn_cast<graph::ParameterOp>(op);
+        p && !p->hasAttr(attr::kZeros) && !p->hasAttr(attr::kAccumulator))
+      weights.insert(p.getName());
+  updates_ = 0;
+  for (unsigned i = 0; i < func_.getNumResults(); ++i)
+    if (auto name = func_.getResultAttrOfType<StringAttr>(i, attr::kUpdates))
+      updates_ += int(weights.contains(name.getValue()));
   // The forward: what the loss (the first result of a training step)
   // depends on. Inference is all forward.
   Operation *ret = block.getTerminator();

@@ -110,6 +110,7 @@ public:
     positions_ = graph.positions_;
     nodeOfOp_ = graph.nodeOfOp_;
     lossPosition_ = graph.lossPosition_;
+    updates_ = graph.updates_;
   }
 
   /// The graph as nodes, with the batch marked and alike ops labelled:
@@ -207,18 +208,21 @@ private:
                          const Sharding &from, const Sharding &to) const;
 
   const cost::Link &link(ArrayRef<int16_t> axes) const;
-  /// The link `axes` cross as `v`'s collectives use it: a weight
-  /// gradient's reductions go in buckets (SearchOptions::buckets), their
-  /// start-up amortised to nothing. (A weight's gathers are bucketed too,
-  /// but priced on their own: gathered together they live together, which
-  /// the search's memory does not count.)
-  cost::Link linkFor(Value v, ArrayRef<int16_t> axes) const;
+  /// The link `axes` cross as a collective uses it, paying `startUp` of
+  /// its start-up: 1 alone; in a bucket (SearchOptions::buckets) its
+  /// share of the bucket's, 0 for a weight gradient's reductions (many
+  /// to a bucket), 1 / the updated weights for an update's gathers
+  /// (Search::updateSeconds). (A weight's gathers for the forward are
+  /// bucketed too, but priced on their own: gathered together they live
+  /// together, which the search's memory does not count.)
+  cost::Link linkFor(double startUp, ArrayRef<int16_t> axes) const;
   /// Whether `v` is a weight gradient whose reductions go in buckets.
   bool bucketed(Value v) const;
-  /// A bucketed collective of `v` from `in` to `out` local bytes: staged
-  /// through the bucket's buffer each way where the device packs parts (the
-  /// CPU runtime; cost::collectiveInstructionSeconds), else nothing.
-  double stagingSeconds(Value v, double in, double out) const;
+  /// A bucketed collective (`startUp` below 1) from `in` to `out` local
+  /// bytes: staged through the bucket's buffer each way where the device
+  /// packs parts (the CPU runtime; cost::collectiveInstructionSeconds),
+  /// else nothing.
+  double stagingSeconds(double startUp, double in, double out) const;
 
   double copySeconds(double bytes) const;
 
@@ -227,16 +231,30 @@ private:
   /// result was reduce-scattered by its op (half an all-reduce); a reader
   /// that wants it whole pays the all-gather half, one that wants a dim
   /// split over the same axes nothing more.
+  /// `startUp`: the share of each collective's start-up it pays
+  /// (linkFor; a weight gradient's pay none).
   double reshardSeconds(Value v, const Sharding &have, const Sharding &want,
-                        ArrayRef<int16_t> partial = {}) const;
+                        ArrayRef<int16_t> partial = {}, double startUp = 1) const;
 
   /// The reduce-scatter half of combining partial sums over `partial`.
-  double partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> partial) const;
+  double partialSeconds(Value v, const Sharding &have, ArrayRef<int16_t> partial,
+                        double startUp = 1) const;
   /// A step's seconds to bring `v`, result `resultIdx` of a node split by
   /// `su`, to `want` for a reader that runs `runs` times a step (once when
   /// it only accumulates `v` and keeps its split: `accumulated`).
   double edgeSeconds(Value v, bool accumulated, const Strategy &su, int resultIdx,
-                     const Sharding &want, double runs) const;
+                     const Sharding &want, double runs, double startUp = 1) const;
+  /// An update's edge into its weight `parameter` (split `want`): a bf16
+  /// step's weight keeps a bf16 copy (dtc-keep-bf16-weights), and where
+  /// the update is split finer than the weight (ZeRO-1 and 2) the master
+  /// stays split with it and the copy's bf16 shards are gathered, half the
+  /// f32 update's bytes. The step's last gathers go in a bucket: each
+  /// pays its share of one start-up, as if every weight's were there.
+  double updateSeconds(Value update, const Strategy &su, int resultIdx, const Node &parameter,
+                       const Sharding &want) const;
+  /// The bf16 cast a bf16 step reads weight `parameter` through, which
+  /// becomes its copy; null where it keeps none (SearchOptions::bf16Copies).
+  Value bf16CopyOf(const Node &parameter) const;
   /// What a fused edge (Node::fusedOperands) costs when the two ends are
   /// split differently, or the writer leaves partial sums: the value
   /// written by one kernel and read by the next, or an epilogue's add run
@@ -306,6 +324,7 @@ private:
   llvm::DenseMap<Operation *, size_t> positions_;
   llvm::DenseMap<Operation *, int> nodeOfOp_;
   size_t lossPosition_ = 0;
+  int updates_ = 0; // weights the step updates
   std::vector<int> groups_, groupOf_, choice_;
   SearchResult result_;
 };

@@ -403,9 +403,10 @@ FailureOr<search::StrategySolution> Search::solve(search::SolveLimits budget, do
     for (auto [s, su] : llvm::enumerate(*u.strategies))
       for (auto [t, sv] : llvm::enumerate(*w.strategies))
         m[s * w.strategies->size() + t] =
-            factor * edgeSeconds(v, accumulated, su, resultIdx, want(sv), w.runs) +
-            (operandIdx >= 0 ? unfusedSeconds(w, size_t(operandIdx), v, su, resultIdx, want(sv))
-                             : 0.0);
+            operandIdx < 0
+                ? updateSeconds(v, su, resultIdx, w, want(sv))
+                : factor * edgeSeconds(v, accumulated, su, resultIdx, want(sv), w.runs) +
+                      unfusedSeconds(w, size_t(operandIdx), v, su, resultIdx, want(sv));
   };
   Block &block = func_.getBody().front();
   for (auto [n, node] : llvm::enumerate(nodes_)) {
@@ -521,6 +522,28 @@ FailureOr<search::StrategySolution> Search::solve(search::SolveLimits budget, do
   return solution;
 }
 
+Value Search::bf16CopyOf(const Node &parameter) const {
+  auto weight = dyn_cast_or_null<graph::ParameterOp>(parameter.op);
+  if (!weight || !options_.training || !options_.bf16Copies ||
+      !weight.getType().getElementType().isF32() || weight->hasAttr(attr::kZeros) ||
+      weight->hasAttr(attr::kAccumulator) || weight.getCastOf())
+    return {};
+  for (Operation *user : weight->getUsers())
+    if (auto cast = dyn_cast<graph::CastOp>(user);
+        cast && cast.getType().getElementType().isBF16())
+      return cast.getResult();
+  return {};
+}
+
+double Search::updateSeconds(Value update, const Strategy &su, int resultIdx,
+                             const Node &parameter, const Sharding &want) const {
+  Value priced = update;
+  if (Value copy = bf16CopyOf(parameter); copy && refines(su.results[size_t(resultIdx)], want))
+    priced = copy; // the same shape in bf16: the copy's shards, cast where the update is
+  return edgeSeconds(priced, feedsOnlyAccumulations(update), su, resultIdx, want, parameter.runs,
+                     options_.buckets ? 1.0 / double(std::max(updates_, 1)) : 1.0);
+}
+
 double Search::regatherFactor(Value v, const Node &reader) const {
   if (!reader.forward || !nodes_[size_t(nodeOf(v))].parameter || !options_.training)
     return 1.0;
@@ -539,11 +562,11 @@ double Search::regatherFactor(Value v, const Node &reader) const {
 }
 
 double Search::edgeSeconds(Value v, bool accumulated, const Strategy &su, int resultIdx,
-                           const Sharding &want, double runs) const {
+                           const Sharding &want, double runs, double startUp) const {
   const Sharding &have = su.results[size_t(resultIdx)];
-  double seconds = reshardSeconds(v, have, want, su.partial);
+  double seconds = reshardSeconds(v, have, want, su.partial, startUp);
   if (accumulated && !su.partial.empty())
-    seconds += partialSeconds(v, have, su.partial);
+    seconds += partialSeconds(v, have, su.partial, startUp);
   return (accumulated && want == have ? 1.0 : runs) * seconds;
 }
 
@@ -587,8 +610,7 @@ void Search::figureOps() {
     const Strategy &su = (*nodes_[size_t(u)].strategies)[size_t(choice_[size_t(u)])];
     const Strategy &sp = (*nodes_[it->second].strategies)[size_t(choice_[it->second])];
     result_.opFigures[it->second].seconds +=
-        edgeSeconds(v, feedsOnlyAccumulations(v), su, resultIndex(v), sp.results[0],
-                     nodes_[it->second].runs);
+        updateSeconds(v, su, resultIndex(v), nodes_[it->second], sp.results[0]);
   }
 }
 

@@ -77,4 +77,13 @@ Sharding readSharding(graph::ShardingAttr attr, int64_t rank) {
   return s;
 }
 
+bool refines(const Sharding &finer, const Sharding &coarse) {
+  if (finer == coarse || finer.dims.size() != coarse.dims.size())
+    return false;
+  for (auto [f, c] : llvm::zip(finer.dims, coarse.dims))
+    if (f.size() < c.size() || !std::equal(c.begin(), c.end(), f.begin()))
+      return false;
+  return true;
+}
+
 } // namespace dtc

@@ -48,6 +48,11 @@ graph::ShardingAttr shardingAttr(mlir::Builder &b, const Sharding &s);
 /// A sharding read from `dtc.sharding` (whole dims where it is absent).
 Sharding readSharding(graph::ShardingAttr attr, int64_t rank);
 
+/// Whether `finer` cuts each dim as `coarse` does, and more: each of its
+/// parts lies in one of `coarse`'s (a master split as its update, its
+/// copy's parts cast from them).
+bool refines(const Sharding &finer, const Sharding &coarse);
+
 } // namespace dtc
 
 #endif // DTC_COMPILER_SHARDING_H

@@ -83,6 +83,11 @@ struct SearchOptions {
   /// dtc-bucket-collectives): priced by their bytes, their start-up paid
   /// once for many.
   bool buckets = true;
+  /// A bf16 step's weights keep bf16 copies beside their f32 masters
+  /// (dtc-keep-bf16-weights; not under --sync, whose weights change
+  /// outside the step): an update split finer than its weight gathers
+  /// the copy's bf16 shards (Search::updateSeconds).
+  bool bf16Copies = true;
 };
 
 struct SearchResult {

@@ -411,6 +411,7 @@ struct ShardingSearch : impl::ShardingSearchBase<ShardingSearch> {
     search.cluster = *options->cluster;
     search.memoryLimit = options->memoryLimitOn(*options->cluster);
     search.buckets = options->bucketBytes > 0;
+    search.bf16Copies = options->sync.empty();
     if (options->pipelineStages == 0 && options->searchMeshShape && search.training) {
       FailureOr<PipelineSearchResult> chosen = searchPipelineStages(module, *options, search);
       if (failed(chosen))

@@ -786,7 +786,7 @@ TEST(KernelCodegen, EveryKernelOfAGptTrainingStep) {
   int kernels = 0, batches = 0;
   double worst = 0;
   for (const dtc::plan::RankProgram &program : plan.ranks()) {
-    int64_t largest = 0; // the optimizer's updates: one launch
+    std::vector<int64_t> sizes; // launches' batches; the optimizer's the largest
     for (const auto *list : {&program.prologue(), &program.instructions()})
       for (int i = 0; i < list->size(); ++i) {
         const dtc::plan::Instruction &inst = (*list)[i];
@@ -797,7 +797,7 @@ TEST(KernelCodegen, EveryKernelOfAGptTrainingStep) {
         double w = 0;
         if (inst.gpu().batch() > 1) { // the optimizer's updates, or neighbours
           ASSERT_EQ(list, &program.instructions());
-          largest = std::max<int64_t>(largest, inst.gpu().batch());
+          sizes.push_back(inst.gpu().batch());
           auto func = kernelModule.lookupSymbol<func::FuncOp>(kernel);
           ASSERT_TRUE(func);
           auto operands = func->getAttrOfType<DenseI64ArrayAttr>(dtc::attr::kBatchOperands);
@@ -812,8 +812,15 @@ TEST(KernelCodegen, EveryKernelOfAGptTrainingStep) {
         worst = std::max(worst, w);
         ++kernels;
       }
-    // The GPT's 21 weights, each split or whole, updated in one launch.
-    EXPECT_EQ(largest, 21) << "each rank's optimizer is one launch";
+    // The GPT's 21 weights updated in one launch, or two where the search
+    // updates some on shards over tp (their masters split, their bf16
+    // copies gathered; 6 of them here) and the rest whole.
+    llvm::sort(sizes, std::greater<int64_t>());
+    ASSERT_GE(sizes.size(), 2u);
+    EXPECT_TRUE(sizes[0] == 21 || sizes[0] + sizes[1] == 21)
+        << "each rank's optimizer is one launch, or one for the updates on shards and one for "
+           "the rest: "
+        << sizes[0] << " and " << sizes[1];
   }
   EXPECT_GT(kernels, 20);
   EXPECT_GE(batches, plan.ranks_size());
