@@ -139,11 +139,13 @@ public:
   /// CBC's budget on a search (docs/sharding.md, "How long CBC
   /// searches"): nodes, so that a plan does not depend on how busy the
   /// machine is, about 1-4 s on a tight-memory 4-layer GPT (9,000
-  /// columns); the seconds only stop programs whose nodes are slow.
-  static constexpr search::SolveLimits kLimits{200, 10};
+  /// columns); fewer on larger programs, whose nodes are slower (2
+  /// million node-columns: 65 on GPT-3's 30,642 columns); the seconds
+  /// only stop programs whose nodes are slower still.
+  static constexpr search::SolveLimits kLimits{200, 10, 2e6};
   /// CBC's budget on a candidate mesh or role assignment whose rounded
   /// plan lost but whose bound could still win.
-  static constexpr search::SolveLimits kLosingCandidateLimits{50, 3};
+  static constexpr search::SolveLimits kLosingCandidateLimits{50, 3, 5e5};
   /// CBC stops once its plan is within this fraction of its bound (on
   /// large programs), and the relaxation's rounded plan within it needs
   /// no CBC: the last percent took a GPT-3 stage's search from 3.5 s to

@@ -1129,8 +1129,12 @@ CbcOutcome runCbc(const IntegerProgram &program, SolveLimits limits, double cost
   }
   if (relativeGap > 0)
     Cbc_setParameter(model.get(), "ratioGap", number(relativeGap).c_str());
-  if (limits.nodes < std::numeric_limits<int>::max())
-    Cbc_setParameter(model.get(), "maxNodes", std::to_string(std::max(limits.nodes, 0)).c_str());
+  int nodes = limits.nodes;
+  if (std::isfinite(limits.nodeColumns)) // larger programs' nodes cost more: fewer of them
+    nodes = int(std::min<double>(nodes, std::max<double>(kLeastNodes,
+                                                         limits.nodeColumns / columnCount)));
+  if (nodes < std::numeric_limits<int>::max())
+    Cbc_setParameter(model.get(), "maxNodes", std::to_string(std::max(nodes, 0)).c_str());
   bool limited = std::isfinite(limits.seconds);
   if (limited)
     Cbc_setParameter(model.get(), "seconds", number(std::max(limits.seconds, 0.01)).c_str());

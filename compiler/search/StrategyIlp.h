@@ -92,7 +92,14 @@ struct StrategySolution {
 struct SolveLimits {
   int nodes = std::numeric_limits<int>::max();
   double seconds = 60;
+  /// Nodes times the program's columns: a node of a larger program
+  /// re-solves a larger LP, so it gets fewer (nodeColumns / columns, at
+  /// least kLeastNodes, at most `nodes`), still counted, not timed.
+  double nodeColumns = std::numeric_limits<double>::infinity();
 };
+
+/// The fewest nodes SolveLimits::nodeColumns leaves a program.
+inline constexpr int kLeastNodes = 20;
 
 /// Programs with at least this many columns are solved to the relative
 /// gap given to solveStrategies; smaller ones exactly.

@@ -880,4 +880,29 @@ TEST(StrategyIlp, NodeBudgetStopsTheSameWayEveryTime) {
   }
 }
 
+TEST(StrategyIlp, NodeColumnsGiveLargerProgramsFewerNodes) {
+  // Nodes of a larger program re-solve a larger LP: the compiler's budget
+  // also bounds nodes times columns, still a count, not a clock.
+  StrategyProblem problem = tightChainWithExtraEdges();
+  StrategySolution optimum = solveStrategies(problem);
+  ASSERT_TRUE(optimum.optimal);
+  ASSERT_GT(optimum.nodes, kLeastNodes) << "the problem no longer needs enough branching";
+  constexpr int kAny = std::numeric_limits<int>::max();
+  double columns = optimum.variables;
+  // Node-columns for twice the nodes it needs: the optimum, proven.
+  StrategySolution ample = solveStrategies(problem, {kAny, 60, 2 * columns * optimum.nodes});
+  EXPECT_TRUE(ample.optimal);
+  EXPECT_EQ(ample.choice, optimum.choice);
+  // For two nodes: the least it gives a program, kLeastNodes.
+  StrategySolution scarce = solveStrategies(problem, {kAny, 60, 2 * columns});
+  ASSERT_TRUE(scarce.feasible) << scarce.message;
+  EXPECT_FALSE(scarce.optimal);
+  EXPECT_FALSE(scarce.timedOut);
+  EXPECT_LE(scarce.nodes, kLeastNodes);
+  EXPECT_LE(optimum.cost, scarce.cost + 1e-12);
+  // The node count still caps it.
+  StrategySolution capped = solveStrategies(problem, {5, 60, 2 * columns * optimum.nodes});
+  EXPECT_LE(capped.nodes, 5);
+}
+
 } // namespace
