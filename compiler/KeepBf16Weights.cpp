@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/CompileNotes.h"
+#include "compiler/MixedPrecision.h"
 #include "compiler/Passes.h"
 #include "compiler/Sharding.h"
 
@@ -71,22 +72,16 @@ struct KeepBf16Weights : impl::KeepBf16WeightsBase<KeepBf16Weights> {
         insertAt = i + 1;
       }
 
-    SmallVector<graph::ParameterOp> weights;
+    SmallVector<graph::ParameterOp> weights; // before any copy is added
     for (Operation &op : block)
-      if (auto p = dyn_cast<graph::ParameterOp>(op);
-          p && p.getType().getElementType().isF32() && !p->hasAttr(attr::kZeros) &&
-          !p->hasAttr(attr::kAccumulator) && !p.getCastOf())
+      if (auto p = dyn_cast<graph::ParameterOp>(op))
         weights.push_back(p);
 
     OpBuilder b(&getContext());
     int kept = 0, splitMasters = 0;
     int64_t elements = 0;
     for (graph::ParameterOp weight : weights) {
-      SmallVector<graph::CastOp> casts;
-      for (Operation *user : weight->getUsers())
-        if (auto cast = dyn_cast<graph::CastOp>(user);
-            cast && cast.getType().getElementType().isBF16())
-          casts.push_back(cast);
+      SmallVector<graph::CastOp> casts = bf16CastsOf(weight);
       if (casts.empty())
         continue;
       auto type = cast<RankedTensorType>(casts.front().getType());

@@ -3,13 +3,16 @@
 // castModelToBf16, which a bf16 training step's builder runs on the model
 // before the loss (Training.cpp), and dtc-mixed-precision, which runs it
 // on an inference function: the model's outputs then leave bf16 through a
-// cast to the types they were declared with.
+// cast to the types they were declared with; and bf16CastsOf, the casts
+// such a model reads a weight through (dtc-keep-bf16-weights and the
+// search's pricing of a weight's bf16 copy).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/MixedPrecision.h"
 
 #include "compiler/CompileNotes.h"
 #include "compiler/Passes.h"
+#include "dialects/graph/AttrNames.h"
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -26,6 +29,18 @@ namespace dtc {
 namespace {
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 } // namespace
+
+SmallVector<graph::CastOp> bf16CastsOf(graph::ParameterOp weight) {
+  SmallVector<graph::CastOp> casts;
+  if (!weight.getType().getElementType().isF32() || weight->hasAttr(attr::kZeros) ||
+      weight->hasAttr(attr::kAccumulator) || weight.getCastOf())
+    return casts;
+  for (Operation *user : weight->getUsers())
+    if (auto cast = dyn_cast<graph::CastOp>(user);
+        cast && cast.getType().getElementType().isBF16())
+      casts.push_back(cast);
+  return casts;
+}
 
 int castModelToBf16(func::FuncOp func) {
   int tables = 0;

@@ -2,6 +2,8 @@
 #ifndef DTC_COMPILER_MIXEDPRECISION_H
 #define DTC_COMPILER_MIXEDPRECISION_H
 
+#include "dialects/graph/GraphOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace dtc {
@@ -21,6 +23,12 @@ namespace dtc {
 /// parameters and integer inputs alone) stay f32 until activations read
 /// them.
 int castModelToBf16(mlir::func::FuncOp func);
+
+/// The casts to bf16 through which such a model reads f32 parameter
+/// `weight`, when it is a weight (not the optimizer's state, a gradient
+/// accumulator or itself a copy): what dtc-keep-bf16-weights keeps a bf16
+/// copy of, and the search prices as kept so. Empty otherwise.
+llvm::SmallVector<graph::CastOp> bf16CastsOf(graph::ParameterOp weight);
 
 } // namespace dtc
 

@@ -1,6 +1,7 @@
 //===- SearchProgram.cpp - the integer program ------------------------------===//
 #include "compiler/CompileNotes.h"
 #include "compiler/MicroBatches.h"
+#include "compiler/MixedPrecision.h"
 #include "compiler/SearchGraph.h"
 #include "compiler/TrainingStepParts.h"
 #include "dialects/graph/AttrNames.h"
@@ -524,15 +525,10 @@ FailureOr<search::StrategySolution> Search::solve(search::SolveLimits budget, do
 
 Value Search::bf16CopyOf(const Node &parameter) const {
   auto weight = dyn_cast_or_null<graph::ParameterOp>(parameter.op);
-  if (!weight || !options_.training || !options_.bf16Copies ||
-      !weight.getType().getElementType().isF32() || weight->hasAttr(attr::kZeros) ||
-      weight->hasAttr(attr::kAccumulator) || weight.getCastOf())
+  if (!weight || !options_.training || !options_.bf16Copies)
     return {};
-  for (Operation *user : weight->getUsers())
-    if (auto cast = dyn_cast<graph::CastOp>(user);
-        cast && cast.getType().getElementType().isBF16())
-      return cast.getResult();
-  return {};
+  SmallVector<graph::CastOp> casts = bf16CastsOf(weight);
+  return casts.empty() ? Value() : casts.front().getResult();
 }
 
 double Search::updateSeconds(Value update, const Strategy &su, int resultIdx,
