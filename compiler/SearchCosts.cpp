@@ -1,7 +1,11 @@
 //===- SearchCosts.cpp - what splits and reshardings cost -------------------===//
 #include "compiler/MicroBatches.h"
+#include "compiler/MixedPrecision.h"
 #include "compiler/SearchGraph.h"
 #include "compiler/PlanTypes.h"
+#include "dialects/graph/AttrNames.h"
+
+#include "llvm/ADT/StringMap.h"
 
 namespace dtc::search {
 
@@ -194,30 +198,60 @@ double Search::undeferredSeconds(const Node &node, const Strategy &s) const {
 void Search::markCostFacts() {
   // A micro-batched step: what runs per micro-batch costs N times over.
   double microBatches = double(microBatchesOf(func_));
+  Block &block = func_.getBody().front();
   llvm::DenseSet<Operation *> once;
   if (microBatches > 1)
-    once = oncePerStepOps(func_.getBody().front());
+    once = oncePerStepOps(block);
   markFusion();
+  // A bf16 step's weights with copies: their casts become the copies, and
+  // the updates hold the masters.
+  llvm::DenseSet<Operation *> copyCasts;
+  llvm::StringMap<int> copiedNode;
+  for (auto [n, node] : llvm::enumerate(nodes_))
+    if (bf16CopyOf(node)) {
+      node.copied = true;
+      auto weight = cast<graph::ParameterOp>(node.op);
+      copiedNode[weight.getName()] = int(n);
+      for (graph::CastOp c : bf16CastsOf(weight))
+        copyCasts.insert(c);
+    }
+  llvm::DenseMap<Value, int> masterOfUpdate;
+  for (auto [i, v] : llvm::enumerate(block.getTerminator()->getOperands()))
+    if (auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), attr::kUpdates))
+      if (auto it = copiedNode.find(name.getValue());
+          it != copiedNode.end() && nodeOf(v) != it->second) {
+        masterOfUpdate[v] = it->second;
+        nodes_[size_t(it->second)].updated = true;
+      }
   for (Node &node : nodes_) {
     if (node.op && !node.parameter && !once.contains(node.op))
       node.runs = microBatches;
     // Values kept from the forward for the backward count as memory.
     for (Value r : node.results()) {
       node.kept.push_back(node.op && node.forward && !node.parameter &&
-                          position(node.op) < lossPosition_ &&
+                          !copyCasts.contains(node.op) && position(node.op) < lossPosition_ &&
                           llvm::any_of(r.getUsers(), [&](Operation *user) {
                             return position(user) > lossPosition_;
                           }));
       node.accumulated.push_back(node.op && feedsOnlyAccumulations(r));
+      auto master = masterOfUpdate.find(r);
+      node.masterOf.push_back(master == masterOfUpdate.end() ? -1 : master->second);
     }
     llvm::hash_code key = llvm::hash_combine(node.label, int64_t(node.runs), node.launched,
-                                              node.absorbed);
-    for (auto [kept, accumulated] : llvm::zip(node.kept, node.accumulated))
-      key = llvm::hash_combine(key, kept, accumulated);
+                                              node.absorbed, node.copied, node.updated);
+    for (auto [kept, accumulated, master] : llvm::zip(node.kept, node.accumulated, node.masterOf))
+      key = llvm::hash_combine(key, kept, accumulated, master >= 0);
     for (bool fused : llvm::concat<bool>(node.fusedOperands, node.fusedResults))
       key = llvm::hash_combine(key, fused);
     node.costKey = size_t(key);
   }
+}
+
+double Search::memoryShare(const Node &node) const {
+  if (!node.op)
+    return 1.0;
+  bool held = node.parameter || llvm::any_of(node.masterOf, [](int m) { return m >= 0; });
+  return held ? options_.parameterShare : options_.keptShare;
 }
 
 void Search::costStrategies(const Node &node, std::vector<Strategy> &strategies) {
@@ -225,18 +259,17 @@ void Search::costStrategies(const Node &node, std::vector<Strategy> &strategies)
   // By stage (SearchOptions::stageMemory), the solver weighs the kept
   // part by each stage's micro-batches in flight; else each device is the
   // average stage.
-  bool byStage = bool(options_.stageMemory);
+  double share = options_.stageMemory ? 1.0 : memoryShare(node);
   for (Strategy &s : strategies) {
     for (auto [j, r] : llvm::enumerate(node.results())) {
-      if (node.op && !node.parameter && !node.kept[j])
+      bool master = node.masterOf[j] >= 0;
+      if (node.op && !node.parameter && !node.kept[j] && !master)
         continue;
       double bytes = localBytes(r, s.results[j]);
-      bool kept = node.op && !node.parameter;
-      double share = byStage || !node.op ? 1.0
-                     : node.parameter    ? options_.parameterShare
-                                         : options_.keptShare;
+      if (node.copied) // its bf16 copy, and its master where no update holds it
+        bytes = bytes / 2 + (node.updated ? 0.0 : bytes);
       s.memory += bytes * share;
-      if (kept)
+      if (node.kept[j])
         s.keptMemory += bytes * share;
     }
     if (!node.op)

@@ -68,6 +68,15 @@ struct Node {
   /// Per result: kept from the forward for the backward (counted as
   /// memory); summed only into gradient accumulators (reduced once a step).
   SmallVector<bool, 2> kept, accumulated;
+  /// A bf16 step's weights and their copies (dtc-keep-bf16-weights): a
+  /// weight that keeps a bf16 copy (`copied`) is counted as that copy,
+  /// split as the weight is; its f32 master as the result that updates it
+  /// (`masterOf`: the weight's node, else -1), which the plan keeps split
+  /// as the update is where that is finer (ZeRO), or with the weight when
+  /// nothing updates it (`updated` false). The casts that become the copy
+  /// keep nothing of their own.
+  SmallVector<int, 2> masterOf;
+  bool copied = false, updated = false;
   /// How the fusion passes will run it (markFusion): per operand and per
   /// result, a value passed inside its kernel, which costs no memory
   /// traffic; `launched` where its kernel starts (one op of a group);
@@ -286,6 +295,10 @@ private:
   /// Each strategy's compute, communication and memory, weighted by how
   /// often its node runs per step.
   void costStrategies(const Node &node, std::vector<Strategy> &strategies);
+  /// The share of a device's bytes that `node`'s memory counts without
+  /// SearchOptions::stageMemory: a pipeline's average stage holds its
+  /// weights and state once, its activations per micro-batch in flight.
+  double memoryShare(const Node &node) const;
 
   //===--------------------------------------------------------------------===//
   // Tying alike ops, and the integer program

@@ -33,7 +33,7 @@ std::string Search::leastMemoryText(const search::StrategySolution &solution) co
     if (solution.minimumUse[k] > solution.minimumUse[row])
       row = k;
   std::map<std::string, double> kinds;
-  std::vector<std::pair<double, std::string>> largest;
+  llvm::StringMap<double> held; // bytes per weight or state
   for (const Node &node : nodes_) {
     int stage = stages && node.op ? stages->stageOf(node.op) : kAnyStage;
     if (stages && stage != kAnyStage && size_t(stage) != row)
@@ -45,8 +45,10 @@ std::string Search::leastMemoryText(const search::StrategySolution &solution) co
     if (!(least > 0) || !std::isfinite(least))
       continue;
     std::string kind = "activations kept for backward", name;
-    if (auto p = node.op ? dyn_cast<graph::ParameterOp>(node.op) : graph::ParameterOp()) {
-      name = p.getName().str();
+    auto master = llvm::find_if(node.masterOf, [](int m) { return m >= 0; });
+    const Node &holder = master != node.masterOf.end() ? nodes_[size_t(*master)] : node;
+    if (auto p = holder.op ? dyn_cast<graph::ParameterOp>(holder.op) : graph::ParameterOp()) {
+      name = p.getName().str(); // a bf16 step's master, as its update holds it, is its weight's
       kind = p->hasAttr(attr::kAccumulator) ? "gradient accumulators"
              : p->hasAttr(attr::kZeros)     ? "optimizer state"
                                             : "weights";
@@ -55,8 +57,11 @@ std::string Search::leastMemoryText(const search::StrategySolution &solution) co
     }
     kinds[kind] += least;
     if (!name.empty())
-      largest.push_back({least, name});
+      held[name] += least;
   }
+  std::vector<std::pair<double, std::string>> largest;
+  for (const auto &entry : held)
+    largest.push_back({entry.getValue(), entry.getKey().str()});
   std::vector<std::pair<double, std::string>> byKind;
   for (const auto &[kind, bytes] : kinds)
     byKind.push_back({bytes, kind});
@@ -575,9 +580,7 @@ void Search::figureOps() {
     const Strategy &s = (*node.strategies)[size_t(choice_[n])];
     // A device's own bytes, not the average stage's share of them
     // (costStrategies without stageMemory).
-    double share = options_.stageMemory || !node.op ? 1.0
-                   : node.parameter                  ? options_.parameterShare
-                                                     : options_.keptShare;
+    double share = options_.stageMemory ? 1.0 : memoryShare(node);
     OpFigures f{node.op, s.compute + s.communication, node.runs > 1, s.memory / share,
                 s.keptMemory / share};
     if (node.op)
